@@ -1,0 +1,39 @@
+# The two commands of the README: `make run` and `make test`. Everything they
+# need is installed here, into .venv, from PyPI.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+
+.PHONY: setup run test lint typecheck chaos bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+run: setup
+	$(BIN)/jobwarden migrate
+	$(BIN)/jobwarden audit verify
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: setup
+	$(BIN)/mypy
+
+test: lint typecheck
+	$(BIN)/pytest -q -p no:cacheprovider
+
+bench: setup
+	$(BIN)/python -m bench
+
+chaos: setup
+	$(BIN)/python -m bench.chaos
+
+clean:
+	rm -rf $(VENV) .pgdata .mypy_cache .ruff_cache

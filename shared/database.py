@@ -1,0 +1,143 @@
+"""Finding a PostgreSQL to use, and connecting to it.
+
+Selection order (README, "Database"): `DATABASE_URL` if set; otherwise the
+server on 127.0.0.1:5432 if one answers; otherwise an embedded PostgreSQL 16
+(the `pgserver` wheel) under a project-local folder, stopped on exit. The same
+function serves `make run`, `make test` and the daemons, so the embedded path
+is the one the test suite exercises.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+from urllib.parse import urlsplit, urlunsplit
+
+import asyncpg
+
+APP_DATABASE = "jobwarden"
+# A connect probe must not hang a start-up: a local server answers in
+# microseconds, a firewalled port would otherwise block for the TCP timeout.
+PROBE_TIMEOUT_SECONDS = 1.0
+
+
+class Executor(Protocol):
+    """What the ledger needs of a connection or a pool (asyncpg ships no types)."""
+
+    async def fetch(self, query: str, *args: Any) -> list[Any]: ...
+    async def fetchrow(self, query: str, *args: Any) -> Any: ...
+    async def fetchval(self, query: str, *args: Any) -> Any: ...
+    async def execute(self, query: str, *args: Any) -> str: ...
+
+
+@dataclass
+class ResolvedDatabase:
+    """A server we can use: `admin_url` reaches the `postgres` database of it."""
+
+    admin_url: str
+    source: str  # "DATABASE_URL" | "local" | "embedded"
+    app_url: str
+    _stop: Callable[[], None] | None = field(default=None, repr=False)
+
+    def stop(self) -> None:
+        if self._stop is not None:
+            self._stop()
+            self._stop = None
+
+
+def with_database(url: str, dbname: str) -> str:
+    """The same server URL pointing at another database."""
+    parts = urlsplit(url)
+    return urlunsplit((parts.scheme, parts.netloc, "/" + dbname, parts.query, parts.fragment))
+
+
+def redact_url(url: str) -> str:
+    """A URL safe for logs and error messages (password removed)."""
+    parts = urlsplit(url)
+    if parts.password:
+        netloc = parts.netloc.replace(":" + parts.password + "@", ":***@")
+        parts = parts._replace(netloc=netloc)
+    return urlunsplit(parts)
+
+
+def local_server_answers(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=PROBE_TIMEOUT_SECONDS):
+            return True
+    except OSError:
+        return False
+
+
+def default_embedded_dir() -> Path:
+    return Path(os.environ.get("JW_EMBEDDED_PGDATA", Path.cwd() / ".pgdata"))
+
+
+def start_embedded(data_dir: Path) -> ResolvedDatabase:
+    """Start (or join) the embedded server in `data_dir`."""
+    from pgserver.postgres_server import get_server  # lazily: most runs use a real server
+
+    data_dir.mkdir(parents=True, exist_ok=True)
+    server = get_server(str(data_dir), cleanup_mode="stop")
+    admin = str(server.get_uri())
+    return ResolvedDatabase(
+        admin_url=admin,
+        source="embedded",
+        app_url=with_database(admin, APP_DATABASE),
+        _stop=server.cleanup,
+    )
+
+
+def resolve_database(env: Mapping[str, str] | None = None) -> ResolvedDatabase:
+    env = os.environ if env is None else env
+    url = env.get("DATABASE_URL")
+    if url:
+        return ResolvedDatabase(
+            admin_url=with_database(url, "postgres"), source="DATABASE_URL", app_url=url
+        )
+    host = env.get("JW_LOCAL_PG_HOST", "127.0.0.1")
+    port = int(env.get("JW_LOCAL_PG_PORT", "5432"))
+    if env.get("JW_FORCE_EMBEDDED") != "1" and local_server_answers(host, port):
+        admin = f"postgresql://postgres@{host}:{port}/postgres"
+        return ResolvedDatabase(
+            admin_url=admin, source="local", app_url=with_database(admin, APP_DATABASE)
+        )
+    data_dir = Path(env["JW_EMBEDDED_PGDATA"]) if "JW_EMBEDDED_PGDATA" in env else None
+    return start_embedded(data_dir or default_embedded_dir())
+
+
+async def ensure_database(admin_url: str, dbname: str) -> None:
+    """CREATE DATABASE if it does not exist (tolerating a concurrent creator)."""
+    conn = await asyncpg.connect(admin_url)
+    try:
+        exists = await conn.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", dbname)
+        if not exists:
+            with contextlib.suppress(asyncpg.DuplicateDatabaseError, asyncpg.UniqueViolationError):
+                await conn.execute(f'CREATE DATABASE "{dbname}"')
+    finally:
+        await conn.close()
+
+
+async def _init_connection(conn: asyncpg.Connection) -> None:
+    for typename in ("json", "jsonb"):
+        await conn.set_type_codec(
+            typename, encoder=json.dumps, decoder=json.loads, schema="pg_catalog"
+        )
+
+
+async def connect(url: str) -> asyncpg.Connection:
+    conn = await asyncpg.connect(url)
+    await _init_connection(conn)
+    return conn
+
+
+async def create_pool(url: str, *, min_size: int = 1, max_size: int = 10, **kwargs: Any) -> Any:
+    """A pool whose connections decode json/jsonb to Python values."""
+    return await asyncpg.create_pool(
+        url, min_size=min_size, max_size=max_size, init=_init_connection, **kwargs
+    )

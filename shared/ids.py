@@ -1,0 +1,57 @@
+"""Identifiers we mint: operation ids, idempotency tokens, trace context.
+
+Operation ids are ULIDs (time-ordered, so `ORDER BY operation_id` is creation
+order and ids sort well in indexes). Tokens carry 128 random bits: enough that
+two distinct operations never share one.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import time
+
+_CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+_TRACEPARENT = re.compile(r"^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$")
+
+
+def ulid(now_ms: int | None = None) -> str:
+    """A 26-character Crockford base32 ULID: 48-bit ms timestamp + 80 random bits."""
+    ms = int(time.time() * 1000) if now_ms is None else now_ms
+    value = (ms << 80) | secrets.randbits(80)
+    chars = []
+    for _ in range(26):
+        chars.append(_CROCKFORD[value & 31])
+        value >>= 5
+    return "".join(reversed(chars))
+
+
+def new_operation_id() -> str:
+    return "op_" + ulid()
+
+
+def new_idempotency_token() -> str:
+    return "idem_" + secrets.token_hex(16)
+
+
+def new_trace_id() -> str:
+    return secrets.token_hex(16)
+
+
+def new_span_id() -> str:
+    return secrets.token_hex(8)
+
+
+def traceparent(trace_id: str, span_id: str | None = None) -> str:
+    """W3C Trace Context `traceparent` header for an outbound call (sampled)."""
+    return f"00-{trace_id}-{span_id or new_span_id()}-01"
+
+
+def trace_id_from_traceparent(value: str | None) -> str | None:
+    """The trace id of an incoming `traceparent`, or None if absent/invalid."""
+    if not value:
+        return None
+    match = _TRACEPARENT.match(value.strip().lower())
+    if not match or match.group(1) == "0" * 32:
+        return None
+    return match.group(1)

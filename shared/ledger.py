@@ -1,0 +1,366 @@
+"""The operation ledger: the only way operations come to exist and change state.
+
+Python here is a thin, typed front for rules the database enforces itself
+(sql/migrations/002_state_machine.sql): an operation is born `create_pending`
+with its first history row; every state change is a history insert whose
+trigger checks the edge and the cited evidence. This module knows no HTTP.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, fields
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+
+from shared.database import Executor
+from shared.errors import (
+    SQLSTATE_ERRORS,
+    LeaseLost,
+    LedgerError,
+    RequestMismatch,
+    UnknownOperation,
+)
+from shared.fingerprint import canonical_json, request_fingerprint
+from shared.ids import new_idempotency_token, new_operation_id, new_trace_id
+from shared.queries import q
+from shared.states import Evidence, LocalState
+
+# Defaults when neither the caller nor the provider config says otherwise.
+DEFAULT_CREATE_DEADLINE_S = 120.0  # obtaining a job id is a matter of minutes
+DEFAULT_RESULT_DEADLINE_S = 3600.0  # the business waits an hour for completion
+DEFAULT_CANCEL_DEADLINE_S = 600.0  # OpenAI batches may sit in "cancelling" ~10 min
+
+
+@contextlib.contextmanager
+def ledger_errors() -> Iterator[None]:
+    """Turn the triggers' SQLSTATEs into typed ledger errors."""
+    try:
+        yield
+    except asyncpg.PostgresError as exc:
+        kind = SQLSTATE_ERRORS.get(getattr(exc, "sqlstate", "") or "")
+        if kind is None:
+            raise
+        raise kind(str(exc).removeprefix("jobwarden: ")) from exc
+
+
+@dataclass(frozen=True)
+class RequestSpec:
+    """What the agent wants sent: method + target (a path on the provider) + body."""
+
+    method: str
+    target: str
+    body: Any
+
+    def as_json(self) -> dict[str, Any]:
+        return {"method": self.method.upper(), "target": self.target, "body": self.body}
+
+    @property
+    def fingerprint(self) -> str:
+        return request_fingerprint(self.method, self.target, self.body)
+
+
+_LOADED = object()
+
+
+@dataclass(frozen=True)
+class Operation:
+    """An operation as read from the database.
+
+    Only `load_operation` builds one (the `_origin` check), so code that sends a
+    create request can only be handed a row that exists durably, never a bare
+    payload.
+    """
+
+    operation_id: str
+    provider: str
+    kind: str
+    client_reference: str
+    request: dict[str, Any]
+    request_fingerprint: str
+    idempotency_token: str
+    idempotency_mode: str
+    trace_id: str
+    requested_by: str
+    approval_ref: str | None
+    state: LocalState
+    remote_state: str | None
+    remote_state_raw: str | None
+    remote_job_id: str | None
+    status_url: str | None
+    create_mode: str | None
+    created_at: datetime
+    updated_at: datetime
+    create_deadline: datetime
+    result_deadline: datetime
+    cancel_deadline: datetime | None
+    finished_at: datetime | None
+    cancel_requested_at: datetime | None
+    cancel_requested_by: str | None
+    cancel_reason: str | None
+    cancel_sent_at: datetime | None
+    next_poll_at: datetime | None
+    create_attempts: int
+    poll_attempts: int
+    result_attempts: int
+    cancel_attempts: int
+    lookup_attempts: int
+    progress_completed: int | None
+    progress_total: int | None
+    progress_percent: Any
+    poll_after_seconds: int | None
+    last_error: Any
+    webhook_seen_at: datetime | None
+    lease_owner: str | None
+    lease_expires_at: datetime | None
+    lease_fence: int
+    result_id: int | None
+    result_ref: str | None
+    result_summary: Any
+    history_seq: int
+    history_head: str | None
+    _origin: object = None
+
+    def __post_init__(self) -> None:
+        if self._origin is not _LOADED:
+            raise TypeError("an Operation is only obtained from the database (load_operation)")
+
+    @classmethod
+    def _from_record(cls, record: Mapping[str, Any]) -> Operation:
+        values = {f.name: record[f.name] for f in fields(cls) if f.name != "_origin"}
+        values["state"] = LocalState(values["state"])
+        return cls(**values, _origin=_LOADED)
+
+
+@dataclass(frozen=True)
+class Submitted:
+    operation_id: str
+    created: bool  # False: an identical earlier submission was returned
+
+
+def _diff_paths(old: Any, new: Any, path: str = "") -> list[str]:
+    """Where two canonical JSON documents differ (for a mismatch message)."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        out: list[str] = []
+        for key in sorted(set(old) | set(new)):
+            sub = f"{path}.{key}" if path else key
+            if key not in old or key not in new:
+                out.append(sub)
+            else:
+                out.extend(_diff_paths(old[key], new[key], sub))
+        return out
+    if canonical_json(old) != canonical_json(new):
+        return [path or "$"]
+    return []
+
+
+async def submit_operation(
+    db: Executor,
+    *,
+    provider: str,
+    kind: str,
+    request: RequestSpec,
+    requested_by: str,
+    client_reference: str | None = None,
+    approval_ref: str | None = None,
+    idempotency_mode: str = "header",
+    create_deadline_s: float = DEFAULT_CREATE_DEADLINE_S,
+    result_deadline_s: float = DEFAULT_RESULT_DEADLINE_S,
+    trace_id: str | None = None,
+) -> Submitted:
+    """Record the intent durably; the only way an operation comes to exist.
+
+    The same (requested_by, client_reference) with the same request returns the
+    existing operation; with a different request it is refused, naming what
+    differs — a changed request is a new operation with a new token.
+    """
+    operation_id = new_operation_id()
+    reference = client_reference or operation_id
+    fingerprint = request.fingerprint
+    with ledger_errors():
+        created = await db.fetchval(
+            q("insert_operation"),
+            operation_id,
+            provider,
+            kind,
+            reference,
+            request.as_json(),
+            fingerprint,
+            new_idempotency_token(),
+            idempotency_mode,
+            trace_id or new_trace_id(),
+            requested_by,
+            approval_ref,
+            create_deadline_s,
+            result_deadline_s,
+        )
+    if created is not None:
+        return Submitted(created, True)
+    existing = await db.fetchrow(q("find_by_client_reference"), requested_by, reference)
+    if existing is None:  # pragma: no cover - the conflicting row vanished; rows are never deleted
+        raise LedgerError("submission conflicted with a row that no longer exists")
+    if existing["request_fingerprint"] != fingerprint or existing["provider"] != provider:
+        old = {"provider": existing["provider"], **existing["request"]}
+        new = {"provider": provider, **request.as_json()}
+        differs = ", ".join(_diff_paths(old, new)) or "the canonical request"
+        raise RequestMismatch(
+            f"client_reference {reference!r} already names operation "
+            f"{existing['operation_id']} with a different request (differs at: {differs}). "
+            "A changed request is a new operation: submit it with a new client_reference."
+        )
+    return Submitted(existing["operation_id"], False)
+
+
+async def load_operation(db: Executor, operation_id: str) -> Operation:
+    record = await db.fetchrow(q("load_operation"), operation_id)
+    if record is None:
+        raise UnknownOperation(f"no operation {operation_id}")
+    return Operation._from_record(record)
+
+
+async def transition(
+    db: Executor,
+    operation_id: str,
+    src: LocalState,
+    dst: LocalState,
+    *,
+    actor: str,
+    cause: str,
+    evidence: tuple[Evidence, int] | None = None,
+    fence: int | None = None,
+) -> int:
+    """Append a transition (the trigger moves the state); returns its history seq.
+
+    `fence` is the lease counter a worker claimed with: if its lease expired or
+    was taken over, nothing is written and LeaseLost is raised.
+    """
+    kind, ident = (evidence[0].value, evidence[1]) if evidence else (None, None)
+    with ledger_errors():
+        seq = await db.fetchval(
+            q("transition"), operation_id, src.value, dst.value, actor, cause, kind, ident, fence
+        )
+    if seq is None:
+        if fence is not None:
+            raise LeaseLost(f"lease on {operation_id} (fence {fence}) is no longer held")
+        raise UnknownOperation(f"no operation {operation_id}")
+    return int(seq)
+
+
+async def record_decision(
+    db: Executor, operation_id: str, *, actor: str, decision: str, reason: str
+) -> int:
+    """Record an operator decision (evidence for operator-only edges)."""
+    with ledger_errors():
+        return int(await db.fetchval(q("insert_decision"), operation_id, actor, decision, reason))
+
+
+async def claim_completion(db: Executor, operation_id: str, consumer: str) -> bool:
+    """True exactly once per (operation, consumer), and only for a succeeded operation."""
+    return await db.fetchval(q("claim_completion"), operation_id, consumer) is not None
+
+
+async def state_edges_in_db(db: Executor) -> dict[tuple[str, str], frozenset[str]]:
+    rows = await db.fetch(q("state_edges"))
+    return {(r["from_state"], r["to_state"]): frozenset(r["evidence"]) for r in rows}
+
+
+async def _fenced_update(db: Executor, query: str, operation_id: str, *args: Any) -> None:
+    with ledger_errors():
+        done = await db.fetchval(q(query), operation_id, *args)
+    if done is None:
+        raise LeaseLost(f"write to {operation_id} refused: lease lost or operation missing")
+
+
+async def record_remote_job(
+    db: Executor,
+    operation_id: str,
+    remote_job_id: str,
+    *,
+    status_url: str | None = None,
+    create_mode: str | None = None,
+    fence: int | None = None,
+) -> None:
+    """Record the provider's job id; raises ImmutableFact if a different one is on record."""
+    await _fenced_update(
+        db, "set_remote_job", operation_id, remote_job_id, status_url, create_mode, fence
+    )
+
+
+async def record_cancel_sent(db: Executor, operation_id: str, *, fence: int | None) -> None:
+    await _fenced_update(db, "set_cancel_sent", operation_id, fence)
+
+
+async def attach_result(
+    db: Executor,
+    operation_id: str,
+    result_id: int,
+    *,
+    result_ref: str | None,
+    summary: Mapping[str, Any] | None,
+    fence: int | None,
+) -> None:
+    await _fenced_update(
+        db,
+        "set_result",
+        operation_id,
+        result_id,
+        result_ref,
+        dict(summary) if summary is not None else None,
+        fence,
+    )
+
+
+# States from which a cancel request becomes the cancel_requested state; in the
+# others the intent is recorded and the state left alone (a result is already
+# being collected, an operator owns it, or it is over).
+_CANCELLABLE = frozenset(
+    {
+        LocalState.CREATE_PENDING,
+        LocalState.CREATE_UNKNOWN,
+        LocalState.ACCEPTED,
+        LocalState.OBSERVING,
+        LocalState.RESULT_TIMED_OUT,
+    }
+)
+
+
+async def request_cancel(
+    conn: Any,
+    operation_id: str,
+    *,
+    requested_by: str,
+    reason: str,
+    cancel_deadline_s: float = DEFAULT_CANCEL_DEADLINE_S,
+) -> LocalState:
+    """Record the intent to stop (who, why) and move to cancel_requested.
+
+    Never answers `cancelled`: that is a remote fact only an observation proves.
+    An operation whose create was never sent is `abandoned` instead, since no
+    remote job can exist. Idempotent: a second request changes nothing.
+    `conn` must be a connection (the steps share one transaction).
+    """
+    async with conn.transaction():
+        state_text = await conn.fetchval(
+            q("record_cancel_intent"), operation_id, requested_by, reason, cancel_deadline_s
+        )
+        if state_text is None:
+            current = await conn.fetchval(q("operation_state"), operation_id)
+            if current is None:
+                raise UnknownOperation(f"no operation {operation_id}")
+            return LocalState(current)
+        state = LocalState(state_text)
+        if state not in _CANCELLABLE:
+            return state
+        op = await load_operation(conn, operation_id)
+        target = (
+            LocalState.ABANDONED
+            if state is LocalState.CREATE_PENDING and op.create_attempts == 0
+            else LocalState.CANCEL_REQUESTED
+        )
+        await transition(
+            conn, operation_id, state, target, actor=requested_by, cause=f"cancel: {reason}"
+        )
+        return target

@@ -1,0 +1,103 @@
+"""Applying the numbered migrations in `sql/migrations/`.
+
+All pending files are applied in one transaction under an advisory lock, so two
+processes starting at once cannot interleave and a failure leaves nothing half
+done. Each applied file is recorded with its sha256; a file changed after it was
+applied is refused, because the database would no longer match the code that
+describes it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import asyncpg
+
+from shared.queries import q, sql_root
+
+# Any fixed number works; it only has to be the same for every jobwarden process.
+ADVISORY_LOCK_KEY = 0x6A6F6277  # "jobw"
+_NAME = re.compile(r"^(\d{3})_[a-z0-9_]+\.sql$")
+
+
+class MigrationError(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    name: str
+    sql: str
+
+    @property
+    def checksum(self) -> str:
+        return hashlib.sha256(self.sql.encode("utf-8")).hexdigest()
+
+
+def load_migrations(folder: Path | None = None) -> list[Migration]:
+    folder = folder or sql_root() / "migrations"
+    found: list[Migration] = []
+    for path in sorted(folder.glob("*.sql")):
+        match = _NAME.match(path.name)
+        if not match:
+            raise MigrationError(f"{path.name}: migration files are named NNN_description.sql")
+        found.append(Migration(int(match.group(1)), path.name, path.read_text("utf-8")))
+    versions = [m.version for m in found]
+    if len(set(versions)) != len(versions):
+        raise MigrationError("two migration files share a number")
+    return found
+
+
+async def apply_migrations(
+    conn: asyncpg.Connection, migrations: list[Migration] | None = None
+) -> list[str]:
+    """Apply what is pending; returns the names applied (empty = already current)."""
+    migrations = load_migrations() if migrations is None else migrations
+    applied_now: list[str] = []
+    async with conn.transaction():
+        await conn.execute(q("migrations_lock"), ADVISORY_LOCK_KEY)
+        await conn.execute(q("migrations_create_table"))
+        recorded = {r["version"]: r for r in await conn.fetch(q("migrations_applied"))}
+        known = {m.version for m in migrations}
+        for version, row in recorded.items():
+            if version not in known:
+                raise MigrationError(
+                    f"the database has migration {row['name']} which this code does not know: "
+                    "it was written by a newer jobwarden"
+                )
+        for migration in migrations:
+            row = recorded.get(migration.version)
+            if row is not None:
+                if row["checksum"] != migration.checksum:
+                    raise MigrationError(
+                        f"{migration.name} was changed after it was applied "
+                        f"(recorded sha256 {row['checksum'][:12]}…, file "
+                        f"{migration.checksum[:12]}…); add a new migration instead"
+                    )
+                continue
+            await conn.execute(migration.sql)
+            await conn.execute(
+                q("migrations_record"), migration.version, migration.name, migration.checksum
+            )
+            applied_now.append(migration.name)
+    return applied_now
+
+
+async def pending_migrations(conn: asyncpg.Connection) -> list[str]:
+    """Names of migrations not yet applied (for /readyz); raises on a changed file."""
+    exists = await conn.fetchval(q("migrations_table_exists"))
+    migrations = load_migrations()
+    if not exists:
+        return [m.name for m in migrations]
+    recorded = {r["version"]: r["checksum"] for r in await conn.fetch(q("migrations_applied"))}
+    pending = []
+    for m in migrations:
+        if m.version not in recorded:
+            pending.append(m.name)
+        elif recorded[m.version] != m.checksum:
+            raise MigrationError(f"{m.name} was changed after it was applied")
+    return pending

@@ -1,0 +1,57 @@
+"""HMAC computation, signature decoding and constant-time matching."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import re
+from collections.abc import Iterable, Sequence
+
+HMAC_ALGORITHMS: frozenset[str] = frozenset({"sha256", "sha512", "sha1"})
+
+# Senders put one signature per active secret in a header (two during a
+# rotation); 16 leaves ample room while bounding the verification work an
+# attacker can cause with one oversized header (Ed25519 checks are not free).
+MAX_SIGNATURES_PER_HEADER = 16
+
+_HEX = re.compile(r"(?:[0-9a-fA-F]{2})+")
+
+
+def hmac_digest(algorithm: str, key: bytes, content: bytes) -> bytes:
+    """The raw HMAC of `content`; `algorithm` must be one of HMAC_ALGORITHMS."""
+    if algorithm not in HMAC_ALGORITHMS:
+        raise ValueError(f"unsupported HMAC algorithm {algorithm!r}")
+    return hmac.new(key, content, getattr(hashlib, algorithm)).digest()
+
+
+def decode_hex(value: str) -> bytes | None:
+    """Raw bytes of a hex signature, or None when it is not hex."""
+    if _HEX.fullmatch(value) is None:
+        return None
+    return bytes.fromhex(value)
+
+
+def decode_base64(value: str, *, pad: bool = False) -> bytes | None:
+    """Raw bytes of a standard-alphabet base64 value, or None when it is not one.
+
+    `pad` tolerates missing trailing `=`, as secrets are often pasted unpadded.
+    """
+    if pad:
+        value += "=" * (-len(value) % 4)
+    try:
+        return base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+
+
+def any_match(expected: Iterable[bytes], presented: Sequence[bytes]) -> bool:
+    """True when any presented signature equals any expected one.
+
+    Raw bytes are compared, never text: `hmac.compare_digest` rejects non-ASCII
+    strings with a TypeError, which an attacker could otherwise trigger.
+    """
+    return any(
+        hmac.compare_digest(candidate, digest) for digest in expected for candidate in presented
+    )

@@ -1,0 +1,32 @@
+"""Parsing signed unix timestamps and enforcing the replay window."""
+
+from __future__ import annotations
+
+import re
+
+from .errors import SignatureError
+
+# Plain ASCII digits only: `int()` would also accept "+1", " 1", "1_000" and
+# non-ASCII digits, i.e. several spellings of one signed value. 15 digits
+# reaches far beyond any real clock and bounds the work of parsing.
+_UNIX_SECONDS = re.compile(r"[0-9]{1,15}")
+
+
+def parse_unix_seconds(value: str) -> int:
+    """The timestamp a header carries, or malformed_header."""
+    if _UNIX_SECONDS.fullmatch(value) is None:
+        raise SignatureError("malformed_header")
+    return int(value)
+
+
+def check_freshness(timestamp: int, now: float, tolerance_seconds: int) -> None:
+    """Reject timestamps outside `now ± tolerance`.
+
+    The past bound stops replays of captured requests; the future bound stops
+    an attacker (or a sender with a broken clock) from minting requests that
+    stay replayable for a long time.
+    """
+    if timestamp < now - tolerance_seconds:
+        raise SignatureError("stale_timestamp")
+    if timestamp > now + tolerance_seconds:
+        raise SignatureError("future_timestamp")

@@ -1,0 +1,167 @@
+"""The operation state machine, mirrored from SQL.
+
+The database is the authority: `sql/migrations/002_state_machine.sql` holds the
+edge table and the trigger that enforces it. This module mirrors it so Python
+code can reason about states without a round trip; `tests/integration/
+test_state_machine.py` proves the two agree, so the mirror cannot drift.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class LocalState(StrEnum):
+    """What jobwarden believes about an operation (the `operations.state` column)."""
+
+    CREATE_PENDING = "create_pending"
+    CREATE_UNKNOWN = "create_unknown"
+    ACCEPTED = "accepted"
+    OBSERVING = "observing"
+    RESULT_COLLECTING = "result_collecting"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCEL_REQUESTED = "cancel_requested"
+    CANCELLING = "cancelling"
+    CANCELLED = "cancelled"
+    CANCELLATION_UNCONFIRMED = "cancellation_unconfirmed"
+    RESULT_TIMED_OUT = "result_timed_out"
+    RESULT_UNAVAILABLE = "result_unavailable"
+    RESULT_VALIDATION_FAILED = "result_validation_failed"
+    NEEDS_ATTENTION = "needs_attention"
+    # Not in the seed: the intent was withdrawn before any create request left
+    # this process, so no remote job can exist. Without it a cancel that beats
+    # the first create attempt would have no honest end state.
+    ABANDONED = "abandoned"
+
+
+class RemoteState(StrEnum):
+    """The canonical remote states every provider's vocabulary is mapped onto."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    PARTIALLY_SUCCEEDED = "partially_succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self in _REMOTE_TERMINAL
+
+
+_REMOTE_TERMINAL = frozenset(
+    {
+        RemoteState.SUCCEEDED,
+        RemoteState.PARTIALLY_SUCCEEDED,
+        RemoteState.FAILED,
+        RemoteState.CANCELLED,
+    }
+)
+
+
+class Evidence(StrEnum):
+    """Kinds of recorded fact a transition may cite (the `evidence_kind` column)."""
+
+    CALL = "call"  # a row of provider_calls
+    OBSERVATION = "observation"  # a row of observations
+    RESULT = "result"  # a validated row of results
+    DECISION = "decision"  # a recorded operator decision
+
+
+S = LocalState
+E = Evidence
+
+TERMINAL: frozenset[LocalState] = frozenset({S.SUCCEEDED, S.FAILED, S.CANCELLED, S.ABANDONED})
+
+# States a human must look at (the operator inbox).
+ESCALATED: frozenset[LocalState] = frozenset(
+    {
+        S.NEEDS_ATTENTION,
+        S.CANCELLATION_UNCONFIRMED,
+        S.RESULT_TIMED_OUT,
+        S.RESULT_UNAVAILABLE,
+        S.RESULT_VALIDATION_FAILED,
+    }
+)
+
+_NONE: frozenset[Evidence] = frozenset()
+_CALL = frozenset({E.CALL})
+_OBS = frozenset({E.OBSERVATION})
+_OBS_OR_CALL = frozenset({E.OBSERVATION, E.CALL})
+_DECISION = frozenset({E.DECISION})
+
+# (from, to) -> evidence kinds that may justify the edge; empty = none needed.
+EDGES: dict[tuple[LocalState, LocalState], frozenset[Evidence]] = {
+    (S.CREATE_PENDING, S.ACCEPTED): _CALL,
+    (S.CREATE_PENDING, S.RESULT_COLLECTING): _CALL,  # synchronous 200/201 result
+    (S.CREATE_PENDING, S.FAILED): _CALL,  # definitive 4xx contract error
+    (S.CREATE_PENDING, S.CREATE_UNKNOWN): _NONE,
+    (S.CREATE_PENDING, S.CANCEL_REQUESTED): _NONE,
+    (S.CREATE_PENDING, S.ABANDONED): _NONE,  # only while create_attempts = 0
+    (S.CREATE_PENDING, S.NEEDS_ATTENTION): _NONE,
+    (S.CREATE_UNKNOWN, S.ACCEPTED): _CALL,
+    (S.CREATE_UNKNOWN, S.RESULT_COLLECTING): _CALL,
+    (S.CREATE_UNKNOWN, S.FAILED): _CALL,
+    (S.CREATE_UNKNOWN, S.CANCEL_REQUESTED): _NONE,
+    (S.CREATE_UNKNOWN, S.NEEDS_ATTENTION): _NONE,
+    (S.ACCEPTED, S.OBSERVING): _NONE,
+    (S.ACCEPTED, S.CANCEL_REQUESTED): _NONE,
+    (S.ACCEPTED, S.RESULT_TIMED_OUT): _NONE,
+    (S.ACCEPTED, S.NEEDS_ATTENTION): _NONE,
+    (S.OBSERVING, S.RESULT_COLLECTING): _OBS,
+    (S.OBSERVING, S.FAILED): _OBS,
+    (S.OBSERVING, S.CANCELLED): _OBS,  # the provider cancelled on its own
+    (S.OBSERVING, S.RESULT_TIMED_OUT): _NONE,
+    (S.OBSERVING, S.CANCEL_REQUESTED): _NONE,
+    (S.OBSERVING, S.NEEDS_ATTENTION): _NONE,
+    (S.RESULT_COLLECTING, S.SUCCEEDED): frozenset({E.RESULT}),
+    (S.RESULT_COLLECTING, S.RESULT_UNAVAILABLE): _NONE,
+    (S.RESULT_COLLECTING, S.RESULT_VALIDATION_FAILED): _NONE,
+    (S.RESULT_COLLECTING, S.NEEDS_ATTENTION): _NONE,
+    (S.CANCEL_REQUESTED, S.CANCELLING): _CALL,  # the cancel request we sent
+    (S.CANCEL_REQUESTED, S.RESULT_COLLECTING): _OBS_OR_CALL,
+    (S.CANCEL_REQUESTED, S.FAILED): _OBS_OR_CALL,
+    (S.CANCEL_REQUESTED, S.CANCELLED): _OBS,
+    (S.CANCEL_REQUESTED, S.CANCELLATION_UNCONFIRMED): _NONE,
+    (S.CANCEL_REQUESTED, S.NEEDS_ATTENTION): _NONE,
+    (S.CANCELLING, S.CANCELLED): _OBS,
+    (S.CANCELLING, S.RESULT_COLLECTING): _OBS,
+    (S.CANCELLING, S.FAILED): _OBS,
+    (S.CANCELLING, S.CANCELLATION_UNCONFIRMED): _NONE,
+    (S.CANCELLING, S.NEEDS_ATTENTION): _NONE,
+    (S.CANCELLATION_UNCONFIRMED, S.CANCELLED): _OBS,
+    (S.CANCELLATION_UNCONFIRMED, S.RESULT_COLLECTING): _OBS,
+    (S.CANCELLATION_UNCONFIRMED, S.FAILED): _OBS,
+    (S.CANCELLATION_UNCONFIRMED, S.NEEDS_ATTENTION): _NONE,
+    (S.RESULT_TIMED_OUT, S.OBSERVING): _DECISION,  # operator resumes observation
+    (S.RESULT_TIMED_OUT, S.RESULT_COLLECTING): _OBS,
+    (S.RESULT_TIMED_OUT, S.FAILED): _OBS,
+    (S.RESULT_TIMED_OUT, S.CANCELLED): _OBS,
+    (S.RESULT_TIMED_OUT, S.CANCEL_REQUESTED): _NONE,
+    (S.RESULT_TIMED_OUT, S.NEEDS_ATTENTION): _NONE,
+    (S.RESULT_UNAVAILABLE, S.RESULT_COLLECTING): _DECISION,
+    (S.RESULT_UNAVAILABLE, S.FAILED): _DECISION,
+    (S.RESULT_UNAVAILABLE, S.NEEDS_ATTENTION): _NONE,
+    (S.RESULT_VALIDATION_FAILED, S.RESULT_COLLECTING): _DECISION,
+    (S.RESULT_VALIDATION_FAILED, S.FAILED): _DECISION,
+    (S.RESULT_VALIDATION_FAILED, S.NEEDS_ATTENTION): _NONE,
+    (S.NEEDS_ATTENTION, S.OBSERVING): _DECISION,
+    (S.NEEDS_ATTENTION, S.RESULT_COLLECTING): _DECISION,
+    (S.NEEDS_ATTENTION, S.FAILED): _DECISION,
+    (S.NEEDS_ATTENTION, S.CANCELLED): _DECISION,
+    (S.NEEDS_ATTENTION, S.CANCEL_REQUESTED): _DECISION,
+    (S.NEEDS_ATTENTION, S.ABANDONED): _DECISION,
+}
+
+# Edges out of needs_attention are operator decisions only (actor 'operator:...').
+OPERATOR_ONLY_FROM: frozenset[LocalState] = frozenset({S.NEEDS_ATTENTION})
+
+
+def allowed(src: LocalState, dst: LocalState) -> bool:
+    return (src, dst) in EDGES
+
+
+def evidence_for(src: LocalState, dst: LocalState) -> frozenset[Evidence]:
+    """Evidence kinds that can justify the edge; raises KeyError for a forbidden edge."""
+    return EDGES[(src, dst)]

@@ -1,0 +1,105 @@
+"""Migrations: idempotent, locked, checksummed, and producing the expected schema."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from shared.database import connect, with_database
+from shared.migrate import (
+    Migration,
+    MigrationError,
+    apply_migrations,
+    load_migrations,
+    pending_migrations,
+)
+from tests.conftest import _drop
+
+SNAPSHOT = Path(__file__).with_name("schema_snapshot.txt")
+
+# The shape of the schema, from the catalog (pg_dump's text differs between
+# server versions; this does not).
+CATALOG = """
+SELECT 'column ' || table_name || '.' || column_name || ' ' || data_type || ' '
+       || CASE WHEN is_nullable = 'YES' THEN 'null' ELSE 'not null' END
+FROM information_schema.columns WHERE table_schema = 'public'
+UNION ALL
+SELECT 'constraint ' || conrelid::regclass || ' ' || conname || ' ' || contype::text
+FROM pg_constraint WHERE connamespace = 'public'::regnamespace
+UNION ALL
+SELECT 'index ' || indexname || ' on ' || tablename FROM pg_indexes WHERE schemaname = 'public'
+UNION ALL
+SELECT 'trigger ' || tgrelid::regclass || ' ' || tgname FROM pg_trigger
+WHERE NOT tgisinternal AND tgrelid::regclass::text NOT LIKE 'pg_%'
+UNION ALL
+SELECT 'function ' || proname FROM pg_proc WHERE pronamespace = 'public'::regnamespace
+ORDER BY 1
+"""
+
+
+async def _empty_database(pg_server: Any, name: str) -> Any:
+    await _drop(pg_server.admin_url, name)
+    admin = await connect(pg_server.admin_url)
+    await admin.execute(f'CREATE DATABASE "{name}"')
+    await admin.close()
+    return await connect(with_database(pg_server.admin_url, name))
+
+
+async def test_applying_all_migrations_gives_the_expected_schema(pg_server: Any) -> None:
+    conn = await _empty_database(pg_server, "jw_mig_schema")
+    try:
+        applied = await apply_migrations(conn)
+        assert applied == [m.name for m in load_migrations()]
+        shape = "\n".join(r[0] for r in await conn.fetch(CATALOG)) + "\n"
+    finally:
+        await conn.close()
+        await _drop(pg_server.admin_url, "jw_mig_schema")
+    if os.environ.get("JW_UPDATE_SNAPSHOT") == "1":  # after a new migration; review the diff
+        SNAPSHOT.write_text(shape)
+    assert shape == SNAPSHOT.read_text(), (
+        "schema drifted from tests/integration/schema_snapshot.txt"
+    )
+
+
+async def test_second_run_is_a_no_op(db: Any) -> None:
+    assert await apply_migrations(db) == []
+    assert await pending_migrations(db) == []
+
+
+async def test_concurrent_migrate_applies_each_file_once(pg_server: Any) -> None:
+    first = await _empty_database(pg_server, "jw_mig_race")
+    second = await connect(with_database(pg_server.admin_url, "jw_mig_race"))
+    try:
+        results = await asyncio.gather(apply_migrations(first), apply_migrations(second))
+        assert sorted(len(r) for r in results) == [0, len(load_migrations())]
+        assert await first.fetchval("SELECT count(*) FROM schema_migrations") == len(
+            load_migrations()
+        )
+    finally:
+        await first.close()
+        await second.close()
+        await _drop(pg_server.admin_url, "jw_mig_race")
+
+
+async def test_a_changed_applied_migration_is_refused(db: Any) -> None:
+    changed = [
+        Migration(m.version, m.name, m.sql + "\n-- edited") if m.version == 1 else m
+        for m in load_migrations()
+    ]
+    with pytest.raises(MigrationError, match=r"001_schema\.sql was changed after it was applied"):
+        await apply_migrations(db, changed)
+
+
+async def test_a_failing_migration_leaves_nothing_applied(db: Any) -> None:
+    broken = [
+        *load_migrations(),
+        Migration(999, "999_broken.sql", "CREATE TABLE x (); SELECT 1/0;"),
+    ]
+    with pytest.raises(Exception, match="division by zero"):
+        await apply_migrations(db, broken)
+    assert await db.fetchval("SELECT to_regclass('public.x')") is None
+    assert await db.fetchval("SELECT max(version) FROM schema_migrations") == len(load_migrations())

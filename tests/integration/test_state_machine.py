@@ -1,0 +1,258 @@
+"""The state machine is enforced by the database, whoever writes."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import asyncpg
+import pytest
+import pytest_asyncio
+
+from shared import ledger, records
+from shared.database import connect, with_database
+from shared.errors import (
+    ForbiddenTransition,
+    ImmutableFact,
+    MissingEvidence,
+    OperatorOnly,
+    StaleTransition,
+)
+from shared.states import EDGES, Evidence, LocalState
+from tests.conftest import _drop, clone_database
+from tests.support import drive, observe, prepare_and_evidence, submit
+
+S = LocalState
+ALL_PAIRS = [(a, b) for a in LocalState for b in LocalState]
+
+
+@pytest_asyncio.fixture(scope="module")
+async def matrix_db(pg_server: Any, template_db: str) -> AsyncIterator[Any]:
+    """One database for the 256-case matrix: each case uses its own operation."""
+    name = await clone_database(pg_server, template_db)
+    conn = await connect(with_database(pg_server.admin_url, name))
+    yield conn
+    await conn.close()
+    await _drop(pg_server.admin_url, name)
+
+
+async def test_python_mirror_matches_sql_edge_table(db: Any) -> None:
+    in_db = await ledger.state_edges_in_db(db)
+    mirror = {(a.value, b.value): frozenset(e.value for e in ev) for (a, b), ev in EDGES.items()}
+    assert in_db == mirror
+
+
+async def test_python_state_enum_matches_sql_enum(db: Any) -> None:
+    labels = await db.fetchval("SELECT enum_range(NULL::jw_state)::text[]")
+    assert labels == [s.value for s in LocalState]
+
+
+@pytest.mark.parametrize(("src", "dst"), ALL_PAIRS, ids=[f"{a}->{b}" for a, b in ALL_PAIRS])
+async def test_transition_matrix(matrix_db: Any, src: LocalState, dst: LocalState) -> None:
+    op_id = await submit(matrix_db)
+    await drive(matrix_db, op_id, src)
+    if (src, dst) in EDGES:
+        evidence = await prepare_and_evidence(matrix_db, op_id, src, dst)
+        actor = "operator:t" if src is S.NEEDS_ATTENTION else "reconciler:t"
+        await ledger.transition(
+            matrix_db, op_id, src, dst, actor=actor, cause="t", evidence=evidence
+        )
+        assert (await ledger.load_operation(matrix_db, op_id)).state is dst
+    else:
+        with pytest.raises(ForbiddenTransition):
+            await ledger.transition(matrix_db, op_id, src, dst, actor="operator:t", cause="t")
+        assert (await ledger.load_operation(matrix_db, op_id)).state is src
+
+
+REMOTE_FACT_EDGES = [(a, b) for (a, b), ev in EDGES.items() if ev and Evidence.DECISION not in ev]
+
+
+@pytest.mark.parametrize(
+    ("src", "dst"), REMOTE_FACT_EDGES, ids=[f"{a}->{b}" for a, b in REMOTE_FACT_EDGES]
+)
+async def test_remote_fact_edge_without_evidence_is_rejected(
+    matrix_db: Any, src: LocalState, dst: LocalState
+) -> None:
+    op_id = await submit(matrix_db)
+    await drive(matrix_db, op_id, src)
+    await prepare_and_evidence(matrix_db, op_id, src, dst)  # columns set, evidence not cited
+    with pytest.raises(MissingEvidence):
+        await ledger.transition(matrix_db, op_id, src, dst, actor="reconciler:t", cause="guess")
+
+
+async def test_progress_or_running_observation_does_not_prove_success(db: Any) -> None:
+    op_id = await submit(db)
+    await drive(db, op_id, S.OBSERVING)
+    running = await observe(db, op_id, "running")
+    with pytest.raises(MissingEvidence):
+        await ledger.transition(
+            db,
+            op_id,
+            S.OBSERVING,
+            S.RESULT_COLLECTING,
+            actor="r",
+            cause="100%",
+            evidence=(Evidence.OBSERVATION, running),
+        )
+
+
+async def test_webhook_observation_cannot_declare_success_without_our_own_read(db: Any) -> None:
+    op_id = await submit(db)
+    await drive(db, op_id, S.OBSERVING)
+    await db.execute(
+        "INSERT INTO webhook_events (provider, event_id, signature_scheme, id_signed, payload,"
+        " operation_id) VALUES ('sim', 'evt_1', 'standard_webhooks', true, '{}', $1)",
+        op_id,
+    )
+    event_id = await db.fetchval("SELECT webhook_event_id FROM webhook_events")
+    obs = await records.record_observation(
+        db, records.ObservationRecord(op_id, "webhook", "succeeded", webhook_event_id=event_id)
+    )
+    with pytest.raises(MissingEvidence):
+        await ledger.transition(
+            db,
+            op_id,
+            S.OBSERVING,
+            S.RESULT_COLLECTING,
+            actor="r",
+            cause="webhook",
+            evidence=(Evidence.OBSERVATION, obs),
+        )
+
+
+async def test_evidence_of_another_operation_is_rejected(db: Any) -> None:
+    first, second = await submit(db), await submit(db)
+    await drive(db, first, S.OBSERVING)
+    await drive(db, second, S.OBSERVING)
+    foreign = await observe(db, first, "succeeded")
+    with pytest.raises(MissingEvidence):
+        await ledger.transition(
+            db,
+            second,
+            S.OBSERVING,
+            S.RESULT_COLLECTING,
+            actor="r",
+            cause="borrowed",
+            evidence=(Evidence.OBSERVATION, foreign),
+        )
+
+
+async def test_sending_a_cancel_does_not_prove_cancelled(db: Any) -> None:
+    op_id = await submit(db)
+    await drive(db, op_id, S.CANCELLING)
+    sent = await db.fetchval(
+        "SELECT call_id FROM provider_calls WHERE operation_id = $1 AND call_kind = 'cancel'", op_id
+    )
+    with pytest.raises(MissingEvidence):
+        await ledger.transition(
+            db,
+            op_id,
+            S.CANCELLING,
+            S.CANCELLED,
+            actor="r",
+            cause="DELETE sent",
+            evidence=(Evidence.CALL, sent),
+        )
+
+
+async def test_direct_state_update_is_refused_even_for_superuser(db: Any) -> None:
+    op_id = await submit(db)
+    assert await db.fetchval("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")
+    with pytest.raises(asyncpg.PostgresError) as info:
+        await db.execute("UPDATE operations SET state = 'succeeded' WHERE operation_id = $1", op_id)
+    assert info.value.sqlstate == "JW002"
+
+
+async def test_operation_cannot_be_born_in_a_later_state(db: Any) -> None:
+    with pytest.raises(asyncpg.PostgresError) as info:
+        await db.execute(
+            "INSERT INTO operations (operation_id, provider, kind, client_reference, request,"
+            " request_fingerprint, idempotency_token, trace_id, requested_by, create_deadline,"
+            " result_deadline, state) VALUES ('op_01HZZZZZZZZZZZZZZZZZZZZZZZ', 'sim', 'k', 'r',"
+            " '{}', 'sha256:' || repeat('0', 64), 'idem_' || repeat('0', 32), repeat('0', 32), 'a',"
+            " now() + interval '1h', now() + interval '1h', 'succeeded')"
+        )
+    assert info.value.sqlstate == "JW002"
+
+
+async def test_leaving_needs_attention_requires_an_operator(db: Any) -> None:
+    op_id = await submit(db)
+    await drive(db, op_id, S.NEEDS_ATTENTION)
+    decision = await ledger.record_decision(
+        db, op_id, actor="operator:ann", decision="fail", reason="provider confirmed failure"
+    )
+    with pytest.raises(OperatorOnly):
+        await ledger.transition(
+            db,
+            op_id,
+            S.NEEDS_ATTENTION,
+            S.FAILED,
+            actor="reconciler:w1",
+            cause="auto",
+            evidence=(Evidence.DECISION, decision),
+        )
+    await ledger.transition(
+        db,
+        op_id,
+        S.NEEDS_ATTENTION,
+        S.FAILED,
+        actor="operator:ann",
+        cause="decision",
+        evidence=(Evidence.DECISION, decision),
+    )
+    assert (await ledger.load_operation(db, op_id)).state is S.FAILED
+
+
+async def test_recorded_remote_job_id_is_never_overwritten(db: Any) -> None:
+    op_id = await submit(db)
+    await ledger.record_remote_job(db, op_id, "job_first")
+    with pytest.raises(ImmutableFact):
+        await ledger.record_remote_job(db, op_id, "job_second")
+    assert (await ledger.load_operation(db, op_id)).remote_job_id == "job_first"
+
+
+async def test_recorded_intent_is_immutable(db: Any) -> None:
+    op_id = await submit(db)
+    with pytest.raises(asyncpg.PostgresError) as info:
+        await db.execute(
+            "UPDATE operations SET request = '{\"x\": 2}' WHERE operation_id = $1", op_id
+        )
+    assert info.value.sqlstate == "JW005"
+
+
+async def test_two_concurrent_transitions_from_the_same_state_exactly_one_wins(
+    db_url: str, db: Any
+) -> None:
+    for _ in range(5):
+        op_id = await submit(db)
+        await drive(db, op_id, S.OBSERVING)
+        conns = [await connect(db_url) for _ in range(2)]
+        try:
+
+            async def attempt(conn: Any, dst: LocalState, op_id: str = op_id) -> str:
+                try:
+                    await ledger.transition(conn, op_id, S.OBSERVING, dst, actor="w", cause="race")
+                    return "won"
+                except StaleTransition:
+                    return "lost"
+
+            outcomes = await asyncio.gather(
+                attempt(conns[0], S.RESULT_TIMED_OUT), attempt(conns[1], S.NEEDS_ATTENTION)
+            )
+        finally:
+            for c in conns:
+                await c.close()
+        assert sorted(outcomes) == ["lost", "won"]
+        history = await db.fetch(
+            "SELECT to_state::text FROM history WHERE operation_id = $1", op_id
+        )
+        assert [h["to_state"] for h in history].count("observing") == 1
+        assert len(history) == 4  # create_pending, accepted, observing, one winner
+
+
+async def test_terminal_state_has_finished_at_and_no_schedule(db: Any) -> None:
+    op_id = await submit(db)
+    await drive(db, op_id, S.SUCCEEDED)
+    op = await ledger.load_operation(db, op_id)
+    assert op.finished_at is not None and op.next_poll_at is None and op.result_id is not None

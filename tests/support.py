@@ -1,0 +1,139 @@
+"""Test helpers that drive operations through the real ledger.
+
+Evidence is recorded the way the reconciler records it (calls, observations,
+results, decisions) so the database's checks apply in full.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+from shared import ledger, records
+from shared.ledger import RequestSpec
+from shared.states import EDGES, Evidence, LocalState
+
+S = LocalState
+
+
+async def submit(
+    db: Any, *, ref: str | None = None, body: Any = None, who: str = "agent:test"
+) -> str:
+    spec = RequestSpec("POST", "/v1/jobs", body if body is not None else {"n": 1})
+    sub = await ledger.submit_operation(
+        db, provider="sim", kind="export", request=spec, requested_by=who, client_reference=ref
+    )
+    return sub.operation_id
+
+
+def path_to(dst: LocalState) -> list[tuple[LocalState, LocalState]]:
+    """Shortest chain of allowed edges from create_pending to dst."""
+    prev: dict[LocalState, LocalState | None] = {S.CREATE_PENDING: None}
+    queue = deque([S.CREATE_PENDING])
+    while queue:
+        cur = queue.popleft()
+        for src, nxt in EDGES:
+            if src is cur and nxt not in prev:
+                prev[nxt] = cur
+                queue.append(nxt)
+    edges: list[tuple[LocalState, LocalState]] = []
+    node = dst
+    while prev[node] is not None:
+        parent = prev[node]
+        assert parent is not None
+        edges.append((parent, node))
+        node = parent
+    return list(reversed(edges))
+
+
+async def call(db: Any, op_id: str, kind: str, status: int, job: str | None = None) -> int:
+    call_id = await records.call_started(
+        db,
+        records.CallStart(op_id, kind, 1, "test", "0" * 32, "POST", "http://sim/v1/jobs", {}),
+    )
+    await records.call_finished(
+        db, call_id, records.CallEnd(duration_ms=1, status_code=status, remote_job_id=job)
+    )
+    return call_id
+
+
+async def observe(db: Any, op_id: str, remote_state: str, source: str = "poll") -> int:
+    call_id = await call(db, op_id, "status", 200)
+    return await records.record_observation(
+        db, records.ObservationRecord(op_id, source, remote_state, call_id=call_id)
+    )
+
+
+async def prepare_and_evidence(
+    db: Any, op_id: str, src: LocalState, dst: LocalState
+) -> tuple[Evidence, int] | None:
+    """Set the columns dst needs and record evidence that proves src -> dst."""
+    op = await ledger.load_operation(db, op_id)
+    if dst in (S.CANCEL_REQUESTED,) or (
+        dst in (S.CANCELLING, S.CANCELLATION_UNCONFIRMED) and op.cancel_requested_at is None
+    ):
+        await db.execute(
+            "UPDATE operations SET cancel_requested_at = now(), cancel_requested_by = 'agent:test',"
+            " cancel_reason = 'test', cancel_deadline = now() + interval '1 hour'"
+            " WHERE operation_id = $1 AND cancel_requested_at IS NULL",
+            op_id,
+        )
+    needs_job = dst not in (
+        S.CREATE_UNKNOWN,
+        S.CANCEL_REQUESTED,
+        S.FAILED,
+        S.NEEDS_ATTENTION,
+        S.ABANDONED,
+        S.CREATE_PENDING,
+    )
+    if needs_job and op.remote_job_id is None:
+        await ledger.record_remote_job(db, op_id, f"job_{op_id[-8:]}", create_mode="async")
+    if dst is S.CANCELLING:
+        await ledger.record_cancel_sent(db, op_id, fence=None)
+    kinds = EDGES[(src, dst)]
+    if not kinds:
+        return None
+    if Evidence.DECISION in kinds:
+        decision = await ledger.record_decision(
+            db, op_id, actor="operator:test", decision=f"move to {dst}", reason="test decision"
+        )
+        return (Evidence.DECISION, decision)
+    if Evidence.RESULT in kinds:
+        result_id = await records.record_result(
+            db, records.ResultRecord(op_id, True, sha256="0" * 64, inline={"ok": True})
+        )
+        await ledger.attach_result(db, op_id, result_id, result_ref=None, summary=None, fence=None)
+        return (Evidence.RESULT, result_id)
+    create_failure = dst is S.FAILED and src in (S.CREATE_PENDING, S.CREATE_UNKNOWN)
+    if Evidence.CALL in kinds and (Evidence.OBSERVATION not in kinds or create_failure):
+        if dst is S.CANCELLING:
+            return (Evidence.CALL, await call(db, op_id, "cancel", 202))
+        if dst is S.FAILED:
+            return (Evidence.CALL, await call(db, op_id, "create", 422))
+        job = (await ledger.load_operation(db, op_id)).remote_job_id or "job_x"
+        return (Evidence.CALL, await call(db, op_id, "create", 202, job))
+    remote = {
+        S.RESULT_COLLECTING: "succeeded",
+        S.FAILED: "failed",
+        S.CANCELLED: "cancelled",
+    }[dst]
+    return (Evidence.OBSERVATION, await observe(db, op_id, remote))
+
+
+def actor_for(src: LocalState) -> str:
+    return "operator:test" if src is S.NEEDS_ATTENTION else "reconciler:test"
+
+
+async def drive(db: Any, op_id: str, dst: LocalState) -> None:
+    """Move a fresh operation to dst along allowed edges with real evidence."""
+    for src, nxt in path_to(dst):
+        evidence = await prepare_and_evidence(db, op_id, src, nxt)
+        await ledger.transition(
+            db,
+            op_id,
+            src,
+            nxt,
+            actor=actor_for(src),
+            cause=f"test: {src} -> {nxt}",
+            evidence=evidence,
+        )
