@@ -1,0 +1,50 @@
+"""Server-wide knobs of the simulated provider."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+# Delays before each webhook redelivery. Real providers back off over minutes;
+# the simulator keeps it short so tests observe retries in about a second.
+DEFAULT_WEBHOOK_BACKOFF: tuple[float, ...] = (0.1, 0.3, 0.9)
+
+_TRUE = frozenset({"1", "true", "yes", "on"})
+
+
+@dataclass(frozen=True)
+class SimulatorSettings:
+    """How the whole simulated provider behaves (per-job behaviour comes from scripts).
+
+    `time_scale` stretches every simulated job timing (duration, cancel delay,
+    result TTL): the demo slows jobs down so a human can watch them, tests keep 1.
+    """
+
+    time_scale: float = 1.0
+    webhook_url: str | None = None
+    # repr=False: the signing secret must never appear in logs or reprs.
+    webhook_secret: str | None = field(default=None, repr=False)
+    honour_idempotency: bool = True
+    status_latency: float = 0.0
+    webhook_backoff: tuple[float, ...] = DEFAULT_WEBHOOK_BACKOFF
+
+    def __post_init__(self) -> None:
+        if self.time_scale <= 0:
+            raise ValueError("time_scale must be positive")
+        if self.status_latency < 0:
+            raise ValueError("status_latency must not be negative")
+        if self.webhook_secret is not None and not self.webhook_secret.startswith("whsec_"):
+            raise ValueError("webhook_secret must be a Standard Webhooks 'whsec_' secret")
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> SimulatorSettings:
+        """Read JW_SIM_* variables, so the secret can stay out of command lines."""
+        env = os.environ if environ is None else environ
+        return cls(
+            time_scale=float(env.get("JW_SIM_TIME_SCALE", "1.0")),
+            webhook_url=env.get("JW_SIM_WEBHOOK_URL") or None,
+            webhook_secret=env.get("JW_SIM_WEBHOOK_SECRET") or None,
+            honour_idempotency=env.get("JW_SIM_HONOUR_IDEMPOTENCY", "true").lower() in _TRUE,
+            status_latency=float(env.get("JW_SIM_STATUS_LATENCY", "0")),
+        )

@@ -1,0 +1,117 @@
+-- name: claim_due
+-- Claim up to $2 due operations. Claiming pushes next_poll_at to the lease
+-- expiry, so a leased row is not "due" again until its lease lapses: the claim
+-- is an index range scan on operations_due, and a crashed worker's rows come
+-- back by themselves (no separate rescuer). The fence counter goes up on every
+-- claim; writes carry it, so the previous holder can no longer write.
+WITH due AS (
+    SELECT operation_id FROM operations
+    WHERE next_poll_at <= clock_timestamp()
+    ORDER BY next_poll_at
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE operations o SET
+    lease_owner = $1,
+    lease_expires_at = clock_timestamp() + make_interval(secs => $3),
+    lease_fence = o.lease_fence + 1,
+    next_poll_at = clock_timestamp() + make_interval(secs => $3)
+FROM due
+WHERE o.operation_id = due.operation_id
+RETURNING o.*;
+
+-- name: release
+-- Give the row back with its next appointment.
+UPDATE operations SET
+    lease_owner = NULL, lease_expires_at = NULL,
+    next_poll_at = CASE WHEN finished_at IS NULL AND $3::double precision IS NOT NULL
+                        THEN clock_timestamp() + make_interval(secs => $3) END
+WHERE operation_id = $1 AND lease_fence = $2
+RETURNING operation_id;
+
+-- name: release_all_mine
+-- Graceful shutdown: hand every lease back so another worker can go on at once.
+UPDATE operations SET
+    lease_owner = NULL, lease_expires_at = NULL,
+    next_poll_at = CASE WHEN finished_at IS NULL THEN clock_timestamp() END
+WHERE lease_owner = $1;
+
+-- name: bump_create_attempt
+UPDATE operations SET create_attempts = create_attempts + 1
+WHERE operation_id = $1 AND lease_fence = $2 AND lease_expires_at > clock_timestamp()
+RETURNING create_attempts;
+
+-- name: bump_lookup_attempt
+UPDATE operations SET lookup_attempts = lookup_attempts + 1
+WHERE operation_id = $1 AND lease_fence = $2 AND lease_expires_at > clock_timestamp()
+RETURNING lookup_attempts;
+
+-- name: bump_result_attempt
+UPDATE operations SET result_attempts = result_attempts + 1
+WHERE operation_id = $1 AND lease_fence = $2 AND lease_expires_at > clock_timestamp()
+RETURNING result_attempts;
+
+-- name: record_poll
+-- The common case of a status read, in one round trip: the call, the
+-- observation and the operation's observed facts, all conditional on the
+-- fence (if the lease was lost, nothing is written and no row is returned).
+WITH op AS (
+    UPDATE operations SET
+        remote_state = coalesce($12::jw_remote_state, remote_state),
+        remote_state_raw = coalesce($13, remote_state_raw),
+        progress_completed = coalesce($14, progress_completed),
+        progress_total = coalesce($15, progress_total),
+        progress_percent = coalesce($16, progress_percent),
+        poll_after_seconds = $17,
+        poll_attempts = poll_attempts + 1,
+        last_error = $18
+    WHERE operation_id = $1 AND lease_fence = $2 AND lease_expires_at > clock_timestamp()
+    RETURNING operation_id, trace_id
+), call AS (
+    INSERT INTO provider_calls (operation_id, call_kind, attempt, worker, fence, trace_id,
+                                traceparent, method, url, request_headers, started_at,
+                                finished_at, duration_ms, status_code, provider_request_id,
+                                response_headers, error_category, response_sha256,
+                                response_size, response_body)
+    SELECT op.operation_id, 'status', $3, $4, $2, op.trace_id, $5, $6, $7, $8,
+           clock_timestamp() - make_interval(secs => $9::double precision / 1000),
+           clock_timestamp(), $9, $10, $11, $19, $20, $21, $22, $23
+    FROM op
+    RETURNING call_id, operation_id
+)
+INSERT INTO observations (operation_id, source, call_id, remote_state, remote_state_raw,
+                          provider_updated_at, progress_completed, progress_total,
+                          progress_percent, poll_after_seconds, error, result_url, errors_url,
+                          counts)
+SELECT call.operation_id, 'poll', call.call_id, $12::jw_remote_state, $13, $24, $14, $15, $16,
+       $17, $18, $25, $26, $27
+FROM call
+RETURNING observation_id, call_id;
+
+-- name: open_escalation
+INSERT INTO escalations (operation_id, state, reason, details)
+VALUES ($1, $2::jw_state, $3, $4)
+ON CONFLICT (operation_id) WHERE resolved_at IS NULL DO UPDATE
+    SET state = EXCLUDED.state, reason = EXCLUDED.reason, details = EXCLUDED.details
+RETURNING escalation_id;
+
+-- name: latest_create_call
+SELECT * FROM provider_calls
+WHERE operation_id = $1 AND call_kind = 'create'
+ORDER BY call_id DESC LIMIT 1;
+
+-- name: latest_observation
+SELECT * FROM observations
+WHERE operation_id = $1 AND source IN ('poll', 'lookup')
+ORDER BY observation_id DESC LIMIT 1;
+
+-- name: mark_webhook_seen
+UPDATE operations SET webhook_seen_at = clock_timestamp() WHERE operation_id = $1;
+
+-- name: escalation_context
+SELECT call_kind, method, url, status_code, provider_request_id, error_category, started_at
+FROM provider_calls WHERE operation_id = $1 ORDER BY call_id DESC LIMIT 20;
+
+-- name: set_next_poll_now
+UPDATE operations SET next_poll_at = clock_timestamp()
+WHERE operation_id = $1 AND finished_at IS NULL AND (lease_expires_at IS NULL OR lease_expires_at < clock_timestamp());
