@@ -1,0 +1,109 @@
+"""Settings of the daemons: environment variables over a TOML file over defaults.
+
+The file (`JW_CONFIG`, default `jobwarden.toml` if present) has a
+`[jobwarden]` table for these settings and `[providers.<name>]` tables for the
+provider descriptions (shared/providers). Every key is listed, with its
+environment variable and default, in the README's configuration reference.
+Errors name the file and the key.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from shared.providers import ConfigError, ProviderDescription, load_providers
+
+
+@dataclass(frozen=True)
+class Settings:
+    # where results are stored (content-addressed files)
+    results_dir: Path = Path("var/results")
+    # reconciler
+    worker_id: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
+    claim_batch: int = 200  # rows per claim: one round trip amortized over many polls
+    lease_seconds: float = 60.0  # > request timeout + DB time, so a live worker keeps its lease
+    sweep_interval: float = 0.5  # idle sweep period; NOTIFY wakes the daemon sooner
+    max_in_flight: int = 64  # concurrent provider calls per reconciler process, all providers
+    shutdown_grace: float = 20.0  # SIGTERM: finish in-flight calls for this long, then release
+    # receiver
+    receiver_host: str = "127.0.0.1"
+    receiver_port: int = 8080
+    max_body_bytes: int = 1024 * 1024
+    webhook_retention_days: int = 14  # providers retry for up to 3 days; keep dedupe rows longer
+    db_acquire_timeout: float = 2.0  # then answer 503 so the provider retries
+    config_path: Path | None = None
+
+    providers: Mapping[str, ProviderDescription] = field(default_factory=dict)
+
+
+_ENV = {
+    "results_dir": "JW_RESULTS_DIR",
+    "worker_id": "JW_WORKER_ID",
+    "claim_batch": "JW_CLAIM_BATCH",
+    "lease_seconds": "JW_LEASE_SECONDS",
+    "sweep_interval": "JW_SWEEP_INTERVAL",
+    "max_in_flight": "JW_MAX_IN_FLIGHT",
+    "shutdown_grace": "JW_SHUTDOWN_GRACE",
+    "receiver_host": "JW_RECEIVER_HOST",
+    "receiver_port": "JW_RECEIVER_PORT",
+    "max_body_bytes": "JW_MAX_BODY_BYTES",
+    "webhook_retention_days": "JW_WEBHOOK_RETENTION_DAYS",
+    "db_acquire_timeout": "JW_DB_ACQUIRE_TIMEOUT",
+}
+
+
+def _convert(source: str, key: str, raw: Any, kind: type) -> Any:
+    try:
+        if kind is Path:
+            return Path(str(raw))
+        if kind is int and not isinstance(raw, bool):
+            return int(raw)
+        if kind is float and not isinstance(raw, bool):
+            return float(raw)
+        if kind is str:
+            return str(raw)
+    except (TypeError, ValueError):
+        pass
+    raise ConfigError(f"{source}: {key}: expected {kind.__name__}, got {raw!r}")
+
+
+def load_settings(path: Path | None = None, env: Mapping[str, str] | None = None) -> Settings:
+    env = os.environ if env is None else env
+    if path is None and env.get("JW_CONFIG"):
+        path = Path(env["JW_CONFIG"])
+    if path is None and Path("jobwarden.toml").exists():
+        path = Path("jobwarden.toml")
+    table: dict[str, Any] = {}
+    providers: Mapping[str, ProviderDescription] = {}
+    if path is not None:
+        try:
+            document = tomllib.loads(path.read_text("utf-8"))
+        except FileNotFoundError:
+            raise ConfigError(f"{path}: file not found") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+        table = dict(document.get("jobwarden", {}))
+        unknown = set(document) - {"jobwarden", "providers"}
+        if unknown:
+            raise ConfigError(f"{path}: unknown top-level table(s): {', '.join(sorted(unknown))}")
+        if "providers" in document:
+            providers = load_providers(path, env)
+    values: dict[str, Any] = {"config_path": path, "providers": providers}
+    kinds = {f.name: f.type for f in fields(Settings)}
+    types = {"Path": Path, "int": int, "float": float, "str": str}
+    for key in list(table):
+        if key not in _ENV:
+            raise ConfigError(f"{path}: jobwarden.{key}: unknown setting")
+    for key, var in _ENV.items():
+        kind = types[str(kinds[key])]
+        if var in env:
+            values[key] = _convert(f"environment {var}", key, env[var], kind)
+        elif key in table:
+            values[key] = _convert(f"{path}: jobwarden", key, table[key], kind)
+    return Settings(**values)

@@ -1,0 +1,321 @@
+"""The validated, immutable form of a provider description (SPEC §5).
+
+`loader.py` turns TOML into these objects and checks every key; everything
+else in the adapter layer reads them and never re-validates. Paths and
+templates are already parsed here, so a description that exists is one that
+can be used.
+
+TOML reference (``[providers.<name>]``; *path* = JSON pointer ``/a/b``, dotted
+``a.b``, ``header:Name`` or, for webhooks, ``query:name``; *paths* = a path or
+a list of paths; *template* = text with ``{placeholders}``)::
+
+    description, base_url (required), preset, plugin, [plugin_options]
+    request_id_headers = [..]           headers holding the provider's request id
+    headers = {Name = "value"}          static, non-secret headers
+    [auth]     header ("Authorization"), value ("Bearer {secret}"),
+               secret_env | secret_file, optional (false), extra_hosts
+    [create]   method (POST), path (template: {client_reference}, {idempotency_token}),
+               idempotency = header|body|client_job_id|none (required),
+               idempotency_header ("Idempotency-Key" in header mode),
+               idempotency_body_field, client_reference_field (body paths),
+               set_body = {path = template-or-literal}, set_headers = {Name = template}
+                 (template values: client_reference, operation_id, idempotency_token,
+                  webhook_url, webhook_secret, result_deadline_seconds, trace_id),
+               job_id, state, status_url (paths; status_url may list fallbacks),
+               accepted_statuses ([200,201,202]), sync_result_statuses ([]), sync_result,
+               conflict_reject_codes ([]), error_code ("/error/code"),
+               error_message ("/error/message")
+    [status]   method (GET), path (template: {job_id} / {+job_id}), use_status_url,
+               state + [status.state_map] | done (AIP-151) + cancelled_error_codes ([1]),
+               error, error_code, error_message, progress_completed, progress_total,
+               progress_percent, updated_at, poll_after_seconds, result_url, errors_url,
+               counts_total, counts_succeeded, counts_failed, counts_cancelled (paths),
+               outcome_from_counts, outcome_from_counts_states, not_found_statuses
+    [cancel]   supported (true if the table exists), method (POST), path, idempotent,
+               reason, accepted_statuses, state
+    [result]   source = inline|url|path|files|none (required), path (template:
+               {job_id}, {file_id}), inline (path; "" = whole body), file_ids (paths),
+               side_effects, format = json|jsonl, items, item_id, item_error,
+               item_success + item_success_values
+    [result.expect]  content_types, required_fields, max_bytes (50 MiB),
+               checksum = content-digest|digest|none, item_count = "from_status_counts"|path
+    [result.errors]  items (required), next_page_token, page_token_param ("page_token"),
+               page_size, page_size_param ("page_size"), item_index, item_id, item_code,
+               item_message
+    [lookup]   supported (true if the table exists), reason, kind = list|get, method,
+               path (template: {client_reference}, {idempotency_token}), query_param,
+               list, match, job_id, next_page_token, has_more, page_token_param,
+               max_pages (10), not_found_means_absent (kind = get)
+    [webhooks] scheme = standard_webhooks|stripe|github|generic_hmac|static_header,
+               [options] (checked by shared.signatures), secrets_env | secrets_file
+               (one or a list: rotation), optional, tolerance_seconds (300), event_id,
+               job_id, operation_ref, state, [state_map] (over status.state_map), thin
+    [limits]   backoff_base (2), backoff_factor (2), backoff_cap (60), max_concurrency (8),
+               request_timeout (10), create_deadline_seconds, result_deadline_seconds,
+               cancel_deadline_seconds, webhook_backstop_poll_seconds (300),
+               default_poll_after_seconds
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
+
+from shared.providers.paths import ValuePath
+from shared.providers.templates import Template
+from shared.secret import Secret
+from shared.states import RemoteState
+
+if TYPE_CHECKING:
+    from shared.providers.plugins import ProviderAdapter
+
+
+class Idempotency(StrEnum):
+    """How a create request proves it is a repeat of an earlier one."""
+
+    HEADER = "header"  # e.g. Idempotency-Key: <token>
+    BODY = "body"  # e.g. {"request_id": <token>} (AIP-155)
+    CLIENT_JOB_ID = "client_job_id"  # we choose the job id (Azure Operation-Id)
+    NONE = "none"  # the provider cannot deduplicate: never blind-retry a create
+
+
+class ResultSource(StrEnum):
+    INLINE = "inline"  # inside the final status body
+    URL = "url"  # a URL found in the status body
+    PATH = "path"  # a path template on the provider's base URL
+    FILES = "files"  # file ids in the status body, each fetched via a path template
+    NONE = "none"  # the job produces no result document
+
+
+class ResultFormat(StrEnum):
+    JSON = "json"
+    JSONL = "jsonl"
+
+
+class Checksum(StrEnum):
+    CONTENT_DIGEST = "content-digest"  # RFC 9530 Content-Digest: sha-256=:b64:
+    DIGEST = "digest"  # RFC 3230 (obsolete) Digest: SHA-256=b64
+    NONE = "none"
+
+
+class WebhookScheme(StrEnum):
+    STANDARD_WEBHOOKS = "standard_webhooks"
+    STRIPE = "stripe"
+    GITHUB = "github"
+    GENERIC_HMAC = "generic_hmac"
+    STATIC_HEADER = "static_header"
+
+
+class LookupKind(StrEnum):
+    LIST = "list"  # list endpoint filtered by (or scanned for) our client reference
+    GET = "get"  # direct read by a client-chosen id; 404 can prove absence
+
+
+HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
+
+
+@dataclass(frozen=True)
+class AuthSpec:
+    """The credential header; the value is rendered only when a request is built."""
+
+    header: str
+    value: Template
+    secret: Secret
+    # Hosts besides the base URL's that may receive the credential (status or
+    # result URLs on a sibling host). Every other host gets no credential.
+    extra_hosts: tuple[str, ...] = ()
+
+    def header_value(self) -> str:
+        return self.value.text.replace("{secret}", self.secret.reveal())
+
+
+@dataclass(frozen=True)
+class BodyField:
+    """A create-body field we set: a template string, or a literal TOML value."""
+
+    path: ValuePath
+    template: Template | None
+    literal: Any = None
+
+
+@dataclass(frozen=True)
+class CreateSpec:
+    method: str
+    path: Template
+    idempotency: Idempotency
+    idempotency_header: str | None
+    idempotency_body_field: ValuePath | None
+    client_reference_field: ValuePath | None
+    set_body: tuple[BodyField, ...]
+    set_headers: tuple[tuple[str, Template], ...]
+    job_id: ValuePath | None
+    state: ValuePath | None
+    # First path that yields a value wins (ARM: Azure-AsyncOperation, then Location).
+    status_url: tuple[ValuePath, ...]
+    accepted_statuses: frozenset[int]
+    sync_result_statuses: frozenset[int]
+    sync_result: ValuePath | None
+    # Error codes that make a 409 a definitive rejection. Any other 409 may be
+    # "a request with this token is still in progress" and is ambiguous.
+    conflict_reject_codes: frozenset[str]
+    error_code: ValuePath
+    error_message: ValuePath
+
+
+@dataclass(frozen=True)
+class StatusSpec:
+    method: str
+    path: Template | None
+    use_status_url: bool
+    state: ValuePath | None
+    state_map: Mapping[str, RemoteState]
+    done: ValuePath | None
+    error: ValuePath | None
+    error_code: ValuePath | None
+    error_message: ValuePath | None
+    cancelled_error_codes: frozenset[str]
+    progress_completed: ValuePath | None
+    progress_total: ValuePath | None
+    progress_percent: ValuePath | None
+    updated_at: ValuePath | None
+    poll_after_seconds: ValuePath | None
+    result_url: ValuePath | None
+    errors_url: ValuePath | None
+    counts_total: tuple[ValuePath, ...]
+    counts_succeeded: tuple[ValuePath, ...]
+    counts_failed: tuple[ValuePath, ...]
+    # Items cancelled (a subset of the not-ok ones): a batch whose only
+    # non-successes are cancellations and has no success ended cancelled.
+    counts_cancelled: tuple[ValuePath, ...]
+    outcome_from_counts: bool
+    # Raw states whose outcome the counts decide; None = every raw state mapped
+    # to succeeded or partially_succeeded.
+    outcome_from_counts_states: frozenset[str] | None
+    not_found_statuses: frozenset[int]
+
+
+@dataclass(frozen=True)
+class CancelSpec:
+    supported: bool
+    method: str
+    path: Template | None
+    idempotent: bool
+    reason: str
+    accepted_statuses: frozenset[int]
+    state: ValuePath | None
+
+
+@dataclass(frozen=True)
+class ResultExpect:
+    content_types: tuple[str, ...]
+    required_fields: tuple[ValuePath, ...]
+    max_bytes: int
+    checksum: Checksum
+    item_count_from_status: bool
+    item_count: ValuePath | None
+
+
+@dataclass(frozen=True)
+class ErrorsSpec:
+    """The paginated per-item failure list of a batch (SPEC §7: never inline)."""
+
+    items: ValuePath
+    next_page_token: ValuePath | None
+    page_token_param: str
+    page_size: int | None
+    page_size_param: str
+    item_index: ValuePath | None
+    item_id: ValuePath | None
+    item_code: ValuePath | None
+    item_message: ValuePath | None
+
+
+@dataclass(frozen=True)
+class ResultSpec:
+    source: ResultSource
+    path: Template | None
+    inline: ValuePath | None
+    file_ids: tuple[ValuePath, ...]
+    side_effects: bool
+    format: ResultFormat
+    items: ValuePath | None
+    item_id: ValuePath | None
+    item_error: ValuePath | None
+    item_success: ValuePath | None
+    item_success_values: frozenset[str]
+    expect: ResultExpect
+    errors: ErrorsSpec | None
+
+
+@dataclass(frozen=True)
+class LookupSpec:
+    supported: bool
+    reason: str
+    kind: LookupKind
+    method: str
+    path: Template | None
+    query_param: str | None
+    list: ValuePath | None
+    match: ValuePath | None
+    job_id: ValuePath | None
+    next_page_token: ValuePath | None
+    # When set and false, there is no next page whatever next_page_token says
+    # (OpenAI lists carry `last_id` on every page, `has_more` says if it counts).
+    has_more: ValuePath | None
+    page_token_param: str
+    max_pages: int
+    not_found_means_absent: bool
+
+
+@dataclass(frozen=True)
+class WebhookSpec:
+    scheme: WebhookScheme
+    options: Mapping[str, Any]
+    secrets: tuple[Secret, ...]
+    tolerance_seconds: int
+    event_id: ValuePath | None
+    job_id: ValuePath | None
+    state: ValuePath | None
+    state_map: Mapping[str, RemoteState]
+    operation_ref: ValuePath | None
+    thin: bool
+
+
+@dataclass(frozen=True)
+class Limits:
+    backoff_base: float = 2.0  # first poll ≈2 s after acceptance (SPEC §4)
+    backoff_factor: float = 2.0  # 2, 4, 8, ... s
+    backoff_cap: float = 60.0  # a minute between reads bounds both lag and load
+    max_concurrency: int = 8  # per provider; well under common per-key rate limits
+    request_timeout: float = 10.0  # a status read slower than this is a failed read
+    create_deadline_seconds: float = 3600.0  # an hour to obtain a job id
+    result_deadline_seconds: float = 86400.0  # business waits a day unless told
+    cancel_deadline_seconds: float = 900.0  # OpenAI batches take up to ~10 min to cancel
+    webhook_backstop_poll_seconds: float = 300.0  # webhooks carry the news; polls only catch losses
+    # Fixed delay when the provider gives no hint, instead of backoff (Azure
+    # documents 60 s when Retry-After is absent). None = capped backoff.
+    default_poll_after_seconds: float | None = None
+
+
+@dataclass(frozen=True)
+class ProviderDescription:
+    name: str
+    source: str
+    base_url: str
+    create: CreateSpec
+    status: StatusSpec
+    cancel: CancelSpec
+    result: ResultSpec
+    lookup: LookupSpec
+    limits: Limits
+    description: str = ""
+    preset: str | None = None
+    auth: AuthSpec | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+    request_id_headers: tuple[str, ...] = ()
+    webhooks: WebhookSpec | None = None
+    plugin: str | None = None
+    plugin_class: type[ProviderAdapter] | None = field(default=None, compare=False)
+    plugin_options: Mapping[str, Any] = field(default_factory=dict)

@@ -1,0 +1,178 @@
+"""Canonical facts read from provider responses.
+
+A fact says what a response *shows*, in one vocabulary for every provider; the
+reconciler decides what it *means* for the operation (and records the response
+as evidence). Facts never claim more than the response: an unknown remote
+state stays None with its raw value kept, a progress of 100 % is not a success.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from shared.states import RemoteState
+
+CreateKind = Literal["accepted", "sync_result", "rejected", "ambiguous"]
+CancelKind = Literal["accepted", "rejected", "not_found", "ambiguous"]
+
+
+@dataclass(frozen=True)
+class ErrorInfo:
+    code: str | None
+    message: str | None
+
+
+@dataclass(frozen=True)
+class Counts:
+    """Item counts of a batch job; None where the provider does not say."""
+
+    total: int | None
+    succeeded: int | None
+    failed: int | None
+    cancelled: int | None = None
+
+
+@dataclass(frozen=True)
+class CreateFact:
+    """What a create response shows.
+
+    kind:
+      - accepted: the provider holds a job (`remote_job_id` is set);
+      - sync_result: the result came inline and is final (`sync_result`);
+      - rejected: a definitive contract error, no job was created;
+      - ambiguous: we cannot tell whether a job exists (5xx, 408, 425, 429,
+        a 409 that may mean "in progress", a 2xx without a job id).
+    """
+
+    kind: CreateKind
+    status_code: int
+    reason: str
+    remote_job_id: str | None = None
+    remote_state: RemoteState | None = None
+    raw_state: str | None = None
+    status_url: str | None = None
+    provider_request_id: str | None = None
+    error: ErrorInfo | None = None
+    retry_after_seconds: float | None = None
+    sync_result: Any = None
+    # A 409 rejection: the token is on record at the provider with another
+    # request. Contradictory facts, so the reconciler should escalate.
+    idempotency_conflict: bool = False
+    back_pressure: bool = False
+
+
+@dataclass(frozen=True)
+class StatusFact:
+    """What a status read shows. `remote_state` None means "not decidable from this read"."""
+
+    status_code: int
+    remote_state: RemoteState | None = None
+    raw_state: str | None = None
+    progress_completed: float | None = None
+    progress_total: float | None = None
+    progress_percent: float | None = None
+    provider_updated_at: datetime | None = None
+    poll_after_seconds: float | None = None
+    retry_after_seconds: float | None = None
+    error: ErrorInfo | None = None
+    result_url: str | None = None
+    errors_url: str | None = None
+    result_file_ids: tuple[str, ...] = ()
+    counts: Counts | None = None
+    back_pressure: bool = False
+    not_found: bool = False
+    # Why this read gave no usable state (HTTP 500, body not JSON...), in plain words.
+    problem: str | None = None
+    provider_request_id: str | None = None
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.remote_state is not None and self.remote_state.is_terminal
+
+
+@dataclass(frozen=True)
+class CancelFact:
+    """What a cancel response shows. `accepted` means delivered, never "cancelled"."""
+
+    kind: CancelKind
+    status_code: int
+    reason: str
+    remote_state: RemoteState | None = None
+    raw_state: str | None = None
+    error: ErrorInfo | None = None
+    retry_after_seconds: float | None = None
+    provider_request_id: str | None = None
+
+
+@dataclass(frozen=True)
+class LookupFact:
+    """One page of a lookup by client reference.
+
+    Several `found_job_ids` for one reference means duplicates exist at the
+    provider: escalate. `proven_absent` is true only when this response
+    settles the question by itself (last page, nothing matched; or a direct
+    read answered 404 where configured); for a scan over several pages the
+    caller must also have seen no match on the earlier pages.
+    """
+
+    status_code: int
+    found_job_ids: tuple[str, ...] = ()
+    proven_absent: bool = False
+    next_page_token: str | None = None
+    problem: str | None = None
+    back_pressure: bool = False
+
+
+@dataclass(frozen=True)
+class WebhookFact:
+    """Fields of a verified webhook body. Never evidence of success by itself."""
+
+    event_id: str
+    remote_job_id: str | None
+    remote_state: RemoteState | None
+    raw_state: str | None
+    operation_ref: str | None
+    thin: bool
+
+
+@dataclass(frozen=True)
+class ItemFailure:
+    """One failed item of a batch (from a JSONL result line or an errors page)."""
+
+    index: int | None
+    item_id: str | None
+    code: str | None
+    message: str | None
+
+
+@dataclass(frozen=True)
+class ErrorsPage:
+    items: tuple[ItemFailure, ...]
+    next_page_token: str | None
+
+
+@dataclass(frozen=True)
+class ResultCheck:
+    """The verdict on a fetched result.
+
+    `ok` False with `unavailable` True means the fetch itself failed (expired
+    link, 404/410): result_unavailable. `ok` False otherwise means the bytes
+    arrived but break a rule: result_validation_failed.
+    """
+
+    ok: bool
+    reason: str
+    sha256: str
+    size: int
+    content_type: str | None
+    items_total: int | None = None
+    items_succeeded: int | None = None
+    items_failed: int | None = None
+    failed_items: tuple[ItemFailure, ...] = ()
+    failed_items_truncated: bool = False
+    parsed: Any = None
+    part_sha256: tuple[str, ...] = ()
+    unavailable: bool = False
+    notes: tuple[str, ...] = ()

@@ -1,0 +1,169 @@
+"""What a provider description can and cannot promise, in plain words.
+
+Used by `jobwarden providers check`: an operator pointing jobwarden at a real
+API must see before the first job what happens when a create response is lost,
+whether a cancel can be sent, whether webhooks can be trusted and whether a
+corrupted result would be caught. Each line is (guarantee, holds?, why).
+"""
+
+from __future__ import annotations
+
+from shared.providers.description import (
+    Checksum,
+    Idempotency,
+    LookupKind,
+    ProviderDescription,
+    ResultSource,
+    WebhookScheme,
+)
+
+Guarantee = tuple[str, bool, str]
+
+
+def describe_guarantees(desc: ProviderDescription) -> list[Guarantee]:
+    return [
+        _at_most_once(desc),
+        _lookup(desc),
+        _cancellable(desc),
+        _webhooks(desc),
+        _result_integrity(desc),
+    ]
+
+
+def _at_most_once(desc: ProviderDescription) -> Guarantee:
+    spec = desc.create
+    name = "at-most-once create"
+    if spec.idempotency is Idempotency.HEADER:
+        return (
+            name,
+            True,
+            (
+                f"the token travels in the {spec.idempotency_header} header; a retry after a "
+                "lost response returns the original job"
+            ),
+        )
+    if spec.idempotency is Idempotency.BODY:
+        field = spec.idempotency_body_field.text if spec.idempotency_body_field else "?"
+        return (
+            name,
+            True,
+            (
+                f"the token travels in the body field {field}; a retry after a lost response "
+                "returns the original job"
+            ),
+        )
+    if spec.idempotency is Idempotency.CLIENT_JOB_ID:
+        return (
+            name,
+            True,
+            ("we choose the job id (the token); a second create with it cannot make a second job"),
+        )
+    return (
+        name,
+        False,
+        (
+            "the provider has no idempotency: a create whose response is lost is never "
+            "retried automatically"
+            + (
+                " (it is looked up instead)"
+                if desc.lookup.supported
+                else " and escalates to an operator"
+            )
+        ),
+    )
+
+
+def _lookup(desc: ProviderDescription) -> Guarantee:
+    spec = desc.lookup
+    name = "lookup after lost response"
+    if spec.supported and spec.path is not None:
+        if spec.kind is LookupKind.GET:
+            how = f"a direct read of {spec.method} {spec.path.text}"
+        elif spec.query_param:
+            how = f"{spec.method} {spec.path.text}?{spec.query_param}=<operation id>"
+        else:
+            how = (
+                f"scanning {spec.method} {spec.path.text} (up to {spec.max_pages} pages) "
+                f"for our reference in {spec.match.text if spec.match else '?'}"
+            )
+        return name, True, f"the job is found by our operation id via {how}"
+    if desc.create.idempotency is not Idempotency.NONE:
+        return (
+            name,
+            False,
+            (f"no lookup ({spec.reason}); a same-token retry recovers the job instead"),
+        )
+    return (
+        name,
+        False,
+        (
+            f"create after a lost response cannot be reconciled automatically ({spec.reason}); "
+            "the operation escalates to an operator"
+        ),
+    )
+
+
+def _cancellable(desc: ProviderDescription) -> Guarantee:
+    spec = desc.cancel
+    name = "cancellable"
+    if not spec.supported or spec.path is None:
+        return name, False, f"cancellation is unsupported: {spec.reason}"
+    repeat = (
+        "idempotent, safe to resend"
+        if spec.idempotent
+        else "not idempotent: sent once by the lease owner"
+    )
+    return (
+        name,
+        True,
+        (
+            f"{spec.method} {spec.path.text} ({repeat}); success is declared only when a status "
+            "read shows the job cancelled"
+        ),
+    )
+
+
+def _webhooks(desc: ProviderDescription) -> Guarantee:
+    spec = desc.webhooks
+    name = "webhooks signed"
+    if spec is None:
+        return name, False, "no webhooks configured (or no secret available): polling only"
+    rotation = f"{len(spec.secrets)} active secret(s)"
+    if spec.scheme is WebhookScheme.STATIC_HEADER:
+        return (
+            name,
+            False,
+            (
+                f"authenticated by a static shared header ({rotation}), not a signature over "
+                "the body, no replay protection; every event is confirmed by our own status read"
+            ),
+        )
+    return (
+        name,
+        True,
+        (
+            f"{spec.scheme.value} signatures, {rotation}, {spec.tolerance_seconds}s replay "
+            "tolerance; events only trigger our own status read"
+        ),
+    )
+
+
+def _result_integrity(desc: ProviderDescription) -> Guarantee:
+    spec = desc.result
+    expect = spec.expect
+    name = "result integrity checked"
+    if spec.source is ResultSource.NONE:
+        return name, False, "the job produces no result document"
+    checks = [f"max {expect.max_bytes} bytes"]
+    if expect.content_types:
+        checks.append("content type")
+    if expect.required_fields:
+        checks.append("required fields " + ", ".join(p.text for p in expect.required_fields))
+    if expect.item_count_from_status or expect.item_count is not None:
+        checks.append("item counts")
+    side = "; fetching it has side effects, so it is fetched once" if spec.side_effects else ""
+    listed = ", ".join(checks)
+    if expect.checksum is Checksum.NONE:
+        return name, False, f"no checksum from the provider; checked: {listed}{side}"
+    header = "Content-Digest" if expect.checksum is Checksum.CONTENT_DIGEST else "Digest"
+    return name, True, f"{header} sha-256 verified; also checked: {listed}{side}"

@@ -1,0 +1,1023 @@
+"""Load provider descriptions from TOML, checking every key at start-up.
+
+A config file holds ``[providers.<name>]`` tables (other top-level tables
+belong to other parts of the config and are ignored here). A provider may
+start from a built-in preset (``preset = "simulator"``): the preset's TOML is
+deep-merged with the provider's table, key by key, tables recursively, lists
+and scalars replaced whole.
+
+Every problem raises `ConfigError` with ``<file>: providers.<name>.<key>:
+<problem>`` — unknown keys included (with a "did you mean" hint), because a
+typo in `idempotency_header` would otherwise silently create duplicate jobs.
+Messages name environment variables and files, never secret values.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+import tomllib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from importlib import resources
+from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+from shared import signatures
+from shared.providers.description import (
+    HTTP_METHODS,
+    AuthSpec,
+    BodyField,
+    CancelSpec,
+    Checksum,
+    CreateSpec,
+    ErrorsSpec,
+    Idempotency,
+    Limits,
+    LookupKind,
+    LookupSpec,
+    ProviderDescription,
+    ResultExpect,
+    ResultFormat,
+    ResultSource,
+    ResultSpec,
+    StatusSpec,
+    WebhookScheme,
+    WebhookSpec,
+)
+from shared.providers.errors import ConfigError
+from shared.providers.paths import PathSource, PathSyntaxError, ValuePath, parse_path
+from shared.providers.plugins import PluginError, ProviderAdapter, resolve_plugin
+from shared.providers.sanitize import is_sensitive_header
+from shared.providers.templates import Template, TemplateError, parse_template
+from shared.providers.values import raw_text
+from shared.secret import Secret, SecretError
+from shared.states import RemoteState
+
+E = TypeVar("E", bound=StrEnum)
+
+_MISSING: Any = object()
+_NAME = re.compile(r"^[a-z][a-z0-9_-]*$")
+_TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
+
+BODY = frozenset({PathSource.BODY})
+RESPONSE = frozenset({PathSource.BODY, PathSource.HEADER})
+WEBHOOK = frozenset({PathSource.BODY, PathSource.HEADER, PathSource.QUERY})
+
+# Headers that commonly carry a provider's request id, checked in this order.
+DEFAULT_REQUEST_ID_HEADERS = (
+    "X-Request-Id",
+    "Request-Id",
+    "x-ms-request-id",
+    "apim-request-id",
+    "x-goog-request-id",
+    "x-amzn-requestid",
+)
+# Names a reader of the design notes may reach for, and where they live here.
+_MOVED = {
+    "jsonl_id_field": "result.item_id",
+    "jsonl_error_path": "result.item_error",
+    "items": "result.items (the item list of the result document)",
+    "url": "status.result_url / status.errors_url (where the URL is in the status)",
+    "page_token": "page_token_param",
+    "progress": "progress_completed / progress_total / progress_percent",
+    "counts": "counts_total / counts_succeeded / counts_failed",
+}
+# Values our create templates may use (set_body / set_headers).
+CREATE_VALUES = frozenset(
+    {
+        "client_reference",
+        "operation_id",
+        "idempotency_token",
+        "webhook_url",
+        "webhook_secret",
+        "result_deadline_seconds",
+        "trace_id",
+    }
+)
+# A result bigger than this is refused unless the description says otherwise:
+# results are stored durably and small ones inline, so unbounded is not an option.
+DEFAULT_MAX_RESULT_BYTES = 50 * 1024 * 1024
+# A query parameter name, not a credential.
+DEFAULT_PAGE_TOKEN_PARAM = "page_token"  # noqa: S105
+DEFAULT_LOOKUP_PAGES = 10  # scanning deeper than this rarely finds a job created minutes ago
+
+
+# --------------------------------------------------------------------- public API
+
+
+def load_providers(
+    path: Path, env: Mapping[str, str] = os.environ
+) -> dict[str, ProviderDescription]:
+    """All `[providers.<name>]` of a TOML config file, validated."""
+    source = str(path)
+    try:
+        with open(path, "rb") as handle:
+            data = tomllib.load(handle)
+    except FileNotFoundError:
+        raise ConfigError(f"{source}: file not found") from None
+    except OSError as exc:
+        raise ConfigError(f"{source}: cannot be read ({exc.strerror})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{source}: invalid TOML: {exc}") from None
+    return parse_providers(data, source, env)
+
+
+def parse_providers(
+    data: Mapping[str, Any], source: str, env: Mapping[str, str] = os.environ
+) -> dict[str, ProviderDescription]:
+    """Validate the `providers` table of an already-parsed config document."""
+    providers = data.get("providers", {})
+    if not isinstance(providers, Mapping):
+        raise ConfigError(f"{source}: providers: must be a table")
+    result: dict[str, ProviderDescription] = {}
+    for name, table in providers.items():
+        if not _NAME.match(name):
+            raise ConfigError(
+                f"{source}: providers.{name}: provider names use lower-case letters, "
+                "digits, '-' and '_'"
+            )
+        if not isinstance(table, Mapping):
+            raise ConfigError(f"{source}: providers.{name}: must be a table")
+        result[name] = _load_one(name, table, source, env)
+    return result
+
+
+def load_preset(name: str, env: Mapping[str, str] = os.environ) -> ProviderDescription:
+    """A built-in preset as is (its name is the provider name)."""
+    source, data = _read_preset(name, None)
+    ctx = _Ctx(source=source, root="", env=env, override=None, preset=None)
+    return _provider(name, data, ctx)
+
+
+def preset_names() -> list[str]:
+    folder = resources.files("shared.providers").joinpath("presets")
+    return sorted(
+        entry.name.removesuffix(".toml")
+        for entry in folder.iterdir()
+        if entry.name.endswith(".toml")
+    )
+
+
+# --------------------------------------------------------------------- merging
+
+
+def _load_one(
+    name: str, table: Mapping[str, Any], source: str, env: Mapping[str, str]
+) -> ProviderDescription:
+    root = f"providers.{name}"
+    preset = table.get("preset")
+    if preset is None:
+        ctx = _Ctx(source=source, root=root, env=env, override=None, preset=None)
+        return _provider(name, table, ctx)
+    if not isinstance(preset, str):
+        raise ConfigError(f"{source}: {root}.preset: must be a string")
+    _, base = _read_preset(preset, f"{source}: {root}.preset")
+    merged = deep_merge(base, table)
+    ctx = _Ctx(source=source, root=root, env=env, override=table, preset=preset)
+    return _provider(name, merged, ctx)
+
+
+def _read_preset(name: str, where: str | None) -> tuple[str, dict[str, Any]]:
+    available = preset_names()
+    if name not in available:
+        prefix = where or f"preset {name}"
+        raise ConfigError(f"{prefix}: unknown preset '{name}' (available: {', '.join(available)})")
+    resource = resources.files("shared.providers").joinpath("presets", f"{name}.toml")
+    source = f"presets/{name}.toml"
+    try:
+        data = tomllib.loads(resource.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{source}: invalid TOML: {exc}") from None
+    if "preset" in data:
+        raise ConfigError(f"{source}: preset: presets cannot build on other presets")
+    return source, data
+
+
+def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    """`override` on top of `base`: tables merged recursively, everything else replaced."""
+    merged: dict[str, Any] = dict(base)
+    for key, value in override.items():
+        current = merged.get(key)
+        if isinstance(current, Mapping) and isinstance(value, Mapping):
+            merged[key] = deep_merge(current, value)
+        else:
+            merged[key] = value
+    return merged
+
+
+# --------------------------------------------------------------------- table reader
+
+
+@dataclass(frozen=True)
+class _Ctx:
+    source: str
+    root: str
+    env: Mapping[str, str]
+    override: Mapping[str, Any] | None
+    preset: str | None
+
+    def error(self, rel: tuple[str, ...], problem: str, present: bool) -> ConfigError:
+        key = ".".join(((self.root,) if self.root else ()) + rel)
+        suffix = ""
+        if present and self.preset and self.override is not None and not _has(self.override, rel):
+            suffix = f" (value from preset '{self.preset}')"
+        return ConfigError(f"{self.source}: {key}: {problem}{suffix}")
+
+
+def _has(data: Mapping[str, Any], rel: tuple[str, ...]) -> bool:
+    node: Any = data
+    for key in rel:
+        if not isinstance(node, Mapping) or key not in node:
+            return False
+        node = node[key]
+    return True
+
+
+class _Table:
+    """Typed, tracked access to one TOML table; `finish()` rejects unknown keys."""
+
+    def __init__(self, ctx: _Ctx, rel: tuple[str, ...], data: Mapping[str, Any]) -> None:
+        self.ctx = ctx
+        self.rel = rel
+        self.data = data
+        self.known: set[str] = set()
+
+    def error(self, key: str | None, problem: str) -> ConfigError:
+        rel = self.rel + ((key,) if key else ())
+        present = key is not None and key in self.data
+        if key is not None and not present and problem.startswith("required"):
+            # "state: required" while the table holds "stat": say so.
+            close = difflib.get_close_matches(key, [k for k in self.data if k != key], 1, 0.75)
+            if close:
+                problem += f" (is '{close[0]}' a typo?)"
+        return self.ctx.error(rel, problem, present)
+
+    def has(self, key: str) -> bool:
+        self.known.add(key)
+        return key in self.data
+
+    def raw(self, key: str) -> Any:
+        self.known.add(key)
+        return self.data.get(key, _MISSING)
+
+    # scalars ---------------------------------------------------------------
+
+    def opt_str(self, key: str, default: str | None = None) -> str | None:
+        value = self.raw(key)
+        if value is _MISSING:
+            return default
+        if not isinstance(value, str) or not value.strip():
+            raise self.error(key, "must be a non-empty string")
+        return value
+
+    def req_str(self, key: str) -> str:
+        value = self.opt_str(key)
+        if value is None:
+            raise self.error(key, "required")
+        return value
+
+    def str_or(self, key: str, default: str) -> str:
+        value = self.opt_str(key)
+        return default if value is None else value
+
+    def boolean(self, key: str, default: bool) -> bool:
+        value = self.raw(key)
+        if value is _MISSING:
+            return default
+        if not isinstance(value, bool):
+            raise self.error(key, "must be true or false")
+        return value
+
+    def opt_int(self, key: str, minimum: int = 1) -> int | None:
+        value = self.raw(key)
+        if value is _MISSING:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.error(key, "must be an integer")
+        if value < minimum:
+            raise self.error(key, f"must be at least {minimum}")
+        return value
+
+    def int_or(self, key: str, default: int, minimum: int = 1) -> int:
+        value = self.opt_int(key, minimum)
+        return default if value is None else value
+
+    def number(self, key: str, default: float, minimum: float = 0.0) -> float:
+        value = self.raw(key)
+        if value is _MISSING:
+            return default
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise self.error(key, "must be a number")
+        if value <= minimum:
+            raise self.error(key, f"must be greater than {minimum:g}")
+        return float(value)
+
+    def opt_number(self, key: str) -> float | None:
+        if not self.has(key):
+            return None
+        return self.number(key, 0.0)
+
+    def choice(self, key: str, enum: type[E], default: E | None) -> E:
+        value = self.raw(key)
+        if value is _MISSING:
+            if default is None:
+                raise self.error(key, "required (one of " + _choices(enum) + ")")
+            return default
+        try:
+            return enum(value)
+        except ValueError:
+            raise self.error(key, f"'{value}' is not one of {_choices(enum)}") from None
+
+    def method(self, key: str, default: str) -> str:
+        value = self.str_or(key, default).upper()
+        if value not in HTTP_METHODS:
+            raise self.error(key, f"'{value}' is not one of {', '.join(HTTP_METHODS)}")
+        return value
+
+    # structured ------------------------------------------------------------
+
+    def path(
+        self, key: str, sources: frozenset[PathSource], default: str | None = None
+    ) -> ValuePath | None:
+        text = self.opt_str_allow_empty(key, default)
+        return None if text is None else self.parse_path_value(key, text, sources)
+
+    def req_path(self, key: str, sources: frozenset[PathSource]) -> ValuePath:
+        found = self.path(key, sources)
+        if found is None:
+            raise self.error(key, "required")
+        return found
+
+    def paths(self, key: str, sources: frozenset[PathSource]) -> tuple[ValuePath, ...]:
+        value = self.raw(key)
+        if value is _MISSING:
+            return ()
+        texts = [value] if isinstance(value, str) else value
+        if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
+            raise self.error(key, "must be a path or a list of paths")
+        return tuple(self.parse_path_value(key, text, sources) for text in texts)
+
+    def opt_str_allow_empty(self, key: str, default: str | None) -> str | None:
+        value = self.raw(key)
+        if value is _MISSING:
+            return default
+        if not isinstance(value, str):
+            raise self.error(key, "must be a string")
+        return value
+
+    def parse_path_value(self, key: str, text: str, sources: frozenset[PathSource]) -> ValuePath:
+        try:
+            parsed = parse_path(text)
+        except PathSyntaxError as exc:
+            raise self.error(key, f"bad path {exc}") from None
+        if parsed.source not in sources:
+            allowed = ", ".join(sorted(s.value for s in sources))
+            raise self.error(key, f"'{text}' reads the {parsed.source.value}; allowed: {allowed}")
+        return parsed
+
+    def template(
+        self, key: str, allowed: Iterable[str], url_path: bool = True, required: bool = False
+    ) -> Template | None:
+        text = self.opt_str(key)
+        if text is None:
+            if required:
+                raise self.error(key, "required")
+            return None
+        if url_path and not text.startswith("/"):
+            raise self.error(key, f"'{text}' must start with '/'")
+        try:
+            return parse_template(text, allowed)
+        except TemplateError as exc:
+            raise self.error(key, str(exc)) from None
+
+    def strings(self, key: str, default: tuple[str, ...] = ()) -> tuple[str, ...]:
+        value = self.raw(key)
+        if value is _MISSING:
+            return default
+        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+            raise self.error(key, "must be a list of non-empty strings")
+        return tuple(value)
+
+    def scalars(self, key: str, default: Iterable[str] = ()) -> frozenset[str]:
+        """A list of strings/numbers compared as text (error codes, success markers)."""
+        value = self.raw(key)
+        if value is _MISSING:
+            return frozenset(default)
+        if not isinstance(value, list) or not all(isinstance(v, str | int | bool) for v in value):
+            raise self.error(key, "must be a list of strings or integers")
+        return frozenset(raw_text(v) or "" for v in value)
+
+    def statuses(self, key: str, default: Iterable[int]) -> frozenset[int]:
+        value = self.raw(key)
+        if value is _MISSING:
+            return frozenset(default)
+        if not isinstance(value, list) or not all(
+            isinstance(v, int) and not isinstance(v, bool) and 100 <= v <= 599 for v in value
+        ):
+            raise self.error(key, "must be a list of HTTP status codes (100-599)")
+        return frozenset(value)
+
+    def mapping(self, key: str) -> dict[str, Any]:
+        value = self.raw(key)
+        if value is _MISSING:
+            return {}
+        if not isinstance(value, Mapping):
+            raise self.error(key, "must be a table")
+        return dict(value)
+
+    def sub(self, key: str, required: bool = False) -> _Table | None:
+        value = self.raw(key)
+        if value is _MISSING:
+            if required:
+                raise self.error(key, "required")
+            return None
+        if not isinstance(value, Mapping):
+            raise self.error(key, "must be a table")
+        return _Table(self.ctx, (*self.rel, key), value)
+
+    def req_sub(self, key: str) -> _Table:
+        table = self.sub(key, required=True)
+        assert table is not None
+        return table
+
+    def finish(self) -> None:
+        for key in sorted(self.data):
+            if key not in self.known:
+                hint = difflib.get_close_matches(key, sorted(self.known), n=1, cutoff=0.6)
+                if key in _MOVED:
+                    advice = f" (this format calls it {_MOVED[key]})"
+                elif hint:
+                    advice = f" (did you mean '{hint[0]}'?)"
+                else:
+                    advice = ""
+                raise self.error(key, f"unknown key{advice}")
+
+
+def _choices(enum: type[StrEnum]) -> str:
+    return ", ".join(member.value for member in enum)
+
+
+# --------------------------------------------------------------------- sections
+
+
+def _provider(name: str, data: Mapping[str, Any], ctx: _Ctx) -> ProviderDescription:
+    top = _Table(ctx, (), data)
+    top.raw("preset")
+    description = top.str_or("description", "")
+    base_url = _base_url(top)
+    plugin_spec = top.opt_str("plugin")
+    plugin_options = top.mapping("plugin_options")
+    plugin_class = _plugin(top, plugin_spec, plugin_options)
+    auth = _auth(top.sub("auth"))
+    headers = _static_headers(top)
+    request_ids = top.strings("request_id_headers", DEFAULT_REQUEST_ID_HEADERS)
+    limits = _limits(top.sub("limits"))
+    status_table = top.req_sub("status")
+    status = _status(status_table)
+    create = _create(top.req_sub("create"), status, plugin_class is not None)
+    _check_status_url(status_table, status, create)
+    cancel = _cancel(top.sub("cancel"))
+    result = _result(top.req_sub("result"), status)
+    lookup = _lookup(top.sub("lookup"), create)
+    webhooks = _webhooks(top.sub("webhooks"), status)
+    top.finish()
+    return ProviderDescription(
+        name=name,
+        source=ctx.source,
+        base_url=base_url,
+        create=create,
+        status=status,
+        cancel=cancel,
+        result=result,
+        lookup=lookup,
+        limits=limits,
+        description=description,
+        preset=ctx.preset,
+        auth=auth,
+        headers=headers,
+        request_id_headers=request_ids,
+        webhooks=webhooks,
+        plugin=plugin_spec,
+        plugin_class=plugin_class,
+        plugin_options=plugin_options,
+    )
+
+
+def _base_url(top: _Table) -> str:
+    url = top.req_str("base_url")
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise top.error("base_url", f"'{url}' is not an absolute http(s) URL")
+    if parts.query or parts.fragment or parts.username or parts.password:
+        raise top.error("base_url", "must not carry a query, fragment or credentials")
+    return url.rstrip("/")
+
+
+def _plugin(
+    top: _Table, spec: str | None, options: Mapping[str, Any]
+) -> type[ProviderAdapter] | None:
+    if spec is None:
+        if options:
+            raise top.error("plugin_options", "set without a plugin")
+        return None
+    try:
+        cls = resolve_plugin(spec)
+    except PluginError as exc:
+        raise top.error("plugin", str(exc)) from None
+    try:
+        cls.check_options(options)
+    except ValueError as exc:
+        key, _, problem = str(exc).partition(": ")
+        raise top.error(f"plugin_options.{key}", problem or str(exc)) from None
+    return cls
+
+
+def _auth(table: _Table | None) -> AuthSpec | None:
+    if table is None:
+        return None
+    header = table.str_or("header", "Authorization")
+    if not _TOKEN.match(header):
+        raise table.error("header", "must be an HTTP header name")
+    value = table.opt_str("value")
+    if value is not None and "{secret}" not in value:
+        # Never echo the value: a missing placeholder usually means the
+        # credential itself was pasted here.
+        raise table.error("value", "must contain {secret} (never put the credential in the config)")
+    template = parse_template(value or "Bearer {secret}", {"secret"})
+    optional = table.boolean("optional", False)
+    extra_hosts = tuple(h.lower() for h in table.strings("extra_hosts"))
+    secret = _secret(table, "secret_env", "secret_file", optional)
+    table.finish()
+    if secret is None:
+        return None
+    return AuthSpec(header=header, value=template, secret=secret, extra_hosts=extra_hosts)
+
+
+def _secret(table: _Table, env_key: str, file_key: str, optional: bool) -> Secret | None:
+    env_name = table.opt_str(env_key)
+    file_name = table.opt_str(file_key)
+    if env_name and file_name:
+        raise table.error(file_key, f"set {env_key} or {file_key}, not both")
+    if not env_name and not file_name:
+        raise table.error(env_key, f"required ({env_key} or {file_key})")
+    try:
+        if env_name:
+            return Secret.from_env(env_name, table.ctx.env)
+        return Secret.from_file(file_name or "")
+    except SecretError as exc:
+        if optional:
+            return None
+        raise table.error(env_key if env_name else file_key, str(exc)) from None
+
+
+def _static_headers(top: _Table) -> dict[str, str]:
+    headers = top.mapping("headers")
+    for name, value in headers.items():
+        if not _TOKEN.match(name):
+            raise top.error(f"headers.{name}", "not a valid HTTP header name")
+        if not isinstance(value, str):
+            raise top.error(f"headers.{name}", "must be a string")
+        if is_sensitive_header(name):
+            raise top.error(
+                f"headers.{name}",
+                "looks like a credential: use [auth] with secret_env or secret_file",
+            )
+    return headers
+
+
+def _limits(table: _Table | None) -> Limits:
+    if table is None:
+        return Limits()
+    d = Limits()
+    limits = Limits(
+        backoff_base=table.number("backoff_base", d.backoff_base),
+        backoff_factor=table.number("backoff_factor", d.backoff_factor),
+        backoff_cap=table.number("backoff_cap", d.backoff_cap),
+        max_concurrency=table.int_or("max_concurrency", d.max_concurrency),
+        request_timeout=table.number("request_timeout", d.request_timeout),
+        create_deadline_seconds=table.number("create_deadline_seconds", d.create_deadline_seconds),
+        result_deadline_seconds=table.number("result_deadline_seconds", d.result_deadline_seconds),
+        cancel_deadline_seconds=table.number("cancel_deadline_seconds", d.cancel_deadline_seconds),
+        webhook_backstop_poll_seconds=table.number(
+            "webhook_backstop_poll_seconds", d.webhook_backstop_poll_seconds
+        ),
+        default_poll_after_seconds=table.opt_number("default_poll_after_seconds"),
+    )
+    if limits.backoff_factor < 1:
+        raise table.error("backoff_factor", "must be at least 1 (the delay never shrinks)")
+    if limits.backoff_cap < limits.backoff_base:
+        raise table.error("backoff_cap", "must be at least backoff_base")
+    table.finish()
+    return limits
+
+
+def _state_map(table: _Table, key: str) -> dict[str, RemoteState]:
+    mapping: dict[str, RemoteState] = {}
+    for raw, value in table.mapping(key).items():
+        try:
+            mapping[raw] = RemoteState(value)
+        except ValueError:
+            raise table.error(
+                f"{key}.{raw}", f"'{value}' is not one of {_choices(RemoteState)}"
+            ) from None
+    return mapping
+
+
+def _status(table: _Table) -> StatusSpec:
+    path = table.template("path", {"job_id"})
+    use_status_url = table.boolean("use_status_url", False)
+    if path is None and not use_status_url:
+        raise table.error("path", "required (or use_status_url = true)")
+    state = table.path("state", RESPONSE)
+    done = table.path("done", RESPONSE)
+    state_map = _state_map(table, "state_map")
+    if state is not None and done is not None:
+        raise table.error("done", "set either state (with state_map) or done, not both")
+    if state is None and done is None:
+        raise table.error("state", "required (or done, for AIP-151 operations)")
+    if state is not None and not state_map:
+        raise table.error("state_map", "required with state")
+    error = table.path("error", RESPONSE)
+    error_code = table.path("error_code", RESPONSE, "/error/code" if done else None)
+    counts = {
+        k: table.paths(f"counts_{k}", RESPONSE)
+        for k in ("total", "succeeded", "failed", "cancelled")
+    }
+    outcome_from_counts = table.boolean("outcome_from_counts", False)
+    outcome_states = table.strings("outcome_from_counts_states") or None
+    if outcome_from_counts and not counts["failed"] and not counts["total"]:
+        raise table.error("outcome_from_counts", "needs counts_failed or counts_total")
+    if outcome_from_counts and not counts["succeeded"] and not counts["total"]:
+        raise table.error("outcome_from_counts", "needs counts_succeeded or counts_total")
+    for raw in outcome_states or ():
+        if raw not in state_map:
+            raise table.error("outcome_from_counts_states", f"'{raw}' is not in state_map")
+    spec = StatusSpec(
+        method=table.method("method", "GET"),
+        path=path,
+        use_status_url=use_status_url,
+        state=state,
+        state_map=state_map,
+        done=done,
+        error=error,
+        error_code=error_code,
+        error_message=table.path("error_message", RESPONSE),
+        cancelled_error_codes=table.scalars("cancelled_error_codes", {"1"}),
+        progress_completed=table.path("progress_completed", RESPONSE),
+        progress_total=table.path("progress_total", RESPONSE),
+        progress_percent=table.path("progress_percent", RESPONSE),
+        updated_at=table.path("updated_at", RESPONSE),
+        poll_after_seconds=table.path("poll_after_seconds", RESPONSE),
+        result_url=table.path("result_url", RESPONSE),
+        errors_url=table.path("errors_url", RESPONSE),
+        counts_total=counts["total"],
+        counts_succeeded=counts["succeeded"],
+        counts_failed=counts["failed"],
+        counts_cancelled=counts["cancelled"],
+        outcome_from_counts=outcome_from_counts,
+        outcome_from_counts_states=frozenset(outcome_states) if outcome_states else None,
+        not_found_statuses=table.statuses("not_found_statuses", (404, 410)),
+    )
+    table.finish()
+    return spec
+
+
+def _create(table: _Table, status: StatusSpec, has_plugin: bool) -> CreateSpec:
+    idempotency = table.choice("idempotency", Idempotency, None)
+    header_default = "Idempotency-Key" if idempotency is Idempotency.HEADER else None
+    header = table.opt_str("idempotency_header", header_default)
+    if header is not None and not _TOKEN.match(header):
+        raise table.error("idempotency_header", "must be an HTTP header name")
+    if header is not None and idempotency in (Idempotency.BODY, Idempotency.NONE):
+        raise table.error("idempotency_header", f"not used with idempotency = {idempotency}")
+    body_field = table.path("idempotency_body_field", BODY)
+    if idempotency is Idempotency.BODY and body_field is None:
+        raise table.error("idempotency_body_field", "required with idempotency = body")
+    if idempotency is not Idempotency.BODY and body_field is not None:
+        raise table.error("idempotency_body_field", "only used with idempotency = body")
+    job_id = table.path("job_id", RESPONSE)
+    if job_id is None and idempotency is not Idempotency.CLIENT_JOB_ID and not has_plugin:
+        raise table.error("job_id", "required (where the job id is in the response)")
+    sync_statuses = table.statuses("sync_result_statuses", ())
+    sync_result = table.path("sync_result", RESPONSE)
+    if sync_statuses and sync_result is None:
+        raise table.error("sync_result", "required with sync_result_statuses")
+    spec = CreateSpec(
+        method=table.method("method", "POST"),
+        path=_required(
+            table.template("path", {"client_reference", "idempotency_token"}, required=True),
+            table,
+            "path",
+        ),
+        idempotency=idempotency,
+        idempotency_header=header,
+        idempotency_body_field=body_field,
+        client_reference_field=table.path("client_reference_field", BODY),
+        set_body=_set_body(table),
+        set_headers=_set_headers(table),
+        job_id=job_id,
+        state=table.path("state", RESPONSE),
+        status_url=table.paths("status_url", RESPONSE),
+        accepted_statuses=table.statuses("accepted_statuses", (200, 201, 202)),
+        sync_result_statuses=sync_statuses,
+        sync_result=sync_result,
+        conflict_reject_codes=table.scalars("conflict_reject_codes"),
+        error_code=_required(
+            table.path("error_code", RESPONSE, "/error/code"), table, "error_code"
+        ),
+        error_message=_required(
+            table.path("error_message", RESPONSE, "/error/message"), table, "error_message"
+        ),
+    )
+    if spec.state is not None and not status.state_map:
+        raise table.error("state", "needs status.state_map to be read")
+    table.finish()
+    return spec
+
+
+T = TypeVar("T")
+
+
+def _required(value: T | None, table: _Table, key: str) -> T:
+    if value is None:
+        raise table.error(key, "required")
+    return value
+
+
+def _set_body(table: _Table) -> tuple[BodyField, ...]:
+    """Fields written into every create body: strings are templates, other values literal."""
+    entries = []
+    for text, value in table.mapping("set_body").items():
+        key = f"set_body.{text}"
+        path = table.parse_path_value(key, text, BODY)
+        if not isinstance(value, str):
+            entries.append(BodyField(path=path, template=None, literal=value))
+            continue
+        try:
+            entries.append(BodyField(path=path, template=parse_template(value, CREATE_VALUES)))
+        except TemplateError as exc:
+            raise table.error(key, str(exc)) from None
+    return tuple(entries)
+
+
+def _set_headers(table: _Table) -> tuple[tuple[str, Template], ...]:
+    entries = []
+    for name, value in table.mapping("set_headers").items():
+        key = f"set_headers.{name}"
+        if not _TOKEN.match(name):
+            raise table.error(key, "not a valid HTTP header name")
+        if not isinstance(value, str):
+            raise table.error(key, "must be a template string")
+        try:
+            entries.append((name, parse_template(value, CREATE_VALUES)))
+        except TemplateError as exc:
+            raise table.error(key, str(exc)) from None
+    return tuple(entries)
+
+
+def _check_status_url(table: _Table, status: StatusSpec, create: CreateSpec) -> None:
+    if status.use_status_url and not create.status_url:
+        raise table.error("use_status_url", "needs create.status_url (where the URL is found)")
+
+
+def _cancel(table: _Table | None) -> CancelSpec:
+    if table is None:
+        return CancelSpec(
+            supported=False,
+            method="POST",
+            path=None,
+            idempotent=False,
+            reason="no cancel endpoint is configured",
+            accepted_statuses=frozenset(),
+            state=None,
+        )
+    supported = table.boolean("supported", True)
+    spec = CancelSpec(
+        supported=supported,
+        method=table.method("method", "POST"),
+        path=table.template("path", {"job_id"}, required=supported),
+        idempotent=table.boolean("idempotent", False),
+        reason=table.str_or("reason", "the provider has no cancel endpoint"),
+        accepted_statuses=table.statuses("accepted_statuses", (200, 201, 202, 204)),
+        state=table.path("state", BODY),
+    )
+    table.finish()
+    return spec
+
+
+def _result(table: _Table, status: StatusSpec) -> ResultSpec:
+    source = table.choice("source", ResultSource, None)
+    allowed = {"job_id", "file_id"} if source is ResultSource.FILES else {"job_id"}
+    path = table.template("path", allowed)
+    inline = table.path("inline", RESPONSE)
+    file_ids = table.paths("file_ids", RESPONSE)
+    if source is ResultSource.URL and status.result_url is None:
+        raise table.error("source", "'url' needs status.result_url (where the URL is)")
+    if source is ResultSource.PATH and path is None:
+        raise table.error("path", "required with source = path")
+    if source is ResultSource.FILES:
+        if path is None or "file_id" not in path.names:
+            raise table.error("path", "required with source = files, with {file_id}")
+        if not file_ids:
+            raise table.error("file_ids", "required with source = files")
+    if source is ResultSource.INLINE and inline is None:
+        raise table.error("inline", "required with source = inline ('' = the whole body)")
+    expect = _expect(table.sub("expect"), status, source)
+    errors = _errors(table.sub("errors"), status)
+    spec = ResultSpec(
+        source=source,
+        path=path,
+        inline=inline,
+        file_ids=file_ids,
+        side_effects=table.boolean("side_effects", False),
+        format=table.choice("format", ResultFormat, ResultFormat.JSON),
+        items=table.path("items", BODY),
+        item_id=table.path("item_id", BODY),
+        item_error=table.path("item_error", BODY),
+        item_success=table.path("item_success", BODY),
+        item_success_values=table.scalars("item_success_values"),
+        expect=expect,
+        errors=errors,
+    )
+    if spec.item_success is not None and not spec.item_success_values:
+        raise table.error("item_success_values", "required with item_success")
+    table.finish()
+    return spec
+
+
+def _expect(table: _Table | None, status: StatusSpec, source: ResultSource) -> ResultExpect:
+    if table is None:
+        return ResultExpect((), (), DEFAULT_MAX_RESULT_BYTES, Checksum.NONE, False, None)
+    content_types = tuple(t.lower() for t in table.strings("content_types"))
+    for media in content_types:
+        if "/" not in media or ";" in media:
+            raise table.error("content_types", f"'{media}' is not a bare media type")
+    checksum = table.choice("checksum", Checksum, Checksum.NONE)
+    if checksum is not Checksum.NONE and source is ResultSource.INLINE:
+        raise table.error("checksum", "inline results carry no digest header")
+    count_text = table.opt_str("item_count")
+    from_status = count_text == "from_status_counts"
+    if from_status and not (status.counts_total or status.counts_succeeded):
+        raise table.error("item_count", "'from_status_counts' needs status.counts_* paths")
+    count_path = None
+    if count_text is not None and not from_status:
+        count_path = table.parse_path_value("item_count", count_text, BODY)
+    spec = ResultExpect(
+        content_types=content_types,
+        required_fields=table.paths("required_fields", BODY),
+        max_bytes=table.int_or("max_bytes", DEFAULT_MAX_RESULT_BYTES),
+        checksum=checksum,
+        item_count_from_status=from_status,
+        item_count=count_path,
+    )
+    table.finish()
+    return spec
+
+
+def _errors(table: _Table | None, status: StatusSpec) -> ErrorsSpec | None:
+    if table is None:
+        return None
+    if status.errors_url is None:
+        raise table.error(None, "needs status.errors_url (where the errors list is)")
+    spec = ErrorsSpec(
+        items=table.req_path("items", BODY),
+        next_page_token=table.path("next_page_token", RESPONSE),
+        page_token_param=table.str_or("page_token_param", DEFAULT_PAGE_TOKEN_PARAM),
+        page_size=table.opt_int("page_size"),
+        page_size_param=table.str_or("page_size_param", "page_size"),
+        item_index=table.path("item_index", BODY, "/index"),
+        item_id=table.path("item_id", BODY),
+        item_code=table.path("item_code", BODY, "/code"),
+        item_message=table.path("item_message", BODY, "/message"),
+    )
+    table.finish()
+    return spec
+
+
+def _lookup(table: _Table | None, create: CreateSpec) -> LookupSpec:
+    unsupported = "the provider offers no way to find a job by our reference"
+    if table is None:
+        return LookupSpec(
+            supported=False,
+            reason=unsupported,
+            kind=LookupKind.LIST,
+            method="GET",
+            path=None,
+            query_param=None,
+            list=None,
+            match=None,
+            job_id=None,
+            next_page_token=None,
+            has_more=None,
+            page_token_param=DEFAULT_PAGE_TOKEN_PARAM,
+            max_pages=DEFAULT_LOOKUP_PAGES,
+            not_found_means_absent=False,
+        )
+    supported = table.boolean("supported", True)
+    kind = table.choice("kind", LookupKind, LookupKind.LIST)
+    listed = kind is LookupKind.LIST
+    default_job_id = create.job_id.text if create.job_id is not None else None
+    if listed and create.job_id is not None and create.job_id.source is not PathSource.BODY:
+        default_job_id = None
+    spec = LookupSpec(
+        supported=supported,
+        reason=table.str_or("reason", unsupported),
+        kind=kind,
+        method=table.method("method", "GET"),
+        path=table.template("path", {"client_reference", "idempotency_token"}, required=supported),
+        query_param=table.opt_str("query_param"),
+        list=table.path("list", BODY),
+        match=table.path("match", BODY),
+        job_id=table.path("job_id", BODY if listed else RESPONSE, default_job_id),
+        next_page_token=table.path("next_page_token", RESPONSE),
+        has_more=table.path("has_more", BODY),
+        page_token_param=table.str_or("page_token_param", DEFAULT_PAGE_TOKEN_PARAM),
+        max_pages=table.int_or("max_pages", DEFAULT_LOOKUP_PAGES),
+        not_found_means_absent=table.boolean("not_found_means_absent", False),
+    )
+    if supported and listed:
+        for key in ("list", "match", "job_id"):
+            if getattr(spec, key) is None:
+                raise table.error(key, "required with kind = list")
+    if supported and not listed and spec.job_id is None:
+        raise table.error("job_id", "required with kind = get")
+    if listed and spec.not_found_means_absent:
+        raise table.error("not_found_means_absent", "only meaningful with kind = get")
+    table.finish()
+    return spec
+
+
+def _webhooks(table: _Table | None, status: StatusSpec) -> WebhookSpec | None:
+    if table is None:
+        return None
+    scheme = table.choice("scheme", WebhookScheme, None)
+    optional = table.boolean("optional", False)
+    options = table.mapping("options")
+    try:
+        signatures.check_options(scheme.value, options)
+    except ValueError as exc:
+        raise table.error("options", str(exc)) from None
+    secrets = _webhook_secrets(table, optional)
+    for secret in secrets:
+        try:
+            signatures.check_secret(scheme.value, secret.reveal())
+        except ValueError as exc:
+            # The signature library never quotes the secret; we name its source.
+            key = "secrets_env" if secret.source.startswith("env:") else "secrets_file"
+            raise table.error(key, f"{secret.source.partition(':')[2]}: {exc}") from None
+    job_id = table.path("job_id", WEBHOOK)
+    operation_ref = table.path("operation_ref", WEBHOOK)
+    if job_id is None and operation_ref is None:
+        raise table.error("job_id", "required (or operation_ref): a webhook must name its job")
+    state_map = {**status.state_map, **_state_map(table, "state_map")}
+    spec = WebhookSpec(
+        scheme=scheme,
+        options=options,
+        secrets=secrets,
+        tolerance_seconds=table.int_or("tolerance_seconds", 300),
+        event_id=table.path("event_id", WEBHOOK),
+        job_id=job_id,
+        state=table.path("state", WEBHOOK),
+        state_map=state_map,
+        operation_ref=operation_ref,
+        thin=table.boolean("thin", False),
+    )
+    table.finish()
+    return spec if secrets else None
+
+
+def _webhook_secrets(table: _Table, optional: bool) -> tuple[Secret, ...]:
+    env_names = _str_or_list(table, "secrets_env")
+    files = _str_or_list(table, "secrets_file")
+    if not env_names and not files:
+        raise table.error("secrets_env", "required (or secrets_file): webhooks are verified")
+    loaded: list[Secret] = []
+    missing: list[tuple[str, str]] = []
+    sources = [("secrets_env", n) for n in env_names] + [("secrets_file", f) for f in files]
+    for key, name in sources:
+        try:
+            if key == "secrets_env":
+                loaded.append(Secret.from_env(name, table.ctx.env))
+            else:
+                loaded.append(Secret.from_file(name))
+        except SecretError as exc:
+            missing.append((key, str(exc)))
+    if missing and not (optional and not loaded):
+        key, problem = missing[0]
+        raise table.error(key, problem)
+    return tuple(loaded)
+
+
+def _str_or_list(table: _Table, key: str) -> tuple[str, ...]:
+    value = table.raw(key)
+    if value is _MISSING:
+        return ()
+    if isinstance(value, str) and value:
+        return (value,)
+    if isinstance(value, list) and all(isinstance(v, str) and v for v in value):
+        return tuple(value)
+    raise table.error(key, "must be a name or a list of names")

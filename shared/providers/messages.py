@@ -1,0 +1,138 @@
+"""Descriptions of HTTP requests and responses exchanged with a provider.
+
+Adapters never touch the network: they produce an `HttpRequest` that the
+reconciler sends with httpx, and read an `HttpResponse` the reconciler fills
+from what came back. That keeps every adapter a pure function, testable without
+a server, and keeps the one place that does I/O (and records it) in the
+reconciler.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from shared.providers.paths import ValuePath, extract, set_value
+from shared.providers.sanitize import REDACTED, sanitize_headers, sanitize_url
+
+
+class Headers(Mapping[str, str]):
+    """Case-insensitive, read-only header mapping; repeated fields are joined with ", "."""
+
+    def __init__(self, source: Mapping[str, str] | Iterable[tuple[str, str]] = ()) -> None:
+        items = source.items() if isinstance(source, Mapping) else source
+        store: dict[str, tuple[str, str]] = {}
+        for name, value in items:
+            key = name.lower()
+            if key in store:
+                store[key] = (store[key][0], f"{store[key][1]}, {value}")
+            else:
+                store[key] = (name, value)
+        self._store = store
+
+    def __getitem__(self, name: str) -> str:
+        return self._store[name.lower()][1]
+
+    def __iter__(self) -> Iterator[str]:
+        return (original for original, _ in self._store.values())
+
+    def __len__(self) -> int:
+        return len(self._store)
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and name.lower() in self._store
+
+    def __repr__(self) -> str:
+        return f"Headers({sanitize_headers(dict(self.items()))!r})"
+
+
+@dataclass(frozen=True, repr=False)
+class HttpRequest:
+    """A request ready to send: absolute URL, final headers (auth included), JSON body.
+
+    `action` says what the call is for (create, status, cancel, result,
+    errors_page, lookup) so the ledger can file it without re-deriving it.
+    `secret_headers` names headers that must be redacted whatever their name;
+    `secret_fields` are body fields holding a secret (a webhook secret we hand
+    to the provider at create time).
+    """
+
+    action: str
+    method: str
+    url: str
+    headers: dict[str, str]
+    json: Any = None
+    timeout: float = 10.0
+    secret_headers: frozenset[str] = frozenset()
+    secret_fields: tuple[ValuePath, ...] = ()
+
+    def sanitized_headers(self) -> dict[str, str]:
+        return sanitize_headers(self.headers, self.secret_headers)
+
+    def sanitized_json(self) -> Any:
+        """The body with secret fields redacted: what the ledger may store."""
+        if not self.secret_fields or not isinstance(self.json, dict):
+            return self.json
+        cleaned = json.loads(json.dumps(self.json))
+        for path in self.secret_fields:
+            if extract(path, cleaned) is not None:
+                set_value(cleaned, path, REDACTED)
+        return cleaned
+
+    def sanitized_url(self) -> str:
+        return sanitize_url(self.url)
+
+    def __repr__(self) -> str:
+        # The default dataclass repr would print the Authorization header.
+        return (
+            f"HttpRequest(action={self.action!r}, method={self.method!r}, "
+            f"url={self.sanitized_url()!r}, headers={self.sanitized_headers()!r}, "
+            f"json={'...' if self.json is not None else None}, timeout={self.timeout!r})"
+        )
+
+
+@dataclass(frozen=True)
+class HttpResponse:
+    """What came back. `url` is the URL actually requested (resolves relative Locations)."""
+
+    status_code: int
+    headers: Mapping[str, str] = field(default_factory=dict)
+    body: bytes = b""
+    elapsed: float = 0.0
+    url: str = ""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.headers, Headers):
+            object.__setattr__(self, "headers", Headers(self.headers))
+
+    def header(self, name: str) -> str | None:
+        return self.headers.get(name)
+
+    @property
+    def content_type(self) -> str | None:
+        """The media type without parameters, lower-cased."""
+        raw = self.headers.get("content-type")
+        if raw is None:
+            return None
+        return raw.split(";", 1)[0].strip().lower() or None
+
+    @cached_property
+    def json_body(self) -> Any:
+        """The body parsed as JSON, or None when empty or not JSON.
+
+        Parse failures are reported by the callers in their own terms (a status
+        read without a state, a result that is not JSON), so here they are None.
+        """
+        if not self.body:
+            return None
+        try:
+            return json.loads(self.body)
+        except (ValueError, UnicodeDecodeError):
+            return None
+
+    @property
+    def is_json(self) -> bool:
+        return self.json_body is not None

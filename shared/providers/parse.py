@@ -1,0 +1,499 @@
+"""Turn provider responses into canonical facts.
+
+Classification rules for a create response, and why:
+
+- 2xx listed in `sync_result_statuses` with the result present: the job ran
+  synchronously; the result is final (`sync_result`).
+- 2xx listed in `accepted_statuses` with a job id: `accepted`.
+- 2xx without a job id, or a 2xx the description does not list: `ambiguous`
+  — something may exist at the provider that we cannot name.
+- 408, 425, 429, 5xx: `ambiguous` — the provider may have started the work
+  before failing to answer (429/503 are also flagged as back-pressure).
+- 409: `rejected` only when its error code is one of `conflict_reject_codes`
+  (e.g. "idempotency_key_reused"); otherwise `ambiguous`, because providers
+  (Stripe among them) answer 409 while a request with the same token is still
+  in progress.
+- other 4xx: `rejected`, a definitive contract error: no job was created.
+- 1xx/3xx: `ambiguous`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from shared.providers.description import (
+    Idempotency,
+    LookupKind,
+    ProviderDescription,
+    ResultSource,
+    StatusSpec,
+    WebhookScheme,
+)
+from shared.providers.errors import WebhookParseError
+from shared.providers.facts import (
+    CancelFact,
+    CancelKind,
+    Counts,
+    CreateFact,
+    ErrorInfo,
+    ErrorsPage,
+    LookupFact,
+    StatusFact,
+    WebhookFact,
+)
+from shared.providers.messages import HttpResponse
+from shared.providers.paths import ValuePath, extract, parse_path
+from shared.providers.timing import parse_retry_after
+from shared.providers.values import (
+    as_datetime,
+    as_float,
+    as_int,
+    as_str,
+    clip,
+    error_info,
+    item_failure,
+    raw_text,
+)
+from shared.states import RemoteState
+
+AMBIGUOUS_CLIENT_STATUSES = frozenset({408, 425, 429})
+BACK_PRESSURE_STATUSES = frozenset({429, 503})
+
+# Where each webhook scheme carries a per-delivery id that stays the same
+# across retries (the dedupe key), when the description names none.
+_SCHEME_EVENT_ID: dict[WebhookScheme, ValuePath] = {
+    WebhookScheme.STANDARD_WEBHOOKS: parse_path("header:webhook-id"),
+    WebhookScheme.GITHUB: parse_path("header:X-GitHub-Delivery"),
+    WebhookScheme.STRIPE: parse_path("/id"),
+}
+
+
+def _now(now: datetime | None) -> datetime:
+    return now if now is not None else datetime.now(UTC)
+
+
+def provider_request_id(desc: ProviderDescription, resp: HttpResponse) -> str | None:
+    for name in desc.request_id_headers:
+        value = resp.headers.get(name)
+        if value:
+            return clip(value)
+    return None
+
+
+def map_state(
+    state_map: Mapping[str, RemoteState], raw: Any
+) -> tuple[RemoteState | None, str | None]:
+    """Canonical state for a raw value; unknown values map to None with the raw text kept."""
+    text = raw_text(raw)
+    if text is None:
+        return None, None
+    return state_map.get(text), clip(text)
+
+
+# --------------------------------------------------------------------- create
+
+
+def parse_create(
+    desc: ProviderDescription,
+    resp: HttpResponse,
+    idempotency_token: str | None = None,
+    now: datetime | None = None,
+) -> CreateFact:
+    """Classify a create response (see the module docstring for the rules).
+
+    `idempotency_token` is needed only for `client_job_id` providers, whose
+    job id is the token itself when the response does not repeat it.
+    """
+    spec = desc.create
+    code = resp.status_code
+    common: dict[str, Any] = {
+        "status_code": code,
+        "provider_request_id": provider_request_id(desc, resp),
+        "retry_after_seconds": parse_retry_after(resp.header("retry-after"), _now(now)),
+        "back_pressure": code in BACK_PRESSURE_STATUSES,
+    }
+    body = resp.json_body
+    if 200 <= code < 300:
+        return _parse_create_success(desc, resp, body, idempotency_token, common)
+    error = error_info(body, None, spec.error_code, spec.error_message)
+    if code in AMBIGUOUS_CLIENT_STATUSES or code >= 500:
+        return CreateFact(
+            "ambiguous", reason=f"HTTP {code}: the job may exist", error=error, **common
+        )
+    if code == 409:
+        if error is not None and error.code in spec.conflict_reject_codes:
+            return CreateFact(
+                "rejected",
+                reason=f"HTTP 409 {error.code}",
+                error=error,
+                idempotency_conflict=True,
+                **common,
+            )
+        return CreateFact(
+            "ambiguous",
+            reason="HTTP 409 without a recognised code: a request "
+            "with this token may still be in progress",
+            error=error,
+            **common,
+        )
+    if 400 <= code < 500:
+        return CreateFact(
+            "rejected",
+            reason=f"HTTP {code}: the provider refused the request",
+            error=error or _body_snippet(resp),
+            **common,
+        )
+    return CreateFact("ambiguous", reason=f"HTTP {code} is not a create answer", **common)
+
+
+def _parse_create_success(
+    desc: ProviderDescription,
+    resp: HttpResponse,
+    body: Any,
+    idempotency_token: str | None,
+    common: dict[str, Any],
+) -> CreateFact:
+    spec = desc.create
+    code = resp.status_code
+    job_id = as_str(extract(spec.job_id, body, resp.headers)) if spec.job_id else None
+    if job_id is None and spec.idempotency is Idempotency.CLIENT_JOB_ID:
+        job_id = idempotency_token
+    state, raw = (None, None)
+    if spec.state is not None:
+        state, raw = map_state(desc.status.state_map, extract(spec.state, body, resp.headers))
+    status_url = next(
+        (
+            found
+            for found in (as_str(extract(p, body, resp.headers)) for p in spec.status_url)
+            if found is not None
+        ),
+        None,
+    )
+    known: dict[str, Any] = {
+        "remote_job_id": job_id,
+        "remote_state": state,
+        "raw_state": raw,
+        "status_url": status_url,
+    }
+    if code in spec.sync_result_statuses and spec.sync_result is not None:
+        result = extract(spec.sync_result, body, resp.headers)
+        if result is not None:
+            return CreateFact(
+                "sync_result",
+                reason=f"HTTP {code} with the result inline",
+                sync_result=result,
+                **known,
+                **common,
+            )
+    if code not in spec.accepted_statuses:
+        return CreateFact(
+            "ambiguous", reason=f"HTTP {code} is not a configured create answer", **known, **common
+        )
+    if job_id is None:
+        where = spec.job_id.text if spec.job_id else "the response"
+        return CreateFact(
+            "ambiguous", reason=f"HTTP {code} without a job id at {where}", **known, **common
+        )
+    return CreateFact("accepted", reason=f"HTTP {code} with job id", **known, **common)
+
+
+def _body_snippet(resp: HttpResponse) -> ErrorInfo | None:
+    text = resp.body[:200].decode("utf-8", errors="replace").strip()
+    return ErrorInfo(code=None, message=clip(text) if text else None)
+
+
+# --------------------------------------------------------------------- status
+
+
+def parse_status(
+    desc: ProviderDescription, resp: HttpResponse, now: datetime | None = None
+) -> StatusFact:
+    """Read a status response; a non-2xx or unreadable body yields a fact without state."""
+    code = resp.status_code
+    common: dict[str, Any] = {
+        "status_code": code,
+        "retry_after_seconds": parse_retry_after(resp.header("retry-after"), _now(now)),
+        "provider_request_id": provider_request_id(desc, resp),
+    }
+    if code in desc.status.not_found_statuses:
+        return StatusFact(not_found=True, problem=f"HTTP {code}: job not found", **common)
+    if not 200 <= code < 300:
+        return StatusFact(
+            back_pressure=code in BACK_PRESSURE_STATUSES, problem=f"HTTP {code}", **common
+        )
+    body = resp.json_body
+    if not isinstance(body, dict):
+        return StatusFact(problem="status body is not a JSON object", **common)
+    return _status_from_body(desc, body, resp, common)
+
+
+def _status_from_body(
+    desc: ProviderDescription, body: dict[str, Any], resp: HttpResponse, common: dict[str, Any]
+) -> StatusFact:
+    spec = desc.status
+    headers = resp.headers
+
+    def get(path: ValuePath | None) -> Any:
+        return extract(path, body, headers) if path is not None else None
+
+    state, raw = _state_of(spec, body, headers)
+    counts = _counts(spec, body, headers)
+    if spec.outcome_from_counts:
+        state = _outcome_from_counts(spec, state, raw, counts)
+    completed, total = as_float(get(spec.progress_completed)), as_float(get(spec.progress_total))
+    percent = as_float(get(spec.progress_percent))
+    if percent is None and completed is not None and total:
+        percent = round(100.0 * completed / total, 2)
+    file_ids = tuple(
+        value
+        for value in (as_str(extract(p, body, headers)) for p in desc.result.file_ids)
+        if value is not None
+    )
+    return StatusFact(
+        remote_state=state,
+        raw_state=raw,
+        progress_completed=completed,
+        progress_total=total,
+        progress_percent=percent,
+        provider_updated_at=as_datetime(get(spec.updated_at)),
+        poll_after_seconds=as_float(get(spec.poll_after_seconds)),
+        error=error_info(body, spec.error, spec.error_code, spec.error_message),
+        result_url=as_str(get(spec.result_url)),
+        errors_url=as_str(get(spec.errors_url)),
+        result_file_ids=file_ids,
+        counts=counts,
+        problem=None if raw is not None else "no state in the status body",
+        **common,
+    )
+
+
+def _state_of(
+    spec: StatusSpec, body: Any, headers: Mapping[str, str]
+) -> tuple[RemoteState | None, str | None]:
+    if spec.state is not None:
+        return map_state(spec.state_map, extract(spec.state, body, headers))
+    if spec.done is None:
+        return None, None
+    done = extract(spec.done, body, headers)
+    if done is not True:
+        return RemoteState.RUNNING, "done=false"
+    code = as_str(extract(spec.error_code, body, headers)) if spec.error_code else None
+    if code is None or code == "0":  # google.rpc.Code 0 is OK
+        return RemoteState.SUCCEEDED, "done=true"
+    if code in spec.cancelled_error_codes:
+        return RemoteState.CANCELLED, f"done=true error={code}"
+    return RemoteState.FAILED, f"done=true error={code}"
+
+
+def _sum(paths: tuple[ValuePath, ...], body: Any, headers: Mapping[str, str]) -> int | None:
+    found = [as_int(extract(p, body, headers)) for p in paths]
+    numbers = [n for n in found if n is not None]
+    return sum(numbers) if numbers else None
+
+
+def _counts(spec: StatusSpec, body: Any, headers: Mapping[str, str]) -> Counts | None:
+    total = _sum(spec.counts_total, body, headers)
+    succeeded = _sum(spec.counts_succeeded, body, headers)
+    failed = _sum(spec.counts_failed, body, headers)
+    cancelled = _sum(spec.counts_cancelled, body, headers)
+    if total is None and succeeded is None and failed is None:
+        return None
+    return Counts(total=total, succeeded=succeeded, failed=failed, cancelled=cancelled)
+
+
+def _outcome_from_counts(
+    spec: StatusSpec, state: RemoteState | None, raw: str | None, counts: Counts | None
+) -> RemoteState | None:
+    """Batch outcome from its counts: all ok, some failed (partial), none ok (failed).
+
+    Items neither succeeded nor failed when the batch ended (expired, never
+    run) count as not ok: a batch that finished half its items is partial.
+    """
+    if state is None or counts is None or not state.is_terminal:
+        return state
+    if spec.outcome_from_counts_states is None:
+        applies = state in (RemoteState.SUCCEEDED, RemoteState.PARTIALLY_SUCCEEDED)
+    else:
+        applies = raw in spec.outcome_from_counts_states
+    if not applies:
+        return state
+    succeeded = counts.succeeded
+    if succeeded is None and counts.total is not None and counts.failed is not None:
+        succeeded = counts.total - counts.failed
+    if succeeded is None:
+        return state
+    if counts.total is not None:
+        not_ok = max(counts.total - succeeded, counts.failed or 0)
+    elif counts.failed is not None:
+        not_ok = counts.failed
+    else:
+        return state
+    if succeeded == 0 and not_ok == 0:
+        return state
+    if not_ok == 0:
+        return RemoteState.SUCCEEDED
+    if succeeded == 0:
+        if counts.cancelled is not None and counts.cancelled >= not_ok:
+            return RemoteState.CANCELLED
+        return RemoteState.FAILED
+    return RemoteState.PARTIALLY_SUCCEEDED
+
+
+def inline_result(desc: ProviderDescription, resp: HttpResponse) -> Any:
+    """The result embedded in a final status body (source = "inline"), or None."""
+    if desc.result.source is not ResultSource.INLINE or desc.result.inline is None:
+        return None
+    return extract(desc.result.inline, resp.json_body, resp.headers)
+
+
+# --------------------------------------------------------------------- cancel
+
+
+def parse_cancel(
+    desc: ProviderDescription, resp: HttpResponse, now: datetime | None = None
+) -> CancelFact:
+    """Classify a cancel response. Acceptance is delivery, not a cancelled job."""
+    code = resp.status_code
+    body = resp.json_body
+    common: dict[str, Any] = {
+        "status_code": code,
+        "retry_after_seconds": parse_retry_after(resp.header("retry-after"), _now(now)),
+        "provider_request_id": provider_request_id(desc, resp),
+    }
+    if 200 <= code < 300:
+        state, raw = (None, None)
+        if desc.cancel.state is not None:
+            state, raw = map_state(desc.status.state_map, extract(desc.cancel.state, body))
+        kind: CancelKind = "accepted" if code in desc.cancel.accepted_statuses else "ambiguous"
+        return CancelFact(kind, reason=f"HTTP {code}", remote_state=state, raw_state=raw, **common)
+    error = error_info(body, None, desc.create.error_code, desc.create.error_message)
+    if code in desc.status.not_found_statuses:
+        return CancelFact("not_found", reason=f"HTTP {code}: job not found", error=error, **common)
+    if code in AMBIGUOUS_CLIENT_STATUSES or code >= 500:
+        return CancelFact(
+            "ambiguous",
+            reason=f"HTTP {code}: the cancel may not have arrived",
+            error=error,
+            **common,
+        )
+    return CancelFact(
+        "rejected",
+        reason=f"HTTP {code}: the provider refused the cancel (often: already finished)",
+        error=error,
+        **common,
+    )
+
+
+# --------------------------------------------------------------------- lookup
+
+
+def parse_lookup(
+    desc: ProviderDescription, resp: HttpResponse, client_reference: str
+) -> LookupFact:
+    """Job ids whose client reference is ours on this page; see LookupFact for absence."""
+    spec = desc.lookup
+    code = resp.status_code
+    if code == 404 and spec.kind is LookupKind.GET and spec.not_found_means_absent:
+        return LookupFact(status_code=code, proven_absent=True)
+    if not 200 <= code < 300:
+        return LookupFact(
+            status_code=code, problem=f"HTTP {code}", back_pressure=code in BACK_PRESSURE_STATUSES
+        )
+    body = resp.json_body
+    if spec.kind is LookupKind.GET:
+        job_id = as_str(extract(spec.job_id, body, resp.headers)) if spec.job_id else None
+        if job_id is None:
+            return LookupFact(status_code=code, problem="lookup answer without a job id")
+        return LookupFact(status_code=code, found_job_ids=(job_id,))
+    jobs = extract(spec.list, body) if spec.list is not None else None
+    if not isinstance(jobs, list):
+        return LookupFact(status_code=code, problem="lookup answer has no job list")
+    found: list[str] = []
+    for job in jobs:
+        reference = as_str(extract(spec.match, job)) if spec.match is not None else None
+        job_id = as_str(extract(spec.job_id, job)) if spec.job_id is not None else None
+        if reference == client_reference and job_id is not None and job_id not in found:
+            found.append(job_id)
+    token = as_str(extract(spec.next_page_token, body)) if spec.next_page_token else None
+    if spec.has_more is not None and extract(spec.has_more, body) is not True:
+        token = None
+    return LookupFact(
+        status_code=code,
+        found_job_ids=tuple(found),
+        proven_absent=not found and token is None,
+        next_page_token=token,
+    )
+
+
+# --------------------------------------------------------------------- errors pages
+
+
+def parse_errors_page(desc: ProviderDescription, resp: HttpResponse) -> ErrorsPage:
+    """One page of per-item failures; raises ValueError when the page is unreadable."""
+    spec = desc.result.errors
+    if spec is None:
+        raise ValueError(f"provider {desc.name}: no errors pagination configured")
+    if not 200 <= resp.status_code < 300:
+        raise ValueError(f"errors page answered HTTP {resp.status_code}")
+    body = resp.json_body
+    items = extract(spec.items, body)
+    if not isinstance(items, list):
+        raise ValueError(f"errors page has no item list at {spec.items.text}")
+    failures = tuple(
+        item_failure(
+            item, None, spec.item_index, spec.item_id, None, spec.item_code, spec.item_message
+        )
+        for item in items
+    )
+    token = as_str(extract(spec.next_page_token, body)) if spec.next_page_token else None
+    return ErrorsPage(items=failures, next_page_token=token)
+
+
+# --------------------------------------------------------------------- webhooks
+
+
+def parse_webhook(
+    desc: ProviderDescription,
+    body: bytes,
+    headers: Mapping[str, str],
+    query: Mapping[str, str],
+) -> WebhookFact:
+    """Fields of an already verified webhook; raises WebhookParseError when unmatchable.
+
+    The event id comes from the configured path, else from the scheme (the
+    Standard Webhooks `webhook-id` header...), else it is the body's sha256 so
+    an exact redelivery still deduplicates.
+    """
+    spec = desc.webhooks
+    if spec is None:
+        raise WebhookParseError(f"provider {desc.name} has no webhooks configured")
+    try:
+        document = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        raise WebhookParseError("webhook body is not valid JSON") from None
+    if not isinstance(document, dict):
+        raise WebhookParseError("webhook body is not a JSON object")
+
+    def get(path: ValuePath | None) -> Any:
+        return extract(path, document, headers, query) if path is not None else None
+
+    job_id = as_str(get(spec.job_id))
+    operation_ref = as_str(get(spec.operation_ref))
+    if job_id is None and operation_ref is None:
+        wanted = " or ".join(p.text for p in (spec.job_id, spec.operation_ref) if p is not None)
+        raise WebhookParseError(f"webhook carries no job id or operation reference ({wanted})")
+    state, raw = map_state(spec.state_map, get(spec.state)) if spec.state else (None, None)
+    event_path = spec.event_id or _SCHEME_EVENT_ID.get(spec.scheme)
+    event_id = as_str(get(event_path)) or "sha256:" + hashlib.sha256(body).hexdigest()
+    return WebhookFact(
+        event_id=clip(event_id) or event_id,
+        remote_job_id=clip(job_id),
+        remote_state=state,
+        raw_state=raw,
+        operation_ref=clip(operation_ref),
+        thin=spec.thin,
+    )

@@ -1,0 +1,263 @@
+"""The adapter interface, and Python plugins for providers TOML cannot describe.
+
+`ProviderAdapter` is the declarative behaviour: every hook delegates to the
+pure functions of this package, driven by the description. A plugin is a
+subclass that overrides only the hooks its provider needs (say, deriving the
+job id from a `Location` header, or signing each request), named in the
+config as ``plugin = "package.module:Class"`` (or a registered short name) with
+optional ``[providers.<name>.plugin_options]``.
+
+The reconciler always goes through `adapter_for(desc)`, so declarative and
+plugin providers look the same to it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import random
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any, Protocol, runtime_checkable
+
+from shared.providers import build, parse, results, timing
+from shared.providers.description import ProviderDescription
+from shared.providers.facts import (
+    CancelFact,
+    CreateFact,
+    ErrorsPage,
+    LookupFact,
+    ResultCheck,
+    StatusFact,
+    WebhookFact,
+)
+from shared.providers.messages import HttpRequest, HttpResponse
+
+
+class PluginError(ValueError):
+    """A plugin cannot be loaded or refuses its options."""
+
+
+@runtime_checkable
+class ProviderPlugin(Protocol):
+    """What the reconciler and receiver call; `ProviderAdapter` implements all of it."""
+
+    desc: ProviderDescription
+
+    def build_create(
+        self,
+        *,
+        body: Any,
+        idempotency_token: str,
+        client_reference: str,
+        extra_headers: Mapping[str, str] | None = None,
+        context: Mapping[str, str | None] | None = None,
+    ) -> HttpRequest: ...
+
+    def parse_create(
+        self,
+        resp: HttpResponse,
+        idempotency_token: str | None = None,
+        now: datetime | None = None,
+    ) -> CreateFact: ...
+
+    def build_status(self, remote_job_id: str, status_url: str | None = None) -> HttpRequest: ...
+
+    def parse_status(self, resp: HttpResponse, now: datetime | None = None) -> StatusFact: ...
+
+    def inline_result(self, resp: HttpResponse) -> Any: ...
+
+    def build_cancel(
+        self, remote_job_id: str, extra_headers: Mapping[str, str] | None = None
+    ) -> HttpRequest: ...
+
+    def parse_cancel(self, resp: HttpResponse, now: datetime | None = None) -> CancelFact: ...
+
+    def build_result_requests(
+        self, remote_job_id: str, status: StatusFact
+    ) -> list[HttpRequest]: ...
+
+    def validate_result(
+        self, resp: HttpResponse | Sequence[HttpResponse], status: StatusFact | None
+    ) -> ResultCheck: ...
+
+    def validate_inline_result(self, value: Any, status: StatusFact | None) -> ResultCheck: ...
+
+    def build_errors_page(self, errors_url: str, page_token: str | None = None) -> HttpRequest: ...
+
+    def parse_errors_page(self, resp: HttpResponse) -> ErrorsPage: ...
+
+    def build_lookup(
+        self,
+        client_reference: str,
+        idempotency_token: str | None = None,
+        page_token: str | None = None,
+    ) -> HttpRequest: ...
+
+    def parse_lookup(self, resp: HttpResponse, client_reference: str) -> LookupFact: ...
+
+    def parse_webhook(
+        self, body: bytes, headers: Mapping[str, str], query: Mapping[str, str]
+    ) -> WebhookFact: ...
+
+    def next_poll_delay(
+        self,
+        attempt: int,
+        retry_after: float | None,
+        poll_after: float | None,
+        rng: random.Random,
+    ) -> float: ...
+
+
+class ProviderAdapter:
+    """Declarative adapter; subclass it to write a plugin.
+
+    Subclasses receive the full description (with `plugin_options`) and may
+    validate those options at load time by overriding `check_options`.
+    """
+
+    def __init__(self, desc: ProviderDescription) -> None:
+        self.desc = desc
+
+    @classmethod
+    def check_options(cls, options: Mapping[str, Any]) -> None:
+        """Raise ValueError("<key>: <problem>") for bad plugin_options; called at load."""
+        if options:
+            raise ValueError(f"{sorted(options)[0]}: this plugin takes no options")
+
+    def build_create(
+        self,
+        *,
+        body: Any,
+        idempotency_token: str,
+        client_reference: str,
+        extra_headers: Mapping[str, str] | None = None,
+        context: Mapping[str, str | None] | None = None,
+    ) -> HttpRequest:
+        return build.build_create(
+            self.desc,
+            body=body,
+            idempotency_token=idempotency_token,
+            client_reference=client_reference,
+            extra_headers=extra_headers,
+            context=context,
+        )
+
+    def parse_create(
+        self,
+        resp: HttpResponse,
+        idempotency_token: str | None = None,
+        now: datetime | None = None,
+    ) -> CreateFact:
+        return parse.parse_create(self.desc, resp, idempotency_token, now)
+
+    def build_status(self, remote_job_id: str, status_url: str | None = None) -> HttpRequest:
+        return build.build_status(self.desc, remote_job_id, status_url)
+
+    def parse_status(self, resp: HttpResponse, now: datetime | None = None) -> StatusFact:
+        return parse.parse_status(self.desc, resp, now)
+
+    def inline_result(self, resp: HttpResponse) -> Any:
+        return parse.inline_result(self.desc, resp)
+
+    def build_cancel(
+        self, remote_job_id: str, extra_headers: Mapping[str, str] | None = None
+    ) -> HttpRequest:
+        return build.build_cancel(self.desc, remote_job_id, extra_headers)
+
+    def parse_cancel(self, resp: HttpResponse, now: datetime | None = None) -> CancelFact:
+        return parse.parse_cancel(self.desc, resp, now)
+
+    def build_result_requests(self, remote_job_id: str, status: StatusFact) -> list[HttpRequest]:
+        return build.build_result_requests(self.desc, remote_job_id, status)
+
+    def validate_result(
+        self, resp: HttpResponse | Sequence[HttpResponse], status: StatusFact | None
+    ) -> ResultCheck:
+        return results.validate_result(self.desc, resp, status)
+
+    def validate_inline_result(self, value: Any, status: StatusFact | None) -> ResultCheck:
+        return results.validate_inline_result(self.desc, value, status)
+
+    def build_errors_page(self, errors_url: str, page_token: str | None = None) -> HttpRequest:
+        return build.build_errors_page(self.desc, errors_url, page_token)
+
+    def parse_errors_page(self, resp: HttpResponse) -> ErrorsPage:
+        return parse.parse_errors_page(self.desc, resp)
+
+    def build_lookup(
+        self,
+        client_reference: str,
+        idempotency_token: str | None = None,
+        page_token: str | None = None,
+    ) -> HttpRequest:
+        return build.build_lookup(self.desc, client_reference, idempotency_token, page_token)
+
+    def parse_lookup(self, resp: HttpResponse, client_reference: str) -> LookupFact:
+        return parse.parse_lookup(self.desc, resp, client_reference)
+
+    def parse_webhook(
+        self, body: bytes, headers: Mapping[str, str], query: Mapping[str, str]
+    ) -> WebhookFact:
+        return parse.parse_webhook(self.desc, body, headers, query)
+
+    def next_poll_delay(
+        self,
+        attempt: int,
+        retry_after: float | None,
+        poll_after: float | None,
+        rng: random.Random,
+    ) -> float:
+        return timing.next_poll_delay(
+            self.desc.limits,
+            attempt,
+            retry_after,
+            poll_after,
+            rng,
+            webhooks_configured=self.desc.webhooks is not None,
+        )
+
+
+def adapter_for(desc: ProviderDescription) -> ProviderAdapter:
+    """The adapter the reconciler/receiver should use for `desc`."""
+    cls = desc.plugin_class or ProviderAdapter
+    return cls(desc)
+
+
+# Short names usable as `plugin = "<name>"`; values are import specs or classes.
+_REGISTRY: dict[str, str | type[ProviderAdapter]] = {
+    "location_job_id": "shared.providers.example_plugin:LocationJobIdPlugin",
+}
+
+
+def register_plugin(name: str, plugin: str | type[ProviderAdapter]) -> None:
+    """Make `plugin` available under a short name (call before loading the config)."""
+    _REGISTRY[name] = plugin
+
+
+def resolve_plugin(spec: str) -> type[ProviderAdapter]:
+    """The adapter class for a registered name or a ``package.module:Class`` spec."""
+    target = _REGISTRY.get(spec, spec)
+    if isinstance(target, type):
+        return _checked(spec, target)
+    module_name, sep, attribute = target.partition(":")
+    if not sep or not module_name or not attribute:
+        known = ", ".join(sorted(_REGISTRY))
+        raise PluginError(
+            f"'{spec}' is neither 'package.module:Class' nor a registered plugin ({known})"
+        )
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise PluginError(f"cannot import '{module_name}': {exc}") from None
+    found: Any = module
+    for part in attribute.split("."):
+        found = getattr(found, part, None)
+        if found is None:
+            raise PluginError(f"module '{module_name}' has no attribute '{attribute}'")
+    return _checked(spec, found)
+
+
+def _checked(spec: str, found: Any) -> type[ProviderAdapter]:
+    if not isinstance(found, type) or not issubclass(found, ProviderAdapter):
+        raise PluginError(f"'{spec}' is not a subclass of ProviderAdapter")
+    return found

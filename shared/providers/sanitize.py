@@ -1,0 +1,59 @@
+"""Redaction of credentials from headers and URLs before anything is stored or logged.
+
+The ledger records every external call (SPEC §3) and must not become a second
+home for provider credentials or webhook signatures. The rule is name-based and
+deliberately broad: a harmless header redacted by mistake costs a little audit
+detail; a credential stored by mistake costs a rotation and an incident.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+REDACTED = "[redacted]"
+
+_ALWAYS = frozenset({"authorization", "proxy-authorization", "cookie", "set-cookie", "x-api-key"})
+_WORDS = ("key", "token", "secret", "signature", "auth", "password", "credential", "session")
+# Idempotency tokens are audit data, not credentials: the ledger needs them to
+# prove which token a create carried, and knowing one grants no access.
+_KEEP = frozenset({"idempotency-key", "x-idempotency-key"})
+# Query parameters that commonly carry credentials in pre-signed result URLs
+# (S3 X-Amz-Signature, GCS X-Goog-Signature, Azure SAS `sig`, API `key=`).
+_QUERY_WORDS = (*_WORDS, "sig", "x-amz-security-token")
+
+
+def is_sensitive_header(name: str, extra: Iterable[str] = ()) -> bool:
+    lowered = name.lower()
+    if lowered in _KEEP:
+        return False
+    if lowered in _ALWAYS or lowered in {e.lower() for e in extra}:
+        return True
+    return any(word in lowered for word in _WORDS)
+
+
+def sanitize_headers(headers: Mapping[str, str], extra: Iterable[str] = ()) -> dict[str, str]:
+    """A copy of `headers` with credential-looking values replaced by ``[redacted]``.
+
+    `extra` names headers to redact whatever they are called (e.g. a provider's
+    auth header with an unusual name).
+    """
+    extras = tuple(extra)
+    return {
+        name: REDACTED if is_sensitive_header(name, extras) else value
+        for name, value in headers.items()
+    }
+
+
+def sanitize_url(url: str) -> str:
+    """`url` with credential-looking query values redacted (user-info is dropped too)."""
+    parts = urlsplit(url)
+    netloc = parts.netloc.rpartition("@")[2]
+    if not parts.query:
+        return urlunsplit(parts._replace(netloc=netloc))
+    pairs = parse_qsl(parts.query, keep_blank_values=True)
+    cleaned = [
+        (name, REDACTED if any(w in name.lower() for w in _QUERY_WORDS) else value)
+        for name, value in pairs
+    ]
+    return urlunsplit(parts._replace(netloc=netloc, query=urlencode(cleaned, safe="[]")))

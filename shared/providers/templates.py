@@ -1,0 +1,97 @@
+"""URL path templates (``/v1/jobs/{job_id}``) and value templates (``Bearer {secret}``).
+
+Two placeholder forms, after RFC 6570:
+
+- ``{name}``  the value is percent-encoded entirely, ``/`` included: a job id
+  stays one path segment whatever it contains;
+- ``{+name}`` reserved expansion: ``/`` is kept, for ids that are themselves
+  paths (AIP-151 ``operations/123``); every segment is still encoded and
+  ``.``/``..``/empty segments are refused, so the value cannot climb out of the
+  path the template intends.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from urllib.parse import quote
+
+from shared.providers.errors import UnsafeJobIdError
+
+_PLACEHOLDER = re.compile(r"\{(\+?)([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+class TemplateError(ValueError):
+    """The template text itself is malformed or uses an unknown placeholder."""
+
+
+@dataclass(frozen=True)
+class Template:
+    text: str
+    names: frozenset[str]
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def parse_template(text: str, allowed: Iterable[str]) -> Template:
+    """Parse and check placeholders against `allowed`; raises TemplateError."""
+    allowed_set = frozenset(allowed)
+    names = set()
+    for match in _PLACEHOLDER.finditer(text):
+        name = match.group(2)
+        if name not in allowed_set:
+            choices = ", ".join(sorted(allowed_set)) or "none"
+            raise TemplateError(f"unknown placeholder {{{name}}} (allowed: {choices})")
+        names.add(name)
+    leftover = _PLACEHOLDER.sub("", text)
+    if "{" in leftover or "}" in leftover:
+        raise TemplateError("unbalanced or malformed '{...}' placeholder")
+    return Template(text, frozenset(names))
+
+
+def check_path_value(value: str) -> None:
+    """Refuse values that are never a legitimate path component."""
+    if not value:
+        raise UnsafeJobIdError("empty id")
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in value):
+        raise UnsafeJobIdError("id contains control characters")
+
+
+def fill_path(template: Template, values: Mapping[str, str]) -> str:
+    """Substitute URL-encoded values; raises UnsafeJobIdError for dangerous ones."""
+
+    def substitute(match: re.Match[str]) -> str:
+        reserved, name = match.group(1), match.group(2)
+        value = values.get(name)
+        if value is None:
+            raise UnsafeJobIdError(f"no value for {{{name}}}")
+        check_path_value(value)
+        if not reserved:
+            if value in {".", ".."}:
+                raise UnsafeJobIdError(f"{name} '{value}' is a relative path segment")
+            return quote(value, safe="")
+        segments = value.split("/")
+        for segment in segments:
+            if segment in {"", ".", ".."}:
+                raise UnsafeJobIdError(f"{name} has an empty or relative path segment")
+        return "/".join(quote(segment, safe="") for segment in segments)
+
+    return _PLACEHOLDER.sub(substitute, template.text)
+
+
+def fill_text(template: Template, values: Mapping[str, str | None]) -> str | None:
+    """Substitute raw values (headers, body fields); None when a value is unknown."""
+    missing = False
+
+    def substitute(match: re.Match[str]) -> str:
+        nonlocal missing
+        value = values.get(match.group(2))
+        if value is None:
+            missing = True
+            return ""
+        return value
+
+    result = _PLACEHOLDER.sub(substitute, template.text)
+    return None if missing else result

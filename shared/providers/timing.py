@@ -1,0 +1,93 @@
+"""When to read a job's status next (SPEC §4).
+
+Order of authority: the provider's `Retry-After`, then its own
+`poll_after_seconds` hint, then the description's fixed
+`default_poll_after_seconds` if it has one, else our capped exponential
+backoff with full jitter. Full jitter (a uniform draw between 0 and the ceiling) spreads
+thousands of operations created together instead of letting them poll in
+lock-step; the floor keeps a small draw from turning into hammering.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+
+from shared.providers.description import Limits
+
+# A Retry-After or poll hint beyond a day is treated as a day: the deadlines,
+# not a provider's typo or a far-future HTTP-date, decide when we give up.
+MAX_HONOURED_DELAY = 86400.0
+
+
+def parse_retry_after(value: str | None, now: datetime) -> float | None:
+    """Seconds to wait per a Retry-After value (delay-seconds or HTTP-date), None if unusable."""
+    if value is None:
+        return None
+    text = value.strip()
+    if not text:
+        return None
+    try:
+        seconds = float(text)
+    except ValueError:
+        return _seconds_until_http_date(text, now)
+    if not math.isfinite(seconds) or seconds < 0:
+        return None
+    return min(seconds, MAX_HONOURED_DELAY)
+
+
+def _seconds_until_http_date(text: str, now: datetime) -> float | None:
+    try:
+        when = parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when is None:
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    reference = now if now.tzinfo is not None else now.replace(tzinfo=UTC)
+    return min(max((when - reference).total_seconds(), 0.0), MAX_HONOURED_DELAY)
+
+
+def backoff_ceiling(limits: Limits, attempt: int) -> float:
+    """The upper bound of the jitter draw for `attempt` (0-based): base·factorⁿ, capped."""
+    try:
+        raw = limits.backoff_base * limits.backoff_factor ** max(attempt, 0)
+    except OverflowError:
+        return limits.backoff_cap
+    return min(limits.backoff_cap, raw)
+
+
+def backoff_floor(limits: Limits) -> float:
+    """Never poll sooner than half the base delay, whatever the jitter draws."""
+    return limits.backoff_base / 2
+
+
+def next_poll_delay(
+    limits: Limits,
+    attempt: int,
+    retry_after: float | None,
+    poll_after: float | None,
+    rng: random.Random,
+    webhooks_configured: bool,
+) -> float:
+    """Seconds until the next status read of one job.
+
+    `attempt` counts the reads already made without a hint (0 for the first).
+    With webhooks configured the webhook is the fast path and polling only a
+    backstop, so the delay is at least `webhook_backstop_poll_seconds`.
+    """
+    floor = backoff_floor(limits)
+    if retry_after is not None:
+        delay = max(min(retry_after, MAX_HONOURED_DELAY), floor)
+    elif poll_after is not None and poll_after >= 0:
+        delay = max(min(poll_after, MAX_HONOURED_DELAY), floor)
+    elif limits.default_poll_after_seconds is not None:
+        delay = limits.default_poll_after_seconds
+    else:
+        delay = max(rng.uniform(0.0, backoff_ceiling(limits, attempt)), floor)
+    if webhooks_configured:
+        delay = max(delay, limits.webhook_backstop_poll_seconds)
+    return delay

@@ -1,0 +1,139 @@
+"""Lenient coercion of JSON values into the types facts hold.
+
+Providers disagree on types (ids as numbers, counts as strings, timestamps as
+RFC 3339 or Unix seconds). Coercion here is lenient about spelling and strict
+about meaning: a value that cannot be read becomes None, never a guess.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from datetime import UTC, datetime
+from typing import Any
+
+from shared.providers.facts import ErrorInfo, ItemFailure
+from shared.providers.paths import ValuePath, extract
+
+# Bounds on text copied from provider bodies into facts (and so the ledger).
+MAX_TEXT = 500
+
+_FRACTION = re.compile(r"(\.\d{6})\d+")
+
+
+def as_str(value: Any) -> str | None:
+    """Scalars as text (ids may be numbers); objects, lists, booleans and "" -> None."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, str):
+        return value or None
+    if isinstance(value, int | float):
+        return str(value)
+    return None
+
+
+def raw_text(value: Any) -> str | None:
+    """A remote state value as the text used for state_map lookups."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, sort_keys=True)
+
+
+def as_float(value: Any) -> float | None:
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int | float):
+        number = float(value)
+    elif isinstance(value, str):
+        try:
+            number = float(value.strip().rstrip("%").rstrip("s"))
+        except ValueError:
+            return None
+    else:
+        return None
+    return number if math.isfinite(number) else None
+
+
+def as_int(value: Any) -> int | None:
+    number = as_float(value)
+    if number is None or number != int(number):
+        return None
+    return int(number)
+
+
+def as_datetime(value: Any) -> datetime | None:
+    """RFC 3339 text (any fraction length, trailing Z) or Unix seconds -> aware datetime."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int | float):
+        try:
+            return datetime.fromtimestamp(float(value), tz=UTC)
+        except (OverflowError, OSError, ValueError):
+            return None
+    if not isinstance(value, str):
+        return None
+    text = _FRACTION.sub(r"\1", value.strip())
+    try:
+        parsed = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+
+
+def clip(text: str | None) -> str | None:
+    if text is None:
+        return None
+    return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 1] + "…"
+
+
+def error_info(
+    body: Any,
+    whole: ValuePath | None,
+    code: ValuePath | None,
+    message: ValuePath | None,
+) -> ErrorInfo | None:
+    """An error from its object (`whole`) and/or code/message paths; None when absent.
+
+    A string where the object was expected is the message (AssemblyAI puts
+    `"error": "text"`); objects without `code` fall back to `type` (Anthropic).
+    """
+    code_value = extract(code, body) if code is not None else None
+    message_value = extract(message, body) if message is not None else None
+    if whole is not None:
+        container = extract(whole, body)
+        if isinstance(container, str) and message_value is None:
+            message_value = container
+        elif isinstance(container, dict):
+            code_value = code_value if code_value is not None else container.get("code")
+            if code_value is None:
+                code_value = container.get("type")
+            if message_value is None:
+                message_value = container.get("message")
+    code_text = clip(as_str(code_value))
+    message_text = clip(message_value if isinstance(message_value, str) else as_str(message_value))
+    if code_text is None and message_text is None:
+        return None
+    return ErrorInfo(code=code_text, message=message_text)
+
+
+def item_failure(
+    item: Any,
+    position: int | None,
+    index: ValuePath | None,
+    item_id: ValuePath | None,
+    error: ValuePath | None,
+    code: ValuePath | None = None,
+    message: ValuePath | None = None,
+) -> ItemFailure:
+    """One failed batch item; `position` is used when the item carries no index."""
+    found_index = as_int(extract(index, item)) if index is not None else None
+    info = error_info(item, error, code, message)
+    return ItemFailure(
+        index=found_index if found_index is not None else position,
+        item_id=clip(as_str(extract(item_id, item))) if item_id is not None else None,
+        code=info.code if info else None,
+        message=info.message if info else None,
+    )

@@ -1,0 +1,267 @@
+"""Request building: URLs, job id quoting, idempotency placement, credentials only to our hosts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from shared.providers import (
+    RequestBuildError,
+    StatusFact,
+    UnsafeJobIdError,
+    adapter_for,
+    build_cancel,
+    build_create,
+    build_errors_page,
+    build_lookup,
+    build_result_requests,
+    build_status,
+    load_preset,
+    parse_providers,
+)
+from shared.providers.description import ProviderDescription
+
+API_KEY = "sk-test-0123456789abcdef"
+SIM = load_preset(
+    "simulator", env={"JW_SIM_API_KEY": API_KEY, "JW_SIM_WEBHOOK_SECRET": "whsec_dGVzdA=="}
+)
+
+
+def provider(table: dict[str, Any], env: dict[str, str] | None = None) -> ProviderDescription:
+    return parse_providers({"providers": {"p": table}}, "test.toml", env or {})["p"]
+
+
+def test_simulator_create_carries_token_reference_and_auth() -> None:
+    body = {"rows": 10}
+    request = build_create(
+        SIM,
+        body=body,
+        idempotency_token="idem_1",
+        client_reference="op_1",
+        extra_headers={"traceparent": "00-abc-def-01"},
+    )
+    assert (request.action, request.method) == ("create", "POST")
+    assert request.url == "http://127.0.0.1:8765/v1/jobs"
+    assert request.headers["Idempotency-Key"] == "idem_1"
+    assert request.headers["Authorization"] == f"Bearer {API_KEY}"
+    assert request.headers["traceparent"] == "00-abc-def-01"
+    assert request.json == {"rows": 10, "client_reference": "op_1"}
+    assert body == {"rows": 10}  # the stored body is never mutated
+    assert request.timeout == 10.0
+
+
+def test_request_repr_and_sanitized_headers_hide_the_credential() -> None:
+    request = build_status(SIM, "job_1")
+    assert API_KEY not in repr(request)
+    assert request.sanitized_headers()["Authorization"] == "[redacted]"
+
+
+def test_status_path_quotes_the_job_id() -> None:
+    request = build_status(SIM, "job 1/../admin?x=1")
+    assert request.url == "http://127.0.0.1:8765/v1/jobs/job%201%2F..%2Fadmin%3Fx%3D1"
+
+
+@pytest.mark.parametrize("job_id", ["..", ".", "", "job\r\nX-Evil: 1"])
+def test_status_refuses_ids_that_break_out_of_the_path(job_id: str) -> None:
+    with pytest.raises(UnsafeJobIdError):
+        build_status(SIM, job_id)
+
+
+def test_reserved_expansion_keeps_slashes_but_refuses_climbing() -> None:
+    desc = provider(
+        {
+            "base_url": "https://lro.example.test",
+            "create": {
+                "path": "/v1/things",
+                "idempotency": "body",
+                "idempotency_body_field": "request_id",
+                "job_id": "/name",
+            },
+            "status": {"path": "/v1/{+job_id}", "done": "/done"},
+            "cancel": {"path": "/v1/{+job_id}:cancel"},
+            "result": {"source": "inline", "inline": "/response"},
+        }
+    )
+    assert (
+        build_status(desc, "operations/op 1").url == "https://lro.example.test/v1/operations/op%201"
+    )
+    assert (
+        build_cancel(desc, "operations/1").url == "https://lro.example.test/v1/operations/1:cancel"
+    )
+    with pytest.raises(UnsafeJobIdError):
+        build_status(desc, "operations/../../admin")
+    create = build_create(desc, body={"a": 1}, idempotency_token="t1", client_reference="op_1")
+    assert create.json == {"a": 1, "request_id": "t1"}
+    assert "Idempotency-Key" not in create.headers
+
+
+def test_status_url_recorded_at_create_is_used_and_credential_stays_home() -> None:
+    desc = provider(
+        {
+            "base_url": "https://api.example.test",
+            "auth": {"header": "Api-Key", "value": "{secret}", "secret_env": "KEY"},
+            "create": {
+                "path": "/jobs",
+                "idempotency": "client_job_id",
+                "idempotency_header": "Operation-Id",
+                "status_url": "header:Operation-Location",
+            },
+            "status": {
+                "use_status_url": True,
+                "state": "/status",
+                "state_map": {"Succeeded": "succeeded"},
+            },
+            "result": {"source": "none"},
+        },
+        env={"KEY": API_KEY},
+    )
+    same_host = build_status(desc, "tok", "https://api.example.test/ops/tok?api-version=1")
+    assert same_host.url == "https://api.example.test/ops/tok?api-version=1"
+    assert same_host.headers["Api-Key"] == API_KEY
+    assert same_host.sanitized_headers()["Api-Key"] == "[redacted]"
+    elsewhere = build_status(desc, "tok", "https://attacker.example.net/ops/tok")
+    assert "Api-Key" not in elsewhere.headers
+    create = build_create(desc, body=None, idempotency_token="tok", client_reference="op_1")
+    assert create.headers["Operation-Id"] == "tok"
+
+
+def test_status_without_recorded_url_or_path_cannot_be_built() -> None:
+    desc = provider(
+        {
+            "base_url": "https://api.example.test",
+            "create": {
+                "path": "/jobs",
+                "idempotency": "none",
+                "job_id": "/id",
+                "status_url": "header:Location",
+            },
+            "status": {"use_status_url": True, "state": "/s", "state_map": {"ok": "succeeded"}},
+            "result": {"source": "none"},
+        }
+    )
+    with pytest.raises(RequestBuildError):
+        build_status(desc, "job_1", None)
+
+
+def test_result_url_relative_to_base_and_presigned_url_gets_no_credential() -> None:
+    status = StatusFact(status_code=200, result_url="/results/job_1")
+    (request,) = build_result_requests(SIM, "job_1", status)
+    assert request.url == "http://127.0.0.1:8765/results/job_1"
+    assert request.headers["Authorization"] == f"Bearer {API_KEY}"
+    presigned = StatusFact(
+        status_code=200, result_url="https://bucket.s3.test/r?X-Amz-Signature=abc"
+    )
+    (request,) = build_result_requests(SIM, "job_1", presigned)
+    assert "Authorization" not in request.headers
+    assert "abc" not in request.sanitized_url()
+
+
+def test_result_without_url_cannot_be_built() -> None:
+    with pytest.raises(RequestBuildError):
+        build_result_requests(SIM, "job_1", StatusFact(status_code=200))
+
+
+def test_result_files_one_request_per_file_id() -> None:
+    desc = provider(
+        {
+            "base_url": "https://api.openai.test",
+            "create": {"path": "/v1/batches", "idempotency": "none", "job_id": "/id"},
+            "status": {
+                "path": "/v1/batches/{job_id}",
+                "state": "/status",
+                "state_map": {"completed": "succeeded"},
+            },
+            "result": {
+                "source": "files",
+                "path": "/v1/files/{file_id}/content",
+                "file_ids": ["/output_file_id", "/error_file_id"],
+                "format": "jsonl",
+            },
+        }
+    )
+    status = StatusFact(status_code=200, result_file_ids=("file-out", "file-err"))
+    urls = [r.url for r in build_result_requests(desc, "batch_1", status)]
+    assert urls == [
+        "https://api.openai.test/v1/files/file-out/content",
+        "https://api.openai.test/v1/files/file-err/content",
+    ]
+
+
+def test_errors_page_and_lookup_query_parameters() -> None:
+    first = build_errors_page(SIM, "/v1/jobs/j/errors")
+    assert first.url == "http://127.0.0.1:8765/v1/jobs/j/errors?page_size=100"
+    second = build_errors_page(SIM, "/v1/jobs/j/errors?x=1", page_token="p 2")
+    assert second.url == "http://127.0.0.1:8765/v1/jobs/j/errors?x=1&page_size=100&page_token=p+2"
+    lookup = build_lookup(SIM, "op_1")
+    assert lookup.url == "http://127.0.0.1:8765/v1/jobs?client_reference=op_1"
+
+
+def test_cancel_request() -> None:
+    request = build_cancel(SIM, "job_1")
+    assert (request.method, request.url) == ("POST", "http://127.0.0.1:8765/v1/jobs/job_1/cancel")
+
+
+def test_cancel_unsupported_says_why() -> None:
+    desc = provider(
+        {
+            "base_url": "https://api.assemblyai.test",
+            "create": {"path": "/v2/transcript", "idempotency": "none", "job_id": "/id"},
+            "status": {
+                "path": "/v2/transcript/{job_id}",
+                "state": "/status",
+                "state_map": {"completed": "succeeded"},
+            },
+            "cancel": {"supported": False, "reason": "AssemblyAI has no cancel endpoint"},
+            "result": {"source": "inline", "inline": ""},
+        }
+    )
+    with pytest.raises(RequestBuildError, match="AssemblyAI has no cancel endpoint"):
+        build_cancel(desc, "t1")
+
+
+def test_set_body_and_headers_templates_and_secret_fields_redacted() -> None:
+    desc = provider(
+        {
+            "base_url": "https://api.example.test",
+            "create": {
+                "path": "/v1/predictions",
+                "idempotency": "none",
+                "job_id": "/id",
+                "set_body": {
+                    "webhook": "{webhook_url}?op={client_reference}",
+                    "webhook_auth_header_value": "{webhook_secret}",
+                },
+                "set_headers": {"Cancel-After": "{result_deadline_seconds}s"},
+            },
+            "status": {
+                "path": "/v1/predictions/{job_id}",
+                "state": "/status",
+                "state_map": {"succeeded": "succeeded"},
+            },
+            "result": {"source": "inline", "inline": "/output"},
+            "webhooks": {
+                "scheme": "static_header",
+                "options": {"header": "X-Hook-Token"},
+                "secrets_env": "WH",
+                "job_id": "/id",
+            },
+        },
+        env={"WH": "hook-secret-value"},
+    )
+    request = adapter_for(desc).build_create(
+        body={"input": {}},
+        idempotency_token="t",
+        client_reference="op_7",
+        context={
+            "webhook_url": "https://hooks.example.test/webhooks/p",
+            "result_deadline_seconds": "3600",
+        },
+    )
+    assert request.json["webhook"] == "https://hooks.example.test/webhooks/p?op=op_7"
+    assert request.json["webhook_auth_header_value"] == "hook-secret-value"
+    assert request.headers["Cancel-After"] == "3600s"
+    assert request.sanitized_json()["webhook_auth_header_value"] == "[redacted]"
+    without_url = build_create(desc, body={}, idempotency_token="t", client_reference="op_7")
+    assert "webhook" not in without_url.json  # unknown value: the field is left out
+    assert "Cancel-After" not in without_url.headers

@@ -1,0 +1,401 @@
+"""Loading provider descriptions: the simulator preset, overrides, and every ConfigError path."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from shared.providers import ConfigError, load_preset, load_providers, parse_providers
+from shared.providers.description import Checksum, Idempotency, LookupKind, ResultSource
+from shared.providers.loader import deep_merge, preset_names
+from shared.states import RemoteState
+
+SECRET_VALUE = "sk-live-DO-NOT-PRINT-4242"
+
+MINIMAL: dict[str, Any] = {
+    "base_url": "https://api.acme.test/",
+    "create": {"path": "/v1/jobs", "idempotency": "header", "job_id": "/id"},
+    "status": {
+        "path": "/v1/jobs/{job_id}",
+        "state": "/status",
+        "state_map": {"queued": "pending", "running": "running", "done": "succeeded"},
+    },
+    "result": {"source": "inline", "inline": "/output"},
+}
+
+
+def acme(**changes: Any) -> dict[str, Any]:
+    """The minimal provider with `section={...}` tables merged in (None deletes a key)."""
+    table = copy.deepcopy(MINIMAL)
+    for key, value in changes.items():
+        if value is None:
+            table.pop(key, None)
+        elif isinstance(value, dict) and isinstance(table.get(key), dict):
+            table[key] = deep_merge(table[key], value)
+        else:
+            table[key] = value
+    return table
+
+
+def load(table: dict[str, Any], env: dict[str, str] | None = None) -> Any:
+    return parse_providers({"providers": {"acme": table}}, "config.toml", env or {})["acme"]
+
+
+def config_error(table: dict[str, Any], env: dict[str, str] | None = None) -> str:
+    with pytest.raises(ConfigError) as caught:
+        load(table, env)
+    return str(caught.value)
+
+
+# --------------------------------------------------------------------- presets
+
+
+def test_simulator_preset_loads_without_secrets() -> None:
+    desc = load_preset("simulator", env={})
+    assert desc.name == "simulator"
+    assert desc.auth is None  # optional, and JW_SIM_API_KEY is unset
+    assert desc.webhooks is None  # optional, and JW_SIM_WEBHOOK_SECRET is unset
+    assert desc.create.idempotency is Idempotency.HEADER
+    assert desc.create.idempotency_header == "Idempotency-Key"
+    assert desc.create.client_reference_field is not None
+    assert desc.create.client_reference_field.segments == ("client_reference",)
+    assert desc.create.accepted_statuses == {202}
+    assert desc.create.sync_result_statuses == {200}
+    assert desc.status.state_map["cancelling"] is RemoteState.RUNNING
+    assert desc.status.state_map["queued"] is RemoteState.PENDING
+    assert desc.status.state_map["partially_succeeded"] is RemoteState.PARTIALLY_SUCCEEDED
+    assert desc.cancel.supported and desc.cancel.idempotent
+    assert desc.result.source is ResultSource.URL
+    assert desc.result.expect.checksum is Checksum.CONTENT_DIGEST
+    assert desc.result.expect.item_count_from_status
+    assert desc.result.errors is not None and desc.result.errors.page_size == 100
+    assert desc.lookup.supported and desc.lookup.kind is LookupKind.LIST
+    assert desc.lookup.query_param == "client_reference"
+
+
+def test_simulator_preset_with_secrets_has_auth_and_webhooks() -> None:
+    env = {"JW_SIM_API_KEY": SECRET_VALUE, "JW_SIM_WEBHOOK_SECRET": "whsec_c2VjcmV0"}
+    desc = load_preset("simulator", env=env)
+    assert desc.auth is not None and desc.auth.secret.reveal() == SECRET_VALUE
+    assert desc.webhooks is not None
+    assert [s.reveal() for s in desc.webhooks.secrets] == ["whsec_c2VjcmV0"]
+    assert desc.webhooks.state_map["succeeded"] is RemoteState.SUCCEEDED
+    assert SECRET_VALUE not in repr(desc)
+
+
+def test_preset_names_lists_simulator() -> None:
+    assert "simulator" in preset_names()
+
+
+def test_preset_override_merges_key_by_key(tmp_path: Path) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text(
+        """
+[database]
+dsn = "ignored by the provider loader"
+
+[providers.sim]
+preset = "simulator"
+base_url = "http://127.0.0.1:9999"
+
+[providers.sim.status.state_map]
+queued = "running"
+
+[providers.sim.limits]
+backoff_cap = 30
+"""
+    )
+    desc = load_providers(config, env={})["sim"]
+    assert desc.preset == "simulator"
+    assert desc.base_url == "http://127.0.0.1:9999"
+    assert desc.status.state_map["queued"] is RemoteState.RUNNING  # overridden
+    assert desc.status.state_map["failed"] is RemoteState.FAILED  # kept from the preset
+    assert desc.status.path is not None and desc.status.path.text == "/v1/jobs/{job_id}"
+    assert desc.limits.backoff_cap == 30.0
+    assert desc.limits.backoff_base == 2.0
+
+
+def test_unknown_preset_lists_available(tmp_path: Path) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text('[providers.sim]\npreset = "simulatr"\n')
+    with pytest.raises(ConfigError) as caught:
+        load_providers(config, env={})
+    message = str(caught.value)
+    assert message.startswith(f"{config}: providers.sim.preset: unknown preset 'simulatr'")
+    assert "simulator" in message
+
+
+def test_error_in_preset_value_says_it_came_from_the_preset() -> None:
+    # The override removes the counts the preset's item_count check relies on:
+    # the error is at a key the user never wrote, so the message says whose it is.
+    table = {"preset": "simulator", "status": {"counts_total": [], "counts_succeeded": []}}
+    message = config_error(table)
+    assert message.startswith("config.toml: providers.acme.result.expect.item_count:")
+    assert message.endswith("(value from preset 'simulator')")
+
+
+def test_minimal_description_defaults() -> None:
+    desc = load(acme())
+    assert desc.base_url == "https://api.acme.test"
+    assert desc.create.method == "POST"
+    assert desc.create.accepted_statuses == {200, 201, 202}
+    assert desc.status.not_found_statuses == {404, 410}
+    assert not desc.cancel.supported
+    assert not desc.lookup.supported
+    assert desc.limits.backoff_base == 2.0 and desc.limits.backoff_cap == 60.0
+
+
+def test_load_providers_reads_a_file(tmp_path: Path) -> None:
+    config = tmp_path / "jobwarden.toml"
+    config.write_text(
+        """
+[providers.acme]
+base_url = "https://api.acme.test"
+[providers.acme.create]
+path = "/v1/jobs"
+idempotency = "none"
+job_id = "/id"
+[providers.acme.status]
+path = "/v1/jobs/{job_id}"
+done = "/done"
+[providers.acme.result]
+source = "none"
+"""
+    )
+    desc = load_providers(config, env={})["acme"]
+    assert desc.create.idempotency is Idempotency.NONE
+    assert desc.status.error_code is not None and desc.status.error_code.text == "/error/code"
+
+
+# --------------------------------------------------------------------- ConfigError paths
+
+
+def test_typo_in_key_is_named_with_a_suggestion() -> None:
+    message = config_error(acme(create={"idempotency_heder": "X-Idem"}))
+    assert message == (
+        "config.toml: providers.acme.create.idempotency_heder: unknown key "
+        "(did you mean 'idempotency_header'?)"
+    )
+
+
+def test_key_from_another_vocabulary_points_to_ours() -> None:
+    message = config_error(acme(result={"jsonl_id_field": "/custom_id"}))
+    assert message == (
+        "config.toml: providers.acme.result.jsonl_id_field: unknown key "
+        "(this format calls it result.item_id)"
+    )
+
+
+def test_typo_in_section_name_is_caught() -> None:
+    message = config_error(acme(limts={"backoff_cap": 5}))
+    assert message == "config.toml: providers.acme.limts: unknown key (did you mean 'limits'?)"
+
+
+def test_typo_in_required_key_points_at_the_typo() -> None:
+    status = {"path": "/v1/jobs/{job_id}", "stat": "/status", "state_map": {"a": "running"}}
+    message = config_error(acme(status=None) | {"status": status})
+    assert message.startswith("config.toml: providers.acme.status.state: required")
+    assert "'stat'" in message
+
+
+def test_bad_enum_value_lists_choices() -> None:
+    message = config_error(acme(create={"idempotency": "headers"}))
+    assert message.startswith("config.toml: providers.acme.create.idempotency: 'headers' is not")
+    assert "header, body, client_job_id, none" in message
+
+
+def test_bad_state_map_value_names_the_raw_state() -> None:
+    message = config_error(acme(status={"state_map": {"done": "complete"}}))
+    assert message.startswith("config.toml: providers.acme.status.state_map.done: 'complete'")
+    assert "partially_succeeded" in message
+
+
+def test_type_error_is_named() -> None:
+    message = config_error(acme(limits={"max_concurrency": "8"}))
+    assert message == "config.toml: providers.acme.limits.max_concurrency: must be an integer"
+
+
+def test_boolean_is_not_an_integer() -> None:
+    message = config_error(acme(create={"accepted_statuses": [True]}))
+    assert message.startswith("config.toml: providers.acme.create.accepted_statuses:")
+
+
+def test_bad_json_pointer_is_named() -> None:
+    message = config_error(acme(status={"state": "/status/~2"}))
+    assert message.startswith("config.toml: providers.acme.status.state: bad path")
+    assert "~" in message
+
+
+def test_bad_dotted_path_is_named() -> None:
+    message = config_error(acme(create={"job_id": "data..id"}))
+    assert message.startswith("config.toml: providers.acme.create.job_id: bad path")
+
+
+def test_unknown_path_source_is_named() -> None:
+    message = config_error(acme(create={"job_id": "heder:Location"}))
+    assert message.startswith("config.toml: providers.acme.create.job_id: bad path")
+    assert "unknown source 'heder:'" in message
+
+
+def test_query_path_refused_where_only_responses_are_read() -> None:
+    message = config_error(acme(create={"job_id": "query:id"}))
+    assert message.startswith("config.toml: providers.acme.create.job_id: 'query:id' reads")
+
+
+def test_missing_required_section() -> None:
+    message = config_error(acme(status=None))
+    assert message == "config.toml: providers.acme.status: required"
+
+
+def test_missing_required_key() -> None:
+    table = acme()
+    del table["create"]["job_id"]
+    message = config_error(table)
+    assert message.startswith("config.toml: providers.acme.create.job_id: required")
+
+
+def test_body_idempotency_needs_a_field() -> None:
+    message = config_error(acme(create={"idempotency": "body"}))
+    assert message.startswith("config.toml: providers.acme.create.idempotency_body_field:")
+
+
+def test_unknown_template_placeholder() -> None:
+    message = config_error(acme(status={"path": "/v1/jobs/{id}"}))
+    assert message.startswith("config.toml: providers.acme.status.path: unknown placeholder {id}")
+
+
+def test_bad_base_url() -> None:
+    message = config_error(acme(base_url="ftp://api.acme.test"))
+    assert message.startswith("config.toml: providers.acme.base_url: 'ftp://api.acme.test'")
+
+
+def test_missing_env_secret_names_the_variable_not_a_value() -> None:
+    message = config_error(acme(auth={"secret_env": "ACME_API_KEY"}), env={})
+    assert message == (
+        "config.toml: providers.acme.auth.secret_env: environment variable ACME_API_KEY is not set"
+    )
+
+
+def test_missing_secret_file_names_the_file(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.key"
+    message = config_error(acme(auth={"secret_file": str(missing)}))
+    assert message == (
+        f"config.toml: providers.acme.auth.secret_file: secret file {missing} does not exist"
+    )
+
+
+def test_secret_file_is_read(tmp_path: Path) -> None:
+    key_file = tmp_path / "acme.key"
+    key_file.write_text(SECRET_VALUE + "\n")
+    desc = load(
+        acme(auth={"secret_file": str(key_file), "header": "X-Api-Key", "value": "{secret}"})
+    )
+    assert desc.auth.header_value() == SECRET_VALUE
+    assert SECRET_VALUE not in repr(desc)
+
+
+def test_credential_pasted_in_auth_value_is_refused_without_echo() -> None:
+    table = acme(auth={"secret_env": "ACME_API_KEY", "value": f"Bearer {SECRET_VALUE}"})
+    message = config_error(table, env={"ACME_API_KEY": SECRET_VALUE})
+    assert message.startswith("config.toml: providers.acme.auth.value: must contain {secret}")
+    assert SECRET_VALUE not in message
+
+
+def test_credential_in_static_headers_is_refused_without_echo() -> None:
+    message = config_error(acme(headers={"X-Api-Key": SECRET_VALUE}))
+    assert message.startswith("config.toml: providers.acme.headers.X-Api-Key: looks like a")
+    assert SECRET_VALUE not in message
+
+
+def test_missing_webhook_secret_names_the_variable() -> None:
+    webhooks = {
+        "scheme": "standard_webhooks",
+        "secrets_env": ["ACME_WH_1", "ACME_WH_2"],
+        "job_id": "/id",
+    }
+    message = config_error(acme(webhooks=webhooks), env={"ACME_WH_1": "whsec_b25l"})
+    assert message == (
+        "config.toml: providers.acme.webhooks.secrets_env: environment variable ACME_WH_2 "
+        "is not set"
+    )
+
+
+def test_webhook_secrets_for_rotation_are_all_loaded() -> None:
+    webhooks = {"scheme": "stripe", "secrets_env": ["ACME_WH_1", "ACME_WH_2"], "job_id": "/id"}
+    desc = load(acme(webhooks=webhooks), env={"ACME_WH_1": "one", "ACME_WH_2": "two"})
+    assert [s.reveal() for s in desc.webhooks.secrets] == ["one", "two"]
+
+
+def test_webhooks_need_a_way_to_name_the_job() -> None:
+    webhooks = {"scheme": "github", "secrets_env": ["ACME_WH"]}
+    message = config_error(acme(webhooks=webhooks), env={"ACME_WH": "x"})
+    assert message.startswith("config.toml: providers.acme.webhooks.job_id: required")
+
+
+def test_webhook_scheme_must_be_known() -> None:
+    webhooks = {"scheme": "svix", "secrets_env": ["ACME_WH"], "job_id": "/id"}
+    message = config_error(acme(webhooks=webhooks), env={"ACME_WH": "x"})
+    assert message.startswith("config.toml: providers.acme.webhooks.scheme: 'svix' is not one of")
+
+
+def test_webhook_scheme_options_are_checked_at_load() -> None:
+    webhooks = {"scheme": "static_header", "secrets_env": ["ACME_WH"], "job_id": "/id"}
+    message = config_error(acme(webhooks=webhooks), env={"ACME_WH": "x"})
+    assert message.startswith("config.toml: providers.acme.webhooks.options: static_header:")
+    assert "'header'" in message
+
+
+def test_unusable_webhook_secret_names_the_variable_not_the_value() -> None:
+    webhooks = {"scheme": "standard_webhooks", "secrets_env": ["ACME_WH"], "job_id": "/id"}
+    message = config_error(acme(webhooks=webhooks), env={"ACME_WH": SECRET_VALUE})
+    assert message.startswith("config.toml: providers.acme.webhooks.secrets_env: ACME_WH:")
+    assert "whsec_" in message
+    assert SECRET_VALUE not in message
+
+
+def test_state_and_done_are_exclusive() -> None:
+    message = config_error(acme(status={"done": "/done"}))
+    assert message.startswith("config.toml: providers.acme.status.done: set either state")
+
+
+def test_url_result_needs_a_result_url_in_status() -> None:
+    message = config_error(acme(result={"source": "url"}))
+    assert message.startswith("config.toml: providers.acme.result.source: 'url' needs")
+
+
+def test_checksum_on_inline_result_is_refused() -> None:
+    message = config_error(acme(result={"expect": {"checksum": "content-digest"}}))
+    assert message.startswith("config.toml: providers.acme.result.expect.checksum:")
+
+
+def test_use_status_url_needs_create_status_url() -> None:
+    message = config_error(acme(status={"use_status_url": True}))
+    assert message.startswith("config.toml: providers.acme.status.use_status_url: needs")
+
+
+def test_bad_provider_name() -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_providers({"providers": {"Acme Corp": MINIMAL}}, "config.toml", {})
+    assert str(caught.value).startswith("config.toml: providers.Acme Corp:")
+
+
+def test_invalid_toml_names_the_file(tmp_path: Path) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text("[providers.acme\nbase_url = 1\n")
+    with pytest.raises(ConfigError) as caught:
+        load_providers(config, env={})
+    assert str(caught.value).startswith(f"{config}: invalid TOML:")
+
+
+def test_missing_config_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_providers(tmp_path / "absent.toml", env={})
+    assert str(caught.value) == f"{tmp_path / 'absent.toml'}: file not found"
+
+
+def test_outcome_from_counts_needs_counts() -> None:
+    message = config_error(acme(status={"outcome_from_counts": True}))
+    assert message.startswith("config.toml: providers.acme.status.outcome_from_counts: needs")

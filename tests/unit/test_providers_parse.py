@@ -1,0 +1,489 @@
+"""Responses -> canonical facts: create, status (state maps, AIP-151, counts), lookup, webhooks."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+import pytest
+
+from shared.providers import (
+    HttpResponse,
+    WebhookParseError,
+    classify_transport_error,
+    load_preset,
+    may_have_been_delivered,
+    parse_cancel,
+    parse_create,
+    parse_errors_page,
+    parse_lookup,
+    parse_providers,
+    parse_status,
+    parse_webhook,
+)
+from shared.providers.description import ProviderDescription
+from shared.states import RemoteState
+
+NOW = datetime(2025, 1, 6, 12, 0, 0, tzinfo=UTC)
+SIM = load_preset("simulator", env={"JW_SIM_WEBHOOK_SECRET": "whsec_dGVzdA=="})
+
+
+def response(status: int, body: Any = None, headers: dict[str, str] | None = None) -> HttpResponse:
+    raw = b"" if body is None else json.dumps(body).encode()
+    return HttpResponse(status_code=status, headers=headers or {}, body=raw)
+
+
+def provider(table: dict[str, Any], env: dict[str, str] | None = None) -> ProviderDescription:
+    return parse_providers({"providers": {"p": table}}, "test.toml", env or {})["p"]
+
+
+AIP151 = provider(
+    {
+        "base_url": "https://lro.example.test",
+        "create": {
+            "path": "/v1/things",
+            "idempotency": "body",
+            "idempotency_body_field": "request_id",
+            "job_id": "/name",
+        },
+        "status": {"path": "/v1/{+job_id}", "done": "/done", "error": "/error"},
+        "result": {"source": "inline", "inline": "/response"},
+    }
+)
+
+BATCH = provider(
+    {
+        "base_url": "https://batch.example.test",
+        "create": {"path": "/v1/batches", "idempotency": "none", "job_id": "/id"},
+        "status": {
+            "path": "/v1/batches/{job_id}",
+            "state": "/processing_status",
+            "state_map": {"in_progress": "running", "canceling": "running", "ended": "succeeded"},
+            "counts_succeeded": "/request_counts/succeeded",
+            "counts_failed": ["/request_counts/errored", "/request_counts/expired"],
+            "counts_total": [
+                "/request_counts/processing",
+                "/request_counts/succeeded",
+                "/request_counts/errored",
+                "/request_counts/expired",
+            ],
+            "outcome_from_counts": True,
+        },
+        "result": {"source": "none"},
+    }
+)
+
+
+def batch_status(succeeded: int, errored: int, expired: int = 0) -> HttpResponse:
+    counts = {"processing": 0, "succeeded": succeeded, "errored": errored, "expired": expired}
+    return response(200, {"id": "b1", "processing_status": "ended", "request_counts": counts})
+
+
+# --------------------------------------------------------------------- create
+
+
+def test_create_202_is_accepted_with_job_id_state_and_status_url() -> None:
+    resp = response(
+        202,
+        {"job_id": "job_1", "state": "queued", "status_url": "/v1/jobs/job_1"},
+        {"X-Request-Id": "req_9"},
+    )
+    fact = parse_create(SIM, resp)
+    assert fact.kind == "accepted"
+    assert fact.remote_job_id == "job_1"
+    assert fact.remote_state is RemoteState.PENDING and fact.raw_state == "queued"
+    assert fact.status_url == "/v1/jobs/job_1"
+    assert fact.provider_request_id == "req_9"
+
+
+def test_create_200_with_result_is_a_sync_result() -> None:
+    body = {"job_id": "job_2", "state": "succeeded", "result": {"items": [1, 2]}}
+    fact = parse_create(SIM, response(200, body))
+    assert fact.kind == "sync_result"
+    assert fact.sync_result == {"items": [1, 2]}
+    assert fact.remote_job_id == "job_2"
+    assert fact.remote_state is RemoteState.SUCCEEDED
+
+
+def test_create_200_without_result_on_simulator_is_ambiguous() -> None:
+    # 200 is configured for sync results only; without one it is not an acceptance.
+    fact = parse_create(SIM, response(200, {"job_id": "job_3", "state": "queued"}))
+    assert fact.kind == "ambiguous"
+
+
+def test_create_422_is_rejected_with_the_provider_error() -> None:
+    body = {"error": {"code": "invalid_input", "message": "rows must be positive"}}
+    fact = parse_create(SIM, response(422, body))
+    assert fact.kind == "rejected"
+    assert fact.error is not None
+    assert (fact.error.code, fact.error.message) == ("invalid_input", "rows must be positive")
+    assert not fact.idempotency_conflict
+
+
+def test_create_409_token_reused_is_a_rejected_conflict() -> None:
+    fact = parse_create(SIM, response(409, {"error": {"code": "idempotency_key_reused"}}))
+    assert fact.kind == "rejected"
+    assert fact.idempotency_conflict
+
+
+def test_create_409_without_known_code_is_ambiguous() -> None:
+    fact = parse_create(SIM, response(409, {"error": {"code": "request_in_progress"}}))
+    assert fact.kind == "ambiguous"
+
+
+def test_create_503_is_ambiguous_back_pressure_with_retry_after() -> None:
+    fact = parse_create(SIM, response(503, {"error": "busy"}, {"Retry-After": "7"}), now=NOW)
+    assert fact.kind == "ambiguous"
+    assert fact.back_pressure
+    assert fact.retry_after_seconds == 7.0
+
+
+@pytest.mark.parametrize("status", [408, 425, 429, 500, 502, 504])
+def test_create_transient_statuses_are_ambiguous(status: int) -> None:
+    assert parse_create(SIM, response(status)).kind == "ambiguous"
+
+
+def test_create_2xx_without_job_id_is_ambiguous() -> None:
+    fact = parse_create(SIM, response(202, {"state": "queued"}))
+    assert fact.kind == "ambiguous"
+    assert "without a job id at /job_id" in fact.reason
+
+
+def test_create_2xx_with_non_json_body_is_ambiguous() -> None:
+    resp = HttpResponse(202, {"Content-Type": "text/html"}, b"<html>Accepted</html>")
+    assert parse_create(SIM, resp).kind == "ambiguous"
+
+
+def test_create_job_id_from_header_and_status_url_from_header() -> None:
+    desc = provider(
+        {
+            "base_url": "https://azure.example.test",
+            "create": {
+                "path": "/jobs",
+                "idempotency": "client_job_id",
+                "idempotency_header": "Operation-Id",
+                "status_url": "header:Operation-Location",
+            },
+            "status": {
+                "use_status_url": True,
+                "state": "/status",
+                "state_map": {"Running": "running", "Succeeded": "succeeded"},
+            },
+            "result": {"source": "none"},
+        }
+    )
+    resp = response(202, None, {"operation-location": "https://azure.example.test/ops/abc"})
+    fact = parse_create(desc, resp, idempotency_token="tok_1")
+    assert fact.kind == "accepted"
+    assert fact.remote_job_id == "tok_1"  # client-chosen id
+    assert fact.status_url == "https://azure.example.test/ops/abc"
+
+
+# --------------------------------------------------------------------- status
+
+
+def test_status_reads_every_simulator_field() -> None:
+    body = {
+        "job_id": "job_1",
+        "state": "running",
+        "progress": {"completed": 25, "total": 100},
+        "updated_at": "2025-01-06T11:59:58.123456789Z",
+        "poll_after_seconds": 3,
+        "error": None,
+        "result_url": None,
+        "errors_url": None,
+        "counts": None,
+    }
+    fact = parse_status(SIM, response(200, body), now=NOW)
+    assert fact.remote_state is RemoteState.RUNNING
+    assert (fact.progress_completed, fact.progress_total, fact.progress_percent) == (25, 100, 25)
+    assert fact.provider_updated_at == datetime(2025, 1, 6, 11, 59, 58, 123456, tzinfo=UTC)
+    assert fact.poll_after_seconds == 3.0
+    assert fact.error is None and fact.counts is None
+    assert not fact.is_terminal
+
+
+def test_status_cancelling_maps_to_running() -> None:
+    fact = parse_status(SIM, response(200, {"job_id": "j", "state": "cancelling"}))
+    assert fact.remote_state is RemoteState.RUNNING
+    assert fact.raw_state == "cancelling"
+
+
+def test_status_unknown_remote_state_is_none_with_raw_kept() -> None:
+    fact = parse_status(SIM, response(200, {"job_id": "j", "state": "thawing"}))
+    assert fact.remote_state is None
+    assert fact.raw_state == "thawing"
+    assert not fact.is_terminal
+
+
+def test_status_terminal_with_result_url_counts_and_error() -> None:
+    body = {
+        "job_id": "j",
+        "state": "partially_succeeded",
+        "result_url": "/r/j",
+        "errors_url": "/v1/jobs/j/errors",
+        "counts": {"total": 500, "succeeded": 498, "failed": 2},
+        "error": {"code": "partial", "message": "2 items failed"},
+    }
+    fact = parse_status(SIM, response(200, body))
+    assert fact.is_terminal
+    assert fact.remote_state is RemoteState.PARTIALLY_SUCCEEDED
+    assert fact.result_url == "/r/j" and fact.errors_url == "/v1/jobs/j/errors"
+    assert fact.counts is not None and (fact.counts.total, fact.counts.failed) == (500, 2)
+    assert fact.error is not None and fact.error.code == "partial"
+
+
+def test_status_429_is_back_pressure_with_http_date_retry_after() -> None:
+    resp = response(429, None, {"Retry-After": "Mon, 06 Jan 2025 12:00:30 GMT"})
+    fact = parse_status(SIM, resp, now=NOW)
+    assert fact.back_pressure
+    assert fact.retry_after_seconds == 30.0
+    assert fact.remote_state is None
+
+
+def test_status_404_is_not_found() -> None:
+    fact = parse_status(SIM, response(404, {"error": {"code": "not_found"}}))
+    assert fact.not_found and fact.remote_state is None
+
+
+def test_status_non_json_body_has_a_problem_not_a_state() -> None:
+    fact = parse_status(SIM, HttpResponse(200, {}, b"oops"))
+    assert fact.remote_state is None
+    assert fact.problem == "status body is not a JSON object"
+
+
+def test_aip151_not_done_is_running() -> None:
+    fact = parse_status(AIP151, response(200, {"name": "operations/1", "done": False}))
+    assert fact.remote_state is RemoteState.RUNNING
+
+
+def test_aip151_missing_done_is_running() -> None:
+    fact = parse_status(AIP151, response(200, {"name": "operations/1"}))
+    assert fact.remote_state is RemoteState.RUNNING
+
+
+def test_aip151_done_without_error_is_succeeded() -> None:
+    body = {"name": "operations/1", "done": True, "response": {"ok": 1}}
+    assert parse_status(AIP151, response(200, body)).remote_state is RemoteState.SUCCEEDED
+
+
+def test_aip151_error_code_1_is_cancelled() -> None:
+    body = {"name": "operations/1", "done": True, "error": {"code": 1, "message": "Cancelled"}}
+    fact = parse_status(AIP151, response(200, body))
+    assert fact.remote_state is RemoteState.CANCELLED
+    assert fact.error is not None and fact.error.code == "1"
+
+
+def test_aip151_other_error_code_is_failed() -> None:
+    body = {"name": "operations/1", "done": True, "error": {"code": 13, "message": "internal"}}
+    fact = parse_status(AIP151, response(200, body))
+    assert fact.remote_state is RemoteState.FAILED
+    assert fact.error is not None and fact.error.message == "internal"
+
+
+def test_outcome_from_counts_all_succeeded() -> None:
+    assert parse_status(BATCH, batch_status(10, 0)).remote_state is RemoteState.SUCCEEDED
+
+
+def test_outcome_from_counts_some_failed_is_partial() -> None:
+    assert parse_status(BATCH, batch_status(8, 2)).remote_state is RemoteState.PARTIALLY_SUCCEEDED
+
+
+def test_outcome_from_counts_expired_items_make_it_partial() -> None:
+    fact = parse_status(BATCH, batch_status(8, 0, expired=2))
+    assert fact.remote_state is RemoteState.PARTIALLY_SUCCEEDED
+    assert fact.counts is not None and (fact.counts.total, fact.counts.failed) == (10, 2)
+
+
+def test_outcome_from_counts_all_failed_is_failed() -> None:
+    assert parse_status(BATCH, batch_status(0, 10)).remote_state is RemoteState.FAILED
+
+
+def test_outcome_from_counts_leaves_running_batches_alone() -> None:
+    body = {"processing_status": "in_progress", "request_counts": {"succeeded": 0, "errored": 3}}
+    assert parse_status(BATCH, response(200, body)).remote_state is RemoteState.RUNNING
+
+
+# --------------------------------------------------------------------- cancel
+
+
+def test_cancel_accepted_is_delivery_not_cancellation() -> None:
+    fact = parse_cancel(SIM, response(202, {"job_id": "j", "state": "cancelling"}))
+    assert fact.kind == "accepted"
+
+
+def test_cancel_409_is_rejected_and_503_ambiguous() -> None:
+    assert parse_cancel(SIM, response(409, {"error": {"code": "already_done"}})).kind == "rejected"
+    assert parse_cancel(SIM, response(503)).kind == "ambiguous"
+
+
+# --------------------------------------------------------------------- lookup
+
+
+def test_lookup_finds_our_job() -> None:
+    body = {
+        "jobs": [
+            {"job_id": "job_7", "client_reference": "op_1", "state": "running"},
+            {"job_id": "job_8", "client_reference": "op_2", "state": "running"},
+        ]
+    }
+    fact = parse_lookup(SIM, response(200, body), "op_1")
+    assert fact.found_job_ids == ("job_7",)
+    assert not fact.proven_absent
+
+
+def test_lookup_reports_duplicates() -> None:
+    body = {
+        "jobs": [
+            {"job_id": "a", "client_reference": "op_1"},
+            {"job_id": "b", "client_reference": "op_1"},
+        ]
+    }
+    assert parse_lookup(SIM, response(200, body), "op_1").found_job_ids == ("a", "b")
+
+
+def test_lookup_empty_last_page_proves_absence() -> None:
+    fact = parse_lookup(SIM, response(200, {"jobs": []}), "op_1")
+    assert fact.found_job_ids == () and fact.proven_absent
+
+
+def test_lookup_error_proves_nothing() -> None:
+    fact = parse_lookup(SIM, response(500), "op_1")
+    assert not fact.proven_absent and fact.problem == "HTTP 500"
+
+
+def test_lookup_scan_with_more_pages_is_not_proof_of_absence() -> None:
+    desc = provider(
+        {
+            "base_url": "https://api.openai.test",
+            "create": {
+                "path": "/v1/batches",
+                "idempotency": "none",
+                "job_id": "/id",
+                "client_reference_field": "metadata.jobwarden_operation_id",
+            },
+            "status": {
+                "path": "/v1/batches/{job_id}",
+                "state": "/status",
+                "state_map": {"completed": "succeeded"},
+            },
+            "result": {"source": "none"},
+            "lookup": {
+                "path": "/v1/batches",
+                "list": "/data",
+                "match": "metadata.jobwarden_operation_id",
+                "next_page_token": "/last_id",
+                "has_more": "/has_more",
+                "page_token_param": "after",
+            },
+        }
+    )
+    page = {
+        "data": [{"id": "batch_1", "metadata": {"jobwarden_operation_id": "op_9"}}],
+        "last_id": "batch_1",
+        "has_more": True,
+    }
+    fact = parse_lookup(desc, response(200, page), "op_1")
+    assert fact.next_page_token == "batch_1" and not fact.proven_absent
+    last = {**page, "has_more": False}
+    fact = parse_lookup(desc, response(200, last), "op_1")
+    assert fact.next_page_token is None and fact.proven_absent
+
+
+# --------------------------------------------------------------------- errors pages
+
+
+def test_errors_page_items_and_token() -> None:
+    body = {
+        "items": [{"index": 3, "code": "bad_row", "message": "row 3 is empty"}],
+        "next_page_token": "p2",
+    }
+    page = parse_errors_page(SIM, response(200, body))
+    assert page.next_page_token == "p2"
+    assert [(i.index, i.code, i.message) for i in page.items] == [(3, "bad_row", "row 3 is empty")]
+
+
+# --------------------------------------------------------------------- webhooks
+
+
+def test_webhook_fields_and_scheme_event_id() -> None:
+    body = json.dumps({"job_id": "job_1", "state": "succeeded"}).encode()
+    fact = parse_webhook(SIM, body, {"webhook-id": "msg_1"}, {})
+    assert (fact.event_id, fact.remote_job_id) == ("msg_1", "job_1")
+    assert fact.remote_state is RemoteState.SUCCEEDED and fact.raw_state == "succeeded"
+
+
+def test_webhook_unknown_state_is_none_and_missing_event_id_uses_body_hash() -> None:
+    body = json.dumps({"job_id": "job_1", "state": "weird"}).encode()
+    fact = parse_webhook(SIM, body, {}, {})
+    assert fact.remote_state is None and fact.raw_state == "weird"
+    assert fact.event_id.startswith("sha256:")
+
+
+def test_webhook_malformed_json_is_a_parse_error() -> None:
+    with pytest.raises(WebhookParseError):
+        parse_webhook(SIM, b"{not json", {}, {})
+
+
+def test_webhook_without_job_id_is_a_parse_error() -> None:
+    with pytest.raises(WebhookParseError, match="no job id"):
+        parse_webhook(SIM, b'{"state": "succeeded"}', {}, {})
+
+
+OPENAI_LIKE: dict[str, Any] = {
+    "base_url": "https://batch.example.test",
+    "create": {"path": "/v1/batches", "idempotency": "none", "job_id": "/id"},
+    "status": {
+        "path": "/v1/batches/{job_id}",
+        "state": "/status",
+        "state_map": {"completed": "succeeded"},
+    },
+    "result": {"source": "none"},
+}
+
+
+def test_webhook_operation_ref_from_query_and_thin_event_state_map() -> None:
+    desc = provider(
+        {
+            **OPENAI_LIKE,
+            "webhooks": {
+                "scheme": "standard_webhooks",
+                "secrets_env": "WH",
+                "thin": True,
+                "job_id": "/data/id",
+                "state": "/type",
+                "operation_ref": "query:op",
+                "state_map": {"batch.completed": "succeeded"},
+            },
+        },
+        env={"WH": "whsec_eA=="},
+    )
+    body = json.dumps({"type": "batch.completed", "data": {"id": "batch_1"}}).encode()
+    fact = parse_webhook(desc, body, {}, {"op": "op_42"})
+    assert fact.operation_ref == "op_42" and fact.remote_job_id == "batch_1"
+    assert fact.remote_state is RemoteState.SUCCEEDED and fact.thin
+
+
+# --------------------------------------------------------------------- transport
+
+
+@pytest.mark.parametrize(
+    ("exc", "category", "delivered"),
+    [
+        (httpx.ConnectError("refused"), "connect", False),
+        (httpx.ConnectTimeout("slow connect"), "connect", False),
+        (httpx.PoolTimeout("pool"), "connect", False),
+        (httpx.ReadTimeout("slow answer"), "timeout", True),
+        (httpx.WriteTimeout("slow send"), "timeout", True),
+        (httpx.ReadError("reset by peer"), "reset", True),
+        (httpx.RemoteProtocolError("closed without response"), "protocol", True),
+        (ConnectionResetError(), "reset", True),
+        (RuntimeError("?"), "other", True),
+    ],
+)
+def test_classify_transport_error(exc: BaseException, category: str, delivered: bool) -> None:
+    found = classify_transport_error(exc)
+    assert found == category
+    assert may_have_been_delivered(found) is delivered

@@ -1,0 +1,168 @@
+"""The guarantees report and Python plugins (loading, errors, the documented example)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from shared.providers import (
+    ConfigError,
+    HttpResponse,
+    ProviderAdapter,
+    ProviderPlugin,
+    adapter_for,
+    describe_guarantees,
+    load_preset,
+    parse_providers,
+)
+from shared.providers.description import ProviderDescription
+from shared.providers.example_plugin import LocationJobIdPlugin
+
+BASE: dict[str, Any] = {
+    "base_url": "https://api.example.test",
+    "create": {"path": "/v1/exports", "idempotency": "header", "status_url": "header:Location"},
+    "status": {
+        "path": "/v1/exports/{job_id}",
+        "state": "/state",
+        "state_map": {"done": "succeeded", "working": "running"},
+    },
+    "result": {"source": "none"},
+}
+
+
+def provider(changes: dict[str, Any], env: dict[str, str] | None = None) -> ProviderDescription:
+    table = copy.deepcopy(BASE)
+    table.update(changes)
+    return parse_providers({"providers": {"p": table}}, "config.toml", env or {})["p"]
+
+
+def report(desc: ProviderDescription) -> dict[str, tuple[bool, str]]:
+    return {name: (holds, why) for name, holds, why in describe_guarantees(desc)}
+
+
+# --------------------------------------------------------------------- guarantees
+
+
+def test_simulator_guarantees() -> None:
+    env = {"JW_SIM_WEBHOOK_SECRET": "whsec_dGVzdA=="}
+    lines = report(load_preset("simulator", env=env))
+    assert list(lines) == [
+        "at-most-once create",
+        "lookup after lost response",
+        "cancellable",
+        "webhooks signed",
+        "result integrity checked",
+    ]
+    assert all(holds for holds, _ in lines.values())
+    assert "Idempotency-Key" in lines["at-most-once create"][1]
+    assert "client_reference" in lines["lookup after lost response"][1]
+    assert "standard_webhooks" in lines["webhooks signed"][1]
+    assert "Content-Digest" in lines["result integrity checked"][1]
+
+
+def test_no_idempotency_no_lookup_is_reported_plainly() -> None:
+    desc = provider({"create": {**BASE["create"], "idempotency": "none", "job_id": "/id"}})
+    lines = report(desc)
+    assert lines["at-most-once create"][0] is False
+    assert "never retried automatically" in lines["at-most-once create"][1]
+    assert lines["lookup after lost response"][0] is False
+    assert lines["lookup after lost response"][1].startswith(
+        "create after a lost response cannot be reconciled automatically"
+    )
+    assert lines["cancellable"] == (
+        False,
+        "cancellation is unsupported: no cancel endpoint is configured",
+    )
+    assert lines["webhooks signed"][0] is False
+    assert lines["result integrity checked"][0] is False
+
+
+def test_static_header_webhooks_are_not_signatures() -> None:
+    desc = provider(
+        {
+            "create": {**BASE["create"], "job_id": "/id"},
+            "webhooks": {
+                "scheme": "static_header",
+                "options": {"header": "X-Hook-Token"},
+                "secrets_env": "WH",
+                "job_id": "/id",
+            },
+        },
+        env={"WH": "shared"},
+    )
+    holds, why = report(desc)["webhooks signed"]
+    assert holds is False and "static shared header" in why
+
+
+# --------------------------------------------------------------------- plugins
+
+
+def test_declarative_adapter_satisfies_the_plugin_protocol() -> None:
+    desc = load_preset("simulator", env={})
+    adapter = adapter_for(desc)
+    assert type(adapter) is ProviderAdapter
+    assert isinstance(adapter, ProviderPlugin)
+
+
+def test_example_plugin_loads_by_import_path_and_reads_location() -> None:
+    desc = provider({"plugin": "shared.providers.example_plugin:LocationJobIdPlugin"})
+    adapter = adapter_for(desc)
+    assert isinstance(adapter, LocationJobIdPlugin)
+    resp = HttpResponse(202, {"Location": "/v1/exports/exp_123"}, b"")
+    fact = adapter.parse_create(resp)
+    assert fact.kind == "accepted"
+    assert fact.remote_job_id == "exp_123"
+    assert fact.status_url == "/v1/exports/exp_123"
+    # Everything else stays declarative.
+    assert adapter.build_status("exp_123").url == "https://api.example.test/v1/exports/exp_123"
+
+
+def test_example_plugin_by_registered_name_with_options() -> None:
+    desc = provider({"plugin": "location_job_id", "plugin_options": {"header": "Content-Location"}})
+    resp = HttpResponse(202, {"Content-Location": "/v1/exports/exp_9/"}, b"")
+    assert adapter_for(desc).parse_create(resp).remote_job_id == "exp_9"
+
+
+def test_example_plugin_does_not_invent_ids_on_errors() -> None:
+    desc = provider({"plugin": "location_job_id"})
+    resp = HttpResponse(503, {"Location": "/v1/exports/exp_1"}, b"")
+    fact = adapter_for(desc).parse_create(resp)
+    assert fact.kind == "ambiguous" and fact.remote_job_id is None
+
+
+def test_bad_plugin_import_path_is_a_config_error() -> None:
+    with pytest.raises(ConfigError) as caught:
+        provider({"plugin": "no_such_package.plugins:Thing"})
+    message = str(caught.value)
+    assert message.startswith("config.toml: providers.p.plugin: cannot import 'no_such_package")
+
+
+def test_plugin_attribute_missing_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="has no attribute 'Nope'"):
+        provider({"plugin": "shared.providers.example_plugin:Nope"})
+
+
+def test_plugin_must_be_an_adapter_subclass() -> None:
+    with pytest.raises(ConfigError, match="not a subclass of ProviderAdapter"):
+        provider({"plugin": "shared.providers.errors:ConfigError"})
+
+
+def test_plugin_spec_without_colon_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match=r"neither 'package\.module:Class'"):
+        provider({"plugin": "shared.providers.example_plugin"})
+
+
+def test_plugin_options_are_checked_at_load() -> None:
+    with pytest.raises(ConfigError) as caught:
+        provider({"plugin": "location_job_id", "plugin_options": {"segment": 2}})
+    assert str(caught.value) == (
+        "config.toml: providers.p.plugin_options.segment: unknown option "
+        "(this plugin takes 'header')"
+    )
+
+
+def test_declarative_provider_still_needs_a_job_id_path() -> None:
+    with pytest.raises(ConfigError, match=r"providers\.p\.create\.job_id: required"):
+        provider({})

@@ -1,0 +1,240 @@
+"""Result validation: digests, required fields, size, content type, item counts, JSONL splits."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from typing import Any
+
+from shared.providers import (
+    Counts,
+    HttpResponse,
+    StatusFact,
+    load_preset,
+    parse_providers,
+    validate_inline_result,
+    validate_result,
+)
+from shared.providers.description import ProviderDescription
+from shared.states import RemoteState
+
+SIM = load_preset("simulator", env={})
+
+
+def provider(result: dict[str, Any]) -> ProviderDescription:
+    table = {
+        "base_url": "https://api.example.test",
+        "create": {"path": "/v1/jobs", "idempotency": "header", "job_id": "/id"},
+        "status": {
+            "path": "/v1/jobs/{job_id}",
+            "state": "/status",
+            "state_map": {"done": "succeeded"},
+            "counts_total": "/counts/total",
+            "counts_succeeded": "/counts/succeeded",
+            "counts_failed": "/counts/failed",
+        },
+        "result": result,
+    }
+    return parse_providers({"providers": {"p": table}}, "test.toml", {})["p"]
+
+
+def content_digest(body: bytes) -> str:
+    return "sha-256=:" + base64.b64encode(hashlib.sha256(body).digest()).decode() + ":"
+
+
+def sim_result(items: list[Any], digest: str | None = None, **headers: str) -> HttpResponse:
+    body = json.dumps({"job_id": "job_1", "items": items}).encode()
+    all_headers = {
+        "Content-Type": "application/json; charset=utf-8",
+        "Content-Digest": digest or content_digest(body),
+        **headers,
+    }
+    return HttpResponse(200, all_headers, body)
+
+
+def final_status(total: int, succeeded: int, failed: int) -> StatusFact:
+    return StatusFact(
+        status_code=200,
+        remote_state=RemoteState.PARTIALLY_SUCCEEDED,
+        counts=Counts(total=total, succeeded=succeeded, failed=failed),
+    )
+
+
+def test_valid_simulator_result() -> None:
+    resp = sim_result([{"n": 1}, {"n": 2}])
+    check = validate_result(SIM, resp, final_status(2, 2, 0))
+    assert check.ok, check.reason
+    assert check.sha256 == hashlib.sha256(resp.body).hexdigest()
+    assert check.size == len(resp.body)
+    assert check.content_type == "application/json"
+    assert (check.items_total, check.items_succeeded, check.items_failed) == (2, 2, 0)
+    assert check.parsed["items"] == [{"n": 1}, {"n": 2}]
+
+
+def test_content_digest_mismatch() -> None:
+    wrong = content_digest(b"something else")
+    check = validate_result(SIM, sim_result([1], digest=wrong), final_status(1, 1, 0))
+    assert not check.ok and not check.unavailable
+    assert check.reason == "Content-Digest sha-256 mismatch"
+
+
+def test_content_digest_missing() -> None:
+    resp = HttpResponse(200, {"Content-Type": "application/json"}, b'{"items": []}')
+    check = validate_result(SIM, resp, None)
+    assert check.reason == "Content-Digest missing or without sha-256"
+
+
+def test_content_digest_with_several_algorithms_checks_all_known() -> None:
+    body = b'{"items": [1]}'
+    sha512 = base64.b64encode(hashlib.sha512(body).digest()).decode()
+    header = f"{content_digest(body)}, sha-512=:{sha512}:, md5=:AAAA:"
+    resp = HttpResponse(200, {"Content-Type": "application/json", "Content-Digest": header}, body)
+    assert validate_result(SIM, resp, final_status(1, 1, 0)).ok
+
+
+def test_legacy_digest_header() -> None:
+    desc = provider(
+        {"source": "path", "path": "/v1/jobs/{job_id}/result", "expect": {"checksum": "digest"}}
+    )
+    body = b'{"ok": true}'
+    good = "SHA-256=" + base64.b64encode(hashlib.sha256(body).digest()).decode()
+    assert validate_result(desc, HttpResponse(200, {"Digest": good}, body), None).ok
+    bad = "SHA-256=" + base64.b64encode(hashlib.sha256(b"x").digest()).decode()
+    check = validate_result(desc, HttpResponse(200, {"Digest": bad}, body), None)
+    assert check.reason == "Digest sha-256 mismatch"
+
+
+def test_missing_required_field() -> None:
+    body = json.dumps({"job_id": "job_1", "rows": []}).encode()
+    resp = HttpResponse(
+        200, {"Content-Type": "application/json", "Content-Digest": content_digest(body)}, body
+    )
+    check = validate_result(SIM, resp, None)
+    assert check.reason == "missing required field items"
+
+
+def test_result_too_big() -> None:
+    desc = provider({"source": "path", "path": "/r/{job_id}", "expect": {"max_bytes": 10}})
+    check = validate_result(desc, HttpResponse(200, {}, b'{"a": "0123456789"}'), None)
+    assert check.reason == "result larger than max_bytes (19 > 10 bytes)"
+
+
+def test_wrong_content_type() -> None:
+    resp = sim_result([1], **{"Content-Type": "text/html"})
+    check = validate_result(SIM, resp, final_status(1, 1, 0))
+    assert check.reason == "unexpected content type text/html (expected application/json)"
+
+
+def test_item_count_mismatch_against_status_counts() -> None:
+    check = validate_result(
+        SIM, sim_result([{"n": i} for i in range(498)]), final_status(500, 500, 0)
+    )
+    assert not check.ok
+    assert check.reason == "expected 500 successful items, got 498"
+
+
+def test_partial_batch_items_match_succeeded_count() -> None:
+    check = validate_result(
+        SIM, sim_result([{"n": i} for i in range(498)]), final_status(500, 498, 2)
+    )
+    assert check.ok, check.reason
+
+
+def test_no_counts_in_status_skips_the_count_check_with_a_note() -> None:
+    check = validate_result(SIM, sim_result([1, 2, 3]), StatusFact(status_code=200))
+    assert check.ok
+    assert check.notes == ("item count not checked: the status reported no counts",)
+
+
+def test_expired_result_link_is_unavailable() -> None:
+    check = validate_result(SIM, HttpResponse(410, {}, b"gone"), None)
+    assert not check.ok and check.unavailable
+    assert check.reason == "result fetch answered HTTP 410"
+
+
+def test_invalid_json() -> None:
+    body = b"{broken"
+    resp = HttpResponse(
+        200, {"Content-Type": "application/json", "Content-Digest": content_digest(body)}, body
+    )
+    assert validate_result(SIM, resp, None).reason == "result is not valid JSON"
+
+
+JSONL = provider(
+    {
+        "source": "files",
+        "path": "/v1/files/{file_id}/content",
+        "file_ids": ["/output_file_id", "/error_file_id"],
+        "format": "jsonl",
+        "item_id": "/custom_id",
+        "item_error": "/error",
+        "item_success": "/response/status_code",
+        "item_success_values": [200],
+        "expect": {"item_count": "from_status_counts", "required_fields": ["custom_id"]},
+    }
+)
+
+
+def jsonl(*lines: dict[str, Any]) -> bytes:
+    return b"\n".join(json.dumps(line).encode() for line in lines) + b"\n"
+
+
+def test_jsonl_split_into_successes_and_failures_across_files() -> None:
+    output = jsonl(
+        {"custom_id": "a", "response": {"status_code": 200, "body": {}}, "error": None},
+        {"custom_id": "b", "response": {"status_code": 200, "body": {}}, "error": None},
+        {"custom_id": "c", "response": {"status_code": 400, "body": {}}, "error": None},
+    )
+    errors = jsonl(
+        {
+            "custom_id": "d",
+            "response": None,
+            "error": {"code": "batch_expired", "message": "not run in time"},
+        }
+    )
+    parts = [HttpResponse(200, {}, output), HttpResponse(200, {}, errors)]
+    check = validate_result(JSONL, parts, final_status(4, 2, 2))
+    assert check.ok, check.reason
+    assert (check.items_total, check.items_succeeded, check.items_failed) == (4, 2, 2)
+    assert [(f.item_id, f.code) for f in check.failed_items] == [
+        ("c", None),
+        ("d", "batch_expired"),
+    ]
+    assert len(check.part_sha256) == 2
+    assert check.sha256 == hashlib.sha256(output + errors).hexdigest()
+
+
+def test_jsonl_missing_lines_fail_the_count() -> None:
+    output = jsonl({"custom_id": "a", "response": {"status_code": 200}, "error": None})
+    check = validate_result(JSONL, [HttpResponse(200, {}, output)], final_status(4, 1, 3))
+    assert check.reason == "expected 4 items, got 1"
+
+
+def test_jsonl_bad_line_is_named() -> None:
+    body = b'{"custom_id": "a", "response": {"status_code": 200}}\nnot json\n'
+    check = validate_result(JSONL, HttpResponse(200, {}, body), None)
+    assert check.reason == "result line 2 is not valid JSON"
+
+
+def test_jsonl_required_field_applies_to_each_line() -> None:
+    body = jsonl({"custom_id": "a", "response": {"status_code": 200}}, {"response": {}})
+    check = validate_result(JSONL, HttpResponse(200, {}, body), None)
+    assert check.reason == "missing required field custom_id"
+
+
+def test_inline_result_is_validated_and_hashed_canonically() -> None:
+    desc = provider(
+        {
+            "source": "inline",
+            "inline": "/output",
+            "items": "/items",
+            "expect": {"required_fields": ["items"]},
+        }
+    )
+    first = validate_inline_result(desc, {"items": [1, 2], "b": 1}, None)
+    second = validate_inline_result(desc, {"b": 1, "items": [1, 2]}, None)
+    assert first.ok and first.sha256 == second.sha256
+    assert first.items_total == 2
+    missing = validate_inline_result(desc, None, None)
+    assert missing.reason == "no result in the final response"

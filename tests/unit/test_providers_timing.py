@@ -1,0 +1,94 @@
+"""Retry-After parsing and poll scheduling (SPEC §4)."""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from shared.providers import next_poll_delay, parse_retry_after
+from shared.providers.description import Limits
+from shared.providers.timing import backoff_ceiling
+
+NOW = datetime(2025, 1, 6, 12, 0, 0, tzinfo=UTC)
+LIMITS = Limits(
+    backoff_base=2.0, backoff_factor=2.0, backoff_cap=60.0, webhook_backstop_poll_seconds=300.0
+)
+
+
+def test_retry_after_seconds() -> None:
+    assert parse_retry_after("120", NOW) == 120.0
+
+
+def test_retry_after_http_date() -> None:
+    assert parse_retry_after("Mon, 06 Jan 2025 12:01:30 GMT", NOW) == 90.0
+
+
+def test_retry_after_date_in_the_past_is_zero() -> None:
+    assert parse_retry_after("Mon, 06 Jan 2025 11:00:00 GMT", NOW) == 0.0
+
+
+def test_retry_after_naive_now_is_taken_as_utc() -> None:
+    naive = NOW.replace(tzinfo=None)
+    assert parse_retry_after("Mon, 06 Jan 2025 12:00:10 GMT", naive) == 10.0
+
+
+@pytest.mark.parametrize("value", [None, "", "soon", "-5", "nan", "Mon, 99 Foo 2025"])
+def test_retry_after_garbage_is_none(value: str | None) -> None:
+    assert parse_retry_after(value, NOW) is None
+
+
+def test_retry_after_absurd_value_is_capped_to_a_day() -> None:
+    far = (NOW + timedelta(days=30)).strftime("%a, %d %b %Y %H:%M:%S GMT")
+    assert parse_retry_after(far, NOW) == 86400.0
+    assert parse_retry_after("99999999", NOW) == 86400.0
+
+
+def test_backoff_ceiling_doubles_then_caps() -> None:
+    assert [backoff_ceiling(LIMITS, n) for n in range(7)] == [2, 4, 8, 16, 32, 60, 60]
+
+
+def test_backoff_ceiling_survives_huge_attempts() -> None:
+    assert backoff_ceiling(LIMITS, 100_000) == 60.0
+
+
+def test_jittered_delay_stays_within_floor_and_ceiling() -> None:
+    rng = random.Random(7)
+    for attempt in range(12):
+        for _ in range(200):
+            delay = next_poll_delay(LIMITS, attempt, None, None, rng, webhooks_configured=False)
+            assert 1.0 <= delay <= backoff_ceiling(LIMITS, attempt)
+
+
+def test_jitter_actually_spreads_delays() -> None:
+    rng = random.Random(11)
+    delays = {round(next_poll_delay(LIMITS, 5, None, None, rng, False), 3) for _ in range(50)}
+    assert len(delays) > 40  # full jitter: not lock-step
+    assert max(delays) > 30  # and it uses the range up to the cap
+
+
+def test_seeded_rng_is_reproducible() -> None:
+    first = [next_poll_delay(LIMITS, n, None, None, random.Random(3), False) for n in range(5)]
+    again = [next_poll_delay(LIMITS, n, None, None, random.Random(3), False) for n in range(5)]
+    assert first == again
+
+
+def test_retry_after_wins_over_poll_after_and_backoff() -> None:
+    rng = random.Random(1)
+    assert next_poll_delay(LIMITS, 0, 45.0, 3.0, rng, False) == 45.0
+
+
+def test_poll_after_wins_over_backoff() -> None:
+    assert next_poll_delay(LIMITS, 9, None, 5.0, random.Random(1), False) == 5.0
+
+
+def test_zero_hints_never_hammer() -> None:
+    assert next_poll_delay(LIMITS, 0, 0.0, None, random.Random(1), False) == 1.0
+    assert next_poll_delay(LIMITS, 0, None, 0.0, random.Random(1), False) == 1.0
+
+
+def test_webhooks_make_polling_a_slow_backstop() -> None:
+    assert next_poll_delay(LIMITS, 0, None, 2.0, random.Random(1), True) == 300.0
+    # ...but a longer Retry-After is still honoured.
+    assert next_poll_delay(LIMITS, 0, 900.0, None, random.Random(1), True) == 900.0
