@@ -15,6 +15,7 @@ UPDATE operations o SET
     lease_owner = $1,
     lease_expires_at = clock_timestamp() + make_interval(secs => $3),
     lease_fence = o.lease_fence + 1,
+    wake_requested = false,
     next_poll_at = clock_timestamp() + make_interval(secs => $3)
 FROM due
 WHERE o.operation_id = due.operation_id
@@ -24,8 +25,14 @@ RETURNING o.*;
 -- Give the row back with its next appointment.
 UPDATE operations SET
     lease_owner = NULL, lease_expires_at = NULL,
-    next_poll_at = CASE WHEN finished_at IS NULL AND $3::double precision IS NOT NULL
-                        THEN clock_timestamp() + make_interval(secs => $3) END
+    wake_requested = false,
+    -- a wake that arrived while we held the lease makes the row due at once
+    next_poll_at = CASE
+        WHEN finished_at IS NOT NULL THEN NULL
+        WHEN wake_requested AND state NOT IN ('needs_attention', 'result_timed_out',
+             'result_unavailable', 'result_validation_failed') THEN clock_timestamp()
+        WHEN $3::double precision IS NULL THEN NULL
+        ELSE clock_timestamp() + make_interval(secs => $3) END
 WHERE operation_id = $1 AND lease_fence = $2
 RETURNING operation_id;
 
@@ -112,6 +119,5 @@ UPDATE operations SET webhook_seen_at = clock_timestamp() WHERE operation_id = $
 SELECT call_kind, method, url, status_code, provider_request_id, error_category, started_at
 FROM provider_calls WHERE operation_id = $1 ORDER BY call_id DESC LIMIT 20;
 
--- name: set_next_poll_now
-UPDATE operations SET next_poll_at = clock_timestamp()
-WHERE operation_id = $1 AND finished_at IS NULL AND (lease_expires_at IS NULL OR lease_expires_at < clock_timestamp());
+-- name: request_wake
+SELECT jw_request_wake($1);
