@@ -15,7 +15,10 @@ CREATE FUNCTION jw_request_wake(p_operation_id text) RETURNS void LANGUAGE sql A
         next_poll_at = CASE
             WHEN lease_expires_at IS NULL OR lease_expires_at < clock_timestamp()
             THEN clock_timestamp() ELSE next_poll_at END
-    WHERE operation_id = p_operation_id AND finished_at IS NULL;
+    WHERE operation_id = p_operation_id AND finished_at IS NULL
+      -- escalated operations wait for an operator, not for the next event
+      AND state NOT IN ('needs_attention', 'result_timed_out', 'result_unavailable',
+                        'result_validation_failed');
     SELECT pg_notify('jobwarden_wakeup', p_operation_id);
 $$;
 GRANT EXECUTE ON FUNCTION jw_request_wake(text) TO jobwarden_receiver, jobwarden_reconciler,
