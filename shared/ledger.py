@@ -364,3 +364,8 @@ async def request_cancel(
             conn, operation_id, state, target, actor=requested_by, cause=f"cancel: {reason}"
         )
         return target
+
+
+async def record_sync_mode(db: Executor, operation_id: str, *, fence: int | None) -> None:
+    """The provider answered synchronously, with no job id: the result is the proof."""
+    await _fenced_update(db, "set_create_mode", operation_id, "sync", fence)

@@ -90,3 +90,9 @@ UPDATE operations SET result_id = $2, result_ref = $3, result_summary = $4
 WHERE operation_id = $1
   AND ($5::bigint IS NULL OR (lease_fence = $5 AND lease_expires_at > clock_timestamp()))
 RETURNING operation_id;
+
+-- name: set_create_mode
+UPDATE operations SET create_mode = $2
+WHERE operation_id = $1
+  AND ($3::bigint IS NULL OR (lease_fence = $3 AND lease_expires_at > clock_timestamp()))
+RETURNING operation_id;

@@ -121,3 +121,19 @@ FROM provider_calls WHERE operation_id = $1 ORDER BY call_id DESC LIMIT 20;
 
 -- name: request_wake
 SELECT jw_request_wake($1);
+
+-- name: known_remote_job_ids
+-- Every job id the provider ever named for this operation (create and lookup answers).
+SELECT DISTINCT remote_job_id FROM provider_calls
+WHERE operation_id = $1 AND call_kind IN ('create', 'lookup') AND remote_job_id IS NOT NULL;
+
+-- name: set_last_error
+UPDATE operations SET last_error = $3
+WHERE operation_id = $1 AND lease_fence = $2 AND lease_expires_at > clock_timestamp()
+RETURNING operation_id;
+
+-- name: latest_poll_call
+SELECT c.status_code, c.response_headers, c.response_body, c.response_size, c.url
+FROM provider_calls c
+WHERE c.operation_id = $1 AND c.call_kind = 'status' AND c.status_code BETWEEN 200 AND 299
+ORDER BY c.call_id DESC LIMIT 1;

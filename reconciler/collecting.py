@@ -1,0 +1,228 @@
+"""Result collection: a separate, recorded action with its own verdict.
+
+A remote success only means the provider finished. We fetch the result,
+validate it by the provider's rules (content type, required fields, digest,
+size, item counts), store it durably (content-addressed file + integrity data,
+small JSON inline) and record per-item failures of a batch. Only then is the
+operation `succeeded`; an expired link is `result_unavailable`, bad content is
+`result_validation_failed` — both escalated, never reported as success.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from reconciler.recording import finish_call, record_call, start_call
+from reconciler.step import Delay, Step, utcnow
+from shared import ledger, records
+from shared.errors import LeaseLost
+from shared.providers import (
+    HttpResponse,
+    ItemFailure,
+    RequestBuildError,
+    ResultCheck,
+    StatusFact,
+)
+from shared.providers.description import ResultSource
+from shared.queries import q
+from shared.result_store import INLINE_MAX_BYTES
+from shared.states import Evidence, LocalState
+
+S = LocalState
+# Transient fetch failures (5xx, timeouts) are retried this many times before
+# the result is declared unavailable and a human is asked.
+MAX_RESULT_ATTEMPTS = 6
+# Failed items are kept page by page; past this many pages the rest stays at the
+# provider (the summary says how many failed, the reference says where).
+MAX_ERROR_PAGES = 50
+
+
+async def step_collect(step: Step) -> Delay:
+    async with step.ctx.pool.acquire() as conn:
+        status_resp = await _final_status(step, conn)
+        if status_resp is None:
+            return step.backoff(step.op.result_attempts)
+        status = step.adapter.parse_status(status_resp, utcnow())
+        attempt = await conn.fetchval(q("bump_result_attempt"), step.op.operation_id, step.fence)
+        if attempt is None:
+            raise LeaseLost(f"lease on {step.op.operation_id} lost")
+        desc = step.adapter.desc
+        if desc.result.side_effects and attempt > 1:
+            return await _give_up(
+                step,
+                conn,
+                S.RESULT_UNAVAILABLE,
+                "fetching this result has side effects and an earlier fetch "
+                "may already have consumed it; not fetching again",
+            )
+        fetched = await _fetch(step, conn, status_resp, status, attempt)
+        if isinstance(fetched, float):
+            return fetched
+        if fetched is None:
+            return None
+        check, content = fetched
+        if check.unavailable:
+            return await _give_up(
+                step, conn, S.RESULT_UNAVAILABLE, f"result unavailable: {check.reason}"
+            )
+        failures = list(check.failed_items)
+        if check.ok and status.errors_url:
+            failures.extend(await _error_pages(step, conn, status.errors_url))
+        return await _store(step, conn, check, content, failures)
+
+
+async def _final_status(step: Step, conn: Any) -> HttpResponse | None:
+    """The response of our final read: re-read from the call log, or read again."""
+    row = await conn.fetchrow(q("latest_poll_call"), step.op.operation_id)
+    if (
+        row is not None
+        and row["response_body"] is not None
+        and (len(row["response_body"].encode()) == row["response_size"])
+    ):
+        return HttpResponse(
+            status_code=row["status_code"],
+            headers=row["response_headers"] or {},
+            body=row["response_body"].encode(),
+            url=row["url"],
+        )
+    assert step.op.remote_job_id is not None
+    req = step.adapter.build_status(step.op.remote_job_id, step.op.status_url)
+    sent = await step.send(req)
+    async with conn.transaction():
+        await record_call(
+            conn, step.op, req, "status", step.op.poll_attempts + 1, step.worker, step.fence, sent
+        )
+    if sent.response is None or sent.response.status_code >= 300:
+        return None
+    return sent.response
+
+
+async def _fetch(
+    step: Step, conn: Any, status_resp: HttpResponse, status: StatusFact, attempt: int
+) -> tuple[ResultCheck, bytes] | float | None:
+    desc = step.adapter.desc
+    assert step.op.remote_job_id is not None
+    try:
+        reqs = step.adapter.build_result_requests(step.op.remote_job_id, status)
+    except RequestBuildError as exc:
+        await _give_up(step, conn, S.RESULT_UNAVAILABLE, f"cannot locate the result: {exc}")
+        return None
+    if not reqs:
+        if desc.result.source is ResultSource.NONE:
+            value: Any = {"remote_state": status.raw_state}
+        else:
+            value = step.adapter.inline_result(status_resp)
+        check = step.adapter.validate_inline_result(value, status)
+        return check, json.dumps(value, sort_keys=True, separators=(",", ":")).encode()
+    responses: list[HttpResponse] = []
+    for req in reqs:
+        call_id = await start_call(conn, step.op, req, "result", attempt, step.worker, step.fence)
+        sent = await step.send(req)
+        await finish_call(conn, call_id, sent)
+        resp = sent.response
+        transient = resp is None or resp.status_code >= 500 or resp.status_code == 429
+        if transient:
+            if attempt >= MAX_RESULT_ATTEMPTS:
+                await _give_up(
+                    step,
+                    conn,
+                    S.RESULT_UNAVAILABLE,
+                    f"result fetch kept failing ({sent.error_category}) after {attempt} attempts",
+                )
+                return None
+            retry_after = None
+            if resp is not None:
+                retry_after = step.adapter.parse_status(resp, utcnow()).retry_after_seconds
+            return step.backoff(attempt, retry_after)
+        assert resp is not None
+        responses.append(resp)
+    check = step.adapter.validate_result(responses if len(responses) > 1 else responses[0], status)
+    return check, b"".join(r.body for r in responses)
+
+
+async def _error_pages(step: Step, conn: Any, errors_url: str) -> list[ItemFailure]:
+    failures: list[ItemFailure] = []
+    token: str | None = None
+    for page in range(MAX_ERROR_PAGES):
+        req = step.adapter.build_errors_page(errors_url, token)
+        sent = await step.send(req)
+        await record_call(conn, step.op, req, "errors", page + 1, step.worker, step.fence, sent)
+        if sent.response is None or sent.response.status_code != 200:
+            break
+        parsed = step.adapter.parse_errors_page(sent.response)
+        failures.extend(parsed.items)
+        token = parsed.next_page_token
+        if not token:
+            break
+    return failures
+
+
+def _item_key(item: ItemFailure, n: int) -> str:
+    if item.item_id is not None:
+        return item.item_id
+    return str(item.index if item.index is not None else n)
+
+
+async def _store(
+    step: Step, conn: Any, check: ResultCheck, content: bytes, failures: list[ItemFailure]
+) -> Delay:
+    ref: str | None = None
+    inline = None
+    if check.ok:
+        _, ref = step.ctx.store.put(content)
+        if check.parsed is not None and len(content) <= INLINE_MAX_BYTES:
+            inline = check.parsed
+    seen: dict[str, tuple[str, str | None, str | None]] = {}
+    for n, item in enumerate(failures):
+        key = _item_key(item, n)
+        seen.setdefault(key, (key, item.code, item.message))
+    async with conn.transaction():
+        result_id = await records.record_result(
+            conn,
+            records.ResultRecord(
+                operation_id=step.op.operation_id,
+                valid=check.ok,
+                reason=check.reason,
+                content_type=check.content_type,
+                size_bytes=check.size,
+                sha256=check.sha256,
+                storage_ref=ref,
+                inline=inline,
+                items_total=check.items_total,
+                items_succeeded=check.items_succeeded,
+                items_failed=check.items_failed,
+                failed_items=list(seen.values()),
+            ),
+        )
+        if not check.ok:
+            await step.move(
+                conn,
+                S.RESULT_VALIDATION_FAILED,
+                f"result failed validation: {check.reason}",
+                sha256=check.sha256,
+                size=check.size,
+            )
+            return None
+        summary = {
+            "items_total": check.items_total,
+            "items_succeeded": check.items_succeeded,
+            "items_failed": check.items_failed,
+            "sha256": check.sha256,
+            "size_bytes": check.size,
+            "failed_items_recorded": len(seen),
+        }
+        await ledger.attach_result(
+            conn, step.op.operation_id, result_id, result_ref=ref, summary=summary, fence=step.fence
+        )
+        await step.move(
+            conn, S.SUCCEEDED, "result fetched and validated", (Evidence.RESULT, result_id)
+        )
+    return None
+
+
+async def _give_up(step: Step, conn: Any, dst: LocalState, reason: str) -> Delay:
+    async with conn.transaction():
+        await step.reload(conn)
+        await step.move(conn, dst, reason)
+    return None

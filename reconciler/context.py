@@ -1,0 +1,70 @@
+"""What every reconciler step needs, built once per process.
+
+Nothing here holds per-operation state: an operation's whole truth is its row,
+so a step can be killed at any line and redone by any worker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from shared.config import Settings
+from shared.providers import ProviderAdapter, ProviderDescription, adapter_for
+from shared.result_store import ResultStore
+
+
+@dataclass
+class Context:
+    pool: Any
+    settings: Settings
+    client: httpx.AsyncClient
+    adapters: Mapping[str, ProviderAdapter]
+    store: ResultStore
+    # public URL template of our receiver, e.g. http://host:8080/webhooks/{provider}
+    webhook_url: str | None = None
+    rng: random.Random = field(default_factory=random.Random)
+    semaphores: dict[str, asyncio.Semaphore] = field(default_factory=dict)
+
+    def adapter(self, provider: str) -> ProviderAdapter | None:
+        return self.adapters.get(provider)
+
+    def semaphore(self, provider: str) -> asyncio.Semaphore:
+        sem = self.semaphores.get(provider)
+        if sem is None:
+            adapter = self.adapters.get(provider)
+            limit = adapter.desc.limits.max_concurrency if adapter else 1
+            sem = self.semaphores[provider] = asyncio.Semaphore(limit)
+        return sem
+
+    def webhook_url_for(self, provider: str) -> str | None:
+        if not self.webhook_url:
+            return None
+        return self.webhook_url.replace("{provider}", provider)
+
+
+def build_adapters(providers: Mapping[str, ProviderDescription]) -> dict[str, ProviderAdapter]:
+    return {name: adapter_for(desc) for name, desc in providers.items()}
+
+
+def http_client(max_connections: int) -> httpx.AsyncClient:
+    """One pooled client for all providers.
+
+    `Accept-Encoding: identity` keeps bodies byte-exact, so Content-Digest and
+    our own sha256 are computed over what the provider actually signed. No
+    redirects: a provider that redirects a status read is a contract change we
+    want recorded, not silently followed.
+    """
+    return httpx.AsyncClient(
+        headers={"Accept-Encoding": "identity", "User-Agent": "jobwarden-reconciler"},
+        follow_redirects=False,
+        limits=httpx.Limits(
+            max_connections=max_connections, max_keepalive_connections=max_connections
+        ),
+        trust_env=False,
+    )

@@ -1,0 +1,106 @@
+"""Backstop status reads, the final read, and the result deadline.
+
+Each read appends an observation. Progress is recorded, never trusted: only a
+terminal state read by us moves the operation (webhooks only make us read
+sooner). Retry-After and poll_after_seconds are honoured; 429/503 are
+back-pressure, not failure.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from reconciler.recording import record_call, record_poll
+from reconciler.step import NOW, Delay, Step, utcnow
+from shared.providers import StatusFact
+from shared.states import Evidence, LocalState, RemoteState
+
+S = LocalState
+# A job the provider says does not exist may be a read racing its creation;
+# a few misses in a row is a contradiction a human must look at.
+NOT_FOUND_TOLERANCE = 3
+# Once cancellation is unconfirmed we keep reading, slowly, in case it settles.
+UNCONFIRMED_POLL_SECONDS = 300.0
+
+TERMINAL_TARGET = {
+    RemoteState.SUCCEEDED: S.RESULT_COLLECTING,
+    RemoteState.PARTIALLY_SUCCEEDED: S.RESULT_COLLECTING,
+    RemoteState.FAILED: S.FAILED,
+    RemoteState.CANCELLED: S.CANCELLED,
+}
+
+
+async def step_poll(step: Step) -> Delay:
+    async with step.ctx.pool.acquire() as conn:
+        passed = await _deadlines(step, conn)
+        if passed is not None or step.op.state is S.RESULT_TIMED_OUT:
+            return passed
+        assert step.op.remote_job_id is not None
+        req = step.adapter.build_status(step.op.remote_job_id, step.op.status_url)
+        sent = await step.send(req)
+        if sent.response is None:
+            async with conn.transaction():
+                await record_call(
+                    conn,
+                    step.op,
+                    req,
+                    "status",
+                    step.op.poll_attempts + 1,
+                    step.worker,
+                    step.fence,
+                    sent,
+                )
+            return step.backoff(step.op.poll_attempts)
+        fact = step.adapter.parse_status(sent.response, utcnow())
+        async with conn.transaction():
+            observation_id, _ = await record_poll(
+                conn, step.op, step.fence, step.worker, req, sent, fact
+            )
+            return await _decide(step, conn, fact, observation_id)
+
+
+async def _deadlines(step: Step, conn: Any) -> Delay | None:
+    now = utcnow()
+    op = step.op
+    if op.state in (S.ACCEPTED, S.OBSERVING) and now >= op.result_deadline:
+        async with conn.transaction():
+            await step.move(
+                conn,
+                S.RESULT_TIMED_OUT,
+                "result deadline passed; automatic observation stopped (the remote job may "
+                "still be running)",
+            )
+        return None
+    if (
+        op.state in (S.CANCEL_REQUESTED, S.CANCELLING)
+        and op.cancel_deadline
+        and (now >= op.cancel_deadline)
+    ):
+        async with conn.transaction():
+            await step.move(
+                conn,
+                S.CANCELLATION_UNCONFIRMED,
+                "cancel deadline passed without a remote confirmation",
+            )
+        return UNCONFIRMED_POLL_SECONDS
+    return None
+
+
+async def _decide(step: Step, conn: Any, fact: StatusFact, observation_id: int) -> Delay:
+    if step.op.state is S.ACCEPTED:
+        await step.move(conn, S.OBSERVING, "first observation")
+    target = TERMINAL_TARGET.get(fact.remote_state) if fact.remote_state else None
+    if target is not None:
+        cause = f"status read: remote {fact.raw_state or fact.remote_state}"
+        await step.move(conn, target, cause, (Evidence.OBSERVATION, observation_id))
+        return NOW if target is S.RESULT_COLLECTING else None
+    if fact.not_found:
+        misses = step.op.poll_attempts  # record_poll already counted this read
+        if misses >= NOT_FOUND_TOLERANCE:
+            await step.move(
+                conn, S.NEEDS_ATTENTION, f"provider says job {step.op.remote_job_id} does not exist"
+            )
+            return None
+    if step.op.state is S.CANCELLATION_UNCONFIRMED:
+        return UNCONFIRMED_POLL_SECONDS
+    return step.backoff(step.op.poll_attempts, fact.retry_after_seconds, fact.poll_after_seconds)

@@ -1,0 +1,132 @@
+"""One reconciler process's work loop, in `run_once()` form.
+
+`run_once` claims a batch of due operations (leases with fencing), runs the
+step each one's state calls for, and gives each row back with its next
+appointment. It returns counts, so tests drive it directly without timing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import Counter
+from collections.abc import Awaitable, Callable
+
+from reconciler.cancelling import step_cancel
+from reconciler.collecting import step_collect
+from reconciler.context import Context
+from reconciler.creating import step_create
+from reconciler.observing import step_poll
+from reconciler.step import NOW, Delay, Step
+from shared.errors import LeaseLost, StaleTransition
+from shared.ledger import Operation
+from shared.queries import q
+from shared.states import LocalState
+
+S = LocalState
+log = logging.getLogger("jobwarden.reconciler")
+
+# A step that leaves the operation ready for the next one (accepted -> poll,
+# remote success -> collect) goes on under the same lease, up to this many times.
+MAX_CHAINED_STEPS = 4
+# After an unexpected error, wait this long before trying the operation again.
+ERROR_RETRY_SECONDS = 30.0
+# Missing provider config may be a deploy in progress: look again later.
+UNKNOWN_PROVIDER_RETRY_SECONDS = 60.0
+
+StepFn = Callable[[Step], Awaitable[Delay]]
+
+
+def step_for(op: Operation) -> StepFn | None:
+    state = op.state
+    if state in (S.CREATE_PENDING, S.CREATE_UNKNOWN):
+        return step_create
+    if state is S.CANCEL_REQUESTED:
+        return step_create if op.remote_job_id is None else step_cancel
+    if state in (S.ACCEPTED, S.OBSERVING, S.CANCELLING, S.CANCELLATION_UNCONFIRMED):
+        return step_poll
+    if state is S.RESULT_COLLECTING:
+        return step_collect
+    return None  # terminal, or waiting for an operator
+
+
+class Reconciler:
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self.in_flight = 0
+
+    async def claim(self, limit: int) -> list[Operation]:
+        settings = self.ctx.settings
+        rows = await self.ctx.pool.fetch(
+            q("claim_due"), settings.worker_id, limit, settings.lease_seconds
+        )
+        return [Operation._from_record(r) for r in rows]
+
+    async def run_once(self, limit: int | None = None) -> Counter[str]:
+        """Claim and process one batch; returns counts by outcome."""
+        batch = await self.claim(limit or self.ctx.settings.claim_batch)
+        counts: Counter[str] = Counter(claimed=len(batch))
+        if batch:
+            outcomes = await asyncio.gather(*(self.process(op) for op in batch))
+            counts.update(outcomes)
+        return counts
+
+    async def process(self, op: Operation) -> str:
+        self.in_flight += 1
+        try:
+            return await self._process(op)
+        finally:
+            self.in_flight -= 1
+
+    async def _process(self, op: Operation) -> str:
+        fence = op.lease_fence
+        adapter = self.ctx.adapter(op.provider)
+        if adapter is None:
+            log.error(
+                "no provider configured",
+                extra={"ctx": {"operation_id": op.operation_id, "provider": op.provider}},
+            )
+            await self._release(op, fence, UNKNOWN_PROVIDER_RETRY_SECONDS)
+            return "unknown_provider"
+        step = Step(self.ctx, op, adapter, fence)
+        delay: Delay = None
+        try:
+            for _ in range(MAX_CHAINED_STEPS):
+                fn = step_for(step.op)
+                if fn is None:
+                    delay = None
+                    break
+                delay = await fn(step)
+                if delay != NOW:
+                    break
+        except LeaseLost:
+            log.warning(
+                "lease lost; leaving the operation to its new owner",
+                extra={"ctx": {"operation_id": op.operation_id, "trace_id": op.trace_id}},
+            )
+            return "lease_lost"
+        except StaleTransition:
+            # Someone else (an agent's cancel, an operator) moved it: look again now.
+            delay = NOW
+        except Exception:
+            log.exception(
+                "step failed",
+                extra={
+                    "ctx": {
+                        "operation_id": op.operation_id,
+                        "trace_id": op.trace_id,
+                        "state": step.op.state.value,
+                    }
+                },
+            )
+            await self._release(op, fence, ERROR_RETRY_SECONDS)
+            return "error"
+        await self._release(op, fence, delay)
+        return step.op.state.value
+
+    async def _release(self, op: Operation, fence: int, delay: Delay) -> None:
+        await self.ctx.pool.fetchval(q("release"), op.operation_id, fence, delay)
+
+    async def release_all(self) -> int:
+        status = await self.ctx.pool.execute(q("release_all_mine"), self.ctx.settings.worker_id)
+        return int(status.split()[-1])

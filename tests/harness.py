@@ -1,0 +1,151 @@
+"""A real simulated provider + a real reconciler over a real database, for tests.
+
+`Rig` starts the simulator on a loopback port, describes it with the shipped
+`simulator` preset (fast backoff so tests run in seconds), and drives the
+reconciler with `run_once()` — the same function the daemon's scheduler calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from reconciler.context import Context, build_adapters, http_client
+from reconciler.worker import Reconciler
+from shared import ledger
+from shared.config import Settings
+from shared.ledger import RequestSpec
+from shared.providers import ProviderDescription, parse_providers
+from shared.result_store import ResultStore
+from shared.serve import serve_app
+from shared.simulator import SimulatorSettings, build_app
+from shared.states import LocalState
+
+WEBHOOK_SECRET = "whsec_" + "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+FAST_LIMITS = {
+    "backoff_base": 0.05,
+    "backoff_factor": 2.0,
+    "backoff_cap": 0.3,
+    "request_timeout": 1.0,
+    "webhook_backstop_poll_seconds": 0.5,
+}
+
+
+def sim_providers(
+    base_url: str,
+    *,
+    overrides: Mapping[str, Any] | None = None,
+    webhooks: bool = False,
+    name: str = "sim",
+) -> dict[str, ProviderDescription]:
+    table: dict[str, Any] = {
+        "preset": "simulator",
+        "base_url": base_url,
+        "limits": dict(FAST_LIMITS),
+    }
+    for key, value in (overrides or {}).items():
+        if isinstance(value, dict) and isinstance(table.get(key), dict):
+            table[key] = {**table[key], **value}
+        else:
+            table[key] = value
+    env = {"JW_SIM_WEBHOOK_SECRET": WEBHOOK_SECRET} if webhooks else {}
+    return parse_providers({"providers": {name: table}}, "test-config", env)
+
+
+@dataclass
+class Rig:
+    pool: Any
+    sim_url: str
+    reconciler: Reconciler
+    ctx: Context
+
+    async def submit(
+        self,
+        script: str = "success",
+        *,
+        provider: str = "sim",
+        ref: str | None = None,
+        result_deadline_s: float = 60.0,
+        create_deadline_s: float = 30.0,
+        **params: Any,
+    ) -> str:
+        body = {"script": script, "params": params, "input": {"rows": 3}}
+        sub = await ledger.submit_operation(
+            self.pool,
+            provider=provider,
+            kind="export",
+            request=RequestSpec("POST", "/v1/jobs", body),
+            requested_by="agent:test",
+            client_reference=ref,
+            create_deadline_s=create_deadline_s,
+            result_deadline_s=result_deadline_s,
+        )
+        return sub.operation_id
+
+    async def state(self, op_id: str) -> LocalState:
+        return (await ledger.load_operation(self.pool, op_id)).state
+
+    async def run_until(self, done: Callable[[], Any], timeout: float = 15.0) -> None:
+        """Call run_once (as the daemon would) until `done()` is truthy."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            await self.reconciler.run_once()
+            result = done()
+            if asyncio.iscoroutine(result):
+                result = await result
+            if result:
+                return
+            await asyncio.sleep(0.02)
+        raise AssertionError("condition not reached in time")
+
+    async def settle(
+        self, op_id: str, states: set[LocalState], timeout: float = 15.0
+    ) -> LocalState:
+        async def reached() -> bool:
+            return await self.state(op_id) in states
+
+        await self.run_until(reached, timeout)
+        return await self.state(op_id)
+
+    async def stats(self) -> dict[str, Any]:
+        async with httpx.AsyncClient() as client:
+            return (await client.get(f"{self.sim_url}/_sim/stats")).json()
+
+
+@contextlib.asynccontextmanager
+async def rig(
+    pool: Any,
+    tmp_path: Path,
+    *,
+    sim: SimulatorSettings | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    webhook_url: str | None = None,
+    worker_id: str = "w1",
+    lease_seconds: float = 10.0,
+) -> AsyncIterator[Rig]:
+    async with serve_app(build_app(sim or SimulatorSettings())) as sim_url:
+        providers = sim_providers(sim_url, overrides=overrides, webhooks=webhook_url is not None)
+        settings = replace(
+            Settings(),
+            worker_id=worker_id,
+            lease_seconds=lease_seconds,
+            results_dir=tmp_path / "results",
+            providers=providers,
+        )
+        async with http_client(64) as client:
+            ctx = Context(
+                pool=pool,
+                settings=settings,
+                client=client,
+                adapters=build_adapters(providers),
+                store=ResultStore(tmp_path / "results"),
+                webhook_url=webhook_url,
+            )
+            yield Rig(pool, sim_url, Reconciler(ctx), ctx)
