@@ -69,7 +69,7 @@ async def step_collect(step: Step) -> Delay:
         failures = list(check.failed_items)
         if check.ok and status.errors_url:
             failures.extend(await _error_pages(step, conn, status.errors_url))
-        return await _store(step, conn, check, content, failures)
+        return await _store(step, conn, check, content, failures, status)
 
 
 async def _final_status(step: Step, conn: Any) -> HttpResponse | None:
@@ -164,8 +164,22 @@ def _item_key(item: ItemFailure, n: int) -> str:
     return str(item.index if item.index is not None else n)
 
 
+def _counts(check: ResultCheck, status: StatusFact) -> tuple[int | None, int | None, int | None]:
+    """Item counts: the provider's final status is authoritative, the result fills gaps."""
+    counts = status.counts
+    total = counts.total if counts and counts.total is not None else check.items_total
+    ok = counts.succeeded if counts and counts.succeeded is not None else check.items_succeeded
+    failed = counts.failed if counts and counts.failed is not None else check.items_failed
+    return total, ok, failed
+
+
 async def _store(
-    step: Step, conn: Any, check: ResultCheck, content: bytes, failures: list[ItemFailure]
+    step: Step,
+    conn: Any,
+    check: ResultCheck,
+    content: bytes,
+    failures: list[ItemFailure],
+    status: StatusFact,
 ) -> Delay:
     ref: str | None = None
     inline = None
@@ -173,6 +187,7 @@ async def _store(
         _, ref = step.ctx.store.put(content)
         if check.parsed is not None and len(content) <= INLINE_MAX_BYTES:
             inline = check.parsed
+    total, succeeded, failed = _counts(check, status)
     seen: dict[str, tuple[str, str | None, str | None]] = {}
     for n, item in enumerate(failures):
         key = _item_key(item, n)
@@ -189,9 +204,9 @@ async def _store(
                 sha256=check.sha256,
                 storage_ref=ref,
                 inline=inline,
-                items_total=check.items_total,
-                items_succeeded=check.items_succeeded,
-                items_failed=check.items_failed,
+                items_total=total,
+                items_succeeded=succeeded,
+                items_failed=failed,
                 failed_items=list(seen.values()),
             ),
         )
@@ -205,9 +220,9 @@ async def _store(
             )
             return None
         summary = {
-            "items_total": check.items_total,
-            "items_succeeded": check.items_succeeded,
-            "items_failed": check.items_failed,
+            "items_total": total,
+            "items_succeeded": succeeded,
+            "items_failed": failed,
             "sha256": check.sha256,
             "size_bytes": check.size,
             "failed_items_recorded": len(seen),

@@ -41,9 +41,9 @@ async def step_create(step: Step) -> Delay:
         if utcnow() >= step.op.create_deadline:
             return await _deadline_passed(step, conn)
         if step.op.state is not S.CREATE_PENDING:
-            resolved = await _resolve_uncertain(step, conn)
-            if resolved is not None:
-                return resolved
+            settled, delay = await _resolve_uncertain(step, conn)
+            if settled:
+                return delay
         return await _send_create(step, conn)
 
 
@@ -70,16 +70,16 @@ async def _deadline_passed(step: Step, conn: Any) -> Delay:
     return None
 
 
-async def _resolve_uncertain(step: Step, conn: Any) -> Delay | None:
+async def _resolve_uncertain(step: Step, conn: Any) -> tuple[bool, Delay]:
     """For create_unknown (or a cancel waiting on an unresolved create).
 
-    Returns a delay when this step is done, or None to go on and (re)send the
-    create with the same token.
+    Returns (True, delay) when this step is settled, or (False, None) to go on
+    and (re)send the create with the same token.
     """
     desc = step.adapter.desc
     no_idempotency = desc.create.idempotency is Idempotency.NONE
     if not no_idempotency:
-        return None  # the same-token retry is safe; a lookup cross-checks its answer
+        return False, None  # the same-token retry is safe; a lookup cross-checks its answer
     if not desc.lookup.supported:
         async with conn.transaction():
             await step.move(
@@ -89,18 +89,18 @@ async def _resolve_uncertain(step: Step, conn: Any) -> Delay | None:
                 "uncertain create cannot be retried safely (it might run twice)",
                 create_attempts=step.op.create_attempts,
             )
-        return None
+        return True, None
     found = await _lookup(step, conn)
     if found is None:
-        return step.backoff(step.op.lookup_attempts)
+        return True, step.backoff(step.op.lookup_attempts)
     job_ids, call_id = found
     if len(job_ids) == 1:
-        return await _accept(step, conn, job_ids[0], call_id, via="lookup")
+        return True, await _accept(step, conn, job_ids[0], call_id, via="lookup")
     if len(job_ids) > 1:
-        return await _conflict(
+        return True, await _conflict(
             step, conn, f"lookup found {len(job_ids)} remote jobs for our reference", job_ids
         )
-    return None  # proven absent: sending again cannot duplicate
+    return False, None  # proven absent: sending again cannot duplicate
 
 
 async def _lookup(step: Step, conn: Any) -> tuple[list[str], int] | None:

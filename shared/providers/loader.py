@@ -260,6 +260,16 @@ class _Table:
         self.known.add(key)
         return key in self.data
 
+    def from_preset(self, key: str) -> bool:
+        """The key's value was inherited from a preset, not written by the user."""
+        ctx = self.ctx
+        return (
+            key in self.data
+            and ctx.preset is not None
+            and ctx.override is not None
+            and not _has(ctx.override, (*self.rel, key))
+        )
+
     def raw(self, key: str) -> Any:
         self.known.add(key)
         return self.data.get(key, _MISSING)
@@ -692,6 +702,10 @@ def _create(table: _Table, status: StatusSpec, has_plugin: bool) -> CreateSpec:
     header = table.opt_str("idempotency_header", header_default)
     if header is not None and not _TOKEN.match(header):
         raise table.error("idempotency_header", "must be an HTTP header name")
+    if idempotency in (Idempotency.BODY, Idempotency.NONE) and table.from_preset(
+        "idempotency_header"
+    ):
+        header = None  # the user switched the preset's mode: its header no longer applies
     if header is not None and idempotency in (Idempotency.BODY, Idempotency.NONE):
         raise table.error("idempotency_header", f"not used with idempotency = {idempotency}")
     body_field = table.path("idempotency_body_field", BODY)

@@ -21,3 +21,294 @@ async def test_slow_job_succeeds_after_several_polls(pool: Any, tmp_path: Path) 
         stats = await r.stats()
         assert stats["creates_total"] == 1
         assert stats["status_calls_per_job"][op.remote_job_id] >= 2
+
+
+async def _history(pool: Any, op_id: str) -> list[str]:
+    rows = await pool.fetch(
+        "SELECT to_state::text FROM history WHERE operation_id = $1 ORDER BY seq", op_id
+    )
+    return [r["to_state"] for r in rows]
+
+
+async def _escalation(pool: Any, op_id: str) -> Any:
+    return await pool.fetchrow(
+        "SELECT state::text, reason, details FROM escalations WHERE operation_id = $1", op_id
+    )
+
+
+async def test_late_failure_is_reported_as_failed(pool: Any, tmp_path: Path) -> None:
+    async with rig(pool, tmp_path) as r:
+        op_id = await r.submit("late_failure", duration=0.3)
+        assert await r.settle(op_id, {S.SUCCEEDED, S.FAILED}) is S.FAILED
+        op = await ledger.load_operation(pool, op_id)
+        assert op.last_error["code"] == "worker_crashed"
+        assert op.result_id is None
+        assert await _history(pool, op_id) == ["create_pending", "accepted", "observing", "failed"]
+
+
+async def test_timeout_stops_observation_and_leaves_the_job_alone(
+    pool: Any, tmp_path: Path
+) -> None:
+    async with rig(pool, tmp_path) as r:
+        op_id = await r.submit("never_finishes", result_deadline_s=0.6)
+        assert await r.settle(op_id, {S.RESULT_TIMED_OUT}) is S.RESULT_TIMED_OUT
+        op = await ledger.load_operation(pool, op_id)
+        assert op.next_poll_at is None and op.finished_at is None
+        assert (await r.stats())["cancels_per_job"] == {}
+        escalation = await _escalation(pool, op_id)
+        assert escalation["state"] == "result_timed_out"
+        assert escalation["details"]["remote_job_id"] == op.remote_job_id
+        # nothing is claimed any more: automatic observation has stopped
+        assert (await r.reconciler.run_once())["claimed"] == 0
+
+
+async def test_progress_at_100_percent_is_not_success(pool: Any, tmp_path: Path) -> None:
+    async with rig(pool, tmp_path) as r:
+        op_id = await r.submit("never_finishes", duration=0.1, result_deadline_s=1.0)
+        await r.settle(op_id, {S.RESULT_TIMED_OUT})
+        full = await pool.fetchval(
+            "SELECT count(*) FROM observations WHERE operation_id = $1"
+            " AND progress_completed = progress_total AND progress_total > 0",
+            op_id,
+        )
+        assert full >= 1
+        assert S.SUCCEEDED.value not in await _history(pool, op_id)
+
+
+async def test_retry_after_is_honoured(pool: Any, tmp_path: Path) -> None:
+    async with rig(pool, tmp_path) as r:
+        op_id = await r.submit("rate_limited", duration=0.1, limited_reads=1, retry_after=1)
+        assert await r.settle(op_id, {S.SUCCEEDED}) is S.SUCCEEDED
+        calls = await pool.fetch(
+            "SELECT status_code, started_at, finished_at FROM provider_calls"
+            " WHERE operation_id = $1 AND call_kind = 'status' ORDER BY call_id",
+            op_id,
+        )
+        assert calls[0]["status_code"] == 429
+        gap = (calls[1]["started_at"] - calls[0]["finished_at"]).total_seconds()
+        assert gap >= 0.9, f"polled again {gap:.2f}s after a Retry-After of 1s"
+
+
+async def test_lost_create_response_after_acceptance_does_not_run_twice(
+    pool: Any, tmp_path: Path
+) -> None:
+    async with rig(pool, tmp_path) as r:
+        op_id = await r.submit("lost_create_response", duration=0.2, hang_seconds=5)
+        assert await r.settle(op_id, {S.SUCCEEDED}, timeout=20) is S.SUCCEEDED
+        stats = await r.stats()
+        op = await ledger.load_operation(pool, op_id)
+        assert stats["jobs_total"] == 1
+        assert stats["creates_per_token"] == {op.idempotency_token: 1}
+        assert op.create_attempts == 2
+        assert await _history(pool, op_id) == [
+            "create_pending",
+            "create_unknown",
+            "accepted",
+            "observing",
+            "result_collecting",
+            "succeeded",
+        ]
+        tokens = await pool.fetch(
+            "SELECT DISTINCT idempotency_token FROM provider_calls WHERE call_kind = 'create'"
+        )
+        assert [t[0] for t in tokens] == [op.idempotency_token]
+
+
+async def test_create_unknown_resolved_by_lookup_without_idempotency(
+    pool: Any, tmp_path: Path
+) -> None:
+    overrides = {"create": {"idempotency": "none"}}
+    async with rig(pool, tmp_path, overrides=overrides) as r:
+        op_id = await r.submit("lost_create_response", duration=0.2, hang_seconds=5)
+        assert await r.settle(op_id, {S.SUCCEEDED}, timeout=20) is S.SUCCEEDED
+        op = await ledger.load_operation(pool, op_id)
+        assert op.create_attempts == 1, "a create without idempotency must not be re-sent"
+        lookups = await pool.fetchval(
+            "SELECT count(*) FROM provider_calls WHERE call_kind = 'lookup' AND remote_job_id = $1",
+            op.remote_job_id,
+        )
+        assert lookups == 1
+        assert (await r.stats())["jobs_total"] == 1
+
+
+async def test_uncertain_create_without_idempotency_or_lookup_escalates(
+    pool: Any, tmp_path: Path
+) -> None:
+    overrides = {"create": {"idempotency": "none"}, "lookup": {"supported": False}}
+    async with rig(pool, tmp_path, overrides=overrides) as r:
+        op_id = await r.submit("lost_create_response", hang_seconds=5)
+        assert await r.settle(op_id, {S.NEEDS_ATTENTION}, timeout=20) is S.NEEDS_ATTENTION
+        op = await ledger.load_operation(pool, op_id)
+        assert op.create_attempts == 1
+        assert "cannot be retried safely" in (await _escalation(pool, op_id))["reason"]
+
+
+async def test_token_conflict_goes_to_needs_attention_keeping_both_answers(
+    pool: Any, tmp_path: Path
+) -> None:
+    async with rig(pool, tmp_path) as r:
+        op_id = await r.submit("token_conflict", hang_seconds=5)
+        assert await r.settle(op_id, {S.NEEDS_ATTENTION}, timeout=20) is S.NEEDS_ATTENTION
+        escalation = await _escalation(pool, op_id)
+        job_ids = set(escalation["details"]["remote_job_ids"])
+        assert len(job_ids) == 2
+        bodies = " ".join(
+            r[0]
+            for r in await pool.fetch(
+                "SELECT response_body FROM provider_calls WHERE operation_id = $1"
+                " AND response_body IS NOT NULL",
+                op_id,
+            )
+        )
+        assert all(j in bodies for j in job_ids)  # both provider answers are on record
+        op = await ledger.load_operation(pool, op_id)
+        assert op.remote_job_id in job_ids  # the first answer recorded, never overwritten
+
+
+async def test_definitive_rejection_fails_with_the_providers_error(
+    pool: Any, tmp_path: Path
+) -> None:
+    async with rig(pool, tmp_path) as r:
+        op_id = await r.submit("reject")
+        assert await r.settle(op_id, {S.FAILED}) is S.FAILED
+        op = await ledger.load_operation(pool, op_id)
+        assert op.last_error["status"] == 422 and op.remote_job_id is None
+
+
+async def test_create_5xx_is_ambiguous_then_retried_with_the_same_token(
+    pool: Any, tmp_path: Path
+) -> None:
+    async with rig(pool, tmp_path) as r:
+        op_id = await r.submit("create_5xx", duration=0.1)
+        assert await r.settle(op_id, {S.SUCCEEDED}) is S.SUCCEEDED
+        assert "create_unknown" in await _history(pool, op_id)
+        assert (await r.stats())["jobs_total"] == 1
+
+
+async def test_synchronous_result_is_recorded_differently(pool: Any, tmp_path: Path) -> None:
+    async with rig(pool, tmp_path) as r:
+        op_id = await r.submit("sync")
+        assert await r.settle(op_id, {S.SUCCEEDED}) is S.SUCCEEDED
+        op = await ledger.load_operation(pool, op_id)
+        assert op.create_mode == "sync"
+        assert await _history(pool, op_id) == ["create_pending", "result_collecting", "succeeded"]
+
+
+async def test_partial_result_records_counts_and_failed_items(pool: Any, tmp_path: Path) -> None:
+    async with rig(pool, tmp_path) as r:
+        op_id = await r.submit("partial", duration=0.1, total=50, failed=2)
+        assert await r.settle(op_id, {S.SUCCEEDED}) is S.SUCCEEDED
+        op = await ledger.load_operation(pool, op_id)
+        assert op.result_summary["items_failed"] == 2
+        assert op.result_summary["items_succeeded"] == 48
+        failures = await pool.fetchval(
+            "SELECT count(*) FROM result_item_failures WHERE result_id = $1", op.result_id
+        )
+        assert failures == 2
+
+
+async def test_invalid_result_is_never_success(pool: Any, tmp_path: Path) -> None:
+    async with rig(pool, tmp_path) as r:
+        bad = await r.submit("invalid_result", duration=0.1)
+        mismatch = await r.submit("checksum_mismatch", duration=0.1)
+        for op_id in (bad, mismatch):
+            assert await r.settle(op_id, {S.RESULT_VALIDATION_FAILED, S.SUCCEEDED}) is (
+                S.RESULT_VALIDATION_FAILED
+            )
+        reason = (await _escalation(pool, mismatch))["reason"].lower()
+        assert "digest" in reason
+
+
+async def test_expired_result_link_is_result_unavailable(pool: Any, tmp_path: Path) -> None:
+    async with rig(pool, tmp_path) as r:
+        op_id = await r.submit("expiring_result", duration=0.1, result_ttl=0.0)
+        assert await r.settle(op_id, {S.RESULT_UNAVAILABLE, S.SUCCEEDED}) is S.RESULT_UNAVAILABLE
+        assert (await _escalation(pool, op_id))["state"] == "result_unavailable"
+
+
+async def test_confirmed_cancellation(pool: Any, tmp_path: Path) -> None:
+    async with rig(pool, tmp_path) as r:
+        op_id = await r.submit("never_finishes")
+        await r.settle(op_id, {S.OBSERVING})
+        async with pool.acquire() as conn:
+            state = await ledger.request_cancel(conn, op_id, requested_by="human:ann", reason="x")
+        assert state is S.CANCEL_REQUESTED
+        assert await r.settle(op_id, {S.CANCELLED}) is S.CANCELLED
+        op = await ledger.load_operation(pool, op_id)
+        assert (await r.stats())["cancels_per_job"] == {op.remote_job_id: 1}
+        assert await _history(pool, op_id) == [
+            "create_pending",
+            "accepted",
+            "observing",
+            "cancel_requested",
+            "cancelling",
+            "cancelled",
+        ]
+
+
+async def test_result_arriving_during_a_cancel_race_is_collected(pool: Any, tmp_path: Path) -> None:
+    async with rig(pool, tmp_path) as r:
+        op_id = await r.submit("cancel_race", duration=30)
+        await r.settle(op_id, {S.OBSERVING})
+        async with pool.acquire() as conn:
+            await ledger.request_cancel(conn, op_id, requested_by="human:ann", reason="stop")
+        assert await r.settle(op_id, {S.SUCCEEDED, S.CANCELLED}) is S.SUCCEEDED
+        assert await _history(pool, op_id) == [
+            "create_pending",
+            "accepted",
+            "observing",
+            "cancel_requested",
+            "cancelling",
+            "result_collecting",
+            "succeeded",
+        ]
+
+
+async def test_unconfirmed_cancellation_escalates(pool: Any, tmp_path: Path) -> None:
+    async with rig(pool, tmp_path) as r:
+        op_id = await r.submit("cancel_unconfirmed")
+        await r.settle(op_id, {S.OBSERVING})
+        async with pool.acquire() as conn:
+            await ledger.request_cancel(
+                conn, op_id, requested_by="human:ann", reason="stop", cancel_deadline_s=0.5
+            )
+        assert await r.settle(op_id, {S.CANCELLATION_UNCONFIRMED}) is S.CANCELLATION_UNCONFIRMED
+        escalation = await _escalation(pool, op_id)
+        assert escalation["details"]["trace_id"]
+        assert any(c["kind"] == "cancel" for c in escalation["details"]["recent_calls"])
+
+
+async def test_cancel_requested_before_the_job_id_is_known_is_honoured(
+    pool: Any, tmp_path: Path
+) -> None:
+    async with rig(pool, tmp_path) as r:
+        op_id = await r.submit("lost_create_response", duration=30, hang_seconds=5)
+        await r.settle(op_id, {S.CREATE_UNKNOWN}, timeout=20)
+        async with pool.acquire() as conn:
+            state = await ledger.request_cancel(conn, op_id, requested_by="human:ann", reason="x")
+        assert state is S.CANCEL_REQUESTED
+        assert await r.settle(op_id, {S.CANCELLED}, timeout=20) is S.CANCELLED
+        assert (await r.stats())["jobs_total"] == 1
+
+
+async def test_stale_lease_holder_cannot_write(pool: Any, tmp_path: Path) -> None:
+    async with (
+        rig(pool, tmp_path, lease_seconds=0.3) as old,
+        rig(pool, tmp_path, worker_id="w2", lease_seconds=10) as new,
+    ):
+        op_id = await old.submit("success", duration=0.1)
+        [claimed] = await old.reconciler.claim(10)  # old worker claims, then stalls
+        await old_wait(0.4)  # its lease lapses
+        assert (await new.reconciler.run_once())["claimed"] == 1  # rescued by the new worker
+        assert await old.reconciler.process(claimed) == "lease_lost"
+        assert await new.settle(op_id, {S.SUCCEEDED}) is S.SUCCEEDED
+        actors = await pool.fetch(
+            "SELECT DISTINCT actor FROM history WHERE operation_id = $1 AND seq > 1", op_id
+        )
+        assert [a[0] for a in actors] == ["reconciler:w2"]
+
+
+async def old_wait(seconds: float) -> None:
+    import asyncio
+
+    await asyncio.sleep(seconds)
