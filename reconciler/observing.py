@@ -31,25 +31,27 @@ TERMINAL_TARGET = {
 
 
 async def step_poll(step: Step) -> Delay:
+    # The hot path: no database connection is held while the provider answers.
+    if _deadline_due(step):
+        async with step.ctx.pool.acquire() as conn:
+            return await _deadlines(step, conn)
+    if step.op.state is S.RESULT_TIMED_OUT:
+        return None
+    assert step.op.remote_job_id is not None
+    req = step.adapter.build_status(step.op.remote_job_id, step.op.status_url)
+    sent = await step.send(req)
     async with step.ctx.pool.acquire() as conn:
-        passed = await _deadlines(step, conn)
-        if passed is not None or step.op.state is S.RESULT_TIMED_OUT:
-            return passed
-        assert step.op.remote_job_id is not None
-        req = step.adapter.build_status(step.op.remote_job_id, step.op.status_url)
-        sent = await step.send(req)
         if sent.response is None:
-            async with conn.transaction():
-                await record_call(
-                    conn,
-                    step.op,
-                    req,
-                    "status",
-                    step.op.poll_attempts + 1,
-                    step.worker,
-                    step.fence,
-                    sent,
-                )
+            await record_call(
+                conn,
+                step.op,
+                req,
+                "status",
+                step.op.poll_attempts + 1,
+                step.worker,
+                step.fence,
+                sent,
+            )
             return step.backoff(step.op.poll_attempts)
         fact = step.adapter.parse_status(sent.response, utcnow())
         async with conn.transaction():
@@ -59,7 +61,17 @@ async def step_poll(step: Step) -> Delay:
             return await _decide(step, conn, fact, observation_id)
 
 
-async def _deadlines(step: Step, conn: Any) -> Delay | None:
+def _deadline_due(step: Step) -> bool:
+    op = step.op
+    now = utcnow()
+    if op.state in (S.ACCEPTED, S.OBSERVING):
+        return now >= op.result_deadline
+    if op.state in (S.CANCEL_REQUESTED, S.CANCELLING):
+        return op.cancel_deadline is not None and now >= op.cancel_deadline
+    return False
+
+
+async def _deadlines(step: Step, conn: Any) -> Delay:
     now = utcnow()
     op = step.op
     if op.state in (S.ACCEPTED, S.OBSERVING) and now >= op.result_deadline:
@@ -83,7 +95,7 @@ async def _deadlines(step: Step, conn: Any) -> Delay | None:
                 "cancel deadline passed without a remote confirmation",
             )
         return UNCONFIRMED_POLL_SECONDS
-    return None
+    return NOW
 
 
 async def _decide(step: Step, conn: Any, fact: StatusFact, observation_id: int) -> Delay:

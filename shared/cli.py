@@ -11,9 +11,12 @@ import asyncio
 import json
 import sys
 from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
-from shared import audit
+from shared import audit, logs
+from shared.config import Settings, load_settings
 from shared.database import connect, redact_url
 from shared.migrate import MigrationError, apply_migrations
 from shared.runtime import app_database
@@ -55,6 +58,44 @@ async def cmd_audit_verify(args: argparse.Namespace) -> int:
     return 1 if breaks else 0
 
 
+def _settings(args: argparse.Namespace) -> Settings:
+    return load_settings(Path(args.config) if getattr(args, "config", None) else None)
+
+
+async def cmd_reconciler(args: argparse.Namespace) -> int:
+    from reconciler.daemon import run_reconciler  # composition root: the CLI wires daemons
+
+    logs.configure()
+    settings = _settings(args)
+    async with app_database() as resolved:
+        return await run_reconciler(settings, resolved.app_url)
+
+
+async def cmd_receiver(args: argparse.Namespace) -> int:
+    from receiver.main import run_receiver
+
+    logs.configure()
+    settings = _settings(args)
+    if args.port is not None:
+        settings = replace(settings, receiver_port=args.port)
+    async with app_database() as resolved:
+        await run_receiver(settings, resolved.app_url)
+    return 0
+
+
+async def cmd_simulator(args: argparse.Namespace) -> int:
+    from shared.simulator import SimulatorSettings, main_async
+
+    logs.configure()
+    settings = SimulatorSettings.from_env()
+    if args.webhook_url:
+        settings = replace(settings, webhook_url=args.webhook_url)
+    if args.time_scale is not None:
+        settings = replace(settings, time_scale=args.time_scale)
+    await main_async(args.host, args.port, settings)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="jobwarden",
@@ -74,6 +115,28 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("--operation", help="check one operation only")
     verify.add_argument("--json", action="store_true", help="machine-readable output")
     verify.set_defaults(handler=cmd_audit_verify)
+
+    rec = sub.add_parser(
+        "reconciler",
+        help="run the reconciler daemon (creates, polls, cancels, collects results)",
+        description="Runs until SIGTERM/SIGINT: stops claiming, finishes or releases leases.",
+    )
+    rec.add_argument("--config", help="TOML config file (default: $JW_CONFIG or ./jobwarden.toml)")
+    rec.set_defaults(handler=cmd_reconciler)
+
+    recv = sub.add_parser("receiver", help="run the webhook receiver and agent API (uvicorn)")
+    recv.add_argument("--config", help="TOML config file (default: $JW_CONFIG or ./jobwarden.toml)")
+    recv.add_argument("--port", type=int, help="listen port (default: $JW_RECEIVER_PORT or 8080)")
+    recv.set_defaults(handler=cmd_receiver)
+
+    sim = sub.add_parser(
+        "simulator", help="run the simulated provider (a real HTTP server for demos and tests)"
+    )
+    sim.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
+    sim.add_argument("--port", type=int, default=8765, help="port (default 8765)")
+    sim.add_argument("--webhook-url", help="where to send signed webhooks by default")
+    sim.add_argument("--time-scale", type=float, help="multiply every scripted duration")
+    sim.set_defaults(handler=cmd_simulator)
     return parser
 
 

@@ -37,6 +37,9 @@ class Settings:
     max_body_bytes: int = 1024 * 1024
     webhook_retention_days: int = 14  # providers retry for up to 3 days; keep dedupe rows longer
     db_acquire_timeout: float = 2.0  # then answer 503 so the provider retries
+    # Our receiver as providers reach it, e.g. https://hooks.example.com/webhooks/{provider};
+    # given to providers that take a per-job webhook URL.
+    public_webhook_url: str = ""
     config_path: Path | None = None
 
     providers: Mapping[str, ProviderDescription] = field(default_factory=dict)
@@ -55,6 +58,7 @@ _ENV = {
     "max_body_bytes": "JW_MAX_BODY_BYTES",
     "webhook_retention_days": "JW_WEBHOOK_RETENTION_DAYS",
     "db_acquire_timeout": "JW_DB_ACQUIRE_TIMEOUT",
+    "public_webhook_url": "JW_PUBLIC_WEBHOOK_URL",
 }
 
 

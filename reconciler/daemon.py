@@ -1,0 +1,161 @@
+"""`jobwarden reconciler`: the daemon around `Reconciler.run_once()`.
+
+APScheduler is only the clock: an interval job sweeps due rows, another does
+housekeeping. LISTEN/NOTIFY makes a sweep start at once when the receiver or
+an agent changes something. Nothing per-operation lives in memory between
+sweeps, so SIGKILL at any line loses and duplicates nothing. SIGTERM stops
+claiming, lets in-flight steps finish (bounded by `shutdown_grace`), hands
+leases back and exits 0. Under systemd (Type=notify) it reports READY,
+WATCHDOG and STOPPING.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from datetime import UTC, datetime
+from typing import Any
+
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+
+from reconciler.context import Context, build_adapters, http_client
+from reconciler.worker import Reconciler
+from shared import sdnotify
+from shared.config import Settings
+from shared.database import connect, create_pool
+from shared.migrate import pending_migrations
+from shared.result_store import ResultStore
+
+log = logging.getLogger("jobwarden.reconciler")
+
+# Housekeeping (webhook dedupe retention) runs this often; hourly is plenty for
+# a retention measured in days.
+HOUSEKEEPING_SECONDS = 3600.0
+# Pool size: steps hold a connection only around their writes, not during calls.
+POOL_SIZE = 16
+
+
+class Daemon:
+    def __init__(self, reconciler: Reconciler, settings: Settings, database_url: str) -> None:
+        self.reconciler = reconciler
+        self.settings = settings
+        self.database_url = database_url
+        self.scheduler = AsyncIOScheduler(timezone=UTC)
+        self.stopping = asyncio.Event()
+        self.wake = asyncio.Event()
+        self.sweeping: asyncio.Task[None] | None = None
+        self.listener: Any = None
+        self.sweeps = 0
+
+    async def sweep(self) -> None:
+        """Run batches until nothing more is due (or we are stopping)."""
+        self.wake.clear()
+        while not self.stopping.is_set():
+            counts = await self.reconciler.run_once()
+            self.sweeps += 1
+            if counts["claimed"] < self.settings.claim_batch and not self.wake.is_set():
+                return
+            self.wake.clear()
+
+    async def tick(self) -> None:
+        if self.sweeping is None or self.sweeping.done():
+            self.sweeping = asyncio.create_task(self.sweep())
+        else:
+            self.wake.set()  # the running sweep goes round once more
+        try:
+            await asyncio.shield(self.sweeping)
+        except Exception:
+            log.exception("sweep failed")
+
+    def on_notify(self, *_: Any) -> None:
+        if self.stopping.is_set():
+            return
+        self.wake.set()
+        job = self.scheduler.get_job("sweep")
+        if job is not None and (self.sweeping is None or self.sweeping.done()):
+            job.modify(next_run_time=datetime.now(UTC))
+
+    async def housekeeping(self) -> None:
+        from shared.webhook_retention import purge_webhook_events
+
+        purged = await purge_webhook_events(
+            self.reconciler.ctx.pool, self.settings.webhook_retention_days
+        )
+        log.info("housekeeping", extra={"ctx": {"webhook_events_purged": purged}})
+
+    async def listen(self) -> None:
+        self.listener = await connect(self.database_url)
+        await self.listener.add_listener("jobwarden_wakeup", self.on_notify)
+
+    async def run(self) -> None:
+        await self.listen()
+        self.scheduler.add_job(
+            self.tick,
+            "interval",
+            seconds=self.settings.sweep_interval,
+            id="sweep",
+            max_instances=1,
+            coalesce=True,
+            next_run_time=datetime.now(UTC),
+        )
+        self.scheduler.add_job(
+            self.housekeeping,
+            "interval",
+            seconds=HOUSEKEEPING_SECONDS,
+            id="housekeeping",
+            max_instances=1,
+            coalesce=True,
+        )
+        watchdog = sdnotify.watchdog_interval_seconds()
+        if watchdog:
+            self.scheduler.add_job(
+                lambda: sdnotify.notify("WATCHDOG=1"), "interval", seconds=watchdog, id="watchdog"
+            )
+        self.scheduler.start()
+        sdnotify.notify("READY=1")
+        log.info("reconciler started", extra={"ctx": {"worker_id": self.settings.worker_id}})
+        await self.stopping.wait()
+        await self.shutdown()
+
+    async def shutdown(self) -> None:
+        sdnotify.notify("STOPPING=1")
+        self.scheduler.shutdown(wait=False)  # stop claiming
+        if self.sweeping is not None and not self.sweeping.done():
+            try:
+                await asyncio.wait_for(asyncio.shield(self.sweeping), self.settings.shutdown_grace)
+            except (TimeoutError, Exception):
+                self.sweeping.cancel()
+        released = await self.reconciler.release_all()
+        with contextlib.suppress(Exception):
+            await self.listener.close()
+        log.info("reconciler stopped", extra={"ctx": {"leases_released": released}})
+
+
+async def run_reconciler(settings: Settings, database_url: str) -> int:
+    pool = await create_pool(database_url, min_size=1, max_size=POOL_SIZE)
+    try:
+        async with pool.acquire() as conn:
+            pending = await pending_migrations(conn)
+        if pending:
+            log.error("database not migrated", extra={"ctx": {"pending": pending}})
+            print(f"reconciler: run `jobwarden migrate` first ({', '.join(pending)} pending)")
+            return 2
+        async with http_client(settings.max_in_flight) as client:
+            ctx = Context(
+                pool=pool,
+                settings=settings,
+                client=client,
+                adapters=build_adapters(settings.providers),
+                store=ResultStore(settings.results_dir),
+                webhook_url=settings.public_webhook_url or None,
+            )
+            daemon = Daemon(Reconciler(ctx), settings, database_url)
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, daemon.stopping.set)
+            await daemon.run()
+        return 0
+    finally:
+        await pool.close()
