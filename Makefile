@@ -16,8 +16,7 @@ $(STAMP): pyproject.toml
 setup: $(STAMP)
 
 run: setup
-	$(BIN)/jobwarden migrate
-	$(BIN)/jobwarden audit verify
+	$(BIN)/jobwarden demo
 
 lint: setup
 	$(BIN)/ruff check .

@@ -43,7 +43,9 @@ class Context:
         return sem
 
     def webhook_url_for(self, provider: str) -> str | None:
-        if not self.webhook_url:
+        """Our receiver's URL for this provider, if it has webhooks configured."""
+        adapter = self.adapters.get(provider)
+        if not self.webhook_url or adapter is None or adapter.desc.webhooks is None:
             return None
         return self.webhook_url.replace("{provider}", provider)
 

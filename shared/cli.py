@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import replace
@@ -96,6 +97,12 @@ async def cmd_simulator(args: argparse.Namespace) -> int:
     return 0
 
 
+async def cmd_demo(args: argparse.Namespace) -> int:
+    from shared.demo import run_demo
+
+    return await run_demo(args.time_scale, args.timeout)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="jobwarden",
@@ -137,6 +144,19 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--webhook-url", help="where to send signed webhooks by default")
     sim.add_argument("--time-scale", type=float, help="multiply every scripted duration")
     sim.set_defaults(handler=cmd_simulator)
+
+    demo = sub.add_parser(
+        "demo",
+        help="start simulator + receiver + reconciler and show every path live (make run)",
+    )
+    demo.add_argument(
+        "--time-scale",
+        type=float,
+        default=float(os.environ.get("JW_DEMO_TIME_SCALE", "1")),
+        help="shorten (<1) the jobs (default $JW_DEMO_TIME_SCALE or 1)",
+    )
+    demo.add_argument("--timeout", type=float, default=90.0, help="give up after this long")
+    demo.set_defaults(handler=cmd_demo)
     return parser
 
 
