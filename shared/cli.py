@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from shared import audit, logs
+from shared import audit, cli_operator, cli_providers, logs
 from shared.config import Settings, load_settings
 from shared.database import connect, redact_url
 from shared.migrate import MigrationError, apply_migrations
@@ -73,6 +73,7 @@ async def cmd_reconciler(args: argparse.Namespace) -> int:
 
 
 async def cmd_receiver(args: argparse.Namespace) -> int:
+    from receiver.api import api_routes
     from receiver.main import run_receiver
 
     logs.configure()
@@ -80,7 +81,9 @@ async def cmd_receiver(args: argparse.Namespace) -> int:
     if args.port is not None:
         settings = replace(settings, receiver_port=args.port)
     async with app_database() as resolved:
-        await run_receiver(settings, resolved.app_url)
+        await run_receiver(
+            settings, resolved.app_url, make_routes=lambda pool: api_routes(settings, pool)
+        )
     return 0
 
 
@@ -157,6 +160,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--timeout", type=float, default=90.0, help="give up after this long")
     demo.set_defaults(handler=cmd_demo)
+
+    cli_operator.register(sub)
+    cli_providers.register(sub)
     return parser
 
 

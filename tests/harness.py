@@ -120,6 +120,44 @@ class Rig:
 
 
 @contextlib.asynccontextmanager
+async def webhook_rig(pool: Any, tmp_path: Path, **sim_options: Any) -> AsyncIterator[Rig]:
+    """A rig whose simulator sends signed webhooks to a real receiver on loopback."""
+    from receiver.app import build_app as build_receiver
+
+    async with contextlib.AsyncExitStack() as stack:
+        # The receiver needs the provider table, which needs the simulator's URL:
+        # bind the receiver first on a placeholder, then point it at the simulator.
+        holder: dict[str, Any] = {}
+
+        async def receiver_asgi(scope: Any, receive: Any, send: Any) -> None:
+            if scope["type"] == "lifespan":  # the real app's lifespan is entered below
+                while True:
+                    message = await receive()
+                    done = message["type"] + ".complete"
+                    await send({"type": done})
+                    if message["type"] == "lifespan.shutdown":
+                        return
+            await holder["app"](scope, receive, send)
+
+        receiver_url = await stack.enter_async_context(serve_app(receiver_asgi))
+        sim = SimulatorSettings(
+            webhook_secret=WEBHOOK_SECRET, webhook_backoff=(0.05, 0.1, 0.2), **sim_options
+        )
+        r = await stack.enter_async_context(
+            rig(
+                pool,
+                tmp_path,
+                sim=sim,
+                webhook_url=f"{receiver_url}/webhooks/{{provider}}",
+                overrides={"limits": {"webhook_backstop_poll_seconds": 30.0}},
+            )
+        )
+        holder["app"] = build_receiver(r.ctx.settings, pool)
+        async with holder["app"].router.lifespan_context(holder["app"]):
+            yield r
+
+
+@contextlib.asynccontextmanager
 async def rig(
     pool: Any,
     tmp_path: Path,

@@ -19,6 +19,7 @@ from shared.providers.facts import StatusFact
 from shared.providers.messages import HttpRequest
 from shared.providers.paths import ValuePath, set_value
 from shared.providers.templates import Template, check_path_value, fill_path, fill_text
+from shared.providers.tokens import create_token
 
 
 def build_create(
@@ -38,6 +39,7 @@ def build_create(
     a `set_body`/`set_headers` entry whose value is unknown is left out.
     """
     spec = desc.create
+    idempotency_token = create_token(spec, idempotency_token)
     values: dict[str, str | None] = {
         **(context or {}),
         "client_reference": client_reference,
@@ -186,7 +188,7 @@ def build_lookup(
         raise RequestBuildError(f"provider {desc.name}: lookup unsupported: {spec.reason}")
     values = {"client_reference": client_reference}
     if idempotency_token is not None:
-        values["idempotency_token"] = idempotency_token
+        values["idempotency_token"] = create_token(desc.create, idempotency_token)
     url = _join(desc, spec.path, values)
     params: dict[str, str] = {}
     if spec.query_param:

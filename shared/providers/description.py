@@ -17,6 +17,8 @@ a list of paths; *template* = text with ``{placeholders}``)::
     [create]   method (POST), path (template: {client_reference}, {idempotency_token}),
                idempotency = header|body|client_job_id|none (required),
                idempotency_header ("Idempotency-Key" in header mode),
+               idempotency_format = token|uuid (token; uuid = a UUID derived from it,
+                 for APIs that accept only UUIDs: AIP-155 request_id, Azure Operation-Id),
                idempotency_body_field, client_reference_field (body paths),
                set_body = {path = template-or-literal}, set_headers = {Name = template}
                  (template values: client_reference, operation_id, idempotency_token,
@@ -30,7 +32,9 @@ a list of paths; *template* = text with ``{placeholders}``)::
                error, error_code, error_message, progress_completed, progress_total,
                progress_percent, updated_at, poll_after_seconds, result_url, errors_url,
                counts_total, counts_succeeded, counts_failed, counts_cancelled (paths),
-               outcome_from_counts, outcome_from_counts_states, not_found_statuses
+               outcome_from_counts, outcome_from_counts_states, not_found_statuses,
+               [status.state_from_http_status] ({"202" = "running", "200" = "succeeded"}:
+                 the state when the body names none, e.g. an ARM `Location` URL)
     [cancel]   supported (true if the table exists), method (POST), path, idempotent,
                reason, accepted_statuses, state
     [result]   source = inline|url|path|files|none (required), path (template:
@@ -79,6 +83,13 @@ class Idempotency(StrEnum):
     BODY = "body"  # e.g. {"request_id": <token>} (AIP-155)
     CLIENT_JOB_ID = "client_job_id"  # we choose the job id (Azure Operation-Id)
     NONE = "none"  # the provider cannot deduplicate: never blind-retry a create
+
+
+class TokenFormat(StrEnum):
+    """The form in which the idempotency token travels (see `tokens.wire_token`)."""
+
+    TOKEN = "token"  # noqa: S105 -- a format name: the token as minted, idem_<32 hex>
+    UUID = "uuid"  # a UUID derived from it, for APIs that accept nothing else
 
 
 class ResultSource(StrEnum):
@@ -162,6 +173,7 @@ class CreateSpec:
     conflict_reject_codes: frozenset[str]
     error_code: ValuePath
     error_message: ValuePath
+    idempotency_format: TokenFormat = TokenFormat.TOKEN
 
 
 @dataclass(frozen=True)
@@ -194,6 +206,9 @@ class StatusSpec:
     # to succeeded or partially_succeeded.
     outcome_from_counts_states: frozenset[str] | None
     not_found_statuses: frozenset[int]
+    # State read from the HTTP status code when the body carries none: polling an
+    # ARM `Location` URL answers 202 until done, then 200/204 with no status field.
+    state_from_http_status: Mapping[int, RemoteState] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from shared.providers.description import (
     LookupKind,
     ProviderDescription,
     ResultSource,
+    TokenFormat,
     WebhookScheme,
 )
 
@@ -33,13 +34,14 @@ def describe_guarantees(desc: ProviderDescription) -> list[Guarantee]:
 def _at_most_once(desc: ProviderDescription) -> Guarantee:
     spec = desc.create
     name = "at-most-once create"
+    form = " (as a UUID derived from it)" if spec.idempotency_format is TokenFormat.UUID else ""
     if spec.idempotency is Idempotency.HEADER:
         return (
             name,
             True,
             (
-                f"the token travels in the {spec.idempotency_header} header; a retry after a "
-                "lost response returns the original job"
+                f"the token travels{form} in the {spec.idempotency_header} header; a retry "
+                "after a lost response returns the original job"
             ),
         )
     if spec.idempotency is Idempotency.BODY:
@@ -48,15 +50,18 @@ def _at_most_once(desc: ProviderDescription) -> Guarantee:
             name,
             True,
             (
-                f"the token travels in the body field {field}; a retry after a lost response "
-                "returns the original job"
+                f"the token travels{form} in the body field {field}; a retry after a lost "
+                "response returns the original job"
             ),
         )
     if spec.idempotency is Idempotency.CLIENT_JOB_ID:
         return (
             name,
             True,
-            ("we choose the job id (the token); a second create with it cannot make a second job"),
+            (
+                f"we choose the job id ({'a UUID derived from our token' if form else 'our token'}"
+                "); a second create with it cannot make a second job"
+            ),
         )
     return (
         name,

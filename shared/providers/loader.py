@@ -45,6 +45,7 @@ from shared.providers.description import (
     ResultSource,
     ResultSpec,
     StatusSpec,
+    TokenFormat,
     WebhookScheme,
     WebhookSpec,
 )
@@ -691,9 +692,20 @@ def _status(table: _Table) -> StatusSpec:
         outcome_from_counts=outcome_from_counts,
         outcome_from_counts_states=frozenset(outcome_states) if outcome_states else None,
         not_found_statuses=table.statuses("not_found_statuses", (404, 410)),
+        state_from_http_status=_http_state_map(table),
     )
     table.finish()
     return spec
+
+
+def _http_state_map(table: _Table) -> dict[int, RemoteState]:
+    """`{"202" = "running"}`: TOML keys are strings, so status codes arrive as text."""
+    mapping: dict[int, RemoteState] = {}
+    for code, state in _state_map(table, "state_from_http_status").items():
+        if not (code.isdigit() and 100 <= int(code) <= 599):
+            raise table.error(f"state_from_http_status.{code}", "not an HTTP status code")
+        mapping[int(code)] = state
+    return mapping
 
 
 def _create(table: _Table, status: StatusSpec, has_plugin: bool) -> CreateSpec:
@@ -709,6 +721,8 @@ def _create(table: _Table, status: StatusSpec, has_plugin: bool) -> CreateSpec:
     if header is not None and idempotency in (Idempotency.BODY, Idempotency.NONE):
         raise table.error("idempotency_header", f"not used with idempotency = {idempotency}")
     body_field = table.path("idempotency_body_field", BODY)
+    if idempotency is not Idempotency.BODY and table.from_preset("idempotency_body_field"):
+        body_field = None  # the user switched the preset's mode: its body field no longer applies
     if idempotency is Idempotency.BODY and body_field is None:
         raise table.error("idempotency_body_field", "required with idempotency = body")
     if idempotency is not Idempotency.BODY and body_field is not None:
@@ -746,6 +760,7 @@ def _create(table: _Table, status: StatusSpec, has_plugin: bool) -> CreateSpec:
         error_message=_required(
             table.path("error_message", RESPONSE, "/error/message"), table, "error_message"
         ),
+        idempotency_format=table.choice("idempotency_format", TokenFormat, TokenFormat.TOKEN),
     )
     if spec.state is not None and not status.state_map:
         raise table.error("state", "needs status.state_map to be read")

@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -48,6 +49,7 @@ from shared.providers.facts import (
 from shared.providers.messages import HttpResponse
 from shared.providers.paths import ValuePath, extract, parse_path
 from shared.providers.timing import parse_retry_after
+from shared.providers.tokens import create_token
 from shared.providers.values import (
     as_datetime,
     as_float,
@@ -160,8 +162,8 @@ def _parse_create_success(
     spec = desc.create
     code = resp.status_code
     job_id = as_str(extract(spec.job_id, body, resp.headers)) if spec.job_id else None
-    if job_id is None and spec.idempotency is Idempotency.CLIENT_JOB_ID:
-        job_id = idempotency_token
+    if job_id is None and spec.idempotency is Idempotency.CLIENT_JOB_ID and idempotency_token:
+        job_id = create_token(spec, idempotency_token)
     state, raw = (None, None)
     if spec.state is not None:
         state, raw = map_state(desc.status.state_map, extract(spec.state, body, resp.headers))
@@ -221,14 +223,24 @@ def parse_status(
     }
     if code in desc.status.not_found_statuses:
         return StatusFact(not_found=True, problem=f"HTTP {code}: job not found", **common)
+    by_code = desc.status.state_from_http_status.get(code)
     if not 200 <= code < 300:
+        if by_code is not None:
+            return StatusFact(remote_state=by_code, raw_state=f"HTTP {code}", **common)
         return StatusFact(
             back_pressure=code in BACK_PRESSURE_STATUSES, problem=f"HTTP {code}", **common
         )
     body = resp.json_body
     if not isinstance(body, dict):
+        if by_code is not None:  # 202 with an empty body, 204: the code is the whole answer
+            return StatusFact(remote_state=by_code, raw_state=f"HTTP {code}", **common)
         return StatusFact(problem="status body is not a JSON object", **common)
-    return _status_from_body(desc, body, resp, common)
+    fact = _status_from_body(desc, body, resp, common)
+    if fact.raw_state is None and by_code is not None:
+        # Only when the body names no state at all: an unknown state in the body
+        # stays undecided rather than being overruled by a 200.
+        return replace(fact, remote_state=by_code, raw_state=f"HTTP {code}", problem=None)
+    return fact
 
 
 def _status_from_body(

@@ -117,7 +117,11 @@ def validate_inline_result(
     digest = hashlib.sha256(body).hexdigest()
     base: dict[str, Any] = {"sha256": digest, "size": len(body), "content_type": "application/json"}
     if value is None:
-        return ResultCheck(ok=False, reason="no result in the final response", **base)
+        # Nothing arrived (removed after a retention period, never produced):
+        # the result is unavailable, not invalid -- there are no bytes to judge.
+        return ResultCheck(
+            ok=False, reason="no result in the final response", unavailable=True, **base
+        )
     if len(body) > desc.result.expect.max_bytes:
         return ResultCheck(
             ok=False, reason=_too_big(len(body), desc.result.expect.max_bytes), **base

@@ -1,0 +1,268 @@
+"""`make chaos`: three reconciler daemons, 500 operations, random SIGKILLs.
+
+    .venv/bin/python -m bench.chaos            # 500 operations, about a minute
+    .venv/bin/python -m bench.chaos --operations 100 --seed 3
+
+The full-size version of tests/integration/test_reconciler_crashes.py::
+test_three_reconcilers_with_random_sigkills. Three `jobwarden reconciler`
+processes share one database and one simulated provider; while work remains,
+one of them is killed with SIGKILL at random moments and replaced by a fresh
+process. Afterwards it asserts what must hold whatever the timing:
+
+- one create per idempotency token, and one remote job per operation;
+- no two status reads of the same job ever overlapped (the simulator counts);
+- every operation ended in the state its script implies;
+- every history hash chain verifies.
+
+Exit status 0 when all hold, 1 otherwise (each failure is named).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.reconciler import (
+    Simulator,
+    bench_database,
+    child_env,
+    print_table,
+    simulator,
+    spawn,
+    stop,
+    write_config,
+)
+from shared import audit, ledger
+from shared.database import create_pool
+from shared.ledger import RequestSpec
+from shared.states import LocalState
+
+S = LocalState
+# The scripted failure modes and the state each must end in.
+EXPECTED = {
+    "success": S.SUCCEEDED,
+    "late_failure": S.FAILED,
+    "partial": S.SUCCEEDED,
+    "lost_create_response": S.SUCCEEDED,
+    "create_5xx": S.SUCCEEDED,
+    "rate_limited": S.SUCCEEDED,
+}
+PROCESSES = 3
+# Fast schedule so the run takes about a minute: these mirror the test rig's.
+LIMITS = {
+    "backoff_base": 0.05,
+    "backoff_factor": 2.0,
+    "backoff_cap": 0.3,
+    "request_timeout": 1.0,
+}
+# A lease shorter than a killed worker's rows should wait, longer than one
+# request timeout plus its database writes, so a live worker keeps its lease.
+LEASE_SECONDS = "2"
+SWEEP_SECONDS = "0.05"
+# Status reads take this long at the simulator, so overlapping reads of one
+# job would actually overlap there and be counted.
+STATUS_LATENCY = 0.01
+KILL_INTERVAL = (0.5, 1.5)  # seconds between SIGKILLs while work remains
+MAX_KILLS = 40  # then let the survivors finish
+RUN_TIMEOUT = 240.0
+
+
+@dataclass
+class ChaosRun:
+    operations: int
+    kills: int = 0
+    seconds: float = 0.0
+    states: Counter[str] = field(default_factory=Counter)
+    stats: dict[str, Any] = field(default_factory=dict)
+    workers_per_op: Counter[int] = field(default_factory=Counter)
+    chains_checked: int = 0
+    failures: list[str] = field(default_factory=list)
+
+
+class Fleet:
+    """The reconciler processes, addressed by slot; a killed slot gets a new worker id."""
+
+    def __init__(self, db_url: str, config: Path, workdir: Path) -> None:
+        self.db_url, self.config, self.workdir = db_url, config, workdir
+        self.procs: dict[int, subprocess.Popen[bytes]] = {}
+        self.generation = 0
+
+    def start(self, slot: int) -> None:
+        self.generation += 1
+        worker = f"w{slot}-{self.generation}"
+        env = child_env(
+            DATABASE_URL=self.db_url,
+            JW_CONFIG=str(self.config),
+            JW_WORKER_ID=worker,
+            JW_RESULTS_DIR=str(self.workdir / "results"),
+            JW_LEASE_SECONDS=LEASE_SECONDS,
+            JW_SWEEP_INTERVAL=SWEEP_SECONDS,
+        )
+        self.procs[slot] = spawn(["reconciler"], self.workdir / f"{worker}.log", env)
+
+    def kill9(self, slot: int) -> None:
+        proc = self.procs[slot]
+        proc.kill()
+        proc.wait(timeout=10)
+
+    def stop_all(self) -> None:
+        for proc in self.procs.values():
+            stop(proc)
+
+
+async def submit_all(pool: Any, rng: random.Random, count: int) -> list[tuple[str, str]]:
+    plan = []
+    for n in range(count):
+        script = rng.choice(sorted(EXPECTED))
+        params: dict[str, Any] = {"duration": round(rng.uniform(0.1, 1.5), 3)}
+        if script == "lost_create_response":
+            params["hang_seconds"] = 3
+        sub = await ledger.submit_operation(
+            pool,
+            provider="sim",
+            kind="export",
+            request=RequestSpec("POST", "/v1/jobs", {"script": script, "params": params}),
+            requested_by="agent:chaos",
+            client_reference=f"chaos-{n}",
+            result_deadline_s=600,
+        )
+        plan.append((sub.operation_id, script))
+    return plan
+
+
+async def unfinished(pool: Any) -> int:
+    return int(await pool.fetchval("SELECT count(*) FROM operations WHERE finished_at IS NULL"))
+
+
+async def rampage(pool: Any, fleet: Fleet, rng: random.Random, run: ChaosRun) -> None:
+    """Kill and replace a random reconciler now and then until the work is done."""
+    deadline = time.monotonic() + RUN_TIMEOUT
+    while time.monotonic() < deadline and await unfinished(pool):
+        await asyncio.sleep(rng.uniform(*KILL_INTERVAL))
+        if run.kills < MAX_KILLS and await unfinished(pool):
+            slot = rng.randrange(PROCESSES)
+            fleet.kill9(slot)
+            run.kills += 1
+            fleet.start(slot)
+
+
+async def check(pool: Any, sim: Simulator, plan: list[tuple[str, str]], run: ChaosRun) -> None:
+    for op_id, script in plan:
+        state = (await ledger.load_operation(pool, op_id)).state
+        run.states[state.value] += 1
+        if state is not EXPECTED[script]:
+            run.failures.append(
+                f"{op_id} ({script}) ended {state.value}, expected {EXPECTED[script].value}"
+            )
+    run.stats = await sim.stats()
+    if run.stats["jobs_total"] != len(plan):
+        run.failures.append(f"{run.stats['jobs_total']} remote jobs for {len(plan)} operations")
+    repeated = {t: n for t, n in run.stats["creates_per_token"].items() if n != 1}
+    if repeated:
+        run.failures.append(f"{len(repeated)} idempotency tokens created more than one job")
+    overlap = max(run.stats["max_overlapping_status_calls"].values(), default=0)
+    if overlap > 1:
+        run.failures.append(f"status reads of one job overlapped ({overlap} at once)")
+    rows = await pool.fetch(
+        "SELECT count(DISTINCT worker) AS n FROM provider_calls GROUP BY operation_id"
+    )
+    run.workers_per_op = Counter(int(r["n"]) for r in rows)
+    async with pool.acquire() as conn:
+        run.chains_checked, breaks = await audit.verify(conn)
+    if breaks:
+        run.failures.append(f"{len(breaks)} broken history chains, first: {breaks[0]}")
+
+
+async def chaos(operations: int, seed: int, workdir: Path) -> ChaosRun:
+    rng = random.Random(seed)
+    run = ChaosRun(operations)
+    async with (
+        bench_database("chaos") as db,
+        simulator(workdir, status_latency=STATUS_LATENCY) as sim,
+    ):
+        pool = await create_pool(db.url, min_size=1, max_size=4)
+        try:
+            config = write_config(workdir / "chaos.toml", sim.url, LIMITS)
+            plan = await submit_all(pool, rng, operations)
+            fleet = Fleet(db.url, config, workdir)
+            began = time.monotonic()
+            for slot in range(PROCESSES):
+                fleet.start(slot)
+            try:
+                await rampage(pool, fleet, rng, run)
+            finally:
+                fleet.stop_all()
+            run.seconds = time.monotonic() - began
+            await check(pool, sim, plan, run)
+        finally:
+            await pool.close()
+    return run
+
+
+def report(run: ChaosRun, command: str, seed: int) -> None:
+    stats = run.stats
+    overlap = max(stats.get("max_overlapping_status_calls", {}).values(), default=0)
+    per_token = Counter(stats.get("creates_per_token", {}).values())
+    rows = [
+        ["operations", f"{run.operations}"],
+        ["reconciler processes", f"{PROCESSES} at a time ({run.kills} SIGKILLed and replaced)"],
+        ["wall time", f"{run.seconds:.1f} s"],
+        ["final states", ", ".join(f"{k} {v}" for k, v in sorted(run.states.items()))],
+        ["create requests sent", f"{stats.get('creates_total', 0)}"],
+        ["remote jobs created", f"{stats.get('jobs_total', 0)}"],
+        [
+            "jobs per idempotency token",
+            ", ".join(f"{k}: {v} tokens" for k, v in sorted(per_token.items())),
+        ],
+        ["status reads", f"{sum(stats.get('status_calls_per_job', {}).values())}"],
+        ["max overlapping reads of one job", f"{overlap}"],
+        [
+            "workers that called for one operation",
+            ", ".join(f"{k}: {v} ops" for k, v in sorted(run.workers_per_op.items())),
+        ],
+        ["history chains verified", f"{run.chains_checked}"],
+    ]
+    print_table(f"chaos (seed {seed})", command, ["figure", "value"], rows, numeric=False)
+    if run.failures:
+        print(f"FAILED ({len(run.failures)}):")
+        for failure in run.failures[:20]:
+            print(f"  - {failure}")
+    else:
+        print(
+            "PASSED: one create per token, no overlapping status reads, every operation in "
+            "the state its script implies, every history chain intact"
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.chaos", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("--operations", type=int, default=500)
+    parser.add_argument("--seed", type=int, default=7)
+    args = parser.parse_args(argv)
+    command = " ".join(
+        [".venv/bin/python -m bench.chaos", *(argv if argv is not None else sys.argv[1:])]
+    )
+    workdir = Path(tempfile.mkdtemp(prefix="jw-chaos-"))
+    run = asyncio.run(chaos(args.operations, args.seed, workdir))
+    report(run, command.strip(), args.seed)
+    if run.failures:
+        print(f"(process logs kept in {workdir})")
+        return 1
+    shutil.rmtree(workdir, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

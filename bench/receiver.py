@@ -1,0 +1,621 @@
+"""Webhook receiver benchmark: committed events/s against a bare Starlette endpoint.
+
+    .venv/bin/python -m bench.receiver            # full run, about a minute
+    .venv/bin/python -m bench.receiver --quick    # 3 s per phase, for a smoke test
+
+What it does, in one run on this machine:
+
+1. pre-generates distinct Standard Webhooks deliveries (unique `webhook-id`,
+   signed with a fresh timestamp right before the run);
+2. drives a bare Starlette POST endpoint that reads the body and answers 204
+   (uvicorn, one worker) with wrk, cycling through those requests;
+3. drives the real receiver (`receiver.main.run_receiver`, uvicorn, one
+   worker, JSON logs at INFO into a file) against a fresh database with the
+   same wrk load: every 200 there is a verified event committed in
+   PostgreSQL (or a verified duplicate), so events/s is committed events/s;
+4. sends a 10,000-delivery mixed load (20 % redeliveries of earlier events,
+   5 % forged signatures, shuffled, 32 at a time) and checks that exactly the
+   unique valid events are stored, with no forged one among them.
+
+Load generator: wrk (`apt-get install -y wrk` on Debian/Ubuntu). Its Lua
+script loads the pre-signed requests and hands out one per request.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import json
+import math
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from shared.database import connect, resolve_database, with_database
+from shared.migrate import apply_migrations
+from shared.signatures import sign_standard_webhooks
+
+SECRET = "whsec_" + base64.b64encode(b"jobwarden-bench-signing-key-0001").decode()
+FORGED_SECRET = "whsec_" + base64.b64encode(b"not-the-secret-an-attacker-guess").decode()
+PROVIDER = "sim"
+PATH = f"/webhooks/{PROVIDER}"
+
+# Load shape: one wrk thread (the machine has two cores, the server gets the
+# other) and 32 keep-alive connections, enough concurrency to saturate one
+# uvicorn worker without queueing far past it.
+WRK_THREADS = 1
+WRK_CONNECTIONS = 32
+PHASE_SECONDS = 10
+WARMUP_SECONDS = 2
+# More requests than the fastest server can take in one phase, so no event id
+# is ever sent twice in the throughput runs.
+REQUESTS_PER_PHASE = 200_000
+# Operations the throughput events belong to (each gets many events, as a job
+# announces running, progress and its end).
+OPERATIONS = 1000
+MIXED_TOTAL = 10_000
+MIXED_DUPLICATE_SHARE = 0.20
+MIXED_FORGED_SHARE = 0.05
+MIXED_MAX_SECONDS = 60  # bound on the mixed run, whatever the measured rate
+SERVER_START_TIMEOUT = 20.0
+
+LUA = r"""
+local requests = {}
+local count = 0
+local index = 0
+
+function init(args)
+  for line in io.lines(args[1]) do
+    local id, ts, sig, body = line:match("^([^\t]*)\t([^\t]*)\t([^\t]*)\t(.*)$")
+    count = count + 1
+    requests[count] = wrk.format("POST", args[2], {
+      ["Content-Type"] = "application/json",
+      ["webhook-id"] = id,
+      ["webhook-timestamp"] = ts,
+      ["webhook-signature"] = sig,
+    }, body)
+  end
+end
+
+function request()
+  index = index % count + 1
+  return requests[index]
+end
+
+function done(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format(
+    "WRK_JSON {\"requests\":%d,\"duration_us\":%d,\"p50_us\":%d,\"p99_us\":%d," ..
+    "\"non_2xx\":%d,\"connect\":%d,\"read\":%d,\"write\":%d,\"timeout\":%d}\n",
+    summary.requests, summary.duration, latency:percentile(50), latency:percentile(99),
+    e.status, e.connect, e.read, e.write, e.timeout))
+end
+"""
+
+
+# Sends each line of the file exactly once, then harmless GET /healthz fillers
+# until every POST has been answered; tallies the answers by kind.
+MIXED_LUA = r"""
+local requests = {}
+local count = 0
+local index = 0
+local filler
+answered = 0
+stored = 0
+duplicate = 0
+refused = 0
+other = 0
+local threads = {}
+
+function setup(thread)
+  table.insert(threads, thread)
+end
+
+function init(args)
+  for line in io.lines(args[1]) do
+    local id, ts, sig, body = line:match("^([^\t]*)\t([^\t]*)\t([^\t]*)\t(.*)$")
+    count = count + 1
+    requests[count] = wrk.format("POST", args[2], {
+      ["Content-Type"] = "application/json",
+      ["webhook-id"] = id,
+      ["webhook-timestamp"] = ts,
+      ["webhook-signature"] = sig,
+    }, body)
+  end
+  filler = wrk.format("GET", "/healthz")
+end
+
+-- wrk calls request() once before the run and does not send that request;
+-- a filler in slot 0 absorbs that call (sent and ignored if it ever is).
+function request()
+  local r = requests[index] or filler
+  index = index + 1
+  return r
+end
+
+function response(status, headers, body)
+  if body and body:find('"status":"ok"', 1, true) then
+    return
+  end
+  answered = answered + 1
+  if status == 200 and body:find('"stored"', 1, true) then
+    stored = stored + 1
+  elseif status == 200 and body:find('"duplicate"', 1, true) then
+    duplicate = duplicate + 1
+  elseif status == 401 then
+    refused = refused + 1
+  else
+    other = other + 1
+  end
+  if answered >= count then
+    wrk.thread:stop()
+  end
+end
+
+function done(summary, latency, requests)
+  local t = threads[1]
+  io.write(string.format(
+    "WRK_MIXED {\"answered\":%d,\"stored\":%d,\"duplicate\":%d,\"refused\":%d," ..
+    "\"other\":%d,\"duration_us\":%d}\n",
+    t:get("answered"), t:get("stored"), t:get("duplicate"), t:get("refused"), t:get("other"),
+    summary.duration))
+end
+"""
+
+
+@dataclass(frozen=True)
+class LoadResult:
+    name: str
+    requests: int
+    seconds: float
+    p50_ms: float
+    p99_ms: float
+    errors: int
+
+    @property
+    def per_second(self) -> float:
+        return self.requests / self.seconds
+
+
+# --------------------------------------------------------------------- servers
+
+
+def serve_bare(port: int) -> None:
+    """The baseline: a Starlette POST endpoint that reads the body and answers 204."""
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import Route
+
+    from shared.serve import serve_forever
+
+    async def accept(request: Request) -> Response:
+        await request.body()
+        return Response(status_code=204)
+
+    async def healthz(request: Request) -> Response:
+        return Response(status_code=204)
+
+    app = Starlette(
+        routes=[
+            Route("/webhooks/{provider}", accept, methods=["POST"]),
+            Route("/healthz", healthz, methods=["GET"]),
+        ]
+    )
+    asyncio.run(serve_forever(app, "127.0.0.1", port, log_level="warning"))
+
+
+def serve_receiver(port: int, database_url: str) -> None:
+    """The real receiver, exactly as `jobwarden receiver` runs it."""
+    from receiver.main import run_receiver
+    from shared import logs
+    from shared.config import Settings
+    from shared.providers import load_preset
+
+    logs.configure()
+    desc = load_preset("simulator", {"JW_SIM_WEBHOOK_SECRET": SECRET})
+    settings = Settings(receiver_port=port, providers={PROVIDER: desc})
+    asyncio.run(run_receiver(settings, database_url))
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+class Server:
+    """A server in a child process (so it has a core to itself), stopped with SIGTERM."""
+
+    def __init__(self, role: str, log: Path, database_url: str | None = None) -> None:
+        self.port = free_port()
+        args = [sys.executable, "-m", "bench.receiver", "--serve", role, "--port", str(self.port)]
+        if database_url is not None:
+            args += ["--database-url", database_url]
+        self._log = log.open("wb")
+        self._proc = subprocess.Popen(args, stdout=self._log, stderr=self._log)
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def wait_ready(self) -> None:
+        deadline = time.monotonic() + SERVER_START_TIMEOUT
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                raise SystemExit(f"server exited during startup; see {self._log.name}")
+            try:
+                if httpx.get(self.url + "/healthz", timeout=1.0).status_code < 300:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.05)
+        raise SystemExit(f"server did not start within {SERVER_START_TIMEOUT} s")
+
+    def stop(self) -> None:
+        if self._proc.poll() is None:
+            self._proc.send_signal(signal.SIGTERM)
+            try:
+                self._proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+        self._log.close()
+
+    def __enter__(self) -> Server:
+        try:
+            self.wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+# --------------------------------------------------------------------- load
+
+
+def signed_headers(
+    event_id: str, timestamp: int, body: bytes, secret: str = SECRET
+) -> dict[str, str]:
+    return {
+        "content-type": "application/json",
+        "webhook-id": event_id,
+        "webhook-timestamp": str(timestamp),
+        "webhook-signature": sign_standard_webhooks(secret, event_id, timestamp, body),
+    }
+
+
+def event_body(job: str, state: str = "succeeded") -> bytes:
+    return json.dumps({"type": f"job.{state}", "job_id": job, "state": state}).encode()
+
+
+def write_requests(path: Path, prefix: str, count: int) -> None:
+    """One pre-signed delivery per line: id, timestamp, signature, body (tab-separated).
+
+    Events name the jobs of the operations `prepare_operations` created, in
+    turn, so every one of them matches: the production path (observation
+    and reconciler wake-up in the same commit), not the cheaper unmatched one.
+    """
+    timestamp = int(time.time())
+    with path.open("w") as out:
+        for i in range(count):
+            event_id = f"{prefix}_{i}"
+            body = event_body(job_of(i % OPERATIONS), ("running", "succeeded")[i % 2])
+            signature = sign_standard_webhooks(SECRET, event_id, timestamp, body)
+            out.write(f"{event_id}\t{timestamp}\t{signature}\t{body.decode()}\n")
+
+
+def run_wrk(name: str, url: str, script: Path, requests: Path, seconds: int) -> LoadResult:
+    cmd = [
+        "wrk",
+        f"-t{WRK_THREADS}",
+        f"-c{WRK_CONNECTIONS}",
+        f"-d{seconds}s",
+        "--timeout",
+        "10s",
+        "-s",
+        str(script),
+        url + PATH,
+        "--",
+        str(requests),
+        PATH,
+    ]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    line = next(x for x in out.splitlines() if x.startswith("WRK_JSON "))
+    data = json.loads(line.removeprefix("WRK_JSON "))
+    errors = sum(data[k] for k in ("non_2xx", "connect", "read", "write", "timeout"))
+    return LoadResult(
+        name=name,
+        requests=data["requests"],
+        seconds=data["duration_us"] / 1e6,
+        p50_ms=data["p50_us"] / 1000,
+        p99_ms=data["p99_us"] / 1000,
+        errors=errors,
+    )
+
+
+@dataclass(frozen=True)
+class MixedResult:
+    sent: int
+    unique_valid: int
+    duplicates: int
+    forged: int
+    answers: dict[str, int]
+    stored_rows: int
+    forged_rows: int
+    duplicate_count: int
+    seconds: float
+    answered: int
+
+    @property
+    def ok(self) -> bool:
+        return (
+            self.answered == self.sent
+            and self.stored_rows == self.unique_valid
+            and self.forged_rows == 0
+            and self.duplicate_count == self.duplicates
+            and self.answers["stored"] == self.unique_valid
+            and self.answers["duplicate"] == self.duplicates
+            and self.answers["refused"] == self.forged
+            and self.answers["other"] == 0
+        )
+
+
+def write_mixed(path: Path, rng: random.Random) -> tuple[int, int, int]:
+    """10,000 deliveries, shuffled: unique valid events, redeliveries of them, forgeries."""
+    forged_n = int(MIXED_TOTAL * MIXED_FORGED_SHARE)
+    duplicate_n = int(MIXED_TOTAL * MIXED_DUPLICATE_SHARE)
+    unique_n = MIXED_TOTAL - forged_n - duplicate_n
+    timestamp = int(time.time())
+    valid = []
+    for i in range(unique_n):
+        event_id = f"mix_{i}"
+        body = event_body(f"job_mix_{i}", rng.choice(["running", "succeeded", "failed"]))
+        signature = sign_standard_webhooks(SECRET, event_id, timestamp, body)
+        valid.append(f"{event_id}\t{timestamp}\t{signature}\t{body.decode()}\n")
+    lines = valid + [rng.choice(valid) for _ in range(duplicate_n)]
+    for i in range(forged_n):
+        event_id = f"forged_{i}"
+        body = event_body(f"job_mix_{i}", "succeeded")
+        signature = sign_standard_webhooks(FORGED_SECRET, event_id, timestamp, body)
+        lines.append(f"{event_id}\t{timestamp}\t{signature}\t{body.decode()}\n")
+    rng.shuffle(lines)
+    path.write_text("".join(lines))
+    return unique_n, duplicate_n, forged_n
+
+
+async def run_mixed(
+    url: str, script: Path, requests: Path, database_url: str, rate: float
+) -> MixedResult:
+    """Send the mixed set once; `rate` (req/s measured earlier) sizes wrk's duration.
+
+    wrk runs for its whole -d whatever the script does, so the duration is
+    twice the expected sending time (the script sends fillers once done).
+    """
+    unique_n, duplicate_n, forged_n = write_mixed(requests, random.Random(7))
+    seconds = min(MIXED_MAX_SECONDS, math.ceil(2 * MIXED_TOTAL / max(rate, 1.0)) + 2)
+    cmd = [
+        "wrk",
+        "-t1",
+        f"-c{WRK_CONNECTIONS}",
+        f"-d{seconds}s",
+        "--timeout",
+        "10s",
+        "-s",
+        str(script),
+        url + PATH,
+        "--",
+        str(requests),
+        PATH,
+    ]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    line = next(x for x in out.splitlines() if x.startswith("WRK_MIXED "))
+    data = json.loads(line.removeprefix("WRK_MIXED "))
+    conn = await connect(database_url)
+    try:
+        row = await conn.fetchrow(
+            "SELECT count(*) FILTER (WHERE event_id LIKE 'mix\\_%') AS stored,"
+            " count(*) FILTER (WHERE event_id LIKE 'forged\\_%') AS forged,"
+            " coalesce(sum(duplicate_deliveries) FILTER (WHERE event_id LIKE 'mix\\_%'), 0)"
+            " AS dups FROM webhook_events"
+        )
+    finally:
+        await conn.close()
+    return MixedResult(
+        sent=MIXED_TOTAL,
+        unique_valid=unique_n,
+        duplicates=duplicate_n,
+        forged=forged_n,
+        answers={k: data[k] for k in ("stored", "duplicate", "refused", "other")},
+        stored_rows=row["stored"],
+        forged_rows=row["forged"],
+        duplicate_count=row["dups"],
+        seconds=data["duration_us"] / 1e6,
+        answered=data["answered"],
+    )
+
+
+async def count_events(database_url: str, prefix: str) -> int:
+    conn = await connect(database_url)
+    try:
+        count: int = await conn.fetchval(
+            "SELECT count(*) FROM webhook_events WHERE event_id LIKE $1", prefix + "\\_%"
+        )
+        return count
+    finally:
+        await conn.close()
+
+
+# --------------------------------------------------------------------- database
+
+
+def job_of(index: int) -> str:
+    return f"job_bench_{index}"
+
+
+async def prepare_operations(database_url: str) -> None:
+    """Operations with known job ids, recorded through the ledger like real ones."""
+    from shared import ledger
+
+    conn = await connect(database_url)
+    try:
+        for index in range(OPERATIONS):
+            submitted = await ledger.submit_operation(
+                conn,
+                provider=PROVIDER,
+                kind="bench",
+                request=ledger.RequestSpec("POST", "/v1/jobs", {"n": index}),
+                requested_by="bench",
+            )
+            await ledger.record_remote_job(
+                conn, submitted.operation_id, job_of(index), create_mode="async"
+            )
+    finally:
+        await conn.close()
+
+
+async def fresh_database(admin_url: str, name: str) -> str:
+    admin = await connect(admin_url)
+    try:
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        await admin.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await admin.close()
+    url = with_database(admin_url, name)
+    conn = await connect(url)
+    try:
+        await apply_migrations(conn)
+    finally:
+        await conn.close()
+    return url
+
+
+async def drop_database(admin_url: str, name: str) -> None:
+    admin = await connect(admin_url)
+    try:
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        await admin.close()
+
+
+# --------------------------------------------------------------------- report
+
+
+def print_report(
+    bare: LoadResult, recv: LoadResult, committed: int, mixed: MixedResult, phase: int
+) -> None:
+    ratio = recv.per_second / bare.per_second
+    print()
+    print(
+        f"wrk -t{WRK_THREADS} -c{WRK_CONNECTIONS} -d{phase}s, distinct signed Standard Webhooks "
+        f"deliveries, uvicorn 1 worker, {os.cpu_count()} CPUs"
+    )
+    print(f"{'endpoint':<34}{'req/s':>10}{'p50 ms':>9}{'p99 ms':>9}{'errors':>8}")
+    for result in (bare, recv):
+        print(
+            f"{result.name:<34}{result.per_second:>10.0f}{result.p50_ms:>9.2f}"
+            f"{result.p99_ms:>9.2f}{result.errors:>8}"
+        )
+    print(f"ratio receiver / bare: {ratio:.2f}   (target >= 0.50, receiver p99 < 20 ms)")
+    print(
+        f"events committed during the receiver run: {committed} (wrk completed "
+        f"{recv.requests}), each matched to one of {OPERATIONS} operations"
+    )
+    print()
+    print(
+        f"mixed load: {mixed.sent} deliveries, {mixed.answered} answered "
+        f"({mixed.unique_valid} unique valid, {mixed.duplicates} redeliveries, "
+        f"{mixed.forged} forged)"
+    )
+    print(
+        f"  answers: {mixed.answers['stored']} stored, {mixed.answers['duplicate']} duplicate, "
+        f"{mixed.answers['refused']} refused (401), {mixed.answers['other']} other"
+    )
+    print(
+        f"  stored rows: {mixed.stored_rows} (expected {mixed.unique_valid}), forged rows: "
+        f"{mixed.forged_rows} (expected 0), duplicate_deliveries: {mixed.duplicate_count} "
+        f"(expected {mixed.duplicates})  -> {'OK' if mixed.ok else 'MISMATCH'}"
+    )
+
+
+# --------------------------------------------------------------------- main
+
+
+async def run(phase: int, warmup: int) -> int:
+    resolved = resolve_database()
+    db_name = f"jw_bench_{os.getpid()}"
+    try:
+        database_url = await fresh_database(resolved.admin_url, db_name)
+        await prepare_operations(database_url)
+        with tempfile.TemporaryDirectory(prefix="jw-bench-") as tmp:
+            folder = Path(tmp)
+            script = folder / "requests.lua"
+            script.write_text(LUA)
+            warm, main_set = folder / "warmup.tsv", folder / "main.tsv"
+            write_requests(warm, "warm", 50_000)
+            write_requests(main_set, "evt", REQUESTS_PER_PHASE)
+            print(f"bench: logs in {tmp} while running", file=sys.stderr)
+
+            with Server("bare", folder / "bare.log") as bare_server:
+                run_wrk("warmup", bare_server.url, script, warm, warmup)
+                bare = run_wrk("bare Starlette 204", bare_server.url, script, main_set, phase)
+            with Server("receiver", folder / "receiver.log", database_url) as receiver:
+                run_wrk("warmup", receiver.url, script, warm, warmup)
+                recv = run_wrk(
+                    "receiver (verified, committed)", receiver.url, script, main_set, phase
+                )
+                committed = await count_events(database_url, "evt")
+                mixed_script = folder / "mixed.lua"
+                mixed_script.write_text(MIXED_LUA)
+                mixed = await run_mixed(
+                    receiver.url, mixed_script, folder / "mixed.tsv", database_url, recv.per_second
+                )
+        print_report(bare, recv, committed, mixed, phase)
+        return 0 if mixed.ok and recv.errors == 0 else 1
+    finally:
+        await drop_database(resolved.admin_url, db_name)
+        resolved.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.receiver", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("--quick", action="store_true", help="3 s phases (smoke test)")
+    parser.add_argument("--serve", choices=["bare", "receiver"], help=argparse.SUPPRESS)
+    parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--database-url", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.serve == "bare":
+        serve_bare(args.port)
+        return 0
+    if args.serve == "receiver":
+        serve_receiver(args.port, args.database_url)
+        return 0
+    if shutil.which("wrk") is None:
+        print(
+            "bench.receiver needs wrk, the HTTP load generator.\n"
+            "Install it with:  sudo apt-get install -y wrk   (Debian/Ubuntu)\n"
+            "             or:  brew install wrk               (macOS)",
+            file=sys.stderr,
+        )
+        return 2
+    phase = 3 if args.quick else PHASE_SECONDS
+    warmup = 1 if args.quick else WARMUP_SECONDS
+    return asyncio.run(run(phase, warmup))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,429 @@
+"""The agent API: `/v1/operations`, token-authenticated, AIP-151 shaped.
+
+Every answer is read back from the `agent_operations` view after the write it
+follows, so the API can never describe an operation differently from what an
+agent reading the view would see. Waiting (long-poll and SSE) is woken by the
+database's NOTIFY through one shared listener; nothing here talks to a
+provider.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import Any
+
+import asyncpg
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import BaseRoute, Route
+
+from receiver.api import bodies
+from receiver.api.auth import Caller, authenticate
+from receiver.api.hub import TransitionHub
+from receiver.api.openapi import openapi_document
+from receiver.api.problems import (
+    ApiJSONResponse,
+    Problem,
+    invalid,
+    json_default,
+    not_found,
+    unavailable,
+)
+from receiver.api.resources import API_PREFIX, operation_resource, transition_event
+from shared import ledger
+from shared.config import Settings
+from shared.errors import LedgerError, RequestMismatch, StaleTransition
+from shared.ids import trace_id_from_traceparent
+from shared.queries import q
+from shared.states import TERMINAL, LocalState
+
+log = logging.getLogger(__name__)
+
+_OPERATION_ID = re.compile(r"^op_[0-9A-HJKMNP-TV-Z]{26}$")
+# A waiter re-reads the database at least this often even without a
+# notification: it bounds the staleness if the listener connection was lost
+# and re-established between a transition and its NOTIFY.
+FALLBACK_REREAD_SECONDS = 15.0
+# SSE comment lines keep idle proxies from closing the stream (most cut idle
+# connections after 30-60 s) and reveal a vanished client.
+SSE_KEEPALIVE_SECONDS = 15.0
+# A cancel races the reconciler's own transitions; each retry re-reads the
+# state, and three lost races in a row would mean something else is wrong.
+CANCEL_ATTEMPTS = 3
+MAX_LIST_PAGE = 200
+_CANCEL_PENDING = frozenset({LocalState.CANCEL_REQUESTED, LocalState.CANCELLING})
+
+Handler = Callable[[Request], Awaitable[Response]]
+# What a lost or unreachable database looks like from here (TimeoutError, a
+# pool acquire that gave up, is an OSError).
+DATABASE_DOWN = (asyncpg.InterfaceError, asyncpg.PostgresConnectionError, OSError)
+
+
+def _problem_edge(handler: Handler) -> Handler:
+    """Render every failure as problem+json; never leak a traceback or a secret."""
+
+    async def endpoint(request: Request) -> Response:
+        try:
+            return await handler(request)
+        except Problem as problem:
+            return problem.response(instance=request.url.path)
+        except LedgerError as exc:  # the state machine refused: say so, it is not a crash
+            refused = Problem(409, "conflict", "Refused by the ledger", str(exc))
+            return refused.response(instance=request.url.path)
+        except DATABASE_DOWN:
+            log.warning("database unavailable during %s", request.url.path, exc_info=True)
+            down = unavailable("The database is unavailable; retry shortly.")
+            return down.response(instance=request.url.path)
+        except Exception:
+            log.exception("unexpected error in %s %s", request.method, request.url.path)
+            crash = Problem(
+                500, "internal", "Internal error", "Unexpected server error; it was logged."
+            )
+            return crash.response(instance=request.url.path)
+
+    return endpoint
+
+
+def _operation_id(request: Request) -> str:
+    operation_id = str(request.path_params["operation_id"])
+    if not _OPERATION_ID.match(operation_id):
+        raise not_found(operation_id)
+    return operation_id
+
+
+def _sse(event: str, data: Mapping[str, Any], event_id: int | None = None) -> str:
+    lines = [f"event: {event}"]
+    if event_id is not None:
+        lines.append(f"id: {event_id}")
+    lines.append("data: " + json.dumps(data, default=json_default, ensure_ascii=False))
+    return "\n".join(lines) + "\n\n"
+
+
+def cancel_message(state: LocalState) -> str:
+    """What a cancel request achieved, in words that cannot be read as 'cancelled'."""
+    if state in _CANCEL_PENDING:
+        return (
+            "Cancellation requested, NOT yet confirmed by the provider. The job may still "
+            "finish or fail; wait for done=true before reporting anything."
+        )
+    if state is LocalState.ABANDONED:
+        return "The request had not been sent to the provider yet: nothing was started."
+    if state is LocalState.RESULT_COLLECTING:
+        return (
+            "Too late to cancel: the provider reports the job finished and its result is "
+            "being collected. Wait for done=true."
+        )
+    if state in TERMINAL:
+        return f"Nothing to cancel: the operation had already finished ({state.value})."
+    return (
+        f"Cancellation intent recorded; the operation is {state.value} and waits for an "
+        "operator, who will see the request."
+    )
+
+
+class OperationsApi:
+    def __init__(self, settings: Settings, pool: Any) -> None:
+        self.settings = settings
+        self.pool = pool
+        self.hub = TransitionHub(pool, acquire_timeout=settings.db_acquire_timeout)
+
+    @contextlib.asynccontextmanager
+    async def connection(self) -> AsyncIterator[Any]:
+        try:
+            conn = await self.pool.acquire(timeout=self.settings.db_acquire_timeout)
+        except DATABASE_DOWN:
+            raise unavailable("The database is busy or unavailable; retry shortly.") from None
+        try:
+            yield conn
+        finally:
+            await self.pool.release(conn)
+
+    async def caller(self, request: Request) -> Caller:
+        async with self.connection() as conn:
+            return await authenticate(conn, request)
+
+    async def visible(self, conn: Any, operation_id: str, caller: Caller) -> Any:
+        row = await conn.fetchrow(q("api_operation"), operation_id, caller.owner_filter)
+        if row is None:
+            raise not_found(operation_id)
+        return row
+
+    async def read(self, operation_id: str, caller: Caller) -> Any:
+        async with self.connection() as conn:
+            return await self.visible(conn, operation_id, caller)
+
+    # ------------------------------------------------------------------ routes
+
+    async def submit(self, request: Request) -> Response:
+        caller = await self.caller(request)
+        raw = await bodies.read_json(request, self.settings.max_body_bytes)
+        spec = bodies.parse_submit(raw, self.settings.providers)
+        desc = self.settings.providers[spec.provider]
+        async with self.connection() as conn:
+            try:
+                submitted = await ledger.submit_operation(
+                    conn,
+                    provider=spec.provider,
+                    kind=spec.kind,
+                    request=spec.request,
+                    requested_by=caller.requested_by,
+                    client_reference=spec.client_reference,
+                    approval_ref=spec.approval_ref,
+                    idempotency_mode=desc.create.idempotency.value,
+                    create_deadline_s=spec.create_deadline_s,
+                    result_deadline_s=spec.result_deadline_s,
+                    trace_id=trace_id_from_traceparent(request.headers.get("traceparent")),
+                )
+            except RequestMismatch as exc:
+                raise Problem(
+                    409, "request-mismatch", "Different request for the same reference", str(exc)
+                ) from None
+            except asyncpg.CheckViolationError as exc:
+                raise invalid(f"refused by the ledger: {exc.constraint_name}") from None
+            row = await self.visible(conn, submitted.operation_id, caller)
+        resource = operation_resource(row)
+        resource["replayed"] = not submitted.created
+        location = f"{API_PREFIX}/{submitted.operation_id}"
+        return ApiJSONResponse(resource, status_code=202, headers={"Location": location})
+
+    async def get(self, request: Request) -> Response:
+        operation_id = _operation_id(request)
+        caller = await self.caller(request)
+        return ApiJSONResponse(operation_resource(await self.read(operation_id, caller)))
+
+    async def list_operations(self, request: Request) -> Response:
+        caller = await self.caller(request)
+        params = request.query_params
+        mine = bodies.query_bool(params, "mine")
+        owner = caller.requested_by if mine or not caller.is_operator else None
+        states = [s for value in params.getlist("state") for s in value.split(",") if s]
+        unknown = sorted(set(states) - {s.value for s in LocalState})
+        if unknown:
+            raise invalid(f"unknown state(s): {', '.join(unknown)}", status=400)
+        page_size = bodies.query_int(
+            params, "page_size", default=bodies.DEFAULT_PAGE_SIZE, high=MAX_LIST_PAGE
+        )
+        async with self.connection() as conn:
+            rows = await conn.fetch(
+                q("api_list_operations"),
+                owner,
+                states or None,
+                params.get("provider") or None,
+                bodies.query_bool(params, "done"),
+                bodies.query_bool(params, "final"),
+                bodies.decode_page_token(params.get("page_token")),
+                page_size + 1,
+            )
+        page = rows[:page_size]
+        body: dict[str, Any] = {"operations": [operation_resource(r) for r in page]}
+        body["next_page_token"] = (
+            bodies.encode_page_token(page[-1]["operation_id"]) if len(rows) > page_size else None
+        )
+        return ApiJSONResponse(body)
+
+    async def wait(self, request: Request) -> Response:
+        operation_id = _operation_id(request)
+        caller = await self.caller(request)
+        max_wait = bodies.query_float(
+            request.query_params,
+            "max_wait",
+            default=bodies.DEFAULT_WAIT_SECONDS,
+            low=0.0,
+            high=bodies.MAX_WAIT_SECONDS,
+        )
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max_wait
+        async with self.hub.subscribe(operation_id) as sub:
+            while True:
+                row = await self.read(operation_id, caller)
+                remaining = deadline - loop.time()
+                if row["done"] or remaining <= 0:
+                    return ApiJSONResponse(operation_resource(row))
+                await self.hub.ensure_listening()
+                await sub.wait(min(remaining, FALLBACK_REREAD_SECONDS))
+
+    async def events(self, request: Request) -> Response:
+        operation_id = _operation_id(request)
+        caller = await self.caller(request)
+        after = bodies.seq_from(
+            request.headers.get("last-event-id") or request.query_params.get("after"),
+            "Last-Event-ID",
+        )
+        await self.read(operation_id, caller)  # 404 before the stream starts
+        return StreamingResponse(
+            self._event_stream(operation_id, after),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+        )
+
+    async def _event_stream(self, operation_id: str, after: int) -> AsyncIterator[str]:
+        """The SSE body.
+
+        A database failure mid-stream ends it with an `error` event instead of
+        a torn connection; the client resumes with Last-Event-ID.
+        """
+        try:
+            async for chunk in self._transitions(operation_id, after):
+                yield chunk
+        except Problem as problem:
+            yield _sse("error", problem.body())
+        except DATABASE_DOWN:
+            log.warning("database lost during an event stream", exc_info=True)
+            yield _sse("error", unavailable("The database is unavailable; resume shortly.").body())
+
+    async def _transitions(self, operation_id: str, after: int) -> AsyncIterator[str]:
+        """Every transition after `after`, in order; ends after a terminal state."""
+        last = after
+        async with self.hub.subscribe(operation_id) as sub:
+            while True:
+                async with self.connection() as conn:
+                    rows = await conn.fetch(q("api_history_after"), operation_id, last)
+                    latest = (
+                        rows[-1]["to_state"]
+                        if rows
+                        else await conn.fetchval(q("api_latest_state"), operation_id)
+                    )
+                    final = (
+                        await conn.fetchrow(q("api_operation"), operation_id, None)
+                        if latest in TERMINAL
+                        else None
+                    )
+                for row in rows:
+                    yield _sse("transition", transition_event(operation_id, row), row["seq"])
+                    last = row["seq"]
+                if final is not None:
+                    yield _sse("end", operation_resource(final))
+                    return
+                await self.hub.ensure_listening()
+                if not await sub.wait(SSE_KEEPALIVE_SECONDS):
+                    yield ": keep-alive\n\n"
+
+    async def cancel(self, request: Request) -> Response:
+        operation_id = _operation_id(request)
+        caller = await self.caller(request)
+        reason = bodies.single_text(
+            await bodies.read_json(request, self.settings.max_body_bytes), "reason", max_len=500
+        )
+        async with self.connection() as conn:
+            row = await self.visible(conn, operation_id, caller)
+            desc = self.settings.providers.get(row["provider"])
+            deadline = (
+                desc.limits.cancel_deadline_seconds if desc else ledger.DEFAULT_CANCEL_DEADLINE_S
+            )
+            state = await self._request_cancel(conn, operation_id, caller, reason, deadline)
+            await conn.execute(q("request_wake"), operation_id)
+            row = await self.visible(conn, operation_id, caller)
+        resource = operation_resource(row)
+        resource["cancel"] = {"state": state.value, "message": cancel_message(state)}
+        return ApiJSONResponse(resource, status_code=202 if state in _CANCEL_PENDING else 200)
+
+    async def _request_cancel(
+        self, conn: Any, operation_id: str, caller: Caller, reason: str, deadline: float
+    ) -> LocalState:
+        for attempt in range(1, CANCEL_ATTEMPTS + 1):
+            try:
+                return await ledger.request_cancel(
+                    conn,
+                    operation_id,
+                    requested_by=caller.requested_by,
+                    reason=reason,
+                    cancel_deadline_s=deadline,
+                )
+            except StaleTransition:
+                if attempt == CANCEL_ATTEMPTS:
+                    raise Problem(
+                        409,
+                        "busy",
+                        "Operation is changing",
+                        "The operation changed state during the cancel three times; retry.",
+                    ) from None
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def claim(self, request: Request) -> Response:
+        operation_id = _operation_id(request)
+        caller = await self.caller(request)
+        consumer = bodies.single_text(
+            await bodies.read_json(request, self.settings.max_body_bytes), "consumer", max_len=200
+        )
+        async with self.connection() as conn:
+            await self.visible(conn, operation_id, caller)
+            claimed = await ledger.claim_completion(conn, operation_id, consumer)
+            row = await self.visible(conn, operation_id, caller)
+        if claimed:
+            reason, message = None, "Claimed: you are the only consumer to act on this completion."
+        elif row["state"] == LocalState.SUCCEEDED:
+            reason = "already_claimed"
+            message = (
+                f"Consumer {consumer!r} already claimed this completion earlier: "
+                "do NOT act on it again."
+            )
+        else:
+            reason = "not_succeeded"
+            message = f"Nothing to claim: the operation has not succeeded (state {row['state']})."
+        return ApiJSONResponse(
+            {
+                "operation_id": operation_id,
+                "consumer": consumer,
+                "claimed": claimed,
+                "reason": reason,
+                "message": message,
+                "state": row["state"],
+            }
+        )
+
+    async def failed_items(self, request: Request) -> Response:
+        operation_id = _operation_id(request)
+        caller = await self.caller(request)
+        params = request.query_params
+        page_size = bodies.query_int(
+            params, "page_size", default=bodies.DEFAULT_PAGE_SIZE, high=bodies.MAX_PAGE_SIZE
+        )
+        after = bodies.decode_page_token(params.get("page_token"))
+        async with self.connection() as conn:
+            row = await self.visible(conn, operation_id, caller)
+            items = await conn.fetch(q("api_failed_items"), operation_id, after, page_size + 1)
+        page = items[:page_size]
+        return ApiJSONResponse(
+            {
+                "operation_id": operation_id,
+                "items_failed": row["items_failed"],
+                "items_total": row["items_total"],
+                "items": [dict(item) for item in page],
+                "next_page_token": (
+                    bodies.encode_page_token(page[-1]["item_key"])
+                    if len(items) > page_size
+                    else None
+                ),
+            }
+        )
+
+    async def openapi(self, request: Request) -> Response:
+        return ApiJSONResponse(openapi_document())
+
+    def routes(self) -> list[BaseRoute]:
+        def route(path: str, handler: Handler, method: str) -> Route:
+            return Route(path, _problem_edge(handler), methods=[method])
+
+        base = API_PREFIX
+        one = base + "/{operation_id}"
+        return [
+            route("/v1/openapi.json", self.openapi, "GET"),
+            route(base, self.submit, "POST"),
+            route(base, self.list_operations, "GET"),
+            route(one + ":wait", self.wait, "GET"),
+            route(one + ":cancel", self.cancel, "POST"),
+            route(one + ":claim", self.claim, "POST"),
+            route(one + "/events", self.events, "GET"),
+            route(one + "/failed-items", self.failed_items, "GET"),
+            route(one, self.get, "GET"),
+        ]
+
+
+def api_routes(settings: Settings, pool: Any) -> list[BaseRoute]:
+    """The agent API's routes, for the receiver app's `extra_routes`."""
+    return OperationsApi(settings, pool).routes()

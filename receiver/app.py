@@ -1,0 +1,79 @@
+"""The receiver's Starlette application: webhooks, health, readiness, metrics.
+
+The app owns its group-commit writer (started and drained by the lifespan) and
+its metrics registry; the database pool is the caller's. Agent-API routes are
+passed in by the caller as `extra_routes` and share the same pool.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.routing import BaseRoute, Route
+
+from receiver.health import HealthEndpoints
+from receiver.ingest import BatchReport, Ingestor
+from receiver.metrics import ReceiverMetrics
+from receiver.webhooks import WebhookEndpoint
+from shared.config import Settings
+
+
+def build_app(
+    settings: Settings,
+    pool: Any,
+    *,
+    now: Callable[[], float] = time.time,
+    extra_routes: Sequence[BaseRoute] = (),
+) -> Starlette:
+    """The receiver app; `now` (unix seconds) is the clock of the replay window."""
+    webhook_providers = [n for n, d in settings.providers.items() if d.webhooks is not None]
+    metrics = ReceiverMetrics(webhook_providers)
+
+    def on_batch(report: BatchReport) -> None:
+        metrics.batch_size.observe(report.size)
+        metrics.commit_seconds.observe(report.seconds)
+
+    def on_db_error(kind: str) -> None:
+        metrics.db_errors.labels(kind).inc()
+
+    ingestor = Ingestor(
+        pool,
+        acquire_timeout=settings.db_acquire_timeout,
+        on_batch=on_batch,
+        on_db_error=on_db_error,
+    )
+    metrics.queue_depth.set_function(lambda: ingestor.queued)
+    webhooks = WebhookEndpoint(
+        settings.providers,
+        ingestor,
+        metrics,
+        max_body_bytes=settings.max_body_bytes,
+        now=now,
+    )
+    health = HealthEndpoints(pool, ingestor, metrics, settings.db_acquire_timeout)
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        ingestor.start()
+        try:
+            yield
+        finally:
+            # uvicorn has stopped accepting and finished in-flight requests by
+            # now; whatever is still queued gets committed before we exit.
+            await ingestor.close()
+
+    routes: list[BaseRoute] = [
+        Route("/webhooks/{provider}", webhooks, methods=["POST"]),
+        Route("/healthz", health.healthz, methods=["GET"]),
+        Route("/readyz", health.readyz, methods=["GET"]),
+        Route("/metrics", health.metrics, methods=["GET"]),
+        *extra_routes,
+    ]
+    app = Starlette(routes=routes, lifespan=lifespan)
+    app.state.metrics = metrics
+    app.state.ingestor = ingestor
+    return app

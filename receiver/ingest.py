@@ -1,0 +1,381 @@
+"""Durable storage of verified webhook events, by group commit.
+
+One INSERT and COMMIT per request spends most of its time waiting for the
+commit's WAL flush, and that wait is the same for one row or for hundreds. So
+requests do not write: each hands its verified `Event` to the `Ingestor` and
+awaits a future; a single writer task takes everything queued (up to
+`MAX_BATCH`), writes it in ONE transaction with set-based SQL, and only after
+COMMIT returns resolves each future (stored / duplicate). If the transaction
+fails, every future in it fails and the request answers 503: no caller is told
+"saved" before the commit, and no event is saved without a caller or a later
+redelivery learning it.
+
+Nothing here holds state a restart would lose: a queued event belongs to a
+request that has not been answered, so a crash makes the provider retry it.
+Dedupe is the database's UNIQUE (provider, event_id), so any number of
+receiver processes may run side by side.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import asyncpg
+
+from shared.queries import q
+
+logger = logging.getLogger(__name__)
+
+# Events per transaction. Past a few hundred rows the statement's own cost
+# dominates the commit it amortizes, and a failed batch (503 for all of it)
+# should stay a bounded blast radius.
+MAX_BATCH = 256
+# Back-pressure: beyond this many waiting events (or bytes of payload) new
+# deliveries get 503 at once instead of queueing behind a database that is not
+# keeping up. 4096 events is about a second of peak load on one core.
+MAX_QUEUED_EVENTS = 4096
+MAX_QUEUED_BYTES = 64 * 1024 * 1024
+# Bound on one batch's statements, and on the whole batch (retries and the
+# one-by-one fallback included) past the pool acquire: a lock wait or a
+# stalled server must turn into 503s (the provider retries) rather than
+# requests hanging until the provider's own timeout.
+STATEMENT_TIMEOUT_SECONDS = 5.0
+BATCH_DEADLINE_SECONDS = 10.0
+# A deadlock between receivers (or with the reconciler) aborts one transaction;
+# re-running it is safe because nothing of it was committed.
+DEADLOCK_RETRIES = 3
+# On shutdown, queued events get this long to commit before their requests are
+# answered 503.
+DRAIN_TIMEOUT_SECONDS = 10.0
+
+_RETRYABLE = (asyncpg.DeadlockDetectedError, asyncpg.SerializationError)
+# Errors caused by a row's content, not by the database's health: re-writing
+# the batch one event at a time confines the failure to the offending event.
+_ROW_ERRORS = (asyncpg.DataError, asyncpg.IntegrityConstraintViolationError)
+
+Status = Literal["stored", "duplicate"]
+_Key = tuple[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """A verified event ready to store; every field is safe to persist."""
+
+    provider: str
+    event_id: str
+    scheme: str
+    id_signed: bool
+    remote_job_id: str | None
+    operation_ref: str | None
+    remote_state: str | None
+    remote_state_raw: str | None
+    payload: str  # JSON text PostgreSQL's jsonb accepts
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.provider, self.event_id)
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What the committed transaction did with one delivery."""
+
+    status: Status
+    webhook_event_id: int
+    operation_id: str | None  # set for a new event matched to an operation
+    trace_id: str | None  # the matched operation's trace id
+
+
+class IngestUnavailable(Exception):
+    """The event was not stored because the database could not take it now (→ 503)."""
+
+
+class IngestRejected(Exception):
+    """The database refused this event's content; retrying will not help (→ 500)."""
+
+
+class _Pending:
+    __slots__ = ("event", "future")
+
+    def __init__(self, event: Event, future: asyncio.Future[Outcome]) -> None:
+        self.event = event
+        self.future = future
+
+
+@dataclass(frozen=True, slots=True)
+class BatchReport:
+    """Passed to the `on_batch` hook after each batch, for metrics."""
+
+    size: int
+    seconds: float
+    failed: bool
+
+
+class Ingestor:
+    """The single writer of one receiver process; see the module docstring.
+
+    `start()` launches the writer, `submit()` stores one event (returning only
+    after COMMIT), `close()` stops taking events and drains what is queued.
+    """
+
+    def __init__(
+        self,
+        pool: Any,
+        *,
+        acquire_timeout: float,
+        max_batch: int = MAX_BATCH,
+        on_batch: Callable[[BatchReport], None] | None = None,
+        on_db_error: Callable[[str], None] | None = None,
+    ) -> None:
+        self._pool = pool
+        self._acquire_timeout = acquire_timeout  # waiting for a pool connection, then 503
+        self._max_batch = max_batch
+        self._on_batch = on_batch
+        self._on_db_error = on_db_error
+        self._queue: list[_Pending] = []
+        self._queued_bytes = 0
+        self._work = asyncio.Event()
+        self._closing = False
+        self._writer: asyncio.Task[None] | None = None
+
+    @property
+    def accepting(self) -> bool:
+        return self._writer is not None and not self._closing and not self._writer.done()
+
+    @property
+    def queued(self) -> int:
+        return len(self._queue)
+
+    def start(self) -> None:
+        if self._writer is None:
+            self._writer = asyncio.create_task(self._run(), name="webhook-ingest-writer")
+            self._writer.add_done_callback(self._writer_stopped)
+
+    async def submit(self, event: Event) -> Outcome:
+        """Store `event`; returns after COMMIT, or raises IngestUnavailable / IngestRejected."""
+        if not self.accepting:
+            raise IngestUnavailable("receiver is not accepting events")
+        if (
+            len(self._queue) >= MAX_QUEUED_EVENTS
+            or self._queued_bytes + len(event.payload) > MAX_QUEUED_BYTES
+        ):
+            raise IngestUnavailable("ingest queue is full")
+        future: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
+        self._queue.append(_Pending(event, future))
+        self._queued_bytes += len(event.payload)
+        self._work.set()
+        # No per-request timer: the writer settles every future within its
+        # batch deadline (one timer per batch, not per request). If the caller
+        # is cancelled, only this future is; the commit in flight goes on.
+        return await future
+
+    async def close(self, drain_seconds: float = DRAIN_TIMEOUT_SECONDS) -> None:
+        """Stop accepting, commit what is queued (for at most `drain_seconds`), stop the writer."""
+        self._closing = True
+        self._work.set()
+        writer = self._writer
+        if writer is None:
+            return
+        try:
+            await asyncio.wait_for(asyncio.shield(writer), drain_seconds)
+        except TimeoutError:
+            writer.cancel()
+            await asyncio.gather(writer, return_exceptions=True)
+        self._fail(self._take(len(self._queue)), IngestUnavailable("receiver shut down"))
+
+    # ----------------------------------------------------------------- writer
+
+    async def _run(self) -> None:
+        while await self._work_waiting():
+            try:
+                conn = await self._pool.acquire(timeout=self._acquire_timeout)
+            except Exception as exc:  # pool exhausted, or the server refuses connections
+                if isinstance(exc, TimeoutError):
+                    self._db_error("pool_timeout")
+                self._fail(self._take(self._max_batch), self._unavailable(exc))
+                continue
+            try:
+                # Held while work is queued: under load that saves the pool's
+                # per-release reset round trip on every batch.
+                while self._queue:
+                    if not await self._write_batch(conn, self._take(self._max_batch)):
+                        break  # the connection may be broken: return it, take a fresh one
+            finally:
+                await self._release(conn)
+
+    async def _work_waiting(self) -> bool:
+        """Wait until events are queued; False once closing with nothing left to write."""
+        while not self._queue:
+            if self._closing:
+                return False
+            self._work.clear()
+            await self._work.wait()
+        return True
+
+    async def _write_batch(self, conn: Any, batch: list[_Pending]) -> bool:
+        """Commit one batch and settle its futures; False when the connection failed."""
+        started = time.perf_counter()
+        healthy = True
+        try:
+            async with asyncio.timeout(BATCH_DEADLINE_SECONDS):
+                await self._write(conn, batch)
+        except Exception as exc:  # every failure must reach the waiting requests
+            healthy = False
+            self._fail(batch, self._unavailable(exc))
+        if self._on_batch is not None:
+            self._on_batch(BatchReport(len(batch), time.perf_counter() - started, not healthy))
+        return healthy
+
+    async def _release(self, conn: Any) -> None:
+        try:
+            await self._pool.release(conn, timeout=STATEMENT_TIMEOUT_SECONDS)
+        except Exception as exc:  # the pool discards a connection it cannot reset
+            logger.warning(
+                "could not return a database connection to the pool",
+                extra={"ctx": {"error": type(exc).__name__}},
+            )
+
+    def _writer_stopped(self, task: asyncio.Task[None]) -> None:
+        """Fail whatever is queued if the writer ever ends (normally only at close)."""
+        self._closing = True
+        self._fail(self._take(len(self._queue)), IngestUnavailable("event writer stopped"))
+
+    def _take(self, limit: int) -> list[_Pending]:
+        batch = self._queue[:limit]
+        del self._queue[:limit]
+        self._queued_bytes -= sum(len(p.event.payload) for p in batch)
+        return batch
+
+    async def _write(self, conn: Any, batch: list[_Pending]) -> None:
+        groups = _group_by_key(batch)
+        try:
+            outcomes = await self._write_with_retries(conn, groups)
+        except _ROW_ERRORS:
+            self._db_error("row_rejected")
+            logger.warning(
+                "a batch was refused for its content; storing its events one by one",
+                extra={"ctx": {"batch_size": len(batch)}},
+            )
+            await self._write_one_by_one(conn, groups)
+            return
+        for key, pendings in groups.items():
+            _settle(pendings, outcomes[key])
+
+    async def _write_one_by_one(self, conn: Any, groups: dict[_Key, list[_Pending]]) -> None:
+        for key, pendings in groups.items():
+            try:
+                outcomes = await self._write_with_retries(conn, {key: pendings})
+            except _ROW_ERRORS:
+                logger.error(
+                    "webhook event refused by the database",
+                    extra={"ctx": {"provider": key[0], "event_id": key[1]}},
+                )
+                self._fail(pendings, IngestRejected("the database refused this event"))
+                continue
+            _settle(pendings, outcomes[key])
+
+    async def _write_with_retries(
+        self, conn: Any, groups: dict[_Key, list[_Pending]]
+    ) -> dict[_Key, _GroupOutcome]:
+        attempt = 0
+        while True:
+            try:
+                return await _store(conn, groups)
+            except _RETRYABLE:
+                self._db_error("deadlock")
+                attempt += 1
+                if attempt > DEADLOCK_RETRIES:
+                    raise
+
+    def _unavailable(self, exc: Exception) -> Exception:
+        if isinstance(exc, IngestUnavailable | IngestRejected):
+            return exc
+        self._db_error("unavailable")
+        logger.warning(
+            "webhook batch not stored: database unavailable",
+            extra={"ctx": {"error": type(exc).__name__}},
+        )
+        return IngestUnavailable("database unavailable")
+
+    def _fail(self, batch: Sequence[_Pending], error: Exception) -> None:
+        for pending in batch:
+            if not pending.future.done():
+                pending.future.set_exception(error)
+                # The caller may have timed out already; never warn about an
+                # exception nobody retrieved.
+                pending.future.exception()
+
+    def _db_error(self, kind: str) -> None:
+        if self._on_db_error is not None:
+            self._on_db_error(kind)
+
+
+@dataclass(frozen=True, slots=True)
+class _GroupOutcome:
+    inserted: bool
+    webhook_event_id: int
+    operation_id: str | None
+    trace_id: str | None
+
+    @classmethod
+    def from_row(cls, row: Any) -> _GroupOutcome:
+        return cls(row["inserted"], row["webhook_event_id"], row["operation_id"], row["trace_id"])
+
+
+async def _store(conn: Any, groups: dict[_Key, list[_Pending]]) -> dict[_Key, _GroupOutcome]:
+    """Run one batch statement; returns after COMMIT (asyncpg answers after ReadyForQuery).
+
+    A single statement is its own transaction: no BEGIN/COMMIT round trips,
+    and a failure at commit raises here instead of returning rows.
+    """
+    stored = await conn.fetch(
+        q("receiver_store_events"), *_columns(groups), timeout=STATEMENT_TIMEOUT_SECONDS
+    )
+    by_ord = {r["ord"]: r for r in stored}
+    return {key: _GroupOutcome.from_row(by_ord[i + 1]) for i, key in enumerate(groups)}
+
+
+def _group_by_key(batch: list[_Pending]) -> dict[_Key, list[_Pending]]:
+    """Deliveries of one event grouped, keys sorted (a stable lock order across receivers)."""
+    groups: dict[_Key, list[_Pending]] = {}
+    for pending in batch:
+        groups.setdefault(pending.event.key, []).append(pending)
+    return dict(sorted(groups.items()))
+
+
+def _columns(groups: dict[_Key, list[_Pending]]) -> list[list[Any]]:
+    """The parallel arrays of `receiver_store_events`, one element per distinct event."""
+    events = [pendings[0].event for pendings in groups.values()]
+    return [
+        [e.provider for e in events],
+        [e.event_id for e in events],
+        [e.scheme for e in events],
+        [e.id_signed for e in events],
+        [e.remote_job_id for e in events],
+        [e.operation_ref for e in events],
+        [e.remote_state for e in events],
+        [e.remote_state_raw for e in events],
+        [e.payload for e in events],
+        [len(pendings) - 1 for pendings in groups.values()],
+    ]
+
+
+def _settle(pendings: list[_Pending], outcome: _GroupOutcome) -> None:
+    """First delivery of a new event is `stored`; every other copy is a duplicate."""
+    for index, pending in enumerate(pendings):
+        if pending.future.done():
+            continue
+        fresh = outcome.inserted and index == 0
+        pending.future.set_result(
+            Outcome(
+                status="stored" if fresh else "duplicate",
+                webhook_event_id=outcome.webhook_event_id,
+                operation_id=outcome.operation_id if fresh else None,
+                trace_id=outcome.trace_id if fresh else None,
+            )
+        )

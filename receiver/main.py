@@ -1,0 +1,130 @@
+"""`jobwarden receiver`: the webhook receiver as a long-running service.
+
+uvicorn owns the signals: SIGTERM/SIGINT make it stop accepting, finish the
+requests in flight, then run the app's lifespan shutdown, which commits every
+queued event before the process exits. systemd hears READY=1 once the socket
+accepts connections, STOPPING=1 when the drain begins, and WATCHDOG=1 from the
+event loop itself, so a wedged loop gets the process restarted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from starlette.routing import BaseRoute
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from receiver.app import build_app
+from shared import sdnotify
+from shared.config import Settings
+from shared.database import create_pool
+from shared.serve import serve_forever
+
+logger = logging.getLogger(__name__)
+
+# Connections: one for the group-commit writer, one for readiness probes, the
+# rest for agent-API routes sharing the pool.
+POOL_MAX_SIZE = 10
+# How often to probe our own socket while waiting to announce READY=1; startup
+# takes milliseconds, so this adds no visible delay.
+LISTEN_PROBE_SECONDS = 0.05
+
+
+async def run_receiver(
+    settings: Settings,
+    database_url: str,
+    *,
+    make_routes: Callable[[Any], Sequence[BaseRoute]] | None = None,
+) -> None:
+    """Serve webhooks until SIGTERM/SIGINT (or cancellation), then drain and stop.
+
+    `make_routes(pool)` supplies extra routes (the agent API) sharing the pool.
+    """
+    # min_size=0: the receiver starts even while PostgreSQL is down, answering
+    # 503 (so providers retry) and not-ready until the database is back.
+    pool = await create_pool(database_url, min_size=0, max_size=POOL_MAX_SIZE)
+    try:
+        extra = make_routes(pool) if make_routes is not None else ()
+        app = build_app(settings, pool, extra_routes=extra)
+        server = asyncio.create_task(
+            serve_forever(_notify_on_shutdown(app), settings.receiver_host, settings.receiver_port),
+            name="receiver-server",
+        )
+        helpers = [
+            asyncio.create_task(_announce_ready(settings, server)),
+            asyncio.create_task(_watchdog()),
+        ]
+        try:
+            await asyncio.shield(server)
+        except asyncio.CancelledError:
+            server.cancel()
+            await asyncio.gather(server, return_exceptions=True)
+            raise
+        finally:
+            for task in helpers:
+                task.cancel()
+            await asyncio.gather(*helpers, return_exceptions=True)
+    finally:
+        await pool.close()
+    logger.info("receiver stopped")
+
+
+async def _announce_ready(settings: Settings, server: asyncio.Task[None]) -> None:
+    host = _probe_host(settings.receiver_host)
+    while not server.done():
+        try:
+            _, writer = await asyncio.open_connection(host, settings.receiver_port)
+        except OSError:
+            await asyncio.sleep(LISTEN_PROBE_SECONDS)
+            continue
+        writer.close()
+        with contextlib.suppress(OSError):
+            await writer.wait_closed()
+        sdnotify.notify("READY=1")
+        logger.info(
+            "receiver listening",
+            extra={"ctx": {"host": settings.receiver_host, "port": settings.receiver_port}},
+        )
+        return
+
+
+async def _watchdog() -> None:
+    interval = sdnotify.watchdog_interval_seconds()
+    if interval is None:
+        return
+    while True:
+        sdnotify.notify("WATCHDOG=1")
+        await asyncio.sleep(interval)
+
+
+def _probe_host(host: str) -> str:
+    """Where to connect to reach a server bound to `host` (wildcards mean loopback)."""
+    if host in ("", "0.0.0.0"):  # noqa: S104 -- compared, not bound
+        return "127.0.0.1"
+    if host == "::":
+        return "::1"
+    return host
+
+
+def _notify_on_shutdown(app: ASGIApp) -> ASGIApp:
+    """Send STOPPING=1 when uvicorn starts the lifespan shutdown (the drain)."""
+
+    async def wrapped(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "lifespan":
+            await app(scope, receive, send)
+            return
+
+        async def receive_and_watch() -> Message:
+            message = await receive()
+            if message["type"] == "lifespan.shutdown":
+                sdnotify.notify("STOPPING=1")
+                logger.info("receiver stopping: draining queued events")
+            return message
+
+        await app(scope, receive_and_watch, send)
+
+    return wrapped

@@ -1,0 +1,532 @@
+"""Tool wrappers for agents: one call in, one unambiguous result out.
+
+`start_and_await` submits an operation and waits for it *inside the tool*, so
+the model makes one call and never polls in its own reasoning loop (seed 003).
+It returns exactly one of five statuses and never raises:
+
+- ``succeeded`` / ``completed_with_errors``: the result is verified; with
+  errors, some items failed and the counts say how many;
+- ``failed``: the job failed, or the submit was refused (then nothing started);
+- ``cancelled``: the provider confirmed the stop;
+- ``timed_out``: we stopped waiting and the job may still be running. Always
+  carries the operation id (and the job id when the provider gave one), so the
+  agent can `check` it later instead of resubmitting.
+
+Operations waiting for a human (the view's outcome ``needs_attention``:
+contradictory facts, an unconfirmed cancellation, a result that could not be
+fetched or did not validate) map to ``timed_out`` with ``needs_human=True``,
+not to ``failed``. "Failed" invites a resubmit, and in each of those cases the
+remote job may have run or may still succeed: a resubmit would be exactly the
+duplicate job jobwarden exists to prevent. ``timed_out`` says what is true —
+not finished from the agent's point of view, ids attached, someone owns it.
+
+Transport trouble never surfaces as an exception: a submit that got no answer
+is retried with the same client_reference (which cannot create a duplicate);
+if it never answers, the result is ``timed_out`` with that client_reference
+and no operation id. Waiting uses the server's long-poll, which is woken by
+the database, so there is no client-side polling interval; the capped
+backoff below (x1.5 up to 60 s, starting at the server's poll_after_seconds)
+paces retries after errors only.
+
+`start`, `check`, `pending` and `cancel` are for jobs longer than a tool call:
+start, save the operation id durably, and check it (or list `pending`) at the
+start of the next run. They return status ``running`` while not done, and
+``unknown`` when jobwarden could not be read (which says nothing about the job).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, replace
+from typing import Any, Literal
+
+from shared.client import (
+    MAX_SERVER_WAIT_SECONDS,
+    ApiProblem,
+    ApiUnreachable,
+    AsyncJobwardenClient,
+    JobwardenClient,
+    JobwardenError,
+)
+
+Status = Literal[
+    "succeeded", "completed_with_errors", "failed", "cancelled", "timed_out", "running", "unknown"
+]
+
+# Retry pacing after errors (seed 003: start from the server's hint, x1.5,
+# cap 60 s). The first retry comes after one second when there is no hint.
+FIRST_RETRY_SECONDS = 1.0
+BACKOFF_FACTOR = 1.5
+BACKOFF_CAP_SECONDS = 60.0
+DEFAULT_KIND = "job"
+
+_OUTCOME_STATUS: dict[str, Status] = {
+    "succeeded": "succeeded",
+    "completed_with_errors": "completed_with_errors",
+    "failed": "failed",
+    "cancelled": "cancelled",
+    "timed_out": "timed_out",
+    "needs_attention": "timed_out",
+}
+_SUCCESS: frozenset[Status] = frozenset({"succeeded", "completed_with_errors"})
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    status: Status
+    operation_id: str | None
+    job_id: str | None
+    done: bool
+    message: str
+    outcome: str | None = None  # the server's outcome (needs_attention stays visible)
+    needs_human: bool = False
+    result_ref: str | None = None
+    result: Any = None
+    counts: dict[str, int | None] | None = None
+    errors_ref: str | None = None
+    error: dict[str, Any] | None = None
+    poll_after_seconds: int | None = None
+    client_reference: str | None = None
+    # With a consumer: True for the one call that may act on this completion.
+    claimed: bool | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def next_delay(previous: float | None, hint: float | None, remaining: float) -> float:
+    """Delay before the next retry: the server's hint first, then x1.5, capped."""
+    if previous is None:
+        delay = hint if hint and hint > 0 else FIRST_RETRY_SECONDS
+    else:
+        delay = previous * BACKOFF_FACTOR
+    return max(0.0, min(delay, BACKOFF_CAP_SECONDS, remaining))
+
+
+def new_client_reference() -> str:
+    return "ref_" + secrets.token_hex(12)
+
+
+def from_resource(resource: Mapping[str, Any], *, gave_up_after: float | None = None) -> ToolResult:
+    """Read an operation resource. `gave_up_after`: we stopped waiting (not done → timed_out)."""
+    meta = resource.get("metadata", {})
+    op_id = resource.get("operation_id")
+    job_id = meta.get("remote_job_id")
+    common: dict[str, Any] = {
+        "operation_id": op_id,
+        "job_id": job_id,
+        "outcome": meta.get("outcome"),
+        "client_reference": meta.get("client_reference"),
+        "poll_after_seconds": meta.get("poll_after_seconds"),
+    }
+    if not resource.get("done"):
+        if gave_up_after is None:
+            return ToolResult("running", done=False, message=resource["message"], **common)
+        return ToolResult(
+            "timed_out",
+            done=False,
+            message=(
+                f"Still running after {gave_up_after:.0f}s: operation {op_id} "
+                f"({_job_words(job_id)}) continues in the background. Do not report success "
+                f"and do not resubmit; check it later with check({op_id!r})."
+            ),
+            **common,
+        )
+    outcome = str(meta.get("outcome"))
+    status = _OUTCOME_STATUS.get(outcome, "timed_out")  # an unknown outcome is never a success
+    needs_human = outcome in ("needs_attention", "timed_out")
+    response = resource.get("response") or {}
+    summary = response.get("summary")
+    message = resource["message"]
+    if outcome == "needs_attention":
+        message = f"NOT finished from your point of view. {message}"
+    return ToolResult(
+        status,
+        done=True,
+        message=message,
+        needs_human=needs_human,
+        result_ref=response.get("result_ref"),
+        result=response.get("result"),
+        counts=dict(summary) if summary else None,
+        errors_ref=response.get("errors_ref"),
+        error=resource.get("error"),
+        **common,
+    )
+
+
+def refused(problem: ApiProblem, client_reference: str | None) -> ToolResult:
+    """The API refused the submit: nothing was started."""
+    return ToolResult(
+        "failed",
+        operation_id=None,
+        job_id=None,
+        done=True,
+        message=f"The job was NOT started: the request was refused ({problem.detail}).",
+        error={"code": problem.type.rsplit(":", 1)[-1], "message": problem.detail},
+        client_reference=client_reference,
+    )
+
+
+def submit_unanswered(client_reference: str, error: Exception) -> ToolResult:
+    """No answer to the submit: the operation may or may not be recorded."""
+    return ToolResult(
+        "timed_out",
+        operation_id=None,
+        job_id=None,
+        done=False,
+        message=(
+            "jobwarden did not answer, so it is unknown whether the job was recorded. "
+            "Do not report success. Call start again with client_reference "
+            f"{client_reference!r}: it returns the same operation if it exists and never "
+            "creates a duplicate."
+        ),
+        error={"code": "unreachable", "message": str(error)},
+        client_reference=client_reference,
+    )
+
+
+def lost_contact(last: Mapping[str, Any], waited: float, error: Exception) -> ToolResult:
+    """We know the operation but could not learn how it ended."""
+    base = from_resource(last, gave_up_after=waited)
+    op_id = base.operation_id
+    return ToolResult(
+        "timed_out",
+        operation_id=op_id,
+        job_id=base.job_id,
+        done=False,
+        message=(
+            f"Lost contact with jobwarden after {waited:.0f}s ({error}). Operation {op_id} "
+            f"({_job_words(base.job_id)}) was recorded and may still be running. Do not "
+            f"report success and do not resubmit; check it later with check({op_id!r})."
+        ),
+        outcome=base.outcome,
+        error={"code": "unreachable", "message": str(error)},
+        client_reference=base.client_reference,
+    )
+
+
+def _job_words(job_id: str | None) -> str:
+    return f"job {job_id}" if job_id else "the provider has not given a job id yet"
+
+
+def _with_claim(result: ToolResult, claimed: bool | None, consumer: str) -> ToolResult:
+    if claimed is None:
+        note = (
+            f" Could not record the claim for {consumer!r}: do not act on this result yet; "
+            "call again to claim it."
+        )
+    elif claimed:
+        note = f" Claimed for {consumer!r}: you are the only one to act on it."
+    else:
+        note = f" Already claimed by {consumer!r} earlier: do NOT act on it again."
+    return replace(result, claimed=claimed, message=result.message + note)
+
+
+def _fatal(problem: ApiProblem) -> bool:
+    """Errors that retrying the same call cannot fix."""
+    return not problem.retryable
+
+
+# ---------------------------------------------------------------- blocking
+
+
+def start(
+    client: JobwardenClient,
+    provider: str,
+    request: Mapping[str, Any],
+    *,
+    kind: str = DEFAULT_KIND,
+    client_reference: str | None = None,
+    **options: Any,
+) -> ToolResult:
+    """Start a job and return at once (status running: started is not done)."""
+    reference = client_reference or new_client_reference()
+    try:
+        resource = client.submit(provider, kind, request, client_reference=reference, **options)
+    except ApiProblem as problem:
+        if _fatal(problem):
+            return refused(problem, reference)
+        return submit_unanswered(reference, problem)
+    except JobwardenError as exc:
+        return submit_unanswered(reference, exc)
+    return from_resource(resource)
+
+
+def check(client: JobwardenClient, operation_id: str) -> ToolResult:
+    """One read of an operation: running, or its final status."""
+    try:
+        return from_resource(client.get(operation_id))
+    except JobwardenError as exc:
+        return _check_failed(operation_id, exc)
+
+
+def pending(client: JobwardenClient) -> list[ToolResult]:
+    """The caller's operations that are not over yet (re-read at the start of a run)."""
+    return [from_resource(r) for r in client.pending()]
+
+
+def cancel(client: JobwardenClient, operation_id: str, reason: str) -> ToolResult:
+    """Ask for cancellation; the answer is 'requested', never 'cancelled'."""
+    try:
+        resource = client.cancel(operation_id, reason)
+    except JobwardenError as exc:
+        return _check_failed(operation_id, exc)
+    return _cancelled_view(resource)
+
+
+def await_operation(
+    client: JobwardenClient,
+    operation_id: str,
+    max_wait: float,
+    *,
+    consumer: str | None = None,
+    first: Mapping[str, Any] | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> ToolResult:
+    """Wait up to max_wait for an operation to be done; never raises."""
+    started = clock()
+    deadline = started + max_wait
+    last: Mapping[str, Any] = first or {"operation_id": operation_id, "done": False}
+    delay: float | None = None
+    error: JobwardenError | None = None  # the last attempt's, if it failed
+    while not last.get("done"):
+        remaining = deadline - clock()
+        if remaining <= 0:
+            break
+        try:
+            last = client.wait(operation_id, min(remaining, MAX_SERVER_WAIT_SECONDS))
+            delay, error = None, None
+        except JobwardenError as exc:
+            error = exc
+            if isinstance(exc, ApiProblem) and _fatal(exc):
+                break
+            delay = next_delay(delay, _hint(last), deadline - clock())
+            sleep(delay)
+    if isinstance(error, ApiProblem) and error.status == 404:
+        return _check_failed(operation_id, error)
+    if error is not None or "message" not in last:  # the end of the wait was not heard
+        return lost_contact(last, clock() - started, error or ApiUnreachable("no answer"))
+    result = from_resource(last, gave_up_after=clock() - started)
+    if consumer and result.status in _SUCCESS:
+        try:
+            claimed: bool | None = client.claim_completion(operation_id, consumer)
+        except JobwardenError:
+            claimed = None
+        result = _with_claim(result, claimed, consumer)
+    return result
+
+
+def start_and_await(
+    client: JobwardenClient,
+    provider: str,
+    request: Mapping[str, Any],
+    max_wait: float,
+    *,
+    kind: str = DEFAULT_KIND,
+    client_reference: str | None = None,
+    consumer: str | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+    **options: Any,
+) -> ToolResult:
+    """Start a job and wait for it, up to max_wait seconds; exactly one final status."""
+    started = clock()
+    reference = client_reference or new_client_reference()
+    delay: float | None = None
+    while True:
+        try:
+            resource = client.submit(provider, kind, request, client_reference=reference, **options)
+            break
+        except ApiProblem as problem:
+            if _fatal(problem):
+                return refused(problem, reference)
+            error: JobwardenError = problem
+        except JobwardenError as exc:
+            error = exc
+        delay = next_delay(delay, None, started + max_wait - clock())
+        if delay <= 0:
+            return submit_unanswered(reference, error)
+        sleep(delay)
+    remaining = max_wait - (clock() - started)
+    return await_operation(
+        client,
+        resource["operation_id"],
+        remaining,
+        consumer=consumer,
+        first=resource,
+        clock=clock,
+        sleep=sleep,
+    )
+
+
+# ---------------------------------------------------------------- asyncio
+
+
+async def start_async(
+    client: AsyncJobwardenClient,
+    provider: str,
+    request: Mapping[str, Any],
+    *,
+    kind: str = DEFAULT_KIND,
+    client_reference: str | None = None,
+    **options: Any,
+) -> ToolResult:
+    reference = client_reference or new_client_reference()
+    try:
+        resource = await client.submit(
+            provider, kind, request, client_reference=reference, **options
+        )
+    except ApiProblem as problem:
+        if _fatal(problem):
+            return refused(problem, reference)
+        return submit_unanswered(reference, problem)
+    except JobwardenError as exc:
+        return submit_unanswered(reference, exc)
+    return from_resource(resource)
+
+
+async def check_async(client: AsyncJobwardenClient, operation_id: str) -> ToolResult:
+    try:
+        return from_resource(await client.get(operation_id))
+    except JobwardenError as exc:
+        return _check_failed(operation_id, exc)
+
+
+async def pending_async(client: AsyncJobwardenClient) -> list[ToolResult]:
+    return [from_resource(r) for r in await client.pending()]
+
+
+async def cancel_async(client: AsyncJobwardenClient, operation_id: str, reason: str) -> ToolResult:
+    try:
+        resource = await client.cancel(operation_id, reason)
+    except JobwardenError as exc:
+        return _check_failed(operation_id, exc)
+    return _cancelled_view(resource)
+
+
+async def await_operation_async(
+    client: AsyncJobwardenClient,
+    operation_id: str,
+    max_wait: float,
+    *,
+    consumer: str | None = None,
+    first: Mapping[str, Any] | None = None,
+) -> ToolResult:
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    deadline = started + max_wait
+    last: Mapping[str, Any] = first or {"operation_id": operation_id, "done": False}
+    delay: float | None = None
+    error: JobwardenError | None = None  # the last attempt's, if it failed
+    while not last.get("done"):
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            break
+        try:
+            last = await client.wait(operation_id, min(remaining, MAX_SERVER_WAIT_SECONDS))
+            delay, error = None, None
+        except JobwardenError as exc:
+            error = exc
+            if isinstance(exc, ApiProblem) and _fatal(exc):
+                break
+            delay = next_delay(delay, _hint(last), deadline - loop.time())
+            await asyncio.sleep(delay)
+    if isinstance(error, ApiProblem) and error.status == 404:
+        return _check_failed(operation_id, error)
+    if error is not None or "message" not in last:  # the end of the wait was not heard
+        return lost_contact(last, loop.time() - started, error or ApiUnreachable("no answer"))
+    result = from_resource(last, gave_up_after=loop.time() - started)
+    if consumer and result.status in _SUCCESS:
+        try:
+            claimed: bool | None = await client.claim_completion(operation_id, consumer)
+        except JobwardenError:
+            claimed = None
+        result = _with_claim(result, claimed, consumer)
+    return result
+
+
+async def start_and_await_async(
+    client: AsyncJobwardenClient,
+    provider: str,
+    request: Mapping[str, Any],
+    max_wait: float,
+    *,
+    kind: str = DEFAULT_KIND,
+    client_reference: str | None = None,
+    consumer: str | None = None,
+    **options: Any,
+) -> ToolResult:
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    reference = client_reference or new_client_reference()
+    delay: float | None = None
+    while True:
+        try:
+            resource = await client.submit(
+                provider, kind, request, client_reference=reference, **options
+            )
+            break
+        except ApiProblem as problem:
+            if _fatal(problem):
+                return refused(problem, reference)
+            error: JobwardenError = problem
+        except JobwardenError as exc:
+            error = exc
+        delay = next_delay(delay, None, started + max_wait - loop.time())
+        if delay <= 0:
+            return submit_unanswered(reference, error)
+        await asyncio.sleep(delay)
+    return await await_operation_async(
+        client,
+        resource["operation_id"],
+        max_wait - (loop.time() - started),
+        consumer=consumer,
+        first=resource,
+    )
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def _hint(resource: Mapping[str, Any]) -> float | None:
+    value = resource.get("metadata", {}).get("poll_after_seconds")
+    return float(value) if isinstance(value, int | float) else None
+
+
+def _check_failed(operation_id: str, error: JobwardenError) -> ToolResult:
+    """A read that failed says nothing about the job: never failed, never success."""
+    if isinstance(error, ApiProblem) and error.status == 404:
+        return ToolResult(
+            "failed",
+            operation_id=operation_id,
+            job_id=None,
+            done=True,
+            message=(
+                f"No operation {operation_id} is visible to this token: nothing is known "
+                "about it. Check the id (pending() lists yours)."
+            ),
+            error={"code": "not_found", "message": error.detail},
+        )
+    return ToolResult(
+        "unknown",
+        operation_id=operation_id,
+        job_id=None,
+        done=False,
+        message=(
+            f"Could not read operation {operation_id} ({error}). Its state is unknown: do not "
+            "report success or failure; try again later."
+        ),
+        error={"code": "unreachable", "message": str(error)},
+    )
+
+
+def _cancelled_view(resource: Mapping[str, Any]) -> ToolResult:
+    base = from_resource(resource)
+    note = resource.get("cancel", {}).get("message")
+    if not note or base.done:
+        return base
+    return replace(base, message=note)

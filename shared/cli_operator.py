@@ -1,0 +1,722 @@
+"""Operator commands: submit, list, show, cancel, inbox, resolve, reconcile, tokens, mcp.
+
+Operators act only through the ledger's guarded paths: a resolution is a
+recorded decision plus a transition the state machine allows (the database
+refuses anything else, whoever asks), so every human action is in the
+hash-chained history with its reason. Every read command takes `--json` for
+scripts; tables are for people.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import getpass
+import json
+import os
+import re
+import sys
+from collections.abc import AsyncIterator, Mapping, Sequence
+from datetime import UTC, date, datetime
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+from rich.console import Console
+from rich.table import Table
+
+from shared import ledger
+from shared.api_tokens import CALLER_NAME, mint_token
+from shared.database import connect
+from shared.errors import LedgerError, RequestMismatch, UnknownOperation
+from shared.ledger import RequestSpec
+from shared.queries import q
+from shared.runtime import app_database
+from shared.states import EDGES, ESCALATED, TERMINAL, Evidence, LocalState
+
+S = LocalState
+# When an operator resumes observation of an operation whose result deadline
+# has passed, the reconciler would time it out again on its next sweep; an hour
+# is one more realistic round of observation unless --extend-deadline says.
+DEFAULT_RESUME_EXTENSION_SECONDS = 3600.0
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhd]?)$")
+_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+# Where `reconcile` moves an escalated operation so the reconciler reads again.
+_RESUME_TO: dict[LocalState, LocalState] = {
+    S.RESULT_TIMED_OUT: S.OBSERVING,
+    S.NEEDS_ATTENTION: S.OBSERVING,
+    S.RESULT_UNAVAILABLE: S.RESULT_COLLECTING,
+    S.RESULT_VALIDATION_FAILED: S.RESULT_COLLECTING,
+}
+
+
+# ------------------------------------------------------------------ helpers
+
+
+class CommandError(Exception):
+    """A refusal to print for the operator (exit status 1 or 2)."""
+
+    def __init__(self, message: str, status: int = 1) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def parse_duration(text: str) -> float:
+    """'90', '90s', '15m', '2h', '3d' -> seconds."""
+    match = _DURATION.match(text.strip().lower())
+    if not match:
+        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (e.g. 90s, 15m, 2h, 3d)")
+    return float(match.group(1)) * _UNITS[match.group(2)]
+
+
+def operator_actor(args: argparse.Namespace) -> str:
+    name = getattr(args, "actor", None) or os.environ.get("USER") or getpass.getuser()
+    return f"operator:{name}"
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    if isinstance(value, Decimal):
+        return float(value)
+    if isinstance(value, LocalState):
+        return value.value
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+def print_json(data: Any) -> None:
+    print(json.dumps(data, default=_json_default, indent=2, ensure_ascii=False))
+
+
+# Width when output is not a terminal (a pipe, a log): wide enough that ids
+# and reasons are not folded, which the 80 columns rich assumes would do.
+PIPE_WIDTH = 160
+
+
+def _console() -> Console:
+    # Built per command so output follows the current sys.stdout (tests, pipes).
+    width = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else PIPE_WIDTH
+    return Console(soft_wrap=False, highlight=False, width=width)
+
+
+def _table(title: str, columns: Sequence[str], ids: Sequence[str] = ()) -> Table:
+    """A table whose id columns never wrap (they are meant to be copied)."""
+    table = Table(title=title)
+    for column in columns:
+        table.add_column(column, overflow="fold", no_wrap=column in ids)
+    return table
+
+
+def _when(at: datetime | None) -> str:
+    return at.astimezone().strftime("%Y-%m-%d %H:%M:%S") if at else "-"
+
+
+def _age(at: datetime | None) -> str:
+    if at is None:
+        return "-"
+    seconds = max(0.0, (datetime.now(UTC) - at).total_seconds())
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.0f}{unit}"
+    return f"{seconds:.0f}s"
+
+
+@contextlib.asynccontextmanager
+async def _database() -> AsyncIterator[Any]:
+    async with app_database() as resolved:
+        conn = await connect(resolved.app_url)
+        try:
+            yield conn
+        finally:
+            await conn.close()
+
+
+def _fail(message: str, status: int = 1) -> int:
+    print(f"jobwarden: {message}", file=sys.stderr)
+    return status
+
+
+async def _load(conn: Any, operation_id: str) -> ledger.Operation:
+    try:
+        return await ledger.load_operation(conn, operation_id)
+    except UnknownOperation:
+        raise CommandError(f"no operation {operation_id}") from None
+
+
+def operator_targets(state: LocalState) -> list[LocalState]:
+    """States an operator may move `state` to: edges needing no evidence, or a decision.
+
+    Edges that claim a remote fact (a call, an observation, a result) are not
+    offered: an operator cannot fabricate evidence, only the reconciler records it.
+    """
+    return [
+        dst
+        for (src, dst), kinds in EDGES.items()
+        if src is state and (not kinds or Evidence.DECISION in kinds)
+    ]
+
+
+def _row(record: Any) -> dict[str, Any]:
+    return dict(record.items())
+
+
+# ------------------------------------------------------------------ submit
+
+
+def _body_argument(text: str) -> Any:
+    raw = Path(text[1:]).read_text("utf-8") if text.startswith("@") else text
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise CommandError(f"--body is not valid JSON: {exc}", 2) from None
+
+
+async def cmd_submit(args: argparse.Namespace) -> int:
+    from shared.config import load_settings  # the provider table is only needed here
+
+    settings = load_settings()
+    desc = settings.providers.get(args.provider)
+    if desc is None:
+        known = ", ".join(sorted(settings.providers)) or "none"
+        return _fail(f"provider {args.provider!r} is not configured (configured: {known})", 2)
+    spec = RequestSpec(
+        (args.method or desc.create.method).upper(),
+        args.target or desc.create.path.text,
+        _body_argument(args.body),
+    )
+    async with _database() as conn:
+        try:
+            submitted = await ledger.submit_operation(
+                conn,
+                provider=args.provider,
+                kind=args.kind,
+                request=spec,
+                requested_by=operator_actor(args),
+                client_reference=args.ref,
+                approval_ref=args.approval_ref,
+                idempotency_mode=desc.create.idempotency.value,
+                create_deadline_s=args.create_deadline or desc.limits.create_deadline_seconds,
+                result_deadline_s=args.result_deadline or desc.limits.result_deadline_seconds,
+            )
+        except RequestMismatch as exc:
+            return _fail(str(exc))
+        row = await conn.fetchrow(q("api_operation"), submitted.operation_id, None)
+    if args.json:
+        print_json({**_row(row), "created": submitted.created})
+    else:
+        verb = "submitted" if submitted.created else "already recorded as"
+        _console().print(f"{verb} [bold]{submitted.operation_id}[/bold]: {row['message']}")
+    return 0
+
+
+# ------------------------------------------------------------------ list / show
+
+
+def _states(values: Sequence[str] | None) -> list[str] | None:
+    if not values:
+        return None
+    states = [s for value in values for s in value.split(",") if s]
+    unknown = sorted(set(states) - {s.value for s in LocalState})
+    if unknown:
+        raise CommandError(f"unknown state(s): {', '.join(unknown)}", 2)
+    return states
+
+
+async def cmd_list(args: argparse.Namespace) -> int:
+    done = True if args.done else False if args.running else None
+    async with _database() as conn:
+        rows = await conn.fetch(
+            q("operator_list"),
+            _states(args.state),
+            args.provider,
+            args.older_than,
+            args.newer_than,
+            done,
+            args.limit,
+        )
+    if args.json:
+        print_json([_row(r) for r in rows])
+        return 0
+    table = _table(
+        f"{len(rows)} operation(s), newest first",
+        ("operation", "age", "provider", "kind", "state", "remote", "job", "by"),
+        ids=("operation", "job"),
+    )
+    for r in rows:
+        table.add_row(
+            r["operation_id"],
+            _age(r["created_at"]),
+            r["provider"],
+            r["kind"],
+            r["state"],
+            r["remote_state"] or "-",
+            r["remote_job_id"] or "-",
+            r["requested_by"],
+        )
+    _console().print(table)
+    return 0
+
+
+def _timeline_text(kind: str, details: Mapping[str, Any]) -> tuple[str, str]:
+    """(what happened, ids worth quoting) for one timeline entry."""
+    d = details
+    if kind == "transition":
+        evidence = f" [{d['evidence_kind']} #{d['evidence_id']}]" if d.get("evidence_kind") else ""
+        what = f"{d['from'] or '∅'} → {d['to']} by {d['actor']}: {d['cause']}{evidence}"
+        return what, ""
+    if kind == "call":
+        status = d.get("status_code") or d.get("error_category") or "no answer"
+        what = (
+            f"{d['call_kind']} #{d['attempt']} {d['method']} {d['url']} → {status}"
+            f" ({d.get('duration_ms') or '?'} ms)"
+        )
+        ids = f"trace {d['trace_id']}"
+        if d.get("provider_request_id"):
+            ids += f", request {d['provider_request_id']}"
+        return what, ids
+    if kind == "observation":
+        progress = (
+            f" {d['progress_completed']}/{d['progress_total']}"
+            if d.get("progress_total") is not None
+            else ""
+        )
+        what = f"{d['source']}: remote {d.get('remote_state') or '?'}"
+        what += f" ({d['remote_state_raw']})" if d.get("remote_state_raw") else ""
+        ids = f"call #{d['call_id']}" if d.get("call_id") else ""
+        if d.get("webhook_event_id"):
+            ids = f"webhook {d['webhook_event_id']}"
+        return what + progress, ids
+    if kind == "decision":
+        return f"{d['actor']} decided {d['decision']!r}: {d['reason']}", ""
+    resolved = f" (resolved, decision #{d['decision_id']})" if d.get("resolved_at") else " (open)"
+    return f"escalated in {d['state']}: {d['reason']}{resolved}", ""
+
+
+async def cmd_show(args: argparse.Namespace) -> int:
+    async with _database() as conn:
+        op = await _load(conn, args.operation_id)
+        view = await conn.fetchrow(q("api_operation"), args.operation_id, None)
+        timeline = await conn.fetch(q("operator_timeline"), args.operation_id)
+    if args.json:
+        operation = {k: v for k, v in vars(op).items() if k != "_origin"}
+        print_json(
+            {
+                "operation": operation,
+                "agent_view": _row(view),
+                "timeline": [_row(r) for r in timeline],
+            }
+        )
+        return 0
+    console = _console()
+    console.print(
+        f"[bold]{op.operation_id}[/bold]  {op.provider}/{op.kind}  ref {op.client_reference}"
+    )
+    console.print(
+        f"state [bold]{op.state.value}[/bold]  remote {op.remote_state or '-'}"
+        f"  job {op.remote_job_id or '-'}  requested by {op.requested_by}"
+    )
+    console.print(
+        f"trace {op.trace_id}  created {_when(op.created_at)}  "
+        f"result deadline {_when(op.result_deadline)}"
+    )
+    console.print(f"agents read: {view['message']}")
+    table = _table("timeline", ("at", "kind", "what", "ids"), ids=("at",))
+    for entry in timeline:
+        what, ids = _timeline_text(entry["kind"], entry["details"])
+        table.add_row(_when(entry["at"]), entry["kind"], what, ids)
+    console.print(table)
+    return 0
+
+
+# ------------------------------------------------------------------ cancel
+
+
+async def cmd_cancel(args: argparse.Namespace) -> int:
+    async with _database() as conn:
+        op = await _load(conn, args.operation_id)
+        state = await ledger.request_cancel(
+            conn, op.operation_id, requested_by=operator_actor(args), reason=args.reason
+        )
+        await conn.execute(q("request_wake"), op.operation_id)
+    if state in (S.CANCEL_REQUESTED, S.CANCELLING):
+        message = "cancellation requested; NOT confirmed until the provider reports it"
+    elif state is S.ABANDONED:
+        message = "abandoned: the create request had not been sent, no job exists"
+    elif state in TERMINAL:
+        message = f"nothing to cancel: already {state.value}"
+    else:
+        message = f"intent recorded; the operation stays {state.value}"
+    if args.json:
+        print_json({"operation_id": op.operation_id, "state": state.value, "message": message})
+    else:
+        _console().print(f"{op.operation_id}: {message}")
+    return 0
+
+
+# ------------------------------------------------------------------ inbox
+
+
+async def cmd_inbox(args: argparse.Namespace) -> int:
+    async with _database() as conn:
+        rows = await conn.fetch(q("operator_inbox"))
+    if args.json:
+        print_json([_row(r) for r in rows])
+        return 0
+    if not rows:
+        _console().print("inbox is empty: nothing waits for a human")
+        return 0
+    table = _table(
+        f"{len(rows)} operation(s) waiting for a human, oldest first",
+        ("since", "operation", "state", "provider", "job", "why", "next"),
+        ids=("operation", "job"),
+    )
+    for r in rows:
+        why = r["escalation_reason"] or (r["error"] or {}).get("message") or "-"
+        table.add_row(
+            _age(r["since"]),
+            r["operation_id"],
+            r["state"],
+            r["provider"],
+            r["remote_job_id"] or "-",
+            why,
+            f"jobwarden show {r['operation_id']}",
+        )
+    _console().print(table)
+    return 0
+
+
+# ------------------------------------------------------------------ resolve / reconcile
+
+
+async def _decide_and_move(
+    conn: Any,
+    op: ledger.Operation,
+    target: LocalState,
+    *,
+    actor: str,
+    reason: str,
+) -> int:
+    """Record the decision and make the move in one transaction; returns the decision id."""
+    async with conn.transaction():
+        if target is S.CANCEL_REQUESTED:
+            await conn.fetchval(
+                q("record_cancel_intent"),
+                op.operation_id,
+                actor,
+                reason,
+                ledger.DEFAULT_CANCEL_DEADLINE_S,
+            )
+        decision_id = await ledger.record_decision(
+            conn,
+            op.operation_id,
+            actor=actor,
+            decision=f"{op.state.value} -> {target.value}",
+            reason=reason,
+        )
+        kinds = EDGES[(op.state, target)]
+        evidence = (Evidence.DECISION, decision_id) if Evidence.DECISION in kinds else None
+        await ledger.transition(
+            conn,
+            op.operation_id,
+            op.state,
+            target,
+            actor=actor,
+            cause=f"operator decision #{decision_id}: {reason}",
+            evidence=evidence,
+        )
+        if target not in ESCALATED:
+            await conn.fetchval(q("close_escalation"), op.operation_id, decision_id)
+    if target not in TERMINAL:
+        await conn.execute(q("request_wake"), op.operation_id)
+    return decision_id
+
+
+def _refused_by_db(exc: Exception) -> CommandError:
+    constraint = getattr(exc, "constraint_name", None)
+    detail = f"constraint {constraint}" if constraint else str(exc)
+    return CommandError(f"the database refused the move ({detail})")
+
+
+async def cmd_resolve(args: argparse.Namespace) -> int:
+    async with _database() as conn:
+        op = await _load(conn, args.operation_id)
+        allowed = operator_targets(op.state)
+        names = ", ".join(s.value for s in allowed) or "none (no operator move from here)"
+        try:
+            target = LocalState(args.decision)
+        except ValueError:
+            return _fail(f"unknown state {args.decision!r}; from {op.state.value}: {names}", 2)
+        if target not in allowed:
+            return _fail(
+                f"{op.state.value} -> {target.value} is not an operator move; "
+                f"allowed from {op.state.value}: {names}",
+                2,
+            )
+        try:
+            decision_id = await _decide_and_move(
+                conn, op, target, actor=operator_actor(args), reason=args.reason
+            )
+        except (LedgerError, asyncpg.IntegrityConstraintViolationError) as exc:
+            raise _refused_by_db(exc) from None
+    result = {
+        "operation_id": op.operation_id,
+        "from": op.state.value,
+        "to": target.value,
+        "decision_id": decision_id,
+    }
+    if args.json:
+        print_json(result)
+    else:
+        _console().print(
+            f"{op.operation_id}: {op.state.value} → {target.value} (decision #{decision_id})"
+        )
+    return 0
+
+
+async def cmd_reconcile(args: argparse.Namespace) -> int:
+    actor = operator_actor(args)
+    reason = args.reason or "operator-triggered status read"
+    async with _database() as conn:
+        op = await _load(conn, args.operation_id)
+        if op.state in TERMINAL:
+            return _fail(f"{op.operation_id} is already {op.state.value}: nothing to reconcile")
+        target = _RESUME_TO.get(op.state)
+        if target is S.OBSERVING and op.remote_job_id is None and op.create_mode != "sync":
+            return _fail(
+                f"{op.operation_id} has no remote job id to read; decide with "
+                f"`jobwarden resolve` (allowed: "
+                f"{', '.join(s.value for s in operator_targets(op.state))})"
+            )
+        deadline = None
+        try:
+            if target is None:
+                if op.state in ESCALATED:  # cancellation_unconfirmed: keep state, read again
+                    await ledger.record_decision(
+                        conn, op.operation_id, actor=actor, decision="status read", reason=reason
+                    )
+                await conn.execute(q("request_wake"), op.operation_id)
+                moved_to = op.state
+            else:
+                if target is S.OBSERVING:
+                    extension = args.extend_deadline
+                    if extension is None and op.result_deadline <= datetime.now(UTC):
+                        extension = DEFAULT_RESUME_EXTENSION_SECONDS
+                    if extension:
+                        deadline = await conn.fetchval(
+                            q("extend_result_deadline"), op.operation_id, extension
+                        )
+                await _decide_and_move(conn, op, target, actor=actor, reason=reason)
+                moved_to = target
+        except (LedgerError, asyncpg.IntegrityConstraintViolationError) as exc:
+            raise _refused_by_db(exc) from None
+    result = {
+        "operation_id": op.operation_id,
+        "from": op.state.value,
+        "to": moved_to.value,
+        "result_deadline": deadline,
+        "wake_requested": True,
+    }
+    if args.json:
+        print_json(result)
+    else:
+        extra = f"; result deadline now {_when(deadline)}" if deadline else ""
+        _console().print(
+            f"{op.operation_id}: {op.state.value} → {moved_to.value}; the reconciler will read "
+            f"the remote status now{extra}"
+        )
+    return 0
+
+
+# ------------------------------------------------------------------ tokens
+
+
+async def cmd_tokens_create(args: argparse.Namespace) -> int:
+    if not CALLER_NAME.match(args.name):
+        return _fail("NAME must be lowercase letters, digits, '.', '_' or '-' (max 63)", 2)
+    scope = "operator" if args.operator else "agent"
+    minted = mint_token()
+    async with _database() as conn:
+        row = await conn.fetchrow(
+            q("token_insert"),
+            minted.token_id,
+            args.name,
+            scope,
+            minted.digest,
+            operator_actor(args),
+        )
+    if args.json:
+        print_json({**_row(row), "token": minted.secret})
+    else:
+        console = _console()
+        console.print(f"token {row['token_id']} for {scope} {args.name!r} (shown once, keep it):")
+        print(minted.secret)
+    return 0
+
+
+async def cmd_tokens_list(args: argparse.Namespace) -> int:
+    async with _database() as conn:
+        rows = await conn.fetch(q("tokens_list"))
+    if args.json:
+        print_json([_row(r) for r in rows])
+        return 0
+    table = _table(
+        f"{len(rows)} API token(s)",
+        ("token", "caller", "scope", "created", "last used", "revoked"),
+        ids=("token",),
+    )
+    for r in rows:
+        table.add_row(
+            r["token_id"],
+            r["caller"],
+            r["scope"],
+            _when(r["created_at"]),
+            _when(r["last_used_at"]),
+            _when(r["revoked_at"]),
+        )
+    _console().print(table)
+    return 0
+
+
+async def cmd_tokens_revoke(args: argparse.Namespace) -> int:
+    async with _database() as conn:
+        row = await conn.fetchrow(q("token_revoke"), args.token_id)
+    if row is None:
+        return _fail(f"no token {args.token_id}")
+    if args.json:
+        print_json(_row(row))
+    else:
+        _console().print(
+            f"revoked {row['token_id']} ({row['caller']}) at {_when(row['revoked_at'])}"
+        )
+    return 0
+
+
+async def cmd_mcp(args: argparse.Namespace) -> int:
+    from shared import mcp_server
+
+    # The stdio loop blocks; run it off the event loop that asyncio.run owns.
+    return await asyncio.to_thread(mcp_server.main)
+
+
+# ------------------------------------------------------------------ parser
+
+
+def _guard(handler: Any) -> Any:
+    """Print a CommandError instead of a traceback."""
+
+    async def run(args: argparse.Namespace) -> int:
+        try:
+            status: int = await handler(args)
+            return status
+        except CommandError as exc:
+            return _fail(str(exc), exc.status)
+
+    return run
+
+
+def _json_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def _as_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--as",
+        dest="actor",
+        metavar="NAME",
+        help="operator name recorded in history (default: $USER)",
+    )
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the operator commands to `jobwarden`'s subcommand parser."""
+    p = sub.add_parser("submit", help="record a new operation (the reconciler sends it)")
+    p.add_argument("--provider", required=True, help="configured provider name")
+    p.add_argument("--kind", required=True, help="what the job is, e.g. export")
+    p.add_argument("--body", default="{}", help="request body as JSON, or @file.json")
+    p.add_argument("--method", help="HTTP method (default: the provider's create method)")
+    p.add_argument("--target", help="target path (default: the provider's create path)")
+    p.add_argument("--ref", help="client reference: resubmitting the same one is idempotent")
+    p.add_argument("--approval-ref", help="reference of the approval behind this job")
+    p.add_argument("--create-deadline", type=parse_duration, help="e.g. 10m")
+    p.add_argument("--result-deadline", type=parse_duration, help="e.g. 2h")
+    _as_flag(p)
+    _json_flag(p)
+    p.set_defaults(handler=_guard(cmd_submit))
+
+    p = sub.add_parser("list", help="list operations, newest first")
+    p.add_argument("--state", action="append", help="filter by state (repeat or comma-separate)")
+    p.add_argument("--provider", help="filter by provider")
+    p.add_argument("--older-than", type=parse_duration, help="created before, e.g. 1h")
+    p.add_argument("--newer-than", type=parse_duration, help="created within, e.g. 15m")
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--done", action="store_true", help="only operations that are done")
+    group.add_argument("--running", action="store_true", help="only operations not done")
+    p.add_argument("--limit", type=int, default=50, help="at most this many rows (default 50)")
+    _json_flag(p)
+    p.set_defaults(handler=_guard(cmd_list))
+
+    p = sub.add_parser(
+        "show", help="one operation's timeline: transitions, calls, observations, decisions"
+    )
+    p.add_argument("operation_id", metavar="ID")
+    _json_flag(p)
+    p.set_defaults(handler=_guard(cmd_show))
+
+    p = sub.add_parser("cancel", help="request cancellation (never claims it happened)")
+    p.add_argument("operation_id", metavar="ID")
+    p.add_argument("--reason", required=True, help="why, recorded in history")
+    _as_flag(p)
+    _json_flag(p)
+    p.set_defaults(handler=_guard(cmd_cancel))
+
+    p = sub.add_parser("inbox", help="operations waiting for a human, oldest first")
+    _json_flag(p)
+    p.set_defaults(handler=_guard(cmd_inbox))
+
+    p = sub.add_parser(
+        "resolve", help="record a decision and move an operation where the machine allows"
+    )
+    p.add_argument("operation_id", metavar="ID")
+    p.add_argument("--decision", required=True, metavar="STATE", help="target state")
+    p.add_argument("--reason", required=True, help="why (at least 3 characters), recorded")
+    _as_flag(p)
+    _json_flag(p)
+    p.set_defaults(handler=_guard(cmd_resolve))
+
+    p = sub.add_parser(
+        "reconcile", help="resume an escalated operation and trigger a fresh status read"
+    )
+    p.add_argument("operation_id", metavar="ID")
+    p.add_argument("--reason", help="why (default: operator-triggered status read)")
+    p.add_argument(
+        "--extend-deadline",
+        type=parse_duration,
+        help="push the result deadline this far from now (default 1h if it has passed)",
+    )
+    _as_flag(p)
+    _json_flag(p)
+    p.set_defaults(handler=_guard(cmd_reconcile))
+
+    p = sub.add_parser("tokens", help="API tokens for agents and operators")
+    tokens = p.add_subparsers(dest="tokens_command", required=True, metavar="ACTION")
+    t = tokens.add_parser("create", help="mint a token (printed once, stored hashed)")
+    t.add_argument("name", metavar="NAME", help="caller name; operations show agent:NAME")
+    t.add_argument("--operator", action="store_true", help="operator scope: sees every operation")
+    _as_flag(t)
+    _json_flag(t)
+    t.set_defaults(handler=_guard(cmd_tokens_create))
+    t = tokens.add_parser("list", help="list tokens (never their secrets)")
+    _json_flag(t)
+    t.set_defaults(handler=_guard(cmd_tokens_list))
+    t = tokens.add_parser("revoke", help="revoke a token at once")
+    t.add_argument("token_id", metavar="ID")
+    _json_flag(t)
+    t.set_defaults(handler=_guard(cmd_tokens_revoke))
+
+    p = sub.add_parser(
+        "mcp", help="serve the agent tools over MCP on stdio (needs JW_API_URL, JW_API_TOKEN)"
+    )
+    p.set_defaults(handler=_guard(cmd_mcp))

@@ -1,0 +1,369 @@
+"""Python client of the agent API (`/v1/operations`), sync and async.
+
+Both clients build the same requests and read the same answers (the `_Call`
+descriptions and `_decode` below); only the sending differs. Errors come in two
+kinds a caller must tell apart: `ApiProblem` (the server answered, with an RFC
+9457 problem) and `ApiUnreachable` (no answer: a submit may or may not have
+been recorded — resubmit with the same client_reference to find out, it never
+creates a duplicate).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, Self
+
+import httpx
+
+# Default per-request timeout: reads answer in milliseconds; ten seconds only
+# absorbs a loaded database.
+DEFAULT_TIMEOUT_SECONDS = 10.0
+# A long-poll is allowed this much longer than the wait it asked for, so the
+# server's own answer at max_wait wins over the client's timeout.
+WAIT_MARGIN_SECONDS = 10.0
+# The server's cap on one long-poll (receiver/api/bodies.py).
+MAX_SERVER_WAIT_SECONDS = 300.0
+PENDING_PAGE_SIZE = 200
+
+
+class JobwardenError(Exception):
+    """Base class of client errors."""
+
+
+class ApiUnreachable(JobwardenError):
+    """No answer from the API (connection refused, reset, timed out)."""
+
+
+class ApiProblem(JobwardenError):
+    """The API answered with an error (RFC 9457 problem details)."""
+
+    def __init__(self, status: int, body: Mapping[str, Any]) -> None:
+        self.status = status
+        self.type = str(body.get("type", "about:blank"))
+        self.title = str(body.get("title", "HTTP error"))
+        self.detail = str(body.get("detail", ""))
+        self.body = dict(body)
+        super().__init__(f"{status} {self.title}: {self.detail}")
+
+    @property
+    def retryable(self) -> bool:
+        """Worth asking again later: the server was busy or failing, not refusing."""
+        return self.status >= 500 or self.status == 429
+
+
+@dataclass(frozen=True)
+class _Call:
+    method: str
+    path: str
+    params: Mapping[str, Any] = field(default_factory=dict)
+    body: Any = None
+    timeout: float | None = None
+
+
+def _decode(response: httpx.Response) -> Any:
+    if response.is_success:
+        return response.json()
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if not isinstance(body, dict):
+        body = {"title": response.reason_phrase or "HTTP error", "detail": response.text[:500]}
+    raise ApiProblem(response.status_code, body)
+
+
+def _submit_call(
+    provider: str,
+    kind: str,
+    request: Mapping[str, Any],
+    client_reference: str | None,
+    approval_ref: str | None,
+    create_deadline_seconds: float | None,
+    result_deadline_seconds: float | None,
+) -> _Call:
+    body: dict[str, Any] = {"provider": provider, "kind": kind, "request": dict(request)}
+    optional = {
+        "client_reference": client_reference,
+        "approval_ref": approval_ref,
+        "create_deadline_seconds": create_deadline_seconds,
+        "result_deadline_seconds": result_deadline_seconds,
+    }
+    body.update({k: v for k, v in optional.items() if v is not None})
+    return _Call("POST", "/v1/operations", body=body)
+
+
+def _wait_call(operation_id: str, max_wait: float) -> _Call:
+    bounded = min(max(max_wait, 0.1), MAX_SERVER_WAIT_SECONDS)
+    return _Call(
+        "GET",
+        f"/v1/operations/{operation_id}:wait",
+        params={"max_wait": f"{bounded:g}"},
+        timeout=bounded + WAIT_MARGIN_SECONDS,
+    )
+
+
+def _list_call(filters: Mapping[str, Any]) -> _Call:
+    params = {}
+    for key, value in filters.items():
+        if value is None:
+            continue
+        if isinstance(value, bool):
+            params[key] = "true" if value else "false"
+        elif isinstance(value, list | tuple):
+            params[key] = ",".join(str(v) for v in value)
+        else:
+            params[key] = str(value)
+    return _Call("GET", "/v1/operations", params=params)
+
+
+def _env_settings(env: Mapping[str, str] | None) -> tuple[str, str]:
+    env = os.environ if env is None else env
+    url, token = env.get("JW_API_URL"), env.get("JW_API_TOKEN")
+    if not url or not token:
+        raise JobwardenError("set JW_API_URL and JW_API_TOKEN to reach the jobwarden API")
+    return url, token
+
+
+def _headers(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}", "Accept": "application/json"}
+
+
+class JobwardenClient:
+    """Blocking client (httpx.Client). Safe to share between threads."""
+
+    def __init__(
+        self,
+        base_url: str,
+        token: str,
+        *,
+        timeout: float = DEFAULT_TIMEOUT_SECONDS,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._http = httpx.Client(
+            base_url=self.base_url, headers=_headers(token), timeout=timeout, transport=transport
+        )
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Self:
+        url, token = _env_settings(env)
+        return cls(url, token)
+
+    def __repr__(self) -> str:
+        return f"JobwardenClient({self.base_url!r})"
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def _send(self, call: _Call) -> Any:
+        timeout = call.timeout if call.timeout is not None else httpx.USE_CLIENT_DEFAULT
+        try:
+            response = self._http.request(
+                call.method, call.path, params=call.params, json=call.body, timeout=timeout
+            )
+        except httpx.TransportError as exc:
+            raise ApiUnreachable(f"{call.method} {call.path}: {type(exc).__name__}") from exc
+        return _decode(response)
+
+    def submit(
+        self,
+        provider: str,
+        kind: str,
+        request: Mapping[str, Any],
+        *,
+        client_reference: str | None = None,
+        approval_ref: str | None = None,
+        create_deadline_seconds: float | None = None,
+        result_deadline_seconds: float | None = None,
+    ) -> dict[str, Any]:
+        """Record an operation; the answer is 'started', never 'done'."""
+        call = _submit_call(
+            provider,
+            kind,
+            request,
+            client_reference,
+            approval_ref,
+            create_deadline_seconds,
+            result_deadline_seconds,
+        )
+        result: dict[str, Any] = self._send(call)
+        return result
+
+    def get(self, operation_id: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._send(_Call("GET", f"/v1/operations/{operation_id}"))
+        return result
+
+    def wait(self, operation_id: str, max_wait: float = 60.0) -> dict[str, Any]:
+        """Block until done or max_wait (capped at 300 s by the server)."""
+        result: dict[str, Any] = self._send(_wait_call(operation_id, max_wait))
+        return result
+
+    def cancel(self, operation_id: str, reason: str) -> dict[str, Any]:
+        call = _Call("POST", f"/v1/operations/{operation_id}:cancel", body={"reason": reason})
+        result: dict[str, Any] = self._send(call)
+        return result
+
+    def claim_completion(self, operation_id: str, consumer: str) -> bool:
+        """True exactly once per (operation, consumer): act only then."""
+        call = _Call("POST", f"/v1/operations/{operation_id}:claim", body={"consumer": consumer})
+        return bool(self._send(call)["claimed"])
+
+    def list_operations(self, **filters: Any) -> dict[str, Any]:
+        result: dict[str, Any] = self._send(_list_call(filters))
+        return result
+
+    def pending(self) -> list[dict[str, Any]]:
+        """This caller's operations that are not over yet, all pages.
+
+        Includes those waiting for a human (done but not final): re-read this at
+        the start of every run instead of trusting ids kept in a conversation.
+        """
+        found: list[dict[str, Any]] = []
+        token: str | None = None
+        while True:
+            page = self.list_operations(
+                final=False, mine=True, page_size=PENDING_PAGE_SIZE, page_token=token
+            )
+            found.extend(page["operations"])
+            token = page.get("next_page_token")
+            if not token:
+                return found
+
+    def failed_items(
+        self, operation_id: str, *, page_size: int = 50, page_token: str | None = None
+    ) -> dict[str, Any]:
+        params: dict[str, Any] = {"page_size": page_size}
+        if page_token:
+            params["page_token"] = page_token
+        call = _Call("GET", f"/v1/operations/{operation_id}/failed-items", params=params)
+        result: dict[str, Any] = self._send(call)
+        return result
+
+
+class AsyncJobwardenClient:
+    """Non-blocking client (httpx.AsyncClient), same methods as JobwardenClient."""
+
+    def __init__(
+        self,
+        base_url: str,
+        token: str,
+        *,
+        timeout: float = DEFAULT_TIMEOUT_SECONDS,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._http = httpx.AsyncClient(
+            base_url=self.base_url, headers=_headers(token), timeout=timeout, transport=transport
+        )
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Self:
+        url, token = _env_settings(env)
+        return cls(url, token)
+
+    def __repr__(self) -> str:
+        return f"AsyncJobwardenClient({self.base_url!r})"
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def _send(self, call: _Call) -> Any:
+        timeout = call.timeout if call.timeout is not None else httpx.USE_CLIENT_DEFAULT
+        try:
+            response = await self._http.request(
+                call.method, call.path, params=call.params, json=call.body, timeout=timeout
+            )
+        except httpx.TransportError as exc:
+            raise ApiUnreachable(f"{call.method} {call.path}: {type(exc).__name__}") from exc
+        return _decode(response)
+
+    async def submit(
+        self,
+        provider: str,
+        kind: str,
+        request: Mapping[str, Any],
+        *,
+        client_reference: str | None = None,
+        approval_ref: str | None = None,
+        create_deadline_seconds: float | None = None,
+        result_deadline_seconds: float | None = None,
+    ) -> dict[str, Any]:
+        call = _submit_call(
+            provider,
+            kind,
+            request,
+            client_reference,
+            approval_ref,
+            create_deadline_seconds,
+            result_deadline_seconds,
+        )
+        result: dict[str, Any] = await self._send(call)
+        return result
+
+    async def get(self, operation_id: str) -> dict[str, Any]:
+        result: dict[str, Any] = await self._send(_Call("GET", f"/v1/operations/{operation_id}"))
+        return result
+
+    async def wait(self, operation_id: str, max_wait: float = 60.0) -> dict[str, Any]:
+        result: dict[str, Any] = await self._send(_wait_call(operation_id, max_wait))
+        return result
+
+    async def cancel(self, operation_id: str, reason: str) -> dict[str, Any]:
+        call = _Call("POST", f"/v1/operations/{operation_id}:cancel", body={"reason": reason})
+        result: dict[str, Any] = await self._send(call)
+        return result
+
+    async def claim_completion(self, operation_id: str, consumer: str) -> bool:
+        call = _Call("POST", f"/v1/operations/{operation_id}:claim", body={"consumer": consumer})
+        return bool((await self._send(call))["claimed"])
+
+    async def list_operations(self, **filters: Any) -> dict[str, Any]:
+        result: dict[str, Any] = await self._send(_list_call(filters))
+        return result
+
+    async def pending(self) -> list[dict[str, Any]]:
+        found: list[dict[str, Any]] = []
+        token: str | None = None
+        while True:
+            page = await self.list_operations(
+                final=False, mine=True, page_size=PENDING_PAGE_SIZE, page_token=token
+            )
+            found.extend(page["operations"])
+            token = page.get("next_page_token")
+            if not token:
+                return found
+
+    async def failed_items(
+        self, operation_id: str, *, page_size: int = 50, page_token: str | None = None
+    ) -> dict[str, Any]:
+        params: dict[str, Any] = {"page_size": page_size}
+        if page_token:
+            params["page_token"] = page_token
+        call = _Call("GET", f"/v1/operations/{operation_id}/failed-items", params=params)
+        result: dict[str, Any] = await self._send(call)
+        return result

@@ -1,0 +1,59 @@
+"""Keeping webhook dedupe rows as long as providers retry, and no longer.
+
+A dedupe row must outlive every retry of its event (providers retry for up to
+about three days), or a late retry would be stored as a new event. After the
+retention, rows that never matched an operation are deleted; attached rows are
+evidence cited by observations and stay.
+
+Before purging, events whose job id has become known since they arrived are
+attached (see `attach_stragglers`), so nothing matchable is ever deleted. The
+reconciler schedules both: `attach_stragglers` every minute or so,
+`purge_webhook_events` a few times a day.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from shared.database import Executor
+from shared.queries import q
+
+logger = logging.getLogger(__name__)
+
+# Rows deleted per statement: each slice is its own short transaction, so a
+# large backlog never holds locks or bloats one transaction for long.
+PURGE_SLICE = 5000
+
+
+async def attach_stragglers(db: Executor) -> int:
+    """Attach unattached events whose (provider, job id) is now on record; returns how many.
+
+    The trigger that attaches early events when a job id is recorded cannot
+    see an event committed by a receiver *while* that write was in flight
+    (nor can the receiver see the uncommitted job id). This sweep closes that
+    window; each event becomes exactly one observation, whoever attaches it.
+    """
+    rows = await db.fetch(q("webhook_attach_stragglers"))
+    if rows:
+        logger.info("attached late webhook events", extra={"ctx": {"count": len(rows)}})
+    return len(rows)
+
+
+async def purge_webhook_events(db: Executor, retention_days: int) -> int:
+    """Delete unattached events older than `retention_days`; returns how many.
+
+    The database refuses to purge anything younger than one day whatever the
+    setting (a shorter window would let provider retries through dedupe).
+    """
+    if retention_days < 1:
+        raise ValueError("webhook retention must be at least one day")
+    await attach_stragglers(db)
+    total = 0
+    while True:
+        deleted: int = await db.fetchval(q("webhook_purge_unattached"), retention_days, PURGE_SLICE)
+        total += deleted
+        if deleted < PURGE_SLICE:
+            break
+    if total:
+        logger.info("purged webhook events", extra={"ctx": {"count": total}})
+    return total

@@ -1,0 +1,162 @@
+-- Queries of the agent-facing layer: the HTTP API (receiver/api), API tokens,
+-- and the operator commands (shared/cli_operator.py). Agents' reads go through
+-- the agent_* views (sql/migrations/006_agents.sql), never the tables.
+
+-- name: api_authenticate
+-- A live token by its digest; last_used_at is refreshed at most once a minute
+-- so a busy agent does not turn every read into a write.
+WITH token AS (
+    SELECT token_id, caller, scope FROM api_tokens
+    WHERE token_sha256 = $1 AND revoked_at IS NULL
+), touched AS (
+    UPDATE api_tokens t SET last_used_at = clock_timestamp()
+    FROM token
+    WHERE t.token_id = token.token_id
+      AND (t.last_used_at IS NULL OR t.last_used_at < clock_timestamp() - interval '60 seconds')
+    RETURNING t.token_id
+)
+SELECT token_id, caller, scope FROM token;
+
+-- name: api_operation
+-- One operation as agents see it; $2 = the caller's requested_by, or NULL for
+-- an operator token (sees everything).
+SELECT * FROM agent_operations
+WHERE operation_id = $1 AND ($2::text IS NULL OR requested_by = $2);
+
+-- name: api_list_operations
+-- Newest first; operation ids are ULIDs, so the id is also the keyset cursor.
+SELECT * FROM agent_operations
+WHERE ($1::text IS NULL OR requested_by = $1)
+  AND ($2::text[] IS NULL OR state = ANY ($2))
+  AND ($3::text IS NULL OR provider = $3)
+  AND ($4::boolean IS NULL OR done = $4)
+  AND ($5::boolean IS NULL OR final = $5)
+  AND ($6::text IS NULL OR operation_id < $6)
+ORDER BY operation_id DESC
+LIMIT $7;
+
+-- name: api_history_after
+-- Transitions of one operation after a given seq, in order (SSE).
+SELECT seq, at, actor, from_state::text, to_state::text, cause, evidence_kind, remote_job_id
+FROM history
+WHERE operation_id = $1 AND seq > $2
+ORDER BY seq;
+
+-- name: api_latest_state
+SELECT to_state::text FROM history
+WHERE operation_id = $1
+ORDER BY seq DESC
+LIMIT 1;
+
+-- name: api_failed_items
+-- One page of failed items, keyset-paginated on item_key.
+SELECT item_key, code, message FROM agent_failed_items
+WHERE operation_id = $1 AND ($2::text IS NULL OR item_key > $2)
+ORDER BY item_key
+LIMIT $3;
+
+-- name: token_insert
+INSERT INTO api_tokens (token_id, caller, scope, token_sha256, created_by)
+VALUES ($1, $2, $3, $4, $5)
+RETURNING token_id, caller, scope, created_at;
+
+-- name: tokens_list
+SELECT token_id, caller, scope, created_at, created_by, last_used_at, revoked_at
+FROM api_tokens
+ORDER BY created_at, token_id;
+
+-- name: token_revoke
+-- Idempotent: revoking a revoked token keeps its first revocation time.
+UPDATE api_tokens SET revoked_at = coalesce(revoked_at, clock_timestamp())
+WHERE token_id = $1
+RETURNING token_id, caller, revoked_at;
+
+-- name: operator_list
+SELECT * FROM agent_operations
+WHERE ($1::text[] IS NULL OR state = ANY ($1))
+  AND ($2::text IS NULL OR provider = $2)
+  AND ($3::double precision IS NULL
+       OR created_at <= clock_timestamp() - make_interval(secs => $3))
+  AND ($4::double precision IS NULL
+       OR created_at >= clock_timestamp() - make_interval(secs => $4))
+  AND ($5::boolean IS NULL OR done = $5)
+ORDER BY created_at DESC, operation_id DESC
+LIMIT $6;
+
+-- name: operator_timeline
+-- Everything recorded about one operation, merged in time order: transitions,
+-- provider calls (with trace and provider request ids), observations (polls
+-- and webhooks), decisions and escalations.
+SELECT at, kind, ref, details FROM (
+    SELECT h.at, 'transition' AS kind, h.seq::bigint AS ref,
+           jsonb_build_object('from', h.from_state, 'to', h.to_state, 'actor', h.actor,
+                              'cause', h.cause, 'evidence_kind', h.evidence_kind,
+                              'evidence_id', h.evidence_id) AS details,
+           0 AS tiebreak
+    FROM history h WHERE h.operation_id = $1
+    UNION ALL
+    SELECT c.started_at, 'call', c.call_id,
+           jsonb_build_object('call_kind', c.call_kind, 'attempt', c.attempt,
+                              'method', c.method, 'url', c.url,
+                              'status_code', c.status_code, 'duration_ms', c.duration_ms,
+                              'error_category', c.error_category,
+                              'trace_id', c.trace_id, 'traceparent', c.traceparent,
+                              'provider_request_id', c.provider_request_id,
+                              'idempotency_token_sent', c.idempotency_token IS NOT NULL,
+                              'remote_job_id', c.remote_job_id, 'worker', c.worker,
+                              'finished', c.finished_at IS NOT NULL),
+           1
+    FROM provider_calls c WHERE c.operation_id = $1
+    UNION ALL
+    SELECT o.fetched_at, 'observation', o.observation_id,
+           jsonb_build_object('source', o.source, 'remote_state', o.remote_state,
+                              'remote_state_raw', o.remote_state_raw, 'call_id', o.call_id,
+                              'webhook_event_id', w.event_id,
+                              'progress_completed', o.progress_completed,
+                              'progress_total', o.progress_total, 'error', o.error,
+                              'counts', o.counts),
+           2
+    FROM observations o
+    LEFT JOIN webhook_events w ON w.webhook_event_id = o.webhook_event_id
+    WHERE o.operation_id = $1
+    UNION ALL
+    SELECT d.decided_at, 'decision', d.decision_id,
+           jsonb_build_object('actor', d.actor, 'decision', d.decision, 'reason', d.reason),
+           3
+    FROM decisions d WHERE d.operation_id = $1
+    UNION ALL
+    SELECT e.opened_at, 'escalation', e.escalation_id,
+           jsonb_build_object('state', e.state, 'reason', e.reason, 'details', e.details,
+                              'resolved_at', e.resolved_at, 'decision_id', e.decision_id),
+           4
+    FROM escalations e WHERE e.operation_id = $1
+) timeline
+ORDER BY at, tiebreak, ref;
+
+-- name: operator_inbox
+-- Operations waiting for a human, oldest first, with what is known about them.
+SELECT a.operation_id, a.provider, a.kind, a.state, a.remote_state, a.remote_job_id,
+       a.requested_by, a.client_reference, a.message, a.error, a.created_at, a.updated_at,
+       o.cancel_reason, o.cancel_requested_by, o.result_deadline, o.cancel_deadline,
+       o.last_error, e.escalation_id, e.opened_at, e.reason AS escalation_reason,
+       e.details AS escalation_details,
+       (SELECT max(h.at) FROM history h WHERE h.operation_id = o.operation_id) AS since
+FROM agent_operations a
+JOIN operations o ON o.operation_id = a.operation_id
+LEFT JOIN escalations e ON e.operation_id = o.operation_id AND e.resolved_at IS NULL
+WHERE o.state IN ('needs_attention', 'cancellation_unconfirmed', 'result_timed_out',
+                  'result_unavailable', 'result_validation_failed')
+ORDER BY coalesce(e.opened_at, o.updated_at), o.operation_id;
+
+-- name: close_escalation
+UPDATE escalations SET resolved_at = clock_timestamp(), decision_id = $2
+WHERE operation_id = $1 AND resolved_at IS NULL
+RETURNING escalation_id;
+
+-- name: extend_result_deadline
+-- An operator who resumes observation gives the business more time.
+UPDATE operations SET
+    result_deadline = greatest(result_deadline, clock_timestamp())
+                      + make_interval(secs => $2)
+WHERE operation_id = $1
+RETURNING result_deadline;

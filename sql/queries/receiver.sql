@@ -1,0 +1,121 @@
+-- name: receiver_store_events
+-- One group-commit batch of verified webhook events, as parallel arrays with one
+-- element per distinct (provider, event_id). The caller sorts the keys so that
+-- concurrent receivers take the unique-index locks in the same order.
+--
+-- Each event is matched to an operation by the operation reference it carries
+-- (same provider, and no contradicting job id) or else by (provider, job id).
+-- New events are inserted, attached when matched, and matched ones become an
+-- observation in the same statement. An event already on record is never
+-- re-created: its duplicate_deliveries grows by one per delivery, `extra`
+-- counting the copies folded into this batch by the caller.
+--
+-- `inserted` compares the resulting counter with `extra`: a fresh row holds
+-- exactly `extra`, an existing one at least `extra + 1`.
+--
+-- Operations that got an observation are woken (jw_request_wake: lease-safe,
+-- NOTIFY at commit), in operation order so concurrent receivers lock their
+-- rows in the same order. The `woken` CTE is volatile, hence never inlined;
+-- the scalar subquery makes it run exactly once. One statement is one round
+-- trip and one implicit transaction: the whole batch commits or none of it.
+WITH input AS (
+    SELECT *
+    FROM unnest($1::text[], $2::text[], $3::text[], $4::boolean[], $5::text[], $6::text[],
+                $7::text[], $8::text[], $9::text[], $10::integer[])
+         WITH ORDINALITY AS i (provider, event_id, scheme, id_signed, remote_job_id,
+                               operation_ref, remote_state, remote_state_raw, payload, extra, ord)
+),
+matched AS (
+    SELECT i.*,
+           coalesce(by_ref.operation_id, by_job.operation_id) AS operation_id,
+           coalesce(by_ref.trace_id, by_job.trace_id) AS trace_id
+    FROM input i
+    LEFT JOIN LATERAL (
+        SELECT o.operation_id, o.trace_id FROM operations o
+        WHERE i.operation_ref IS NOT NULL
+          AND o.operation_id = i.operation_ref
+          AND o.provider = i.provider
+          AND (o.remote_job_id IS NULL OR i.remote_job_id IS NULL
+               OR o.remote_job_id = i.remote_job_id)
+    ) by_ref ON true
+    LEFT JOIN LATERAL (
+        SELECT o.operation_id, o.trace_id FROM operations o
+        WHERE by_ref.operation_id IS NULL
+          AND i.remote_job_id IS NOT NULL
+          AND o.provider = i.provider
+          AND o.remote_job_id = i.remote_job_id
+        ORDER BY o.operation_id
+        LIMIT 1
+    ) by_job ON true
+),
+upserted AS (
+    INSERT INTO webhook_events AS w (
+        provider, event_id, signature_scheme, id_signed, remote_job_id, operation_ref,
+        remote_state, remote_state_raw, payload, operation_id, attached_at, duplicate_deliveries
+    )
+    SELECT provider, event_id, scheme, id_signed, remote_job_id, operation_ref,
+           remote_state::jw_remote_state, remote_state_raw, payload::jsonb, operation_id,
+           CASE WHEN operation_id IS NOT NULL THEN clock_timestamp() END, extra
+    FROM matched
+    ORDER BY ord
+    ON CONFLICT (provider, event_id) DO UPDATE
+        SET duplicate_deliveries = w.duplicate_deliveries + EXCLUDED.duplicate_deliveries + 1
+    RETURNING w.webhook_event_id, w.provider, w.event_id, w.operation_id, w.remote_state,
+              w.remote_state_raw, w.duplicate_deliveries
+),
+outcome AS (
+    SELECT u.*, m.ord, m.trace_id, u.duplicate_deliveries = m.extra AS inserted
+    FROM upserted u
+    JOIN matched m ON m.provider = u.provider AND m.event_id = u.event_id
+),
+observed AS (
+    INSERT INTO observations (operation_id, source, webhook_event_id, remote_state,
+                              remote_state_raw)
+    SELECT operation_id, 'webhook', webhook_event_id, remote_state, remote_state_raw
+    FROM outcome
+    WHERE inserted AND operation_id IS NOT NULL
+    ORDER BY ord
+    RETURNING operation_id
+),
+woken AS (
+    SELECT jw_request_wake(operation_id)
+    FROM (SELECT DISTINCT operation_id FROM observed ORDER BY 1) AS due
+)
+SELECT ord, webhook_event_id, operation_id, trace_id, inserted,
+       (SELECT count(*) FROM woken) AS woken
+FROM outcome
+ORDER BY ord;
+
+-- name: webhook_attach_stragglers
+-- Attach unattached events whose job id is now on record. The trigger on
+-- operations attaches early events when the job id is written, but an event
+-- committed by a receiver while that very write was in flight is invisible to
+-- both sides (each ran before the other committed); this catches it.
+-- `WHERE w.operation_id IS NULL` is re-checked on the locked row, so a
+-- concurrent trigger or sweep attaches each event exactly once. Each attached
+-- event wakes its operation, in the same statement (hence the same commit).
+WITH attached AS (
+    UPDATE webhook_events w
+    SET operation_id = o.operation_id, attached_at = clock_timestamp()
+    FROM operations o
+    WHERE w.operation_id IS NULL
+      AND w.remote_job_id IS NOT NULL
+      AND o.provider = w.provider
+      AND o.remote_job_id = w.remote_job_id
+    RETURNING w.webhook_event_id, w.operation_id, w.remote_state, w.remote_state_raw
+),
+observed AS (
+    INSERT INTO observations (operation_id, source, webhook_event_id, remote_state,
+                              remote_state_raw)
+    SELECT operation_id, 'webhook', webhook_event_id, remote_state, remote_state_raw
+    FROM attached
+    ORDER BY webhook_event_id
+)
+SELECT a.webhook_event_id, a.operation_id
+FROM attached a
+CROSS JOIN LATERAL (SELECT jw_request_wake(a.operation_id)) AS woken
+ORDER BY a.webhook_event_id;
+
+-- name: webhook_purge_unattached
+-- One bounded slice of the retention purge (see migration 005).
+SELECT jw_purge_webhook_events(make_interval(days => $1), $2);

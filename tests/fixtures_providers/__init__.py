@@ -1,0 +1,1 @@
+"""Fixture servers speaking six real providers' documented shapes, for the preset tests."""

@@ -1,0 +1,195 @@
+"""A preset, a fixture provider and the real reconciler (and receiver) over a real database.
+
+`preset_rig` serves a fixture app, loads the named preset with `base_url`
+pointing at it (plus test overrides, merged key by key as a user's config
+would be) and drives the reconciler with `run_once()`, the function the
+daemon's scheduler calls. `running_receiver` serves the real webhook receiver
+for the same providers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from starlette.types import ASGIApp
+
+from receiver.app import build_app as build_receiver
+from reconciler.context import Context, build_adapters, http_client
+from reconciler.worker import Reconciler
+from shared import ledger
+from shared.config import Settings
+from shared.ledger import Operation, RequestSpec
+from shared.providers import ProviderDescription, parse_providers
+from shared.providers.loader import deep_merge
+from shared.result_store import ResultStore
+from shared.serve import serve_app
+from shared.states import LocalState
+
+# Fast enough for tests, slow enough that a lost response is a real timeout:
+# the fixtures hang LOST_RESPONSE_HANG_SECONDS, well past request_timeout.
+TEST_LIMITS: dict[str, Any] = {
+    "backoff_base": 0.05,
+    "backoff_factor": 2.0,
+    "backoff_cap": 0.2,
+    "request_timeout": 0.5,
+    # With webhooks configured polling is a backstop this slow, so a test that
+    # settles quickly proves the webhook woke the reconciler.
+    "webhook_backstop_poll_seconds": 30.0,
+}
+# How long a test waits for an operation to reach a state before failing.
+SETTLE_TIMEOUT_SECONDS = 10.0
+
+
+def load(
+    name: str,
+    preset: str,
+    base_url: str,
+    env: Mapping[str, str],
+    overrides: Mapping[str, Any] | None = None,
+) -> dict[str, ProviderDescription]:
+    table = deep_merge(
+        {"preset": preset, "base_url": base_url, "limits": dict(TEST_LIMITS)}, overrides or {}
+    )
+    return parse_providers({"providers": {name: table}}, "test-config", env)
+
+
+@dataclass
+class PresetRig:
+    pool: Any
+    url: str
+    provider: str
+    desc: ProviderDescription
+    reconciler: Reconciler
+    # Our receiver's URL template (.../webhooks/{provider}) when the rig runs one.
+    webhook_url: str | None = None
+
+    @property
+    def hook_url(self) -> str:
+        """Where this provider's webhooks go."""
+        assert self.webhook_url is not None, "start the rig with_receiver=True"
+        return self.webhook_url.replace("{provider}", self.provider)
+
+    async def submit(
+        self,
+        body: Any,
+        *,
+        result_deadline_s: float = 60.0,
+        create_deadline_s: float = 30.0,
+    ) -> str:
+        create = self.desc.create
+        sub = await ledger.submit_operation(
+            self.pool,
+            provider=self.provider,
+            kind="batch",
+            request=RequestSpec(create.method, create.path.text, body),
+            requested_by="agent:test",
+            idempotency_mode=create.idempotency.value,
+            create_deadline_s=create_deadline_s,
+            result_deadline_s=result_deadline_s,
+        )
+        return sub.operation_id
+
+    async def op(self, op_id: str) -> Operation:
+        return await ledger.load_operation(self.pool, op_id)
+
+    async def state(self, op_id: str) -> LocalState:
+        return (await self.op(op_id)).state
+
+    async def settle(
+        self, op_id: str, states: set[LocalState], timeout: float = SETTLE_TIMEOUT_SECONDS
+    ) -> LocalState:
+        """Run the reconciler (as the daemon would) until the operation reaches `states`."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            await self.reconciler.run_once()
+            state = await self.state(op_id)
+            if state in states:
+                return state
+            await asyncio.sleep(0.02)
+        raise AssertionError(f"{op_id} stuck in {await self.state(op_id)}, wanted {states}")
+
+    async def cancel(self, op_id: str, cancel_deadline_s: float = 30.0) -> LocalState:
+        async with self.pool.acquire() as conn:
+            return await ledger.request_cancel(
+                conn,
+                op_id,
+                requested_by="human:test",
+                reason="test",
+                cancel_deadline_s=cancel_deadline_s,
+            )
+
+    async def history(self, op_id: str) -> list[str]:
+        rows = await self.pool.fetch(
+            "SELECT to_state::text FROM history WHERE operation_id = $1 ORDER BY seq", op_id
+        )
+        return [r[0] for r in rows]
+
+    async def escalation(self, op_id: str) -> Any:
+        return await self.pool.fetchrow(
+            "SELECT state::text, reason, details FROM escalations WHERE operation_id = $1", op_id
+        )
+
+    async def calls(self, op_id: str, kind: str) -> list[Any]:
+        return list(
+            await self.pool.fetch(
+                "SELECT * FROM provider_calls WHERE operation_id = $1 AND call_kind = $2"
+                " ORDER BY call_id",
+                op_id,
+                kind,
+            )
+        )
+
+
+@contextlib.asynccontextmanager
+async def preset_rig(
+    pool: Any,
+    tmp_path: Path,
+    app: ASGIApp,
+    *,
+    preset: str,
+    env: Mapping[str, str],
+    name: str | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    with_receiver: bool = False,
+) -> AsyncIterator[PresetRig]:
+    """Fixture provider + preset + reconciler; with the real receiver when asked."""
+    provider = name or preset
+    async with contextlib.AsyncExitStack() as stack:
+        url = await stack.enter_async_context(serve_app(app))
+        providers = load(provider, preset, url, env, overrides)
+        webhook_url = None
+        if with_receiver:
+            webhook_url = await stack.enter_async_context(running_receiver(pool, providers))
+        settings = replace(
+            Settings(),
+            worker_id="w1",
+            lease_seconds=10.0,
+            results_dir=tmp_path / "results",
+            providers=providers,
+        )
+        client = await stack.enter_async_context(http_client(16))
+        ctx = Context(
+            pool=pool,
+            settings=settings,
+            client=client,
+            adapters=build_adapters(providers),
+            store=ResultStore(tmp_path / "results"),
+            webhook_url=webhook_url,
+        )
+        yield PresetRig(pool, url, provider, providers[provider], Reconciler(ctx), webhook_url)
+
+
+@contextlib.asynccontextmanager
+async def running_receiver(
+    pool: Any, providers: Mapping[str, ProviderDescription]
+) -> AsyncIterator[str]:
+    """The real webhook receiver; yields the URL template for `Context.webhook_url`."""
+    settings = replace(Settings(), providers=providers)
+    async with serve_app(build_receiver(settings, pool)) as url:
+        yield url + "/webhooks/{provider}"

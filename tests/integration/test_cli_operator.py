@@ -1,0 +1,304 @@
+"""Operator commands, run through their parser against a real database."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from shared import cli_operator
+from shared.api_tokens import token_digest
+from shared.queries import q
+from shared.states import LocalState
+from tests.integration.agent_support import finish_with_result
+from tests.support import drive, submit
+
+S = LocalState
+
+
+def parser() -> argparse.ArgumentParser:
+    root = argparse.ArgumentParser(prog="jobwarden")
+    cli_operator.register(root.add_subparsers(dest="command", required=True))
+    return root
+
+
+async def run(*argv: str) -> int:
+    args = parser().parse_args(list(argv))
+    status: int = await args.handler(args)
+    return status
+
+
+@pytest.fixture(autouse=True)
+def environment(db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = tmp_path / "jobwarden.toml"
+    config.write_text('[providers.sim]\npreset = "simulator"\n')
+    monkeypatch.chdir(tmp_path)
+    # as the operator role: the commands must work with its grants alone
+    monkeypatch.setenv("DATABASE_URL", db_url + "?role=jobwarden_operator")
+    monkeypatch.setenv("JW_CONFIG", str(config))
+    monkeypatch.setenv("USER", "dana")
+
+
+def output(capsys: pytest.CaptureFixture[str]) -> Any:
+    return json.loads(capsys.readouterr().out)
+
+
+async def escalate(db: Any, state: LocalState, reason: str) -> str:
+    op_id = await submit(db)
+    await drive(db, op_id, state)
+    await db.fetchval(q("open_escalation"), op_id, state.value, reason, {"seen": 1})
+    return op_id
+
+
+# ------------------------------------------------------------------ help
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["submit", "list", "show", "cancel", "inbox", "resolve", "reconcile", "tokens", "mcp"],
+)
+def test_every_command_has_help(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        parser().parse_args([command, "--help"])
+    assert exited.value.code == 0
+    assert "usage: jobwarden " + command in capsys.readouterr().out
+
+
+# ------------------------------------------------------------------ tokens
+
+
+async def test_tokens_are_shown_once_and_stored_hashed(
+    db: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert await run("tokens", "create", "report-bot", "--json") == 0
+    created = output(capsys)
+    assert created["scope"] == "agent" and created["token"].startswith("jw_")
+    stored = await db.fetchrow("SELECT * FROM api_tokens WHERE token_id = $1", created["token_id"])
+    assert stored["token_sha256"] == token_digest(created["token"])
+    assert created["token"] not in json.dumps(dict(stored), default=str)
+    assert await run("tokens", "list", "--json") == 0
+    listed = output(capsys)
+    assert [t["caller"] for t in listed] == ["report-bot"] and "token" not in listed[0]
+
+
+async def test_operator_token_and_revocation(db: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    await run("tokens", "create", "ops", "--operator", "--json")
+    token_id = output(capsys)["token_id"]
+    assert await run("tokens", "revoke", token_id) == 0
+    assert "revoked" in capsys.readouterr().out
+    row = await db.fetchrow(
+        "SELECT scope, revoked_at FROM api_tokens WHERE token_id = $1", token_id
+    )
+    assert row["scope"] == "operator" and row["revoked_at"] is not None
+    assert await run("tokens", "revoke", "tok_0000000000000000") == 1
+
+
+async def test_token_names_are_checked(capsys: pytest.CaptureFixture[str]) -> None:
+    assert await run("tokens", "create", "Not A Name") == 2
+    assert "NAME must be" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ submit / list / show
+
+
+async def test_submit_records_an_operation_once(
+    db: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["submit", "--provider", "sim", "--kind", "export", "--body", '{"m": 2}', "--ref", "r1"]
+    assert await run(*argv, "--json") == 0
+    first = output(capsys)
+    assert first["created"] is True and first["state"] == "create_pending"
+    assert first["requested_by"] == "operator:dana"
+    assert await run(*argv) == 0
+    assert "already recorded as" in capsys.readouterr().out
+    assert await db.fetchval("SELECT count(*) FROM operations") == 1
+
+
+async def test_submit_to_an_unknown_provider_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    assert await run("submit", "--provider", "acme", "--kind", "x") == 2
+    assert "not configured (configured: sim)" in capsys.readouterr().err
+
+
+async def test_list_filters_by_state_provider_and_age(
+    db: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    running = await submit(db, ref="a")
+    finished = await submit(db, ref="b")
+    await finish_with_result(db, finished, total=1)
+    await run("list", "--state", "succeeded", "--json")
+    assert [r["operation_id"] for r in output(capsys)] == [finished]
+    await run("list", "--running", "--provider", "sim", "--json")
+    assert [r["operation_id"] for r in output(capsys)] == [running]
+    await run("list", "--newer-than", "1h", "--json")
+    assert len(output(capsys)) == 2
+    await run("list", "--older-than", "1h", "--json")
+    assert output(capsys) == []
+    assert await run("list") == 0
+    assert running in capsys.readouterr().out
+    assert await run("list", "--state", "bogus") == 2
+
+
+async def test_show_merges_the_timeline_in_time_order(
+    db: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    op_id = await submit(db)
+    await finish_with_result(db, op_id, total=2)
+    assert await run("show", op_id, "--json") == 0
+    shown = output(capsys)
+    timeline = shown["timeline"]
+    kinds = {entry["kind"] for entry in timeline}
+    assert {"transition", "call"} <= kinds
+    assert [e["at"] for e in timeline] == sorted(e["at"] for e in timeline)
+    calls = [e for e in timeline if e["kind"] == "call"]
+    assert all(c["details"]["trace_id"] for c in calls)
+    transitions = [e["details"]["to"] for e in timeline if e["kind"] == "transition"]
+    assert transitions[0] == "create_pending" and transitions[-1] == "succeeded"
+    assert shown["agent_view"]["outcome"] == "succeeded"
+    assert await run("show", op_id) == 0
+    text = capsys.readouterr().out
+    assert "timeline" in text and "trace" in text and "succeeded" in text
+
+
+async def test_show_unknown_operation_fails(capsys: pytest.CaptureFixture[str]) -> None:
+    assert await run("show", "op_01J00000000000000000000000") == 1
+    assert "no operation" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ cancel / inbox
+
+
+async def test_cancel_requests_and_never_claims(
+    db: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    op_id = await submit(db)
+    await drive(db, op_id, S.OBSERVING)
+    assert await run("cancel", op_id, "--reason", "wrong account", "--json") == 0
+    answer = output(capsys)
+    assert answer["state"] == "cancel_requested" and "NOT confirmed" in answer["message"]
+    actor = await db.fetchval(
+        "SELECT actor FROM history WHERE operation_id = $1 ORDER BY seq DESC LIMIT 1", op_id
+    )
+    assert actor == "operator:dana"
+
+
+async def test_inbox_lists_escalations_oldest_first(
+    db: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first = await escalate(db, S.NEEDS_ATTENTION, "same token, two job ids")
+    second = await escalate(db, S.RESULT_TIMED_OUT, "result deadline passed")
+    await submit(db)  # running: not in the inbox
+    assert await run("inbox", "--json") == 0
+    inbox = output(capsys)
+    assert [r["operation_id"] for r in inbox] == [first, second]
+    assert inbox[0]["escalation_reason"] == "same token, two job ids"
+    assert inbox[1]["remote_job_id"] is not None
+    assert await run("inbox") == 0
+    assert "result deadline passed" in capsys.readouterr().out
+
+
+# ------------------------------------------------------------------ resolve / reconcile
+
+
+async def test_resolve_records_the_decision_and_closes_the_escalation(
+    db: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    op_id = await escalate(db, S.NEEDS_ATTENTION, "two job ids")
+    argv = ["resolve", op_id, "--decision", "failed", "--reason", "vendor confirmed", "--json"]
+    assert await run(*argv, "--as", "erin") == 0
+    assert output(capsys)["to"] == "failed"
+    last = await db.fetchrow(
+        "SELECT actor, to_state::text, evidence_kind FROM history WHERE operation_id = $1"
+        " ORDER BY seq DESC LIMIT 1",
+        op_id,
+    )
+    assert tuple(last) == ("operator:erin", "failed", "decision")
+    decision = await db.fetchrow(
+        "SELECT actor, reason FROM decisions WHERE operation_id = $1", op_id
+    )
+    assert tuple(decision) == ("operator:erin", "vendor confirmed")
+    assert await db.fetchval(
+        "SELECT resolved_at IS NOT NULL FROM escalations WHERE operation_id = $1", op_id
+    )
+
+
+async def test_resolve_refuses_a_move_the_machine_forbids(
+    db: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    op_id = await escalate(db, S.NEEDS_ATTENTION, "two job ids")
+    assert await run("resolve", op_id, "--decision", "succeeded", "--reason", "looks ok") == 2
+    err = capsys.readouterr().err
+    assert "needs_attention -> succeeded is not an operator move" in err
+    assert "allowed from needs_attention: observing, result_collecting, failed" in err
+    assert await run("resolve", op_id, "--decision", "done", "--reason", "x y z") == 2
+    assert await db.fetchval("SELECT count(*) FROM decisions") == 0
+
+
+async def test_resolve_to_cancel_requested_records_the_intent(
+    db: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    op_id = await escalate(db, S.NEEDS_ATTENTION, "stuck")
+    argv = ["resolve", op_id, "--decision", "cancel_requested", "--reason", "stop it"]
+    assert await run(*argv) == 0
+    row = await db.fetchrow(
+        "SELECT state::text, cancel_requested_by FROM operations WHERE operation_id = $1", op_id
+    )
+    assert tuple(row) == ("cancel_requested", "operator:dana")
+
+
+async def test_reconcile_resumes_a_timed_out_operation(
+    db: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    op_id = await escalate(db, S.RESULT_TIMED_OUT, "deadline passed")
+    await db.execute(
+        "UPDATE operations SET result_deadline = created_at + interval '1 ms'"
+        " WHERE operation_id = $1",
+        op_id,
+    )
+    assert await run("reconcile", op_id, "--json") == 0
+    answer = output(capsys)
+    assert (answer["from"], answer["to"]) == ("result_timed_out", "observing")
+    row = await db.fetchrow(
+        "SELECT state::text, result_deadline > now() + interval '50 minutes' AS extended,"
+        " next_poll_at <= now() AS due, wake_requested FROM operations WHERE operation_id = $1",
+        op_id,
+    )
+    assert tuple(row) == ("observing", True, True, True)
+    assert await db.fetchval(
+        "SELECT resolved_at IS NOT NULL FROM escalations WHERE operation_id = $1", op_id
+    )
+
+
+async def test_reconcile_a_result_problem_collects_again(
+    db: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    op_id = await escalate(db, S.RESULT_UNAVAILABLE, "link expired")
+    assert await run("reconcile", op_id, "--reason", "new link issued") == 0
+    state = await db.fetchval("SELECT state::text FROM operations WHERE operation_id = $1", op_id)
+    assert state == "result_collecting"
+
+
+async def test_reconcile_an_unconfirmed_cancellation_reads_again_in_place(
+    db: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    op_id = await escalate(db, S.CANCELLATION_UNCONFIRMED, "cancel deadline passed")
+    assert await run("reconcile", op_id, "--json") == 0
+    assert output(capsys)["to"] == "cancellation_unconfirmed"
+    row = await db.fetchrow(
+        "SELECT wake_requested, (SELECT count(*) FROM decisions d"
+        " WHERE d.operation_id = o.operation_id) AS decisions FROM operations o"
+        " WHERE operation_id = $1",
+        op_id,
+    )
+    assert tuple(row) == (True, 1)
+
+
+async def test_reconcile_a_finished_operation_is_refused(
+    db: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    op_id = await submit(db)
+    await finish_with_result(db, op_id, total=1)
+    assert await run("reconcile", op_id) == 1
+    assert "already succeeded" in capsys.readouterr().err

@@ -1,0 +1,115 @@
+"""The receiver over a real uvicorn socket: webhooks, health, readiness, metrics, drain."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import httpx
+
+from receiver.app import build_app
+from receiver.ingest import Event, IngestUnavailable
+from shared.database import create_pool
+from shared.serve import serve_app
+from tests.integration.test_receiver_support import (
+    NOW,
+    PROVIDER,
+    delivery,
+    running_receiver,
+    settings_for,
+    stored_events,
+)
+
+# Bound on waiting for a condition the test set up; generous for a loaded CI box.
+WAIT_SECONDS = 5.0
+
+
+async def _until(condition: Any) -> None:
+    async with asyncio.timeout(WAIT_SECONDS):
+        while not condition():
+            await asyncio.sleep(0.001)
+
+
+async def test_webhook_over_a_real_socket_is_stored_after_commit(db: Any, pool: Any) -> None:
+    app = build_app(settings_for(), pool, now=lambda: float(NOW))
+    async with serve_app(app) as url, httpx.AsyncClient(base_url=url) as client:
+        body, headers = delivery("job_1", "msg_socket")
+        resp = await client.post(f"/webhooks/{PROVIDER}", content=body, headers=headers)
+        # The answer came after the commit: the row is visible to anyone now.
+        [event] = await stored_events(db)
+        health = await client.get("/healthz")
+        ready = await client.get("/readyz")
+        metrics = await client.get("/metrics")
+    assert resp.status_code == 200 and resp.json() == {"status": "stored", "matched": False}
+    assert resp.headers["content-type"] == "application/json"
+    assert event["event_id"] == "msg_socket" and event["payload"]["job_id"] == "job_1"
+    assert health.json() == {"status": "ok"}
+    assert ready.status_code == 200 and ready.json() == {"status": "ready"}
+    assert metrics.headers["content-type"].startswith("text/plain")
+    assert 'jobwarden_webhook_events_verified_total{provider="sim"} 1.0' in metrics.text
+
+
+async def test_get_on_the_webhook_path_is_405(db: Any, pool: Any) -> None:
+    async with running_receiver(pool) as rx:
+        resp = await rx.client.get(f"/webhooks/{PROVIDER}")
+    assert resp.status_code == 405
+
+
+async def test_readyz_reports_pending_migrations(db: Any, pool: Any) -> None:
+    await db.execute(
+        "DELETE FROM schema_migrations WHERE version = (SELECT max(version) FROM schema_migrations)"
+    )
+    async with running_receiver(pool) as rx:
+        ready = await rx.client.get("/readyz")
+        health = await rx.client.get("/healthz")
+    assert ready.status_code == 503 and ready.json() == {
+        "status": "not_ready",
+        "reason": "migrations_pending",
+    }
+    assert health.status_code == 200
+
+
+async def test_shutdown_commits_queued_events_before_stopping(db: Any, db_url: str) -> None:
+    pool = await create_pool(db_url, min_size=1, max_size=1)
+    app = build_app(settings_for(db_acquire_timeout=WAIT_SECONDS), pool, now=lambda: float(NOW))
+    ingestor = app.state.ingestor
+    try:
+        async with app.router.lifespan_context(app):
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://rx") as client:
+                held = await pool.acquire()  # the writer cannot commit until we let go
+                posts = [
+                    asyncio.create_task(client.post(f"/webhooks/{PROVIDER}", content=b, headers=h))
+                    for b, h in (delivery(f"job_{i}", f"msg_{i}") for i in range(20))
+                ]
+                await _until(lambda: ingestor.queued == 20)
+                closing = asyncio.create_task(ingestor.close())
+                await _until(lambda: not ingestor.accepting)
+                late_body, late_headers = delivery("job_late", "msg_late")
+                late = await client.post(
+                    f"/webhooks/{PROVIDER}", content=late_body, headers=late_headers
+                )
+                ready = await client.get("/readyz")
+                await pool.release(held)
+                answers = await asyncio.gather(*posts)
+                await closing
+    finally:
+        await pool.close()
+    assert [r.json()["status"] for r in answers] == ["stored"] * 20
+    assert late.status_code == 503 and ready.json()["reason"] == "not_accepting"
+    assert len(await stored_events(db)) == 20
+
+
+async def test_submit_after_close_is_refused_not_lost(db: Any, pool: Any) -> None:
+    async with running_receiver(pool) as rx:
+        ingestor = rx.app.state.ingestor
+        await ingestor.close()
+        event = Event(PROVIDER, "late", "standard_webhooks", True, None, None, None, None, "{}")
+        try:
+            await ingestor.submit(event)
+        except IngestUnavailable:
+            refused = True
+        else:
+            refused = False
+    assert refused
+    assert await stored_events(db) == []

@@ -1,0 +1,91 @@
+"""Webhooks end to end: simulator -> receiver -> ledger -> reconciler's final read."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from shared import ledger
+from shared.states import LocalState
+from tests.harness import webhook_rig
+
+S = LocalState
+
+
+async def _events(pool: Any, op_id: str) -> list[Any]:
+    return await pool.fetch(
+        "SELECT event_id, remote_state::text AS remote_state, duplicate_deliveries"
+        " FROM webhook_events WHERE operation_id = $1 ORDER BY webhook_event_id",
+        op_id,
+    )
+
+
+async def test_webhook_triggers_an_immediate_final_read(pool: Any, tmp_path: Path) -> None:
+    async with webhook_rig(pool, tmp_path) as r:
+        op_id = await r.submit("success", duration=0.3)
+        started = time.monotonic()
+        assert await r.settle(op_id, {S.SUCCEEDED}, timeout=10) is S.SUCCEEDED
+        # the backstop poll is 30 s away: only the webhook can explain this speed
+        assert time.monotonic() - started < 8
+        assert [e["remote_state"] for e in await _events(pool, op_id)] == ["succeeded"]
+        calls = await pool.fetchval(
+            "SELECT count(*) FROM provider_calls WHERE operation_id = $1", op_id
+        )
+        assert calls <= 5
+
+
+async def test_the_same_completion_webhook_twice_is_acted_on_once(
+    pool: Any, tmp_path: Path
+) -> None:
+    async with webhook_rig(pool, tmp_path) as r:
+        op_id = await r.submit("duplicate_webhook", duration=0.3)
+        assert await r.settle(op_id, {S.SUCCEEDED}, timeout=10) is S.SUCCEEDED
+        await r.run_until(lambda: True)  # let late deliveries arrive and be processed
+        events = await _events(pool, op_id)
+        assert len(events) == 2  # two distinct event ids; the repeated id stored once
+        assert sum(e["duplicate_deliveries"] for e in events) >= 1
+        history = await pool.fetch(
+            "SELECT to_state::text FROM history WHERE operation_id = $1", op_id
+        )
+        assert [h[0] for h in history].count("succeeded") == 1
+        assert (
+            await pool.fetchval("SELECT count(*) FROM results WHERE operation_id = $1", op_id) == 1
+        )
+        assert await ledger.claim_completion(pool, op_id, "next-step")
+        assert not await ledger.claim_completion(pool, op_id, "next-step")
+
+
+async def test_out_of_order_webhooks_never_move_the_state_backwards(
+    pool: Any, tmp_path: Path
+) -> None:
+    async with webhook_rig(pool, tmp_path) as r:
+        op_id = await r.submit("out_of_order_webhooks", duration=0.3)
+        assert await r.settle(op_id, {S.SUCCEEDED}, timeout=10) is S.SUCCEEDED
+
+        async def stale_arrived() -> bool:
+            return any(e["remote_state"] == "running" for e in await _events(pool, op_id))
+
+        await r.run_until(stale_arrived, timeout=10)
+        assert await r.state(op_id) is S.SUCCEEDED
+
+
+async def test_webhook_before_the_create_response_is_kept_and_attached(
+    pool: Any, tmp_path: Path
+) -> None:
+    async with webhook_rig(pool, tmp_path) as r:
+        op_id = await r.submit("webhook_before_create_response")
+        assert await r.settle(op_id, {S.SUCCEEDED}, timeout=10) is S.SUCCEEDED
+        events = await pool.fetch(
+            "SELECT received_at, attached_at FROM webhook_events WHERE operation_id = $1", op_id
+        )
+        accepted_at = await pool.fetchval(
+            "SELECT at FROM history WHERE operation_id = $1 AND to_state = 'accepted'", op_id
+        )
+        assert events and all(e["received_at"] < accepted_at for e in events)
+        assert all(e["attached_at"] is not None for e in events)
+        observed = await pool.fetchval(
+            "SELECT count(*) FROM observations WHERE operation_id = $1 AND source = 'webhook'",
+            op_id,
+        )
+        assert observed == len(events)

@@ -1,0 +1,230 @@
+"""The tool wrapper's decisions, without a server: mapping, pacing, error paths."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from shared import agent_tools
+from shared.agent_tools import from_resource, next_delay
+from shared.client import ApiProblem, ApiUnreachable
+
+
+def resource(
+    *, done: bool, outcome: str | None = None, job: str | None = "job_1", **extra: Any
+) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "operation_id": "op_1",
+        "done": done,
+        "message": extra.pop("message", "STARTED and NOT complete."),
+        "metadata": {
+            "remote_job_id": job,
+            "outcome": outcome,
+            "client_reference": "ref-1",
+            "poll_after_seconds": 2,
+        },
+    }
+    body.update(extra)
+    return body
+
+
+class FakeTime:
+    """A clock that only moves when the wrapper sleeps (or a wait consumes time)."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.sleeps: list[float] = []
+
+    def clock(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+class FakeClient:
+    def __init__(self, time: FakeTime, submits: Iterator[Any], waits: Iterator[Any]) -> None:
+        self.time = time
+        self.submits = submits
+        self.waits = waits
+        self.references: list[str | None] = []
+        self.claims = 0
+
+    def submit(self, provider: str, kind: str, request: Any, **kw: Any) -> Any:
+        self.references.append(kw.get("client_reference"))
+        return self._next(self.submits)
+
+    def wait(self, operation_id: str, max_wait: float) -> Any:
+        answer = self._next(self.waits)
+        if isinstance(answer, dict) and not answer["done"]:
+            self.time.now += max_wait  # the long-poll used its whole budget
+        return answer
+
+    def claim_completion(self, operation_id: str, consumer: str) -> bool:
+        self.claims += 1
+        raise ApiUnreachable("connection reset")
+
+    @staticmethod
+    def _next(source: Iterator[Any]) -> Any:
+        item = next(source)
+        if isinstance(item, Exception):
+            raise item
+        return item
+
+
+def run(
+    submits: list[Any], waits: list[Any], max_wait: float = 60, **kw: Any
+) -> tuple[agent_tools.ToolResult, FakeClient, FakeTime]:
+    time = FakeTime()
+    client = FakeClient(time, iter(submits), iter(waits))
+    result = agent_tools.start_and_await(
+        client,  # type: ignore[arg-type]
+        "sim",
+        {"body": {}},
+        max_wait,
+        clock=time.clock,
+        sleep=time.sleep,
+        **kw,
+    )
+    return result, client, time
+
+
+# ------------------------------------------------------------------ pacing
+
+
+def test_first_retry_follows_the_servers_hint() -> None:
+    assert next_delay(None, 30, remaining=100) == 30
+
+
+def test_first_retry_without_hint_is_one_second() -> None:
+    assert next_delay(None, None, remaining=100) == 1.0
+
+
+def test_retries_back_off_by_half_and_cap_at_a_minute() -> None:
+    assert next_delay(4, 30, remaining=1000) == 6
+    assert next_delay(50, None, remaining=1000) == 60
+
+
+def test_a_retry_never_outlasts_max_wait() -> None:
+    assert next_delay(40, None, remaining=3) == 3
+    assert next_delay(40, None, remaining=-1) == 0
+
+
+# ------------------------------------------------------------------ mapping
+
+
+@pytest.mark.parametrize(
+    ("outcome", "status", "needs_human"),
+    [
+        ("succeeded", "succeeded", False),
+        ("completed_with_errors", "completed_with_errors", False),
+        ("failed", "failed", False),
+        ("cancelled", "cancelled", False),
+        ("timed_out", "timed_out", True),
+        ("needs_attention", "timed_out", True),
+        ("something_new", "timed_out", False),
+    ],
+)
+def test_outcomes_map_to_exactly_one_status(outcome: str, status: str, needs_human: bool) -> None:
+    result = from_resource(resource(done=True, outcome=outcome, message="m"))
+    assert (result.status, result.needs_human, result.done) == (status, needs_human, True)
+    assert result.operation_id == "op_1" and result.job_id == "job_1"
+
+
+def test_needs_attention_says_not_finished() -> None:
+    result = from_resource(resource(done=True, outcome="needs_attention", message="Needs a human."))
+    assert result.message.startswith("NOT finished from your point of view.")
+
+
+def test_success_carries_result_and_counts() -> None:
+    response = {
+        "result": {"url": "u"},
+        "result_ref": "file:/r",
+        "summary": {"total": 3, "succeeded": 3, "failed": 0},
+        "errors_ref": None,
+    }
+    result = from_resource(resource(done=True, outcome="succeeded", response=response))
+    assert result.result == {"url": "u"} and result.counts == {
+        "total": 3,
+        "succeeded": 3,
+        "failed": 0,
+    }
+
+
+def test_not_done_is_running_for_check_and_timed_out_for_await() -> None:
+    assert from_resource(resource(done=False)).status == "running"
+    gave_up = from_resource(resource(done=False), gave_up_after=60)
+    assert gave_up.status == "timed_out" and not gave_up.done
+    assert "operation op_1 (job job_1) continues in the background" in gave_up.message
+
+
+def test_timeout_before_a_job_id_says_so() -> None:
+    gave_up = from_resource(resource(done=False, job=None), gave_up_after=5)
+    assert "the provider has not given a job id yet" in gave_up.message
+
+
+def test_to_dict_has_the_tool_fields() -> None:
+    fields = from_resource(resource(done=False)).to_dict()
+    for key in ("status", "operation_id", "job_id", "done", "message", "result_ref", "counts"):
+        assert key in fields
+
+
+# ------------------------------------------------------------------ error paths
+
+
+def test_refused_submit_is_failed_and_not_retried() -> None:
+    refused = ApiProblem(422, {"type": "urn:jobwarden:problem:invalid-request", "detail": "bad"})
+    result, client, time = run([refused], [])
+    assert result.status == "failed" and result.operation_id is None
+    assert result.message == "The job was NOT started: the request was refused (bad)."
+    assert len(client.references) == 1 and time.sleeps == []
+
+
+def test_unanswered_submit_is_retried_with_the_same_reference() -> None:
+    done = resource(done=True, outcome="succeeded", message="Finished successfully.")
+    result, client, time = run(
+        [ApiUnreachable("reset"), ApiProblem(503, {"detail": "busy"}), resource(done=False)],
+        [done],
+    )
+    assert result.status == "succeeded"
+    assert len(set(client.references)) == 1 and client.references[0] is not None
+    assert time.sleeps == [1.0, 1.5]
+
+
+def test_submit_that_never_answers_times_out_with_the_reference() -> None:
+    failures = [ApiUnreachable("refused")] * 50
+    result, _, time = run(failures, [], max_wait=10, client_reference="mine")
+    assert result.status == "timed_out" and result.operation_id is None
+    assert result.client_reference == "mine" and "client_reference 'mine'" in result.message
+    assert sum(time.sleeps) <= 10
+
+
+def test_lost_contact_while_waiting_times_out_with_ids() -> None:
+    result, _, time = run([resource(done=False)], [ApiUnreachable("reset")] * 50, max_wait=20)
+    assert result.status == "timed_out"
+    assert (result.operation_id, result.job_id) == ("op_1", "job_1")
+    assert result.message.startswith("Lost contact with jobwarden")
+    assert time.sleeps[0] == 2  # the server's poll_after_seconds
+    assert sum(time.sleeps) <= 20
+
+
+def test_revoked_token_while_waiting_times_out_at_once() -> None:
+    revoked = ApiProblem(401, {"type": "urn:jobwarden:problem:unauthenticated", "detail": "no"})
+    result, _, time = run([resource(done=False)], [revoked])
+    assert result.status == "timed_out" and result.operation_id == "op_1"
+    assert time.sleeps == []
+
+
+def test_still_running_at_max_wait_times_out() -> None:
+    result, _, _ = run([resource(done=False)], [resource(done=False)] * 5, max_wait=30)
+    assert result.status == "timed_out" and result.job_id == "job_1"
+
+
+def test_an_unrecorded_claim_forbids_acting() -> None:
+    done = resource(done=True, outcome="succeeded", message="Finished successfully.")
+    result, client, _ = run([done], [], consumer="next-step")
+    assert result.status == "succeeded" and result.claimed is None
+    assert "do not act on this result yet" in result.message and client.claims == 1

@@ -1,0 +1,172 @@
+"""`jobwarden providers list|show|check`, called through its handlers."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pytest
+
+from shared import cli_providers
+
+SECRETS = {
+    "OPENAI_API_KEY": "sk-real-looking-key",
+    "ANTHROPIC_API_KEY": "sk-ant-real-looking-key",
+    "ASSEMBLYAI_API_KEY": "aai-key",
+}
+CONFIG = """
+[providers.openai]
+preset = "openai_batch"
+limits = { backoff_cap = 120 }
+
+[providers.anthropic]
+preset = "anthropic_batches"
+
+[providers.transcripts]
+preset = "assemblyai"
+"""
+SIX = {"openai_batch", "replicate", "assemblyai", "google_lro", "azure_async", "anthropic_batches"}
+
+
+def ns(**values: object) -> argparse.Namespace:
+    return argparse.Namespace(**{"json": False, **values})
+
+
+def write(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "jobwarden.toml"
+    path.write_text(text)
+    return str(path)
+
+
+@pytest.fixture
+def env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in SECRETS.items():
+        monkeypatch.setenv(name, value)
+
+
+async def test_list_names_every_preset_with_its_description(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert await cli_providers.cmd_list(ns()) == 0
+    lines = capsys.readouterr().out.splitlines()
+    names = {line.split()[0] for line in lines}
+    assert names >= SIX and "simulator" in names
+    assert any(line.startswith("openai_batch") and "/v1/batches" in line for line in lines)
+
+
+async def test_list_json(capsys: pytest.CaptureFixture[str]) -> None:
+    assert await cli_providers.cmd_list(ns(json=True)) == 0
+    presets = json.loads(capsys.readouterr().out)
+    assert {p["name"] for p in presets} >= SIX
+    assert all(p["description"] for p in presets)
+
+
+async def test_show_prints_the_preset_with_its_documentation(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert await cli_providers.cmd_show(ns(name="anthropic_batches")) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("# Anthropic Message Batches")
+    assert "cannot be reconciled automatically" in out
+    assert 'path = "/v1/messages/batches"' in out
+
+
+async def test_show_json_names_the_secrets_and_the_guarantees(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert await cli_providers.cmd_show(ns(name="openai_batch", json=True)) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["secrets"] == [
+        {"env": "OPENAI_API_KEY", "for": "auth", "optional": False},
+        {"env": "OPENAI_WEBHOOK_SECRET", "for": "webhooks", "optional": True},
+    ]
+    verdicts = {g["guarantee"]: g["holds"] for g in summary["guarantees"]}
+    assert verdicts == {
+        "at-most-once create": False,
+        "lookup after lost response": True,
+        "cancellable": True,
+        "webhooks signed": True,
+        "result integrity checked": False,
+    }
+
+
+async def test_show_unknown_preset_fails_listing_the_known_ones(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert await cli_providers.cmd_show(ns(name="openia")) == 1
+    err = capsys.readouterr().err
+    assert "unknown preset 'openia'" in err and "openai_batch" in err
+
+
+async def test_check_reports_each_providers_guarantees_in_plain_words(
+    env: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert await cli_providers.cmd_check(ns(config=write(tmp_path, CONFIG))) == 0
+    out = capsys.readouterr().out
+    assert "valid, 3 provider(s)" in out
+    assert "openai (preset openai_batch)  https://api.openai.com" in out
+    anthropic = out.split("anthropic (preset anthropic_batches)")[1].split("\n\n")[0]
+    assert (
+        "lookup after lost response? no   create after a lost response cannot be reconciled "
+        "automatically" in anthropic
+    )
+    transcripts = out.split("transcripts (preset assemblyai)")[1]
+    assert "cancellable?                no   cancellation is unsupported" in transcripts
+    assert "webhooks signed?            no   no webhooks configured" in transcripts
+    assert SECRETS["OPENAI_API_KEY"] not in out
+
+
+async def test_check_json(env: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert await cli_providers.cmd_check(ns(config=write(tmp_path, CONFIG), json=True)) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["valid"] is True
+    by_name = {p["name"]: p for p in report["providers"]}
+    assert by_name["openai"]["preset"] == "openai_batch"
+    lookup = next(
+        g for g in by_name["openai"]["guarantees"] if g["guarantee"] == "lookup after lost response"
+    )
+    assert lookup["holds"] is True
+    assert by_name["anthropic"]["warnings"] == []
+
+
+async def test_check_refuses_a_typo_in_an_override(
+    env: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = write(tmp_path, CONFIG + '\n[providers.openai.create]\nidempotency_heder = "X"\n')
+    assert await cli_providers.cmd_check(ns(config=config)) == 1
+    err = capsys.readouterr().err
+    assert "providers.openai.create.idempotency_heder: unknown key" in err
+    assert "did you mean 'idempotency_header'" in err
+
+
+async def test_check_names_a_missing_secret_by_its_variable(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    config = write(tmp_path, '[providers.openai]\npreset = "openai_batch"\n')
+    assert await cli_providers.cmd_check(ns(config=config, json=True)) == 1
+    report = json.loads(capsys.readouterr().out)
+    assert report["valid"] is False
+    assert "environment variable OPENAI_API_KEY is not set" in report["error"]
+
+
+async def test_check_warns_about_placeholders_left_in_a_generic_preset(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("GOOGLE_ACCESS_TOKEN", "ya29.x")
+    config = write(tmp_path, '[providers.lro]\npreset = "google_lro"\n')
+    assert await cli_providers.cmd_check(ns(config=config)) == 0
+    out = capsys.readouterr().out
+    assert "warning: base_url is still the preset's placeholder" in out
+    assert "warning: create.path is still the preset's placeholder" in out
+
+
+def test_register_wires_the_three_actions() -> None:
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers(dest="command", required=True)
+    cli_providers.register(sub)
+    args = parser.parse_args(["providers", "check", "x.toml", "--json"])
+    assert args.handler is cli_providers.cmd_check and args.config == "x.toml" and args.json
+    assert parser.parse_args(["providers", "list"]).handler is cli_providers.cmd_list
+    assert parser.parse_args(["providers", "show", "replicate"]).name == "replicate"
