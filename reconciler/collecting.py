@@ -241,3 +241,71 @@ async def _give_up(step: Step, conn: Any, dst: LocalState, reason: str) -> Delay
         await step.reload(conn)
         await step.move(conn, dst, reason)
     return None
+
+
+async def collect_partial_output(
+    step: Step, conn: Any, status_resp: HttpResponse, status: StatusFact
+) -> bool:
+    """Keep what a cancelled job already produced (OpenAI keeps partial output).
+
+    Best effort and never a verdict: the operation still ends `cancelled`; a
+    valid partial result is stored and attached so nothing finished is lost.
+    Returns True when a result was attached.
+    """
+    assert step.op.remote_job_id is not None
+    try:
+        reqs = step.adapter.build_result_requests(step.op.remote_job_id, status)
+    except RequestBuildError:
+        return False
+    responses: list[HttpResponse] = []
+    for req in reqs:
+        sent = await step.send(req)
+        await record_call(
+            conn, step.op, req, "result", step.op.result_attempts + 1, step.worker, step.fence, sent
+        )
+        if sent.response is None or sent.response.status_code != 200:
+            return False
+        responses.append(sent.response)
+    if not responses:
+        return False
+    check = step.adapter.validate_result(responses if len(responses) > 1 else responses[0], status)
+    if not check.ok:
+        return False
+    content = b"".join(r.body for r in responses)
+    _, ref = step.ctx.store.put(content)
+    total, succeeded, failed = _counts(check, status)
+    async with conn.transaction():
+        result_id = await records.record_result(
+            conn,
+            records.ResultRecord(
+                operation_id=step.op.operation_id,
+                valid=True,
+                reason="partial output of a cancelled job",
+                content_type=check.content_type,
+                size_bytes=check.size,
+                sha256=check.sha256,
+                storage_ref=ref,
+                inline=check.parsed if len(content) <= INLINE_MAX_BYTES else None,
+                items_total=total,
+                items_succeeded=succeeded,
+                items_failed=failed,
+                failed_items=[
+                    (_item_key(i, n), i.code, i.message) for n, i in enumerate(check.failed_items)
+                ],
+            ),
+        )
+        await ledger.attach_result(
+            conn,
+            step.op.operation_id,
+            result_id,
+            result_ref=ref,
+            summary={
+                "partial": True,
+                "items_total": total,
+                "items_succeeded": succeeded,
+                "items_failed": failed,
+                "sha256": check.sha256,
+            },
+            fence=step.fence,
+        )
+    return True

@@ -24,6 +24,10 @@ from shared.queries import q
 from shared.states import Evidence, LocalState
 
 S = LocalState
+# Without idempotency, an empty lookup proves the lost create never landed only
+# once the provider has had time to index it: this many request timeouts after
+# the create was sent (40 s at the default 10 s timeout).
+LOOKUP_SETTLE_FACTOR = 4
 
 
 async def step_create(step: Step) -> Delay:
@@ -100,7 +104,20 @@ async def _resolve_uncertain(step: Step, conn: Any) -> tuple[bool, Delay]:
         return True, await _conflict(
             step, conn, f"lookup found {len(job_ids)} remote jobs for our reference", job_ids
         )
+    if not await _absence_settled(step, conn):
+        # A list can lag behind a create it has not indexed yet: an empty answer
+        # soon after the create proves nothing. Look again later.
+        return True, step.backoff(step.op.lookup_attempts)
     return False, None  # proven absent: sending again cannot duplicate
+
+
+async def _absence_settled(step: Step, conn: Any) -> bool:
+    """Is it long enough since our last create that an empty lookup proves absence?"""
+    last = await conn.fetchrow(q("latest_create_call"), step.op.operation_id)
+    if last is None:
+        return True
+    settle = LOOKUP_SETTLE_FACTOR * step.adapter.desc.limits.request_timeout
+    return bool((utcnow() - last["started_at"]).total_seconds() >= settle)
 
 
 async def _lookup(step: Step, conn: Any) -> tuple[list[str], int] | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from reconciler.collecting import collect_partial_output
 from reconciler.recording import record_call, record_poll
 from reconciler.step import NOW, Delay, Step, utcnow
 from shared.providers import StatusFact
@@ -54,6 +55,8 @@ async def step_poll(step: Step) -> Delay:
             )
             return step.backoff(step.op.poll_attempts)
         fact = step.adapter.parse_status(sent.response, utcnow())
+        if fact.remote_state is RemoteState.CANCELLED and (fact.result_url or fact.result_file_ids):
+            await collect_partial_output(step, conn, sent.response, fact)
         async with conn.transaction():
             observation_id, _ = await record_poll(
                 conn, step.op, step.fence, step.worker, req, sent, fact

@@ -1,4 +1,4 @@
--- 005: retention of webhook dedupe rows.
+-- 005: webhook receiver: batch wake-ups, retention of dedupe rows.
 -- Dedupe rows must outlive every provider retry (days), then unattached ones
 -- can go: they never became evidence of any operation. Attached events are
 -- evidence (observations point at them) and are kept.
@@ -35,3 +35,26 @@ $$;
 REVOKE ALL ON FUNCTION jw_purge_webhook_events(interval, integer) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION jw_purge_webhook_events(interval, integer)
     TO jobwarden_reconciler, jobwarden_operator;
+
+-- jw_request_wake (004) for a whole group-commit batch at once. The rule is
+-- the same, row for row (a test runs both on the same cases); calling the
+-- SQL function once per operation costs about twice the UPDATE itself, and a
+-- busy receiver wakes hundreds of operations per second. Rows are locked in
+-- operation_id order (an index scan over the sorted array), so concurrent
+-- receivers cannot deadlock on them.
+CREATE FUNCTION jw_request_wakes(p_operation_ids text[]) RETURNS integer
+LANGUAGE sql AS $$
+    UPDATE operations SET
+        wake_requested = true,
+        next_poll_at = CASE
+            WHEN lease_expires_at IS NULL OR lease_expires_at < clock_timestamp()
+            THEN clock_timestamp() ELSE next_poll_at END
+    WHERE operation_id = ANY (p_operation_ids) AND finished_at IS NULL
+      AND state NOT IN ('needs_attention', 'result_timed_out', 'result_unavailable',
+                        'result_validation_failed');
+    SELECT count(pg_notify('jobwarden_wakeup', woken.operation_id))::integer
+    FROM (SELECT DISTINCT unnest(p_operation_ids) AS operation_id ORDER BY 1) AS woken;
+$$;
+
+GRANT EXECUTE ON FUNCTION jw_request_wakes(text[]) TO jobwarden_receiver, jobwarden_reconciler,
+    jobwarden_operator;

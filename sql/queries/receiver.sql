@@ -13,11 +13,11 @@
 -- `inserted` compares the resulting counter with `extra`: a fresh row holds
 -- exactly `extra`, an existing one at least `extra + 1`.
 --
--- Operations that got an observation are woken (jw_request_wake: lease-safe,
--- NOTIFY at commit), in operation order so concurrent receivers lock their
--- rows in the same order. The `woken` CTE is volatile, hence never inlined;
--- the scalar subquery makes it run exactly once. One statement is one round
--- trip and one implicit transaction: the whole batch commits or none of it.
+-- Operations that got an observation are woken (jw_request_wakes: the
+-- lease-safe rule of jw_request_wake for a set; NOTIFY at commit). The `woken`
+-- CTE is volatile, hence never inlined; the scalar subquery makes it run
+-- exactly once. One statement is one round trip and one implicit transaction:
+-- the whole batch commits or none of it.
 WITH input AS (
     SELECT *
     FROM unnest($1::text[], $2::text[], $3::text[], $4::boolean[], $5::text[], $6::text[],
@@ -30,6 +30,8 @@ matched AS (
            coalesce(by_ref.operation_id, by_job.operation_id) AS operation_id,
            coalesce(by_ref.trace_id, by_job.trace_id) AS trace_id
     FROM input i
+    -- Both lookups are LATERAL ... LIMIT 1 so that each is an index probe per
+    -- event, never a join strategy that scans the whole operations table.
     LEFT JOIN LATERAL (
         SELECT o.operation_id, o.trace_id FROM operations o
         WHERE i.operation_ref IS NOT NULL
@@ -37,6 +39,7 @@ matched AS (
           AND o.provider = i.provider
           AND (o.remote_job_id IS NULL OR i.remote_job_id IS NULL
                OR o.remote_job_id = i.remote_job_id)
+        LIMIT 1
     ) by_ref ON true
     LEFT JOIN LATERAL (
         SELECT o.operation_id, o.trace_id FROM operations o
@@ -78,11 +81,12 @@ observed AS (
     RETURNING operation_id
 ),
 woken AS (
-    SELECT jw_request_wake(operation_id)
-    FROM (SELECT DISTINCT operation_id FROM observed ORDER BY 1) AS due
+    SELECT jw_request_wakes(array_agg(DISTINCT operation_id)) AS notified
+    FROM observed
+    HAVING count(*) > 0
 )
 SELECT ord, webhook_event_id, operation_id, trace_id, inserted,
-       (SELECT count(*) FROM woken) AS woken
+       (SELECT notified FROM woken) AS woken
 FROM outcome
 ORDER BY ord;
 

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 
 from shared.providers import describe_guarantees, load_preset
 from shared.signatures import sign_standard_webhooks
@@ -141,11 +140,6 @@ async def test_cancel_is_confirmed_by_a_cancelled_read_not_by_the_cancel_answer(
         assert "cancelling" in {o[0] for o in observed}  # accepted cancel != cancelled
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="reconciler: a remote `cancelled` with result files goes straight to `cancelled`; "
-    "OpenAI keeps the partial output of a cancelled batch and it is not collected",
-)
 async def test_cancelled_batch_keeps_its_partial_output(pool: Any, tmp_path: Path) -> None:
     fx = OpenAIFixture()
     async with rig(pool, tmp_path, fx) as r:
@@ -176,11 +170,6 @@ async def test_lost_create_response_is_resolved_by_metadata_lookup_across_pages(
         assert "create_unknown" in await r.history(op_id)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="reconciler: with idempotency = none, one lookup that finds nothing re-sends the "
-    "create at once; a list that lags behind the lost create then gets a second batch",
-)
 async def test_a_lookup_that_does_not_list_the_batch_yet_does_not_create_a_second(
     pool: Any, tmp_path: Path
 ) -> None:
