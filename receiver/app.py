@@ -16,10 +16,16 @@ from starlette.applications import Starlette
 from starlette.routing import BaseRoute, Route
 
 from receiver.health import HealthEndpoints
-from receiver.ingest import BatchReport, Ingestor
+from receiver.ingest import WRITERS, BatchReport, Ingestor
 from receiver.metrics import ReceiverMetrics
 from receiver.webhooks import WebhookEndpoint
 from shared.config import Settings
+
+
+def _writers_for(pool: Any) -> int:
+    """Writers the pool can feed while leaving a connection for probes and the agent API."""
+    size = pool.get_max_size() if hasattr(pool, "get_max_size") else WRITERS + 1
+    return max(1, min(WRITERS, size - 1))
 
 
 def build_app(
@@ -43,6 +49,7 @@ def build_app(
     ingestor = Ingestor(
         pool,
         acquire_timeout=settings.db_acquire_timeout,
+        writers=_writers_for(pool),
         on_batch=on_batch,
         on_db_error=on_db_error,
     )

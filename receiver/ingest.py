@@ -3,12 +3,13 @@
 One INSERT and COMMIT per request spends most of its time waiting for the
 commit's WAL flush, and that wait is the same for one row or for hundreds. So
 requests do not write: each hands its verified `Event` to the `Ingestor` and
-awaits a future; a single writer task takes everything queued (up to
-`MAX_BATCH`), writes it in ONE transaction with set-based SQL, and only after
-COMMIT returns resolves each future (stored / duplicate). If the transaction
-fails, every future in it fails and the request answers 503: no caller is told
-"saved" before the commit, and no event is saved without a caller or a later
-redelivery learning it.
+awaits a future; a writer task takes everything queued (up to `MAX_BATCH`),
+writes it in ONE statement (its own transaction) with set-based SQL, and only
+after COMMIT returns resolves each future (stored / duplicate). If the
+transaction fails, every future in it fails and the request answers 503: no
+caller is told "saved" before the commit, and no event is saved without a
+caller or a later redelivery learning it. Copies of one event in one batch
+are folded into a single row (the first is "stored", the others "duplicate").
 
 Nothing here holds state a restart would lose: a queued event belongs to a
 request that has not been answered, so a crash makes the provider retry it.
@@ -31,6 +32,11 @@ from shared.queries import q
 
 logger = logging.getLogger(__name__)
 
+# Concurrent group-commit transactions. Two let one batch be built and sent
+# while the previous one is still committing, so neither the event loop nor
+# PostgreSQL waits on the other; more only add lock contention. Each holds a
+# pool connection while it has work, so the pool needs at least one more.
+WRITERS = 2
 # Events per transaction. Past a few hundred rows the statement's own cost
 # dominates the commit it amortizes, and a failed batch (503 for all of it)
 # should stay a bounded blast radius.
@@ -117,9 +123,9 @@ class BatchReport:
 
 
 class Ingestor:
-    """The single writer of one receiver process; see the module docstring.
+    """The group-commit writers of one receiver process; see the module docstring.
 
-    `start()` launches the writer, `submit()` stores one event (returning only
+    `start()` launches the writers, `submit()` stores one event (returning only
     after COMMIT), `close()` stops taking events and drains what is queued.
     """
 
@@ -129,32 +135,41 @@ class Ingestor:
         *,
         acquire_timeout: float,
         max_batch: int = MAX_BATCH,
+        writers: int = WRITERS,
         on_batch: Callable[[BatchReport], None] | None = None,
         on_db_error: Callable[[str], None] | None = None,
     ) -> None:
         self._pool = pool
         self._acquire_timeout = acquire_timeout  # waiting for a pool connection, then 503
         self._max_batch = max_batch
+        self._writer_count = max(1, writers)
         self._on_batch = on_batch
         self._on_db_error = on_db_error
         self._queue: list[_Pending] = []
         self._queued_bytes = 0
         self._work = asyncio.Event()
         self._closing = False
-        self._writer: asyncio.Task[None] | None = None
+        self._writers: list[asyncio.Task[None]] = []
 
     @property
     def accepting(self) -> bool:
-        return self._writer is not None and not self._closing and not self._writer.done()
+        return bool(self._writers) and not self._closing
+
+    @property
+    def writers(self) -> int:
+        return self._writer_count
 
     @property
     def queued(self) -> int:
         return len(self._queue)
 
     def start(self) -> None:
-        if self._writer is None:
-            self._writer = asyncio.create_task(self._run(), name="webhook-ingest-writer")
-            self._writer.add_done_callback(self._writer_stopped)
+        if self._writers:
+            return
+        for index in range(self._writer_count):
+            writer = asyncio.create_task(self._run(), name=f"webhook-ingest-writer-{index}")
+            writer.add_done_callback(self._writer_stopped)
+            self._writers.append(writer)
 
     async def submit(self, event: Event) -> Outcome:
         """Store `event`; returns after COMMIT, or raises IngestUnavailable / IngestRejected."""
@@ -175,17 +190,18 @@ class Ingestor:
         return await future
 
     async def close(self, drain_seconds: float = DRAIN_TIMEOUT_SECONDS) -> None:
-        """Stop accepting, commit what is queued (for at most `drain_seconds`), stop the writer."""
+        """Stop accepting, commit what is queued (for at most `drain_seconds`), stop the writers."""
         self._closing = True
         self._work.set()
-        writer = self._writer
-        if writer is None:
+        if not self._writers:
             return
+        done = asyncio.gather(*self._writers, return_exceptions=True)
         try:
-            await asyncio.wait_for(asyncio.shield(writer), drain_seconds)
+            await asyncio.wait_for(asyncio.shield(done), drain_seconds)
         except TimeoutError:
-            writer.cancel()
-            await asyncio.gather(writer, return_exceptions=True)
+            for writer in self._writers:
+                writer.cancel()
+            await done
         self._fail(self._take(len(self._queue)), IngestUnavailable("receiver shut down"))
 
     # ----------------------------------------------------------------- writer
@@ -241,7 +257,7 @@ class Ingestor:
             )
 
     def _writer_stopped(self, task: asyncio.Task[None]) -> None:
-        """Fail whatever is queued if the writer ever ends (normally only at close)."""
+        """Fail whatever is queued if a writer ever ends (normally only at close)."""
         self._closing = True
         self._fail(self._take(len(self._queue)), IngestUnavailable("event writer stopped"))
 

@@ -100,14 +100,16 @@ class ReceiverMetrics:
         self._known = frozenset(providers)
         # Children bound once: `labels()` takes a lock and builds a key on
         # every call, a measurable cost at thousands of requests per second.
-        names = (*self._known, UNKNOWN_PROVIDER)
-        self._received_by = {n: self._received.labels(n) for n in names}
-        self._verified_by = {n: self._verified.labels(n) for n in names}
-        self._duplicates_by = {n: self._duplicates.labels(n) for n in names}
-        self._unavailable_by = {n: self._unavailable.labels(n) for n in names}
+        # Only configured providers get past the 404, so only they have these
+        # series; "unknown" exists for the received and rejected counts.
+        known = sorted(self._known)
+        self._received_by = {n: self._received.labels(n) for n in (*known, UNKNOWN_PROVIDER)}
+        self._verified_by = {n: self._verified.labels(n) for n in known}
+        self._duplicates_by = {n: self._duplicates.labels(n) for n in known}
+        self._unavailable_by = {n: self._unavailable.labels(n) for n in known}
         self._stored_by = {
             (n, m): self._stored.labels(n, "true" if m else "false")
-            for n in names
+            for n in known
             for m in (True, False)
         }
 

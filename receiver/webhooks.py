@@ -10,9 +10,11 @@ used before its signature verified:
    400, bad signature / stale / future timestamp 401; the body is only
    ``{"error": "rejected"}`` so a forger learns nothing);
 5. the body is parsed (malformed JSON after a valid signature: 400);
-6. the event is handed to the group-commit writer and the answer (200
-   stored / duplicate) is sent only after COMMIT; a database that cannot take
-   it within the timeouts gives 503 with Retry-After, so the provider retries.
+6. the event is handed to the group-commit writer (`ingest`) and the answer
+   (200 stored / duplicate) is sent only after COMMIT; a database that cannot
+   take it within the timeouts gives 503 with Retry-After, so the provider
+   retries. An authentic event that names no job (another event type) is
+   stored too, matched to nothing, so its redeliveries deduplicate.
 
 Dedupe ids are always ones the signature covers:
 
@@ -32,6 +34,11 @@ an identical body is refused as a duplicate only while its dedupe row is kept
 events only wake the reconciler to read the job's status itself, a replayed
 event can cause an extra status read, never a wrong state. The same holds for
 `static_header` providers, whose body is not signed at all.
+
+Likewise, a job id or operation reference read from a header or from the
+query string (`header:` / `query:` paths in the provider description) is not
+covered by a body-only signature: a replayed body could be pointed at another
+job. Prefer body paths where the provider puts the job id in the body.
 """
 
 from __future__ import annotations
@@ -253,6 +260,30 @@ class WebhookEndpoint:
     def _answer(
         self, provider: _Provider, event: Event, outcome: Outcome, headers: Headers
     ) -> tuple[int, bytes, Sequence[tuple[bytes, bytes]]]:
+        if outcome.status == "duplicate":
+            self._metrics.duplicate(provider.name)
+            self._log_event("webhook duplicate", logging.DEBUG, provider, event, outcome, headers)
+            return 200, _DUPLICATE, ()
+        matched = outcome.operation_id is not None
+        self._metrics.stored(provider.name, matched)
+        # An event that reached an operation is part of that operation's story
+        # (INFO, with its trace id); one that matched nothing changed nothing
+        # and stays queryable in webhook_events (DEBUG, and counted).
+        level = logging.INFO if matched else logging.DEBUG
+        self._log_event("webhook stored", level, provider, event, outcome, headers)
+        return 200, _STORED_MATCHED if matched else _STORED_UNMATCHED, ()
+
+    @staticmethod
+    def _log_event(
+        message: str,
+        level: int,
+        provider: _Provider,
+        event: Event,
+        outcome: Outcome,
+        headers: Headers,
+    ) -> None:
+        if not logger.isEnabledFor(level):
+            return
         ctx = {
             "provider": provider.name,
             "event_id": event.event_id,
@@ -260,14 +291,7 @@ class WebhookEndpoint:
             # The operation's own trace when matched, so the event joins its story.
             "trace_id": outcome.trace_id or _request_trace_id(headers),
         }
-        if outcome.status == "duplicate":
-            self._metrics.duplicate(provider.name)
-            logger.info("webhook duplicate", extra={"ctx": ctx})
-            return 200, _DUPLICATE, ()
-        matched = outcome.operation_id is not None
-        self._metrics.stored(provider.name, matched)
-        logger.info("webhook stored", extra={"ctx": ctx})
-        return 200, _STORED_MATCHED if matched else _STORED_UNMATCHED, ()
+        logger.log(level, message, extra={"ctx": ctx})
 
     def _log_refusal(self, label: str, refusal: _Refusal) -> None:
         if not self._log_budget.take():

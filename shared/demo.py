@@ -34,7 +34,7 @@ from rich.table import Table
 from shared import ledger
 from shared.database import connect, redact_url
 from shared.ledger import RequestSpec
-from shared.migrate import apply_migrations
+from shared.migrate import MigrationError, apply_migrations
 from shared.runtime import app_database
 from shared.states import ESCALATED, TERMINAL, LocalState
 
@@ -228,7 +228,11 @@ async def run_demo(scale: float = 1.0, settle_within: float = 90.0) -> int:
     async with app_database() as resolved:
         console.print(f"[bold]database[/]: {resolved.source} — {redact_url(resolved.app_url)}")
         async with _conn(resolved.app_url) as conn:
-            applied = await apply_migrations(conn)
+            try:
+                applied = await apply_migrations(conn)
+            except MigrationError as exc:
+                console.print(f"[red]migrate: {exc}[/]")
+                return 1
         console.print(
             f"[bold]migrations[/]: {len(applied)} applied"
             if applied

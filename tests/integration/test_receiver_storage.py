@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from receiver.ingest import Event, IngestRejected
+from receiver.ingest import Event, Ingestor, IngestRejected, Outcome
 from shared import ledger
 from shared.database import create_pool
 from shared.logs import JsonFormatter
@@ -269,14 +269,14 @@ async def test_event_the_database_refuses_fails_alone(db: Any, pool: Any) -> Non
         )
 
     async with running_receiver(pool) as rx:
-        ingestor = rx.app.state.ingestor
+        ingestor: Ingestor = rx.app.state.ingestor
         good, bad = await asyncio.gather(
             ingestor.submit(event("good", '{"job_id": "job_1"}')),
             ingestor.submit(event("bad", "{not json")),
             return_exceptions=True,
         )
         assert rx.metric("jobwarden_webhook_db_errors_total", {"kind": "row_rejected"}) >= 1
-    assert good.status == "stored"
+    assert isinstance(good, Outcome) and good.status == "stored"
     assert isinstance(bad, IngestRejected)
     assert [e["event_id"] for e in await stored_events(db)] == ["good"]
 
