@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
+import os
+import subprocess
+import sys
 from typing import Any
 
 import asyncpg
@@ -106,3 +110,27 @@ async def test_audit_finds_reordered_rows(db: Any) -> None:
         )
     _, breaks = await audit.verify(db, op_id)
     assert len(breaks) == 1 and breaks[0].seq == 2
+
+
+def _audit_cli(db_url: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "DATABASE_URL": db_url}
+    return subprocess.run(
+        [sys.executable, "-m", "shared.cli", "audit", "verify"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+async def test_audit_verify_command_exits_1_and_names_the_broken_row(db: Any, db_url: str) -> None:
+    op_id = await _operation_with_history(db)
+    clean = await asyncio.to_thread(_audit_cli, db_url)
+    assert clean.returncode == 0 and "0 broken chain(s)" in clean.stdout
+    await _as_saboteur(
+        db, "UPDATE history SET cause = 'nothing to see' WHERE operation_id = $1 AND seq = 4", op_id
+    )
+    broken = await asyncio.to_thread(_audit_cli, db_url)
+    assert broken.returncode == 1
+    assert f"BROKEN {op_id} seq 4" in broken.stdout
