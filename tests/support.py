@@ -26,10 +26,12 @@ async def submit(
     return sub.operation_id
 
 
-def path_to(dst: LocalState) -> list[tuple[LocalState, LocalState]]:
-    """Shortest chain of allowed edges from create_pending to dst."""
-    prev: dict[LocalState, LocalState | None] = {S.CREATE_PENDING: None}
-    queue = deque([S.CREATE_PENDING])
+def path_to(
+    dst: LocalState, src: LocalState = S.CREATE_PENDING
+) -> list[tuple[LocalState, LocalState]]:
+    """Shortest chain of allowed edges from src (default create_pending) to dst."""
+    prev: dict[LocalState, LocalState | None] = {src: None}
+    queue = deque([src])
     while queue:
         cur = queue.popleft()
         for src, nxt in EDGES:
@@ -125,8 +127,9 @@ def actor_for(src: LocalState) -> str:
 
 
 async def drive(db: Any, op_id: str, dst: LocalState) -> None:
-    """Move a fresh operation to dst along allowed edges with real evidence."""
-    for src, nxt in path_to(dst):
+    """Move an operation from wherever it is to dst along allowed edges, with real evidence."""
+    current = (await ledger.load_operation(db, op_id)).state
+    for src, nxt in path_to(dst, current):
         evidence = await prepare_and_evidence(db, op_id, src, nxt)
         await ledger.transition(
             db,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
@@ -16,8 +15,8 @@ from shared.config import Settings
 from shared.database import create_pool
 from shared.providers import load_preset
 from shared.queries import q
-from shared.states import EDGES, Evidence, LocalState
-from tests.support import actor_for, observe, prepare_and_evidence
+from shared.states import Evidence, LocalState
+from tests.support import drive, observe
 
 S = LocalState
 
@@ -42,38 +41,8 @@ async def receiver_pool(db_url: str) -> AsyncIterator[Any]:
         await pool.close()
 
 
-def path_between(src: LocalState, dst: LocalState) -> list[tuple[LocalState, LocalState]]:
-    """Shortest chain of allowed edges from src to dst."""
-    prev: dict[LocalState, LocalState | None] = {src: None}
-    queue = deque([src])
-    while queue:
-        cur = queue.popleft()
-        for a, b in EDGES:
-            if a is cur and b not in prev:
-                prev[b] = cur
-                queue.append(b)
-    edges: list[tuple[LocalState, LocalState]] = []
-    node = dst
-    while (parent := prev[node]) is not None:
-        edges.append((parent, node))
-        node = parent
-    return list(reversed(edges))
-
-
-async def advance(db: Any, op_id: str, dst: LocalState) -> None:
-    """Move an operation from wherever it is to dst, with real evidence (like drive)."""
-    state = (await ledger.load_operation(db, op_id)).state
-    for src, nxt in path_between(state, dst):
-        evidence = await prepare_and_evidence(db, op_id, src, nxt)
-        await ledger.transition(
-            db,
-            op_id,
-            src,
-            nxt,
-            actor=actor_for(src),
-            cause=f"test: {src} -> {nxt}",
-            evidence=evidence,
-        )
+# Moving an operation from wherever it is to a state, with real evidence.
+advance = drive
 
 
 async def make_token(db: Any, name: str, scope: str = "agent") -> str:
