@@ -59,6 +59,7 @@ import httpx
 
 from bench import naive_wrapper
 from reconciler.context import Context, build_adapters, http_client
+from reconciler.daemon import POOL_SIZE
 from reconciler.worker import Reconciler
 from shared.config import Settings
 from shared.database import connect, create_pool, resolve_database, with_database
@@ -89,7 +90,7 @@ SEED_CHUNK = 5_000  # rows per seeding statement, keeps one statement's memory m
 
 @dataclass
 class BenchDatabase:
-    """A fresh, migrated database of this run; dropped by `close()`."""
+    """A fresh, migrated database of this run (see `bench_database`)."""
 
     admin_url: str
     name: str
@@ -101,6 +102,7 @@ class BenchDatabase:
 
 @contextlib.asynccontextmanager
 async def bench_database(tag: str) -> AsyncIterator[BenchDatabase]:
+    """Create and migrate `jw_bench_recon_<pid>_<tag>`; drop it when the block ends."""
     server = resolve_database()
     db = BenchDatabase(server.admin_url, f"jw_bench_recon_{os.getpid()}_{tag}")
     await _drop(db)
@@ -542,7 +544,12 @@ async def _seed_chunk(
 # Backoff that makes every observed row due again at once, so the loop
 # measures sustained reads rather than the schedule ("next_poll_at forced due").
 ALWAYS_DUE = {"backoff_base": 0.001, "backoff_factor": 1.0, "backoff_cap": 0.001}
-RECONCILER_POOL_SIZE = 16  # as reconciler/daemon.py POOL_SIZE
+# Measured windows: bare and reconciler alternate ROUNDS times (drift from
+# CPU frequency, other load or table growth then hits both alike); each
+# context row gets one window.
+WINDOW_SECONDS = 4.0
+ROUNDS, QUICK_ROUNDS = 3, 1
+WARMUP_SECONDS = 2.0
 
 
 @dataclass
@@ -718,7 +725,12 @@ class RoundTripCounter:
             return self._names[text]
         if text.startswith("SELECT pg_advisory_unlock_all()"):
             return "pool reset on release"
-        return text.split()[0].upper()
+        first = text.split()[0].upper()
+        if first in ("BEGIN", "COMMIT", "ROLLBACK"):
+            return first
+        if any(mark in text for mark in ("pg_type", "typeinfo", "'jit'")):
+            return "type introspection (once per connection)"
+        return "other"
 
     def log(self, record: Any) -> None:
         if self.enabled:
@@ -765,23 +777,14 @@ async def bench_throughput(quick: bool, workdir: Path) -> ThroughputResult:
             }
         )
         phases = {name: Phase() for name in (BARE, RECONCILER, BATCHED, OWN_CLIENTS, NO_RESET)}
+        await compare_with_bare(quick, workdir, db.url, sim.url, jobs, providers, meter, phases)
         counter = RoundTripCounter()
-        polls = await compare_with_bare(
-            quick, workdir, db.url, sim.url, jobs, providers, meter, phases, counter
-        )
+        polls = await count_round_trips(1.0 if quick else 2.0, workdir, db.url, providers, counter)
         await measure_context(quick, workdir, db.url, sim.url, jobs, providers, meter, phases)
         wrk = wrk_rate(f"{sim.url}/v1/jobs/{jobs[0]}", concurrency, int(WINDOW_SECONDS))
     return ThroughputResult(
         operations, concurrency, seed_seconds, phases, wrk, counter.counts, polls
     )
-
-
-# Measured windows: bare and reconciler alternate ROUNDS times (drift from
-# CPU frequency, other load or table growth then hits both alike); each
-# context row gets one window.
-WINDOW_SECONDS = 4.0
-ROUNDS, QUICK_ROUNDS = 3, 1
-WARMUP_SECONDS = 2.0
 
 
 async def compare_with_bare(
@@ -793,10 +796,9 @@ async def compare_with_bare(
     providers: Mapping[str, ProviderDescription],
     meter: CpuMeter,
     phases: dict[str, Phase],
-    counter: RoundTripCounter,
-) -> int:
-    """The ratio's two rows, alternating; then counts round trips; returns polls counted."""
-    pool = await create_pool(db_url, min_size=1, max_size=RECONCILER_POOL_SIZE, setup=counter.setup)
+) -> None:
+    """The ratio's two rows, measured in alternation."""
+    pool = await create_pool(db_url, min_size=1, max_size=POOL_SIZE)
     try:
         async with (
             in_process_reconciler(pool, workdir, providers) as rec,
@@ -816,8 +818,28 @@ async def compare_with_bare(
             for _ in range(QUICK_ROUNDS if quick else ROUNDS):
                 await measure_into(phases[BARE], meter, bare, WINDOW_SECONDS)
                 await measure_into(phases[RECONCILER], meter, reconciler, WINDOW_SECONDS)
+    finally:
+        await pool.close()
+
+
+async def count_round_trips(
+    seconds: float,
+    workdir: Path,
+    db_url: str,
+    providers: Mapping[str, ProviderDescription],
+    counter: RoundTripCounter,
+) -> int:
+    """Polls made in `seconds` by a reconciler whose every statement is counted.
+
+    A pool of its own: the query logger costs a little per statement, and the
+    timed rows above must not pay for it.
+    """
+    pool = await create_pool(db_url, min_size=1, max_size=POOL_SIZE, setup=counter.setup)
+    try:
+        async with in_process_reconciler(pool, workdir, providers) as rec:
+            await run_reconciler_for(rec, 0.5)  # connections opened, statements prepared
             counter.enabled = True
-            polls = await run_reconciler_for(rec, 1.0 if quick else 2.0)
+            polls = await run_reconciler_for(rec, seconds)
             counter.enabled = False
             return polls
     finally:
@@ -855,7 +877,7 @@ async def measure_context(
             lambda s: run_bare_for(own, sim_url, jobs, s),
             WINDOW_SECONDS,
         )
-    pool = await create_pool(db_url, min_size=1, max_size=RECONCILER_POOL_SIZE, reset=no_reset)
+    pool = await create_pool(db_url, min_size=1, max_size=POOL_SIZE, reset=no_reset)
     try:
         async with in_process_reconciler(pool, workdir, providers) as rec:
             await run_reconciler_for(rec, 1.0 if quick else WARMUP_SECONDS)
@@ -923,6 +945,7 @@ class LagResult:
     lags: list[float]
     polls_per_second: float
     cpu: dict[str, float]
+    ticks_skipped: int
 
 
 # (rows, seconds they fall due over) per load level: the rate of first reads
@@ -979,7 +1002,21 @@ async def lag_level(sim: Simulator, workdir: Path, operations: int, spread: floa
         finally:
             await conn.close()
     lags = [(r["at"] - scheduled[r["operation_id"]]).total_seconds() for r in first]
-    return LagResult(operations, spread, Settings().sweep_interval, lags, polls / elapsed, cpu)
+    skipped = count_skipped_ticks(workdir / f"lag{operations}.log")
+    return LagResult(
+        operations, spread, Settings().sweep_interval, lags, polls / elapsed, cpu, skipped
+    )
+
+
+def count_skipped_ticks(log: Path) -> int:
+    """Sweep ticks APScheduler skipped because the previous sweep was still running.
+
+    The daemon's interval job has max_instances=1: a sweep longer than
+    sweep_interval makes the next tick skip, and the sweep after it starts at
+    the following interval boundary. APScheduler logs each skip as a warning.
+    """
+    text = log.read_text(errors="replace") if log.exists() else ""
+    return text.count("maximum number of running instances reached")
 
 
 async def schedule_spread(conn: Any, ops: Sequence[str], spread: float) -> dict[str, datetime]:
@@ -1010,6 +1047,7 @@ def report_lag(results: Sequence[LagResult], command: str) -> None:
             ms(percentile(r.lags, 99)),
             ms(max(r.lags)),
             f"{r.cpu['reconciler']:.0%}",
+            str(r.ticks_skipped),
         ]
         for r in results
     ]
@@ -1017,7 +1055,7 @@ def report_lag(results: Sequence[LagResult], command: str) -> None:
         "2. Scheduling lag: first status read minus next_poll_at, real daemon "
         f"(sweep_interval {results[0].sweep_interval} s default, preset backoff)",
         command,
-        ["load", "first reads/s", "all reads/s", "p50", "p99", "max", "cpu reconciler"],
+        ["load", "first reads/s", "all reads/s", "p50", "p99", "max", "cpu", "ticks skipped"],
         rows,
     )
     for r in results:
@@ -1029,7 +1067,8 @@ def report_lag(results: Sequence[LagResult], command: str) -> None:
     print(
         "all reads/s = every status read in the window: the scheduled first reads and the "
         "backoff re-reads that follow them (the preset polls again after 1-2 s, then 1-4 s, ...); "
-        "cpu = the daemon's share of one core"
+        "cpu = the daemon's share of one core; ticks skipped = sweep ticks APScheduler "
+        "skipped because the previous sweep was still running (its log)"
     )
 
 

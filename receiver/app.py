@@ -15,8 +15,9 @@ from typing import Any
 from starlette.applications import Starlette
 from starlette.routing import BaseRoute, Route
 
+from receiver import ingest
 from receiver.health import HealthEndpoints
-from receiver.ingest import WRITERS, BatchReport, Ingestor
+from receiver.ingest import BatchReport, Ingestor
 from receiver.metrics import ReceiverMetrics
 from receiver.webhooks import WebhookEndpoint
 from shared.config import Settings
@@ -24,8 +25,8 @@ from shared.config import Settings
 
 def _writers_for(pool: Any) -> int:
     """Writers the pool can feed while leaving a connection for probes and the agent API."""
-    size = pool.get_max_size() if hasattr(pool, "get_max_size") else WRITERS + 1
-    return max(1, min(WRITERS, size - 1))
+    size = pool.get_max_size() if hasattr(pool, "get_max_size") else ingest.WRITERS + 1
+    return max(1, min(ingest.WRITERS, size - 1))
 
 
 def build_app(

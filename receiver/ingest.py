@@ -32,11 +32,12 @@ from shared.queries import q
 
 logger = logging.getLogger(__name__)
 
-# Concurrent group-commit transactions. Two let one batch be built and sent
-# while the previous one is still committing, so neither the event loop nor
-# PostgreSQL waits on the other; more only add lock contention. Each holds a
-# pool connection while it has work, so the pool needs at least one more.
-WRITERS = 2
+# Concurrent group-commit transactions. One gives the largest batches, hence
+# the least work per event when the process is CPU-bound (the benchmark's
+# case); a second lets a batch go out while the previous one commits, which
+# helps only when database latency dominates. Each writer holds a pool
+# connection while it has work, so the pool needs at least one more.
+WRITERS = 1
 # Events per transaction. Past a few hundred rows the statement's own cost
 # dominates the commit it amortizes, and a failed batch (503 for all of it)
 # should stay a bounded blast radius.
@@ -134,15 +135,16 @@ class Ingestor:
         pool: Any,
         *,
         acquire_timeout: float,
-        max_batch: int = MAX_BATCH,
-        writers: int = WRITERS,
+        max_batch: int | None = None,
+        writers: int | None = None,
         on_batch: Callable[[BatchReport], None] | None = None,
         on_db_error: Callable[[str], None] | None = None,
     ) -> None:
         self._pool = pool
         self._acquire_timeout = acquire_timeout  # waiting for a pool connection, then 503
-        self._max_batch = max_batch
-        self._writer_count = max(1, writers)
+        # Defaults read at construction, so a benchmark can compare settings.
+        self._max_batch = max(1, max_batch or MAX_BATCH)
+        self._writer_count = max(1, writers or WRITERS)
         self._on_batch = on_batch
         self._on_db_error = on_db_error
         self._queue: list[_Pending] = []

@@ -27,12 +27,16 @@ from shared.config import Settings
 from shared.database import connect, create_pool
 from shared.migrate import pending_migrations
 from shared.result_store import ResultStore
+from shared.webhook_retention import attach_stragglers, purge_webhook_events
 
 log = logging.getLogger("jobwarden.reconciler")
 
 # Housekeeping (webhook dedupe retention) runs this often; hourly is plenty for
 # a retention measured in days.
 HOUSEKEEPING_SECONDS = 3600.0
+# A webhook event committed in the instant its job id was being recorded is
+# attached by this sweep; once a minute bounds that (rare) delay.
+STRAGGLER_SECONDS = 60.0
 # Pool size: steps hold a connection only around their writes, not during calls.
 POOL_SIZE = 16
 
@@ -78,12 +82,16 @@ class Daemon:
             job.modify(next_run_time=datetime.now(UTC))
 
     async def housekeeping(self) -> None:
-        from shared.webhook_retention import purge_webhook_events
-
         purged = await purge_webhook_events(
             self.reconciler.ctx.pool, self.settings.webhook_retention_days
         )
         log.info("housekeeping", extra={"ctx": {"webhook_events_purged": purged}})
+
+    async def stragglers(self) -> None:
+        """Attach events that committed while their job id was being recorded."""
+        attached = await attach_stragglers(self.reconciler.ctx.pool)
+        if attached:
+            log.info("attached late webhook events", extra={"ctx": {"attached": attached}})
 
     async def listen(self) -> None:
         self.listener = await connect(self.database_url)
@@ -105,6 +113,14 @@ class Daemon:
             "interval",
             seconds=HOUSEKEEPING_SECONDS,
             id="housekeeping",
+            max_instances=1,
+            coalesce=True,
+        )
+        self.scheduler.add_job(
+            self.stragglers,
+            "interval",
+            seconds=STRAGGLER_SECONDS,
+            id="stragglers",
             max_instances=1,
             coalesce=True,
         )
@@ -133,8 +149,17 @@ class Daemon:
         log.info("reconciler stopped", extra={"ctx": {"leases_released": released}})
 
 
+async def _rollback_only(conn: Any) -> None:
+    """Pool reset for the reconciler: it keeps no session state (no LISTEN, no
+    session locks or settings on pooled connections), so the default reset's
+    extra round trip per release buys nothing; an abandoned transaction is
+    still rolled back."""
+    if conn.is_in_transaction():
+        await conn.execute("ROLLBACK")
+
+
 async def run_reconciler(settings: Settings, database_url: str) -> int:
-    pool = await create_pool(database_url, min_size=1, max_size=POOL_SIZE)
+    pool = await create_pool(database_url, min_size=1, max_size=POOL_SIZE, reset=_rollback_only)
     try:
         async with pool.acquire() as conn:
             pending = await pending_migrations(conn)

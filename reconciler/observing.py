@@ -57,11 +57,34 @@ async def step_poll(step: Step) -> Delay:
         fact = step.adapter.parse_status(sent.response, utcnow())
         if fact.remote_state is RemoteState.CANCELLED and (fact.result_url or fact.result_file_ids):
             await collect_partial_output(step, conn, sent.response, fact)
+        if _nothing_to_decide(step, fact):
+            # The common read: one statement records it and hands the lease back.
+            delay = _next_read(step, fact)
+            await record_poll(
+                conn, step.op, step.fence, step.worker, req, sent, fact, release_after=delay
+            )
+            step.released = True
+            return delay
         async with conn.transaction():
             observation_id, _ = await record_poll(
                 conn, step.op, step.fence, step.worker, req, sent, fact
             )
             return await _decide(step, conn, fact, observation_id)
+
+
+def _nothing_to_decide(step: Step, fact: StatusFact) -> bool:
+    """A read that moves nothing: already observing, not terminal, job still known."""
+    return (
+        step.op.state is not S.ACCEPTED
+        and (fact.remote_state is None or fact.remote_state not in TERMINAL_TARGET)
+        and not fact.not_found
+    )
+
+
+def _next_read(step: Step, fact: StatusFact) -> float:
+    if step.op.state is S.CANCELLATION_UNCONFIRMED:
+        return UNCONFIRMED_POLL_SECONDS
+    return step.backoff(step.op.poll_attempts, fact.retry_after_seconds, fact.poll_after_seconds)
 
 
 def _deadline_due(step: Step) -> bool:
@@ -116,6 +139,4 @@ async def _decide(step: Step, conn: Any, fact: StatusFact, observation_id: int) 
                 conn, S.NEEDS_ATTENTION, f"provider says job {step.op.remote_job_id} does not exist"
             )
             return None
-    if step.op.state is S.CANCELLATION_UNCONFIRMED:
-        return UNCONFIRMED_POLL_SECONDS
-    return step.backoff(step.op.poll_attempts, fact.retry_after_seconds, fact.poll_after_seconds)
+    return _next_read(step, fact)

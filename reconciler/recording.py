@@ -113,8 +113,14 @@ async def record_poll(
     req: HttpRequest,
     sent: Sent,
     fact: StatusFact,
+    *,
+    release_after: float | None = None,
 ) -> tuple[int, int]:
-    """Call + observation + observed columns in one statement; returns (observation, call)."""
+    """Call + observation + observed columns in one statement; returns (observation, call).
+
+    With `release_after`, the same statement hands the lease back with the next
+    appointment that many seconds away.
+    """
     resp = sent.response
     assert resp is not None
     counts = fact.counts
@@ -152,6 +158,8 @@ async def record_poll(
             if counts
             else None
         ),
+        release_after is not None,
+        release_after or 0.0,
     )
     if row is None:
         raise LeaseLost(f"lease on {op.operation_id} lost before the status read was recorded")

@@ -30,6 +30,8 @@ class Step:
     op: Operation
     adapter: ProviderAdapter
     fence: int
+    # Set when the step's last statement already handed the lease back.
+    released: bool = False
 
     @property
     def worker(self) -> str:

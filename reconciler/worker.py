@@ -121,7 +121,8 @@ class Reconciler:
             )
             await self._release(op, fence, ERROR_RETRY_SECONDS)
             return "error"
-        await self._release(op, fence, delay)
+        if not step.released:
+            await self._release(op, fence, delay)
         return step.op.state.value
 
     async def _release(self, op: Operation, fence: int, delay: Delay) -> None:

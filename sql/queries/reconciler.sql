@@ -4,9 +4,11 @@
 -- is an index range scan on operations_due, and a crashed worker's rows come
 -- back by themselves (no separate rescuer). The fence counter goes up on every
 -- claim; writes carry it, so the previous holder can no longer write.
+-- now() (not clock_timestamp()) so the bound is an index condition: a claim
+-- that cannot fill its batch must not walk every scheduled row.
 WITH due AS (
     SELECT operation_id FROM operations
-    WHERE next_poll_at <= clock_timestamp()
+    WHERE next_poll_at <= now()
     ORDER BY next_poll_at
     LIMIT $2
     FOR UPDATE SKIP LOCKED
@@ -62,8 +64,18 @@ RETURNING result_attempts;
 -- The common case of a status read, in one round trip: the call, the
 -- observation and the operation's observed facts, all conditional on the
 -- fence (if the lease was lost, nothing is written and no row is returned).
+-- With $28 true the lease is also handed back with the next appointment in $29
+-- seconds (a wake that arrived meanwhile makes it due at once): a status read
+-- that changes nothing costs a single statement.
 WITH op AS (
     UPDATE operations SET
+        lease_owner = CASE WHEN $28 THEN NULL ELSE lease_owner END,
+        lease_expires_at = CASE WHEN $28 THEN NULL ELSE lease_expires_at END,
+        next_poll_at = CASE
+            WHEN NOT $28 THEN next_poll_at
+            WHEN wake_requested THEN clock_timestamp()
+            ELSE clock_timestamp() + make_interval(secs => $29::double precision) END,
+        wake_requested = CASE WHEN $28 THEN false ELSE wake_requested END,
         remote_state = coalesce($12::jw_remote_state, remote_state),
         remote_state_raw = coalesce($13, remote_state_raw),
         progress_completed = coalesce($14, progress_completed),

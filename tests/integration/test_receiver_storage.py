@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from receiver import ingest
 from receiver.ingest import Event, Ingestor, IngestRejected, Outcome
 from shared import ledger
 from shared.database import create_pool
@@ -116,6 +117,24 @@ async def test_concurrent_identical_deliveries_store_exactly_one(db: Any, pool: 
     [event] = await stored_events(db)
     assert event["duplicate_deliveries"] == deliveries - 1
     assert len(await webhook_observations(db, op_id)) == 1
+
+
+async def test_several_writers_in_one_process_still_store_each_event_once(
+    db: Any, pool: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(ingest, "WRITERS", 3)
+    op_id = await _operation_with_job(db, "job_1")
+    same = delivery("job_1", "msg_same")
+    others = [delivery("job_1", f"msg_{i}") for i in range(30)]
+    async with running_receiver(pool) as rx:
+        assert rx.app.state.ingestor.writers == 3
+        answers = await asyncio.gather(
+            *(rx.post(*d) for pair in zip([same] * 30, others, strict=True) for d in pair)
+        )
+    statuses = [r.json()["status"] for r in answers]
+    assert statuses.count("stored") == 31 and statuses.count("duplicate") == 29
+    assert len(await stored_events(db)) == 31
+    assert len(await webhook_observations(db, op_id)) == 31
 
 
 async def test_two_receivers_sharing_the_database_store_each_event_once(
