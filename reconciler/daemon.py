@@ -158,8 +158,15 @@ async def _rollback_only(conn: Any) -> None:
         await conn.execute("ROLLBACK")
 
 
+async def create_reconciler_pool(database_url: str, **kwargs: Any) -> Any:
+    """The reconciler's pool: small, and without asyncpg's per-release reset query."""
+    return await create_pool(
+        database_url, min_size=1, max_size=POOL_SIZE, reset=_rollback_only, **kwargs
+    )
+
+
 async def run_reconciler(settings: Settings, database_url: str) -> int:
-    pool = await create_pool(database_url, min_size=1, max_size=POOL_SIZE, reset=_rollback_only)
+    pool = await create_reconciler_pool(database_url)
     try:
         async with pool.acquire() as conn:
             pending = await pending_migrations(conn)
