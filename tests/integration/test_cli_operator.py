@@ -37,7 +37,8 @@ def environment(db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     config.write_text('[providers.sim]\npreset = "simulator"\n')
     monkeypatch.chdir(tmp_path)
     # as the operator role: the commands must work with its grants alone
-    monkeypatch.setenv("DATABASE_URL", db_url + "?role=jobwarden_operator")
+    sep = "&" if "?" in db_url else "?"
+    monkeypatch.setenv("DATABASE_URL", f"{db_url}{sep}role=jobwarden_operator")
     monkeypatch.setenv("JW_CONFIG", str(config))
     monkeypatch.setenv("USER", "dana")
 

@@ -7,6 +7,7 @@ fresh machine without PostgreSQL takes cannot rot.
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -14,9 +15,17 @@ from pathlib import Path
 from shared.migrate import load_migrations
 
 
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])  # closed again when the socket is
+
+
 def _jobwarden(args: list[str], pgdata: Path) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
-    env.update(JW_FORCE_EMBEDDED="1", JW_EMBEDDED_PGDATA=str(pgdata))
+    # No DATABASE_URL and nothing listening where the local server would be:
+    # the same probe a fresh machine goes through, not a forced switch.
+    env.update(JW_LOCAL_PG_PORT=str(_closed_port()), JW_EMBEDDED_PGDATA=str(pgdata))
     return subprocess.run(
         [sys.executable, "-m", "shared.cli", *args],
         env=env,
