@@ -340,7 +340,6 @@ async def cmd_cancel(args: argparse.Namespace) -> int:
         state = await ledger.request_cancel(
             conn, op.operation_id, requested_by=operator_actor(args), reason=args.reason
         )
-        await conn.execute(q("request_wake"), op.operation_id)
     if state in (S.CANCEL_REQUESTED, S.CANCELLING):
         message = "cancellation requested; NOT confirmed until the provider reports it"
     elif state is S.ABANDONED:

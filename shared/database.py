@@ -13,6 +13,7 @@ import contextlib
 import json
 import os
 import socket
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -83,7 +84,10 @@ def start_embedded(data_dir: Path) -> ResolvedDatabase:
     from pgserver.postgres_server import get_server  # lazily: most runs use a real server
 
     data_dir.mkdir(parents=True, exist_ok=True)
-    server = get_server(str(data_dir), cleanup_mode="stop")
+    with warnings.catch_warnings():
+        # platformdirs warns when XDG_RUNTIME_DIR is unset (CI, containers): harmless here
+        warnings.simplefilter("ignore")
+        server = get_server(str(data_dir), cleanup_mode="stop")
     admin = str(server.get_uri())
     return ResolvedDatabase(
         admin_url=admin,

@@ -363,6 +363,7 @@ async def request_cancel(
         await transition(
             conn, operation_id, state, target, actor=requested_by, cause=f"cancel: {reason}"
         )
+        await conn.execute(q("request_wake"), operation_id)  # the lease owner sends the cancel now
         return target
 
 

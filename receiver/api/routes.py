@@ -316,7 +316,6 @@ class OperationsApi:
                 desc.limits.cancel_deadline_seconds if desc else ledger.DEFAULT_CANCEL_DEADLINE_S
             )
             state = await self._request_cancel(conn, operation_id, caller, reason, deadline)
-            await conn.execute(q("request_wake"), operation_id)
             row = await self.visible(conn, operation_id, caller)
         resource = operation_resource(row)
         resource["cancel"] = {"state": state.value, "message": cancel_message(state)}

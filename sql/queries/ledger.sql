@@ -40,8 +40,7 @@ UPDATE operations SET
     cancel_requested_at = clock_timestamp(),
     cancel_requested_by = $2,
     cancel_reason = $3,
-    cancel_deadline = clock_timestamp() + make_interval(secs => $4),
-    next_poll_at = clock_timestamp()
+    cancel_deadline = clock_timestamp() + make_interval(secs => $4)
 WHERE operation_id = $1 AND cancel_requested_at IS NULL AND finished_at IS NULL
 RETURNING state;
 
