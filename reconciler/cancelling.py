@@ -8,6 +8,8 @@ operation straight to cancellation_unconfirmed, saying why.
 
 from __future__ import annotations
 
+from typing import Any
+
 from reconciler.observing import step_poll
 from reconciler.recording import finish_call, start_call
 from reconciler.step import NOW, Delay, Step, utcnow
@@ -18,48 +20,64 @@ S = LocalState
 
 
 async def step_cancel(step: Step) -> Delay:
+    # The connection is given back before a status read, which takes its own:
+    # holding one while waiting for another could exhaust the pool.
+    async with step.ctx.pool.acquire() as conn:
+        outcome = await _cancel(step, conn)
+    if isinstance(outcome, _ReadStatus):
+        return await step_poll(step)
+    return outcome
+
+
+class _ReadStatus:
+    """Marker: what to do next is a status read."""
+
+
+READ_STATUS = _ReadStatus()
+
+
+async def _cancel(step: Step, conn: Any) -> Delay | _ReadStatus:
     desc = step.adapter.desc
     op = step.op
     assert op.remote_job_id is not None
-    async with step.ctx.pool.acquire() as conn:
-        if op.cancel_deadline and utcnow() >= op.cancel_deadline:
-            return await step_poll(step)  # the poll step applies the cancel deadline
-        if not desc.cancel.supported:
-            async with conn.transaction():
-                await step.move(
-                    conn,
-                    S.CANCELLATION_UNCONFIRMED,
-                    f"provider {desc.name} has no cancel endpoint: {desc.cancel.reason or 'n/a'}",
-                )
-            return await step_poll(step)
-        if op.cancel_sent_at is not None and not desc.cancel.idempotent:
-            # Sent before a crash, outcome unknown, and repeating it is not safe:
-            # observe instead; the status read settles it.
-            return await step_poll(step)
-        req = step.adapter.build_cancel(op.remote_job_id)
+    if op.cancel_deadline and utcnow() >= op.cancel_deadline:
+        return READ_STATUS  # the poll step applies the cancel deadline
+    if not desc.cancel.supported:
         async with conn.transaction():
-            await ledger.record_cancel_sent(conn, op.operation_id, fence=step.fence)
-            call_id = await start_call(
-                conn, op, req, "cancel", op.cancel_attempts + 1, step.worker, step.fence
+            await step.move(
+                conn,
+                S.CANCELLATION_UNCONFIRMED,
+                f"provider {desc.name} has no cancel endpoint: {desc.cancel.reason or 'n/a'}",
             )
-        sent = await step.send(req)
-        fact = step.adapter.parse_cancel(sent.response) if sent.response is not None else None
+        return READ_STATUS
+    if op.cancel_sent_at is not None and not desc.cancel.idempotent:
+        # Sent before a crash, outcome unknown, and repeating it is not safe:
+        # observe instead; the status read settles it.
+        return READ_STATUS
+    req = step.adapter.build_cancel(op.remote_job_id)
+    async with conn.transaction():
+        await ledger.record_cancel_sent(conn, op.operation_id, fence=step.fence)
+        call_id = await start_call(
+            conn, op, req, "cancel", op.cancel_attempts + 1, step.worker, step.fence
+        )
+    sent = await step.send(req, conn)
+    fact = step.adapter.parse_cancel(sent.response) if sent.response is not None else None
+    await finish_call(
+        conn, call_id, sent, provider_request_id=fact.provider_request_id if fact else None
+    )
+    if fact is not None and fact.kind == "accepted":
         async with conn.transaction():
-            await finish_call(
-                conn, call_id, sent, provider_request_id=fact.provider_request_id if fact else None
-            )
             await step.reload(conn)
-            if fact is not None and fact.kind == "accepted":
-                await step.move(
-                    conn,
-                    S.CANCELLING,
-                    "cancel request accepted by the provider",
-                    (Evidence.CALL, call_id),
-                )
-                return NOW
-        uncertain = fact is None or fact.kind == "ambiguous"
-        if uncertain and desc.cancel.idempotent:
-            retry_after = fact.retry_after_seconds if fact else None
-            return step.backoff(step.op.cancel_attempts, retry_after)
-        # rejected (e.g. already finished) or not found: a status read tells what happened
-        return await step_poll(step)
+            await step.move(
+                conn,
+                S.CANCELLING,
+                "cancel request accepted by the provider",
+                (Evidence.CALL, call_id),
+            )
+        return NOW
+    uncertain = fact is None or fact.kind == "ambiguous"
+    if uncertain and desc.cancel.idempotent:
+        retry_after = fact.retry_after_seconds if fact else None
+        return step.backoff(step.op.cancel_attempts, retry_after)
+    # rejected (e.g. already finished) or not found: a status read tells what happened
+    return READ_STATUS

@@ -27,7 +27,7 @@ from shared.providers import (
 from shared.providers.description import ResultSource
 from shared.queries import q
 from shared.result_store import INLINE_MAX_BYTES
-from shared.states import Evidence, LocalState
+from shared.states import Evidence, LocalState, RemoteState
 
 S = LocalState
 # Transient fetch failures (5xx, timeouts) are retried this many times before
@@ -40,13 +40,34 @@ MAX_ERROR_PAGES = 50
 
 async def step_collect(step: Step) -> Delay:
     async with step.ctx.pool.acquire() as conn:
-        status_resp = await _final_status(step, conn)
-        if status_resp is None:
-            return step.backoff(step.op.result_attempts)
-        status = step.adapter.parse_status(status_resp, utcnow())
+        if step.op.remote_job_id is None:
+            return await _give_up(
+                step,
+                conn,
+                S.NEEDS_ATTENTION,
+                "a synchronous result cannot be fetched again (the provider gave no job id)",
+            )
         attempt = await conn.fetchval(q("bump_result_attempt"), step.op.operation_id, step.fence)
         if attempt is None:
             raise LeaseLost(f"lease on {step.op.operation_id} lost")
+        status_resp = await _final_status(step, conn, fresh=attempt > 1)
+        if status_resp is None:
+            if attempt >= MAX_RESULT_ATTEMPTS:
+                return await _give_up(
+                    step,
+                    conn,
+                    S.RESULT_UNAVAILABLE,
+                    f"no usable status read after {attempt} attempts",
+                )
+            return step.backoff(attempt)
+        status = step.adapter.parse_status(status_resp, utcnow())
+        if status.remote_state not in (RemoteState.SUCCEEDED, RemoteState.PARTIALLY_SUCCEEDED):
+            return await _give_up(
+                step,
+                conn,
+                S.NEEDS_ATTENTION,
+                f"collecting a result, but the provider now reports {status.raw_state!r}",
+            )
         desc = step.adapter.desc
         if desc.result.side_effects and attempt > 1:
             return await _give_up(
@@ -72,9 +93,10 @@ async def step_collect(step: Step) -> Delay:
         return await _store(step, conn, check, content, failures, status)
 
 
-async def _final_status(step: Step, conn: Any) -> HttpResponse | None:
-    """The response of our final read: re-read from the call log, or read again."""
-    row = await conn.fetchrow(q("latest_poll_call"), step.op.operation_id)
+async def _final_status(step: Step, conn: Any, *, fresh: bool) -> HttpResponse | None:
+    """The response of our final read: re-read from the call log, or read again
+    (always on a retry: result links expire, and an operator may have resumed)."""
+    row = None if fresh else await conn.fetchrow(q("latest_poll_call"), step.op.operation_id)
     if (
         row is not None
         and row["response_body"] is not None
@@ -88,7 +110,7 @@ async def _final_status(step: Step, conn: Any) -> HttpResponse | None:
         )
     assert step.op.remote_job_id is not None
     req = step.adapter.build_status(step.op.remote_job_id, step.op.status_url)
-    sent = await step.send(req)
+    sent = await step.send(req, conn)
     async with conn.transaction():
         await record_call(
             conn, step.op, req, "status", step.op.poll_attempts + 1, step.worker, step.fence, sent
@@ -118,7 +140,7 @@ async def _fetch(
     responses: list[HttpResponse] = []
     for req in reqs:
         call_id = await start_call(conn, step.op, req, "result", attempt, step.worker, step.fence)
-        sent = await step.send(req)
+        sent = await step.send(req, conn)
         await finish_call(conn, call_id, sent)
         resp = sent.response
         transient = resp is None or resp.status_code >= 500 or resp.status_code == 429
@@ -146,7 +168,7 @@ async def _error_pages(step: Step, conn: Any, errors_url: str) -> list[ItemFailu
     token: str | None = None
     for page in range(MAX_ERROR_PAGES):
         req = step.adapter.build_errors_page(errors_url, token)
-        sent = await step.send(req)
+        sent = await step.send(req, conn)
         await record_call(conn, step.op, req, "errors", page + 1, step.worker, step.fence, sent)
         if sent.response is None or sent.response.status_code != 200:
             break
@@ -259,7 +281,7 @@ async def collect_partial_output(
         return False
     responses: list[HttpResponse] = []
     for req in reqs:
-        sent = await step.send(req)
+        sent = await step.send(req, conn)
         await record_call(
             conn, step.op, req, "result", step.op.result_attempts + 1, step.worker, step.fence, sent
         )

@@ -16,7 +16,7 @@ from typing import Any
 from reconciler.recording import finish_call, record_call, start_call
 from reconciler.step import NOW, Delay, Step, utcnow
 from shared import ledger, records
-from shared.errors import LeaseLost
+from shared.errors import LeaseLost, StaleTransition
 from shared.providers import CreateFact, LookupFact
 from shared.providers.description import Idempotency
 from shared.providers.transport import may_have_been_delivered
@@ -33,7 +33,11 @@ LOOKUP_SETTLE_FACTOR = 4
 async def step_create(step: Step) -> Delay:
     async with step.ctx.pool.acquire() as conn:
         op = step.op
-        if op.state is S.CREATE_PENDING and op.create_attempts > 0:
+        if (
+            op.state is S.CREATE_PENDING
+            and op.create_attempts > 0
+            and not await _last_attempt_never_left(conn, op.operation_id)
+        ):
             # An earlier attempt has no recorded answer (we died mid-call, or it
             # failed after the bytes may have left): we cannot know if a job exists.
             async with conn.transaction():
@@ -49,6 +53,12 @@ async def step_create(step: Step) -> Delay:
             if settled:
                 return delay
         return await _send_create(step, conn)
+
+
+async def _last_attempt_never_left(conn: Any, operation_id: str) -> bool:
+    """The latest create failed to connect: nothing was sent, nothing is uncertain."""
+    last = await conn.fetchrow(q("latest_create_call"), operation_id)
+    return last is not None and last["error_category"] == "connect"
 
 
 async def _deadline_passed(step: Step, conn: Any) -> Delay:
@@ -108,6 +118,17 @@ async def _resolve_uncertain(step: Step, conn: Any) -> tuple[bool, Delay]:
         # A list can lag behind a create it has not indexed yet: an empty answer
         # soon after the create proves nothing. Look again later.
         return True, step.backoff(step.op.lookup_attempts)
+    if step.op.state is S.CANCEL_REQUESTED:
+        # Nothing to cancel, as far as the provider can tell; creating the job
+        # only to cancel it would be absurd. A human closes it.
+        async with conn.transaction():
+            await step.move(
+                conn,
+                S.NEEDS_ATTENTION,
+                "cancel requested before the job id was known, and the provider's lookup "
+                "shows no job for this operation: nothing to cancel",
+            )
+        return True, None
     return False, None  # proven absent: sending again cannot duplicate
 
 
@@ -131,7 +152,7 @@ async def _lookup(step: Step, conn: Any) -> tuple[list[str], int] | None:
         if attempt is None:
             raise LeaseLost(f"lease on {step.op.operation_id} lost")
         req = step.adapter.build_lookup(step.op.operation_id, step.op.idempotency_token, token)
-        sent = await step.send(req)
+        sent = await step.send(req, conn)
         fact: LookupFact | None = None
         if sent.response is not None:
             fact = step.adapter.parse_lookup(sent.response, step.op.operation_id)
@@ -174,11 +195,13 @@ async def _send_create(step: Step, conn: Any) -> Delay:
     async with conn.transaction():  # recovery point: from here on, it may have been sent
         attempt = await conn.fetchval(q("bump_create_attempt"), op.operation_id, step.fence)
         if attempt is None:
-            raise LeaseLost(f"lease on {op.operation_id} lost before sending create")
+            if not await conn.fetchval(q("lease_held"), op.operation_id, step.fence):
+                raise LeaseLost(f"lease on {op.operation_id} lost before sending create")
+            raise StaleTransition(f"{op.operation_id} no longer wants a create (abandoned?)")
         call_id = await start_call(
             conn, op, req, "create", attempt, step.worker, step.fence, token=op.idempotency_token
         )
-    sent = await step.send(req)
+    sent = await step.send(req, conn)
     if sent.response is None:
         async with conn.transaction():
             await finish_call(conn, call_id, sent)
@@ -200,14 +223,16 @@ async def _send_create(step: Step, conn: Any) -> Delay:
                 )
         return step.backoff(attempt)
     fact = step.adapter.parse_create(sent.response, op.idempotency_token)
+    # The answer is on record before we act on it: even if our lease was lost
+    # meanwhile, whoever continues can see the job id the provider gave.
+    await finish_call(
+        conn,
+        call_id,
+        sent,
+        provider_request_id=fact.provider_request_id,
+        remote_job_id=fact.remote_job_id,
+    )
     async with conn.transaction():
-        await finish_call(
-            conn,
-            call_id,
-            sent,
-            provider_request_id=fact.provider_request_id,
-            remote_job_id=fact.remote_job_id,
-        )
         await step.reload(conn)
         delay = await _interpret_create(step, conn, fact, call_id, attempt)
     if (

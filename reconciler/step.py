@@ -2,22 +2,26 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from reconciler.context import Context
 from reconciler.recording import escalate, worker_name
 from reconciler.transport import Sent, send
 from shared import ledger
+from shared.errors import LeaseLost
 from shared.ledger import Operation
 from shared.providers import HttpRequest, ProviderAdapter
+from shared.queries import q
 from shared.states import ESCALATED, Evidence, LocalState
 
 # A step returns how long until the operation should be looked at again
 # (seconds), or None when nothing is scheduled (finished, or waiting for a human).
 Delay = float | None
 NOW = 0.0
+# A call starts only if our lease outlives its timeout by this much (DB writes after it).
+LEASE_MARGIN_S = 5.0
 
 
 def utcnow() -> datetime:
@@ -41,9 +45,28 @@ class Step:
     def state(self) -> LocalState:
         return self.op.state
 
-    async def send(self, req: HttpRequest) -> Sent:
+    async def send(self, req: HttpRequest, conn: Any = None) -> Sent:
+        """Send under the provider's concurrency limit, never past our lease.
+
+        Waiting for a slot can take a while; if the lease would not outlast the
+        call, it is renewed first (fenced) — or, if it was lost, nothing is sent.
+        `conn` is the connection the caller already holds: taking a second one
+        from the pool while holding one could exhaust it.
+        """
         async with self.ctx.semaphore(self.op.provider):
+            await self._lease_for(req.timeout, conn if conn is not None else self.ctx.pool)
             return await send(self.ctx.client, req, self.op.trace_id)
+
+    async def _lease_for(self, seconds: float, db: Any) -> None:
+        expires = self.op.lease_expires_at
+        if expires is not None and expires - utcnow() > timedelta(seconds=seconds + LEASE_MARGIN_S):
+            return
+        renewed = await db.fetchval(
+            q("renew_lease"), self.op.operation_id, self.fence, self.ctx.settings.lease_seconds
+        )
+        if renewed is None:
+            raise LeaseLost(f"lease on {self.op.operation_id} lost before a provider call")
+        self.op = replace(self.op, lease_expires_at=renewed)
 
     async def move(
         self,

@@ -33,6 +33,7 @@ FROM operations o
 WHERE o.operation_id = $1
   AND ($8::bigint IS NULL
        OR (o.lease_fence = $8 AND o.lease_expires_at > clock_timestamp()))
+FOR UPDATE OF o  -- a claim committed meanwhile makes the fence check fail on re-read
 RETURNING seq;
 
 -- name: record_cancel_intent

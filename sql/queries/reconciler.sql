@@ -46,9 +46,21 @@ UPDATE operations SET
 WHERE lease_owner = $1;
 
 -- name: bump_create_attempt
+-- The recovery point before a create leaves: only while the lease is held and
+-- the operation still wants a create (an agent may have abandoned it meanwhile).
 UPDATE operations SET create_attempts = create_attempts + 1
 WHERE operation_id = $1 AND lease_fence = $2 AND lease_expires_at > clock_timestamp()
+  AND state IN ('create_pending', 'create_unknown', 'cancel_requested')
+  AND remote_job_id IS NULL AND finished_at IS NULL
 RETURNING create_attempts;
+
+-- name: renew_lease
+-- Just before a provider call: the lease must outlast the call, or the call is not made.
+UPDATE operations SET
+    lease_expires_at = clock_timestamp() + make_interval(secs => $3),
+    next_poll_at = clock_timestamp() + make_interval(secs => $3)
+WHERE operation_id = $1 AND lease_fence = $2 AND lease_expires_at > clock_timestamp()
+RETURNING lease_expires_at;
 
 -- name: bump_lookup_attempt
 UPDATE operations SET lookup_attempts = lookup_attempts + 1
@@ -149,3 +161,7 @@ SELECT c.status_code, c.response_headers, c.response_body, c.response_size, c.ur
 FROM provider_calls c
 WHERE c.operation_id = $1 AND c.call_kind = 'status' AND c.status_code BETWEEN 200 AND 299
 ORDER BY c.call_id DESC LIMIT 1;
+
+-- name: lease_held
+SELECT lease_fence = $2 AND lease_expires_at > clock_timestamp()
+FROM operations WHERE operation_id = $1;

@@ -21,7 +21,7 @@ from shared.errors import (
 )
 from shared.states import EDGES, Evidence, LocalState
 from tests.conftest import _drop, clone_database
-from tests.support import drive, observe, prepare_and_evidence, submit
+from tests.support import call, drive, observe, prepare_and_evidence, submit
 
 S = LocalState
 ALL_PAIRS = [(a, b) for a in LocalState for b in LocalState]
@@ -256,3 +256,35 @@ async def test_terminal_state_has_finished_at_and_no_schedule(db: Any) -> None:
     await drive(db, op_id, S.SUCCEEDED)
     op = await ledger.load_operation(db, op_id)
     assert op.finished_at is not None and op.next_poll_at is None and op.result_id is not None
+
+
+@pytest.mark.parametrize("status", [408, 409, 425, 429, 500])
+async def test_a_not_now_answer_does_not_prove_a_failed_create(db: Any, status: int) -> None:
+    op_id = await submit(db)
+    busy = await call(db, op_id, "create", status)
+    with pytest.raises(MissingEvidence):
+        await ledger.transition(
+            db,
+            op_id,
+            S.CREATE_PENDING,
+            S.FAILED,
+            actor="r",
+            cause="429",
+            evidence=(Evidence.CALL, busy),
+        )
+
+
+async def test_an_error_answer_naming_a_job_does_not_prove_acceptance(db: Any) -> None:
+    op_id = await submit(db)
+    await ledger.record_remote_job(db, op_id, "job_x")
+    broken = await call(db, op_id, "create", 500, "job_x")
+    with pytest.raises(MissingEvidence):
+        await ledger.transition(
+            db,
+            op_id,
+            S.CREATE_PENDING,
+            S.ACCEPTED,
+            actor="r",
+            cause="500",
+            evidence=(Evidence.CALL, broken),
+        )
