@@ -275,6 +275,8 @@ async def collect_partial_output(
     Returns True when a result was attached.
     """
     assert step.op.remote_job_id is not None
+    if step.adapter.desc.result.side_effects:
+        return False  # a fetch that consumes the result is not ours to make on the side
     try:
         reqs = step.adapter.build_result_requests(step.op.remote_job_id, status)
     except RequestBuildError:
