@@ -34,6 +34,9 @@ ERROR_RETRY_SECONDS = 30.0
 # Missing provider config may be a deploy in progress: look again later.
 UNKNOWN_PROVIDER_RETRY_SECONDS = 60.0
 
+# How many times one run_once tops its batch up before returning to the scheduler.
+REFILLS = 4
+
 StepFn = Callable[[Step], Awaitable[Delay]]
 
 
@@ -63,12 +66,29 @@ class Reconciler:
         return [Operation._from_record(r) for r in rows]
 
     async def run_once(self, limit: int | None = None) -> Counter[str]:
-        """Claim and process one batch; returns counts by outcome."""
-        batch = await self.claim(limit or self.ctx.settings.claim_batch)
+        """Claim and process due operations; returns counts by outcome.
+
+        A full batch is topped up while it drains (when a quarter is left), so
+        the provider's concurrency slots never sit idle waiting for the slowest
+        call of a batch; one call handles at most REFILLS + 1 batches, so it
+        stays bounded. A batch that was not full ends it: nothing more is due.
+        """
+        size = limit or self.ctx.settings.claim_batch
+        batch = await self.claim(size)
         counts: Counter[str] = Counter(claimed=len(batch))
-        if batch:
-            outcomes = await asyncio.gather(*(self.process(op) for op in batch))
-            counts.update(outcomes)
+        pending = {asyncio.ensure_future(self.process(op)) for op in batch}
+        refills = REFILLS if len(batch) == size else 0
+        while pending:
+            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            counts.update(task.result() for task in done)
+            if refills and len(pending) <= size // 4:
+                refills -= 1
+                want = size - len(pending)
+                more = await self.claim(want)
+                counts["claimed"] += len(more)
+                pending |= {asyncio.ensure_future(self.process(op)) for op in more}
+                if len(more) < want:
+                    refills = 0  # nothing more is due
         return counts
 
     async def process(self, op: Operation) -> str:
