@@ -261,7 +261,6 @@ async def _interpret_create(
                 "the same idempotency token was answered with "
                 f"another job id ({fact.remote_job_id})",
                 [*others, fact.remote_job_id],
-                in_txn=True,
             )
         return await _accept(
             step,
@@ -270,7 +269,6 @@ async def _interpret_create(
             call_id,
             via="create",
             status_url=fact.status_url,
-            in_txn=True,
             poll_after=fact.retry_after_seconds,
         )
     if fact.kind == "sync_result":
@@ -307,10 +305,10 @@ async def _accept(
     *,
     via: str,
     status_url: str | None = None,
-    in_txn: bool = False,
     poll_after: float | None = None,
 ) -> Delay:
-    async def record() -> None:
+    # Inside a caller's transaction this is a savepoint; on its own, a transaction.
+    async with conn.transaction():
         await ledger.record_remote_job(
             conn,
             step.op.operation_id,
@@ -325,26 +323,12 @@ async def _accept(
                 conn, S.ACCEPTED, f"{via} answered with job {job_id}", (Evidence.CALL, call_id)
             )
         # in cancel_requested the job id is all we needed: the cancel goes out next
-
-    if in_txn:
-        await record()
-    else:
-        async with conn.transaction():
-            await record()
     return poll_after if poll_after is not None else NOW
 
 
-async def _conflict(
-    step: Step, conn: Any, reason: str, job_ids: list[str], *, in_txn: bool = False
-) -> Delay:
-    async def record() -> None:
+async def _conflict(step: Step, conn: Any, reason: str, job_ids: list[str]) -> Delay:
+    async with conn.transaction():
         await step.move(conn, S.NEEDS_ATTENTION, reason, escalation=reason, remote_job_ids=job_ids)
-
-    if in_txn:
-        await record()
-    else:
-        async with conn.transaction():
-            await record()
     return None
 
 

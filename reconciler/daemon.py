@@ -51,14 +51,12 @@ class Daemon:
         self.wake = asyncio.Event()
         self.sweeping: asyncio.Task[None] | None = None
         self.listener: Any = None
-        self.sweeps = 0
 
     async def sweep(self) -> None:
         """Run batches until nothing more is due (or we are stopping)."""
         self.wake.clear()
         while not self.stopping.is_set():
             counts = await self.reconciler.run_once()
-            self.sweeps += 1
             if counts["claimed"] < self.settings.claim_batch and not self.wake.is_set():
                 return
             self.wake.clear()

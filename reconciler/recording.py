@@ -9,7 +9,7 @@ trip (`record_poll`).
 
 from __future__ import annotations
 
-import json
+import hashlib
 from typing import Any
 
 from reconciler.transport import Sent
@@ -94,15 +94,13 @@ async def record_call(
     return call_id
 
 
-def _error_json(fact: StatusFact) -> str | None:
+def _error_doc(fact: StatusFact) -> dict[str, str | None] | None:
     if fact.error is None and fact.problem is None:
         return None
-    return json.dumps(
-        {
-            "code": fact.error.code if fact.error else None,
-            "message": fact.error.message if fact.error else fact.problem,
-        }
-    )
+    return {
+        "code": fact.error.code if fact.error else None,
+        "message": fact.error.message if fact.error else fact.problem,
+    }
 
 
 async def record_poll(
@@ -124,7 +122,6 @@ async def record_poll(
     resp = sent.response
     assert resp is not None
     counts = fact.counts
-    error = _error_json(fact)
     row = await conn.fetchrow(
         q("record_poll"),
         op.operation_id,
@@ -144,10 +141,10 @@ async def record_poll(
         int(fact.progress_total) if fact.progress_total is not None else None,
         min(100.0, fact.progress_percent) if fact.progress_percent is not None else None,
         int(fact.poll_after_seconds) if fact.poll_after_seconds is not None else None,
-        json.loads(error) if error else None,
+        _error_doc(fact),
         sent.sanitized_response_headers(),
         sent.error_category,
-        records_sha(resp.body),
+        hashlib.sha256(resp.body).hexdigest(),
         len(resp.body),
         resp.body[: records.MAX_STORED_BODY_BYTES].decode("utf-8", errors="replace"),
         fact.provider_updated_at,
@@ -164,12 +161,6 @@ async def record_poll(
     if row is None:
         raise LeaseLost(f"lease on {op.operation_id} lost before the status read was recorded")
     return int(row["observation_id"]), int(row["call_id"])
-
-
-def records_sha(body: bytes) -> str:
-    import hashlib
-
-    return hashlib.sha256(body).hexdigest()
 
 
 async def escalate(

@@ -56,7 +56,6 @@ def step_for(op: Operation) -> StepFn | None:
 class Reconciler:
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
-        self.in_flight = 0
 
     async def claim(self, limit: int) -> list[Operation]:
         settings = self.ctx.settings
@@ -92,13 +91,6 @@ class Reconciler:
         return counts
 
     async def process(self, op: Operation) -> str:
-        self.in_flight += 1
-        try:
-            return await self._process(op)
-        finally:
-            self.in_flight -= 1
-
-    async def _process(self, op: Operation) -> str:
         fence = op.lease_fence
         adapter = self.ctx.adapter(op.provider)
         if adapter is None:

@@ -18,7 +18,7 @@ from typing import Any
 
 from shared import audit, cli_operator, cli_providers, logs
 from shared.config import Settings, load_settings
-from shared.database import connect, redact_url
+from shared.database import connection, redact_url
 from shared.migrate import MigrationError, apply_migrations
 from shared.runtime import app_database
 
@@ -26,15 +26,12 @@ Handler = Callable[[argparse.Namespace], Coroutine[Any, Any, int]]
 
 
 async def cmd_migrate(args: argparse.Namespace) -> int:
-    async with app_database() as resolved:
-        conn = await connect(resolved.app_url)
+    async with app_database() as resolved, connection(resolved.app_url) as conn:
         try:
             applied = await apply_migrations(conn)
         except MigrationError as exc:
             print(f"migrate: {exc}", file=sys.stderr)
             return 1
-        finally:
-            await conn.close()
     where = f"{resolved.source} database {redact_url(resolved.app_url)}"
     if applied:
         print(f"applied {len(applied)} migration(s) to {where}: {', '.join(applied)}")
@@ -44,12 +41,8 @@ async def cmd_migrate(args: argparse.Namespace) -> int:
 
 
 async def cmd_audit_verify(args: argparse.Namespace) -> int:
-    async with app_database() as resolved:
-        conn = await connect(resolved.app_url)
-        try:
-            checked, breaks = await audit.verify(conn, args.operation)
-        finally:
-            await conn.close()
+    async with app_database() as resolved, connection(resolved.app_url) as conn:
+        checked, breaks = await audit.verify(conn, args.operation)
     if args.json:
         print(json.dumps({"checked": checked, "breaks": [str(b) for b in breaks]}))
     else:

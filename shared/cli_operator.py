@@ -29,7 +29,7 @@ from rich.table import Table
 
 from shared import ledger
 from shared.api_tokens import CALLER_NAME, mint_token
-from shared.database import connect
+from shared.database import connection
 from shared.errors import LedgerError, RequestMismatch, UnknownOperation
 from shared.ledger import RequestSpec
 from shared.queries import q
@@ -126,12 +126,8 @@ def _age(at: datetime | None) -> str:
 
 @contextlib.asynccontextmanager
 async def _database() -> AsyncIterator[Any]:
-    async with app_database() as resolved:
-        conn = await connect(resolved.app_url)
-        try:
-            yield conn
-        finally:
-            await conn.close()
+    async with app_database() as resolved, connection(resolved.app_url) as conn:
+        yield conn
 
 
 def _fail(message: str, status: int = 1) -> int:

@@ -14,7 +14,7 @@ import json
 import os
 import socket
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -138,6 +138,16 @@ async def connect(url: str) -> asyncpg.Connection:
     conn = await asyncpg.connect(url)
     await _init_connection(conn)
     return conn
+
+
+@contextlib.asynccontextmanager
+async def connection(url: str) -> AsyncIterator[Any]:
+    """One connection (json codecs set) for a command; closed whatever happens."""
+    conn = await connect(url)
+    try:
+        yield conn
+    finally:
+        await conn.close()
 
 
 async def create_pool(url: str, *, min_size: int = 1, max_size: int = 10, **kwargs: Any) -> Any:

@@ -21,7 +21,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,7 +32,7 @@ from rich.live import Live
 from rich.table import Table
 
 from shared import ledger
-from shared.database import connect, redact_url
+from shared.database import connection, redact_url
 from shared.ledger import RequestSpec
 from shared.migrate import MigrationError, apply_migrations
 from shared.runtime import app_database
@@ -164,15 +164,6 @@ async def wait_http(url: str, within: float = 30.0) -> None:
     raise RuntimeError(f"{url} did not come up; see the logs under var/demo/")
 
 
-@contextlib.asynccontextmanager
-async def _conn(url: str) -> AsyncIterator[Any]:
-    conn = await connect(url)
-    try:
-        yield conn
-    finally:
-        await conn.close()
-
-
 def _table(rows: list[tuple[Scenario, str, Any]]) -> Table:
     table = Table(title="jobwarden demo — operations settling live", expand=True)
     for column in ("scenario", "operation", "state", "remote", "progress", "calls"):
@@ -227,7 +218,7 @@ async def run_demo(scale: float = 1.0, settle_within: float = 90.0) -> int:
     workdir = _workdir()
     async with app_database() as resolved:
         console.print(f"[bold]database[/]: {resolved.source} — {redact_url(resolved.app_url)}")
-        async with _conn(resolved.app_url) as conn:
+        async with connection(resolved.app_url) as conn:
             try:
                 applied = await apply_migrations(conn)
             except MigrationError as exc:
@@ -265,7 +256,7 @@ async def run_demo(scale: float = 1.0, settle_within: float = 90.0) -> int:
 
 async def _drive(console: Console, url: str, plan: list[Scenario], settle_within: float) -> int:
     run = secrets.token_hex(3)
-    async with _conn(url) as conn:
+    async with connection(url) as conn:
         ids = []
         for n, sc in enumerate(plan):
             body = {"script": sc.script, "params": sc.params, "input": {"demo": sc.label}}

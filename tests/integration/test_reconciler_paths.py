@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -298,7 +299,7 @@ async def test_stale_lease_holder_cannot_write(pool: Any, tmp_path: Path) -> Non
     ):
         op_id = await old.submit("success", duration=0.1)
         [claimed] = await old.reconciler.claim(10)  # old worker claims, then stalls
-        await old_wait(0.4)  # its lease lapses
+        await asyncio.sleep(0.4)  # its lease lapses
         assert (await new.reconciler.run_once())["claimed"] == 1  # rescued by the new worker
         assert await old.reconciler.process(claimed) == "lease_lost"
         assert await new.settle(op_id, {S.SUCCEEDED}) is S.SUCCEEDED
@@ -308,7 +309,11 @@ async def test_stale_lease_holder_cannot_write(pool: Any, tmp_path: Path) -> Non
         assert [a[0] for a in actors] == ["reconciler:w2"]
 
 
-async def old_wait(seconds: float) -> None:
-    import asyncio
-
-    await asyncio.sleep(seconds)
+async def test_run_once_tops_up_a_full_batch_while_it_drains(pool: Any, tmp_path: Path) -> None:
+    slow_backoff = {"limits": {"backoff_base": 5.0, "backoff_cap": 10.0}}  # not due again soon
+    async with rig(pool, tmp_path, overrides=slow_backoff) as r:
+        ids = [await r.submit("never_finishes") for _ in range(10)]
+        counts = await r.reconciler.run_once(4)
+        assert counts["claimed"] == 10  # one batch of 4, topped up until nothing was due
+        assert (await r.reconciler.run_once(4))["claimed"] == 0
+        assert {await r.state(i) for i in ids} <= {S.ACCEPTED, S.OBSERVING}
