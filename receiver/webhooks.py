@@ -58,6 +58,7 @@ from starlette.types import Receive, Scope, Send
 from receiver.ingest import Event, Ingestor, IngestRejected, IngestUnavailable, Outcome
 from receiver.metrics import ReceiverMetrics
 from shared.ids import new_trace_id, trace_id_from_traceparent
+from shared.pgjson import scrub
 from shared.providers import ProviderDescription, WebhookParseError, adapter_for
 from shared.providers.description import WebhookScheme, WebhookSpec
 from shared.providers.paths import PathSource, ValuePath, extract, parse_path
@@ -411,29 +412,9 @@ def storable_payload(body: bytes, document: Any) -> str:
             if not text.startswith("\ufeff"):
                 return text
     try:
-        return json.dumps(_scrub(document), ensure_ascii=False, allow_nan=False)
+        return json.dumps(scrub(document), ensure_ascii=False, allow_nan=False)
     except (ValueError, RecursionError):  # e.g. 1e999 parsed as inf; extreme nesting
         return _UNSTORABLE
-
-
-def _scrub(value: Any) -> Any:
-    if isinstance(value, str):
-        return _scrub_text(value)
-    if isinstance(value, dict):
-        return {_scrub_text(k): _scrub(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_scrub(v) for v in value]
-    return value
-
-
-def _scrub_text(text: str) -> str:
-    if "\x00" in text:
-        text = text.replace("\x00", "\ufffd")
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:  # an unpaired surrogate
-        return "".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in text)
-    return text
 
 
 def _request_trace_id(headers: Headers) -> str:

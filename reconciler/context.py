@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 
+from reconciler.poll_writer import PollWriter
 from shared.config import Settings
 from shared.providers import ProviderAdapter, ProviderDescription, adapter_for
 from shared.result_store import ResultStore
@@ -30,6 +31,11 @@ class Context:
     webhook_url: str | None = None
     rng: random.Random = field(default_factory=random.Random)
     semaphores: dict[str, asyncio.Semaphore] = field(default_factory=dict)
+    # Group commit for the status reads that decide nothing (poll_writer.py).
+    polls: PollWriter = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.polls = PollWriter(self.pool)
 
     def adapter(self, provider: str) -> ProviderAdapter | None:
         return self.adapters.get(provider)

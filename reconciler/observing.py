@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from reconciler.collecting import collect_partial_output
-from reconciler.recording import record_call, record_poll
+from reconciler.recording import poll_row, record_call, record_poll
 from reconciler.step import NOW, Delay, Step, utcnow
 from shared.providers import StatusFact
 from shared.states import Evidence, LocalState, RemoteState
@@ -41,8 +41,8 @@ async def step_poll(step: Step) -> Delay:
     assert step.op.remote_job_id is not None
     req = step.adapter.build_status(step.op.remote_job_id, step.op.status_url)
     sent = await step.send(req)
-    async with step.ctx.pool.acquire() as conn:
-        if sent.response is None:
+    if sent.response is None:
+        async with step.ctx.pool.acquire() as conn:
             await record_call(
                 conn,
                 step.op,
@@ -53,18 +53,19 @@ async def step_poll(step: Step) -> Delay:
                 step.fence,
                 sent,
             )
-            return step.backoff(step.op.poll_attempts)
-        fact = step.adapter.parse_status(sent.response, utcnow())
+        return step.backoff(step.op.poll_attempts)
+    fact = step.adapter.parse_status(sent.response, utcnow())
+    if _nothing_to_decide(step, fact):
+        # The common read: recorded, lease handed back, by the group-commit writer.
+        delay = _next_read(step, fact)
+        await step.ctx.polls.record(
+            poll_row(step.op, step.fence, step.worker, req, sent, fact, release_after=delay)
+        )
+        step.released = True
+        return delay
+    async with step.ctx.pool.acquire() as conn:
         if fact.remote_state is RemoteState.CANCELLED and (fact.result_url or fact.result_file_ids):
             await collect_partial_output(step, conn, sent.response, fact)
-        if _nothing_to_decide(step, fact):
-            # The common read: one statement records it and hands the lease back.
-            delay = _next_read(step, fact)
-            await record_poll(
-                conn, step.op, step.fence, step.worker, req, sent, fact, release_after=delay
-            )
-            step.released = True
-            return delay
         async with conn.transaction():
             observation_id, _ = await record_poll(
                 conn, step.op, step.fence, step.worker, req, sent, fact

@@ -3,17 +3,18 @@
 Calls whose delivery matters (create, cancel, side-effecting result fetches)
 are written *before* they are sent, so a crash mid-call leaves a row that says
 "maybe sent"; the outcome is filled in afterwards. Status reads are safe to
-repeat and are recorded after the fact, with their observation, in one round
-trip (`record_poll`).
+repeat and are recorded after the fact, with their observation, by one
+statement that can carry many reads (`record_polls`; see poll_writer.py).
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from reconciler.transport import Sent
-from shared import records
+from shared import pgjson, records
 from shared.errors import LeaseLost
 from shared.ledger import Operation
 from shared.providers import HttpRequest, StatusFact
@@ -103,6 +104,78 @@ def _error_doc(fact: StatusFact) -> dict[str, str | None] | None:
     }
 
 
+def _whole(value: float | None) -> int | None:
+    return int(value) if value is not None else None
+
+
+def poll_row(
+    op: Operation,
+    fence: int,
+    worker: str,
+    req: HttpRequest,
+    sent: Sent,
+    fact: StatusFact,
+    release_after: float | None = None,
+) -> dict[str, Any]:
+    """One status read as an element of `record_polls`' JSON array.
+
+    JSON rather than 29 bind parameters: one C-speed encode for a whole batch.
+    With `release_after`, the statement also hands the lease back with the
+    next appointment that many seconds away.
+    """
+    resp = sent.response
+    assert resp is not None
+    counts = fact.counts
+    percent = fact.progress_percent
+    return {
+        "operation_id": op.operation_id,
+        "fence": fence,
+        "attempt": op.poll_attempts + 1,
+        "worker": worker,
+        "traceparent": sent.traceparent,
+        "method": req.method,
+        "url": req.sanitized_url(),
+        "request_headers": req.sanitized_headers(),
+        "duration_ms": sent.duration_ms,
+        "status_code": resp.status_code,
+        "provider_request_id": fact.provider_request_id,
+        "remote_state": fact.remote_state.value if fact.remote_state else None,
+        "remote_state_raw": fact.raw_state,
+        "progress_completed": _whole(fact.progress_completed),
+        "progress_total": _whole(fact.progress_total),
+        "progress_percent": max(0.0, min(100.0, percent)) if percent is not None else None,
+        "poll_after_seconds": _whole(fact.poll_after_seconds),
+        "error": _error_doc(fact),
+        "response_headers": sent.sanitized_response_headers(),
+        "error_category": sent.error_category,
+        "response_sha256": hashlib.sha256(resp.body).hexdigest(),
+        "response_size": len(resp.body),
+        "response_body": records.body_excerpt(resp.body),
+        "provider_updated_at": (
+            fact.provider_updated_at.isoformat() if fact.provider_updated_at else None
+        ),
+        "result_url": fact.result_url,
+        "errors_url": fact.errors_url,
+        "counts": (
+            {"total": counts.total, "succeeded": counts.succeeded, "failed": counts.failed}
+            if counts
+            else None
+        ),
+        "release": release_after is not None,
+        "release_after": release_after or 0.0,
+    }
+
+
+async def record_polls(conn: Any, rows: Sequence[Mapping[str, Any]]) -> dict[str, tuple[int, int]]:
+    """Write status reads in one statement; returns {operation_id: (observation, call)}.
+
+    An operation missing from the answer had lost its lease: nothing of its
+    read was written.
+    """
+    answer = await conn.fetch(q("record_polls"), pgjson.dumps(rows))
+    return {r["operation_id"]: (int(r["observation_id"]), int(r["call_id"])) for r in answer}
+
+
 async def record_poll(
     conn: Any,
     op: Operation,
@@ -111,56 +184,12 @@ async def record_poll(
     req: HttpRequest,
     sent: Sent,
     fact: StatusFact,
-    *,
-    release_after: float | None = None,
 ) -> tuple[int, int]:
-    """Call + observation + observed columns in one statement; returns (observation, call).
-
-    With `release_after`, the same statement hands the lease back with the next
-    appointment that many seconds away.
-    """
-    resp = sent.response
-    assert resp is not None
-    counts = fact.counts
-    row = await conn.fetchrow(
-        q("record_poll"),
-        op.operation_id,
-        fence,
-        op.poll_attempts + 1,
-        worker,
-        sent.traceparent,
-        req.method,
-        req.sanitized_url(),
-        req.sanitized_headers(),
-        sent.duration_ms,
-        resp.status_code,
-        fact.provider_request_id,
-        fact.remote_state.value if fact.remote_state else None,
-        fact.raw_state,
-        int(fact.progress_completed) if fact.progress_completed is not None else None,
-        int(fact.progress_total) if fact.progress_total is not None else None,
-        min(100.0, fact.progress_percent) if fact.progress_percent is not None else None,
-        int(fact.poll_after_seconds) if fact.poll_after_seconds is not None else None,
-        _error_doc(fact),
-        sent.sanitized_response_headers(),
-        sent.error_category,
-        hashlib.sha256(resp.body).hexdigest(),
-        len(resp.body),
-        resp.body[: records.MAX_STORED_BODY_BYTES].decode("utf-8", errors="replace"),
-        fact.provider_updated_at,
-        fact.result_url,
-        fact.errors_url,
-        (
-            {"total": counts.total, "succeeded": counts.succeeded, "failed": counts.failed}
-            if counts
-            else None
-        ),
-        release_after is not None,
-        release_after or 0.0,
-    )
-    if row is None:
+    """One status read written on `conn` (inside the caller's transaction); (observation, call)."""
+    written = await record_polls(conn, [poll_row(op, fence, worker, req, sent, fact)])
+    if op.operation_id not in written:
         raise LeaseLost(f"lease on {op.operation_id} lost before the status read was recorded")
-    return int(row["observation_id"]), int(row["call_id"])
+    return written[op.operation_id]
 
 
 async def escalate(

@@ -71,22 +71,33 @@ class Reconciler:
         the provider's concurrency slots never sit idle waiting for the slowest
         call of a batch; one call handles at most REFILLS + 1 batches, so it
         stays bounded. A batch that was not full ends it: nothing more is due.
+        Finished steps are collected through a queue (O(1) each) rather than
+        `asyncio.wait`, which re-registers a callback on every pending task
+        each time one finishes.
         """
         size = limit or self.ctx.settings.claim_batch
-        batch = await self.claim(size)
-        counts: Counter[str] = Counter(claimed=len(batch))
-        pending = {asyncio.ensure_future(self.process(op)) for op in batch}
-        refills = REFILLS if len(batch) == size else 0
+        finished: asyncio.Queue[asyncio.Task[str]] = asyncio.Queue()
+        counts: Counter[str] = Counter()
+        pending = 0
+
+        async def claim_and_start(want: int) -> int:
+            nonlocal pending
+            batch = await self.claim(want)
+            counts["claimed"] += len(batch)
+            for op in batch:
+                asyncio.ensure_future(self.process(op)).add_done_callback(finished.put_nowait)
+            pending += len(batch)
+            return len(batch)
+
+        refills = REFILLS if await claim_and_start(size) == size else 0
         while pending:
-            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-            counts.update(task.result() for task in done)
-            if refills and len(pending) <= size // 4:
+            task = await finished.get()
+            pending -= 1
+            counts[task.result()] += 1
+            if refills and pending <= size // 4:
                 refills -= 1
-                want = size - len(pending)
-                more = await self.claim(want)
-                counts["claimed"] += len(more)
-                pending |= {asyncio.ensure_future(self.process(op)) for op in more}
-                if len(more) < want:
+                want = size - pending
+                if await claim_and_start(want) < want:
                     refills = 0  # nothing more is due
         return counts
 

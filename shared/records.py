@@ -101,8 +101,10 @@ async def call_started(db: Executor, call: CallStart) -> int:
     )
 
 
-def _excerpt(body: bytes) -> str:
-    return body[:MAX_STORED_BODY_BYTES].decode("utf-8", errors="replace")
+def body_excerpt(body: bytes) -> str:
+    """The stored start of a response body: text PostgreSQL can hold (no NUL)."""
+    text = body[:MAX_STORED_BODY_BYTES].decode("utf-8", errors="replace")
+    return text.replace("\x00", "\ufffd") if "\x00" in text else text
 
 
 async def call_finished(db: Executor, call_id: int, end: CallEnd) -> None:
@@ -117,7 +119,7 @@ async def call_finished(db: Executor, call_id: int, end: CallEnd) -> None:
         end.error_category,
         hashlib.sha256(body).hexdigest() if body is not None else None,
         len(body) if body is not None else None,
-        _excerpt(body) if body is not None else None,
+        body_excerpt(body) if body is not None else None,
         end.remote_job_id,
     )
 

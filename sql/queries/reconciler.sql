@@ -72,52 +72,72 @@ UPDATE operations SET result_attempts = result_attempts + 1
 WHERE operation_id = $1 AND lease_fence = $2 AND lease_expires_at > clock_timestamp()
 RETURNING result_attempts;
 
--- name: record_poll
--- The common case of a status read, in one round trip: the call, the
--- observation and the operation's observed facts, all conditional on the
--- fence (if the lease was lost, nothing is written and no row is returned).
--- With $28 true the lease is also handed back with the next appointment in $29
--- seconds (a wake that arrived meanwhile makes it due at once): a status read
--- that changes nothing costs a single statement.
-WITH op AS (
-    UPDATE operations SET
-        lease_owner = CASE WHEN $28 THEN NULL ELSE lease_owner END,
-        lease_expires_at = CASE WHEN $28 THEN NULL ELSE lease_expires_at END,
+-- name: record_polls
+-- Status reads, any number in one statement (the reconciler's group commit,
+-- reconciler/poll_writer.py). $1 is a JSON array built by
+-- reconciler/recording.py:poll_row (sent as text, so no codec re-encodes it),
+-- at most one element per operation. For each element: the call, the
+-- observation and the operation's observed facts, each conditional on that
+-- element's fence; an element whose lease was lost writes nothing and
+-- returns no row. With "release" true the lease is also handed back with the
+-- next appointment "release_after" seconds away (a wake that arrived
+-- meanwhile makes it due at once).
+WITH r AS (
+    SELECT * FROM jsonb_to_recordset($1::text::jsonb) AS r (
+        operation_id text, fence bigint, attempt integer, worker text, traceparent text,
+        method text, url text, request_headers jsonb, duration_ms integer,
+        status_code integer, provider_request_id text, remote_state jw_remote_state,
+        remote_state_raw text, progress_completed bigint, progress_total bigint,
+        progress_percent numeric, poll_after_seconds integer, error jsonb,
+        response_headers jsonb, error_category text, response_sha256 text,
+        response_size integer, response_body text, provider_updated_at timestamptz,
+        result_url text, errors_url text, counts jsonb, release boolean,
+        release_after double precision)
+), op AS (
+    UPDATE operations o SET
+        lease_owner = CASE WHEN r.release THEN NULL ELSE o.lease_owner END,
+        lease_expires_at = CASE WHEN r.release THEN NULL ELSE o.lease_expires_at END,
         next_poll_at = CASE
-            WHEN NOT $28 THEN next_poll_at
-            WHEN wake_requested THEN clock_timestamp()
-            ELSE clock_timestamp() + make_interval(secs => $29::double precision) END,
-        wake_requested = CASE WHEN $28 THEN false ELSE wake_requested END,
-        remote_state = coalesce($12::jw_remote_state, remote_state),
-        remote_state_raw = coalesce($13, remote_state_raw),
-        progress_completed = coalesce($14, progress_completed),
-        progress_total = coalesce($15, progress_total),
-        progress_percent = coalesce($16, progress_percent),
-        poll_after_seconds = $17,
-        poll_attempts = poll_attempts + 1,
-        last_error = $18
-    WHERE operation_id = $1 AND lease_fence = $2 AND lease_expires_at > clock_timestamp()
-    RETURNING operation_id, trace_id
+            WHEN NOT r.release THEN o.next_poll_at
+            WHEN o.wake_requested THEN clock_timestamp()
+            ELSE clock_timestamp() + make_interval(secs => r.release_after) END,
+        wake_requested = CASE WHEN r.release THEN false ELSE o.wake_requested END,
+        remote_state = coalesce(r.remote_state, o.remote_state),
+        remote_state_raw = coalesce(r.remote_state_raw, o.remote_state_raw),
+        progress_completed = coalesce(r.progress_completed, o.progress_completed),
+        progress_total = coalesce(r.progress_total, o.progress_total),
+        progress_percent = coalesce(r.progress_percent, o.progress_percent),
+        poll_after_seconds = r.poll_after_seconds,
+        poll_attempts = o.poll_attempts + 1,
+        last_error = r.error
+    FROM r
+    WHERE o.operation_id = r.operation_id AND o.lease_fence = r.fence
+      AND o.lease_expires_at > clock_timestamp()
+    RETURNING o.operation_id, o.trace_id
 ), call AS (
     INSERT INTO provider_calls (operation_id, call_kind, attempt, worker, fence, trace_id,
                                 traceparent, method, url, request_headers, started_at,
                                 finished_at, duration_ms, status_code, provider_request_id,
                                 response_headers, error_category, response_sha256,
                                 response_size, response_body)
-    SELECT op.operation_id, 'status', $3, $4, $2, op.trace_id, $5, $6, $7, $8,
-           clock_timestamp() - make_interval(secs => $9::double precision / 1000),
-           clock_timestamp(), $9, $10, $11, $19, $20, $21, $22, $23
-    FROM op
+    SELECT op.operation_id, 'status', r.attempt, r.worker, r.fence, op.trace_id,
+           r.traceparent, r.method, r.url, r.request_headers,
+           clock_timestamp() - make_interval(secs => r.duration_ms::double precision / 1000),
+           clock_timestamp(), r.duration_ms, r.status_code, r.provider_request_id,
+           r.response_headers, r.error_category, r.response_sha256, r.response_size,
+           r.response_body
+    FROM op JOIN r USING (operation_id)
     RETURNING call_id, operation_id
 )
 INSERT INTO observations (operation_id, source, call_id, remote_state, remote_state_raw,
                           provider_updated_at, progress_completed, progress_total,
                           progress_percent, poll_after_seconds, error, result_url, errors_url,
                           counts)
-SELECT call.operation_id, 'poll', call.call_id, $12::jw_remote_state, $13, $24, $14, $15, $16,
-       $17, $18, $25, $26, $27
-FROM call
-RETURNING observation_id, call_id;
+SELECT call.operation_id, 'poll', call.call_id, r.remote_state, r.remote_state_raw,
+       r.provider_updated_at, r.progress_completed, r.progress_total, r.progress_percent,
+       r.poll_after_seconds, r.error, r.result_url, r.errors_url, r.counts
+FROM call JOIN r USING (operation_id)
+RETURNING operation_id, observation_id, call_id;
 
 -- name: open_escalation
 INSERT INTO escalations (operation_id, state, reason, details)

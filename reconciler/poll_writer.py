@@ -1,0 +1,136 @@
+"""Group commit for status reads that decide nothing.
+
+Most status reads only say "still running": the read is recorded, the
+observed columns updated and the lease handed back, all by one statement
+(`record_polls`). Steps do not send that statement themselves: each hands
+its row to the `PollWriter` and awaits it. The writer sends everything
+queued as ONE statement; what arrives while it runs waits for the next one.
+Under load a statement carries several reads (fewer round trips, commits and
+statement executions per read); a lone read waits for nobody.
+
+A step learns its read was written only after the statement returns, and
+learns `LeaseLost` if its fence no longer held (then nothing of it was
+written). Nothing queued here is state a crash could lose: a queued row
+belongs to a step that has not finished, so the lease simply expires and the
+operation is read again (status reads are safe to repeat).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Any
+
+import asyncpg
+
+from reconciler.recording import record_polls
+from shared.errors import LeaseLost
+
+# Reads per statement. The batch only grows this big when the database falls
+# behind; it bounds the statement's size and a failed batch's blast radius.
+MAX_BATCH = 64
+# A deadlock (our multi-row update against another multi-row writer, such as
+# the receiver's webhook matching) aborts the statement; nothing of it was
+# written, so running it again is safe.
+DEADLOCK_RETRIES = 3
+# Errors caused by one row's content, not by the database's health: the batch
+# is then written one row at a time, confining the failure to that row's step.
+_ROW_ERRORS = (asyncpg.DataError, asyncpg.IntegrityConstraintViolationError)
+
+Row = Mapping[str, Any]
+
+
+class _Queued:
+    __slots__ = ("future", "row")
+
+    def __init__(self, row: Row, future: asyncio.Future[None]) -> None:
+        self.row = row
+        self.future = future
+
+
+class PollWriter:
+    """The group-commit writer of one reconciler process; see the module docstring."""
+
+    def __init__(self, db: Any) -> None:
+        self._db = db  # a pool (or anything with asyncpg's `fetch`)
+        self._queue: list[_Queued] = []
+        self._writer: asyncio.Future[None] | None = None
+
+    async def record(self, row: Row) -> None:
+        """Write one `poll_row`; raises LeaseLost when the lease no longer held."""
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._queue.append(_Queued(row, future))
+        if self._writer is None:
+            self._writer = asyncio.ensure_future(self._drain())
+        await future
+
+    async def _drain(self) -> None:
+        batch: list[_Queued] = []
+        try:
+            while self._queue:
+                batch = self._take()
+                await self._write(batch)
+        except BaseException:
+            # Cancelled (event loop shutting down): nobody is left to write
+            # these; their steps must not wait forever.
+            for item in (*batch, *self._queue):
+                if not item.future.done():
+                    item.future.cancel()
+            self._queue.clear()
+            raise
+        finally:
+            self._writer = None
+
+    def _take(self) -> list[_Queued]:
+        """Up to MAX_BATCH queued rows, at most one per operation (the SQL joins on it)."""
+        batch: list[_Queued] = []
+        rest: list[_Queued] = []
+        seen: set[str] = set()
+        for item in self._queue:
+            operation_id = item.row["operation_id"]
+            if len(batch) < MAX_BATCH and operation_id not in seen:
+                seen.add(operation_id)
+                batch.append(item)
+            else:
+                rest.append(item)
+        self._queue = rest
+        return batch
+
+    async def _write(self, batch: list[_Queued]) -> None:
+        try:
+            written = await self._statement([item.row for item in batch])
+        except _ROW_ERRORS as exc:
+            if len(batch) > 1:
+                for item in batch:
+                    await self._write([item])
+                return
+            _fail(batch, exc)
+            return
+        except Exception as exc:
+            _fail(batch, exc)
+            return
+        for item in batch:
+            if item.future.done():  # its step was cancelled meanwhile
+                continue
+            operation_id = item.row["operation_id"]
+            if operation_id in written:
+                item.future.set_result(None)
+            else:
+                item.future.set_exception(
+                    LeaseLost(f"lease on {operation_id} lost before the status read was recorded")
+                )
+
+    async def _statement(self, rows: list[Row]) -> set[str]:
+        for attempt in range(DEADLOCK_RETRIES + 1):
+            try:
+                return set(await record_polls(self._db, rows))
+            except asyncpg.DeadlockDetectedError:
+                if attempt == DEADLOCK_RETRIES:
+                    raise
+        raise AssertionError("unreachable")
+
+
+def _fail(batch: list[_Queued], exc: Exception) -> None:
+    for item in batch:
+        if not item.future.done():
+            item.future.set_exception(exc)

@@ -1,0 +1,227 @@
+"""The status-read group commit against a real PostgreSQL.
+
+Each test leases real operations (the reconciler's own claim query), hands
+status-read rows to a `PollWriter` and checks what the database holds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from reconciler.poll_writer import PollWriter
+from reconciler.recording import poll_row
+from reconciler.transport import Sent
+from shared import ledger
+from shared.errors import LeaseLost
+from shared.ledger import Operation
+from shared.providers import HttpRequest, HttpResponse, StatusFact
+from shared.queries import q
+from shared.states import LocalState, RemoteState
+from tests.support import drive, submit
+
+WORKER = "reconciler:w1"
+BODY = b'{"id": "job_1", "status": "running", "progress": 40}'
+
+
+class CountingPool:
+    """The real pool, counting the statements sent through it.
+
+    With `hold_first`, the first statement waits for `release` before it
+    reaches the database, so a test can queue reads while it is in flight.
+    """
+
+    def __init__(self, pool: Any, *, hold_first: bool = False) -> None:
+        self.pool = pool
+        self.statements: list[int] = []  # rows per statement
+        self.in_flight = asyncio.Event()
+        self.release = asyncio.Event()
+        if not hold_first:
+            self.release.set()
+
+    async def fetch(self, query: str, rows_json: str) -> Any:
+        self.statements.append(rows_json.count('"operation_id"'))
+        self.in_flight.set()
+        await self.release.wait()
+        return await self.pool.fetch(query, rows_json)
+
+
+async def leased(pool: Any, count: int) -> list[Operation]:
+    """`count` observing operations, claimed by us (fenced leases)."""
+    ids = [await submit(pool, ref=f"pw-{i}") for i in range(count)]
+    for op_id in ids:
+        await drive(pool, op_id, LocalState.OBSERVING)
+    await pool.execute(
+        "UPDATE operations SET next_poll_at = now() - interval '1 second'"
+        " WHERE operation_id = ANY($1)",
+        ids,
+    )
+    rows = await pool.fetch(q("claim_due"), "w1", count, 30.0)
+    assert len(rows) == count
+    return [Operation._from_record(r) for r in rows]
+
+
+def read(
+    op: Operation,
+    *,
+    body: bytes = BODY,
+    raw_state: str = "running",
+    progress_total: float | None = 100,
+    release_after: float | None = 60.0,
+) -> dict[str, Any]:
+    """The row a status read that decides nothing produces."""
+    req = HttpRequest("status", "GET", "http://sim/v1/jobs/job_1", {"Authorization": "Bearer s"})
+    resp = HttpResponse(200, {"content-type": "application/json", "x-request-id": "req_1"}, body)
+    fact = StatusFact(
+        200,
+        RemoteState.RUNNING,
+        raw_state,
+        progress_completed=40,
+        progress_total=progress_total,
+        provider_request_id="req_1",
+    )
+    sent = Sent(resp, None, 3, "00-" + "a" * 32 + "-" + "b" * 16 + "-01")
+    return poll_row(op, op.lease_fence, WORKER, req, sent, fact, release_after=release_after)
+
+
+async def calls_of(pool: Any, op_id: str) -> int:
+    return int(
+        await pool.fetchval(
+            "SELECT count(*) FROM provider_calls WHERE operation_id = $1 AND call_kind = 'status'",
+            op_id,
+        )
+    )
+
+
+async def test_concurrent_status_reads_share_one_statement(pool: Any) -> None:
+    ops = await leased(pool, 10)
+    counting = CountingPool(pool)
+    writer = PollWriter(counting)
+    await writer.record(read(ops[0]))  # a lone read waits for nobody
+    await asyncio.gather(*(writer.record(read(op)) for op in ops[1:]))
+    assert counting.statements == [1, 9]
+    for op in ops:
+        row = await pool.fetchrow(
+            "SELECT lease_owner, poll_attempts, progress_completed, remote_state_raw,"
+            " next_poll_at > now() + interval '50 seconds' AS later"
+            " FROM operations WHERE operation_id = $1",
+            op.operation_id,
+        )
+        assert row["lease_owner"] is None  # the lease was handed back
+        assert row["later"]  # with the next appointment 60 s away
+        assert row["poll_attempts"] == op.poll_attempts + 1
+        assert (row["progress_completed"], row["remote_state_raw"]) == (40, "running")
+        obs = await pool.fetchrow(
+            "SELECT o.remote_state::text, c.status_code, c.response_size, c.request_headers,"
+            " c.provider_request_id FROM observations o JOIN provider_calls c USING (call_id)"
+            " WHERE o.operation_id = $1 AND o.source = 'poll'",
+            op.operation_id,
+        )
+        assert obs["remote_state"] == "running"
+        assert (obs["status_code"], obs["response_size"]) == (200, len(BODY))
+        assert obs["provider_request_id"] == "req_1"
+        assert obs["request_headers"]["Authorization"] == "[redacted]"
+    assert writer._writer is None  # nothing left running once the queue is empty
+
+
+async def test_reads_arriving_during_a_statement_go_together_in_the_next(pool: Any) -> None:
+    ops = await leased(pool, 6)
+    counting = CountingPool(pool, hold_first=True)
+    writer = PollWriter(counting)
+    first = asyncio.ensure_future(writer.record(read(ops[0])))
+    await counting.in_flight.wait()
+    rest = [asyncio.ensure_future(writer.record(read(op))) for op in ops[1:]]
+    await asyncio.sleep(0.05)
+    assert not first.done()  # a step learns its read was written only after the statement
+    counting.release.set()
+    await asyncio.gather(first, *rest)
+    assert counting.statements == [1, 5]
+    assert [await calls_of(pool, op.operation_id) for op in ops] == [1] * 6
+
+
+async def test_a_lost_lease_fails_only_its_own_read(pool: Any) -> None:
+    ops = await leased(pool, 3)
+    lost = ops[1]
+    await pool.execute(  # another worker took the row over: the fence moved on
+        "UPDATE operations SET lease_fence = lease_fence + 1 WHERE operation_id = $1",
+        lost.operation_id,
+    )
+    writer = PollWriter(pool)
+    outcomes = await asyncio.gather(
+        *(writer.record(read(op)) for op in ops), return_exceptions=True
+    )
+    assert outcomes[0] is None and outcomes[2] is None
+    assert isinstance(outcomes[1], LeaseLost)
+    assert [await calls_of(pool, op.operation_id) for op in ops] == [1, 0, 1]
+    assert (await ledger.load_operation(pool, lost.operation_id)).lease_owner == "w1"
+
+
+async def test_a_row_the_database_refuses_fails_only_its_own_read(pool: Any) -> None:
+    ops = await leased(pool, 4)
+    bad = ops[2]
+    writer = PollWriter(pool)
+    rows = [read(op, progress_total=2.0**70 if op is bad else 100) for op in ops]  # > bigint
+    outcomes = await asyncio.gather(*(writer.record(r) for r in rows), return_exceptions=True)
+    errors = [o for o in outcomes if isinstance(o, BaseException)]
+    assert len(errors) == 1 and outcomes[2] is errors[0]
+    assert "out of range" in str(errors[0])
+    assert [await calls_of(pool, op.operation_id) for op in ops] == [1, 1, 0, 1]
+
+
+async def test_two_reads_of_one_operation_never_share_a_statement(pool: Any) -> None:
+    [op] = await leased(pool, 1)
+    counting = CountingPool(pool)
+    writer = PollWriter(counting)
+    first, second = await asyncio.gather(
+        writer.record(read(op)), writer.record(read(op)), return_exceptions=True
+    )
+    assert first is None
+    assert isinstance(second, LeaseLost)  # the first read already handed the lease back
+    assert counting.statements == [1, 1]
+    assert await calls_of(pool, op.operation_id) == 1
+
+
+async def test_provider_text_postgres_cannot_hold_is_stored_replaced(pool: Any) -> None:
+    [op] = await leased(pool, 1)
+    await PollWriter(pool).record(read(op, body=b'{"s": "a\x00b"}', raw_state="run\x00\ud800ing"))
+    row = await pool.fetchrow(
+        "SELECT o.remote_state_raw, c.response_body, c.response_size"
+        " FROM observations o JOIN provider_calls c USING (call_id) WHERE o.operation_id = $1",
+        op.operation_id,
+    )
+    assert row["remote_state_raw"] == "run\ufffd\ufffding"
+    assert row["response_body"] == '{"s": "a\ufffdb"}'
+    assert row["response_size"] == 12  # the size (and digest) of the bytes received
+
+
+async def test_a_cancelled_step_does_not_stop_the_others(pool: Any) -> None:
+    ops = await leased(pool, 5)
+    writer = PollWriter(pool)
+    tasks = [asyncio.ensure_future(writer.record(read(op))) for op in ops]
+    await asyncio.sleep(0)  # all five queued, the first statement under way
+    tasks[3].cancel()
+    outcomes = await asyncio.gather(*tasks, return_exceptions=True)
+    assert isinstance(outcomes[3], asyncio.CancelledError)
+    assert [o for i, o in enumerate(outcomes) if i != 3] == [None] * 4
+    assert writer._writer is None
+
+
+async def test_reads_recorded_inside_a_decision_keep_the_lease(pool: Any) -> None:
+    """Without release_after the row is an observation only: the step still holds the lease."""
+    [op] = await leased(pool, 1)
+    await PollWriter(pool).record(read(op, release_after=None))
+    current = await ledger.load_operation(pool, op.operation_id)
+    assert current.lease_owner == "w1" and current.lease_fence == op.lease_fence
+    assert current.poll_attempts == op.poll_attempts + 1
+
+
+@pytest.mark.parametrize("count", [1, 64, 65])
+async def test_batches_are_bounded(pool: Any, count: int) -> None:
+    ops = await leased(pool, count)
+    counting = CountingPool(pool)
+    writer = PollWriter(counting)
+    await asyncio.gather(*(writer.record(read(op)) for op in ops))
+    assert sum(counting.statements) == count
+    assert max(counting.statements) <= 64
