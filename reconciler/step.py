@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 from reconciler.context import Context
@@ -12,7 +12,7 @@ from reconciler.transport import Sent, send
 from shared import ledger
 from shared.errors import LeaseLost
 from shared.ledger import Operation
-from shared.providers import HttpRequest, ProviderAdapter
+from shared.providers import ConfigError, HttpRequest, ProviderAdapter
 from shared.queries import q
 from shared.states import ESCALATED, Evidence, LocalState
 
@@ -48,18 +48,28 @@ class Step:
     async def send(self, req: HttpRequest, conn: Any = None) -> Sent:
         """Send under the provider's concurrency limit, never past our lease.
 
-        Waiting for a slot can take a while; if the lease would not outlast the
-        call, it is renewed first (fenced) — or, if it was lost, nothing is sent.
-        `conn` is the connection the caller already holds: taking a second one
-        from the pool while holding one could exhaust it.
+        The lease is renewed (fenced) before queueing for a slot if it would
+        not outlast the call with margin; if it was lost, nothing is sent. A
+        slot holder never waits for a pool connection: steps holding pool
+        connections may be queueing for slots, so that wait could deadlock
+        the process. If the wait for a slot left less lease than the call may
+        take, the slot is given back and the lease renewed again.
+        `conn` is the connection the caller already holds, used for renewals:
+        taking a second one from the pool while holding one could exhaust it.
         """
-        async with self.ctx.semaphore(self.op.provider):
-            await self._lease_for(req.timeout, conn if conn is not None else self.ctx.pool)
-            return await send(self.ctx.client, req, self.op.trace_id)
+        db = conn if conn is not None else self.ctx.pool
+        while True:
+            await self._lease_for(req.timeout, db)
+            async with self.ctx.semaphore(self.op.provider):
+                if self._lease_left() > req.timeout:
+                    return await send(self.ctx.client, req, self.op.trace_id)
+
+    def _lease_left(self) -> float:
+        expires = self.op.lease_expires_at
+        return (expires - utcnow()).total_seconds() if expires is not None else 0.0
 
     async def _lease_for(self, seconds: float, db: Any) -> None:
-        expires = self.op.lease_expires_at
-        if expires is not None and expires - utcnow() > timedelta(seconds=seconds + LEASE_MARGIN_S):
+        if self._lease_left() > seconds + LEASE_MARGIN_S:
             return
         renewed = await db.fetchval(
             q("renew_lease"), self.op.operation_id, self.fence, self.ctx.settings.lease_seconds
@@ -67,6 +77,13 @@ class Step:
         if renewed is None:
             raise LeaseLost(f"lease on {self.op.operation_id} lost before a provider call")
         self.op = replace(self.op, lease_expires_at=renewed)
+        if self._lease_left() <= seconds:
+            # Renewing can never make room for this call (load_settings refuses
+            # such a configuration; this guards a hand-built one from spinning).
+            raise ConfigError(
+                f"lease_seconds ({self.ctx.settings.lease_seconds:g}) must exceed the "
+                f"request timeout of provider {self.op.provider!r} ({seconds:g} s)"
+            )
 
     async def move(
         self,

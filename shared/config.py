@@ -110,4 +110,18 @@ def load_settings(path: Path | None = None, env: Mapping[str, str] | None = None
             values[key] = _convert(f"environment {var}", key, env[var], kind)
         elif key in table:
             values[key] = _convert(f"{path}: jobwarden", key, table[key], kind)
-    return Settings(**values)
+    settings = Settings(**values)
+    _check_lease_outlasts_calls(settings)
+    return settings
+
+
+def _check_lease_outlasts_calls(settings: Settings) -> None:
+    """A provider call must fit in a lease, or a worker could never send it."""
+    for name, desc in settings.providers.items():
+        timeout = desc.limits.request_timeout
+        if timeout >= settings.lease_seconds:
+            raise ConfigError(
+                f"{settings.config_path}: providers.{name}.limits.request_timeout ({timeout:g} s)"
+                f" must be shorter than lease_seconds ({settings.lease_seconds:g} s,"
+                " JW_LEASE_SECONDS): a call must fit in the lease that fences it"
+            )

@@ -52,8 +52,9 @@ async def test_sigkill_after_recording_the_job_id_before_the_first_poll(
     sim_settings = SimulatorSettings(status_latency=1.5)
     async with serve_app(build_app(sim_settings)) as sim_url:
         config = write_config(tmp_path / "jw.toml", sim_url, limits={"request_timeout": 5})
+        lease = {"JW_LEASE_SECONDS": "6"}  # a 5 s call must fit in the lease
         op_id = await submit(pool, "success", duration=0.5)
-        first = start_reconciler(db_url, config, tmp_path, "first")
+        first = start_reconciler(db_url, config, tmp_path, "first", **lease)
         try:
 
             async def job_recorded() -> Any:
@@ -66,7 +67,7 @@ async def test_sigkill_after_recording_the_job_id_before_the_first_poll(
             "SELECT count(*) FROM observations WHERE operation_id = $1 AND source = 'poll'", op_id
         )
         assert polls == 0, "the first poll must not have been recorded before the kill"
-        second = start_reconciler(db_url, config, tmp_path, "second")
+        second = start_reconciler(db_url, config, tmp_path, "second", **lease)
         try:
 
             async def finished() -> Any:

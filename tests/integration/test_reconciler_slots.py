@@ -1,0 +1,112 @@
+"""Provider slots, pool connections and leases: the waits a step may and may not do.
+
+Steps that hold a pool connection queue for a provider slot (create, cancel,
+result fetch). So a step holding a slot must never wait for a pool
+connection, or the process deadlocks: that was seen in `make chaos` (16
+creates holding every connection, queued for slots; 8 status reads holding
+every slot, waiting for a connection to renew their lease).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from reconciler.step import Step
+from shared.config import load_settings
+from shared.database import create_pool
+from shared.ledger import Operation
+from shared.providers import ConfigError
+from shared.states import LocalState
+from tests.harness import Rig, rig
+
+ONE_SLOT = {"limits": {"max_concurrency": 1}}
+
+
+async def claimed_observing_step(r: Rig) -> Step:
+    """A step on an observing operation, claimed with a fresh lease."""
+    op_id = await r.submit("never_finishes")
+    await r.settle(op_id, {LocalState.OBSERVING})
+    await r.pool.execute(
+        "UPDATE operations SET next_poll_at = now() - interval '1 second' WHERE operation_id = $1",
+        op_id,
+    )
+    [op] = await r.reconciler.claim(1)
+    adapter = r.ctx.adapter(op.provider)
+    assert adapter is not None
+    return Step(r.ctx, op, adapter, op.lease_fence)
+
+
+def status_request(step: Step) -> Any:
+    op: Operation = step.op
+    assert op.remote_job_id is not None
+    return step.adapter.build_status(op.remote_job_id, op.status_url)
+
+
+async def test_a_step_waiting_for_a_connection_holds_no_provider_slot(
+    db_url: str, tmp_path: Path
+) -> None:
+    small = await create_pool(db_url, min_size=1, max_size=1)
+    try:
+        # A 3 s lease is renewed before every call (it is under timeout + margin).
+        async with rig(small, tmp_path, overrides=ONE_SLOT, lease_seconds=3.0) as r:
+            step = await claimed_observing_step(r)
+            slot = r.ctx.semaphore("sim")
+            held = await small.acquire()  # every pool connection is taken
+            try:
+                sending = asyncio.ensure_future(step.send(status_request(step)))
+                await asyncio.sleep(0.3)
+                assert not sending.done()  # it needs a connection to renew its lease...
+                assert not slot.locked()  # ...and waits for it without holding the slot
+            finally:
+                await small.release(held)
+            sent = await asyncio.wait_for(sending, 5)
+            assert sent.response is not None and sent.response.status_code == 200
+    finally:
+        await small.close()
+
+
+async def test_a_slot_wait_longer_than_the_lease_renews_before_sending(
+    pool: Any, tmp_path: Path
+) -> None:
+    # Lease 2 s, request timeout 1 s: after a 1.3 s wait for the slot, 0.7 s of
+    # lease is left, less than the call may take.
+    async with rig(pool, tmp_path, overrides=ONE_SLOT, lease_seconds=2.0) as r:
+        step = await claimed_observing_step(r)
+        slot = r.ctx.semaphore("sim")
+        await slot.acquire()  # another call holds the only slot
+        sending = asyncio.ensure_future(step.send(status_request(step)))
+        await asyncio.sleep(1.3)
+        freed_at = datetime.now(UTC)
+        slot.release()
+        sent = await asyncio.wait_for(sending, 5)
+        assert sent.response is not None and sent.response.status_code == 200
+        expires = step.op.lease_expires_at
+        assert expires is not None
+        # Renewed after the slot came free, not only before queueing for it.
+        assert expires > freed_at + timedelta(seconds=1.5)
+        in_db = await pool.fetchval(
+            "SELECT lease_expires_at FROM operations WHERE operation_id = $1",
+            step.op.operation_id,
+        )
+        assert in_db == expires
+
+
+def test_a_request_timeout_the_lease_cannot_cover_is_a_config_error(tmp_path: Path) -> None:
+    config = tmp_path / "jobwarden.toml"
+    config.write_text(
+        '[providers.sim]\npreset = "simulator"\nbase_url = "http://127.0.0.1:9"\n'
+        "[providers.sim.limits]\nrequest_timeout = 90\n",
+        "utf-8",
+    )
+    with pytest.raises(ConfigError) as caught:
+        load_settings(config, env={})  # lease_seconds defaults to 60
+    message = str(caught.value)
+    assert str(config) in message
+    assert "providers.sim.limits.request_timeout (90 s)" in message
+    assert "lease_seconds (60 s" in message
+    assert load_settings(config, env={"JW_LEASE_SECONDS": "120"}).lease_seconds == 120
