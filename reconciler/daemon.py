@@ -23,7 +23,7 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from reconciler.context import Context, build_adapters, http_client
 from reconciler.worker import Reconciler
 from shared import sdnotify
-from shared.config import Settings
+from shared.config import Settings, check_reconciler_settings
 from shared.database import connect, create_pool
 from shared.migrate import pending_migrations
 from shared.result_store import ResultStore
@@ -135,7 +135,8 @@ class Daemon:
 
     async def shutdown(self) -> None:
         sdnotify.notify("STOPPING=1")
-        self.scheduler.shutdown(wait=False)  # stop claiming
+        self.reconciler.stop_claiming()  # batches in progress do not top up
+        self.scheduler.shutdown(wait=False)  # no new sweeps
         if self.sweeping is not None and not self.sweeping.done():
             try:
                 await asyncio.wait_for(asyncio.shield(self.sweeping), self.settings.shutdown_grace)
@@ -164,6 +165,7 @@ async def create_reconciler_pool(database_url: str, **kwargs: Any) -> Any:
 
 
 async def run_reconciler(settings: Settings, database_url: str) -> int:
+    check_reconciler_settings(settings)
     pool = await create_reconciler_pool(database_url)
     try:
         async with pool.acquire() as conn:

@@ -24,6 +24,7 @@ from typing import Any
 import asyncpg
 
 from reconciler.recording import record_polls
+from shared import pgjson
 from shared.errors import LeaseLost
 
 # Reads per statement. The batch only grows this big when the database falls
@@ -41,10 +42,11 @@ Row = Mapping[str, Any]
 
 
 class _Queued:
-    __slots__ = ("future", "row")
+    __slots__ = ("future", "operation_id", "text")
 
-    def __init__(self, row: Row, future: asyncio.Future[None]) -> None:
-        self.row = row
+    def __init__(self, operation_id: str, text: str, future: asyncio.Future[None]) -> None:
+        self.operation_id = operation_id
+        self.text = text
         self.future = future
 
 
@@ -57,9 +59,14 @@ class PollWriter:
         self._writer: asyncio.Future[None] | None = None
 
     async def record(self, row: Row) -> None:
-        """Write one `poll_row`; raises LeaseLost when the lease no longer held."""
+        """Write one `poll_row`; raises LeaseLost when the lease no longer held.
+
+        The row is encoded here, in the caller's task: a row that cannot be
+        encoded fails its own step, not the batch it would have joined.
+        """
+        text = pgjson.dumps(row)
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._queue.append(_Queued(row, future))
+        self._queue.append(_Queued(row["operation_id"], text, future))
         if self._writer is None:
             self._writer = asyncio.ensure_future(self._drain())
         await future
@@ -87,9 +94,8 @@ class PollWriter:
         rest: list[_Queued] = []
         seen: set[str] = set()
         for item in self._queue:
-            operation_id = item.row["operation_id"]
-            if len(batch) < MAX_BATCH and operation_id not in seen:
-                seen.add(operation_id)
+            if len(batch) < MAX_BATCH and item.operation_id not in seen:
+                seen.add(item.operation_id)
                 batch.append(item)
             else:
                 rest.append(item)
@@ -98,7 +104,7 @@ class PollWriter:
 
     async def _write(self, batch: list[_Queued]) -> None:
         try:
-            written = await self._statement([item.row for item in batch])
+            written = await self._statement([item.text for item in batch])
         except _ROW_ERRORS as exc:
             if len(batch) > 1:
                 for item in batch:
@@ -112,15 +118,16 @@ class PollWriter:
         for item in batch:
             if item.future.done():  # its step was cancelled meanwhile
                 continue
-            operation_id = item.row["operation_id"]
-            if operation_id in written:
+            if item.operation_id in written:
                 item.future.set_result(None)
             else:
                 item.future.set_exception(
-                    LeaseLost(f"lease on {operation_id} lost before the status read was recorded")
+                    LeaseLost(
+                        f"lease on {item.operation_id} lost before the status read was recorded"
+                    )
                 )
 
-    async def _statement(self, rows: list[Row]) -> set[str]:
+    async def _statement(self, rows: list[str]) -> set[str]:
         for attempt in range(DEADLOCK_RETRIES + 1):
             try:
                 return set(await record_polls(self._db, rows))

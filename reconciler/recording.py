@@ -10,7 +10,7 @@ statement that can carry many reads (`record_polls`; see poll_writer.py).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from reconciler.transport import Sent
@@ -18,6 +18,7 @@ from shared import pgjson, records
 from shared.errors import LeaseLost
 from shared.ledger import Operation
 from shared.providers import HttpRequest, StatusFact
+from shared.providers.sanitize import sanitize_url, stored_excerpt
 from shared.queries import q
 from shared.states import LocalState
 
@@ -73,6 +74,7 @@ async def finish_call(
             response_headers=sent.sanitized_response_headers(),
             error_category=sent.error_category,
             body=resp.body if resp is not None else None,
+            excerpt=stored_excerpt(resp.body) if resp is not None else None,
             remote_job_id=remote_job_id,
         ),
     )
@@ -102,6 +104,12 @@ def _error_doc(fact: StatusFact) -> dict[str, str | None] | None:
         "code": fact.error.code if fact.error else None,
         "message": fact.error.message if fact.error else fact.problem,
     }
+
+
+def _stored_url(url: str | None) -> str | None:
+    # Result links are often pre-signed; the collection step uses the live
+    # read's URL, so the stored one only needs to say where, not to open it.
+    return sanitize_url(url) if url is not None else None
 
 
 def _whole(value: float | None) -> int | None:
@@ -150,12 +158,12 @@ def poll_row(
         "error_category": sent.error_category,
         "response_sha256": hashlib.sha256(resp.body).hexdigest(),
         "response_size": len(resp.body),
-        "response_body": records.body_excerpt(resp.body),
+        "response_body": stored_excerpt(resp.body),
         "provider_updated_at": (
             fact.provider_updated_at.isoformat() if fact.provider_updated_at else None
         ),
-        "result_url": fact.result_url,
-        "errors_url": fact.errors_url,
+        "result_url": _stored_url(fact.result_url),
+        "errors_url": _stored_url(fact.errors_url),
         "counts": (
             {"total": counts.total, "succeeded": counts.succeeded, "failed": counts.failed}
             if counts
@@ -166,13 +174,14 @@ def poll_row(
     }
 
 
-async def record_polls(conn: Any, rows: Sequence[Mapping[str, Any]]) -> dict[str, tuple[int, int]]:
+async def record_polls(conn: Any, encoded_rows: Sequence[str]) -> dict[str, tuple[int, int]]:
     """Write status reads in one statement; returns {operation_id: (observation, call)}.
 
-    An operation missing from the answer had lost its lease: nothing of its
+    `encoded_rows` are `poll_row`s, each already JSON (`pgjson.dumps`). An
+    operation missing from the answer had lost its lease: nothing of its
     read was written.
     """
-    answer = await conn.fetch(q("record_polls"), pgjson.dumps(rows))
+    answer = await conn.fetch(q("record_polls"), "[" + ",".join(encoded_rows) + "]")
     return {r["operation_id"]: (int(r["observation_id"]), int(r["call_id"])) for r in answer}
 
 
@@ -186,7 +195,8 @@ async def record_poll(
     fact: StatusFact,
 ) -> tuple[int, int]:
     """One status read written on `conn` (inside the caller's transaction); (observation, call)."""
-    written = await record_polls(conn, [poll_row(op, fence, worker, req, sent, fact)])
+    row = poll_row(op, fence, worker, req, sent, fact)
+    written = await record_polls(conn, [pgjson.dumps(row)])
     if op.operation_id not in written:
         raise LeaseLost(f"lease on {op.operation_id} lost before the status read was recorded")
     return written[op.operation_id]

@@ -2,26 +2,35 @@
 
 from __future__ import annotations
 
+import logging
+import time
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
 from reconciler.context import Context
 from reconciler.recording import escalate, worker_name
-from reconciler.transport import Sent, send
+from reconciler.transport import Sent, not_sent, send
 from shared import ledger
 from shared.errors import LeaseLost
 from shared.ledger import Operation
-from shared.providers import ConfigError, HttpRequest, ProviderAdapter
+from shared.providers import HttpRequest, ProviderAdapter
 from shared.queries import q
 from shared.states import ESCALATED, Evidence, LocalState
+
+log = logging.getLogger("jobwarden.reconciler")
 
 # A step returns how long until the operation should be looked at again
 # (seconds), or None when nothing is scheduled (finished, or waiting for a human).
 Delay = float | None
 NOW = 0.0
-# A call starts only if our lease outlives its timeout by this much (DB writes after it).
+# A call starts only if our lease outlives its timeout by this much, so its
+# answer can still be written under the lease (less when the lease is short:
+# half of what the lease leaves beyond the timeout).
 LEASE_MARGIN_S = 5.0
+# Times a step gives its provider slot back to renew its lease before it
+# stops trying; the call is then recorded as never sent.
+MAX_SLOT_ROUNDS = 3
 
 
 def utcnow() -> datetime:
@@ -36,6 +45,16 @@ class Step:
     fence: int
     # Set when the step's last statement already handed the lease back.
     released: bool = False
+    # When our lease ends on this process's monotonic clock, measured from
+    # before the statement that set it (so never later than the database's
+    # expiry, whatever the clocks say). None: derived from the row.
+    lease_until: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.lease_until is None:
+            expires = self.op.lease_expires_at
+            left = (expires - utcnow()).total_seconds() if expires is not None else 0.0
+            self.lease_until = time.monotonic() + left
 
     @property
     def worker(self) -> str:
@@ -52,38 +71,42 @@ class Step:
         not outlast the call with margin; if it was lost, nothing is sent. A
         slot holder never waits for a pool connection: steps holding pool
         connections may be queueing for slots, so that wait could deadlock
-        the process. If the wait for a slot left less lease than the call may
-        take, the slot is given back and the lease renewed again.
+        the process. If the wait for a slot left too little lease, the slot is
+        given back and the lease renewed again; after MAX_SLOT_ROUNDS the call
+        is given up as never sent (the caller records it and backs off).
         `conn` is the connection the caller already holds, used for renewals:
         taking a second one from the pool while holding one could exhaust it.
         """
         db = conn if conn is not None else self.ctx.pool
-        while True:
-            await self._lease_for(req.timeout, db)
+        need = req.timeout + self._margin(req.timeout)
+        for _ in range(MAX_SLOT_ROUNDS):
+            if self._lease_left() <= need:
+                await self._renew(db)
             async with self.ctx.semaphore(self.op.provider):
-                if self._lease_left() > req.timeout:
+                if self._lease_left() > need:
                     return await send(self.ctx.client, req, self.op.trace_id)
+        log.warning(
+            "no provider slot within the lease; call not sent",
+            extra={"ctx": {"operation_id": self.op.operation_id, "provider": self.op.provider}},
+        )
+        return not_sent(self.op.trace_id)
+
+    def _margin(self, timeout: float) -> float:
+        return min(LEASE_MARGIN_S, (self.ctx.settings.lease_seconds - timeout) / 2)
 
     def _lease_left(self) -> float:
-        expires = self.op.lease_expires_at
-        return (expires - utcnow()).total_seconds() if expires is not None else 0.0
+        assert self.lease_until is not None
+        return self.lease_until - time.monotonic()
 
-    async def _lease_for(self, seconds: float, db: Any) -> None:
-        if self._lease_left() > seconds + LEASE_MARGIN_S:
-            return
+    async def _renew(self, db: Any) -> None:
+        started = time.monotonic()
         renewed = await db.fetchval(
             q("renew_lease"), self.op.operation_id, self.fence, self.ctx.settings.lease_seconds
         )
         if renewed is None:
             raise LeaseLost(f"lease on {self.op.operation_id} lost before a provider call")
         self.op = replace(self.op, lease_expires_at=renewed)
-        if self._lease_left() <= seconds:
-            # Renewing can never make room for this call (load_settings refuses
-            # such a configuration; this guards a hand-built one from spinning).
-            raise ConfigError(
-                f"lease_seconds ({self.ctx.settings.lease_seconds:g}) must exceed the "
-                f"request timeout of provider {self.op.provider!r} ({seconds:g} s)"
-            )
+        self.lease_until = started + self.ctx.settings.lease_seconds
 
     async def move(
         self,

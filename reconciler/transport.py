@@ -7,6 +7,7 @@ trouble: the caller gets a category it can record and reason about.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass
 
@@ -48,16 +49,28 @@ def http_error_category(status: int | None) -> str | None:
     return None
 
 
+def not_sent(trace_id: str) -> Sent:
+    """A call given up before it left this process (it may simply be made again)."""
+    return Sent(None, "connect", 0, traceparent(trace_id), "connect")
+
+
 async def send(client: httpx.AsyncClient, req: HttpRequest, trace_id: str) -> Sent:
+    """One exchange, bounded as a whole by `req.timeout`.
+
+    httpx's timeout applies to each phase (connect, write, each read); the
+    outer bound makes it the whole call's, which is what the lease that
+    fences the call is sized against.
+    """
     parent = traceparent(trace_id)
     headers = {**req.headers, "traceparent": parent, "X-Trace-Id": trace_id}
     started = time.perf_counter()
     try:
-        resp = await client.request(
-            req.method, req.url, headers=headers, json=req.json, timeout=req.timeout
-        )
-        body = resp.content
-    except httpx.HTTPError as exc:
+        async with asyncio.timeout(req.timeout):
+            resp = await client.request(
+                req.method, req.url, headers=headers, json=req.json, timeout=req.timeout
+            )
+            body = resp.content
+    except (httpx.HTTPError, TimeoutError) as exc:
         elapsed = int((time.perf_counter() - started) * 1000)
         category = classify_transport_error(exc)
         return Sent(None, category, elapsed, parent, category)

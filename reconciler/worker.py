@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 
@@ -56,6 +57,11 @@ def step_for(op: Operation) -> StepFn | None:
 class Reconciler:
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
+        # Cleared on shutdown: batches in progress finish, no new rows are claimed.
+        self.claiming = True
+
+    def stop_claiming(self) -> None:
+        self.claiming = False
 
     async def claim(self, limit: int) -> list[Operation]:
         settings = self.ctx.settings
@@ -77,19 +83,28 @@ class Reconciler:
         """
         size = limit or self.ctx.settings.claim_batch
         finished: asyncio.Queue[asyncio.Task[str]] = asyncio.Queue()
+        running: set[asyncio.Task[str]] = set()  # the loop keeps only weak references
         counts: Counter[str] = Counter()
-        pending = 0
+
+        def done(task: asyncio.Task[str]) -> None:
+            running.discard(task)
+            finished.put_nowait(task)
 
         async def claim_and_start(want: int) -> int:
-            nonlocal pending
+            if not self.claiming:
+                return 0
+            started = time.monotonic()  # the leases end no earlier than this + lease_seconds
             batch = await self.claim(want)
             counts["claimed"] += len(batch)
+            lease_until = started + self.ctx.settings.lease_seconds
             for op in batch:
-                asyncio.ensure_future(self.process(op)).add_done_callback(finished.put_nowait)
-            pending += len(batch)
+                task = asyncio.ensure_future(self.process(op, lease_until))
+                running.add(task)
+                task.add_done_callback(done)
             return len(batch)
 
-        refills = REFILLS if await claim_and_start(size) == size else 0
+        pending = await claim_and_start(size)
+        refills = REFILLS if pending == size else 0
         while pending:
             task = await finished.get()
             pending -= 1
@@ -97,11 +112,18 @@ class Reconciler:
             if refills and pending <= size // 4:
                 refills -= 1
                 want = size - pending
-                if await claim_and_start(want) < want:
-                    refills = 0  # nothing more is due
+                more = await claim_and_start(want)
+                pending += more
+                if more < want:
+                    refills = 0  # nothing more is due (or we are stopping)
         return counts
 
-    async def process(self, op: Operation) -> str:
+    async def process(self, op: Operation, lease_until: float | None = None) -> str:
+        """Run the steps `op`'s state calls for, under the lease claimed with it.
+
+        `lease_until` is when that lease ends on the monotonic clock (see
+        Step.lease_until); None derives it from the row.
+        """
         fence = op.lease_fence
         adapter = self.ctx.adapter(op.provider)
         if adapter is None:
@@ -111,7 +133,7 @@ class Reconciler:
             )
             await self._release(op, fence, UNKNOWN_PROVIDER_RETRY_SECONDS)
             return "unknown_provider"
-        step = Step(self.ctx, op, adapter, fence)
+        step = Step(self.ctx, op, adapter, fence, lease_until=lease_until)
         delay: Delay = None
         try:
             for _ in range(MAX_CHAINED_STEPS):
@@ -120,7 +142,7 @@ class Reconciler:
                     delay = None
                     break
                 delay = await fn(step)
-                if delay != NOW:
+                if delay != NOW or step.released:
                     break
         except LeaseLost:
             log.warning(

@@ -20,6 +20,7 @@ from shared import audit, cli_operator, cli_providers, logs
 from shared.config import Settings, load_settings
 from shared.database import connection, redact_url
 from shared.migrate import MigrationError, apply_migrations
+from shared.providers import ConfigError
 from shared.runtime import app_database
 
 Handler = Callable[[argparse.Namespace], Coroutine[Any, Any, int]]
@@ -166,6 +167,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return asyncio.run(handler(args))
     except KeyboardInterrupt:
         return 130
+    except ConfigError as exc:
+        print(f"jobwarden: configuration error: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

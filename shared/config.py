@@ -110,13 +110,15 @@ def load_settings(path: Path | None = None, env: Mapping[str, str] | None = None
             values[key] = _convert(f"environment {var}", key, env[var], kind)
         elif key in table:
             values[key] = _convert(f"{path}: jobwarden", key, table[key], kind)
-    settings = Settings(**values)
-    _check_lease_outlasts_calls(settings)
-    return settings
+    return Settings(**values)
 
 
-def _check_lease_outlasts_calls(settings: Settings) -> None:
-    """A provider call must fit in a lease, or a worker could never send it."""
+def check_reconciler_settings(settings: Settings) -> None:
+    """What only the reconciler needs: every provider call must fit in a lease.
+
+    A worker renews its lease before a call the lease would not outlast; if
+    the call's timeout alone is longer than a lease, no renewal can help.
+    """
     for name, desc in settings.providers.items():
         timeout = desc.limits.request_timeout
         if timeout >= settings.lease_seconds:

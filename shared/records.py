@@ -16,9 +16,6 @@ from typing import Any
 from shared.database import Executor
 from shared.queries import q
 
-# Large bodies are referenced by digest, not copied into the call log.
-MAX_STORED_BODY_BYTES = 16 * 1024
-
 
 @dataclass(frozen=True)
 class CallStart:
@@ -42,7 +39,8 @@ class CallEnd:
     provider_request_id: str | None = None
     response_headers: Mapping[str, str] | None = None  # already sanitized
     error_category: str | None = None
-    body: bytes | None = None
+    body: bytes | None = None  # its digest and size are stored
+    excerpt: str | None = None  # the stored start of the body, already sanitized
     remote_job_id: str | None = None
 
 
@@ -101,12 +99,6 @@ async def call_started(db: Executor, call: CallStart) -> int:
     )
 
 
-def body_excerpt(body: bytes) -> str:
-    """The stored start of a response body: text PostgreSQL can hold (no NUL)."""
-    text = body[:MAX_STORED_BODY_BYTES].decode("utf-8", errors="replace")
-    return text.replace("\x00", "\ufffd") if "\x00" in text else text
-
-
 async def call_finished(db: Executor, call_id: int, end: CallEnd) -> None:
     body = end.body
     await db.fetchval(
@@ -119,7 +111,7 @@ async def call_finished(db: Executor, call_id: int, end: CallEnd) -> None:
         end.error_category,
         hashlib.sha256(body).hexdigest() if body is not None else None,
         len(body) if body is not None else None,
-        body_excerpt(body) if body is not None else None,
+        end.excerpt,
         end.remote_job_id,
     )
 

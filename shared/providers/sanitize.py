@@ -8,6 +8,7 @@ detail; a credential stored by mistake costs a rotation and an incident.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -21,6 +22,12 @@ _KEEP = frozenset({"idempotency-key", "x-idempotency-key"})
 # Query parameters that commonly carry credentials in pre-signed result URLs
 # (S3 X-Amz-Signature, GCS X-Goog-Signature, Azure SAS `sig`, API `key=`).
 _QUERY_WORDS = (*_WORDS, "sig", "x-amz-security-token")
+# Large bodies are referenced by digest, not copied into the call log.
+EXCERPT_BYTES = 16 * 1024
+# Headers whose values are URLs (a redirect to a pre-signed download, say).
+_URL_HEADERS = frozenset({"location", "content-location", "link"})
+# An absolute URL with a query string inside free text (a JSON body, say).
+_URL_WITH_QUERY = re.compile(r"https?://[^\s\"'<>\\]*\?[^\s\"'<>\\]*")
 
 
 def is_sensitive_header(name: str, extra: Iterable[str] = ()) -> bool:
@@ -39,10 +46,15 @@ def sanitize_headers(headers: Mapping[str, str], extra: Iterable[str] = ()) -> d
     auth header with an unusual name).
     """
     extras = tuple(extra)
-    return {
-        name: REDACTED if is_sensitive_header(name, extras) else value
-        for name, value in headers.items()
-    }
+    return {name: _header_value(name, value, extras) for name, value in headers.items()}
+
+
+def _header_value(name: str, value: str, extras: tuple[str, ...]) -> str:
+    if is_sensitive_header(name, extras):
+        return REDACTED
+    if name.lower() in _URL_HEADERS:
+        return sanitize_text_urls(value)
+    return value
 
 
 def sanitize_url(url: str) -> str:
@@ -57,3 +69,27 @@ def sanitize_url(url: str) -> str:
         for name, value in pairs
     ]
     return urlunsplit(parts._replace(netloc=netloc, query=urlencode(cleaned, safe="[]")))
+
+
+def sanitize_text_urls(text: str) -> str:
+    """`text` with every absolute URL's credential-looking query values redacted.
+
+    Status and create bodies are kept (an excerpt) as audit evidence; they
+    often carry pre-signed result links, which are bearer credentials until
+    they expire.
+    """
+    if "?" not in text or "://" not in text:
+        return text
+    return _URL_WITH_QUERY.sub(lambda m: sanitize_url(m.group(0)), text)
+
+
+def stored_excerpt(body: bytes) -> str:
+    """The start of a response body as the call log keeps it.
+
+    Text PostgreSQL can hold (no NUL), with credentials in URLs redacted; the
+    digest and size recorded beside it are those of the bytes received.
+    """
+    text = body[:EXCERPT_BYTES].decode("utf-8", errors="replace")
+    if "\x00" in text:
+        text = text.replace("\x00", "\ufffd")
+    return sanitize_text_urls(text)[:EXCERPT_BYTES]  # a redaction may lengthen it

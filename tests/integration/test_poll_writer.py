@@ -7,8 +7,11 @@ status-read rows to a `PollWriter` and checks what the database holds.
 from __future__ import annotations
 
 import asyncio
+import hashlib
+from decimal import Decimal
 from typing import Any
 
+import asyncpg
 import pytest
 
 from reconciler.poll_writer import PollWriter
@@ -70,6 +73,7 @@ def read(
     raw_state: str = "running",
     progress_total: float | None = 100,
     release_after: float | None = 60.0,
+    result_url: str | None = None,
 ) -> dict[str, Any]:
     """The row a status read that decides nothing produces."""
     req = HttpRequest("status", "GET", "http://sim/v1/jobs/job_1", {"Authorization": "Bearer s"})
@@ -81,6 +85,7 @@ def read(
         progress_completed=40,
         progress_total=progress_total,
         provider_request_id="req_1",
+        result_url=result_url,
     )
     sent = Sent(resp, None, 3, "00-" + "a" * 32 + "-" + "b" * 16 + "-01")
     return poll_row(op, op.lease_fence, WORKER, req, sent, fact, release_after=release_after)
@@ -196,16 +201,101 @@ async def test_provider_text_postgres_cannot_hold_is_stored_replaced(pool: Any) 
     assert row["response_size"] == 12  # the size (and digest) of the bytes received
 
 
-async def test_a_cancelled_step_does_not_stop_the_others(pool: Any) -> None:
+async def test_a_presigned_link_is_stored_without_its_signature(pool: Any) -> None:
+    [op] = await leased(pool, 1)
+    link = "https://bucket.s3.amazonaws.com/r.jsonl?X-Amz-Expires=600&X-Amz-Signature=s3cr3t"
+    body = f'{{"status": "running", "result_url": "{link}"}}'.encode()
+    await PollWriter(pool).record(read(op, body=body, result_url=link))
+    row = await pool.fetchrow(
+        "SELECT o.result_url, c.response_body, c.response_sha256"
+        " FROM observations o JOIN provider_calls c USING (call_id) WHERE o.operation_id = $1",
+        op.operation_id,
+    )
+    assert "s3cr3t" not in row["result_url"] and "s3cr3t" not in row["response_body"]
+    assert row["result_url"].startswith("https://bucket.s3.amazonaws.com/r.jsonl?")
+    assert row["response_sha256"] == hashlib.sha256(body).hexdigest()  # of what was received
+
+
+async def test_a_step_cancelled_while_queued_leaves_the_others_and_its_read_written(
+    pool: Any,
+) -> None:
     ops = await leased(pool, 5)
-    writer = PollWriter(pool)
-    tasks = [asyncio.ensure_future(writer.record(read(op))) for op in ops]
-    await asyncio.sleep(0)  # all five queued, the first statement under way
-    tasks[3].cancel()
-    outcomes = await asyncio.gather(*tasks, return_exceptions=True)
-    assert isinstance(outcomes[3], asyncio.CancelledError)
-    assert [o for i, o in enumerate(outcomes) if i != 3] == [None] * 4
+    counting = CountingPool(pool, hold_first=True)
+    writer = PollWriter(counting)
+    first = asyncio.ensure_future(writer.record(read(ops[0])))
+    await counting.in_flight.wait()  # the first statement is under way
+    queued = [asyncio.ensure_future(writer.record(read(op))) for op in ops[1:]]
+    await asyncio.sleep(0)
+    queued[1].cancel()  # its step is cancelled while its row waits
+    counting.release.set()
+    outcomes = await asyncio.gather(first, *queued, return_exceptions=True)
+    assert isinstance(outcomes[2], asyncio.CancelledError)
+    assert [o for i, o in enumerate(outcomes) if i != 2] == [None] * 4
+    # The row was already queued, so it is written like the others (the read
+    # did happen), and its lease is handed back: nobody is left to do it.
+    assert [await calls_of(pool, op.operation_id) for op in ops] == [1] * 5
+    assert (await ledger.load_operation(pool, ops[2].operation_id)).lease_owner is None
     assert writer._writer is None
+
+
+class FailingPool(CountingPool):
+    """The real pool, except that the statements numbered in `fail` raise `error`."""
+
+    def __init__(self, pool: Any, error: Exception, fail: set[int]) -> None:
+        super().__init__(pool)
+        self.error = error
+        self.fail = fail
+
+    async def fetch(self, query: str, rows_json: str) -> Any:
+        if len(self.statements) + 1 in self.fail:
+            self.statements.append(rows_json.count('"operation_id"'))
+            raise self.error
+        return await super().fetch(query, rows_json)
+
+
+async def test_a_lost_connection_fails_only_the_reads_of_its_statement(pool: Any) -> None:
+    ops = await leased(pool, 4)
+    failing = FailingPool(pool, ConnectionResetError("connection lost"), fail={1})
+    writer = PollWriter(failing)
+    first = await asyncio.gather(writer.record(read(ops[0])), return_exceptions=True)
+    rest = await asyncio.gather(*(writer.record(read(op)) for op in ops[1:]))
+    assert isinstance(first[0], ConnectionResetError)  # its step logs it and retries later
+    assert rest == [None] * 3  # the next statement is not affected
+    assert [await calls_of(pool, op.operation_id) for op in ops] == [0, 1, 1, 1]
+
+
+async def test_a_deadlocked_statement_is_run_again(pool: Any) -> None:
+    ops = await leased(pool, 3)
+    deadlock = asyncpg.exceptions.DeadlockDetectedError("deadlock detected")
+    failing = FailingPool(pool, deadlock, fail={1, 2})
+    writer = PollWriter(failing)
+    await asyncio.gather(*(writer.record(read(op)) for op in ops))
+    assert failing.statements == [3, 3, 3]  # aborted twice, nothing of it written; then written
+    assert [await calls_of(pool, op.operation_id) for op in ops] == [1, 1, 1]
+
+
+async def test_a_row_that_cannot_be_encoded_fails_only_its_own_step(pool: Any) -> None:
+    ops = await leased(pool, 3)
+    rows = [read(op) for op in ops]
+    rows[1]["progress_percent"] = Decimal("12.5")  # e.g. from a plugin adapter
+    outcomes = await asyncio.gather(
+        *(PollWriter(pool).record(row) for row in rows), return_exceptions=True
+    )
+    assert isinstance(outcomes[1], TypeError)
+    assert outcomes[0] is None and outcomes[2] is None
+    assert [await calls_of(pool, op.operation_id) for op in ops] == [1, 0, 1]
+
+
+async def test_a_cancelled_writer_cancels_the_steps_waiting_on_it(pool: Any) -> None:
+    ops = await leased(pool, 3)
+    counting = CountingPool(pool, hold_first=True)
+    writer = PollWriter(counting)
+    waiting = [asyncio.ensure_future(writer.record(read(op))) for op in ops]
+    await counting.in_flight.wait()
+    assert writer._writer is not None
+    writer._writer.cancel()  # the event loop is shutting down
+    outcomes = await asyncio.gather(*waiting, return_exceptions=True)
+    assert all(isinstance(o, asyncio.CancelledError) for o in outcomes)  # none hangs
 
 
 async def test_reads_recorded_inside_a_decision_keep_the_lease(pool: Any) -> None:

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from reconciler.step import Step
-from shared.config import load_settings
+from reconciler.step import MAX_SLOT_ROUNDS, Step
+from shared.config import check_reconciler_settings, load_settings
 from shared.database import create_pool
 from shared.ledger import Operation
 from shared.providers import ConfigError
@@ -52,9 +52,10 @@ async def test_a_step_waiting_for_a_connection_holds_no_provider_slot(
 ) -> None:
     small = await create_pool(db_url, min_size=1, max_size=1)
     try:
-        # A 3 s lease is renewed before every call (it is under timeout + margin).
         async with rig(small, tmp_path, overrides=ONE_SLOT, lease_seconds=3.0) as r:
             step = await claimed_observing_step(r)
+            # 1.8 s left of a 3 s lease: less than the call's 1 s + 1 s margin.
+            await asyncio.sleep(1.2)
             slot = r.ctx.semaphore("sim")
             held = await small.acquire()  # every pool connection is taken
             try:
@@ -103,10 +104,51 @@ def test_a_request_timeout_the_lease_cannot_cover_is_a_config_error(tmp_path: Pa
         "[providers.sim.limits]\nrequest_timeout = 90\n",
         "utf-8",
     )
+    settings = load_settings(config, env={})  # the receiver has no leases: fine for it
     with pytest.raises(ConfigError) as caught:
-        load_settings(config, env={})  # lease_seconds defaults to 60
+        check_reconciler_settings(settings)  # lease_seconds defaults to 60
     message = str(caught.value)
     assert str(config) in message
     assert "providers.sim.limits.request_timeout (90 s)" in message
     assert "lease_seconds (60 s" in message
-    assert load_settings(config, env={"JW_LEASE_SECONDS": "120"}).lease_seconds == 120
+    check_reconciler_settings(load_settings(config, env={"JW_LEASE_SECONDS": "120"}))
+
+
+async def test_a_slot_wait_that_eats_the_margin_renews_before_sending(
+    pool: Any, tmp_path: Path
+) -> None:
+    # Lease 4 s, timeout 1 s: a call needs 1 s plus a 1.5 s margin for its writes.
+    # After a 2 s wait for the slot, 2 s are left: enough for the call alone,
+    # not for writing its answer under the lease.
+    async with rig(pool, tmp_path, overrides=ONE_SLOT, lease_seconds=4.0) as r:
+        step = await claimed_observing_step(r)
+        slot = r.ctx.semaphore("sim")
+        await slot.acquire()
+        sending = asyncio.ensure_future(step.send(status_request(step)))
+        await asyncio.sleep(2.0)
+        freed_at = datetime.now(UTC)
+        slot.release()
+        sent = await asyncio.wait_for(sending, 5)
+        assert sent.response is not None
+        assert step.op.lease_expires_at is not None
+        assert step.op.lease_expires_at > freed_at + timedelta(seconds=3)
+
+
+async def test_a_step_that_never_gets_a_slot_in_time_records_a_call_never_sent(
+    pool: Any, tmp_path: Path
+) -> None:
+    async with rig(pool, tmp_path, overrides=ONE_SLOT, lease_seconds=2.0) as r:
+        step = await claimed_observing_step(r)
+        reads_before = sum((await r.stats())["status_calls_per_job"].values())
+        slot = r.ctx.semaphore("sim")
+        await slot.acquire()
+        sending = asyncio.ensure_future(step.send(status_request(step)))
+        for _ in range(MAX_SLOT_ROUNDS):
+            await asyncio.sleep(0.6)  # 1.4 s of lease left: less than 1 s + 0.5 s margin
+            slot.release()
+            await slot.acquire()  # the step took it, found its lease short, gave it back
+        sent = await asyncio.wait_for(sending, 5)
+        slot.release()
+        assert sent.response is None
+        assert sent.error_category == "connect"  # never left: safe to make again
+        assert sum((await r.stats())["status_calls_per_job"].values()) == reads_before
