@@ -331,10 +331,17 @@ async def cmd_show(args: argparse.Namespace) -> int:
 
 
 async def cmd_cancel(args: argparse.Namespace) -> int:
+    from shared.config import load_settings  # the provider's cancel deadline
+
+    settings = load_settings()
     async with _database() as conn:
         op = await _load(conn, args.operation_id)
         state = await ledger.request_cancel(
-            conn, op.operation_id, requested_by=operator_actor(args), reason=args.reason
+            conn,
+            op.operation_id,
+            requested_by=operator_actor(args),
+            reason=args.reason,
+            cancel_deadline_s=settings.cancel_deadline_for(op.provider),
         )
     if state in (S.CANCEL_REQUESTED, S.CANCELLING):
         message = "cancellation requested; NOT confirmed until the provider reports it"

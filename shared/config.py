@@ -44,6 +44,11 @@ class Settings:
 
     providers: Mapping[str, ProviderDescription] = field(default_factory=dict)
 
+    def cancel_deadline_for(self, provider: str) -> float | None:
+        """How long a cancel of its jobs may stay unconfirmed (None: provider unknown)."""
+        desc = self.providers.get(provider)
+        return desc.limits.cancel_deadline_seconds if desc else None
+
 
 _ENV = {
     "results_dir": "JW_RESULTS_DIR",

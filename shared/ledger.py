@@ -333,7 +333,7 @@ async def request_cancel(
     *,
     requested_by: str,
     reason: str,
-    cancel_deadline_s: float = DEFAULT_CANCEL_DEADLINE_S,
+    cancel_deadline_s: float | None = None,
 ) -> LocalState:
     """Record the intent to stop (who, why) and move to cancel_requested.
 
@@ -341,7 +341,10 @@ async def request_cancel(
     An operation whose create was never sent is `abandoned` instead, since no
     remote job can exist. Idempotent: a second request changes nothing.
     `conn` must be a connection (the steps share one transaction).
+    `cancel_deadline_s` comes from the provider's limits (None: the default).
     """
+    if cancel_deadline_s is None:
+        cancel_deadline_s = DEFAULT_CANCEL_DEADLINE_S
     async with conn.transaction():
         state_text = await conn.fetchval(
             q("record_cancel_intent"), operation_id, requested_by, reason, cancel_deadline_s

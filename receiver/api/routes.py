@@ -311,10 +311,7 @@ class OperationsApi:
         )
         async with self.connection() as conn:
             row = await self.visible(conn, operation_id, caller)
-            desc = self.settings.providers.get(row["provider"])
-            deadline = (
-                desc.limits.cancel_deadline_seconds if desc else ledger.DEFAULT_CANCEL_DEADLINE_S
-            )
+            deadline = self.settings.cancel_deadline_for(row["provider"])
             state = await self._request_cancel(conn, operation_id, caller, reason, deadline)
             row = await self.visible(conn, operation_id, caller)
         resource = operation_resource(row)
@@ -322,7 +319,7 @@ class OperationsApi:
         return ApiJSONResponse(resource, status_code=202 if state in _CANCEL_PENDING else 200)
 
     async def _request_cancel(
-        self, conn: Any, operation_id: str, caller: Caller, reason: str, deadline: float
+        self, conn: Any, operation_id: str, caller: Caller, reason: str, deadline: float | None
     ) -> LocalState:
         for attempt in range(1, CANCEL_ATTEMPTS + 1):
             try:

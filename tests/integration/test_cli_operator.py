@@ -185,6 +185,24 @@ async def test_cancel_requests_and_never_claims(
     assert actor == "operator:dana"
 
 
+async def test_cancel_uses_the_providers_cancel_deadline(
+    db: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "jobwarden.toml").write_text(
+        '[providers.sim]\npreset = "simulator"\n'
+        "[providers.sim.limits]\ncancel_deadline_seconds = 123\n"
+    )
+    op_id = await submit(db)
+    await drive(db, op_id, S.OBSERVING)
+    assert await run("cancel", op_id, "--reason", "wrong account", "--json") == 0
+    seconds = await db.fetchval(
+        "SELECT extract(epoch FROM cancel_deadline - cancel_requested_at) FROM operations"
+        " WHERE operation_id = $1",
+        op_id,
+    )
+    assert 122 <= float(seconds) <= 124
+
+
 async def test_inbox_lists_escalations_oldest_first(
     db: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
