@@ -49,23 +49,29 @@ def http_error_category(status: int | None) -> str | None:
     return None
 
 
+# Result downloads may be large: for them the timeout stays httpx's, per phase
+# (no read may stall that long), not a bound on the whole transfer.
+TRANSFERS = frozenset({"result"})
+
+
 def not_sent(trace_id: str) -> Sent:
     """A call given up before it left this process (it may simply be made again)."""
     return Sent(None, "connect", 0, traceparent(trace_id), "connect")
 
 
 async def send(client: httpx.AsyncClient, req: HttpRequest, trace_id: str) -> Sent:
-    """One exchange, bounded as a whole by `req.timeout`.
+    """One exchange, bounded as a whole by `req.timeout` (result downloads excepted).
 
     httpx's timeout applies to each phase (connect, write, each read); the
     outer bound makes it the whole call's, which is what the lease that
-    fences the call is sized against.
+    fences the call is sized against. A download that outlives the lease is
+    safe, only wasted: the writes after it are fenced and refused.
     """
     parent = traceparent(trace_id)
     headers = {**req.headers, "traceparent": parent, "X-Trace-Id": trace_id}
     started = time.perf_counter()
     try:
-        async with asyncio.timeout(req.timeout):
+        async with asyncio.timeout(None if req.action in TRANSFERS else req.timeout):
             resp = await client.request(
                 req.method, req.url, headers=headers, json=req.json, timeout=req.timeout
             )

@@ -1,0 +1,49 @@
+"""How long one provider call may take, against a real server that answers slowly."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import StreamingResponse
+from starlette.routing import Route
+
+from reconciler.context import http_client
+from reconciler.transport import send
+from shared.providers import HttpRequest
+from shared.serve import serve_app
+
+CHUNKS = 5
+GAP = 0.2  # each gap is under the timeout; all of them together are not
+TRACE = "0" * 31 + "1"
+
+
+async def trickle(_: Request) -> StreamingResponse:
+    async def body() -> AsyncIterator[bytes]:
+        for _ in range(CHUNKS):
+            await asyncio.sleep(GAP)
+            yield b"x" * 10
+
+    return StreamingResponse(body(), media_type="application/octet-stream")
+
+
+APP = Starlette(routes=[Route("/slow", trickle)])
+
+
+async def test_a_call_is_bounded_as_a_whole_not_per_read() -> None:
+    async with serve_app(APP) as url, http_client(4) as client:
+        req = HttpRequest("status", "GET", f"{url}/slow", {}, timeout=0.5)
+        sent = await send(client, req, TRACE)
+    assert sent.response is None
+    assert sent.error_category == "timeout"  # may have been delivered: a read is safe to repeat
+    assert 400 <= sent.duration_ms < 900
+
+
+async def test_a_result_download_may_take_longer_while_data_keeps_flowing() -> None:
+    async with serve_app(APP) as url, http_client(4) as client:
+        req = HttpRequest("result", "GET", f"{url}/slow", {}, timeout=0.5)
+        sent = await send(client, req, TRACE)
+    assert sent.response is not None and sent.response.status_code == 200
+    assert sent.response.body == b"x" * 10 * CHUNKS
