@@ -317,3 +317,19 @@ async def test_run_once_tops_up_a_full_batch_while_it_drains(pool: Any, tmp_path
         assert counts["claimed"] == 10  # one batch of 4, topped up until nothing was due
         assert (await r.reconciler.run_once(4))["claimed"] == 0
         assert {await r.state(i) for i in ids} <= {S.ACCEPTED, S.OBSERVING}
+
+
+async def test_a_stopping_reconciler_claims_nothing_more(pool: Any, tmp_path: Path) -> None:
+    async with rig(pool, tmp_path) as r:
+        ids = [await r.submit("never_finishes") for _ in range(6)]
+        first = await r.reconciler.run_once(2)  # one batch of 2, topped up while it drains
+        assert first["claimed"] >= 6
+        await asyncio.sleep(0.4)  # all due again (the rig's backoff is at most 0.3 s)
+        r.reconciler.stop_claiming()  # SIGTERM: batches finish, none is started or topped up
+        assert (await r.reconciler.run_once(2))["claimed"] == 0
+        due = await pool.fetchval(
+            "SELECT count(*) FROM operations WHERE operation_id = ANY($1)"
+            " AND next_poll_at <= now() AND lease_owner IS NULL",
+            ids,
+        )
+        assert due == 6  # left for the next process, unleased
