@@ -14,6 +14,7 @@ from reconciler.observing import step_poll
 from reconciler.recording import finish_call, start_call
 from reconciler.step import NOW, Delay, Step, utcnow
 from shared import ledger
+from shared.providers import may_have_been_delivered
 from shared.states import Evidence, LocalState
 
 S = LocalState
@@ -65,6 +66,13 @@ async def _cancel(step: Step, conn: Any) -> Delay | _ReadStatus:
     await finish_call(
         conn, call_id, sent, provider_request_id=fact.provider_request_id if fact else None
     )
+    failure = sent.transport_failure
+    if failure is not None and not may_have_been_delivered(failure):
+        if not desc.cancel.idempotent:
+            # This was the first cancel (see above): it never left, so it is
+            # not "sent" and may be made again.
+            await ledger.record_cancel_not_sent(conn, op.operation_id, fence=step.fence)
+        return step.backoff(step.op.cancel_attempts)
     if fact is not None and fact.kind == "accepted":
         async with conn.transaction():
             await step.reload(conn)

@@ -10,6 +10,7 @@ operation `succeeded`; an expired link is `result_unavailable`, bad content is
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any
 
@@ -93,15 +94,20 @@ async def step_collect(step: Step) -> Delay:
         return await _store(step, conn, check, content, failures, status)
 
 
+def _stored_whole(excerpt: str | None, sha256: str | None) -> bool:
+    """The stored excerpt is the body exactly (not cut, nothing redacted or replaced)."""
+    return (
+        excerpt is not None
+        and sha256 is not None
+        and hashlib.sha256(excerpt.encode()).hexdigest() == sha256
+    )
+
+
 async def _final_status(step: Step, conn: Any, *, fresh: bool) -> HttpResponse | None:
     """The response of our final read: re-read from the call log, or read again
     (always on a retry: result links expire, and an operator may have resumed)."""
     row = None if fresh else await conn.fetchrow(q("latest_poll_call"), step.op.operation_id)
-    if (
-        row is not None
-        and row["response_body"] is not None
-        and (len(row["response_body"].encode()) == row["response_size"])
-    ):
+    if row is not None and _stored_whole(row["response_body"], row["response_sha256"]):
         return HttpResponse(
             status_code=row["status_code"],
             headers=row["response_headers"] or {},

@@ -142,6 +142,9 @@ class Daemon:
                 await asyncio.wait_for(asyncio.shield(self.sweeping), self.settings.shutdown_grace)
             except (TimeoutError, Exception):
                 self.sweeping.cancel()
+                # Its steps are cancelled and awaited before any lease is handed back.
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await self.sweeping
         released = await self.reconciler.release_all()
         with contextlib.suppress(Exception):
             await self.listener.close()

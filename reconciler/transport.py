@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 
@@ -54,6 +56,26 @@ def http_error_category(status: int | None) -> str | None:
 TRANSFERS = frozenset({"result"})
 
 
+# Calls whose delivery matters (a create or cancel that may have arrived must
+# not be treated as one that never left). For them, httpx reports when the
+# request starts to leave, so an outer timeout that fires before that (waiting
+# for a pooled connection, connecting) is known to be "connect".
+DELIVERY_MATTERS = frozenset({"create", "cancel"})
+
+
+class _Departure:
+    """httpx `trace` callback: has the request started to leave this host?"""
+
+    __slots__ = ("started",)
+
+    def __init__(self) -> None:
+        self.started = False
+
+    async def trace(self, name: str, info: Mapping[str, Any]) -> None:
+        if name.endswith(".send_request_headers.started"):
+            self.started = True
+
+
 def not_sent(trace_id: str) -> Sent:
     """A call given up before it left this process (it may simply be made again)."""
     return Sent(None, "connect", 0, traceparent(trace_id), "connect")
@@ -69,16 +91,24 @@ async def send(client: httpx.AsyncClient, req: HttpRequest, trace_id: str) -> Se
     """
     parent = traceparent(trace_id)
     headers = {**req.headers, "traceparent": parent, "X-Trace-Id": trace_id}
+    departure = _Departure() if req.action in DELIVERY_MATTERS else None
     started = time.perf_counter()
     try:
         async with asyncio.timeout(None if req.action in TRANSFERS else req.timeout):
             resp = await client.request(
-                req.method, req.url, headers=headers, json=req.json, timeout=req.timeout
+                req.method,
+                req.url,
+                headers=headers,
+                json=req.json,
+                timeout=req.timeout,
+                extensions={"trace": departure.trace} if departure else None,
             )
             body = resp.content
     except (httpx.HTTPError, TimeoutError) as exc:
         elapsed = int((time.perf_counter() - started) * 1000)
         category = classify_transport_error(exc)
+        if departure is not None and not departure.started and isinstance(exc, TimeoutError):
+            category = "connect"  # our own bound fired before a byte left
         return Sent(None, category, elapsed, parent, category)
     elapsed_s = time.perf_counter() - started
     response = HttpResponse(

@@ -105,17 +105,25 @@ class Reconciler:
 
         pending = await claim_and_start(size)
         refills = REFILLS if pending == size else 0
-        while pending:
-            task = await finished.get()
-            pending -= 1
-            counts[task.result()] += 1
-            if refills and pending <= size // 4:
-                refills -= 1
-                want = size - pending
-                more = await claim_and_start(want)
-                pending += more
-                if more < want:
-                    refills = 0  # nothing more is due (or we are stopping)
+        try:
+            while pending:
+                task = await finished.get()
+                pending -= 1
+                counts[task.result()] += 1
+                if refills and pending <= size // 4:
+                    refills -= 1
+                    want = size - pending
+                    more = await claim_and_start(want)
+                    pending += more
+                    if more < want:
+                        refills = 0  # nothing more is due (or we are stopping)
+        except BaseException:
+            # Cancelled (shutdown past its grace) or failed: no step may outlive
+            # this call, or it would keep acting on leases about to be released.
+            for task in running:
+                task.cancel()
+            await asyncio.gather(*running, return_exceptions=True)
+            raise
         return counts
 
     async def process(self, op: Operation, lease_until: float | None = None) -> str:

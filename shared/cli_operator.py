@@ -330,10 +330,23 @@ async def cmd_show(args: argparse.Namespace) -> int:
 # ------------------------------------------------------------------ cancel
 
 
-async def cmd_cancel(args: argparse.Namespace) -> int:
-    from shared.config import load_settings  # the provider's cancel deadline
+def _cancel_deadline(provider: str) -> float | None:
+    """The provider's cancel deadline, or None (the default) if the config cannot load.
 
-    settings = load_settings()
+    Cancelling is an emergency action: it must work from a shell that lacks
+    the provider's secrets, which loading the full configuration requires.
+    """
+    from shared.config import load_settings
+    from shared.providers import ConfigError
+
+    try:
+        return load_settings().cancel_deadline_for(provider)
+    except ConfigError as exc:
+        print(f"note: default cancel deadline used ({exc})", file=sys.stderr)
+        return None
+
+
+async def cmd_cancel(args: argparse.Namespace) -> int:
     async with _database() as conn:
         op = await _load(conn, args.operation_id)
         state = await ledger.request_cancel(
@@ -341,7 +354,7 @@ async def cmd_cancel(args: argparse.Namespace) -> int:
             op.operation_id,
             requested_by=operator_actor(args),
             reason=args.reason,
-            cancel_deadline_s=settings.cancel_deadline_for(op.provider),
+            cancel_deadline_s=_cancel_deadline(op.provider),
         )
     if state in (S.CANCEL_REQUESTED, S.CANCELLING):
         message = "cancellation requested; NOT confirmed until the provider reports it"

@@ -293,6 +293,11 @@ async def record_cancel_sent(db: Executor, operation_id: str, *, fence: int | No
     await _fenced_update(db, "set_cancel_sent", operation_id, fence)
 
 
+async def record_cancel_not_sent(db: Executor, operation_id: str, *, fence: int | None) -> None:
+    """Undo record_cancel_sent for a first cancel that provably never left."""
+    await _fenced_update(db, "clear_cancel_sent", operation_id, fence)
+
+
 async def attach_result(
     db: Executor,
     operation_id: str,

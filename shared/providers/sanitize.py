@@ -26,8 +26,11 @@ _QUERY_WORDS = (*_WORDS, "sig", "x-amz-security-token")
 EXCERPT_BYTES = 16 * 1024
 # Headers whose values are URLs (a redirect to a pre-signed download, say).
 _URL_HEADERS = frozenset({"location", "content-location", "link"})
-# An absolute URL with a query string inside free text (a JSON body, say).
-_URL_WITH_QUERY = re.compile(r"https?://[^\s\"'<>\\]*\?[^\s\"'<>\\]*")
+# A query parameter inside free text (a JSON body, a header): after "?", "&"
+# or JSON's escaped "\u0026", a name, "=" and the value up to a delimiter.
+# Matching parameters rather than whole URLs also covers relative links and
+# JSON-escaped ones ("https:\/\/..."), and leaves everything else as it was.
+_QUERY_PARAM = re.compile(r"(?:[?&]|\\u0026)([A-Za-z0-9_.\-]+)=([^&\s\"'<>\\)#]+)")
 
 
 def is_sensitive_header(name: str, extra: Iterable[str] = ()) -> bool:
@@ -72,15 +75,22 @@ def sanitize_url(url: str) -> str:
 
 
 def sanitize_text_urls(text: str) -> str:
-    """`text` with every absolute URL's credential-looking query values redacted.
+    """`text` with credential-looking query values in its links redacted.
 
     Status and create bodies are kept (an excerpt) as audit evidence; they
     often carry pre-signed result links, which are bearer credentials until
-    they expire.
+    they expire. Only the values are replaced; the rest is kept byte for byte.
     """
-    if "?" not in text or "://" not in text:
+    if "=" not in text:
         return text
-    return _URL_WITH_QUERY.sub(lambda m: sanitize_url(m.group(0)), text)
+    return _QUERY_PARAM.sub(_redact_param, text)
+
+
+def _redact_param(match: re.Match[str]) -> str:
+    name = match.group(1).lower()
+    if not any(word in name for word in _QUERY_WORDS):
+        return match.group(0)
+    return match.group(0)[: match.start(2) - match.start(0)] + REDACTED
 
 
 def stored_excerpt(body: bytes) -> str:

@@ -85,6 +85,15 @@ WHERE operation_id = $1
   AND ($2::bigint IS NULL OR (lease_fence = $2 AND lease_expires_at > clock_timestamp()))
 RETURNING operation_id;
 
+-- name: clear_cancel_sent
+-- The only cancel request so far provably never left this host (no
+-- connection): it may be sent again, even to a provider where repeating a
+-- delivered cancel would not be safe.
+UPDATE operations SET cancel_sent_at = NULL
+WHERE operation_id = $1 AND state = 'cancel_requested'
+  AND ($2::bigint IS NULL OR (lease_fence = $2 AND lease_expires_at > clock_timestamp()))
+RETURNING operation_id;
+
 -- name: set_result
 UPDATE operations SET result_id = $2, result_ref = $3, result_summary = $4
 WHERE operation_id = $1

@@ -177,7 +177,7 @@ WHERE operation_id = $1 AND lease_fence = $2 AND lease_expires_at > clock_timest
 RETURNING operation_id;
 
 -- name: latest_poll_call
-SELECT c.status_code, c.response_headers, c.response_body, c.response_size, c.url
+SELECT c.status_code, c.response_headers, c.response_body, c.response_sha256, c.url
 FROM provider_calls c
 WHERE c.operation_id = $1 AND c.call_kind = 'status' AND c.status_code BETWEEN 200 AND 299
 ORDER BY c.call_id DESC LIMIT 1;

@@ -203,6 +203,21 @@ async def test_cancel_uses_the_providers_cancel_deadline(
     assert 122 <= float(seconds) <= 124
 
 
+async def test_cancel_works_without_the_providers_secrets(
+    db: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    (tmp_path / "jobwarden.toml").write_text(
+        '[providers.openai]\npreset = "openai_batch"\n'  # needs OPENAI_API_KEY, unset here
+    )
+    op_id = await submit(db)
+    await drive(db, op_id, S.OBSERVING)
+    assert await run("cancel", op_id, "--reason", "runaway", "--json") == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["state"] == "cancel_requested"
+    assert "default cancel deadline" in captured.err
+
+
 async def test_inbox_lists_escalations_oldest_first(
     db: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:

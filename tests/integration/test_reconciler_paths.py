@@ -6,9 +6,13 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from reconciler.context import build_adapters
 from shared import ledger
+from shared.simulator import SimulatorSettings
 from shared.states import LocalState
-from tests.harness import rig
+from tests.harness import rig, sim_providers
 
 S = LocalState
 
@@ -333,3 +337,42 @@ async def test_a_stopping_reconciler_claims_nothing_more(pool: Any, tmp_path: Pa
             ids,
         )
         assert due == 6  # left for the next process, unleased
+
+
+async def test_a_cancelled_run_once_leaves_no_step_running(pool: Any, tmp_path: Path) -> None:
+    """Shutdown past its grace cancels the sweep: its steps must end before leases are released."""
+    async with rig(pool, tmp_path, sim=SimulatorSettings(status_latency=0.5)) as r:
+        for _ in range(4):
+            await r.submit("never_finishes")
+        sweep = asyncio.ensure_future(r.reconciler.run_once())
+        await asyncio.sleep(0.3)  # created, now inside their first (slow) status read
+        sweep.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await sweep
+        steps = [
+            t
+            for t in asyncio.all_tasks()
+            if getattr(t.get_coro(), "__qualname__", "") == "Reconciler.process"
+        ]
+        assert steps == []
+
+
+async def test_a_cancel_that_never_left_is_sent_again_even_if_not_idempotent(
+    pool: Any, tmp_path: Path
+) -> None:
+    once_only = {"cancel": {"idempotent": False}}
+    async with rig(pool, tmp_path, overrides=once_only) as r:
+        op_id = await r.submit("never_finishes")
+        await r.settle(op_id, {S.OBSERVING})
+        reachable = r.ctx.adapters
+        # The provider refuses connections (port 1) while the first cancel is tried.
+        r.ctx.adapters = build_adapters(sim_providers("http://127.0.0.1:1", overrides=once_only))
+        async with pool.acquire() as conn:
+            await ledger.request_cancel(conn, op_id, requested_by="human:ann", reason="x")
+        await r.reconciler.run_once()
+        op = await ledger.load_operation(pool, op_id)
+        assert op.state is S.CANCEL_REQUESTED and op.cancel_attempts == 1
+        assert op.cancel_sent_at is None  # it never left: not "sent, outcome unknown"
+        r.ctx.adapters = reachable
+        assert await r.settle(op_id, {S.CANCELLED}) is S.CANCELLED
+        assert (await r.stats())["cancels_per_job"] == {op.remote_job_id: 1}

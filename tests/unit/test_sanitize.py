@@ -47,3 +47,18 @@ def test_stored_excerpt_is_bounded_nul_free_and_redacted() -> None:
     assert len(excerpt) <= EXCERPT_BYTES
     assert "\x00" not in excerpt and "a\ufffdb" in excerpt
     assert f"X-Amz-Signature={REDACTED}" in excerpt and "abc123" not in excerpt
+
+
+def test_json_escaped_and_relative_links_are_redacted_too() -> None:
+    escaped = sanitize_text_urls('{"u": "https:\\/\\/b.example\\/r?a=1\\u0026sig=SECRET1"}')
+    assert "SECRET1" not in escaped and escaped.startswith('{"u": "https:\\/\\/b.example')
+    assert sanitize_headers({"Location": "/r?x=1&token=SECRET2"})["Location"] == (
+        f"/r?x=1&token={REDACTED}"
+    )
+
+
+def test_only_the_secret_values_change() -> None:
+    text = "see (https://x.example/f?q=x,y&sig=abc) or https://y.example/?y"
+    assert sanitize_text_urls(text) == (
+        f"see (https://x.example/f?q=x,y&sig={REDACTED}) or https://y.example/?y"
+    )
