@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import time
 from dataclasses import dataclass, replace
@@ -10,7 +12,7 @@ from typing import Any
 
 from reconciler.context import Context
 from reconciler.recording import escalate, worker_name
-from reconciler.transport import Sent, not_sent, send
+from reconciler.transport import TRANSFERS, Sent, not_sent, send
 from shared import ledger
 from shared.errors import LeaseLost
 from shared.ledger import Operation
@@ -84,12 +86,34 @@ class Step:
                 await self._renew(db)
             async with self.ctx.semaphore(self.op.provider):
                 if self._lease_left() > need:
+                    if req.action in TRANSFERS:
+                        return await self._transfer(req, db)
                     return await send(self.ctx.client, req, self.op.trace_id)
         log.warning(
             "no provider slot within the lease; call not sent",
             extra={"ctx": {"operation_id": self.op.operation_id, "provider": self.op.provider}},
         )
         return not_sent(self.op.trace_id)
+
+    async def _transfer(self, req: HttpRequest, db: Any) -> Sent:
+        """A download, which may outlast a lease: the lease is renewed while it runs.
+
+        Without this, a result larger than a lease's worth of transfer could
+        never be stored: each worker's writes would be refused, and the next
+        would download it again. If the lease is lost, the download stops.
+        """
+        transfer = asyncio.ensure_future(send(self.ctx.client, req, self.op.trace_id))
+        try:
+            while True:
+                done, _ = await asyncio.wait({transfer}, timeout=self._lease_left() / 2)
+                if done:
+                    return transfer.result()
+                await self._renew(db)
+        finally:
+            if not transfer.done():
+                transfer.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await transfer
 
     def _margin(self, timeout: float) -> float:
         return min(LEASE_MARGIN_S, (self.ctx.settings.lease_seconds - timeout) / 2)

@@ -86,8 +86,8 @@ async def send(client: httpx.AsyncClient, req: HttpRequest, trace_id: str) -> Se
 
     httpx's timeout applies to each phase (connect, write, each read); the
     outer bound makes it the whole call's, which is what the lease that
-    fences the call is sized against. A download that outlives the lease is
-    safe, only wasted: the writes after it are fenced and refused.
+    fences the call is sized against. Downloads are not bounded as a whole;
+    the step renews its lease while one runs (Step._transfer).
     """
     parent = traceparent(trace_id)
     headers = {**req.headers, "traceparent": parent, "X-Trace-Id": trace_id}

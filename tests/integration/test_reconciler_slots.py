@@ -10,17 +10,23 @@ every slot, waiting for a connection to renew their lease).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import StreamingResponse
+from starlette.routing import Route
 
 from reconciler.step import MAX_SLOT_ROUNDS, Step
 from shared.config import check_reconciler_settings, load_settings
 from shared.database import create_pool
 from shared.ledger import Operation
-from shared.providers import ConfigError
+from shared.providers import ConfigError, HttpRequest
+from shared.serve import serve_app
 from shared.states import LocalState
 from tests.harness import Rig, rig
 
@@ -152,3 +158,30 @@ async def test_a_step_that_never_gets_a_slot_in_time_records_a_call_never_sent(
         assert sent.response is None
         assert sent.error_category == "connect"  # never left: safe to make again
         assert sum((await r.stats())["status_calls_per_job"].values()) == reads_before
+
+
+async def _trickle(_: Request) -> StreamingResponse:
+    async def body() -> AsyncIterator[bytes]:
+        for _ in range(15):  # 3 s in all, a chunk every 0.2 s
+            await asyncio.sleep(0.2)
+            yield b"y" * 100
+
+    return StreamingResponse(body(), media_type="application/octet-stream")
+
+
+async def test_a_download_longer_than_the_lease_keeps_the_lease(pool: Any, tmp_path: Path) -> None:
+    async with (
+        serve_app(Starlette(routes=[Route("/big", _trickle)])) as files,
+        rig(pool, tmp_path, lease_seconds=2.0) as r,
+    ):
+        step = await claimed_observing_step(r)
+        req = HttpRequest("result", "GET", f"{files}/big", {}, timeout=1.0)
+        sent = await step.send(req)
+        assert sent.response is not None and sent.response.body == b"y" * 1500
+        held = await pool.fetchval(
+            "SELECT lease_fence = $2 AND lease_expires_at > clock_timestamp()"
+            " FROM operations WHERE operation_id = $1",
+            step.op.operation_id,
+            step.fence,
+        )
+        assert held  # 3 s of download under a 2 s lease: renewed while it ran
