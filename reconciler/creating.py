@@ -138,7 +138,10 @@ async def _absence_settled(step: Step, conn: Any) -> bool:
     if last is None:
         return True
     settle = LOOKUP_SETTLE_FACTOR * step.adapter.desc.limits.request_timeout
-    return bool((utcnow() - last["started_at"]).total_seconds() >= settle)
+    # From when the call ended: it was recorded before its wait for a provider
+    # slot, so it may have left well after `started_at`.
+    since = last["finished_at"] or last["started_at"]
+    return bool((utcnow() - since).total_seconds() >= settle)
 
 
 async def _lookup(step: Step, conn: Any) -> tuple[list[str], int] | None:

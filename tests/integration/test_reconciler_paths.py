@@ -9,10 +9,13 @@ from typing import Any
 import pytest
 
 from reconciler.context import build_adapters
+from reconciler.creating import _absence_settled
+from reconciler.step import Step
 from shared import ledger
 from shared.simulator import SimulatorSettings
 from shared.states import LocalState
 from tests.harness import rig, sim_providers
+from tests.support import call
 
 S = LocalState
 
@@ -376,3 +379,29 @@ async def test_a_cancel_that_never_left_is_sent_again_even_if_not_idempotent(
         r.ctx.adapters = reachable
         assert await r.settle(op_id, {S.CANCELLED}) is S.CANCELLED
         assert (await r.stats())["cancels_per_job"] == {op.remote_job_id: 1}
+
+
+async def test_an_empty_lookup_proves_absence_only_long_after_the_create_ended(
+    pool: Any, tmp_path: Path
+) -> None:
+    """A create is recorded before its wait for a provider slot: it may leave much later."""
+    async with rig(pool, tmp_path) as r:
+        op_id = await r.submit("success")
+        call_id = await call(pool, op_id, "create", 503)
+        await pool.execute(  # recorded 60 s ago, ended just now (settle: 4 x 1 s timeout)
+            "UPDATE provider_calls SET started_at = now() - interval '60 seconds',"
+            " finished_at = now() WHERE call_id = $1",
+            call_id,
+        )
+        [op] = await r.reconciler.claim(1)
+        adapter = r.ctx.adapter("sim")
+        assert adapter is not None
+        step = Step(r.ctx, op, adapter, op.lease_fence)
+        async with pool.acquire() as conn:
+            assert not await _absence_settled(step, conn)
+            await conn.execute(
+                "UPDATE provider_calls SET finished_at = now() - interval '5 seconds'"
+                " WHERE call_id = $1",
+                call_id,
+            )
+            assert await _absence_settled(step, conn)
