@@ -70,7 +70,9 @@ async def step_collect(step: Step) -> Delay:
                 f"collecting a result, but the provider now reports {status.raw_state!r}",
             )
         desc = step.adapter.desc
-        if desc.result.side_effects and attempt > 1:
+        if desc.result.side_effects and await conn.fetchval(
+            q("result_fetch_may_have_arrived"), step.op.operation_id
+        ):
             return await _give_up(
                 step,
                 conn,

@@ -182,6 +182,16 @@ FROM provider_calls c
 WHERE c.operation_id = $1 AND c.call_kind = 'status' AND c.status_code BETWEEN 200 AND 299
 ORDER BY c.call_id DESC LIMIT 1;
 
+-- name: result_fetch_may_have_arrived
+-- Did any earlier result fetch possibly reach the provider (anything but a
+-- failure to connect)? For a fetch with side effects, that one may have
+-- consumed the result.
+SELECT EXISTS (
+    SELECT 1 FROM provider_calls
+    WHERE operation_id = $1 AND call_kind = 'result'
+      AND error_category IS DISTINCT FROM 'connect'
+);
+
 -- name: lease_held
 SELECT lease_fence = $2 AND lease_expires_at > clock_timestamp()
 FROM operations WHERE operation_id = $1;

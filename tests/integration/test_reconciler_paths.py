@@ -11,11 +11,11 @@ import pytest
 from reconciler.context import build_adapters
 from reconciler.creating import _absence_settled
 from reconciler.step import Step
-from shared import ledger
+from shared import ledger, records
 from shared.simulator import SimulatorSettings
 from shared.states import LocalState
 from tests.harness import rig, sim_providers
-from tests.support import call
+from tests.support import call, drive
 
 S = LocalState
 
@@ -405,3 +405,33 @@ async def test_an_empty_lookup_proves_absence_only_long_after_the_create_ended(
                 call_id,
             )
             assert await _absence_settled(step, conn)
+
+
+@pytest.mark.parametrize(
+    ("earlier", "outcome"),
+    [("connect", S.SUCCEEDED), ("timeout", S.RESULT_UNAVAILABLE)],
+)
+async def test_a_side_effecting_result_is_fetched_again_only_if_no_fetch_could_have_arrived(
+    pool: Any, tmp_path: Path, earlier: str, outcome: LocalState
+) -> None:
+    consuming = {"result": {"side_effects": True}}
+    async with rig(pool, tmp_path, overrides=consuming) as r:
+        op_id = await r.submit("success", duration=1.0)
+        await r.settle(op_id, {S.OBSERVING})
+        await drive(pool, op_id, S.RESULT_COLLECTING)
+        # An earlier attempt: one that never connected consumed nothing; one that
+        # timed out may have consumed the result.
+        started = await records.call_started(
+            pool,
+            records.CallStart(op_id, "result", 1, "test", "0" * 32, "GET", "http://sim/r", {}),
+        )
+        await records.call_finished(
+            pool, started, records.CallEnd(duration_ms=1, error_category=earlier)
+        )
+        await pool.execute(
+            "UPDATE operations SET result_attempts = 1, next_poll_at = now() + interval '1 second'"
+            " WHERE operation_id = $1",
+            op_id,
+        )
+        await asyncio.sleep(1.1)  # the job has finished at the provider
+        assert await r.settle(op_id, {S.SUCCEEDED, S.RESULT_UNAVAILABLE}) is outcome
