@@ -79,12 +79,14 @@ MIXED_FORGED_SHARE = 0.05
 MIXED_MAX_SECONDS = 60  # bound on the mixed run, whatever the measured rate
 SERVER_START_TIMEOUT = 20.0
 
-LUA = r"""
+# Both scripts load the signed deliveries the same way: one request per line of
+# the file named by args[1] ("id<TAB>timestamp<TAB>signature<TAB>body"), POSTed
+# to args[2].
+LOAD_DELIVERIES = r"""
 local requests = {}
 local count = 0
-local index = 0
 
-function init(args)
+local function load_deliveries(args)
   for line in io.lines(args[1]) do
     local id, ts, sig, body = line:match("^([^\t]*)\t([^\t]*)\t([^\t]*)\t(.*)$")
     count = count + 1
@@ -95,6 +97,14 @@ function init(args)
       ["webhook-signature"] = sig,
     }, body)
   end
+end
+"""
+
+LUA = LOAD_DELIVERIES + r"""
+local index = 0
+
+function init(args)
+  load_deliveries(args)
   -- where an earlier round stopped, so every round sends events not seen yet
   index = (tonumber(args[3]) or 0) % count
 end
@@ -117,9 +127,7 @@ end
 
 # Sends each line of the file exactly once, then harmless GET /healthz fillers
 # until every POST has been answered; tallies the answers by kind.
-MIXED_LUA = r"""
-local requests = {}
-local count = 0
+MIXED_LUA = LOAD_DELIVERIES + r"""
 local index = 0
 local filler
 answered = 0
@@ -134,16 +142,7 @@ function setup(thread)
 end
 
 function init(args)
-  for line in io.lines(args[1]) do
-    local id, ts, sig, body = line:match("^([^\t]*)\t([^\t]*)\t([^\t]*)\t(.*)$")
-    count = count + 1
-    requests[count] = wrk.format("POST", args[2], {
-      ["Content-Type"] = "application/json",
-      ["webhook-id"] = id,
-      ["webhook-timestamp"] = ts,
-      ["webhook-signature"] = sig,
-    }, body)
-  end
+  load_deliveries(args)
   filler = wrk.format("GET", "/healthz")
 end
 
