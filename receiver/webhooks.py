@@ -116,7 +116,6 @@ _SIGNATURE_STATUS: Mapping[str, int] = {
 @dataclass(frozen=True, slots=True)
 class _Provider:
     name: str
-    desc: ProviderDescription
     spec: WebhookSpec
     adapter: ProviderAdapter
 
@@ -156,7 +155,7 @@ class WebhookEndpoint:
         now: Callable[[], float],
     ) -> None:
         self._providers = {
-            name: _Provider(name, desc, desc.webhooks, adapter_for(desc))
+            name: _Provider(name, desc.webhooks, adapter_for(desc))
             for name, desc in providers.items()
             if desc.webhooks is not None
         }

@@ -69,18 +69,7 @@ async def _deadline_passed(step: Step, conn: Any) -> Delay:
             if never_sent
             else "create deadline passed without proof that a remote job exists or not"
         )
-        if step.op.state is S.CANCEL_REQUESTED:
-            await step.move(
-                conn,
-                S.NEEDS_ATTENTION,
-                reason,
-                escalation=reason,
-                create_attempts=step.op.create_attempts,
-            )
-        else:
-            await step.move(
-                conn, S.NEEDS_ATTENTION, reason, create_attempts=step.op.create_attempts
-            )
+        await step.move(conn, S.NEEDS_ATTENTION, reason, create_attempts=step.op.create_attempts)
     return None
 
 

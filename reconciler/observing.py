@@ -36,8 +36,6 @@ async def step_poll(step: Step) -> Delay:
     if _deadline_due(step):
         async with step.ctx.pool.acquire() as conn:
             return await _deadlines(step, conn)
-    if step.op.state is S.RESULT_TIMED_OUT:
-        return None
     assert step.op.remote_job_id is not None
     req = step.adapter.build_status(step.op.remote_job_id, step.op.status_url)
     sent = await step.send(req)

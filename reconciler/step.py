@@ -62,10 +62,6 @@ class Step:
     def worker(self) -> str:
         return worker_name(self.ctx.settings.worker_id)
 
-    @property
-    def state(self) -> LocalState:
-        return self.op.state
-
     async def send(self, req: HttpRequest, conn: Any = None) -> Sent:
         """Send under the provider's concurrency limit, never past our lease.
 

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import Literal
 
 Scope = Literal["agent", "operator"]
-SCOPES: tuple[Scope, ...] = ("agent", "operator")
 
 # Mirrors the api_tokens.caller CHECK: it becomes part of `requested_by`, so it
 # stays short and free of separators.

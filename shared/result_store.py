@@ -42,9 +42,3 @@ class ResultStore:
                 Path(tmp).unlink(missing_ok=True)
                 raise
         return digest, f"file:{final}"
-
-    def read(self, sha256: str) -> bytes:
-        data = self.path_for(sha256).read_bytes()
-        if hashlib.sha256(data).hexdigest() != sha256:
-            raise ValueError(f"stored result {sha256[:12]}… is corrupt")
-        return data

@@ -154,14 +154,6 @@ EDGES: dict[tuple[LocalState, LocalState], frozenset[Evidence]] = {
     (S.NEEDS_ATTENTION, S.ABANDONED): _DECISION,
 }
 
-# Edges out of needs_attention are operator decisions only (actor 'operator:...').
-OPERATOR_ONLY_FROM: frozenset[LocalState] = frozenset({S.NEEDS_ATTENTION})
-
 
 def allowed(src: LocalState, dst: LocalState) -> bool:
     return (src, dst) in EDGES
-
-
-def evidence_for(src: LocalState, dst: LocalState) -> frozenset[Evidence]:
-    """Evidence kinds that can justify the edge; raises KeyError for a forbidden edge."""
-    return EDGES[(src, dst)]

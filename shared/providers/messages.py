@@ -132,7 +132,3 @@ class HttpResponse:
             return json.loads(self.body)
         except (ValueError, UnicodeDecodeError):
             return None
-
-    @property
-    def is_json(self) -> bool:
-        return self.json_body is not None

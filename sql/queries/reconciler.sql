@@ -151,14 +151,6 @@ SELECT * FROM provider_calls
 WHERE operation_id = $1 AND call_kind = 'create'
 ORDER BY call_id DESC LIMIT 1;
 
--- name: latest_observation
-SELECT * FROM observations
-WHERE operation_id = $1 AND source IN ('poll', 'lookup')
-ORDER BY observation_id DESC LIMIT 1;
-
--- name: mark_webhook_seen
-UPDATE operations SET webhook_seen_at = clock_timestamp() WHERE operation_id = $1;
-
 -- name: escalation_context
 SELECT call_kind, method, url, status_code, provider_request_id, error_category, started_at
 FROM provider_calls WHERE operation_id = $1 ORDER BY call_id DESC LIMIT 20;

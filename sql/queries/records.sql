@@ -38,9 +38,3 @@ RETURNING result_id;
 INSERT INTO result_item_failures (result_id, item_key, code, message)
 VALUES ($1, $2, $3, $4)
 ON CONFLICT DO NOTHING;
-
--- name: calls_of
-SELECT * FROM provider_calls WHERE operation_id = $1 ORDER BY call_id;
-
--- name: observations_of
-SELECT * FROM observations WHERE operation_id = $1 ORDER BY observation_id;
