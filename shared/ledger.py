@@ -351,21 +351,20 @@ async def request_cancel(
     if cancel_deadline_s is None:
         cancel_deadline_s = DEFAULT_CANCEL_DEADLINE_S
     async with conn.transaction():
-        state_text = await conn.fetchval(
+        intent = await conn.fetchrow(
             q("record_cancel_intent"), operation_id, requested_by, reason, cancel_deadline_s
         )
-        if state_text is None:
+        if intent is None:
             current = await conn.fetchval(q("operation_state"), operation_id)
             if current is None:
                 raise UnknownOperation(f"no operation {operation_id}")
             return LocalState(current)
-        state = LocalState(state_text)
+        state = LocalState(intent["state"])
         if state not in _CANCELLABLE:
             return state
-        op = await load_operation(conn, operation_id)
         target = (
             LocalState.ABANDONED
-            if state is LocalState.CREATE_PENDING and op.create_attempts == 0
+            if state is LocalState.CREATE_PENDING and intent["create_attempts"] == 0
             else LocalState.CANCEL_REQUESTED
         )
         await transition(

@@ -157,6 +157,8 @@ async def record_result(db: Executor, res: ResultRecord) -> int:
             res.items_failed,
         )
     )
-    for key, code, message in res.failed_items:
-        await db.execute(q("insert_item_failure"), result_id, key, code, message)
+    if res.failed_items:
+        await db.executemany(
+            q("insert_item_failure"), [(result_id, *item) for item in res.failed_items]
+        )
     return result_id

@@ -43,7 +43,7 @@ UPDATE operations SET
     cancel_reason = $3,
     cancel_deadline = clock_timestamp() + make_interval(secs => $4)
 WHERE operation_id = $1 AND cancel_requested_at IS NULL AND finished_at IS NULL
-RETURNING state;
+RETURNING state, create_attempts;
 
 -- name: insert_decision
 INSERT INTO decisions (operation_id, actor, decision, reason)
