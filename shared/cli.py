@@ -42,7 +42,7 @@ async def cmd_migrate(args: argparse.Namespace) -> int:
 
 
 async def cmd_audit_verify(args: argparse.Namespace) -> int:
-    async with app_database() as resolved, connection(resolved.app_url) as conn:
+    async with cli_operator.app_connection() as conn:
         checked, breaks = await audit.verify(conn, args.operation)
     if args.json:
         print(json.dumps({"checked": checked, "breaks": [str(b) for b in breaks]}))
@@ -117,7 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
         "verify", help="recompute every history hash chain; exit 1 on the first break found"
     )
     verify.add_argument("--operation", help="check one operation only")
-    verify.add_argument("--json", action="store_true", help="machine-readable output")
+    cli_operator.json_flag(verify)
     verify.set_defaults(handler=cmd_audit_verify)
 
     rec = sub.add_parser(

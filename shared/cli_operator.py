@@ -125,7 +125,7 @@ def _age(at: datetime | None) -> str:
 
 
 @contextlib.asynccontextmanager
-async def _database() -> AsyncIterator[Any]:
+async def app_connection() -> AsyncIterator[Any]:
     async with app_database() as resolved, connection(resolved.app_url) as conn:
         yield conn
 
@@ -183,7 +183,7 @@ async def cmd_submit(args: argparse.Namespace) -> int:
         args.target or desc.create.path.text,
         _body_argument(args.body),
     )
-    async with _database() as conn:
+    async with app_connection() as conn:
         try:
             submitted = await ledger.submit_operation(
                 conn,
@@ -223,7 +223,7 @@ def _states(values: Sequence[str] | None) -> list[str] | None:
 
 async def cmd_list(args: argparse.Namespace) -> int:
     done = True if args.done else False if args.running else None
-    async with _database() as conn:
+    async with app_connection() as conn:
         rows = await conn.fetch(
             q("operator_list"),
             _states(args.state),
@@ -292,7 +292,7 @@ def _timeline_text(kind: str, details: Mapping[str, Any]) -> tuple[str, str]:
 
 
 async def cmd_show(args: argparse.Namespace) -> int:
-    async with _database() as conn:
+    async with app_connection() as conn:
         op = await _load(conn, args.operation_id)
         view = await conn.fetchrow(q("api_operation"), args.operation_id, None)
         timeline = await conn.fetch(q("operator_timeline"), args.operation_id)
@@ -347,7 +347,7 @@ def _cancel_deadline(provider: str) -> float | None:
 
 
 async def cmd_cancel(args: argparse.Namespace) -> int:
-    async with _database() as conn:
+    async with app_connection() as conn:
         op = await _load(conn, args.operation_id)
         state = await ledger.request_cancel(
             conn,
@@ -375,7 +375,7 @@ async def cmd_cancel(args: argparse.Namespace) -> int:
 
 
 async def cmd_inbox(args: argparse.Namespace) -> int:
-    async with _database() as conn:
+    async with app_connection() as conn:
         rows = await conn.fetch(q("operator_inbox"))
     if args.json:
         print_json([_row(r) for r in rows])
@@ -456,7 +456,7 @@ def _refused_by_db(exc: Exception) -> CommandError:
 
 
 async def cmd_resolve(args: argparse.Namespace) -> int:
-    async with _database() as conn:
+    async with app_connection() as conn:
         op = await _load(conn, args.operation_id)
         allowed = operator_targets(op.state)
         names = ", ".join(s.value for s in allowed) or "none (no operator move from here)"
@@ -494,7 +494,7 @@ async def cmd_resolve(args: argparse.Namespace) -> int:
 async def cmd_reconcile(args: argparse.Namespace) -> int:
     actor = operator_actor(args)
     reason = args.reason or "operator-triggered status read"
-    async with _database() as conn:
+    async with app_connection() as conn:
         op = await _load(conn, args.operation_id)
         if op.state in TERMINAL:
             return _fail(f"{op.operation_id} is already {op.state.value}: nothing to reconcile")
@@ -553,7 +553,7 @@ async def cmd_tokens_create(args: argparse.Namespace) -> int:
         return _fail("NAME must be lowercase letters, digits, '.', '_' or '-' (max 63)", 2)
     scope = "operator" if args.operator else "agent"
     minted = mint_token()
-    async with _database() as conn:
+    async with app_connection() as conn:
         row = await conn.fetchrow(
             q("token_insert"),
             minted.token_id,
@@ -572,7 +572,7 @@ async def cmd_tokens_create(args: argparse.Namespace) -> int:
 
 
 async def cmd_tokens_list(args: argparse.Namespace) -> int:
-    async with _database() as conn:
+    async with app_connection() as conn:
         rows = await conn.fetch(q("tokens_list"))
     if args.json:
         print_json([_row(r) for r in rows])
@@ -596,7 +596,7 @@ async def cmd_tokens_list(args: argparse.Namespace) -> int:
 
 
 async def cmd_tokens_revoke(args: argparse.Namespace) -> int:
-    async with _database() as conn:
+    async with app_connection() as conn:
         row = await conn.fetchrow(q("token_revoke"), args.token_id)
     if row is None:
         return _fail(f"no token {args.token_id}")
@@ -632,7 +632,7 @@ def _guard(handler: Any) -> Any:
     return run
 
 
-def _json_flag(parser: argparse.ArgumentParser) -> None:
+def json_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="machine-readable output")
 
 
@@ -658,7 +658,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--create-deadline", type=parse_duration, help="e.g. 10m")
     p.add_argument("--result-deadline", type=parse_duration, help="e.g. 2h")
     _as_flag(p)
-    _json_flag(p)
+    json_flag(p)
     p.set_defaults(handler=_guard(cmd_submit))
 
     p = sub.add_parser("list", help="list operations, newest first")
@@ -670,25 +670,25 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     group.add_argument("--done", action="store_true", help="only operations that are done")
     group.add_argument("--running", action="store_true", help="only operations not done")
     p.add_argument("--limit", type=int, default=50, help="at most this many rows (default 50)")
-    _json_flag(p)
+    json_flag(p)
     p.set_defaults(handler=_guard(cmd_list))
 
     p = sub.add_parser(
         "show", help="one operation's timeline: transitions, calls, observations, decisions"
     )
     p.add_argument("operation_id", metavar="ID")
-    _json_flag(p)
+    json_flag(p)
     p.set_defaults(handler=_guard(cmd_show))
 
     p = sub.add_parser("cancel", help="request cancellation (never claims it happened)")
     p.add_argument("operation_id", metavar="ID")
     p.add_argument("--reason", required=True, help="why, recorded in history")
     _as_flag(p)
-    _json_flag(p)
+    json_flag(p)
     p.set_defaults(handler=_guard(cmd_cancel))
 
     p = sub.add_parser("inbox", help="operations waiting for a human, oldest first")
-    _json_flag(p)
+    json_flag(p)
     p.set_defaults(handler=_guard(cmd_inbox))
 
     p = sub.add_parser(
@@ -698,7 +698,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--decision", required=True, metavar="STATE", help="target state")
     p.add_argument("--reason", required=True, help="why (at least 3 characters), recorded")
     _as_flag(p)
-    _json_flag(p)
+    json_flag(p)
     p.set_defaults(handler=_guard(cmd_resolve))
 
     p = sub.add_parser(
@@ -712,7 +712,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="push the result deadline this far from now (default 1h if it has passed)",
     )
     _as_flag(p)
-    _json_flag(p)
+    json_flag(p)
     p.set_defaults(handler=_guard(cmd_reconcile))
 
     p = sub.add_parser("tokens", help="API tokens for agents and operators")
@@ -721,14 +721,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     t.add_argument("name", metavar="NAME", help="caller name; operations show agent:NAME")
     t.add_argument("--operator", action="store_true", help="operator scope: sees every operation")
     _as_flag(t)
-    _json_flag(t)
+    json_flag(t)
     t.set_defaults(handler=_guard(cmd_tokens_create))
     t = tokens.add_parser("list", help="list tokens (never their secrets)")
-    _json_flag(t)
+    json_flag(t)
     t.set_defaults(handler=_guard(cmd_tokens_list))
     t = tokens.add_parser("revoke", help="revoke a token at once")
     t.add_argument("token_id", metavar="ID")
-    _json_flag(t)
+    json_flag(t)
     t.set_defaults(handler=_guard(cmd_tokens_revoke))
 
     p = sub.add_parser(

@@ -19,6 +19,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from shared.cli_operator import json_flag
 from shared.providers import (
     ConfigError,
     ProviderDescription,
@@ -43,14 +44,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     actions = parser.add_subparsers(dest="providers_command", required=True, metavar="ACTION")
 
     listing = actions.add_parser("list", help="the built-in presets")
-    _json_flag(listing)
+    json_flag(listing)
     listing.set_defaults(handler=cmd_list)
 
     show = actions.add_parser(
         "show", help="a preset's description (TOML with its documentation comments)"
     )
     show.add_argument("name", metavar="NAME", help="preset name, e.g. openai_batch")
-    _json_flag(show)
+    json_flag(show)
     show.set_defaults(handler=cmd_show)
 
     check = actions.add_parser(
@@ -59,12 +60,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "say what each provider guarantees",
     )
     check.add_argument("config", metavar="CONFIG", help="TOML config file")
-    _json_flag(check)
+    json_flag(check)
     check.set_defaults(handler=cmd_check)
-
-
-def _json_flag(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", action="store_true", help="machine-readable output")
 
 
 # --------------------------------------------------------------------- commands
