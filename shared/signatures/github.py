@@ -18,7 +18,6 @@ A missing `X-GitHub-Delivery` is not an error (it proves nothing either way):
 
 from __future__ import annotations
 
-import hmac
 from collections.abc import Mapping, Sequence
 
 from .digests import any_match, decode_hex, hmac_digest
@@ -63,4 +62,4 @@ def verify(
 
 def sign_github(secret: str, body: bytes) -> str:
     """A complete `X-Hub-Signature-256` header value (sender side)."""
-    return _PREFIX + hmac.new(secret.encode(), body, "sha256").hexdigest()
+    return _PREFIX + hmac_digest("sha256", secret.encode(), body).hex()

@@ -15,7 +15,6 @@ window, so a stale/future reason always describes an authentic request.
 
 from __future__ import annotations
 
-import hmac
 from collections.abc import Mapping, Sequence
 
 from .digests import MAX_SIGNATURES_PER_HEADER, any_match, decode_hex, hmac_digest
@@ -56,7 +55,7 @@ def verify(
 def sign_stripe(secret: str, timestamp: int, body: bytes) -> str:
     """A complete `Stripe-Signature` header value (sender side)."""
     content = _signed_content(str(timestamp), body)
-    return f"t={timestamp},v1={hmac.new(secret.encode(), content, 'sha256').hexdigest()}"
+    return f"t={timestamp},v1={hmac_digest('sha256', secret.encode(), content).hex()}"
 
 
 def _signed_content(raw_timestamp: str, body: bytes) -> bytes:
