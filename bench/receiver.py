@@ -100,7 +100,9 @@ local function load_deliveries(args)
 end
 """
 
-LUA = LOAD_DELIVERIES + r"""
+LUA = (
+    LOAD_DELIVERIES
+    + r"""
 local index = 0
 
 function init(args)
@@ -123,11 +125,14 @@ function done(summary, latency, requests)
     e.status, e.connect, e.read, e.write, e.timeout))
 end
 """
+)
 
 
 # Sends each line of the file exactly once, then harmless GET /healthz fillers
 # until every POST has been answered; tallies the answers by kind.
-MIXED_LUA = LOAD_DELIVERIES + r"""
+MIXED_LUA = (
+    LOAD_DELIVERIES
+    + r"""
 local index = 0
 local filler
 answered = 0
@@ -182,6 +187,7 @@ function done(summary, latency, requests)
     summary.duration))
 end
 """
+)
 
 
 @dataclass(frozen=True)

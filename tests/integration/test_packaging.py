@@ -525,6 +525,7 @@ async def test_login_roles_script_grants_each_daemon_its_group(
         assert all(r["rolcanlogin"] and not r["rolsuper"] for r in rows)
         assert not any(r["rolcreaterole"] for r in rows)
         assert "default_transaction_read_only=on" in by_name["agent"]["rolconfig"]
+        assert "statement_timeout=10s" in by_name["agent"]["rolconfig"]
         public_connect = await conn.fetchval(
             "SELECT has_database_privilege('public', current_database(), 'CONNECT')"
         )

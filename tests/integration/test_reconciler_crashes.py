@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import random
 import signal
+import socket
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -162,3 +163,49 @@ async def test_three_reconcilers_with_random_sigkills(
         assert stats["jobs_total"] == len(plan), "a job ran twice or not at all"
         assert set(stats["creates_per_token"].values()) == {1}
         assert max(stats["max_overlapping_status_calls"].values()) == 1
+
+
+async def test_the_reconciler_refuses_to_start_while_a_migration_is_pending(
+    db: Any, db_url: str, tmp_path: Path
+) -> None:
+    await db.execute(
+        "DELETE FROM schema_migrations WHERE version = (SELECT max(version) FROM schema_migrations)"
+    )
+    config = write_config(tmp_path / "jw.toml", "http://127.0.0.1:9")
+    proc = start_reconciler(db_url, config, tmp_path, "early")
+    assert await asyncio.to_thread(proc.wait, 30) == 2
+    assert "jobwarden migrate" in (tmp_path / "early.log").read_text()
+
+
+async def test_the_reconciler_speaks_systemd_notify(db_url: str, tmp_path: Path) -> None:
+    """READY once started, WATCHDOG while running, STOPPING on SIGTERM (Type=notify units)."""
+    notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    notify.bind(str(tmp_path / "notify"))
+    notify.setblocking(False)
+    loop = asyncio.get_running_loop()
+
+    async def message() -> str:
+        return (await asyncio.wait_for(loop.sock_recv(notify, 1024), 20)).decode()
+
+    config = write_config(tmp_path / "jw.toml", "http://127.0.0.1:9")
+    proc = start_reconciler(
+        db_url,
+        config,
+        tmp_path,
+        "notified",
+        NOTIFY_SOCKET=str(tmp_path / "notify"),
+        WATCHDOG_USEC="400000",  # a ping every 0.2 s
+    )
+    try:
+        assert await message() == "READY=1"
+        assert await message() == "WATCHDOG=1"
+        proc.send_signal(signal.SIGTERM)
+        last = await message()
+        while last == "WATCHDOG=1":  # pings sent before the signal may still be queued
+            last = await message()
+        assert last == "STOPPING=1"
+        assert await asyncio.to_thread(proc.wait, 30) == 0
+    finally:
+        if proc.poll() is None:
+            kill9(proc)
+        notify.close()
