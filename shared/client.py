@@ -105,6 +105,21 @@ def _wait_call(operation_id: str, max_wait: float) -> _Call:
     )
 
 
+def _cancel_call(operation_id: str, reason: str) -> _Call:
+    return _Call("POST", f"/v1/operations/{operation_id}:cancel", body={"reason": reason})
+
+
+def _claim_call(operation_id: str, consumer: str) -> _Call:
+    return _Call("POST", f"/v1/operations/{operation_id}:claim", body={"consumer": consumer})
+
+
+def _failed_items_call(operation_id: str, page_size: int, page_token: str | None) -> _Call:
+    params: dict[str, Any] = {"page_size": page_size}
+    if page_token:
+        params["page_token"] = page_token
+    return _Call("GET", f"/v1/operations/{operation_id}/failed-items", params=params)
+
+
 def _list_call(filters: Mapping[str, Any]) -> _Call:
     params = {}
     for key, value in filters.items():
@@ -213,14 +228,12 @@ class JobwardenClient:
         return result
 
     def cancel(self, operation_id: str, reason: str) -> dict[str, Any]:
-        call = _Call("POST", f"/v1/operations/{operation_id}:cancel", body={"reason": reason})
-        result: dict[str, Any] = self._send(call)
+        result: dict[str, Any] = self._send(_cancel_call(operation_id, reason))
         return result
 
     def claim_completion(self, operation_id: str, consumer: str) -> bool:
         """True exactly once per (operation, consumer): act only then."""
-        call = _Call("POST", f"/v1/operations/{operation_id}:claim", body={"consumer": consumer})
-        return bool(self._send(call)["claimed"])
+        return bool(self._send(_claim_call(operation_id, consumer))["claimed"])
 
     def list_operations(self, **filters: Any) -> dict[str, Any]:
         result: dict[str, Any] = self._send(_list_call(filters))
@@ -246,10 +259,7 @@ class JobwardenClient:
     def failed_items(
         self, operation_id: str, *, page_size: int = 50, page_token: str | None = None
     ) -> dict[str, Any]:
-        params: dict[str, Any] = {"page_size": page_size}
-        if page_token:
-            params["page_token"] = page_token
-        call = _Call("GET", f"/v1/operations/{operation_id}/failed-items", params=params)
+        call = _failed_items_call(operation_id, page_size, page_token)
         result: dict[str, Any] = self._send(call)
         return result
 
@@ -334,13 +344,11 @@ class AsyncJobwardenClient:
         return result
 
     async def cancel(self, operation_id: str, reason: str) -> dict[str, Any]:
-        call = _Call("POST", f"/v1/operations/{operation_id}:cancel", body={"reason": reason})
-        result: dict[str, Any] = await self._send(call)
+        result: dict[str, Any] = await self._send(_cancel_call(operation_id, reason))
         return result
 
     async def claim_completion(self, operation_id: str, consumer: str) -> bool:
-        call = _Call("POST", f"/v1/operations/{operation_id}:claim", body={"consumer": consumer})
-        return bool((await self._send(call))["claimed"])
+        return bool((await self._send(_claim_call(operation_id, consumer)))["claimed"])
 
     async def list_operations(self, **filters: Any) -> dict[str, Any]:
         result: dict[str, Any] = await self._send(_list_call(filters))
@@ -361,9 +369,6 @@ class AsyncJobwardenClient:
     async def failed_items(
         self, operation_id: str, *, page_size: int = 50, page_token: str | None = None
     ) -> dict[str, Any]:
-        params: dict[str, Any] = {"page_size": page_size}
-        if page_token:
-            params["page_token"] = page_token
-        call = _Call("GET", f"/v1/operations/{operation_id}/failed-items", params=params)
+        call = _failed_items_call(operation_id, page_size, page_token)
         result: dict[str, Any] = await self._send(call)
         return result
