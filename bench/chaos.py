@@ -42,10 +42,10 @@ from bench.reconciler import (
     stop,
     write_config,
 )
-from shared import audit, ledger
-from shared.database import create_pool
-from shared.ledger import RequestSpec
-from shared.states import LocalState
+from shared import ledger
+from shared.db.connect import create_pool
+from shared.ledger import RequestSpec, audit
+from shared.ledger.states import LocalState
 
 S = LocalState
 # The scripted failure modes and the state each must end in.

@@ -48,8 +48,8 @@ from pathlib import Path
 
 import httpx
 
-from shared.database import connect, resolve_database, with_database
-from shared.migrate import apply_migrations
+from shared.db.connect import connect, resolve_database, with_database
+from shared.db.migrate import apply_migrations
 from shared.signatures import sign_standard_webhooks
 
 SECRET = "whsec_" + base64.b64encode(b"jobwarden-bench-signing-key-0001").decode()
@@ -269,11 +269,11 @@ def serve_receiver(port: int, database_url: str, *, naive: bool = False) -> None
     """
     from unittest import mock
 
-    from receiver import ingest
     from receiver.main import POOL_MAX_SIZE, run_receiver
+    from receiver.webhooks import ingest
     from shared import logs
-    from shared.config import Settings
     from shared.providers import load_preset
+    from shared.settings import Settings
 
     if naive:
         mock.patch.object(ingest, "WRITERS", POOL_MAX_SIZE - 1).start()

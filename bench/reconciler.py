@@ -61,14 +61,14 @@ from bench import naive_wrapper
 from reconciler.context import Context, build_adapters, http_client
 from reconciler.daemon import POOL_SIZE, create_reconciler_pool
 from reconciler.worker import Reconciler
-from shared.config import Settings
-from shared.database import connect, create_pool, resolve_database, with_database
+from shared.db.connect import connect, create_pool, resolve_database, with_database
+from shared.db.migrate import apply_migrations
+from shared.db.queries import all_queries, q
 from shared.ids import new_idempotency_token, new_operation_id, new_trace_id
 from shared.ledger import RequestSpec
-from shared.migrate import apply_migrations
 from shared.providers import ProviderDescription, parse_providers
-from shared.queries import all_queries, q
 from shared.result_store import ResultStore
+from shared.settings import Settings
 
 # The simulator signs webhooks with this; the receiver verifies with it. A
 # throw-away value generated for the benchmark, never a deployment secret.
@@ -1703,7 +1703,7 @@ async def run(args: argparse.Namespace, command: str, workdir: Path) -> None:
 
 
 def redacted_server() -> str:
-    from shared.database import redact_url
+    from shared.db.connect import redact_url
 
     server = resolve_database()
     try:

@@ -15,12 +15,12 @@ from typing import Any
 from starlette.applications import Starlette
 from starlette.routing import BaseRoute, Route
 
-from receiver import ingest
 from receiver.health import HealthEndpoints
-from receiver.ingest import BatchReport, Ingestor
 from receiver.metrics import ReceiverMetrics
-from receiver.webhooks import WebhookEndpoint
-from shared.config import Settings
+from receiver.webhooks import ingest
+from receiver.webhooks.endpoint import WebhookEndpoint
+from receiver.webhooks.ingest import BatchReport, Ingestor
+from shared.settings import Settings
 
 
 def _writers_for(pool: Any) -> int:

@@ -16,9 +16,9 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from receiver.ingest import Ingestor
 from receiver.metrics import CONTENT_TYPE_LATEST, ReceiverMetrics
-from shared.migrate import MigrationError, pending_migrations
+from receiver.webhooks.ingest import Ingestor
+from shared.db.migrate import MigrationError, pending_migrations
 
 logger = logging.getLogger(__name__)
 

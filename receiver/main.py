@@ -20,9 +20,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from receiver.app import build_app
 from shared import sdnotify
-from shared.config import Settings
-from shared.database import create_pool
+from shared.db.connect import create_pool
 from shared.serve import serve_forever
+from shared.settings import Settings
 
 logger = logging.getLogger(__name__)
 

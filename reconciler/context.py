@@ -15,9 +15,9 @@ from typing import Any
 import httpx
 
 from reconciler.poll_writer import PollWriter
-from shared.config import Settings
 from shared.providers import ProviderAdapter, ProviderDescription, adapter_for
 from shared.result_store import ResultStore
+from shared.settings import Settings
 
 
 @dataclass

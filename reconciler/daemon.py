@@ -23,11 +23,11 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from reconciler.context import Context, build_adapters, http_client
 from reconciler.worker import Reconciler
 from shared import sdnotify
-from shared.config import Settings, check_reconciler_settings
-from shared.database import connect, create_pool
-from shared.migrate import pending_migrations
+from shared.db.connect import connect, create_pool
+from shared.db.migrate import pending_migrations
+from shared.ledger.webhooks import attach_stragglers, purge_webhook_events
 from shared.result_store import ResultStore
-from shared.webhook_retention import attach_stragglers, purge_webhook_events
+from shared.settings import Settings, check_reconciler_settings
 
 log = logging.getLogger("jobwarden.reconciler")
 

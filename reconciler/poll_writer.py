@@ -24,8 +24,8 @@ from typing import Any
 import asyncpg
 
 from reconciler.recording import record_polls
-from shared import pgjson
-from shared.errors import LeaseLost
+from shared.db import pgjson
+from shared.ledger.errors import LeaseLost
 
 # Reads per statement. The batch only grows this big when the database falls
 # behind; it bounds the statement's size and a failed batch's blast radius.

@@ -13,14 +13,15 @@ import hashlib
 from collections.abc import Sequence
 from typing import Any
 
-from reconciler.transport import Sent
-from shared import pgjson, records
-from shared.errors import LeaseLost
+from reconciler.calls import Sent
+from shared.db import pgjson
+from shared.db.queries import q
 from shared.ledger import Operation
+from shared.ledger import evidence as records
+from shared.ledger.errors import LeaseLost
+from shared.ledger.states import LocalState
 from shared.providers import HttpRequest, StatusFact
 from shared.providers.sanitize import sanitize_url, stored_excerpt
-from shared.queries import q
-from shared.states import LocalState
 
 
 def worker_name(worker_id: str) -> str:

@@ -10,15 +10,15 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
+from reconciler.calls import TRANSFERS, Sent, not_sent, send
 from reconciler.context import Context
 from reconciler.recording import escalate, worker_name
-from reconciler.transport import TRANSFERS, Sent, not_sent, send
 from shared import ledger
-from shared.errors import LeaseLost
+from shared.db.queries import q
 from shared.ledger import Operation
+from shared.ledger.errors import LeaseLost
+from shared.ledger.states import ESCALATED, Evidence, LocalState
 from shared.providers import HttpRequest, ProviderAdapter
-from shared.queries import q
-from shared.states import ESCALATED, Evidence, LocalState
 
 log = logging.getLogger("jobwarden.reconciler")
 

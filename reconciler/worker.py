@@ -13,16 +13,16 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 
-from reconciler.cancelling import step_cancel
-from reconciler.collecting import step_collect
 from reconciler.context import Context
-from reconciler.creating import step_create
-from reconciler.observing import step_poll
 from reconciler.step import NOW, Delay, Step
-from shared.errors import LeaseLost, StaleTransition
+from reconciler.steps.cancel import step_cancel
+from reconciler.steps.collect import step_collect
+from reconciler.steps.create import step_create
+from reconciler.steps.poll import step_poll
+from shared.db.queries import q
 from shared.ledger import Operation
-from shared.queries import q
-from shared.states import LocalState
+from shared.ledger.errors import LeaseLost, StaleTransition
+from shared.ledger.states import LocalState
 
 S = LocalState
 log = logging.getLogger("jobwarden.reconciler")

@@ -16,14 +16,14 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from shared.database import (
+from shared.db.connect import (
     ResolvedDatabase,
     connect,
     create_pool,
     resolve_database,
     with_database,
 )
-from shared.migrate import apply_migrations
+from shared.db.migrate import apply_migrations
 
 _counter = itertools.count()
 

@@ -20,13 +20,13 @@ import httpx
 from reconciler.context import Context, build_adapters, http_client
 from reconciler.worker import Reconciler
 from shared import ledger
-from shared.config import Settings
 from shared.ledger import RequestSpec
+from shared.ledger.states import LocalState
 from shared.providers import ProviderDescription, parse_providers
 from shared.result_store import ResultStore
 from shared.serve import serve_app
+from shared.settings import Settings
 from shared.simulator import SimulatorSettings, build_app
-from shared.states import LocalState
 
 WEBHOOK_SECRET = "whsec_" + "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 FAST_LIMITS = {

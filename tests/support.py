@@ -9,9 +9,10 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
-from shared import ledger, records
+from shared import ledger
 from shared.ledger import RequestSpec
-from shared.states import EDGES, Evidence, LocalState
+from shared.ledger import evidence as records
+from shared.ledger.states import EDGES, Evidence, LocalState
 
 S = LocalState
 

@@ -14,8 +14,8 @@ from typing import Any
 from starlette.requests import Request
 
 from receiver.api.problems import unauthenticated
-from shared.api_tokens import Scope, requested_by, token_digest
-from shared.queries import q
+from shared.db.queries import q
+from shared.ledger.tokens import Scope, requested_by, token_digest
 
 # A bearer token is ~46 characters; anything far longer is not one of ours and
 # is refused before hashing.

@@ -36,11 +36,11 @@ from receiver.api.problems import (
 )
 from receiver.api.resources import API_PREFIX, operation_resource, transition_event
 from shared import ledger
-from shared.config import Settings
-from shared.errors import LedgerError, RequestMismatch, StaleTransition
+from shared.db.queries import q
 from shared.ids import trace_id_from_traceparent
-from shared.queries import q
-from shared.states import TERMINAL, LocalState
+from shared.ledger.errors import LedgerError, RequestMismatch, StaleTransition
+from shared.ledger.states import TERMINAL, LocalState
+from shared.settings import Settings
 
 log = logging.getLogger(__name__)
 

@@ -67,10 +67,10 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
+from shared.ledger.states import RemoteState
 from shared.providers.paths import ValuePath
 from shared.providers.templates import Template
 from shared.secret import Secret
-from shared.states import RemoteState
 
 if TYPE_CHECKING:
     from shared.providers.plugins import ProviderAdapter

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from shared.states import RemoteState
+from shared.ledger.states import RemoteState
 
 CreateKind = Literal["accepted", "sync_result", "rejected", "ambiguous"]
 CancelKind = Literal["accepted", "rejected", "not_found", "ambiguous"]

@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from shared import signatures
+from shared.ledger.states import RemoteState
 from shared.providers.description import (
     HTTP_METHODS,
     AuthSpec,
@@ -56,7 +57,6 @@ from shared.providers.sanitize import is_sensitive_header
 from shared.providers.templates import Template, TemplateError, parse_template
 from shared.providers.values import raw_text
 from shared.secret import Secret, SecretError
-from shared.states import RemoteState
 
 E = TypeVar("E", bound=StrEnum)
 

@@ -26,6 +26,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
+from shared.ledger.states import RemoteState
 from shared.providers.description import (
     Idempotency,
     LookupKind,
@@ -60,7 +61,6 @@ from shared.providers.values import (
     item_failure,
     raw_text,
 )
-from shared.states import RemoteState
 
 AMBIGUOUS_CLIENT_STATUSES = frozenset({408, 425, 429})
 BACK_PRESSURE_STATUSES = frozenset({429, 503})

@@ -102,7 +102,7 @@ CREATE TABLE history (
 );
 
 -- The hashed content of a history row. `jobwarden audit verify` recomputes the
--- same thing in Python (shared/audit.py), independently of this function.
+-- same thing in Python (shared/ledger/audit.py), independently of this function.
 CREATE FUNCTION jw_history_hash(
     p_prev text, p_operation_id text, p_seq integer, p_at timestamptz, p_actor text,
     p_from jw_state, p_to jw_state, p_cause text, p_evidence_kind text,

@@ -1,5 +1,5 @@
 -- Queries of the agent-facing layer: the HTTP API (receiver/api), API tokens,
--- and the operator commands (shared/cli_operator.py). Agents' reads go through
+-- and the operator commands (shared/cli/operator.py). Agents' reads go through
 -- the agent_* views (sql/migrations/006_agents.sql), never the tables.
 
 -- name: api_authenticate

@@ -23,13 +23,13 @@ from receiver.app import build_app as build_receiver
 from reconciler.context import Context, build_adapters, http_client
 from reconciler.worker import Reconciler
 from shared import ledger
-from shared.config import Settings
 from shared.ledger import Operation, RequestSpec
+from shared.ledger.states import LocalState
 from shared.providers import ProviderDescription, parse_providers
 from shared.providers.loader import deep_merge
 from shared.result_store import ResultStore
 from shared.serve import serve_app
-from shared.states import LocalState
+from shared.settings import Settings
 
 # Fast enough for tests, slow enough that a lost response is a real timeout:
 # the fixtures hang LOST_RESPONSE_HANG_SECONDS, well past request_timeout.

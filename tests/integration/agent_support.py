@@ -9,13 +9,14 @@ from typing import Any
 from starlette.applications import Starlette
 
 from receiver.api import api_routes
-from shared import ledger, records
-from shared.api_tokens import mint_token
-from shared.config import Settings
-from shared.database import create_pool
+from shared import ledger
+from shared.db.connect import create_pool
+from shared.db.queries import q
+from shared.ledger import evidence as records
+from shared.ledger.states import Evidence, LocalState
+from shared.ledger.tokens import mint_token
 from shared.providers import load_preset
-from shared.queries import q
-from shared.states import Evidence, LocalState
+from shared.settings import Settings
 from tests.support import drive, observe
 
 S = LocalState

@@ -12,8 +12,8 @@ from typing import Any
 from starlette.applications import Starlette
 
 from receiver.api import api_routes
-from shared.agent_tools import start_and_await_async
-from shared.client import AsyncJobwardenClient
+from shared.agents.client import AsyncJobwardenClient
+from shared.agents.tools import start_and_await_async
 from shared.serve import serve_app
 from tests.harness import Rig, rig, webhook_rig
 from tests.integration.agent_support import make_token

@@ -8,8 +8,8 @@ import asyncpg
 import pytest
 
 from shared import ledger
-from shared.queries import q
-from shared.states import ESCALATED, TERMINAL, LocalState
+from shared.db.queries import q
+from shared.ledger.states import ESCALATED, TERMINAL, LocalState
 from tests.integration.agent_support import fail_remotely, finish_with_result
 from tests.support import drive, submit
 

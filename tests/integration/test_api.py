@@ -19,9 +19,9 @@ import pytest_asyncio
 from starlette.applications import Starlette
 
 from receiver.api.routes import OperationsApi
-from shared.database import create_pool
-from shared.queries import q
-from shared.states import LocalState
+from shared.db.connect import create_pool
+from shared.db.queries import q
+from shared.ledger.states import LocalState
 from tests.integration.agent_support import (
     finish_with_result,
     make_token,

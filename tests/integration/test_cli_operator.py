@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from shared import cli_operator
-from shared.api_tokens import token_digest
-from shared.queries import q
-from shared.states import LocalState
+from shared.cli import operator as cli_operator
+from shared.db.queries import q
+from shared.ledger.states import LocalState
+from shared.ledger.tokens import token_digest
 from tests.integration.agent_support import finish_with_result
 from tests.support import drive, submit
 

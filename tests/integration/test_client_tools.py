@@ -16,11 +16,11 @@ from typing import Any
 import pytest_asyncio
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from shared import agent_tools
-from shared.agent_tools import ToolResult
-from shared.client import AsyncJobwardenClient, JobwardenClient
+from shared.agents import tools as agent_tools
+from shared.agents.client import AsyncJobwardenClient, JobwardenClient
+from shared.agents.tools import ToolResult
+from shared.ledger.states import LocalState
 from shared.serve import serve_app
-from shared.states import LocalState
 from tests.integration.agent_support import (
     advance,
     api_app,

@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from shared.migrate import load_migrations
+from shared.db.migrate import load_migrations
 
 
 def _closed_port() -> int:

@@ -12,8 +12,9 @@ from typing import Any
 import asyncpg
 import pytest
 
-from shared import audit, ledger
-from shared.states import LocalState
+from shared import ledger
+from shared.ledger import audit
+from shared.ledger.states import LocalState
 from tests.support import drive, prepare_and_evidence, submit
 
 S = LocalState

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from shared import ledger
-from shared.errors import RequestMismatch
 from shared.ledger import Operation, RequestSpec
-from shared.states import LocalState
+from shared.ledger.errors import RequestMismatch
+from shared.ledger.states import LocalState
 from tests.support import drive, submit
 
 S = LocalState

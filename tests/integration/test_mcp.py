@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest_asyncio
 
+from shared.ledger.states import LocalState as S
 from shared.serve import serve_app
-from shared.states import LocalState as S
 from tests.integration.agent_support import (
     advance,
     api_app,
@@ -64,7 +64,7 @@ async def spawn(env: dict[str, str]) -> McpProcess:
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "shared.mcp_server",
+        "shared.agents.mcp",
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from shared.database import connect, with_database
-from shared.migrate import (
+from shared.db.connect import connect, with_database
+from shared.db.migrate import (
     Migration,
     MigrationError,
     apply_migrations,

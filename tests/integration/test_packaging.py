@@ -27,11 +27,11 @@ from typing import Any
 import asyncpg
 import pytest
 
-from shared.cli import build_parser
-from shared.config import _ENV as SETTING_VARIABLES
-from shared.config import Settings, load_settings
-from shared.database import ResolvedDatabase, connect, with_database
-from shared.migrate import apply_migrations
+from shared.cli.main import build_parser
+from shared.db.connect import ResolvedDatabase, connect, with_database
+from shared.db.migrate import apply_migrations
+from shared.settings import _ENV as SETTING_VARIABLES
+from shared.settings import Settings, load_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = ROOT / "Dockerfile"

@@ -14,15 +14,15 @@ from typing import Any
 import asyncpg
 import pytest
 
+from reconciler.calls import Sent
 from reconciler.poll_writer import PollWriter
 from reconciler.recording import poll_row
-from reconciler.transport import Sent
 from shared import ledger
-from shared.errors import LeaseLost
+from shared.db.queries import q
 from shared.ledger import Operation
+from shared.ledger.errors import LeaseLost
+from shared.ledger.states import LocalState, RemoteState
 from shared.providers import HttpRequest, HttpResponse, StatusFact
-from shared.queries import q
-from shared.states import LocalState, RemoteState
 from tests.support import drive, submit
 
 WORKER = "reconciler:w1"

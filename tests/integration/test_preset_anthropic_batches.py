@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from shared.ledger.states import LocalState
 from shared.providers import describe_guarantees, load_preset
-from shared.states import LocalState
 from tests.fixtures_providers.anthropic import API_KEY, AnthropicFixture
 from tests.fixtures_providers.rig import preset_rig
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import httpx
 
+from shared.ledger.states import LocalState
 from shared.providers import describe_guarantees, load_preset
-from shared.states import LocalState
 from tests.fixtures_providers.assemblyai import API_KEY, TEXT, AssemblyAIFixture
 from tests.fixtures_providers.rig import preset_rig
 

@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from shared.ledger.states import LocalState
 from shared.providers import describe_guarantees, parse_providers
-from shared.states import LocalState
 from tests.fixtures_providers.azure import ACCESS_TOKEN, CREATE_PATH, AzureFixture
 from tests.fixtures_providers.rig import preset_rig
 

@@ -6,8 +6,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from shared.ledger.states import LocalState
 from shared.providers import build_create, describe_guarantees, parse_providers
-from shared.states import LocalState
 from tests.fixtures_providers.google_lro import ACCESS_TOKEN, CREATE_PATH, GoogleLROFixture
 from tests.fixtures_providers.rig import preset_rig
 

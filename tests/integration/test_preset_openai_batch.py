@@ -13,9 +13,9 @@ from typing import Any
 
 import httpx
 
+from shared.ledger.states import LocalState
 from shared.providers import describe_guarantees, load_preset
 from shared.signatures import sign_standard_webhooks
-from shared.states import LocalState
 from tests.fixtures_providers.openai import API_KEY, OpenAIFixture
 from tests.fixtures_providers.rig import PresetRig, preset_rig
 

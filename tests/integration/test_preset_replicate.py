@@ -10,9 +10,9 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 
+from shared.ledger.states import LocalState
 from shared.providers import describe_guarantees, load_preset
 from shared.signatures import sign_standard_webhooks
-from shared.states import LocalState
 from tests.fixtures_providers.replicate import API_TOKEN, OUTPUT, ReplicateFixture
 from tests.fixtures_providers.rig import preset_rig
 

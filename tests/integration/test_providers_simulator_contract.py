@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 import pytest_asyncio
 
+from shared.ledger.states import RemoteState
 from shared.providers import (
     HttpRequest,
     HttpResponse,
@@ -26,7 +27,6 @@ from shared.providers import (
 )
 from shared.serve import serve_app
 from shared.simulator import SimulatorSettings, build_app
-from shared.states import RemoteState
 
 WAIT_SECONDS = 5.0  # upper bound for a scripted job to finish; they take ~0.1 s
 

@@ -9,7 +9,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from shared import ledger
-from shared.database import ResolvedDatabase, connect, create_pool
+from shared.db.connect import ResolvedDatabase, connect, create_pool
 from tests.integration.test_receiver_support import (
     PROVIDER,
     delivery,

@@ -6,7 +6,7 @@ import hashlib
 import json
 from typing import Any
 
-from receiver.webhooks import dedupe_id, storable_payload
+from receiver.webhooks.endpoint import dedupe_id, storable_payload
 from shared.providers.description import WebhookSpec
 from shared.signatures import Verified
 from tests.integration.test_receiver_support import describe

@@ -8,8 +8,8 @@ from typing import Any
 import httpx
 
 from receiver.app import build_app
-from receiver.ingest import Event, IngestUnavailable
-from shared.database import create_pool
+from receiver.webhooks.ingest import Event, IngestUnavailable
+from shared.db.connect import create_pool
 from shared.serve import serve_app
 from tests.integration.test_receiver_support import (
     NOW,

@@ -8,7 +8,7 @@ import asyncpg
 import pytest
 
 from shared import ledger
-from shared.webhook_retention import attach_stragglers, purge_webhook_events
+from shared.ledger.webhooks import attach_stragglers, purge_webhook_events
 from tests.integration.test_receiver_support import (
     delivery,
     running_receiver,

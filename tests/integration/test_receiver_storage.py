@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from receiver import ingest
-from receiver.ingest import Event, Ingestor, IngestRejected, Outcome
+from receiver.webhooks import ingest
+from receiver.webhooks.ingest import Event, Ingestor, IngestRejected, Outcome
 from shared import ledger
-from shared.database import create_pool
+from shared.db.connect import create_pool
+from shared.ledger.states import LocalState
 from shared.logs import JsonFormatter
-from shared.states import LocalState
 from tests.integration.test_receiver_support import (
     PROVIDER,
     SECRET,

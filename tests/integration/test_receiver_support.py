@@ -19,8 +19,8 @@ import httpx
 from starlette.applications import Starlette
 
 from receiver.app import build_app
-from shared.config import Settings
 from shared.providers import ProviderDescription, parse_providers
+from shared.settings import Settings
 from shared.signatures import sign_standard_webhooks
 
 SECRET = "whsec_" + base64.b64encode(b"receiver-test-signing-key-32byte").decode()

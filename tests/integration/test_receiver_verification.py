@@ -323,7 +323,7 @@ async def test_rejections_are_logged_at_a_bounded_rate(
 ) -> None:
     body = event_body()
     headers = standard_headers(body, secret=WRONG_SECRET)
-    caplog.set_level("WARNING", logger="receiver.webhooks")
+    caplog.set_level("WARNING", logger="receiver.webhooks.endpoint")
     async with running_receiver(pool) as rx:
         answers = await asyncio.gather(*(rx.post(body, headers) for _ in range(100)))
         assert {r.status_code for r in answers} == {401}

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from shared.states import LocalState
+from shared.ledger.states import LocalState
 from tests.support import drive, submit
 
 Setup = Callable[[Any, str], Awaitable[None]]

@@ -15,9 +15,9 @@ import httpx
 
 from shared import ledger
 from shared.ledger import RequestSpec
+from shared.ledger.states import TERMINAL, LocalState
 from shared.serve import serve_app
 from shared.simulator import SimulatorSettings, build_app
-from shared.states import TERMINAL, LocalState
 from tests.processes import kill9, start_reconciler, write_config
 
 S = LocalState

@@ -9,11 +9,12 @@ from typing import Any
 import pytest
 
 from reconciler.context import build_adapters
-from reconciler.creating import _absence_settled
 from reconciler.step import Step
-from shared import ledger, records
+from reconciler.steps.create import _absence_settled
+from shared import ledger
+from shared.ledger import evidence as records
+from shared.ledger.states import LocalState
 from shared.simulator import SimulatorSettings
-from shared.states import LocalState
 from tests.harness import rig, sim_providers
 from tests.support import call, drive
 

@@ -22,12 +22,12 @@ from starlette.responses import StreamingResponse
 from starlette.routing import Route
 
 from reconciler.step import MAX_SLOT_ROUNDS, Step
-from shared.config import check_reconciler_settings, load_settings
-from shared.database import create_pool
+from shared.db.connect import create_pool
 from shared.ledger import Operation
+from shared.ledger.states import LocalState
 from shared.providers import ConfigError, HttpRequest
 from shared.serve import serve_app
-from shared.states import LocalState
+from shared.settings import check_reconciler_settings, load_settings
 from tests.harness import Rig, rig
 
 ONE_SLOT = {"limits": {"max_concurrency": 1}}

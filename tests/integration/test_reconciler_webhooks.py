@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from shared import ledger
-from shared.states import LocalState
+from shared.ledger.states import LocalState
 from tests.harness import webhook_rig
 
 S = LocalState

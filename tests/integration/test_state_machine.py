@@ -10,16 +10,17 @@ import asyncpg
 import pytest
 import pytest_asyncio
 
-from shared import ledger, records
-from shared.database import connect, with_database
-from shared.errors import (
+from shared import ledger
+from shared.db.connect import connect, with_database
+from shared.ledger import evidence as records
+from shared.ledger.errors import (
     ForbiddenTransition,
     ImmutableFact,
     MissingEvidence,
     OperatorOnly,
     StaleTransition,
 )
-from shared.states import EDGES, Evidence, LocalState
+from shared.ledger.states import EDGES, Evidence, LocalState
 from tests.conftest import _drop, clone_database
 from tests.support import call, drive, observe, prepare_and_evidence, submit
 

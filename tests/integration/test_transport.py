@@ -10,8 +10,8 @@ from starlette.requests import Request
 from starlette.responses import StreamingResponse
 from starlette.routing import Route
 
+from reconciler.calls import send
 from reconciler.context import http_client
-from reconciler.transport import send
 from shared.providers import HttpRequest
 from shared.serve import serve_app
 

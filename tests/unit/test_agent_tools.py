@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from shared import agent_tools
-from shared.agent_tools import from_resource, next_delay
-from shared.client import ApiProblem, ApiUnreachable
+from shared.agents import tools as agent_tools
+from shared.agents.client import ApiProblem, ApiUnreachable
+from shared.agents.tools import from_resource, next_delay
 
 
 def resource(

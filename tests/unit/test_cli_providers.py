@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from shared import cli_providers
+from shared.cli import providers as cli_providers
 
 SECRETS = {
     "OPENAI_API_KEY": "sk-real-looking-key",

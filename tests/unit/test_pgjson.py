@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from shared import pgjson
+from shared.db import pgjson
 
 
 def test_plain_values_are_encoded_once_and_exactly() -> None:

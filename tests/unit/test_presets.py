@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from shared.ledger.states import RemoteState
 from shared.providers import (
     ConfigError,
     HttpResponse,
@@ -28,7 +29,6 @@ from shared.providers import (
 )
 from shared.providers.description import ProviderDescription, TokenFormat
 from shared.providers.tokens import wire_token
-from shared.states import RemoteState
 
 SIX = ["openai_batch", "replicate", "assemblyai", "google_lro", "azure_async", "anthropic_batches"]
 ENV = {

@@ -12,6 +12,7 @@ import random
 import tomllib
 from typing import Any
 
+from shared.ledger.states import RemoteState
 from shared.providers import (
     HttpResponse,
     build_create,
@@ -27,7 +28,6 @@ from shared.providers import (
     validate_result,
 )
 from shared.providers.description import ProviderDescription
-from shared.states import RemoteState
 
 ENV = {"API_KEY": "sk-test", "WH_SECRET": "whsec_dGVzdA==", "HOOK_TOKEN": "tok-123"}
 

@@ -9,6 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
+from shared.ledger.states import RemoteState
 from shared.providers import (
     HttpResponse,
     WebhookParseError,
@@ -24,7 +25,6 @@ from shared.providers import (
     parse_webhook,
 )
 from shared.providers.description import ProviderDescription
-from shared.states import RemoteState
 
 NOW = datetime(2025, 1, 6, 12, 0, 0, tzinfo=UTC)
 SIM = load_preset("simulator", env={"JW_SIM_WEBHOOK_SECRET": "whsec_dGVzdA=="})

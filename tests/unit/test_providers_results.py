@@ -7,6 +7,7 @@ import hashlib
 import json
 from typing import Any
 
+from shared.ledger.states import RemoteState
 from shared.providers import (
     Counts,
     HttpResponse,
@@ -17,7 +18,6 @@ from shared.providers import (
     validate_result,
 )
 from shared.providers.description import ProviderDescription
-from shared.states import RemoteState
 
 SIM = load_preset("simulator", env={})
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from shared.states import EDGES
+from shared.ledger.states import EDGES
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 

@@ -6,7 +6,7 @@ import contextlib
 import os
 from collections.abc import AsyncIterator, Mapping
 
-from shared.database import APP_DATABASE, ResolvedDatabase, ensure_database, resolve_database
+from shared.db.connect import APP_DATABASE, ResolvedDatabase, ensure_database, resolve_database
 
 
 @contextlib.asynccontextmanager

@@ -16,8 +16,11 @@ from typing import Any
 
 from reconciler.recording import finish_call, record_call, start_call
 from reconciler.step import Delay, Step, utcnow
-from shared import ledger, records
-from shared.errors import LeaseLost
+from shared import ledger
+from shared.db.queries import q
+from shared.ledger import evidence as records
+from shared.ledger.errors import LeaseLost
+from shared.ledger.states import Evidence, LocalState, RemoteState
 from shared.providers import (
     HttpResponse,
     ItemFailure,
@@ -26,9 +29,7 @@ from shared.providers import (
     StatusFact,
 )
 from shared.providers.description import ResultSource
-from shared.queries import q
 from shared.result_store import INLINE_MAX_BYTES
-from shared.states import Evidence, LocalState, RemoteState
 
 S = LocalState
 # Transient fetch failures (5xx, timeouts) are retried this many times before

@@ -16,12 +16,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from shared import audit, cli_operator, cli_providers, logs
-from shared.config import Settings, load_settings
-from shared.database import connection, redact_url
-from shared.migrate import MigrationError, apply_migrations
+from shared import logs
+from shared.cli import operator as cli_operator
+from shared.cli import providers as cli_providers
+from shared.db.connect import connection, redact_url
+from shared.db.migrate import MigrationError, apply_migrations
+from shared.db.runtime import app_database
+from shared.ledger import audit
 from shared.providers import ConfigError
-from shared.runtime import app_database
+from shared.settings import Settings, load_settings
 
 Handler = Callable[[argparse.Namespace], Coroutine[Any, Any, int]]
 
@@ -95,7 +98,7 @@ async def cmd_simulator(args: argparse.Namespace) -> int:
 
 
 async def cmd_demo(args: argparse.Namespace) -> int:
-    from shared.demo import run_demo
+    from shared.cli.demo import run_demo
 
     return await run_demo(args.time_scale, args.timeout)
 

@@ -18,9 +18,9 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Any, TextIO
 
-from shared import agent_tools
-from shared.agent_tools import ToolResult
-from shared.client import JobwardenClient, JobwardenError
+from shared.agents import tools as agent_tools
+from shared.agents.client import JobwardenClient, JobwardenError
+from shared.agents.tools import ToolResult
 
 log = logging.getLogger("jobwarden.mcp")
 

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from shared.database import Executor
-from shared.queries import q
+from shared.db.connect import Executor
+from shared.db.queries import q
 
 _SEP = "\x1f"
 

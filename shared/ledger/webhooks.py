@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import logging
 
-from shared.database import Executor
-from shared.queries import q
+from shared.db.connect import Executor
+from shared.db.queries import q
 
 logger = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import asyncpg
 
-from shared.queries import q, sql_root
+from shared.db.queries import q, sql_root
 
 # Any fixed number works; it only has to be the same for every jobwarden process.
 ADVISORY_LOCK_KEY = 0x6A6F6277  # "jobw"

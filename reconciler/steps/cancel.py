@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from reconciler.observing import step_poll
 from reconciler.recording import finish_call, start_call
 from reconciler.step import NOW, Delay, Step, utcnow
+from reconciler.steps.poll import step_poll
 from shared import ledger
+from shared.ledger.states import Evidence, LocalState
 from shared.providers import may_have_been_delivered
-from shared.states import Evidence, LocalState
 
 S = LocalState
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from shared.database import Executor
-from shared.queries import q
+from shared.db.connect import Executor
+from shared.db.queries import q
 
 
 @dataclass(frozen=True)

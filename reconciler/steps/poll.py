@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from reconciler.collecting import collect_partial_output
 from reconciler.recording import poll_row, record_call, record_poll
 from reconciler.step import NOW, Delay, Step, utcnow
+from reconciler.steps.collect import collect_partial_output
+from shared.ledger.states import Evidence, LocalState, RemoteState
 from shared.providers import StatusFact
-from shared.states import Evidence, LocalState, RemoteState
 
 S = LocalState
 # A job the provider says does not exist may be a read racing its creation;

@@ -15,13 +15,14 @@ from typing import Any
 
 from reconciler.recording import finish_call, record_call, start_call
 from reconciler.step import NOW, Delay, Step, utcnow
-from shared import ledger, records
-from shared.errors import LeaseLost, StaleTransition
+from shared import ledger
+from shared.db.queries import q
+from shared.ledger import evidence as records
+from shared.ledger.errors import LeaseLost, StaleTransition
+from shared.ledger.states import Evidence, LocalState
 from shared.providers import CreateFact, LookupFact
 from shared.providers.description import Idempotency
 from shared.providers.transport import may_have_been_delivered
-from shared.queries import q
-from shared.states import Evidence, LocalState
 
 S = LocalState
 # Without idempotency, an empty lookup proves the lost create never landed only

@@ -43,7 +43,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
-from shared.client import (
+from shared.agents.client import (
     MAX_SERVER_WAIT_SECONDS,
     ApiProblem,
     ApiUnreachable,

@@ -16,18 +16,18 @@ from typing import Any
 
 import asyncpg
 
-from shared.database import Executor
-from shared.errors import (
+from shared.db.connect import Executor
+from shared.db.queries import q
+from shared.fingerprint import canonical_json, request_fingerprint
+from shared.ids import new_idempotency_token, new_operation_id, new_trace_id
+from shared.ledger.errors import (
     SQLSTATE_ERRORS,
     LeaseLost,
     LedgerError,
     RequestMismatch,
     UnknownOperation,
 )
-from shared.fingerprint import canonical_json, request_fingerprint
-from shared.ids import new_idempotency_token, new_operation_id, new_trace_id
-from shared.queries import q
-from shared.states import Evidence, LocalState
+from shared.ledger.states import Evidence, LocalState
 
 # Defaults when neither the caller nor the provider config says otherwise.
 DEFAULT_CREATE_DEADLINE_S = 120.0  # obtaining a job id is a matter of minutes

@@ -28,13 +28,13 @@ from rich.console import Console
 from rich.table import Table
 
 from shared import ledger
-from shared.api_tokens import CALLER_NAME, mint_token
-from shared.database import connection
-from shared.errors import LedgerError, RequestMismatch, UnknownOperation
+from shared.db.connect import connection
+from shared.db.queries import q
+from shared.db.runtime import app_database
 from shared.ledger import RequestSpec
-from shared.queries import q
-from shared.runtime import app_database
-from shared.states import EDGES, ESCALATED, TERMINAL, Evidence, LocalState
+from shared.ledger.errors import LedgerError, RequestMismatch, UnknownOperation
+from shared.ledger.states import EDGES, ESCALATED, TERMINAL, Evidence, LocalState
+from shared.ledger.tokens import CALLER_NAME, mint_token
 
 S = LocalState
 # When an operator resumes observation of an operation whose result deadline
@@ -171,7 +171,7 @@ def _body_argument(text: str) -> Any:
 
 
 async def cmd_submit(args: argparse.Namespace) -> int:
-    from shared.config import load_settings  # the provider table is only needed here
+    from shared.settings import load_settings  # the provider table is only needed here
 
     settings = load_settings()
     desc = settings.providers.get(args.provider)
@@ -336,8 +336,8 @@ def _cancel_deadline(provider: str) -> float | None:
     Cancelling is an emergency action: it must work from a shell that lacks
     the provider's secrets, which loading the full configuration requires.
     """
-    from shared.config import load_settings
     from shared.providers import ConfigError
+    from shared.settings import load_settings
 
     try:
         return load_settings().cancel_deadline_for(provider)
@@ -610,7 +610,7 @@ async def cmd_tokens_revoke(args: argparse.Namespace) -> int:
 
 
 async def cmd_mcp(args: argparse.Namespace) -> int:
-    from shared import mcp_server
+    from shared.agents import mcp as mcp_server
 
     # The stdio loop blocks; run it off the event loop that asyncio.run owns.
     return await asyncio.to_thread(mcp_server.main)

@@ -32,11 +32,11 @@ from rich.live import Live
 from rich.table import Table
 
 from shared import ledger
-from shared.database import connection, redact_url
+from shared.db.connect import connection, redact_url
+from shared.db.migrate import MigrationError, apply_migrations
+from shared.db.runtime import app_database
 from shared.ledger import RequestSpec
-from shared.migrate import MigrationError, apply_migrations
-from shared.runtime import app_database
-from shared.states import ESCALATED, TERMINAL, LocalState
+from shared.ledger.states import ESCALATED, TERMINAL, LocalState
 
 S = LocalState
 DEMO_CALLER = "agent:demo"

@@ -55,10 +55,10 @@ from typing import Any, NoReturn
 from starlette.datastructures import Headers, QueryParams
 from starlette.types import Receive, Scope, Send
 
-from receiver.ingest import Event, Ingestor, IngestRejected, IngestUnavailable, Outcome
 from receiver.metrics import ReceiverMetrics
+from receiver.webhooks.ingest import Event, Ingestor, IngestRejected, IngestUnavailable, Outcome
+from shared.db.pgjson import scrub
 from shared.ids import new_trace_id, trace_id_from_traceparent
-from shared.pgjson import scrub
 from shared.providers import ProviderDescription, WebhookParseError, adapter_for
 from shared.providers.description import WebhookScheme, WebhookSpec
 from shared.providers.paths import PathSource, ValuePath, extract, parse_path

@@ -19,7 +19,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from shared.cli_operator import json_flag
+from shared.cli.operator import json_flag
 from shared.providers import (
     ConfigError,
     ProviderDescription,

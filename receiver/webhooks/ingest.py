@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 import asyncpg
 
-from shared.queries import q
+from shared.db.queries import q
 
 logger = logging.getLogger(__name__)
 

@@ -1,0 +1,1 @@
+"""Webhook intake: verify the raw bytes, extract the event, group-commit it."""

@@ -1,0 +1,1 @@
+"""Database plumbing: finding and connecting to PostgreSQL, named queries, migrations."""

@@ -1,0 +1,65 @@
+"""The ledger: the only writer of operations, evidence, decisions and escalations.
+
+Everything jobwarden knows about an operation is written through this package:
+the intent (`operations`), leases and fencing (`leases`), provider calls,
+status reads and results (`evidence`), webhook events (`webhooks`), operator
+decisions and escalations (`decisions`), API tokens (`tokens`). It knows no
+HTTP: callers hand it plain values. `tests/unit/test_write_gate.py` proves that
+no named write query is used anywhere else.
+"""
+
+from shared.ledger.errors import (
+    ImmutableFact,
+    LeaseLost,
+    LedgerError,
+    RequestMismatch,
+    StaleTransition,
+    UnknownOperation,
+)
+from shared.ledger.operations import (
+    DEFAULT_CANCEL_DEADLINE_S,
+    DEFAULT_CREATE_DEADLINE_S,
+    DEFAULT_RESULT_DEADLINE_S,
+    Operation,
+    RequestSpec,
+    Submitted,
+    attach_result,
+    claim_completion,
+    load_operation,
+    record_cancel_not_sent,
+    record_cancel_sent,
+    record_decision,
+    record_remote_job,
+    record_sync_mode,
+    request_cancel,
+    state_edges_in_db,
+    submit_operation,
+    transition,
+)
+
+__all__ = [
+    "DEFAULT_CANCEL_DEADLINE_S",
+    "DEFAULT_CREATE_DEADLINE_S",
+    "DEFAULT_RESULT_DEADLINE_S",
+    "ImmutableFact",
+    "LeaseLost",
+    "LedgerError",
+    "Operation",
+    "RequestMismatch",
+    "RequestSpec",
+    "StaleTransition",
+    "Submitted",
+    "UnknownOperation",
+    "attach_result",
+    "claim_completion",
+    "load_operation",
+    "record_cancel_not_sent",
+    "record_cancel_sent",
+    "record_decision",
+    "record_remote_job",
+    "record_sync_mode",
+    "request_cancel",
+    "state_edges_in_db",
+    "submit_operation",
+    "transition",
+]
