@@ -1,8 +1,10 @@
-"""Sending one provider request and turning the outcome into plain values.
+"""One outbound call: send it, and turn the exchange into the ledger's plain records.
 
 Every outbound call goes through `send`, which adds the trace context (W3C
 `traceparent` plus the operation's trace id) and never raises for network
-trouble: the caller gets a category it can record and reason about.
+trouble: the caller gets a category it can record and reason about. The
+functions below translate HTTP (requests, responses, the adapters' facts)
+into the ledger's records (`shared.ledger.evidence`), which know no HTTP.
 """
 
 from __future__ import annotations
@@ -16,9 +18,11 @@ from typing import Any
 import httpx
 
 from shared.ids import traceparent
-from shared.providers import HttpRequest, HttpResponse, classify_transport_error
-from shared.providers.sanitize import sanitize_headers
+from shared.ledger import Operation
+from shared.ledger.evidence import CallAnswer, CallStart, Observed, StatusRead
+from shared.providers import HttpRequest, HttpResponse, StatusFact, classify_transport_error
 from shared.providers.transport import TransportCategory
+from shared.redaction import sanitize_headers
 
 
 @dataclass(frozen=True)
@@ -76,9 +80,16 @@ class _Departure:
             self.started = True
 
 
+# A call this process decided not to make (no provider slot within the lease,
+# or the provider's back-pressure window): it never left, like "connect".
+NOT_SENT = "not_sent"
+# Categories of a call that provably never left this host.
+NEVER_LEFT = frozenset({"connect", NOT_SENT})
+
+
 def not_sent(trace_id: str) -> Sent:
     """A call given up before it left this process (it may simply be made again)."""
-    return Sent(None, "connect", 0, traceparent(trace_id), "connect")
+    return Sent(None, NOT_SENT, 0, traceparent(trace_id), "connect")
 
 
 async def send(client: httpx.AsyncClient, req: HttpRequest, trace_id: str) -> Sent:
@@ -119,3 +130,99 @@ async def send(client: httpx.AsyncClient, req: HttpRequest, trace_id: str) -> Se
         url=str(resp.url),
     )
     return Sent(response, http_error_category(resp.status_code), int(elapsed_s * 1000), parent)
+
+
+# ------------------------------------------------------------------ to the ledger
+
+
+def call_start(
+    op: Operation,
+    req: HttpRequest,
+    kind: str,
+    attempt: int,
+    worker: str,
+    fence: int,
+    *,
+    token: str | None = None,
+) -> CallStart:
+    """The record of a call about to leave (sanitized: no credential reaches the ledger)."""
+    return CallStart(
+        operation_id=op.operation_id,
+        call_kind=kind,
+        attempt=attempt,
+        worker=worker,
+        method=req.method,
+        url=req.sanitized_url(),
+        request_headers=req.sanitized_headers(),
+        fence=fence,
+        traceparent=traceparent(op.trace_id),
+        idempotency_token=token,
+    )
+
+
+def answer_of(sent: Sent, provider_request_id: str | None = None) -> CallAnswer:
+    resp = sent.response
+    return CallAnswer(
+        duration_ms=sent.duration_ms,
+        status_code=sent.status_code,
+        headers=sent.sanitized_response_headers(),
+        body=resp.body if resp is not None else None,
+        error_category=sent.error_category,
+        provider_request_id=provider_request_id,
+        traceparent=sent.traceparent,
+    )
+
+
+def observed_of(fact: StatusFact) -> Observed:
+    counts = fact.counts
+    return Observed(
+        remote_state=fact.remote_state.value if fact.remote_state else None,
+        remote_state_raw=fact.raw_state,
+        progress_completed=fact.progress_completed,
+        progress_total=fact.progress_total,
+        progress_percent=fact.progress_percent,
+        poll_after_seconds=fact.poll_after_seconds,
+        provider_updated_at=fact.provider_updated_at,
+        error_code=fact.error.code if fact.error else None,
+        error_message=fact.error.message if fact.error else fact.problem,
+        result_url=fact.result_url,
+        errors_url=fact.errors_url,
+        counts_total=counts.total if counts else None,
+        counts_succeeded=counts.succeeded if counts else None,
+        counts_failed=counts.failed if counts else None,
+        has_counts=counts is not None,
+    )
+
+
+def imposed_wait(retry_after: float | None, poll_after: float | None = None) -> float | None:
+    """The back-pressure an answer imposes: no call for this job for that many seconds."""
+    waits = [w for w in (retry_after, poll_after) if w is not None and w > 0]
+    return max(waits) if waits else None
+
+
+def status_read(
+    op: Operation,
+    fence: int,
+    worker: str,
+    req: HttpRequest,
+    sent: Sent,
+    fact: StatusFact | None,
+    *,
+    call_id: int | None,
+) -> StatusRead:
+    """One status read (answered or not) as the ledger records it."""
+    return StatusRead(
+        operation_id=op.operation_id,
+        fence=fence,
+        worker=worker,
+        attempt=op.poll_attempts + 1,
+        method=req.method,
+        url=req.sanitized_url(),
+        request_headers=req.sanitized_headers(),
+        answer=answer_of(sent, fact.provider_request_id if fact else None),
+        observed=observed_of(fact) if fact is not None else None,
+        call_id=call_id,
+        not_before_seconds=(
+            imposed_wait(fact.retry_after_seconds, fact.poll_after_seconds) if fact else None
+        ),
+    )

@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 
 from reconciler.poll_writer import PollWriter
+from shared.clock import SYSTEM_CLOCK, Clock
 from shared.providers import ProviderAdapter, ProviderDescription, adapter_for
 from shared.result_store import ResultStore
 from shared.settings import Settings
@@ -30,6 +31,8 @@ class Context:
     # public URL template of our receiver, e.g. http://host:8080/webhooks/{provider}
     webhook_url: str | None = None
     rng: random.Random = field(default_factory=random.Random)
+    # Tests pass a shifted clock (and shift jw_now() with it) instead of sleeping.
+    clock: Clock = SYSTEM_CLOCK
     semaphores: dict[str, asyncio.Semaphore] = field(default_factory=dict)
     # Group commit for the status reads that decide nothing (poll_writer.py).
     polls: PollWriter = field(init=False)

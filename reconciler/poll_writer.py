@@ -18,14 +18,18 @@ operation is read again (status reads are safe to repeat).
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Mapping
 from typing import Any
 
 import asyncpg
 
-from reconciler.recording import record_polls
 from shared.db import pgjson
+from shared.db.errors import db_error_context, db_error_reason
 from shared.ledger.errors import LeaseLost
+from shared.ledger.evidence import ROW_ERRORS, call_only, record_polls
+
+log = logging.getLogger("jobwarden.reconciler")
 
 # Reads per statement. The batch only grows this big when the database falls
 # behind; it bounds the statement's size and a failed batch's blast radius.
@@ -34,18 +38,16 @@ MAX_BATCH = 64
 # the receiver's webhook matching) aborts the statement; nothing of it was
 # written, so running it again is safe.
 DEADLOCK_RETRIES = 3
-# Errors caused by one row's content, not by the database's health: the batch
-# is then written one row at a time, confining the failure to that row's step.
-_ROW_ERRORS = (asyncpg.DataError, asyncpg.IntegrityConstraintViolationError)
 
 Row = Mapping[str, Any]
 
 
 class _Queued:
-    __slots__ = ("future", "operation_id", "text")
+    __slots__ = ("future", "operation_id", "row", "text")
 
-    def __init__(self, operation_id: str, text: str, future: asyncio.Future[None]) -> None:
-        self.operation_id = operation_id
+    def __init__(self, row: Row, text: str, future: asyncio.Future[None]) -> None:
+        self.operation_id: str = row["operation_id"]
+        self.row = row
         self.text = text
         self.future = future
 
@@ -59,14 +61,14 @@ class PollWriter:
         self._writer: asyncio.Future[None] | None = None
 
     async def record(self, row: Row) -> None:
-        """Write one `poll_row`; raises LeaseLost when the lease no longer held.
+        """Write one `status_row`; raises LeaseLost when the lease no longer held.
 
         The row is encoded here, in the caller's task: a row that cannot be
         encoded fails its own step, not the batch it would have joined.
         """
         text = pgjson.dumps(row)
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._queue.append(_Queued(row["operation_id"], text, future))
+        self._queue.append(_Queued(row, text, future))
         if self._writer is None:
             self._writer = asyncio.ensure_future(self._drain())
         await future
@@ -105,27 +107,39 @@ class PollWriter:
     async def _write(self, batch: list[_Queued]) -> None:
         try:
             written = await self._statement([item.text for item in batch])
-        except _ROW_ERRORS as exc:
-            if len(batch) > 1:
+        except ROW_ERRORS as exc:
+            if len(batch) > 1:  # confine the refusal to the row that caused it
                 for item in batch:
                     await self._write([item])
                 return
-            _fail(batch, exc)
+            await self._write_call_only(batch[0], exc)
             return
         except Exception as exc:
             _fail(batch, exc)
             return
-        for item in batch:
-            if item.future.done():  # its step was cancelled meanwhile
-                continue
-            if item.operation_id in written:
-                item.future.set_result(None)
-            else:
-                item.future.set_exception(
-                    LeaseLost(
-                        f"lease on {item.operation_id} lost before the status read was recorded"
-                    )
-                )
+        _settle(batch, written)
+
+    async def _write_call_only(self, item: _Queued, exc: Exception) -> None:
+        """The database refused this read's facts: keep its call (and the release) anyway.
+
+        The read is never erased and the operation never stalls on it: the
+        call row carries the anomaly, the raw values stay in its excerpt.
+        """
+        log.warning(
+            "status read facts refused by the database; call kept without its observation",
+            extra={"ctx": {"operation_id": item.operation_id, **db_error_context(exc)}},
+        )
+        fallback = _Queued(
+            item.row,
+            pgjson.dumps(call_only(item.row, db_error_reason(exc))),
+            item.future,
+        )
+        try:
+            written = await self._statement([fallback.text])
+        except Exception as again:
+            _fail([item], again)
+            return
+        _settle([fallback], written)
 
     async def _statement(self, rows: list[str]) -> set[str]:
         for attempt in range(DEADLOCK_RETRIES + 1):
@@ -135,6 +149,18 @@ class PollWriter:
                 if attempt == DEADLOCK_RETRIES:
                     raise
         raise AssertionError("unreachable")
+
+
+def _settle(batch: list[_Queued], written: set[str]) -> None:
+    for item in batch:
+        if item.future.done():  # its step was cancelled meanwhile
+            continue
+        if item.operation_id in written:
+            item.future.set_result(None)
+        else:
+            item.future.set_exception(
+                LeaseLost(f"lease on {item.operation_id} lost before the status read was recorded")
+            )
 
 
 def _fail(batch: list[_Queued], exc: Exception) -> None:

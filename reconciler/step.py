@@ -1,21 +1,18 @@
-"""The frame every step runs in: one claimed operation, its adapter and its lease."""
+"""The frame every step runs in: one claimed operation, its adapter, its lease and its clock."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
-import time
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from datetime import datetime, timedelta
 from typing import Any
 
-from reconciler.calls import TRANSFERS, Sent, not_sent, send
+from reconciler.calls import TRANSFERS, Sent, answer_of, call_start, not_sent, send
 from reconciler.context import Context
-from reconciler.recording import escalate, worker_name
 from shared import ledger
-from shared.db.queries import q
-from shared.ledger import Operation
+from shared.ledger import Operation, decisions, evidence, leases
 from shared.ledger.errors import LeaseLost
 from shared.ledger.states import ESCALATED, Evidence, LocalState
 from shared.providers import HttpRequest, ProviderAdapter
@@ -35,10 +32,6 @@ LEASE_MARGIN_S = 5.0
 MAX_SLOT_ROUNDS = 3
 
 
-def utcnow() -> datetime:
-    return datetime.now(UTC)
-
-
 @dataclass
 class Step:
     ctx: Context
@@ -47,23 +40,52 @@ class Step:
     fence: int
     # Set when the step's last statement already handed the lease back.
     released: bool = False
-    # When our lease ends on this process's monotonic clock, measured from
+    # When our lease ends on the clock's monotonic reading, measured from
     # before the statement that set it (so never later than the database's
     # expiry, whatever the clocks say). None: derived from the row.
     lease_until: float | None = None
+    # The status read the claim recorded before it left (polled states). The
+    # first read of this step completes it; if the step ends without sending
+    # it, the release closes it as never sent.
+    status_call_id: int | None = None
+    # No call before this (the provider's back-pressure), as far as this step knows.
+    not_before: datetime | None = None
 
     def __post_init__(self) -> None:
         if self.lease_until is None:
             expires = self.op.lease_expires_at
-            left = (expires - utcnow()).total_seconds() if expires is not None else 0.0
-            self.lease_until = time.monotonic() + left
+            left = (expires - self.now()).total_seconds() if expires is not None else 0.0
+            self.lease_until = self.ctx.clock.monotonic() + left
+        self.not_before = self.op.not_before
+
+    # ------------------------------------------------------------ clock and back-pressure
+
+    def now(self) -> datetime:
+        return self.ctx.clock.now()
 
     @property
     def worker(self) -> str:
-        return worker_name(self.ctx.settings.worker_id)
+        return leases.worker_name(self.ctx.settings.worker_id)
+
+    def held_back(self) -> float | None:
+        """Seconds the provider still asks us to wait before any call, or None."""
+        if self.not_before is None:
+            return None
+        left = (self.not_before - self.now()).total_seconds()
+        return left if left > 0 else None
+
+    def note_wait(self, seconds: float | None) -> None:
+        """An answer imposed back-pressure: no call before `seconds` from now."""
+        if seconds is None or seconds <= 0:
+            return
+        until = self.now() + timedelta(seconds=seconds)
+        if self.not_before is None or until > self.not_before:
+            self.not_before = until
+
+    # ------------------------------------------------------------ sending
 
     async def send(self, req: HttpRequest, conn: Any = None) -> Sent:
-        """Send under the provider's concurrency limit, never past our lease.
+        """Send under the provider's concurrency limit, never past our lease or not-before.
 
         The lease is renewed (fenced) before queueing for a slot if it would
         not outlast the call with margin; if it was lost, nothing is sent. A
@@ -75,6 +97,8 @@ class Step:
         `conn` is the connection the caller already holds, used for renewals:
         taking a second one from the pool while holding one could exhaust it.
         """
+        if self.held_back() is not None:  # every caller checks first; this is the last guard
+            return not_sent(self.op.trace_id)
         db = conn if conn is not None else self.ctx.pool
         need = req.timeout + self._margin(req.timeout)
         for _ in range(MAX_SLOT_ROUNDS):
@@ -90,6 +114,33 @@ class Step:
             extra={"ctx": {"operation_id": self.op.operation_id, "provider": self.op.provider}},
         )
         return not_sent(self.op.trace_id)
+
+    async def begin_call(
+        self, conn: Any, req: HttpRequest, kind: str, attempt: int, *, token: str | None = None
+    ) -> int:
+        """Record a call before it leaves (so a crash mid-call shows it as maybe sent)."""
+        start = call_start(self.op, req, kind, attempt, self.worker, self.fence, token=token)
+        return await evidence.start_call(conn, start)
+
+    async def end_call(
+        self,
+        conn: Any,
+        call_id: int,
+        sent: Sent,
+        *,
+        provider_request_id: str | None = None,
+        remote_job_id: str | None = None,
+        wait: float | None = None,
+    ) -> None:
+        """Record a call's outcome; `wait` is the back-pressure its answer imposed."""
+        self.note_wait(wait)
+        await evidence.finish_call(
+            conn,
+            call_id,
+            answer_of(sent, provider_request_id),
+            remote_job_id=remote_job_id,
+            not_before_seconds=wait,
+        )
 
     async def _transfer(self, req: HttpRequest, db: Any) -> Sent:
         """A download, which may outlast a lease: the lease is renewed while it runs.
@@ -116,24 +167,24 @@ class Step:
 
     def _lease_left(self) -> float:
         assert self.lease_until is not None
-        return self.lease_until - time.monotonic()
+        return self.lease_until - self.ctx.clock.monotonic()
 
     async def _renew(self, db: Any) -> None:
-        started = time.monotonic()
-        renewed = await db.fetchval(
-            q("renew_lease"), self.op.operation_id, self.fence, self.ctx.settings.lease_seconds
+        started = self.ctx.clock.monotonic()
+        renewed = await leases.renew(
+            db, self.op.operation_id, self.fence, self.ctx.settings.lease_seconds
         )
-        if renewed is None:
-            raise LeaseLost(f"lease on {self.op.operation_id} lost before a provider call")
         self.op = replace(self.op, lease_expires_at=renewed)
         self.lease_until = started + self.ctx.settings.lease_seconds
+
+    # ------------------------------------------------------------ moving
 
     async def move(
         self,
         conn: Any,
         dst: LocalState,
         cause: str,
-        evidence: tuple[Evidence, int] | None = None,
+        evidence_ref: tuple[Evidence, int] | None = None,
         *,
         escalation: str | None = None,
         **details: Any,
@@ -146,17 +197,38 @@ class Step:
             dst,
             actor=self.worker,
             cause=cause,
-            evidence=evidence,
+            evidence=evidence_ref,
             fence=self.fence,
         )
         if dst in ESCALATED:
-            await escalate(conn, self.op, dst, escalation or cause, **details)
-        self.op = await ledger.load_operation(conn, self.op.operation_id)
+            await decisions.escalate(conn, self.op, dst, escalation or cause, **details)
+        await self.reload(conn)
 
     async def reload(self, conn: Any) -> None:
         self.op = await ledger.load_operation(conn, self.op.operation_id)
+        if self.op.not_before is not None and (
+            self.not_before is None or self.op.not_before > self.not_before
+        ):
+            self.not_before = self.op.not_before
+
+    async def release(self, delay: Delay) -> None:
+        """Hand the lease back; a claimed read this step never sent is closed as not sent."""
+        unsent, self.status_call_id = self.status_call_id, None
+        await leases.release(
+            self.ctx.pool, self.op.operation_id, self.fence, delay, unsent_call_id=unsent
+        )
+        self.released = True
 
     def backoff(
         self, attempt: int, retry_after: float | None = None, poll_after: float | None = None
     ) -> float:
         return self.adapter.next_poll_delay(attempt, retry_after, poll_after, self.ctx.rng)
+
+    def until_allowed(self, delay: float) -> float:
+        """`delay`, or longer if the provider's back-pressure window ends later."""
+        held = self.held_back()
+        return max(delay, held) if held is not None else delay
+
+
+def lease_lost(operation_id: str) -> LeaseLost:
+    return LeaseLost(f"lease on {operation_id} lost")

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 
@@ -17,12 +16,12 @@ from reconciler.context import Context
 from reconciler.step import NOW, Delay, Step
 from reconciler.steps.cancel import step_cancel
 from reconciler.steps.collect import step_collect
-from reconciler.steps.create import step_create
+from reconciler.steps.create import CROSS_CHECK, step_create, step_cross_check
 from reconciler.steps.poll import step_poll
-from shared.db.queries import q
-from shared.ledger import Operation
+from shared.db.errors import db_error_context
+from shared.ledger import Operation, leases
 from shared.ledger.errors import LeaseLost, StaleTransition
-from shared.ledger.states import LocalState
+from shared.ledger.states import POLLED, LocalState
 
 S = LocalState
 log = logging.getLogger("jobwarden.reconciler")
@@ -42,12 +41,15 @@ StepFn = Callable[[Step], Awaitable[Delay]]
 
 
 def step_for(op: Operation) -> StepFn | None:
+    """The step the row calls for: a pending recovery point first, then its state's."""
     state = op.state
+    if op.follow_up == CROSS_CHECK:
+        return step_cross_check
     if state in (S.CREATE_PENDING, S.CREATE_UNKNOWN):
         return step_create
     if state is S.CANCEL_REQUESTED:
         return step_create if op.remote_job_id is None else step_cancel
-    if state in (S.ACCEPTED, S.OBSERVING, S.CANCELLING, S.CANCELLATION_UNCONFIRMED):
+    if state in POLLED:
         return step_poll
     if state is S.RESULT_COLLECTING:
         return step_collect
@@ -63,12 +65,9 @@ class Reconciler:
     def stop_claiming(self) -> None:
         self.claiming = False
 
-    async def claim(self, limit: int) -> list[Operation]:
+    async def claim(self, limit: int) -> list[leases.Claimed]:
         settings = self.ctx.settings
-        rows = await self.ctx.pool.fetch(
-            q("claim_due"), settings.worker_id, limit, settings.lease_seconds
-        )
-        return [Operation._from_record(r) for r in rows]
+        return await leases.claim(self.ctx.pool, settings.worker_id, limit, settings.lease_seconds)
 
     async def run_once(self, limit: int | None = None) -> Counter[str]:
         """Claim and process due operations; returns counts by outcome.
@@ -93,12 +92,15 @@ class Reconciler:
         async def claim_and_start(want: int) -> int:
             if not self.claiming:
                 return 0
-            started = time.monotonic()  # the leases end no earlier than this + lease_seconds
+            # the leases end no earlier than this + lease_seconds
+            started = self.ctx.clock.monotonic()
             batch = await self.claim(want)
             counts["claimed"] += len(batch)
             lease_until = started + self.ctx.settings.lease_seconds
-            for op in batch:
-                task = asyncio.ensure_future(self.process(op, lease_until))
+            for claimed in batch:
+                task = asyncio.ensure_future(
+                    self.process(claimed.op, lease_until, claimed.status_call_id)
+                )
                 running.add(task)
                 task.add_done_callback(done)
             return len(batch)
@@ -126,11 +128,17 @@ class Reconciler:
             raise
         return counts
 
-    async def process(self, op: Operation, lease_until: float | None = None) -> str:
+    async def process(
+        self,
+        op: Operation,
+        lease_until: float | None = None,
+        status_call_id: int | None = None,
+    ) -> str:
         """Run the steps `op`'s state calls for, under the lease claimed with it.
 
-        `lease_until` is when that lease ends on the monotonic clock (see
-        Step.lease_until); None derives it from the row.
+        `lease_until` is when that lease ends on the clock's monotonic reading
+        (see Step.lease_until); None derives it from the row. `status_call_id`
+        is the status read the claim recorded for this row, if any.
         """
         fence = op.lease_fence
         adapter = self.ctx.adapter(op.provider)
@@ -139,9 +147,18 @@ class Reconciler:
                 "no provider configured",
                 extra={"ctx": {"operation_id": op.operation_id, "provider": op.provider}},
             )
-            await self._release(op, fence, UNKNOWN_PROVIDER_RETRY_SECONDS)
+            # the claimed read was never sent: nobody here can build it
+            await leases.release(
+                self.ctx.pool,
+                op.operation_id,
+                fence,
+                UNKNOWN_PROVIDER_RETRY_SECONDS,
+                unsent_call_id=status_call_id,
+            )
             return "unknown_provider"
-        step = Step(self.ctx, op, adapter, fence, lease_until=lease_until)
+        step = Step(
+            self.ctx, op, adapter, fence, lease_until=lease_until, status_call_id=status_call_id
+        )
         delay: Delay = None
         try:
             for _ in range(MAX_CHAINED_STEPS):
@@ -161,7 +178,7 @@ class Reconciler:
         except StaleTransition:
             # Someone else (an agent's cancel, an operator) moved it: look again now.
             delay = NOW
-        except Exception:
+        except Exception as exc:
             log.exception(
                 "step failed",
                 extra={
@@ -169,18 +186,18 @@ class Reconciler:
                         "operation_id": op.operation_id,
                         "trace_id": op.trace_id,
                         "state": step.op.state.value,
+                        **db_error_context(exc),
                     }
                 },
             )
-            await self._release(op, fence, ERROR_RETRY_SECONDS)
+            # Whether the claimed read left is unknown here: it stays on record
+            # as maybe sent.
+            step.status_call_id = None
+            await step.release(ERROR_RETRY_SECONDS)
             return "error"
         if not step.released:
-            await self._release(op, fence, delay)
+            await step.release(delay)
         return step.op.state.value
 
-    async def _release(self, op: Operation, fence: int, delay: Delay) -> None:
-        await self.ctx.pool.fetchval(q("release"), op.operation_id, fence, delay)
-
     async def release_all(self) -> int:
-        status = await self.ctx.pool.execute(q("release_all_mine"), self.ctx.settings.worker_id)
-        return int(status.split()[-1])
+        return await leases.release_all(self.ctx.pool, self.ctx.settings.worker_id)

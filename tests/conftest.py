@@ -2,8 +2,9 @@
 
 One server per session (the same selection as `make run`: DATABASE_URL, the
 local server, or an embedded one). Migrations are applied once to a template
-database; each test gets its own clone (`CREATE DATABASE … TEMPLATE`), so tests
-never see each other's rows and never depend on state left by hand.
+database, with the shiftable test clock installed over `jw_now()`; each test
+gets its own clone (`CREATE DATABASE … TEMPLATE`), so tests never see each
+other's rows and never depend on state left by hand.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
+from bench.harness import TestClock, install_test_clock
 from shared.db.connect import (
     ResolvedDatabase,
     connect,
@@ -53,6 +55,7 @@ async def template_db(pg_server: ResolvedDatabase) -> AsyncIterator[str]:
     conn = await connect(with_database(pg_server.admin_url, name))
     try:
         await apply_migrations(conn)
+        await install_test_clock(conn)  # jw_now() a test can shift (tests never sleep)
     finally:
         await conn.close()
     yield name
@@ -89,3 +92,9 @@ async def pool(db_url: str) -> AsyncIterator[Any]:
     p = await create_pool(db_url, min_size=1, max_size=8)
     yield p
     await p.close()
+
+
+@pytest_asyncio.fixture
+async def clock(db: Any) -> TestClock:
+    """This test's clock: `await clock.advance(s)` moves Python's and the database's time."""
+    return TestClock(db)

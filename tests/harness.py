@@ -20,6 +20,7 @@ import httpx
 from reconciler.context import Context, build_adapters, http_client
 from reconciler.worker import Reconciler
 from shared import ledger
+from shared.clock import SYSTEM_CLOCK, Clock
 from shared.ledger import RequestSpec
 from shared.ledger.states import LocalState
 from shared.providers import ProviderDescription, parse_providers
@@ -167,6 +168,7 @@ async def rig(
     webhook_url: str | None = None,
     worker_id: str = "w1",
     lease_seconds: float = 10.0,
+    clock: Clock = SYSTEM_CLOCK,
 ) -> AsyncIterator[Rig]:
     async with serve_app(build_app(sim or SimulatorSettings())) as sim_url:
         providers = sim_providers(sim_url, overrides=overrides, webhooks=webhook_url is not None)
@@ -185,5 +187,6 @@ async def rig(
                 adapters=build_adapters(providers),
                 store=ResultStore(tmp_path / "results"),
                 webhook_url=webhook_url,
+                clock=clock,
             )
             yield Rig(pool, sim_url, Reconciler(ctx), ctx)

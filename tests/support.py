@@ -10,8 +10,7 @@ from collections import deque
 from typing import Any
 
 from shared import ledger
-from shared.ledger import RequestSpec
-from shared.ledger import evidence as records
+from shared.ledger import RequestSpec, evidence
 from shared.ledger.states import EDGES, Evidence, LocalState
 
 S = LocalState
@@ -50,21 +49,38 @@ def path_to(
 
 
 async def call(db: Any, op_id: str, kind: str, status: int, job: str | None = None) -> int:
-    call_id = await records.call_started(
-        db,
-        records.CallStart(op_id, kind, 1, "test", "0" * 32, "POST", "http://sim/v1/jobs", {}),
+    call_id = await evidence.start_call(
+        db, evidence.CallStart(op_id, kind, 1, "test", "POST", "http://sim/v1/jobs", {})
     )
-    await records.call_finished(
-        db, call_id, records.CallEnd(duration_ms=1, status_code=status, remote_job_id=job)
+    await evidence.finish_call(
+        db, call_id, evidence.CallAnswer(duration_ms=1, status_code=status), remote_job_id=job
     )
     return call_id
 
 
-async def observe(db: Any, op_id: str, remote_state: str, source: str = "poll") -> int:
-    call_id = await call(db, op_id, "status", 200)
-    return await records.record_observation(
-        db, records.ObservationRecord(op_id, source, remote_state, call_id=call_id)
+async def observe(
+    db: Any, op_id: str, remote_state: str, *, error: tuple[str, str] | None = None
+) -> int:
+    """A status read showing `remote_state` (and the provider's error code and message),
+    recorded the way the reconciler records one."""
+    read = evidence.StatusRead(
+        operation_id=op_id,
+        fence=None,
+        worker="test",
+        attempt=1,
+        method="GET",
+        url="http://sim/v1/jobs/x",
+        request_headers={},
+        answer=evidence.CallAnswer(duration_ms=1, status_code=200, body=b"{}"),
+        observed=evidence.Observed(
+            remote_state=remote_state,
+            error_code=error[0] if error else None,
+            error_message=error[1] if error else None,
+        ),
     )
+    written = await evidence.record_status_read(db, read)
+    assert written.observation_id is not None
+    return written.observation_id
 
 
 async def prepare_and_evidence(
@@ -102,8 +118,8 @@ async def prepare_and_evidence(
         )
         return (Evidence.DECISION, decision)
     if Evidence.RESULT in kinds:
-        result_id = await records.record_result(
-            db, records.ResultRecord(op_id, True, sha256="0" * 64, inline={"ok": True})
+        result_id = await evidence.record_result(
+            db, evidence.ResultRecord(op_id, True, sha256="0" * 64, inline={"ok": True})
         )
         await ledger.attach_result(db, op_id, result_id, result_ref=None, summary=None, fence=None)
         return (Evidence.RESULT, result_id)

@@ -14,8 +14,8 @@ from typing import Any
 from starlette.requests import Request
 
 from receiver.api.problems import unauthenticated
-from shared.db.queries import q
-from shared.ledger.tokens import Scope, requested_by, token_digest
+from shared.ledger import tokens
+from shared.ledger.tokens import Scope, requested_by
 
 # A bearer token is ~46 characters; anything far longer is not one of ours and
 # is refused before hashing.
@@ -58,7 +58,7 @@ def bearer_token(request: Request) -> str:
 
 async def authenticate(conn: Any, request: Request) -> Caller:
     token = bearer_token(request)
-    row = await conn.fetchrow(q("api_authenticate"), token_digest(token))
-    if row is None:
+    found = await tokens.authenticate(conn, token)
+    if found is None:
         raise unauthenticated("The token is not valid (unknown or revoked).")
-    return Caller(row["token_id"], row["caller"], row["scope"])
+    return Caller(found.token_id, found.caller, found.scope)

@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 import asyncpg
 
-from shared.db.queries import q
+from shared.ledger.webhooks import store_events
 
 logger = logging.getLogger(__name__)
 
@@ -351,9 +351,7 @@ async def _store(conn: Any, groups: dict[_Key, list[_Pending]]) -> dict[_Key, _G
     A single statement is its own transaction: no BEGIN/COMMIT round trips,
     and a failure at commit raises here instead of returning rows.
     """
-    stored = await conn.fetch(
-        q("receiver_store_events"), *_columns(groups), timeout=STATEMENT_TIMEOUT_SECONDS
-    )
+    stored = await store_events(conn, _columns(groups), statement_timeout=STATEMENT_TIMEOUT_SECONDS)
     by_ord = {r["ord"]: r for r in stored}
     return {key: _GroupOutcome.from_row(by_ord[i + 1]) for i, key in enumerate(groups)}
 

@@ -6,22 +6,29 @@ size, item counts), store it durably (content-addressed file + integrity data,
 small JSON inline) and record per-item failures of a batch. Only then is the
 operation `succeeded`; an expired link is `result_unavailable`, bad content is
 `result_validation_failed` — both escalated, never reported as success.
+
+Every result — fetched after a final read, answered inline by a synchronous
+create, or the partial output of a cancelled job — is stored by one function,
+`store`, with one summary shape.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
 
-from reconciler.recording import finish_call, record_call, start_call
-from reconciler.step import Delay, Step, utcnow
+from reconciler.calls import imposed_wait
+from reconciler.step import Delay, Step, lease_lost
 from shared import ledger
 from shared.db.queries import q
-from shared.ledger import evidence as records
-from shared.ledger.errors import LeaseLost
+from shared.ledger import evidence
 from shared.ledger.states import Evidence, LocalState, RemoteState
 from shared.providers import (
+    CreateFact,
+    HttpRequest,
     HttpResponse,
     ItemFailure,
     RequestBuildError,
@@ -39,8 +46,114 @@ MAX_RESULT_ATTEMPTS = 6
 # provider (the summary says how many failed, the reference says where).
 MAX_ERROR_PAGES = 50
 
+Purpose = Literal["result", "sync", "partial"]
+
+
+@dataclass(frozen=True)
+class Collected:
+    """A result as fetched and judged, ready to store."""
+
+    check: ResultCheck
+    content: bytes
+    purpose: Purpose
+    counts: tuple[int | None, int | None, int | None]  # total, succeeded, failed
+    failures: Sequence[ItemFailure] = ()
+    call_id: int | None = None
+
+
+def summary_of(collected: Collected, failed_items_recorded: int) -> dict[str, Any]:
+    """The one shape of `operations.result_summary`, whatever produced the result."""
+    total, succeeded, failed = collected.counts
+    return {
+        "kind": collected.purpose,
+        "partial": collected.purpose == "partial",
+        "items_total": total,
+        "items_succeeded": succeeded,
+        "items_failed": failed,
+        "sha256": collected.check.sha256,
+        "size_bytes": collected.check.size,
+        "failed_items_recorded": failed_items_recorded,
+    }
+
+
+def _item_key(item: ItemFailure, n: int) -> str:
+    if item.item_id is not None:
+        return item.item_id
+    return str(item.index if item.index is not None else n)
+
+
+async def store(step: Step, conn: Any, collected: Collected) -> int:
+    """Store one result: file (if valid), row, failed items, and (if valid) attach it.
+
+    Returns the result id. The caller makes the transition the verdict calls
+    for; call it inside that transition's transaction.
+    """
+    check = collected.check
+    ref: str | None = None
+    inline = None
+    if check.ok:
+        _, ref = step.ctx.store.put(collected.content)
+        if check.parsed is not None and len(collected.content) <= INLINE_MAX_BYTES:
+            inline = check.parsed
+    seen: dict[str, tuple[str, str | None, str | None]] = {}
+    for n, item in enumerate(collected.failures):
+        key = _item_key(item, n)
+        seen.setdefault(key, (key, item.code, item.message))
+    total, succeeded, failed = collected.counts
+    reason = "partial output of a cancelled job" if collected.purpose == "partial" else check.reason
+    result_id = await evidence.record_result(
+        conn,
+        evidence.ResultRecord(
+            operation_id=step.op.operation_id,
+            valid=check.ok,
+            call_id=collected.call_id,
+            reason=reason,
+            content_type=check.content_type,
+            size_bytes=check.size,
+            sha256=check.sha256,
+            storage_ref=ref,
+            inline=inline,
+            items_total=total,
+            items_succeeded=succeeded,
+            items_failed=failed,
+            failed_items=list(seen.values()),
+        ),
+    )
+    if check.ok:
+        await ledger.attach_result(
+            conn,
+            step.op.operation_id,
+            result_id,
+            result_ref=ref,
+            summary=summary_of(collected, len(seen)),
+            fence=step.fence,
+        )
+    return result_id
+
+
+Counts = tuple[int | None, int | None, int | None]
+
+
+def _counts(check: ResultCheck, status: StatusFact | None) -> Counts:
+    """Item counts: the provider's final status is authoritative, the result fills gaps."""
+    counts = status.counts if status is not None else None
+    total = counts.total if counts and counts.total is not None else check.items_total
+    ok = counts.succeeded if counts and counts.succeeded is not None else check.items_succeeded
+    failed = counts.failed if counts and counts.failed is not None else check.items_failed
+    return total, ok, failed
+
+
+def _canonical(value: Any) -> bytes:
+    return json.dumps(value, sort_keys=True, separators=(",", ":")).encode()
+
+
+# ------------------------------------------------------------------ the step
+
 
 async def step_collect(step: Step) -> Delay:
+    held = step.held_back()
+    if held is not None:
+        return held
     async with step.ctx.pool.acquire() as conn:
         if step.op.remote_job_id is None:
             return await _give_up(
@@ -49,10 +162,10 @@ async def step_collect(step: Step) -> Delay:
                 S.NEEDS_ATTENTION,
                 "a synchronous result cannot be fetched again (the provider gave no job id)",
             )
-        attempt = await conn.fetchval(q("bump_result_attempt"), step.op.operation_id, step.fence)
+        attempt = await ledger.bump_attempt(conn, "result", step.op.operation_id, fence=step.fence)
         if attempt is None:
-            raise LeaseLost(f"lease on {step.op.operation_id} lost")
-        status_resp = await _final_status(step, conn, fresh=attempt > 1)
+            raise lease_lost(step.op.operation_id)
+        status_resp = await _final_status(step, conn, attempt, fresh=attempt > 1)
         if status_resp is None:
             if attempt >= MAX_RESULT_ATTEMPTS:
                 return await _give_up(
@@ -61,8 +174,8 @@ async def step_collect(step: Step) -> Delay:
                     S.RESULT_UNAVAILABLE,
                     f"no usable status read after {attempt} attempts",
                 )
-            return step.backoff(attempt)
-        status = step.adapter.parse_status(status_resp, utcnow())
+            return step.until_allowed(step.backoff(attempt))
+        status = step.adapter.parse_status(status_resp, step.now())
         if status.remote_state not in (RemoteState.SUCCEEDED, RemoteState.PARTIALLY_SUCCEEDED):
             return await _give_up(
                 step,
@@ -82,19 +195,23 @@ async def step_collect(step: Step) -> Delay:
                 "may already have consumed it; not fetching again",
             )
         fetched = await _fetch(step, conn, status_resp, status, attempt)
-        if isinstance(fetched, float):
+        if not isinstance(fetched, Collected):
             return fetched
-        if fetched is None:
-            return None
-        check, content = fetched
-        if check.unavailable:
+        if fetched.check.unavailable:
             return await _give_up(
-                step, conn, S.RESULT_UNAVAILABLE, f"result unavailable: {check.reason}"
+                step, conn, S.RESULT_UNAVAILABLE, f"result unavailable: {fetched.check.reason}"
             )
-        failures = list(check.failed_items)
-        if check.ok and status.errors_url:
-            failures.extend(await _error_pages(step, conn, status.errors_url))
-        return await _store(step, conn, check, content, failures, status)
+        if fetched.check.ok and status.errors_url:
+            pages = await _error_pages(step, conn, status.errors_url)
+            fetched = Collected(
+                fetched.check,
+                fetched.content,
+                "result",
+                fetched.counts,
+                [*fetched.failures, *pages],
+                fetched.call_id,
+            )
+        return await _store_and_move(step, conn, fetched)
 
 
 def _stored_whole(excerpt: str | None, sha256: str | None) -> bool:
@@ -106,7 +223,7 @@ def _stored_whole(excerpt: str | None, sha256: str | None) -> bool:
     )
 
 
-async def _final_status(step: Step, conn: Any, *, fresh: bool) -> HttpResponse | None:
+async def _final_status(step: Step, conn: Any, attempt: int, *, fresh: bool) -> HttpResponse | None:
     """The response of our final read: re-read from the call log, or read again
     (always on a retry: result links expire, and an operator may have resumed)."""
     row = None if fresh else await conn.fetchrow(q("latest_poll_call"), step.op.operation_id)
@@ -119,57 +236,63 @@ async def _final_status(step: Step, conn: Any, *, fresh: bool) -> HttpResponse |
         )
     assert step.op.remote_job_id is not None
     req = step.adapter.build_status(step.op.remote_job_id, step.op.status_url)
-    sent = await step.send(req, conn)
-    async with conn.transaction():
-        await record_call(
-            conn, step.op, req, "status", step.op.poll_attempts + 1, step.worker, step.fence, sent
-        )
-    if sent.response is None or sent.response.status_code >= 300:
+    sent = await _recorded_call(step, conn, req, "status", step.op.poll_attempts + 1)
+    if sent is None or sent.status_code >= 300:
         return None
+    return sent
+
+
+async def _recorded_call(
+    step: Step, conn: Any, req: HttpRequest, kind: str, attempt: int
+) -> HttpResponse | None:
+    """One call recorded before it leaves and completed after; the response, if any."""
+    if step.held_back() is not None:
+        return None
+    call_id = await step.begin_call(conn, req, kind, attempt)
+    sent = await step.send(req, conn)
+    wait = None
+    if sent.response is not None and sent.response.status_code in (429, 503):
+        wait = imposed_wait(
+            step.adapter.parse_status(sent.response, step.now()).retry_after_seconds
+        )
+    await step.end_call(conn, call_id, sent, wait=wait)
     return sent.response
 
 
 async def _fetch(
     step: Step, conn: Any, status_resp: HttpResponse, status: StatusFact, attempt: int
-) -> tuple[ResultCheck, bytes] | float | None:
+) -> Collected | Delay:
     desc = step.adapter.desc
     assert step.op.remote_job_id is not None
     try:
         reqs = step.adapter.build_result_requests(step.op.remote_job_id, status)
     except RequestBuildError as exc:
-        await _give_up(step, conn, S.RESULT_UNAVAILABLE, f"cannot locate the result: {exc}")
-        return None
+        return await _give_up(step, conn, S.RESULT_UNAVAILABLE, f"cannot locate the result: {exc}")
     if not reqs:
         if desc.result.source is ResultSource.NONE:
             value: Any = {"remote_state": status.raw_state}
         else:
             value = step.adapter.inline_result(status_resp)
         check = step.adapter.validate_inline_result(value, status)
-        return check, json.dumps(value, sort_keys=True, separators=(",", ":")).encode()
+        return Collected(check, _canonical(value), "result", _counts(check, status))
     responses: list[HttpResponse] = []
     for req in reqs:
-        call_id = await start_call(conn, step.op, req, "result", attempt, step.worker, step.fence)
-        sent = await step.send(req, conn)
-        await finish_call(conn, call_id, sent)
-        resp = sent.response
+        resp = await _recorded_call(step, conn, req, "result", attempt)
         transient = resp is None or resp.status_code >= 500 or resp.status_code == 429
         if transient:
             if attempt >= MAX_RESULT_ATTEMPTS:
-                await _give_up(
+                return await _give_up(
                     step,
                     conn,
                     S.RESULT_UNAVAILABLE,
-                    f"result fetch kept failing ({sent.error_category}) after {attempt} attempts",
+                    f"result fetch kept failing after {attempt} attempts",
                 )
-                return None
-            retry_after = None
-            if resp is not None:
-                retry_after = step.adapter.parse_status(resp, utcnow()).retry_after_seconds
-            return step.backoff(attempt, retry_after)
+            return step.until_allowed(step.backoff(attempt))
         assert resp is not None
         responses.append(resp)
     check = step.adapter.validate_result(responses if len(responses) > 1 else responses[0], status)
-    return check, b"".join(r.body for r in responses)
+    content = b"".join(r.body for r in responses)
+    return Collected(check, content, "result", _counts(check, status), check.failed_items)
 
 
 async def _error_pages(step: Step, conn: Any, errors_url: str) -> list[ItemFailure]:
@@ -177,11 +300,10 @@ async def _error_pages(step: Step, conn: Any, errors_url: str) -> list[ItemFailu
     token: str | None = None
     for page in range(MAX_ERROR_PAGES):
         req = step.adapter.build_errors_page(errors_url, token)
-        sent = await step.send(req, conn)
-        await record_call(conn, step.op, req, "errors", page + 1, step.worker, step.fence, sent)
-        if sent.response is None or sent.response.status_code != 200:
+        resp = await _recorded_call(step, conn, req, "errors", page + 1)
+        if resp is None or resp.status_code != 200:
             break
-        parsed = step.adapter.parse_errors_page(sent.response)
+        parsed = step.adapter.parse_errors_page(resp)
         failures.extend(parsed.items)
         token = parsed.next_page_token
         if not token:
@@ -189,58 +311,10 @@ async def _error_pages(step: Step, conn: Any, errors_url: str) -> list[ItemFailu
     return failures
 
 
-def _item_key(item: ItemFailure, n: int) -> str:
-    if item.item_id is not None:
-        return item.item_id
-    return str(item.index if item.index is not None else n)
-
-
-def _counts(check: ResultCheck, status: StatusFact) -> tuple[int | None, int | None, int | None]:
-    """Item counts: the provider's final status is authoritative, the result fills gaps."""
-    counts = status.counts
-    total = counts.total if counts and counts.total is not None else check.items_total
-    ok = counts.succeeded if counts and counts.succeeded is not None else check.items_succeeded
-    failed = counts.failed if counts and counts.failed is not None else check.items_failed
-    return total, ok, failed
-
-
-async def _store(
-    step: Step,
-    conn: Any,
-    check: ResultCheck,
-    content: bytes,
-    failures: list[ItemFailure],
-    status: StatusFact,
-) -> Delay:
-    ref: str | None = None
-    inline = None
-    if check.ok:
-        _, ref = step.ctx.store.put(content)
-        if check.parsed is not None and len(content) <= INLINE_MAX_BYTES:
-            inline = check.parsed
-    total, succeeded, failed = _counts(check, status)
-    seen: dict[str, tuple[str, str | None, str | None]] = {}
-    for n, item in enumerate(failures):
-        key = _item_key(item, n)
-        seen.setdefault(key, (key, item.code, item.message))
+async def _store_and_move(step: Step, conn: Any, collected: Collected) -> Delay:
     async with conn.transaction():
-        result_id = await records.record_result(
-            conn,
-            records.ResultRecord(
-                operation_id=step.op.operation_id,
-                valid=check.ok,
-                reason=check.reason,
-                content_type=check.content_type,
-                size_bytes=check.size,
-                sha256=check.sha256,
-                storage_ref=ref,
-                inline=inline,
-                items_total=total,
-                items_succeeded=succeeded,
-                items_failed=failed,
-                failed_items=list(seen.values()),
-            ),
-        )
+        result_id = await store(step, conn, collected)
+        check = collected.check
         if not check.ok:
             await step.move(
                 conn,
@@ -250,17 +324,6 @@ async def _store(
                 size=check.size,
             )
             return None
-        summary = {
-            "items_total": total,
-            "items_succeeded": succeeded,
-            "items_failed": failed,
-            "sha256": check.sha256,
-            "size_bytes": check.size,
-            "failed_items_recorded": len(seen),
-        }
-        await ledger.attach_result(
-            conn, step.op.operation_id, result_id, result_ref=ref, summary=summary, fence=step.fence
-        )
         await step.move(
             conn, S.SUCCEEDED, "result fetched and validated", (Evidence.RESULT, result_id)
         )
@@ -274,9 +337,39 @@ async def _give_up(step: Step, conn: Any, dst: LocalState, reason: str) -> Delay
     return None
 
 
-async def collect_partial_output(
-    step: Step, conn: Any, status_resp: HttpResponse, status: StatusFact
-) -> bool:
+# ------------------------------------------------------------------ the other two sources
+
+
+async def store_sync_result(step: Step, conn: Any, fact: CreateFact, call_id: int) -> Delay:
+    """A synchronous 200/201: the result came with the create answer (caller's transaction)."""
+    if fact.remote_job_id:
+        await ledger.record_remote_job(
+            conn, step.op.operation_id, fact.remote_job_id, create_mode="sync", fence=step.fence
+        )
+    else:
+        await ledger.record_sync_mode(conn, step.op.operation_id, fence=step.fence)
+    await step.reload(conn)
+    await step.move(
+        conn, S.RESULT_COLLECTING, "create answered with the final result", (Evidence.CALL, call_id)
+    )
+    check = step.adapter.validate_inline_result(fact.sync_result, None)
+    collected = Collected(
+        check,
+        _canonical(fact.sync_result),
+        "sync",
+        (check.items_total, check.items_succeeded, check.items_failed),
+        check.failed_items,
+        call_id,
+    )
+    result_id = await store(step, conn, collected)
+    if not check.ok:
+        await step.move(conn, S.RESULT_VALIDATION_FAILED, f"inline result invalid: {check.reason}")
+        return None
+    await step.move(conn, S.SUCCEEDED, "synchronous result validated", (Evidence.RESULT, result_id))
+    return None
+
+
+async def collect_partial_output(step: Step, conn: Any, status: StatusFact) -> bool:
     """Keep what a cancelled job already produced (OpenAI keeps partial output).
 
     Best effort and never a verdict: the operation still ends `cancelled`; a
@@ -292,53 +385,17 @@ async def collect_partial_output(
         return False
     responses: list[HttpResponse] = []
     for req in reqs:
-        sent = await step.send(req, conn)
-        await record_call(
-            conn, step.op, req, "result", step.op.result_attempts + 1, step.worker, step.fence, sent
-        )
-        if sent.response is None or sent.response.status_code != 200:
+        resp = await _recorded_call(step, conn, req, "result", step.op.result_attempts + 1)
+        if resp is None or resp.status_code != 200:
             return False
-        responses.append(sent.response)
+        responses.append(resp)
     if not responses:
         return False
     check = step.adapter.validate_result(responses if len(responses) > 1 else responses[0], status)
     if not check.ok:
         return False
     content = b"".join(r.body for r in responses)
-    _, ref = step.ctx.store.put(content)
-    total, succeeded, failed = _counts(check, status)
+    collected = Collected(check, content, "partial", _counts(check, status), check.failed_items)
     async with conn.transaction():
-        result_id = await records.record_result(
-            conn,
-            records.ResultRecord(
-                operation_id=step.op.operation_id,
-                valid=True,
-                reason="partial output of a cancelled job",
-                content_type=check.content_type,
-                size_bytes=check.size,
-                sha256=check.sha256,
-                storage_ref=ref,
-                inline=check.parsed if len(content) <= INLINE_MAX_BYTES else None,
-                items_total=total,
-                items_succeeded=succeeded,
-                items_failed=failed,
-                failed_items=[
-                    (_item_key(i, n), i.code, i.message) for n, i in enumerate(check.failed_items)
-                ],
-            ),
-        )
-        await ledger.attach_result(
-            conn,
-            step.op.operation_id,
-            result_id,
-            result_ref=ref,
-            summary={
-                "partial": True,
-                "items_total": total,
-                "items_succeeded": succeeded,
-                "items_failed": failed,
-                "sha256": check.sha256,
-            },
-            fence=step.fence,
-        )
+        await store(step, conn, collected)
     return True

@@ -7,31 +7,45 @@ new token. A provider that cannot deduplicate creates gets one attempt: after
 an uncertain one, only a lookup may continue, else a human decides. The same
 token answered with another job id is never overwritten: both answers stay on
 record and the operation stops for a human (needs_attention).
+
+A same-token retry that is answered with a job is cross-checked by a lookup
+(a provider may honour the token and still have started a second job). The
+cross-check is a recovery point written with the job id, in the same
+statement: whatever happens after that commit — a crash, a lost connection —
+the next owner runs the cross-check before anything else.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from reconciler.recording import finish_call, record_call, start_call
-from reconciler.step import NOW, Delay, Step, utcnow
+from reconciler.calls import NEVER_LEFT, imposed_wait
+from reconciler.step import NOW, Delay, Step, lease_lost
+from reconciler.steps.collect import store_sync_result
 from shared import ledger
 from shared.db.queries import q
-from shared.ledger import evidence as records
-from shared.ledger.errors import LeaseLost, StaleTransition
+from shared.ledger.errors import StaleTransition
 from shared.ledger.states import Evidence, LocalState
-from shared.providers import CreateFact, LookupFact
+from shared.providers import CreateFact, HttpRequest, LookupFact
 from shared.providers.description import Idempotency
 from shared.providers.transport import may_have_been_delivered
 
 S = LocalState
+CROSS_CHECK = "cross_check"
 # Without idempotency, an empty lookup proves the lost create never landed only
 # once the provider has had time to index it: this many request timeouts after
 # the create was sent (40 s at the default 10 s timeout).
 LOOKUP_SETTLE_FACTOR = 4
+# An inconclusive cross-check (lookup unreachable, back-pressure) is tried
+# again with backoff this many times; then the provider's own same-token
+# answer stands, and that it could not be cross-checked is on record.
+MAX_CROSS_CHECKS = 5
 
 
 async def step_create(step: Step) -> Delay:
+    held = step.held_back()
+    if held is not None:
+        return held
     async with step.ctx.pool.acquire() as conn:
         op = step.op
         if (
@@ -47,7 +61,7 @@ async def step_create(step: Step) -> Delay:
                     S.CREATE_UNKNOWN,
                     f"create attempt {op.create_attempts} has no definitive answer",
                 )
-        if utcnow() >= step.op.create_deadline:
+        if step.now() >= step.op.create_deadline:
             return await _deadline_passed(step, conn)
         if step.op.state is not S.CREATE_PENDING:
             settled, delay = await _resolve_uncertain(step, conn)
@@ -59,17 +73,26 @@ async def step_create(step: Step) -> Delay:
 async def _last_attempt_never_left(conn: Any, operation_id: str) -> bool:
     """The latest create failed to connect: nothing was sent, nothing is uncertain."""
     last = await conn.fetchrow(q("latest_create_call"), operation_id)
-    return last is not None and last["error_category"] == "connect"
+    return last is not None and last["error_category"] in NEVER_LEFT
 
 
 async def _deadline_passed(step: Step, conn: Any) -> Delay:
+    """The create deadline passed: a last look (lookup) before a human is asked."""
+    never_sent = step.op.create_attempts == 0
+    if not never_sent and step.adapter.desc.lookup.supported:
+        found = await _lookup(step, conn)
+        if found is not None and len(found[0]) == 1:
+            return await _accept(step, conn, found[0][0], found[1], via="lookup")
+        if found is not None and len(found[0]) > 1:
+            reason = f"lookup found {len(found[0])} remote jobs for our reference"
+            return await _conflict(step, conn, reason, found[0])
+    reason = (
+        "create deadline passed before any create request was sent"
+        if never_sent
+        else "create deadline passed without proof that a remote job exists or not"
+    )
     async with conn.transaction():
-        never_sent = step.op.create_attempts == 0
-        reason = (
-            "create deadline passed before any create request was sent"
-            if never_sent
-            else "create deadline passed without proof that a remote job exists or not"
-        )
+        await step.reload(conn)
         await step.move(conn, S.NEEDS_ATTENTION, reason, create_attempts=step.op.create_attempts)
     return None
 
@@ -96,7 +119,7 @@ async def _resolve_uncertain(step: Step, conn: Any) -> tuple[bool, Delay]:
         return True, None
     found = await _lookup(step, conn)
     if found is None:
-        return True, step.backoff(step.op.lookup_attempts)
+        return True, step.until_allowed(step.backoff(step.op.lookup_attempts))
     job_ids, call_id = found
     if len(job_ids) == 1:
         return True, await _accept(step, conn, job_ids[0], call_id, via="lookup")
@@ -131,35 +154,37 @@ async def _absence_settled(step: Step, conn: Any) -> bool:
     # From when the call ended: it was recorded before its wait for a provider
     # slot, so it may have left well after `started_at`.
     since = last["finished_at"] or last["started_at"]
-    return bool((utcnow() - since).total_seconds() >= settle)
+    return bool((step.now() - since).total_seconds() >= settle)
 
 
 async def _lookup(step: Step, conn: Any) -> tuple[list[str], int] | None:
-    """Page through the provider's lookup; (job ids, last call id), or None if inconclusive."""
+    """Page through the provider's lookup; (job ids, last call id), or None if inconclusive.
+
+    Each page is recorded before it is sent, like every call.
+    """
     desc = step.adapter.desc
     ids: list[str] = []
     token: str | None = None
     last_call = 0
     for _ in range(desc.lookup.max_pages):
-        attempt = await conn.fetchval(q("bump_lookup_attempt"), step.op.operation_id, step.fence)
+        if step.held_back() is not None:
+            return None
+        attempt = await ledger.bump_attempt(conn, "lookup", step.op.operation_id, fence=step.fence)
         if attempt is None:
-            raise LeaseLost(f"lease on {step.op.operation_id} lost")
+            raise lease_lost(step.op.operation_id)
         req = step.adapter.build_lookup(step.op.operation_id, step.op.idempotency_token, token)
+        last_call = await step.begin_call(conn, req, "lookup", attempt)
         sent = await step.send(req, conn)
         fact: LookupFact | None = None
         if sent.response is not None:
             fact = step.adapter.parse_lookup(sent.response, step.op.operation_id)
         found = fact.found_job_ids if fact else ()
-        last_call = await record_call(
+        await step.end_call(
             conn,
-            step.op,
-            req,
-            "lookup",
-            attempt,
-            step.worker,
-            step.fence,
+            last_call,
             sent,
             remote_job_id=found[0] if len(found) == 1 else None,
+            wait=_retry_after(step, sent) if fact is not None and fact.back_pressure else None,
         )
         if fact is None or fact.problem or fact.back_pressure:
             return None
@@ -170,34 +195,44 @@ async def _lookup(step: Step, conn: Any) -> tuple[list[str], int] | None:
     return None if not ids else (ids, last_call)
 
 
-async def _send_create(step: Step, conn: Any) -> Delay:
+def _retry_after(step: Step, sent: Any) -> float | None:
+    """A back-pressure answer's Retry-After, read the way status answers are."""
+    if sent.response is None:
+        return None
+    return step.adapter.parse_status(sent.response, step.now()).retry_after_seconds
+
+
+def _create_request(step: Step) -> HttpRequest:
     op = step.op
     context = {
         "webhook_url": step.ctx.webhook_url_for(op.provider),
         "trace_id": op.trace_id,
         "result_deadline_seconds": str(
-            max(1, int((op.result_deadline - utcnow()).total_seconds()))
+            max(1, int((op.result_deadline - step.now()).total_seconds()))
         ),
     }
-    req = step.adapter.build_create(
+    return step.adapter.build_create(
         body=op.request.get("body"),
         idempotency_token=op.idempotency_token,
         client_reference=op.operation_id,
         context=context,
     )
+
+
+async def _send_create(step: Step, conn: Any) -> Delay:
+    op = step.op
+    req = _create_request(step)
     async with conn.transaction():  # recovery point: from here on, it may have been sent
-        attempt = await conn.fetchval(q("bump_create_attempt"), op.operation_id, step.fence)
+        attempt = await ledger.bump_attempt(conn, "create", op.operation_id, fence=step.fence)
         if attempt is None:
-            if not await conn.fetchval(q("lease_held"), op.operation_id, step.fence):
-                raise LeaseLost(f"lease on {op.operation_id} lost before sending create")
+            if not await ledger.lease_held(conn, op.operation_id, step.fence):
+                raise lease_lost(op.operation_id)
             raise StaleTransition(f"{op.operation_id} no longer wants a create (abandoned?)")
-        call_id = await start_call(
-            conn, op, req, "create", attempt, step.worker, step.fence, token=op.idempotency_token
-        )
+        call_id = await step.begin_call(conn, req, "create", attempt, token=op.idempotency_token)
     sent = await step.send(req, conn)
     if sent.response is None:
         async with conn.transaction():
-            await finish_call(conn, call_id, sent)
+            await step.end_call(conn, call_id, sent)
             await step.reload(conn)
             if sent.transport_failure is None or may_have_been_delivered(sent.transport_failure):
                 if step.op.state is S.CREATE_PENDING:
@@ -208,37 +243,32 @@ async def _send_create(step: Step, conn: Any) -> Delay:
                     )
             else:
                 # Never left this host: the same attempt can simply be made again.
-                await conn.fetchval(
-                    q("set_last_error"),
+                await ledger.set_last_error(
+                    conn,
                     op.operation_id,
-                    step.fence,
                     {"category": sent.error_category},
+                    fence=step.fence,
                 )
-        return step.backoff(attempt)
+        return step.until_allowed(step.backoff(attempt))
     fact = step.adapter.parse_create(sent.response, op.idempotency_token)
     # The answer is on record before we act on it: even if our lease was lost
     # meanwhile, whoever continues can see the job id the provider gave.
-    await finish_call(
+    await step.end_call(
         conn,
         call_id,
         sent,
         provider_request_id=fact.provider_request_id,
         remote_job_id=fact.remote_job_id,
+        wait=imposed_wait(fact.retry_after_seconds),
     )
+    retried = attempt > 1 or step.op.create_attempts > 1
     async with conn.transaction():
         await step.reload(conn)
-        delay = await _interpret_create(step, conn, fact, call_id, attempt)
-    if (
-        fact.kind == "accepted"
-        and step.op.state in (S.ACCEPTED, S.CANCEL_REQUESTED)
-        and (attempt > 1 or step.op.create_attempts > 1)
-    ):
-        return await _cross_check(step, conn, fact.remote_job_id or "")
-    return delay
+        return await _interpret_create(step, conn, fact, call_id, attempt, retried=retried)
 
 
 async def _interpret_create(
-    step: Step, conn: Any, fact: CreateFact, call_id: int, attempt: int
+    step: Step, conn: Any, fact: CreateFact, call_id: int, attempt: int, *, retried: bool
 ) -> Delay:
     if fact.kind == "accepted":
         assert fact.remote_job_id is not None
@@ -262,10 +292,10 @@ async def _interpret_create(
             call_id,
             via="create",
             status_url=fact.status_url,
-            poll_after=fact.retry_after_seconds,
+            cross_check=retried and step.adapter.desc.lookup.supported,
         )
     if fact.kind == "sync_result":
-        return await _sync_result(step, conn, fact, call_id)
+        return await store_sync_result(step, conn, fact, call_id)
     if fact.kind == "rejected":
         error = {
             "status": fact.status_code,
@@ -273,7 +303,7 @@ async def _interpret_create(
             "code": fact.error.code if fact.error else None,
             "message": fact.error.message if fact.error else None,
         }
-        await conn.fetchval(q("set_last_error"), step.op.operation_id, step.fence, error)
+        await ledger.set_last_error(conn, step.op.operation_id, error, fence=step.fence)
         if fact.idempotency_conflict:
             await step.move(
                 conn,
@@ -287,7 +317,7 @@ async def _interpret_create(
     # ambiguous: the provider may or may not hold a job
     if step.op.state is S.CREATE_PENDING:
         await step.move(conn, S.CREATE_UNKNOWN, f"create answer ambiguous: {fact.reason}")
-    return step.backoff(attempt, fact.retry_after_seconds)
+    return step.until_allowed(step.backoff(attempt, fact.retry_after_seconds))
 
 
 async def _accept(
@@ -298,8 +328,15 @@ async def _accept(
     *,
     via: str,
     status_url: str | None = None,
-    poll_after: float | None = None,
+    cross_check: bool = False,
 ) -> Delay:
+    """Record the job id (with the status read to send, and any cross-check to run next)."""
+    status = step.adapter.build_status(job_id, status_url)
+    request = {
+        "method": status.method,
+        "url": status.sanitized_url(),
+        "headers": status.sanitized_headers(),
+    }
     # Inside a caller's transaction this is a savepoint; on its own, a transaction.
     async with conn.transaction():
         await ledger.record_remote_job(
@@ -309,6 +346,8 @@ async def _accept(
             status_url=status_url,
             create_mode="async",
             fence=step.fence,
+            status_request=request,
+            follow_up=CROSS_CHECK if cross_check else None,
         )
         await step.reload(conn)
         if step.op.state in (S.CREATE_PENDING, S.CREATE_UNKNOWN):
@@ -316,79 +355,56 @@ async def _accept(
                 conn, S.ACCEPTED, f"{via} answered with job {job_id}", (Evidence.CALL, call_id)
             )
         # in cancel_requested the job id is all we needed: the cancel goes out next
-    return poll_after if poll_after is not None else NOW
+    return step.until_allowed(NOW)
 
 
 async def _conflict(step: Step, conn: Any, reason: str, job_ids: list[str]) -> Delay:
     async with conn.transaction():
+        await step.reload(conn)
         await step.move(conn, S.NEEDS_ATTENTION, reason, escalation=reason, remote_job_ids=job_ids)
     return None
 
 
-async def _cross_check(step: Step, conn: Any, job_id: str) -> Delay:
-    """After an uncertain create resolved by a same-token retry, ask the lookup too."""
-    if not step.adapter.desc.lookup.supported:
-        return NOW
-    found = await _lookup(step, conn)
-    if found is None:
-        return NOW  # inconclusive; the provider's own answer stands
-    job_ids, _ = found
-    strangers = [j for j in job_ids if j != job_id]
-    if not strangers:
-        return NOW
-    await step.reload(conn)
-    return await _conflict(
-        step,
-        conn,
-        f"same token answered with job {job_id}, but the provider also holds "
-        f"{', '.join(strangers)} for our reference",
-        [job_id, *strangers],
-    )
+async def step_cross_check(step: Step) -> Delay:
+    """The recovery point after a same-token retry: does the provider hold another job?
 
-
-async def _sync_result(step: Step, conn: Any, fact: CreateFact, call_id: int) -> Delay:
-    """A synchronous 200/201: the result came with the create answer."""
-    if fact.remote_job_id:
-        await ledger.record_remote_job(
-            conn, step.op.operation_id, fact.remote_job_id, create_mode="sync", fence=step.fence
-        )
-    else:
-        await ledger.record_sync_mode(conn, step.op.operation_id, fence=step.fence)
-    await step.reload(conn)
-    await step.move(
-        conn, S.RESULT_COLLECTING, "create answered with the final result", (Evidence.CALL, call_id)
-    )
-    check = step.adapter.validate_inline_result(fact.sync_result, None)
-    result_id = await records.record_result(
-        conn,
-        records.ResultRecord(
-            operation_id=step.op.operation_id,
-            valid=check.ok,
-            call_id=call_id,
-            reason=check.reason,
-            content_type=check.content_type,
-            size_bytes=check.size,
-            sha256=check.sha256,
-            inline=fact.sync_result if check.ok else None,
-            items_total=check.items_total,
-            items_succeeded=check.items_succeeded,
-            items_failed=check.items_failed,
-        ),
-    )
-    if not check.ok:
-        await step.move(conn, S.RESULT_VALIDATION_FAILED, f"inline result invalid: {check.reason}")
-        return None
-    await ledger.attach_result(
-        conn,
-        step.op.operation_id,
-        result_id,
-        result_ref=None,
-        summary={
-            "items_total": check.items_total,
-            "items_succeeded": check.items_succeeded,
-            "items_failed": check.items_failed,
-        },
-        fence=step.fence,
-    )
-    await step.move(conn, S.SUCCEEDED, "synchronous result validated", (Evidence.RESULT, result_id))
-    return None
+    Runs before anything else while it is pending (see worker.step_for). It
+    concludes when a lookup answers: no stranger clears it, a stranger stops
+    the operation for a human with every job on record. An inconclusive
+    lookup is retried with backoff; after MAX_CROSS_CHECKS the provider's own
+    answer stands, and the record says it was never cross-checked.
+    """
+    held = step.held_back()
+    if held is not None:
+        return held
+    job_id = step.op.remote_job_id or ""
+    async with step.ctx.pool.acquire() as conn:
+        found = await _lookup(step, conn)
+        if found is None:
+            tries = await ledger.retry_follow_up(
+                conn, step.op.operation_id, CROSS_CHECK, fence=step.fence
+            )
+            if tries < MAX_CROSS_CHECKS:
+                return step.until_allowed(step.backoff(tries))
+            note = {
+                "code": "cross_check_inconclusive",
+                "message": f"lookup stayed inconclusive {tries} times; the same-token "
+                f"answer (job {job_id}) stands unchecked",
+            }
+            await ledger.settle_follow_up(
+                conn, step.op.operation_id, CROSS_CHECK, fence=step.fence, note=note
+            )
+            await step.reload(conn)
+            return NOW
+        strangers = [j for j in found[0] if j != job_id]
+        if strangers:
+            return await _conflict(
+                step,
+                conn,
+                f"same token answered with job {job_id}, but the provider also holds "
+                f"{', '.join(strangers)} for our reference",
+                [job_id, *strangers],
+            )
+        await ledger.settle_follow_up(conn, step.op.operation_id, CROSS_CHECK, fence=step.fence)
+        await step.reload(conn)
+    return NOW

@@ -1,27 +1,47 @@
-"""Backstop status reads, the final read, and the result deadline.
+"""Backstop status reads, the final read, and the deadlines.
 
 Each read appends an observation. Progress is recorded, never trusted: only a
 terminal state read by us moves the operation (webhooks only make us read
-sooner). Retry-After and poll_after_seconds are honoured; 429/503 are
-back-pressure, not failure.
+sooner). Retry-After and poll_after_seconds are honoured, durably: they become
+the row's not-before time, which nothing but a recorded operator override
+moves a call before; 429/503 are back-pressure, not failure.
+
+A deadline looks before it escalates: when the result or cancel deadline has
+passed, the owner reads the status first (waiting for the provider's
+not-before time if it ends within DEADLINE_READ_GRACE_S of the deadline), and
+only a read that still shows nothing terminal — or no read possible within
+that grace — escalates. A terminal state the provider already reported (a
+webhook on record) is therefore never lost to a deadline.
 """
 
 from __future__ import annotations
 
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
-from reconciler.recording import poll_row, record_call, record_poll
-from reconciler.step import NOW, Delay, Step, utcnow
+from reconciler.calls import Sent, status_read
+from reconciler.step import NOW, Delay, Step
 from reconciler.steps.collect import collect_partial_output
+from shared.db import pgjson
+from shared.db.errors import db_error_context, db_error_reason
+from shared.ledger import evidence
+from shared.ledger.evidence import ROW_ERRORS, StatusRead
 from shared.ledger.states import Evidence, LocalState, RemoteState
-from shared.providers import StatusFact
+from shared.providers import HttpRequest, StatusFact
 
 S = LocalState
+log = logging.getLogger("jobwarden.reconciler")
 # A job the provider says does not exist may be a read racing its creation;
 # a few misses in a row is a contradiction a human must look at.
 NOT_FOUND_TOLERANCE = 3
 # Once cancellation is unconfirmed we keep reading, slowly, in case it settles.
 UNCONFIRMED_POLL_SECONDS = 300.0
+# How long past a deadline the owner keeps trying to read before escalating:
+# long enough to wait out a provider's Retry-After of a few minutes or a
+# short outage, short enough that the escalation still means "on time".
+DEADLINE_READ_GRACE_S = 300.0
 
 TERMINAL_TARGET = {
     RemoteState.SUCCEEDED: S.RESULT_COLLECTING,
@@ -31,44 +51,107 @@ TERMINAL_TARGET = {
 }
 
 
+@dataclass(frozen=True)
+class Deadline:
+    """A deadline that has passed, and where it sends the operation if nothing settles it."""
+
+    at: datetime
+    escalate_to: LocalState
+    reason: str
+
+
+def passed_deadline(step: Step) -> Deadline | None:
+    op = step.op
+    now = step.now()
+    if op.state in (S.ACCEPTED, S.OBSERVING) and now >= op.result_deadline:
+        return Deadline(
+            op.result_deadline,
+            S.RESULT_TIMED_OUT,
+            "result deadline passed; automatic observation stopped (the remote job may "
+            "still be running)",
+        )
+    cancel_by = op.cancel_deadline
+    cancelling = op.state in (S.CANCEL_REQUESTED, S.CANCELLING)
+    if cancelling and cancel_by is not None and now >= cancel_by:
+        return Deadline(
+            cancel_by,
+            S.CANCELLATION_UNCONFIRMED,
+            "cancel deadline passed without a remote confirmation",
+        )
+    return None
+
+
 async def step_poll(step: Step) -> Delay:
-    # The hot path: no database connection is held while the provider answers.
-    if _deadline_due(step):
-        async with step.ctx.pool.acquire() as conn:
-            return await _deadlines(step, conn)
+    deadline = passed_deadline(step)
+    held = step.held_back()
+    if held is not None:
+        if deadline is not None and not _can_wait(step, deadline, held):
+            return await _escalate(
+                step,
+                deadline,
+                "the provider asks us not to call again until "
+                f"{step.not_before:%Y-%m-%dT%H:%M:%SZ}, past the deadline's grace",
+            )
+        return held  # the release closes the claimed read as never sent
     assert step.op.remote_job_id is not None
     req = step.adapter.build_status(step.op.remote_job_id, step.op.status_url)
+    call_id = await _recorded_before_sending(step, req)
     sent = await step.send(req)
     if sent.response is None:
-        async with step.ctx.pool.acquire() as conn:
-            await record_call(
-                conn,
-                step.op,
-                req,
-                "status",
-                step.op.poll_attempts + 1,
-                step.worker,
-                step.fence,
-                sent,
-            )
-        return step.backoff(step.op.poll_attempts)
-    fact = step.adapter.parse_status(sent.response, utcnow())
-    if _nothing_to_decide(step, fact):
+        return await _unanswered(step, req, sent, call_id, deadline)
+    fact = step.adapter.parse_status(sent.response, step.now())
+    read = status_read(step.op, step.fence, step.worker, req, sent, fact, call_id=call_id)
+    step.note_wait(read.not_before_seconds)
+    if deadline is None and _nothing_to_decide(step, fact):
         # The common read: recorded, lease handed back, by the group-commit writer.
-        delay = _next_read(step, fact)
-        await step.ctx.polls.record(
-            poll_row(step.op, step.fence, step.worker, req, sent, fact, release_after=delay)
-        )
+        delay = step.until_allowed(_next_read(step, fact))
+        await step.ctx.polls.record(evidence.status_row(read, release_after=delay))
         step.released = True
         return delay
     async with step.ctx.pool.acquire() as conn:
         if fact.remote_state is RemoteState.CANCELLED and (fact.result_url or fact.result_file_ids):
-            await collect_partial_output(step, conn, sent.response, fact)
+            await collect_partial_output(step, conn, fact)
         async with conn.transaction():
-            observation_id, _ = await record_poll(
-                conn, step.op, step.fence, step.worker, req, sent, fact
+            try:
+                async with conn.transaction():  # a savepoint: a refused row spares the rest
+                    written = await evidence.record_status_read(conn, read)
+            except ROW_ERRORS as exc:
+                return await _facts_refused(step, conn, read, exc)
+            return await _decide(step, conn, fact, written.observation_id, deadline)
+
+
+def _can_wait(step: Step, deadline: Deadline, held: float) -> bool:
+    """Does the provider's window end within the deadline's grace?"""
+    allowed_at = step.now() + timedelta(seconds=held)
+    return allowed_at <= deadline.at + timedelta(seconds=DEADLINE_READ_GRACE_S)
+
+
+async def _recorded_before_sending(step: Step, req: HttpRequest) -> int:
+    """The call row of this read: the one the claim recorded, or one recorded now."""
+    if step.status_call_id is not None:
+        call_id, step.status_call_id = step.status_call_id, None
+        return call_id
+    async with step.ctx.pool.acquire() as conn:
+        return await step.begin_call(conn, req, "status", step.op.poll_attempts + 1)
+
+
+async def _unanswered(
+    step: Step, req: HttpRequest, sent: Sent, call_id: int, deadline: Deadline | None
+) -> Delay:
+    """No answer: recorded as such; a passed deadline escalates once its grace is over."""
+    read = status_read(step.op, step.fence, step.worker, req, sent, None, call_id=call_id)
+    if deadline is not None and step.now() >= deadline.at + timedelta(
+        seconds=DEADLINE_READ_GRACE_S
+    ):
+        async with step.ctx.pool.acquire() as conn, conn.transaction():
+            await evidence.record_status_read(conn, read)
+            return await _escalate_on(
+                step, conn, deadline, f"the last status read got no answer ({sent.error_category})"
             )
-            return await _decide(step, conn, fact, observation_id)
+    delay = step.until_allowed(step.backoff(step.op.poll_attempts))
+    await step.ctx.polls.record(evidence.status_row(read, release_after=delay))
+    step.released = True
+    return delay
 
 
 def _nothing_to_decide(step: Step, fact: StatusFact) -> bool:
@@ -86,44 +169,14 @@ def _next_read(step: Step, fact: StatusFact) -> float:
     return step.backoff(step.op.poll_attempts, fact.retry_after_seconds, fact.poll_after_seconds)
 
 
-def _deadline_due(step: Step) -> bool:
-    op = step.op
-    now = utcnow()
-    if op.state in (S.ACCEPTED, S.OBSERVING):
-        return now >= op.result_deadline
-    if op.state in (S.CANCEL_REQUESTED, S.CANCELLING):
-        return op.cancel_deadline is not None and now >= op.cancel_deadline
-    return False
-
-
-async def _deadlines(step: Step, conn: Any) -> Delay:
-    now = utcnow()
-    op = step.op
-    if op.state in (S.ACCEPTED, S.OBSERVING) and now >= op.result_deadline:
-        async with conn.transaction():
-            await step.move(
-                conn,
-                S.RESULT_TIMED_OUT,
-                "result deadline passed; automatic observation stopped (the remote job may "
-                "still be running)",
-            )
-        return None
-    if (
-        op.state in (S.CANCEL_REQUESTED, S.CANCELLING)
-        and op.cancel_deadline
-        and (now >= op.cancel_deadline)
-    ):
-        async with conn.transaction():
-            await step.move(
-                conn,
-                S.CANCELLATION_UNCONFIRMED,
-                "cancel deadline passed without a remote confirmation",
-            )
-        return UNCONFIRMED_POLL_SECONDS
-    return NOW
-
-
-async def _decide(step: Step, conn: Any, fact: StatusFact, observation_id: int) -> Delay:
+async def _decide(
+    step: Step,
+    conn: Any,
+    fact: StatusFact,
+    observation_id: int | None,
+    deadline: Deadline | None,
+) -> Delay:
+    assert observation_id is not None
     if step.op.state is S.ACCEPTED:
         await step.move(conn, S.OBSERVING, "first observation")
     target = TERMINAL_TARGET.get(fact.remote_state) if fact.remote_state else None
@@ -131,11 +184,49 @@ async def _decide(step: Step, conn: Any, fact: StatusFact, observation_id: int) 
         cause = f"status read: remote {fact.raw_state or fact.remote_state}"
         await step.move(conn, target, cause, (Evidence.OBSERVATION, observation_id))
         return NOW if target is S.RESULT_COLLECTING else None
+    if deadline is not None:
+        shown = fact.raw_state or (fact.remote_state.value if fact.remote_state else "no state")
+        return await _escalate_on(
+            step, conn, deadline, f"the status read #{observation_id} still shows {shown!r}"
+        )
     if fact.not_found:
-        misses = step.op.poll_attempts  # record_poll already counted this read
+        misses = step.op.poll_attempts  # the read just recorded counted this one
         if misses >= NOT_FOUND_TOLERANCE:
             await step.move(
                 conn, S.NEEDS_ATTENTION, f"provider says job {step.op.remote_job_id} does not exist"
             )
             return None
-    return _next_read(step, fact)
+    return step.until_allowed(_next_read(step, fact))
+
+
+async def _escalate(step: Step, deadline: Deadline, why: str) -> Delay:
+    async with step.ctx.pool.acquire() as conn, conn.transaction():
+        await step.reload(conn)
+        return await _escalate_on(step, conn, deadline, why)
+
+
+async def _escalate_on(step: Step, conn: Any, deadline: Deadline, why: str) -> Delay:
+    """The deadline's escalation, with what the owner saw when it looked."""
+    await step.move(conn, deadline.escalate_to, f"{deadline.reason}: {why}")
+    if deadline.escalate_to is S.CANCELLATION_UNCONFIRMED:
+        return step.until_allowed(UNCONFIRMED_POLL_SECONDS)
+    return None
+
+
+async def _facts_refused(step: Step, conn: Any, read: StatusRead, exc: Exception) -> Delay:
+    """The database refused this read's facts: keep the call, move on, say why.
+
+    The savepoint rolled back; the call (status, digest, excerpt with the
+    raw values) is written again without its observation, named as an
+    anomaly, and the operation is read again later instead of stalling.
+    """
+    log.warning(
+        "status read facts refused by the database; call kept without its observation",
+        extra={"ctx": {"operation_id": step.op.operation_id, **db_error_context(exc)}},
+    )
+    delay = step.until_allowed(step.backoff(step.op.poll_attempts))
+    row = evidence.call_only(evidence.status_row(read, release_after=delay), db_error_reason(exc))
+    written = await evidence.record_polls(conn, [pgjson.dumps(row)])
+    if step.op.operation_id in written:
+        step.released = True
+    return delay

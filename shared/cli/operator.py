@@ -31,10 +31,11 @@ from shared import ledger
 from shared.db.connect import connection
 from shared.db.queries import q
 from shared.db.runtime import app_database
-from shared.ledger import RequestSpec
+from shared.ledger import RequestSpec, decisions, tokens
+from shared.ledger.decisions import operator_targets
 from shared.ledger.errors import LedgerError, RequestMismatch, UnknownOperation
-from shared.ledger.states import EDGES, ESCALATED, TERMINAL, Evidence, LocalState
-from shared.ledger.tokens import CALLER_NAME, mint_token
+from shared.ledger.states import TERMINAL, LocalState
+from shared.ledger.tokens import CALLER_NAME, Scope, mint_token
 
 S = LocalState
 # When an operator resumes observation of an operation whose result deadline
@@ -140,19 +141,6 @@ async def _load(conn: Any, operation_id: str) -> ledger.Operation:
         return await ledger.load_operation(conn, operation_id)
     except UnknownOperation:
         raise CommandError(f"no operation {operation_id}") from None
-
-
-def operator_targets(state: LocalState) -> list[LocalState]:
-    """States an operator may move `state` to: edges needing no evidence, or a decision.
-
-    Edges that claim a remote fact (a call, an observation, a result) are not
-    offered: an operator cannot fabricate evidence, only the reconciler records it.
-    """
-    return [
-        dst
-        for (src, dst), kinds in EDGES.items()
-        if src is state and (not kinds or Evidence.DECISION in kinds)
-    ]
 
 
 def _row(record: Any) -> dict[str, Any]:
@@ -406,49 +394,6 @@ async def cmd_inbox(args: argparse.Namespace) -> int:
 # ------------------------------------------------------------------ resolve / reconcile
 
 
-async def _decide_and_move(
-    conn: Any,
-    op: ledger.Operation,
-    target: LocalState,
-    *,
-    actor: str,
-    reason: str,
-) -> int:
-    """Record the decision and make the move in one transaction; returns the decision id."""
-    async with conn.transaction():
-        if target is S.CANCEL_REQUESTED:
-            await conn.fetchval(
-                q("record_cancel_intent"),
-                op.operation_id,
-                actor,
-                reason,
-                ledger.DEFAULT_CANCEL_DEADLINE_S,
-            )
-        decision_id = await ledger.record_decision(
-            conn,
-            op.operation_id,
-            actor=actor,
-            decision=f"{op.state.value} -> {target.value}",
-            reason=reason,
-        )
-        kinds = EDGES[(op.state, target)]
-        evidence = (Evidence.DECISION, decision_id) if Evidence.DECISION in kinds else None
-        await ledger.transition(
-            conn,
-            op.operation_id,
-            op.state,
-            target,
-            actor=actor,
-            cause=f"operator decision #{decision_id}: {reason}",
-            evidence=evidence,
-        )
-        if target not in ESCALATED:
-            await conn.fetchval(q("close_escalation"), op.operation_id, decision_id)
-    if target not in TERMINAL:
-        await conn.execute(q("request_wake"), op.operation_id)
-    return decision_id
-
-
 def _refused_by_db(exc: Exception) -> CommandError:
     constraint = getattr(exc, "constraint_name", None)
     detail = f"constraint {constraint}" if constraint else str(exc)
@@ -471,11 +416,19 @@ async def cmd_resolve(args: argparse.Namespace) -> int:
                 2,
             )
         try:
-            decision_id = await _decide_and_move(
-                conn, op, target, actor=operator_actor(args), reason=args.reason
+            decided = await decisions.decide(
+                conn,
+                op,
+                target,
+                actor=operator_actor(args),
+                reason=args.reason,
+                cancel_deadline_s=(
+                    _cancel_deadline(op.provider) if target is S.CANCEL_REQUESTED else None
+                ),
             )
         except (LedgerError, asyncpg.IntegrityConstraintViolationError) as exc:
             raise _refused_by_db(exc) from None
+        decision_id = decided.decision_id
     result = {
         "operation_id": op.operation_id,
         "from": op.state.value,
@@ -506,24 +459,31 @@ async def cmd_reconcile(args: argparse.Namespace) -> int:
                 f"{', '.join(s.value for s in operator_targets(op.state))})"
             )
         deadline = None
+        override = bool(getattr(args, "override_back_pressure", False))
         try:
-            if target is None:
-                if op.state in ESCALATED:  # cancellation_unconfirmed: keep state, read again
-                    await ledger.record_decision(
-                        conn, op.operation_id, actor=actor, decision="status read", reason=reason
-                    )
-                await conn.execute(q("request_wake"), op.operation_id)
+            if target is None:  # keep the state, read again (cancellation_unconfirmed...)
+                await decisions.request_read(
+                    conn, op, actor=actor, reason=reason, override_back_pressure=override
+                )
                 moved_to = op.state
             else:
+                extension = None
                 if target is S.OBSERVING:
                     extension = args.extend_deadline
-                    if extension is None and op.result_deadline <= datetime.now(UTC):
+                    if extension is None and op.result_deadline <= await ledger.clock_now(conn):
                         extension = DEFAULT_RESUME_EXTENSION_SECONDS
-                    if extension:
-                        deadline = await conn.fetchval(
-                            q("extend_result_deadline"), op.operation_id, extension
-                        )
-                await _decide_and_move(conn, op, target, actor=actor, reason=reason)
+                decided = await decisions.decide(
+                    conn, op, target, actor=actor, reason=reason, extend_result_deadline_s=extension
+                )
+                deadline = decided.result_deadline
+                if override:
+                    await decisions.request_read(
+                        conn,
+                        await _load(conn, op.operation_id),
+                        actor=actor,
+                        reason=reason,
+                        override_back_pressure=True,
+                    )
                 moved_to = target
         except (LedgerError, asyncpg.IntegrityConstraintViolationError) as exc:
             raise _refused_by_db(exc) from None
@@ -551,16 +511,11 @@ async def cmd_reconcile(args: argparse.Namespace) -> int:
 async def cmd_tokens_create(args: argparse.Namespace) -> int:
     if not CALLER_NAME.match(args.name):
         return _fail("NAME must be lowercase letters, digits, '.', '_' or '-' (max 63)", 2)
-    scope = "operator" if args.operator else "agent"
+    scope: Scope = "operator" if args.operator else "agent"
     minted = mint_token()
     async with app_connection() as conn:
-        row = await conn.fetchrow(
-            q("token_insert"),
-            minted.token_id,
-            args.name,
-            scope,
-            minted.digest,
-            operator_actor(args),
+        row = await tokens.create_token(
+            conn, minted, caller=args.name, scope=scope, created_by=operator_actor(args)
         )
     if args.json:
         print_json({**_row(row), "token": minted.secret})
@@ -597,7 +552,7 @@ async def cmd_tokens_list(args: argparse.Namespace) -> int:
 
 async def cmd_tokens_revoke(args: argparse.Namespace) -> int:
     async with app_connection() as conn:
-        row = await conn.fetchrow(q("token_revoke"), args.token_id)
+        row = await tokens.revoke_token(conn, args.token_id)
     if row is None:
         return _fail(f"no token {args.token_id}")
     if args.json:
@@ -710,6 +665,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--extend-deadline",
         type=parse_duration,
         help="push the result deadline this far from now (default 1h if it has passed)",
+    )
+    p.add_argument(
+        "--override-back-pressure",
+        action="store_true",
+        help="read now even inside the provider's Retry-After window (recorded as a decision)",
     )
     _as_flag(p)
     json_flag(p)

@@ -1,9 +1,10 @@
-"""The operation ledger: the only way operations come to exist and change state.
+"""The operation row: how operations come to exist, change state and gather facts.
 
 Python here is a thin, typed front for rules the database enforces itself
-(sql/migrations/002_state_machine.sql): an operation is born `create_pending`
-with its first history row; every state change is a history insert whose
-trigger checks the edge and the cited evidence. This module knows no HTTP.
+(sql/migrations/002_state_machine.sql, 008_one_gate.sql): an operation is born
+`create_pending` with its first history row; every state change is a history
+insert whose trigger checks the edge and the cited evidence. This module knows
+no HTTP.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from shared.ledger.errors import (
     RequestMismatch,
     UnknownOperation,
 )
-from shared.ledger.states import Evidence, LocalState
+from shared.ledger.states import CANCELLABLE, Evidence, LocalState
 
 # Defaults when neither the caller nor the provider config says otherwise.
 DEFAULT_CREATE_DEADLINE_S = 120.0  # obtaining a job id is a matter of minutes
@@ -122,6 +123,17 @@ class Operation:
     result_summary: Any
     history_seq: int
     history_head: str | None
+    # Back-pressure: no call for this operation before this time (Retry-After,
+    # poll_after_seconds), whatever wakes it.
+    not_before: datetime | None
+    # A recovery point: an action that must follow the last committed
+    # transition and is redone until it concludes (e.g. "cross_check").
+    follow_up: str | None
+    follow_up_attempts: int
+    # The status read a worker sends for this job (method, url, headers;
+    # sanitized), recorded with the job id so a claim can record each read.
+    status_request: Any
+    wake_requested: bool
     _origin: object = None
 
     def __post_init__(self) -> None:
@@ -249,14 +261,6 @@ async def transition(
     return int(seq)
 
 
-async def record_decision(
-    db: Executor, operation_id: str, *, actor: str, decision: str, reason: str
-) -> int:
-    """Record an operator decision (evidence for operator-only edges)."""
-    with ledger_errors():
-        return int(await db.fetchval(q("insert_decision"), operation_id, actor, decision, reason))
-
-
 async def claim_completion(db: Executor, operation_id: str, consumer: str) -> bool:
     """True exactly once per (operation, consumer), and only for a succeeded operation."""
     return await db.fetchval(q("claim_completion"), operation_id, consumer) is not None
@@ -282,15 +286,81 @@ async def record_remote_job(
     status_url: str | None = None,
     create_mode: str | None = None,
     fence: int | None = None,
+    status_request: Mapping[str, Any] | None = None,
+    follow_up: str | None = None,
 ) -> None:
-    """Record the provider's job id; raises ImmutableFact if a different one is on record."""
+    """Record the provider's job id; raises ImmutableFact if a different one is on record.
+
+    `status_request` is the (sanitized) status read a worker will send for
+    this job; `follow_up` a recovery point to set in the same statement.
+    """
     await _fenced_update(
-        db, "set_remote_job", operation_id, remote_job_id, status_url, create_mode, fence
+        db,
+        "set_remote_job",
+        operation_id,
+        remote_job_id,
+        status_url,
+        create_mode,
+        fence,
+        dict(status_request) if status_request is not None else None,
+        follow_up,
     )
 
 
-async def record_cancel_sent(db: Executor, operation_id: str, *, fence: int | None) -> None:
-    await _fenced_update(db, "set_cancel_sent", operation_id, fence)
+async def settle_follow_up(
+    db: Executor,
+    operation_id: str,
+    follow_up: str,
+    *,
+    fence: int,
+    note: Mapping[str, Any] | None = None,
+) -> None:
+    """The recovery point `follow_up` concluded (with `note` on record if it was given up)."""
+    await _fenced_update(
+        db, "settle_follow_up", operation_id, fence, follow_up, dict(note) if note else None
+    )
+
+
+async def retry_follow_up(db: Executor, operation_id: str, follow_up: str, *, fence: int) -> int:
+    """The recovery point was inconclusive this time; returns how many times so far."""
+    with ledger_errors():
+        attempts = await db.fetchval(q("retry_follow_up"), operation_id, fence, follow_up)
+    if attempts is None:
+        raise LeaseLost(f"write to {operation_id} refused: lease lost or follow-up gone")
+    return int(attempts)
+
+
+async def set_last_error(
+    db: Executor, operation_id: str, error: Mapping[str, Any], *, fence: int
+) -> None:
+    """The provider's last error in its own words (shown to agents when it matters)."""
+    await _fenced_update(db, "set_last_error", operation_id, fence, dict(error))
+
+
+async def bump_attempt(db: Executor, kind: str, operation_id: str, *, fence: int) -> int | None:
+    """Count one more `kind` attempt (create | lookup | result) under the lease.
+
+    None when the write was refused: for a create, also when the operation no
+    longer wants one (an agent abandoned it meanwhile); the caller tells apart.
+    """
+    query = {"create": "bump_create_attempt", "lookup": "bump_lookup_attempt"}.get(
+        kind, "bump_result_attempt"
+    )
+    value = await db.fetchval(q(query), operation_id, fence)
+    return int(value) if value is not None else None
+
+
+async def lease_held(db: Executor, operation_id: str, fence: int) -> bool:
+    return bool(await db.fetchval(q("lease_held"), operation_id, fence))
+
+
+async def record_cancel_sent(db: Executor, operation_id: str, *, fence: int | None) -> int:
+    """The recovery point before a cancel leaves; returns its attempt number."""
+    with ledger_errors():
+        attempts = await db.fetchval(q("set_cancel_sent"), operation_id, fence)
+    if attempts is None:
+        raise LeaseLost(f"write to {operation_id} refused: lease lost or operation missing")
+    return int(attempts)
 
 
 async def record_cancel_not_sent(db: Executor, operation_id: str, *, fence: int | None) -> None:
@@ -318,22 +388,8 @@ async def attach_result(
     )
 
 
-# States from which a cancel request becomes the cancel_requested state; in the
-# others the intent is recorded and the state left alone (a result is already
-# being collected, an operator owns it, or it is over).
-_CANCELLABLE = frozenset(
-    {
-        LocalState.CREATE_PENDING,
-        LocalState.CREATE_UNKNOWN,
-        LocalState.ACCEPTED,
-        LocalState.OBSERVING,
-        LocalState.RESULT_TIMED_OUT,
-    }
-)
-
-
 async def request_cancel(
-    conn: Any,
+    conn: Any,  # a connection: the intent, the move and the wake-up share one transaction
     operation_id: str,
     *,
     requested_by: str,
@@ -360,7 +416,7 @@ async def request_cancel(
                 raise UnknownOperation(f"no operation {operation_id}")
             return LocalState(current)
         state = LocalState(intent["state"])
-        if state not in _CANCELLABLE:
+        if state not in CANCELLABLE:
             return state
         target = (
             LocalState.ABANDONED
@@ -370,8 +426,19 @@ async def request_cancel(
         await transition(
             conn, operation_id, state, target, actor=requested_by, cause=f"cancel: {reason}"
         )
-        await conn.execute(q("request_wake"), operation_id)  # the lease owner sends the cancel now
+        await request_wake(conn, operation_id)  # the lease owner sends the cancel now
         return target
+
+
+async def request_wake(db: Executor, operation_id: str) -> None:
+    """Make the operation due now (never before its not_before; lease-safe: see migration 004)."""
+    await db.execute(q("request_wake"), operation_id)
+
+
+async def clock_now(db: Executor) -> datetime:
+    """The database's idea of now (jw_now()), for callers comparing with stored times."""
+    now: datetime = await db.fetchval(q("clock_now"))
+    return now
 
 
 async def record_sync_mode(db: Executor, operation_id: str, *, fence: int | None) -> None:

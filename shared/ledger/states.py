@@ -1,9 +1,10 @@
 """The operation state machine, mirrored from SQL.
 
 The database is the authority: `sql/migrations/002_state_machine.sql` holds the
-edge table and the trigger that enforces it. This module mirrors it so Python
-code can reason about states without a round trip; `tests/integration/
-test_state_machine.py` proves the two agree, so the mirror cannot drift.
+edge table and the trigger that enforces it, `008_one_gate.sql` the named sets
+of states. This module mirrors both so Python code can reason about states
+without a round trip; `tests/integration/test_state_machine.py` proves the two
+agree, so the mirror cannot drift.
 """
 
 from __future__ import annotations
@@ -72,18 +73,78 @@ class Evidence(StrEnum):
 S = LocalState
 E = Evidence
 
-TERMINAL: frozenset[LocalState] = frozenset({S.SUCCEEDED, S.FAILED, S.CANCELLED, S.ABANDONED})
+# The named sets of states, mirrored from SQL's jw_state_set() (migration
+# 008), where every query, view, constraint and index reads them;
+# tests/integration/test_state_machine.py proves each mirror equal to its twin.
+STATE_SETS: dict[str, frozenset[LocalState]] = {
+    # no automatic move will ever change these again
+    "terminal": frozenset({S.SUCCEEDED, S.FAILED, S.CANCELLED, S.ABANDONED}),
+    # the operator inbox: a human should look
+    "inbox": frozenset(
+        {
+            S.NEEDS_ATTENTION,
+            S.CANCELLATION_UNCONFIRMED,
+            S.RESULT_TIMED_OUT,
+            S.RESULT_UNAVAILABLE,
+            S.RESULT_VALIDATION_FAILED,
+        }
+    ),
+    # nothing is scheduled until a human decides (cancellation_unconfirmed is
+    # in the inbox but still read, slowly, in case it settles)
+    "waits_for_human": frozenset(
+        {
+            S.NEEDS_ATTENTION,
+            S.RESULT_TIMED_OUT,
+            S.RESULT_UNAVAILABLE,
+            S.RESULT_VALIDATION_FAILED,
+        }
+    ),
+    # the reconciler acts on these
+    "scheduled": frozenset(
+        {
+            S.CREATE_PENDING,
+            S.CREATE_UNKNOWN,
+            S.ACCEPTED,
+            S.OBSERVING,
+            S.RESULT_COLLECTING,
+            S.CANCEL_REQUESTED,
+            S.CANCELLING,
+            S.CANCELLATION_UNCONFIRMED,
+        }
+    ),
+    # a claim in these is a status read
+    "polled": frozenset({S.ACCEPTED, S.OBSERVING, S.CANCELLING, S.CANCELLATION_UNCONFIRMED}),
+    # a remote job is on record (or the create answered synchronously)
+    "has_job": frozenset(
+        {
+            S.ACCEPTED,
+            S.OBSERVING,
+            S.RESULT_COLLECTING,
+            S.SUCCEEDED,
+            S.CANCELLING,
+            S.CANCELLED,
+            S.RESULT_TIMED_OUT,
+            S.RESULT_UNAVAILABLE,
+            S.RESULT_VALIDATION_FAILED,
+        }
+    ),
+    # someone asked to stop: who, why and the cancel deadline are on record
+    "cancel_intent": frozenset({S.CANCEL_REQUESTED, S.CANCELLING, S.CANCELLATION_UNCONFIRMED}),
+    # a create request may still be sent
+    "wants_create": frozenset({S.CREATE_PENDING, S.CREATE_UNKNOWN, S.CANCEL_REQUESTED}),
+    # a cancel request moves these to cancel_requested (or abandoned)
+    "cancellable": frozenset(
+        {S.CREATE_PENDING, S.CREATE_UNKNOWN, S.ACCEPTED, S.OBSERVING, S.RESULT_TIMED_OUT}
+    ),
+}
 
-# States a human must look at (the operator inbox).
-ESCALATED: frozenset[LocalState] = frozenset(
-    {
-        S.NEEDS_ATTENTION,
-        S.CANCELLATION_UNCONFIRMED,
-        S.RESULT_TIMED_OUT,
-        S.RESULT_UNAVAILABLE,
-        S.RESULT_VALIDATION_FAILED,
-    }
-)
+TERMINAL = STATE_SETS["terminal"]
+INBOX = STATE_SETS["inbox"]
+ESCALATED = INBOX  # the states an escalation row is opened for
+WAITS_FOR_HUMAN = STATE_SETS["waits_for_human"]
+SCHEDULED = STATE_SETS["scheduled"]
+POLLED = STATE_SETS["polled"]
+CANCELLABLE = STATE_SETS["cancellable"]
 
 _NONE: frozenset[Evidence] = frozenset()
 _CALL = frozenset({E.CALL})

@@ -11,7 +11,10 @@ import hashlib
 import re
 import secrets
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
+
+from shared.db.connect import Executor
+from shared.db.queries import q
 
 Scope = Literal["agent", "operator"]
 
@@ -43,3 +46,32 @@ def mint_token() -> MintedToken:
 def requested_by(caller: str, scope: Scope) -> str:
     """The `requested_by` of operations this caller submits."""
     return f"{'operator' if scope == 'operator' else 'agent'}:{caller}"
+
+
+@dataclass(frozen=True)
+class Authenticated:
+    token_id: str
+    caller: str
+    scope: Scope
+
+
+async def authenticate(db: Executor, secret: str) -> Authenticated | None:
+    """The live token with this secret, or None; refreshes its last use (at most once a minute)."""
+    row = await db.fetchrow(q("api_authenticate"), token_digest(secret))
+    if row is None:
+        return None
+    return Authenticated(row["token_id"], row["caller"], row["scope"])
+
+
+async def create_token(
+    db: Executor, minted: MintedToken, *, caller: str, scope: Scope, created_by: str
+) -> Any:
+    """Store a minted token's digest (never its secret); returns the stored row."""
+    return await db.fetchrow(
+        q("token_insert"), minted.token_id, caller, scope, minted.digest, created_by
+    )
+
+
+async def revoke_token(db: Executor, token_id: str) -> Any:
+    """Revoke at once (idempotent); returns the row, or None for an unknown token."""
+    return await db.fetchrow(q("token_revoke"), token_id)

@@ -1,8 +1,13 @@
-"""Keeping webhook dedupe rows as long as providers retry, and no longer.
+"""Verified webhook events: stored once, matched to operations, kept as long as needed.
 
-A dedupe row must outlive every retry of its event (providers retry for up to
-about three days), or a late retry would be stored as a new event. After the
-retention, rows that never matched an operation are deleted; attached rows are
+`store_events` writes one group-commit batch of verified events (the
+receiver's ingest queue hands it set-shaped columns): dedupe by (provider,
+event id), match to an operation, turn matched ones into observations and
+wake their operations (never before their not_before), in one statement.
+
+Retention: a dedupe row must outlive every retry of its event (providers
+retry for up to about three days), or a late retry would be stored as a new
+event. After the retention, rows that never matched an operation are deleted; attached rows are
 evidence cited by observations and stay.
 
 Before purging, events whose job id has become known since they arrived are
@@ -14,6 +19,8 @@ reconciler schedules both: `attach_stragglers` every minute or so,
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
+from typing import Any
 
 from shared.db.connect import Executor
 from shared.db.queries import q
@@ -23,6 +30,20 @@ logger = logging.getLogger(__name__)
 # Rows deleted per statement: each slice is its own short transaction, so a
 # large backlog never holds locks or bloats one transaction for long.
 PURGE_SLICE = 5000
+
+
+async def store_events(
+    conn: Any, columns: Sequence[Sequence[Any]], *, statement_timeout: float | None = None
+) -> list[Any]:
+    """Store one batch (parallel arrays, one element per distinct event; see the query).
+
+    One statement is one implicit transaction: the batch commits or none of
+    it, and this returns only after COMMIT. Rows come back in input order.
+    """
+    rows: list[Any] = await conn.fetch(
+        q("receiver_store_events"), *columns, timeout=statement_timeout
+    )
+    return rows
 
 
 async def attach_stragglers(db: Executor) -> int:

@@ -51,9 +51,9 @@ from shared.providers.parse import (
 )
 from shared.providers.plugins import ProviderAdapter, ProviderPlugin, adapter_for, register_plugin
 from shared.providers.results import validate_inline_result, validate_result
-from shared.providers.sanitize import sanitize_headers, sanitize_url
 from shared.providers.timing import next_poll_delay, parse_retry_after
 from shared.providers.transport import classify_transport_error, may_have_been_delivered
+from shared.redaction import sanitize_headers, sanitize_url
 
 __all__ = [
     "CancelFact",

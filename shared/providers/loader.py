@@ -53,9 +53,9 @@ from shared.providers.description import (
 from shared.providers.errors import ConfigError
 from shared.providers.paths import PathSource, PathSyntaxError, ValuePath, parse_path
 from shared.providers.plugins import PluginError, ProviderAdapter, resolve_plugin
-from shared.providers.sanitize import is_sensitive_header
 from shared.providers.templates import Template, TemplateError, parse_template
 from shared.providers.values import raw_text
+from shared.redaction import is_sensitive_header
 from shared.secret import Secret, SecretError
 
 E = TypeVar("E", bound=StrEnum)

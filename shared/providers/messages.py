@@ -16,7 +16,7 @@ from functools import cached_property
 from typing import Any
 
 from shared.providers.paths import ValuePath, extract, set_value
-from shared.providers.sanitize import REDACTED, sanitize_headers, sanitize_url
+from shared.redaction import REDACTED, sanitize_headers, sanitize_url
 
 
 class Headers(Mapping[str, str]):

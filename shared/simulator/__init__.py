@@ -6,7 +6,8 @@ reconciler can be proven against every one of them over real HTTP.
 """
 
 from shared.simulator.app import build_app, main_async
+from shared.simulator.clock import Clock
 from shared.simulator.scripts import Script
 from shared.simulator.settings import SimulatorSettings
 
-__all__ = ["Script", "SimulatorSettings", "build_app", "main_async"]
+__all__ = ["Clock", "Script", "SimulatorSettings", "build_app", "main_async"]

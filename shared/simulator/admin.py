@@ -47,12 +47,17 @@ class AdminApi:
     def routes(self) -> list[Route]:
         return [
             Route("/_sim/stats", self.stats, methods=["GET"]),
+            Route("/_sim/requests", self.requests, methods=["GET"]),
             Route("/_sim/reset", self.reset, methods=["POST"]),
             Route("/_sim/jobs/{job_id}", self.job, methods=["GET"]),
         ]
 
     async def stats(self, request: Request) -> Response:
         return JSONResponse(self._sim.store.stats.snapshot())
+
+    async def requests(self, request: Request) -> Response:
+        """Every public-API request received since the last reset (admin calls excluded)."""
+        return JSONResponse(self._sim.store.requests.snapshot())
 
     async def reset(self, request: Request) -> Response:
         self._sim.reset()

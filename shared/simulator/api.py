@@ -6,8 +6,8 @@ import asyncio
 import base64
 import binascii
 import contextlib
+import json
 import math
-import time
 from dataclasses import dataclass
 from email.utils import formatdate
 from typing import Any
@@ -16,6 +16,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from shared.simulator.observe import Exchange, Handler, exchange_of, observed
 from shared.simulator.payloads import (
     accepted_body,
     content_digest,
@@ -26,6 +27,7 @@ from shared.simulator.payloads import (
     result_body,
     status_body,
 )
+from shared.simulator.requestlog import RequestKind
 from shared.simulator.runtime import Simulation
 from shared.simulator.scripts import (
     LOSES_FIRST_RESPONSE,
@@ -36,7 +38,6 @@ from shared.simulator.scripts import (
     parse_script,
 )
 from shared.simulator.state import (
-    RESULT_STATES,
     IdempotencyRecord,
     Job,
     NotCancellable,
@@ -50,6 +51,26 @@ ANNOUNCE_BEFORE_RESPONSE_SECONDS = 5.0
 DEFAULT_PAGE_SIZE = 100
 # Keeps one errors page to a bounded response size, like real providers do.
 MAX_PAGE_SIZE = 1000
+
+
+class AsciiJSONResponse(JSONResponse):
+    """JSON with every non-ASCII character \\u-escaped.
+
+    odd_facts' nul_state puts a lone surrogate in a state string: it has no
+    UTF-8 encoding, but as an escape it is valid JSON text.
+    """
+
+    def render(self, content: Any) -> bytes:
+        text = json.dumps(content, ensure_ascii=True, allow_nan=False, separators=(",", ":"))
+        return text.encode("ascii")
+
+
+def _retry_after(seconds: int, as_date: bool, wall_now: float) -> str:
+    """A Retry-After value: delay-seconds, or the HTTP-date that many seconds from now."""
+    if as_date:
+        # Round up: an HTTP-date has whole seconds and must not come early.
+        return formatdate(math.ceil(wall_now) + seconds, usegmt=True)
+    return str(seconds)
 
 
 def _error(status_code: int, code: str, message: str, **headers: str) -> JSONResponse:
@@ -128,13 +149,16 @@ class ProviderApi:
         self._sim = simulation
 
     def routes(self) -> list[Route]:
+        def route(path: str, kind: RequestKind, handler: Handler, method: str) -> Route:
+            return Route(path, observed(self._sim, kind, handler), methods=[method])
+
         return [
-            Route("/v1/jobs", self.create_job, methods=["POST"]),
-            Route("/v1/jobs", self.lookup_jobs, methods=["GET"]),
-            Route("/v1/jobs/{job_id}", self.get_job, methods=["GET"]),
-            Route("/v1/jobs/{job_id}/cancel", self.cancel_job, methods=["POST"]),
-            Route("/v1/jobs/{job_id}/result", self.get_result, methods=["GET"]),
-            Route("/v1/jobs/{job_id}/errors", self.get_errors, methods=["GET"]),
+            route("/v1/jobs", RequestKind.CREATE, self.create_job, "POST"),
+            route("/v1/jobs", RequestKind.LOOKUP, self.lookup_jobs, "GET"),
+            route("/v1/jobs/{job_id}", RequestKind.STATUS, self.get_job, "GET"),
+            route("/v1/jobs/{job_id}/cancel", RequestKind.CANCEL, self.cancel_job, "POST"),
+            route("/v1/jobs/{job_id}/result", RequestKind.RESULT, self.get_result, "GET"),
+            route("/v1/jobs/{job_id}/errors", RequestKind.ERRORS, self.get_errors, "GET"),
         ]
 
     def _job(self, request: Request) -> Job | None:
@@ -144,6 +168,7 @@ class ProviderApi:
 
     async def create_job(self, request: Request) -> Response:
         sim = self._sim
+        exchange = exchange_of(request)
         sim.store.stats.creates_total += 1
         try:
             raw = await request.json()
@@ -163,7 +188,7 @@ class ProviderApi:
             and create.script is not Script.NO_IDEMPOTENCY
         )
         if honour and key is not None and key in sim.store.idempotency:
-            return self._replay(sim.store.idempotency[key], create)
+            return self._replay(sim.store.idempotency[key], create, exchange)
 
         # What identifies "the same create, retried" for fail-once scripts.
         attempt = key or create.client_reference or create.fingerprint
@@ -172,20 +197,44 @@ class ProviderApi:
             return refusal
         record = IdempotencyRecord(create.fingerprint) if honour else None
         stored = await self._accept(create, record)
+        exchange.entry.job_id = stored.body["job_id"]
         if create.script in LOSES_FIRST_RESPONSE and sim.store.first_time(f"lost:{attempt}"):
-            if record is not None and create.script is Script.TOKEN_CONFLICT:
-                record.conflict_pending = True
-            await _hold_until_disconnect(request, create.params.hang_seconds)
-            return _error(504, "gateway_timeout", "the upstream did not answer in time")
+            return await self._lose_response(request, create, record, exchange)
         return self._job_response(stored, replayed=False)
+
+    @staticmethod
+    async def _lose_response(
+        request: Request,
+        create: CreateRequest,
+        record: IdempotencyRecord | None,
+        exchange: Exchange,
+    ) -> Response:
+        """Hold an accepted create unanswered, arming what its retry will meet."""
+        if record is not None:
+            record.conflict_pending = create.script is Script.TOKEN_CONFLICT
+            record.duplicate_pending = create.script is Script.RETRY_SPAWNS_DUPLICATE
+        # Logged before the hold, so the log never shows this create as pending.
+        exchange.entry.withhold(504)
+        await _hold_until_disconnect(request, create.params.hang_seconds)
+        return _error(504, "gateway_timeout", "the upstream did not answer in time")
 
     def _scripted_refusal(self, create: CreateRequest, attempt: str) -> Response | None:
         """Answers that create nothing: a definitive rejection, or a first-attempt 503."""
         if create.script is Script.REJECT:
             return _error(422, "invalid_request", "the provider refused this request")
         if create.script is Script.CREATE_5XX and self._sim.store.first_time(f"5xx:{attempt}"):
-            return _error(503, "unavailable", "temporarily unavailable, nothing was created")
+            return self._create_unavailable(create.params)
         return None
+
+    def _create_unavailable(self, params: JobParams) -> Response:
+        """create_5xx's 503; with Retry-After only if asked, as providers differ on it."""
+        headers: dict[str, str] = {}
+        if params.create_retry_after is not None:
+            headers["Retry-After"] = _retry_after(
+                params.create_retry_after, params.retry_after_date, self._sim.wall()
+            )
+        message = "temporarily unavailable, nothing was created"
+        return _error(503, "unavailable", message, **headers)
 
     async def _accept(
         self, create: CreateRequest, record: IdempotencyRecord | None
@@ -233,7 +282,9 @@ class ProviderApi:
             return StoredResponse(200, {**body, "result": result_body(job)})
         return StoredResponse(202, body)
 
-    def _replay(self, record: IdempotencyRecord, create: CreateRequest) -> Response:
+    def _replay(
+        self, record: IdempotencyRecord, create: CreateRequest, exchange: Exchange
+    ) -> Response:
         if record.fingerprint != create.fingerprint:
             return _error(
                 409,
@@ -250,6 +301,11 @@ class ProviderApi:
             # token_conflict: a broken provider that forgot the first job.
             record.conflict_pending = False
             record.response = self._first_response(self._new_job(create))
+        if record.duplicate_pending:
+            # retry_spawns_duplicate: the answer is right, but a twin starts behind it.
+            record.duplicate_pending = False
+            self._new_job(create)
+        exchange.entry.job_id = record.response.body["job_id"]
         return self._job_response(record.response, replayed=True)
 
     @staticmethod
@@ -275,16 +331,13 @@ class ProviderApi:
                 return self._backpressure(job)
             job.record_status_read(sim.now())
             sim.touch(job)
-            return JSONResponse(status_body(job, sim.now()))
+            body = status_body(job, sim.now())
+            exchange_of(request).poll_after = body["poll_after_seconds"]
+            return AsciiJSONResponse(body)
 
-    @staticmethod
-    def _backpressure(job: Job) -> Response:
+    def _backpressure(self, job: Job) -> Response:
         params = job.params
-        if params.retry_after_date:
-            # Round up: an HTTP-date has whole seconds and must not come early.
-            retry_after = formatdate(math.ceil(time.time()) + params.retry_after, usegmt=True)
-        else:
-            retry_after = str(params.retry_after)
+        retry_after = _retry_after(params.retry_after, params.retry_after_date, self._sim.wall())
         if params.status_code == 429:
             return _error(429, "rate_limited", "too many requests", **{"Retry-After": retry_after})
         return _error(503, "unavailable", "try again later", **{"Retry-After": retry_after})
@@ -294,7 +347,7 @@ class ProviderApi:
         jobs = sim.store.by_reference(request.query_params.get("client_reference"))
         for job in jobs:
             sim.touch(job)
-        return JSONResponse({"jobs": [status_body(job, sim.now()) for job in jobs]})
+        return AsciiJSONResponse({"jobs": [status_body(job, sim.now()) for job in jobs]})
 
     # -- cancel -----------------------------------------------------------
 
@@ -320,7 +373,7 @@ class ProviderApi:
         if job is None:
             return _job_not_found()
         self._sim.touch(job)
-        if job.final_state not in RESULT_STATES:
+        if not job.has_result:
             state = job.state(self._sim.now())
             return _error(404, "result_not_available", f"the job is {state}, no result")
         return job

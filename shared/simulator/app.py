@@ -13,6 +13,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from shared.serve import serve_forever
 from shared.simulator.admin import AdminApi
 from shared.simulator.api import ProviderApi
+from shared.simulator.clock import Clock
 from shared.simulator.runtime import Simulation
 from shared.simulator.settings import SimulatorSettings
 from shared.simulator.state import new_id
@@ -45,8 +46,9 @@ class RequestIdMiddleware:
         await self.app(scope, receive, send_with_id)
 
 
-def build_app(settings: SimulatorSettings) -> Starlette:
-    simulation = Simulation(settings)
+def build_app(settings: SimulatorSettings, clock: Clock | None = None) -> Starlette:
+    """The provider as an ASGI app; pass a `clock` to move its time by hand (tests)."""
+    simulation = Simulation(settings, clock)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

@@ -8,8 +8,9 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+from shared.simulator.oddities import apply_oddity
 from shared.simulator.scripts import Script
-from shared.simulator.state import RESULT_STATES, Job, JobState
+from shared.simulator.state import Job, JobState
 
 
 def rfc3339(epoch_seconds: float) -> str:
@@ -41,10 +42,15 @@ def status_url(job: Job) -> str:
 
 
 def counts(job: Job) -> dict[str, int] | None:
-    if job.final_state not in RESULT_STATES:
+    """Outcome counts once there is a result, None before.
+
+    `total` stays the job's size even when a cancel stopped it early; then
+    succeeded + failed is what got done, as in a cancelled OpenAI batch.
+    """
+    if not job.has_result:
         return None
-    failed = len(job.failed_indices)
-    return {"total": job.params.total, "succeeded": job.params.total - failed, "failed": failed}
+    failed = len(job.done_failed_indices)
+    return {"total": job.params.total, "succeeded": job.items_done - failed, "failed": failed}
 
 
 def _job_error(job: Job) -> dict[str, str] | None:
@@ -54,23 +60,23 @@ def _job_error(job: Job) -> dict[str, str] | None:
 
 
 def status_body(job: Job, now: float) -> dict[str, Any]:
-    state = job.state(now)
-    finished_with_result = state in RESULT_STATES
     terminal = job.final_state is not None
-    return {
+    job_counts = counts(job)
+    body = {
         "job_id": job.job_id,
-        "state": state.value,
+        "state": job.state(now).value,
         "client_reference": job.client_reference,
         "progress": {"completed": job.completed(now), "total": job.params.total},
         "updated_at": rfc3339(job.wall(job.updated_at(now))),
         "poll_after_seconds": None if terminal else job.params.poll_after_seconds,
         "error": _job_error(job),
-        "result_url": f"{status_url(job)}/result" if finished_with_result else None,
+        "result_url": f"{status_url(job)}/result" if job.has_result else None,
         "errors_url": (
-            f"{status_url(job)}/errors" if state is JobState.PARTIALLY_SUCCEEDED else None
+            f"{status_url(job)}/errors" if job_counts is not None and job_counts["failed"] else None
         ),
-        "counts": counts(job),
+        "counts": job_counts,
     }
+    return apply_oddity(body, job)
 
 
 def accepted_body(job: Job, now: float) -> dict[str, Any]:
@@ -83,10 +89,9 @@ def accepted_body(job: Job, now: float) -> dict[str, Any]:
 
 
 def result_body(job: Job) -> dict[str, Any]:
-    failed = set(job.failed_indices)
-    items = [
-        {"index": i, "output": f"item-{i}"} for i in range(job.params.total) if i not in failed
-    ]
+    """The successful items among those done (all, unless a cancel cut the job short)."""
+    failed = set(job.done_failed_indices)
+    items = [{"index": i, "output": f"item-{i}"} for i in range(job.items_done) if i not in failed]
     body: dict[str, Any] = {"job_id": job.job_id, "items": items, "counts": counts(job)}
     if job.script is Script.INVALID_RESULT:
         del body["items"]
@@ -96,7 +101,7 @@ def result_body(job: Job) -> dict[str, Any]:
 def failed_items(job: Job) -> list[dict[str, Any]]:
     return [
         {"index": i, "code": "item_rejected", "message": f"item {i} was rejected"}
-        for i in job.failed_indices
+        for i in job.done_failed_indices
     ]
 
 

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 
+from shared.simulator.clock import Clock
 from shared.simulator.settings import SimulatorSettings
 from shared.simulator.state import Job, JobStore
 from shared.simulator.webhooks import WebhookSender, running_delivery, terminal_deliveries
@@ -16,13 +17,18 @@ TICK_SECONDS = 0.05
 
 
 class Simulation:
-    def __init__(self, settings: SimulatorSettings) -> None:
+    """`clock` (default: the real one) is what every job fact is derived from."""
+
+    def __init__(self, settings: SimulatorSettings, clock: Clock | None = None) -> None:
         self.settings = settings
-        self.store = JobStore()
+        self.store = JobStore(clock)
         self.webhooks = WebhookSender(settings, self.store)
 
     def now(self) -> float:
-        return self.store.clock()
+        return self.store.now()
+
+    def wall(self) -> float:
+        return self.store.wall()
 
     def webhook_url(self, job: Job) -> str | None:
         return job.webhook_url or self.settings.webhook_url

@@ -4,6 +4,19 @@ Each script is one way a real provider misbehaves (see SPEC §5 and the seed
 article); `params` in the create body tune the timings. Params are validated
 strictly so a typo in a test ("duraton") fails loudly instead of silently
 running with the default.
+
+Scripts and params for faults a provider commits against its own promises:
+
+- `retry_spawns_duplicate`: the first create's answer is lost and the retry is
+  deduplicated (it gets the original job) yet a twin job also starts, so a
+  consumer must find and deal with work nobody asked for.
+- `odd_facts` with `odd`: status bodies carry values the published schema
+  allows but naive parsers choke on (counts over the total, negative or 2**70
+  counts, a 10**12 s poll hint, nulls, NUL and lone surrogates in the state).
+- `partial_on_cancel`: a cancelled job still offers the items finished before
+  the cancel, as OpenAI batches do, so "cancelled" is not "nothing to fetch".
+- `create_retry_after` (create_5xx only): the create 503 carries Retry-After,
+  so a client that retries a create too early can be caught doing it.
 """
 
 from __future__ import annotations
@@ -36,10 +49,25 @@ class Script(StrEnum):
     NO_IDEMPOTENCY = "no_idempotency"
     REJECT = "reject"
     SYNC = "sync"
+    RETRY_SPAWNS_DUPLICATE = "retry_spawns_duplicate"
+    ODD_FACTS = "odd_facts"
+
+
+class Odd(StrEnum):
+    """Which schema-legal oddity an odd_facts job reports in its status body."""
+
+    COMPLETED_EXCEEDS_TOTAL = "completed_exceeds_total"
+    NEGATIVE_COUNTS = "negative_counts"
+    HUGE_COUNTS = "huge_counts"
+    HUGE_POLL_AFTER = "huge_poll_after"
+    NULL_PROGRESS = "null_progress"
+    NUL_STATE = "nul_state"
 
 
 # Scripts whose first create response never reaches the client.
-LOSES_FIRST_RESPONSE = frozenset({Script.LOST_CREATE_RESPONSE, Script.TOKEN_CONFLICT})
+LOSES_FIRST_RESPONSE = frozenset(
+    {Script.LOST_CREATE_RESPONSE, Script.TOKEN_CONFLICT, Script.RETRY_SPAWNS_DUPLICATE}
+)
 
 
 class ParamError(ValueError):
@@ -62,6 +90,9 @@ class JobParams:
     status_code: int = 429
     cancel_delay: float = 0.2
     result_ttl: float = 0.5
+    create_retry_after: int | None = None
+    partial_on_cancel: bool = False
+    odd: Odd | None = None
 
 
 # Per-script departures from the JobParams defaults, applied before the
@@ -92,9 +123,20 @@ _INTS = frozenset(
         "limited_reads",
         "retry_after",
         "status_code",
+        "create_retry_after",
     }
 )
-_BOOLS = frozenset({"retry_after_date"})
+_BOOLS = frozenset({"retry_after_date", "partial_on_cancel"})
+# String params and the values each accepts (any other is a 422, like a typo).
+_STRINGS: dict[str, type[StrEnum]] = {"odd": Odd}
+# Params only one script reads: refused elsewhere, since there they would
+# silently do nothing, the very mistake strict validation exists to catch.
+_SCRIPT_ONLY: dict[str, Script] = {
+    "odd": Script.ODD_FACTS,
+    "create_retry_after": Script.CREATE_5XX,
+}
+# Params a script cannot run without: it has no sensible default to fall back on.
+_SCRIPT_REQUIRES: dict[Script, str] = {Script.ODD_FACTS: "odd"}
 # Simulated-world timings stretched by time_scale; hang_seconds is not, because
 # it plays against the *client's* timeout, which the demo does not stretch.
 _SCALED = ("duration", "cancel_delay", "result_ttl")
@@ -112,7 +154,20 @@ def parse_script(raw: object) -> Script:
         raise ParamError(f"unknown script {raw!r}") from None
 
 
-def _check_value(name: str, value: object) -> float | int | bool:
+def _check_choice(name: str, value: object) -> StrEnum:
+    choices = _STRINGS[name]
+    allowed = ", ".join(choice.value for choice in choices)
+    if not isinstance(value, str):
+        raise ParamError(f"param {name!r} must be a string, one of: {allowed}")
+    try:
+        return choices(value)
+    except ValueError:
+        raise ParamError(f"param {name!r} must be one of: {allowed}") from None
+
+
+def _check_value(name: str, value: object) -> float | int | bool | StrEnum:
+    if name in _STRINGS:
+        return _check_choice(name, value)
     if name in _BOOLS:
         if not isinstance(value, bool):
             raise ParamError(f"param {name!r} must be a boolean")
@@ -127,15 +182,26 @@ def _check_value(name: str, value: object) -> float | int | bool:
     return float(value) if name in _FLOATS else value
 
 
+def _check_script_fit(script: Script, raw: Mapping[str, object]) -> None:
+    """Refuse params this script ignores, and demand the ones it cannot do without."""
+    for name, owner in _SCRIPT_ONLY.items():
+        if name in raw and script is not owner:
+            raise ParamError(f"param {name!r} only applies to script {owner.value!r}")
+    required = _SCRIPT_REQUIRES.get(script)
+    if required is not None and required not in raw:
+        raise ParamError(f"script {script.value!r} needs param {required!r}")
+
+
 def parse_params(script: Script, raw: object, time_scale: float) -> JobParams:
     """Merge script defaults with the caller's params, validate, and scale timings."""
     if raw is None:
         raw = {}
     if not isinstance(raw, Mapping):
         raise ParamError("'params' must be an object")
-    unknown = sorted(set(raw) - _FLOATS - _INTS - _BOOLS)
+    unknown = sorted(set(raw) - _FLOATS - _INTS - _BOOLS - set(_STRINGS))
     if unknown:
         raise ParamError(f"unknown params: {', '.join(map(str, unknown))}")
+    _check_script_fit(script, raw)
     values: dict[str, Any] = dict(_SCRIPT_DEFAULTS.get(script, {}))
     values.update({name: _check_value(name, value) for name, value in raw.items()})
     values.update(_SCRIPT_FORCED.get(script, {}))

@@ -1,8 +1,8 @@
 """In-memory jobs, idempotency records and call counters of the simulated provider.
 
-A job's state is *derived* from the clock and from how often it was read, so a
-test can predict it exactly; the only stored facts are the ones a real
-provider would have to remember (when it was created, cancelled, finished).
+A job's state is *derived* from the (injectable) clock and from how often it
+was read, so a test can predict it exactly; the only stored facts are the ones
+a real provider would have to remember (when it was created, cancelled, finished).
 Everything runs on one event loop: no locks, but no `await` inside a method
 that reads-then-writes either.
 """
@@ -10,14 +10,16 @@ that reads-then-writes either.
 from __future__ import annotations
 
 import secrets
-import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from shared.simulator.clock import Clock, SystemClock
+from shared.simulator.pacing import POLL_AFTER, Pacing
+from shared.simulator.requestlog import RequestLog
 from shared.simulator.scripts import JobParams, Script
 
 # Share of a job's duration spent "queued" before it starts "running".
@@ -90,6 +92,29 @@ class Job:
             return []
         total, failed = self.params.total, self.params.failed
         return [(k + 1) * total // (failed + 1) for k in range(failed)]
+
+    @property
+    def has_result(self) -> bool:
+        """A result can be fetched: the job succeeded (even partly), or partial_on_cancel.
+
+        A cancelled partial_on_cancel job keeps what it finished before the cancel.
+        """
+        if self.final_state in RESULT_STATES:
+            return True
+        return self.final_state is JobState.CANCELLED and self.params.partial_on_cancel
+
+    @property
+    def items_done(self) -> int:
+        """Items processed by the time the job ended: all, or those before a cancel."""
+        if self.finished_at is None:
+            return 0
+        return self.completed(self.finished_at)
+
+    @property
+    def done_failed_indices(self) -> list[int]:
+        """The failed items among those processed (a cancel can stop before some)."""
+        done = self.items_done
+        return [index for index in self.failed_indices if index < done]
 
     def wall(self, monotonic: float) -> float:
         return monotonic + self.wall_offset
@@ -191,6 +216,9 @@ class IdempotencyRecord:
     response: StoredResponse | None = None
     # token_conflict: the next replay hands out a brand-new job instead.
     conflict_pending: bool = False
+    # retry_spawns_duplicate: the next replay answers the original job but also
+    # starts a twin under the same key and client_reference.
+    duplicate_pending: bool = False
 
 
 @dataclass
@@ -207,6 +235,12 @@ class Stats:
     webhooks_sent: int = 0
     webhooks_failed: int = 0
     webhook_attempts: int = 0
+    # Requests that arrived before a Retry-After the provider had sent, per job
+    # id (or, for creates, per idempotency key, else client_reference).
+    retry_after_violations: Counter[str] = field(default_factory=Counter)
+    # Status reads before the previous answer's poll_after_seconds: advice
+    # ignored, not a demand, so counted apart from Retry-After.
+    poll_after_violations: Counter[str] = field(default_factory=Counter)
     _inflight_status: Counter[str] = field(default_factory=Counter)
 
     @contextmanager
@@ -222,6 +256,11 @@ class Stats:
         finally:
             self._inflight_status[job_id] -= 1
 
+    def violated(self, rule: str, subject: str) -> None:
+        """Count one request that arrived before `rule`'s deadline ("retry_after"/"poll_after")."""
+        counter = self.poll_after_violations if rule == POLL_AFTER else self.retry_after_violations
+        counter[subject] += 1
+
     def snapshot(self) -> dict[str, Any]:
         return {
             "creates_per_token": dict(self.creates_per_token),
@@ -234,21 +273,36 @@ class Stats:
             "webhooks_sent": self.webhooks_sent,
             "webhooks_failed": self.webhooks_failed,
             "webhook_attempts": self.webhook_attempts,
+            "retry_after_violations": dict(self.retry_after_violations),
+            "retry_after_violations_total": self.retry_after_violations.total(),
+            "poll_after_violations": dict(self.poll_after_violations),
         }
 
 
 class JobStore:
-    """All jobs and per-key memory of the simulated provider."""
+    """All jobs, per-key memory, counters and the request log of the simulated provider."""
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self.clock = clock
+    def __init__(self, clock: Clock | None = None) -> None:
+        self.clock: Clock = SystemClock() if clock is None else clock
         self.stats = Stats()
+        self.requests = RequestLog()
+        self.pacing = Pacing()
         self.jobs: dict[str, Job] = {}
         self.idempotency: dict[str, IdempotencyRecord] = {}
         self._seen: set[str] = set()
 
+    def now(self) -> float:
+        """Monotonic now: what job states are derived from."""
+        return self.clock.monotonic()
+
+    def wall(self) -> float:
+        """Epoch now: what clients are shown (HTTP-dates, request log times)."""
+        return self.clock.time()
+
     def reset(self) -> None:
         self.stats = Stats()
+        self.requests = RequestLog()
+        self.pacing = Pacing()
         self.jobs.clear()
         self.idempotency.clear()
         self._seen.clear()
@@ -270,13 +324,13 @@ class JobStore:
         idempotency_key: str | None,
         input: Any,
     ) -> Job:
-        now = self.clock()
+        now = self.now()
         job = Job(
             job_id=new_id("job"),
             script=script,
             params=params,
             created_at=now,
-            wall_offset=time.time() - now,
+            wall_offset=self.wall() - now,
             client_reference=client_reference,
             webhook_url=webhook_url,
             idempotency_key=idempotency_key,

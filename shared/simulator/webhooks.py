@@ -117,6 +117,8 @@ class WebhookSender:
 
     def _headers(self, delivery: Delivery) -> dict[str, str]:
         # The timestamp is per attempt (Standard Webhooks): the id is what stays stable.
+        # Real time, not the injected clock: the receiver checks it against its
+        # own clock to refuse replays, so it describes the delivery, not the job.
         timestamp = int(time.time())
         headers = {
             "content-type": "application/json",

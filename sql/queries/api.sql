@@ -1,21 +1,6 @@
 -- Queries of the agent-facing layer: the HTTP API (receiver/api), API tokens,
--- and the operator commands (shared/cli/operator.py). Agents' reads go through
+-- and the operator commands' reads (shared/cli/operator.py). Agents' reads go through
 -- the agent_* views (sql/migrations/006_agents.sql), never the tables.
-
--- name: api_authenticate
--- A live token by its digest; last_used_at is refreshed at most once a minute
--- so a busy agent does not turn every read into a write.
-WITH token AS (
-    SELECT token_id, caller, scope FROM api_tokens
-    WHERE token_sha256 = $1 AND revoked_at IS NULL
-), touched AS (
-    UPDATE api_tokens t SET last_used_at = clock_timestamp()
-    FROM token
-    WHERE t.token_id = token.token_id
-      AND (t.last_used_at IS NULL OR t.last_used_at < clock_timestamp() - interval '60 seconds')
-    RETURNING t.token_id
-)
-SELECT token_id, caller, scope FROM token;
 
 -- name: api_operation
 -- One operation as agents see it; $2 = the caller's requested_by, or NULL for
@@ -55,30 +40,19 @@ WHERE operation_id = $1 AND ($2::text IS NULL OR item_key > $2)
 ORDER BY item_key
 LIMIT $3;
 
--- name: token_insert
-INSERT INTO api_tokens (token_id, caller, scope, token_sha256, created_by)
-VALUES ($1, $2, $3, $4, $5)
-RETURNING token_id, caller, scope, created_at;
-
 -- name: tokens_list
 SELECT token_id, caller, scope, created_at, created_by, last_used_at, revoked_at
 FROM api_tokens
 ORDER BY created_at, token_id;
-
--- name: token_revoke
--- Idempotent: revoking a revoked token keeps its first revocation time.
-UPDATE api_tokens SET revoked_at = coalesce(revoked_at, clock_timestamp())
-WHERE token_id = $1
-RETURNING token_id, caller, revoked_at;
 
 -- name: operator_list
 SELECT * FROM agent_operations
 WHERE ($1::text[] IS NULL OR state = ANY ($1))
   AND ($2::text IS NULL OR provider = $2)
   AND ($3::double precision IS NULL
-       OR created_at <= clock_timestamp() - make_interval(secs => $3))
+       OR created_at <= jw_now() - make_interval(secs => $3))
   AND ($4::double precision IS NULL
-       OR created_at >= clock_timestamp() - make_interval(secs => $4))
+       OR created_at >= jw_now() - make_interval(secs => $4))
   AND ($5::boolean IS NULL OR done = $5)
 ORDER BY created_at DESC, operation_id DESC
 LIMIT $6;
@@ -144,19 +118,5 @@ SELECT a.operation_id, a.provider, a.kind, a.state, a.remote_state, a.remote_job
 FROM agent_operations a
 JOIN operations o ON o.operation_id = a.operation_id
 LEFT JOIN escalations e ON e.operation_id = o.operation_id AND e.resolved_at IS NULL
-WHERE o.state IN ('needs_attention', 'cancellation_unconfirmed', 'result_timed_out',
-                  'result_unavailable', 'result_validation_failed')
+WHERE o.state = ANY (jw_state_set('inbox'))
 ORDER BY coalesce(e.opened_at, o.updated_at), o.operation_id;
-
--- name: close_escalation
-UPDATE escalations SET resolved_at = clock_timestamp(), decision_id = $2
-WHERE operation_id = $1 AND resolved_at IS NULL
-RETURNING escalation_id;
-
--- name: extend_result_deadline
--- An operator who resumes observation gives the business more time.
-UPDATE operations SET
-    result_deadline = greatest(result_deadline, clock_timestamp())
-                      + make_interval(secs => $2)
-WHERE operation_id = $1
-RETURNING result_deadline;

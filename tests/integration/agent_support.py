@@ -11,8 +11,7 @@ from starlette.applications import Starlette
 from receiver.api import api_routes
 from shared import ledger
 from shared.db.connect import create_pool
-from shared.db.queries import q
-from shared.ledger import evidence as records
+from shared.ledger import evidence, tokens
 from shared.ledger.states import Evidence, LocalState
 from shared.ledger.tokens import mint_token
 from shared.providers import load_preset
@@ -48,7 +47,13 @@ advance = drive
 
 async def make_token(db: Any, name: str, scope: str = "agent") -> str:
     minted = mint_token()
-    await db.fetchrow(q("token_insert"), minted.token_id, name, scope, minted.digest, "test")
+    await tokens.create_token(
+        db,
+        minted,
+        caller=name,
+        scope="operator" if scope == "operator" else "agent",
+        created_by="test",
+    )
     return minted.secret
 
 
@@ -65,9 +70,9 @@ async def finish_with_result(
     """Drive an operation to succeeded with a verified result carrying counts."""
     await advance(db, op_id, S.RESULT_COLLECTING)
     n_failed = failed if failed is not None else len(failed_items)
-    result_id = await records.record_result(
+    result_id = await evidence.record_result(
         db,
-        records.ResultRecord(
+        evidence.ResultRecord(
             op_id,
             True,
             sha256="1" * 64,
@@ -96,12 +101,7 @@ async def finish_with_result(
 async def fail_remotely(db: Any, op_id: str, code: str, message: str) -> None:
     """observing -> failed on a recorded 'failed' status read carrying an error."""
     await advance(db, op_id, S.OBSERVING)
-    await db.execute(
-        "UPDATE operations SET last_error = $2 WHERE operation_id = $1",
-        op_id,
-        {"code": code, "message": message},
-    )
-    obs = await observe(db, op_id, "failed")
+    obs = await observe(db, op_id, "failed", error=(code, message))
     await ledger.transition(
         db,
         op_id,

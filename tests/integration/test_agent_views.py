@@ -9,6 +9,7 @@ import pytest
 
 from shared import ledger
 from shared.db.queries import q
+from shared.ledger import decisions
 from shared.ledger.states import ESCALATED, TERMINAL, LocalState
 from tests.integration.agent_support import fail_remotely, finish_with_result
 from tests.support import drive, submit
@@ -183,7 +184,8 @@ async def test_cancel_requested_is_not_cancelled(db: Any) -> None:
 @pytest.mark.parametrize("state", sorted(ESCALATED - {S.RESULT_TIMED_OUT}), ids=str)
 async def test_escalations_name_the_reason_and_forbid_success(db: Any, state: LocalState) -> None:
     op_id = await at_state(db, state)
-    await db.fetchval(q("open_escalation"), op_id, state.value, "same token, different job id", {})
+    op = await ledger.load_operation(db, op_id)
+    await decisions.escalate(db, op, state, "same token, different job id")
     row = await view_row(db, op_id)
     assert row["outcome"] == "needs_attention"
     assert "Do not report" in row["message"]

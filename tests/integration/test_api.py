@@ -20,7 +20,7 @@ from starlette.applications import Starlette
 
 from receiver.api.routes import OperationsApi
 from shared.db.connect import create_pool
-from shared.db.queries import q
+from shared.ledger import tokens
 from shared.ledger.states import LocalState
 from tests.integration.agent_support import (
     finish_with_result,
@@ -117,7 +117,7 @@ async def test_revoked_token_is_401(api: Api, db: Any) -> None:
     token = await make_token(db, "carol")
     assert (await api.http.get("/v1/operations", headers=bearer(token))).status_code == 200
     token_id = await db.fetchval("SELECT token_id FROM api_tokens WHERE caller = 'carol'")
-    await db.fetchrow(q("token_revoke"), token_id)
+    await tokens.revoke_token(db, token_id)
     response = await api.http.get("/v1/operations", headers=bearer(token))
     assert_problem(response, 401, "unauthenticated")
 

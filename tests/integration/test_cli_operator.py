@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
+from shared import ledger
 from shared.cli import operator as cli_operator
-from shared.db.queries import q
+from shared.ledger import decisions
 from shared.ledger.states import LocalState
 from shared.ledger.tokens import token_digest
 from tests.integration.agent_support import finish_with_result
@@ -50,7 +51,8 @@ def output(capsys: pytest.CaptureFixture[str]) -> Any:
 async def escalate(db: Any, state: LocalState, reason: str) -> str:
     op_id = await submit(db)
     await drive(db, op_id, state)
-    await db.fetchval(q("open_escalation"), op_id, state.value, reason, {"seen": 1})
+    op = await ledger.load_operation(db, op_id)
+    await decisions.escalate(db, op, state, reason, seen=1)
     return op_id
 
 

@@ -14,12 +14,10 @@ from typing import Any
 import asyncpg
 import pytest
 
-from reconciler.calls import Sent
+from reconciler.calls import Sent, status_read
 from reconciler.poll_writer import PollWriter
-from reconciler.recording import poll_row
 from shared import ledger
-from shared.db.queries import q
-from shared.ledger import Operation
+from shared.ledger import Operation, evidence, leases
 from shared.ledger.errors import LeaseLost
 from shared.ledger.states import LocalState, RemoteState
 from shared.providers import HttpRequest, HttpResponse, StatusFact
@@ -61,9 +59,9 @@ async def leased(pool: Any, count: int) -> list[Operation]:
         " WHERE operation_id = ANY($1)",
         ids,
     )
-    rows = await pool.fetch(q("claim_due"), "w1", count, 30.0)
-    assert len(rows) == count
-    return [Operation._from_record(r) for r in rows]
+    claimed = await leases.claim(pool, "w1", count, 30.0)
+    assert len(claimed) == count
+    return [c.op for c in claimed]
 
 
 def read(
@@ -88,7 +86,8 @@ def read(
         result_url=result_url,
     )
     sent = Sent(resp, None, 3, "00-" + "a" * 32 + "-" + "b" * 16 + "-01")
-    return poll_row(op, op.lease_fence, WORKER, req, sent, fact, release_after=release_after)
+    record = status_read(op, op.lease_fence, WORKER, req, sent, fact, call_id=None)
+    return evidence.status_row(record, release_after=release_after)
 
 
 async def calls_of(pool: Any, op_id: str) -> int:
@@ -163,16 +162,42 @@ async def test_a_lost_lease_fails_only_its_own_read(pool: Any) -> None:
     assert (await ledger.load_operation(pool, lost.operation_id)).lease_owner == "w1"
 
 
-async def test_a_row_the_database_refuses_fails_only_its_own_read(pool: Any) -> None:
+async def test_an_impossible_count_is_kept_as_an_anomaly_not_refused(pool: Any) -> None:
+    [op] = await leased(pool, 1)
+    await PollWriter(pool).record(read(op, progress_total=2.0**70))  # beyond bigint
+    row = await pool.fetchrow(
+        "SELECT o.progress_total, o.progress_completed, o.anomalies, c.anomalies AS on_call"
+        " FROM observations o JOIN provider_calls c USING (call_id) WHERE o.operation_id = $1",
+        op.operation_id,
+    )
+    assert row["progress_total"] is None and row["progress_completed"] == 40
+    assert row["anomalies"] == row["on_call"] == ["progress_total_too_large"]
+
+
+async def test_a_row_the_database_refuses_keeps_its_call_and_spares_the_others(
+    pool: Any, caplog: pytest.LogCaptureFixture
+) -> None:
     ops = await leased(pool, 4)
     bad = ops[2]
     writer = PollWriter(pool)
-    rows = [read(op, progress_total=2.0**70 if op is bad else 100) for op in ops]  # > bigint
+    rows = [read(op) for op in ops]
+    rows[2] = {**rows[2], "remote_state": "no_such_state"}  # not a jw_remote_state value
     outcomes = await asyncio.gather(*(writer.record(r) for r in rows), return_exceptions=True)
-    errors = [o for o in outcomes if isinstance(o, BaseException)]
-    assert len(errors) == 1 and outcomes[2] is errors[0]
-    assert "out of range" in str(errors[0])
-    assert [await calls_of(pool, op.operation_id) for op in ops] == [1, 1, 0, 1]
+    assert outcomes == [None] * 4  # nobody's step fails, the bad one's included
+    assert [await calls_of(pool, op.operation_id) for op in ops] == [1, 1, 1, 1]
+    kept = await pool.fetchrow(
+        "SELECT c.status_code, c.response_sha256, c.anomalies, o.lease_owner,"
+        " (SELECT count(*) FROM observations b WHERE b.operation_id = c.operation_id) AS seen"
+        " FROM provider_calls c JOIN operations o USING (operation_id)"
+        " WHERE c.operation_id = $1 AND c.call_kind = 'status'",
+        bad.operation_id,
+    )
+    assert kept["status_code"] == 200
+    assert kept["response_sha256"] == hashlib.sha256(BODY).hexdigest()
+    assert kept["anomalies"] == ["facts_refused:22P02"]  # SQLSTATE, never the values
+    assert kept["seen"] == 0 and kept["lease_owner"] is None  # no observation; lease handed back
+    logged = [r for r in caplog.records if "refused" in r.getMessage()]
+    assert logged and logged[0].ctx["sqlstate"] == "22P02"  # type: ignore[attr-defined]
 
 
 async def test_two_reads_of_one_operation_never_share_a_statement(pool: Any) -> None:

@@ -8,11 +8,12 @@ from typing import Any
 
 import pytest
 
+from bench.harness import TestClock
 from reconciler.context import build_adapters
 from reconciler.step import Step
 from reconciler.steps.create import _absence_settled
 from shared import ledger
-from shared.ledger import evidence as records
+from shared.ledger import evidence
 from shared.ledger.states import LocalState
 from shared.simulator import SimulatorSettings
 from tests.harness import rig, sim_providers
@@ -300,16 +301,16 @@ async def test_cancel_requested_before_the_job_id_is_known_is_honoured(
         assert (await r.stats())["jobs_total"] == 1
 
 
-async def test_stale_lease_holder_cannot_write(pool: Any, tmp_path: Path) -> None:
+async def test_stale_lease_holder_cannot_write(pool: Any, tmp_path: Path, clock: TestClock) -> None:
     async with (
-        rig(pool, tmp_path, lease_seconds=0.3) as old,
-        rig(pool, tmp_path, worker_id="w2", lease_seconds=10) as new,
+        rig(pool, tmp_path, lease_seconds=0.3, clock=clock) as old,
+        rig(pool, tmp_path, worker_id="w2", lease_seconds=10, clock=clock) as new,
     ):
         op_id = await old.submit("success", duration=0.1)
         [claimed] = await old.reconciler.claim(10)  # old worker claims, then stalls
-        await asyncio.sleep(0.4)  # its lease lapses
+        await clock.advance(0.4)  # its lease lapses
         assert (await new.reconciler.run_once())["claimed"] == 1  # rescued by the new worker
-        assert await old.reconciler.process(claimed) == "lease_lost"
+        assert await old.reconciler.process(claimed.op) == "lease_lost"
         assert await new.settle(op_id, {S.SUCCEEDED}) is S.SUCCEEDED
         actors = await pool.fetch(
             "SELECT DISTINCT actor FROM history WHERE operation_id = $1 AND seq > 1", op_id
@@ -394,10 +395,10 @@ async def test_an_empty_lookup_proves_absence_only_long_after_the_create_ended(
             " finished_at = now() WHERE call_id = $1",
             call_id,
         )
-        [op] = await r.reconciler.claim(1)
+        [claimed] = await r.reconciler.claim(1)
         adapter = r.ctx.adapter("sim")
         assert adapter is not None
-        step = Step(r.ctx, op, adapter, op.lease_fence)
+        step = Step(r.ctx, claimed.op, adapter, claimed.op.lease_fence)
         async with pool.acquire() as conn:
             assert not await _absence_settled(step, conn)
             await conn.execute(
@@ -422,12 +423,11 @@ async def test_a_side_effecting_result_is_fetched_again_only_if_no_fetch_could_h
         await drive(pool, op_id, S.RESULT_COLLECTING)
         # An earlier attempt: one that never connected consumed nothing; one that
         # timed out may have consumed the result.
-        started = await records.call_started(
-            pool,
-            records.CallStart(op_id, "result", 1, "test", "0" * 32, "GET", "http://sim/r", {}),
+        started = await evidence.start_call(
+            pool, evidence.CallStart(op_id, "result", 1, "test", "GET", "http://sim/r", {})
         )
-        await records.call_finished(
-            pool, started, records.CallEnd(duration_ms=1, error_category=earlier)
+        await evidence.finish_call(
+            pool, started, evidence.CallAnswer(duration_ms=1, error_category=earlier)
         )
         await pool.execute(
             "UPDATE operations SET result_attempts = 1, next_poll_at = now() + interval '1 second'"

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import ast
 import asyncio
+import re
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -12,7 +15,8 @@ import pytest_asyncio
 
 from shared import ledger
 from shared.db.connect import connect, with_database
-from shared.ledger import evidence as records
+from shared.db.queries import all_queries, q
+from shared.ledger import webhooks
 from shared.ledger.errors import (
     ForbiddenTransition,
     ImmutableFact,
@@ -20,7 +24,16 @@ from shared.ledger.errors import (
     OperatorOnly,
     StaleTransition,
 )
-from shared.ledger.states import EDGES, Evidence, LocalState
+from shared.ledger.states import (
+    EDGES,
+    INBOX,
+    POLLED,
+    STATE_SETS,
+    TERMINAL,
+    WAITS_FOR_HUMAN,
+    Evidence,
+    LocalState,
+)
 from tests.conftest import _drop, clone_database
 from tests.support import call, drive, observe, prepare_and_evidence, submit
 
@@ -101,14 +114,25 @@ async def test_progress_or_running_observation_does_not_prove_success(db: Any) -
 async def test_webhook_observation_cannot_declare_success_without_our_own_read(db: Any) -> None:
     op_id = await submit(db)
     await drive(db, op_id, S.OBSERVING)
-    await db.execute(
-        "INSERT INTO webhook_events (provider, event_id, signature_scheme, id_signed, payload,"
-        " operation_id) VALUES ('sim', 'evt_1', 'standard_webhooks', true, '{}', $1)",
-        op_id,
+    # A verified "succeeded" webhook for this operation, stored the receiver's way.
+    await webhooks.store_events(
+        db,
+        [
+            ["sim"],
+            ["evt_1"],
+            ["standard_webhooks"],
+            [True],
+            [None],
+            [op_id],
+            ["succeeded"],
+            ["succeeded"],
+            ["{}"],
+            [0],
+        ],
     )
-    event_id = await db.fetchval("SELECT webhook_event_id FROM webhook_events")
-    obs = await records.record_observation(
-        db, records.ObservationRecord(op_id, "webhook", "succeeded", webhook_event_id=event_id)
+    obs = await db.fetchval(
+        "SELECT observation_id FROM observations WHERE operation_id = $1 AND source = 'webhook'",
+        op_id,
     )
     with pytest.raises(MissingEvidence):
         await ledger.transition(
@@ -289,3 +313,68 @@ async def test_an_error_answer_naming_a_job_does_not_prove_acceptance(db: Any) -
             cause="500",
             evidence=(Evidence.CALL, broken),
         )
+
+
+# ------------------------------------------------------------------ named sets, once
+
+# Three or more state names in one literal list is a set spelled out again:
+# the named sets exist once in SQL (jw_state_set) and once in Python.
+_STATE_NAMES = "|".join(sorted((s.value for s in LocalState), key=len, reverse=True))
+_LITERAL_LIST = re.compile(
+    rf"(?:'(?:{_STATE_NAMES})'(?:::jw_state)?\s*,\s*){{2,}}'(?:{_STATE_NAMES})'"
+)
+
+
+async def test_every_named_set_equals_its_sql_twin(db: Any) -> None:
+    for name, states in STATE_SETS.items():
+        in_sql = await db.fetchval(q("state_set"), name)
+        assert set(in_sql) == {s.value for s in states}, name
+
+
+async def test_an_unknown_set_name_is_an_error_not_an_empty_set(db: Any) -> None:
+    with pytest.raises(asyncpg.PostgresError, match="no state set named termnal"):
+        await db.fetchval(q("state_set"), "termnal")
+
+
+def test_the_sets_partition_the_states_as_documented() -> None:
+    everything = set(LocalState)
+    assert STATE_SETS["scheduled"] == everything - TERMINAL - WAITS_FOR_HUMAN
+    assert WAITS_FOR_HUMAN < INBOX and STATE_SETS["scheduled"] > POLLED
+    assert not TERMINAL & INBOX
+
+
+async def test_no_sql_definition_spells_a_set_out(db: Any) -> None:
+    definitions = await db.fetch(
+        """
+        SELECT 'function ' || p.proname AS what, pg_get_functiondef(p.oid) AS sql
+        FROM pg_proc p WHERE p.pronamespace = 'public'::regnamespace
+          AND p.proname <> 'jw_state_set' AND p.prokind = 'f'
+        UNION ALL
+        SELECT 'view ' || viewname, definition FROM pg_views WHERE schemaname = 'public'
+        UNION ALL
+        SELECT 'constraint ' || conname, pg_get_constraintdef(oid) FROM pg_constraint
+        WHERE connamespace = 'public'::regnamespace
+        """
+    )
+    spelled = [d["what"] for d in definitions if _LITERAL_LIST.search(d["sql"])]
+    queries = [name for name, sql in all_queries().items() if _LITERAL_LIST.search(sql)]
+    assert spelled == [] and queries == []
+
+
+def test_no_python_module_spells_a_set_out() -> None:
+    root = Path(__file__).resolve().parents[2]
+    offenders = []
+    for top in ("shared", "receiver", "reconciler"):
+        for path in sorted((root / top).rglob("*.py")):
+            if path.name == "states.py":
+                continue
+            for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+                if isinstance(node, ast.Set | ast.Tuple | ast.List):
+                    members = [
+                        e
+                        for e in node.elts
+                        if isinstance(e, ast.Attribute) and e.attr in LocalState.__members__
+                    ]
+                    if len(members) >= 3:
+                        offenders.append(f"{path.relative_to(root)}:{node.lineno}")
+    assert offenders == []

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from shared.providers.sanitize import (
+from shared.redaction import (
     EXCERPT_BYTES,
     REDACTED,
     sanitize_headers,

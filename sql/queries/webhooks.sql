@@ -1,3 +1,5 @@
+-- Queries of shared/ledger/webhooks.py: verified webhook events.
+
 -- name: receiver_store_events
 -- One group-commit batch of verified webhook events, as parallel arrays with one
 -- element per distinct (provider, event_id). The caller sorts the keys so that
@@ -58,7 +60,7 @@ upserted AS (
     )
     SELECT provider, event_id, scheme, id_signed, remote_job_id, operation_ref,
            remote_state::jw_remote_state, remote_state_raw, payload::jsonb, operation_id,
-           CASE WHEN operation_id IS NOT NULL THEN clock_timestamp() END, extra
+           CASE WHEN operation_id IS NOT NULL THEN jw_now() END, extra
     FROM matched
     ORDER BY ord
     ON CONFLICT (provider, event_id) DO UPDATE
@@ -100,7 +102,7 @@ ORDER BY ord;
 -- event wakes its operation, in the same statement (hence the same commit).
 WITH attached AS (
     UPDATE webhook_events w
-    SET operation_id = o.operation_id, attached_at = clock_timestamp()
+    SET operation_id = o.operation_id, attached_at = jw_now()
     FROM operations o
     WHERE w.operation_id IS NULL
       AND w.remote_job_id IS NOT NULL

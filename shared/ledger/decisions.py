@@ -1,0 +1,165 @@
+"""Operator decisions and escalations: how humans enter the record.
+
+An escalation is opened by the reconciler when it stops for a human; a
+decision is the only evidence that moves an operation out of
+`needs_attention` (the trigger checks it), and every operator action — a
+resolution, a resumed observation, a fresh read, a back-pressure override —
+is a recorded decision first, in the same transaction as what it causes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from shared.db.connect import Executor
+from shared.db.queries import q
+from shared.ledger.operations import (
+    DEFAULT_CANCEL_DEADLINE_S,
+    Operation,
+    ledger_errors,
+    request_wake,
+    transition,
+)
+from shared.ledger.states import EDGES, ESCALATED, Evidence, LocalState
+
+S = LocalState
+
+
+async def record_decision(
+    db: Executor, operation_id: str, *, actor: str, decision: str, reason: str
+) -> int:
+    """Record an operator decision (evidence for operator-only edges)."""
+    with ledger_errors():
+        return int(await db.fetchval(q("insert_decision"), operation_id, actor, decision, reason))
+
+
+async def escalate(
+    db: Executor, op: Operation, state: LocalState, reason: str, **details: Any
+) -> None:
+    """Open (or refresh) the operation's escalation with what a human needs to act."""
+    calls = await db.fetch(q("escalation_context"), op.operation_id)
+    context = {
+        "remote_job_id": op.remote_job_id,
+        "trace_id": op.trace_id,
+        "provider": op.provider,
+        "recent_calls": [
+            {
+                "kind": c["call_kind"],
+                "method": c["method"],
+                "url": c["url"],
+                "status": c["status_code"],
+                "provider_request_id": c["provider_request_id"],
+                "error": c["error_category"],
+                "at": c["started_at"].isoformat(),
+            }
+            for c in calls
+        ],
+        **details,
+    }
+    await db.fetchval(q("open_escalation"), op.operation_id, state.value, reason, context)
+
+
+@dataclass(frozen=True)
+class Decided:
+    decision_id: int
+    result_deadline: datetime | None = None
+
+
+async def decide(
+    conn: Any,  # a connection: decision, move, deadline and wake-up share one transaction
+    op: Operation,
+    target: LocalState,
+    *,
+    actor: str,
+    reason: str,
+    extend_result_deadline_s: float | None = None,
+    cancel_deadline_s: float | None = None,
+) -> Decided:
+    """Record an operator's decision and make the move it decides, atomically.
+
+    The escalation closes when the operation leaves the escalated states;
+    the row is due for the reconciler at once (the history trigger schedules
+    it, respecting not_before; the wake-up only hurries it).
+    """
+    deadline = None
+    async with conn.transaction():
+        if target is S.CANCEL_REQUESTED:
+            await conn.fetchval(
+                q("record_cancel_intent"),
+                op.operation_id,
+                actor,
+                reason,
+                cancel_deadline_s or DEFAULT_CANCEL_DEADLINE_S,
+            )
+        if extend_result_deadline_s:
+            deadline = await conn.fetchval(
+                q("extend_result_deadline"), op.operation_id, extend_result_deadline_s
+            )
+        decision_id = await record_decision(
+            conn,
+            op.operation_id,
+            actor=actor,
+            decision=f"{op.state.value} -> {target.value}",
+            reason=reason,
+        )
+        kinds = EDGES[(op.state, target)]
+        evidence = (Evidence.DECISION, decision_id) if Evidence.DECISION in kinds else None
+        await transition(
+            conn,
+            op.operation_id,
+            op.state,
+            target,
+            actor=actor,
+            cause=f"operator decision #{decision_id}: {reason}",
+            evidence=evidence,
+        )
+        if target not in ESCALATED:
+            await conn.fetchval(q("close_escalation"), op.operation_id, decision_id)
+        await request_wake(conn, op.operation_id)
+    return Decided(decision_id, deadline)
+
+
+async def request_read(
+    conn: Any,  # a connection: the decision and the wake-up share one transaction
+    op: Operation,
+    *,
+    actor: str,
+    reason: str,
+    override_back_pressure: bool = False,
+) -> int | None:
+    """Ask for a fresh status read without moving the state; returns the decision id.
+
+    For an escalated operation (cancellation_unconfirmed) or an override the
+    request is a recorded decision. Without `override_back_pressure` the read
+    waits for the provider's not-before time like every other wake-up.
+    """
+    decision_id = None
+    async with conn.transaction():
+        if op.state in ESCALATED or override_back_pressure:
+            what = "status read, overriding back-pressure" if override_back_pressure else None
+            decision_id = await record_decision(
+                conn,
+                op.operation_id,
+                actor=actor,
+                decision=what or "status read",
+                reason=reason,
+            )
+        if override_back_pressure and decision_id is not None:
+            await conn.fetchval(q("override_back_pressure"), op.operation_id, decision_id)
+        await request_wake(conn, op.operation_id)
+    return decision_id
+
+
+def operator_targets(state: LocalState) -> list[LocalState]:
+    """States an operator may move `state` to: edges needing no evidence, or a decision.
+
+    Edges that claim a remote fact (a call, an observation, a result) are not
+    offered: an operator cannot fabricate evidence, only the reconciler records it.
+    """
+    return [
+        dst
+        for (src, dst), kinds in EDGES.items()
+        if src is state and (not kinds or Evidence.DECISION in kinds)
+    ]

@@ -1,0 +1,41 @@
+-- Queries of shared/ledger/decisions.py: operator decisions and escalations.
+
+-- name: insert_decision
+INSERT INTO decisions (operation_id, actor, decision, reason)
+VALUES ($1, $2, $3, $4)
+RETURNING decision_id;
+
+-- name: open_escalation
+INSERT INTO escalations (operation_id, state, reason, details)
+VALUES ($1, $2::jw_state, $3, $4)
+ON CONFLICT (operation_id) WHERE resolved_at IS NULL DO UPDATE
+    SET state = EXCLUDED.state, reason = EXCLUDED.reason, details = EXCLUDED.details
+RETURNING escalation_id;
+
+-- name: close_escalation
+UPDATE escalations SET resolved_at = jw_now(), decision_id = $2
+WHERE operation_id = $1 AND resolved_at IS NULL
+RETURNING escalation_id;
+
+-- name: escalation_context
+SELECT call_kind, method, url, status_code, provider_request_id, error_category, started_at
+FROM provider_calls WHERE operation_id = $1 ORDER BY call_id DESC LIMIT 20;
+
+-- name: extend_result_deadline
+-- An operator who resumes observation gives the business more time.
+UPDATE operations SET
+    result_deadline = greatest(result_deadline, jw_now()) + make_interval(secs => $2)
+WHERE operation_id = $1
+RETURNING result_deadline;
+
+-- name: override_back_pressure
+-- An operator's explicit, recorded override of the provider's back-pressure
+-- (decision $2): the not-before time is dropped and the row made due now.
+UPDATE operations SET
+    not_before = NULL,
+    next_poll_at = CASE WHEN lease_expires_at IS NULL OR lease_expires_at < jw_now()
+                        THEN jw_now() ELSE next_poll_at END,
+    wake_requested = true
+WHERE operation_id = $1 AND state = ANY (jw_state_set('scheduled'))
+  AND EXISTS (SELECT 1 FROM decisions d WHERE d.decision_id = $2 AND d.operation_id = $1)
+RETURNING not_before;

@@ -1,0 +1,163 @@
+-- Queries of shared/ledger/evidence.py: provider calls, status reads and
+-- results — the rows transitions cite. Many-column rows travel as one JSON
+-- document built by the ledger's encoder (shared/ledger/evidence.py), not as
+-- dozens of positional parameters.
+
+-- name: call_started
+-- Recorded before the request leaves, so a crash mid-call still shows it was (maybe) sent.
+INSERT INTO provider_calls (operation_id, call_kind, attempt, worker, fence, trace_id, traceparent,
+                            idempotency_token, method, url, request_headers)
+SELECT r.operation_id, r.call_kind, r.attempt, r.worker, r.fence, o.trace_id, r.traceparent,
+       r.idempotency_token, r.method, r.url, coalesce(r.request_headers, '{}'::jsonb)
+FROM jsonb_to_record($1::text::jsonb) AS r (
+    operation_id text, call_kind text, attempt integer, worker text, fence bigint,
+    traceparent text, idempotency_token text, method text, url text, request_headers jsonb)
+JOIN operations o USING (operation_id)
+RETURNING call_id;
+
+-- name: call_finished
+-- The outcome of call $1. A back-pressure window the answer imposed
+-- (not_before_seconds) is kept on the call and, absolutely, on the operation.
+WITH r AS (
+    SELECT r.*, CASE WHEN r.not_before_seconds IS NOT NULL
+                     THEN jw_now() + make_interval(secs => r.not_before_seconds) END AS imposed
+    FROM jsonb_to_record($2::text::jsonb) AS r (
+        duration_ms integer, status_code integer, provider_request_id text,
+        response_headers jsonb, error_category text, response_sha256 text,
+        response_size integer, response_body text, remote_job_id text, traceparent text,
+        not_before_seconds double precision, anomalies text[])
+), call AS (
+    UPDATE provider_calls c SET
+        finished_at = jw_now(),
+        duration_ms = r.duration_ms,
+        status_code = r.status_code,
+        provider_request_id = r.provider_request_id,
+        response_headers = r.response_headers,
+        error_category = r.error_category,
+        response_sha256 = r.response_sha256,
+        response_size = r.response_size,
+        response_body = r.response_body,
+        remote_job_id = r.remote_job_id,
+        traceparent = coalesce(r.traceparent, c.traceparent),
+        not_before = r.imposed,
+        anomalies = r.anomalies
+    FROM r
+    WHERE c.call_id = $1 AND c.finished_at IS NULL
+    RETURNING c.call_id, c.operation_id, c.not_before
+), held_back AS (
+    UPDATE operations o SET not_before = greatest(o.not_before, call.not_before)
+    FROM call
+    WHERE call.not_before IS NOT NULL AND o.operation_id = call.operation_id
+    RETURNING o.not_before
+)
+SELECT call.call_id, (SELECT max(not_before) FROM held_back) AS not_before FROM call;
+
+-- name: record_polls
+-- Status reads, any number in one statement (the reconciler's group commit,
+-- reconciler/poll_writer.py). $1 is a JSON array of the ledger's status rows,
+-- at most one per operation. For each: the operation's observed facts, the
+-- call (completing the row recorded before it left, or a new one), and —
+-- when "observe" — the observation; each conditional on that row's fence
+-- (a NULL fence: an unleased writer, e.g. an operator's tool or a test).
+-- A row whose lease was lost writes nothing and returns no row. With
+-- "release" the lease is also handed back with the next appointment
+-- "release_after" seconds away, never before not_before (a wake that arrived
+-- meanwhile makes it due as soon as the provider allows).
+WITH r AS (
+    SELECT r.*, CASE WHEN r.not_before_seconds IS NOT NULL
+                     THEN jw_now() + make_interval(secs => r.not_before_seconds) END AS imposed
+    FROM jsonb_to_recordset($1::text::jsonb) AS r (
+        operation_id text, fence bigint, call_id bigint, attempt integer, worker text,
+        traceparent text, method text, url text, request_headers jsonb, duration_ms integer,
+        status_code integer, provider_request_id text, remote_state jw_remote_state,
+        remote_state_raw text, progress_completed bigint, progress_total bigint,
+        progress_percent numeric, poll_after_seconds integer, error jsonb,
+        response_headers jsonb, error_category text, response_sha256 text,
+        response_size integer, response_body text, provider_updated_at timestamptz,
+        result_url text, errors_url text, counts jsonb, not_before_seconds double precision,
+        anomalies text[], observe boolean, release boolean, release_after double precision)
+), op AS (
+    UPDATE operations o SET
+        lease_owner = CASE WHEN r.release THEN NULL ELSE o.lease_owner END,
+        lease_expires_at = CASE WHEN r.release THEN NULL ELSE o.lease_expires_at END,
+        not_before = greatest(o.not_before, r.imposed),
+        next_poll_at = CASE
+            WHEN NOT r.release THEN o.next_poll_at
+            WHEN o.wake_requested THEN greatest(jw_now(), o.not_before, r.imposed)
+            ELSE greatest(jw_now() + make_interval(secs => r.release_after),
+                          o.not_before, r.imposed) END,
+        wake_requested = CASE WHEN r.release THEN false ELSE o.wake_requested END,
+        remote_state = coalesce(r.remote_state, o.remote_state),
+        remote_state_raw = coalesce(r.remote_state_raw, o.remote_state_raw),
+        progress_completed = coalesce(r.progress_completed, o.progress_completed),
+        progress_total = coalesce(r.progress_total, o.progress_total),
+        progress_percent = coalesce(r.progress_percent, o.progress_percent),
+        poll_after_seconds = CASE WHEN r.observe THEN r.poll_after_seconds
+                                  ELSE o.poll_after_seconds END,
+        poll_attempts = o.poll_attempts + 1,
+        last_error = CASE WHEN r.observe THEN r.error ELSE o.last_error END
+    FROM r
+    WHERE o.operation_id = r.operation_id
+      AND (r.fence IS NULL OR (o.lease_fence = r.fence AND o.lease_expires_at > jw_now()))
+    RETURNING o.operation_id, o.trace_id
+), completed AS (
+    UPDATE provider_calls c SET
+        traceparent = r.traceparent, method = r.method, url = r.url,
+        request_headers = r.request_headers, finished_at = jw_now(),
+        duration_ms = r.duration_ms, status_code = r.status_code,
+        provider_request_id = r.provider_request_id, response_headers = r.response_headers,
+        error_category = r.error_category, response_sha256 = r.response_sha256,
+        response_size = r.response_size, response_body = r.response_body,
+        not_before = r.imposed, anomalies = r.anomalies
+    FROM op JOIN r USING (operation_id)
+    WHERE r.call_id IS NOT NULL AND c.call_id = r.call_id AND c.operation_id = r.operation_id
+    RETURNING c.call_id, c.operation_id
+), inserted AS (
+    INSERT INTO provider_calls (operation_id, call_kind, attempt, worker, fence, trace_id,
+                                traceparent, method, url, request_headers, started_at,
+                                finished_at, duration_ms, status_code, provider_request_id,
+                                response_headers, error_category, response_sha256,
+                                response_size, response_body, not_before, anomalies)
+    SELECT op.operation_id, 'status', r.attempt, r.worker, r.fence, op.trace_id,
+           r.traceparent, r.method, r.url, r.request_headers,
+           jw_now() - make_interval(secs => r.duration_ms::double precision / 1000),
+           jw_now(), r.duration_ms, r.status_code, r.provider_request_id,
+           r.response_headers, r.error_category, r.response_sha256, r.response_size,
+           r.response_body, r.imposed, r.anomalies
+    FROM op JOIN r USING (operation_id)
+    WHERE r.call_id IS NULL
+    RETURNING call_id, operation_id
+), call AS (
+    SELECT call_id, operation_id FROM completed
+    UNION ALL
+    SELECT call_id, operation_id FROM inserted
+), observed AS (
+    INSERT INTO observations (operation_id, source, call_id, remote_state, remote_state_raw,
+                              provider_updated_at, progress_completed, progress_total,
+                              progress_percent, poll_after_seconds, error, result_url,
+                              errors_url, counts, anomalies)
+    SELECT call.operation_id, 'poll', call.call_id, r.remote_state, r.remote_state_raw,
+           r.provider_updated_at, r.progress_completed, r.progress_total, r.progress_percent,
+           r.poll_after_seconds, r.error, r.result_url, r.errors_url, r.counts, r.anomalies
+    FROM call JOIN r USING (operation_id)
+    WHERE r.observe
+    RETURNING operation_id, observation_id
+)
+SELECT call.operation_id, call.call_id, observed.observation_id
+FROM call LEFT JOIN observed USING (operation_id);
+
+-- name: insert_result
+INSERT INTO results (operation_id, call_id, valid, reason, content_type, size_bytes, sha256,
+                     storage_ref, inline, items_total, items_succeeded, items_failed)
+SELECT r.operation_id, r.call_id, r.valid, r.reason, r.content_type, r.size_bytes, r.sha256,
+       r.storage_ref, r.inline, r.items_total, r.items_succeeded, r.items_failed
+FROM jsonb_to_record($1::text::jsonb) AS r (
+    operation_id text, call_id bigint, valid boolean, reason text, content_type text,
+    size_bytes bigint, sha256 text, storage_ref text, inline jsonb, items_total bigint,
+    items_succeeded bigint, items_failed bigint)
+RETURNING result_id;
+
+-- name: insert_item_failure
+INSERT INTO result_item_failures (result_id, item_key, code, message)
+VALUES ($1, $2, $3, $4)
+ON CONFLICT DO NOTHING;

@@ -1,0 +1,178 @@
+-- Queries of shared/ledger/operations.py: the operation row, its transitions
+-- and the facts recorded on it. Times come from jw_now() (migration 008).
+
+-- name: insert_operation
+INSERT INTO operations (
+    operation_id, provider, kind, client_reference, request, request_fingerprint,
+    idempotency_token, idempotency_mode, trace_id, requested_by, approval_ref,
+    create_deadline, result_deadline, next_poll_at
+) VALUES (
+    $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11,
+    jw_now() + make_interval(secs => $12),
+    jw_now() + make_interval(secs => $13),
+    jw_now()
+)
+ON CONFLICT (requested_by, client_reference) DO NOTHING
+RETURNING operation_id;
+
+-- name: find_by_client_reference
+SELECT operation_id, provider, kind, request, request_fingerprint
+FROM operations WHERE requested_by = $1 AND client_reference = $2;
+
+-- name: load_operation
+SELECT * FROM operations WHERE operation_id = $1;
+
+-- name: operation_state
+SELECT state::text FROM operations WHERE operation_id = $1;
+
+-- name: transition
+-- A transition is an INSERT into history; the trigger checks edge + evidence,
+-- chains the hash and moves operations.state. The fence, when given, must still
+-- be the current lease of a lease that has not expired.
+INSERT INTO history (operation_id, actor, from_state, to_state, cause, evidence_kind, evidence_id,
+                     seq, at, prev_hash, row_hash)
+SELECT o.operation_id, $4, $2::jw_state, $3::jw_state, $5, $6, $7, 0, jw_now(), '', ''
+FROM operations o
+WHERE o.operation_id = $1
+  AND ($8::bigint IS NULL
+       OR (o.lease_fence = $8 AND o.lease_expires_at > jw_now()))
+FOR UPDATE OF o  -- a claim committed meanwhile makes the fence check fail on re-read
+RETURNING seq;
+
+-- name: record_cancel_intent
+UPDATE operations SET
+    cancel_requested_at = jw_now(),
+    cancel_requested_by = $2,
+    cancel_reason = $3,
+    cancel_deadline = jw_now() + make_interval(secs => $4)
+WHERE operation_id = $1 AND cancel_requested_at IS NULL AND finished_at IS NULL
+RETURNING state, create_attempts;
+
+-- name: request_wake
+SELECT jw_request_wake($1);
+
+-- name: claim_completion
+INSERT INTO completion_claims (operation_id, consumer)
+SELECT operation_id, $2 FROM operations
+WHERE operation_id = $1 AND state = 'succeeded'
+ON CONFLICT DO NOTHING
+RETURNING claimed_at;
+
+-- name: state_edges
+SELECT from_state::text, to_state::text, evidence FROM state_edges;
+
+-- name: state_set
+SELECT array_agg(s::text ORDER BY s) FROM unnest(jw_state_set($1)) AS s;
+
+-- name: set_remote_job
+-- Record the job id the provider gave us (never overwrites: the trigger
+-- refuses), the status read a worker will send for it, and, when the answer
+-- came from a same-token retry, the cross-check that must follow (a durable
+-- recovery point, in the same statement as the job id).
+UPDATE operations SET remote_job_id = $2, status_url = coalesce($3, status_url),
+                      create_mode = coalesce($4, create_mode),
+                      status_request = coalesce($6::jsonb, status_request),
+                      follow_up = coalesce($7, follow_up),
+                      follow_up_attempts = CASE WHEN $7::text IS NULL THEN follow_up_attempts
+                                                ELSE 0 END
+WHERE operation_id = $1
+  AND ($5::bigint IS NULL OR (lease_fence = $5 AND lease_expires_at > jw_now()))
+RETURNING operation_id;
+
+-- name: settle_follow_up
+-- The follow-up ran to a conclusion: clear it (and say why, when it was
+-- given up rather than concluded). Fenced: only the lease holder concludes.
+UPDATE operations SET follow_up = NULL, follow_up_attempts = 0,
+                      last_error = coalesce($4::jsonb, last_error)
+WHERE operation_id = $1 AND follow_up = $3
+  AND lease_fence = $2 AND lease_expires_at > jw_now()
+RETURNING operation_id;
+
+-- name: retry_follow_up
+-- The follow-up was inconclusive this time: count it; it runs again later.
+UPDATE operations SET follow_up_attempts = follow_up_attempts + 1
+WHERE operation_id = $1 AND follow_up = $3
+  AND lease_fence = $2 AND lease_expires_at > jw_now()
+RETURNING follow_up_attempts;
+
+-- name: set_create_mode
+UPDATE operations SET create_mode = $2
+WHERE operation_id = $1
+  AND ($3::bigint IS NULL OR (lease_fence = $3 AND lease_expires_at > jw_now()))
+RETURNING operation_id;
+
+-- name: set_cancel_sent
+UPDATE operations SET cancel_sent_at = coalesce(cancel_sent_at, jw_now()),
+                      cancel_attempts = cancel_attempts + 1
+WHERE operation_id = $1
+  AND ($2::bigint IS NULL OR (lease_fence = $2 AND lease_expires_at > jw_now()))
+RETURNING cancel_attempts;
+
+-- name: clear_cancel_sent
+-- The only cancel request so far provably never left this host (no
+-- connection): it may be sent again, even to a provider where repeating a
+-- delivered cancel would not be safe.
+UPDATE operations SET cancel_sent_at = NULL
+WHERE operation_id = $1 AND state = 'cancel_requested'
+  AND ($2::bigint IS NULL OR (lease_fence = $2 AND lease_expires_at > jw_now()))
+RETURNING operation_id;
+
+-- name: set_result
+UPDATE operations SET result_id = $2, result_ref = $3, result_summary = $4
+WHERE operation_id = $1
+  AND ($5::bigint IS NULL OR (lease_fence = $5 AND lease_expires_at > jw_now()))
+RETURNING operation_id;
+
+-- name: set_last_error
+UPDATE operations SET last_error = $3
+WHERE operation_id = $1 AND lease_fence = $2 AND lease_expires_at > jw_now()
+RETURNING operation_id;
+
+-- name: bump_create_attempt
+-- The recovery point before a create leaves: only while the lease is held and
+-- the operation still wants a create (an agent may have abandoned it meanwhile).
+UPDATE operations SET create_attempts = create_attempts + 1
+WHERE operation_id = $1 AND lease_fence = $2 AND lease_expires_at > jw_now()
+  AND state = ANY (jw_state_set('wants_create'))
+  AND remote_job_id IS NULL AND finished_at IS NULL
+RETURNING create_attempts;
+
+-- name: bump_lookup_attempt
+UPDATE operations SET lookup_attempts = lookup_attempts + 1
+WHERE operation_id = $1 AND lease_fence = $2 AND lease_expires_at > jw_now()
+RETURNING lookup_attempts;
+
+-- name: bump_result_attempt
+UPDATE operations SET result_attempts = result_attempts + 1
+WHERE operation_id = $1 AND lease_fence = $2 AND lease_expires_at > jw_now()
+RETURNING result_attempts;
+
+-- name: known_remote_job_ids
+-- Every job id the provider ever named for this operation (create and lookup answers).
+SELECT DISTINCT remote_job_id FROM provider_calls
+WHERE operation_id = $1 AND call_kind IN ('create', 'lookup') AND remote_job_id IS NOT NULL;
+
+-- name: latest_create_call
+SELECT * FROM provider_calls
+WHERE operation_id = $1 AND call_kind = 'create'
+ORDER BY call_id DESC LIMIT 1;
+
+-- name: latest_poll_call
+SELECT c.status_code, c.response_headers, c.response_body, c.response_sha256, c.url
+FROM provider_calls c
+WHERE c.operation_id = $1 AND c.call_kind = 'status' AND c.status_code BETWEEN 200 AND 299
+ORDER BY c.call_id DESC LIMIT 1;
+
+-- name: result_fetch_may_have_arrived
+-- Did any earlier result fetch possibly reach the provider (anything but a
+-- failure to connect or a call never sent)? For a fetch with side effects,
+-- that one may have consumed the result.
+SELECT EXISTS (
+    SELECT 1 FROM provider_calls
+    WHERE operation_id = $1 AND call_kind = 'result'
+      AND error_category IS DISTINCT FROM 'connect'
+      AND error_category IS DISTINCT FROM 'not_sent'
+);
+
+-- name: clock_now
+SELECT jw_now();
