@@ -33,6 +33,7 @@ bench: setup
 
 chaos: setup
 	$(BIN)/python -m bench.chaos
+	$(BIN)/python -m bench.crashpoints
 
 clean:
 	rm -rf $(VENV) .pgdata .mypy_cache .ruff_cache

@@ -10,6 +10,7 @@ into the ledger's records (`shared.ledger.evidence`), which know no HTTP.
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ import httpx
 
 from shared.ids import traceparent
 from shared.ledger import Operation
-from shared.ledger.evidence import CallAnswer, CallStart, Observed, StatusRead
+from shared.ledger.evidence import MAX_WAIT_SECONDS, CallAnswer, CallStart, Observed, StatusRead
 from shared.providers import HttpRequest, HttpResponse, StatusFact, classify_transport_error
 from shared.providers.transport import TransportCategory
 from shared.redaction import sanitize_headers
@@ -195,9 +196,13 @@ def observed_of(fact: StatusFact) -> Observed:
 
 
 def imposed_wait(retry_after: float | None, poll_after: float | None = None) -> float | None:
-    """The back-pressure an answer imposes: no call for this job for that many seconds."""
-    waits = [w for w in (retry_after, poll_after) if w is not None and w > 0]
-    return max(waits) if waits else None
+    """The back-pressure an answer imposes: no call for this job for that many seconds.
+
+    Capped at MAX_WAIT_SECONDS: a provider's far-off hint must not overflow a
+    timestamp, and the deadlines decide when we give up.
+    """
+    waits = [w for w in (retry_after, poll_after) if w is not None and math.isfinite(w) and w > 0]
+    return min(max(waits), MAX_WAIT_SECONDS) if waits else None
 
 
 def status_read(

@@ -76,9 +76,9 @@ class Step:
 
     def note_wait(self, seconds: float | None) -> None:
         """An answer imposed back-pressure: no call before `seconds` from now."""
-        if seconds is None or seconds <= 0:
+        if seconds is None or not seconds > 0:
             return
-        until = self.now() + timedelta(seconds=seconds)
+        until = self.now() + timedelta(seconds=min(seconds, evidence.MAX_WAIT_SECONDS))
         if self.not_before is None or until > self.not_before:
             self.not_before = until
 

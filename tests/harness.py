@@ -121,7 +121,9 @@ class Rig:
 
 
 @contextlib.asynccontextmanager
-async def webhook_rig(pool: Any, tmp_path: Path, **sim_options: Any) -> AsyncIterator[Rig]:
+async def webhook_rig(
+    pool: Any, tmp_path: Path, *, clock: Clock = SYSTEM_CLOCK, **sim_options: Any
+) -> AsyncIterator[Rig]:
     """A rig whose simulator sends signed webhooks to a real receiver on loopback."""
     from receiver.app import build_app as build_receiver
 
@@ -151,6 +153,7 @@ async def webhook_rig(pool: Any, tmp_path: Path, **sim_options: Any) -> AsyncIte
                 sim=sim,
                 webhook_url=f"{receiver_url}/webhooks/{{provider}}",
                 overrides={"limits": {"webhook_backstop_poll_seconds": 30.0}},
+                clock=clock,
             )
         )
         holder["app"] = build_receiver(r.ctx.settings, pool)
@@ -170,7 +173,7 @@ async def rig(
     lease_seconds: float = 10.0,
     clock: Clock = SYSTEM_CLOCK,
 ) -> AsyncIterator[Rig]:
-    async with serve_app(build_app(sim or SimulatorSettings())) as sim_url:
+    async with serve_app(build_app(sim or SimulatorSettings(), clock=clock)) as sim_url:
         providers = sim_providers(sim_url, overrides=overrides, webhooks=webhook_url is not None)
         settings = replace(
             Settings(),

@@ -1,0 +1,788 @@
+"""Crash-point enumeration: every statement of every step kind, dropped and killed.
+
+    .venv/bin/python -m bench.crashpoints                 # every crash point (make chaos)
+    .venv/bin/python -m bench.crashpoints --sample 3      # three random points per kind and fault
+    .venv/bin/python -m bench.crashpoints --kinds cancel,collect
+
+A claim like "a crash at any line loses nothing" is proved here without luck.
+For each step kind (a scenario brings one operation to the state just before
+the step), the step runs once fault-free through a PostgreSQL wire proxy
+(bench/pgproxy.py) that counts its statements: N. Then, for every k in 1..N,
+the same step runs again in a fresh world with
+
+- `drop`: the connection of statement k dropped after the server executed it
+  but before the answer reached us (a COMMIT there took effect, unacknowledged);
+- `kill`: the reconciler process SIGKILLed as statement k leaves (it never
+  reaches the server).
+
+Then the clock moves past the dead lease, a fresh reconciler runs the
+operation to its end, and the invariants are checked: one remote job per
+idempotency token; never `succeeded` without our own status read and a
+validated result; no call inside a back-pressure window (our record and the
+provider's count); every call the provider received is on our record; the
+history chain verifies; the end state equals the fault-free run's, or is a
+documented escalation of the scenario. Exit status 0 when every run holds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import random
+import re
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal
+
+import httpx
+
+from bench.harness import TestClock, install_test_clock
+from bench.pgproxy import Fault, PgProxy
+from reconciler.context import Context, build_adapters, http_client
+from reconciler.daemon import create_reconciler_pool
+from reconciler.worker import Reconciler
+from shared import ledger
+from shared.clock import ShiftedClock
+from shared.db.connect import connect, resolve_database, with_database
+from shared.db.migrate import apply_migrations
+from shared.ledger import audit
+from shared.ledger.states import INBOX, TERMINAL, LocalState
+from shared.providers import ProviderDescription, parse_providers
+from shared.result_store import ResultStore
+from shared.serve import serve_app
+from shared.settings import Settings
+from shared.simulator import SimulatorSettings, build_app
+
+S = LocalState
+Mode = Literal["drop", "kill"]
+WEBHOOK_SECRET = "whsec_" + "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+# The simulator preset with a fast schedule, as the test rig uses it.
+LIMITS = {
+    "backoff_base": 0.05,
+    "backoff_factor": 2.0,
+    "backoff_cap": 0.3,
+    "request_timeout": 1.0,
+    "webhook_backstop_poll_seconds": 30.0,
+}
+# Long enough for a 1 s request timeout plus its writes, short enough that the
+# clock moves over it in one step after a kill.
+LEASE_SECONDS = 10.0
+# Moving the clock this far after a fault lets any dead lease lapse and any
+# error retry (30 s) come due.
+PAST_THE_FAULT = 31.0
+# Run-to-the-end rounds: a scenario's remaining steps plus its backoffs.
+MAX_ROUNDS = 80
+# A victim that neither dies nor finishes within this is a harness failure.
+VICTIM_TIMEOUT = 60.0
+
+
+# ------------------------------------------------------------------ the world of one run
+
+
+@dataclass
+class World:
+    """One run's throwaway database, clock, simulated provider and (maybe) receiver."""
+
+    admin_url: str
+    db_url: str
+    db: Any  # a connection, for checks and the clock
+    clock: TestClock
+    sim_url: str
+    receiver_url: str | None
+    workdir: Path
+    operation_id: str = ""
+
+    def providers(self) -> dict[str, ProviderDescription]:
+        return providers_for(self.sim_url, webhooks=self.receiver_url is not None)
+
+    async def sim(self, path: str) -> Any:
+        async with httpx.AsyncClient() as client:
+            return (await client.get(f"{self.sim_url}{path}")).json()
+
+
+def providers_for(sim_url: str, *, webhooks: bool) -> dict[str, ProviderDescription]:
+    table = {"preset": "simulator", "base_url": sim_url, "limits": dict(LIMITS)}
+    env = {"JW_SIM_WEBHOOK_SECRET": WEBHOOK_SECRET} if webhooks else {}
+    return parse_providers({"providers": {"sim": table}}, "crashpoints", env)
+
+
+def webhook_template(receiver_url: str | None) -> str | None:
+    return f"{receiver_url}/webhooks/{{provider}}" if receiver_url else None
+
+
+def context_for(
+    pool: Any,
+    client: httpx.AsyncClient,
+    providers: Mapping[str, ProviderDescription],
+    *,
+    workdir: Path,
+    worker_id: str,
+    clock: ShiftedClock,
+    webhook_url: str | None,
+) -> Context:
+    settings = replace(
+        Settings(),
+        worker_id=worker_id,
+        lease_seconds=LEASE_SECONDS,
+        results_dir=workdir / "results",
+        providers=providers,
+    )
+    return Context(
+        pool=pool,
+        settings=settings,
+        client=client,
+        adapters=build_adapters(providers),
+        store=ResultStore(workdir / "results"),
+        webhook_url=webhook_url,
+        clock=clock,
+    )
+
+
+@contextlib.asynccontextmanager
+async def reconciler_on(world: World, url: str, worker_id: str) -> AsyncIterator[Reconciler]:
+    """An in-process reconciler whose database is `url` (direct, or through the proxy)."""
+    pool = await create_reconciler_pool(url)
+    try:
+        async with http_client(16) as client:
+            ctx = context_for(
+                pool,
+                client,
+                world.providers(),
+                workdir=world.workdir,
+                worker_id=worker_id,
+                clock=world.clock,
+                webhook_url=webhook_template(world.receiver_url),
+            )
+            yield Reconciler(ctx)
+    finally:
+        await pool.close()
+
+
+class Databases:
+    """A migrated template (test clock installed) cloned once per run.
+
+    The test suite passes its own server and template; run alone, this finds
+    a server like `make run` does and builds a template of its own.
+    """
+
+    def __init__(self, server: Any = None, template: str | None = None) -> None:
+        self._own = server is None
+        self.server = server or resolve_database()
+        self._own_template = template is None
+        self.template = template or f"jw_cp_tpl_{os.getpid()}"
+        self._count = 0
+
+    async def __aenter__(self) -> Databases:
+        if not self._own_template:
+            return self
+        await self._drop(self.template)
+        admin = await connect(self.server.admin_url)
+        await admin.execute(f'CREATE DATABASE "{self.template}"')
+        await admin.close()
+        conn = await connect(with_database(self.server.admin_url, self.template))
+        try:
+            await apply_migrations(conn)
+            await install_test_clock(conn)
+        finally:
+            await conn.close()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._own_template:
+            await self._drop(self.template)
+        if self._own:
+            self.server.stop()
+
+    async def _drop(self, name: str) -> None:
+        admin = await connect(self.server.admin_url)
+        try:
+            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        finally:
+            await admin.close()
+
+    @contextlib.asynccontextmanager
+    async def clone(self) -> AsyncIterator[str]:
+        self._count += 1
+        name = f"jw_cp_{os.getpid()}_{self._count}"
+        admin = await connect(self.server.admin_url)
+        try:
+            await admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "{self.template}"')
+        finally:
+            await admin.close()
+        try:
+            yield with_database(self.server.admin_url, name)
+        finally:
+            await self._drop(name)
+
+
+@contextlib.asynccontextmanager
+async def world_for(dbs: Databases, webhooks: bool, workdir: Path) -> AsyncIterator[World]:
+    async with contextlib.AsyncExitStack() as stack:
+        db_url = await stack.enter_async_context(dbs.clone())
+        db = await connect(db_url)
+        stack.push_async_callback(db.close)
+        clock = TestClock(db)
+        receiver_url = None
+        holder: dict[str, Any] = {}
+        if webhooks:
+            receiver_url = await stack.enter_async_context(serve_app(_late_app(holder)))
+        sim = SimulatorSettings(
+            webhook_secret=WEBHOOK_SECRET if webhooks else None,
+            webhook_backoff=(0.05, 0.1, 0.2),
+        )
+        sim_url = await stack.enter_async_context(serve_app(build_app(sim, clock=clock)))
+        world = World(dbs.server.admin_url, db_url, db, clock, sim_url, receiver_url, workdir)
+        if webhooks:
+            await _start_receiver(stack, world, holder)
+        yield world
+
+
+def _late_app(holder: dict[str, Any]) -> Any:
+    """An ASGI app that forwards to holder["app"], set once the simulator's URL is known."""
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":  # the real app's lifespan is entered separately
+            while True:
+                message = await receive()
+                await send({"type": message["type"] + ".complete"})
+                if message["type"] == "lifespan.shutdown":
+                    return
+        await holder["app"](scope, receive, send)
+
+    return app
+
+
+async def _start_receiver(
+    stack: contextlib.AsyncExitStack, world: World, holder: dict[str, Any]
+) -> None:
+    from receiver.app import build_app as build_receiver
+    from shared.db.connect import create_pool
+
+    pool = await create_pool(world.db_url, min_size=1, max_size=4)
+    stack.push_async_callback(pool.close)
+    settings = replace(Settings(), providers=world.providers())
+    holder["app"] = build_receiver(settings, pool)
+    await stack.enter_async_context(holder["app"].router.lifespan_context(holder["app"]))
+
+
+# ------------------------------------------------------------------ scenarios
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One step kind: how to bring an operation to the state just before the step."""
+
+    kind: str
+    script: str
+    params: Mapping[str, Any]
+    prime: Callable[[World, Reconciler], Awaitable[None]]
+    webhooks: bool = False
+    # End states a fault may lead to besides the fault-free one, each a
+    # documented escalation (README, "Crash points").
+    escalations: frozenset[LocalState] = frozenset()
+
+
+async def submit(world: World, scenario: Scenario) -> str:
+    body = {"script": scenario.script, "params": dict(scenario.params), "input": {"rows": 3}}
+    sub = await ledger.submit_operation(
+        world.db,
+        provider="sim",
+        kind="export",
+        request=ledger.RequestSpec("POST", "/v1/jobs", body),
+        requested_by="agent:crashpoints",
+        create_deadline_s=3600,
+        result_deadline_s=7200,
+    )
+    return sub.operation_id
+
+
+async def state_of(world: World) -> LocalState:
+    return (await ledger.load_operation(world.db, world.operation_id)).state
+
+
+async def run_until(world: World, rec: Reconciler, states: set[LocalState]) -> None:
+    """Run (moving the clock over each wait) until the operation is in `states`."""
+    for _ in range(MAX_ROUNDS):
+        if await state_of(world) in states:
+            return
+        await rec.run_once()
+        if await state_of(world) in states:
+            return
+        await advance_to_due(world)
+    raise RuntimeError(f"priming never reached {states}: {await state_of(world)}")
+
+
+async def advance_to_due(world: World) -> bool:
+    """Move the clock to the operation's next appointment; False if nothing is scheduled."""
+    due = await world.db.fetchval(
+        "SELECT extract(epoch FROM next_poll_at - jw_now()) FROM operations"
+        " WHERE operation_id = $1",
+        world.operation_id,
+    )
+    if due is None:
+        return False
+    await world.clock.advance(max(0.0, float(due)) + 0.01)
+    return True
+
+
+async def nothing(world: World, rec: Reconciler) -> None:
+    """The step is the operation's first: nothing to prime."""
+
+
+async def first_create_lost(world: World, rec: Reconciler) -> None:
+    await rec.run_once()  # the first create leaves; its answer is lost
+    if await state_of(world) is not S.CREATE_UNKNOWN:
+        raise RuntimeError("the first create was expected to end create_unknown")
+    await advance_to_due(world)
+
+
+async def observing(world: World, rec: Reconciler) -> None:
+    await run_until(world, rec, {S.OBSERVING})
+    await advance_to_due(world)
+
+
+async def finished_and_announced(world: World, rec: Reconciler) -> None:
+    """Observing; then the job finishes and its terminal webhook is on record."""
+    await run_until(world, rec, {S.OBSERVING})
+    await world.clock.advance(3.0)
+    for _ in range(2000):  # the simulator's ticker sends it within a few of its 50 ms ticks
+        if await world.db.fetchval(
+            "SELECT count(*) FROM webhook_events WHERE operation_id = $1 AND remote_state"
+            " IS NOT NULL AND remote_state::text <> 'running'",
+            world.operation_id,
+        ):
+            return
+        await asyncio.sleep(0.005)
+    raise RuntimeError("the terminal webhook never arrived")
+
+
+async def cancel_requested(world: World, rec: Reconciler) -> None:
+    await run_until(world, rec, {S.OBSERVING})
+    await ledger.request_cancel(
+        world.db, world.operation_id, requested_by="agent:crashpoints", reason="stop"
+    )
+
+
+async def cancelled_with_output(world: World, rec: Reconciler) -> None:
+    """Cancelling; then the provider cancels, keeping the output made so far."""
+    await cancel_requested(world, rec)
+    await run_until(world, rec, {S.CANCELLING})
+    await world.clock.advance(2.0)
+    await advance_to_due(world)
+
+
+async def result_collecting(world: World, rec: Reconciler) -> None:
+    """Result collecting, with no fetch made yet (the chained collect is cut off)."""
+    await run_until(world, rec, {S.OBSERVING})
+    await world.clock.advance(3.0)
+    async with (
+        PgProxy.from_url(world.db_url) as proxy,
+        reconciler_on(world, proxy.url_for(world.db_url), "primer") as primer,
+    ):
+        proxy.arm(Fault(action="drop_before", match=_RESULT_ATTEMPT))
+        await primer.run_once()
+    if await state_of(world) is not S.RESULT_COLLECTING:
+        raise RuntimeError(f"expected result_collecting, got {await state_of(world)}")
+    await world.clock.advance(PAST_THE_FAULT)
+
+
+_RESULT_ATTEMPT = re.compile(r"result_attempts \+ 1")
+
+SCENARIOS: dict[str, Scenario] = {
+    s.kind: s
+    for s in (
+        Scenario("create_lost_response", "lost_create_response", {"duration": 5.0}, nothing),
+        Scenario("same_token_retry", "lost_create_response", {"duration": 5.0}, first_create_lost),
+        Scenario("status_read", "success", {"duration": 8.0}, observing),
+        Scenario(
+            "webhook_read", "success", {"duration": 2.0}, finished_and_announced, webhooks=True
+        ),
+        Scenario(
+            "cancel", "cancellable", {"duration": 600.0, "cancel_delay": 1.0}, cancel_requested
+        ),
+        Scenario("collect", "success", {"duration": 2.0}, result_collecting),
+        Scenario("sync_result", "sync", {}, nothing),
+        Scenario(
+            "partial_output",
+            "cancellable",
+            {"duration": 600.0, "cancel_delay": 1.0, "partial_on_cancel": True, "total": 20},
+            cancelled_with_output,
+        ),
+    )
+}
+
+
+# ------------------------------------------------------------------ one run
+
+
+@dataclass
+class Outcome:
+    kind: str
+    mode: Mode | None
+    at: int | None
+    statements: int
+    end: LocalState
+    violations: list[str] = field(default_factory=list)
+    sql: list[str] = field(default_factory=list)  # the step's statements, in order
+
+
+async def run_once(
+    dbs: Databases, scenario: Scenario, mode: Mode | None, at: int | None, workdir: Path
+) -> Outcome:
+    """Prime, run the step (with a fault at statement `at`, or none), run to the end, check."""
+    async with world_for(dbs, scenario.webhooks, workdir) as world:
+        world.operation_id = await submit(world, scenario)
+        async with reconciler_on(world, world.db_url, "primer") as primer:
+            await scenario.prime(world, primer)
+        async with PgProxy.from_url(world.db_url) as proxy:
+            if mode == "kill":
+                await _step_in_victim(world, proxy, at)
+            else:
+                await _step_in_process(world, proxy, at)
+            statements = proxy.count
+            sql = [st.sql for st in proxy.statements]
+            if at is not None and not proxy.fired.is_set():
+                raise RuntimeError(f"{scenario.kind}: statement {at} never came")
+        await world.clock.advance(PAST_THE_FAULT)
+        async with reconciler_on(world, world.db_url, "after") as after:
+            end = await run_to_end(world, after)
+        violations = await check(world, end)
+        return Outcome(scenario.kind, mode, at, statements, end, violations, sql)
+
+
+async def _step_in_process(world: World, proxy: PgProxy, at: int | None) -> None:
+    async with reconciler_on(world, proxy.url_for(world.db_url), "step") as rec:
+        proxy.reset()
+        if at is not None:
+            proxy.arm(Fault(action="drop_after", at=at))
+        with contextlib.suppress(Exception):  # a dropped claim or release fails run_once itself
+            await rec.run_once()
+
+
+async def _step_in_victim(world: World, proxy: PgProxy, at: int | None) -> None:
+    """The step in a real process, SIGKILLed as statement `at` leaves."""
+    args = [
+        sys.executable,
+        "-m",
+        "bench.crashpoints",
+        "victim",
+        "--db",
+        proxy.url_for(world.db_url),
+        "--sim",
+        world.sim_url,
+        "--workdir",
+        str(world.workdir),
+        "--clock-offset",
+        repr(world.clock.offset),
+    ]
+    if world.receiver_url:
+        args += ["--receiver", world.receiver_url]
+    proc = await asyncio.create_subprocess_exec(
+        *args, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        line = await asyncio.wait_for(proc.stdout.readline(), VICTIM_TIMEOUT)
+        if line.strip() != b"ready":
+            raise RuntimeError(f"victim did not start: {line!r}")
+        proxy.reset()
+        if at is not None:
+            pid = proc.pid
+            proxy.arm(Fault(action="kill", at=at, kill=lambda: os.kill(pid, signal.SIGKILL)))
+        proc.stdin.write(b"go\n")
+        await proc.stdin.drain()
+        await asyncio.wait_for(proc.wait(), VICTIM_TIMEOUT)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+
+
+async def run_to_end(world: World, rec: Reconciler) -> LocalState:
+    """A fresh reconciler takes the operation to its end (terminal, or a human's inbox)."""
+    for _ in range(MAX_ROUNDS):
+        await rec.run_once()
+        state = await state_of(world)
+        if state in TERMINAL or state in INBOX:
+            return state
+        if not await advance_to_due(world):
+            return state
+    return await state_of(world)
+
+
+# ------------------------------------------------------------------ invariants
+
+
+async def check(world: World, end: LocalState) -> list[str]:
+    """What must hold after any run, faulted or not; each broken rule named."""
+    failures: list[str] = []
+    op = await ledger.load_operation(world.db, world.operation_id)
+    stats = await world.sim("/_sim/stats")
+    requests = (await world.sim("/_sim/requests"))["requests"]
+    jobs = stats["creates_per_token"].get(op.idempotency_token, 0)
+    if jobs > 1 and end is not S.NEEDS_ATTENTION:
+        failures.append(f"{jobs} remote jobs for one idempotency token")
+    if end is S.SUCCEEDED:
+        failures += await _success_is_proven(world, op)
+    failures += await _no_call_inside_a_window(world)
+    if stats["retry_after_violations_total"]:
+        failures.append(f"{stats['retry_after_violations_total']} calls inside Retry-After")
+    failures += await _every_call_on_record(world, requests)
+    _, breaks = await audit.verify(world.db)
+    if breaks:
+        failures.append(f"history chain broken: {breaks[0]}")
+    if max(stats["max_overlapping_status_calls"].values(), default=0) > 1:
+        failures.append("two status reads of one job overlapped")
+    return failures
+
+
+async def _success_is_proven(world: World, op: ledger.Operation) -> list[str]:
+    row = await world.db.fetchrow(
+        """
+        SELECT (SELECT valid FROM results WHERE result_id = $2) AS valid,
+               EXISTS (SELECT 1 FROM observations WHERE operation_id = $1 AND source = 'poll'
+                       AND remote_state IN ('succeeded', 'partially_succeeded')) AS read,
+               EXISTS (SELECT 1 FROM provider_calls WHERE operation_id = $1
+                       AND call_kind = 'create' AND status_code BETWEEN 200 AND 299) AS created
+        """,
+        op.operation_id,
+        op.result_id,
+    )
+    failures = []
+    if not row["valid"]:
+        failures.append("succeeded without a validated result")
+    if not (row["read"] or (op.create_mode == "sync" and row["created"])):
+        failures.append("succeeded without our own status read")
+    return failures
+
+
+async def _no_call_inside_a_window(world: World) -> list[str]:
+    calls = await world.db.fetch(
+        "SELECT call_id, started_at, not_before, error_category FROM provider_calls"
+        " WHERE operation_id = $1 ORDER BY started_at, call_id",
+        world.operation_id,
+    )
+    return calls_inside_windows([dict(c) for c in calls])
+
+
+# Error categories of a call that provably never left this host.
+NEVER_LEFT = ("not_sent", "connect")
+
+
+def calls_inside_windows(calls: Sequence[Mapping[str, Any]]) -> list[str]:
+    """By our own record: no call started before a window an earlier answer imposed.
+
+    `calls` in start order, each with call_id, started_at, not_before (the
+    window its answer imposed, or None) and error_category.
+    """
+    window = None
+    failures = []
+    for call in calls:
+        sent = call["error_category"] not in NEVER_LEFT
+        if sent and window is not None and call["started_at"] < window:
+            failures.append(f"call #{call['call_id']} inside a back-pressure window")
+        if call["not_before"] is not None and (window is None or call["not_before"] > window):
+            window = call["not_before"]
+    return failures
+
+
+_KINDS = ("create", "status", "cancel", "result", "errors", "lookup")
+
+
+async def _every_call_on_record(world: World, requests: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Every request the provider received has a call row that says it may have been sent."""
+    rows = await world.db.fetch(
+        "SELECT call_kind, count(*) AS n FROM provider_calls WHERE operation_id = $1"
+        " AND coalesce(error_category, '') <> ALL ($2::text[]) GROUP BY call_kind",
+        world.operation_id,
+        list(NEVER_LEFT),
+    )
+    return calls_missing({r["call_kind"]: r["n"] for r in rows}, requests)
+
+
+def calls_missing(ours: Mapping[str, int], requests: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Kinds of call the provider received more often than our record says we may have sent."""
+    theirs: dict[str, int] = {}
+    for request in requests:
+        theirs[request["kind"]] = theirs.get(request["kind"], 0) + 1
+    return [
+        f"{theirs[kind]} {kind} requests reached the provider, {ours.get(kind, 0)} on record"
+        for kind in _KINDS
+        if theirs.get(kind, 0) > ours.get(kind, 0)
+    ]
+
+
+# ------------------------------------------------------------------ the enumeration
+
+
+@dataclass
+class KindReport:
+    kind: str
+    statements: dict[Mode, int]
+    expected: LocalState
+    covered: dict[Mode, int] = field(default_factory=lambda: {"drop": 0, "kill": 0})
+    ends: dict[str, int] = field(default_factory=dict)
+    failures: list[str] = field(default_factory=list)
+
+
+async def enumerate_kind(
+    dbs: Databases,
+    scenario: Scenario,
+    workdir: Path,
+    *,
+    sample: int | None,
+    rng: random.Random,
+    show: bool = False,
+    count_each_mode: bool = True,
+) -> KindReport:
+    """Count the step's statements (per fault mode), then fault it at each (or a sample).
+
+    Without `count_each_mode` the in-process count stands for the victim's too
+    (they run the same code on the same pool settings; the full run proves it).
+    """
+    statements: dict[Mode, int] = {}
+    expected: LocalState | None = None
+    for mode in ("drop", "kill") if count_each_mode else ("drop",):
+        clean = await run_once(dbs, scenario, mode, None, workdir)
+        statements[mode] = clean.statements
+        if show:
+            print(f"-- {scenario.kind}, {mode}: {clean.statements} statements")
+            for n, text in enumerate(clean.sql, 1):
+                print(f"   {n:>3} {' '.join(text.split())[:110]}")
+        if clean.violations:
+            raise RuntimeError(f"{scenario.kind} fault-free: {clean.violations}")
+        expected = expected or clean.end
+    assert expected is not None
+    statements.setdefault("kill", statements["drop"])
+    report = KindReport(scenario.kind, statements, expected)
+    allowed = {expected, *scenario.escalations}
+    for mode in ("drop", "kill"):
+        points = list(range(1, statements[mode] + 1))
+        if sample is not None:
+            points = sorted(rng.sample(points, min(sample, len(points))))
+        for k in points:
+            outcome = await run_once(dbs, scenario, mode, k, workdir)
+            report.covered[mode] += 1
+            report.ends[outcome.end.value] = report.ends.get(outcome.end.value, 0) + 1
+            problems = list(outcome.violations)
+            if outcome.end not in allowed:
+                problems.append(f"ended {outcome.end.value}, expected {expected.value}")
+            report.failures += [f"{scenario.kind} {mode}@{k}: {p}" for p in problems]
+    return report
+
+
+async def enumerate_all(
+    kinds: Sequence[str], *, sample: int | None, seed: int, show: bool = False
+) -> list[KindReport]:
+    rng = random.Random(seed)
+    reports = []
+    with tempfile.TemporaryDirectory(prefix="jw-crashpoints-") as tmp:
+        async with Databases() as dbs:
+            for kind in kinds:
+                reports.append(
+                    await enumerate_kind(
+                        dbs, SCENARIOS[kind], Path(tmp), sample=sample, rng=rng, show=show
+                    )
+                )
+    return reports
+
+
+def print_reports(reports: Sequence[KindReport], seconds: float) -> None:
+    print(
+        f"{'step kind':<22}{'N drop':>8}{'N kill':>8}{'drops':>8}{'kills':>8}  "
+        f"{'fault-free end':<18}ends under faults"
+    )
+    for r in reports:
+        ends = ", ".join(f"{k} {v}" for k, v in sorted(r.ends.items()))
+        print(
+            f"{r.kind:<22}{r.statements['drop']:>8}{r.statements['kill']:>8}"
+            f"{r.covered['drop']:>8}{r.covered['kill']:>8}  {r.expected.value:<18}{ends}"
+        )
+    total = sum(r.covered["drop"] + r.covered["kill"] for r in reports)
+    failures = [f for r in reports for f in r.failures]
+    print(f"\n{total} crash points in {seconds:.0f} s, {len(failures)} violation(s)")
+    for failure in failures:
+        print(f"  FAIL {failure}")
+
+
+# ------------------------------------------------------------------ the victim process
+
+
+async def victim(args: argparse.Namespace) -> int:
+    """One reconciler step in its own process, to be SIGKILLed at a statement."""
+    clock = ShiftedClock(args.clock_offset)
+    webhooks = args.receiver is not None
+    pool = await create_reconciler_pool(args.db)
+    try:
+        async with http_client(16) as client:
+            ctx = context_for(
+                pool,
+                client,
+                providers_for(args.sim, webhooks=webhooks),
+                workdir=Path(args.workdir),
+                worker_id="victim",
+                clock=clock,
+                webhook_url=webhook_template(args.receiver),
+            )
+            rec = Reconciler(ctx)
+            print("ready", flush=True)
+            if (await asyncio.to_thread(sys.stdin.readline)).strip() != "go":
+                return 2
+            await rec.run_once()
+    finally:
+        await pool.close()
+    return 0
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench.crashpoints", description=__doc__)
+    sub = parser.add_subparsers(dest="command")
+    run = sub.add_parser("run", help="enumerate crash points (the default)")
+    for p in (parser, run):
+        p.add_argument("--kinds", default=",".join(SCENARIOS), help="comma-separated step kinds")
+        p.add_argument("--sample", type=int, help="this many random points per kind and fault")
+        p.add_argument("--seed", type=int, default=1, help="seed of the sample")
+        p.add_argument("--json", action="store_true", help="print the reports as JSON too")
+        p.add_argument("--show-statements", action="store_true", help="list each step's statements")
+    v = sub.add_parser("victim", help=argparse.SUPPRESS)
+    v.add_argument("--db", required=True)
+    v.add_argument("--sim", required=True)
+    v.add_argument("--receiver")
+    v.add_argument("--workdir", required=True)
+    v.add_argument("--clock-offset", type=float, default=0.0)
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.command == "victim":
+        return asyncio.run(victim(args))
+    kinds = [k for k in args.kinds.split(",") if k]
+    unknown = [k for k in kinds if k not in SCENARIOS]
+    if unknown:
+        print(f"unknown step kind(s): {', '.join(unknown)}; known: {', '.join(SCENARIOS)}")
+        return 2
+    if not args.verbose:
+        # Faults make steps fail on purpose; their tracebacks would bury the report.
+        logging.getLogger("jobwarden").setLevel(logging.CRITICAL)
+    started = time.monotonic()
+    reports = asyncio.run(
+        enumerate_all(kinds, sample=args.sample, seed=args.seed, show=args.show_statements)
+    )
+    print_reports(reports, time.monotonic() - started)
+    if args.json:
+        print(json.dumps([{**r.__dict__, "expected": r.expected.value} for r in reports]))
+    return 1 if any(r.failures for r in reports) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
