@@ -10,6 +10,7 @@ into the ledger's records (`shared.ledger.evidence`), which know no HTTP.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import math
 import time
 from collections.abc import Mapping
@@ -22,7 +23,7 @@ from shared.ids import traceparent
 from shared.ledger import Operation
 from shared.ledger.evidence import MAX_WAIT_SECONDS, CallAnswer, CallStart, Observed, StatusRead
 from shared.providers import HttpRequest, HttpResponse, StatusFact, classify_transport_error
-from shared.providers.transport import TransportCategory
+from shared.providers.delivery import TransportCategory
 from shared.redaction import sanitize_headers
 
 
@@ -230,4 +231,24 @@ def status_read(
         not_before_seconds=(
             imposed_wait(fact.retry_after_seconds, fact.poll_after_seconds) if fact else None
         ),
+    )
+
+
+def recorded_response(row: Mapping[str, Any]) -> HttpResponse | None:
+    """A call's answer rebuilt from its record, when the stored excerpt is the body exactly.
+
+    Not when the body was cut, redacted or had characters replaced (its digest
+    then differs from the bytes received): acting on an altered body could
+    misread it, so the caller reads again instead.
+    """
+    excerpt, digest = row.get("response_body"), row.get("response_sha256")
+    if row.get("status_code") is None or excerpt is None or digest is None:
+        return None
+    if hashlib.sha256(excerpt.encode()).hexdigest() != digest:
+        return None
+    return HttpResponse(
+        status_code=row["status_code"],
+        headers=row.get("response_headers") or {},
+        body=excerpt.encode(),
+        url=row.get("url") or "",
     )

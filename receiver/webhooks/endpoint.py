@@ -60,9 +60,9 @@ from receiver.webhooks.ingest import Event, Ingestor, IngestRejected, IngestUnav
 from shared.db.pgjson import scrub
 from shared.ids import new_trace_id, trace_id_from_traceparent
 from shared.providers import ProviderDescription, WebhookParseError, adapter_for
+from shared.providers.adapter import ProviderAdapter
 from shared.providers.description import WebhookScheme, WebhookSpec
 from shared.providers.paths import PathSource, ValuePath, extract, parse_path
-from shared.providers.plugins import ProviderAdapter
 from shared.providers.values import as_str
 from shared.signatures import SignatureError, Verified, verify
 

@@ -28,6 +28,7 @@ from typing import Any, Literal
 
 import asyncpg
 
+from shared.db.errors import db_error_context
 from shared.ledger.webhooks import store_events
 
 logger = logging.getLogger(__name__)
@@ -255,7 +256,7 @@ class Ingestor:
         except Exception as exc:  # the pool discards a connection it cannot reset
             logger.warning(
                 "could not return a database connection to the pool",
-                extra={"ctx": {"error": type(exc).__name__}},
+                extra={"ctx": db_error_context(exc)},
             )
 
     def _writer_stopped(self, task: asyncio.Task[None]) -> None:
@@ -288,10 +289,12 @@ class Ingestor:
         for key, pendings in groups.items():
             try:
                 outcomes = await self._write_with_retries(conn, {key: pendings})
-            except _ROW_ERRORS:
+            except _ROW_ERRORS as exc:
                 logger.error(
                     "webhook event refused by the database",
-                    extra={"ctx": {"provider": key[0], "event_id": key[1]}},
+                    extra={
+                        "ctx": {"provider": key[0], "event_id": key[1], **db_error_context(exc)}
+                    },
                 )
                 self._fail(pendings, IngestRejected("the database refused this event"))
                 continue
@@ -316,7 +319,7 @@ class Ingestor:
         self._db_error("unavailable")
         logger.warning(
             "webhook batch not stored: database unavailable",
-            extra={"ctx": {"error": type(exc).__name__}},
+            extra={"ctx": db_error_context(exc)},
         )
         return IngestUnavailable("database unavailable")
 

@@ -14,13 +14,12 @@ create, or the partial output of a cancelled job — is stored by one function,
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from reconciler.calls import imposed_wait
+from reconciler.calls import imposed_wait, recorded_response
 from reconciler.step import Delay, Step, lease_lost
 from shared import ledger
 from shared.db.queries import q
@@ -214,26 +213,13 @@ async def step_collect(step: Step) -> Delay:
         return await _store_and_move(step, conn, fetched)
 
 
-def _stored_whole(excerpt: str | None, sha256: str | None) -> bool:
-    """The stored excerpt is the body exactly (not cut, nothing redacted or replaced)."""
-    return (
-        excerpt is not None
-        and sha256 is not None
-        and hashlib.sha256(excerpt.encode()).hexdigest() == sha256
-    )
-
-
 async def _final_status(step: Step, conn: Any, attempt: int, *, fresh: bool) -> HttpResponse | None:
     """The response of our final read: re-read from the call log, or read again
     (always on a retry: result links expire, and an operator may have resumed)."""
     row = None if fresh else await conn.fetchrow(q("latest_poll_call"), step.op.operation_id)
-    if row is not None and _stored_whole(row["response_body"], row["response_sha256"]):
-        return HttpResponse(
-            status_code=row["status_code"],
-            headers=row["response_headers"] or {},
-            body=row["response_body"].encode(),
-            url=row["url"],
-        )
+    recorded = recorded_response(row) if row is not None else None
+    if recorded is not None:
+        return recorded
     assert step.op.remote_job_id is not None
     req = step.adapter.build_status(step.op.remote_job_id, step.op.status_url)
     sent = await _recorded_call(step, conn, req, "status", step.op.poll_attempts + 1)

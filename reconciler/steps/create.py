@@ -19,16 +19,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from reconciler.calls import NEVER_LEFT, imposed_wait
+from reconciler.calls import NEVER_LEFT, imposed_wait, recorded_response
 from reconciler.step import NOW, Delay, Step, lease_lost
 from reconciler.steps.collect import store_sync_result
 from shared import ledger
+from shared.db import pgjson
 from shared.db.queries import q
 from shared.ledger.errors import StaleTransition
 from shared.ledger.states import Evidence, LocalState
 from shared.providers import CreateFact, HttpRequest, LookupFact
+from shared.providers.delivery import may_have_been_delivered
 from shared.providers.description import Idempotency
-from shared.providers.transport import may_have_been_delivered
 
 S = LocalState
 CROSS_CHECK = "cross_check"
@@ -48,6 +49,10 @@ async def step_create(step: Step) -> Delay:
         return held
     async with step.ctx.pool.acquire() as conn:
         op = step.op
+        if op.create_attempts > 0 and op.state is not S.CANCEL_REQUESTED:
+            acted = await _act_on_recorded_answer(step, conn)
+            if acted is not None:
+                return acted
         if (
             op.state is S.CREATE_PENDING
             and op.create_attempts > 0
@@ -68,6 +73,33 @@ async def step_create(step: Step) -> Delay:
             if settled:
                 return delay
         return await _send_create(step, conn)
+
+
+async def _act_on_recorded_answer(step: Step, conn: Any) -> Delay | None:
+    """A decisive create answer on record that nobody acted on (we died between the two).
+
+    The answer itself is the recovery point: it is interpreted now, as it
+    would have been then, instead of being treated as "no answer" (which would
+    cost a retry, or a human for a provider that cannot deduplicate creates).
+    Returns None when there is nothing to act on: no answer, or an ambiguous
+    one (the usual retry or lookup follows).
+    """
+    last = await conn.fetchrow(q("latest_create_call"), step.op.operation_id)
+    if last is None or last["finished_at"] is None:
+        return None
+    resp = recorded_response(last)
+    if resp is None:
+        return None
+    fact = step.adapter.parse_create(resp, step.op.idempotency_token)
+    if fact.kind == "ambiguous":
+        return None
+    async with conn.transaction():
+        await step.reload(conn)
+        if step.op.state not in (S.CREATE_PENDING, S.CREATE_UNKNOWN):
+            return None
+        return await _interpret_create(
+            step, conn, fact, last["call_id"], last["attempt"], retried=last["attempt"] > 1
+        )
 
 
 async def _last_attempt_never_left(conn: Any, operation_id: str) -> bool:
@@ -331,6 +363,12 @@ async def _accept(
     cross_check: bool = False,
 ) -> Delay:
     """Record the job id (with the status read to send, and any cross-check to run next)."""
+    unstorable = _unstorable(job_id)
+    if unstorable is not None:
+        # Storing it altered would point every later call at the wrong job.
+        return await _conflict(
+            step, conn, f"the provider's job id cannot be recorded as given ({unstorable})", []
+        )
     status = step.adapter.build_status(job_id, status_url)
     request = {
         "method": status.method,
@@ -356,6 +394,19 @@ async def _accept(
             )
         # in cancel_requested the job id is all we needed: the cancel goes out next
     return step.until_allowed(NOW)
+
+
+# operations.remote_job_id CHECK: a job id is 1 to 500 characters.
+MAX_JOB_ID_LENGTH = 500
+
+
+def _unstorable(job_id: str) -> str | None:
+    """Why PostgreSQL could not hold `job_id` exactly, or None."""
+    if not 1 <= len(job_id) <= MAX_JOB_ID_LENGTH:
+        return f"{len(job_id)} characters; 1 to {MAX_JOB_ID_LENGTH} are storable"
+    if pgjson.scrub_text(job_id) != job_id:
+        return "it contains NUL or an unpaired surrogate"
+    return None
 
 
 async def _conflict(step: Step, conn: Any, reason: str, job_ids: list[str]) -> Delay:

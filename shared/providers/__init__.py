@@ -9,15 +9,9 @@ Entry points: `load_providers` / `load_preset` (TOML -> `ProviderDescription`),
 `describe_guarantees(desc)` (what the provider can promise), `next_poll_delay`.
 """
 
-from shared.providers.build import (
-    build_cancel,
-    build_create,
-    build_errors_page,
-    build_lookup,
-    build_result_requests,
-    build_status,
-    resolve_url,
-)
+from shared.providers.adapter import ProviderAdapter, ProviderPlugin, adapter_for, register_plugin
+from shared.providers.config import load_preset, load_providers, parse_providers, preset_names
+from shared.providers.delivery import classify_transport_error, may_have_been_delivered
 from shared.providers.description import ProviderDescription
 from shared.providers.errors import (
     ConfigError,
@@ -38,9 +32,17 @@ from shared.providers.facts import (
     WebhookFact,
 )
 from shared.providers.guarantees import describe_guarantees
-from shared.providers.loader import load_preset, load_providers, parse_providers, preset_names
 from shared.providers.messages import Headers, HttpRequest, HttpResponse
-from shared.providers.parse import (
+from shared.providers.requests import (
+    build_cancel,
+    build_create,
+    build_errors_page,
+    build_lookup,
+    build_result_requests,
+    build_status,
+    resolve_url,
+)
+from shared.providers.responses import (
     inline_result,
     parse_cancel,
     parse_create,
@@ -49,10 +51,8 @@ from shared.providers.parse import (
     parse_status,
     parse_webhook,
 )
-from shared.providers.plugins import ProviderAdapter, ProviderPlugin, adapter_for, register_plugin
 from shared.providers.results import validate_inline_result, validate_result
 from shared.providers.timing import next_poll_delay, parse_retry_after
-from shared.providers.transport import classify_transport_error, may_have_been_delivered
 from shared.redaction import sanitize_headers, sanitize_url
 
 __all__ = [

@@ -1,6 +1,6 @@
 """The validated, immutable form of a provider description (SPEC §5).
 
-`loader.py` turns TOML into these objects and checks every key; everything
+`config.py` turns TOML into these objects and checks every key; everything
 else in the adapter layer reads them and never re-validates. Paths and
 templates are already parsed here, so a description that exists is one that
 can be used.
@@ -73,7 +73,7 @@ from shared.providers.templates import Template
 from shared.secret import Secret
 
 if TYPE_CHECKING:
-    from shared.providers.plugins import ProviderAdapter
+    from shared.providers.adapter import ProviderAdapter
 
 
 class Idempotency(StrEnum):

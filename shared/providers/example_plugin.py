@@ -31,9 +31,9 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from shared.providers.adapter import ProviderAdapter
 from shared.providers.facts import CreateFact
 from shared.providers.messages import HttpResponse
-from shared.providers.plugins import ProviderAdapter
 
 
 class LocationJobIdPlugin(ProviderAdapter):

@@ -26,7 +26,7 @@ from shared import ledger
 from shared.ledger import Operation, RequestSpec
 from shared.ledger.states import LocalState
 from shared.providers import ProviderDescription, parse_providers
-from shared.providers.loader import deep_merge
+from shared.providers.config import deep_merge
 from shared.result_store import ResultStore
 from shared.serve import serve_app
 from shared.settings import Settings

@@ -18,7 +18,7 @@ import httpx
 import pytest_asyncio
 from starlette.applications import Starlette
 
-from receiver.api.routes import OperationsApi
+from receiver.api.operations import OperationsApi
 from shared.db.connect import create_pool
 from shared.ledger import tokens
 from shared.ledger.states import LocalState

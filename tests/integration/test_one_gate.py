@@ -147,6 +147,39 @@ async def test_a_cross_check_that_finds_no_stranger_lets_the_job_finish(
     assert stats["jobs_total"] == 1
 
 
+async def test_a_create_answer_on_record_is_acted_on_after_the_connection_drops(
+    db_url: str, pool: Any, tmp_path: Path
+) -> None:
+    """The create's answer is committed; the connection drops before it is acted on.
+
+    For a provider that cannot deduplicate creates and offers no lookup,
+    treating that as "no answer" would stop the operation for a human. The
+    recorded answer is the recovery point: the next owner acts on it.
+    """
+    clock = TestClock(pool)
+    unsafe = {"create": {"idempotency": "none"}, "lookup": {"supported": False}}
+    async with (
+        through_proxy(db_url) as (proxy, proxied),
+        rig(proxied, tmp_path, overrides=unsafe, clock=clock) as r,
+    ):
+        op_id = await r.submit("success", duration=2.0)
+        # the statement after the answer's record: the transaction that acts on it
+        proxy.arm(
+            Fault(
+                action="drop_before",
+                match=re.compile(r"^BEGIN"),
+                after_match=re.compile(r"The outcome of call"),
+            )
+        )
+        await r.reconciler.run_once()
+        assert proxy.fired.is_set()
+        assert await r.state(op_id) is S.CREATE_PENDING  # the answer is on record, unread
+        await clock.advance(PAST_ANY_RETRY)
+        assert await run_to(r, clock, op_id, {S.SUCCEEDED}) is S.SUCCEEDED
+        stats = await sim_get(r, "/_sim/stats")
+    assert stats["creates_total"] == 1 and stats["jobs_total"] == 1
+
+
 # ------------------------------------------------------------------ 2. back-pressure
 
 

@@ -328,17 +328,19 @@ async def test_run_once_tops_up_a_full_batch_while_it_drains(pool: Any, tmp_path
         assert {await r.state(i) for i in ids} <= {S.ACCEPTED, S.OBSERVING}
 
 
-async def test_a_stopping_reconciler_claims_nothing_more(pool: Any, tmp_path: Path) -> None:
-    async with rig(pool, tmp_path) as r:
+async def test_a_stopping_reconciler_claims_nothing_more(
+    pool: Any, tmp_path: Path, clock: TestClock
+) -> None:
+    async with rig(pool, tmp_path, clock=clock) as r:
         ids = [await r.submit("never_finishes") for _ in range(6)]
         first = await r.reconciler.run_once(2)  # one batch of 2, topped up while it drains
         assert first["claimed"] >= 6
-        await asyncio.sleep(0.4)  # all due again (the rig's backoff is at most 0.3 s)
+        await clock.advance(0.4)  # all due again (the rig's backoff is at most 0.3 s)
         r.reconciler.stop_claiming()  # SIGTERM: batches finish, none is started or topped up
         assert (await r.reconciler.run_once(2))["claimed"] == 0
         due = await pool.fetchval(
             "SELECT count(*) FROM operations WHERE operation_id = ANY($1)"
-            " AND next_poll_at <= now() AND lease_owner IS NULL",
+            " AND next_poll_at <= jw_now() AND lease_owner IS NULL",
             ids,
         )
         assert due == 6  # left for the next process, unleased
@@ -414,10 +416,10 @@ async def test_an_empty_lookup_proves_absence_only_long_after_the_create_ended(
     [("connect", S.SUCCEEDED), ("timeout", S.RESULT_UNAVAILABLE)],
 )
 async def test_a_side_effecting_result_is_fetched_again_only_if_no_fetch_could_have_arrived(
-    pool: Any, tmp_path: Path, earlier: str, outcome: LocalState
+    pool: Any, tmp_path: Path, clock: TestClock, earlier: str, outcome: LocalState
 ) -> None:
     consuming = {"result": {"side_effects": True}}
-    async with rig(pool, tmp_path, overrides=consuming) as r:
+    async with rig(pool, tmp_path, overrides=consuming, clock=clock) as r:
         op_id = await r.submit("success", duration=1.0)
         await r.settle(op_id, {S.OBSERVING})
         await drive(pool, op_id, S.RESULT_COLLECTING)
@@ -430,9 +432,9 @@ async def test_a_side_effecting_result_is_fetched_again_only_if_no_fetch_could_h
             pool, started, evidence.CallAnswer(duration_ms=1, error_category=earlier)
         )
         await pool.execute(
-            "UPDATE operations SET result_attempts = 1, next_poll_at = now() + interval '1 second'"
-            " WHERE operation_id = $1",
+            "UPDATE operations SET result_attempts = 1,"
+            " next_poll_at = jw_now() + interval '1 second' WHERE operation_id = $1",
             op_id,
         )
-        await asyncio.sleep(1.1)  # the job has finished at the provider
+        await clock.advance(1.1)  # the job has finished at the provider
         assert await r.settle(op_id, {S.SUCCEEDED, S.RESULT_UNAVAILABLE}) is outcome

@@ -10,8 +10,8 @@ import pytest
 
 from shared.ledger.states import RemoteState
 from shared.providers import ConfigError, load_preset, load_providers, parse_providers
+from shared.providers.config import deep_merge, preset_names
 from shared.providers.description import Checksum, Idempotency, LookupKind, ResultSource
-from shared.providers.loader import deep_merge, preset_names
 
 SECRET_VALUE = "sk-live-DO-NOT-PRINT-4242"
 

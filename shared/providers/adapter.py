@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
-from shared.providers import build, parse, results, timing
+from shared.providers import requests, responses, results, timing
 from shared.providers.description import ProviderDescription
 from shared.providers.facts import (
     CancelFact,
@@ -133,7 +133,7 @@ class ProviderAdapter:
         extra_headers: Mapping[str, str] | None = None,
         context: Mapping[str, str | None] | None = None,
     ) -> HttpRequest:
-        return build.build_create(
+        return requests.build_create(
             self.desc,
             body=body,
             idempotency_token=idempotency_token,
@@ -148,27 +148,27 @@ class ProviderAdapter:
         idempotency_token: str | None = None,
         now: datetime | None = None,
     ) -> CreateFact:
-        return parse.parse_create(self.desc, resp, idempotency_token, now)
+        return responses.parse_create(self.desc, resp, idempotency_token, now)
 
     def build_status(self, remote_job_id: str, status_url: str | None = None) -> HttpRequest:
-        return build.build_status(self.desc, remote_job_id, status_url)
+        return requests.build_status(self.desc, remote_job_id, status_url)
 
     def parse_status(self, resp: HttpResponse, now: datetime | None = None) -> StatusFact:
-        return parse.parse_status(self.desc, resp, now)
+        return responses.parse_status(self.desc, resp, now)
 
     def inline_result(self, resp: HttpResponse) -> Any:
-        return parse.inline_result(self.desc, resp)
+        return responses.inline_result(self.desc, resp)
 
     def build_cancel(
         self, remote_job_id: str, extra_headers: Mapping[str, str] | None = None
     ) -> HttpRequest:
-        return build.build_cancel(self.desc, remote_job_id, extra_headers)
+        return requests.build_cancel(self.desc, remote_job_id, extra_headers)
 
     def parse_cancel(self, resp: HttpResponse, now: datetime | None = None) -> CancelFact:
-        return parse.parse_cancel(self.desc, resp, now)
+        return responses.parse_cancel(self.desc, resp, now)
 
     def build_result_requests(self, remote_job_id: str, status: StatusFact) -> list[HttpRequest]:
-        return build.build_result_requests(self.desc, remote_job_id, status)
+        return requests.build_result_requests(self.desc, remote_job_id, status)
 
     def validate_result(
         self, resp: HttpResponse | Sequence[HttpResponse], status: StatusFact | None
@@ -179,10 +179,10 @@ class ProviderAdapter:
         return results.validate_inline_result(self.desc, value, status)
 
     def build_errors_page(self, errors_url: str, page_token: str | None = None) -> HttpRequest:
-        return build.build_errors_page(self.desc, errors_url, page_token)
+        return requests.build_errors_page(self.desc, errors_url, page_token)
 
     def parse_errors_page(self, resp: HttpResponse) -> ErrorsPage:
-        return parse.parse_errors_page(self.desc, resp)
+        return responses.parse_errors_page(self.desc, resp)
 
     def build_lookup(
         self,
@@ -190,15 +190,15 @@ class ProviderAdapter:
         idempotency_token: str | None = None,
         page_token: str | None = None,
     ) -> HttpRequest:
-        return build.build_lookup(self.desc, client_reference, idempotency_token, page_token)
+        return requests.build_lookup(self.desc, client_reference, idempotency_token, page_token)
 
     def parse_lookup(self, resp: HttpResponse, client_reference: str) -> LookupFact:
-        return parse.parse_lookup(self.desc, resp, client_reference)
+        return responses.parse_lookup(self.desc, resp, client_reference)
 
     def parse_webhook(
         self, body: bytes, headers: Mapping[str, str], query: Mapping[str, str]
     ) -> WebhookFact:
-        return parse.parse_webhook(self.desc, body, headers, query)
+        return responses.parse_webhook(self.desc, body, headers, query)
 
     def next_poll_delay(
         self,

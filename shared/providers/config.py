@@ -28,6 +28,7 @@ from urllib.parse import urlsplit
 
 from shared import signatures
 from shared.ledger.states import RemoteState
+from shared.providers.adapter import PluginError, ProviderAdapter, resolve_plugin
 from shared.providers.description import (
     HTTP_METHODS,
     AuthSpec,
@@ -52,7 +53,6 @@ from shared.providers.description import (
 )
 from shared.providers.errors import ConfigError
 from shared.providers.paths import PathSource, PathSyntaxError, ValuePath, parse_path
-from shared.providers.plugins import PluginError, ProviderAdapter, resolve_plugin
 from shared.providers.templates import Template, TemplateError, parse_template
 from shared.providers.values import raw_text
 from shared.redaction import is_sensitive_header

@@ -24,7 +24,6 @@ from starlette.routing import BaseRoute, Route
 
 from receiver.api import bodies
 from receiver.api.auth import Caller, authenticate
-from receiver.api.hub import TransitionHub
 from receiver.api.openapi import openapi_document
 from receiver.api.problems import (
     ApiJSONResponse,
@@ -35,6 +34,7 @@ from receiver.api.problems import (
     unavailable,
 )
 from receiver.api.resources import API_PREFIX, operation_resource, transition_event
+from receiver.api.waiting import TransitionHub
 from shared import ledger
 from shared.db.queries import q
 from shared.ids import trace_id_from_traceparent
