@@ -3,9 +3,10 @@
     .venv/bin/python -m bench            # full run
     .venv/bin/python -m bench --quick    # smaller sizes, shorter windows
 
-Runs the reconciler benchmarks (bench/reconciler.py) and, when present, the
-webhook receiver benchmark (bench/receiver.py). Each prints its own tables,
-with the exact command that reproduces it on top.
+Runs the reconciler benchmarks (bench/throughput.py, lag.py, claim.py and
+detection.py, through bench/reconciler.py) and, when present, the webhook
+receiver benchmark (bench/receiver.py). Each prints its own tables, with the
+exact command that reproduces it on top.
 """
 
 from __future__ import annotations

@@ -1,16 +1,19 @@
-"""`make chaos`: three reconciler daemons, 500 operations, random SIGKILLs.
+"""`make chaos`: three reconciler daemons, 500 operations, webhooks on, random SIGKILLs.
 
     .venv/bin/python -m bench.chaos            # 500 operations, about a minute
     .venv/bin/python -m bench.chaos --operations 100 --seed 3
 
 The full-size version of tests/integration/test_reconciler_crashes.py::
 test_three_reconcilers_with_random_sigkills. Three `jobwarden reconciler`
-processes share one database and one simulated provider; while work remains,
-one of them is killed with SIGKILL at random moments and replaced by a fresh
+processes share one database, one simulated provider and one `jobwarden
+receiver` the provider sends signed webhooks to; while work remains, one
+reconciler is killed with SIGKILL at random moments and replaced by a fresh
 process. Afterwards it asserts what must hold whatever the timing:
 
 - one create per idempotency token, and one remote job per operation;
 - no two status reads of the same job ever overlapped (the simulator counts);
+- no call inside a provider's Retry-After window, webhooks notwithstanding
+  (the simulator counts every request that arrived too early);
 - every operation ended in the state its script implies;
 - every history hash chain verifies.
 
@@ -32,13 +35,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.reconciler import (
+from bench.harness import (
+    BENCH_WEBHOOK_SECRET,
     Simulator,
     bench_database,
-    child_env,
+    command_line,
     print_table,
+    receiver_process,
     simulator,
-    spawn,
+    start_daemon,
     stop,
     write_config,
 )
@@ -59,12 +64,18 @@ EXPECTED = {
 }
 PROCESSES = 3
 # Fast schedule so the run takes about a minute: these mirror the test rig's.
+# With webhooks on, polling is the backstop: a webhook lost to a kill is made
+# up for within a couple of seconds.
 LIMITS = {
     "backoff_base": 0.05,
     "backoff_factor": 2.0,
     "backoff_cap": 0.3,
     "request_timeout": 1.0,
+    "webhook_backstop_poll_seconds": 2.0,
 }
+# rate_limited jobs answer their first reads 429 with this Retry-After, and
+# finish inside it: their webhook arrives while the provider still says "wait".
+RETRY_AFTER_SECONDS = 2
 # A lease shorter than a killed worker's rows should wait, longer than one
 # request timeout plus its database writes, so a live worker keeps its lease.
 LEASE_SECONDS = "2"
@@ -92,23 +103,23 @@ class ChaosRun:
 class Fleet:
     """The reconciler processes, addressed by slot; a killed slot gets a new worker id."""
 
-    def __init__(self, db_url: str, config: Path, workdir: Path) -> None:
-        self.db_url, self.config, self.workdir = db_url, config, workdir
+    def __init__(self, db_url: str, config: Path, workdir: Path, env: dict[str, str]) -> None:
+        self.db_url, self.config, self.workdir, self.env = db_url, config, workdir, env
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
         self.generation = 0
 
     def start(self, slot: int) -> None:
         self.generation += 1
         worker = f"w{slot}-{self.generation}"
-        env = child_env(
-            DATABASE_URL=self.db_url,
-            JW_CONFIG=str(self.config),
-            JW_WORKER_ID=worker,
-            JW_RESULTS_DIR=str(self.workdir / "results"),
+        self.procs[slot] = start_daemon(
+            self.db_url,
+            self.config,
+            self.workdir,
+            worker,
             JW_LEASE_SECONDS=LEASE_SECONDS,
             JW_SWEEP_INTERVAL=SWEEP_SECONDS,
+            **self.env,
         )
-        self.procs[slot] = spawn(["reconciler"], self.workdir / f"{worker}.log", env)
 
     def kill9(self, slot: int) -> None:
         proc = self.procs[slot]
@@ -127,6 +138,8 @@ async def submit_all(pool: Any, rng: random.Random, count: int) -> list[tuple[st
         params: dict[str, Any] = {"duration": round(rng.uniform(0.1, 1.5), 3)}
         if script == "lost_create_response":
             params["hang_seconds"] = 3
+        if script == "rate_limited":
+            params.update(retry_after=RETRY_AFTER_SECONDS, duration=0.2)
         sub = await ledger.submit_operation(
             pool,
             provider="sim",
@@ -173,6 +186,9 @@ async def check(pool: Any, sim: Simulator, plan: list[tuple[str, str]], run: Cha
     overlap = max(run.stats["max_overlapping_status_calls"].values(), default=0)
     if overlap > 1:
         run.failures.append(f"status reads of one job overlapped ({overlap} at once)")
+    early = run.stats["retry_after_violations_total"]
+    if early:
+        run.failures.append(f"{early} calls arrived inside a Retry-After window")
     rows = await pool.fetch(
         "SELECT count(DISTINCT worker) AS n FROM provider_calls GROUP BY operation_id"
     )
@@ -188,25 +204,45 @@ async def chaos(operations: int, seed: int, workdir: Path) -> ChaosRun:
     run = ChaosRun(operations)
     async with (
         bench_database("chaos") as db,
-        simulator(workdir, status_latency=STATUS_LATENCY) as sim,
+        simulator(
+            workdir, webhook_secret=BENCH_WEBHOOK_SECRET, status_latency=STATUS_LATENCY
+        ) as sim,
     ):
-        pool = await create_pool(db.url, min_size=1, max_size=4)
-        try:
-            config = write_config(workdir / "chaos.toml", sim.url, LIMITS)
-            plan = await submit_all(pool, rng, operations)
-            fleet = Fleet(db.url, config, workdir)
-            began = time.monotonic()
-            for slot in range(PROCESSES):
-                fleet.start(slot)
-            try:
-                await rampage(pool, fleet, rng, run)
-            finally:
-                fleet.stop_all()
-            run.seconds = time.monotonic() - began
-            await check(pool, sim, plan, run)
-        finally:
-            await pool.close()
+        config = write_config(workdir / "chaos.toml", sim.url, LIMITS)
+        async with receiver_process(db.url, config, workdir) as port:
+            webhooks = {
+                "JW_SIM_WEBHOOK_SECRET": BENCH_WEBHOOK_SECRET,
+                "JW_PUBLIC_WEBHOOK_URL": f"http://127.0.0.1:{port}/webhooks/{{provider}}",
+            }
+            await _run_fleet(db.url, sim, config, workdir, webhooks, rng, run, operations)
     return run
+
+
+async def _run_fleet(
+    db_url: str,
+    sim: Simulator,
+    config: Path,
+    workdir: Path,
+    env: dict[str, str],
+    rng: random.Random,
+    run: ChaosRun,
+    operations: int,
+) -> None:
+    pool = await create_pool(db_url, min_size=1, max_size=4)
+    try:
+        plan = await submit_all(pool, rng, operations)
+        fleet = Fleet(db_url, config, workdir, env)
+        began = time.monotonic()
+        for slot in range(PROCESSES):
+            fleet.start(slot)
+        try:
+            await rampage(pool, fleet, rng, run)
+        finally:
+            fleet.stop_all()
+        run.seconds = time.monotonic() - began
+        await check(pool, sim, plan, run)
+    finally:
+        await pool.close()
 
 
 def report(run: ChaosRun, command: str, seed: int) -> None:
@@ -226,6 +262,8 @@ def report(run: ChaosRun, command: str, seed: int) -> None:
         ],
         ["status reads", f"{sum(stats.get('status_calls_per_job', {}).values())}"],
         ["max overlapping reads of one job", f"{overlap}"],
+        ["calls inside a Retry-After window", f"{stats.get('retry_after_violations_total', 0)}"],
+        ["webhooks delivered", f"{stats.get('webhooks_sent', 0)}"],
         [
             "workers that called for one operation",
             ", ".join(f"{k}: {v} ops" for k, v in sorted(run.workers_per_op.items())),
@@ -239,8 +277,9 @@ def report(run: ChaosRun, command: str, seed: int) -> None:
             print(f"  - {failure}")
     else:
         print(
-            "PASSED: one create per token, no overlapping status reads, every operation in "
-            "the state its script implies, every history chain intact"
+            "PASSED: one create per token, no overlapping status reads, no call inside a "
+            "Retry-After window, every operation in the state its script implies, every "
+            "history chain intact"
         )
 
 
@@ -251,12 +290,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--operations", type=int, default=500)
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args(argv)
-    command = " ".join(
-        [".venv/bin/python -m bench.chaos", *(argv if argv is not None else sys.argv[1:])]
-    )
+    command = command_line("bench.chaos", argv if argv is not None else sys.argv[1:])
     workdir = Path(tempfile.mkdtemp(prefix="jw-chaos-"))
     run = asyncio.run(chaos(args.operations, args.seed, workdir))
-    report(run, command.strip(), args.seed)
+    report(run, command, args.seed)
     if run.failures:
         print(f"(process logs kept in {workdir})")
         return 1

@@ -64,6 +64,7 @@ from shared.simulator import SimulatorSettings, build_app
 
 S = LocalState
 Mode = Literal["drop", "kill"]
+MODES: tuple[Mode, ...] = ("drop", "kill")
 WEBHOOK_SECRET = "whsec_" + "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 # The simulator preset with a fast schedule, as the test rig uses it.
 LIMITS = {
@@ -651,7 +652,8 @@ async def enumerate_kind(
     """
     statements: dict[Mode, int] = {}
     expected: LocalState | None = None
-    for mode in ("drop", "kill") if count_each_mode else ("drop",):
+    counted: tuple[Mode, ...] = MODES if count_each_mode else ("drop",)
+    for mode in counted:
         clean = await run_once(dbs, scenario, mode, None, workdir)
         statements[mode] = clean.statements
         if show:
@@ -665,7 +667,7 @@ async def enumerate_kind(
     statements.setdefault("kill", statements["drop"])
     report = KindReport(scenario.kind, statements, expected)
     allowed = {expected, *scenario.escalations}
-    for mode in ("drop", "kill"):
+    for mode in MODES:
         points = list(range(1, statements[mode] + 1))
         if sample is not None:
             points = sorted(rng.sample(points, min(sample, len(points))))
@@ -753,6 +755,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         p.add_argument("--seed", type=int, default=1, help="seed of the sample")
         p.add_argument("--json", action="store_true", help="print the reports as JSON too")
         p.add_argument("--show-statements", action="store_true", help="list each step's statements")
+        p.add_argument("--verbose", action="store_true", help="keep the reconciler's logs")
     v = sub.add_parser("victim", help=argparse.SUPPRESS)
     v.add_argument("--db", required=True)
     v.add_argument("--sim", required=True)

@@ -37,7 +37,6 @@ import os
 import random
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -45,11 +44,12 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 
-from shared.db.connect import connect, resolve_database, with_database
-from shared.db.migrate import apply_migrations
+from bench.harness import bench_database, free_port
+from shared.db.connect import connect
 from shared.signatures import sign_standard_webhooks
 
 SECRET = "whsec_" + base64.b64encode(b"jobwarden-bench-signing-key-0001").decode()
@@ -284,13 +284,6 @@ def serve_receiver(port: int, database_url: str, *, naive: bool = False) -> None
     asyncio.run(run_receiver(settings, database_url))
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 class Server:
     """A server in a child process (so it has a core to itself), stopped with SIGTERM."""
 
@@ -374,28 +367,31 @@ def write_requests(path: Path, prefix: str, count: int, *, matched: bool) -> Non
             out.write(f"{event_id}\t{timestamp}\t{signature}\t{body.decode()}\n")
 
 
+def wrk_report(
+    url: str, script: Path, requests: Path, seconds: int, *extra: str, threads: int, marker: str
+) -> dict[str, Any]:
+    """Run wrk with one of our Lua scripts over `requests`; returns what it printed.
+
+    The script prints one JSON line after `marker` when wrk is done; `extra`
+    are further script arguments after the requests file and the path.
+    """
+    cmd = [
+        *("wrk", f"-t{threads}", f"-c{WRK_CONNECTIONS}", f"-d{seconds}s", "--timeout", "10s"),
+        *("-s", str(script), url + PATH, "--", str(requests), PATH, *extra),
+    ]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    line = next(x for x in out.splitlines() if x.startswith(f"{marker} "))
+    report: dict[str, Any] = json.loads(line.removeprefix(f"{marker} "))
+    return report
+
+
 def run_wrk(
     name: str, url: str, script: Path, requests: Path, seconds: int, start: int = 0
 ) -> LoadResult:
     """One wrk run over the pre-signed requests, beginning at line `start`."""
-    cmd = [
-        "wrk",
-        f"-t{WRK_THREADS}",
-        f"-c{WRK_CONNECTIONS}",
-        f"-d{seconds}s",
-        "--timeout",
-        "10s",
-        "-s",
-        str(script),
-        url + PATH,
-        "--",
-        str(requests),
-        PATH,
-        str(start),
-    ]
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
-    line = next(x for x in out.splitlines() if x.startswith("WRK_JSON "))
-    data = json.loads(line.removeprefix("WRK_JSON "))
+    data = wrk_report(
+        url, script, requests, seconds, str(start), threads=WRK_THREADS, marker="WRK_JSON"
+    )
     errors = sum(data[k] for k in ("non_2xx", "connect", "read", "write", "timeout"))
     return LoadResult(
         name=name,
@@ -467,23 +463,8 @@ async def run_mixed(
     """
     unique_n, duplicate_n, forged_n = write_mixed(requests, random.Random(7))
     seconds = min(MIXED_MAX_SECONDS, math.ceil(2 * MIXED_TOTAL / max(rate, 1.0)) + 2)
-    cmd = [
-        "wrk",
-        "-t1",
-        f"-c{WRK_CONNECTIONS}",
-        f"-d{seconds}s",
-        "--timeout",
-        "10s",
-        "-s",
-        str(script),
-        url + PATH,
-        "--",
-        str(requests),
-        PATH,
-    ]
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
-    line = next(x for x in out.splitlines() if x.startswith("WRK_MIXED "))
-    data = json.loads(line.removeprefix("WRK_MIXED "))
+    # One thread: the mixed script sends each line once and tallies in that thread.
+    data = wrk_report(url, script, requests, seconds, threads=1, marker="WRK_MIXED")
     conn = await connect(database_url)
     try:
         row = await conn.fetchrow(
@@ -547,30 +528,6 @@ async def prepare_operations(database_url: str) -> None:
         await conn.close()
 
 
-async def fresh_database(admin_url: str, name: str) -> str:
-    admin = await connect(admin_url)
-    try:
-        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        await admin.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await admin.close()
-    url = with_database(admin_url, name)
-    conn = await connect(url)
-    try:
-        await apply_migrations(conn)
-    finally:
-        await conn.close()
-    return url
-
-
-async def drop_database(admin_url: str, name: str) -> None:
-    admin = await connect(admin_url)
-    try:
-        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    finally:
-        await admin.close()
-
-
 # --------------------------------------------------------------------- report
 
 
@@ -621,11 +578,9 @@ def print_report(
 
 
 async def run(round_seconds: int, warmup: int) -> int:
-    resolved = resolve_database()
-    db_name = f"jw_bench_{os.getpid()}"
     phase = ROUNDS * round_seconds
-    try:
-        database_url = await fresh_database(resolved.admin_url, db_name)
+    async with bench_database("receiver") as db:
+        database_url = db.url
         await prepare_operations(database_url)
         with tempfile.TemporaryDirectory(prefix="jw-bench-") as tmp:
             folder = Path(tmp)
@@ -688,9 +643,6 @@ async def run(round_seconds: int, warmup: int) -> int:
         print_report(bare, runs, mixed, round_seconds)
         clean = all(series.errors == 0 for series, _ in runs)
         return 0 if mixed.ok and clean else 1
-    finally:
-        await drop_database(resolved.admin_url, db_name)
-        resolved.stop()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,388 @@
+"""Status-read throughput of `Reconciler.run_once` against a bare httpx GET loop.
+
+    .venv/bin/python -m bench.throughput            # 10,000 operations
+    .venv/bin/python -m bench.throughput --quick    # 2,000 operations, one round
+
+10,000 observing operations, all due. It measures the status reads/s of the
+reconciler's own loop and of a bare `httpx.AsyncClient` GET loop at the same
+concurrency, alternating, so that drift hits both alike. The ratio is the
+figure with a target (>= 0.5): it holds on any machine because both sides
+run in the same minute on the same box. Context rows locate the gap (the
+batching alone, one client per task, asyncpg's default pool reset), and a
+counted pass gives the database round trips per poll (an asyncpg query
+logger on every pooled connection). The simulator runs in its own process,
+and each party's CPU is printed to show which one is the bottleneck.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import httpx
+
+from bench.harness import (
+    PROVIDER,
+    CpuMeter,
+    RoundTripCounter,
+    bench_database,
+    benchmark_main,
+    create_remote_jobs,
+    in_process_reconciler,
+    our_postgres_pids,
+    print_table,
+    providers_for,
+    seed_observing,
+    simulator,
+)
+from reconciler.context import http_client
+from reconciler.daemon import POOL_SIZE, create_reconciler_pool
+from reconciler.worker import Reconciler
+from shared.db.connect import connect, create_pool
+from shared.providers import ProviderDescription
+from shared.settings import Settings
+
+MODULE = "bench.throughput"
+# Backoff that makes every observed row due again at once, so the loop
+# measures sustained reads rather than the schedule ("next_poll_at forced due").
+ALWAYS_DUE = {"backoff_base": 0.001, "backoff_factor": 1.0, "backoff_cap": 0.001}
+# Measured windows: bare and reconciler alternate ROUNDS times (drift from
+# CPU frequency, other load or table growth then hits both alike); each
+# context row gets one window.
+WINDOW_SECONDS = 4.0
+ROUNDS, QUICK_ROUNDS = 3, 1
+# An untimed run of each loop first: connections opened, statements prepared.
+# The context row's fresh pool only needs its connections opened in --quick.
+WARMUP_SECONDS, QUICK_CONTEXT_WARMUP_SECONDS = 2.0, 1.0
+# The size the throughput target is stated for; --quick still fills ten claim batches.
+OPERATIONS, QUICK_OPERATIONS = 10_000, 2_000
+# The counted pass: hundreds of polls, kept short as the query logger slows it.
+COUNT_SECONDS, QUICK_COUNT_SECONDS = 2.0, 1.0
+
+
+@dataclass
+class Phase:
+    reads: int = 0
+    seconds: float = 0.0
+    cpu_seconds: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def rate(self) -> float:
+        return self.reads / self.seconds if self.seconds else math.nan
+
+    def cpu(self, group: str) -> float:
+        """Share of one core the group used while this phase ran."""
+        return self.cpu_seconds.get(group, 0.0) / self.seconds if self.seconds else math.nan
+
+
+# Row labels of the throughput table; the first two make the ratio.
+BARE = "bare httpx GET loop (baseline)"
+RECONCILER = "reconciler run_once loop"
+BATCHED = "context: bare, in run_once's batches"
+OWN_CLIENTS = "context: bare, one client per task"
+NO_RESET = "context: reconciler, asyncpg default pool reset"
+
+
+@dataclass
+class ThroughputResult:
+    operations: int
+    concurrency: int
+    seed_seconds: float
+    phases: dict[str, Phase]
+    wrk_rate: float | None
+    round_trips: Counter[str]
+    polls_counted: int
+
+
+@dataclass
+class Rig:
+    """What every measured phase runs against: one database, one simulator, one meter."""
+
+    quick: bool
+    workdir: Path
+    db_url: str
+    sim_url: str
+    jobs: Sequence[str]
+    providers: Mapping[str, ProviderDescription]
+    meter: CpuMeter
+    phases: dict[str, Phase]
+
+    @property
+    def concurrency(self) -> int:
+        return self.providers[PROVIDER].limits.max_concurrency
+
+    async def measure(self, name: str, run: Callable[[float], Awaitable[int]]) -> None:
+        """One window of `run` added to phase `name`, with each group's CPU."""
+        phase = self.phases[name]
+        self.meter.start()
+        began = time.monotonic()
+        phase.reads += await run(WINDOW_SECONDS)
+        elapsed = time.monotonic() - began
+        phase.seconds += elapsed
+        for group, share in self.meter.stop().items():
+            phase.cpu_seconds[group] = phase.cpu_seconds.get(group, 0.0) + share * elapsed
+
+
+async def run_reconciler_for(rec: Reconciler, seconds: float) -> int:
+    """run_once back to back (what Daemon.sweep does while rows are due); returns reads."""
+    reads = 0
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        counts = await rec.run_once()
+        reads += counts["observing"]
+    return reads
+
+
+async def run_bare_for(
+    clients: Sequence[httpx.AsyncClient], sim_url: str, jobs: Sequence[str], seconds: float
+) -> int:
+    """The baseline: one task per client entry doing GET /v1/jobs/{id} and parsing the body."""
+    reads = 0
+    end = time.monotonic() + seconds
+    step = len(clients)
+
+    async def worker(offset: int, client: httpx.AsyncClient) -> None:
+        nonlocal reads
+        i = offset
+        while time.monotonic() < end:
+            resp = await client.get(f"{sim_url}/v1/jobs/{jobs[i % len(jobs)]}")
+            resp.raise_for_status()
+            resp.json()
+            reads += 1
+            i += step
+
+    await asyncio.gather(*(worker(k, c) for k, c in enumerate(clients)))
+    return reads
+
+
+async def run_batched_for(
+    client: httpx.AsyncClient,
+    sim_url: str,
+    jobs: Sequence[str],
+    concurrency: int,
+    batch: int,
+    seconds: float,
+) -> int:
+    """Bare GETs in the reconciler's access pattern, without any database work.
+
+    Batches of `batch` reads gathered at once behind a Semaphore(concurrency),
+    one batch after the other — what run_once does with a claim — so the gap
+    between this and the plain loop is the pattern's, not the ledger's.
+    """
+    reads = 0
+    end = time.monotonic() + seconds
+    gate = asyncio.Semaphore(concurrency)
+
+    async def one(job: str) -> None:
+        nonlocal reads
+        async with gate:
+            resp = await client.get(f"{sim_url}/v1/jobs/{job}", timeout=10.0)
+        resp.raise_for_status()
+        resp.json()
+        reads += 1
+
+    start = 0
+    while time.monotonic() < end:
+        await asyncio.gather(*(one(jobs[(start + k) % len(jobs)]) for k in range(batch)))
+        start += batch
+    return reads
+
+
+def wrk_rate(url: str, connections: int, seconds: int) -> float | None:
+    """Requests/s wrk gets from the simulator: its capacity, for context (None: no wrk)."""
+    exe = shutil.which("wrk")
+    if exe is None:
+        return None
+    out = subprocess.run(
+        [exe, "-t1", f"-c{connections}", f"-d{seconds}s", url],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=seconds + 30,
+    ).stdout
+    for line in out.splitlines():
+        if line.startswith("Requests/sec:"):
+            return float(line.split()[1])
+    return None
+
+
+async def seed_due_observing(db_url: str, sim_url: str, count: int) -> list[str]:
+    """`count` observing operations on never-finishing jobs, all due now; returns the jobs."""
+    body = {"script": "never_finishes"}
+    jobs = await create_remote_jobs(sim_url, count, body)
+    conn = await connect(db_url)
+    try:
+        await seed_observing(conn, sim_url, jobs, [datetime.now(UTC)] * count, body)
+        await conn.execute("VACUUM ANALYZE operations")
+    finally:
+        await conn.close()
+    return jobs
+
+
+async def bench_throughput(quick: bool, workdir: Path) -> ThroughputResult:
+    operations = QUICK_OPERATIONS if quick else OPERATIONS
+    async with bench_database("throughput") as db, simulator(workdir) as sim:
+        providers = providers_for(sim.url, ALWAYS_DUE)
+        began = time.monotonic()
+        jobs = await seed_due_observing(db.url, sim.url, operations)
+        seed_seconds = time.monotonic() - began
+        meter = CpuMeter(
+            {
+                "bench": lambda: [os.getpid()],
+                "simulator": lambda: [sim.proc.pid],
+                "postgres": our_postgres_pids,
+            }
+        )
+        phases = {name: Phase() for name in (BARE, RECONCILER, BATCHED, OWN_CLIENTS, NO_RESET)}
+        rig = Rig(quick, workdir, db.url, sim.url, jobs, providers, meter, phases)
+        await compare_with_bare(rig)
+        counter = RoundTripCounter()
+        polls = await count_round_trips(rig, counter)
+        await measure_context(rig)
+        wrk = wrk_rate(f"{sim.url}/v1/jobs/{jobs[0]}", rig.concurrency, int(WINDOW_SECONDS))
+    return ThroughputResult(
+        operations, rig.concurrency, seed_seconds, phases, wrk, counter.counts, polls
+    )
+
+
+async def compare_with_bare(rig: Rig) -> None:
+    """The ratio's two rows, measured in alternation."""
+    pool = await create_reconciler_pool(rig.db_url)  # the daemon's own pool configuration
+    try:
+        async with (
+            in_process_reconciler(pool, rig.workdir, rig.providers) as rec,
+            http_client(rec.ctx.settings.max_in_flight) as shared,
+        ):
+            # One shared client, as the reconciler has, at the reconciler's concurrency.
+            clients = [shared] * rig.concurrency
+
+            async def bare(s: float) -> int:
+                return await run_bare_for(clients, rig.sim_url, rig.jobs, s)
+
+            async def reconciler(s: float) -> int:
+                return await run_reconciler_for(rec, s)
+
+            await bare(WARMUP_SECONDS)
+            await reconciler(WARMUP_SECONDS)
+            for _ in range(QUICK_ROUNDS if rig.quick else ROUNDS):
+                await rig.measure(BARE, bare)
+                await rig.measure(RECONCILER, reconciler)
+    finally:
+        await pool.close()
+
+
+async def count_round_trips(rig: Rig, counter: RoundTripCounter) -> int:
+    """Polls made by a reconciler whose every statement is counted.
+
+    A pool of its own: the query logger costs a little per statement, and the
+    timed rows must not pay for it.
+    """
+    pool = await create_reconciler_pool(rig.db_url, setup=counter.setup)
+    try:
+        async with in_process_reconciler(pool, rig.workdir, rig.providers) as rec:
+            await run_reconciler_for(rec, 0.5)  # connections opened, statements prepared
+            counter.enabled = True
+            polls = await run_reconciler_for(
+                rec, QUICK_COUNT_SECONDS if rig.quick else COUNT_SECONDS
+            )
+            counter.enabled = False
+            return polls
+    finally:
+        await pool.close()
+
+
+async def measure_context(rig: Rig) -> None:
+    """Rows that locate the gap: run_once's batching alone, httpx's pool, asyncpg's reset."""
+    settings = Settings()
+    async with http_client(settings.max_in_flight) as shared:
+        await rig.measure(
+            BATCHED,
+            lambda s: run_batched_for(
+                shared, rig.sim_url, rig.jobs, rig.concurrency, settings.claim_batch, s
+            ),
+        )
+    async with contextlib.AsyncExitStack() as stack:
+        own = [
+            await stack.enter_async_context(httpx.AsyncClient(trust_env=False))
+            for _ in range(rig.concurrency)
+        ]
+        await rig.measure(OWN_CLIENTS, lambda s: run_bare_for(own, rig.sim_url, rig.jobs, s))
+    # asyncpg's default reset on every release, where the daemon's pool only rolls back
+    pool = await create_pool(rig.db_url, min_size=1, max_size=POOL_SIZE)
+    try:
+        async with in_process_reconciler(pool, rig.workdir, rig.providers) as rec:
+            await run_reconciler_for(
+                rec, QUICK_CONTEXT_WARMUP_SECONDS if rig.quick else WARMUP_SECONDS
+            )
+            await rig.measure(NO_RESET, lambda s: run_reconciler_for(rec, s))
+    finally:
+        await pool.close()
+
+
+def report_throughput(r: ThroughputResult, command: str) -> None:
+    groups = ("bench", "simulator", "postgres")
+
+    def row(name: str, p: Phase) -> list[str]:
+        shares = [f"{p.cpu(g):.0%}" for g in groups]
+        # CPU time all three parties spent per read: what bounds a CPU-bound box.
+        per_read = sum(p.cpu_seconds.get(g, 0.0) for g in groups) / max(p.reads, 1) * 1000
+        return [
+            name,
+            f"{p.rate:,.0f}",
+            f"{p.reads:,}",
+            f"{p.seconds:.1f} s",
+            *shares,
+            f"{per_read:.2f} ms",
+        ]
+
+    rows = [row(name, p) for name, p in r.phases.items()]
+    if r.wrk_rate is not None:
+        rows.append(
+            ["context: wrk, simulator capacity", f"{r.wrk_rate:,.0f}", "", "", "", "", "", ""]
+        )
+    print_table(
+        f"1. Status-read throughput: {r.operations:,} observing operations, "
+        f"{r.concurrency} reads in flight (the preset's max_concurrency)",
+        command,
+        ["loop", "reads/s", "reads", "window", "cpu bench", "cpu sim", "cpu pg", "cpu/read"],
+        rows,
+    )
+    ratio = r.phases[RECONCILER].rate / r.phases[BARE].rate
+    verdict = "meets" if ratio >= 0.5 else "MISSES"
+    print(f"ratio reconciler / bare httpx = {ratio:.2f}  (target >= 0.5: {verdict})")
+    polls = max(r.polls_counted, 1)
+    per_poll = sum(r.round_trips.values()) / polls
+    detail = ", ".join(f"{name} {n / polls:.2f}" for name, n in r.round_trips.most_common())
+    print(f"database round trips per poll: {per_poll:.2f}  ({detail}; over {polls:,} polls)")
+    print(
+        f"cpu = share of one core during the row's windows ({os.cpu_count()} cores in all; "
+        "other processes on the machine are not counted); cpu/read = CPU time of bench + "
+        "simulator + PostgreSQL per read; 'batches' = the bare GETs gathered "
+        f"{Settings().claim_batch} at a time behind the provider semaphore, as run_once does; "
+        "'default pool reset' = the same reconciler on a pool with asyncpg's reset query on "
+        "every release (not the shipped configuration); "
+        f"seeding {r.operations:,} operations took {r.seed_seconds:.1f} s"
+    )
+
+
+async def run(quick: bool, workdir: Path, command: str) -> None:
+    report_throughput(await bench_throughput(quick, workdir), command)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return benchmark_main(MODULE, __doc__ or MODULE, run, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
