@@ -100,18 +100,26 @@ class World:
     sim_url: str
     receiver_url: str | None
     workdir: Path
+    overrides: Mapping[str, Any] = field(default_factory=dict)
     operation_id: str = ""
 
     def providers(self) -> dict[str, ProviderDescription]:
-        return providers_for(self.sim_url, webhooks=self.receiver_url is not None)
+        return providers_for(
+            self.sim_url, webhooks=self.receiver_url is not None, overrides=self.overrides
+        )
 
     async def sim(self, path: str) -> Any:
         async with httpx.AsyncClient() as client:
             return (await client.get(f"{self.sim_url}{path}")).json()
 
 
-def providers_for(sim_url: str, *, webhooks: bool) -> dict[str, ProviderDescription]:
-    table = {"preset": "simulator", "base_url": sim_url, "limits": dict(LIMITS)}
+def providers_for(
+    sim_url: str, *, webhooks: bool, overrides: Mapping[str, Any] | None = None
+) -> dict[str, ProviderDescription]:
+    """The simulator preset, with a scenario's overrides merged table by table."""
+    table: dict[str, Any] = {"preset": "simulator", "base_url": sim_url, "limits": dict(LIMITS)}
+    for key, value in (overrides or {}).items():
+        table[key] = {**table.get(key, {}), **value} if isinstance(value, dict) else value
     env = {"JW_SIM_WEBHOOK_SECRET": WEBHOOK_SECRET} if webhooks else {}
     return parse_providers({"providers": {"sim": table}}, "crashpoints", env)
 
@@ -226,7 +234,9 @@ class Databases:
 
 
 @contextlib.asynccontextmanager
-async def world_for(dbs: Databases, webhooks: bool, workdir: Path) -> AsyncIterator[World]:
+async def world_for(
+    dbs: Databases, webhooks: bool, workdir: Path, overrides: Mapping[str, Any]
+) -> AsyncIterator[World]:
     async with contextlib.AsyncExitStack() as stack:
         db_url = await stack.enter_async_context(dbs.clone())
         db = await connect(db_url)
@@ -241,7 +251,9 @@ async def world_for(dbs: Databases, webhooks: bool, workdir: Path) -> AsyncItera
             webhook_backoff=(0.05, 0.1, 0.2),
         )
         sim_url = await stack.enter_async_context(serve_app(build_app(sim, clock=clock)))
-        world = World(dbs.server.admin_url, db_url, db, clock, sim_url, receiver_url, workdir)
+        world = World(
+            dbs.server.admin_url, db_url, db, clock, sim_url, receiver_url, workdir, overrides
+        )
         if webhooks:
             await _start_receiver(stack, world, holder)
         yield world
@@ -287,6 +299,11 @@ class Scenario:
     params: Mapping[str, Any]
     prime: Callable[[World, Reconciler], Awaitable[None]]
     webhooks: bool = False
+    # provider description overrides (e.g. no idempotency), merged into the preset
+    overrides: Mapping[str, Any] = field(default_factory=dict)
+    result_deadline_s: float = 7200.0
+    # the end must carry a valid partial result (a cancelled job's output kept)
+    keeps_partial: bool = False
     # End states a fault may lead to besides the fault-free one, each a
     # documented escalation (README, "Crash points").
     escalations: frozenset[LocalState] = frozenset()
@@ -301,7 +318,7 @@ async def submit(world: World, scenario: Scenario) -> str:
         request=ledger.RequestSpec("POST", "/v1/jobs", body),
         requested_by="agent:crashpoints",
         create_deadline_s=3600,
-        result_deadline_s=7200,
+        result_deadline_s=scenario.result_deadline_s,
     )
     return sub.operation_id
 
@@ -398,12 +415,44 @@ async def result_collecting(world: World, rec: Reconciler) -> None:
 
 _RESULT_ATTEMPT = re.compile(r"result_attempts \+ 1")
 
+
+async def past_the_deadline(world: World, rec: Reconciler) -> None:
+    """Observing, a job still running, and the result deadline just passed."""
+    await run_until(world, rec, {S.OBSERVING})
+    deadline = await world.db.fetchval(
+        "SELECT extract(epoch FROM result_deadline - jw_now()) FROM operations"
+        " WHERE operation_id = $1",
+        world.operation_id,
+    )
+    await world.clock.advance(float(deadline) + 1.0)
+
+
 SCENARIOS: dict[str, Scenario] = {
     s.kind: s
     for s in (
         Scenario("create_lost_response", "lost_create_response", {"duration": 5.0}, nothing),
         Scenario("same_token_retry", "lost_create_response", {"duration": 5.0}, first_create_lost),
+        # the provider misbehaves: the retry gets the first job, a second one runs too
+        Scenario(
+            "same_token_duplicate", "retry_spawns_duplicate", {"duration": 5.0}, first_create_lost
+        ),
+        # a provider that cannot deduplicate creates: only its lookup may resolve a lost answer
+        Scenario(
+            "no_idempotency_create",
+            "lost_create_response",
+            {"duration": 5.0},
+            nothing,
+            overrides={"create": {"idempotency": "none"}},
+        ),
         Scenario("status_read", "success", {"duration": 8.0}, observing),
+        # a 429 with a window longer than the harness's jump past the fault
+        Scenario(
+            "back_pressure_read",
+            "rate_limited",
+            {"duration": 3.0, "limited_reads": 1, "retry_after": 60},
+            observing,
+        ),
+        Scenario("deadline_read", "never_finishes", {}, past_the_deadline, result_deadline_s=30.0),
         Scenario(
             "webhook_read", "success", {"duration": 2.0}, finished_and_announced, webhooks=True
         ),
@@ -417,6 +466,7 @@ SCENARIOS: dict[str, Scenario] = {
             "cancellable",
             {"duration": 600.0, "cancel_delay": 1.0, "partial_on_cancel": True, "total": 20},
             cancelled_with_output,
+            keeps_partial=True,
         ),
     )
 }
@@ -440,7 +490,7 @@ async def run_once(
     dbs: Databases, scenario: Scenario, mode: Mode | None, at: int | None, workdir: Path
 ) -> Outcome:
     """Prime, run the step (with a fault at statement `at`, or none), run to the end, check."""
-    async with world_for(dbs, scenario.webhooks, workdir) as world:
+    async with world_for(dbs, scenario.webhooks, workdir, scenario.overrides) as world:
         world.operation_id = await submit(world, scenario)
         async with reconciler_on(world, world.db_url, "primer") as primer:
             await scenario.prime(world, primer)
@@ -456,7 +506,7 @@ async def run_once(
         await world.clock.advance(PAST_THE_FAULT)
         async with reconciler_on(world, world.db_url, "after") as after:
             end = await run_to_end(world, after)
-        violations = await check(world, end)
+        violations = await check(world, end, scenario)
         return Outcome(scenario.kind, mode, at, statements, end, violations, sql)
 
 
@@ -487,6 +537,8 @@ async def _step_in_victim(world: World, proxy: PgProxy, at: int | None) -> None:
     ]
     if world.receiver_url:
         args += ["--receiver", world.receiver_url]
+    if world.overrides:
+        args += ["--overrides", json.dumps(world.overrides)]
     proc = await asyncio.create_subprocess_exec(
         *args, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE
     )
@@ -523,20 +575,24 @@ async def run_to_end(world: World, rec: Reconciler) -> LocalState:
 # ------------------------------------------------------------------ invariants
 
 
-async def check(world: World, end: LocalState) -> list[str]:
+async def check(world: World, end: LocalState, scenario: Scenario) -> list[str]:
     """What must hold after any run, faulted or not; each broken rule named."""
     failures: list[str] = []
     op = await ledger.load_operation(world.db, world.operation_id)
     stats = await world.sim("/_sim/stats")
     requests = (await world.sim("/_sim/requests"))["requests"]
     jobs = stats["creates_per_token"].get(op.idempotency_token, 0)
-    if jobs > 1 and end is not S.NEEDS_ATTENTION:
-        failures.append(f"{jobs} remote jobs for one idempotency token")
+    if jobs > 1:
+        failures += await _duplicates_are_on_record(world, end, jobs)
     if end is S.SUCCEEDED:
         failures += await _success_is_proven(world, op)
+    if scenario.keeps_partial and not await _partial_is_kept(world, op):
+        failures.append("the cancelled job's partial output was not kept")
+    if op.follow_up is not None:
+        failures.append(f"a recovery point ({op.follow_up}) never concluded")
+    failures += await _outcomes_cite_our_reads(world)
     failures += await _no_call_inside_a_window(world)
-    if stats["retry_after_violations_total"]:
-        failures.append(f"{stats['retry_after_violations_total']} calls inside Retry-After")
+    failures += await _early_calls_by_the_providers_count(world, stats)
     failures += await _every_call_on_record(world, requests)
     _, breaks = await audit.verify(world.db)
     if breaks:
@@ -544,6 +600,55 @@ async def check(world: World, end: LocalState) -> list[str]:
     if max(stats["max_overlapping_status_calls"].values(), default=0) > 1:
         failures.append("two status reads of one job overlapped")
     return failures
+
+
+async def _duplicates_are_on_record(world: World, end: LocalState, jobs: int) -> list[str]:
+    """Two jobs for one token only if the provider misbehaved: then a human, both on record."""
+    if end is not S.NEEDS_ATTENTION:
+        return [f"{jobs} remote jobs for one idempotency token, ended {end.value}"]
+    details = await world.db.fetchval(
+        "SELECT details FROM escalations WHERE operation_id = $1", world.operation_id
+    )
+    named = set((details or {}).get("remote_job_ids") or ())
+    return [] if len(named) >= jobs else [f"{jobs} remote jobs, {len(named)} on record"]
+
+
+async def _partial_is_kept(world: World, op: ledger.Operation) -> bool:
+    valid = await world.db.fetchval("SELECT valid FROM results WHERE result_id = $1", op.result_id)
+    return bool(valid) and (op.result_summary or {}).get("partial") is True
+
+
+async def _outcomes_cite_our_reads(world: World) -> list[str]:
+    """A remote outcome (failed, cancelled, success) is proven by our own status read."""
+    cited = await world.db.fetch(
+        "SELECT h.to_state::text AS to_state, o.source FROM history h"
+        " JOIN observations o ON o.observation_id = h.evidence_id"
+        " WHERE h.operation_id = $1 AND h.evidence_kind = 'observation'",
+        world.operation_id,
+    )
+    return [
+        f"{c['to_state']} rests on a {c['source']} observation"
+        for c in cited
+        if c["source"] != "poll"
+    ]
+
+
+async def _early_calls_by_the_providers_count(world: World, stats: Mapping[str, Any]) -> list[str]:
+    """The provider's own count of calls inside its Retry-After windows.
+
+    A window the provider imposed in an answer we never received — the
+    process died with it, before recording it — cannot be honoured; such
+    early calls are excused only when our record shows that lost read.
+    """
+    early = int(stats["retry_after_violations_total"])
+    if not early:
+        return []
+    lost = await world.db.fetchval(
+        "SELECT count(*) FROM provider_calls WHERE operation_id = $1"
+        " AND (error_category = 'lost' OR finished_at IS NULL)",
+        world.operation_id,
+    )
+    return [] if lost else [f"{early} calls inside a Retry-After window the record held"]
 
 
 async def _success_is_proven(world: World, op: ledger.Operation) -> list[str]:
@@ -729,7 +834,7 @@ async def victim(args: argparse.Namespace) -> int:
             ctx = context_for(
                 pool,
                 client,
-                providers_for(args.sim, webhooks=webhooks),
+                providers_for(args.sim, webhooks=webhooks, overrides=json.loads(args.overrides)),
                 workdir=Path(args.workdir),
                 worker_id="victim",
                 clock=clock,
@@ -760,6 +865,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     v.add_argument("--db", required=True)
     v.add_argument("--sim", required=True)
     v.add_argument("--receiver")
+    v.add_argument("--overrides", default="{}")
     v.add_argument("--workdir", required=True)
     v.add_argument("--clock-offset", type=float, default=0.0)
     return parser.parse_args(argv)

@@ -228,9 +228,7 @@ def status_read(
         answer=answer_of(sent, fact.provider_request_id if fact else None),
         observed=observed_of(fact) if fact is not None else None,
         call_id=call_id,
-        not_before_seconds=(
-            imposed_wait(fact.retry_after_seconds, fact.poll_after_seconds) if fact else None
-        ),
+        not_before_seconds=imposed_wait(fact.retry_after_seconds) if fact else None,
     )
 
 

@@ -44,12 +44,18 @@ class Step:
     # before the statement that set it (so never later than the database's
     # expiry, whatever the clocks say). None: derived from the row.
     lease_until: float | None = None
-    # The status read the claim recorded before it left (polled states). The
-    # first read of this step completes it; if the step ends without sending
-    # it, the release closes it as never sent.
-    status_call_id: int | None = None
-    # No call before this (the provider's back-pressure), as far as this step knows.
+    # The claim marked this row's status read (polled states): the first read
+    # of this step is recorded against the mark; if the step ends without
+    # sending it, the release drops the mark.
+    read_marked: bool = False
+    # No call before this (the provider's Retry-After), as far as this step knows;
+    # no status read before `poll_not_before` (its poll hint). Database times.
     not_before: datetime | None = None
+    poll_not_before: datetime | None = None
+    # The database's clock minus ours, measured at the claim: every time this
+    # step compares with a stored time (deadlines, back-pressure) is read in
+    # the database's frame, so a host clock running ahead never calls early.
+    db_offset: timedelta = timedelta(0)
 
     def __post_init__(self) -> None:
         if self.lease_until is None:
@@ -57,21 +63,25 @@ class Step:
             left = (expires - self.now()).total_seconds() if expires is not None else 0.0
             self.lease_until = self.ctx.clock.monotonic() + left
         self.not_before = self.op.not_before
+        self.poll_not_before = self.op.poll_not_before
 
     # ------------------------------------------------------------ clock and back-pressure
 
     def now(self) -> datetime:
-        return self.ctx.clock.now()
+        """Now, in the database's frame (see db_offset)."""
+        return self.ctx.clock.now() + self.db_offset
 
     @property
     def worker(self) -> str:
         return leases.worker_name(self.ctx.settings.worker_id)
 
-    def held_back(self) -> float | None:
-        """Seconds the provider still asks us to wait before any call, or None."""
-        if self.not_before is None:
+    def held_back(self, *, read: bool = False) -> float | None:
+        """Seconds the provider still asks us to wait before a call (a status read if
+        `read`: its poll hint counts too), or None."""
+        until = [t for t in (self.not_before, self.poll_not_before if read else None) if t]
+        if not until:
             return None
-        left = (self.not_before - self.now()).total_seconds()
+        left = (max(until) - self.now()).total_seconds()
         return left if left > 0 else None
 
     def note_wait(self, seconds: float | None) -> None:
@@ -97,7 +107,7 @@ class Step:
         `conn` is the connection the caller already holds, used for renewals:
         taking a second one from the pool while holding one could exhaust it.
         """
-        if self.held_back() is not None:  # every caller checks first; this is the last guard
+        if self.held_back(read=req.action == "status") is not None:  # the last guard
             return not_sent(self.op.trace_id)
         db = conn if conn is not None else self.ctx.pool
         need = req.timeout + self._margin(req.timeout)
@@ -210,12 +220,22 @@ class Step:
             self.not_before is None or self.op.not_before > self.not_before
         ):
             self.not_before = self.op.not_before
+        self.poll_not_before = self.op.poll_not_before
+
+    def note_poll_hint(self, seconds: float | None) -> None:
+        """A status answer's poll hint: the next read waits for it (a cancel does not)."""
+        if seconds is None or not seconds > 0:
+            self.poll_not_before = None
+            return
+        self.poll_not_before = self.now() + timedelta(
+            seconds=min(seconds, evidence.MAX_WAIT_SECONDS)
+        )
 
     async def release(self, delay: Delay) -> None:
-        """Hand the lease back; a claimed read this step never sent is closed as not sent."""
-        unsent, self.status_call_id = self.status_call_id, None
+        """Hand the lease back; a marked read this step never sent has its mark dropped."""
+        unsent, self.read_marked = self.read_marked, False
         await leases.release(
-            self.ctx.pool, self.op.operation_id, self.fence, delay, unsent_call_id=unsent
+            self.ctx.pool, self.op.operation_id, self.fence, delay, read_not_sent=unsent
         )
         self.released = True
 
@@ -224,9 +244,9 @@ class Step:
     ) -> float:
         return self.adapter.next_poll_delay(attempt, retry_after, poll_after, self.ctx.rng)
 
-    def until_allowed(self, delay: float) -> float:
+    def until_allowed(self, delay: float, *, read: bool = False) -> float:
         """`delay`, or longer if the provider's back-pressure window ends later."""
-        held = self.held_back()
+        held = self.held_back(read=read)
         return max(delay, held) if held is not None else delay
 
 

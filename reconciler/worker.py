@@ -11,6 +11,7 @@ import asyncio
 import logging
 from collections import Counter
 from collections.abc import Awaitable, Callable
+from datetime import timedelta
 
 from reconciler.context import Context
 from reconciler.step import NOW, Delay, Step
@@ -94,12 +95,17 @@ class Reconciler:
                 return 0
             # the leases end no earlier than this + lease_seconds
             started = self.ctx.clock.monotonic()
+            now_before = self.ctx.clock.now()
             batch = await self.claim(want)
             counts["claimed"] += len(batch)
             lease_until = started + self.ctx.settings.lease_seconds
             for claimed in batch:
+                # measured from before the claim: our "now" is never behind the database's
+                offset = claimed.db_now - now_before
                 task = asyncio.ensure_future(
-                    self.process(claimed.op, lease_until, claimed.status_call_id)
+                    self.process(
+                        claimed.op, lease_until, read_marked=claimed.read_marked, db_offset=offset
+                    )
                 )
                 running.add(task)
                 task.add_done_callback(done)
@@ -132,13 +138,15 @@ class Reconciler:
         self,
         op: Operation,
         lease_until: float | None = None,
-        status_call_id: int | None = None,
+        *,
+        read_marked: bool = False,
+        db_offset: timedelta = timedelta(0),
     ) -> str:
         """Run the steps `op`'s state calls for, under the lease claimed with it.
 
         `lease_until` is when that lease ends on the clock's monotonic reading
-        (see Step.lease_until); None derives it from the row. `status_call_id`
-        is the status read the claim recorded for this row, if any.
+        (see Step.lease_until); None derives it from the row. `read_marked`:
+        the claim marked this row's status read (see leases.Claimed).
         """
         fence = op.lease_fence
         adapter = self.ctx.adapter(op.provider)
@@ -153,12 +161,10 @@ class Reconciler:
                 op.operation_id,
                 fence,
                 UNKNOWN_PROVIDER_RETRY_SECONDS,
-                unsent_call_id=status_call_id,
+                read_not_sent=read_marked,
             )
             return "unknown_provider"
-        step = Step(
-            self.ctx, op, adapter, fence, lease_until=lease_until, status_call_id=status_call_id
-        )
+        step = Step(self.ctx, op, adapter, fence, lease_until=lease_until, read_marked=read_marked)
         delay: Delay = None
         try:
             for _ in range(MAX_CHAINED_STEPS):
@@ -190,9 +196,9 @@ class Reconciler:
                     }
                 },
             )
-            # Whether the claimed read left is unknown here: it stays on record
-            # as maybe sent.
-            step.status_call_id = None
+            # Whether the marked read left is unknown here: the mark stays, and
+            # the next claim records the read as maybe sent.
+            step.read_marked = False
             await step.release(ERROR_RETRY_SECONDS)
             return "error"
         if not step.released:

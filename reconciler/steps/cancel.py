@@ -10,14 +10,43 @@ from __future__ import annotations
 
 from typing import Any
 
-from reconciler.calls import imposed_wait
+from reconciler.calls import NEVER_LEFT, imposed_wait
 from reconciler.step import NOW, Delay, Step
 from reconciler.steps.poll import step_poll
 from shared import ledger
+from shared.db.queries import q
 from shared.ledger.states import Evidence, LocalState
 from shared.providers import may_have_been_delivered
 
 S = LocalState
+
+
+async def _act_on_recorded_cancel(step: Step, conn: Any) -> Delay | None:
+    """A cancel answer on record that nobody acted on (we died between the two).
+
+    An accepted cancel is acted on now (cancelling); if every cancel so far
+    provably never left, none was sent and one may be sent. None: go on as usual.
+    """
+    calls = await conn.fetch(q("cancel_calls"), step.op.operation_id)
+    if not calls:
+        return None
+    if all(c["error_category"] in NEVER_LEFT for c in calls):
+        await ledger.record_cancel_not_sent(conn, step.op.operation_id, fence=step.fence)
+        await step.reload(conn)
+        return None
+    last = calls[0]
+    accepted = last["status_code"] in step.adapter.desc.cancel.accepted_statuses
+    if step.op.state is not S.CANCEL_REQUESTED or not accepted:
+        return None
+    async with conn.transaction():
+        await step.reload(conn)
+        await step.move(
+            conn,
+            S.CANCELLING,
+            "cancel request accepted by the provider (answer on record)",
+            (Evidence.CALL, last["call_id"]),
+        )
+    return step.until_allowed(NOW)
 
 
 class _ReadStatus:
@@ -44,7 +73,13 @@ async def _cancel(step: Step, conn: Any) -> Delay | _ReadStatus:
     desc = step.adapter.desc
     op = step.op
     assert op.remote_job_id is not None
-    if op.cancel_deadline and step.now() >= op.cancel_deadline:
+    if op.cancel_sent_at is not None:
+        acted = await _act_on_recorded_cancel(step, conn)
+        if acted is not None:
+            return acted
+        op = step.op
+        assert op.remote_job_id is not None
+    if op.cancel_sent_at is not None and op.cancel_deadline and step.now() >= op.cancel_deadline:
         return READ_STATUS  # the poll step reads, then applies the cancel deadline
     if not desc.cancel.supported:
         async with conn.transaction():
@@ -58,25 +93,28 @@ async def _cancel(step: Step, conn: Any) -> Delay | _ReadStatus:
         # Sent before a crash, outcome unknown, and repeating it is not safe:
         # observe instead; the status read settles it.
         return READ_STATUS
+    assert op.remote_job_id is not None
     req = step.adapter.build_cancel(op.remote_job_id)
     async with conn.transaction():  # recovery point: from here on, it may have been sent
         attempt = await ledger.record_cancel_sent(conn, op.operation_id, fence=step.fence)
         call_id = await step.begin_call(conn, req, "cancel", attempt)
     sent = await step.send(req, conn)
     fact = step.adapter.parse_cancel(sent.response, step.now()) if sent.response else None
-    await step.end_call(
-        conn,
-        call_id,
-        sent,
-        provider_request_id=fact.provider_request_id if fact else None,
-        wait=imposed_wait(fact.retry_after_seconds) if fact else None,
-    )
     failure = sent.transport_failure
-    if failure is not None and not may_have_been_delivered(failure):
-        if not desc.cancel.idempotent:
+    never_left = failure is not None and not may_have_been_delivered(failure)
+    async with conn.transaction():  # the outcome and what it means for "sent", together
+        await step.end_call(
+            conn,
+            call_id,
+            sent,
+            provider_request_id=fact.provider_request_id if fact else None,
+            wait=imposed_wait(fact.retry_after_seconds) if fact else None,
+        )
+        if never_left and not desc.cancel.idempotent:
             # This was the first cancel (see above): it never left, so it is
             # not "sent" and may be made again.
             await ledger.record_cancel_not_sent(conn, op.operation_id, fence=step.fence)
+    if never_left:
         return step.until_allowed(step.backoff(attempt))
     if fact is not None and fact.kind == "accepted":
         async with conn.transaction():

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any, Literal
 
 from reconciler.calls import imposed_wait, recorded_response
@@ -355,33 +356,50 @@ async def store_sync_result(step: Step, conn: Any, fact: CreateFact, call_id: in
     return None
 
 
-async def collect_partial_output(step: Step, conn: Any, status: StatusFact) -> bool:
+class Partial(Enum):
+    """What became of a cancelled job's partial output."""
+
+    STORED = "stored"  # kept and attached
+    NONE = "none"  # nothing to keep (none offered, not ours to fetch, invalid, gone, given up)
+    RETRY = "retry"  # not fetchable now (back-pressure, a transient failure): try again
+
+
+async def collect_partial_output(step: Step, conn: Any, status: StatusFact) -> Partial:
     """Keep what a cancelled job already produced (OpenAI keeps partial output).
 
-    Best effort and never a verdict: the operation still ends `cancelled`; a
-    valid partial result is stored and attached so nothing finished is lost.
-    Returns True when a result was attached.
+    Never a verdict: the operation still ends `cancelled`, but only once this
+    concluded, so a fetch that could not be made now is made later (up to
+    MAX_RESULT_ATTEMPTS attempts) instead of being lost with the move.
     """
     assert step.op.remote_job_id is not None
     if step.adapter.desc.result.side_effects:
-        return False  # a fetch that consumes the result is not ours to make on the side
+        return Partial.NONE  # a fetch that consumes the result is not ours to make on the side
     try:
         reqs = step.adapter.build_result_requests(step.op.remote_job_id, status)
     except RequestBuildError:
-        return False
+        return Partial.NONE
+    if not reqs:
+        return Partial.NONE
+    attempt = await ledger.bump_attempt(conn, "result", step.op.operation_id, fence=step.fence)
+    if attempt is None:
+        raise lease_lost(step.op.operation_id)
+    if attempt > MAX_RESULT_ATTEMPTS:
+        return Partial.NONE
     responses: list[HttpResponse] = []
     for req in reqs:
-        resp = await _recorded_call(step, conn, req, "result", step.op.result_attempts + 1)
-        if resp is None or resp.status_code != 200:
-            return False
+        if step.held_back() is not None:
+            return Partial.RETRY
+        resp = await _recorded_call(step, conn, req, "result", attempt)
+        if resp is None or resp.status_code >= 500 or resp.status_code == 429:
+            return Partial.RETRY
+        if resp.status_code != 200:
+            return Partial.NONE
         responses.append(resp)
-    if not responses:
-        return False
     check = step.adapter.validate_result(responses if len(responses) > 1 else responses[0], status)
     if not check.ok:
-        return False
+        return Partial.NONE
     content = b"".join(r.body for r in responses)
     collected = Collected(check, content, "partial", _counts(check, status), check.failed_items)
     async with conn.transaction():
         await store(step, conn, collected)
-    return True
+    return Partial.STORED

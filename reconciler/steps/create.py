@@ -17,6 +17,7 @@ the next owner runs the cross-check before anything else.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from reconciler.calls import NEVER_LEFT, imposed_wait, recorded_response
@@ -26,7 +27,7 @@ from shared import ledger
 from shared.db import pgjson
 from shared.db.queries import q
 from shared.ledger.errors import StaleTransition
-from shared.ledger.states import Evidence, LocalState
+from shared.ledger.states import STATE_SETS, Evidence, LocalState
 from shared.providers import CreateFact, HttpRequest, LookupFact
 from shared.providers.delivery import may_have_been_delivered
 from shared.providers.description import Idempotency
@@ -49,10 +50,18 @@ async def step_create(step: Step) -> Delay:
         return held
     async with step.ctx.pool.acquire() as conn:
         op = step.op
-        if op.create_attempts > 0 and op.state is not S.CANCEL_REQUESTED:
+        if op.create_attempts > 0:
             acted = await _act_on_recorded_answer(step, conn)
             if acted is not None:
                 return acted
+        if op.state is S.CANCEL_REQUESTED and op.create_attempts == 0:
+            # Cancelled while the only create was in flight, and it never left:
+            # no job can exist.
+            async with conn.transaction():
+                await step.move(
+                    conn, S.ABANDONED, "cancelled; no create request ever reached the provider"
+                )
+            return None
         if (
             op.state is S.CREATE_PENDING
             and op.create_attempts > 0
@@ -87,19 +96,29 @@ async def _act_on_recorded_answer(step: Step, conn: Any) -> Delay | None:
     last = await conn.fetchrow(q("latest_create_call"), step.op.operation_id)
     if last is None or last["finished_at"] is None:
         return None
-    resp = recorded_response(last)
-    if resp is None:
-        return None
-    fact = step.adapter.parse_create(resp, step.op.idempotency_token)
-    if fact.kind == "ambiguous":
+    fact = _recorded_fact(step, last)
+    if fact is None or fact.kind == "ambiguous":
         return None
     async with conn.transaction():
         await step.reload(conn)
-        if step.op.state not in (S.CREATE_PENDING, S.CREATE_UNKNOWN):
+        if step.op.state not in STATE_SETS["wants_create"] or step.op.remote_job_id:
             return None
         return await _interpret_create(
             step, conn, fact, last["call_id"], last["attempt"], retried=last["attempt"] > 1
         )
+
+
+def _recorded_fact(step: Step, call: Any) -> CreateFact | None:
+    """What a recorded create answer shows: parsed again from its stored body when
+    that is the body exactly, else from the facts stored on the call (a job id
+    with a 2xx); None when neither tells."""
+    resp = recorded_response(call)
+    if resp is not None:
+        return step.adapter.parse_create(resp, step.op.idempotency_token)
+    status, job_id = call["status_code"], call["remote_job_id"]
+    if status is not None and 200 <= status <= 299 and job_id:
+        return CreateFact("accepted", status, f"HTTP {status} (answer on record)", job_id)
+    return None
 
 
 async def _last_attempt_never_left(conn: Any, operation_id: str) -> bool:
@@ -113,11 +132,11 @@ async def _deadline_passed(step: Step, conn: Any) -> Delay:
     never_sent = step.op.create_attempts == 0
     if not never_sent and step.adapter.desc.lookup.supported:
         found = await _lookup(step, conn)
-        if found is not None and len(found[0]) == 1:
-            return await _accept(step, conn, found[0][0], found[1], via="lookup")
-        if found is not None and len(found[0]) > 1:
-            reason = f"lookup found {len(found[0])} remote jobs for our reference"
-            return await _conflict(step, conn, reason, found[0])
+        if found.job_ids is not None and len(found.job_ids) == 1:
+            return await _accept(step, conn, found.job_ids[0], found.call_id, via="lookup")
+        if found.job_ids is not None and len(found.job_ids) > 1:
+            reason = f"lookup found {len(found.job_ids)} remote jobs for our reference"
+            return await _conflict(step, conn, reason, found.job_ids)
     reason = (
         "create deadline passed before any create request was sent"
         if never_sent
@@ -150,16 +169,16 @@ async def _resolve_uncertain(step: Step, conn: Any) -> tuple[bool, Delay]:
             )
         return True, None
     found = await _lookup(step, conn)
-    if found is None:
+    if found.job_ids is None:
         return True, step.until_allowed(step.backoff(step.op.lookup_attempts))
-    job_ids, call_id = found
+    job_ids, call_id = found.job_ids, found.call_id
     if len(job_ids) == 1:
         return True, await _accept(step, conn, job_ids[0], call_id, via="lookup")
     if len(job_ids) > 1:
         return True, await _conflict(
             step, conn, f"lookup found {len(job_ids)} remote jobs for our reference", job_ids
         )
-    if not await _absence_settled(step, conn):
+    if not found.complete or not await _absence_settled(step, conn):
         # A list can lag behind a create it has not indexed yet: an empty answer
         # soon after the create proves nothing. Look again later.
         return True, step.backoff(step.op.lookup_attempts)
@@ -189,18 +208,30 @@ async def _absence_settled(step: Step, conn: Any) -> bool:
     return bool((step.now() - since).total_seconds() >= settle)
 
 
-async def _lookup(step: Step, conn: Any) -> tuple[list[str], int] | None:
-    """Page through the provider's lookup; (job ids, last call id), or None if inconclusive.
+@dataclass(frozen=True)
+class Lookup:
+    """What a lookup by our reference found.
 
-    Each page is recorded before it is sent, like every call.
+    `job_ids` is None when it was inconclusive (no answer, a problem, or
+    back-pressure: `held_back`); `complete` says every page was read, so
+    the list is the provider's whole answer, not a prefix of it.
     """
+
+    job_ids: list[str] | None
+    call_id: int = 0
+    complete: bool = False
+    held_back: bool = False
+
+
+async def _lookup(step: Step, conn: Any) -> Lookup:
+    """Page through the provider's lookup, each page recorded before it is sent."""
     desc = step.adapter.desc
     ids: list[str] = []
     token: str | None = None
     last_call = 0
     for _ in range(desc.lookup.max_pages):
         if step.held_back() is not None:
-            return None
+            return Lookup(None, held_back=True)
         attempt = await ledger.bump_attempt(conn, "lookup", step.op.operation_id, fence=step.fence)
         if attempt is None:
             raise lease_lost(step.op.operation_id)
@@ -219,12 +250,13 @@ async def _lookup(step: Step, conn: Any) -> tuple[list[str], int] | None:
             wait=_retry_after(step, sent) if fact is not None and fact.back_pressure else None,
         )
         if fact is None or fact.problem or fact.back_pressure:
-            return None
+            return Lookup(None, last_call, held_back=bool(fact and fact.back_pressure))
         ids.extend(j for j in found if j not in ids)
         if fact.next_page_token is None:
-            return ids, last_call
+            return Lookup(ids, last_call, complete=True)
         token = fact.next_page_token
-    return None if not ids else (ids, last_call)
+    # Out of pages: what was found is true, but not the whole answer.
+    return Lookup(ids or None, last_call)
 
 
 def _retry_after(step: Step, sent: Any) -> float | None:
@@ -274,7 +306,9 @@ async def _send_create(step: Step, conn: Any) -> Delay:
                         f"create {sent.error_category}: delivery uncertain",
                     )
             else:
-                # Never left this host: the same attempt can simply be made again.
+                # Never left this host: not an attempt (a cancel may still abandon
+                # the operation), and the same create can simply be made again.
+                await ledger.unbump_create_attempt(conn, op.operation_id, fence=step.fence)
                 await ledger.set_last_error(
                     conn,
                     op.operation_id,
@@ -336,6 +370,17 @@ async def _interpret_create(
             "message": fact.error.message if fact.error else None,
         }
         await ledger.set_last_error(conn, step.op.operation_id, error, fence=step.fence)
+        if retried:
+            # An earlier attempt may have created a job that is running now: a
+            # rejection of the retry proves nothing about it.
+            await step.move(
+                conn,
+                S.NEEDS_ATTENTION,
+                f"the retried create was rejected ({fact.reason}); an earlier attempt may "
+                "have created a job",
+                error=error,
+            )
+            return None
         if fact.idempotency_conflict:
             await step.move(
                 conn,
@@ -420,10 +465,13 @@ async def step_cross_check(step: Step) -> Delay:
     """The recovery point after a same-token retry: does the provider hold another job?
 
     Runs before anything else while it is pending (see worker.step_for). It
-    concludes when a lookup answers: no stranger clears it, a stranger stops
-    the operation for a human with every job on record. An inconclusive
-    lookup is retried with backoff; after MAX_CROSS_CHECKS the provider's own
-    answer stands, and the record says it was never cross-checked.
+    concludes when a lookup answers in full and lists our job: no stranger
+    beside it clears it; a stranger (even on a partial answer) stops the
+    operation for a human with every job on record. A lookup that is
+    inconclusive, incomplete, or does not list our job yet (lookups lag
+    behind creates) is tried again with backoff; after MAX_CROSS_CHECKS such
+    answers (back-pressure does not count) the provider's own answer stands,
+    and the record says it was never cross-checked.
     """
     held = step.held_back()
     if held is not None:
@@ -431,23 +479,7 @@ async def step_cross_check(step: Step) -> Delay:
     job_id = step.op.remote_job_id or ""
     async with step.ctx.pool.acquire() as conn:
         found = await _lookup(step, conn)
-        if found is None:
-            tries = await ledger.retry_follow_up(
-                conn, step.op.operation_id, CROSS_CHECK, fence=step.fence
-            )
-            if tries < MAX_CROSS_CHECKS:
-                return step.until_allowed(step.backoff(tries))
-            note = {
-                "code": "cross_check_inconclusive",
-                "message": f"lookup stayed inconclusive {tries} times; the same-token "
-                f"answer (job {job_id}) stands unchecked",
-            }
-            await ledger.settle_follow_up(
-                conn, step.op.operation_id, CROSS_CHECK, fence=step.fence, note=note
-            )
-            await step.reload(conn)
-            return NOW
-        strangers = [j for j in found[0] if j != job_id]
+        strangers = [j for j in found.job_ids or () if j != job_id]
         if strangers:
             return await _conflict(
                 step,
@@ -456,6 +488,24 @@ async def step_cross_check(step: Step) -> Delay:
                 f"{', '.join(strangers)} for our reference",
                 [job_id, *strangers],
             )
-        await ledger.settle_follow_up(conn, step.op.operation_id, CROSS_CHECK, fence=step.fence)
+        if found.complete and found.job_ids is not None and job_id in found.job_ids:
+            await ledger.settle_follow_up(conn, step.op.operation_id, CROSS_CHECK, fence=step.fence)
+            await step.reload(conn)
+            return NOW
+        if found.held_back:
+            return step.until_allowed(step.backoff(step.op.follow_up_attempts))
+        tries = await ledger.retry_follow_up(
+            conn, step.op.operation_id, CROSS_CHECK, fence=step.fence
+        )
+        if tries < MAX_CROSS_CHECKS:
+            return step.until_allowed(step.backoff(tries))
+        note = {
+            "code": "cross_check_inconclusive",
+            "message": f"the lookup never listed job {job_id} in a complete answer "
+            f"({tries} tries); the same-token answer stands unchecked",
+        }
+        await ledger.settle_follow_up(
+            conn, step.op.operation_id, CROSS_CHECK, fence=step.fence, note=note
+        )
         await step.reload(conn)
     return NOW

@@ -23,10 +23,11 @@ from typing import Any
 
 from reconciler.calls import Sent, status_read
 from reconciler.step import NOW, Delay, Step
-from reconciler.steps.collect import collect_partial_output
+from reconciler.steps.collect import Partial, collect_partial_output
 from shared.db import pgjson
 from shared.db.errors import db_error_context, db_error_reason
 from shared.ledger import evidence
+from shared.ledger.errors import StaleTransition
 from shared.ledger.evidence import ROW_ERRORS, StatusRead
 from shared.ledger.states import Evidence, LocalState, RemoteState
 from shared.providers import HttpRequest, StatusFact
@@ -83,16 +84,17 @@ def passed_deadline(step: Step) -> Deadline | None:
 
 async def step_poll(step: Step) -> Delay:
     deadline = passed_deadline(step)
-    held = step.held_back()
+    held = step.held_back(read=True)
     if held is not None:
         if deadline is not None and not _can_wait(step, deadline, held):
+            allowed_at = step.now() + timedelta(seconds=held)
             return await _escalate(
                 step,
                 deadline,
-                "the provider asks us not to call again until "
-                f"{step.not_before:%Y-%m-%dT%H:%M:%SZ}, past the deadline's grace",
+                "the provider asks us not to read again until "
+                f"{allowed_at:%Y-%m-%dT%H:%M:%SZ}, past the deadline's grace",
             )
-        return held  # the release closes the claimed read as never sent
+        return held  # the release drops the claim's mark: this read never left
     assert step.op.remote_job_id is not None
     req = step.adapter.build_status(step.op.remote_job_id, step.op.status_url)
     call_id = await _recorded_before_sending(step, req)
@@ -102,22 +104,43 @@ async def step_poll(step: Step) -> Delay:
     fact = step.adapter.parse_status(sent.response, step.now())
     read = status_read(step.op, step.fence, step.worker, req, sent, fact, call_id=call_id)
     step.note_wait(read.not_before_seconds)
+    step.note_poll_hint(fact.poll_after_seconds)
     if deadline is None and _nothing_to_decide(step, fact):
         # The common read: recorded, lease handed back, by the group-commit writer.
-        delay = step.until_allowed(_next_read(step, fact))
+        delay = step.until_allowed(_next_read(step, fact), read=True)
         await step.ctx.polls.record(evidence.status_row(read, release_after=delay))
         step.released = True
         return delay
     async with step.ctx.pool.acquire() as conn:
-        if fact.remote_state is RemoteState.CANCELLED and (fact.result_url or fact.result_file_ids):
-            await collect_partial_output(step, conn, fact)
+        # The cancel settles once its output is kept (or given up), not before:
+        # a terminal `cancelled` would never be read again.
+        if _offers_partial_output(fact) and (
+            await collect_partial_output(step, conn, fact) is Partial.RETRY
+        ):
+            delay = step.until_allowed(step.backoff(step.op.result_attempts), read=True)
+            await evidence.record_status_read(conn, read, release_after=delay)
+            step.released = True
+            return delay
         async with conn.transaction():
             try:
                 async with conn.transaction():  # a savepoint: a refused row spares the rest
                     written = await evidence.record_status_read(conn, read)
             except ROW_ERRORS as exc:
                 return await _facts_refused(step, conn, read, exc)
-            return await _decide(step, conn, fact, written.observation_id, deadline)
+            try:
+                async with conn.transaction():  # a savepoint: a lost race spares the read
+                    return await _decide(step, conn, fact, written.observation_id, deadline)
+            except StaleTransition:
+                # Someone moved it meanwhile (an agent's cancel, an operator): the
+                # read stays on record; look again under the same lease.
+                await step.reload(conn)
+                return NOW
+
+
+def _offers_partial_output(fact: StatusFact) -> bool:
+    return fact.remote_state is RemoteState.CANCELLED and bool(
+        fact.result_url or fact.result_file_ids
+    )
 
 
 def _can_wait(step: Step, deadline: Deadline, held: float) -> bool:
@@ -126,17 +149,23 @@ def _can_wait(step: Step, deadline: Deadline, held: float) -> bool:
     return allowed_at <= deadline.at + timedelta(seconds=DEADLINE_READ_GRACE_S)
 
 
-async def _recorded_before_sending(step: Step, req: HttpRequest) -> int:
-    """The call row of this read: the one the claim recorded, or one recorded now."""
-    if step.status_call_id is not None:
-        call_id, step.status_call_id = step.status_call_id, None
-        return call_id
+async def _recorded_before_sending(step: Step, req: HttpRequest) -> int | None:
+    """How this read is on record before it leaves.
+
+    The read the claim marked needs nothing more (None: its row is written
+    with its answer, and the mark covers a crash before that); a read the
+    claim did not mark (one chained after a create or a cancel) is recorded
+    now, and completed with its answer.
+    """
+    if step.read_marked:
+        step.read_marked = False
+        return None
     async with step.ctx.pool.acquire() as conn:
         return await step.begin_call(conn, req, "status", step.op.poll_attempts + 1)
 
 
 async def _unanswered(
-    step: Step, req: HttpRequest, sent: Sent, call_id: int, deadline: Deadline | None
+    step: Step, req: HttpRequest, sent: Sent, call_id: int | None, deadline: Deadline | None
 ) -> Delay:
     """No answer: recorded as such; a passed deadline escalates once its grace is over."""
     read = status_read(step.op, step.fence, step.worker, req, sent, None, call_id=call_id)
@@ -148,7 +177,7 @@ async def _unanswered(
             return await _escalate_on(
                 step, conn, deadline, f"the last status read got no answer ({sent.error_category})"
             )
-    delay = step.until_allowed(step.backoff(step.op.poll_attempts))
+    delay = step.until_allowed(step.backoff(step.op.poll_attempts), read=True)
     await step.ctx.polls.record(evidence.status_row(read, release_after=delay))
     step.released = True
     return delay
@@ -196,7 +225,7 @@ async def _decide(
                 conn, S.NEEDS_ATTENTION, f"provider says job {step.op.remote_job_id} does not exist"
             )
             return None
-    return step.until_allowed(_next_read(step, fact))
+    return step.until_allowed(_next_read(step, fact), read=True)
 
 
 async def _escalate(step: Step, deadline: Deadline, why: str) -> Delay:
@@ -209,7 +238,7 @@ async def _escalate_on(step: Step, conn: Any, deadline: Deadline, why: str) -> D
     """The deadline's escalation, with what the owner saw when it looked."""
     await step.move(conn, deadline.escalate_to, f"{deadline.reason}: {why}")
     if deadline.escalate_to is S.CANCELLATION_UNCONFIRMED:
-        return step.until_allowed(UNCONFIRMED_POLL_SECONDS)
+        return step.until_allowed(UNCONFIRMED_POLL_SECONDS, read=True)
     return None
 
 
@@ -224,7 +253,7 @@ async def _facts_refused(step: Step, conn: Any, read: StatusRead, exc: Exception
         "status read facts refused by the database; call kept without its observation",
         extra={"ctx": {"operation_id": step.op.operation_id, **db_error_context(exc)}},
     )
-    delay = step.until_allowed(step.backoff(step.op.poll_attempts))
+    delay = step.until_allowed(step.backoff(step.op.poll_attempts), read=True)
     row = evidence.call_only(evidence.status_row(read, release_after=delay), db_error_reason(exc))
     written = await evidence.record_polls(conn, [pgjson.dumps(row)])
     if step.op.operation_id in written:

@@ -257,6 +257,10 @@ def _timeline_text(kind: str, details: Mapping[str, Any]) -> tuple[str, str]:
             f"{d['call_kind']} #{d['attempt']} {d['method']} {d['url']} → {status}"
             f" ({d.get('duration_ms') or '?'} ms)"
         )
+        if d.get("not_before"):
+            what += f"; provider asked to wait until {d['not_before']}"
+        if d.get("anomalies"):
+            what += f"; anomalies: {', '.join(d['anomalies'])}"
         ids = f"trace {d['trace_id']}"
         if d.get("provider_request_id"):
             ids += f", request {d['provider_request_id']}"
@@ -269,6 +273,8 @@ def _timeline_text(kind: str, details: Mapping[str, Any]) -> tuple[str, str]:
         )
         what = f"{d['source']}: remote {d.get('remote_state') or '?'}"
         what += f" ({d['remote_state_raw']})" if d.get("remote_state_raw") else ""
+        if d.get("anomalies"):
+            what += f" [anomalies: {', '.join(d['anomalies'])}]"
         ids = f"call #{d['call_id']}" if d.get("call_id") else ""
         if d.get("webhook_event_id"):
             ids = f"webhook {d['webhook_event_id']}"

@@ -22,6 +22,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 
+from shared.db import pgjson
+
 APP_DATABASE = "jobwarden"
 # A connect probe must not hang a start-up: a local server answers in
 # microseconds, a firewalled port would otherwise block for the TCP timeout.
@@ -129,9 +131,11 @@ async def ensure_database(admin_url: str, dbname: str) -> None:
 
 
 async def _init_connection(conn: asyncpg.Connection) -> None:
+    # pgjson.dumps: a provider's NUL or lone surrogate inside an error message
+    # or escalation detail must not make the row unstorable (jsonb refuses both).
     for typename in ("json", "jsonb"):
         await conn.set_type_codec(
-            typename, encoder=json.dumps, decoder=json.loads, schema="pg_catalog"
+            typename, encoder=pgjson.dumps, decoder=json.loads, schema="pg_catalog"
         )
 
 

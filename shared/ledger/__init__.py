@@ -42,6 +42,7 @@ from shared.ledger.operations import (
     state_edges_in_db,
     submit_operation,
     transition,
+    unbump_create_attempt,
 )
 
 __all__ = [
@@ -76,4 +77,5 @@ __all__ = [
     "state_edges_in_db",
     "submit_operation",
     "transition",
+    "unbump_create_attempt",
 ]

@@ -15,6 +15,7 @@ from typing import Any
 
 from shared.db.connect import Executor
 from shared.db.queries import q
+from shared.ledger.errors import StaleTransition
 from shared.ledger.operations import (
     DEFAULT_CANCEL_DEADLINE_S,
     Operation,
@@ -86,8 +87,10 @@ async def decide(
     deadline = None
     async with conn.transaction():
         if target is S.CANCEL_REQUESTED:
+            # A new intent, whatever an earlier one left (its deadline may be long
+            # gone, its cancel sent and refused): this decision's cancel is sent anew.
             await conn.fetchval(
-                q("record_cancel_intent"),
+                q("renew_cancel_intent"),
                 op.operation_id,
                 actor,
                 reason,
@@ -147,7 +150,13 @@ async def request_read(
                 reason=reason,
             )
         if override_back_pressure and decision_id is not None:
-            await conn.fetchval(q("override_back_pressure"), op.operation_id, decision_id)
+            overridden = await conn.fetchval(
+                q("override_back_pressure"), op.operation_id, decision_id
+            )
+            if overridden is None:
+                raise StaleTransition(
+                    f"{op.operation_id} is {op.state.value}: nothing is scheduled to override"
+                )
         await request_wake(conn, op.operation_id)
     return decision_id
 

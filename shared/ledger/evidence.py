@@ -99,7 +99,9 @@ class StatusRead:
     `call_id` is the row recorded before the read left (by the claim, or by
     the step); None records it now. `observed` None: the read got no usable
     answer (transport failure, or an answer whose facts are not recorded).
-    `not_before_seconds` is the back-pressure the answer imposed.
+    `not_before_seconds` is the Retry-After the answer imposed (every call
+    waits for it); a poll_after_seconds hint in `observed` holds back the
+    next status read only.
     """
 
     operation_id: str

@@ -3,8 +3,9 @@
 A worker claims due rows (`FOR UPDATE SKIP LOCKED`), which bumps each row's
 fencing counter; every later write of that worker carries the counter it
 claimed with, so a worker whose lease lapsed or was taken over can no longer
-write (sql/queries/leases.sql). The claim also records each status read it
-makes due, before the read leaves (see `Claimed.status_call_id`).
+write (sql/queries/leases.sql). The claim also marks each status read it
+makes due (`Claimed.read_marked`), so a read that leaves and is never
+recorded is put on record by whoever comes next.
 """
 
 from __future__ import annotations
@@ -27,18 +28,23 @@ def worker_name(worker_id: str) -> str:
 class Claimed:
     """One claimed operation.
 
-    `status_call_id` is the provider_calls row the claim recorded for the
-    status read this claim is for (polled states only): the read completes
-    it, or the worker marks it never sent. None: nothing was recorded.
+    `read_marked`: the claim marked the status read it is for (polled states
+    only). Recording the read clears the mark; a worker that knows the read
+    never left says so when it releases; a mark nobody clears is recorded as
+    a read whose outcome was lost.
     """
 
     op: Operation
-    status_call_id: int | None
+    read_marked: bool
+    db_now: datetime  # the database's clock when it claimed
 
 
 async def claim(db: Executor, worker_id: str, limit: int, lease_seconds: float) -> list[Claimed]:
     rows = await db.fetch(q("claim_due"), worker_id, limit, lease_seconds)
-    return [Claimed(Operation._from_record(r), r["status_call_id"]) for r in rows]
+    return [
+        Claimed(Operation._from_record(r), r["read_fence"] == r["lease_fence"], r["db_now"])
+        for r in rows
+    ]
 
 
 async def renew(db: Executor, operation_id: str, fence: int, lease_seconds: float) -> datetime:
@@ -57,15 +63,15 @@ async def release(
     fence: int,
     delay: float | None,
     *,
-    unsent_call_id: int | None = None,
+    read_not_sent: bool = False,
 ) -> bool:
     """Hand the lease back with the next appointment `delay` seconds away (None: none).
 
-    The appointment is never before the operation's not_before. `unsent_call_id`
-    is a read recorded by the claim that this worker knows never left: it is
-    closed as not sent. False when the lease had already been taken over.
+    The appointment is never before the operation's not_before.
+    `read_not_sent`: the worker knows the read its claim marked never left,
+    so the mark is dropped. False when the lease had already been taken over.
     """
-    row = await db.fetchrow(q("release"), operation_id, fence, delay, unsent_call_id)
+    row = await db.fetchrow(q("release"), operation_id, fence, delay, read_not_sent)
     return row is not None
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import asyncpg
 
+from shared.db import pgjson
 from shared.db.connect import Executor
 from shared.db.queries import q
 from shared.fingerprint import canonical_json, request_fingerprint
@@ -126,6 +127,8 @@ class Operation:
     # Back-pressure: no call for this operation before this time (Retry-After,
     # poll_after_seconds), whatever wakes it.
     not_before: datetime | None
+    # A poll hint (poll_after_seconds): no status read before this time.
+    poll_not_before: datetime | None
     # A recovery point: an action that must follow the last committed
     # transition and is redone until it concludes (e.g. "cross_check").
     follow_up: str | None
@@ -134,6 +137,9 @@ class Operation:
     # sanitized), recorded with the job id so a claim can record each read.
     status_request: Any
     wake_requested: bool
+    # The fence of a claim whose status read is marked but not yet on record.
+    read_fence: int | None
+    read_claimed_at: datetime | None
     _origin: object = None
 
     def __post_init__(self) -> None:
@@ -233,6 +239,19 @@ async def load_operation(db: Executor, operation_id: str) -> Operation:
     return Operation._from_record(record)
 
 
+# history.actor / history.cause CHECKs: bounded, and free of the unit
+# separator the hash chain joins fields with.
+MAX_ACTOR, MAX_CAUSE = 200, 2000
+_UNIT_SEPARATOR = "\x1f"
+
+
+def history_text(text: str, limit: int) -> str:
+    """`text` as a history row holds it: a cause often quotes a provider (a job
+    id, a reason), and its odd characters must not make the transition fail."""
+    clean = pgjson.scrub_text(text).replace(_UNIT_SEPARATOR, " ")
+    return clean if len(clean) <= limit else clean[: limit - 1] + "…"
+
+
 async def transition(
     db: Executor,
     operation_id: str,
@@ -252,7 +271,15 @@ async def transition(
     kind, ident = (evidence[0].value, evidence[1]) if evidence else (None, None)
     with ledger_errors():
         seq = await db.fetchval(
-            q("transition"), operation_id, src.value, dst.value, actor, cause, kind, ident, fence
+            q("transition"),
+            operation_id,
+            src.value,
+            dst.value,
+            history_text(actor, MAX_ACTOR),
+            history_text(cause, MAX_CAUSE),
+            kind,
+            ident,
+            fence,
         )
     if seq is None:
         if fence is not None:
@@ -348,6 +375,11 @@ async def bump_attempt(db: Executor, kind: str, operation_id: str, *, fence: int
     )
     value = await db.fetchval(q(query), operation_id, fence)
     return int(value) if value is not None else None
+
+
+async def unbump_create_attempt(db: Executor, operation_id: str, *, fence: int) -> None:
+    """The create just recorded never left this host: it does not count as an attempt."""
+    await _fenced_update(db, "unbump_create_attempt", operation_id, fence)
 
 
 async def lease_held(db: Executor, operation_id: str, fence: int) -> bool:

@@ -186,6 +186,8 @@ EDGES: dict[tuple[LocalState, LocalState], frozenset[Evidence]] = {
     (S.CANCEL_REQUESTED, S.CANCELLED): _OBS,
     (S.CANCEL_REQUESTED, S.CANCELLATION_UNCONFIRMED): _NONE,
     (S.CANCEL_REQUESTED, S.NEEDS_ATTENTION): _NONE,
+    # only while create_attempts = 0: the create in flight when the cancel came never left
+    (S.CANCEL_REQUESTED, S.ABANDONED): _NONE,
     (S.CANCELLING, S.CANCELLED): _OBS,
     (S.CANCELLING, S.RESULT_COLLECTING): _OBS,
     (S.CANCELLING, S.FAILED): _OBS,

@@ -8,14 +8,23 @@
 -- * jw_state_set(name): every named set of states, once. Views, functions,
 --   constraints, indexes and queries ask it instead of spelling states out;
 --   shared/ledger/states.py mirrors it and a test proves the two agree.
--- * not_before: back-pressure (Retry-After, poll_after_seconds) as a durable,
---   absolute time. No wake-up, webhook, operator reconcile or deadline moves
---   a call before it; only an explicit, recorded operator override clears it.
+-- * not_before, poll_not_before: back-pressure as durable, absolute times.
+--   A Retry-After holds back every call for the operation (not_before); a
+--   poll_after_seconds hint holds back status reads (poll_not_before), not a
+--   cancel. No wake-up, webhook, operator reconcile or deadline moves a call
+--   before them (jw_due_at); only an explicit, recorded operator override
+--   clears them. A deadline's look is never put off past its grace.
 -- * follow_up: a durable recovery point for an action that must follow a
 --   committed transition (the lookup that cross-checks a same-token retry),
 --   written in the transition's transaction and redone after any crash.
--- * status_request: the status read a worker would send, recorded with the
---   job id, so the claim itself records each read before it leaves.
+-- * status_request, read_fence: the status read a worker sends for the job,
+--   recorded with the job id; a claim that makes a read due marks it in the
+--   same UPDATE (read_fence = the claim's fence). The read's record clears
+--   the mark. A mark left by a worker that vanished mid-read is turned into
+--   a provider_calls row ("maybe sent, outcome lost") by the next claim, or
+--   by the transition that takes the row out of the reconciler's hands — so
+--   every read that may have left is on record, at no cost to a read that
+--   completes.
 -- * anomalies: provider facts that break our invariants are named and kept,
 --   never refused (a refused fact used to erase the whole status read).
 
@@ -27,6 +36,8 @@ LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE STRICT AS $$
 BEGIN
     -- IMMUTABLE: with a constant name the planner folds the call into a
     -- constant array, so it serves in CHECKs, index predicates and index scans.
+    -- So a migration that changes a set must also REINDEX operations_escalated
+    -- and re-validate the CHECKs that use it (PostgreSQL re-checks neither).
     CASE p_name
         -- no automatic move will ever change these again
         WHEN 'terminal' THEN
@@ -65,23 +76,84 @@ BEGIN
     END CASE;
 END $$;
 
+-- When a deadline that passed must be looked at, at the latest: the deadline
+-- itself, or once it has passed, the end of its grace (how long the owner may
+-- wait for the provider's back-pressure before escalating; the same 300 s as
+-- DEADLINE_READ_GRACE_S in reconciler/steps/poll.py). NULL: no look pending.
+CREATE FUNCTION jw_deadline_look(p_deadline timestamptz) RETURNS timestamptz
+LANGUAGE sql VOLATILE AS $$
+    SELECT CASE WHEN p_deadline > jw_now() THEN p_deadline
+                WHEN p_deadline + interval '300 seconds' > jw_now()
+                    THEN p_deadline + interval '300 seconds' END
+$$;
+
 -- ------------------------------------------------------------------ new columns
 
 ALTER TABLE operations
+    ADD COLUMN read_fence bigint,
+    ADD COLUMN read_claimed_at timestamptz,
     ADD COLUMN not_before timestamptz,
+    ADD COLUMN poll_not_before timestamptz,
     ADD COLUMN follow_up text CHECK (follow_up IN ('cross_check')),
     ADD COLUMN follow_up_attempts integer NOT NULL DEFAULT 0 CHECK (follow_up_attempts >= 0),
     ADD COLUMN status_request jsonb CHECK (status_request IS NULL OR (
-        jsonb_typeof(status_request) = 'object' AND status_request ? 'method'
-        AND status_request ? 'url'));
+        jsonb_typeof(status_request -> 'method') = 'string'
+        AND jsonb_typeof(status_request -> 'url') = 'string'));
 
 -- The back-pressure window this answer imposed (evidence of why we waited).
 ALTER TABLE provider_calls
     ADD COLUMN not_before timestamptz,
+    ADD COLUMN poll_not_before timestamptz,
     ADD COLUMN anomalies text[];
 ALTER TABLE observations ADD COLUMN anomalies text[];
-CREATE INDEX provider_calls_by_fence ON provider_calls (operation_id, fence)
-    WHERE finished_at IS NULL;
+
+-- A status read a vanished worker may have sent: on record, its outcome lost.
+-- The history trigger calls this when a transition takes a row out of the
+-- reconciler's hands while such a read is marked (the claim, which records
+-- the usual case, inserts the same row itself from the values it replaces).
+-- SECURITY DEFINER because receivers' and operators' transitions run the
+-- trigger too, and they may not insert provider calls; it takes only an id,
+-- and records nothing unless a read is marked, its lease is over and it is
+-- not on record yet, so calling it directly can forge nothing.
+CREATE FUNCTION jw_record_lost_read(p_operation_id text) RETURNS void
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+    INSERT INTO public.provider_calls (
+        operation_id, call_kind, attempt, worker, fence, trace_id, method, url,
+        request_headers, started_at, finished_at, error_category)
+    SELECT o.operation_id, 'status', o.poll_attempts + 1,
+           coalesce(o.lease_owner, 'unknown'), o.read_fence, o.trace_id,
+           o.status_request ->> 'method', o.status_request ->> 'url',
+           coalesce(o.status_request -> 'headers', '{}'::jsonb),
+           coalesce(o.read_claimed_at, public.jw_now()), public.jw_now(), 'lost'
+    FROM public.operations o
+    WHERE o.operation_id = p_operation_id AND o.read_fence IS NOT NULL
+      AND o.status_request IS NOT NULL
+      AND (o.lease_expires_at IS NULL OR o.lease_expires_at < public.jw_now())
+      AND NOT EXISTS (
+          SELECT 1 FROM public.provider_calls c
+          WHERE c.operation_id = o.operation_id AND c.fence = o.read_fence
+            AND c.call_kind = 'status')
+$$;
+REVOKE ALL ON FUNCTION jw_record_lost_read(text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION jw_record_lost_read(text) TO jobwarden_receiver,
+    jobwarden_reconciler, jobwarden_operator;
+
+-- When a row may next be acted on, asked for at p_at: never before the
+-- provider's back-pressure (a poll hint counts where the next call is a status
+-- read), never after a pending deadline's look. Every scheduler of a row —
+-- release, wake-ups, the history trigger — goes through this.
+CREATE FUNCTION jw_due_at(
+    p_state jw_state, p_at timestamptz, p_not_before timestamptz,
+    p_poll_not_before timestamptz, p_result_deadline timestamptz,
+    p_cancel_deadline timestamptz
+) RETURNS timestamptz LANGUAGE sql VOLATILE AS $$
+    SELECT least(
+        greatest(p_at, p_not_before,
+                 CASE WHEN p_state = ANY (jw_state_set('polled')) THEN p_poll_not_before END),
+        CASE WHEN p_state IN ('accepted', 'observing') THEN jw_deadline_look(p_result_deadline)
+             WHEN p_state IN ('cancel_requested', 'cancelling')
+                 THEN jw_deadline_look(p_cancel_deadline) END)
+$$;
 
 -- ------------------------------------------------------------------ time
 
@@ -104,8 +176,10 @@ ALTER TABLE operations
         (state = ANY (jw_state_set('terminal'))) = (finished_at IS NOT NULL)),
     DROP CONSTRAINT remote_states_have_job_id,
     ADD CONSTRAINT remote_states_have_job_id CHECK (
+        -- IS NOT DISTINCT FROM: "= 'sync'" is NULL when create_mode is, and a
+        -- NULL CHECK passes (the 001 version let an async row without a job in)
         NOT (state = ANY (jw_state_set('has_job')))
-        OR remote_job_id IS NOT NULL OR create_mode = 'sync'),
+        OR remote_job_id IS NOT NULL OR create_mode IS NOT DISTINCT FROM 'sync'),
     DROP CONSTRAINT cancel_states_have_intent,
     ADD CONSTRAINT cancel_states_have_intent CHECK (
         NOT (state = ANY (jw_state_set('cancel_intent')))
@@ -115,6 +189,17 @@ ALTER TABLE operations
 DROP INDEX operations_escalated;
 CREATE INDEX operations_escalated ON operations (updated_at)
     WHERE state = ANY (jw_state_set('inbox'));
+
+-- ------------------------------------------------------------------ one new edge
+
+-- A cancel that arrives while the only create attempt is in flight makes the
+-- row cancel_requested; when that attempt turns out never to have left (no
+-- connection), no job can exist and the honest end is abandoned, as from
+-- create_pending (abandoned_never_sent still requires create_attempts = 0).
+ALTER TABLE state_edges DISABLE TRIGGER state_edges_fixed;
+INSERT INTO state_edges (from_state, to_state, evidence)
+VALUES ('cancel_requested', 'abandoned', '{}');
+ALTER TABLE state_edges ENABLE TRIGGER state_edges_fixed;
 
 -- ------------------------------------------------------------------ the history trigger
 
@@ -176,6 +261,12 @@ BEGIN
         NEW.from_state, NEW.to_state, NEW.cause, NEW.evidence_kind, NEW.evidence_id,
         NEW.remote_job_id);
     unscheduled := NOT (NEW.to_state = ANY (jw_state_set('scheduled')));
+    -- Out of the reconciler's hands while a vanished worker's read is marked:
+    -- no claim will come to record it, so it is recorded now.
+    IF unscheduled AND op.read_fence IS NOT NULL
+       AND (op.lease_expires_at IS NULL OR op.lease_expires_at < jw_now()) THEN
+        PERFORM jw_record_lost_read(op.operation_id);
+    END IF;
 
     UPDATE operations SET
         state = NEW.to_state,
@@ -185,8 +276,13 @@ BEGIN
         -- nothing is scheduled for a finished or escalated operation; anything
         -- else is due now, or when the provider allows, unless already scheduled
         next_poll_at = CASE WHEN unscheduled THEN NULL
-                            ELSE coalesce(next_poll_at, greatest(NEW.at, not_before)) END,
-        follow_up = CASE WHEN unscheduled THEN NULL ELSE follow_up END
+                            ELSE coalesce(next_poll_at, jw_due_at(NEW.to_state, NEW.at,
+                                 not_before, poll_not_before, result_deadline,
+                                 cancel_deadline)) END,
+        follow_up = CASE WHEN unscheduled THEN NULL ELSE follow_up END,
+        read_fence = CASE WHEN unscheduled AND (op.lease_expires_at IS NULL
+                                                OR op.lease_expires_at < jw_now())
+                          THEN NULL ELSE read_fence END
     WHERE operation_id = NEW.operation_id;
     RETURN NEW;
 END $$;
@@ -244,7 +340,9 @@ CREATE OR REPLACE FUNCTION jw_request_wake(p_operation_id text) RETURNS void LAN
         wake_requested = true,
         next_poll_at = CASE
             WHEN lease_expires_at IS NULL OR lease_expires_at < jw_now()
-            THEN greatest(jw_now(), not_before) ELSE next_poll_at END
+            THEN jw_due_at(state, jw_now(), not_before, poll_not_before, result_deadline,
+                           cancel_deadline)
+            ELSE next_poll_at END
     WHERE operation_id = p_operation_id AND state = ANY (jw_state_set('scheduled'));
     SELECT pg_notify('jobwarden_wakeup', p_operation_id);
 $$;
@@ -255,7 +353,9 @@ LANGUAGE sql AS $$
         wake_requested = true,
         next_poll_at = CASE
             WHEN lease_expires_at IS NULL OR lease_expires_at < jw_now()
-            THEN greatest(jw_now(), not_before) ELSE next_poll_at END
+            THEN jw_due_at(state, jw_now(), not_before, poll_not_before, result_deadline,
+                           cancel_deadline)
+            ELSE next_poll_at END
     WHERE operation_id = ANY (p_operation_ids) AND state = ANY (jw_state_set('scheduled'));
     SELECT count(pg_notify('jobwarden_wakeup', woken.operation_id))::integer
     FROM (SELECT DISTINCT unnest(p_operation_ids) AS operation_id ORDER BY 1) AS woken;
@@ -440,9 +540,10 @@ CROSS JOIN LATERAL (
 ) m;
 
 -- The receiver's agent API and the reconciler read the named sets.
-GRANT EXECUTE ON FUNCTION jw_now(), jw_state_set(text) TO jobwarden_agent, jobwarden_receiver,
-    jobwarden_reconciler, jobwarden_operator;
+GRANT EXECUTE ON FUNCTION jw_now(), jw_state_set(text), jw_deadline_look(timestamptz),
+    jw_due_at(jw_state, timestamptz, timestamptz, timestamptz, timestamptz, timestamptz)
+    TO jobwarden_agent, jobwarden_receiver, jobwarden_reconciler, jobwarden_operator;
 
 -- The history trigger (run as the inserting role) now also clears follow_up;
 -- the receiver's agent API appends transitions (cancel), so it needs that column.
-GRANT UPDATE (follow_up) ON operations TO jobwarden_receiver;
+GRANT UPDATE (follow_up, read_fence) ON operations TO jobwarden_receiver;

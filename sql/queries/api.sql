@@ -78,7 +78,8 @@ SELECT at, kind, ref, details FROM (
                               'provider_request_id', c.provider_request_id,
                               'idempotency_token_sent', c.idempotency_token IS NOT NULL,
                               'remote_job_id', c.remote_job_id, 'worker', c.worker,
-                              'finished', c.finished_at IS NOT NULL),
+                              'finished', c.finished_at IS NOT NULL,
+                              'not_before', c.not_before, 'anomalies', c.anomalies),
            1
     FROM provider_calls c WHERE c.operation_id = $1
     UNION ALL
@@ -88,7 +89,7 @@ SELECT at, kind, ref, details FROM (
                               'webhook_event_id', w.event_id,
                               'progress_completed', o.progress_completed,
                               'progress_total', o.progress_total, 'error', o.error,
-                              'counts', o.counts),
+                              'counts', o.counts, 'anomalies', o.anomalies),
            2
     FROM observations o
     LEFT JOIN webhook_events w ON w.webhook_event_id = o.webhook_event_id

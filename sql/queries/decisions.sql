@@ -33,9 +33,22 @@ RETURNING result_deadline;
 -- (decision $2): the not-before time is dropped and the row made due now.
 UPDATE operations SET
     not_before = NULL,
+    poll_not_before = NULL,
     next_poll_at = CASE WHEN lease_expires_at IS NULL OR lease_expires_at < jw_now()
                         THEN jw_now() ELSE next_poll_at END,
     wake_requested = true
 WHERE operation_id = $1 AND state = ANY (jw_state_set('scheduled'))
   AND EXISTS (SELECT 1 FROM decisions d WHERE d.decision_id = $2 AND d.operation_id = $1)
-RETURNING not_before;
+RETURNING operation_id;
+
+-- name: renew_cancel_intent
+-- An operator decides to cancel again: a new intent (who, why, a fresh
+-- deadline), and the earlier cancel counts as not sent, so it is sent anew.
+UPDATE operations SET
+    cancel_requested_at = jw_now(),
+    cancel_requested_by = $2,
+    cancel_reason = $3,
+    cancel_deadline = jw_now() + make_interval(secs => $4),
+    cancel_sent_at = NULL
+WHERE operation_id = $1 AND finished_at IS NULL
+RETURNING operation_id;

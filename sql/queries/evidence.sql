@@ -44,7 +44,7 @@ WITH r AS (
     FROM r
     WHERE c.call_id = $1 AND c.finished_at IS NULL
     RETURNING c.call_id, c.operation_id, c.not_before
-), held_back AS (
+), held_back AS (  -- data-modifying: runs whether or not anything reads it
     UPDATE operations o SET not_before = greatest(o.not_before, call.not_before)
     FROM call
     WHERE call.not_before IS NOT NULL AND o.operation_id = call.operation_id
@@ -56,16 +56,22 @@ SELECT call.call_id, (SELECT max(not_before) FROM held_back) AS not_before FROM 
 -- Status reads, any number in one statement (the reconciler's group commit,
 -- reconciler/poll_writer.py). $1 is a JSON array of the ledger's status rows,
 -- at most one per operation. For each: the operation's observed facts, the
--- call (completing the row recorded before it left, or a new one), and —
--- when "observe" — the observation; each conditional on that row's fence
--- (a NULL fence: an unleased writer, e.g. an operator's tool or a test).
--- A row whose lease was lost writes nothing and returns no row. With
--- "release" the lease is also handed back with the next appointment
--- "release_after" seconds away, never before not_before (a wake that arrived
--- meanwhile makes it due as soon as the provider allows).
+-- call (completing the row recorded before it left, or a new one for the
+-- read the claim marked, whose mark this clears), and — when "observe" —
+-- the observation; each conditional on that row's fence (a NULL fence: an
+-- unleased writer, e.g. an operator's tool or a test). With "release" the
+-- lease is also handed back with the next appointment "release_after"
+-- seconds away (a wake that arrived meanwhile: now), through jw_due_at.
+-- A read whose lease was lost updates no operation and records no
+-- observation, and returns no row; its call is still recorded (completing
+-- the "lost" row the new owner's claim wrote for it, if any) and its
+-- Retry-After still holds the operation back: the provider said it.
 WITH r AS (
-    SELECT r.*, CASE WHEN r.not_before_seconds IS NOT NULL
-                     THEN jw_now() + make_interval(secs => r.not_before_seconds) END AS imposed
+    SELECT r.*,
+           CASE WHEN r.not_before_seconds IS NOT NULL
+                THEN jw_now() + make_interval(secs => r.not_before_seconds) END AS imposed,
+           CASE WHEN r.observe AND r.poll_after_seconds IS NOT NULL
+                THEN jw_now() + make_interval(secs => r.poll_after_seconds) END AS poll_until
     FROM jsonb_to_recordset($1::text::jsonb) AS r (
         operation_id text, fence bigint, call_id bigint, attempt integer, worker text,
         traceparent text, method text, url text, request_headers jsonb, duration_ms integer,
@@ -81,11 +87,15 @@ WITH r AS (
         lease_owner = CASE WHEN r.release THEN NULL ELSE o.lease_owner END,
         lease_expires_at = CASE WHEN r.release THEN NULL ELSE o.lease_expires_at END,
         not_before = greatest(o.not_before, r.imposed),
+        poll_not_before = CASE WHEN r.observe THEN r.poll_until ELSE o.poll_not_before END,
         next_poll_at = CASE
             WHEN NOT r.release THEN o.next_poll_at
-            WHEN o.wake_requested THEN greatest(jw_now(), o.not_before, r.imposed)
-            ELSE greatest(jw_now() + make_interval(secs => r.release_after),
-                          o.not_before, r.imposed) END,
+            ELSE jw_due_at(o.state,
+                           CASE WHEN o.wake_requested THEN jw_now()
+                                ELSE jw_now() + make_interval(secs => r.release_after) END,
+                           greatest(o.not_before, r.imposed),
+                           CASE WHEN r.observe THEN r.poll_until ELSE o.poll_not_before END,
+                           o.result_deadline, o.cancel_deadline) END,
         wake_requested = CASE WHEN r.release THEN false ELSE o.wake_requested END,
         remote_state = coalesce(r.remote_state, o.remote_state),
         remote_state_raw = coalesce(r.remote_state_raw, o.remote_state_raw),
@@ -95,22 +105,37 @@ WITH r AS (
         poll_after_seconds = CASE WHEN r.observe THEN r.poll_after_seconds
                                   ELSE o.poll_after_seconds END,
         poll_attempts = o.poll_attempts + 1,
+        read_fence = NULL,  -- the read the claim marked is on record now
         last_error = CASE WHEN r.observe THEN r.error ELSE o.last_error END
     FROM r
     WHERE o.operation_id = r.operation_id
       AND (r.fence IS NULL OR (o.lease_fence = r.fence AND o.lease_expires_at > jw_now()))
     RETURNING o.operation_id, o.trace_id
+), late AS (
+    -- reads whose lease was lost: evidence all the same
+    SELECT r.* FROM r WHERE NOT EXISTS (SELECT 1 FROM op WHERE op.operation_id = r.operation_id)
+), held_back AS (  -- data-modifying: runs whether or not anything reads it
+    UPDATE operations o SET not_before = greatest(o.not_before, late.imposed)
+    FROM late WHERE o.operation_id = late.operation_id AND late.imposed IS NOT NULL
+    RETURNING o.operation_id
 ), completed AS (
+    -- the row recorded before the read left: by the step, or (for a late
+    -- read) by the new owner's claim, as lost
     UPDATE provider_calls c SET
-        traceparent = r.traceparent, method = r.method, url = r.url,
-        request_headers = r.request_headers, finished_at = jw_now(),
-        duration_ms = r.duration_ms, status_code = r.status_code,
-        provider_request_id = r.provider_request_id, response_headers = r.response_headers,
-        error_category = r.error_category, response_sha256 = r.response_sha256,
-        response_size = r.response_size, response_body = r.response_body,
-        not_before = r.imposed, anomalies = r.anomalies
-    FROM op JOIN r USING (operation_id)
-    WHERE r.call_id IS NOT NULL AND c.call_id = r.call_id AND c.operation_id = r.operation_id
+        traceparent = x.traceparent, method = x.method, url = x.url,
+        request_headers = x.request_headers, finished_at = jw_now(),
+        duration_ms = x.duration_ms, status_code = x.status_code,
+        provider_request_id = x.provider_request_id, response_headers = x.response_headers,
+        error_category = x.error_category, response_sha256 = x.response_sha256,
+        response_size = x.response_size, response_body = x.response_body,
+        not_before = x.imposed, anomalies = x.anomalies
+    FROM (SELECT r.*, true AS leased FROM r JOIN op USING (operation_id)
+          UNION ALL SELECT late.*, false FROM late) x
+    WHERE c.operation_id = x.operation_id
+      AND ((x.leased AND c.call_id = x.call_id)
+           OR (NOT x.leased AND (c.call_id = x.call_id
+                                 OR (x.call_id IS NULL AND c.call_kind = 'status'
+                                     AND c.fence = x.fence AND c.error_category = 'lost'))))
     RETURNING c.call_id, c.operation_id
 ), inserted AS (
     INSERT INTO provider_calls (operation_id, call_kind, attempt, worker, fence, trace_id,
@@ -118,14 +143,19 @@ WITH r AS (
                                 finished_at, duration_ms, status_code, provider_request_id,
                                 response_headers, error_category, response_sha256,
                                 response_size, response_body, not_before, anomalies)
-    SELECT op.operation_id, 'status', r.attempt, r.worker, r.fence, op.trace_id,
-           r.traceparent, r.method, r.url, r.request_headers,
-           jw_now() - make_interval(secs => r.duration_ms::double precision / 1000),
-           jw_now(), r.duration_ms, r.status_code, r.provider_request_id,
-           r.response_headers, r.error_category, r.response_sha256, r.response_size,
-           r.response_body, r.imposed, r.anomalies
-    FROM op JOIN r USING (operation_id)
-    WHERE r.call_id IS NULL
+    SELECT x.operation_id, 'status', x.attempt, x.worker, x.fence, o.trace_id,
+           x.traceparent, x.method, x.url, x.request_headers,
+           jw_now() - make_interval(secs => x.duration_ms::double precision / 1000),
+           jw_now(), x.duration_ms, x.status_code, x.provider_request_id,
+           x.response_headers, x.error_category, x.response_sha256, x.response_size,
+           x.response_body, x.imposed, x.anomalies
+    FROM (SELECT * FROM r WHERE r.call_id IS NULL
+              AND EXISTS (SELECT 1 FROM op WHERE op.operation_id = r.operation_id)
+          UNION ALL
+          SELECT * FROM late
+          WHERE NOT EXISTS (SELECT 1 FROM completed WHERE completed.operation_id
+                            = late.operation_id)) x
+    JOIN operations o ON o.operation_id = x.operation_id
     RETURNING call_id, operation_id
 ), call AS (
     SELECT call_id, operation_id FROM completed
@@ -139,12 +169,12 @@ WITH r AS (
     SELECT call.operation_id, 'poll', call.call_id, r.remote_state, r.remote_state_raw,
            r.provider_updated_at, r.progress_completed, r.progress_total, r.progress_percent,
            r.poll_after_seconds, r.error, r.result_url, r.errors_url, r.counts, r.anomalies
-    FROM call JOIN r USING (operation_id)
+    FROM call JOIN r USING (operation_id) JOIN op USING (operation_id)
     WHERE r.observe
     RETURNING operation_id, observation_id
 )
 SELECT call.operation_id, call.call_id, observed.observation_id
-FROM call LEFT JOIN observed USING (operation_id);
+FROM call JOIN op USING (operation_id) LEFT JOIN observed USING (operation_id);
 
 -- name: insert_result
 INSERT INTO results (operation_id, call_id, valid, reason, content_type, size_bytes, sha256,

@@ -10,39 +10,45 @@
 -- The cut-off is an uncorrelated subquery, evaluated once: an index
 -- condition, so a claim that cannot fill its batch never walks every
 -- scheduled row.
--- A claim in a polled state is a status read about to leave: it is recorded
--- here (provider_calls, not yet finished) from the request stored with the
--- job id, so a read that leaves and is never answered or recorded is still
--- on record. No extra round trip; the read's outcome completes that row.
+-- A claim in a polled state is a status read about to leave: the same UPDATE
+-- marks it (read_fence). A mark the previous holder left (it vanished
+-- mid-read) is first recorded as a call whose outcome was lost.
 WITH due AS (
-    SELECT operation_id FROM operations
-    WHERE next_poll_at <= (SELECT jw_now())
-    ORDER BY next_poll_at
+    SELECT o.operation_id, o AS previous FROM operations o
+    WHERE o.next_poll_at <= (SELECT jw_now())
+    ORDER BY o.next_poll_at
     LIMIT $2
     FOR UPDATE SKIP LOCKED
+), lost AS (
+    -- as jw_record_lost_read (migration 008), from the values this claim replaces
+    INSERT INTO provider_calls (operation_id, call_kind, attempt, worker, fence, trace_id,
+                                method, url, request_headers, started_at, finished_at,
+                                error_category)
+    SELECT p.operation_id, 'status', p.poll_attempts + 1, coalesce(p.lease_owner, 'unknown'),
+           p.read_fence, p.trace_id, p.status_request ->> 'method',
+           p.status_request ->> 'url', coalesce(p.status_request -> 'headers', '{}'::jsonb),
+           coalesce(p.read_claimed_at, jw_now()), jw_now(), 'lost'
+    FROM (SELECT (due.previous).* FROM due) p
+    WHERE p.read_fence IS NOT NULL AND p.status_request IS NOT NULL
+      AND NOT EXISTS (SELECT 1 FROM provider_calls c WHERE c.operation_id = p.operation_id
+                      AND c.fence = p.read_fence AND c.call_kind = 'status')
+    RETURNING call_id
 ), claimed AS (
     UPDATE operations o SET
         lease_owner = $1,
         lease_expires_at = jw_now() + make_interval(secs => $3),
         lease_fence = o.lease_fence + 1,
         wake_requested = false,
-        next_poll_at = jw_now() + make_interval(secs => $3)
+        next_poll_at = jw_now() + make_interval(secs => $3),
+        read_fence = CASE WHEN o.state = ANY (jw_state_set('polled'))
+                               AND o.status_request IS NOT NULL AND o.follow_up IS NULL
+                          THEN o.lease_fence + 1 END,
+        read_claimed_at = jw_now()
     FROM due
     WHERE o.operation_id = due.operation_id
     RETURNING o.*
-), intent AS (
-    INSERT INTO provider_calls (operation_id, call_kind, attempt, worker, fence, trace_id,
-                                method, url, request_headers)
-    SELECT c.operation_id, 'status', c.poll_attempts + 1, 'reconciler:' || $1, c.lease_fence,
-           c.trace_id, c.status_request ->> 'method', c.status_request ->> 'url',
-           coalesce(c.status_request -> 'headers', '{}'::jsonb)
-    FROM claimed c
-    WHERE c.state = ANY (jw_state_set('polled')) AND c.status_request IS NOT NULL
-      AND c.follow_up IS NULL
-    RETURNING operation_id, call_id
 )
-SELECT c.*, i.call_id AS status_call_id
-FROM claimed c LEFT JOIN intent i USING (operation_id);
+SELECT claimed.*, jw_now() AS db_now FROM claimed;
 
 -- name: renew_lease
 -- Just before a provider call: the lease must outlast the call, or the call is not made.
@@ -55,24 +61,22 @@ RETURNING lease_expires_at;
 -- name: release
 -- Give the row back with its next appointment, $3 seconds away (NULL: none),
 -- never before not_before. A wake that arrived while we held the lease makes
--- the row due at once (as far as the provider allows). $4, when given, is a
--- status read recorded by the claim that this worker knows it never sent.
-WITH unsent AS (
-    UPDATE provider_calls SET finished_at = jw_now(), duration_ms = 0,
-                              error_category = 'not_sent'
-    WHERE call_id = $4 AND operation_id = $1 AND fence = $2 AND finished_at IS NULL
-    RETURNING call_id
-)
+-- the row due at once (as far as the provider allows). $4: the worker knows
+-- the read its claim marked never left (the mark is dropped); false when it
+-- cannot know (the mark stays, and the next claim records the read as lost).
 UPDATE operations SET
     lease_owner = NULL, lease_expires_at = NULL,
     wake_requested = false,
+    read_fence = CASE WHEN $4::boolean THEN NULL ELSE read_fence END,
     next_poll_at = CASE
         WHEN NOT (state = ANY (jw_state_set('scheduled'))) THEN NULL
-        WHEN wake_requested THEN greatest(jw_now(), not_before)
-        WHEN $3::double precision IS NULL THEN NULL
-        ELSE greatest(jw_now() + make_interval(secs => $3), not_before) END
+        WHEN $3::double precision IS NULL AND NOT wake_requested THEN NULL
+        ELSE jw_due_at(state,
+                       CASE WHEN wake_requested THEN jw_now()
+                            ELSE jw_now() + make_interval(secs => $3) END,
+                       not_before, poll_not_before, result_deadline, cancel_deadline) END
 WHERE operation_id = $1 AND lease_fence = $2
-RETURNING operation_id, (SELECT count(*) FROM unsent) AS unsent;
+RETURNING operation_id;
 
 -- name: release_all_mine
 -- Graceful shutdown: hand every lease back so another worker can go on at once
@@ -80,7 +84,8 @@ RETURNING operation_id, (SELECT count(*) FROM unsent) AS unsent;
 UPDATE operations SET
     lease_owner = NULL, lease_expires_at = NULL,
     next_poll_at = CASE WHEN state = ANY (jw_state_set('scheduled'))
-                        THEN greatest(jw_now(), not_before) END
+                        THEN jw_due_at(state, jw_now(), not_before, poll_not_before,
+                                       result_deadline, cancel_deadline) END
 WHERE lease_owner = $1;
 
 -- name: lease_held

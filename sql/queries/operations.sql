@@ -102,7 +102,14 @@ WHERE operation_id = $1
 RETURNING operation_id;
 
 -- name: set_cancel_sent
+-- The recovery point before a cancel leaves. The cancel deadline counts from
+-- the first send: a cancel held back by the provider's back-pressure (or an
+-- outage) still gets its whole deadline for the provider to confirm.
 UPDATE operations SET cancel_sent_at = coalesce(cancel_sent_at, jw_now()),
+                      cancel_deadline = CASE WHEN cancel_sent_at IS NULL
+                          THEN greatest(cancel_deadline,
+                                        jw_now() + (cancel_deadline - cancel_requested_at))
+                          ELSE cancel_deadline END,
                       cancel_attempts = cancel_attempts + 1
 WHERE operation_id = $1
   AND ($2::bigint IS NULL OR (lease_fence = $2 AND lease_expires_at > jw_now()))
@@ -128,6 +135,14 @@ UPDATE operations SET last_error = $3
 WHERE operation_id = $1 AND lease_fence = $2 AND lease_expires_at > jw_now()
 RETURNING operation_id;
 
+-- name: unbump_create_attempt
+-- The create just recorded provably never left this host: it is not an
+-- attempt (a cancel now may still abandon the operation). Fenced, like the bump.
+UPDATE operations SET create_attempts = create_attempts - 1
+WHERE operation_id = $1 AND lease_fence = $2 AND lease_expires_at > jw_now()
+  AND create_attempts > 0
+RETURNING create_attempts;
+
 -- name: bump_create_attempt
 -- The recovery point before a create leaves: only while the lease is held and
 -- the operation still wants a create (an agent may have abandoned it meanwhile).
@@ -151,6 +166,12 @@ RETURNING result_attempts;
 -- Every job id the provider ever named for this operation (create and lookup answers).
 SELECT DISTINCT remote_job_id FROM provider_calls
 WHERE operation_id = $1 AND call_kind IN ('create', 'lookup') AND remote_job_id IS NOT NULL;
+
+-- name: cancel_calls
+-- This operation's cancel requests, newest first.
+SELECT call_id, status_code, error_category, finished_at FROM provider_calls
+WHERE operation_id = $1 AND call_kind = 'cancel'
+ORDER BY call_id DESC;
 
 -- name: latest_create_call
 SELECT * FROM provider_calls

@@ -63,6 +63,19 @@ async def woken(queue: asyncio.Queue[str], op_id: str) -> None:
         pass
 
 
+async def submit_as(db: Any, script: str, **params: Any) -> str:
+    """Submit the way the agent API does, on `db` (e.g. a pool in the receiver's role)."""
+    body = {"script": script, "params": {"duration": 2.0, **params}}
+    sub = await ledger.submit_operation(
+        db,
+        provider="sim",
+        kind="export",
+        request=ledger.RequestSpec("POST", "/v1/jobs", body),
+        requested_by="agent:test",
+    )
+    return sub.operation_id
+
+
 async def sim_get(r: Rig, path: str) -> Any:
     async with httpx.AsyncClient() as client:
         return (await client.get(f"{r.sim_url}{path}")).json()
@@ -180,6 +193,58 @@ async def test_a_create_answer_on_record_is_acted_on_after_the_connection_drops(
     assert stats["creates_total"] == 1 and stats["jobs_total"] == 1
 
 
+async def test_a_read_whose_record_was_lost_is_put_on_record_by_the_next_claim(
+    db_url: str, pool: Any, tmp_path: Path
+) -> None:
+    clock = TestClock(pool)
+    async with through_proxy(db_url) as (proxy, proxied), rig(proxied, tmp_path, clock=clock) as r:
+        op_id = await r.submit("success", duration=60.0)
+        assert await run_to(r, clock, op_id, {S.OBSERVING}) is S.OBSERVING
+        await clock.advance(1.0)
+        # the read leaves and is answered; its record never reaches the database
+        proxy.arm(Fault(action="drop_before", match=re.compile(r"Status reads, any number")))
+        await r.reconciler.run_once()
+        assert proxy.fired.is_set()
+        answered = len(
+            [q for q in (await sim_get(r, "/_sim/requests"))["requests"] if q["kind"] == "status"]
+        )
+        await clock.advance(PAST_ANY_RETRY)
+        await r.reconciler.run_once()  # the next claim records the lost read
+    lost = await pool.fetchval(
+        "SELECT count(*) FROM provider_calls WHERE operation_id = $1 AND call_kind = 'status'"
+        " AND error_category = 'lost'",
+        op_id,
+    )
+    assert lost == 1 and await _status_reads(pool, op_id, lost=True) >= answered
+
+
+async def test_a_decision_on_a_row_whose_worker_vanished_mid_read_records_the_read(
+    pool: Any, tmp_path: Path, clock: TestClock
+) -> None:
+    async with rig(pool, tmp_path, clock=clock) as r:
+        op_id = await r.submit("success", duration=60.0)
+        assert await run_to(r, clock, op_id, {S.OBSERVING}) is S.OBSERVING
+        await clock.advance(1.0)
+        [claimed] = await r.reconciler.claim(1)  # the read is marked; the worker vanishes
+        assert claimed.read_marked
+        await clock.advance(PAST_ANY_RETRY)  # its lease lapses
+        async with pool.acquire() as conn:
+            await ledger.decisions.decide(
+                conn,
+                await ledger.load_operation(conn, op_id),
+                S.NEEDS_ATTENTION,
+                actor="operator:ann",
+                reason="looks wrong",
+            )
+    row = await pool.fetchrow(
+        "SELECT count(*) FILTER (WHERE error_category = 'lost') AS lost,"
+        " (SELECT read_fence FROM operations WHERE operation_id = $1) AS mark"
+        " FROM provider_calls WHERE operation_id = $1",
+        op_id,
+    )
+    assert row["lost"] == 1 and row["mark"] is None
+
+
 # ------------------------------------------------------------------ 2. back-pressure
 
 
@@ -287,19 +352,24 @@ async def test_a_deadline_waits_for_a_short_back_pressure_window_then_reads(
             "rate_limited", duration=5.0, limited_reads=1, retry_after=60, result_deadline_s=30
         )
         await r.reconciler.run_once()  # the first read: 429, Retry-After 60 s
+        reads = await _status_reads(pool, op_id)
         await clock.advance(31.0)  # the deadline passes inside the window
-        assert (await r.reconciler.run_once())["claimed"] == 0  # nobody reads before it ends
+        # due at the deadline, to look; the window ends within its grace, so it waits
+        assert (await r.reconciler.run_once())["claimed"] == 1
+        assert await _status_reads(pool, op_id) == reads and await r.state(op_id) is S.OBSERVING
         assert await run_to(r, clock, op_id, {S.SUCCEEDED}) is S.SUCCEEDED
         stats = await sim_get(r, "/_sim/stats")
     assert stats["retry_after_violations_total"] == 0
 
 
-async def _status_reads(pool: Any, op_id: str) -> int:
+async def _status_reads(pool: Any, op_id: str, *, lost: bool = False) -> int:
+    """Status reads on record: answered ones, and with `lost` those whose outcome was lost."""
     return int(
         await pool.fetchval(
             "SELECT count(*) FROM provider_calls WHERE operation_id = $1 AND call_kind = 'status'"
-            " AND status_code IS NOT NULL",
+            " AND (status_code IS NOT NULL OR ($2 AND error_category = 'lost'))",
             op_id,
+            lost,
         )
     )
 
@@ -314,7 +384,8 @@ async def _status_reads(pool: Any, op_id: str) -> int:
         ("completed_exceeds_total", "progress_completed_exceeds_total", S.RESULT_VALIDATION_FAILED),
         ("huge_counts", "progress_total_too_large", S.RESULT_VALIDATION_FAILED),
         ("negative_counts", "progress_completed_negative", S.SUCCEEDED),
-        ("huge_poll_after", "poll_after_seconds_capped", S.SUCCEEDED),
+        # a day's hint (capped from 10**12 s) outlasts the deadline: it escalates, unread
+        ("huge_poll_after", "poll_after_seconds_capped", S.RESULT_TIMED_OUT),
         ("null_progress", None, S.SUCCEEDED),
         ("nul_state", None, S.SUCCEEDED),
     ],
@@ -351,3 +422,41 @@ async def test_impossible_provider_facts_are_kept_and_never_stall(
     if anomaly is not None:
         assert anomaly in anomalies
     assert not [rec for rec in caplog.records if rec.getMessage() == "step failed"]
+
+
+# ------------------------------------------------------------------ 5. least privilege
+
+
+async def test_the_reconciler_and_the_receiver_need_no_more_than_their_roles(
+    db_url: str, pool: Any, tmp_path: Path, clock: TestClock
+) -> None:
+    """Every new write path (marks, lost reads, back-pressure, follow-ups) under the real roles."""
+    reconciler_pool = await create_pool(
+        db_url, min_size=1, max_size=8, server_settings={"role": "jobwarden_reconciler"}
+    )
+    receiver = await create_pool(
+        db_url, min_size=1, max_size=2, server_settings={"role": "jobwarden_receiver"}
+    )
+    try:
+        async with rig(reconciler_pool, tmp_path, clock=clock) as r:
+            done = await submit_as(receiver, "rate_limited", limited_reads=1, retry_after=5)
+            assert await run_to(r, clock, done, {S.SUCCEEDED}) is S.SUCCEEDED
+            cancelled = await submit_as(receiver, "cancellable", duration=600.0)
+            assert await run_to(r, clock, cancelled, {S.OBSERVING}) is S.OBSERVING
+            await clock.advance(1.0)
+            [claimed] = await r.reconciler.claim(1)  # a read marked; its worker vanishes
+            assert claimed.read_marked
+            await clock.advance(PAST_ANY_RETRY)
+            async with receiver.acquire() as conn:  # an agent's cancel, as the API makes it
+                await ledger.request_cancel(
+                    conn, cancelled, requested_by="agent:test", reason="stop"
+                )
+            assert await run_to(r, clock, cancelled, {S.CANCELLED}) is S.CANCELLED
+    finally:
+        await reconciler_pool.close()
+        await receiver.close()
+    lost = await pool.fetchval(
+        "SELECT count(*) FROM provider_calls WHERE operation_id = $1 AND error_category = 'lost'",
+        cancelled,
+    )
+    assert lost == 1

@@ -158,8 +158,32 @@ async def test_a_lost_lease_fails_only_its_own_read(pool: Any) -> None:
     )
     assert outcomes[0] is None and outcomes[2] is None
     assert isinstance(outcomes[1], LeaseLost)
-    assert [await calls_of(pool, op.operation_id) for op in ops] == [1, 0, 1]
-    assert (await ledger.load_operation(pool, lost.operation_id)).lease_owner == "w1"
+    # The late read is evidence all the same (the call happened), but it moves
+    # nothing: no observation, no observed facts, the new owner's lease untouched.
+    assert [await calls_of(pool, op.operation_id) for op in ops] == [1, 1, 1]
+    late = await ledger.load_operation(pool, lost.operation_id)
+    assert late.lease_owner == "w1" and late.poll_attempts == lost.poll_attempts
+    seen = await pool.fetchval(
+        "SELECT count(*) FROM observations WHERE operation_id = $1", lost.operation_id
+    )
+    assert seen == 0
+
+
+async def test_a_late_reads_retry_after_still_holds_the_operation_back(pool: Any) -> None:
+    [op] = await leased(pool, 1)
+    await pool.execute(
+        "UPDATE operations SET lease_fence = lease_fence + 1 WHERE operation_id = $1",
+        op.operation_id,
+    )
+    row = {**read(op), "not_before_seconds": 60.0}
+    with pytest.raises(LeaseLost):
+        await PollWriter(pool).record(row)
+    held = await pool.fetchval(
+        "SELECT not_before > jw_now() + interval '50 seconds' FROM operations"
+        " WHERE operation_id = $1",
+        op.operation_id,
+    )
+    assert held  # the provider said wait: the new owner waits too
 
 
 async def test_an_impossible_count_is_kept_as_an_anomaly_not_refused(pool: Any) -> None:
@@ -210,7 +234,7 @@ async def test_two_reads_of_one_operation_never_share_a_statement(pool: Any) -> 
     assert first is None
     assert isinstance(second, LeaseLost)  # the first read already handed the lease back
     assert counting.statements == [1, 1]
-    assert await calls_of(pool, op.operation_id) == 1
+    assert await calls_of(pool, op.operation_id) == 2  # both reads happened: both on record
 
 
 async def test_provider_text_postgres_cannot_hold_is_stored_replaced(pool: Any) -> None:

@@ -320,9 +320,21 @@ async def test_an_error_answer_naming_a_job_does_not_prove_acceptance(db: Any) -
 # Three or more state names in one literal list is a set spelled out again:
 # the named sets exist once in SQL (jw_state_set) and once in Python.
 _STATE_NAMES = "|".join(sorted((s.value for s in LocalState), key=len, reverse=True))
-_LITERAL_LIST = re.compile(
-    rf"(?:'(?:{_STATE_NAMES})'(?:::jw_state)?\s*,\s*){{2,}}'(?:{_STATE_NAMES})'"
-)
+# 'a', 'b'::jw_state, 'c'::text ... (an IN list or ARRAY[...]), three or more
+_LITERAL_LIST = re.compile(rf"(?:'(?:{_STATE_NAMES})'(?:::\w+)?\s*,\s*){{2,}}'(?:{_STATE_NAMES})'")
+# '{a,b,c}' array literals
+_ARRAY_LITERAL = re.compile(rf"'\{{\s*(?:(?:{_STATE_NAMES})\s*,\s*){{2,}}(?:{_STATE_NAMES})\s*\}}'")
+
+
+def spells_a_set(sql: str) -> bool:
+    return bool(_LITERAL_LIST.search(sql) or _ARRAY_LITERAL.search(sql))
+
+
+def test_the_set_patterns_catch_the_ways_sql_spells_states() -> None:
+    assert spells_a_set("state IN ('failed', 'cancelled', 'abandoned')")
+    assert spells_a_set("ARRAY['failed'::jw_state, 'cancelled'::jw_state, 'abandoned'::text]")
+    assert spells_a_set("state = ANY ('{failed,cancelled,abandoned}'::jw_state[])")
+    assert not spells_a_set("state IN ('cancelled', 'abandoned')")  # two is a pair, not a set
 
 
 async def test_every_named_set_equals_its_sql_twin(db: Any) -> None:
@@ -354,11 +366,21 @@ async def test_no_sql_definition_spells_a_set_out(db: Any) -> None:
         UNION ALL
         SELECT 'constraint ' || conname, pg_get_constraintdef(oid) FROM pg_constraint
         WHERE connamespace = 'public'::regnamespace
+        UNION ALL
+        SELECT 'trigger ' || tgname, pg_get_triggerdef(oid) FROM pg_trigger
+        WHERE NOT tgisinternal
+        UNION ALL
+        SELECT 'index ' || indexname, indexdef FROM pg_indexes WHERE schemaname = 'public'
         """
     )
-    spelled = [d["what"] for d in definitions if _LITERAL_LIST.search(d["sql"])]
-    queries = [name for name, sql in all_queries().items() if _LITERAL_LIST.search(sql)]
+    spelled = [d["what"] for d in definitions if spells_a_set(d["sql"])]
+    queries = [name for name, sql in all_queries().items() if spells_a_set(sql)]
     assert spelled == [] and queries == []
+
+
+async def test_every_sql_set_name_has_a_python_twin(db: Any) -> None:
+    body = await db.fetchval("SELECT pg_get_functiondef('jw_state_set(text)'::regprocedure)")
+    assert set(re.findall(r"WHEN '(\w+)' THEN", body)) == set(STATE_SETS)
 
 
 def test_no_python_module_spells_a_set_out() -> None:

@@ -24,25 +24,47 @@ LEDGER = ROOT / "shared" / "ledger"
 MIGRATE = ROOT / "shared" / "db" / "migrate.py"
 
 _COMMENT = re.compile(r"--[^\n]*")
-_WRITE = re.compile(r"\b(INSERT\s+INTO|UPDATE\s+\w+|DELETE\s+FROM|TRUNCATE|MERGE\s+INTO)\b", re.I)
-_FUNCTION = re.compile(
-    r"CREATE\s+(?:OR\s+REPLACE\s+)?FUNCTION\s+(\w+)\s*\((.*?)\$\$(.*?)\$\$", re.I | re.S
+_WRITE = re.compile(
+    r"\b(INSERT\s+INTO|UPDATE\s+[\w.]+|DELETE\s+FROM|TRUNCATE|MERGE\s+INTO|COPY\s+[\w.]+)\b",
+    re.I,
 )
-_RAW_WRITE = re.compile(r"^\s*(INSERT\s+INTO|UPDATE\s+\w+\s+SET|DELETE\s+FROM)\b", re.I)
+# CREATE [OR REPLACE] FUNCTION|PROCEDURE [schema.]name (...) ... $tag$ body $tag$
+_FUNCTION = re.compile(
+    r"CREATE\s+(?:OR\s+REPLACE\s+)?(?:FUNCTION|PROCEDURE)\s+(?:\w+\.)?(\w+)\s*\("
+    r".*?(\$\w*\$)(.*?)\2",
+    re.I | re.S,
+)
+# A write spelled out in a string: anywhere in it, aliased, schema-qualified or in a WITH.
+_RAW_WRITE = re.compile(
+    r"\b(INSERT\s+INTO|UPDATE\s+[\w.]+(?:\s+(?:AS\s+)?\w+)?\s+SET|DELETE\s+FROM|TRUNCATE"
+    r"|MERGE\s+INTO)\b",
+    re.I,
+)
+# asyncpg's bulk writers need no SQL string at all.
+_BULK_WRITERS = frozenset({"copy_records_to_table", "copy_to_table", "copy_from_query"})
+
+
+def _calls(names: set[str]) -> re.Pattern[str]:
+    return re.compile(r"\b(?:\w+\.)?(" + "|".join(sorted(names)) + r")\s*\(", re.I)
 
 
 def mutating_functions() -> set[str]:
-    """SQL functions whose body writes (a query calling one is a write)."""
-    names: set[str] = set()
+    """SQL functions whose body writes, directly or by calling one that does."""
+    bodies: dict[str, str] = {}
     for path in sorted((sql_root() / "migrations").glob("*.sql")):
         for match in _FUNCTION.finditer(path.read_text("utf-8")):
-            if _WRITE.search(_COMMENT.sub("", match.group(3))):
-                names.add(match.group(1).lower())
-    return names
+            bodies[match.group(1).lower()] = _COMMENT.sub("", match.group(3))
+    names = {name for name, body in bodies.items() if _WRITE.search(body)}
+    while True:  # a function calling a writer writes too
+        calls = _calls(names)
+        more = {n for n, body in bodies.items() if n not in names and calls.search(body)}
+        if not more:
+            return names
+        names |= more
 
 
 def write_queries() -> set[str]:
-    calls = re.compile(r"\b(" + "|".join(sorted(mutating_functions())) + r")\s*\(", re.I)
+    calls = _calls(mutating_functions())
     writes = set()
     for name, sql in all_queries().items():
         body = _COMMENT.sub("", sql)
@@ -134,15 +156,53 @@ def test_benchmarks_and_tests_run_named_writes_only_through_the_ledger() -> None
     assert offenders == [], "write queries run outside the ledger:\n" + "\n".join(offenders)
 
 
+def outside_the_ledger(*tops: str) -> Iterator[Path]:
+    for path in python_files(*tops):
+        if LEDGER not in path.parents and path != MIGRATE:
+            yield path
+
+
 def test_no_product_module_outside_the_ledger_spells_a_write() -> None:
     offenders = [
         f"{path.relative_to(ROOT)}:{line}"
-        for path in python_files(*PRODUCT)
-        if LEDGER not in path.parents
+        for path in outside_the_ledger(*PRODUCT)
         for line, value in string_constants(path)
         if _RAW_WRITE.search(value)
     ]
     assert offenders == [], "raw write SQL outside shared/ledger/:\n" + "\n".join(offenders)
+
+
+def test_no_product_module_outside_the_ledger_bulk_writes_or_names_queries_indirectly() -> None:
+    """No COPY-style bulk writer, and no q(variable): every query named in plain sight."""
+    offenders = []
+    for path in outside_the_ledger(*PRODUCT):
+        if path.parent == ROOT / "shared" / "db":
+            continue  # the loader itself
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            if isinstance(func, ast.Attribute) and func.attr in _BULK_WRITERS:
+                offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}: {func.attr}")
+            named = isinstance(func, ast.Name) and func.id in {"q", "all_queries"}
+            literal = bool(node.args) and isinstance(node.args[0], ast.Constant)
+            if named and (func.id == "all_queries" or not literal):  # type: ignore[union-attr]
+                offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}: query by variable")
+    assert offenders == []
+
+
+def test_the_patterns_catch_the_forms_a_write_takes() -> None:
+    for sql in (
+        "UPDATE operations o SET state = 'x'",
+        "update public.operations set x = 1",
+        "WITH t AS (SELECT 1) UPDATE operations AS o SET x = 1 FROM t",
+        "  -- name\nDELETE FROM history",
+        "INSERT INTO provider_calls VALUES (1)",
+    ):
+        assert _RAW_WRITE.search(sql), sql
+    assert not _RAW_WRITE.search("SELECT * FROM operations WHERE state = 'update'")
+    body = "CREATE FUNCTION public.a() RETURNS void LANGUAGE sql AS $fn$ SELECT b() $fn$;"
+    assert _FUNCTION.search(body) and _FUNCTION.search(body).group(1) == "a"  # type: ignore[union-attr]
 
 
 def test_every_named_write_is_used_by_the_ledger() -> None:
