@@ -28,7 +28,11 @@ typecheck: setup
 test: lint typecheck
 	$(BIN)/pytest -q -p no:cacheprovider
 
+# The receiver benchmark drives load with wrk (Debian's package); installed
+# here when possible, else the benchmark says it is missing.
 bench: setup
+	@command -v wrk >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get install -y -qq wrk >/dev/null; } \
+		|| echo "note: install wrk (apt-get install wrk) for the receiver benchmark"
 	$(BIN)/python -m bench
 
 chaos: setup

@@ -119,8 +119,8 @@ WITH r AS (
     FROM late WHERE o.operation_id = late.operation_id AND late.imposed IS NOT NULL
     RETURNING o.operation_id
 ), completed AS (
-    -- the row recorded before the read left: by the step, or (for a late
-    -- read) by the new owner's claim, as lost
+    -- the row recorded before the read left (a read chained after another
+    -- step): by its id, an index probe
     UPDATE provider_calls c SET
         traceparent = x.traceparent, method = x.method, url = x.url,
         request_headers = x.request_headers, finished_at = jw_now(),
@@ -129,13 +129,20 @@ WITH r AS (
         error_category = x.error_category, response_sha256 = x.response_sha256,
         response_size = x.response_size, response_body = x.response_body,
         not_before = x.imposed, anomalies = x.anomalies
-    FROM (SELECT r.*, true AS leased FROM r JOIN op USING (operation_id)
-          UNION ALL SELECT late.*, false FROM late) x
-    WHERE c.operation_id = x.operation_id
-      AND ((x.leased AND c.call_id = x.call_id)
-           OR (NOT x.leased AND (c.call_id = x.call_id
-                                 OR (x.call_id IS NULL AND c.call_kind = 'status'
-                                     AND c.fence = x.fence AND c.error_category = 'lost'))))
+    FROM r x
+    WHERE x.call_id IS NOT NULL AND c.call_id = x.call_id AND c.operation_id = x.operation_id
+    RETURNING c.call_id, c.operation_id
+), completed_lost AS (
+    -- a late read the new owner's claim recorded as lost: its outcome is known now
+    UPDATE provider_calls c SET
+        traceparent = x.traceparent, finished_at = jw_now(), duration_ms = x.duration_ms,
+        status_code = x.status_code, provider_request_id = x.provider_request_id,
+        response_headers = x.response_headers, error_category = x.error_category,
+        response_sha256 = x.response_sha256, response_size = x.response_size,
+        response_body = x.response_body, not_before = x.imposed, anomalies = x.anomalies
+    FROM late x
+    WHERE x.call_id IS NULL AND c.operation_id = x.operation_id AND c.fence = x.fence
+      AND c.call_kind = 'status' AND c.error_category = 'lost'
     RETURNING c.call_id, c.operation_id
 ), inserted AS (
     INSERT INTO provider_calls (operation_id, call_kind, attempt, worker, fence, trace_id,
@@ -153,8 +160,9 @@ WITH r AS (
               AND EXISTS (SELECT 1 FROM op WHERE op.operation_id = r.operation_id)
           UNION ALL
           SELECT * FROM late
-          WHERE NOT EXISTS (SELECT 1 FROM completed WHERE completed.operation_id
-                            = late.operation_id)) x
+          WHERE late.call_id IS NULL
+            AND NOT EXISTS (SELECT 1 FROM completed_lost d
+                            WHERE d.operation_id = late.operation_id)) x
     JOIN operations o ON o.operation_id = x.operation_id
     RETURNING call_id, operation_id
 ), call AS (
