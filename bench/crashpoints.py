@@ -45,7 +45,7 @@ from typing import Any, Literal
 
 import httpx
 
-from bench.harness import TestClock, install_test_clock
+from bench.harness import FAST_LIMITS, TEST_WEBHOOK_SECRET, TestClock, install_test_clock
 from bench.pgproxy import Fault, PgProxy
 from reconciler.context import Context, build_adapters, http_client
 from reconciler.daemon import create_reconciler_pool
@@ -65,15 +65,9 @@ from shared.simulator import SimulatorSettings, build_app
 S = LocalState
 Mode = Literal["drop", "kill"]
 MODES: tuple[Mode, ...] = ("drop", "kill")
-WEBHOOK_SECRET = "whsec_" + "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
-# The simulator preset with a fast schedule, as the test rig uses it.
-LIMITS = {
-    "backoff_base": 0.05,
-    "backoff_factor": 2.0,
-    "backoff_cap": 0.3,
-    "request_timeout": 1.0,
-    "webhook_backstop_poll_seconds": 30.0,
-}
+WEBHOOK_SECRET = TEST_WEBHOOK_SECRET
+# The test rig's fast schedule; with webhooks, polling a slow backstop.
+LIMITS = {**FAST_LIMITS, "webhook_backstop_poll_seconds": 30.0}
 # Long enough for a 1 s request timeout plus its writes, short enough that the
 # clock moves over it in one step after a kill.
 LEASE_SECONDS = 10.0

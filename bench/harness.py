@@ -54,6 +54,19 @@ from shared.result_store import ResultStore
 from shared.settings import Settings
 
 TEST_CLOCK_SQL = Path("testing") / "test_clock.sql"
+# The simulator preset on a fast schedule, for tests and the crash-point
+# enumeration: backoff in tenths of a second so a job's whole life takes
+# seconds, a 1 s request timeout so a lost response costs one second.
+FAST_LIMITS = {
+    "backoff_base": 0.05,
+    "backoff_factor": 2.0,
+    "backoff_cap": 0.3,
+    "request_timeout": 1.0,
+    "webhook_backstop_poll_seconds": 0.5,
+}
+# A signing secret for the simulator's webhooks in tests and the crash-point
+# runs; generated for them, never a deployment's.
+TEST_WEBHOOK_SECRET = "whsec_" + "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 
 PROVIDER = "sim"
 REQUESTED_BY = "agent:bench"

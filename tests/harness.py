@@ -17,6 +17,7 @@ from typing import Any
 
 import httpx
 
+from bench.harness import FAST_LIMITS, TEST_WEBHOOK_SECRET
 from reconciler.context import Context, build_adapters, http_client
 from reconciler.worker import Reconciler
 from shared import ledger
@@ -29,14 +30,7 @@ from shared.serve import serve_app
 from shared.settings import Settings
 from shared.simulator import SimulatorSettings, build_app
 
-WEBHOOK_SECRET = "whsec_" + "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
-FAST_LIMITS = {
-    "backoff_base": 0.05,
-    "backoff_factor": 2.0,
-    "backoff_cap": 0.3,
-    "request_timeout": 1.0,
-    "webhook_backstop_poll_seconds": 0.5,
-}
+WEBHOOK_SECRET = TEST_WEBHOOK_SECRET
 
 
 def sim_providers(

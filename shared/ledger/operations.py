@@ -148,9 +148,14 @@ class Operation:
 
     @classmethod
     def _from_record(cls, record: Mapping[str, Any]) -> Operation:
-        values = {f.name: record[f.name] for f in fields(cls) if f.name != "_origin"}
+        values = {name: record[name] for name in _COLUMNS}
         values["state"] = LocalState(values["state"])
         return cls(**values, _origin=_LOADED)
+
+
+# The row's columns the dataclass holds, computed once: a claim builds one
+# Operation per claimed row, on the status-read hot path.
+_COLUMNS = tuple(f.name for f in fields(Operation) if f.name != "_origin")
 
 
 @dataclass(frozen=True)

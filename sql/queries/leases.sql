@@ -14,7 +14,10 @@
 -- marks it (read_fence). A mark the previous holder left (it vanished
 -- mid-read) is first recorded as a call whose outcome was lost.
 WITH due AS (
-    SELECT o.operation_id, o AS previous FROM operations o
+    -- with what a mark left by the previous holder needs (the values this claim replaces)
+    SELECT o.operation_id, o.read_fence, o.lease_owner, o.read_claimed_at, o.poll_attempts,
+           o.trace_id, o.status_request
+    FROM operations o
     WHERE o.next_poll_at <= (SELECT jw_now())
     ORDER BY o.next_poll_at
     LIMIT $2
@@ -28,7 +31,7 @@ WITH due AS (
            p.read_fence, p.trace_id, p.status_request ->> 'method',
            p.status_request ->> 'url', coalesce(p.status_request -> 'headers', '{}'::jsonb),
            coalesce(p.read_claimed_at, jw_now()), jw_now(), 'lost'
-    FROM (SELECT (due.previous).* FROM due) p
+    FROM due p
     WHERE p.read_fence IS NOT NULL AND p.status_request IS NOT NULL
       AND NOT EXISTS (SELECT 1 FROM provider_calls c WHERE c.operation_id = p.operation_id
                       AND c.fence = p.read_fence AND c.call_kind = 'status')
