@@ -175,6 +175,21 @@ def answer_of(sent: Sent, provider_request_id: str | None = None) -> CallAnswer:
     )
 
 
+def poll_hint(fact: StatusFact) -> float | None:
+    """When to read again, as the answer advises: its poll_after_seconds, or a
+    Retry-After on an answer that is not back-pressure (Azure-style 200/202s
+    send one as a polling interval, not as "call nothing")."""
+    retry_hint = None if fact.back_pressure else fact.retry_after_seconds
+    hints = [h for h in (fact.poll_after_seconds, retry_hint) if h is not None]
+    # uncapped: the ledger's encoder caps it and names the anomaly if it must
+    return max(hints) if hints else None
+
+
+def back_pressure_wait(fact: StatusFact) -> float | None:
+    """A 429/503's Retry-After: no call at all for that long."""
+    return imposed_wait(fact.retry_after_seconds) if fact.back_pressure else None
+
+
 def observed_of(fact: StatusFact) -> Observed:
     counts = fact.counts
     return Observed(
@@ -183,7 +198,7 @@ def observed_of(fact: StatusFact) -> Observed:
         progress_completed=fact.progress_completed,
         progress_total=fact.progress_total,
         progress_percent=fact.progress_percent,
-        poll_after_seconds=fact.poll_after_seconds,
+        poll_after_seconds=poll_hint(fact),
         provider_updated_at=fact.provider_updated_at,
         error_code=fact.error.code if fact.error else None,
         error_message=fact.error.message if fact.error else fact.problem,
@@ -228,7 +243,7 @@ def status_read(
         answer=answer_of(sent, fact.provider_request_id if fact else None),
         observed=observed_of(fact) if fact is not None else None,
         call_id=call_id,
-        not_before_seconds=imposed_wait(fact.retry_after_seconds) if fact else None,
+        not_before_seconds=back_pressure_wait(fact) if fact else None,
     )
 
 

@@ -14,7 +14,7 @@ from reconciler.context import Context
 from shared import ledger
 from shared.ledger import Operation, decisions, evidence, leases
 from shared.ledger.errors import LeaseLost
-from shared.ledger.states import ESCALATED, Evidence, LocalState
+from shared.ledger.states import ESCALATED, POLLED, Evidence, LocalState
 from shared.providers import HttpRequest, ProviderAdapter
 
 log = logging.getLogger("jobwarden.reconciler")
@@ -76,9 +76,14 @@ class Step:
         return leases.worker_name(self.ctx.settings.worker_id)
 
     def held_back(self, *, read: bool = False) -> float | None:
-        """Seconds the provider still asks us to wait before a call (a status read if
-        `read`: its poll hint counts too), or None."""
-        until = [t for t in (self.not_before, self.poll_not_before if read else None) if t]
+        """Seconds the provider still asks us to wait before a call, or None.
+
+        A poll hint counts for a status read (`read`) while the operation is
+        being observed, as in SQL's jw_due_at: the final read of a finished
+        job or a cancel does not wait for it.
+        """
+        hint = self.poll_not_before if read and self.op.state in POLLED else None
+        until = [t for t in (self.not_before, hint) if t]
         if not until:
             return None
         left = (max(until) - self.now()).total_seconds()

@@ -12,13 +12,15 @@ from typing import Any
 
 from reconciler.calls import NEVER_LEFT, imposed_wait
 from reconciler.step import NOW, Delay, Step
-from reconciler.steps.poll import step_poll
+from reconciler.steps.poll import passed_deadline, step_poll
 from shared import ledger
 from shared.db.queries import q
 from shared.ledger.states import Evidence, LocalState
 from shared.providers import may_have_been_delivered
 
 S = LocalState
+# Answers that mean "not now": their Retry-After holds back every call.
+BACK_PRESSURE_CODES = frozenset({429, 503})
 
 
 async def _act_on_recorded_cancel(step: Step, conn: Any) -> Delay | None:
@@ -59,6 +61,8 @@ READ_STATUS = _ReadStatus()
 async def step_cancel(step: Step) -> Delay:
     # The connection is given back before a status read, which takes its own:
     # holding one while waiting for another could exhaust the pool.
+    if step.op.cancel_sent_at is not None and passed_deadline(step) is not None:
+        return await step_poll(step)  # it reads (or waits within the grace), then decides
     held = step.held_back()
     if held is not None:
         return held

@@ -38,10 +38,11 @@ CROSS_CHECK = "cross_check"
 # once the provider has had time to index it: this many request timeouts after
 # the create was sent (40 s at the default 10 s timeout).
 LOOKUP_SETTLE_FACTOR = 4
-# An inconclusive cross-check (lookup unreachable, back-pressure) is tried
-# again with backoff this many times; then the provider's own same-token
-# answer stands, and that it could not be cross-checked is on record.
-MAX_CROSS_CHECKS = 5
+# An inconclusive cross-check (lookup unreachable, incomplete, back-pressure)
+# is tried again with backoff this many times; then the provider's own
+# same-token answer stands, and that it could not be cross-checked is on
+# record. Bounded, so a lookup that keeps refusing cannot hold up the job.
+MAX_CROSS_CHECKS = 8
 
 
 async def step_create(step: Step) -> Delay:
@@ -94,7 +95,7 @@ async def _act_on_recorded_answer(step: Step, conn: Any) -> Delay | None:
     one (the usual retry or lookup follows).
     """
     last = await conn.fetchrow(q("latest_create_call"), step.op.operation_id)
-    if last is None or last["finished_at"] is None:
+    if last is None or last["finished_at"] is None or last["acted_on"]:
         return None
     fact = _recorded_fact(step, last)
     if fact is None or fact.kind == "ambiguous":
@@ -325,7 +326,8 @@ async def _send_create(step: Step, conn: Any) -> Delay:
         sent,
         provider_request_id=fact.provider_request_id,
         remote_job_id=fact.remote_job_id,
-        wait=imposed_wait(fact.retry_after_seconds),
+        # back-pressure holds every call; a 202's Retry-After only says when to read
+        wait=imposed_wait(fact.retry_after_seconds) if fact.back_pressure else None,
     )
     retried = attempt > 1 or step.op.create_attempts > 1
     async with conn.transaction():
@@ -468,10 +470,10 @@ async def step_cross_check(step: Step) -> Delay:
     concludes when a lookup answers in full and lists our job: no stranger
     beside it clears it; a stranger (even on a partial answer) stops the
     operation for a human with every job on record. A lookup that is
-    inconclusive, incomplete, or does not list our job yet (lookups lag
-    behind creates) is tried again with backoff; after MAX_CROSS_CHECKS such
-    answers (back-pressure does not count) the provider's own answer stands,
-    and the record says it was never cross-checked.
+    inconclusive, incomplete, held back, or does not list our job yet
+    (lookups lag behind creates) is tried again with backoff; after
+    MAX_CROSS_CHECKS such answers the provider's own answer stands, and the
+    record says it was never cross-checked.
     """
     held = step.held_back()
     if held is not None:
@@ -492,8 +494,6 @@ async def step_cross_check(step: Step) -> Delay:
             await ledger.settle_follow_up(conn, step.op.operation_id, CROSS_CHECK, fence=step.fence)
             await step.reload(conn)
             return NOW
-        if found.held_back:
-            return step.until_allowed(step.backoff(step.op.follow_up_attempts))
         tries = await ledger.retry_follow_up(
             conn, step.op.operation_id, CROSS_CHECK, fence=step.fence
         )

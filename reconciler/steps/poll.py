@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from reconciler.calls import Sent, status_read
+from reconciler.calls import Sent, poll_hint, status_read
 from reconciler.step import NOW, Delay, Step
 from reconciler.steps.collect import Partial, collect_partial_output
 from shared.db import pgjson
@@ -104,7 +104,7 @@ async def step_poll(step: Step) -> Delay:
     fact = step.adapter.parse_status(sent.response, step.now())
     read = status_read(step.op, step.fence, step.worker, req, sent, fact, call_id=call_id)
     step.note_wait(read.not_before_seconds)
-    step.note_poll_hint(fact.poll_after_seconds)
+    step.note_poll_hint(poll_hint(fact))
     if deadline is None and _nothing_to_decide(step, fact):
         # The common read: recorded, lease handed back, by the group-commit writer.
         delay = step.until_allowed(_next_read(step, fact), read=True)

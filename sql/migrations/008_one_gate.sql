@@ -96,43 +96,46 @@ ALTER TABLE operations
     ADD COLUMN poll_not_before timestamptz,
     ADD COLUMN follow_up text CHECK (follow_up IN ('cross_check')),
     ADD COLUMN follow_up_attempts integer NOT NULL DEFAULT 0 CHECK (follow_up_attempts >= 0),
+    -- how long a cancel may stay unconfirmed, counted from its first send
+    ADD COLUMN cancel_window interval,
     ADD COLUMN status_request jsonb CHECK (status_request IS NULL OR (
         jsonb_typeof(status_request -> 'method') = 'string'
         AND jsonb_typeof(status_request -> 'url') = 'string'));
 
--- The back-pressure window this answer imposed (evidence of why we waited).
+-- The back-pressure window this answer imposed (evidence of why we waited);
+-- `marked`: the read a claim marked (one per claim: the unique index makes
+-- the claim, the trigger and the read's own record agree on one row).
 ALTER TABLE provider_calls
     ADD COLUMN not_before timestamptz,
-    ADD COLUMN poll_not_before timestamptz,
-    ADD COLUMN anomalies text[];
+    ADD COLUMN anomalies text[],
+    ADD COLUMN marked boolean NOT NULL DEFAULT false;
+CREATE UNIQUE INDEX provider_calls_one_marked_read ON provider_calls (operation_id, fence)
+    WHERE marked;
 ALTER TABLE observations ADD COLUMN anomalies text[];
 
 -- A status read a vanished worker may have sent: on record, its outcome lost.
 -- The history trigger calls this when a transition takes a row out of the
 -- reconciler's hands while such a read is marked (the claim, which records
 -- the usual case, inserts the same row itself from the values it replaces).
--- SECURITY DEFINER because receivers' and operators' transitions run the
--- trigger too, and they may not insert provider calls; it takes only an id,
--- and records nothing unless a read is marked, its lease is over and it is
--- not on record yet, so calling it directly can forge nothing.
+-- A worker still reading completes this row when its answer comes (the one
+-- marked row per claim, provider_calls_one_marked_read). SECURITY DEFINER
+-- because receivers' and operators' transitions run the trigger too, and
+-- they may not insert provider calls; it takes only an id and records only a
+-- marked read, once, so calling it directly can forge nothing.
 CREATE FUNCTION jw_record_lost_read(p_operation_id text) RETURNS void
 LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
     INSERT INTO public.provider_calls (
         operation_id, call_kind, attempt, worker, fence, trace_id, method, url,
-        request_headers, started_at, finished_at, error_category)
+        request_headers, started_at, finished_at, error_category, marked)
     SELECT o.operation_id, 'status', o.poll_attempts + 1,
-           coalesce(o.lease_owner, 'unknown'), o.read_fence, o.trace_id,
+           coalesce('reconciler:' || o.lease_owner, 'unknown'), o.read_fence, o.trace_id,
            o.status_request ->> 'method', o.status_request ->> 'url',
            coalesce(o.status_request -> 'headers', '{}'::jsonb),
-           coalesce(o.read_claimed_at, public.jw_now()), public.jw_now(), 'lost'
+           coalesce(o.read_claimed_at, public.jw_now()), public.jw_now(), 'lost', true
     FROM public.operations o
     WHERE o.operation_id = p_operation_id AND o.read_fence IS NOT NULL
       AND o.status_request IS NOT NULL
-      AND (o.lease_expires_at IS NULL OR o.lease_expires_at < public.jw_now())
-      AND NOT EXISTS (
-          SELECT 1 FROM public.provider_calls c
-          WHERE c.operation_id = o.operation_id AND c.fence = o.read_fence
-            AND c.call_kind = 'status')
+    ON CONFLICT (operation_id, fence) WHERE marked DO NOTHING
 $$;
 REVOKE ALL ON FUNCTION jw_record_lost_read(text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION jw_record_lost_read(text) TO jobwarden_receiver,
@@ -261,10 +264,9 @@ BEGIN
         NEW.from_state, NEW.to_state, NEW.cause, NEW.evidence_kind, NEW.evidence_id,
         NEW.remote_job_id);
     unscheduled := NOT (NEW.to_state = ANY (jw_state_set('scheduled')));
-    -- Out of the reconciler's hands while a vanished worker's read is marked:
-    -- no claim will come to record it, so it is recorded now.
-    IF unscheduled AND op.read_fence IS NOT NULL
-       AND (op.lease_expires_at IS NULL OR op.lease_expires_at < jw_now()) THEN
+    -- Out of the reconciler's hands while a read is marked: no claim will come
+    -- to record it, so it is recorded now (its worker, if alive, completes it).
+    IF unscheduled AND op.read_fence IS NOT NULL THEN
         PERFORM jw_record_lost_read(op.operation_id);
     END IF;
 
@@ -280,9 +282,7 @@ BEGIN
                                  not_before, poll_not_before, result_deadline,
                                  cancel_deadline)) END,
         follow_up = CASE WHEN unscheduled THEN NULL ELSE follow_up END,
-        read_fence = CASE WHEN unscheduled AND (op.lease_expires_at IS NULL
-                                                OR op.lease_expires_at < jw_now())
-                          THEN NULL ELSE read_fence END
+        read_fence = CASE WHEN unscheduled THEN NULL ELSE read_fence END
     WHERE operation_id = NEW.operation_id;
     RETURN NEW;
 END $$;
@@ -546,4 +546,4 @@ GRANT EXECUTE ON FUNCTION jw_now(), jw_state_set(text), jw_deadline_look(timesta
 
 -- The history trigger (run as the inserting role) now also clears follow_up;
 -- the receiver's agent API appends transitions (cancel), so it needs that column.
-GRANT UPDATE (follow_up, read_fence) ON operations TO jobwarden_receiver;
+GRANT UPDATE (follow_up, read_fence, cancel_window) ON operations TO jobwarden_receiver;

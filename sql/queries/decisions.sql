@@ -49,6 +49,7 @@ UPDATE operations SET
     cancel_requested_by = $2,
     cancel_reason = $3,
     cancel_deadline = jw_now() + make_interval(secs => $4),
+    cancel_window = make_interval(secs => $4),
     cancel_sent_at = NULL
 WHERE operation_id = $1 AND finished_at IS NULL
 RETURNING operation_id;

@@ -63,9 +63,12 @@ SELECT call.call_id, (SELECT max(not_before) FROM held_back) AS not_before FROM 
 -- lease is also handed back with the next appointment "release_after"
 -- seconds away (a wake that arrived meanwhile: now), through jw_due_at.
 -- A read whose lease was lost updates no operation and records no
--- observation, and returns no row; its call is still recorded (completing
--- the "lost" row the new owner's claim wrote for it, if any) and its
--- Retry-After still holds the operation back: the provider said it.
+-- observation, and returns no row; its call is still recorded and its
+-- Retry-After still holds the operation back: the provider said it. A read
+-- the claim marked is one row per claim (provider_calls_one_marked_read):
+-- if the next claim or a transition already recorded it as lost, its answer
+-- completes that row instead of adding one. Any other read (a second call
+-- under one fence) is its own, unmarked row: every call that left is kept.
 WITH r AS (
     SELECT r.*,
            CASE WHEN r.not_before_seconds IS NOT NULL
@@ -90,6 +93,7 @@ WITH r AS (
         poll_not_before = CASE WHEN r.observe THEN r.poll_until ELSE o.poll_not_before END,
         next_poll_at = CASE
             WHEN NOT r.release THEN o.next_poll_at
+            WHEN NOT (o.state = ANY (jw_state_set('scheduled'))) THEN NULL
             ELSE jw_due_at(o.state,
                            CASE WHEN o.wake_requested THEN jw_now()
                                 ELSE jw_now() + make_interval(secs => r.release_after) END,
@@ -105,7 +109,9 @@ WITH r AS (
         poll_after_seconds = CASE WHEN r.observe THEN r.poll_after_seconds
                                   ELSE o.poll_after_seconds END,
         poll_attempts = o.poll_attempts + 1,
-        read_fence = NULL,  -- the read the claim marked is on record now
+        -- the read the claim marked is on record now (only that claim's read)
+        read_fence = CASE WHEN o.read_fence IS NOT DISTINCT FROM r.fence THEN NULL
+                          ELSE o.read_fence END,
         last_error = CASE WHEN r.observe THEN r.error ELSE o.last_error END
     FROM r
     WHERE o.operation_id = r.operation_id
@@ -132,39 +138,38 @@ WITH r AS (
     FROM r x
     WHERE x.call_id IS NOT NULL AND c.call_id = x.call_id AND c.operation_id = x.operation_id
     RETURNING c.call_id, c.operation_id
-), completed_lost AS (
-    -- a late read the new owner's claim recorded as lost: its outcome is known now
-    UPDATE provider_calls c SET
-        traceparent = x.traceparent, finished_at = jw_now(), duration_ms = x.duration_ms,
-        status_code = x.status_code, provider_request_id = x.provider_request_id,
-        response_headers = x.response_headers, error_category = x.error_category,
-        response_sha256 = x.response_sha256, response_size = x.response_size,
-        response_body = x.response_body, not_before = x.imposed, anomalies = x.anomalies
-    FROM late x
-    WHERE x.call_id IS NULL AND c.operation_id = x.operation_id AND c.fence = x.fence
-      AND c.call_kind = 'status' AND c.error_category = 'lost'
-    RETURNING c.call_id, c.operation_id
 ), inserted AS (
-    INSERT INTO provider_calls (operation_id, call_kind, attempt, worker, fence, trace_id,
-                                traceparent, method, url, request_headers, started_at,
-                                finished_at, duration_ms, status_code, provider_request_id,
-                                response_headers, error_category, response_sha256,
-                                response_size, response_body, not_before, anomalies)
+    INSERT INTO provider_calls AS c (
+        operation_id, call_kind, attempt, worker, fence, trace_id, traceparent, method, url,
+        request_headers, started_at, finished_at, duration_ms, status_code,
+        provider_request_id, response_headers, error_category, response_sha256,
+        response_size, response_body, not_before, anomalies, marked)
     SELECT x.operation_id, 'status', x.attempt, x.worker, x.fence, o.trace_id,
            x.traceparent, x.method, x.url, x.request_headers,
            jw_now() - make_interval(secs => x.duration_ms::double precision / 1000),
            jw_now(), x.duration_ms, x.status_code, x.provider_request_id,
            x.response_headers, x.error_category, x.response_sha256, x.response_size,
-           x.response_body, x.imposed, x.anomalies
-    FROM (SELECT * FROM r WHERE r.call_id IS NULL
-              AND EXISTS (SELECT 1 FROM op WHERE op.operation_id = r.operation_id)
-          UNION ALL
-          SELECT * FROM late
-          WHERE late.call_id IS NULL
-            AND NOT EXISTS (SELECT 1 FROM completed_lost d
-                            WHERE d.operation_id = late.operation_id)) x
+           x.response_body, x.imposed, x.anomalies,
+           -- the claim's marked read: still pending, or already recorded as lost
+           x.fence IS NOT NULL AND (
+               o.read_fence IS NOT DISTINCT FROM x.fence
+               OR EXISTS (SELECT 1 FROM provider_calls p
+                          WHERE p.operation_id = x.operation_id AND p.fence = x.fence
+                            AND p.marked AND p.error_category = 'lost'
+                            AND p.status_code IS NULL AND p.response_sha256 IS NULL))
+    FROM r x
     JOIN operations o ON o.operation_id = x.operation_id
-    RETURNING call_id, operation_id
+    WHERE x.call_id IS NULL
+    ON CONFLICT (operation_id, fence) WHERE marked DO UPDATE SET
+        traceparent = EXCLUDED.traceparent, finished_at = EXCLUDED.finished_at,
+        duration_ms = EXCLUDED.duration_ms, status_code = EXCLUDED.status_code,
+        provider_request_id = EXCLUDED.provider_request_id,
+        response_headers = EXCLUDED.response_headers,
+        error_category = EXCLUDED.error_category,
+        response_sha256 = EXCLUDED.response_sha256, response_size = EXCLUDED.response_size,
+        response_body = EXCLUDED.response_body, not_before = EXCLUDED.not_before,
+        anomalies = EXCLUDED.anomalies
+    RETURNING c.call_id, c.operation_id
 ), call AS (
     SELECT call_id, operation_id FROM completed
     UNION ALL

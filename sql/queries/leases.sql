@@ -26,15 +26,15 @@ WITH due AS (
     -- as jw_record_lost_read (migration 008), from the values this claim replaces
     INSERT INTO provider_calls (operation_id, call_kind, attempt, worker, fence, trace_id,
                                 method, url, request_headers, started_at, finished_at,
-                                error_category)
-    SELECT p.operation_id, 'status', p.poll_attempts + 1, coalesce(p.lease_owner, 'unknown'),
-           p.read_fence, p.trace_id, p.status_request ->> 'method',
-           p.status_request ->> 'url', coalesce(p.status_request -> 'headers', '{}'::jsonb),
-           coalesce(p.read_claimed_at, jw_now()), jw_now(), 'lost'
+                                error_category, marked)
+    SELECT p.operation_id, 'status', p.poll_attempts + 1,
+           coalesce('reconciler:' || p.lease_owner, 'unknown'), p.read_fence, p.trace_id,
+           p.status_request ->> 'method', p.status_request ->> 'url',
+           coalesce(p.status_request -> 'headers', '{}'::jsonb),
+           coalesce(p.read_claimed_at, jw_now()), jw_now(), 'lost', true
     FROM due p
     WHERE p.read_fence IS NOT NULL AND p.status_request IS NOT NULL
-      AND NOT EXISTS (SELECT 1 FROM provider_calls c WHERE c.operation_id = p.operation_id
-                      AND c.fence = p.read_fence AND c.call_kind = 'status')
+    ON CONFLICT (operation_id, fence) WHERE marked DO NOTHING  -- on record already
     RETURNING call_id
 ), claimed AS (
     UPDATE operations o SET

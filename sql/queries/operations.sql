@@ -44,7 +44,8 @@ UPDATE operations SET
     cancel_requested_at = jw_now(),
     cancel_requested_by = $2,
     cancel_reason = $3,
-    cancel_deadline = jw_now() + make_interval(secs => $4)
+    cancel_deadline = jw_now() + make_interval(secs => $4),
+    cancel_window = make_interval(secs => $4)
 WHERE operation_id = $1 AND cancel_requested_at IS NULL AND finished_at IS NULL
 RETURNING state, create_attempts;
 
@@ -106,9 +107,11 @@ RETURNING operation_id;
 -- the first send: a cancel held back by the provider's back-pressure (or an
 -- outage) still gets its whole deadline for the provider to confirm.
 UPDATE operations SET cancel_sent_at = coalesce(cancel_sent_at, jw_now()),
+                      -- the window as requested, once: resends after a cancel that
+                      -- never left do not add it up again
                       cancel_deadline = CASE WHEN cancel_sent_at IS NULL
-                          THEN greatest(cancel_deadline,
-                                        jw_now() + (cancel_deadline - cancel_requested_at))
+                          THEN greatest(cancel_deadline, jw_now() + coalesce(
+                               cancel_window, cancel_deadline - cancel_requested_at))
                           ELSE cancel_deadline END,
                       cancel_attempts = cancel_attempts + 1
 WHERE operation_id = $1
@@ -174,9 +177,18 @@ WHERE operation_id = $1 AND call_kind = 'cancel'
 ORDER BY call_id DESC;
 
 -- name: latest_create_call
-SELECT * FROM provider_calls
-WHERE operation_id = $1 AND call_kind = 'create'
-ORDER BY call_id DESC LIMIT 1;
+-- With acted_on: a reconciler already moved the operation on from this
+-- answer (a transition out of the create states after it), so it is no
+-- recovery point any more; an agent's or an operator's move is not that.
+SELECT c.*, EXISTS (
+    SELECT 1 FROM history h
+    WHERE h.operation_id = c.operation_id AND h.at >= c.finished_at
+      AND h.actor LIKE 'reconciler:%'
+      AND h.from_state IN ('create_pending', 'create_unknown')
+) AS acted_on
+FROM provider_calls c
+WHERE c.operation_id = $1 AND c.call_kind = 'create'
+ORDER BY c.call_id DESC LIMIT 1;
 
 -- name: latest_poll_call
 SELECT c.status_code, c.response_headers, c.response_body, c.response_sha256, c.url

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from bench.harness import TestClock
 from shared import ledger
 from shared.ledger import Operation, RequestSpec
 from shared.ledger.errors import RequestMismatch
@@ -90,6 +91,27 @@ async def test_cancel_records_intent_and_never_claims_cancelled(db: Any) -> None
     assert op.cancel_requested_by == "human:ann" and op.cancel_deadline is not None
     last = await db.fetchrow("SELECT actor, cause FROM history ORDER BY history_id DESC LIMIT 1")
     assert tuple(last) == ("human:ann", "cancel: stop")
+
+
+async def test_a_resent_cancel_gets_its_window_once_never_added_up(
+    db: Any, clock: TestClock
+) -> None:
+    op_id = await submit(db)
+    await drive(db, op_id, S.OBSERVING)
+    start = clock.now()
+    await ledger.request_cancel(
+        db, op_id, requested_by="agent:t", reason="stop", cancel_deadline_s=60.0
+    )
+    await clock.advance(50.0)  # held back by an outage; the first send
+    await ledger.record_cancel_sent(db, op_id, fence=None)
+    first = (await ledger.load_operation(db, op_id)).cancel_deadline
+    assert first is not None and (first - start).total_seconds() == pytest.approx(110.0, abs=1.0)
+    await ledger.record_cancel_not_sent(db, op_id, fence=None)  # it never left this host
+    await clock.advance(10.0)
+    await ledger.record_cancel_sent(db, op_id, fence=None)
+    again = (await ledger.load_operation(db, op_id)).cancel_deadline
+    # 60 s from this send, not the 110 s the first send's deadline spans
+    assert again is not None and (again - start).total_seconds() == pytest.approx(120.0, abs=1.0)
 
 
 async def test_cancel_of_a_finished_operation_changes_nothing(db: Any) -> None:

@@ -237,6 +237,44 @@ async def test_two_reads_of_one_operation_never_share_a_statement(pool: Any) -> 
     assert await calls_of(pool, op.operation_id) == 2  # both reads happened: both on record
 
 
+async def test_a_late_read_completes_the_lost_row_the_next_claim_wrote(pool: Any) -> None:
+    op_id = await submit(pool, ref="pw-late")
+    await drive(pool, op_id, LocalState.OBSERVING)
+    await pool.execute(
+        "UPDATE operations SET next_poll_at = now() - interval '1 second', status_request ="
+        ' \'{"method": "GET", "url": "http://sim/v1/jobs/job_1", "headers": {}}\''
+        " WHERE operation_id = $1",
+        op_id,
+    )
+    [first] = await leases.claim(pool, "w1", 1, 30.0)
+    assert first.read_marked  # the claim marked this read; its worker stalls
+    op = first.op
+    await pool.execute(
+        "UPDATE operations SET lease_expires_at = now() - interval '1 second',"
+        " next_poll_at = now() - interval '1 second' WHERE operation_id = $1",
+        op.operation_id,
+    )
+    [again] = await leases.claim(pool, "w2", 1, 30.0)  # records the stalled read as lost
+    assert again.op.lease_fence != op.lease_fence
+    writer = PollWriter(pool)
+    with pytest.raises(LeaseLost):
+        await writer.record(read(op))  # the stalled read's answer arrives after all
+    rows = await pool.fetch(
+        "SELECT fence, status_code, error_category, marked FROM provider_calls"
+        " WHERE operation_id = $1 AND call_kind = 'status'",
+        op.operation_id,
+    )
+    # one call, one row: the lost placeholder now holds the answer it was waiting for
+    assert [(r["fence"], r["status_code"], r["marked"]) for r in rows] == [
+        (op.lease_fence, 200, True)
+    ]
+    assert rows[0]["error_category"] != "lost"
+    mark = await pool.fetchval(
+        "SELECT read_fence FROM operations WHERE operation_id = $1", op.operation_id
+    )
+    assert mark == again.op.lease_fence  # the new owner's read is still pending its record
+
+
 async def test_provider_text_postgres_cannot_hold_is_stored_replaced(pool: Any) -> None:
     [op] = await leased(pool, 1)
     await PollWriter(pool).record(read(op, body=b'{"s": "a\x00b"}', raw_state="run\x00\ud800ing"))
