@@ -463,6 +463,14 @@ SCENARIOS: dict[str, Scenario] = {
             {"duration": 3.0, "limited_reads": 1, "retry_after": 60},
             observing,
         ),
+        # a 429 with a window shorter than the lease: no fault excuses an early
+        # call (a lost answer's window is held by the next claim for one lease)
+        Scenario(
+            "back_pressure_lost",
+            "rate_limited",
+            {"duration": 3.0, "limited_reads": 1, "retry_after": 8},
+            observing,
+        ),
         Scenario("deadline_read", "never_finishes", {}, past_the_deadline, result_deadline_s=30.0),
         Scenario(
             "webhook_read", "success", {"duration": 2.0}, finished_and_announced, webhooks=True
@@ -603,7 +611,7 @@ async def check(world: World, end: LocalState, scenario: Scenario) -> list[str]:
         failures.append(f"a recovery point ({op.follow_up}) never concluded")
     failures += await _outcomes_cite_our_reads(world)
     failures += await _no_call_inside_a_window(world)
-    failures += await _early_calls_by_the_providers_count(world, requests)
+    failures += await _early_calls_by_the_providers_count(world, requests, scenario)
     if op.read_fence is not None:
         failures.append(f"a marked read (fence {op.read_fence}) was left unrecorded")
     failures += await _every_call_on_record(world, requests)
@@ -647,19 +655,22 @@ async def _outcomes_cite_our_reads(world: World) -> list[str]:
 
 
 async def _early_calls_by_the_providers_count(
-    world: World, requests: Sequence[Mapping[str, Any]]
+    world: World, requests: Sequence[Mapping[str, Any]], scenario: Scenario
 ) -> list[str]:
     """The provider's own record of calls inside its Retry-After windows.
 
     A window the provider imposed in an answer we never received — the
-    process died with it, before recording it — cannot be honoured. So an
-    early call is excused only when the status read just before it, on our
-    record, is one whose outcome was lost (or never finished); any other is
-    a broken window.
+    process died with it, before recording it — is honoured only as far as
+    the claim that finds the lost read holds the row back: one lease. So an
+    early call is excused only when the window is longer than the lease and
+    the status read just before it, on our record, is one whose outcome was
+    lost (or never finished); any other is a broken window.
     """
     early = [r for r in requests if "retry_after" in (r.get("violations") or ())]
     if not early:
         return []
+    if float(scenario.params.get("retry_after", 0)) <= LEASE_SECONDS:
+        return [f"a {r['kind']} call inside a Retry-After window" for r in early]
     reads = await world.db.fetch(
         "SELECT extract(epoch FROM started_at) AS at, error_category, finished_at"
         " FROM provider_calls WHERE operation_id = $1 AND call_kind = 'status'"
@@ -699,8 +710,8 @@ async def _success_is_proven(world: World, op: ledger.Operation) -> list[str]:
 
 async def _no_call_inside_a_window(world: World) -> list[str]:
     calls = await world.db.fetch(
-        "SELECT call_id, started_at, not_before, error_category FROM provider_calls"
-        " WHERE operation_id = $1 ORDER BY started_at, call_id",
+        "SELECT call_id, started_at, finished_at, not_before, error_category"
+        " FROM provider_calls WHERE operation_id = $1 ORDER BY started_at, call_id",
         world.operation_id,
     )
     return calls_inside_windows([dict(c) for c in calls])
@@ -711,19 +722,27 @@ NEVER_LEFT = ("not_sent", "connect")
 
 
 def calls_inside_windows(calls: Sequence[Mapping[str, Any]]) -> list[str]:
-    """By our own record: no call started before a window an earlier answer imposed.
+    """By our own record: no call started inside a window an earlier answer imposed.
 
-    `calls` in start order, each with call_id, started_at, not_before (the
-    window its answer imposed, or None) and error_category.
+    `calls` each with call_id, started_at, finished_at, not_before (the window
+    its answer imposed, or None) and error_category. A window holds from the
+    moment it was imposed (the imposing call's finished_at: for a read whose
+    outcome was lost, when the next claim recorded it) to its not_before.
     """
-    window = None
+    windows = [
+        (c["finished_at"] or c["started_at"], c["not_before"], c["call_id"])
+        for c in calls
+        if c["not_before"] is not None
+    ]
     failures = []
     for call in calls:
-        sent = call["error_category"] not in NEVER_LEFT
-        if sent and window is not None and call["started_at"] < window:
+        if call["error_category"] in NEVER_LEFT:
+            continue
+        if any(
+            opened <= call["started_at"] < until and imposer != call["call_id"]
+            for opened, until, imposer in windows
+        ):
             failures.append(f"call #{call['call_id']} inside a back-pressure window")
-        if call["not_before"] is not None and (window is None or call["not_before"] > window):
-            window = call["not_before"]
     return failures
 
 

@@ -12,11 +12,18 @@
 -- scheduled row.
 -- A claim in a polled state is a status read about to leave: the same UPDATE
 -- marks it (read_fence). A mark the previous holder left (it vanished
--- mid-read) is first recorded as a call whose outcome was lost.
+-- mid-read) is first recorded as a call whose outcome was lost, and that row
+-- is not claimed: it is held back for one more lease ($3 seconds). The lost
+-- read left at most one lease before this claim and was answered before its
+-- lease lapsed, so a Retry-After no longer than the lease that died with the
+-- worker is still honoured. The fence moves on all the same, so the vanished
+-- worker can no longer write.
 WITH due AS (
     -- with what a mark left by the previous holder needs (the values this claim replaces)
     SELECT o.operation_id, o.read_fence, o.lease_owner, o.read_claimed_at, o.poll_attempts,
-           o.trace_id, o.status_request
+           o.trace_id, o.status_request,
+           (o.read_fence IS NOT NULL AND o.status_request IS NOT NULL) AS read_lost,
+           jw_now() + make_interval(secs => $3) AS hold_until
     FROM operations o
     WHERE o.next_poll_at <= (SELECT jw_now())
     ORDER BY o.next_poll_at
@@ -26,32 +33,40 @@ WITH due AS (
     -- as jw_record_lost_read (migration 008), from the values this claim replaces
     INSERT INTO provider_calls (operation_id, call_kind, attempt, worker, fence, trace_id,
                                 method, url, request_headers, started_at, finished_at,
-                                error_category, marked)
+                                error_category, not_before, marked)
     SELECT p.operation_id, 'status', p.poll_attempts + 1,
            coalesce('reconciler:' || p.lease_owner, 'unknown'), p.read_fence, p.trace_id,
            p.status_request ->> 'method', p.status_request ->> 'url',
            coalesce(p.status_request -> 'headers', '{}'::jsonb),
-           coalesce(p.read_claimed_at, jw_now()), jw_now(), 'lost', true
+           coalesce(p.read_claimed_at, jw_now()), jw_now(), 'lost', p.hold_until, true
     FROM due p
-    WHERE p.read_fence IS NOT NULL AND p.status_request IS NOT NULL
+    WHERE p.read_lost
     ON CONFLICT (operation_id, fence) WHERE marked DO NOTHING  -- on record already
     RETURNING call_id
 ), claimed AS (
     UPDATE operations o SET
-        lease_owner = $1,
-        lease_expires_at = jw_now() + make_interval(secs => $3),
+        lease_owner = CASE WHEN due.read_lost THEN NULL ELSE $1 END,
+        lease_expires_at = CASE WHEN due.read_lost THEN NULL
+                                ELSE jw_now() + make_interval(secs => $3) END,
         lease_fence = o.lease_fence + 1,
-        wake_requested = false,
-        next_poll_at = jw_now() + make_interval(secs => $3),
-        read_fence = CASE WHEN o.state = ANY (jw_state_set('polled'))
+        wake_requested = CASE WHEN due.read_lost THEN o.wake_requested ELSE false END,
+        not_before = CASE WHEN due.read_lost
+                          THEN greatest(o.not_before, due.hold_until)
+                          ELSE o.not_before END,
+        next_poll_at = CASE WHEN due.read_lost
+                            THEN jw_due_at(o.state, due.hold_until,
+                                           o.not_before, o.poll_not_before,
+                                           o.result_deadline, o.cancel_deadline)
+                            ELSE jw_now() + make_interval(secs => $3) END,
+        read_fence = CASE WHEN NOT due.read_lost AND o.state = ANY (jw_state_set('polled'))
                                AND o.status_request IS NOT NULL AND o.follow_up IS NULL
                           THEN o.lease_fence + 1 END,
-        read_claimed_at = jw_now()
+        read_claimed_at = CASE WHEN due.read_lost THEN NULL ELSE jw_now() END
     FROM due
     WHERE o.operation_id = due.operation_id
-    RETURNING o.*
+    RETURNING o.*, due.read_lost
 )
-SELECT claimed.*, jw_now() AS db_now FROM claimed;
+SELECT claimed.*, jw_now() AS db_now FROM claimed WHERE NOT claimed.read_lost;
 
 -- name: renew_lease
 -- Just before a provider call: the lease must outlast the call, or the call is not made.

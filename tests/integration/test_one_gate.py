@@ -268,6 +268,33 @@ async def test_a_webhook_inside_a_retry_after_window_waits_for_it(
     assert stats["retry_after_violations_total"] == 0
 
 
+async def test_a_window_heard_by_a_worker_that_vanished_still_holds(
+    pool: Any, tmp_path: Path, clock: TestClock
+) -> None:
+    lease = 10.0  # the rig's; the window below is longer than one lease, shorter than two
+    async with rig(pool, tmp_path, clock=clock, lease_seconds=lease) as r:
+        op_id = await r.submit("rate_limited", duration=0.5, limited_reads=2, retry_after=15)
+        await r.reconciler.run_once()  # create, then the first read: 429 on record
+        await clock.advance(15.5)
+        [claimed] = await r.reconciler.claim(1)  # the second read is marked...
+        assert claimed.read_marked
+        request = claimed.op.status_request
+        assert request is not None
+        async with httpx.AsyncClient() as client:  # ...leaves, hears 429 for 15 s...
+            answer = await client.request(request["method"], request["url"])
+        assert answer.status_code == 429
+        # ...and its worker vanishes with the answer. Its lease lapses:
+        await clock.advance(lease + 0.5)
+        assert (await r.reconciler.run_once())["claimed"] == 0  # lost read recorded, row held
+        await clock.advance(lease)
+        assert await run_to(r, clock, op_id, {S.SUCCEEDED}) is S.SUCCEEDED
+        stats = await sim_get(r, "/_sim/stats")
+    assert stats["retry_after_violations_total"] == 0
+    # the first 429 and the read after the window answered; the vanished one lost
+    assert await _status_reads(pool, op_id) == 2
+    assert await _status_reads(pool, op_id, lost=True) == 3
+
+
 async def test_an_operator_read_waits_too_unless_the_override_is_explicit(
     pool: Any, tmp_path: Path, clock: TestClock
 ) -> None:

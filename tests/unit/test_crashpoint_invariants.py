@@ -9,10 +9,17 @@ from bench.crashpoints import calls_inside_windows, calls_missing
 T0 = datetime(2026, 12, 1, tzinfo=UTC)
 
 
-def call(n: int, at: float, window: float | None = None, error: str | None = None) -> dict:
+def call(
+    n: int,
+    at: float,
+    window: float | None = None,
+    error: str | None = None,
+    finished: float | None = None,
+) -> dict:
     return {
         "call_id": n,
         "started_at": T0 + timedelta(seconds=at),
+        "finished_at": T0 + timedelta(seconds=at if finished is None else finished),
         "not_before": T0 + timedelta(seconds=window) if window is not None else None,
         "error_category": error,
     }
@@ -29,6 +36,12 @@ def test_a_call_that_never_left_is_no_violation() -> None:
 
 def test_the_longest_window_so_far_counts() -> None:
     calls = [call(1, 0, window=60), call(2, 61, window=62), call(3, 61.5)]
+    assert calls_inside_windows(calls) == ["call #3 inside a back-pressure window"]
+
+
+def test_a_window_holds_from_when_it_was_imposed() -> None:
+    # a read whose outcome was lost, recorded (with its hold) by a claim at 40
+    calls = [call(1, 0, window=50, error="lost", finished=40), call(2, 20), call(3, 45)]
     assert calls_inside_windows(calls) == ["call #3 inside a back-pressure window"]
 
 
