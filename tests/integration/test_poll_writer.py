@@ -137,7 +137,8 @@ async def test_reads_arriving_during_a_statement_go_together_in_the_next(pool: A
     first = asyncio.ensure_future(writer.record(read(ops[0])))
     await counting.in_flight.wait()
     rest = [asyncio.ensure_future(writer.record(read(op))) for op in ops[1:]]
-    await asyncio.sleep(0.05)
+    for _ in range(20):  # let every queued task run; the statement is still held
+        await asyncio.sleep(0)
     assert not first.done()  # a step learns its read was written only after the statement
     counting.release.set()
     await asyncio.gather(first, *rest)
