@@ -61,6 +61,7 @@ def build_app(
         metrics,
         max_body_bytes=settings.max_body_bytes,
         now=now,
+        public_url=settings.public_webhook_url,
     )
     health = HealthEndpoints(pool, ingestor, metrics, settings.db_acquire_timeout)
 

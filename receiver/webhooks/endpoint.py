@@ -81,7 +81,10 @@ REJECTION_LOG_BURST = 20
 REJECTION_LOG_PER_SECOND = 2.0
 
 _JSON = "application/json"
-_SCHEME_BODY_ID: Mapping[WebhookScheme, ValuePath] = {WebhookScheme.STRIPE: parse_path("/id")}
+_SCHEME_BODY_ID: Mapping[WebhookScheme, ValuePath] = {
+    WebhookScheme.STRIPE: parse_path("/id"),
+    WebhookScheme.SLACK: parse_path("/event_id"),
+}
 # JSON escapes PostgreSQL's jsonb refuses (NUL) or may refuse (surrogates, which
 # are fine only in valid pairs): such bodies take the slow, re-encoding path.
 _RISKY_ESCAPE = re.compile(rb"\\u(?:0000|[dD][89a-fA-F])")
@@ -153,6 +156,7 @@ class WebhookEndpoint:
         *,
         max_body_bytes: int,
         now: Callable[[], float],
+        public_url: str = "",
     ) -> None:
         self._providers = {
             name: _Provider(name, desc.webhooks, adapter_for(desc))
@@ -163,6 +167,7 @@ class WebhookEndpoint:
         self._metrics = metrics
         self._max_body_bytes = max_body_bytes
         self._now = now
+        self._public_url = public_url
         self._log_budget = _LogBudget(REJECTION_LOG_BURST, REJECTION_LOG_PER_SECOND, time.monotonic)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -189,7 +194,7 @@ class WebhookEndpoint:
         body = await _read_capped(headers, receive, self._max_body_bytes)
         if not _is_json(headers.get("content-type")):
             raise _Refusal(415, "unsupported_media_type", b'{"error":"unsupported_media_type"}')
-        verified = self._verify(provider, headers, body)
+        verified = self._verify(provider, headers, body, scope)
         self._metrics.verified(provider.name)
         document = _parse_json(body)
         event = self._event(provider, verified, headers, scope, body, document)
@@ -202,7 +207,7 @@ class WebhookEndpoint:
             return 500, b'{"error":"internal"}', ()
         return self._answer(provider, event, outcome, headers)
 
-    def _verify(self, provider: _Provider, headers: Headers, body: bytes) -> Verified:
+    def _verify(self, provider: _Provider, headers: Headers, body: bytes, scope: Scope) -> Verified:
         spec = provider.spec
         try:
             return verify(
@@ -213,6 +218,8 @@ class WebhookEndpoint:
                 [secret.reveal() for secret in spec.secrets],
                 self._now(),
                 spec.tolerance_seconds,
+                method=scope["method"],
+                url=signed_url(self._public_url, provider.name, scope, headers),
             )
         except SignatureError as exc:
             status = _SIGNATURE_STATUS.get(exc.reason)
@@ -375,6 +382,21 @@ def _parse_json(body: bytes) -> dict[str, Any]:
     if not isinstance(document, dict):
         raise _Refusal(400, "not_an_object", b'{"error":"malformed_json"}')
     return document
+
+
+def signed_url(public_url: str, provider: str, scope: Scope, headers: Headers) -> str:
+    """The URL as the sender addressed it, for schemes that sign `{url}`.
+
+    From `public_webhook_url` when configured (a proxy in front rewrites the
+    Host header and the scheme, so the request's own view can differ from
+    what the sender signed); else as this server saw it.
+    """
+    query = scope.get("query_string", b"").decode("latin-1")
+    suffix = f"?{query}" if query else ""
+    if public_url:
+        return public_url.replace("{provider}", provider) + suffix
+    host = headers.get("host") or "localhost"
+    return f"{scope.get('scheme', 'http')}://{host}{scope.get('path', '')}{suffix}"
 
 
 def dedupe_id(spec: WebhookSpec, verified: Verified, document: Any, body: bytes) -> str:

@@ -19,7 +19,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from shared.cli.captures import CaptureError, read_capture
 from shared.cli.operator import json_flag
+from shared.cli.proofs import prove_delivery, prove_result
 from shared.providers import (
     ConfigError,
     ProviderDescription,
@@ -29,6 +31,8 @@ from shared.providers import (
     preset_names,
 )
 
+WEBHOOKS_SIGNED = "webhooks signed"
+UNPROVEN = "configured, not yet verified against a real delivery (check one with --delivery FILE)"
 # Presets mark what the user must replace with this text (create.path, base_url).
 PLACEHOLDER = "change-me"
 # A syntactically valid Standard Webhooks secret, so `show` can describe a
@@ -60,6 +64,37 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "say what each provider guarantees",
     )
     check.add_argument("config", metavar="CONFIG", help="TOML config file")
+    check.add_argument(
+        "--provider", metavar="NAME", help="the provider a capture is for (if several)"
+    )
+    check.add_argument(
+        "--delivery",
+        metavar="FILE",
+        type=Path,
+        help="a captured webhook (raw HTTP request, or JSON {headers, body}): does it "
+        "verify, and what would be recorded?",
+    )
+    check.add_argument(
+        "--at",
+        metavar="UNIX_SECONDS",
+        type=float,
+        help="verify the delivery as of this time (when it was sent); default: now",
+    )
+    check.add_argument("--url", help="the URL the sender addressed (for schemes that sign {url})")
+    check.add_argument(
+        "--result",
+        metavar="FILE",
+        type=Path,
+        help="a captured result (raw HTTP response, JSON {headers, body}, or the bare "
+        "body): run result validation on it offline",
+    )
+    check.add_argument(
+        "--status",
+        metavar="FILE",
+        type=Path,
+        help="with --result: the captured status response that pointed to it "
+        "(its counts and checksums are checked against the result)",
+    )
     json_flag(check)
     check.set_defaults(handler=cmd_check)
 
@@ -107,20 +142,61 @@ async def cmd_check(args: argparse.Namespace) -> int:
     path = Path(args.config)
     try:
         providers = load_providers(path)
-    except ConfigError as exc:
+        proofs = _proofs(args, providers)
+    except (ConfigError, CaptureError) as exc:
         if args.json:
             print(json.dumps({"config": str(path), "valid": False, "error": str(exc)}, indent=2))
             return 1
         return _fail(f"invalid: {exc}")
-    report = [_provider_report(desc) for desc in providers.values()]
+    report = [_provider_report(desc, proofs.get(name, {})) for name, desc in providers.items()]
+    failed = any(_proof_failed(p) for p in proofs.values())
     if args.json:
         print(json.dumps({"config": str(path), "valid": True, "providers": report}, indent=2))
-        return 0
+        return 1 if failed else 0
     print(f"{path}: valid, {len(report)} provider(s)")
     for entry in report:
         print()
         print(_render(entry))
-    return 0
+    return 1 if failed else 0
+
+
+def _proofs(
+    args: argparse.Namespace, providers: Mapping[str, ProviderDescription]
+) -> dict[str, dict[str, Any]]:
+    """The captures given on the command line, run against the provider they are for."""
+    for option in ("provider", "delivery", "at", "url", "result", "status"):
+        if not hasattr(args, option):  # a caller that built its own Namespace
+            setattr(args, option, None)
+    if args.delivery is None and args.result is None:
+        if args.status is not None:
+            raise CaptureError("--status goes with --result")
+        return {}
+    name = args.provider
+    if name is None:
+        if len(providers) != 1:
+            raise CaptureError(f"--provider NAME is needed: {', '.join(providers)}")
+        [name] = providers
+    if name not in providers:
+        raise CaptureError(f"no provider {name!r} in the config ({', '.join(providers)})")
+    desc = providers[name]
+    proof: dict[str, Any] = {}
+    if args.delivery is not None:
+        proof["delivery"] = prove_delivery(
+            desc, read_capture(args.delivery), at=args.at, url=args.url
+        )
+    if args.result is not None:
+        status = read_capture(args.status) if args.status is not None else None
+        proof["result"] = prove_result(desc, read_capture(args.result), status)
+    return {name: proof}
+
+
+def _proof_failed(proof: Mapping[str, Any]) -> bool:
+    delivery = proof.get("delivery")
+    result = proof.get("result")
+    return bool(
+        (delivery is not None and not delivery["verified"])
+        or (result is not None and not result["valid"])
+    )
 
 
 # --------------------------------------------------------------------- reports
@@ -133,13 +209,24 @@ def _guarantees(desc: ProviderDescription) -> list[dict[str, Any]]:
     ]
 
 
-def _provider_report(desc: ProviderDescription) -> dict[str, Any]:
+def _provider_report(desc: ProviderDescription, proof: Mapping[str, Any]) -> dict[str, Any]:
+    guarantees = _guarantees(desc)
+    delivery = proof.get("delivery")
+    for g in guarantees:
+        if g["guarantee"] == WEBHOOKS_SIGNED and g["holds"]:
+            # configured is a claim; a real delivery that verifies is the proof
+            g["proved"] = bool(delivery and delivery["verified"])
+            if delivery is None:
+                g["why"] = f"{UNPROVEN}; {g['why']}"
+            elif not delivery["verified"]:
+                g["why"] = f"a captured delivery was refused ({delivery['reason']}); {g['why']}"
     return {
         "name": desc.name,
         "preset": desc.preset,
         "base_url": desc.base_url,
-        "guarantees": _guarantees(desc),
+        "guarantees": guarantees,
         "warnings": _warnings(desc),
+        **proof,
     }
 
 
@@ -160,10 +247,42 @@ def _render(entry: Mapping[str, Any]) -> str:
     lines = [f"{title}  {entry['base_url']}"]
     width = max(len(g["guarantee"]) for g in entry["guarantees"]) + 1
     for g in entry["guarantees"]:
-        verdict = "yes" if g["holds"] else "no "
+        verdict = "no " if not g["holds"] else "cfg" if g.get("proved") is False else "yes"
         lines.append(f"  {g['guarantee'] + '?':<{width}} {verdict}  {g['why']}")
     lines.extend(f"  warning: {w}" for w in entry["warnings"])
+    if "delivery" in entry:
+        lines.append("  delivery: " + _render_delivery(entry["delivery"]))
+    if "result" in entry:
+        lines.append("  result: " + _render_result(entry["result"]))
     return "\n".join(lines)
+
+
+def _render_delivery(proof: Mapping[str, Any]) -> str:
+    if not proof["verified"]:
+        return f"REFUSED ({proof.get('reason', '-')}): {proof['why']}"
+    if not proof["fresh"]:
+        return str(proof["why"])
+    records = proof.get("records")
+    event_id = proof["event_id"] or (records or {}).get("event_id") or "-"
+    text = f"verifies; event id {event_id}"
+    text += " (signed)" if proof["event_id_signed"] else " (not signed: deduplicated by body)"
+    if records is None:
+        return f"{text}; but the body cannot be read: {proof.get('parse_error')}"
+    fields = ", ".join(f"{k} {v}" for k, v in records.items() if v is not None and k != "event_id")
+    return f"{text}; would record {fields}"
+
+
+def _render_result(proof: Mapping[str, Any]) -> str:
+    verdict = "valid" if proof["valid"] else "UNAVAILABLE" if proof["unavailable"] else "INVALID"
+    items = proof["items"]
+    counted = (
+        f", items {items['succeeded']} ok / {items['failed']} failed of {items['total']}"
+        if items["total"] is not None
+        else ""
+    )
+    return (
+        f"{verdict} ({proof['reason']}); {proof['size']} bytes, sha256 {proof['sha256']}{counted}"
+    )
 
 
 # --------------------------------------------------------------------- preset files

@@ -993,7 +993,7 @@ def _webhooks(table: _Table | None, status: StatusSpec) -> WebhookSpec | None:
     secrets = _webhook_secrets(table, optional)
     for secret in secrets:
         try:
-            signatures.check_secret(scheme.value, secret.reveal())
+            signatures.check_secret(scheme.value, secret.reveal(), options)
         except ValueError as exc:
             # The signature library never quotes the secret; we name its source.
             key = "secrets_env" if secret.source.startswith("env:") else "secrets_file"

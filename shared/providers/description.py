@@ -117,6 +117,10 @@ class WebhookScheme(StrEnum):
     GITHUB = "github"
     GENERIC_HMAC = "generic_hmac"
     STATIC_HEADER = "static_header"
+    SLACK = "slack"
+    SHOPIFY = "shopify"
+    HMAC = "hmac"
+    ASYMMETRIC = "asymmetric"
 
 
 class LookupKind(StrEnum):

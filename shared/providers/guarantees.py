@@ -8,6 +8,7 @@ corrupted result would be caught. Each line is (guarantee, holds?, why).
 
 from __future__ import annotations
 
+from shared import signatures
 from shared.providers.description import (
     Checksum,
     Idempotency,
@@ -143,13 +144,18 @@ def _webhooks(desc: ProviderDescription) -> Guarantee:
                 "the body, no replay protection; every event is confirmed by our own status read"
             ),
         )
+    if signatures.signs_timestamp(spec.scheme.value, spec.options):
+        replay = f"{spec.tolerance_seconds}s replay tolerance"
+    else:
+        replay = (
+            "no timestamp is signed, so no replay window: a replayed delivery is "
+            "deduplicated and at most triggers a read"
+        )
     return (
         name,
         True,
-        (
-            f"{spec.scheme.value} signatures, {rotation}, {spec.tolerance_seconds}s replay "
-            "tolerance; events only trigger our own status read"
-        ),
+        f"{spec.scheme.value} signatures, {rotation}, {replay}; events only trigger our own "
+        "status read",
     )
 
 

@@ -67,10 +67,14 @@ BACK_PRESSURE_STATUSES = frozenset({429, 503})
 
 # Where each webhook scheme carries a per-delivery id that stays the same
 # across retries (the dedupe key), when the description names none.
+# Svix-branded Standard Webhooks senders name the id header svix-id.
+_SVIX_EVENT_ID = parse_path("header:svix-id")
 _SCHEME_EVENT_ID: dict[WebhookScheme, ValuePath] = {
     WebhookScheme.STANDARD_WEBHOOKS: parse_path("header:webhook-id"),
     WebhookScheme.GITHUB: parse_path("header:X-GitHub-Delivery"),
     WebhookScheme.STRIPE: parse_path("/id"),
+    WebhookScheme.SLACK: parse_path("/event_id"),
+    WebhookScheme.SHOPIFY: parse_path("header:X-Shopify-Webhook-Id"),
 }
 
 
@@ -500,7 +504,11 @@ def parse_webhook(
         raise WebhookParseError(f"webhook carries no job id or operation reference ({wanted})")
     state, raw = map_state(spec.state_map, get(spec.state)) if spec.state else (None, None)
     event_path = spec.event_id or _SCHEME_EVENT_ID.get(spec.scheme)
-    event_id = as_str(get(event_path)) or "sha256:" + hashlib.sha256(body).hexdigest()
+    event_id = (
+        as_str(get(event_path))
+        or (as_str(get(_SVIX_EVENT_ID)) if spec.scheme is WebhookScheme.STANDARD_WEBHOOKS else None)
+        or "sha256:" + hashlib.sha256(body).hexdigest()
+    )
     return WebhookFact(
         event_id=clip(event_id) or event_id,
         remote_job_id=clip(job_id),

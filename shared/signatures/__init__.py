@@ -2,22 +2,29 @@
 
 No I/O, logging, database or HTTP framework here, so the receiver, the
 simulated provider and the tests all share one implementation, and every
-failure mode is testable with a fixed clock. Each scheme lives in its own
-module; `dispatch` picks one by the provider's configured name.
+failure mode is testable with a fixed clock.
+
+Layout: `templates` (what is signed), `formats` (how signatures sit in a
+header), `keys` (what a configured secret stands for) and `envelope` (where
+everything travels) describe a request; `hmac_family` and `asymmetric` check
+its signature; `spec` runs one verification; `presets` names well-known
+senders; `dispatch` picks one by the provider's configured scheme; `signing`
+is the sender side.
 """
 
 from __future__ import annotations
 
-from .dispatch import SCHEMES, check_options, check_secret, verify
+from .dispatch import SCHEMES, check_options, check_secret, signs_timestamp, verify
 from .errors import REASONS, Reason, SignatureError
-from .generic_hmac import sign_generic
-from .github import sign_github
-from .standard_webhooks import (
+from .signing import (
     generate_ed25519_keypair,
+    sign,
+    sign_generic,
+    sign_github,
     sign_standard_webhooks,
     sign_standard_webhooks_ed25519,
+    sign_stripe,
 )
-from .stripe import sign_stripe
 from .verified import Verified
 
 __all__ = [
@@ -29,10 +36,12 @@ __all__ = [
     "check_options",
     "check_secret",
     "generate_ed25519_keypair",
+    "sign",
     "sign_generic",
     "sign_github",
     "sign_standard_webhooks",
     "sign_standard_webhooks_ed25519",
     "sign_stripe",
+    "signs_timestamp",
     "verify",
 ]

@@ -1,50 +1,117 @@
-"""Choosing the verifier for a provider's configured scheme."""
+"""Choosing the verifier for a provider's configured scheme.
+
+Schemes are the two families (`hmac`, `asymmetric`), the named presets built
+on them (see `presets`), and `static_header`, which is not a signature at all
+and keeps its own module.
+"""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Final
 
-from . import generic_hmac, github, standard_webhooks, static_header, stripe
+from . import asymmetric, hmac_family, static_header
 from .errors import SignatureError
 from .headers import HeaderView
+from .presets import PRESETS
 from .secret_set import usable_secrets
+from .spec import Spec, secret_problem, verify_spec
 from .verified import Verified
 
-_Verifier = Callable[[Mapping[str, object], HeaderView, bytes, Sequence[str], float, int], Verified]
-_OptionsChecker = Callable[[Mapping[str, object]], None]
+_Builder = Callable[[Mapping[str, object]], Spec]
 
-_SCHEMES: Final[Mapping[str, tuple[_OptionsChecker, _Verifier]]] = {
-    standard_webhooks.SCHEME: (standard_webhooks.check_options, standard_webhooks.verify),
-    stripe.SCHEME: (stripe.check_options, stripe.verify),
-    github.SCHEME: (github.check_options, github.verify),
-    generic_hmac.SCHEME: (generic_hmac.check_options, generic_hmac.verify),
-    static_header.SCHEME: (static_header.check_options, static_header.verify),
+_BUILDERS: Final[Mapping[str, _Builder]] = {
+    hmac_family.SCHEME: hmac_family.parse_options,
+    asymmetric.SCHEME: asymmetric.parse_options,
+    **{preset.name: preset.build for preset in PRESETS},
 }
 
-SCHEMES: frozenset[str] = frozenset(_SCHEMES)
+SCHEMES: frozenset[str] = frozenset({*_BUILDERS, static_header.SCHEME})
+
+
+def build_spec(scheme: str, options: Mapping[str, object]) -> Spec:
+    """The compiled spec of a signature scheme; ValueError names the bad key.
+
+    `static_header` has no spec (nothing is signed), so it is refused here.
+    """
+    builder = _BUILDERS.get(scheme)
+    if builder is None:
+        raise _unknown_scheme(scheme)
+    frozen = _freeze(options)
+    if frozen is None:
+        return builder(options)
+    return _cached_spec(scheme, frozen)
+
+
+def signs_timestamp(scheme: str, options: Mapping[str, object]) -> bool:
+    """Whether the scheme signs a timestamp, i.e. has a replay window at all.
+
+    GitHub and Shopify sign only the body: a captured delivery verifies
+    forever, and only deduplication limits what a replay can do.
+    """
+    if scheme not in _BUILDERS:
+        return False
+    return build_spec(scheme, options).envelope.template.uses("timestamp")
+
+
+# The receiver verifies with the same few option tables over and over;
+# compiling one costs several times the HMAC itself. Specs are immutable, so
+# they are shared. Only valid options are cached (errors propagate uncached).
+@functools.lru_cache(maxsize=256)
+def _cached_spec(scheme: str, frozen: tuple[tuple[str, str | tuple[str, ...]], ...]) -> Spec:
+    options = {key: list(value) if isinstance(value, tuple) else value for key, value in frozen}
+    return _BUILDERS[scheme](options)
+
+
+def _freeze(options: Mapping[str, object]) -> tuple[tuple[str, str | tuple[str, ...]], ...] | None:
+    """A hashable copy of options made of strings and lists of strings, else None."""
+    items: list[tuple[str, str | tuple[str, ...]]] = []
+    for key, value in options.items():
+        if not isinstance(key, str):
+            return None
+        if isinstance(value, str):
+            items.append((key, value))
+        elif isinstance(value, list) and all(isinstance(item, str) for item in value):
+            items.append((key, tuple(value)))
+        else:
+            return None  # left to the builder, which names the bad key
+    return tuple(sorted(items))
 
 
 def check_options(scheme: str, options: Mapping[str, object]) -> None:
     """Validate a scheme's options at config load; ValueError names the bad key."""
-    entry = _SCHEMES.get(scheme)
-    if entry is None:
-        raise _unknown_scheme(scheme)
-    entry[0](options)
+    if scheme == static_header.SCHEME:
+        static_header.check_options(options)
+        return
+    build_spec(scheme, options)
 
 
-def check_secret(scheme: str, secret: str) -> None:
+def check_secret(scheme: str, secret: str, options: Mapping[str, object] | None = None) -> None:
     """Validate one configured secret at config load, without ever quoting it.
 
-    Only Standard Webhooks secrets have a structure to check; for the other
-    schemes any non-blank string is a valid key.
+    With the scheme's `options`, the secret is also checked against its key
+    encoding (`whsec_`/`whpk_` prefixes, base64, hex, PEM...). Without them,
+    only what the scheme alone determines is checked: presets fix their key
+    encoding, so they are checked in full; the families' encodings are options,
+    so for them only blankness is checked (and a secret that does not decode is
+    skipped at verification, `no_secret` when none is left).
     """
     if scheme not in SCHEMES:
         raise _unknown_scheme(scheme)
     if not secret.strip():
         raise ValueError(f"{scheme}: a secret must not be blank (anyone can sign with it)")
-    if scheme == standard_webhooks.SCHEME:
-        standard_webhooks.check_secret(secret)
+    if scheme == static_header.SCHEME:
+        return
+    try:
+        spec = build_spec(scheme, {} if options is None else options)
+    except ValueError:
+        if options is not None:
+            raise
+        return  # the scheme needs options to say more
+    problem = secret_problem(spec, secret)
+    if problem is not None:
+        raise ValueError(f"{scheme}: {problem}")
 
 
 def verify(
@@ -55,30 +122,43 @@ def verify(
     secrets: Sequence[str],
     now: float,
     tolerance_seconds: int = 300,
+    *,
+    method: str | None = None,
+    url: str | None = None,
 ) -> Verified:
     """Authenticate a webhook request from its raw body, or raise SignatureError.
 
     `secrets` are all the currently active secrets (rotation): any one of them
     authenticating the request is enough. `now` is unix seconds, injected so
-    the replay window is testable.
+    the replay window is testable. `method` (as on the request line, e.g.
+    "POST") and `url` (exactly as the sender addressed it, scheme, host and
+    query included) are needed only by templates that sign `{method}` or
+    `{url}`; without them such a scheme fails as `bad_options`.
 
     Configuration mistakes (unknown scheme, invalid options, a negative
     tolerance) surface as `bad_options`, checked before anything from the
     request is looked at, so they cannot hide behind request-shaped reasons.
     """
-    entry = _SCHEMES.get(scheme)
+    spec: Spec | None = None
     options_error: ValueError | None = None
-    if entry is not None:
+    known = scheme in SCHEMES
+    if known:
         try:
-            entry[0](options)
+            if scheme == static_header.SCHEME:
+                static_header.check_options(options)
+            else:
+                spec = build_spec(scheme, options)
         except ValueError as exc:
             options_error = exc
-    if entry is None or options_error is not None or tolerance_seconds < 0:
+    if not known or options_error is not None or tolerance_seconds < 0:
         # Options are configuration, not secrets: chaining their error is safe
         # and tells the operator which key is wrong.
         raise SignatureError("bad_options") from options_error
     usable = usable_secrets(secrets)
-    return entry[1](options, HeaderView(headers), body, usable, now, tolerance_seconds)
+    view = HeaderView(headers)
+    if spec is None:
+        return static_header.verify(options, view, body, usable, now, tolerance_seconds)
+    return verify_spec(spec, view, body, usable, now, tolerance_seconds, method, url)
 
 
 def _unknown_scheme(scheme: str) -> ValueError:

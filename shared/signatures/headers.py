@@ -1,10 +1,15 @@
-"""Case-insensitive, ambiguity-aware access to request headers."""
+"""Case-insensitive, ambiguity-aware, size-bounded access to request headers."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from .errors import SignatureError
+
+# No header a verifier reads is legitimately this long: 16 Ed25519 signatures
+# in base64 with their versions take about 1.5 KiB. The bound keeps an
+# attacker's oversized header from costing more than a length check.
+MAX_HEADER_CHARS = 4096
 
 
 class HeaderView:
@@ -37,11 +42,38 @@ class HeaderView:
         key = name.lower()
         if key in self._ambiguous:
             raise SignatureError("malformed_header")
-        return self._values.get(key) or None
+        value = self._values.get(key) or None
+        if value is not None and len(value) > MAX_HEADER_CHARS:
+            raise SignatureError("malformed_header")
+        return value
 
     def require(self, name: str) -> str:
         """The header's value; a missing header fails verification."""
         value = self.get(name)
+        if value is None:
+            raise SignatureError("missing_header")
+        return value
+
+    def get_any(self, names: Sequence[str]) -> str | None:
+        """The value under any of several alias names (`webhook-id` / `svix-id`).
+
+        Aliases that disagree are malformed for the same reason as two
+        spellings of one name: which one we and a proxy read must not be the
+        attacker's choice.
+        """
+        found: str | None = None
+        for name in names:
+            value = self.get(name)
+            if value is None:
+                continue
+            if found is not None and value != found:
+                raise SignatureError("malformed_header")
+            found = value
+        return found
+
+    def require_any(self, names: Sequence[str]) -> str:
+        """Like `get_any`, but none of the aliases present fails verification."""
+        value = self.get_any(names)
         if value is None:
             raise SignatureError("missing_header")
         return value

@@ -12,6 +12,9 @@ from collections.abc import Collection, Mapping
 
 # RFC 9110 field-name token characters.
 _HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+# A few aliases cover every real case (`webhook-id` / `svix-id`) while keeping
+# a header lookup a handful of dictionary reads.
+MAX_HEADER_ALIASES = 4
 
 
 def reject_unknown(scheme: str, options: Mapping[str, object], allowed: Collection[str]) -> None:
@@ -22,13 +25,17 @@ def reject_unknown(scheme: str, options: Mapping[str, object], allowed: Collecti
             raise ValueError(f"{scheme}: unknown option {key!r} (allowed options: {known})")
 
 
-def optional_str(scheme: str, options: Mapping[str, object], key: str) -> str | None:
-    """A string option, or None when absent."""
+def optional_str(
+    scheme: str, options: Mapping[str, object], key: str, max_chars: int = 256
+) -> str | None:
+    """A string option, or None when absent; bounded so config cannot bloat every request."""
     value = options.get(key)
     if value is None:
         return None
     if not isinstance(value, str):
         raise ValueError(f"{scheme}: option {key!r} must be a string")
+    if len(value) > max_chars:
+        raise ValueError(f"{scheme}: option {key!r} must be at most {max_chars} characters")
     return value
 
 
@@ -56,3 +63,32 @@ def header_name(
     if _HEADER_NAME.fullmatch(value) is None:
         raise ValueError(f"{scheme}: option {key!r} must be a valid HTTP header name")
     return value
+
+
+def header_names(
+    scheme: str, options: Mapping[str, object], key: str, *, required: bool
+) -> tuple[str, ...] | None:
+    """A header name or a list of alias names, each a valid HTTP field name.
+
+    Aliases let one configuration read a sender under either of its brands
+    (`webhook-signature` or `svix-signature`); they are looked up together and
+    must agree when several are present.
+    """
+    value = options.get(key)
+    if not isinstance(value, list):
+        single = header_name(scheme, options, key, required=required)
+        return None if single is None else (single,)
+    if not 1 <= len(value) <= MAX_HEADER_ALIASES:
+        raise ValueError(
+            f"{scheme}: option {key!r} must list between 1 and {MAX_HEADER_ALIASES} header names"
+        )
+    names: list[str] = []
+    for item in value:
+        if not isinstance(item, str):
+            raise ValueError(f"{scheme}: option {key!r} must be a string or a list of strings")
+        if _HEADER_NAME.fullmatch(item) is None or len(item) > 256:
+            raise ValueError(f"{scheme}: option {key!r} must list valid HTTP header names")
+        if item.lower() in (name.lower() for name in names):
+            raise ValueError(f"{scheme}: option {key!r} lists a header name twice")
+        names.append(item)
+    return tuple(names)

@@ -8,12 +8,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+import stripe
+import svix.webhooks
+from slack_sdk.signature import SignatureVerifier
 
 from shared.signatures import (
     generate_ed25519_keypair,
+    sign,
     sign_generic,
     sign_github,
     sign_standard_webhooks,
@@ -463,3 +468,119 @@ async def test_static_header_secret(db: Any, pool: Any) -> None:
         missing = await rx.post(body, JSON_HEADERS, provider="static")
     assert (good.status_code, bad.status_code, missing.status_code) == (200, 401, 400)
     assert len(await stored_events(db)) == 1
+
+
+# ------------------------------------------------------------ families and presets
+
+
+async def test_stripe_format_under_a_header_of_its_own_name(db: Any, pool: Any) -> None:
+    # signed by Stripe's own library; only the header name is the provider's
+    providers = describe(
+        _provider_toml(
+            "acme",
+            'scheme = "stripe"\nsecrets_env = "ACME"\njob_id = "/data/object/id"\n'
+            '[providers.acme.webhooks.options]\nsignature_header = "X-Acme-Signature"',
+        ),
+        {"ACME": STRIPE_SECRET},
+    )
+    body = json.dumps({"id": "evt_9", "data": {"object": {"id": "j9"}}}).encode()
+    header = stripe.WebhookSignature.generate_signature_header(
+        body.decode(), STRIPE_SECRET, timestamp=NOW
+    )
+    async with running_receiver(pool, settings_for(providers)) as rx:
+        under_stripes_name = await rx.post(
+            body, {**JSON_HEADERS, "stripe-signature": header}, "acme"
+        )
+        good = await rx.post(body, {**JSON_HEADERS, "x-acme-signature": header}, "acme")
+    assert under_stripes_name.status_code == 400  # the configured header is the one read
+    assert good.json() == {"status": "stored", "matched": False}
+    [event] = await stored_events(db)
+    assert (event["event_id"], event["id_signed"]) == ("evt_9", True)
+
+
+async def test_svix_branded_headers_verify_with_the_svix_library(db: Any, pool: Any) -> None:
+    secret = "whsec_" + "C2FVsBQIhrscChlQIMV+b5sSYspob7oD"
+    providers = describe(
+        _provider_toml(
+            "svixy", 'scheme = "standard_webhooks"\nsecrets_env = "SVIX"\njob_id = "/job"'
+        ),
+        {"SVIX": secret},
+    )
+    body = json.dumps({"job": "j4", "status": "done"}).encode()
+    signature = svix.webhooks.Webhook(secret).sign(
+        "msg_svix_1", datetime.fromtimestamp(NOW, UTC), body.decode()
+    )
+    headers = {
+        **JSON_HEADERS,
+        "svix-id": "msg_svix_1",
+        "svix-timestamp": str(NOW),
+        "svix-signature": signature,
+    }
+    async with running_receiver(pool, settings_for(providers)) as rx:
+        first = await rx.post(body, headers, "svixy")
+        again = await rx.post(body, headers, "svixy")
+        tampered = await rx.post(body.replace(b"j4", b"j5"), headers, "svixy")
+    assert first.json()["status"] == "stored" and again.json() == {"status": "duplicate"}
+    assert tampered.status_code == 401
+    [event] = await stored_events(db)
+    assert (event["event_id"], event["id_signed"]) == ("msg_svix_1", True)
+
+
+async def test_slack_signature_made_by_slacks_sdk(db: Any, pool: Any) -> None:
+    secret = "8f742231b10e8888abcd99yyyzzz85a5"  # Slack's documented example secret
+    providers = describe(
+        _provider_toml("slacky", 'scheme = "slack"\nsecrets_env = "SLACK"\njob_id = "/job"'),
+        {"SLACK": secret},
+    )
+    body = json.dumps({"event_id": "Ev01", "job": "j6", "status": "done"}).encode()
+    signature = SignatureVerifier(secret).generate_signature(timestamp=str(NOW), body=body)
+    assert signature is not None
+    headers = {
+        **JSON_HEADERS,
+        "x-slack-signature": signature,
+        "x-slack-request-timestamp": str(NOW),
+    }
+    stale = {**headers, "x-slack-request-timestamp": str(NOW - 400)}
+    async with running_receiver(pool, settings_for(providers)) as rx:
+        good = await rx.post(body, headers, "slacky")
+        old = await rx.post(body, stale, "slacky")
+    assert good.status_code == 200 and old.status_code == 401
+    [event] = await stored_events(db)
+    assert event["event_id"] == "Ev01"
+
+
+async def test_an_hmac_over_method_and_url_uses_the_public_url(db: Any, pool: Any) -> None:
+    options = {
+        "signature_header": "X-Sig",
+        "format": "base64",
+        "signed_content": "{method} {url}\n{timestamp}\n{body}",
+        "timestamp_header": "X-Sig-Time",
+        "algorithm": "sha512",
+        "key_encoding": "hex",
+    }
+    key = "00112233445566778899aabbccddeeff"
+    providers = describe(
+        _provider_toml(
+            "urly",
+            'scheme = "hmac"\nsecrets_env = "URLY"\njob_id = "/job"\n'
+            "[providers.urly.webhooks.options]\n"
+            + "\n".join(f"{k} = {json.dumps(v)}" for k, v in options.items()),
+        ),
+        {"URLY": key},
+    )
+    public = "https://hooks.example.test/jw/webhooks/{provider}"
+    body = json.dumps({"job": "j7", "status": "done"}).encode()
+
+    def signed(url: str) -> dict[str, str]:
+        value = sign("hmac", options, key, body, timestamp=NOW, method="POST", url=url)
+        return {**JSON_HEADERS, "x-sig": value, "x-sig-time": str(NOW)}
+
+    settings = settings_for(providers, public_webhook_url=public)
+    async with running_receiver(pool, settings) as rx:
+        # the sender signed the public address, not what the proxy forwarded to us
+        good = await rx.post(
+            body, signed("https://hooks.example.test/jw/webhooks/urly?x=1"), "urly", "?x=1"
+        )
+        internal = await rx.post(body, signed("http://receiver.test/webhooks/urly"), "urly")
+    assert good.status_code == 200
+    assert internal.status_code == 401

@@ -24,12 +24,16 @@ VALID_OPTIONS: dict[str, dict[str, object]] = {
     "standard_webhooks": {},
     "stripe": {},
     "github": {},
+    "slack": {},
+    "shopify": {},
     "generic_hmac": {"signature_header": "X-Sig"},
+    "hmac": {"signature_header": "X-Sig"},
+    "asymmetric": {"signature_header": "X-Sig", "algorithm": "ed25519"},
     "static_header": {"header": "X-Token"},
 }
 
 
-def test_schemes_are_the_documented_five() -> None:
+def test_schemes_are_the_documented_ones() -> None:
     assert frozenset(VALID_OPTIONS) == SCHEMES
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+
 import pytest
 
 from shared.signatures import SignatureError, Verified, check_options, sign_github, verify
@@ -113,7 +116,36 @@ def test_error_carries_nothing_but_the_reason() -> None:
     assert info.value.__context__ is None
 
 
-def test_check_options_rejects_any_option() -> None:
+def test_check_options_allows_only_header_names() -> None:
     check_options("github", {})
-    with pytest.raises(ValueError, match="'id_header'"):
-        check_options("github", {"id_header": "X-Request-Id"})
+    check_options("github", {"signature_header": "X-Gitea-Hub", "id_header": "X-Request-Id"})
+    with pytest.raises(ValueError, match="'prefix'"):
+        check_options("github", {"prefix": "sha1="})
+
+
+def test_header_names_can_be_overridden() -> None:
+    # A sender signing exactly like GitHub under headers of its own.
+    options = {"signature_header": "X-Forge-Signature", "id_header": "X-Forge-Delivery"}
+    headers = {"X-Forge-Signature": OFFICIAL_SIGNATURE, "X-Forge-Delivery": DELIVERY}
+    result = verify("github", options, headers, BODY, [SECRET], NOW)
+    assert result == Verified(scheme="github", event_id=DELIVERY, id_signed=False, timestamp=None)
+    with pytest.raises(SignatureError) as info:
+        verify("github", options, make_headers(), BODY, [SECRET], NOW)
+    assert info.value.reason == "missing_header"
+
+
+def test_legacy_sha1_header_through_the_hmac_family() -> None:
+    # GitHub's older `X-Hub-Signature: sha1=<hex>`, per its documented algorithm.
+    options: dict[str, object] = {
+        "signature_header": "X-Hub-Signature",
+        "algorithm": "sha1",
+        "prefix": "sha1=",
+        "id_header": "X-GitHub-Delivery",
+    }
+    signature = "sha1=" + hmac.new(SECRET.encode(), BODY, hashlib.sha1).hexdigest()
+    headers = {"X-Hub-Signature": signature, "X-GitHub-Delivery": DELIVERY}
+    result = verify("hmac", options, headers, BODY, [SECRET], NOW)
+    assert result == Verified(scheme="hmac", event_id=DELIVERY, id_signed=False, timestamp=None)
+    with pytest.raises(SignatureError) as info:
+        verify("hmac", options, headers, b"Hello, World?", [SECRET], NOW)
+    assert info.value.reason == "bad_signature"

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import time
 
 import pytest
+import stripe
 
 from shared.signatures import SignatureError, Verified, check_options, sign_stripe, verify
 
@@ -133,7 +135,57 @@ def test_error_carries_nothing_but_the_reason() -> None:
     assert info.value.__context__ is None
 
 
-def test_check_options_rejects_any_option() -> None:
+def test_check_options_allows_only_the_header_name() -> None:
     check_options("stripe", {})
+    check_options("stripe", {"signature_header": "X-Acme-Signature"})
     with pytest.raises(ValueError, match="'header'"):
         check_options("stripe", {"header": "Stripe-Signature"})
+    with pytest.raises(ValueError, match="'timestamp_key'"):
+        check_options("stripe", {"timestamp_key": "ts"})
+
+
+def test_stripe_layout_under_another_header_name() -> None:
+    # The reported case: signs exactly like Stripe, in a header of its own name.
+    options: dict[str, object] = {"signature_header": "X-Acme-Signature"}
+    header = sign_stripe(SECRET, TIMESTAMP, BODY)
+    result = verify("stripe", options, {"X-Acme-Signature": header}, BODY, [SECRET], NOW)
+    assert result == Verified(scheme="stripe", event_id=None, id_signed=True, timestamp=TIMESTAMP)
+    with pytest.raises(SignatureError) as info:
+        verify("stripe", options, {"Stripe-Signature": header}, BODY, [SECRET], NOW)
+    assert info.value.reason == "missing_header"
+
+
+# ------------------------------------------------- Stripe's own library (stripe-python)
+
+
+def test_stripe_library_header_verifies() -> None:
+    header = stripe.WebhookSignature.generate_signature_header(
+        BODY.decode(), SECRET, timestamp=TIMESTAMP
+    )
+    assert header == sign_stripe(SECRET, TIMESTAMP, BODY)
+    assert verify("stripe", {}, {"Stripe-Signature": header}, BODY, [SECRET], NOW).timestamp
+
+
+def test_stripe_library_verifies_what_we_sign() -> None:
+    now = int(time.time())
+    header = sign_stripe(SECRET, now, BODY)
+    assert stripe.WebhookSignature.verify_header(BODY, header, SECRET, tolerance=300)
+
+
+def test_stripe_library_refuses_what_we_refuse() -> None:
+    now = int(time.time())
+    header = sign_stripe(OTHER_SECRET, now, BODY)
+    with pytest.raises(stripe.SignatureVerificationError):
+        stripe.WebhookSignature.verify_header(BODY, header, SECRET, tolerance=300)
+    assert reason(header, now=now) == "bad_signature"
+
+
+def test_sender_rotation_two_v1_entries_from_the_library() -> None:
+    old = stripe.WebhookSignature.generate_signature_header(
+        BODY.decode(), OTHER_SECRET, timestamp=TIMESTAMP
+    )
+    new = stripe.WebhookSignature.generate_signature_header(
+        BODY.decode(), SECRET, timestamp=TIMESTAMP
+    )
+    header = old + "," + new.split(",", 1)[1]  # t=...,v1=<old>,v1=<new>
+    assert verify("stripe", {}, {"Stripe-Signature": header}, BODY, [SECRET], NOW).timestamp

@@ -1,0 +1,108 @@
+"""A complete signature scheme: an envelope plus the checks that may authenticate it.
+
+Families (`hmac`, `asymmetric`) and presets all compile to a `Spec`, so there
+is exactly one verification procedure. A spec usually has one check; Standard
+Webhooks has two sharing one header (`v1` HMAC with `whsec_` secrets, `v1a`
+Ed25519 with `whpk_` keys), and each configured secret is used only by the
+check whose key encoding it fits, so a public key never keys an HMAC.
+
+Order of work, and why:
+1. No check has a usable secret: `no_secret`, before reading the request, so
+   a configuration problem cannot hide behind request-shaped reasons.
+2. The envelope is opened (missing/malformed headers).
+3. Any signature under a check's label matching any of its keys passes;
+   every comparison of MACs is constant-time (`digests.any_match`).
+4. Only then the replay window, so `stale_timestamp` and `future_timestamp`
+   always describe authentic requests (a replay or clock skew worth alerting
+   on), never random garbage.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from .envelope import Envelope, open_envelope
+from .errors import SignatureError
+from .headers import HeaderView
+from .timestamps import check_freshness
+from .verified import Verified
+
+Matcher = Callable[[bytes, Sequence[bytes]], bool]
+
+
+class Check(Protocol):
+    """One way of authenticating the signed content with the configured secrets."""
+
+    @property
+    def label(self) -> str:
+        """The kv key or version marking this check's signatures ("" when bare)."""
+        ...
+
+    def matcher(self, secrets: Sequence[str]) -> Matcher | None:
+        """A matcher over the secrets this check can use, or None when there are none."""
+        ...
+
+    def secret_problem(self, secret: str) -> str | None:
+        """Why this check cannot use `secret` (never quoting it), or None."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Spec:
+    """A scheme ready to verify. `id_in_body` marks senders whose event id is in the
+    (signed) body rather than a header, like Stripe: `id_signed` is then True with
+    `event_id` None, and the caller takes the id from the body."""
+
+    scheme: str
+    envelope: Envelope
+    checks: tuple[Check, ...]
+    id_in_body: bool = False
+
+
+def verify_spec(
+    spec: Spec,
+    headers: HeaderView,
+    body: bytes,
+    secrets: Sequence[str],
+    now: float,
+    tolerance_seconds: int,
+    method: str | None = None,
+    url: str | None = None,
+) -> Verified:
+    """Authenticate one request; see the module docstring for the order of checks."""
+    matchers = [
+        (check.label, matcher)
+        for check in spec.checks
+        if (matcher := check.matcher(secrets)) is not None
+    ]
+    if not matchers:
+        raise SignatureError("no_secret")
+    # Every check's entries are decoded, usable secrets or not, so a header's
+    # validity does not depend on which kinds of secret we happen to hold.
+    labels = {check.label for check in spec.checks}
+    opened = open_envelope(spec.envelope, headers, body, labels, method, url)
+    signatures = opened.signatures
+    if not any(matcher(opened.content, signatures.labelled(label)) for label, matcher in matchers):
+        raise SignatureError("bad_signature")
+    if opened.timestamp is not None:
+        check_freshness(opened.timestamp, now, tolerance_seconds)
+    return Verified(
+        scheme=spec.scheme,
+        event_id=opened.event_id,
+        id_signed=spec.envelope.id_signed or spec.id_in_body,
+        timestamp=opened.timestamp,
+    )
+
+
+def secret_problem(spec: Spec, secret: str) -> str | None:
+    """Why no check of `spec` can use `secret`, or None when one can."""
+    problems: list[str] = []
+    for check in spec.checks:
+        problem = check.secret_problem(secret)
+        if problem is None:
+            return None
+        if problem not in problems:
+            problems.append(problem)
+    return "; or ".join(problems)

@@ -1,0 +1,183 @@
+"""`providers check --delivery/--result`: proof from captured traffic, offline."""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+import stripe
+
+from shared.cli import providers as cli_providers
+from shared.cli.captures import CaptureError, read_capture
+
+SECRET = "whsec_acme_signing_secret"
+NOW = 1_767_225_600
+CONFIG = """
+[providers.acme]
+base_url = "https://api.acme.test"
+[providers.acme.create]
+path = "/jobs"
+idempotency = "none"
+job_id = "/id"
+[providers.acme.status]
+path = "/jobs/{job_id}"
+state = "/status"
+result_url = "/result_url"
+[providers.acme.status.state_map]
+done = "succeeded"
+working = "running"
+[providers.acme.result]
+source = "url"
+format = "json"
+[providers.acme.result.expect]
+required_fields = ["output"]
+[providers.acme.webhooks]
+scheme = "stripe"
+secrets_env = "ACME_WEBHOOK_SECRET"
+job_id = "/data/job"
+state = "/data/status"
+[providers.acme.webhooks.options]
+signature_header = "X-Acme-Signature"
+"""
+BODY = json.dumps({"id": "evt_1", "data": {"job": "j_42", "status": "done"}}).encode()
+
+
+def ns(**values: object) -> argparse.Namespace:
+    return argparse.Namespace(**{"json": False, **values})
+
+
+@pytest.fixture
+def config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setenv("ACME_WEBHOOK_SECRET", SECRET)
+    path = tmp_path / "jobwarden.toml"
+    path.write_text(CONFIG)
+    return str(path)
+
+
+def raw_delivery(tmp_path: Path, body: bytes, signature: str) -> Path:
+    path = tmp_path / "delivery.http"
+    path.write_bytes(
+        b"POST /webhooks/acme HTTP/1.1\r\nHost: hooks.example.test\r\n"
+        b"Content-Type: application/json\r\n"
+        + f"X-Acme-Signature: {signature}\r\n\r\n".encode()
+        + body
+    )
+    return path
+
+
+def signed(body: bytes = BODY, secret: str = SECRET) -> str:
+    return stripe.WebhookSignature.generate_signature_header(body.decode(), secret, timestamp=NOW)
+
+
+async def test_without_a_delivery_a_signature_is_only_configured(
+    config: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert await cli_providers.cmd_check(ns(config=config)) == 0
+    out = capsys.readouterr().out
+    assert "webhooks signed?" in out and "cfg  configured, not yet verified" in out
+    assert " yes  stripe signatures" not in out
+
+
+async def test_a_captured_delivery_that_verifies_proves_it_and_says_what_it_records(
+    config: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    delivery = raw_delivery(tmp_path, BODY, signed())
+    assert await cli_providers.cmd_check(ns(config=config, delivery=delivery, at=NOW)) == 0
+    out = capsys.readouterr().out
+    assert "yes  stripe signatures" in out
+    assert "delivery: verifies; event id evt_1 (signed)" in out
+    assert "job_id j_42" in out and "state succeeded" in out
+    assert SECRET not in out
+
+
+async def test_a_stale_capture_is_authentic_but_would_be_refused_now(
+    config: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    delivery = raw_delivery(tmp_path, BODY, signed())
+    assert await cli_providers.cmd_check(ns(config=config, delivery=delivery)) == 0
+    out = capsys.readouterr().out
+    assert "authentic, but its timestamp is outside the 300 s replay window" in out
+
+
+@pytest.mark.parametrize(
+    ("body", "secret", "reason"),
+    [(BODY.replace(b"j_42", b"j_43"), SECRET, "bad_signature"), (BODY, "whsec_x", "bad_signature")],
+)
+async def test_a_refused_delivery_fails_the_check_and_names_the_reason(
+    config: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    body: bytes,
+    secret: str,
+    reason: str,
+) -> None:
+    delivery = raw_delivery(tmp_path, body, signed(secret=secret))
+    assert await cli_providers.cmd_check(ns(config=config, delivery=delivery, at=NOW)) == 1
+    out = capsys.readouterr().out
+    assert f"delivery: REFUSED ({reason})" in out and "re-encoded the body" in out
+    assert "webhooks signed?" in out and "a captured delivery was refused" in out
+
+
+async def test_a_json_capture_and_json_output(
+    config: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "delivery.json"
+    capture = {"headers": {"X-Acme-Signature": signed()}, "body": BODY.decode()}
+    path.write_text(json.dumps(capture))
+    args = ns(config=config, delivery=path, at=NOW, json=True)
+    assert await cli_providers.cmd_check(args) == 0
+    [entry] = json.loads(capsys.readouterr().out)["providers"]
+    assert entry["delivery"]["records"]["job_id"] == "j_42"
+    signed_g = next(g for g in entry["guarantees"] if g["guarantee"] == "webhooks signed")
+    assert signed_g["proved"] is True
+
+
+async def test_a_captured_result_is_validated_offline(
+    config: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    result = tmp_path / "result.json"
+    body = json.dumps({"output": {"text": "hi"}}).encode()
+    result.write_bytes(body)
+    assert await cli_providers.cmd_check(ns(config=config, result=result)) == 0
+    out = capsys.readouterr().out
+    assert "result: valid" in out and hashlib.sha256(body).hexdigest() in out
+
+
+async def test_a_result_that_fails_validation_fails_the_check(
+    config: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    result = tmp_path / "result.http"
+    result.write_bytes(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\r\n{not json")
+    assert await cli_providers.cmd_check(ns(config=config, result=result)) == 1
+    assert "result: INVALID" in capsys.readouterr().out
+
+
+async def test_a_capture_for_an_unknown_provider_is_a_clear_error(
+    config: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    delivery = raw_delivery(tmp_path, BODY, signed())
+    assert await cli_providers.cmd_check(ns(config=config, delivery=delivery, provider="x")) == 1
+    assert "no provider 'x'" in capsys.readouterr().err
+
+
+def test_raw_captures_keep_the_body_bytes_exactly(tmp_path: Path) -> None:
+    path = tmp_path / "d.http"
+    body = b'{"a": 1}\r\n\r\n  '
+    path.write_bytes(b"POST /h?x=1 HTTP/1.1\nA: 1\nA: 2\n\n" + body)
+    capture = read_capture(path)
+    assert capture.body == body and capture.headers == {"a": "1, 2"}
+    assert (capture.method, capture.query) == ("POST", {"x": "1"})
+
+
+@pytest.mark.parametrize(
+    "text",
+    [b"POST / HTTP/1.1\r\nno colon here\r\n\r\n{}", b"POST / HTTP/1.1\r\nA: 1\r\n"],
+)
+def test_broken_raw_captures_are_refused_with_a_reason(tmp_path: Path, text: bytes) -> None:
+    path = tmp_path / "d.http"
+    path.write_bytes(text)
+    with pytest.raises(CaptureError):
+        read_capture(path)
