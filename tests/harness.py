@@ -116,9 +116,18 @@ class Rig:
 
 @contextlib.asynccontextmanager
 async def webhook_rig(
-    pool: Any, tmp_path: Path, *, clock: Clock = SYSTEM_CLOCK, **sim_options: Any
+    pool: Any,
+    tmp_path: Path,
+    *,
+    clock: Clock = SYSTEM_CLOCK,
+    webhooks: Mapping[str, Any] | None = None,
+    **sim_options: Any,
 ) -> AsyncIterator[Rig]:
-    """A rig whose simulator sends signed webhooks to a real receiver on loopback."""
+    """A rig whose simulator sends signed webhooks to a real receiver on loopback.
+
+    `webhooks`: the provider's [webhooks] table overrides (another signature
+    scheme and its options); the simulator then signs the same way.
+    """
     from receiver.app import build_app as build_receiver
 
     async with contextlib.AsyncExitStack() as stack:
@@ -146,7 +155,10 @@ async def webhook_rig(
                 tmp_path,
                 sim=sim,
                 webhook_url=f"{receiver_url}/webhooks/{{provider}}",
-                overrides={"limits": {"webhook_backstop_poll_seconds": 30.0}},
+                overrides={
+                    "limits": {"webhook_backstop_poll_seconds": 30.0},
+                    **({"webhooks": dict(webhooks)} if webhooks else {}),
+                },
                 clock=clock,
             )
         )

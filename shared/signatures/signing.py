@@ -49,6 +49,40 @@ def sign(
     return fmt.prefix + encoded
 
 
+def sign_headers(
+    scheme: str,
+    options: Mapping[str, object],
+    secret: str,
+    body: bytes,
+    *,
+    timestamp: int,
+    event_id: str,
+    method: str | None = None,
+    url: str | None = None,
+) -> dict[str, str]:
+    """Every header a sender of an HMAC scheme sends: signature, and the
+    timestamp and id headers where the scheme's envelope has them (first
+    name of each alias list)."""
+    envelope = build_spec(scheme, options).envelope
+    headers = {
+        envelope.signature_headers[0]: sign(
+            scheme,
+            options,
+            secret,
+            body,
+            timestamp=timestamp,
+            event_id=event_id,
+            method=method,
+            url=url,
+        )
+    }
+    if envelope.timestamp_headers:
+        headers[envelope.timestamp_headers[0]] = str(timestamp)
+    if envelope.id_headers:
+        headers[envelope.id_headers[0]] = event_id
+    return headers
+
+
 def sign_generic(
     options: Mapping[str, object],
     secret: str,

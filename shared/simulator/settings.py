@@ -6,6 +6,8 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from shared import signatures
+
 # Delays before each webhook redelivery. Real providers back off over minutes;
 # the simulator keeps it short so tests observe retries in about a second.
 DEFAULT_WEBHOOK_BACKOFF: tuple[float, ...] = (0.1, 0.3, 0.9)
@@ -28,14 +30,24 @@ class SimulatorSettings:
     honour_idempotency: bool = True
     status_latency: float = 0.0
     webhook_backoff: tuple[float, ...] = DEFAULT_WEBHOOK_BACKOFF
+    # How webhooks are signed: Standard Webhooks by default, or any HMAC
+    # scheme of shared.signatures with its options, so tests can describe the
+    # same jobs through differently-shaped provider configs.
+    webhook_scheme: str = "standard_webhooks"
+    webhook_options: Mapping[str, object] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.time_scale <= 0:
             raise ValueError("time_scale must be positive")
         if self.status_latency < 0:
             raise ValueError("status_latency must not be negative")
-        if self.webhook_secret is not None and not self.webhook_secret.startswith("whsec_"):
+        secret = self.webhook_secret
+        standard = self.webhook_scheme == "standard_webhooks"
+        if standard and secret is not None and not secret.startswith("whsec_"):
             raise ValueError("webhook_secret must be a Standard Webhooks 'whsec_' secret")
+        if self.webhook_scheme == "static_header":
+            raise ValueError("webhook_scheme must sign (static_header signs nothing)")
+        signatures.check_options(self.webhook_scheme, self.webhook_options)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> SimulatorSettings:

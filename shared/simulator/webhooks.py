@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import httpx
 
-from shared.signatures import sign_standard_webhooks
+from shared.signatures import sign_headers, sign_standard_webhooks
 from shared.simulator.payloads import webhook_event
 from shared.simulator.scripts import Script
 from shared.simulator.settings import SimulatorSettings
@@ -97,7 +97,7 @@ class WebhookSender:
             self._store.stats.webhook_attempts += 1
             try:
                 response = await self._client.post(
-                    url, content=delivery.body, headers=self._headers(delivery)
+                    url, content=delivery.body, headers=self._headers(delivery, url)
                 )
             except (httpx.HTTPError, httpx.InvalidURL) as exc:
                 logger.info("webhook %s attempt %d failed: %s", delivery.event_id, attempt, exc)
@@ -115,7 +115,7 @@ class WebhookSender:
         logger.warning("webhook %s abandoned after %d attempts", delivery.event_id, len(delays))
         return False
 
-    def _headers(self, delivery: Delivery) -> dict[str, str]:
+    def _headers(self, delivery: Delivery, url: str) -> dict[str, str]:
         # The timestamp is per attempt (Standard Webhooks): the id is what stays stable.
         # Real time, not the injected clock: the receiver checks it against its
         # own clock to refuse replays, so it describes the delivery, not the job.
@@ -127,8 +127,25 @@ class WebhookSender:
             "webhook-timestamp": str(timestamp),
         }
         secret = self._settings.webhook_secret
-        if secret is not None:
+        if secret is None:
+            return headers
+        scheme = self._settings.webhook_scheme
+        if scheme == "standard_webhooks" and not self._settings.webhook_options:
             headers["webhook-signature"] = sign_standard_webhooks(
                 secret, delivery.event_id, timestamp, delivery.body
             )
+            return headers
+        # another sender's shape: its own headers only, as that sender would send them
+        del headers["webhook-id"], headers["webhook-timestamp"]
+        signed = sign_headers(
+            scheme,
+            self._settings.webhook_options,
+            secret,
+            delivery.body,
+            timestamp=timestamp,
+            event_id=delivery.event_id,
+            method="POST",
+            url=url,
+        )
+        headers.update({name.lower(): value for name, value in signed.items()})
         return headers
