@@ -64,7 +64,7 @@ from shared.providers.adapter import ProviderAdapter
 from shared.providers.description import WebhookScheme, WebhookSpec
 from shared.providers.paths import PathSource, ValuePath, extract, parse_path
 from shared.providers.values import as_str
-from shared.signatures import SignatureError, Verified, verify
+from shared.signatures import SignatureError, Verified, signs_url, verify
 
 logger = logging.getLogger(__name__)
 
@@ -158,6 +158,13 @@ class WebhookEndpoint:
         now: Callable[[], float],
         public_url: str = "",
     ) -> None:
+        for name, desc in providers.items():
+            hooks = desc.webhooks
+            if hooks and not public_url and signs_url(hooks.scheme.value, hooks.options):
+                raise ValueError(
+                    f"provider {name}: its webhook scheme signs {{url}}; set public_webhook_url "
+                    "to the address the provider sends to"
+                )
         self._providers = {
             name: _Provider(name, desc.webhooks, adapter_for(desc))
             for name, desc in providers.items()
@@ -219,7 +226,7 @@ class WebhookEndpoint:
                 self._now(),
                 spec.tolerance_seconds,
                 method=scope["method"],
-                url=signed_url(self._public_url, provider.name, scope, headers),
+                url=signed_url(self._public_url, provider.name, scope),
             )
         except SignatureError as exc:
             status = _SIGNATURE_STATUS.get(exc.reason)
@@ -384,19 +391,18 @@ def _parse_json(body: bytes) -> dict[str, Any]:
     return document
 
 
-def signed_url(public_url: str, provider: str, scope: Scope, headers: Headers) -> str:
+def signed_url(public_url: str, provider: str, scope: Scope) -> str | None:
     """The URL as the sender addressed it, for schemes that sign `{url}`.
 
-    From `public_webhook_url` when configured (a proxy in front rewrites the
-    Host header and the scheme, so the request's own view can differ from
-    what the sender signed); else as this server saw it.
+    Only from `public_webhook_url` (a scheme that signs the URL is refused at
+    start-up without it): the Host header is the sender's to choose, and
+    taking the URL from it would let a delivery signed for another endpoint
+    sharing the key (staging, another tenant) verify here.
     """
+    if not public_url:
+        return None
     query = scope.get("query_string", b"").decode("latin-1")
-    suffix = f"?{query}" if query else ""
-    if public_url:
-        return public_url.replace("{provider}", provider) + suffix
-    host = headers.get("host") or "localhost"
-    return f"{scope.get('scheme', 'http')}://{host}{scope.get('path', '')}{suffix}"
+    return public_url.replace("{provider}", provider) + (f"?{query}" if query else "")
 
 
 def dedupe_id(spec: WebhookSpec, verified: Verified, document: Any, body: bytes) -> str:

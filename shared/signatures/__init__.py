@@ -14,7 +14,7 @@ is the sender side.
 
 from __future__ import annotations
 
-from .dispatch import SCHEMES, check_options, check_secret, signs_timestamp, verify
+from .dispatch import SCHEMES, check_options, check_secret, signs_timestamp, signs_url, verify
 from .errors import REASONS, Reason, SignatureError
 from .signing import (
     generate_ed25519_keypair,
@@ -45,5 +45,6 @@ __all__ = [
     "sign_standard_webhooks_ed25519",
     "sign_stripe",
     "signs_timestamp",
+    "signs_url",
     "verify",
 ]

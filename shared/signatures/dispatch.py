@@ -55,6 +55,14 @@ def signs_timestamp(scheme: str, options: Mapping[str, object]) -> bool:
     return build_spec(scheme, options).envelope.template.uses("timestamp")
 
 
+def signs_url(scheme: str, options: Mapping[str, object]) -> bool:
+    """Whether the scheme signs the request URL, which the receiver must then know
+    as the sender addressed it (`public_webhook_url`), not from the Host header."""
+    if scheme not in _BUILDERS:
+        return False
+    return build_spec(scheme, options).envelope.template.uses("url")
+
+
 # The receiver verifies with the same few option tables over and over;
 # compiling one costs several times the HMAC itself. Specs are immutable, so
 # they are shared. Only valid options are cached (errors propagate uncached).

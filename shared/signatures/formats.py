@@ -60,8 +60,9 @@ class SignatureList:
     entries: tuple[tuple[str, bytes], ...]
 
     def labelled(self, label: str) -> list[bytes]:
-        """The signatures under `label` (a kv key or a version; "" for bare formats)."""
-        return [value for entry_label, value in self.entries if entry_label == label]
+        """The signatures under `label` (a kv key or a version; "" for bare formats),
+        each once: a header repeating one signature must not repeat the work."""
+        return list(dict.fromkeys(v for entry_label, v in self.entries if entry_label == label))
 
 
 def parse_signature_header(

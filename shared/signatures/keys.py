@@ -31,6 +31,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from cryptography.hazmat.primitives.serialization import load_der_public_key, load_pem_public_key
 
 from .digests import decode_base64
+from .ed25519_points import is_safe_public_key
 
 HMAC_KEY_ENCODINGS: frozenset[str] = frozenset({"raw", "base64", "hex", "whsec"})
 PUBLIC_KEY_ENCODINGS: frozenset[str] = frozenset({"whpk", "base64", "hex", "pem"})
@@ -63,8 +64,15 @@ def prefixed_base64(secret: str, prefix: str) -> bytes | None:
     return decode_base64(secret[len(prefix) :], pad=True)
 
 
+# Text that is a public key (or the sender's private key): an HMAC keyed by it
+# is one anyone who holds the published key can compute.
+_NOT_HMAC_KEYS = (WHPK_PREFIX, WHSK_PREFIX, "-----BEGIN")
+
+
 def hmac_key(encoding: str, secret: str) -> bytes | None:
     """The HMAC key a secret stands for, or None when it is not one (or is empty)."""
+    if secret.lstrip().startswith(_NOT_HMAC_KEYS):
+        return None
     if encoding == "raw":
         key: bytes | None = _text_bytes(secret)
     elif encoding == "base64":
@@ -81,6 +89,8 @@ def hmac_key_problem(encoding: str, secret: str) -> str | None:
     """Why a secret is no HMAC key in `encoding` (never quoting it), or None."""
     if hmac_key(encoding, secret) is not None:
         return None
+    if secret.lstrip().startswith(_NOT_HMAC_KEYS):
+        return "a public or private key is no HMAC secret (configure the shared secret)"
     if encoding == "whsec":
         if secret.startswith(WHSEC_PREFIX):
             return f"{WHSEC_PREFIX} secret is not non-empty base64"
@@ -94,16 +104,20 @@ def public_key(algorithm: str, encoding: str, secret: str) -> PublicKey | None:
         raw = prefixed_base64(secret, WHPK_PREFIX)
         if raw is None or len(raw) != ED25519_KEY_BYTES:
             return None
-        return Ed25519PublicKey.from_public_bytes(raw)
+        return _ed25519(raw)
     if encoding == "pem":
-        return _checked(algorithm, _load(load_pem_public_key, secret.strip().encode()))
+        try:
+            pem = secret.strip().encode("ascii")
+        except UnicodeError:  # PEM is ASCII; never quote or crash on the rest
+            return None
+        return _checked(algorithm, _load(load_pem_public_key, pem))
     data = decode_base64(secret.strip(), pad=True) if encoding == "base64" else None
     if encoding == "hex":
         data = _unhex(secret.strip())
     if not data:
         return None
     if algorithm == "ed25519" and len(data) == ED25519_KEY_BYTES:
-        return Ed25519PublicKey.from_public_bytes(data)
+        return _ed25519(data)
     if algorithm == "ecdsa_p256" and len(data) in (33, 65):
         try:
             return ec.EllipticCurvePublicKey.from_encoded_point(ec.SECP256R1(), data)
@@ -128,6 +142,11 @@ def public_key_problem(algorithm: str, encoding: str, secret: str) -> str | None
     return f"secret is not an {algorithm} public key in {encoding} (key_encoding {encoding})"
 
 
+def _ed25519(raw: bytes) -> Ed25519PublicKey | None:
+    # a small-order or non-canonical key lets anyone compute "valid" signatures
+    return Ed25519PublicKey.from_public_bytes(raw) if is_safe_public_key(raw) else None
+
+
 def _load(loader: Callable[[bytes], object], data: bytes) -> object | None:
     # cryptography raises ValueError or UnsupportedAlgorithm for anything that
     # is not a supported key; neither may escape, and the exception is dropped
@@ -141,7 +160,7 @@ def _load(loader: Callable[[bytes], object], data: bytes) -> object | None:
 def _checked(algorithm: str, key: object | None) -> PublicKey | None:
     """Only a key of the configured algorithm (and curve) is accepted."""
     if algorithm == "ed25519" and isinstance(key, Ed25519PublicKey):
-        return key
+        return _ed25519(key.public_bytes_raw())
     if (
         algorithm == "ecdsa_p256"
         and isinstance(key, ec.EllipticCurvePublicKey)

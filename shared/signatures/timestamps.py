@@ -7,9 +7,11 @@ import re
 from .errors import SignatureError
 
 # Plain ASCII digits only: `int()` would also accept "+1", " 1", "1_000" and
-# non-ASCII digits, i.e. several spellings of one signed value. 15 digits
-# reaches far beyond any real clock and bounds the work of parsing.
-_UNIX_SECONDS = re.compile(r"[0-9]{1,15}")
+# non-ASCII digits, i.e. several spellings of one signed value, and leading
+# zeros would be more (they could move characters between a signed id and a
+# signed timestamp). 15 digits reaches far beyond any real clock and bounds
+# the work of parsing.
+_UNIX_SECONDS = re.compile(r"0|[1-9][0-9]{0,14}")
 
 
 def parse_unix_seconds(value: str) -> int:

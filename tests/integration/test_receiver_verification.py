@@ -584,3 +584,19 @@ async def test_an_hmac_over_method_and_url_uses_the_public_url(db: Any, pool: An
         internal = await rx.post(body, signed("http://receiver.test/webhooks/urly"), "urly")
     assert good.status_code == 200
     assert internal.status_code == 401
+
+
+async def test_a_scheme_that_signs_the_url_needs_the_public_url(db: Any, pool: Any) -> None:
+    # the Host header is the sender's to choose: it must not decide the signed URL
+    providers = describe(
+        _provider_toml(
+            "urly",
+            'scheme = "hmac"\nsecrets_env = "URLY"\njob_id = "/job"\n'
+            "[providers.urly.webhooks.options]\n"
+            'signature_header = "X-Sig"\nsigned_content = "{url}\\n{body}"',
+        ),
+        {"URLY": "k"},
+    )
+    with pytest.raises(ValueError, match="public_webhook_url"):
+        async with running_receiver(pool, settings_for(providers)):
+            pass
