@@ -10,8 +10,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+import tomllib
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, replace
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -39,12 +41,21 @@ def sim_providers(
     overrides: Mapping[str, Any] | None = None,
     webhooks: bool = False,
     name: str = "sim",
+    replace_tables: Mapping[str, Any] | None = None,
 ) -> dict[str, ProviderDescription]:
     table: dict[str, Any] = {
         "preset": "simulator",
         "base_url": base_url,
         "limits": dict(FAST_LIMITS),
     }
+    if replace_tables:
+        # the preset spelled out, with these tables replaced whole (a merge
+        # cannot take a key away, e.g. JSON item paths from a CSV result)
+        preset = resources.files("shared.providers").joinpath("presets", "simulator.toml")
+        spelled = tomllib.loads(preset.read_text("utf-8"))
+        spelled.pop("description", None)
+        table = {**spelled, **{k: v for k, v in table.items() if k != "preset"}}
+        table.update(replace_tables)
     for key, value in (overrides or {}).items():
         if isinstance(value, dict) and isinstance(table.get(key), dict):
             table[key] = {**table[key], **value}
@@ -162,7 +173,8 @@ async def webhook_rig(
                 clock=clock,
             )
         )
-        holder["app"] = build_receiver(r.ctx.settings, pool)
+        public = f"{receiver_url}/webhooks/{{provider}}"
+        holder["app"] = build_receiver(replace(r.ctx.settings, public_webhook_url=public), pool)
         async with holder["app"].router.lifespan_context(holder["app"]):
             yield r
 
@@ -178,9 +190,15 @@ async def rig(
     worker_id: str = "w1",
     lease_seconds: float = 10.0,
     clock: Clock = SYSTEM_CLOCK,
+    replace_tables: Mapping[str, Any] | None = None,
 ) -> AsyncIterator[Rig]:
     async with serve_app(build_app(sim or SimulatorSettings(), clock=clock)) as sim_url:
-        providers = sim_providers(sim_url, overrides=overrides, webhooks=webhook_url is not None)
+        providers = sim_providers(
+            sim_url,
+            overrides=overrides,
+            webhooks=webhook_url is not None,
+            replace_tables=replace_tables,
+        )
         settings = replace(
             Settings(),
             worker_id=worker_id,

@@ -201,7 +201,10 @@ async def step_collect(step: Step) -> Delay:
             return await _give_up(
                 step, conn, S.RESULT_UNAVAILABLE, f"result unavailable: {fetched.check.reason}"
             )
-        if fetched.check.ok and status.errors_url:
+        # error pages only where the description says how to read them: a
+        # provider that lists failures in the result itself (CSV rows) may
+        # still link an errors URL we have no shape for
+        if fetched.check.ok and status.errors_url and step.adapter.desc.result.errors:
             pages = await _error_pages(step, conn, status.errors_url)
             fetched = Collected(
                 fetched.check,

@@ -35,7 +35,12 @@ from shared.providers.description import (
     BodyField,
     CancelSpec,
     Checksum,
+    ChecksumAlgorithm,
+    ChecksumEncoding,
+    ChecksumOptions,
     CreateSpec,
+    CsvColumn,
+    CsvOptions,
     ErrorsSpec,
     Idempotency,
     Limits,
@@ -838,6 +843,19 @@ def _cancel(table: _Table | None) -> CancelSpec:
     return spec
 
 
+# [result] keys that read JSON items: meaningless for csv, text and binary results.
+_JSON_ITEM_KEYS = ("items", "item_id", "item_error", "item_success", "item_success_values")
+_CSV_KEYS = (
+    "header",
+    "delimiter",
+    "required_columns",
+    "id_column",
+    "failed_column",
+    "failed_values",
+    "error_column",
+)
+
+
 def _result(table: _Table, status: StatusSpec) -> ResultSpec:
     source = table.choice("source", ResultSource, None)
     allowed = {"job_id", "file_id"} if source is ResultSource.FILES else {"job_id"}
@@ -855,7 +873,8 @@ def _result(table: _Table, status: StatusSpec) -> ResultSpec:
             raise table.error("file_ids", "required with source = files")
     if source is ResultSource.INLINE and inline is None:
         raise table.error("inline", "required with source = inline ('' = the whole body)")
-    expect = _expect(table.sub("expect"), status, source)
+    fmt = _result_format(table, source)
+    expect = _expect(table.sub("expect"), status, source, fmt)
     errors = _errors(table.sub("errors"), status)
     spec = ResultSpec(
         source=source,
@@ -863,7 +882,7 @@ def _result(table: _Table, status: StatusSpec) -> ResultSpec:
         inline=inline,
         file_ids=file_ids,
         side_effects=table.boolean("side_effects", False),
-        format=table.choice("format", ResultFormat, ResultFormat.JSON),
+        format=fmt,
         items=table.path("items", BODY),
         item_id=table.path("item_id", BODY),
         item_error=table.path("item_error", BODY),
@@ -871,6 +890,7 @@ def _result(table: _Table, status: StatusSpec) -> ResultSpec:
         item_success_values=table.scalars("item_success_values"),
         expect=expect,
         errors=errors,
+        csv=_csv(table.sub("csv"), fmt),
     )
     if spec.item_success is not None and not spec.item_success_values:
         raise table.error("item_success_values", "required with item_success")
@@ -878,33 +898,168 @@ def _result(table: _Table, status: StatusSpec) -> ResultSpec:
     return spec
 
 
-def _expect(table: _Table | None, status: StatusSpec, source: ResultSource) -> ResultExpect:
+def _result_format(table: _Table, source: ResultSource) -> ResultFormat:
+    fmt = table.choice("format", ResultFormat, ResultFormat.JSON)
+    if fmt.is_json:
+        return fmt
+    if source is ResultSource.NONE:
+        raise table.error("format", f"'{fmt}' with source = none: there is no result document")
+    if fmt is ResultFormat.BINARY and source is ResultSource.INLINE:
+        raise table.error(
+            "format", "'binary' with source = inline: a JSON response cannot carry raw bytes"
+        )
+    for key in _JSON_ITEM_KEYS:
+        if key in table.data:
+            hint = " (csv rows are items: see result.csv)" if fmt is ResultFormat.CSV else ""
+            raise table.error(key, f"only with format = json or jsonl, not '{fmt}'{hint}")
+    for key in _CSV_KEYS:
+        if key in table.data:
+            where = "in the [result.csv] table" if fmt is ResultFormat.CSV else "format = csv"
+            raise table.error(key, f"a CSV option: it belongs {where}")
+    return fmt
+
+
+def _csv(table: _Table | None, fmt: ResultFormat) -> CsvOptions | None:
+    if fmt is not ResultFormat.CSV:
+        if table is not None:
+            raise table.error(None, f"only with format = csv, not '{fmt}'")
+        return None
+    if table is None:
+        return CsvOptions()
+    header = table.boolean("header", True)
+    delimiter = table.raw("delimiter")  # a tab is a fine delimiter: not str_or (strips)
+    if delimiter is _MISSING:
+        delimiter = ","
+    if not isinstance(delimiter, str) or len(delimiter) != 1 or delimiter in '"\r\n':
+        raise table.error("delimiter", "must be one character, not a quote or a line break")
+    required = table.strings("required_columns")
+    if required and not header:
+        raise table.error("required_columns", "needs header = true (columns are found by name)")
+    failed_values = table.scalars("failed_values")
+    options = CsvOptions(
+        header=header,
+        delimiter=delimiter,
+        required_columns=required,
+        id_column=_csv_column(table, "id_column", header),
+        failed_column=_csv_column(table, "failed_column", header),
+        failed_values=failed_values,
+        error_column=_csv_column(table, "error_column", header),
+    )
+    if failed_values and options.failed_column is None:
+        raise table.error("failed_values", "needs failed_column (the column they are read from)")
+    if options.error_column is not None and options.failed_column is None:
+        raise table.error("error_column", "needs failed_column (which rows failed)")
+    table.finish()
+    return options
+
+
+def _csv_column(table: _Table, key: str, header: bool) -> CsvColumn | None:
+    value = table.raw(key)
+    if value is _MISSING:
+        return None
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        raise table.error(key, "must be a column name or a 0-based column index")
+    if isinstance(value, int):
+        if value < 0:
+            raise table.error(key, "a column index must be at least 0")
+        return value
+    if not value:
+        raise table.error(key, "must be a non-empty column name")
+    if not header:
+        raise table.error(key, f"'{value}' names a column, but header = false: use its index")
+    return value
+
+
+def _expect(
+    table: _Table | None, status: StatusSpec, source: ResultSource, fmt: ResultFormat
+) -> ResultExpect:
     if table is None:
         return ResultExpect((), (), DEFAULT_MAX_RESULT_BYTES, Checksum.NONE, False, None)
     content_types = tuple(t.lower() for t in table.strings("content_types"))
     for media in content_types:
         if "/" not in media or ";" in media:
             raise table.error("content_types", f"'{media}' is not a bare media type")
-    checksum = table.choice("checksum", Checksum, Checksum.NONE)
+    checksum, options = _checksum(table)
     if checksum is not Checksum.NONE and source is ResultSource.INLINE:
         raise table.error("checksum", "inline results carry no digest header")
     count_text = table.opt_str("item_count")
     from_status = count_text == "from_status_counts"
     if from_status and not (status.counts_total or status.counts_succeeded):
         raise table.error("item_count", "'from_status_counts' needs status.counts_* paths")
+    if count_text is not None and fmt in (ResultFormat.TEXT, ResultFormat.BINARY):
+        raise table.error("item_count", f"a {fmt} result has no items to count")
     count_path = None
     if count_text is not None and not from_status:
+        if not fmt.is_json:
+            raise table.error(
+                "item_count", f"a path reads JSON; with format = {fmt} use 'from_status_counts'"
+            )
         count_path = table.parse_path_value("item_count", count_text, BODY)
+    required_fields = table.paths("required_fields", BODY)
+    if required_fields and not fmt.is_json:
+        hint = " (use result.csv.required_columns)" if fmt is ResultFormat.CSV else ""
+        raise table.error("required_fields", f"reads JSON fields, not a {fmt} result{hint}")
     spec = ResultExpect(
         content_types=content_types,
-        required_fields=table.paths("required_fields", BODY),
+        required_fields=required_fields,
         max_bytes=table.int_or("max_bytes", DEFAULT_MAX_RESULT_BYTES),
         checksum=checksum,
         item_count_from_status=from_status,
         item_count=count_path,
+        checksum_options=options,
     )
     table.finish()
     return spec
+
+
+_CHECKSUM_ONLY = {"header": Checksum.HEADER, "field": Checksum.STATUS}
+
+
+def _checksum(expect: _Table) -> tuple[Checksum, ChecksumOptions]:
+    """`checksum = "content-digest"` (shorthand, required) or a table of options."""
+    if not isinstance(expect.data.get("checksum"), Mapping):
+        kind = expect.choice("checksum", Checksum, Checksum.NONE)
+        if kind in (Checksum.HEADER, Checksum.STATUS):
+            raise expect.error(
+                "checksum", f"'{kind}' needs a table: {{ source = \"{kind}\", ... }}"
+            )
+        return kind, ChecksumOptions()
+    table = expect.req_sub("checksum")
+    source = table.choice("source", Checksum, None)
+    for key, needs in _CHECKSUM_ONLY.items():
+        if key in table.data and source is not needs:
+            raise table.error(key, f"only with source = {needs}")
+    header = table.opt_str("header")
+    if source is Checksum.HEADER:
+        if header is None:
+            raise table.error("header", "required with source = header")
+        if not _TOKEN.match(header):
+            raise table.error("header", f"'{header}' is not a valid header name")
+    field = table.path("field", RESPONSE)
+    if source is Checksum.STATUS and field is None:
+        raise table.error("field", "required with source = status (e.g. '/output_sha256')")
+    explicit = source in (Checksum.HEADER, Checksum.STATUS)
+    algorithm: ChecksumAlgorithm | None = None
+    if table.has("algorithm") or explicit:
+        algorithm = table.choice("algorithm", ChecksumAlgorithm, None)
+    if algorithm is ChecksumAlgorithm.MD5 and source is Checksum.CONTENT_DIGEST:
+        raise table.error("algorithm", "Content-Digest (RFC 9530) carries sha256 or sha512")
+    if table.has("encoding") and not explicit:
+        raise table.error("encoding", f"{source} has its own encoding (base64)")
+    encoding = table.choice("encoding", ChecksumEncoding, ChecksumEncoding.HEX)
+    required = table.boolean("required", True)
+    if source is Checksum.NONE and len(table.data) > 1:
+        extra = sorted(k for k in table.data if k != "source")[0]
+        raise table.error(extra, "meaningless with source = none")
+    table.finish()
+    options = ChecksumOptions(
+        algorithm=algorithm,
+        encoding=encoding,
+        header=header,
+        status_field=field,
+        required=required,
+    )
+    return source, options
 
 
 def _errors(table: _Table | None, status: StatusSpec) -> ErrorsSpec | None:

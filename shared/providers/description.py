@@ -39,10 +39,17 @@ a list of paths; *template* = text with ``{placeholders}``)::
                reason, accepted_statuses, state
     [result]   source = inline|url|path|files|none (required), path (template:
                {job_id}, {file_id}), inline (path; "" = whole body), file_ids (paths),
-               side_effects, format = json|jsonl, items, item_id, item_error,
-               item_success + item_success_values
-    [result.expect]  content_types, required_fields, max_bytes (50 MiB),
-               checksum = content-digest|digest|none, item_count = "from_status_counts"|path
+               side_effects, format = json|jsonl|csv|text|binary, items, item_id,
+               item_error, item_success + item_success_values (json/jsonl only)
+    [result.csv]  (format = csv only) header (true), delimiter (","), required_columns,
+               id_column, failed_column + failed_values, error_column (columns: a header
+               name, or a 0-based index)
+    [result.expect]  content_types, required_fields (json/jsonl), max_bytes (50 MiB),
+               checksum = content-digest|digest|none or a table { source =
+               content-digest|digest|header|status, header (source = header), field
+               (source = status: a path into the status response), algorithm =
+               sha256|sha512|md5, encoding = hex|base64, required (true) },
+               item_count = "from_status_counts"|path (path: json/jsonl only)
     [result.errors]  items (required), next_page_token, page_token_param ("page_token"),
                page_size, page_size_param ("page_size"), item_index, item_id, item_code,
                item_message
@@ -102,13 +109,80 @@ class ResultSource(StrEnum):
 
 class ResultFormat(StrEnum):
     JSON = "json"
-    JSONL = "jsonl"
+    JSONL = "jsonl"  # one JSON item per line
+    CSV = "csv"  # one item per row (see CsvOptions)
+    TEXT = "text"  # UTF-8 text, no items
+    BINARY = "binary"  # any bytes: only size and checksum are checked, never parsed
+
+    @property
+    def is_json(self) -> bool:
+        return self in (ResultFormat.JSON, ResultFormat.JSONL)
 
 
 class Checksum(StrEnum):
+    """Where the checksum of the result bytes comes from."""
+
     CONTENT_DIGEST = "content-digest"  # RFC 9530 Content-Digest: sha-256=:b64:
     DIGEST = "digest"  # RFC 3230 (obsolete) Digest: SHA-256=b64
+    HEADER = "header"  # a named header of the result response (x-amz-checksum-sha256)
+    STATUS = "status"  # a field of the final status response (/output_sha256)
     NONE = "none"
+
+
+class ChecksumAlgorithm(StrEnum):
+    SHA256 = "sha256"
+    SHA512 = "sha512"
+    # Integrity against corruption only (legacy object stores: Content-MD5, ETag),
+    # never against a party that wants to forge a result.
+    MD5 = "md5"
+
+
+class ChecksumEncoding(StrEnum):
+    HEX = "hex"
+    BASE64 = "base64"
+
+
+@dataclass(frozen=True)
+class ChecksumOptions:
+    """Details of `ResultExpect.checksum`.
+
+    `algorithm` None: for content-digest/digest, every sha-256/sha-512 member
+    present is checked (at least one must be); set, that member must be present.
+    For header/status sources the algorithm is always set and the value is
+    `encoding`-encoded. `required` False: a missing checksum passes with a note;
+    a wrong one still fails.
+    """
+
+    algorithm: ChecksumAlgorithm | None = None
+    encoding: ChecksumEncoding = ChecksumEncoding.HEX
+    header: str | None = None
+    status_field: ValuePath | None = None  # source = status: where in the status response
+    required: bool = True
+
+
+# A CSV column: its header name (header = true), or its 0-based position.
+CsvColumn = str | int
+
+
+@dataclass(frozen=True)
+class CsvOptions:
+    """`[result.csv]`: every data row is one item.
+
+    A row is failed when `failed_column` holds one of `failed_values` (exact
+    match), or, with no `failed_values`, any non-empty value.
+    """
+
+    header: bool = True
+    delimiter: str = ","
+    required_columns: tuple[str, ...] = ()
+    id_column: CsvColumn | None = None
+    failed_column: CsvColumn | None = None
+    failed_values: frozenset[str] = frozenset()
+    error_column: CsvColumn | None = None
+
+    @property
+    def can_fail_rows(self) -> bool:
+        return self.failed_column is not None
 
 
 class WebhookScheme(StrEnum):
@@ -234,6 +308,7 @@ class ResultExpect:
     checksum: Checksum
     item_count_from_status: bool
     item_count: ValuePath | None
+    checksum_options: ChecksumOptions = field(default_factory=ChecksumOptions)
 
 
 @dataclass(frozen=True)
@@ -266,6 +341,7 @@ class ResultSpec:
     item_success_values: frozenset[str]
     expect: ResultExpect
     errors: ErrorsSpec | None
+    csv: CsvOptions | None = None  # set exactly when format = csv
 
 
 @dataclass(frozen=True)

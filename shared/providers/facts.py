@@ -80,6 +80,9 @@ class StatusFact:
     result_url: str | None = None
     errors_url: str | None = None
     result_file_ids: tuple[str, ...] = ()
+    # The result's checksum as the status published it (result.expect.checksum
+    # source = status), exactly as read; checked against the fetched bytes.
+    result_checksum: str | None = None
     counts: Counts | None = None
     back_pressure: bool = False
     not_found: bool = False

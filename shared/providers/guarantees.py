@@ -9,11 +9,14 @@ corrupted result would be caught. Each line is (guarantee, holds?, why).
 from __future__ import annotations
 
 from shared import signatures
+from shared.providers.checksums import source_label
 from shared.providers.description import (
     Checksum,
+    ChecksumAlgorithm,
     Idempotency,
     LookupKind,
     ProviderDescription,
+    ResultFormat,
     ResultSource,
     TokenFormat,
     WebhookScheme,
@@ -172,9 +175,21 @@ def _result_integrity(desc: ProviderDescription) -> Guarantee:
         checks.append("required fields " + ", ".join(p.text for p in expect.required_fields))
     if expect.item_count_from_status or expect.item_count is not None:
         checks.append("item counts")
+    if spec.format is ResultFormat.CSV:
+        checks.append("CSV rows well-formed")
+    elif spec.format is ResultFormat.TEXT:
+        checks.append("UTF-8 text")
     side = "; fetching it has side effects, so it is fetched once" if spec.side_effects else ""
     listed = ", ".join(checks)
     if expect.checksum is Checksum.NONE:
         return name, False, f"no checksum from the provider; checked: {listed}{side}"
-    header = "Content-Digest" if expect.checksum is Checksum.CONTENT_DIGEST else "Digest"
-    return name, True, f"{header} sha-256 verified; also checked: {listed}{side}"
+    options = expect.checksum_options
+    source = source_label(expect.checksum, options)
+    algorithm = options.algorithm.value if options.algorithm is not None else "sha-256"
+    caveats = []
+    if options.algorithm is ChecksumAlgorithm.MD5:
+        caveats.append("md5 catches corruption, not deliberate tampering")
+    if not options.required:
+        caveats.append("a result without a checksum is still accepted")
+    caveat = f" ({'; '.join(caveats)})" if caveats else ""
+    return name, True, f"{source} {algorithm} verified{caveat}; also checked: {listed}{side}"

@@ -269,6 +269,7 @@ def _status_from_body(
         for value in (as_str(extract(p, body, headers)) for p in desc.result.file_ids)
         if value is not None
     )
+    checksum_field = desc.result.expect.checksum_options.status_field
     return StatusFact(
         remote_state=state,
         raw_state=raw,
@@ -281,6 +282,7 @@ def _status_from_body(
         result_url=as_str(get(spec.result_url)),
         errors_url=as_str(get(spec.errors_url)),
         result_file_ids=file_ids,
+        result_checksum=as_str(get(checksum_field)),
         counts=counts,
         problem=None if raw is not None else "no state in the status body",
         **common,

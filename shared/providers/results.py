@@ -5,24 +5,26 @@ type, checksum, parse, required fields, item counts) and stop at the first
 failure, whose reason is written for the operator who will read it in the
 escalation inbox.
 
-Digests (RFC 9530 `Content-Digest`, legacy RFC 3230 `Digest`) cover the bytes
-as sent: the reconciler must hand over the body it received without content
-decoding, or ask for `Accept-Encoding: identity`.
+Formats: json and jsonl are parsed as JSON (jsonl: one item per line); csv
+rows are items (`result_formats`); text must be UTF-8; binary is only sized
+and hashed, and its `parsed` stays None so it is kept as a file only.
+
+Checksums (`checksums`: RFC 9530 `Content-Digest`, legacy RFC 3230 `Digest`,
+a named header, a field of the status response) cover the bytes as sent: the
+reconciler must hand over the body it received without content decoding, or
+ask for `Accept-Encoding: identity`.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
-import hmac
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from shared.providers.checksums import ChecksumError, check_checksum
 from shared.providers.description import (
-    Checksum,
     ProviderDescription,
     ResultFormat,
     ResultSpec,
@@ -30,6 +32,15 @@ from shared.providers.description import (
 from shared.providers.facts import ItemFailure, ResultCheck, StatusFact
 from shared.providers.messages import HttpResponse
 from shared.providers.paths import extract
+from shared.providers.result_formats import (
+    CsvTable,
+    FormatError,
+    check_columns,
+    decode_text,
+    merge_csv,
+    parse_csv,
+    split_rows,
+)
 from shared.providers.values import as_int, item_failure, raw_text
 
 # Failed items kept inline in the check; the rest are counted, not listed
@@ -37,8 +48,6 @@ from shared.providers.values import as_int, item_failure, raw_text
 MAX_FAILED_ITEMS = 100
 # Results up to this size are returned parsed, for storage inline in the row.
 PARSED_MAX_BYTES = 256 * 1024
-
-_ALGORITHMS = {"sha-256": hashlib.sha256, "sha-512": hashlib.sha512}
 
 
 class _Invalid(Exception):
@@ -60,6 +69,19 @@ class _Items:
 _NO_ITEMS = _Items(None, None, None, (), False)
 
 
+@dataclass(frozen=True)
+class _Decoded:
+    """A result's content in its format's terms.
+
+    json/jsonl: `documents` (the JSON values); csv: `table`; text: `text`;
+    binary: nothing (its bytes are only hashed, never parsed).
+    """
+
+    documents: list[Any]
+    table: CsvTable | None = None
+    text: str | None = None
+
+
 def validate_result(
     desc: ProviderDescription,
     resp: HttpResponse | Sequence[HttpResponse],
@@ -76,8 +98,9 @@ def validate_result(
     size = sum(len(p.body) for p in parts)
     content_type = parts[0].content_type if parts else None
     try:
-        documents = _check_transport(desc, parts, size)
-        items, notes = _check_content(desc.result, documents, status)
+        checksum_notes = _check_transport(desc, parts, size, status)
+        decoded = _decode_parts(desc.result, parts)
+        items, notes = _check_content(desc.result, decoded, status)
     except _Invalid as exc:
         return ResultCheck(
             ok=False,
@@ -99,9 +122,9 @@ def validate_result(
         items_failed=items.failed,
         failed_items=items.failures,
         failed_items_truncated=items.truncated,
-        parsed=_parsed(desc.result, documents) if size <= PARSED_MAX_BYTES else None,
+        parsed=_parsed(desc.result, decoded) if size <= PARSED_MAX_BYTES else None,
         part_sha256=digests,
-        notes=notes,
+        notes=checksum_notes + notes,
     )
 
 
@@ -126,13 +149,21 @@ def validate_inline_result(
         return ResultCheck(
             ok=False, reason=_too_big(len(body), desc.result.expect.max_bytes), **base
         )
-    documents = [value] if desc.result.format is ResultFormat.JSON else value
-    if desc.result.format is ResultFormat.JSONL and not isinstance(value, list):
+    fmt = desc.result.format
+    if fmt is ResultFormat.JSONL and not isinstance(value, list):
         return ResultCheck(ok=False, reason="inline result is not a list of items", **base)
+    if not fmt.is_json and not isinstance(value, str):
+        # csv/text (or binary) inside a JSON response can only travel as a string.
+        return ResultCheck(ok=False, reason=f"inline {fmt.value} result is not a string", **base)
     try:
-        items, notes = _check_content(desc.result, documents, status)
+        if fmt.is_json:
+            decoded = _Decoded([value] if fmt is ResultFormat.JSON else value)
+        else:
+            decoded = _decode_parts(desc.result, [HttpResponse(200, {}, value.encode())])
+        items, notes = _check_content(desc.result, decoded, status)
     except _Invalid as exc:
         return ResultCheck(ok=False, reason=exc.reason, **base)
+    parsed = value if fmt.is_json else _parsed(desc.result, decoded)
     return ResultCheck(
         ok=True,
         reason="valid",
@@ -141,7 +172,7 @@ def validate_inline_result(
         items_failed=items.failed,
         failed_items=items.failures,
         failed_items_truncated=items.truncated,
-        parsed=value if len(body) <= PARSED_MAX_BYTES else None,
+        parsed=parsed if len(body) <= PARSED_MAX_BYTES else None,
         notes=notes,
         **base,
     )
@@ -150,19 +181,23 @@ def validate_inline_result(
 # --------------------------------------------------------------------- transport checks
 
 
-def _check_transport(desc: ProviderDescription, parts: list[HttpResponse], size: int) -> list[Any]:
+def _check_transport(
+    desc: ProviderDescription, parts: list[HttpResponse], size: int, status: StatusFact | None
+) -> tuple[str, ...]:
+    """Fetch status, size, content type and checksum; returns notes (an optional checksum)."""
     expect = desc.result.expect
     for part in parts:
         if not 200 <= part.status_code < 300:
             raise _Invalid(f"result fetch answered HTTP {part.status_code}", unavailable=True)
     if size > expect.max_bytes:
         raise _Invalid(_too_big(size, expect.max_bytes))
-    documents: list[Any] = []
     for part in parts:
         _check_content_type(expect.content_types, part.content_type)
-        _check_digest(expect.checksum, part)
-        documents.extend(_decode(desc.result.format, part.body))
-    return documents
+    published = status.result_checksum if status is not None else None
+    try:
+        return check_checksum(expect.checksum, expect.checksum_options, parts, published)
+    except ChecksumError as exc:
+        raise _Invalid(exc.reason) from None
 
 
 def _too_big(size: int, limit: int) -> str:
@@ -180,52 +215,29 @@ def _check_content_type(allowed: tuple[str, ...], actual: str | None) -> None:
     raise _Invalid(f"unexpected content type {actual} (expected {', '.join(allowed)})")
 
 
-def _check_digest(kind: Checksum, part: HttpResponse) -> None:
-    if kind is Checksum.NONE:
-        return
-    if kind is Checksum.CONTENT_DIGEST:
-        header, entries = "Content-Digest", _content_digest_entries(part.header("content-digest"))
-    else:
-        header, entries = "Digest", _legacy_digest_entries(part.header("digest"))
-    known = {alg: value for alg, value in entries.items() if alg in _ALGORITHMS}
-    if not known:
-        raise _Invalid(f"{header} missing or without sha-256")
-    for alg, claimed in known.items():
-        actual = _ALGORITHMS[alg](part.body).digest()
-        if claimed is None or not hmac.compare_digest(claimed, actual):
-            raise _Invalid(f"{header} {alg} mismatch")
-
-
-def _content_digest_entries(value: str | None) -> dict[str, bytes | None]:
-    """RFC 9530 dictionary members `alg=:base64:`; unparseable values are None."""
-    entries: dict[str, bytes | None] = {}
-    for member in (value or "").split(","):
-        name, _, raw = member.strip().partition("=")
-        raw = raw.strip()
-        if not name:
-            continue
-        if len(raw) >= 2 and raw.startswith(":") and raw.endswith(":"):
-            entries[name.strip().lower()] = _b64(raw[1:-1])
-        else:
-            entries[name.strip().lower()] = None
-    return entries
-
-
-def _legacy_digest_entries(value: str | None) -> dict[str, bytes | None]:
-    """RFC 3230 `SHA-256=base64` members (algorithm names are case-insensitive)."""
-    entries: dict[str, bytes | None] = {}
-    for member in (value or "").split(","):
-        name, _, raw = member.strip().partition("=")
-        if name:
-            entries[name.strip().lower()] = _b64(raw.strip())
-    return entries
-
-
-def _b64(text: str) -> bytes | None:
+def _decode_parts(spec: ResultSpec, parts: Sequence[HttpResponse]) -> _Decoded:
+    fmt = spec.format
+    if fmt is ResultFormat.BINARY:
+        return _Decoded([])
     try:
-        return base64.b64decode(text, validate=True)
-    except (binascii.Error, ValueError):
-        return None
+        if fmt is ResultFormat.TEXT:
+            text = "".join(decode_text(p.body, _where(n, len(parts))) for n, p in enumerate(parts))
+            return _Decoded([], text=text)
+        if fmt is ResultFormat.CSV:
+            assert spec.csv is not None  # config sets it with format = csv
+            count = len(parts)
+            tables = [parse_csv(spec.csv, p.body, _where(n, count)) for n, p in enumerate(parts)]
+            return _Decoded([], table=merge_csv(tables))
+    except FormatError as exc:
+        raise _Invalid(exc.reason) from None
+    documents: list[Any] = []
+    for part in parts:
+        documents.extend(_decode(fmt, part.body))
+    return _Decoded(documents)
+
+
+def _where(index: int, count: int) -> str:
+    return "result" if count == 1 else f"result part {index + 1}"
 
 
 def _decode(fmt: ResultFormat, body: bytes) -> list[Any]:
@@ -249,8 +261,13 @@ def _decode(fmt: ResultFormat, body: bytes) -> list[Any]:
 
 
 def _check_content(
-    spec: ResultSpec, documents: list[Any], status: StatusFact | None
+    spec: ResultSpec, decoded: _Decoded, status: StatusFact | None
 ) -> tuple[_Items, tuple[str, ...]]:
+    if decoded.table is not None:
+        return _check_rows(spec, decoded.table, status)
+    if not spec.format.is_json:
+        return _NO_ITEMS, ()  # text, binary: no items to count
+    documents = decoded.documents
     for document in documents:
         for field in spec.expect.required_fields:
             if extract(field, document) is None:
@@ -269,6 +286,26 @@ def _check_content(
     items = _split(spec, entries) if entries is not None else _NO_ITEMS
     notes = _check_counts(spec, items, documents, status)
     return items, notes
+
+
+def _check_rows(
+    spec: ResultSpec, table: CsvTable, status: StatusFact | None
+) -> tuple[_Items, tuple[str, ...]]:
+    """CSV: every data row is an item; failed rows per the [result.csv] rule."""
+    assert spec.csv is not None
+    try:
+        check_columns(spec.csv, table)
+        split = split_rows(spec.csv, table, MAX_FAILED_ITEMS)
+    except FormatError as exc:
+        raise _Invalid(exc.reason) from None
+    items = _Items(
+        total=split.total,
+        succeeded=split.total - split.failed,
+        failed=split.failed,
+        failures=split.failures,
+        truncated=split.truncated,
+    )
+    return items, _check_counts(spec, items, [], status)
 
 
 def _split(spec: ResultSpec, entries: list[Any]) -> _Items:
@@ -305,7 +342,8 @@ def _check_counts(
 
     Successful items are compared with the announced successes (status
     counts.succeeded, else total - failed). When the result can show failed
-    items too (item_error / item_success configured), all items together are
+    items too (item_error / item_success, or a CSV failed_column, configured),
+    all items together are
     compared with counts.total; otherwise failures live on a separate errors
     list and are not expected here.
     """
@@ -328,7 +366,11 @@ def _check_counts(
         expected_ok = counts.total - (counts.failed or 0)
     if expected_ok is not None:
         _compare(expected_ok, items.succeeded, "successful ")
-    can_see_failures = spec.item_error is not None or spec.item_success is not None
+    can_see_failures = (
+        spec.item_error is not None
+        or spec.item_success is not None
+        or (spec.csv is not None and spec.csv.can_fail_rows)
+    )
     if can_see_failures and counts.total is not None:
         _compare(counts.total, items.total)
     return ()
@@ -339,7 +381,15 @@ def _compare(expected: int, got: int, kind: str = "") -> None:
         raise _Invalid(f"expected {expected} {kind}items, got {got}")
 
 
-def _parsed(spec: ResultSpec, documents: list[Any]) -> Any:
+def _parsed(spec: ResultSpec, decoded: _Decoded) -> Any:
+    """The value stored inline for a small result; None (binary) means file only."""
+    if spec.format is ResultFormat.BINARY:
+        return None
+    if decoded.table is not None:
+        return decoded.table.parsed()
+    if decoded.text is not None:
+        return decoded.text
+    documents = decoded.documents
     if spec.format is ResultFormat.JSONL:
         return documents
     return documents[0] if len(documents) == 1 else documents

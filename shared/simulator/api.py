@@ -20,11 +20,11 @@ from shared.simulator.observe import Exchange, Handler, exchange_of, observed
 from shared.simulator.payloads import (
     accepted_body,
     content_digest,
-    dumps,
     error_body,
     failed_items,
     fingerprint,
     result_body,
+    result_document,
     status_body,
 )
 from shared.simulator.requestlog import RequestKind
@@ -387,13 +387,14 @@ class ProviderApi:
             return job
         if job.result_expired(sim.now()):
             return _error(410, "result_expired", "the result link has expired")
-        body = dumps(result_body(job))
-        # checksum_mismatch: the digest covers bytes other than the ones sent.
-        digested = body + b" " if job.script is Script.CHECKSUM_MISMATCH else body
+        body, media_type = result_document(job)
+        # checksum_mismatch: the bytes sent are not the ones the checksums cover.
+        if job.script is Script.CHECKSUM_MISMATCH:
+            digested, body = body, body + b" "
+        else:
+            digested = body
         return Response(
-            body,
-            media_type="application/json",
-            headers={"Content-Digest": content_digest(digested)},
+            body, media_type=media_type, headers={"Content-Digest": content_digest(digested)}
         )
 
     async def get_errors(self, request: Request) -> Response:

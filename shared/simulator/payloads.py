@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from shared.simulator.oddities import apply_oddity
-from shared.simulator.scripts import Script
+from shared.simulator.scripts import ResultShape, Script
 from shared.simulator.state import Job, JobState
 
 
@@ -76,6 +76,9 @@ def status_body(job: Job, now: float) -> dict[str, Any]:
         ),
         "counts": job_counts,
     }
+    if job.params.result_format is not ResultShape.JSON and job.has_result:
+        # a checksum published in the status body (hex sha256 of the bytes served)
+        body["result_sha256"] = hashlib.sha256(result_document(job)[0]).hexdigest()
     return apply_oddity(body, job)
 
 
@@ -96,6 +99,25 @@ def result_body(job: Job) -> dict[str, Any]:
     if job.script is Script.INVALID_RESULT:
         del body["items"]
     return body
+
+
+CSV_COLUMNS = "index,output,status,message"
+
+
+def result_document(job: Job) -> tuple[bytes, str]:
+    """The result bytes as served, and their media type.
+
+    CSV lists every item done, a failed one marked in `status` (as a provider
+    whose export keeps failures inline does); JSON lists the successes only.
+    """
+    if job.params.result_format is ResultShape.JSON:
+        return dumps(result_body(job)), "application/json"
+    failed = set(job.done_failed_indices)
+    lines = [CSV_COLUMNS]
+    for i in range(job.items_done):
+        row = f"{i},,failed,item {i} was rejected" if i in failed else f"{i},item-{i},ok,"
+        lines.append(row)
+    return ("\r\n".join(lines) + "\r\n").encode(), "text/csv"
 
 
 def failed_items(job: Job) -> list[dict[str, Any]]:

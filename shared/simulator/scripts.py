@@ -53,6 +53,13 @@ class Script(StrEnum):
     ODD_FACTS = "odd_facts"
 
 
+class ResultShape(StrEnum):
+    """How the result document is served: JSON items, or CSV rows (failed rows marked)."""
+
+    JSON = "json"
+    CSV = "csv"
+
+
 class Odd(StrEnum):
     """Which schema-legal oddity an odd_facts job reports in its status body."""
 
@@ -93,6 +100,7 @@ class JobParams:
     create_retry_after: int | None = None
     partial_on_cancel: bool = False
     odd: Odd | None = None
+    result_format: ResultShape = ResultShape.JSON
 
 
 # Per-script departures from the JobParams defaults, applied before the
@@ -128,7 +136,7 @@ _INTS = frozenset(
 )
 _BOOLS = frozenset({"retry_after_date", "partial_on_cancel"})
 # String params and the values each accepts (any other is a 422, like a typo).
-_STRINGS: dict[str, type[StrEnum]] = {"odd": Odd}
+_STRINGS: dict[str, type[StrEnum]] = {"odd": Odd, "result_format": ResultShape}
 # Params only one script reads: refused elsewhere, since there they would
 # silently do nothing, the very mistake strict validation exists to catch.
 _SCRIPT_ONLY: dict[str, Script] = {

@@ -1,0 +1,176 @@
+"""Decoding of non-JSON result formats: csv and text (binary is never decoded).
+
+Everything here is pure and bounded by the bytes it is given (the caller has
+already applied `max_bytes`). Bad input raises `FormatError` with a reason
+for the operator -- a ragged row, undecodable bytes, a missing column -- and
+never any other exception.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from shared.providers.description import CsvColumn, CsvOptions
+from shared.providers.facts import ItemFailure
+from shared.providers.values import clip
+
+
+class FormatError(Exception):
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class CsvTable:
+    """The rows of a CSV result (all parts, in order), without the header row."""
+
+    columns: tuple[str, ...] | None
+    rows: tuple[tuple[str, ...], ...]
+
+    def parsed(self) -> dict[str, Any]:
+        """A lossless JSON form (header names may repeat, so rows stay lists)."""
+        return {
+            "columns": list(self.columns) if self.columns is not None else None,
+            "rows": [list(row) for row in self.rows],
+        }
+
+
+@dataclass(frozen=True)
+class RowSplit:
+    total: int
+    failed: int
+    failures: tuple[ItemFailure, ...]
+    truncated: bool
+
+
+def decode_text(body: bytes, where: str = "result") -> str:
+    """Strict UTF-8 (a leading byte order mark is dropped)."""
+    try:
+        return body.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise FormatError(f"{where} is not valid UTF-8 (byte {exc.start})") from None
+
+
+def parse_csv(options: CsvOptions, body: bytes, where: str = "result") -> CsvTable:
+    """One CSV document; every record must have as many fields as the first one."""
+    text = decode_text(body, where)
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=options.delimiter, strict=True)
+    columns: tuple[str, ...] | None = None
+    rows: list[tuple[str, ...]] = []
+    width: int | None = None
+    try:
+        for record in reader:
+            if not record:  # a blank line
+                continue
+            if width is None:
+                width = len(record)
+                if options.header:
+                    columns = tuple(record)
+                    continue
+            elif len(record) != width:
+                raise FormatError(
+                    f"{where} line {reader.line_num} has {len(record)} fields, expected {width}"
+                )
+            rows.append(tuple(record))
+    except csv.Error as exc:
+        raise FormatError(f"{where} is not valid CSV: line {reader.line_num}: {exc}") from None
+    if options.header and columns is None:
+        raise FormatError(f"{where} has no CSV header row")
+    return CsvTable(columns, tuple(rows))
+
+
+def merge_csv(tables: Sequence[CsvTable]) -> CsvTable:
+    """The parts of a multi-file result as one table; their headers must agree."""
+    if not tables:
+        return CsvTable(None, ())
+    first = tables[0]
+    rows = list(first.rows)
+    width = _width(first)
+    for number, table in enumerate(tables[1:], start=2):
+        if table.columns != first.columns:
+            raise FormatError(f"result part {number} has another CSV header than part 1")
+        part_width = _width(table)
+        if width is not None and part_width is not None and part_width != width:
+            raise FormatError(
+                f"result part {number} rows have {part_width} fields, part 1 rows {width}"
+            )
+        width = width if width is not None else part_width
+        rows.extend(table.rows)
+    return CsvTable(first.columns, tuple(rows))
+
+
+def _width(table: CsvTable) -> int | None:
+    if table.columns is not None:
+        return len(table.columns)
+    return len(table.rows[0]) if table.rows else None
+
+
+def check_columns(options: CsvOptions, table: CsvTable) -> None:
+    """Required columns exist; every configured column can be found."""
+    for name in options.required_columns:
+        if table.columns is None or name not in table.columns:
+            raise FormatError(f"missing required column {name}")
+    for key in ("id_column", "failed_column", "error_column"):
+        column = getattr(options, key)
+        if column is not None:
+            column_index(table, column, key)
+
+
+def column_index(table: CsvTable, column: CsvColumn, key: str = "column") -> int | None:
+    """The position of `column`; None when there are no rows to read it from."""
+    width = _width(table)
+    if isinstance(column, int):
+        if width is not None and column >= width:
+            raise FormatError(f"{key} {column} is beyond the {width} columns of the result")
+        return column if width is not None else None
+    assert table.columns is not None  # config: named columns need header = true
+    found = [i for i, name in enumerate(table.columns) if name == column]
+    if not found:
+        raise FormatError(f"CSV header has no column {column} ({key})")
+    if len(found) > 1:
+        raise FormatError(f"CSV header names column {column} {len(found)} times ({key})")
+    return found[0]
+
+
+def split_rows(options: CsvOptions, table: CsvTable, max_failures: int) -> RowSplit:
+    """Count the rows and list the failed ones (index = 0-based data row)."""
+    failed_at = _index(options.failed_column, table, "failed_column")
+    error_at = _index(options.error_column, table, "error_column")
+    id_at = _index(options.id_column, table, "id_column")
+    failures: list[ItemFailure] = []
+    failed = 0
+    for position, row in enumerate(table.rows):
+        if failed_at is None:
+            break
+        marker = row[failed_at]
+        if options.failed_values:
+            is_failed = marker in options.failed_values
+        else:
+            is_failed = marker.strip() != ""
+        if not is_failed:
+            continue
+        failed += 1
+        if len(failures) < max_failures:
+            failures.append(
+                ItemFailure(
+                    index=position,
+                    item_id=clip(row[id_at] or None) if id_at is not None else None,
+                    code=clip(marker or None),
+                    message=clip(row[error_at] or None) if error_at is not None else None,
+                )
+            )
+    return RowSplit(
+        total=len(table.rows),
+        failed=failed,
+        failures=tuple(failures),
+        truncated=failed > len(failures),
+    )
+
+
+def _index(column: CsvColumn | None, table: CsvTable, key: str) -> int | None:
+    return None if column is None else column_index(table, column, key)
