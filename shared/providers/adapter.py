@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
+from shared import signatures
 from shared.providers import requests, responses, results, timing
 from shared.providers.description import ProviderDescription
 from shared.providers.facts import (
@@ -31,6 +32,7 @@ from shared.providers.facts import (
     WebhookFact,
 )
 from shared.providers.messages import HttpRequest, HttpResponse
+from shared.signatures import SignatureError, Verified
 
 
 class PluginError(ValueError):
@@ -79,6 +81,17 @@ class ProviderPlugin(Protocol):
     def validate_result(
         self, resp: HttpResponse | Sequence[HttpResponse], status: StatusFact | None
     ) -> ResultCheck: ...
+
+    def verify_webhook(
+        self,
+        headers: Mapping[str, str],
+        body: bytes,
+        secrets: Sequence[str],
+        now: float,
+        *,
+        method: str | None = None,
+        url: str | None = None,
+    ) -> Verified: ...
 
     def validate_inline_result(self, value: Any, status: StatusFact | None) -> ResultCheck: ...
 
@@ -177,6 +190,37 @@ class ProviderAdapter:
 
     def validate_inline_result(self, value: Any, status: StatusFact | None) -> ResultCheck:
         return results.validate_inline_result(self.desc, value, status)
+
+    def verify_webhook(
+        self,
+        headers: Mapping[str, str],
+        body: bytes,
+        secrets: Sequence[str],
+        now: float,
+        *,
+        method: str | None = None,
+        url: str | None = None,
+    ) -> Verified:
+        """Authenticate a delivery from its raw body, or raise SignatureError.
+
+        The configured scheme by default; a plugin overrides this for a
+        sender no scheme option can describe. It stays a pure function of
+        (headers, body, secrets, now): no I/O, no logging of its inputs.
+        """
+        spec = self.desc.webhooks
+        if spec is None:
+            raise SignatureError("bad_options")
+        return signatures.verify(
+            spec.scheme.value,
+            spec.options,
+            headers,
+            body,
+            secrets,
+            now,
+            spec.tolerance_seconds,
+            method=method,
+            url=url,
+        )
 
     def build_errors_page(self, errors_url: str, page_token: str | None = None) -> HttpRequest:
         return requests.build_errors_page(self.desc, errors_url, page_token)

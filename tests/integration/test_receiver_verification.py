@@ -7,7 +7,10 @@ by reason, and leaves no row behind.
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import hmac
 import json
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -16,7 +19,10 @@ import stripe
 import svix.webhooks
 from slack_sdk.signature import SignatureVerifier
 
+from shared.providers.adapter import ProviderAdapter
 from shared.signatures import (
+    SignatureError,
+    Verified,
     generate_ed25519_keypair,
     sign,
     sign_generic,
@@ -44,6 +50,32 @@ from tests.integration.test_receiver_support import (
 )
 
 REJECTED = {"error": "rejected"}
+
+
+class TokenTimesBodyPlugin(ProviderAdapter):
+    """A sender no scheme describes: X-Proof is sha256(secret + ":" + body), hex."""
+
+    def verify_webhook(
+        self,
+        headers: Mapping[str, str],
+        body: bytes,
+        secrets: Sequence[str],
+        now: float,
+        *,
+        method: str | None = None,
+        url: str | None = None,
+    ) -> Verified:
+        proof = {k.lower(): v for k, v in headers.items()}.get("x-proof")
+        if proof is None:
+            raise SignatureError("missing_header")
+        if proof == "boom":
+            raise RuntimeError("a plugin bug")
+        for secret in secrets:
+            expected = hashlib.sha256(secret.encode() + b":" + body).hexdigest()
+            if hmac.compare_digest(expected, proof):
+                return Verified(scheme="plugin", event_id=None, id_signed=False, timestamp=None)
+        raise SignatureError("bad_signature")
+
 
 # Minimal provider tables: everything but [webhooks] is required boilerplate.
 _BASE = """
@@ -600,3 +632,29 @@ async def test_a_scheme_that_signs_the_url_needs_the_public_url(db: Any, pool: A
     with pytest.raises(ValueError, match="public_webhook_url"):
         async with running_receiver(pool, settings_for(providers)):
             pass
+
+
+async def test_a_plugin_verifies_what_no_scheme_can_describe(db: Any, pool: Any) -> None:
+    providers = describe(
+        _provider_toml(
+            "odd",
+            'scheme = "static_header"\nsecrets_env = "ODD"\njob_id = "/job"\n'
+            '[providers.odd.webhooks.options]\nheader = "X-Unused"',
+        ).replace(
+            "[providers.odd.create]",
+            'plugin = "tests.integration.test_receiver_verification:TokenTimesBodyPlugin"\n'
+            "[providers.odd.create]",
+        ),
+        {"ODD": "odd-secret"},
+    )
+    body = json.dumps({"job": "j8", "status": "done"}).encode()
+    proof = hashlib.sha256(b"odd-secret:" + body).hexdigest()
+    async with running_receiver(pool, settings_for(providers)) as rx:
+        good = await rx.post(body, {**JSON_HEADERS, "x-proof": proof}, "odd")
+        forged = await rx.post(body, {**JSON_HEADERS, "x-proof": "0" * 64}, "odd")
+        crashed = await rx.post(body, {**JSON_HEADERS, "x-proof": "boom"}, "odd")
+    assert good.status_code == 200
+    assert forged.status_code == 401
+    assert crashed.status_code == 500 and crashed.json() == {"error": "internal"}
+    [event] = await stored_events(db)
+    assert event["remote_job_id"] == "j8"
