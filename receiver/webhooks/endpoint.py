@@ -121,6 +121,7 @@ class _Provider:
     name: str
     spec: WebhookSpec
     adapter: ProviderAdapter
+    signs_url: bool  # the scheme signs {url}: public_webhook_url is required
 
 
 class _LogBudget:
@@ -158,18 +159,22 @@ class WebhookEndpoint:
         now: Callable[[], float],
         public_url: str = "",
     ) -> None:
-        for name, desc in providers.items():
-            hooks = desc.webhooks
-            if hooks and not public_url and signs_url(hooks.scheme.value, hooks.options):
-                raise ValueError(
-                    f"provider {name}: its webhook scheme signs {{url}}; set public_webhook_url "
-                    "to the address the provider sends to"
-                )
         self._providers = {
-            name: _Provider(name, desc.webhooks, adapter_for(desc))
+            name: _Provider(
+                name,
+                desc.webhooks,
+                adapter_for(desc),
+                signs_url(desc.webhooks.scheme.value, desc.webhooks.options),
+            )
             for name, desc in providers.items()
             if desc.webhooks is not None
         }
+        for provider in self._providers.values():
+            if provider.signs_url and not public_url:
+                raise ValueError(
+                    f"provider {provider.name}: its webhook scheme signs {{url}}; set "
+                    "public_webhook_url to the address the provider sends to"
+                )
         self._ingestor = ingestor
         self._metrics = metrics
         self._max_body_bytes = max_body_bytes

@@ -164,9 +164,6 @@ def _proofs(
     args: argparse.Namespace, providers: Mapping[str, ProviderDescription]
 ) -> dict[str, dict[str, Any]]:
     """The captures given on the command line, run against the provider they are for."""
-    for option in ("provider", "delivery", "at", "url", "result", "status"):
-        if not hasattr(args, option):  # a caller that built its own Namespace
-            setattr(args, option, None)
     if args.delivery is None and args.result is None:
         if args.status is not None:
             raise CaptureError("--status goes with --result")

@@ -46,7 +46,9 @@ BODY = json.dumps({"id": "evt_1", "data": {"job": "j_42", "status": "done"}}).en
 
 
 def ns(**values: object) -> argparse.Namespace:
-    return argparse.Namespace(**{"json": False, **values})
+    # the defaults of `providers check`'s options
+    defaults = dict.fromkeys(("provider", "delivery", "at", "url", "result", "status"))
+    return argparse.Namespace(**{"json": False, **defaults, **values})
 
 
 @pytest.fixture

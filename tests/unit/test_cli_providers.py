@@ -30,7 +30,9 @@ SIX = {"openai_batch", "replicate", "assemblyai", "google_lro", "azure_async", "
 
 
 def ns(**values: object) -> argparse.Namespace:
-    return argparse.Namespace(**{"json": False, **values})
+    # the defaults of `providers check`'s options
+    defaults = dict.fromkeys(("provider", "delivery", "at", "url", "result", "status"))
+    return argparse.Namespace(**{"json": False, **defaults, **values})
 
 
 def write(tmp_path: Path, text: str) -> str:
