@@ -35,10 +35,11 @@ events only wake the reconciler to read the job's status itself, a replayed
 event can cause an extra status read, never a wrong state. The same holds for
 `static_header` providers, whose body is not signed at all.
 
-Likewise, a job id or operation reference read from a header or from the
-query string (`header:` / `query:` paths in the provider description) is not
-covered by a body-only signature: a replayed body could be pointed at another
-job. Prefer body paths where the provider puts the job id in the body.
+Likewise, a job id, operation id or client reference read from a header or
+from the query string (`header:` / `query:` paths in the provider
+description) is not covered by a body-only signature: a replayed body could be
+pointed at another job. Prefer body paths where the provider puts them in the
+body.
 """
 
 from __future__ import annotations
@@ -73,7 +74,8 @@ logger = logging.getLogger(__name__)
 RETRY_AFTER_SECONDS = 5
 # The webhook_events.event_id column holds at most 500 characters; longer
 # (signed) ids are replaced by their hash rather than truncated, so two
-# distinct ids can never collide.
+# distinct ids can never collide. So are ids PostgreSQL cannot hold exactly
+# (NUL, a lone surrogate).
 MAX_EVENT_ID_CHARS = 500
 # Rejection log lines: a flood of forged requests must not become a flood of
 # log lines. Metrics count every rejection; logs keep a sample.
@@ -262,9 +264,10 @@ class WebhookEndpoint:
         except WebhookParseError:
             # Authentic but naming no job (another event type): kept so its
             # redeliveries dedupe and operators can see it; it matches nothing.
-            job_id = operation_ref = state = raw_state = None
+            job_id = operation_ref = client_reference = state = raw_state = None
         else:
             job_id, operation_ref = fact.remote_job_id, fact.operation_ref
+            client_reference = fact.client_reference
             state = fact.remote_state.value if fact.remote_state is not None else None
             raw_state = fact.raw_state
         return Event(
@@ -274,6 +277,7 @@ class WebhookEndpoint:
             id_signed=verified.id_signed,
             remote_job_id=job_id,
             operation_ref=operation_ref,
+            client_reference=client_reference,
             remote_state=state,
             remote_state_raw=raw_state,
             payload=storable_payload(body, document),
@@ -310,6 +314,7 @@ class WebhookEndpoint:
             "provider": provider.name,
             "event_id": event.event_id,
             "operation_id": outcome.operation_id,
+            "matched_by": outcome.matched_by,
             # The operation's own trace when matched, so the event joins its story.
             "trace_id": outcome.trace_id or _request_trace_id(headers),
         }
@@ -425,9 +430,20 @@ def dedupe_id(spec: WebhookSpec, verified: Verified, document: Any, body: bytes)
             candidate = as_str(extract(path, document))
     if not candidate:
         return "sha256:" + hashlib.sha256(body).hexdigest()
-    if len(candidate) > MAX_EVENT_ID_CHARS:
+    if len(candidate) > MAX_EVENT_ID_CHARS or not _storable(candidate):
         return "sha256:" + hashlib.sha256(candidate.encode("utf-8", "surrogatepass")).hexdigest()
     return candidate
+
+
+def _storable(text: str) -> bool:
+    """PostgreSQL text holds it exactly: no NUL, no lone surrogate."""
+    if "\x00" in text:
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def storable_payload(body: bytes, document: Any) -> str:

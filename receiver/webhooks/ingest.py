@@ -79,10 +79,11 @@ class Event:
     scheme: str
     id_signed: bool
     remote_job_id: str | None
-    operation_ref: str | None
+    operation_ref: str | None  # our operation id, as the event carries it
     remote_state: str | None
     remote_state_raw: str | None
     payload: str  # JSON text PostgreSQL's jsonb accepts
+    client_reference: str | None = None  # the agent's client reference, as carried
 
     @property
     def key(self) -> tuple[str, str]:
@@ -97,6 +98,7 @@ class Outcome:
     webhook_event_id: int
     operation_id: str | None  # set for a new event matched to an operation
     trace_id: str | None  # the matched operation's trace id
+    matched_by: str | None = None  # operation_id | client_reference | job_id, when matched
 
 
 class IngestUnavailable(Exception):
@@ -342,10 +344,17 @@ class _GroupOutcome:
     webhook_event_id: int
     operation_id: str | None
     trace_id: str | None
+    matched_by: str | None
 
     @classmethod
     def from_row(cls, row: Any) -> _GroupOutcome:
-        return cls(row["inserted"], row["webhook_event_id"], row["operation_id"], row["trace_id"])
+        return cls(
+            row["inserted"],
+            row["webhook_event_id"],
+            row["operation_id"],
+            row["trace_id"],
+            row["matched_by"],
+        )
 
 
 async def _store(conn: Any, groups: dict[_Key, list[_Pending]]) -> dict[_Key, _GroupOutcome]:
@@ -367,21 +376,22 @@ def _group_by_key(batch: list[_Pending]) -> dict[_Key, list[_Pending]]:
     return dict(sorted(groups.items()))
 
 
-def _columns(groups: dict[_Key, list[_Pending]]) -> list[list[Any]]:
-    """The parallel arrays of `receiver_store_events`, one element per distinct event."""
+def _columns(groups: dict[_Key, list[_Pending]]) -> dict[str, list[Any]]:
+    """The parallel arrays of `store_events`, one element per distinct event."""
     events = [pendings[0].event for pendings in groups.values()]
-    return [
-        [e.provider for e in events],
-        [e.event_id for e in events],
-        [e.scheme for e in events],
-        [e.id_signed for e in events],
-        [e.remote_job_id for e in events],
-        [e.operation_ref for e in events],
-        [e.remote_state for e in events],
-        [e.remote_state_raw for e in events],
-        [e.payload for e in events],
-        [len(pendings) - 1 for pendings in groups.values()],
-    ]
+    return {
+        "provider": [e.provider for e in events],
+        "event_id": [e.event_id for e in events],
+        "scheme": [e.scheme for e in events],
+        "id_signed": [e.id_signed for e in events],
+        "remote_job_id": [e.remote_job_id for e in events],
+        "operation_ref": [e.operation_ref for e in events],
+        "client_reference": [e.client_reference for e in events],
+        "remote_state": [e.remote_state for e in events],
+        "remote_state_raw": [e.remote_state_raw for e in events],
+        "payload": [e.payload for e in events],
+        "extra": [len(pendings) - 1 for pendings in groups.values()],
+    }
 
 
 def _settle(pendings: list[_Pending], outcome: _GroupOutcome) -> None:
@@ -396,5 +406,6 @@ def _settle(pendings: list[_Pending], outcome: _GroupOutcome) -> None:
                 webhook_event_id=outcome.webhook_event_id,
                 operation_id=outcome.operation_id if fresh else None,
                 trace_id=outcome.trace_id if fresh else None,
+                matched_by=outcome.matched_by if fresh else None,
             )
         )

@@ -9,9 +9,12 @@ plain words what the daemons would have done with them.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
 from typing import Any
 
+from receiver.webhooks.endpoint import dedupe_id
 from shared import signatures
 from shared.cli.captures import Capture
 from shared.providers import HttpResponse, ProviderDescription, WebhookParseError, adapter_for
@@ -63,12 +66,15 @@ def prove_delivery(
                 "--at UNIX_SECONDS (when it was sent) to see what it would record",
             }
         return {"verified": False, "reason": exc.reason, "why": _HINTS.get(exc.reason, "")}
+    # the key the receiver would deduplicate on: a signed id (a signed header,
+    # or a field of the signed body), else the body's digest
+    dedupe_key = dedupe_id(spec, verified, _json_or_empty(capture.body), capture.body)
     report: dict[str, Any] = {
         "verified": True,
         "fresh": True,
         "why": f"verifies with the {spec.scheme.value} scheme",
-        "event_id": verified.event_id,
-        "event_id_signed": verified.id_signed,
+        "event_id": dedupe_key,
+        "event_id_signed": dedupe_key != "sha256:" + hashlib.sha256(capture.body).hexdigest(),
     }
     try:
         fact = adapter_for(desc).parse_webhook(capture.body, capture.headers, capture.query)
@@ -78,12 +84,23 @@ def prove_delivery(
         return report
     report["records"] = {
         "event_id": fact.event_id,
+        "operation_id": fact.operation_ref,
+        "client_reference": fact.client_reference,
         "job_id": fact.remote_job_id,
-        "operation_ref": fact.operation_ref,
         "state": fact.remote_state.value if fact.remote_state else None,
         "raw_state": fact.raw_state,
     }
+    # The receiver tries the references carried in this order; the first that
+    # names an operation of this provider wins (what the database holds decides).
+    report["match_by"] = [name for name, _ in fact.references]
     return report
+
+
+def _json_or_empty(body: bytes) -> Any:
+    try:
+        return json.loads(body)
+    except ValueError:
+        return {}
 
 
 def prove_result(

@@ -14,7 +14,7 @@ import argparse
 import json
 import sys
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -266,7 +266,20 @@ def _render_delivery(proof: Mapping[str, Any]) -> str:
     if records is None:
         return f"{text}; but the body cannot be read: {proof.get('parse_error')}"
     fields = ", ".join(f"{k} {v}" for k, v in records.items() if v is not None and k != "event_id")
-    return f"{text}; would record {fields}"
+    return f"{text}; would record {fields}; {_render_match(proof['match_by'])}"
+
+
+# What each reference needs to match, as the receiver's query decides.
+_MATCH_RULES = {
+    "operation_id": "operation_id (that operation, if its job id agrees)",
+    "client_reference": "client_reference (if exactly one operation of this provider has it "
+    "and its job id agrees)",
+    "job_id": "job_id (now, or once an operation records it)",
+}
+
+
+def _render_match(match_by: Sequence[str]) -> str:
+    return "would match by " + ", else ".join(_MATCH_RULES[name] for name in match_by)
 
 
 def _render_result(proof: Mapping[str, Any]) -> str:

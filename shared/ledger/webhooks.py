@@ -2,8 +2,10 @@
 
 `store_events` writes one group-commit batch of verified events (the
 receiver's ingest queue hands it set-shaped columns): dedupe by (provider,
-event id), match to an operation, turn matched ones into observations and
-wake their operations (never before their not_before), in one statement.
+event id), match to an operation (by our operation id, else the agent's client
+reference when exactly one operation of the provider has it, else the job id),
+turn matched ones into observations and wake their operations (never before
+their not_before), in one statement.
 
 Retention: a dedupe row must outlive every retry of its event (providers
 retry for up to about three days), or a late retry would be stored as a new
@@ -19,7 +21,7 @@ reconciler schedules both: `attach_stragglers` every minute or so,
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from shared.db.connect import Executor
@@ -27,21 +29,45 @@ from shared.db.queries import q
 
 logger = logging.getLogger(__name__)
 
+# The columns of one `store_events` batch, in the order of the query's
+# parameters: one array each, one element per distinct event. `extra` counts
+# the copies of the event the caller folded into this batch.
+EVENT_COLUMNS = (
+    "provider",
+    "event_id",
+    "scheme",
+    "id_signed",
+    "remote_job_id",
+    "operation_ref",
+    "client_reference",
+    "remote_state",
+    "remote_state_raw",
+    "payload",
+    "extra",
+)
+
 # Rows deleted per statement: each slice is its own short transaction, so a
 # large backlog never holds locks or bloats one transaction for long.
 PURGE_SLICE = 5000
 
 
 async def store_events(
-    conn: Any, columns: Sequence[Sequence[Any]], *, statement_timeout: float | None = None
+    conn: Any, columns: Mapping[str, Sequence[Any]], *, statement_timeout: float | None = None
 ) -> list[Any]:
-    """Store one batch (parallel arrays, one element per distinct event; see the query).
+    """Store one batch: `columns` maps each of EVENT_COLUMNS to its parallel array.
 
     One statement is one implicit transaction: the batch commits or none of
-    it, and this returns only after COMMIT. Rows come back in input order.
+    it, and this returns only after COMMIT. Rows come back in input order,
+    each with the event's `operation_id` (None: unattached) and `matched_by`
+    (operation_id, client_reference or job_id) when it was new.
     """
+    if set(columns) != set(EVENT_COLUMNS):
+        wrong = sorted(set(columns).symmetric_difference(EVENT_COLUMNS))
+        raise ValueError(f"webhook event columns: expected {EVENT_COLUMNS}, wrong: {wrong}")
     rows: list[Any] = await conn.fetch(
-        q("receiver_store_events"), *columns, timeout=statement_timeout
+        q("receiver_store_events"),
+        *(columns[name] for name in EVENT_COLUMNS),
+        timeout=statement_timeout,
     )
     return rows
 

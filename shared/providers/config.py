@@ -1153,10 +1153,15 @@ def _webhooks(table: _Table | None, status: StatusSpec) -> WebhookSpec | None:
             # The signature library never quotes the secret; we name its source.
             key = "secrets_env" if secret.source.startswith("env:") else "secrets_file"
             raise table.error(key, f"{secret.source.partition(':')[2]}: {exc}") from None
+    operation_id = _webhook_operation_id(table)
+    client_reference = table.path("client_reference", WEBHOOK)
     job_id = table.path("job_id", WEBHOOK)
-    operation_ref = table.path("operation_ref", WEBHOOK)
-    if job_id is None and operation_ref is None:
-        raise table.error("job_id", "required (or operation_ref): a webhook must name its job")
+    if operation_id is None and client_reference is None and job_id is None:
+        raise table.error(
+            "job_id",
+            "required (or operation_id, or client_reference): a webhook must name the "
+            "operation or job it is about",
+        )
     state_map = {**status.state_map, **_state_map(table, "state_map")}
     spec = WebhookSpec(
         scheme=scheme,
@@ -1167,11 +1172,31 @@ def _webhooks(table: _Table | None, status: StatusSpec) -> WebhookSpec | None:
         job_id=job_id,
         state=table.path("state", WEBHOOK),
         state_map=state_map,
-        operation_ref=operation_ref,
+        operation_ref=operation_id,
         thin=table.boolean("thin", False),
+        client_reference=client_reference,
     )
     table.finish()
     return spec if secrets else None
+
+
+def _webhook_operation_id(table: _Table) -> ValuePath | None:
+    """`operation_id`, or `operation_ref` (its former name): one of them, not both.
+
+    When one of the two comes from a preset and the other from the user, the
+    user's overrides the preset's, as any key would.
+    """
+    new, old = table.has("operation_id"), table.has("operation_ref")
+    if new and old:
+        if table.from_preset("operation_id") and not table.from_preset("operation_ref"):
+            return table.path("operation_ref", WEBHOOK)
+        if table.from_preset("operation_ref") and not table.from_preset("operation_id"):
+            return table.path("operation_id", WEBHOOK)
+        raise table.error(
+            "operation_ref",
+            "operation_ref is the former name of operation_id: set one of them, not both",
+        )
+    return table.path("operation_ref" if old else "operation_id", WEBHOOK)
 
 
 def _webhook_secrets(table: _Table, optional: bool) -> tuple[Secret, ...]:

@@ -60,7 +60,17 @@ a list of paths; *template* = text with ``{placeholders}``)::
     [webhooks] scheme = standard_webhooks|stripe|github|generic_hmac|static_header,
                [options] (checked by shared.signatures), secrets_env | secrets_file
                (one or a list: rotation), optional, tolerance_seconds (300), event_id,
-               job_id, operation_ref, state, [state_map] (over status.state_map), thin
+               state, [state_map] (over status.state_map), thin; and where the event
+               names its operation, at least one of (paths; tried in this order):
+                 operation_id (our operation id echoed back, e.g. `?op={operation_id}`
+                   in the webhook URL set_body gives the provider, or the create's
+                   client_reference_field; `operation_ref` is its former name, accepted
+                   but not together with it),
+                 client_reference (the agent's client reference of the operation, e.g.
+                   echoed request metadata; matches only when exactly one operation of
+                   the provider has it),
+                 job_id (the provider's job id; an event for a job id not yet recorded
+                   is kept and attached when it is)
     [limits]   backoff_base (2), backoff_factor (2), backoff_cap (60), max_concurrency (8),
                request_timeout (10), create_deadline_seconds, result_deadline_seconds,
                cancel_deadline_seconds, webhook_backstop_poll_seconds (300),
@@ -374,8 +384,9 @@ class WebhookSpec:
     job_id: ValuePath | None
     state: ValuePath | None
     state_map: Mapping[str, RemoteState]
-    operation_ref: ValuePath | None
+    operation_ref: ValuePath | None  # TOML `operation_id` (or its former name operation_ref)
     thin: bool
+    client_reference: ValuePath | None = None
 
 
 @dataclass(frozen=True)

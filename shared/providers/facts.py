@@ -130,7 +130,11 @@ class LookupFact:
 
 @dataclass(frozen=True)
 class WebhookFact:
-    """Fields of a verified webhook body. Never evidence of success by itself."""
+    """Fields of a verified webhook body. Never evidence of success by itself.
+
+    The event names its operation by up to three references: our operation id
+    (`operation_ref`), the agent's client reference, the provider's job id.
+    """
 
     event_id: str
     remote_job_id: str | None
@@ -138,6 +142,17 @@ class WebhookFact:
     raw_state: str | None
     operation_ref: str | None
     thin: bool
+    client_reference: str | None = None
+
+    @property
+    def references(self) -> tuple[tuple[str, str], ...]:
+        """(name, value) of each reference carried, in the order the receiver trusts them."""
+        named = (
+            ("operation_id", self.operation_ref),
+            ("client_reference", self.client_reference),
+            ("job_id", self.remote_job_id),
+        )
+        return tuple((name, value) for name, value in named if value is not None)
 
 
 @dataclass(frozen=True)

@@ -301,7 +301,11 @@ def _state_of(
         return RemoteState.RUNNING, "done=false"
     code = as_str(extract(spec.error_code, body, headers)) if spec.error_code else None
     if code is None or code == "0":  # google.rpc.Code 0 is OK
-        return RemoteState.SUCCEEDED, "done=true"
+        # ...but an error that is there at all is the result "in case of failure or
+        # cancellation" (google.longrunning.Operation): proto3 JSON leaves a code of 0 out.
+        if spec.error is None or extract(spec.error, body, headers) is None:
+            return RemoteState.SUCCEEDED, "done=true"
+        code = "0"
     if code in spec.cancelled_error_codes:
         return RemoteState.CANCELLED, f"done=true error={code}"
     return RemoteState.FAILED, f"done=true error={code}"
@@ -485,6 +489,12 @@ def parse_webhook(
     The event id comes from the configured path, else from the scheme (the
     Standard Webhooks `webhook-id` header...), else it is the body's sha256 so
     an exact redelivery still deduplicates.
+
+    The references (operation id, client reference, job id) are read as
+    given, or not at all: one holding NUL or a lone surrogate cannot name
+    anything PostgreSQL holds, and a cleaned-up copy could name the wrong job,
+    so it counts as absent. The raw state is only shown, so it is cleaned
+    (U+FFFD) instead. An event left with no reference is unmatchable.
     """
     spec = desc.webhooks
     if spec is None:
@@ -499,11 +509,15 @@ def parse_webhook(
     def get(path: ValuePath | None) -> Any:
         return extract(path, document, headers, query) if path is not None else None
 
-    job_id = as_str(get(spec.job_id))
-    operation_ref = as_str(get(spec.operation_ref))
-    if job_id is None and operation_ref is None:
-        wanted = " or ".join(p.text for p in (spec.job_id, spec.operation_ref) if p is not None)
-        raise WebhookParseError(f"webhook carries no job id or operation reference ({wanted})")
+    operation_ref = _webhook_reference(get(spec.operation_ref))
+    client_reference = _webhook_reference(get(spec.client_reference))
+    job_id = _webhook_reference(get(spec.job_id))
+    if job_id is None and operation_ref is None and client_reference is None:
+        paths = (spec.operation_ref, spec.client_reference, spec.job_id)
+        wanted = " or ".join(p.text for p in paths if p is not None)
+        raise WebhookParseError(
+            f"webhook carries no job id, operation id or client reference ({wanted})"
+        )
     state, raw = map_state(spec.state_map, get(spec.state)) if spec.state else (None, None)
     event_path = spec.event_id or _SCHEME_EVENT_ID.get(spec.scheme)
     event_id = (
@@ -513,9 +527,34 @@ def parse_webhook(
     )
     return WebhookFact(
         event_id=clip(event_id) or event_id,
-        remote_job_id=clip(job_id),
+        remote_job_id=job_id,
         remote_state=state,
-        raw_state=raw,
-        operation_ref=clip(operation_ref),
+        raw_state=_storable_text(raw),
+        operation_ref=operation_ref,
         thin=spec.thin,
+        client_reference=client_reference,
     )
+
+
+def _webhook_reference(value: Any) -> str | None:
+    """A reference an event carries, as text PostgreSQL can hold exactly; else None."""
+    text = as_str(value)
+    if text is None or "\x00" in text:
+        return None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate
+        return None
+    return clip(text)
+
+
+def _storable_text(text: str | None) -> str | None:
+    """`text` with NUL and lone surrogates replaced by U+FFFD (PostgreSQL holds neither)."""
+    if text is None:
+        return None
+    text = text.replace("\x00", "\ufffd")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in text)
+    return text

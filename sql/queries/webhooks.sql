@@ -5,8 +5,18 @@
 -- element per distinct (provider, event_id). The caller sorts the keys so that
 -- concurrent receivers take the unique-index locks in the same order.
 --
--- Each event is matched to an operation by the operation reference it carries
--- (same provider, and no contradicting job id) or else by (provider, job id).
+-- Each event is matched to an operation of its provider by the references it
+-- carries, most trusted first, the first that matches winning:
+--   1. our operation id (operation_ref);
+--   2. the agent's client reference, only when exactly one operation of the
+--      provider has it (a reference is unique per agent, not per provider: two
+--      agents may both have used it, and then it names neither);
+--   3. the provider's job id.
+-- A reference never matches an operation whose recorded job id contradicts
+-- the job id the event carries. `matched_by` says which reference matched.
+-- An event matched by none is stored unattached, and attached when its job id
+-- is recorded (jw_attach_early_events, webhook_attach_stragglers).
+--
 -- New events are inserted, attached when matched, and matched ones become an
 -- observation in the same statement. An event already on record is never
 -- re-created: its duplicate_deliveries grows by one per delivery, `extra`
@@ -23,16 +33,20 @@
 WITH input AS (
     SELECT *
     FROM unnest($1::text[], $2::text[], $3::text[], $4::boolean[], $5::text[], $6::text[],
-                $7::text[], $8::text[], $9::text[], $10::integer[])
+                $7::text[], $8::text[], $9::text[], $10::text[], $11::integer[])
          WITH ORDINALITY AS i (provider, event_id, scheme, id_signed, remote_job_id,
-                               operation_ref, remote_state, remote_state_raw, payload, extra, ord)
+                               operation_ref, client_reference, remote_state, remote_state_raw,
+                               payload, extra, ord)
 ),
 matched AS (
     SELECT i.*,
-           coalesce(by_ref.operation_id, by_job.operation_id) AS operation_id,
-           coalesce(by_ref.trace_id, by_job.trace_id) AS trace_id
+           coalesce(by_op.operation_id, by_ref.operation_id, by_job.operation_id) AS operation_id,
+           coalesce(by_op.trace_id, by_ref.trace_id, by_job.trace_id) AS trace_id,
+           CASE WHEN by_op.operation_id IS NOT NULL THEN 'operation_id'
+                WHEN by_ref.operation_id IS NOT NULL THEN 'client_reference'
+                WHEN by_job.operation_id IS NOT NULL THEN 'job_id' END AS matched_by
     FROM input i
-    -- Both lookups are LATERAL ... LIMIT 1 so that each is an index probe per
+    -- Every lookup is LATERAL ... LIMIT so that each is an index probe per
     -- event, never a join strategy that scans the whole operations table.
     LEFT JOIN LATERAL (
         SELECT o.operation_id, o.trace_id FROM operations o
@@ -42,10 +56,28 @@ matched AS (
           AND (o.remote_job_id IS NULL OR i.remote_job_id IS NULL
                OR o.remote_job_id = i.remote_job_id)
         LIMIT 1
+    ) by_op ON true
+    -- Two candidates are enough to tell "exactly one" from "ambiguous"; the
+    -- job id is checked after counting, so an ambiguous reference stays
+    -- ambiguous whatever the candidates' job ids say.
+    LEFT JOIN LATERAL (
+        SELECT min(c.operation_id) AS operation_id, min(c.trace_id) AS trace_id
+        FROM (
+            SELECT o.operation_id, o.trace_id, o.remote_job_id FROM operations o
+            WHERE by_op.operation_id IS NULL
+              AND i.client_reference IS NOT NULL
+              AND o.provider = i.provider
+              AND o.client_reference = i.client_reference
+            LIMIT 2
+        ) c
+        HAVING count(*) = 1
+           AND bool_and(c.remote_job_id IS NULL OR i.remote_job_id IS NULL
+                        OR c.remote_job_id = i.remote_job_id)
     ) by_ref ON true
     LEFT JOIN LATERAL (
         SELECT o.operation_id, o.trace_id FROM operations o
-        WHERE by_ref.operation_id IS NULL
+        WHERE by_op.operation_id IS NULL
+          AND by_ref.operation_id IS NULL
           AND i.remote_job_id IS NOT NULL
           AND o.provider = i.provider
           AND o.remote_job_id = i.remote_job_id
@@ -56,11 +88,12 @@ matched AS (
 upserted AS (
     INSERT INTO webhook_events AS w (
         provider, event_id, signature_scheme, id_signed, remote_job_id, operation_ref,
-        remote_state, remote_state_raw, payload, operation_id, attached_at, duplicate_deliveries
+        client_reference, remote_state, remote_state_raw, payload, operation_id, attached_at,
+        duplicate_deliveries
     )
     SELECT provider, event_id, scheme, id_signed, remote_job_id, operation_ref,
-           remote_state::jw_remote_state, remote_state_raw, payload::jsonb, operation_id,
-           CASE WHEN operation_id IS NOT NULL THEN jw_now() END, extra
+           client_reference, remote_state::jw_remote_state, remote_state_raw, payload::jsonb,
+           operation_id, CASE WHEN operation_id IS NOT NULL THEN jw_now() END, extra
     FROM matched
     ORDER BY ord
     ON CONFLICT (provider, event_id) DO UPDATE
@@ -69,7 +102,7 @@ upserted AS (
               w.remote_state_raw, w.duplicate_deliveries
 ),
 outcome AS (
-    SELECT u.*, m.ord, m.trace_id, u.duplicate_deliveries = m.extra AS inserted
+    SELECT u.*, m.ord, m.trace_id, m.matched_by, u.duplicate_deliveries = m.extra AS inserted
     FROM upserted u
     JOIN matched m ON m.provider = u.provider AND m.event_id = u.event_id
 ),
@@ -87,7 +120,7 @@ woken AS (
     FROM observed
     HAVING count(*) > 0
 )
-SELECT ord, webhook_event_id, operation_id, trace_id, inserted,
+SELECT ord, webhook_event_id, operation_id, trace_id, matched_by, inserted,
        (SELECT notified FROM woken) AS woken
 FROM outcome
 ORDER BY ord;

@@ -89,3 +89,28 @@ async def test_webhook_before_the_create_response_is_kept_and_attached(
             op_id,
         )
         assert observed == len(events)
+
+
+async def test_a_webhook_naming_only_the_client_reference_triggers_the_final_read(
+    pool: Any, tmp_path: Path
+) -> None:
+    # The agent chose no reference of its own, so the operation's client
+    # reference is its operation id, which the simulator echoes as
+    # /client_reference. The job id is read from where the body has none.
+    webhooks = {"job_id": "/not_in_the_body", "client_reference": "/client_reference"}
+    async with webhook_rig(pool, tmp_path, webhooks=webhooks) as r:
+        op_id = await r.submit("success", duration=0.3)
+        started = time.monotonic()
+        assert await r.settle(op_id, {S.SUCCEEDED}, timeout=10) is S.SUCCEEDED
+        # the backstop poll is 30 s away: only the webhook can explain this speed
+        assert time.monotonic() - started < 8
+        events = await pool.fetch(
+            "SELECT remote_job_id, operation_ref, client_reference FROM webhook_events"
+            " WHERE operation_id = $1",
+            op_id,
+        )
+        assert events
+        assert all(
+            (e["remote_job_id"], e["operation_ref"], e["client_reference"]) == (None, None, op_id)
+            for e in events
+        )

@@ -117,18 +117,19 @@ async def test_webhook_observation_cannot_declare_success_without_our_own_read(d
     # A verified "succeeded" webhook for this operation, stored the receiver's way.
     await webhooks.store_events(
         db,
-        [
-            ["sim"],
-            ["evt_1"],
-            ["standard_webhooks"],
-            [True],
-            [None],
-            [op_id],
-            ["succeeded"],
-            ["succeeded"],
-            ["{}"],
-            [0],
-        ],
+        {
+            "provider": ["sim"],
+            "event_id": ["evt_1"],
+            "scheme": ["standard_webhooks"],
+            "id_signed": [True],
+            "remote_job_id": [None],
+            "operation_ref": [op_id],
+            "client_reference": [None],
+            "remote_state": ["succeeded"],
+            "remote_state_raw": ["succeeded"],
+            "payload": ["{}"],
+            "extra": [0],
+        },
     )
     obs = await db.fetchval(
         "SELECT observation_id FROM observations WHERE operation_id = $1 AND source = 'webhook'",

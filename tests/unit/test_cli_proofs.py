@@ -137,6 +137,40 @@ async def test_a_json_capture_and_json_output(
     assert signed_g["proved"] is True
 
 
+async def test_a_delivery_says_which_references_it_carries_and_the_order_they_match_in(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("ACME_WEBHOOK_SECRET", SECRET)
+    path = tmp_path / "jobwarden.toml"
+    path.write_text(CONFIG.replace('job_id = "/data/job"', 'client_reference = "/data/meta/ref"'))
+    body = json.dumps({"id": "evt_1", "data": {"meta": {"ref": "inv-42"}, "status": "done"}})
+    delivery = raw_delivery(tmp_path, body.encode(), signed(body.encode()))
+    assert await cli_providers.cmd_check(ns(config=str(path), delivery=delivery, at=NOW)) == 0
+    out = capsys.readouterr().out
+    assert "would record client_reference inv-42, state succeeded" in out
+    assert "would match by client_reference (if exactly one operation of this provider" in out
+
+    capture = tmp_path / "delivery.json"
+    both = json.dumps({"id": "evt_2", "data": {"job": "j_42", "meta": {"ref": "inv-42"}}})
+    capture.write_text(
+        json.dumps({"headers": {"X-Acme-Signature": signed(both.encode())}, "body": both})
+    )
+    config = CONFIG.replace(
+        'job_id = "/data/job"', 'job_id = "/data/job"\nclient_reference = "/data/meta/ref"'
+    )
+    path.write_text(config)
+    args = ns(config=str(path), delivery=capture, at=NOW, json=True)
+    assert await cli_providers.cmd_check(args) == 0
+    [entry] = json.loads(capsys.readouterr().out)["providers"]
+    records = entry["delivery"]["records"]
+    assert (records["client_reference"], records["job_id"], records["operation_id"]) == (
+        "inv-42",
+        "j_42",
+        None,
+    )
+    assert entry["delivery"]["match_by"] == ["client_reference", "job_id"]
+
+
 async def test_a_captured_result_is_validated_offline(
     config: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -183,3 +217,35 @@ def test_broken_raw_captures_are_refused_with_a_reason(tmp_path: Path, text: byt
     path.write_bytes(text)
     with pytest.raises(CaptureError):
         read_capture(path)
+
+
+HMAC_KV = CONFIG.replace('scheme = "stripe"', 'scheme = "hmac"').replace(
+    'signature_header = "X-Acme-Signature"',
+    'signature_header = "X-Acme-Signature"\nformat = "kv"\ntimestamp_key = "t"\n'
+    'signed_content = "{timestamp}.{body}"',
+)
+
+
+@pytest.mark.parametrize(
+    ("event_id", "expected"),
+    [
+        ('event_id = "/id"\n', "event id evt_1 (signed)"),
+        ("", "(not signed: deduplicated by body)"),
+    ],
+    ids=["id_in_the_signed_body", "no_id_path"],
+)
+async def test_the_reported_event_id_is_the_key_the_receiver_dedupes_on(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    event_id: str,
+    expected: str,
+) -> None:
+    monkeypatch.setenv("ACME_WEBHOOK_SECRET", SECRET)
+    config = tmp_path / "jobwarden.toml"
+    config.write_text(
+        HMAC_KV.replace('job_id = "/data/job"\n', f'job_id = "/data/job"\n{event_id}')
+    )
+    delivery = raw_delivery(tmp_path, BODY, signed())  # Stripe's layout: the same bytes
+    assert await cli_providers.cmd_check(ns(config=str(config), delivery=delivery, at=NOW)) == 0
+    assert expected in capsys.readouterr().out

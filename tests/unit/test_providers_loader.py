@@ -332,7 +332,49 @@ def test_webhook_secrets_for_rotation_are_all_loaded() -> None:
 def test_webhooks_need_a_way_to_name_the_job() -> None:
     webhooks = {"scheme": "github", "secrets_env": ["ACME_WH"]}
     message = config_error(acme(webhooks=webhooks), env={"ACME_WH": "x"})
-    assert message.startswith("config.toml: providers.acme.webhooks.job_id: required")
+    assert message == (
+        "config.toml: providers.acme.webhooks.job_id: required (or operation_id, or "
+        "client_reference): a webhook must name the operation or job it is about"
+    )
+
+
+@pytest.mark.parametrize(
+    ("key", "attribute"),
+    [
+        ("operation_id", "operation_ref"),
+        ("operation_ref", "operation_ref"),  # the former name, still accepted
+        ("client_reference", "client_reference"),
+        ("job_id", "job_id"),
+    ],
+)
+def test_any_one_reference_names_the_operation_of_a_webhook(key: str, attribute: str) -> None:
+    webhooks = {"scheme": "github", "secrets_env": ["ACME_WH"], key: "/data/ref"}
+    spec = load(acme(webhooks=webhooks), env={"ACME_WH": "x"}).webhooks
+    found = {name: getattr(spec, name) for name in ("operation_ref", "client_reference", "job_id")}
+    assert {name: p.text for name, p in found.items() if p is not None} == {attribute: "/data/ref"}
+
+
+def test_operation_id_and_its_former_name_together_are_refused() -> None:
+    webhooks = {
+        "scheme": "github",
+        "secrets_env": ["ACME_WH"],
+        "operation_id": "query:op",
+        "operation_ref": "query:op",
+    }
+    message = config_error(acme(webhooks=webhooks), env={"ACME_WH": "x"})
+    assert message == (
+        "config.toml: providers.acme.webhooks.operation_ref: operation_ref is the former name "
+        "of operation_id: set one of them, not both"
+    )
+
+
+@pytest.mark.parametrize("key", ["operation_id", "operation_ref"])
+def test_a_users_operation_reference_overrides_the_presets_under_either_name(key: str) -> None:
+    table = {"preset": "replicate", "webhooks": {key: "/input/op"}}
+    env = {"REPLICATE_API_TOKEN": "r8_test", "REPLICATE_WEBHOOK_SECRET": "whsec_dGVzdA=="}
+    desc = parse_providers({"providers": {"rep": table}}, "config.toml", env)["rep"]
+    assert desc.webhooks is not None and desc.webhooks.operation_ref is not None
+    assert desc.webhooks.operation_ref.text == "/input/op"
 
 
 def test_webhook_scheme_must_be_known() -> None:

@@ -466,6 +466,75 @@ def test_webhook_operation_ref_from_query_and_thin_event_state_map() -> None:
     assert fact.remote_state is RemoteState.SUCCEEDED and fact.thin
 
 
+REFERENCED = provider(
+    {
+        **OPENAI_LIKE,
+        "webhooks": {
+            "scheme": "standard_webhooks",
+            "secrets_env": "WH",
+            "operation_id": "query:op",
+            "client_reference": "/data/metadata/ref",
+            "job_id": "/data/id",
+            "state": "/data/status",
+        },
+    },
+    env={"WH": "whsec_eA=="},
+)
+
+
+def _referenced(data: dict[str, Any], query: dict[str, str] | None = None) -> Any:
+    return parse_webhook(REFERENCED, json.dumps({"data": data}).encode(), {}, query or {})
+
+
+def test_webhook_references_are_listed_in_the_order_the_receiver_trusts_them() -> None:
+    fact = _referenced({"id": "batch_1", "metadata": {"ref": "inv-42"}}, {"op": "op_42"})
+    assert (fact.operation_ref, fact.client_reference, fact.remote_job_id) == (
+        "op_42",
+        "inv-42",
+        "batch_1",
+    )
+    assert fact.references == (
+        ("operation_id", "op_42"),
+        ("client_reference", "inv-42"),
+        ("job_id", "batch_1"),
+    )
+
+
+def test_webhook_client_reference_alone_names_the_operation() -> None:
+    fact = _referenced({"metadata": {"ref": 42}, "status": "completed"})
+    assert fact.client_reference == "42"  # ids may be numbers
+    assert fact.operation_ref is None and fact.remote_job_id is None
+    assert fact.references == (("client_reference", "42"),)
+    assert fact.remote_state is RemoteState.SUCCEEDED
+
+
+def test_webhook_naming_no_reference_says_where_it_looked() -> None:
+    with pytest.raises(WebhookParseError) as caught:
+        _referenced({"metadata": {"ref": ""}, "status": "completed"})
+    assert str(caught.value) == (
+        "webhook carries no job id, operation id or client reference "
+        "(query:op or /data/metadata/ref or /data/id)"
+    )
+
+
+@pytest.mark.parametrize("odd", ["\u0000", "\ud800", "\udfff"])
+def test_webhook_references_postgres_cannot_hold_count_as_absent(odd: str) -> None:
+    fact = _referenced(
+        {"id": "batch_1", "metadata": {"ref": f"inv{odd}"}, "status": f"completed{odd}"},
+        {"op": f"op_{odd}"},
+    )
+    assert fact.references == (("job_id", "batch_1"),)
+    assert fact.remote_state is None and fact.raw_state == "completed\ufffd"
+    with pytest.raises(WebhookParseError, match="no job id"):
+        _referenced({"id": f"batch{odd}", "metadata": {"ref": f"inv{odd}"}})
+
+
+def test_webhook_overlong_references_are_clipped() -> None:
+    fact = _referenced({"id": "b" * 600, "metadata": {"ref": "r" * 600}})
+    assert fact.remote_job_id is not None and fact.client_reference is not None
+    assert len(fact.remote_job_id) == len(fact.client_reference) == 500
+
+
 # --------------------------------------------------------------------- transport
 
 
