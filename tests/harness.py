@@ -42,13 +42,24 @@ def sim_providers(
     webhooks: bool = False,
     name: str = "sim",
     replace_tables: Mapping[str, Any] | None = None,
+    described: Mapping[str, Any] | None = None,
+    webhook_secret: str = WEBHOOK_SECRET,
 ) -> dict[str, ProviderDescription]:
+    """The simulator described by its preset, or by `described`: a whole provider table.
+
+    `described` is how a user describes a provider the presets do not know
+    (the simulator then runs in a matching `ApiShape`); its secrets are read
+    from the env names it gives, set here to the test secret.
+    """
     table: dict[str, Any] = {
         "preset": "simulator",
         "base_url": base_url,
         "limits": dict(FAST_LIMITS),
     }
-    if replace_tables:
+    if described is not None:
+        limits = {**described.get("limits", {}), **FAST_LIMITS}
+        table = {**described, "base_url": base_url, "limits": limits}
+    elif replace_tables:
         # the preset spelled out, with these tables replaced whole (a merge
         # cannot take a key away, e.g. JSON item paths from a CSV result)
         preset = resources.files("shared.providers").joinpath("presets", "simulator.toml")
@@ -61,7 +72,9 @@ def sim_providers(
             table[key] = {**table[key], **value}
         else:
             table[key] = value
-    env = {"JW_SIM_WEBHOOK_SECRET": WEBHOOK_SECRET} if webhooks else {}
+    env = {"JW_SIM_WEBHOOK_SECRET": webhook_secret} if webhooks else {}
+    if webhooks and described is not None:
+        env.update(dict.fromkeys(described["webhooks"].get("secrets_env", ()), webhook_secret))
     return parse_providers({"providers": {name: table}}, "test-config", env)
 
 
@@ -71,12 +84,13 @@ class Rig:
     sim_url: str
     reconciler: Reconciler
     ctx: Context
+    provider: str = "sim"
 
     async def submit(
         self,
         script: str = "success",
         *,
-        provider: str = "sim",
+        provider: str | None = None,
         ref: str | None = None,
         result_deadline_s: float = 60.0,
         create_deadline_s: float = 30.0,
@@ -85,7 +99,7 @@ class Rig:
         body = {"script": script, "params": params, "input": {"rows": 3}}
         sub = await ledger.submit_operation(
             self.pool,
-            provider=provider,
+            provider=provider or self.provider,
             kind="export",
             request=RequestSpec("POST", "/v1/jobs", body),
             requested_by="agent:test",
@@ -132,12 +146,17 @@ async def webhook_rig(
     *,
     clock: Clock = SYSTEM_CLOCK,
     webhooks: Mapping[str, Any] | None = None,
+    described: Mapping[str, Any] | None = None,
+    name: str = "sim",
+    verify_with: str = WEBHOOK_SECRET,
     **sim_options: Any,
 ) -> AsyncIterator[Rig]:
     """A rig whose simulator sends signed webhooks to a real receiver on loopback.
 
     `webhooks`: the provider's [webhooks] table overrides (another signature
     scheme and its options); the simulator then signs the same way.
+    `verify_with`: the receiver's secret, when it is not the one the simulator
+    signs with (a public key, where the simulator holds the private one).
     """
     from receiver.app import build_app as build_receiver
 
@@ -158,7 +177,7 @@ async def webhook_rig(
 
         receiver_url = await stack.enter_async_context(serve_app(receiver_asgi))
         sim = SimulatorSettings(
-            webhook_secret=WEBHOOK_SECRET, webhook_backoff=(0.05, 0.1, 0.2), **sim_options
+            **{"webhook_secret": WEBHOOK_SECRET, "webhook_backoff": (0.05, 0.1, 0.2), **sim_options}
         )
         r = await stack.enter_async_context(
             rig(
@@ -171,6 +190,9 @@ async def webhook_rig(
                     **({"webhooks": dict(webhooks)} if webhooks else {}),
                 },
                 clock=clock,
+                described=described,
+                name=name,
+                webhook_secret=verify_with,
             )
         )
         public = f"{receiver_url}/webhooks/{{provider}}"
@@ -191,6 +213,9 @@ async def rig(
     lease_seconds: float = 10.0,
     clock: Clock = SYSTEM_CLOCK,
     replace_tables: Mapping[str, Any] | None = None,
+    described: Mapping[str, Any] | None = None,
+    name: str = "sim",
+    webhook_secret: str = WEBHOOK_SECRET,
 ) -> AsyncIterator[Rig]:
     async with serve_app(build_app(sim or SimulatorSettings(), clock=clock)) as sim_url:
         providers = sim_providers(
@@ -198,6 +223,9 @@ async def rig(
             overrides=overrides,
             webhooks=webhook_url is not None,
             replace_tables=replace_tables,
+            described=described,
+            name=name,
+            webhook_secret=webhook_secret,
         )
         settings = replace(
             Settings(),
@@ -216,4 +244,4 @@ async def rig(
                 webhook_url=webhook_url,
                 clock=clock,
             )
-            yield Rig(pool, sim_url, Reconciler(ctx), ctx)
+            yield Rig(pool, sim_url, Reconciler(ctx), ctx, provider=name)

@@ -88,7 +88,12 @@ async def cmd_simulator(args: argparse.Namespace) -> int:
     from shared.simulator import SimulatorSettings, main_async
 
     logs.configure()
-    settings = SimulatorSettings.from_env()
+    shape = Path(args.shape) if args.shape is not None else None
+    try:
+        settings = SimulatorSettings.from_env(shape_file=shape)
+    except ValueError as exc:
+        print(f"jobwarden simulator: {exc}", file=sys.stderr)
+        return 2
     if args.webhook_url:
         settings = replace(settings, webhook_url=args.webhook_url)
     if args.time_scale is not None:
@@ -143,6 +148,12 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--port", type=int, default=8765, help="port (default 8765)")
     sim.add_argument("--webhook-url", help="where to send signed webhooks by default")
     sim.add_argument("--time-scale", type=float, help="multiply every scripted duration")
+    sim.add_argument(
+        "--shape",
+        metavar="FILE",
+        help="serve another API's shape: paths, field/state/header names, signing "
+        "(e.g. examples/acme_exports/shape.toml)",
+    )
     sim.set_defaults(handler=cmd_simulator)
 
     demo = sub.add_parser(

@@ -18,6 +18,7 @@ from .dispatch import SCHEMES, check_options, check_secret, signs_timestamp, sig
 from .errors import REASONS, Reason, SignatureError
 from .signing import (
     generate_ed25519_keypair,
+    generate_p256_private_pem,
     sign,
     sign_generic,
     sign_github,
@@ -37,6 +38,7 @@ __all__ = [
     "check_options",
     "check_secret",
     "generate_ed25519_keypair",
+    "generate_p256_private_pem",
     "sign",
     "sign_generic",
     "sign_github",

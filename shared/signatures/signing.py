@@ -10,8 +10,12 @@ from __future__ import annotations
 import base64
 from collections.abc import Mapping
 
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 
+from .asymmetric import AsymmetricCheck
 from .dispatch import build_spec
 from .hmac_family import HmacCheck
 from .keys import ED25519_KEY_BYTES, WHPK_PREFIX, WHSK_PREFIX, prefixed_base64
@@ -29,14 +33,22 @@ def sign(
     method: str | None = None,
     url: str | None = None,
 ) -> str:
-    """One signature header value for an HMAC scheme, as its sender would send it."""
+    """One signature header value, as its sender would send it.
+
+    HMAC schemes sign with the shared secret; the asymmetric family with a
+    private key (PEM PKCS#8, or a `whsk_` seed for Ed25519) whose public half
+    the receiver is configured with.
+    """
     spec = build_spec(scheme, options)
-    check = next((c for c in spec.checks if isinstance(c, HmacCheck)), None)
-    if check is None:
-        raise ValueError(f"{scheme}: sign() supports HMAC schemes only")
+    check = spec.checks[0]
     content = _signed_content(spec, body, timestamp, event_id, method, url)
     try:
-        mac = check.sign(secret, content)
+        if isinstance(check, HmacCheck):
+            mac = check.sign(secret, content)
+        elif isinstance(check, AsymmetricCheck):
+            mac = _sign_asymmetric(check, secret, content)
+        else:
+            raise ValueError("this scheme signs nothing")
     except ValueError as exc:  # its message never quotes the secret
         raise ValueError(f"{scheme}: {exc}") from None
     fmt = spec.envelope.format
@@ -47,6 +59,47 @@ def sign(
         stamp = f"{fmt.timestamp_key}={timestamp}," if fmt.timestamp_key is not None else ""
         return f"{stamp}{check.label}={encoded}"
     return fmt.prefix + encoded
+
+
+def _sign_asymmetric(check: AsymmetricCheck, private_key: str, content: bytes) -> bytes:
+    key = _private_key(private_key)
+    if check.algorithm == "ed25519":
+        if not isinstance(key, Ed25519PrivateKey):
+            raise ValueError("algorithm ed25519 signs with an Ed25519 private key")
+        return key.sign(content)
+    if not isinstance(key, ec.EllipticCurvePrivateKey) or key.curve.name != "secp256r1":
+        raise ValueError("algorithm ecdsa_p256 signs with a P-256 private key")
+    der = key.sign(content, ec.ECDSA(hashes.SHA256()))
+    if check.ecdsa_signature == "der":
+        return der
+    r, s = decode_dss_signature(der)
+    return r.to_bytes(32, "big") + s.to_bytes(32, "big")
+
+
+def _private_key(secret: str) -> object:
+    if secret.startswith(WHSK_PREFIX):
+        seed = prefixed_base64(secret, WHSK_PREFIX)
+        if seed is None or len(seed) != ED25519_KEY_BYTES:
+            raise ValueError(f"a {WHSK_PREFIX} key is base64 of a 32-byte seed")
+        return Ed25519PrivateKey.from_private_bytes(seed)
+    try:
+        return serialization.load_pem_private_key(secret.encode("ascii"), password=None)
+    except (ValueError, TypeError, UnicodeEncodeError):
+        raise ValueError("the private key must be PEM (PKCS#8) or a whsk_ seed") from None
+
+
+def generate_p256_private_pem() -> tuple[str, str]:
+    """A fresh P-256 (private PKCS#8 PEM, public base64 DER) pair, for tests and demos."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    private = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    ).decode("ascii")
+    public = key.public_key().public_bytes(
+        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    return private, base64.b64encode(public).decode("ascii")
 
 
 def sign_headers(
@@ -60,7 +113,7 @@ def sign_headers(
     method: str | None = None,
     url: str | None = None,
 ) -> dict[str, str]:
-    """Every header a sender of an HMAC scheme sends: signature, and the
+    """Every header a sender of a signing scheme sends: signature, and the
     timestamp and id headers where the scheme's envelope has them (first
     name of each alias list)."""
     envelope = build_spec(scheme, options).envelope

@@ -8,6 +8,7 @@ import binascii
 import contextlib
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from email.utils import formatdate
 from typing import Any
@@ -37,6 +38,7 @@ from shared.simulator.scripts import (
     parse_params,
     parse_script,
 )
+from shared.simulator.shape import ApiShape
 from shared.simulator.state import (
     IdempotencyRecord,
     Job,
@@ -99,16 +101,24 @@ def _optional_str(body: dict[str, Any], name: str) -> str | None:
     return value
 
 
-def parse_create(body: object, idempotency_key: str | None, time_scale: float) -> CreateRequest:
+def parse_create(
+    body: object,
+    idempotency_key: str | None,
+    time_scale: float,
+    default_params: Mapping[str, Any] | None = None,
+) -> CreateRequest:
     if not isinstance(body, dict):
         raise ParamError("the body must be a JSON object")
     script = parse_script(body.get("script"))
+    params = body.get("params")
+    if default_params and (params is None or isinstance(params, dict)):
+        params = {**default_params, **(params or {})}
     webhook_url = _optional_str(body, "webhook_url")
     if webhook_url is not None and not webhook_url.startswith(("http://", "https://")):
         raise ParamError("'webhook_url' must be an http(s) URL")
     return CreateRequest(
         script=script,
-        params=parse_params(script, body.get("params"), time_scale),
+        params=parse_params(script, params, time_scale),
         client_reference=_optional_str(body, "client_reference"),
         webhook_url=webhook_url,
         input=body.get("input"),
@@ -144,21 +154,50 @@ def _decode_page_token(token: str) -> int:
     return int(number)
 
 
+def shaped(shape: ApiShape, handler: Handler) -> Handler:
+    """`handler`, its JSON answers (status, create, cancel, errors) in `shape`'s words.
+
+    Result documents are plain `Response`s: their bytes are the provider's
+    output, not its API, and checksums cover them as served.
+    """
+    if shape == ApiShape():
+        return handler
+
+    async def endpoint(request: Request) -> Response:
+        response = await handler(request)
+        if not isinstance(response, JSONResponse):
+            return response
+        headers = {
+            name: value
+            for name, value in response.headers.items()
+            if name not in ("content-length", "content-type")
+        }
+        body = shape.out(json.loads(bytes(response.body)))
+        return AsciiJSONResponse(body, status_code=response.status_code, headers=headers)
+
+    return endpoint
+
+
 class ProviderApi:
     def __init__(self, simulation: Simulation) -> None:
         self._sim = simulation
 
     def routes(self) -> list[Route]:
-        def route(path: str, kind: RequestKind, handler: Handler, method: str) -> Route:
-            return Route(path, observed(self._sim, kind, handler), methods=[method])
+        shape = self._sim.settings.shape
 
+        def route(path: str, kind: RequestKind, handler: Handler, method: str) -> Route:
+            endpoint = observed(self._sim, kind, shaped(shape, handler))
+            return Route(path, endpoint, methods=[method])
+
+        jobs, job = shape.jobs_path, shape.job_url("{job_id}")
+        cancel = f"{job}/cancel" if shape.cancel_method == "POST" else job
         return [
-            route("/v1/jobs", RequestKind.CREATE, self.create_job, "POST"),
-            route("/v1/jobs", RequestKind.LOOKUP, self.lookup_jobs, "GET"),
-            route("/v1/jobs/{job_id}", RequestKind.STATUS, self.get_job, "GET"),
-            route("/v1/jobs/{job_id}/cancel", RequestKind.CANCEL, self.cancel_job, "POST"),
-            route("/v1/jobs/{job_id}/result", RequestKind.RESULT, self.get_result, "GET"),
-            route("/v1/jobs/{job_id}/errors", RequestKind.ERRORS, self.get_errors, "GET"),
+            route(jobs, RequestKind.CREATE, self.create_job, "POST"),
+            route(jobs, RequestKind.LOOKUP, self.lookup_jobs, "GET"),
+            route(job, RequestKind.STATUS, self.get_job, "GET"),
+            route(cancel, RequestKind.CANCEL, self.cancel_job, shape.cancel_method),
+            route(f"{job}/result", RequestKind.RESULT, self.get_result, "GET"),
+            route(f"{job}/errors", RequestKind.ERRORS, self.get_errors, "GET"),
         ]
 
     def _job(self, request: Request) -> Job | None:
@@ -170,13 +209,15 @@ class ProviderApi:
         sim = self._sim
         exchange = exchange_of(request)
         sim.store.stats.creates_total += 1
+        shape = sim.settings.shape
         try:
-            raw = await request.json()
+            sent = await request.json()
         except ValueError:
             return _error(422, "invalid_request", "the body must be JSON")
         try:
+            key = shape.idempotency_key(request.headers, sent)
             create = parse_create(
-                raw, request.headers.get("idempotency-key"), sim.settings.time_scale
+                shape.into(sent), key, sim.settings.time_scale, shape.default_params
             )
         except ParamError as exc:
             return _error(422, "invalid_request", str(exc))
@@ -277,7 +318,7 @@ class ProviderApi:
         return job
 
     def _first_response(self, job: Job) -> StoredResponse:
-        body = accepted_body(job, self._sim.now())
+        body = accepted_body(job, self._sim.now(), self._sim.settings.shape)
         if job.script is Script.SYNC:
             return StoredResponse(200, {**body, "result": result_body(job)})
         return StoredResponse(202, body)
@@ -308,9 +349,8 @@ class ProviderApi:
         exchange.entry.job_id = record.response.body["job_id"]
         return self._job_response(record.response, replayed=True)
 
-    @staticmethod
-    def _job_response(stored: StoredResponse, *, replayed: bool) -> Response:
-        headers = {"Location": f"/v1/jobs/{stored.body['job_id']}"}
+    def _job_response(self, stored: StoredResponse, *, replayed: bool) -> Response:
+        headers = {"Location": self._sim.settings.shape.job_url(stored.body["job_id"])}
         if replayed:
             headers["Idempotent-Replayed"] = "true"
         return JSONResponse(stored.body, status_code=stored.status_code, headers=headers)
@@ -331,7 +371,7 @@ class ProviderApi:
                 return self._backpressure(job)
             job.record_status_read(sim.now())
             sim.touch(job)
-            body = status_body(job, sim.now())
+            body = status_body(job, sim.now(), sim.settings.shape)
             exchange_of(request).poll_after = body["poll_after_seconds"]
             return AsciiJSONResponse(body)
 
@@ -344,10 +384,13 @@ class ProviderApi:
 
     async def lookup_jobs(self, request: Request) -> Response:
         sim = self._sim
-        jobs = sim.store.by_reference(request.query_params.get("client_reference"))
+        shape = sim.settings.shape
+        jobs = sim.store.by_reference(request.query_params.get(shape.lookup_param))
         for job in jobs:
             sim.touch(job)
-        return AsciiJSONResponse({"jobs": [status_body(job, sim.now()) for job in jobs]})
+        # each listed job in the provider's shape; the envelope is shaped on the way out
+        listed = [shape.out(status_body(job, sim.now(), shape)) for job in jobs]
+        return AsciiJSONResponse({"jobs": listed})
 
     # -- cancel -----------------------------------------------------------
 
@@ -387,7 +430,7 @@ class ProviderApi:
             return job
         if job.result_expired(sim.now()):
             return _error(410, "result_expired", "the result link has expired")
-        body, media_type = result_document(job)
+        body, media_type = result_document(job, sim.settings.shape)
         # checksum_mismatch: the bytes sent are not the ones the checksums cover.
         if job.script is Script.CHECKSUM_MISMATCH:
             digested, body = body, body + b" "

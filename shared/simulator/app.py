@@ -29,8 +29,9 @@ class RequestIdMiddleware:
     the deliberately hanging create of lost_create_response.
     """
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, header: str = "X-Request-Id") -> None:
         self.app = app
+        self.header = header
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -40,7 +41,7 @@ class RequestIdMiddleware:
 
         async def send_with_id(message: Message) -> None:
             if message["type"] == "http.response.start":
-                MutableHeaders(scope=message).append("X-Request-Id", request_id)
+                MutableHeaders(scope=message).append(self.header, request_id)
             await send(message)
 
         await self.app(scope, receive, send_with_id)
@@ -57,7 +58,7 @@ def build_app(settings: SimulatorSettings, clock: Clock | None = None) -> Starle
 
     app = Starlette(
         routes=[*ProviderApi(simulation).routes(), *AdminApi(simulation).routes()],
-        middleware=[Middleware(RequestIdMiddleware)],
+        middleware=[Middleware(RequestIdMiddleware, header=settings.shape.request_id_header)],
         lifespan=lifespan,
         max_body_size=MAX_BODY_BYTES,
     )

@@ -16,6 +16,7 @@ from starlette.responses import Response
 
 from shared.simulator.requestlog import LoggedRequest, RequestKind
 from shared.simulator.runtime import Simulation
+from shared.simulator.shape import ApiShape
 
 Handler = Callable[[Request], Awaitable[Response]]
 
@@ -36,14 +37,18 @@ def exchange_of(request: Request) -> Exchange:
     return exchange
 
 
-async def _create_reference(request: Request) -> str | None:
-    """client_reference of a create body, leniently: the handler reports bad bodies."""
+async def _create_identity(request: Request, shape: ApiShape) -> tuple[str | None, str | None]:
+    """(client_reference, idempotency key) of a create, leniently.
+
+    A bad body is the handler's to report; here it only names no one.
+    """
     try:
-        body = await request.json()
+        body = shape.into(await request.json())
     except ValueError:
-        return None
+        body = None
+    key = shape.idempotency_key(request.headers, body)
     value = body.get("client_reference") if isinstance(body, dict) else None
-    return value if isinstance(value, str) else None
+    return (value if isinstance(value, str) else None), key
 
 
 def _subject(entry: LoggedRequest) -> str | None:
@@ -54,8 +59,9 @@ def _subject(entry: LoggedRequest) -> str | None:
 
 
 def _arrive(sim: Simulation, kind: RequestKind, request: Request) -> LoggedRequest:
+    shape = sim.settings.shape
     client_reference = (
-        request.query_params.get("client_reference") if kind is RequestKind.LOOKUP else None
+        request.query_params.get(shape.lookup_param) if kind is RequestKind.LOOKUP else None
     )
     return sim.store.requests.arrive(
         sim.wall(),
@@ -63,7 +69,7 @@ def _arrive(sim: Simulation, kind: RequestKind, request: Request) -> LoggedReque
         request.scope["path"],
         kind,
         job_id=request.path_params.get("job_id"),
-        idempotency_key=request.headers.get("idempotency-key"),
+        idempotency_key=None,
         client_reference=client_reference,
     )
 
@@ -81,7 +87,8 @@ def observed(sim: Simulation, kind: RequestKind, handler: Handler) -> Handler:
         try:
             if kind is RequestKind.CREATE:
                 # Needed for the subject; Starlette caches the body for the handler.
-                entry.client_reference = await _create_reference(request)
+                identity = await _create_identity(request, sim.settings.shape)
+                entry.client_reference, entry.idempotency_key = identity
             subject = _subject(entry)
             if subject is not None:
                 entry.violations = pacing.check(entry, subject)

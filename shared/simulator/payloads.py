@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import base64
+import csv
 import hashlib
+import io
 import json
 from datetime import UTC, datetime
 from typing import Any
 
 from shared.simulator.oddities import apply_oddity
 from shared.simulator.scripts import ResultShape, Script
+from shared.simulator.shape import CSV_COLUMNS, ApiShape
 from shared.simulator.state import Job, JobState
+
+CANONICAL = ApiShape()
 
 
 def rfc3339(epoch_seconds: float) -> str:
@@ -37,8 +42,8 @@ def error_body(code: str, message: str) -> dict[str, Any]:
     return {"error": {"code": code, "message": message}}
 
 
-def status_url(job: Job) -> str:
-    return f"/v1/jobs/{job.job_id}"
+def status_url(job: Job, shape: ApiShape = CANONICAL) -> str:
+    return shape.job_url(job.job_id)
 
 
 def counts(job: Job) -> dict[str, int] | None:
@@ -59,7 +64,8 @@ def _job_error(job: Job) -> dict[str, str] | None:
     return None
 
 
-def status_body(job: Job, now: float) -> dict[str, Any]:
+def status_body(job: Job, now: float, shape: ApiShape = CANONICAL) -> dict[str, Any]:
+    """The canonical status object (`shape` only places its URLs)."""
     terminal = job.final_state is not None
     job_counts = counts(job)
     body = {
@@ -70,23 +76,26 @@ def status_body(job: Job, now: float) -> dict[str, Any]:
         "updated_at": rfc3339(job.wall(job.updated_at(now))),
         "poll_after_seconds": None if terminal else job.params.poll_after_seconds,
         "error": _job_error(job),
-        "result_url": f"{status_url(job)}/result" if job.has_result else None,
+        "result_url": f"{status_url(job, shape)}/result" if job.has_result else None,
         "errors_url": (
-            f"{status_url(job)}/errors" if job_counts is not None and job_counts["failed"] else None
+            f"{status_url(job, shape)}/errors"
+            if job_counts is not None and job_counts["failed"]
+            else None
         ),
         "counts": job_counts,
     }
     if job.params.result_format is not ResultShape.JSON and job.has_result:
         # a checksum published in the status body (hex sha256 of the bytes served)
-        body["result_sha256"] = hashlib.sha256(result_document(job)[0]).hexdigest()
+        document = result_document(job, shape)[0]
+        body["result_sha256"] = hashlib.sha256(document).hexdigest()
     return apply_oddity(body, job)
 
 
-def accepted_body(job: Job, now: float) -> dict[str, Any]:
+def accepted_body(job: Job, now: float, shape: ApiShape = CANONICAL) -> dict[str, Any]:
     return {
         "job_id": job.job_id,
         "state": job.state(now).value,
-        "status_url": status_url(job),
+        "status_url": status_url(job, shape),
         "client_reference": job.client_reference,
     }
 
@@ -101,23 +110,34 @@ def result_body(job: Job) -> dict[str, Any]:
     return body
 
 
-CSV_COLUMNS = "index,output,status,message"
-
-
-def result_document(job: Job) -> tuple[bytes, str]:
+def result_document(job: Job, shape: ApiShape = CANONICAL) -> tuple[bytes, str]:
     """The result bytes as served, and their media type.
 
     CSV lists every item done, a failed one marked in `status` (as a provider
-    whose export keeps failures inline does); JSON lists the successes only.
+    whose export keeps failures inline does); JSON lists the successes only;
+    binary is opaque bytes (a rendered file), 32 per item done.
     """
     if job.params.result_format is ResultShape.JSON:
         return dumps(result_body(job)), "application/json"
+    if job.params.result_format is ResultShape.BINARY:
+        chunks = (
+            hashlib.sha256(f"{job.job_id}:{i}".encode()).digest() for i in range(job.items_done)
+        )
+        return b"".join(chunks), "application/octet-stream"
+    return _csv_document(job, shape), "text/csv"
+
+
+def _csv_document(job: Job, shape: ApiShape) -> bytes:
     failed = set(job.done_failed_indices)
-    lines = [CSV_COLUMNS]
+    out = io.StringIO()
+    writer = csv.writer(out, delimiter=shape.csv_delimiter, lineterminator="\r\n")
+    writer.writerow([shape.column(name) for name in CSV_COLUMNS])
     for i in range(job.items_done):
-        row = f"{i},,failed,item {i} was rejected" if i in failed else f"{i},item-{i},ok,"
-        lines.append(row)
-    return ("\r\n".join(lines) + "\r\n").encode(), "text/csv"
+        if i in failed:
+            writer.writerow([i, "", "failed", f"item {i} was rejected"])
+        else:
+            writer.writerow([i, f"item-{i}", "ok", ""])
+    return out.getvalue().encode()
 
 
 def failed_items(job: Job) -> list[dict[str, Any]]:
@@ -127,10 +147,15 @@ def failed_items(job: Job) -> list[dict[str, Any]]:
     ]
 
 
-def webhook_event(job: Job, state: JobState, occurred_at: float) -> bytes:
-    """Body of one webhook; `occurred_at` is monotonic time of the announced change."""
+def webhook_event(job: Job, state: JobState, occurred_at: float, event_id: str) -> bytes:
+    """Body of one webhook; `occurred_at` is monotonic time of the announced change.
+
+    The event id is in the body too (as Stripe and GitHub-style senders put
+    it), besides the `webhook-id` header Standard Webhooks reads.
+    """
     return dumps(
         {
+            "event_id": event_id,
             "type": f"job.{state.value}",
             "job_id": job.job_id,
             "state": state.value,

@@ -54,10 +54,11 @@ class Script(StrEnum):
 
 
 class ResultShape(StrEnum):
-    """How the result document is served: JSON items, or CSV rows (failed rows marked)."""
+    """How the result document is served: JSON items, CSV rows (failed rows marked), or bytes."""
 
     JSON = "json"
     CSV = "csv"
+    BINARY = "binary"
 
 
 class Odd(StrEnum):

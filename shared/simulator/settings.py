@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import os
+import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
 
 from shared import signatures
+from shared.simulator.shape import ApiShape, ShapeError
 
 # Delays before each webhook redelivery. Real providers back off over minutes;
 # the simulator keeps it short so tests observe retries in about a second.
@@ -35,6 +39,8 @@ class SimulatorSettings:
     # same jobs through differently-shaped provider configs.
     webhook_scheme: str = "standard_webhooks"
     webhook_options: Mapping[str, object] = field(default_factory=dict)
+    # Paths, field, state and header names on the wire (the canonical API by default).
+    shape: ApiShape = field(default_factory=ApiShape)
 
     def __post_init__(self) -> None:
         if self.time_scale <= 0:
@@ -49,14 +55,49 @@ class SimulatorSettings:
             raise ValueError("webhook_scheme must sign (static_header signs nothing)")
         signatures.check_options(self.webhook_scheme, self.webhook_options)
 
+    def with_shape_file(self, path: Path) -> SimulatorSettings:
+        """These settings dressed as the API a shape file describes (see `read_shape_file`)."""
+        return replace(self, **read_shape_file(path))
+
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> SimulatorSettings:
-        """Read JW_SIM_* variables, so the secret can stay out of command lines."""
+    def from_env(
+        cls, environ: Mapping[str, str] | None = None, shape_file: Path | None = None
+    ) -> SimulatorSettings:
+        """Read JW_SIM_* variables, so the secret can stay out of command lines.
+
+        `shape_file` is applied before the settings are checked: a secret fit
+        for the shape's signing scheme is refused by no other scheme.
+        """
         env = os.environ if environ is None else environ
+        dressed = read_shape_file(shape_file) if shape_file is not None else {}
         return cls(
+            **dressed,
             time_scale=float(env.get("JW_SIM_TIME_SCALE", "1.0")),
             webhook_url=env.get("JW_SIM_WEBHOOK_URL") or None,
             webhook_secret=env.get("JW_SIM_WEBHOOK_SECRET") or None,
             honour_idempotency=env.get("JW_SIM_HONOUR_IDEMPOTENCY", "true").lower() in _TRUE,
             status_latency=float(env.get("JW_SIM_STATUS_LATENCY", "0")),
         )
+
+
+def read_shape_file(path: Path) -> dict[str, Any]:
+    """The settings a shape file gives: `shape`, and how that API signs.
+
+    Its optional [webhooks] table (scheme, [webhooks.options]) sets
+    `webhook_scheme` and `webhook_options`; the rest is an `ApiShape`.
+    Raises ShapeError with a message fit to print.
+    """
+    try:
+        table = tomllib.loads(path.read_text("utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ShapeError(f"{path}: {exc}") from None
+    hooks = table.pop("webhooks", None)
+    settings: dict[str, Any] = {"shape": ApiShape.from_mapping(table)}
+    if hooks is None:
+        return settings
+    scheme, options = hooks.get("scheme"), hooks.get("options", {})
+    if set(hooks) - {"scheme", "options"} or not isinstance(scheme, str):
+        raise ShapeError(f"{path}: [webhooks] takes scheme and [webhooks.options]")
+    if not isinstance(options, dict):
+        raise ShapeError(f"{path}: [webhooks.options] must be a table")
+    return {**settings, "webhook_scheme": scheme, "webhook_options": options}

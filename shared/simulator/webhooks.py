@@ -7,6 +7,7 @@ stale running" really reaches the receiver in that order.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from collections.abc import Sequence
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 import httpx
 
 from shared.signatures import sign_headers, sign_standard_webhooks
-from shared.simulator.payloads import webhook_event
+from shared.simulator.payloads import dumps, webhook_event
 from shared.simulator.scripts import Script
 from shared.simulator.settings import SimulatorSettings
 from shared.simulator.state import QUEUED_FRACTION, Job, JobState, JobStore, new_id
@@ -39,11 +40,11 @@ def terminal_deliveries(job: Job) -> list[Delivery]:
     """The messages announcing the end of `job`, shaped by its script."""
     if job.final_state is None or job.finished_at is None:
         raise ValueError(f"job {job.job_id} is not terminal")
-    final = Delivery(new_id("evt"), webhook_event(job, job.final_state, job.finished_at))
+    final = _event(job, job.final_state, job.finished_at)
     if job.script is Script.DUPLICATE_WEBHOOK:
-        # Same message redelivered, then the same content under a new id: the
+        # Same message redelivered, then the same news under a new id: the
         # receiver must dedupe by id *and* treat the observation idempotently.
-        return [final, final, Delivery(new_id("evt"), final.body)]
+        return [final, final, _event(job, job.final_state, job.finished_at)]
     if job.script is Script.OUT_OF_ORDER_WEBHOOKS:
         return [final, running_delivery(job)]
     return [final]
@@ -51,7 +52,12 @@ def terminal_deliveries(job: Job) -> list[Delivery]:
 
 def running_delivery(job: Job) -> Delivery:
     started = job.created_at + QUEUED_FRACTION * job.params.duration
-    return Delivery(new_id("evt"), webhook_event(job, JobState.RUNNING, started))
+    return _event(job, JobState.RUNNING, started)
+
+
+def _event(job: Job, state: JobState, occurred_at: float) -> Delivery:
+    event_id = new_id("evt")
+    return Delivery(event_id, webhook_event(job, state, occurred_at, event_id))
 
 
 class WebhookSender:
@@ -77,11 +83,18 @@ class WebhookSender:
             task.cancel()
 
     def dispatch(self, url: str, deliveries: Sequence[Delivery]) -> asyncio.Task[None]:
-        """Send `deliveries` in order in the background."""
-        task = asyncio.create_task(self._deliver_all(url, deliveries))
+        """Send `deliveries` in order in the background, in the provider's shape."""
+        shaped = [self._shaped(delivery) for delivery in deliveries]
+        task = asyncio.create_task(self._deliver_all(url, shaped))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
+
+    def _shaped(self, delivery: Delivery) -> Delivery:
+        shape = self._settings.shape
+        if not shape.fields and not shape.states:
+            return delivery
+        return Delivery(delivery.event_id, dumps(shape.out(json.loads(delivery.body))))
 
     async def _deliver_all(self, url: str, deliveries: Sequence[Delivery]) -> None:
         for delivery in deliveries:

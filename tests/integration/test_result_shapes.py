@@ -7,6 +7,7 @@ publishes the hex sha256 of the bytes in the status response.
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -69,3 +70,45 @@ async def test_a_csv_whose_bytes_differ_from_the_status_checksum_is_refused(
         "SELECT reason FROM escalations WHERE operation_id = $1 ORDER BY 1 DESC LIMIT 1", op_id
     )
     assert "/result_sha256" in reason and "mismatch" in reason
+
+
+BINARY_RESULT = {
+    "source": "url",
+    "side_effects": False,
+    "format": "binary",
+    "expect": {
+        "content_types": ["application/octet-stream"],
+        "checksum": {
+            "source": "status",
+            "field": "/result_sha256",
+            "algorithm": "sha256",
+            "encoding": "hex",
+        },
+    },
+}
+
+
+async def test_a_binary_result_is_stored_as_a_file_checked_by_size_and_checksum(
+    pool: Any, tmp_path: Path
+) -> None:
+    async with rig(pool, tmp_path, replace_tables={"result": BINARY_RESULT}) as r:
+        op_id = await r.submit("success", duration=0.1, total=3, result_format="binary")
+        assert await r.settle(op_id, {S.SUCCEEDED, S.RESULT_VALIDATION_FAILED}) is S.SUCCEEDED
+    row = await pool.fetchrow(
+        "SELECT valid, size_bytes, sha256, storage_ref, inline, content_type"
+        " FROM results WHERE operation_id = $1",
+        op_id,
+    )
+    assert row["valid"] and row["content_type"] == "application/octet-stream"
+    assert row["size_bytes"] == 3 * 32 and row["inline"] is None  # never parsed, kept as bytes
+    stored = Path(row["storage_ref"].removeprefix("file:")).read_bytes()
+    assert hashlib.sha256(stored).hexdigest() == row["sha256"] and len(stored) == 96
+
+
+async def test_a_binary_result_whose_bytes_differ_from_the_status_checksum_is_refused(
+    pool: Any, tmp_path: Path
+) -> None:
+    async with rig(pool, tmp_path, replace_tables={"result": BINARY_RESULT}) as r:
+        op_id = await r.submit("checksum_mismatch", duration=0.1, result_format="binary")
+        final = await r.settle(op_id, {S.SUCCEEDED, S.RESULT_VALIDATION_FAILED})
+    assert final is S.RESULT_VALIDATION_FAILED

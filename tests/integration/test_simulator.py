@@ -523,6 +523,7 @@ async def test_terminal_webhook_is_signed_and_sent_without_polling(
     )
     [delivery] = await receiver.wait_for(1)
     assert delivery.event == {
+        "event_id": delivery.headers["webhook-id"],
         "type": "job.succeeded",
         "job_id": job_id,
         "state": "succeeded",
@@ -549,7 +550,8 @@ async def test_duplicate_webhook_repeats_the_same_id(
     assert again.headers["webhook-id"] == first.headers["webhook-id"]
     assert again.body == first.body
     assert renamed.headers["webhook-id"] != first.headers["webhook-id"]
-    assert renamed.body == first.body
+    assert renamed.event["event_id"] == renamed.headers["webhook-id"]
+    assert {**renamed.event, "event_id": None} == {**first.event, "event_id": None}
     assert (await stats(client))["webhooks_sent"] == 3
 
 

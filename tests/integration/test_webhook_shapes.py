@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from shared.ledger.states import LocalState
+from shared.signatures import generate_ed25519_keypair, generate_p256_private_pem
 from tests.harness import webhook_rig
 
 S = LocalState
@@ -54,10 +55,36 @@ SHAPES: dict[str, dict[str, Any]] = {
             "signed_content": "{method} {url}\n{timestamp}\n{body}",
         },
     },
+    "ed25519_over_id_timestamp_body": {
+        "scheme": "asymmetric",
+        "options": {
+            "algorithm": "ed25519",
+            "key_encoding": "whpk",
+            "signature_header": "X-Acme-Signature",
+            "timestamp_header": "X-Acme-Timestamp",
+            "id_header": "X-Acme-Event",
+            "format": "versioned",
+            "signed_content": "{id}.{timestamp}.{body}",
+        },
+    },
+    "ecdsa_p256_raw_hex": {
+        "scheme": "asymmetric",
+        "options": {
+            "algorithm": "ecdsa_p256",
+            "ecdsa_signature": "raw",
+            "signature_header": "X-Sig",
+            "timestamp_header": "X-Sig-Time",
+            "format": "hex",
+            "signed_content": "{timestamp}{body}",
+        },
+    },
     "github": {"scheme": "github", "options": {}},
     "slack": {"scheme": "slack", "options": {}},
     "shopify": {"scheme": "shopify", "options": {}},
 }
+
+
+KEYPAIRS = {"ed25519": generate_ed25519_keypair, "ecdsa_p256": generate_p256_private_pem}
 
 
 @pytest.mark.parametrize("shape", sorted(SHAPES))
@@ -65,7 +92,10 @@ async def test_a_webhook_signed_like_another_provider_finishes_the_job(
     pool: Any, tmp_path: Path, shape: str
 ) -> None:
     table = SHAPES[shape]
-    sim = {"webhook_scheme": table["scheme"], "webhook_options": table["options"]}
+    sim: dict[str, Any] = {"webhook_scheme": table["scheme"], "webhook_options": table["options"]}
+    if table["scheme"] == "asymmetric":  # the simulator signs, the receiver holds the public key
+        private, public = KEYPAIRS[table["options"]["algorithm"]]()
+        sim.update(webhook_secret=private, verify_with=public)
     async with webhook_rig(pool, tmp_path, webhooks=table, **sim) as r:
         op_id = await r.submit("success", duration=0.3)
         assert await r.settle(op_id, {S.SUCCEEDED}, timeout=20) is S.SUCCEEDED

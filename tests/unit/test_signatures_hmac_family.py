@@ -8,7 +8,15 @@ import hmac
 
 import pytest
 
-from shared.signatures import SignatureError, Verified, check_options, check_secret, sign, verify
+from shared.signatures import (
+    SignatureError,
+    Verified,
+    check_options,
+    check_secret,
+    generate_ed25519_keypair,
+    sign,
+    verify,
+)
 
 SECRET = "family-secret-1"
 OTHER_SECRET = "family-secret-2"
@@ -365,6 +373,9 @@ def test_sign_refuses_missing_signed_values() -> None:
         sign("hmac", options, SECRET, BODY)
 
 
-def test_sign_refuses_public_key_schemes() -> None:
-    with pytest.raises(ValueError, match="HMAC schemes only"):
-        sign("asymmetric", {"signature_header": "X-Sig", "algorithm": "ed25519"}, "k", BODY)
+def test_sign_with_a_public_key_scheme_needs_the_private_key() -> None:
+    _, public = generate_ed25519_keypair()
+    options = {"signature_header": "X-Sig", "algorithm": "ed25519"}
+    with pytest.raises(ValueError, match="PEM") as info:
+        sign("asymmetric", options, public, BODY)
+    assert public not in str(info.value)
