@@ -46,7 +46,10 @@ def as_float(value: Any) -> float | None:
     if isinstance(value, bool) or value is None:
         return None
     if isinstance(value, int | float):
-        number = float(value)
+        try:
+            number = float(value)
+        except OverflowError:  # JSON integers have no size limit; a double has
+            return None
     elif isinstance(value, str):
         try:
             number = float(value.strip().rstrip("%").rstrip("s"))
@@ -58,6 +61,17 @@ def as_float(value: Any) -> float | None:
 
 
 def as_int(value: Any) -> int | None:
+    """Integers exactly, whatever their size (a count past 2**53 must not be rounded
+    through a double); integral floats and numeric text as well."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str):
+        try:
+            return int(value.strip())
+        except ValueError:
+            pass  # "12.0", "1e3", "5s": the lenient float reading below
     number = as_float(value)
     if number is None or number != int(number):
         return None

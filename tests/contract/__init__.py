@@ -1,0 +1,1 @@
+"""Contract tests: the shipped presets against their providers' published API documents."""

@@ -1,0 +1,35 @@
+"""Lenient reading of provider numbers: exact integers of any size, never an exception."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from shared.providers.values import as_float, as_int
+
+
+def test_an_integer_past_what_a_double_holds_stays_exact() -> None:
+    # JSON integers have no size limit; a count read through a double lost its last digit.
+    assert as_int(2**53 + 1) == 2**53 + 1
+    assert as_int(2**63 - 1) == 2**63 - 1
+    assert as_int(str(2**63 - 1)) == 2**63 - 1
+
+
+def test_an_integer_too_large_for_a_double_is_no_float_and_no_crash() -> None:
+    # float(10**400) raises OverflowError: it escaped parse_status before.
+    assert as_float(10**400) is None
+    assert as_int(10**400) == 10**400
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [(12, 12), (12.0, 12), ("12", 12), (" 12 ", 12), ("12.0", 12), ("1e3", 1000), ("5s", 5)],
+)
+def test_integral_values_in_any_spelling_read_as_integers(value: Any, expected: int) -> None:
+    assert as_int(value) == expected
+
+
+@pytest.mark.parametrize("value", [True, None, 1.5, "1.5", "x", "", "nan", float("inf"), [], {}])
+def test_what_is_not_an_integer_reads_as_none(value: Any) -> None:
+    assert as_int(value) is None
