@@ -14,7 +14,7 @@ from reconciler.context import Context
 from shared import ledger
 from shared.ledger import Operation, decisions, evidence, leases
 from shared.ledger.errors import LeaseLost
-from shared.ledger.states import ESCALATED, POLLED, Evidence, LocalState
+from shared.ledger.states import ESCALATED, POLLED, SCHEDULED, Evidence, LocalState
 from shared.providers import HttpRequest, ProviderAdapter
 
 log = logging.getLogger("jobwarden.reconciler")
@@ -218,6 +218,31 @@ class Step:
         if dst in ESCALATED:
             await decisions.escalate(conn, self.op, dst, escalation or cause, **details)
         await self.reload(conn)
+
+    async def cannot_build(self, conn: Any, reason: str, **details: Any) -> Delay:
+        """A request this step needs cannot be built from what is on record.
+
+        Building it again gives the same refusal on every claim (a stored body
+        that cannot carry our token, a job id or URL from the provider that no
+        request can hold), so retrying would stall the operation forever: it
+        stops for a human (needs_attention) with `reason`, in plain words.
+        Nothing was recorded as sent: the caller builds before it records.
+        """
+        log.warning(
+            "request cannot be built; escalated",
+            extra={
+                "ctx": {
+                    "operation_id": self.op.operation_id,
+                    "provider": self.op.provider,
+                    "reason": reason,
+                }
+            },
+        )
+        async with conn.transaction():
+            await self.reload(conn)
+            if self.op.state in SCHEDULED:  # else someone else already ended our part
+                await self.move(conn, LocalState.NEEDS_ATTENTION, reason, **details)
+        return None
 
     async def reload(self, conn: Any) -> None:
         self.op = await ledger.load_operation(conn, self.op.operation_id)

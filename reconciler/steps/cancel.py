@@ -16,7 +16,7 @@ from reconciler.steps.poll import passed_deadline, step_poll
 from shared import ledger
 from shared.db.queries import q
 from shared.ledger.states import Evidence, LocalState
-from shared.providers import may_have_been_delivered
+from shared.providers import RequestBuildError, may_have_been_delivered
 
 S = LocalState
 # Answers that mean "not now": their Retry-After holds back every call.
@@ -98,7 +98,14 @@ async def _cancel(step: Step, conn: Any) -> Delay | _ReadStatus:
         # observe instead; the status read settles it.
         return READ_STATUS
     assert op.remote_job_id is not None
-    req = step.adapter.build_cancel(op.remote_job_id)
+    try:
+        req = step.adapter.build_cancel(op.remote_job_id)
+    except RequestBuildError as exc:  # a job id no URL can carry, say
+        return await step.cannot_build(
+            conn,
+            f"the cancel request cannot be built from what is on record: {exc}; "
+            "this cancel request was not sent",
+        )
     async with conn.transaction():  # recovery point: from here on, it may have been sent
         attempt = await ledger.record_cancel_sent(conn, op.operation_id, fence=step.fence)
         call_id = await step.begin_call(conn, req, "cancel", attempt)

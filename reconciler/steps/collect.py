@@ -15,6 +15,7 @@ create, or the partial output of a cancelled job — is stored by one function,
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
@@ -39,6 +40,7 @@ from shared.providers.description import ResultSource
 from shared.result_store import INLINE_MAX_BYTES
 
 S = LocalState
+log = logging.getLogger("jobwarden.reconciler")
 # Transient fetch failures (5xx, timeouts) are retried this many times before
 # the result is declared unavailable and a human is asked.
 MAX_RESULT_ATTEMPTS = 6
@@ -165,7 +167,12 @@ async def step_collect(step: Step) -> Delay:
         attempt = await ledger.bump_attempt(conn, "result", step.op.operation_id, fence=step.fence)
         if attempt is None:
             raise lease_lost(step.op.operation_id)
-        status_resp = await _final_status(step, conn, attempt, fresh=attempt > 1)
+        try:
+            status_resp = await _final_status(step, conn, attempt, fresh=attempt > 1)
+        except RequestBuildError as exc:  # raised only by the build, before anything is sent
+            return await step.cannot_build(
+                conn, f"the final status read cannot be built from what is on record: {exc}"
+            )
         if status_resp is None:
             if attempt >= MAX_RESULT_ATTEMPTS:
                 return await _give_up(
@@ -289,7 +296,15 @@ async def _error_pages(step: Step, conn: Any, errors_url: str) -> list[ItemFailu
     failures: list[ItemFailure] = []
     token: str | None = None
     for page in range(MAX_ERROR_PAGES):
-        req = step.adapter.build_errors_page(errors_url, token)
+        try:
+            req = step.adapter.build_errors_page(errors_url, token)
+        except RequestBuildError:
+            # The rest stays at the provider; the counts still say how many failed.
+            log.warning(
+                "error page cannot be requested; failed items kept so far only",
+                extra={"ctx": {"operation_id": step.op.operation_id, "page": page + 1}},
+            )
+            break
         resp = await _recorded_call(step, conn, req, "errors", page + 1)
         if resp is None or resp.status_code != 200:
             break
@@ -379,7 +394,11 @@ async def collect_partial_output(step: Step, conn: Any, status: StatusFact) -> P
         return Partial.NONE  # a fetch that consumes the result is not ours to make on the side
     try:
         reqs = step.adapter.build_result_requests(step.op.remote_job_id, status)
-    except RequestBuildError:
+    except RequestBuildError:  # a file id or URL no request can carry: never fetchable
+        log.warning(
+            "partial output cannot be requested; not kept",
+            extra={"ctx": {"operation_id": step.op.operation_id}},
+        )
         return Partial.NONE
     if not reqs:
         return Partial.NONE

@@ -28,7 +28,7 @@ from shared.db import pgjson
 from shared.db.queries import q
 from shared.ledger.errors import StaleTransition
 from shared.ledger.states import STATE_SETS, Evidence, LocalState
-from shared.providers import CreateFact, HttpRequest, LookupFact
+from shared.providers import CreateFact, HttpRequest, LookupFact, RequestBuildError
 from shared.providers.delivery import may_have_been_delivered
 from shared.providers.description import Idempotency
 
@@ -273,7 +273,10 @@ def _create_request(step: Step) -> HttpRequest:
         "webhook_url": step.ctx.webhook_url_for(op.provider),
         "trace_id": op.trace_id,
         "result_deadline_seconds": str(
-            max(1, int((op.result_deadline - step.now()).total_seconds()))
+            max(
+                step.adapter.desc.create.min_result_deadline_seconds,
+                int((op.result_deadline - step.now()).total_seconds()),
+            )
         ),
     }
     return step.adapter.build_create(
@@ -284,9 +287,24 @@ def _create_request(step: Step) -> HttpRequest:
     )
 
 
+def _unbuildable_create(exc: RequestBuildError, earlier: int) -> str:
+    if earlier == 0:
+        sent = "it was never sent"
+    else:
+        attempts = "attempt" if earlier == 1 else "attempts"
+        sent = f"this attempt was never sent; {earlier} earlier {attempts} may have reached it"
+    return f"the create request cannot be built from the stored request: {exc}; {sent}"
+
+
 async def _send_create(step: Step, conn: Any) -> Delay:
     op = step.op
-    req = _create_request(step)
+    try:
+        req = _create_request(step)
+    except RequestBuildError as exc:
+        # Before the recovery point: no attempt counted, no call on record.
+        return await step.cannot_build(
+            conn, _unbuildable_create(exc, op.create_attempts), create_attempts=op.create_attempts
+        )
     async with conn.transaction():  # recovery point: from here on, it may have been sent
         attempt = await ledger.bump_attempt(conn, "create", op.operation_id, fence=step.fence)
         if attempt is None:
@@ -416,12 +434,20 @@ async def _accept(
         return await _conflict(
             step, conn, f"the provider's job id cannot be recorded as given ({unstorable})", []
         )
-    status = step.adapter.build_status(job_id, status_url)
-    request = {
-        "method": status.method,
-        "url": status.sanitized_url(),
-        "headers": status.sanitized_headers(),
-    }
+    request: dict[str, Any] | None
+    try:
+        status = step.adapter.build_status(job_id, status_url)
+    except RequestBuildError:
+        # The job exists (no status URL was given, or its id fits no URL): it is
+        # recorded as given, with no status read to mark, and the first status
+        # read, which cannot be built either, stops the operation for a human.
+        request = None
+    else:
+        request = {
+            "method": status.method,
+            "url": status.sanitized_url(),
+            "headers": status.sanitized_headers(),
+        }
     # Inside a caller's transaction this is a savepoint; on its own, a transaction.
     async with conn.transaction():
         await ledger.record_remote_job(

@@ -12,6 +12,10 @@ not-before time if it ends within DEADLINE_READ_GRACE_S of the deadline), and
 only a read that still shows nothing terminal — or no read possible within
 that grace — escalates. A terminal state the provider already reported (a
 webhook on record) is therefore never lost to a deadline.
+
+A status read that cannot be built (no status URL on record, a job id no URL
+can carry) stops the operation for a human at once (needs_attention): it
+would be refused the same way on every claim, deadline or not.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from shared.ledger import evidence
 from shared.ledger.errors import StaleTransition
 from shared.ledger.evidence import ROW_ERRORS, StatusRead
 from shared.ledger.states import Evidence, LocalState, RemoteState
-from shared.providers import HttpRequest, StatusFact
+from shared.providers import HttpRequest, RequestBuildError, StatusFact
 
 S = LocalState
 log = logging.getLogger("jobwarden.reconciler")
@@ -83,6 +87,11 @@ def passed_deadline(step: Step) -> Deadline | None:
 
 
 async def step_poll(step: Step) -> Delay:
+    assert step.op.remote_job_id is not None
+    try:
+        req = step.adapter.build_status(step.op.remote_job_id, step.op.status_url)
+    except RequestBuildError as exc:
+        return await _cannot_read(step, exc)
     deadline = passed_deadline(step)
     held = step.held_back(read=True)
     if held is not None:
@@ -95,8 +104,6 @@ async def step_poll(step: Step) -> Delay:
                 f"{allowed_at:%Y-%m-%dT%H:%M:%SZ}, past the deadline's grace",
             )
         return held  # the release drops the claim's mark: this read never left
-    assert step.op.remote_job_id is not None
-    req = step.adapter.build_status(step.op.remote_job_id, step.op.status_url)
     call_id = await _recorded_before_sending(step, req)
     sent = await step.send(req)
     if sent.response is None:
@@ -135,6 +142,18 @@ async def step_poll(step: Step) -> Delay:
                 # read stays on record; look again under the same lease.
                 await step.reload(conn)
                 return NOW
+
+
+async def _cannot_read(step: Step, exc: RequestBuildError) -> Delay:
+    """No status read can be built, so none (and no deadline's look) will ever be sent.
+
+    Checked before any deadline: waiting out a grace for a read that cannot
+    exist would only delay the human it ends with.
+    """
+    async with step.ctx.pool.acquire() as conn:
+        return await step.cannot_build(
+            conn, f"the status read cannot be built from what is on record: {exc}"
+        )
 
 
 def _offers_partial_output(fact: StatusFact) -> bool:

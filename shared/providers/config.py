@@ -766,6 +766,7 @@ def _create(table: _Table, status: StatusSpec, has_plugin: bool) -> CreateSpec:
             table.path("error_message", RESPONSE, "/error/message"), table, "error_message"
         ),
         idempotency_format=table.choice("idempotency_format", TokenFormat, TokenFormat.TOKEN),
+        min_result_deadline_seconds=table.int_or("min_result_deadline_seconds", 1),
     )
     if spec.state is not None and not status.state_map:
         raise table.error("state", "needs status.state_map to be read")

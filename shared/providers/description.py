@@ -23,6 +23,7 @@ a list of paths; *template* = text with ``{placeholders}``)::
                set_body = {path = template-or-literal}, set_headers = {Name = template}
                  (template values: client_reference, operation_id, idempotency_token,
                   webhook_url, webhook_secret, result_deadline_seconds, trace_id),
+               min_result_deadline_seconds (1: the least result_deadline_seconds sent),
                job_id, state, status_url (paths; status_url may list fallbacks),
                accepted_statuses ([200,201,202]), sync_result_statuses ([]), sync_result,
                conflict_reject_codes ([]), error_code ("/error/code"),
@@ -262,6 +263,10 @@ class CreateSpec:
     error_code: ValuePath
     error_message: ValuePath
     idempotency_format: TokenFormat = TokenFormat.TOKEN
+    # The smallest `{result_deadline_seconds}` a create sends: a provider that
+    # stops the job at that deadline may refuse a shorter one (Replicate's
+    # Cancel-After: 5 s). Never less than 1: a deadline of 0 means "now" or "none".
+    min_result_deadline_seconds: int = 1
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,11 @@ from typing import Any
 from shared.providers.paths import ValuePath, extract, set_value
 from shared.redaction import REDACTED, sanitize_headers, sanitize_url
 
+# What json.loads raises for bytes it cannot read: ValueError (not JSON, not
+# UTF-8) or RecursionError (nested deeper than the interpreter's stack, e.g.
+# 100,000 "["): a document nobody can read is not JSON to us either.
+NOT_JSON: tuple[type[Exception], ...] = (ValueError, RecursionError)
+
 
 class Headers(Mapping[str, str]):
     """Case-insensitive, read-only header mapping; repeated fields are joined with ", "."""
@@ -130,5 +135,5 @@ class HttpResponse:
             return None
         try:
             return json.loads(self.body)
-        except (ValueError, UnicodeDecodeError):
+        except NOT_JSON:
             return None

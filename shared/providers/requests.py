@@ -17,7 +17,7 @@ from shared.providers.description import Idempotency, ProviderDescription
 from shared.providers.errors import RequestBuildError
 from shared.providers.facts import StatusFact
 from shared.providers.messages import HttpRequest
-from shared.providers.paths import ValuePath, set_value
+from shared.providers.paths import PathSyntaxError, ValuePath, set_value
 from shared.providers.templates import Template, check_path_value, fill_path, fill_text
 from shared.providers.tokens import create_token
 
@@ -52,7 +52,14 @@ def build_create(
         spec.path,
         {"client_reference": client_reference, "idempotency_token": idempotency_token},
     )
-    payload = _create_body(desc, body, idempotency_token, client_reference, values)
+    try:
+        payload = _create_body(desc, body, idempotency_token, client_reference, values)
+    except RecursionError:
+        # Copying recurses deeper than json.loads, so the API can store a body
+        # (a few hundred levels of nesting) that cannot be copied here.
+        raise RequestBuildError(
+            f"provider {desc.name}: the stored create body is nested too deeply to be sent"
+        ) from None
     headers = _base_headers(desc, extra_headers)
     secret_headers = set()
     for name, template in spec.set_headers:
@@ -103,7 +110,14 @@ def _create_body(
             "our token and client reference"
         )
     for path, value in writes:
-        set_value(payload, path, value)
+        try:
+            set_value(payload, path, value)
+        except PathSyntaxError as exc:
+            # the stored body has a non-object where our value must go
+            # (`"metadata": "x"` for metadata.jobwarden_operation_id)
+            raise RequestBuildError(
+                f"provider {desc.name}: the stored create body cannot carry our value at {exc}"
+            ) from None
     return payload
 
 
@@ -118,8 +132,8 @@ def build_status(
         url = _join(desc, spec.path, {"job_id": remote_job_id})
     else:
         raise RequestBuildError(
-            f"provider {desc.name}: status reads need the status URL recorded at create, "
-            "and none was recorded"
+            f"provider {desc.name}: status reads go to the status URL a create answer "
+            "gives, and there is no status URL on record (the answer named none)"
         )
     return _request(desc, "status", spec.method, url, _base_headers(desc), None)
 
@@ -200,11 +214,17 @@ def build_lookup(
 
 def resolve_url(desc: ProviderDescription, url: str) -> str:
     """An absolute http(s) URL for a URL the provider gave us (maybe relative)."""
-    check_path_value(url)
-    absolute = urljoin(desc.base_url + "/", url)
-    parts = urlsplit(absolute)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise RequestBuildError("provider URL is not an http(s) URL")
+    check_path_value(url, "the provider's URL")
+    try:
+        absolute = urljoin(desc.base_url + "/", url)
+        parts = urlsplit(absolute)
+        host = parts.hostname
+    except ValueError:
+        # urlsplit's own refusals (a bracketed host that is no IPv6 address...);
+        # their text would repeat the URL, which may carry a credential
+        raise RequestBuildError("the provider's URL cannot be parsed") from None
+    if parts.scheme not in ("http", "https") or not host:
+        raise RequestBuildError("the provider's URL is not an http(s) URL")
     return absolute
 
 

@@ -47,7 +47,7 @@ from shared.providers.facts import (
     StatusFact,
     WebhookFact,
 )
-from shared.providers.messages import HttpResponse
+from shared.providers.messages import NOT_JSON, HttpResponse
 from shared.providers.paths import ValuePath, extract, parse_path
 from shared.providers.timing import parse_retry_after
 from shared.providers.tokens import create_token
@@ -501,7 +501,7 @@ def parse_webhook(
         raise WebhookParseError(f"provider {desc.name} has no webhooks configured")
     try:
         document = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
+    except NOT_JSON:
         raise WebhookParseError("webhook body is not valid JSON") from None
     if not isinstance(document, dict):
         raise WebhookParseError("webhook body is not a JSON object")

@@ -30,7 +30,7 @@ from shared.providers.description import (
     ResultSpec,
 )
 from shared.providers.facts import ItemFailure, ResultCheck, StatusFact
-from shared.providers.messages import HttpResponse
+from shared.providers.messages import NOT_JSON, HttpResponse
 from shared.providers.paths import extract
 from shared.providers.result_formats import (
     CsvTable,
@@ -244,7 +244,7 @@ def _decode(fmt: ResultFormat, body: bytes) -> list[Any]:
     if fmt is ResultFormat.JSON:
         try:
             return [json.loads(body)]
-        except (ValueError, UnicodeDecodeError):
+        except NOT_JSON:
             raise _Invalid("result is not valid JSON") from None
     lines: list[Any] = []
     for number, line in enumerate(body.splitlines(), start=1):
@@ -252,7 +252,7 @@ def _decode(fmt: ResultFormat, body: bytes) -> list[Any]:
             continue
         try:
             lines.append(json.loads(line))
-        except (ValueError, UnicodeDecodeError):
+        except NOT_JSON:
             raise _Invalid(f"result line {number} is not valid JSON") from None
     return lines
 

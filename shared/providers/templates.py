@@ -51,12 +51,12 @@ def parse_template(text: str, allowed: Iterable[str]) -> Template:
     return Template(text, frozenset(names))
 
 
-def check_path_value(value: str) -> None:
-    """Refuse values that are never a legitimate path component."""
+def check_path_value(value: str, what: str = "id") -> None:
+    """Refuse values that are never a legitimate path component (`what` names it)."""
     if not value:
-        raise UnsafeJobIdError("empty id")
+        raise UnsafeJobIdError(f"{what} is empty")
     if any(ord(c) < 0x20 or ord(c) == 0x7F for c in value):
-        raise UnsafeJobIdError("id contains control characters")
+        raise UnsafeJobIdError(f"{what} contains a control character")
 
 
 def fill_path(template: Template, values: Mapping[str, str]) -> str:
@@ -67,7 +67,7 @@ def fill_path(template: Template, values: Mapping[str, str]) -> str:
         value = values.get(name)
         if value is None:
             raise UnsafeJobIdError(f"no value for {{{name}}}")
-        check_path_value(value)
+        check_path_value(value, name)
         if not reserved:
             if value in {".", ".."}:
                 raise UnsafeJobIdError(f"{name} '{value}' is a relative path segment")

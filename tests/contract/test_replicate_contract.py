@@ -114,6 +114,11 @@ def test_create_calls_predictions_create_with_a_documented_body_and_deadline(
     assert request.headers["Authorization"] == f"Bearer {API_TOKEN}"  # bearerAuth
 
 
+def test_the_least_deadline_sent_is_cancel_afters_documented_minimum() -> None:
+    # the reconciler never fills {result_deadline_seconds} with less than this
+    assert POLLING.desc.create.min_result_deadline_seconds == doc.CANCEL_AFTER_MINIMUM_SECONDS
+
+
 def test_create_without_a_webhook_url_sends_no_webhook_fields() -> None:
     request = POLLING.build_create(
         body=CREATE_BODY, idempotency_token=TOKEN, client_reference=OPERATION

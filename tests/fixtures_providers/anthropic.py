@@ -9,6 +9,8 @@ The scenario is the prefix of the first request's custom_id ("<scenario>-1"):
 - idle       like slow, but nothing had run: ended with every request canceled;
 - miscount   ended saying 3 succeeded, but the results file holds 2 lines;
 - archived   ended, but the results are gone (404);
+- ctrl_url   ended, 3 of 3 succeeded, but its results_url (any string, says the
+             document) holds a control character;
 - lost       like happy, but the create answer never arrives in time.
 """
 
@@ -119,12 +121,12 @@ class AnthropicFixture:
             "ended_at": "2025-01-01T01:00:00Z" if status == "ended" else None,
             "cancel_initiated_at": "2025-01-01T00:30:00Z" if job.cancel_requested else None,
             "archived_at": None,
-            "results_url": (
-                f"{job.extra['base']}/v1/messages/batches/{job.job_id}/results"
-                if status == "ended"
-                else None
-            ),
+            "results_url": self._results_url(job) if status == "ended" else None,
         }
+
+    def _results_url(self, job: Job) -> str:
+        url = f"{job.extra['base']}/v1/messages/batches/{job.job_id}/results"
+        return url + "\x01" if job.scenario == "ctrl_url" else url
 
     def _phase(self, job: Job) -> tuple[str, list[tuple[str, str]]]:
         ids = [str(r["custom_id"]) for r in job.request["requests"]]

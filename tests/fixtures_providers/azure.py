@@ -9,7 +9,9 @@ operation; the scenario is the body's `scenario`:
 - no_retry_after   Running forever, and the reads carry no Retry-After;
 - slow             Running forever;
 - arm_location     ARM style: 202 + only `Location`; that URL answers 202 (empty) while
-                   running and 200 with the resource when done.
+                   running and 200 with the resource when done;
+- no_monitor       202 with neither Operation-Location, Azure-AsyncOperation nor Location
+                   (the guidelines make them SHOULDs): nothing tells where to read the status.
 
 Operation-Id semantics as the guidelines require: the same id with the same
 request returns the same operation, with another request a 409.
@@ -79,6 +81,8 @@ class AzureFixture:
         if job.scenario == "arm_location":
             headers = {"Location": f"{base}/arm/results/{job.job_id}", "Retry-After": "0"}
             return Response(status_code=202, headers=headers)
+        if job.scenario == "no_monitor":
+            return json_response(self.monitor(job), 202, {"Operation-Id": job.job_id})
         headers = {
             "Operation-Location": f"{base}/operations/{job.job_id}?api-version={API_VERSION}",
             "Operation-Id": job.job_id,

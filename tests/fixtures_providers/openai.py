@@ -13,6 +13,10 @@ as a real batch is chosen by its input file:
 - held     in_progress until the test releases it (webhook tests);
 - lagging  like lost, but the list does not show the new batch on the first look
            (a list that lags behind a create it has already accepted).
+
+Ids the document allows but no URL can carry (".", "..", control characters)
+are given by `OpenAIFixture(job_id=...)` (the next batch's id) and
+`file_id_suffix` (appended to every output and error file id).
 """
 
 from __future__ import annotations
@@ -41,11 +45,13 @@ FILLER_BATCHES = 120
 
 
 class OpenAIFixture:
-    def __init__(self) -> None:
+    def __init__(self, *, job_id: str | None = None, file_id_suffix: str = "") -> None:
         self.registry = Registry("batch_")
         # Newest first, as GET /v1/batches lists them.
         self.listing: list[str] = []
         self.files: dict[str, bytes] = {}
+        self.job_id = job_id
+        self.file_id_suffix = file_id_suffix
 
     def app(self) -> Starlette:
         return Starlette(
@@ -69,6 +75,10 @@ class OpenAIFixture:
         if scenario == "bad":
             return _error(400, "invalid_request_error", "input_file_id does not exist")
         job = self.registry.add(scenario, body, dict(request.headers))
+        if self.job_id is not None:
+            del self.registry.jobs[job.job_id]
+            job.job_id, self.job_id = self.job_id, None
+            self.registry.jobs[job.job_id] = job
         job.hold = scenario == "held"
         self.listing.insert(0, job.job_id)
         if scenario == "lagging":
@@ -160,6 +170,7 @@ class OpenAIFixture:
     def _file(self, file_id: str, lines: list[dict[str, Any]]) -> str | None:
         if not lines:
             return None
+        file_id += self.file_id_suffix
         self.files[file_id] = jsonl(lines)
         return file_id
 

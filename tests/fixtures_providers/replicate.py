@@ -9,10 +9,14 @@ The scenario is `input.scenario` of the create body:
 - removed  succeeded, but read after the hour: output removed (`data_removed`);
 - lost     like happy, but the create answer never arrives in time;
 - held     processing until the test releases it (webhook tests).
+
+A `Cancel-After` under the document's minimum (5 s) is refused with a 422
+problem, as an input the document does not allow.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from starlette.applications import Starlette
@@ -30,6 +34,9 @@ from tests.fixtures_providers.common import (
 )
 
 API_TOKEN = "r8_test_token"
+# "The minimum allowed duration is 5 seconds"; durations like 1h30m45s, bare numbers are seconds.
+CANCEL_AFTER_MINIMUM_SECONDS = 5
+_DURATION = re.compile(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s?)?")
 OUTPUT = ["https://replicate.delivery/pbxt/abc/out-0.png"]
 
 
@@ -54,6 +61,9 @@ class ReplicateFixture:
         scenario = str(body.get("input", {}).get("scenario", "happy"))
         if "version" not in body:
             return _problem(422, "Input validation failed", "version is required")
+        cancel_after = request.headers.get("cancel-after")
+        if cancel_after is not None and not _allowed_duration(cancel_after):
+            return _problem(422, "Invalid Cancel-After", "the minimum duration is 5 seconds")
         job = self.registry.add(scenario, body, dict(request.headers))
         job.hold = scenario == "held"
         if scenario == "lost":
@@ -110,6 +120,14 @@ class ReplicateFixture:
         if scenario == "removed":
             return "succeeded", None, None, True
         return "succeeded", OUTPUT, None, False
+
+
+def _allowed_duration(value: str) -> bool:
+    match = _DURATION.fullmatch(value)
+    if match is None or not value:
+        return False
+    hours, minutes, seconds = (int(part or 0) for part in match.groups())
+    return hours * 3600 + minutes * 60 + seconds >= CANCEL_AFTER_MINIMUM_SECONDS
 
 
 def _problem(status: int, title: str, detail: str) -> Response:

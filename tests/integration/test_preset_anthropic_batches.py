@@ -110,6 +110,24 @@ async def test_archived_results_are_unavailable(pool: Any, tmp_path: Path) -> No
         assert await r.settle(op_id, {S.SUCCEEDED, S.RESULT_UNAVAILABLE}) is S.RESULT_UNAVAILABLE
 
 
+async def test_a_results_url_no_request_can_carry_is_unavailable_not_retried_forever(
+    pool: Any, tmp_path: Path
+) -> None:
+    # results_url is any string in the document; one with a control character
+    # cannot be requested. The result is declared unavailable, saying why.
+    fx = AnthropicFixture()
+    async with rig(pool, tmp_path, fx) as r:
+        op_id = await r.submit(batch("ctrl_url"))
+        assert await r.settle(op_id, {S.SUCCEEDED, S.RESULT_UNAVAILABLE}) is S.RESULT_UNAVAILABLE
+        escalation = await r.escalation(op_id)
+        assert escalation["state"] == "result_unavailable"
+        assert escalation["reason"] == (
+            "cannot locate the result: the provider's URL contains a control character"
+        )
+        assert fx.registry.calls["results"] == 0
+        assert await r.calls(op_id, "result") == []
+
+
 async def test_lost_create_response_needs_a_human_and_is_never_retried(
     pool: Any, tmp_path: Path
 ) -> None:

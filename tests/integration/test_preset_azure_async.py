@@ -132,3 +132,22 @@ def test_guarantees_client_chosen_id() -> None:
     assert report["cancellable"][0] is False
     assert report["webhooks signed"][0] is False
     assert report["result integrity checked"] == (False, "the job produces no result document")
+
+
+async def test_accepted_without_any_status_header_needs_a_human(pool: Any, tmp_path: Path) -> None:
+    # The guidelines make Operation-Location (and ARM's headers) a SHOULD: a 202
+    # without one leaves nothing to read. The job is kept, and a human is asked.
+    fx = AzureFixture()
+    async with rig(pool, tmp_path, fx) as r:
+        op_id = await r.submit(analyze("no_monitor"))
+        assert await r.settle(op_id, {S.NEEDS_ATTENTION, S.SUCCEEDED}) is S.NEEDS_ATTENTION
+        op = await r.op(op_id)
+        (sent,) = fx.operation_ids
+        assert op.remote_job_id == sent and op.status_url is None
+        escalation = await r.escalation(op_id)
+        assert escalation["state"] == "needs_attention"
+        assert "status read cannot be built" in escalation["reason"]
+        assert "no status URL" in escalation["reason"]
+        assert fx.registry.calls["create"] == 1 and fx.registry.calls["status"] == 0
+        assert await r.calls(op_id, "status") == []  # nothing was sent, nothing is on record
+        assert await r.history(op_id) == ["create_pending", "accepted", "needs_attention"]

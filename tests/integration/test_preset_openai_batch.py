@@ -12,7 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
+from shared import ledger
 from shared.ledger.states import LocalState
 from shared.providers import describe_guarantees, load_preset
 from shared.signatures import sign_standard_webhooks
@@ -250,3 +252,82 @@ def test_guarantees_say_lookup_instead_of_idempotency() -> None:
         False,
         "no checksum from the provider; checked: max 52428800 bytes, item counts",
     )
+
+
+async def test_a_stored_body_whose_metadata_is_not_an_object_is_never_sent(
+    pool: Any, tmp_path: Path
+) -> None:
+    # Our reference travels in metadata.jobwarden_operation_id; a stored body
+    # whose metadata is a string cannot carry it. Nothing may be sent, and
+    # nothing may be on record as possibly sent: a human decides.
+    fx = OpenAIFixture()
+    async with rig(pool, tmp_path, fx) as r:
+        op_id = await r.submit({**batch_body("happy"), "metadata": "x"})
+        assert await r.settle(op_id, {S.NEEDS_ATTENTION, S.SUCCEEDED}) is S.NEEDS_ATTENTION
+        op = await r.op(op_id)
+        assert (op.create_attempts, op.remote_job_id) == (0, None)
+        assert await r.calls(op_id, "create") == []
+        assert fx.registry.calls["create"] == 0
+        escalation = await r.escalation(op_id)
+        assert escalation["state"] == "needs_attention"
+        reason = escalation["reason"]
+        assert "create request cannot be built" in reason and "never sent" in reason
+        assert "'metadata' holds a non-object value" in reason
+        assert await r.history(op_id) == ["create_pending", "needs_attention"]
+
+
+@pytest.mark.parametrize("job_id", [".", "..", "batch_\x07"], ids=["dot", "dotdot", "control"])
+async def test_a_batch_id_no_url_can_carry_is_kept_and_escalated(
+    pool: Any, tmp_path: Path, job_id: str
+) -> None:
+    # The document's Batch.id is any string; one that would change the meaning
+    # of /v1/batches/{batch_id} is never sent, but the job it names is kept.
+    fx = OpenAIFixture(job_id=job_id)
+    async with rig(pool, tmp_path, fx) as r:
+        op_id = await r.submit(batch_body("happy"))
+        assert await r.settle(op_id, {S.NEEDS_ATTENTION, S.SUCCEEDED}) is S.NEEDS_ATTENTION
+        assert (await r.op(op_id)).remote_job_id == job_id
+        reason = (await r.escalation(op_id))["reason"]
+        assert reason.startswith("the status read cannot be built from what is on record")
+        assert fx.registry.calls["retrieve"] == 0
+        assert await r.calls(op_id, "status") == []
+        assert await r.history(op_id) == ["create_pending", "accepted", "needs_attention"]
+
+
+async def test_an_operator_cancel_of_a_batch_no_url_can_carry_is_escalated_not_sent(
+    pool: Any, tmp_path: Path
+) -> None:
+    fx = OpenAIFixture(job_id="..")
+    async with rig(pool, tmp_path, fx) as r:
+        op_id = await r.submit(batch_body("happy"))
+        await r.settle(op_id, {S.NEEDS_ATTENTION})
+        async with pool.acquire() as conn:
+            await ledger.decisions.decide(
+                conn, await r.op(op_id), S.CANCEL_REQUESTED, actor="operator:test", reason="stop it"
+            )
+        assert await r.settle(op_id, {S.NEEDS_ATTENTION}) is S.NEEDS_ATTENTION
+        reason = await pool.fetchval(
+            "SELECT reason FROM escalations WHERE operation_id = $1 AND resolved_at IS NULL", op_id
+        )
+        assert reason == (
+            "the cancel request cannot be built from what is on record: job_id '..' is a "
+            "relative path segment; this cancel request was not sent"
+        )
+        assert (await r.op(op_id)).cancel_sent_at is None
+        assert fx.registry.calls["cancel"] == 0
+        assert await r.calls(op_id, "cancel") == []
+
+
+async def test_partial_output_no_url_can_carry_is_given_up_not_retried_forever(
+    pool: Any, tmp_path: Path
+) -> None:
+    # A cancelled batch names its output file by an id no path can carry: the
+    # partial output is not kept, and the operation still ends cancelled.
+    fx = OpenAIFixture(file_id_suffix="\x01")
+    async with rig(pool, tmp_path, fx) as r:
+        op_id = await r.submit(batch_body("slow"))
+        await r.settle(op_id, {S.OBSERVING})
+        await r.cancel(op_id)
+        assert await r.settle(op_id, {S.CANCELLED}) is S.CANCELLED
+        assert (await r.op(op_id)).result_id is None
+        assert fx.registry.calls["file"] == 0

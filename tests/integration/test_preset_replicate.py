@@ -13,7 +13,12 @@ import httpx
 from shared.ledger.states import LocalState
 from shared.providers import describe_guarantees, load_preset
 from shared.signatures import sign_standard_webhooks
-from tests.fixtures_providers.replicate import API_TOKEN, OUTPUT, ReplicateFixture
+from tests.fixtures_providers.replicate import (
+    API_TOKEN,
+    CANCEL_AFTER_MINIMUM_SECONDS,
+    OUTPUT,
+    ReplicateFixture,
+)
 from tests.fixtures_providers.rig import preset_rig
 
 S = LocalState
@@ -51,6 +56,18 @@ async def test_happy_path_keeps_the_output_and_sends_our_deadline(
         assert cancel_after.endswith("s") and 50 <= int(cancel_after[:-1]) <= 60
         assert "webhook" not in job.request  # no public receiver URL: nothing to call back
         assert job.request["webhook_events_filter"] == ["completed"]
+
+
+async def test_a_deadline_closer_than_cancel_afters_minimum_sends_the_minimum(
+    pool: Any, tmp_path: Path
+) -> None:
+    # Under 5 s left: Replicate refuses a shorter Cancel-After, so 5 s is sent.
+    fx = ReplicateFixture()
+    async with rig(pool, tmp_path, fx) as r:
+        op_id = await r.submit(prediction("happy"), result_deadline_s=4)
+        final = await r.settle(op_id, {S.SUCCEEDED, S.FAILED, S.RESULT_TIMED_OUT})
+        assert final is S.SUCCEEDED
+        assert fx.registry.only().headers["cancel-after"] == f"{CANCEL_AFTER_MINIMUM_SECONDS}s"
 
 
 async def test_failed_prediction_is_failed_with_its_error(pool: Any, tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -160,6 +161,42 @@ def test_result_url_relative_to_base_and_presigned_url_gets_no_credential() -> N
 def test_result_without_url_cannot_be_built() -> None:
     with pytest.raises(RequestBuildError):
         build_result_requests(SIM, "job_1", StatusFact(status_code=200))
+
+
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [
+        ("/results/job_1\x01", "the provider's URL contains a control character"),
+        ("https://[secret@host/r", "the provider's URL cannot be parsed"),
+        ("https://h\uff03secret/r", "the provider's URL cannot be parsed"),
+        ("ftp://files.test/r", "the provider's URL is not an http(s) URL"),
+    ],
+)
+def test_a_provider_url_no_request_can_carry_is_refused_without_repeating_it(
+    url: str, reason: str
+) -> None:
+    with pytest.raises(RequestBuildError) as refused:
+        build_result_requests(SIM, "job_1", StatusFact(status_code=200, result_url=url))
+    assert str(refused.value) == reason  # never the URL: it may carry a credential
+
+
+def test_every_refusal_to_build_is_one_type() -> None:
+    assert issubclass(UnsafeJobIdError, RequestBuildError)
+
+
+def test_a_stored_body_that_cannot_carry_our_reference_cannot_be_built() -> None:
+    openai = load_preset("openai_batch", {"OPENAI_API_KEY": "sk-x"})
+    with pytest.raises(RequestBuildError, match="'metadata' holds a non-object value"):
+        build_create(
+            openai, body={"metadata": "x"}, idempotency_token="idem_1", client_reference="op_1"
+        )
+
+
+def test_a_stored_body_nested_too_deeply_to_copy_cannot_be_built() -> None:
+    # json.loads (the API's intake) reads this; copying it recurses twice as deep
+    body = json.loads('{"a": ' * 800 + "{}" + "}" * 800)
+    with pytest.raises(RequestBuildError, match="nested too deeply"):
+        build_create(SIM, body=body, idempotency_token="idem_1", client_reference="op_1")
 
 
 def test_result_files_one_request_per_file_id() -> None:

@@ -254,6 +254,20 @@ def test_status_non_json_body_has_a_problem_not_a_state() -> None:
     assert fact.problem == "status body is not a JSON object"
 
 
+# Valid JSON nested deeper than json.loads can recurse: RecursionError, not ValueError.
+TOO_DEEP = b"[" * 100_000 + b"]" * 100_000
+
+
+@pytest.mark.parametrize("body", [TOO_DEEP, b"[" * 100_000], ids=["balanced", "unclosed"])
+def test_a_body_nested_past_the_stack_is_not_json(body: bytes) -> None:
+    resp = HttpResponse(200, {"Content-Type": "application/json"}, body)
+    assert resp.json_body is None
+    fact = parse_status(SIM, resp)
+    assert fact.remote_state is None
+    assert fact.problem == "status body is not a JSON object"
+    assert parse_create(SIM, HttpResponse(201, {}, body)).kind == "ambiguous"
+
+
 def test_aip151_not_done_is_running() -> None:
     fact = parse_status(AIP151, response(200, {"name": "operations/1", "done": False}))
     assert fact.remote_state is RemoteState.RUNNING
@@ -425,6 +439,11 @@ def test_webhook_unknown_state_is_none_and_missing_event_id_uses_body_hash() -> 
 def test_webhook_malformed_json_is_a_parse_error() -> None:
     with pytest.raises(WebhookParseError):
         parse_webhook(SIM, b"{not json", {}, {})
+
+
+def test_webhook_nested_past_the_stack_is_a_parse_error() -> None:
+    with pytest.raises(WebhookParseError, match="not valid JSON"):
+        parse_webhook(SIM, TOO_DEEP, {}, {})
 
 
 def test_webhook_without_job_id_is_a_parse_error() -> None:

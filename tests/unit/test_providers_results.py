@@ -211,6 +211,15 @@ def test_jsonl_missing_lines_fail_the_count() -> None:
     assert check.reason == "expected 4 items, got 1"
 
 
+def test_results_nested_past_the_stack_are_not_valid_json() -> None:
+    deep = b"[" * 100_000 + b"]" * 100_000
+    headers = {"Content-Type": "application/json", "Content-Digest": content_digest(deep)}
+    check = validate_result(SIM, HttpResponse(200, headers, deep), None)
+    assert check.reason == "result is not valid JSON"
+    check = validate_result(JSONL, HttpResponse(200, {}, b"{}\n" + deep + b"\n"), None)
+    assert check.reason == "result line 2 is not valid JSON"
+
+
 def test_jsonl_bad_line_is_named() -> None:
     body = b'{"custom_id": "a", "response": {"status_code": 200}}\nnot json\n'
     check = validate_result(JSONL, HttpResponse(200, {}, body), None)
