@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 from datetime import UTC, datetime
 from typing import Any
@@ -25,9 +26,13 @@ from reconciler.worker import Reconciler
 from shared import sdnotify
 from shared.db.connect import connect, create_pool
 from shared.db.migrate import pending_migrations
+from shared.ledger import log as evidence_log
 from shared.ledger.webhooks import attach_stragglers, purge_webhook_events
+from shared.providers import ConfigError
 from shared.result_store import ResultStore
+from shared.secret import SecretError
 from shared.settings import Settings, check_reconciler_settings
+from shared.tlog import Signer
 
 log = logging.getLogger("jobwarden.reconciler")
 
@@ -42,8 +47,16 @@ POOL_SIZE = 16
 
 
 class Daemon:
-    def __init__(self, reconciler: Reconciler, settings: Settings, database_url: str) -> None:
+    def __init__(
+        self,
+        reconciler: Reconciler,
+        settings: Settings,
+        database_url: str,
+        signer: Signer | None = None,
+    ) -> None:
         self.reconciler = reconciler
+        self.signer = signer
+        self.signed_size = -1
         self.settings = settings
         self.database_url = database_url
         self.scheduler = AsyncIOScheduler(timezone=UTC)
@@ -85,6 +98,24 @@ class Daemon:
         )
         log.info("housekeeping", extra={"ctx": {"webhook_events_purged": purged}})
 
+    async def evidence(self) -> None:
+        """Append what was written since the last run to the evidence log; sign its head.
+
+        Several reconcilers may run this: one sequences (advisory lock), the
+        others find the queue taken and sign the head they see, if new.
+        """
+        async with self.reconciler.ctx.pool.acquire() as conn:
+            appended = await evidence_log.sequence_all(conn)
+            if self.signer is None:
+                return
+            size, _ = await evidence_log.head(conn)
+            if size == self.signed_size:
+                return
+            note = await evidence_log.checkpoint(conn, self.signer)
+        evidence_log.publish(note, self.settings.log_checkpoint_dir, size)
+        self.signed_size = size
+        log.info("checkpoint signed", extra={"ctx": {"tree_size": size, "appended": appended}})
+
     async def stragglers(self) -> None:
         """Attach events that committed while their job id was being recorded."""
         attached = await attach_stragglers(self.reconciler.ctx.pool)
@@ -113,6 +144,15 @@ class Daemon:
             id="housekeeping",
             max_instances=1,
             coalesce=True,
+        )
+        self.scheduler.add_job(
+            self.evidence,
+            "interval",
+            seconds=self.settings.log_interval,
+            id="evidence_log",
+            max_instances=1,
+            coalesce=True,
+            next_run_time=datetime.now(UTC),
         )
         self.scheduler.add_job(
             self.stragglers,
@@ -169,6 +209,10 @@ async def create_reconciler_pool(database_url: str, **kwargs: Any) -> Any:
 
 async def run_reconciler(settings: Settings, database_url: str) -> int:
     check_reconciler_settings(settings)
+    try:
+        signer = evidence_log.load_signer(settings.log_signing_key_file, os.environ)
+    except (SecretError, ValueError) as exc:
+        raise ConfigError(f"checkpoint signing key: {exc}") from None
     pool = await create_reconciler_pool(database_url)
     try:
         async with pool.acquire() as conn:
@@ -186,7 +230,7 @@ async def run_reconciler(settings: Settings, database_url: str) -> int:
                 store=ResultStore(settings.results_dir),
                 webhook_url=settings.public_webhook_url or None,
             )
-            daemon = Daemon(Reconciler(ctx), settings, database_url)
+            daemon = Daemon(Reconciler(ctx), settings, database_url, signer)
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, daemon.stopping.set)

@@ -40,6 +40,13 @@ class Settings:
     # Our receiver as providers reach it, e.g. https://hooks.example.com/webhooks/{provider};
     # given to providers that take a per-job webhook URL.
     public_webhook_url: str = ""
+    # evidence log: how often the reconciler sequences it (and signs a
+    # checkpoint, when a signing key is set), and where checkpoints are written
+    log_interval: float = 5.0
+    log_checkpoint_dir: Path = Path("var/checkpoints")
+    # the Ed25519 signer key (C2SP note format) as a file; JW_LOG_SIGNING_KEY
+    # gives it inline. Never stored in the database.
+    log_signing_key_file: str = ""
     config_path: Path | None = None
 
     providers: Mapping[str, ProviderDescription] = field(default_factory=dict)
@@ -64,6 +71,9 @@ _ENV = {
     "webhook_retention_days": "JW_WEBHOOK_RETENTION_DAYS",
     "db_acquire_timeout": "JW_DB_ACQUIRE_TIMEOUT",
     "public_webhook_url": "JW_PUBLIC_WEBHOOK_URL",
+    "log_interval": "JW_LOG_INTERVAL",
+    "log_checkpoint_dir": "JW_LOG_CHECKPOINT_DIR",
+    "log_signing_key_file": "JW_LOG_SIGNING_KEY_FILE",
 }
 
 
@@ -124,6 +134,11 @@ def check_reconciler_settings(settings: Settings) -> None:
     A worker renews its lease before a call the lease would not outlast; if
     the call's timeout alone is longer than a lease, no renewal can help.
     """
+    if not settings.log_interval > 0:
+        raise ConfigError(
+            f"{settings.config_path}: log_interval ({settings.log_interval:g} s, JW_LOG_INTERVAL)"
+            " must be positive"
+        )
     for name, desc in settings.providers.items():
         timeout = desc.limits.request_timeout
         if timeout >= settings.lease_seconds:

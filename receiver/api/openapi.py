@@ -315,6 +315,46 @@ def _paths() -> dict[str, Any]:
                 },
             }
         },
+        one + "/receipt": {
+            "get": {
+                "summary": "The operation's evidence, provable offline with the log's public key.",
+                "description": (
+                    "Each evidence row the newest signed checkpoint covers, as its leaf bytes "
+                    "with an RFC 9162 audit path, and the checkpoint (a C2SP signed note). "
+                    "Verify with `jobwarden audit check-proof` or deploy/verify-receipt.py."
+                ),
+                "parameters": [_ID],
+                "responses": {
+                    "200": _json(
+                        {
+                            "type": "object",
+                            "properties": {
+                                "format": {"const": "jobwarden-receipt/v1"},
+                                "operation_id": {"type": "string"},
+                                "checkpoint": {"type": "string"},
+                                "leaves": {"type": "array"},
+                                "unproven": {"type": "array", "items": {"type": "string"}},
+                            },
+                        },
+                        "The receipt.",
+                    ),
+                    "404": _PROBLEM,
+                    "409": _PROBLEM,
+                },
+            }
+        },
+        "/v1/audit/checkpoint": {
+            "get": {
+                "summary": "The evidence log's newest signed checkpoint (C2SP tlog-checkpoint).",
+                "responses": {
+                    "200": {
+                        "description": "The signed note.",
+                        "content": {"text/plain": {"schema": {"type": "string"}}},
+                    },
+                    "404": _PROBLEM,
+                },
+            }
+        },
     }
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import asyncpg
 from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import PlainTextResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
 from receiver.api import bodies
@@ -38,6 +38,7 @@ from receiver.api.waiting import TransitionHub
 from shared import ledger
 from shared.db.queries import q
 from shared.ids import trace_id_from_traceparent
+from shared.ledger import receipts
 from shared.ledger.errors import LedgerError, RequestMismatch, StaleTransition
 from shared.ledger.states import TERMINAL, LocalState
 from shared.settings import Settings
@@ -398,6 +399,33 @@ class OperationsApi:
             }
         )
 
+    async def receipt(self, request: Request) -> Response:
+        """The operation's evidence with audit paths and a signed checkpoint (offline proof)."""
+        operation_id = _operation_id(request)
+        caller = await self.caller(request)
+        async with self.connection() as conn:
+            await self.visible(conn, operation_id, caller)
+            try:
+                built = await receipts.build_receipt(conn, operation_id)
+            except receipts.ReceiptError as exc:
+                raise Problem(409, "no-checkpoint", "No signed checkpoint yet", str(exc)) from None
+        return ApiJSONResponse(built.to_json())
+
+    async def checkpoint(self, request: Request) -> Response:
+        """The newest signed checkpoint, as the C2SP signed note the reconciler wrote."""
+        await self.caller(request)
+        async with self.connection() as conn:
+            row = await conn.fetchrow(q("log_latest_checkpoint"))
+        if row is None:
+            raise Problem(
+                404,
+                "no-checkpoint",
+                "No signed checkpoint yet",
+                "The log has no signed checkpoint yet (no signing key configured, or none "
+                "signed since start-up).",
+            )
+        return PlainTextResponse(row["note"], headers={"Cache-Control": "no-cache"})
+
     async def openapi(self, request: Request) -> Response:
         return ApiJSONResponse(openapi_document())
 
@@ -416,6 +444,8 @@ class OperationsApi:
             route(one + ":claim", self.claim, "POST"),
             route(one + "/events", self.events, "GET"),
             route(one + "/failed-items", self.failed_items, "GET"),
+            route(one + "/receipt", self.receipt, "GET"),
+            route("/v1/audit/checkpoint", self.checkpoint, "GET"),
             route(one, self.get, "GET"),
         ]
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import sys
 from collections.abc import Callable, Coroutine, Sequence
@@ -17,12 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from shared import logs
+from shared.cli import audit as cli_audit
 from shared.cli import operator as cli_operator
 from shared.cli import providers as cli_providers
 from shared.db.connect import connection, redact_url
 from shared.db.migrate import MigrationError, apply_migrations
 from shared.db.runtime import app_database
-from shared.ledger import audit
 from shared.providers import ConfigError
 from shared.settings import Settings, load_settings
 
@@ -42,18 +41,6 @@ async def cmd_migrate(args: argparse.Namespace) -> int:
     else:
         print(f"{where} is up to date")
     return 0
-
-
-async def cmd_audit_verify(args: argparse.Namespace) -> int:
-    async with cli_operator.app_connection() as conn:
-        checked, breaks = await audit.verify(conn, args.operation)
-    if args.json:
-        print(json.dumps({"checked": checked, "breaks": [str(b) for b in breaks]}))
-    else:
-        for found in breaks:
-            print(f"BROKEN {found}")
-        print(f"{checked} operation(s) checked, {len(breaks)} broken chain(s)")
-    return 1 if breaks else 0
 
 
 def _settings(args: argparse.Namespace) -> Settings:
@@ -119,15 +106,6 @@ def build_parser() -> argparse.ArgumentParser:
     migrate = sub.add_parser("migrate", help="apply pending SQL migrations (safe to repeat)")
     migrate.set_defaults(handler=cmd_migrate)
 
-    audit_p = sub.add_parser("audit", help="audit the tamper-evident history")
-    audit_sub = audit_p.add_subparsers(dest="audit_command", required=True, metavar="ACTION")
-    verify = audit_sub.add_parser(
-        "verify", help="recompute every history hash chain; exit 1 on the first break found"
-    )
-    verify.add_argument("--operation", help="check one operation only")
-    cli_operator.json_flag(verify)
-    verify.set_defaults(handler=cmd_audit_verify)
-
     rec = sub.add_parser(
         "reconciler",
         help="run the reconciler daemon (creates, polls, cancels, collects results)",
@@ -171,6 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     cli_operator.register(sub)
     cli_providers.register(sub)
+    cli_audit.register(sub)
     return parser
 
 

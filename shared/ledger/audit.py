@@ -10,16 +10,16 @@ gaps, prev_hash not the previous row's hash), or the newest rows were removed
 from __future__ import annotations
 
 import hashlib
-from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from shared.db.connect import Executor
 from shared.db.queries import q
 
 _SEP = "\x1f"
+# History rows fetched per round trip while streaming.
+PREFETCH = 5000
 
 
 def genesis_hash(operation_id: str) -> str:
@@ -81,18 +81,48 @@ def verify_chain(
     return None
 
 
-async def verify(db: Executor, operation_id: str | None = None) -> tuple[int, list[Break]]:
-    """Check every chain (or one); returns (operations checked, first break of each)."""
-    heads = {r["operation_id"]: r for r in await db.fetch(q("chain_heads"), operation_id)}
-    rows_by_op: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
-    if operation_id is None:
-        for row in await db.fetch(q("history_all_ordered")):
-            rows_by_op[row["operation_id"]].append(row)
-    else:
-        rows_by_op[operation_id] = list(await db.fetch(q("history_of"), operation_id))
-    breaks = []
-    for op_id, head in sorted(heads.items()):
-        found = verify_chain(op_id, rows_by_op.get(op_id, []), head)
+async def verify(db: Any, operation_id: str | None = None) -> tuple[int, list[Break]]:
+    """Check every chain (or one); returns (operations checked, first break of each).
+
+    Every chain is streamed, one operation's history in memory at a time, in
+    one repeatable-read snapshot (`db` is a connection).
+    """
+    if operation_id is not None:
+        heads = await db.fetch(q("chain_heads"), operation_id)
+        rows = list(await db.fetch(q("history_of"), operation_id))
+        found = [verify_chain(h["operation_id"], rows, h) for h in heads]
+        return len(heads), [b for b in found if b is not None]
+    async with db.transaction(isolation="repeatable_read", readonly=True):
+        return await _verify_all(db)
+
+
+async def _verify_all(conn: Any) -> tuple[int, list[Break]]:
+    rows = conn.cursor(q("history_all_ordered"), prefetch=PREFETCH).__aiter__()
+    row = await anext(rows, None)
+    checked, breaks = 0, []
+    async for head in conn.cursor(q("chain_heads_ordered"), prefetch=PREFETCH):
+        op_id = head["operation_id"]
+        while row is not None and row["operation_id"] < op_id:
+            breaks.append(Break(row["operation_id"], row["seq"], "history of no operation"))
+            row = await _skip_operation(rows, row)
+        chain = []
+        while row is not None and row["operation_id"] == op_id:
+            chain.append(row)
+            row = await anext(rows, None)
+        checked += 1
+        found = verify_chain(op_id, chain, head)
         if found:
             breaks.append(found)
-    return len(heads), breaks
+    while row is not None:
+        breaks.append(Break(row["operation_id"], row["seq"], "history of no operation"))
+        row = await _skip_operation(rows, row)
+    return checked, breaks
+
+
+async def _skip_operation(rows: Any, row: Mapping[str, Any]) -> Any:
+    """The first row of the next operation (orphan rows are reported once per operation)."""
+    op_id = row["operation_id"]
+    current: Any = row
+    while current is not None and current["operation_id"] == op_id:
+        current = await anext(rows, None)
+    return current

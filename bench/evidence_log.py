@@ -1,0 +1,258 @@
+"""The evidence log: what it costs the reconciler, and how fast a large log is verified.
+
+    .venv/bin/python -m bench.evidence_log            # cost on 10,000 ops; verify 1,000,000
+    .venv/bin/python -m bench.evidence_log --quick    # cost on 2,000 ops; verify 20,000
+
+Cost: the reconciler's status reads/s with the log on (the queue triggers,
+and a sequencer appending every second, five times as often as the daemon's
+default) against the same reconciler with it off (the log's triggers
+disabled, no sequencer), in alternating windows on one database, so drift
+hits both alike. The ratio is the figure with a target (>= 0.9).
+
+Scale: N operations seeded as the ledger writes them (born, created,
+accepted, observing, then one status read and its observation each), all
+sequenced and a checkpoint signed; then `jobwarden audit verify --checkpoint
+--key` runs as a child process, timed, with its peak RSS: the whole log
+recomputed and every evidence row checked against its leaf, streaming.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from bench.harness import (
+    CpuMeter,
+    bench_database,
+    benchmark_main,
+    child_env,
+    create_remote_jobs,
+    in_process_reconciler,
+    our_postgres_pids,
+    print_table,
+    providers_for,
+    seed_observing,
+    simulator,
+)
+from bench.throughput import ALWAYS_DUE, run_reconciler_for
+from reconciler.daemon import create_reconciler_pool
+from shared.db.connect import connect
+from shared.ledger import log
+from shared.tlog import Signer, generate_key
+
+MODULE = "bench.evidence_log"
+WINDOW_SECONDS = 4.0
+ROUNDS, QUICK_ROUNDS = 3, 1
+WARMUP_SECONDS = 2.0
+COST_OPERATIONS, QUICK_COST_OPERATIONS = 10_000, 2_000
+VERIFY_OPERATIONS, QUICK_VERIFY_OPERATIONS = 1_000_000, 20_000
+SEQUENCER_PERIOD = 1.0
+SEED_BATCH = 50_000
+TARGET_RATIO = 0.9
+
+# The log's own triggers (migration 010 names them <table>_log_<op>).
+_LOG_TRIGGERS = """
+SELECT c.relname, t.tgname FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
+WHERE t.tgname ~ '_log_(insert|update|delete)$' AND NOT t.tgisinternal
+"""
+# One status read and its observation for each seeded operation: the rows a
+# real poll adds, so the log holds every kind a live system writes.
+_POLL_EVIDENCE = """
+WITH calls AS (
+    INSERT INTO provider_calls (operation_id, call_kind, attempt, worker, trace_id, method, url,
+                                finished_at, duration_ms, status_code, response_sha256,
+                                response_size, response_body)
+    SELECT o.operation_id, 'status', 1, 'bench', o.trace_id, 'GET',
+           'http://127.0.0.1/v1/jobs/' || o.remote_job_id, clock_timestamp(), 3, 200,
+           repeat('0', 64), 80, '{"state":"running"}'
+    FROM operations o WHERE o.operation_id = ANY($1::text[])
+    RETURNING call_id, operation_id
+)
+INSERT INTO observations (operation_id, source, call_id, remote_state, remote_state_raw,
+                          progress_completed, progress_total)
+SELECT operation_id, 'poll', call_id, 'running', 'running', 1, 10 FROM calls
+"""
+
+
+async def set_logging(conn: Any, on: bool) -> None:
+    """Enable or disable the log's triggers (bench databases only)."""
+    for row in await conn.fetch(_LOG_TRIGGERS):
+        verb = "ENABLE" if on else "DISABLE"
+        await conn.execute(f'ALTER TABLE {row["relname"]} {verb} TRIGGER "{row["tgname"]}"')
+
+
+@contextlib.asynccontextmanager
+async def sequencer(db_url: str) -> AsyncIterator[None]:
+    """A sequencer appending every SEQUENCER_PERIOD while the block runs."""
+    conn = await connect(db_url)
+
+    async def loop() -> None:
+        while True:
+            await log.sequence_all(conn)
+            await asyncio.sleep(SEQUENCER_PERIOD)
+
+    task = asyncio.create_task(loop())
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await conn.close()
+
+
+async def measure_cost(quick: bool, workdir: Path, command: str) -> None:
+    operations = QUICK_COST_OPERATIONS if quick else COST_OPERATIONS
+    async with bench_database("log_cost") as db, simulator(workdir) as sim:
+        body = {"script": "never_finishes"}
+        jobs = await create_remote_jobs(sim.url, operations, body)
+        admin = await connect(db.url)
+        await seed_observing(admin, sim.url, jobs, [datetime.now(UTC)] * len(jobs), body)
+        await log.sequence_all(admin)
+        meter = CpuMeter({"bench": lambda: [os.getpid()], "postgres": our_postgres_pids})
+        reads = {True: 0, False: 0}
+        seconds = {True: 0.0, False: 0.0}
+        postgres = {True: 0.0, False: 0.0}
+        pool = await create_reconciler_pool(db.url)
+        try:
+            providers = providers_for(sim.url, ALWAYS_DUE)
+            async with in_process_reconciler(pool, workdir, providers) as rec:
+                await run_reconciler_for(rec, WARMUP_SECONDS)
+                for _ in range(QUICK_ROUNDS if quick else ROUNDS):
+                    for logging_on in (False, True):
+                        await set_logging(admin, logging_on)
+                        running = sequencer(db.url) if logging_on else contextlib.nullcontext()
+                        async with running:
+                            meter.start()
+                            began = time.monotonic()
+                            reads[logging_on] += await run_reconciler_for(rec, WINDOW_SECONDS)
+                            elapsed = time.monotonic() - began
+                            seconds[logging_on] += elapsed
+                            share = meter.stop().get("postgres", 0.0)
+                            postgres[logging_on] += share * elapsed
+        finally:
+            await pool.close()
+            await admin.close()
+    rate_off, rate_on = reads[False] / seconds[False], reads[True] / seconds[True]
+    ratio = rate_on / rate_off
+    pg_off, pg_on = postgres[False] / seconds[False], postgres[True] / seconds[True]
+    verdict = "met" if ratio >= TARGET_RATIO else "NOT met"
+    print_table(
+        f"evidence log: cost on the reconciler ({operations:,} observing operations)",
+        command,
+        ["", "status reads/s", "PostgreSQL (share of a core)"],
+        [
+            ["log off (triggers disabled, no sequencer)", f"{rate_off:,.0f}", f"{pg_off:.0%}"],
+            [
+                f"log on (queue + sequencer every {SEQUENCER_PERIOD:g} s)",
+                f"{rate_on:,.0f}",
+                f"{pg_on:.0%}",
+            ],
+            [f"ratio on/off (target >= {TARGET_RATIO})", f"{ratio:.2f}", verdict],
+        ],
+    )
+
+
+async def seed_log(db_url: str, operations: int) -> tuple[float, float]:
+    """`operations` with their evidence, then all of it sequenced; (seed s, sequence s)."""
+    conn = await connect(db_url)
+    try:
+        began = time.monotonic()
+        body = {"script": "never_finishes"}
+        due = datetime.now(UTC) + timedelta(days=1)
+        for start in range(0, operations, SEED_BATCH):
+            count = min(SEED_BATCH, operations - start)
+            jobs = [f"job_{start + i:012d}" for i in range(count)]
+            ops = await seed_observing(conn, "http://127.0.0.1:9", jobs, [due] * count, body)
+            await conn.execute(_POLL_EVIDENCE, ops)
+        seeded = time.monotonic() - began
+        began = time.monotonic()
+        await log.sequence_all(conn, batch=20_000)
+        return seeded, time.monotonic() - began
+    finally:
+        await conn.close()
+
+
+def verify_child(db_url: str, checkpoint: Path, public_key: str) -> tuple[float, int, str]:
+    """`jobwarden audit verify --checkpoint --key` as a process: (seconds, peak RSS KiB, verdict).
+
+    os.wait4 gives that child's own resource usage (RUSAGE_CHILDREN would mix
+    in every process this benchmark ever started).
+    """
+    argv = [sys.executable, "-m", "shared.cli", "audit", "verify"]
+    argv += ["--checkpoint", str(checkpoint), "--key", public_key]
+    began = time.monotonic()
+    with subprocess.Popen(
+        argv,
+        env=child_env(DATABASE_URL=db_url),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    ) as proc:
+        assert proc.stdout is not None
+        output = proc.stdout.read()
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+    elapsed = time.monotonic() - began
+    if proc.returncode != 0:
+        raise RuntimeError(f"audit verify failed: {output[-3000:]}")
+    return elapsed, usage.ru_maxrss, output.strip().splitlines()[-1]
+
+
+async def measure_verify(quick: bool, workdir: Path, command: str) -> None:
+    operations = QUICK_VERIFY_OPERATIONS if quick else VERIFY_OPERATIONS
+    async with bench_database("log_verify") as db:
+        seeded, sequenced = await seed_log(db.url, operations)
+        private, public = generate_key("bench.jobwarden/log")
+        conn = await connect(db.url)
+        try:
+            note = await log.checkpoint(conn, Signer.from_key(private))
+            leaves = int(await conn.fetchval("SELECT count(*) FROM log_leaves"))
+        finally:
+            await conn.close()
+        checkpoint = workdir / "checkpoint"
+        checkpoint.write_text(note)
+        seconds, rss_kib, verdict = await asyncio.to_thread(
+            verify_child, db.url, checkpoint, public
+        )
+    print_table(
+        f"evidence log: a log of {operations:,} operations ({leaves:,} leaves)",
+        command,
+        ["", "seconds", "per leaf", "peak RSS"],
+        [
+            ["seed (ledger-shaped rows, bulk)", f"{seeded:,.1f}", "", ""],
+            ["sequence (leaves + stored hashes)", f"{sequenced:,.1f}", _per(sequenced, leaves), ""],
+            [
+                "audit verify --checkpoint (child process)",
+                f"{seconds:,.1f}",
+                _per(seconds, leaves),
+                f"{rss_kib / 1024:,.0f} MiB",
+            ],
+        ],
+    )
+    print(f"verify said: {verdict}")
+
+
+def _per(seconds: float, leaves: int) -> str:
+    return f"{seconds / leaves * 1e6:.1f} us"
+
+
+async def run(quick: bool, workdir: Path, command: str) -> None:
+    await measure_cost(quick, workdir, command)
+    await measure_verify(quick, workdir, command)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return benchmark_main(MODULE, __doc__ or "", run, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

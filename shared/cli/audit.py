@@ -1,0 +1,347 @@
+"""`jobwarden audit …`: the evidence log's keys, sequencing, checkpoints and verification."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from shared.cli import operator as cli_operator
+from shared.ledger import audit, log, log_audit, receipts
+from shared.secret import SecretError
+from shared.settings import load_settings
+from shared.tlog import (
+    Checkpoint,
+    CheckpointError,
+    CosignatureSigner,
+    NoteError,
+    Verifier,
+    cosign,
+    generate_cosignature_key,
+    generate_key,
+)
+
+
+def register(sub: Any) -> None:
+    audit_p = sub.add_parser(
+        "audit",
+        help="the tamper-evident evidence log: keys, checkpoints, verification",
+        description="Every transition and piece of evidence is a leaf of one Merkle log; "
+        "checkpoints signed with a key the database never holds let anyone check it.",
+    )
+    actions = audit_p.add_subparsers(dest="audit_command", required=True, metavar="ACTION")
+
+    verify = actions.add_parser(
+        "verify",
+        help="check the history chains and the evidence log (against a checkpoint: "
+        "exit 1 on any tampering found)",
+    )
+    verify.add_argument("--operation", help="check one operation's history chain only")
+    verify.add_argument(
+        "--checkpoint", metavar="FILE", help="a signed checkpoint kept off this host"
+    )
+    verify.add_argument(
+        "--key",
+        action="append",
+        metavar="PUBLIC_KEY",
+        help="the checkpoint signer's verifier key (name+id+base64) or a file holding it; "
+        "repeat it for a rotated key (any one signature verifying is enough)",
+    )
+    verify.add_argument(
+        "--witness",
+        action="append",
+        default=[],
+        metavar="PUBLIC_KEY",
+        help="require a cosignature by this witness key (repeatable)",
+    )
+    cli_operator.json_flag(verify)
+    verify.set_defaults(handler=cmd_verify)
+
+    sequence = actions.add_parser(
+        "sequence",
+        help="append queued evidence to the log now and, with a signing key, sign and "
+        "publish a checkpoint (the reconciler does this every JW_LOG_INTERVAL seconds)",
+    )
+    sequence.add_argument(
+        "--config", help="TOML config file (default: $JW_CONFIG or ./jobwarden.toml)"
+    )
+    sequence.set_defaults(handler=cmd_sequence)
+
+    proof = actions.add_parser(
+        "proof",
+        help="write an operation's receipt: its evidence, audit paths and a signed checkpoint",
+    )
+    proof.add_argument("operation_id")
+    proof.add_argument("--out", metavar="FILE", help="write here instead of standard output")
+    proof.set_defaults(handler=cmd_proof)
+
+    check = actions.add_parser(
+        "check-proof",
+        help="verify a receipt offline with the log's public key (no database needed)",
+    )
+    check.add_argument("receipt", metavar="FILE")
+    check.add_argument(
+        "--key",
+        required=True,
+        action="append",
+        metavar="PUBLIC_KEY",
+        help="the log's verifier key or a file holding it (repeat for rotated keys)",
+    )
+    cli_operator.json_flag(check)
+    check.set_defaults(handler=cmd_check_proof)
+
+    cosign_p = actions.add_parser(
+        "cosign",
+        help="as a witness: check a checkpoint (signature, and that it extends the last one "
+        "you cosigned) and add your cosignature",
+    )
+    cosign_p.add_argument("checkpoint", metavar="FILE", help="the checkpoint to cosign (rewritten)")
+    cosign_p.add_argument("--log-key", required=True, metavar="PUBLIC_KEY")
+    cosign_p.add_argument(
+        "--witness-key-file", required=True, metavar="FILE", help="your cosigning key"
+    )
+    cosign_p.add_argument(
+        "--previous",
+        metavar="FILE",
+        help="the last checkpoint you cosigned: the log must extend it (consistency proof)",
+    )
+    cosign_p.set_defaults(handler=cmd_cosign)
+
+    keygen = actions.add_parser(
+        "keygen", help="make a checkpoint signing key (private file, 0600) and its public key"
+    )
+    keygen.add_argument("name", help="the log's name, e.g. jobwarden.example.com/log")
+    keygen.add_argument("--out", metavar="DIR", default=".", help="where to write the two files")
+    keygen.add_argument(
+        "--witness", action="store_true", help="a witness's cosigning key instead of a log's"
+    )
+    keygen.set_defaults(handler=cmd_keygen)
+
+
+def _verifier(text: str) -> Verifier:
+    """A verifier key given inline, or the file `keygen` wrote it to."""
+    path = Path(text)
+    if path.is_file():
+        text = path.read_text("utf-8").strip()
+    return Verifier.from_key(text)
+
+
+def _open_checkpoint(path: str, keys: list[str], witnesses: list[str]) -> Checkpoint:
+    return log_audit.open_checkpoint(
+        _read_text(Path(path)), [_verifier(k) for k in keys], [_verifier(w) for w in witnesses]
+    )
+
+
+async def cmd_verify(args: argparse.Namespace) -> int:
+    if bool(args.checkpoint) != bool(args.key):
+        return _fail("--checkpoint and --key go together: a checkpoint is proof only with its key")
+    checkpoint = None
+    if args.checkpoint:
+        try:
+            checkpoint = _open_checkpoint(args.checkpoint, args.key, args.witness)
+        except OSError as exc:
+            return _fail(f"{args.checkpoint}: {exc.strerror}")
+        except (NoteError, CheckpointError, ValueError) as exc:
+            return _fail(f"the checkpoint does not verify with that key: {exc}")
+    async with cli_operator.app_connection() as conn:
+        checked, breaks = await audit.verify(conn, args.operation)
+        report = await log_audit.verify_log(conn, checkpoint)
+    ok = not breaks and report.ok
+    if args.json:
+        print(json.dumps(_as_json(checked, breaks, report)))
+    else:
+        _print(checked, breaks, report)
+    return 0 if ok else 1
+
+
+def _as_json(
+    checked: int, breaks: list[audit.Break], report: log_audit.LogReport
+) -> dict[str, Any]:
+    return {
+        "chains_checked": checked,
+        "chain_breaks": [str(b) for b in breaks],
+        "tree_size": report.tree_size,
+        "root": report.root.hex(),
+        "checkpoint": None
+        if report.checkpoint is None
+        else {"origin": report.checkpoint.origin, "size": report.checkpoint.size},
+        "rows_checked": report.rows_checked,
+        "pending": report.pending,
+        "problems": report.problems,
+        "problem_count": report.problem_count,
+        "unproven": report.unproven,
+        "ok": not breaks and report.ok,
+    }
+
+
+def _print(checked: int, breaks: list[audit.Break], report: log_audit.LogReport) -> None:
+    for found in breaks:
+        print(f"BROKEN {found}")
+    print(f"{checked} operation(s) checked, {len(breaks)} broken chain(s)")
+    for problem in report.problems:
+        print(f"TAMPERED {problem}")
+    if report.problem_count > len(report.problems):
+        print(f"... and {report.problem_count - len(report.problems)} more")
+    rows = sum(report.rows_checked.values())
+    print(
+        f"log: {report.tree_size} leaves, root {report.root.hex()}; {rows} evidence row(s) checked"
+    )
+    if report.checkpoint is not None:
+        cp = report.checkpoint
+        verdict = "extends it" if report.ok else "does NOT extend it"
+        print(f"checkpoint {cp.origin} at size {cp.size} (signature verified): the log {verdict}")
+    if report.pending:
+        print(
+            f"{report.pending} change(s) not sequenced yet (oldest {report.oldest_pending}): "
+            "not covered by this check; `jobwarden audit sequence` appends them"
+        )
+    if report.unproven:
+        print(f"NOT PROVEN: {report.unproven}")
+    print("OK" if not breaks and report.ok else f"FAILED: {report.problem_count} problem(s)")
+
+
+async def cmd_sequence(args: argparse.Namespace) -> int:
+    settings = load_settings(Path(args.config) if args.config else None)
+    try:
+        signer = log.load_signer(settings.log_signing_key_file, os.environ)
+    except (SecretError, ValueError) as exc:
+        return _fail(f"checkpoint signing key: {exc}")
+    async with cli_operator.app_connection() as conn:
+        appended = await log.sequence_all(conn)
+        size, root = await log.head(conn)
+        print(f"appended {appended} leaf/leaves; log size {size}, root {root.hex()}")
+        if signer is None:
+            print("no signing key (JW_LOG_SIGNING_KEY / JW_LOG_SIGNING_KEY_FILE): no checkpoint")
+            return 0
+        note = await log.checkpoint(conn, signer)
+    path = log.publish(note, settings.log_checkpoint_dir, size)
+    print(f"checkpoint at size {size} written to {path}")
+    return 0
+
+
+async def cmd_proof(args: argparse.Namespace) -> int:
+    async with cli_operator.app_connection() as conn:
+        try:
+            receipt = await receipts.build_receipt(conn, args.operation_id)
+        except receipts.ReceiptError as exc:
+            return _fail(str(exc))
+    text = json.dumps(receipt.to_json(), indent=1) + "\n"
+    if args.out:
+        _write_text(Path(args.out), text)
+        print(f"{len(receipt.leaves)} leaf/leaves proven, written to {args.out}")
+    else:
+        sys.stdout.write(text)
+    for reason in receipt.unproven:
+        print(f"not proven yet: {reason}", file=sys.stderr)
+    return 0
+
+
+async def cmd_check_proof(args: argparse.Namespace) -> int:
+    try:
+        document = json.loads(_read_text(Path(args.receipt)))
+        checked = receipts.check_receipt(document, [_verifier(key) for key in args.key])
+    except OSError as exc:
+        return _fail(f"{args.receipt}: {exc.strerror}")
+    except (ValueError, receipts.ReceiptError) as exc:
+        print(f"NOT VERIFIED: {exc}")
+        return 1
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "verified": True,
+                    "operation_id": checked.operation_id,
+                    "checkpoint": {
+                        "origin": checked.checkpoint.origin,
+                        "size": checked.checkpoint.size,
+                    },
+                    "rows": [{"kind": k, "id": i, "row": row} for k, i, row in checked.rows],
+                }
+            )
+        )
+        return 0
+    cp = checked.checkpoint
+    print(f"checkpoint {cp.origin} at size {cp.size}: signature verified")
+    for kind, row_id, row in checked.rows:
+        print(f"  {kind} {row_id}: {_summary(kind, row)}")
+    print(f"VERIFIED: {len(checked.rows)} evidence row(s) of {checked.operation_id}")
+    return 0
+
+
+def _summary(kind: str, row: dict[str, Any]) -> str:
+    if kind == "history":
+        return f"{row.get('from_state')} -> {row.get('to_state')} by {row.get('actor')}"
+    if kind == "call":
+        return f"{row.get('method')} {row.get('url')} -> {row.get('status_code')}"
+    if kind == "result":
+        return f"valid={row.get('valid')} sha256={row.get('sha256')}"
+    return "proven"
+
+
+def _read_text(path: Path) -> str:
+    return path.read_text("utf-8")
+
+
+def _write_text(path: Path, text: str) -> None:
+    path.write_text(text, "utf-8")
+
+
+async def cmd_cosign(args: argparse.Namespace) -> int:
+    log_key = _verifier(args.log_key)
+    try:
+        note = _read_text(Path(args.checkpoint))
+        witness = CosignatureSigner.from_key(_read_text(Path(args.witness_key_file)).strip())
+        current = log_audit.open_checkpoint(note, [log_key])
+        previous = (
+            log_audit.open_checkpoint(_read_text(Path(args.previous)), [log_key])
+            if args.previous
+            else None
+        )
+    except OSError as exc:
+        return _fail(f"{exc.filename}: {exc.strerror}")
+    except ValueError as exc:
+        return _fail(f"not cosigned: {exc}")
+    if previous is not None:
+        async with cli_operator.app_connection() as conn:
+            problem = await log_audit.consistency_problem(conn, previous, current)
+        if problem:
+            return _fail(f"not cosigned: {problem}")
+    _write_text(Path(args.checkpoint), cosign(note, [witness], timestamp=int(time.time())))
+    print(f"cosigned {current.origin} at size {current.size} as {witness.name}")
+    return 0
+
+
+async def cmd_keygen(args: argparse.Namespace) -> int:
+    try:
+        private, public = (generate_cosignature_key if args.witness else generate_key)(args.name)
+    except ValueError as exc:
+        return _fail(str(exc))
+    try:
+        key_file, pub_file = _write_keys(Path(args.out), args.name, private, public)
+    except FileExistsError as exc:
+        return _fail(f"{exc.filename} exists: refusing to overwrite a signing key")
+    print(f"signing key (keep it off the database host's backups): {key_file}")
+    print(f"public key (give it to auditors): {pub_file}")
+    print(public)
+    return 0
+
+
+def _write_keys(out: Path, name: str, private: str, public: str) -> tuple[Path, Path]:
+    """The signing key in a new file only its owner can read, the public key beside it."""
+    out.mkdir(parents=True, exist_ok=True)
+    stem = name.replace("/", "_")
+    key_file, pub_file = out / f"{stem}.key", out / f"{stem}.pub"
+    fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(private + "\n")
+    pub_file.write_text(public + "\n", "utf-8")
+    return key_file, pub_file
+
+
+def _fail(message: str) -> int:
+    print(f"jobwarden audit: {message}", file=sys.stderr)
+    return 2

@@ -1,0 +1,166 @@
+"""Receipts: one operation's evidence, provable offline with only the log's public key.
+
+A receipt bundles a signed checkpoint with, for every evidence row of the
+operation that the checkpoint covers, the leaf's bytes (the row as logged,
+`shared.ledger.leaves`) and its audit path (RFC 9162 inclusion proof).
+Anyone holding the public key checks it without the database: the note's
+signature, then each leaf hashed and walked up its path to the signed root.
+`check_receipt` does that here; `deploy/verify-receipt.py` does the same in
+a page of standalone Python, for auditors who run none of our code.
+
+Format (JSON)::
+
+    {"format": "jobwarden-receipt/v1", "operation_id": "op_…",
+     "checkpoint": "<C2SP signed note>",
+     "leaves": [{"index": 12, "kind": "history", "id": "34",
+                 "data": "<base64 leaf bytes>", "path": ["<base64 hash>", …]}],
+     "unproven": ["call 56: …"]}
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from shared.db.queries import q
+from shared.ledger.leaves import KINDS, LEAF_PREFIX, LeafKind, leaf_data
+from shared.ledger.log import HashCache, current_rows, with_hashes
+from shared.tlog import (
+    Checkpoint,
+    Verifier,
+    inclusion_proof,
+    leaf_hash,
+    open_note,
+    verify_inclusion,
+)
+
+FORMAT = "jobwarden-receipt/v1"
+
+
+class ReceiptError(ValueError):
+    """A receipt cannot be made (no checkpoint yet), or one does not verify."""
+
+
+@dataclass(frozen=True)
+class ReceiptLeaf:
+    index: int
+    kind: str
+    row_id: str
+    data: bytes
+    path: tuple[bytes, ...]
+
+
+@dataclass
+class Receipt:
+    operation_id: str
+    checkpoint: str
+    leaves: list[ReceiptLeaf] = field(default_factory=list)
+    # evidence of the operation the checkpoint does not cover (yet), in words
+    unproven: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        def b64(value: bytes) -> str:
+            return base64.b64encode(value).decode("ascii")
+
+        return {
+            "format": FORMAT,
+            "operation_id": self.operation_id,
+            "checkpoint": self.checkpoint,
+            "leaves": [
+                {
+                    "index": leaf.index,
+                    "kind": leaf.kind,
+                    "id": leaf.row_id,
+                    "data": b64(leaf.data),
+                    "path": [b64(h) for h in leaf.path],
+                }
+                for leaf in self.leaves
+            ],
+            "unproven": self.unproven,
+        }
+
+
+async def build_receipt(conn: Any, operation_id: str) -> Receipt:
+    """The receipt of `operation_id` against the newest signed checkpoint."""
+    latest = await conn.fetchrow(q("log_latest_checkpoint"))
+    if latest is None:
+        raise ReceiptError(
+            "no signed checkpoint yet: the reconciler signs one every log_interval seconds "
+            "once a signing key is configured (JW_LOG_SIGNING_KEY_FILE)"
+        )
+    size = int(latest["tree_size"])
+    receipt = Receipt(operation_id, latest["note"])
+    listed = await conn.fetch(q("log_leaves_of_operation"), operation_id, size)
+    if not listed:
+        raise ReceiptError(f"no operation {operation_id}")
+    keys = [(KINDS[r["kind"]], r["row_id"]) for r in listed]
+    rows = await current_rows(conn, keys)
+    cache = HashCache()
+    for entry, (kind, row_id) in zip(listed, keys, strict=True):
+        leaf = await _proved_leaf(conn, cache, entry, kind, rows.get((kind.name, row_id)), size)
+        if isinstance(leaf, str):
+            receipt.unproven.append(f"{kind.name} {row_id}: {leaf}")
+        else:
+            receipt.leaves.append(leaf)
+    return receipt
+
+
+async def _proved_leaf(
+    conn: Any, cache: HashCache, entry: Any, kind: LeafKind, row: Any, size: int
+) -> ReceiptLeaf | str:
+    """The row's leaf with its audit path, or why it cannot be proven by this checkpoint."""
+    if entry["leaf_index"] is None:
+        return f"not in the checkpoint of size {size} yet"
+    data = leaf_data(kind, entry["row_id"], row)
+    if leaf_hash(data) != bytes(entry["leaf_hash"]):
+        return "changed since the checkpoint (or altered): its newest version is not covered yet"
+    index = int(entry["leaf_index"])
+    path = await with_hashes(conn, cache, lambda: inclusion_proof(index, size, cache.read))
+    return ReceiptLeaf(index, kind.name, entry["row_id"], data, tuple(path))
+
+
+@dataclass(frozen=True)
+class CheckedReceipt:
+    operation_id: str
+    checkpoint: Checkpoint
+    # (kind, row id, the row as logged) of every leaf proven
+    rows: list[tuple[str, str, dict[str, Any]]]
+
+
+def check_receipt(document: Any, verifiers: list[Verifier]) -> CheckedReceipt:
+    """Verify a receipt offline; ReceiptError names the first thing that does not hold."""
+    if not isinstance(document, dict) or document.get("format") != FORMAT:
+        raise ReceiptError(f"not a {FORMAT} receipt")
+    try:
+        checkpoint = Checkpoint.parse(open_note(document["checkpoint"], verifiers).text)
+        leaves = document["leaves"]
+        operation_id = str(document["operation_id"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ReceiptError(f"the checkpoint does not verify with the given key(s): {exc}") from None
+    if not isinstance(leaves, list) or not leaves:
+        raise ReceiptError("the receipt proves no leaf")
+    rows = [_check_leaf(leaf, checkpoint) for leaf in leaves]
+    for kind, row_id, row in rows:
+        if row.get("operation_id", operation_id) != operation_id:
+            raise ReceiptError(f"{kind} {row_id} belongs to another operation")
+    return CheckedReceipt(operation_id, checkpoint, rows)
+
+
+def _check_leaf(leaf: Any, checkpoint: Checkpoint) -> tuple[str, str, dict[str, Any]]:
+    try:
+        data = base64.b64decode(leaf["data"], validate=True)
+        path = [base64.b64decode(h, validate=True) for h in leaf["path"]]
+        index = int(leaf["index"])
+        verify_inclusion(index, checkpoint.size, leaf_hash(data), path, checkpoint.root_hash)
+        if not data.startswith(LEAF_PREFIX):
+            raise ValueError("not a jobwarden evidence leaf")
+        document = json.loads(data[len(LEAF_PREFIX) :])
+    except (KeyError, TypeError, ValueError, binascii.Error) as exc:
+        where = leaf.get("index") if isinstance(leaf, dict) else leaf
+        raise ReceiptError(f"leaf {where} does not verify: {exc}") from None
+    if (document.get("kind"), document.get("id")) != (leaf.get("kind"), leaf.get("id")):
+        raise ReceiptError(f"leaf {index} is not the row it is labelled as")
+    return document["kind"], document["id"], document.get("row") or {}

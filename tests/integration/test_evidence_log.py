@@ -1,0 +1,338 @@
+"""The evidence log against a database superuser: every tampering is caught by a checkpoint.
+
+Real jobs run through the simulator and the reconciler to fill every kind of
+evidence; the sequencer logs it; a checkpoint is signed with a key the
+database never sees. Then the tests play the administrator of issue 12:
+triggers off (`session_replication_role = replica`), rows rewritten with the
+database's own hash functions, whole operations deleted, the newest entries
+truncated, leaves re-ordered, stored hashes recomputed to match. Each is
+detected against the exported checkpoint; the ones a consistent rewrite can
+hide are shown to pass a plain `audit verify` that says what it cannot prove.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from shared.cli.main import build_parser
+from shared.ledger import audit, log
+from shared.ledger.log_audit import LogReport, open_checkpoint, verify_log
+from shared.ledger.states import LocalState
+from shared.tlog import NoteError, Signer, Verifier, generate_key, stored_hashes
+from tests.harness import rig
+
+S = LocalState
+DONE = {S.SUCCEEDED, S.FAILED, S.RESULT_VALIDATION_FAILED}
+SIGNER_KEY, VERIFIER_KEY = generate_key("jobwarden.test/log")
+
+
+@contextlib.asynccontextmanager
+async def superuser(pool: Any) -> AsyncIterator[Any]:
+    """A connection whose writes no trigger sees, as a database owner's can be."""
+    async with pool.acquire() as conn, conn.transaction():
+        await conn.execute("SET LOCAL session_replication_role = replica")
+        yield conn
+
+
+async def _jobs(pool: Any, tmp_path: Path) -> list[str]:
+    """Three finished operations; the last one's evidence is the newest of the log."""
+    async with rig(pool, tmp_path) as r:
+        ops = [
+            await r.submit("success", duration=0.05),
+            await r.submit("partial", duration=0.05, total=5, failed=2),
+        ]
+        for op_id in ops:
+            await r.settle(op_id, DONE)
+        async with pool.acquire() as conn:
+            await log.sequence_all(conn)
+        # what follows is the newest of the log: the third operation's evidence alone
+        ops.append(await r.submit("late_failure", duration=0.05))
+        await r.settle(ops[2], DONE)
+    return ops
+
+
+async def _sequence_and_sign(pool: Any) -> str:
+    async with pool.acquire() as conn:
+        await log.sequence_all(conn)
+        return await log.checkpoint(conn, Signer.from_key(SIGNER_KEY))
+
+
+async def _verify(pool: Any, note: str | None) -> LogReport:
+    checkpoint = open_checkpoint(note, [Verifier.from_key(VERIFIER_KEY)]) if note else None
+    async with pool.acquire() as conn:
+        return await verify_log(conn, checkpoint)
+
+
+@pytest.fixture
+async def signed(pool: Any, tmp_path: Path) -> tuple[list[str], str]:
+    ops = await _jobs(pool, tmp_path)
+    return ops, await _sequence_and_sign(pool)
+
+
+async def test_every_kind_of_evidence_is_logged_and_verifies(
+    pool: Any, signed: tuple[list[str], str]
+) -> None:
+    _, note = signed
+    report = await _verify(pool, note)
+    assert report.ok, report.problems
+    assert report.pending == 0 and report.unproven is None
+    for kind in ("operation", "history", "call", "observation", "result", "failure"):
+        assert report.rows_checked[kind] > 0, kind
+    leaves = await pool.fetchval("SELECT count(*) FROM log_leaves")
+    assert report.tree_size == leaves and report.checkpoint is not None
+    assert report.checkpoint.size == leaves
+    async with pool.acquire() as conn:
+        assert await log.sequence_all(conn) == 0  # nothing left to append
+
+
+async def test_without_a_checkpoint_it_says_what_it_cannot_prove(
+    pool: Any, signed: tuple[list[str], str]
+) -> None:
+    report = await _verify(pool, None)
+    assert report.ok and report.unproven is not None
+    assert "rewritten rows and leaves together" in report.unproven
+
+
+async def _rewrite_history(conn: Any, op_id: str) -> None:
+    """Issue 12's first attack: actor and cause rewritten, row_hash and chain head redone."""
+    row = await conn.fetchrow(
+        "SELECT * FROM history WHERE operation_id = $1 ORDER BY seq DESC LIMIT 1", op_id
+    )
+    new_hash = await conn.fetchval(
+        "SELECT jw_history_hash($1, $2, $3, $4, 'operator:mallory', $5, $6,"
+        " 'operator approved: ignore failure', $7, $8, $9)",
+        row["prev_hash"],
+        op_id,
+        row["seq"],
+        row["at"],
+        row["from_state"],
+        row["to_state"],
+        row["evidence_kind"],
+        row["evidence_id"],
+        row["remote_job_id"],
+    )
+    await conn.execute(
+        "UPDATE history SET actor = 'operator:mallory',"
+        " cause = 'operator approved: ignore failure', row_hash = $2 WHERE history_id = $1",
+        row["history_id"],
+        new_hash,
+    )
+    await conn.execute(
+        "UPDATE operations SET history_head = $2 WHERE operation_id = $1", op_id, new_hash
+    )
+
+
+async def _delete_operation(conn: Any, op_id: str) -> None:
+    """The second attack: an operation removed with everything it touched."""
+    await conn.execute(
+        "DELETE FROM result_item_failures WHERE result_id IN"
+        " (SELECT result_id FROM results WHERE operation_id = $1)",
+        op_id,
+    )
+    await conn.execute("UPDATE operations SET result_id = NULL WHERE operation_id = $1", op_id)
+    for table in ("results", "observations", "escalations", "history", "provider_calls"):
+        await conn.execute(f"DELETE FROM {table} WHERE operation_id = $1", op_id)
+    await conn.execute("DELETE FROM operations WHERE operation_id = $1", op_id)
+
+
+async def _alter_evidence(conn: Any, op_id: str) -> None:
+    """The third: a provider's answer on record changed."""
+    await conn.execute(
+        'UPDATE provider_calls SET response_body = \'{"state":"succeeded"}\', status_code = 200'
+        " WHERE call_id = (SELECT max(call_id) FROM provider_calls WHERE operation_id = $1)",
+        op_id,
+    )
+
+
+ROW_ATTACKS: dict[str, Callable[[Any, str], Awaitable[None]]] = {
+    "history_rewritten_with_the_databases_own_hash": _rewrite_history,
+    "operation_deleted_with_its_history": _delete_operation,
+    "provider_answer_altered": _alter_evidence,
+}
+
+
+@pytest.mark.parametrize("attack", sorted(ROW_ATTACKS))
+async def test_a_tampered_row_is_caught_with_or_without_a_checkpoint(
+    pool: Any, signed: tuple[list[str], str], attack: str
+) -> None:
+    ops, note = signed
+    async with superuser(pool) as conn:
+        await ROW_ATTACKS[attack](conn, ops[2])
+    async with pool.acquire() as conn:
+        _, breaks = await audit.verify(conn)
+    if attack == "history_rewritten_with_the_databases_own_hash":
+        assert breaks == []  # the hash chain alone is fooled, as issue 12 found
+    for report in (await _verify(pool, note), await _verify(pool, None)):
+        assert not report.ok
+        expected = "removed" if attack.startswith("operation_deleted") else "altered"
+        assert any(expected in p for p in report.problems), report.problems
+
+
+async def _recompute_stored_hashes(conn: Any) -> None:
+    """What a careful attacker does after editing leaves: make the proofs agree again."""
+    await conn.execute("DELETE FROM log_hashes")
+    known: dict[int, bytes] = {}
+    leaves = await conn.fetch("SELECT leaf_index, leaf_hash FROM log_leaves ORDER BY leaf_index")
+    for row in leaves:
+        index = row["leaf_index"]
+        start = _first_index(index)
+        for offset, value in enumerate(
+            stored_hashes(index, bytes(row["leaf_hash"]), lambda ids: [known[i] for i in ids])
+        ):
+            known[start + offset] = value
+    await conn.execute(
+        "INSERT INTO log_hashes SELECT * FROM unnest($1::bigint[], $2::bytea[])",
+        list(known),
+        list(known.values()),
+    )
+
+
+def _first_index(n: int) -> int:
+    from shared.tlog import stored_hash_index
+
+    return stored_hash_index(0, n)
+
+
+async def _rewrite_consistently(conn: Any, ops: list[str]) -> None:
+    """Row, its leaf and the whole tree rewritten together: self-consistent again."""
+    await _alter_evidence(conn, ops[2])
+    call_id = await conn.fetchval(
+        "SELECT max(call_id)::text FROM provider_calls WHERE operation_id = $1", ops[2]
+    )
+    row = await conn.fetchrow("SELECT * FROM provider_calls WHERE call_id = $1", int(call_id))
+    from shared.ledger.leaves import KINDS, leaf_data
+    from shared.tlog import leaf_hash
+
+    forged = leaf_hash(leaf_data(KINDS["call"], call_id, row))
+    await conn.execute(
+        "UPDATE log_leaves SET leaf_hash = $2 WHERE leaf_index ="
+        " (SELECT max(leaf_index) FROM log_leaves WHERE kind = 'call' AND row_id = $1)",
+        call_id,
+        forged,
+    )
+    await _recompute_stored_hashes(conn)
+
+
+async def _reorder_leaves(conn: Any, _: list[str]) -> None:
+    """Two leaves swap places (rows still match their leaves), tree redone to match."""
+    for old, new in ((3, 1 << 40), (4, 3), (1 << 40, 4)):
+        await conn.execute("UPDATE log_leaves SET leaf_index = $2 WHERE leaf_index = $1", old, new)
+    await _recompute_stored_hashes(conn)
+
+
+async def _truncate_newest(conn: Any, ops: list[str]) -> None:
+    """The newest operation's rows and leaves gone, the tree redone: a shorter, tidy log."""
+    cut = await conn.fetchval(
+        "SELECT min(leaf_index) FROM log_leaves l WHERE"
+        " (kind = 'operation' AND row_id = $1) OR (kind = 'history' AND row_id IN"
+        "  (SELECT history_id::text FROM history WHERE operation_id = $1))",
+        ops[2],
+    )
+    await _delete_operation(conn, ops[2])
+    await conn.execute("DELETE FROM log_leaves WHERE leaf_index >= $1", cut)
+    await _recompute_stored_hashes(conn)
+
+
+LOG_ATTACKS: dict[str, Callable[[Any, list[str]], Awaitable[None]]] = {
+    "row_leaf_and_tree_rewritten_together": _rewrite_consistently,
+    "leaves_reordered": _reorder_leaves,
+    "newest_entries_truncated": _truncate_newest,
+}
+
+
+@pytest.mark.parametrize("attack", sorted(LOG_ATTACKS))
+async def test_a_consistent_rewrite_of_the_log_is_caught_only_by_the_checkpoint(
+    pool: Any, signed: tuple[list[str], str], attack: str
+) -> None:
+    ops, note = signed
+    async with superuser(pool) as conn:
+        await LOG_ATTACKS[attack](conn, ops)
+    plain = await _verify(pool, None)
+    assert plain.ok and plain.unproven is not None, plain.problems  # self-consistent...
+    against = await _verify(pool, note)
+    assert not against.ok  # ...but not the log that was signed
+    assert any("checkpoint" in p for p in against.problems), against.problems
+
+
+@pytest.mark.usefixtures("signed")
+async def test_a_checkpoint_signed_with_another_key_is_refused(pool: Any) -> None:
+    other_signer, _ = generate_key("jobwarden.test/log")
+    async with pool.acquire() as conn:
+        forged = await log.checkpoint(conn, Signer.from_key(other_signer))
+    with pytest.raises(NoteError):
+        open_checkpoint(forged, [Verifier.from_key(VERIFIER_KEY)])
+
+
+async def test_a_second_version_of_a_write_once_row_is_tampering(
+    pool: Any, signed: tuple[list[str], str]
+) -> None:
+    """Masking an edit by queueing it as a change: the sequencer logs it, verify refuses it."""
+    ops, note = signed
+    async with superuser(pool) as conn:
+        await _rewrite_history(conn, ops[0])
+        history_id = await conn.fetchval(
+            "SELECT max(history_id)::text FROM history WHERE operation_id = $1", ops[0]
+        )
+        await conn.execute(
+            "INSERT INTO log_queue (kind, row_id) VALUES ('history', $1)", history_id
+        )
+    assert not (await _verify(pool, note)).ok  # queued: a write-once row cannot be pending
+    async with pool.acquire() as conn:
+        assert await log.sequence_all(conn) == 1
+    report = await _verify(pool, note)
+    assert any("written once" in p for p in report.problems), report.problems
+
+
+async def jobwarden(*argv: str) -> int:
+    """The command as `jobwarden` runs it, inside the test's event loop."""
+    args = build_parser().parse_args(list(argv))
+    status: int = await args.handler(args)
+    return status
+
+
+async def test_audit_verify_on_the_command_line(
+    pool: Any,
+    db_url: str,
+    signed: tuple[list[str], str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    ops, note = signed
+    sep = "&" if "?" in db_url else "?"
+    monkeypatch.setenv("DATABASE_URL", f"{db_url}{sep}role=jobwarden_operator")
+    checkpoint, key = tmp_path / "checkpoint", tmp_path / "log.pub"
+    checkpoint.write_text(note)
+    key.write_text(VERIFIER_KEY + "\n")
+    assert (
+        await jobwarden("audit", "verify", "--checkpoint", str(checkpoint), "--key", str(key)) == 0
+    )
+    out = capsys.readouterr().out
+    assert "(signature verified): the log extends it" in out and out.rstrip().endswith("OK")
+    assert await jobwarden("audit", "verify") == 0
+    assert "NOT PROVEN" in capsys.readouterr().out
+    async with superuser(pool) as conn:
+        await _alter_evidence(conn, ops[1])
+    assert (
+        await jobwarden("audit", "verify", "--checkpoint", str(checkpoint), "--key", VERIFIER_KEY)
+        == 1
+    )
+    out = capsys.readouterr().out
+    assert "TAMPERED provider_calls" in out and "FAILED" in out
+
+
+async def test_history_left_behind_by_a_deleted_operation_is_reported(
+    pool: Any, signed: tuple[list[str], str]
+) -> None:
+    ops, _ = signed
+    async with superuser(pool) as conn:
+        await conn.execute("DELETE FROM operations WHERE operation_id = $1", ops[1])
+    async with pool.acquire() as conn:
+        checked, breaks = await audit.verify(conn)
+    assert checked == 2
+    assert [(b.operation_id, b.problem) for b in breaks] == [(ops[1], "history of no operation")]
