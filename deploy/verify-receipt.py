@@ -12,7 +12,7 @@ import base64
 import hashlib
 import json
 import sys
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
@@ -36,6 +36,8 @@ def checkpoint_of(note: str, vkey: str) -> tuple[str, int, bytes]:
         if signature[:4].hex() == key_id:
             Ed25519PublicKey.from_public_bytes(key[1:]).verify(signature[4:], text.encode())
             origin, size, root = text.splitlines()[:3]
+            if not size.isascii() or not size.isdigit():
+                fail("malformed checkpoint size")
             return origin, int(size), base64.b64decode(root)
     fail("no signature by this key")
 
@@ -60,26 +62,46 @@ def root_from_path(index: int, size: int, leaf: bytes, path: list[bytes]) -> byt
     return r
 
 
+def proven_row(leaf: dict[str, Any], size: int, root: bytes) -> dict[str, Any]:
+    index, data = leaf["index"], base64.b64decode(leaf["leaf"], validate=True)
+    document = base64.b64decode(leaf["row"], validate=True)
+    if not isinstance(index, int) or not 0 <= index < size:
+        fail(f"leaf index {index!r} is not in a tree of size {size}")
+    audit_path = [base64.b64decode(h, validate=True) for h in leaf["path"]]
+    if root_from_path(index, size, hashlib.sha256(b"\x00" + data).digest(), audit_path) != root:
+        fail(f"leaf {index} is not in the signed tree")
+    prefix = b"jobwarden/evidence-leaf/v1\n"
+    if not data.startswith(prefix):
+        fail(f"leaf {index} is not a jobwarden evidence leaf")
+    named = json.loads(data[len(prefix) :])
+    if named["deleted"] is not False or named["row"] != hashlib.sha256(document).hexdigest():
+        fail(f"leaf {index} does not name this row")
+    if (named["kind"], named["id"]) != (leaf["kind"], leaf["id"]):
+        fail(f"leaf {index} is labelled as another row")
+    row: dict[str, Any] = json.loads(document)
+    row["_kind"], row["_id"], row["_index"] = named["kind"], named["id"], index
+    return row
+
+
 def main(path: str, vkey: str) -> None:
     with open(path, encoding="utf-8") as file:
         receipt = json.load(file)
     operation = receipt["operation_id"]
     origin, size, root = checkpoint_of(receipt["checkpoint"], vkey)
     print(f"checkpoint {origin} size {size}: signature verified")
-    for leaf in receipt["leaves"]:
-        data = base64.b64decode(leaf["data"])
-        hashed = hashlib.sha256(b"\x00" + data).digest()
-        audit_path = [base64.b64decode(h) for h in leaf["path"]]
-        if root_from_path(leaf["index"], size, hashed, audit_path) != root:
-            fail(f"leaf {leaf['index']} is not in the signed tree")
-        row = json.loads(data.split(b"\n", 1)[1])
-        if (
-            row.get("row", {}).get("operation_id", receipt["operation_id"])
-            != receipt["operation_id"]
-        ):
-            fail(f"leaf {leaf['index']} belongs to another operation")
-        print(f"  leaf {leaf['index']}: {row['kind']} {row['id']} proven")
-    print(f"VERIFIED: {len(receipt['leaves'])} evidence row(s) of {operation}")
+    rows = [proven_row(leaf, size, root) for leaf in receipt["leaves"]]
+    if not rows:
+        fail("the receipt proves nothing")
+    # each row is the operation's, a failed item through a result of it proven here
+    results = {r.get("result_id") for r in rows if r["_kind"] == "result"}
+    for row in rows:
+        mine = row.get("operation_id") == operation
+        if row["_kind"] == "failure":
+            mine = row.get("result_id") in results
+        if not mine:
+            fail(f"{row['_kind']} {row['_id']} is not shown to belong to {operation}")
+        print(f"  leaf {row['_index']}: {row['_kind']} {row['_id']} proven")
+    print(f"VERIFIED: {len(rows)} evidence row(s) of {operation}")
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ import contextlib
 import logging
 import os
 import signal
+import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -39,6 +40,9 @@ log = logging.getLogger("jobwarden.reconciler")
 # Housekeeping (webhook dedupe retention) runs this often; hourly is plenty for
 # a retention measured in days.
 HOUSEKEEPING_SECONDS = 3600.0
+# Checkpoints are signed at most this often (and only when the log grew):
+# each is a file and a row kept for good, so every 5 s would be 17,280 a day.
+CHECKPOINT_MIN_SECONDS = 60.0
 # A webhook event committed in the instant its job id was being recorded is
 # attached by this sweep; once a minute bounds that (rare) delay.
 STRAGGLER_SECONDS = 60.0
@@ -57,6 +61,7 @@ class Daemon:
         self.reconciler = reconciler
         self.signer = signer
         self.signed_size = -1
+        self.next_signing = 0.0
         self.settings = settings
         self.database_url = database_url
         self.scheduler = AsyncIOScheduler(timezone=UTC)
@@ -106,14 +111,22 @@ class Daemon:
         """
         async with self.reconciler.ctx.pool.acquire() as conn:
             appended = await evidence_log.sequence_all(conn)
-            if self.signer is None:
+            if self.signer is None or time.monotonic() < self.next_signing:
                 return
             size, _ = await evidence_log.head(conn)
             if size == self.signed_size:
                 return
-            note = await evidence_log.checkpoint(conn, self.signer)
-        evidence_log.publish(note, self.settings.log_checkpoint_dir, size)
+            directory = self.settings.log_checkpoint_dir
+            try:
+                previous = evidence_log.published(directory, self.signer)
+                note = await evidence_log.checkpoint(conn, self.signer, previous)
+                evidence_log.publish(note, directory, size)
+            except (evidence_log.LogForked, ValueError) as exc:
+                # never sign a tree that does not extend what we published
+                log.error("checkpoint NOT signed", extra={"ctx": {"problem": str(exc)}})
+                return
         self.signed_size = size
+        self.next_signing = time.monotonic() + CHECKPOINT_MIN_SECONDS
         log.info("checkpoint signed", extra={"ctx": {"tree_size": size, "appended": appended}})
 
     async def stragglers(self) -> None:

@@ -40,8 +40,10 @@ from shared.db.queries import q
 from shared.ids import trace_id_from_traceparent
 from shared.ledger import receipts
 from shared.ledger.errors import LedgerError, RequestMismatch, StaleTransition
+from shared.ledger.log import LogCorrupt
 from shared.ledger.states import TERMINAL, LocalState
 from shared.settings import Settings
+from shared.tlog import ProofError
 
 log = logging.getLogger(__name__)
 
@@ -409,6 +411,15 @@ class OperationsApi:
                 built = await receipts.build_receipt(conn, operation_id)
             except receipts.ReceiptError as exc:
                 raise Problem(409, "no-checkpoint", "No signed checkpoint yet", str(exc)) from None
+            except (LogCorrupt, ProofError):
+                log.exception("receipt refused: the log contradicts its checkpoint")
+                raise Problem(
+                    503,
+                    "log-inconsistent",
+                    "The evidence log cannot prove this now",
+                    "The log's stored hashes do not match its newest checkpoint; an operator "
+                    "has been alerted (jobwarden audit verify).",
+                ) from None
         return ApiJSONResponse(built.to_json())
 
     async def checkpoint(self, request: Request) -> Response:

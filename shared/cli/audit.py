@@ -217,8 +217,12 @@ async def cmd_sequence(args: argparse.Namespace) -> int:
         if signer is None:
             print("no signing key (JW_LOG_SIGNING_KEY / JW_LOG_SIGNING_KEY_FILE): no checkpoint")
             return 0
-        note = await log.checkpoint(conn, signer)
-    path = log.publish(note, settings.log_checkpoint_dir, size)
+        try:
+            previous = log.published(settings.log_checkpoint_dir, signer)
+            note = await log.checkpoint(conn, signer, previous)
+            path = log.publish(note, settings.log_checkpoint_dir, size)
+        except (log.LogForked, ValueError) as exc:
+            return _fail(f"checkpoint NOT signed: {exc}")
     print(f"checkpoint at size {size} written to {path}")
     return 0
 

@@ -435,11 +435,11 @@ async def record_result(db: Executor, res: ResultRecord) -> int:
         text = pgjson.dumps({**document, "inline": None})
     result_id = int(await db.fetchval(q("insert_result"), text))
     if res.failed_items:
-        await db.executemany(
-            q("insert_item_failure"),
-            [
-                (result_id, _text(key), _text(code), _text(msg))
-                for key, code, msg in res.failed_items
-            ],
+        keys, codes, messages = zip(
+            *((_text(key), _text(code), _text(msg)) for key, code, msg in res.failed_items),
+            strict=True,
+        )
+        await db.execute(
+            q("insert_item_failures"), result_id, list(keys), list(codes), list(messages)
         )
     return result_id

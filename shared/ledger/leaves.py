@@ -1,22 +1,31 @@
 """What one leaf of the evidence log covers, for every kind of evidence row.
 
 Defined here once and used by both sides: the sequencer hashes rows into
-leaves, and `jobwarden audit verify` recomputes every leaf from the rows it
-reads, so neither trusts a hash the database could have rewritten. A leaf is
-`LEAF_PREFIX` + canonical JSON of {"kind", "id", "row": {covered columns}}
-(keys sorted, no spaces, UTF-8; timestamps RFC 3339 UTC with microseconds;
-numerics as decimal text; JSON documents as parsed values), or, for a row
-that no longer exists when it is sequenced, {"kind", "id", "deleted": true}.
+leaves, and `jobwarden audit verify` recomputes every leaf, so neither trusts
+a hash the database could have rewritten.
+
+A row version is its *document*: canonical JSON of its covered columns (keys
+sorted, no spaces, UTF-8; timestamps RFC 3339 UTC with microseconds; numerics
+as decimal text; JSON documents as parsed values). A leaf is `LEAF_PREFIX` +
+canonical JSON of {"kind", "id", "deleted", "row", "fixed", "settled"}: the
+sha256 of the document, of the columns that never change once written
+(`fixed`), and of those written once when the row settles (`settled`: a
+call's answer, an event's attachment, an escalation's resolution; null until
+then). The log stores those digests beside each leaf, so every leaf, old
+versions included, is recomputed from what it claims and bound by the tree;
+verify then checks that every version of a row kept its fixed part and that
+a settled part never changed.
 
 Covered columns are listed explicitly and versioned with the prefix: a column
 added by a later migration is not covered until a new leaf version says so,
 so old leaves keep verifying. Every column of each evidence table is covered,
-except for `operations`, where only the submitted intent is (its other columns
-are working state, each change of which is a history row, logged itself).
+except for `operations`, where the submitted intent is (its other columns are
+working state, each change of which is a history row, logged itself).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -38,6 +47,21 @@ class LeafKind:
     # event's attachment, an escalation's resolution): each change is a new
     # leaf. Every other kind is written once, so a second version is tampering.
     updatable: bool = False
+    # Of an updatable kind: the columns no version may change, and those that
+    # are written once, when `settled_when` (a column) is first not null.
+    fixed: tuple[str, ...] = ()
+    settled: tuple[str, ...] = ()
+    settled_when: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.updatable:
+            object.__setattr__(self, "fixed", self.columns)
+
+    def is_settled(self, row: Mapping[str, Any]) -> bool:
+        if self.settled_when is None or row[self.settled_when] is None:
+            return False
+        # a status read recorded as lost is completed by its late answer
+        return not (self.name == "call" and row["error_category"] == "lost")
 
     def row_id(self, row: Mapping[str, Any]) -> str:
         """The row's key as log_queue holds it (SQL: the id column as text)."""
@@ -57,6 +81,7 @@ KINDS: dict[str, LeafKind] = {
                 "provider",
                 "kind",
                 "client_reference",
+                "request",
                 "request_fingerprint",
                 "idempotency_token",
                 "idempotency_mode",
@@ -117,6 +142,36 @@ KINDS: dict[str, LeafKind] = {
                 "anomalies",
             ),
             updatable=True,
+            fixed=(
+                "call_id",
+                "operation_id",
+                "call_kind",
+                "attempt",
+                "worker",
+                "fence",
+                "trace_id",
+                "idempotency_token",
+                "started_at",
+            ),
+            settled=(
+                "method",
+                "url",
+                "request_headers",
+                "traceparent",
+                "finished_at",
+                "duration_ms",
+                "status_code",
+                "provider_request_id",
+                "response_headers",
+                "error_category",
+                "response_sha256",
+                "response_size",
+                "response_body",
+                "remote_job_id",
+                "not_before",
+                "anomalies",
+            ),
+            settled_when="finished_at",
         ),
         LeafKind(
             "observation",
@@ -163,6 +218,22 @@ KINDS: dict[str, LeafKind] = {
                 "duplicate_deliveries",
             ),
             updatable=True,
+            fixed=(
+                "webhook_event_id",
+                "provider",
+                "event_id",
+                "received_at",
+                "signature_scheme",
+                "id_signed",
+                "remote_job_id",
+                "operation_ref",
+                "client_reference",
+                "remote_state",
+                "remote_state_raw",
+                "payload",
+            ),
+            settled=("operation_id", "attached_at"),
+            settled_when="operation_id",
         ),
         LeafKind(
             "result",
@@ -208,6 +279,9 @@ KINDS: dict[str, LeafKind] = {
                 "decision_id",
             ),
             updatable=True,
+            fixed=("escalation_id", "operation_id", "opened_at", "state", "reason", "details"),
+            settled=("resolved_at", "decision_id"),
+            settled_when="resolved_at",
         ),
     )
 }
@@ -218,35 +292,78 @@ class LeafError(ValueError):
 
 
 def _value(kind: LeafKind, column: str, value: Any) -> Any:
-    # jsonb arrives decoded (every connection of shared.db sets the codec), so
-    # a str here is a JSON string value, never undecoded text
-    if value is None or isinstance(value, bool | int | str):
+    # jsonb arrives decoded (every connection of shared.db sets the codec) and
+    # arrays as lists: JSON values already, which the final dumps encodes
+    # canonically (sorted keys, floats by repr). A str is a JSON string value.
+    if value is None or type(value) in _AS_IS:
         return value
     if isinstance(value, datetime):
         if value.tzinfo is None:
             raise LeafError(f"{kind.name}.{column}: a timestamp without a time zone")
-        return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        return value.astimezone(UTC).isoformat(timespec="microseconds")[:-6] + "Z"
     if isinstance(value, Decimal):
         return str(value)
-    if isinstance(value, list | tuple | dict | float):
-        return _plain(value)
+    if isinstance(value, bool | int | str | float | list | tuple | dict):
+        return value  # a subclass (an enum's str, a Record's list)
     raise LeafError(f"{kind.name}.{column}: cannot encode a {type(value).__name__}")
 
 
-def _plain(value: Any) -> Any:
-    """A JSON value with every float given as its shortest repr (json.dumps' own)."""
-    return json.loads(json.dumps(value, allow_nan=False))
+_AS_IS = frozenset({str, int, bool, float, list, dict})
 
 
-def leaf_data(kind: LeafKind, row_id: str, row: Mapping[str, Any] | None) -> bytes:
-    """The bytes a leaf hashes: the row as it is now, or its deletion."""
-    document: dict[str, Any] = {"kind": kind.name, "id": row_id}
-    if row is None:
-        document["deleted"] = True
-    else:
-        try:
-            document["row"] = {c: _value(kind, c, row[c]) for c in kind.columns}
-        except KeyError as exc:
-            raise LeafError(f"{kind.name}: the row has no column {exc}") from None
-    text = json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return LEAF_PREFIX + text.encode("utf-8", "surrogatepass")
+def _canonical(document: Any) -> bytes:
+    text = json.dumps(
+        document, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    )
+    return text.encode("utf-8", "surrogatepass")
+
+
+def _part(kind: LeafKind, row: Mapping[str, Any], columns: tuple[str, ...]) -> dict[str, Any]:
+    try:
+        return {c: _value(kind, c, row[c]) for c in columns}
+    except KeyError as exc:
+        raise LeafError(f"{kind.name}: the row has no column {exc}") from None
+
+
+def row_document(kind: LeafKind, row: Mapping[str, Any]) -> bytes:
+    """The row version as the log covers it (what a receipt shows)."""
+    return _canonical(_part(kind, row, kind.columns))
+
+
+@dataclass(frozen=True)
+class Digests:
+    """What a leaf commits to of one row version (None: deleted / not settled)."""
+
+    row: bytes | None
+    fixed: bytes | None
+    settled: bytes | None
+
+    @classmethod
+    def of(cls, kind: LeafKind, row: Mapping[str, Any] | None) -> Digests:
+        if row is None:
+            return cls(None, None, None)
+        document = row_document(kind, row)
+        fixed = hashlib.sha256(_canonical(_part(kind, row, kind.fixed))).digest()
+        settled = (
+            hashlib.sha256(_canonical(_part(kind, row, kind.settled))).digest()
+            if kind.is_settled(row)
+            else None
+        )
+        return cls(hashlib.sha256(document).digest(), fixed, settled)
+
+
+def leaf_data(kind_name: str, row_id: str, digests: Digests) -> bytes:
+    """The bytes a leaf hashes: which row, whether it is gone, and its version's digests."""
+
+    def hexed(value: bytes | None) -> str | None:
+        return None if value is None else value.hex()
+
+    document = {
+        "kind": kind_name,
+        "id": row_id,
+        "deleted": digests.row is None,
+        "row": hexed(digests.row),
+        "fixed": hexed(digests.fixed),
+        "settled": hexed(digests.settled),
+    }
+    return LEAF_PREFIX + _canonical(document)

@@ -12,28 +12,34 @@ tree head with a key the database never sees and returns the C2SP signed note;
 
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 from shared.db.connect import Executor
 from shared.db.queries import q
-from shared.ledger.leaves import KINDS, LeafKind, leaf_data
+from shared.ledger.leaves import KINDS, Digests, LeafKind, leaf_data
 from shared.secret import Secret
 from shared.tlog import (
     Checkpoint,
+    ProofError,
     Signer,
+    consistency_proof,
     leaf_hash,
+    open_note,
     sign,
     stored_hash_index,
     stored_hashes,
     tree_hash,
+    verify_consistency,
 )
 
 T = TypeVar("T")
+log = logging.getLogger("jobwarden.log")
 
 SIGNING_KEY_ENV = "JW_LOG_SIGNING_KEY"
 
@@ -115,12 +121,14 @@ async def sequence(conn: Any, batch: int = DEFAULT_BATCH) -> Appended | None:
             return Appended(0, size)
         rows = await current_rows(conn, keys)
         cache = HashCache()
-        leaves: list[tuple[int, str, str, bytes, bool]] = []
+        leaves: list[tuple[Any, ...]] = []
         for kind, row_id in keys:
-            row = rows.get((kind.name, row_id))
-            data = leaf_data(kind, row_id, row)
-            leaves.append((size + len(leaves), kind.name, row_id, leaf_hash(data), row is None))
-        for index, _, _, hashed, _ in leaves:
+            digests = Digests.of(kind, rows.get((kind.name, row_id)))
+            hashed = leaf_hash(leaf_data(kind.name, row_id, digests))
+            index = size + len(leaves)
+            leaves.append(
+                (index, kind.name, row_id, hashed, digests.row is None, *astuple(digests))
+            )
             await _store(conn, cache, index, hashed)
         await conn.execute(q("log_append_leaves"), *map(list, zip(*leaves, strict=True)))
         await conn.execute(q("log_append_hashes"), list(cache.new), list(cache.new.values()))
@@ -158,6 +166,11 @@ def load_signer(key_file: str, env: Mapping[str, str]) -> Signer | None:
         secret = Secret.from_env(SIGNING_KEY_ENV, env)
     elif key_file:
         secret = Secret.from_file(key_file)
+        if os.stat(key_file).st_mode & 0o077:
+            log.warning(
+                "the checkpoint signing key can be read by other users: chmod 600 it",
+                extra={"ctx": {"key_file": key_file}},
+            )
     else:
         return None
     try:
@@ -169,14 +182,33 @@ def load_signer(key_file: str, env: Mapping[str, str]) -> Signer | None:
 
 
 def _distinct_keys(queued: Sequence[Any]) -> list[tuple[LeafKind, str]]:
-    """Each changed row once, in queue order (several changes before a batch: one leaf)."""
+    """Each changed row once, in queue order (several changes before a batch: one leaf).
+
+    An entry no evidence row can have (an unknown kind, an id that is not
+    one) was not written by a trigger: it is dropped with a warning rather
+    than stopping the log for good. Whatever it tried to excuse, verify still
+    checks the rows themselves.
+    """
     seen: dict[tuple[str, str], LeafKind] = {}
     for entry in queued:
         kind = KINDS.get(entry["kind"])
-        if kind is None:
-            raise LogCorrupt(f"log_queue names an unknown kind {entry['kind']!r}")
+        if kind is None or not _plausible_id(kind, entry["row_id"]):
+            log.warning(
+                "log_queue entry ignored: no evidence row has this key",
+                extra={"ctx": {"kind": entry["kind"], "row_id": entry["row_id"][:100]}},
+            )
+            continue
         seen.setdefault((kind.name, entry["row_id"]), kind)
     return [(kind, row_id) for (_, row_id), kind in seen.items()]
+
+
+def _plausible_id(kind: LeafKind, row_id: str) -> bool:
+    if kind.name == "operation":
+        return bool(row_id)
+    if kind.name == "failure" and "/" not in row_id:
+        return False
+    number = row_id.split("/", 1)[0] if kind.name == "failure" else row_id
+    return number.isascii() and number.isdigit() and len(number) <= 19
 
 
 async def current_rows(
@@ -210,37 +242,102 @@ async def head(db: Executor) -> tuple[int, bytes]:
     return size, root
 
 
-async def checkpoint(db: Executor, signer: Signer) -> str:
-    """Sign the current tree head (origin = the key's name) and keep a copy; the note."""
+class LogForked(RuntimeError):
+    """The database's tree does not extend the last checkpoint this signer published."""
+
+
+async def checkpoint(db: Executor, signer: Signer, previous: Checkpoint | None = None) -> str:
+    """Sign the current tree head (origin = the key's name) and keep a copy; the note.
+
+    `previous`, the last checkpoint this signer published (read back from
+    where it was published, outside the database), must be extended by the
+    tree: the database proves it with a consistency proof checked here, so a
+    rewritten log is never signed. LogForked otherwise.
+    """
     size, root = await head(db)
-    note = sign(Checkpoint(signer.name, size, root).text(), [signer])
-    await db.execute(q("log_record_checkpoint"), size, root, note)
+    current = Checkpoint(signer.name, size, root)
+    if previous is not None:
+        problem = await consistency_problem(db, previous, current)
+        if problem:
+            raise LogForked(problem)
+    note = sign(current.text(), [signer])
+    recorded = await db.fetchrow(q("log_record_checkpoint"), size, root, note)
+    if recorded is None or bytes(recorded["root_hash"]) != root:
+        raise LogForked(f"log_checkpoints already holds another tree of size {size}")
     return note
 
 
+async def consistency_problem(db: Executor, old: Checkpoint, new: Checkpoint) -> str | None:
+    """Why `new` does not extend `old` (by a consistency proof the database must produce)."""
+    if new.size < old.size:
+        return f"the new checkpoint ({new.size}) is smaller than the previous one ({old.size})"
+    if old.size == new.size:
+        if old.root_hash == new.root_hash:
+            return None
+        return f"two different trees of size {new.size}: the log was forked or rewritten"
+    if old.size == 0:
+        return None  # every tree extends the empty one
+    cache = HashCache()
+    try:
+        proof = await with_hashes(
+            db, cache, lambda: consistency_proof(old.size, new.size, cache.read)
+        )
+        verify_consistency(old.size, new.size, old.root_hash, new.root_hash, proof)
+    except (ProofError, LogCorrupt) as exc:
+        return f"the log does not prove the new checkpoint extends the previous one: {exc}"
+    return None
+
+
+def published(directory: Path, signer: Signer) -> Checkpoint | None:
+    """The latest checkpoint `publish` wrote there, as this signer signed it (None: none).
+
+    A file there that this signer's key does not verify is an error, not a
+    fresh start: someone replaced it.
+    """
+    path = directory / "checkpoint"
+    try:
+        note = path.read_text("utf-8")
+    except FileNotFoundError:
+        return None
+    return Checkpoint.parse(open_note(note, [signer.verifier]).text)
+
+
 def publish(note: str, directory: Path, tree_size: int) -> Path:
-    """Write `checkpoint` (the latest, replaced atomically) and `checkpoint.<size>`."""
+    """Write `checkpoint.<size>` (never replaced) and `checkpoint` (the latest, atomically)."""
     directory.mkdir(parents=True, exist_ok=True)
     numbered = directory / f"checkpoint.{tree_size}"
-    for target in (numbered, directory / "checkpoint"):
-        fd, temp = tempfile.mkstemp(dir=directory, prefix=".checkpoint-")
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(note)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temp, target)
+    if numbered.exists():
+        if numbered.read_text("utf-8") != note:
+            # the same size signed twice over different trees cannot happen
+            # after checkpoint()'s checks; a differing file is kept as found
+            raise LogForked(f"{numbered} exists with another note: kept, not replaced")
+    else:
+        _write_atomically(numbered, note)
+    _write_atomically(directory / "checkpoint", note)
     return numbered
+
+
+def _write_atomically(target: Path, text: str) -> None:
+    fd, temp = tempfile.mkstemp(dir=target.parent, prefix=".checkpoint-")
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        out.write(text)
+        out.flush()
+        os.fsync(out.fileno())
+    os.replace(temp, target)
 
 
 __all__ = [
     "Appended",
     "HashCache",
     "LogCorrupt",
+    "LogForked",
     "checkpoint",
+    "consistency_problem",
     "current_rows",
     "head",
     "load_signer",
     "publish",
+    "published",
     "sequence",
     "sequence_all",
 ]

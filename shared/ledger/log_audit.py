@@ -27,25 +27,26 @@ from datetime import datetime
 from typing import Any
 
 from shared.db.queries import q
-from shared.ledger.leaves import KINDS, LeafError, LeafKind, leaf_data
-from shared.ledger.log import HashCache, LogCorrupt, with_hashes
+from shared.ledger.leaves import KINDS, Digests, LeafError, LeafKind, leaf_data
+from shared.ledger.log import HashCache, LogCorrupt, consistency_problem, with_hashes
 from shared.tlog import (
+    ALG_ED25519,
     EMPTY_ROOT,
     Checkpoint,
     CheckpointError,
     NoteError,
-    ProofError,
     RootAccumulator,
     Verifier,
-    consistency_proof,
     leaf_hash,
     open_note,
     tree_hash,
-    verify_consistency,
 )
 
 # Rows fetched per round trip while streaming.
 PREFETCH = 5000
+# A queued change older than this is a problem: the reconciler sequences
+# every log_interval (5 s by default).
+MAX_PENDING_AGE = 600.0
 # Problems listed in full; beyond this only counted (a wholesale rewrite
 # would otherwise print millions of lines).
 MAX_LISTED = 50
@@ -88,6 +89,8 @@ def open_checkpoint(
     One of `keys` (the log's, several across a rotation) must have signed it,
     and every one of `witnesses` must have cosigned it.
     """
+    if any(key.algorithm != ALG_ED25519 for key in keys):
+        raise NoteError("a log key is an Ed25519 signer's key; a witness's goes with --witness")
     opened = open_note(note, [*keys, *witnesses])
     signed_by = {v.vkey for v in opened.verified}
     if not signed_by & {k.vkey for k in keys}:
@@ -98,8 +101,15 @@ def open_checkpoint(
     return Checkpoint.parse(opened.text)
 
 
-async def verify_log(conn: Any, checkpoint: Checkpoint | None) -> LogReport:
-    """Check the log (and, given one, against a checkpoint already verified by its key)."""
+async def verify_log(
+    conn: Any, checkpoint: Checkpoint | None, max_pending_age: float = MAX_PENDING_AGE
+) -> LogReport:
+    """Check the log (and, given one, against a checkpoint already verified by its key).
+
+    A change still queued longer than `max_pending_age` seconds is a problem:
+    the sequencer is stopped, or someone queues changes to pass edits off as
+    pending.
+    """
     report = LogReport(checkpoint=checkpoint, unproven=None if checkpoint else UNPROVEN)
     async with conn.transaction(isolation="repeatable_read", readonly=True):
         await _check_tree(conn, report)
@@ -108,6 +118,11 @@ async def verify_log(conn: Any, checkpoint: Checkpoint | None) -> LogReport:
         await _check_versions(conn, report)
         pending = await conn.fetchrow(q("log_pending"))
         report.pending, report.oldest_pending = int(pending["rows"]), pending["oldest"]
+        if report.pending and pending["age"] > max_pending_age:
+            report.problem(
+                f"{report.pending} change(s) queued for {pending['age']:.0f} s (oldest): the "
+                "sequencer is not running, or the queue is being used to hide edits"
+            )
     return report
 
 
@@ -118,7 +133,7 @@ async def _check_tree(conn: Any, report: LogReport) -> None:
         if row["leaf_index"] != accumulator.size:
             report.problem(f"leaf {accumulator.size} is missing (next is {row['leaf_index']})")
             return
-        accumulator.append(bytes(row["leaf_hash"]))
+        accumulator.append(_recomputed_leaf(row, report))
         if wanted is not None and accumulator.size == wanted.size:
             _compare_checkpoint(accumulator.root(), wanted, report)
     report.tree_size, report.root = accumulator.size, accumulator.root()
@@ -139,33 +154,33 @@ async def _check_tree(conn: Any, report: LogReport) -> None:
         report.problem("the stored hashes disagree with the leaves: proofs would not verify")
 
 
+def _recomputed_leaf(row: Any, report: LogReport) -> bytes:
+    """The leaf hash from what the leaf records (kind, id, deletion, digests), never the
+    stored hash: so every leaf, old versions included, is bound by the tree."""
+    digests = Digests(
+        _bytes(row["row_sha256"]), _bytes(row["fixed_sha256"]), _bytes(row["settled_sha256"])
+    )
+    hashed = leaf_hash(leaf_data(row["kind"], row["row_id"], digests))
+    where = f"leaf {row['leaf_index']}"
+    if row["kind"] not in KINDS:
+        report.problem(f"{where}: records an unknown kind {row['kind']!r}")
+    if row["deleted"] != (digests.row is None):
+        report.problem(f"{where}: its deleted flag contradicts its digests")
+    if hashed != bytes(row["leaf_hash"]):
+        report.problem(f"{where}: its stored hash is not the hash of what it records")
+    return hashed
+
+
+def _bytes(value: Any) -> bytes | None:
+    return None if value is None else bytes(value)
+
+
 def _compare_checkpoint(root: bytes, wanted: Checkpoint, report: LogReport) -> None:
     if root != wanted.root_hash:
         report.problem(
             f"the first {wanted.size} leaves do not hash to the checkpoint's root: "
             "entries it covers were rewritten, removed, added or re-ordered"
         )
-
-
-async def consistency_problem(conn: Any, old: Checkpoint, new: Checkpoint) -> str | None:
-    """Why `new` does not extend `old` (by a consistency proof the database must produce)."""
-    if new.size < old.size:
-        return f"the new checkpoint ({new.size}) is smaller than the previous one ({old.size})"
-    if old.size == new.size:
-        if old.root_hash == new.root_hash:
-            return None
-        return f"two different trees of size {new.size}: the log was forked or rewritten"
-    if old.size == 0:
-        return None  # every tree extends the empty one
-    cache = HashCache()
-    try:
-        proof = await with_hashes(
-            conn, cache, lambda: consistency_proof(old.size, new.size, cache.read)
-        )
-        verify_consistency(old.size, new.size, old.root_hash, new.root_hash, proof)
-    except (ProofError, LogCorrupt) as exc:
-        return f"the log does not prove the new checkpoint extends the previous one: {exc}"
-    return None
 
 
 async def _check_rows(conn: Any, kind: LeafKind, report: LogReport) -> None:
@@ -179,37 +194,76 @@ async def _check_rows(conn: Any, kind: LeafKind, report: LogReport) -> None:
 
 
 async def _check_versions(conn: Any, report: LogReport) -> None:
-    write_once = [kind.name for kind in KINDS.values() if not kind.updatable]
-    async for row in conn.cursor(q("log_rewritten_rows"), write_once, prefetch=PREFETCH):
-        table = KINDS[row["kind"]].table
-        report.problem(
-            f"{table} {row['row_id']}: logged in {row['versions']} versions, but such rows "
-            "are written once: it was changed after it was logged"
-        )
+    """The rules every row's versions follow (stream of rows logged more than once)."""
+    versions: list[Any] = []
+    async for row in conn.cursor(q("log_versions"), prefetch=PREFETCH):
+        if versions and (versions[0]["kind"], versions[0]["row_id"]) != (
+            row["kind"],
+            row["row_id"],
+        ):
+            _judge_versions(versions, report)
+            versions = []
+        versions.append(row)
+    if versions:
+        _judge_versions(versions, report)
+
+
+def _judge_versions(versions: list[Any], report: LogReport) -> None:
+    kind = KINDS.get(versions[0]["kind"])
+    if kind is None:
+        return  # reported by the tree pass
+    where = f"{kind.table} {versions[0]['row_id']}"
+    problem = _version_problem(kind, versions)
+    if problem:
+        report.problem(f"{where}: {problem}")
+
+
+def _version_problem(kind: LeafKind, versions: list[Any]) -> str | None:
+    live = [v for v in versions if not v["deleted"]]
+    if any(v["deleted"] for v in versions[:-1]):
+        return "logged again after its deletion"
+    # the one deletion the ledger makes: the retention purge of an event that
+    # never named an operation (jw_purge_webhook_events)
+    attached = any(v["settled_sha256"] is not None for v in live)
+    if versions[-1]["deleted"] and (kind.name != "webhook" or attached):
+        return "deleted, and only never-attached webhook events are ever deleted"
+    if not kind.updatable and len(live) > 1:
+        return f"logged in {len(live)} versions, but such rows are written once"
+    if len({bytes(v["fixed_sha256"]) for v in live}) > 1:
+        return "a later version changed what never changes (its identity or request)"
+    settled = [bytes(v["settled_sha256"]) for v in live if v["settled_sha256"] is not None]
+    if len(set(settled)) > 1:
+        return "a later version changed its settled part (a call's answer, an attachment)"
+    if settled and live[-1]["settled_sha256"] is None:
+        return "a later version unsettled it"
+    return None
 
 
 def _row_problem(kind: LeafKind, row: Any) -> str | None:
-    exists, logged, queued = (
-        row["log_row_exists"],
-        row["log_leaf_hash"] is not None,
-        row["log_queued"],
-    )
-    if not logged:
+    exists, queued = row["log_row_exists"], row["log_queued"]
+    if row["log_leaf_hash"] is None:
         return None if queued else "outside the log (no leaf, no queued change)"
     if not exists:
-        if row["log_deleted"] or queued:
+        if row["log_deleted"] or (queued and kind.updatable):
             return None
         return "removed (its leaf is in the log, the row is gone)"
-    if queued and kind.updatable:
-        return None  # changed since its last leaf; the sequencer has not caught up yet
     if row["log_deleted"]:
         return "present, but the log records its deletion"
     try:
-        expected = leaf_hash(leaf_data(kind, row["log_row_id"], row))
+        now = Digests.of(kind, row)
     except LeafError as exc:
         return f"cannot be encoded ({exc})"
-    if expected != bytes(row["log_leaf_hash"]):
+    if now.row == _bytes(row["log_row_sha256"]):
+        return None
+    # changed since its newest leaf: only a change still queued, and one the
+    # ledger can make (settling a call, attaching an event), is pending
+    if not (queued and kind.updatable):
         return "altered (its content does not match its leaf)"
+    if now.fixed != _bytes(row["log_fixed_sha256"]):
+        return "altered (its identity or request changed since it was logged)"
+    logged_settled = _bytes(row["log_settled_sha256"])
+    if logged_settled is not None and now.settled != logged_settled:
+        return "altered (its settled part changed since it was logged)"
     return None
 
 
@@ -218,6 +272,7 @@ __all__ = [
     "CheckpointError",
     "LogReport",
     "NoteError",
+    "consistency_problem",
     "open_checkpoint",
     "verify_log",
 ]

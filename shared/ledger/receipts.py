@@ -1,10 +1,13 @@
 """Receipts: one operation's evidence, provable offline with only the log's public key.
 
 A receipt bundles a signed checkpoint with, for every evidence row of the
-operation that the checkpoint covers, the leaf's bytes (the row as logged,
-`shared.ledger.leaves`) and its audit path (RFC 9162 inclusion proof).
-Anyone holding the public key checks it without the database: the note's
-signature, then each leaf hashed and walked up its path to the signed root.
+operation that the checkpoint covers, the row as logged (its document,
+`shared.ledger.leaves`), the leaf's bytes (which name the document's sha256)
+and the leaf's audit path (RFC 9162 inclusion proof). Anyone holding the
+public key checks it without the database: the note's signature, each
+document against the digest its leaf names, each leaf up its path to the
+signed root. It proves that these rows are in the log, not that the
+operation has no others.
 `check_receipt` does that here; `deploy/verify-receipt.py` does the same in
 a page of standalone Python, for auditors who run none of our code.
 
@@ -13,7 +16,8 @@ Format (JSON)::
     {"format": "jobwarden-receipt/v1", "operation_id": "op_…",
      "checkpoint": "<C2SP signed note>",
      "leaves": [{"index": 12, "kind": "history", "id": "34",
-                 "data": "<base64 leaf bytes>", "path": ["<base64 hash>", …]}],
+                 "leaf": "<base64 leaf bytes>", "row": "<base64 row document>",
+                 "path": ["<base64 hash>", …]}],
      "unproven": ["call 56: …"]}
 """
 
@@ -21,12 +25,13 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from shared.db.queries import q
-from shared.ledger.leaves import KINDS, LEAF_PREFIX, LeafKind, leaf_data
+from shared.ledger.leaves import KINDS, LEAF_PREFIX, Digests, LeafKind, leaf_data, row_document
 from shared.ledger.log import HashCache, current_rows, with_hashes
 from shared.tlog import (
     Checkpoint,
@@ -38,6 +43,8 @@ from shared.tlog import (
 )
 
 FORMAT = "jobwarden-receipt/v1"
+# Failed items proven in one receipt (each costs a leaf and an audit path).
+MAX_FAILED_ITEMS = 1000
 
 
 class ReceiptError(ValueError):
@@ -49,7 +56,8 @@ class ReceiptLeaf:
     index: int
     kind: str
     row_id: str
-    data: bytes
+    leaf: bytes  # what the leaf hashes: kind, id and the version's digests
+    row: bytes  # the row document whose sha256 the leaf names
     path: tuple[bytes, ...]
 
 
@@ -74,7 +82,8 @@ class Receipt:
                     "index": leaf.index,
                     "kind": leaf.kind,
                     "id": leaf.row_id,
-                    "data": b64(leaf.data),
+                    "leaf": b64(leaf.leaf),
+                    "row": b64(leaf.row),
                     "path": [b64(h) for h in leaf.path],
                 }
                 for leaf in self.leaves
@@ -96,6 +105,15 @@ async def build_receipt(conn: Any, operation_id: str) -> Receipt:
     listed = await conn.fetch(q("log_leaves_of_operation"), operation_id, size)
     if not listed:
         raise ReceiptError(f"no operation {operation_id}")
+    failures = [r for r in listed if r["kind"] == "failure"]
+    if len(failures) > MAX_FAILED_ITEMS:
+        # a receipt is built in memory and sent whole: a batch's millions of
+        # failed items stay provable, by `audit proof`, page by page later
+        listed = [r for r in listed if r["kind"] != "failure"] + failures[:MAX_FAILED_ITEMS]
+        receipt.unproven.append(
+            f"{len(failures) - MAX_FAILED_ITEMS} more failed item(s) beyond the first "
+            f"{MAX_FAILED_ITEMS} are not in this receipt"
+        )
     keys = [(KINDS[r["kind"]], r["row_id"]) for r in listed]
     rows = await current_rows(conn, keys)
     cache = HashCache()
@@ -114,12 +132,16 @@ async def _proved_leaf(
     """The row's leaf with its audit path, or why it cannot be proven by this checkpoint."""
     if entry["leaf_index"] is None:
         return f"not in the checkpoint of size {size} yet"
-    data = leaf_data(kind, entry["row_id"], row)
+    if row is None:
+        return "gone since the checkpoint"
+    digests = Digests.of(kind, row)
+    data = leaf_data(kind.name, entry["row_id"], digests)
     if leaf_hash(data) != bytes(entry["leaf_hash"]):
         return "changed since the checkpoint (or altered): its newest version is not covered yet"
     index = int(entry["leaf_index"])
     path = await with_hashes(conn, cache, lambda: inclusion_proof(index, size, cache.read))
-    return ReceiptLeaf(index, kind.name, entry["row_id"], data, tuple(path))
+    document = row_document(kind, row)
+    return ReceiptLeaf(index, kind.name, entry["row_id"], data, document, tuple(path))
 
 
 @dataclass(frozen=True)
@@ -143,24 +165,48 @@ def check_receipt(document: Any, verifiers: list[Verifier]) -> CheckedReceipt:
     if not isinstance(leaves, list) or not leaves:
         raise ReceiptError("the receipt proves no leaf")
     rows = [_check_leaf(leaf, checkpoint) for leaf in leaves]
-    for kind, row_id, row in rows:
-        if row.get("operation_id", operation_id) != operation_id:
-            raise ReceiptError(f"{kind} {row_id} belongs to another operation")
+    _check_belongs(operation_id, rows)
     return CheckedReceipt(operation_id, checkpoint, rows)
 
 
 def _check_leaf(leaf: Any, checkpoint: Checkpoint) -> tuple[str, str, dict[str, Any]]:
     try:
-        data = base64.b64decode(leaf["data"], validate=True)
+        data = base64.b64decode(leaf["leaf"], validate=True)
+        document = base64.b64decode(leaf["row"], validate=True)
         path = [base64.b64decode(h, validate=True) for h in leaf["path"]]
         index = int(leaf["index"])
         verify_inclusion(index, checkpoint.size, leaf_hash(data), path, checkpoint.root_hash)
         if not data.startswith(LEAF_PREFIX):
             raise ValueError("not a jobwarden evidence leaf")
-        document = json.loads(data[len(LEAF_PREFIX) :])
+        named = json.loads(data[len(LEAF_PREFIX) :])
+        row = json.loads(document)
     except (KeyError, TypeError, ValueError, binascii.Error) as exc:
         where = leaf.get("index") if isinstance(leaf, dict) else leaf
         raise ReceiptError(f"leaf {where} does not verify: {exc}") from None
-    if (document.get("kind"), document.get("id")) != (leaf.get("kind"), leaf.get("id")):
+    if (
+        named.get("deleted") is not False
+        or named.get("row") != hashlib.sha256(document).hexdigest()
+    ):
+        raise ReceiptError(f"leaf {index} does not name this row document")
+    if (named.get("kind"), named.get("id")) != (leaf.get("kind"), leaf.get("id")):
         raise ReceiptError(f"leaf {index} is not the row it is labelled as")
-    return document["kind"], document["id"], document.get("row") or {}
+    if not isinstance(row, dict):
+        raise ReceiptError(f"leaf {index}: the row document is not an object")
+    return named["kind"], named["id"], row
+
+
+def _check_belongs(operation_id: str, rows: list[tuple[str, str, dict[str, Any]]]) -> None:
+    """Every proven row is the operation's: by its operation_id, or (a failed item, which
+    has none) by a result of the operation proven in the same receipt."""
+    results = {
+        str(row.get("result_id"))
+        for kind, _, row in rows
+        if kind == "result" and row.get("operation_id") == operation_id
+    }
+    for kind, row_id, row in rows:
+        if kind == "failure":
+            owned = str(row.get("result_id")) in results
+        else:
+            owned = row.get("operation_id") == operation_id
+        if not owned:
+            raise ReceiptError(f"{kind} {row_id} is not proven to belong to {operation_id}")

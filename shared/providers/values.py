@@ -92,9 +92,11 @@ def as_datetime(value: Any) -> datetime | None:
     text = _FRACTION.sub(r"\1", value.strip())
     try:
         parsed = datetime.fromisoformat(text)
-    except ValueError:
+        # in UTC, so that every instant we keep is one PostgreSQL and asyncpg
+        # both hold (0001-01-01T00:00+01:00 is a year-0 instant, BC to them)
+        return parsed.astimezone(UTC) if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+    except (ValueError, OverflowError):
         return None
-    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
 
 
 def clip(text: str | None) -> str | None:

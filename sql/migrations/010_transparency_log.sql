@@ -33,7 +33,13 @@ CREATE TABLE log_leaves (
     row_id          text NOT NULL,
     leaf_hash       bytea NOT NULL CHECK (length(leaf_hash) = 32),
     deleted         boolean NOT NULL DEFAULT false,
-    sequenced_at    timestamptz NOT NULL DEFAULT clock_timestamp()
+    -- what the leaf commits to (shared/ledger/leaves.py Digests): kept so that
+    -- every leaf, old versions too, is recomputed by verify and bound by the tree
+    row_sha256      bytea CHECK (length(row_sha256) = 32),
+    fixed_sha256    bytea CHECK (length(fixed_sha256) = 32),
+    settled_sha256  bytea CHECK (length(settled_sha256) = 32),
+    sequenced_at    timestamptz NOT NULL DEFAULT clock_timestamp(),
+    CHECK (deleted = (row_sha256 IS NULL))
 );
 -- a row's newest leaf (verification, receipts)
 CREATE INDEX log_leaves_by_row ON log_leaves (kind, row_id, leaf_index);

@@ -200,7 +200,9 @@ FROM jsonb_to_record($1::text::jsonb) AS r (
     items_succeeded bigint, items_failed bigint)
 RETURNING result_id;
 
--- name: insert_item_failure
+-- name: insert_item_failures
+-- All the failed items of one result in one statement (the evidence log's
+-- trigger then runs once for them, not once per item).
 INSERT INTO result_item_failures (result_id, item_key, code, message)
-VALUES ($1, $2, $3, $4)
+SELECT $1, k, c, m FROM unnest($2::text[], $3::text[], $4::text[]) AS f (k, c, m)
 ON CONFLICT DO NOTHING;

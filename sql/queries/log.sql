@@ -22,27 +22,41 @@ SELECT coalesce(max(leaf_index) + 1, 0) FROM log_leaves;
 SELECT hash_index, hash FROM log_hashes WHERE hash_index = ANY($1::bigint[]);
 
 -- name: log_append_leaves
-INSERT INTO log_leaves (leaf_index, kind, row_id, leaf_hash, deleted)
-SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bytea[], $5::boolean[]);
+INSERT INTO log_leaves (leaf_index, kind, row_id, leaf_hash, deleted, row_sha256,
+                        fixed_sha256, settled_sha256)
+SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bytea[], $5::boolean[],
+                     $6::bytea[], $7::bytea[], $8::bytea[]);
 
 -- name: log_append_hashes
 INSERT INTO log_hashes (hash_index, hash)
 SELECT * FROM unnest($1::bigint[], $2::bytea[]);
 
 -- name: log_record_checkpoint
-INSERT INTO log_checkpoints (tree_size, root_hash, note) VALUES ($1, $2, $3)
-ON CONFLICT (tree_size) DO NOTHING;
+-- The row for this size: the one inserted, or the one already there (the
+-- caller refuses a different tree of the same size).
+WITH inserted AS (
+    INSERT INTO log_checkpoints (tree_size, root_hash, note) VALUES ($1, $2, $3)
+    ON CONFLICT (tree_size) DO NOTHING
+    RETURNING root_hash
+)
+SELECT root_hash FROM inserted
+UNION ALL
+SELECT root_hash FROM log_checkpoints WHERE tree_size = $1
+LIMIT 1;
 
 -- name: log_latest_checkpoint
 SELECT tree_size, root_hash, note, signed_at FROM log_checkpoints
 ORDER BY tree_size DESC LIMIT 1;
 
 -- name: log_leaf_hashes
--- Every leaf in log order, streamed by the verifier.
-SELECT leaf_index, leaf_hash FROM log_leaves ORDER BY leaf_index;
+-- Every leaf in log order with what it records, streamed by the verifier.
+SELECT leaf_index, kind, row_id, deleted, row_sha256, fixed_sha256, settled_sha256, leaf_hash
+FROM log_leaves ORDER BY leaf_index;
 
 -- name: log_pending
-SELECT count(*) AS rows, min(queued_at) AS oldest FROM log_queue;
+SELECT count(*) AS rows, min(queued_at) AS oldest,
+       coalesce(extract(epoch FROM jw_now() - min(queued_at)), 0)::float8 AS age
+FROM log_queue;
 
 -- name: log_rows_operation
 SELECT * FROM operations WHERE operation_id = ANY($1::text[]);
@@ -76,136 +90,166 @@ JOIN unnest($1::bigint[], $2::text[]) AS k (result_id, item_key)
 -- name: log_check_operation
 -- Each operations row beside its newest leaf, and each newest leaf whose row is
 -- gone; `queued` when a change is still waiting for the sequencer.
-SELECT coalesce(t.operation_id::text, l.row_id) AS log_row_id, l.leaf_hash AS log_leaf_hash,
+SELECT l.row_sha256 AS log_row_sha256, l.fixed_sha256 AS log_fixed_sha256,
+       l.settled_sha256 AS log_settled_sha256,
+       coalesce(t.operation_id::text, l.row_id) AS log_row_id, l.leaf_hash AS log_leaf_hash,
        l.deleted AS log_deleted, (t.operation_id::text) IS NOT NULL AS log_row_exists,
        EXISTS (SELECT 1 FROM log_queue q WHERE q.kind = 'operation'
                AND q.row_id = coalesce(t.operation_id::text, l.row_id)) AS log_queued,
        t.*
 FROM operations t
 FULL JOIN (
-    SELECT DISTINCT ON (row_id) row_id, leaf_hash, deleted FROM log_leaves
+    SELECT DISTINCT ON (row_id) row_id, leaf_hash, deleted, row_sha256, fixed_sha256,
+           settled_sha256 FROM log_leaves
     WHERE kind = 'operation' ORDER BY row_id, leaf_index DESC
 ) l ON l.row_id = t.operation_id::text;
 
 -- name: log_check_history
 -- Each history row beside its newest leaf, and each newest leaf whose row is
 -- gone; `queued` when a change is still waiting for the sequencer.
-SELECT coalesce(t.history_id::text, l.row_id) AS log_row_id, l.leaf_hash AS log_leaf_hash,
+SELECT l.row_sha256 AS log_row_sha256, l.fixed_sha256 AS log_fixed_sha256,
+       l.settled_sha256 AS log_settled_sha256,
+       coalesce(t.history_id::text, l.row_id) AS log_row_id, l.leaf_hash AS log_leaf_hash,
        l.deleted AS log_deleted, (t.history_id::text) IS NOT NULL AS log_row_exists,
        EXISTS (SELECT 1 FROM log_queue q WHERE q.kind = 'history'
                AND q.row_id = coalesce(t.history_id::text, l.row_id)) AS log_queued,
        t.*
 FROM history t
 FULL JOIN (
-    SELECT DISTINCT ON (row_id) row_id, leaf_hash, deleted FROM log_leaves
+    SELECT DISTINCT ON (row_id) row_id, leaf_hash, deleted, row_sha256, fixed_sha256,
+           settled_sha256 FROM log_leaves
     WHERE kind = 'history' ORDER BY row_id, leaf_index DESC
 ) l ON l.row_id = t.history_id::text;
 
 -- name: log_check_call
 -- Each provider_calls row beside its newest leaf, and each newest leaf whose row is
 -- gone; `queued` when a change is still waiting for the sequencer.
-SELECT coalesce(t.call_id::text, l.row_id) AS log_row_id, l.leaf_hash AS log_leaf_hash,
+SELECT l.row_sha256 AS log_row_sha256, l.fixed_sha256 AS log_fixed_sha256,
+       l.settled_sha256 AS log_settled_sha256,
+       coalesce(t.call_id::text, l.row_id) AS log_row_id, l.leaf_hash AS log_leaf_hash,
        l.deleted AS log_deleted, (t.call_id::text) IS NOT NULL AS log_row_exists,
        EXISTS (SELECT 1 FROM log_queue q WHERE q.kind = 'call'
                AND q.row_id = coalesce(t.call_id::text, l.row_id)) AS log_queued,
        t.*
 FROM provider_calls t
 FULL JOIN (
-    SELECT DISTINCT ON (row_id) row_id, leaf_hash, deleted FROM log_leaves
+    SELECT DISTINCT ON (row_id) row_id, leaf_hash, deleted, row_sha256, fixed_sha256,
+           settled_sha256 FROM log_leaves
     WHERE kind = 'call' ORDER BY row_id, leaf_index DESC
 ) l ON l.row_id = t.call_id::text;
 
 -- name: log_check_observation
 -- Each observations row beside its newest leaf, and each newest leaf whose row is
 -- gone; `queued` when a change is still waiting for the sequencer.
-SELECT coalesce(t.observation_id::text, l.row_id) AS log_row_id, l.leaf_hash AS log_leaf_hash,
+SELECT l.row_sha256 AS log_row_sha256, l.fixed_sha256 AS log_fixed_sha256,
+       l.settled_sha256 AS log_settled_sha256,
+       coalesce(t.observation_id::text, l.row_id) AS log_row_id, l.leaf_hash AS log_leaf_hash,
        l.deleted AS log_deleted, (t.observation_id::text) IS NOT NULL AS log_row_exists,
        EXISTS (SELECT 1 FROM log_queue q WHERE q.kind = 'observation'
                AND q.row_id = coalesce(t.observation_id::text, l.row_id)) AS log_queued,
        t.*
 FROM observations t
 FULL JOIN (
-    SELECT DISTINCT ON (row_id) row_id, leaf_hash, deleted FROM log_leaves
+    SELECT DISTINCT ON (row_id) row_id, leaf_hash, deleted, row_sha256, fixed_sha256,
+           settled_sha256 FROM log_leaves
     WHERE kind = 'observation' ORDER BY row_id, leaf_index DESC
 ) l ON l.row_id = t.observation_id::text;
 
 -- name: log_check_webhook
 -- Each webhook_events row beside its newest leaf, and each newest leaf whose row is
 -- gone; `queued` when a change is still waiting for the sequencer.
-SELECT coalesce(t.webhook_event_id::text, l.row_id) AS log_row_id, l.leaf_hash AS log_leaf_hash,
+SELECT l.row_sha256 AS log_row_sha256, l.fixed_sha256 AS log_fixed_sha256,
+       l.settled_sha256 AS log_settled_sha256,
+       coalesce(t.webhook_event_id::text, l.row_id) AS log_row_id, l.leaf_hash AS log_leaf_hash,
        l.deleted AS log_deleted, (t.webhook_event_id::text) IS NOT NULL AS log_row_exists,
        EXISTS (SELECT 1 FROM log_queue q WHERE q.kind = 'webhook'
                AND q.row_id = coalesce(t.webhook_event_id::text, l.row_id)) AS log_queued,
        t.*
 FROM webhook_events t
 FULL JOIN (
-    SELECT DISTINCT ON (row_id) row_id, leaf_hash, deleted FROM log_leaves
+    SELECT DISTINCT ON (row_id) row_id, leaf_hash, deleted, row_sha256, fixed_sha256,
+           settled_sha256 FROM log_leaves
     WHERE kind = 'webhook' ORDER BY row_id, leaf_index DESC
 ) l ON l.row_id = t.webhook_event_id::text;
 
 -- name: log_check_result
 -- Each results row beside its newest leaf, and each newest leaf whose row is
 -- gone; `queued` when a change is still waiting for the sequencer.
-SELECT coalesce(t.result_id::text, l.row_id) AS log_row_id, l.leaf_hash AS log_leaf_hash,
+SELECT l.row_sha256 AS log_row_sha256, l.fixed_sha256 AS log_fixed_sha256,
+       l.settled_sha256 AS log_settled_sha256,
+       coalesce(t.result_id::text, l.row_id) AS log_row_id, l.leaf_hash AS log_leaf_hash,
        l.deleted AS log_deleted, (t.result_id::text) IS NOT NULL AS log_row_exists,
        EXISTS (SELECT 1 FROM log_queue q WHERE q.kind = 'result'
                AND q.row_id = coalesce(t.result_id::text, l.row_id)) AS log_queued,
        t.*
 FROM results t
 FULL JOIN (
-    SELECT DISTINCT ON (row_id) row_id, leaf_hash, deleted FROM log_leaves
+    SELECT DISTINCT ON (row_id) row_id, leaf_hash, deleted, row_sha256, fixed_sha256,
+           settled_sha256 FROM log_leaves
     WHERE kind = 'result' ORDER BY row_id, leaf_index DESC
 ) l ON l.row_id = t.result_id::text;
 
 -- name: log_check_decision
 -- Each decisions row beside its newest leaf, and each newest leaf whose row is
 -- gone; `queued` when a change is still waiting for the sequencer.
-SELECT coalesce(t.decision_id::text, l.row_id) AS log_row_id, l.leaf_hash AS log_leaf_hash,
+SELECT l.row_sha256 AS log_row_sha256, l.fixed_sha256 AS log_fixed_sha256,
+       l.settled_sha256 AS log_settled_sha256,
+       coalesce(t.decision_id::text, l.row_id) AS log_row_id, l.leaf_hash AS log_leaf_hash,
        l.deleted AS log_deleted, (t.decision_id::text) IS NOT NULL AS log_row_exists,
        EXISTS (SELECT 1 FROM log_queue q WHERE q.kind = 'decision'
                AND q.row_id = coalesce(t.decision_id::text, l.row_id)) AS log_queued,
        t.*
 FROM decisions t
 FULL JOIN (
-    SELECT DISTINCT ON (row_id) row_id, leaf_hash, deleted FROM log_leaves
+    SELECT DISTINCT ON (row_id) row_id, leaf_hash, deleted, row_sha256, fixed_sha256,
+           settled_sha256 FROM log_leaves
     WHERE kind = 'decision' ORDER BY row_id, leaf_index DESC
 ) l ON l.row_id = t.decision_id::text;
 
 -- name: log_check_escalation
 -- Each escalations row beside its newest leaf, and each newest leaf whose row is
 -- gone; `queued` when a change is still waiting for the sequencer.
-SELECT coalesce(t.escalation_id::text, l.row_id) AS log_row_id, l.leaf_hash AS log_leaf_hash,
+SELECT l.row_sha256 AS log_row_sha256, l.fixed_sha256 AS log_fixed_sha256,
+       l.settled_sha256 AS log_settled_sha256,
+       coalesce(t.escalation_id::text, l.row_id) AS log_row_id, l.leaf_hash AS log_leaf_hash,
        l.deleted AS log_deleted, (t.escalation_id::text) IS NOT NULL AS log_row_exists,
        EXISTS (SELECT 1 FROM log_queue q WHERE q.kind = 'escalation'
                AND q.row_id = coalesce(t.escalation_id::text, l.row_id)) AS log_queued,
        t.*
 FROM escalations t
 FULL JOIN (
-    SELECT DISTINCT ON (row_id) row_id, leaf_hash, deleted FROM log_leaves
+    SELECT DISTINCT ON (row_id) row_id, leaf_hash, deleted, row_sha256, fixed_sha256,
+           settled_sha256 FROM log_leaves
     WHERE kind = 'escalation' ORDER BY row_id, leaf_index DESC
 ) l ON l.row_id = t.escalation_id::text;
 
 -- name: log_check_failure
 -- Each result_item_failures row beside its newest leaf, and each newest leaf whose row is
 -- gone; `queued` when a change is still waiting for the sequencer.
-SELECT coalesce(t.result_id || '/' || t.item_key, l.row_id) AS log_row_id, l.leaf_hash AS log_leaf_hash,
+SELECT l.row_sha256 AS log_row_sha256, l.fixed_sha256 AS log_fixed_sha256,
+       l.settled_sha256 AS log_settled_sha256,
+       coalesce(t.result_id || '/' || t.item_key, l.row_id) AS log_row_id, l.leaf_hash AS log_leaf_hash,
        l.deleted AS log_deleted, (t.result_id || '/' || t.item_key) IS NOT NULL AS log_row_exists,
        EXISTS (SELECT 1 FROM log_queue q WHERE q.kind = 'failure'
                AND q.row_id = coalesce(t.result_id || '/' || t.item_key, l.row_id)) AS log_queued,
        t.*
 FROM result_item_failures t
 FULL JOIN (
-    SELECT DISTINCT ON (row_id) row_id, leaf_hash, deleted FROM log_leaves
+    SELECT DISTINCT ON (row_id) row_id, leaf_hash, deleted, row_sha256, fixed_sha256,
+           settled_sha256 FROM log_leaves
     WHERE kind = 'failure' ORDER BY row_id, leaf_index DESC
 ) l ON l.row_id = t.result_id || '/' || t.item_key;
 
--- name: log_rewritten_rows
--- Rows of write-once kinds with more than one version in the log: each such
--- row was changed after it was logged, which the ledger never does.
-SELECT kind, row_id, count(*) AS versions FROM log_leaves
-WHERE kind = ANY($1::text[]) AND NOT deleted
-GROUP BY kind, row_id HAVING count(*) > 1
-ORDER BY kind, row_id;
+-- name: log_versions
+-- Every leaf of a row logged more than once or deleted, in order per row:
+-- what the version rules of shared/ledger/log_audit.py are checked on.
+WITH multi AS (
+    SELECT kind, row_id FROM log_leaves GROUP BY kind, row_id
+    HAVING count(*) > 1 OR bool_or(deleted)
+)
+SELECT l.kind, l.row_id, l.leaf_index, l.deleted, l.fixed_sha256, l.settled_sha256
+FROM log_leaves l JOIN multi m ON m.kind = l.kind AND m.row_id = l.row_id
+ORDER BY l.kind, l.row_id, l.leaf_index;
 
 -- name: log_leaves_of_operation
 -- The newest leaf below a tree size of every evidence row of one operation
@@ -231,10 +275,11 @@ WITH evidence AS (
     UNION ALL
     SELECT 'escalation', escalation_id::text FROM escalations WHERE operation_id = $1
 )
-SELECT e.kind, e.row_id, l.leaf_index, l.leaf_hash
+SELECT e.kind, e.row_id, l.leaf_index, l.leaf_hash, l.row_sha256, l.fixed_sha256,
+       l.settled_sha256
 FROM evidence e
 LEFT JOIN LATERAL (
-    SELECT leaf_index, leaf_hash FROM log_leaves
+    SELECT leaf_index, leaf_hash, row_sha256, fixed_sha256, settled_sha256 FROM log_leaves
     WHERE kind = e.kind AND row_id = e.row_id AND leaf_index < $2 AND NOT deleted
     ORDER BY leaf_index DESC LIMIT 1
 ) l ON true

@@ -21,9 +21,18 @@ import pytest
 
 from shared.cli.main import build_parser
 from shared.ledger import audit, log
+from shared.ledger.leaves import KINDS, Digests, leaf_data
 from shared.ledger.log_audit import LogReport, open_checkpoint, verify_log
 from shared.ledger.states import LocalState
-from shared.tlog import NoteError, Signer, Verifier, generate_key, stored_hashes
+from shared.tlog import (
+    NoteError,
+    Signer,
+    Verifier,
+    generate_key,
+    leaf_hash,
+    stored_hash_index,
+    stored_hashes,
+)
 from tests.harness import rig
 
 S = LocalState
@@ -193,8 +202,6 @@ async def _recompute_stored_hashes(conn: Any) -> None:
 
 
 def _first_index(n: int) -> int:
-    from shared.tlog import stored_hash_index
-
     return stored_hash_index(0, n)
 
 
@@ -205,15 +212,15 @@ async def _rewrite_consistently(conn: Any, ops: list[str]) -> None:
         "SELECT max(call_id)::text FROM provider_calls WHERE operation_id = $1", ops[2]
     )
     row = await conn.fetchrow("SELECT * FROM provider_calls WHERE call_id = $1", int(call_id))
-    from shared.ledger.leaves import KINDS, leaf_data
-    from shared.tlog import leaf_hash
-
-    forged = leaf_hash(leaf_data(KINDS["call"], call_id, row))
+    digests = Digests.of(KINDS["call"], row)
     await conn.execute(
-        "UPDATE log_leaves SET leaf_hash = $2 WHERE leaf_index ="
-        " (SELECT max(leaf_index) FROM log_leaves WHERE kind = 'call' AND row_id = $1)",
+        "UPDATE log_leaves SET leaf_hash = $2, row_sha256 = $3, fixed_sha256 = $4,"
+        " settled_sha256 = $5 WHERE kind = 'call' AND row_id = $1",
         call_id,
-        forged,
+        leaf_hash(leaf_data("call", call_id, digests)),
+        digests.row,
+        digests.fixed,
+        digests.settled,
     )
     await _recompute_stored_hashes(conn)
 
@@ -336,3 +343,115 @@ async def test_history_left_behind_by_a_deleted_operation_is_reported(
         checked, breaks = await audit.verify(conn)
     assert checked == 2
     assert [(b.operation_id, b.problem) for b in breaks] == [(ops[1], "history of no operation")]
+
+
+# ---------------------------------------------------------------- a reviewer's attacks
+
+
+async def _requeue(conn: Any, kind: str, row_ids: list[str]) -> None:
+    await conn.executemany(
+        "INSERT INTO log_queue (kind, row_id) VALUES ($1, $2)", [(kind, r) for r in row_ids]
+    )
+
+
+async def test_deleting_an_operation_and_queueing_its_deletion_is_caught(
+    pool: Any, signed: tuple[list[str], str]
+) -> None:
+    ops, note = signed
+    async with superuser(pool) as conn:
+        keys = await conn.fetch(
+            "SELECT kind, row_id FROM log_leaves l WHERE (kind, row_id) IN ("
+            " SELECT 'operation', $1::text UNION ALL"
+            " SELECT 'history', history_id::text FROM history WHERE operation_id = $1 UNION ALL"
+            " SELECT 'call', call_id::text FROM provider_calls WHERE operation_id = $1)",
+            ops[2],
+        )
+        await _delete_operation(conn, ops[2])
+        for key in keys:
+            await _requeue(conn, key["kind"], [key["row_id"]])
+    async with pool.acquire() as conn:
+        assert await log.sequence_all(conn) > 0  # deletion leaves, as the attacker wanted
+    report = await _verify(pool, note)
+    assert any("only never-attached webhook events" in p for p in report.problems)
+
+
+async def test_the_reconciler_role_rewriting_a_recorded_answer_is_caught(
+    pool: Any, db_url: str, signed: tuple[list[str], str]
+) -> None:
+    """No superuser needed: the reconciler may UPDATE provider_calls, and its triggers log it."""
+    ops, note = signed
+    async with pool.acquire() as conn, conn.transaction():
+        await conn.execute("SET LOCAL ROLE jobwarden_reconciler")
+        await _alter_evidence(conn, ops[2])
+    async with pool.acquire() as conn:
+        assert await log.sequence_all(conn) == 1  # a new version of the call
+    report = await _verify(pool, note)
+    assert any("changed its settled part" in p for p in report.problems), report.problems
+
+
+async def test_relabelling_an_old_leaf_is_caught(pool: Any, signed: tuple[list[str], str]) -> None:
+    """Marking a history row's leaf deleted (or another kind) to log a rewrite as new."""
+    ops, note = signed
+    async with superuser(pool) as conn:
+        history_id = await conn.fetchval(
+            "SELECT max(history_id)::text FROM history WHERE operation_id = $1", ops[2]
+        )
+        await conn.execute(
+            "UPDATE log_leaves SET kind = 'call' WHERE kind = 'history' AND row_id = $1",
+            history_id,
+        )
+        await _rewrite_history(conn, ops[2])
+        await _requeue(conn, "history", [history_id])
+    async with pool.acquire() as conn:
+        await log.sequence_all(conn)
+    report = await _verify(pool, note)
+    assert any("is not the hash of what it records" in p for p in report.problems)
+    assert any("checkpoint's root" in p for p in report.problems)
+
+
+async def test_a_poisoned_queue_neither_stops_the_log_nor_excuses_an_edit(
+    pool: Any, signed: tuple[list[str], str]
+) -> None:
+    ops, note = signed
+    async with superuser(pool) as conn:
+        await _requeue(conn, "history", ["not-an-id"])
+        await _requeue(conn, "nonsense", ["1"])
+        await _alter_evidence(conn, ops[1])
+        call_id = await conn.fetchval(
+            "SELECT max(call_id)::text FROM provider_calls WHERE operation_id = $1", ops[1]
+        )
+        await _requeue(conn, "call", [call_id])
+    report = await _verify(pool, note)  # before sequencing: the edit is not "pending"
+    assert any("settled part changed" in p for p in report.problems), report.problems
+    async with pool.acquire() as conn:
+        assert await log.sequence_all(conn) == 1  # the bad entries dropped, the log moves on
+        assert await conn.fetchval("SELECT count(*) FROM log_queue") == 0
+
+
+async def test_a_change_left_queued_too_long_fails_the_check(
+    pool: Any, signed: tuple[list[str], str]
+) -> None:
+    _, note = signed
+    async with pool.acquire() as conn:
+        await conn.execute(
+            "INSERT INTO log_queue (kind, row_id, queued_at)"
+            " VALUES ('call', '1', clock_timestamp() - interval '1 hour')"
+        )
+    report = await _verify(pool, note)
+    assert any("sequencer is not running" in p for p in report.problems), report.problems
+
+
+async def test_the_signer_refuses_a_log_that_does_not_extend_what_it_published(
+    pool: Any, signed: tuple[list[str], str], tmp_path: Path
+) -> None:
+    ops, note = signed
+    signer = Signer.from_key(SIGNER_KEY)
+    log.publish(note, tmp_path, open_checkpoint(note, [Verifier.from_key(VERIFIER_KEY)]).size)
+    async with superuser(pool) as conn:
+        await _rewrite_consistently(conn, ops)
+    previous = log.published(tmp_path, signer)
+    assert previous is not None
+    async with pool.acquire() as conn:
+        with pytest.raises(log.LogForked, match="two different trees"):
+            await log.checkpoint(conn, signer, previous)
+    assert (tmp_path / "checkpoint").read_text() == note  # nothing replaced

@@ -27,11 +27,13 @@ from shared.ledger.log_audit import open_checkpoint, verify_log
 from shared.ledger.receipts import ReceiptError, build_receipt, check_receipt
 from shared.ledger.states import LocalState
 from shared.tlog import (
+    Checkpoint,
     NoteError,
     Signer,
     Verifier,
     generate_cosignature_key,
     generate_key,
+    sign,
 )
 from tests.harness import rig
 from tests.integration.agent_support import make_token, receiver_pool, sim_settings
@@ -93,13 +95,14 @@ def _flipped(text: str, position: int) -> str:
 
 
 def _variants(receipt: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-    """The receipt with one byte of what it proves changed, every byte of one leaf's
-    data, of its audit path and of the checkpoint text."""
+    """The receipt with one byte of what it proves changed: every byte of one leaf, of
+    the row document it names, of its audit path and of the checkpoint text."""
     variants = []
     leaf = receipt["leaves"][0]
-    for i in range(len(base64.b64decode(leaf["data"]))):
-        changed = {**leaf, "data": _flipped(leaf["data"], i)}
-        variants.append((f"data[{i}]", {**receipt, "leaves": [changed]}))
+    for field in ("leaf", "row"):
+        for i in range(len(base64.b64decode(leaf[field]))):
+            changed = {**leaf, field: _flipped(leaf[field], i)}
+            variants.append((f"{field}[{i}]", {**receipt, "leaves": [changed]}))
     for p, value in enumerate(leaf["path"]):
         for i in range(32):
             path = [*leaf["path"][:p], _flipped(value, i), *leaf["path"][p + 1 :]]
@@ -110,6 +113,8 @@ def _variants(receipt: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
             changed_note = note[:i] + chr(ord(char) ^ 0x01) + note[i + 1 :]
             variants.append((f"checkpoint[{i}]", {**receipt, "checkpoint": changed_note}))
     variants.append(("index", {**receipt, "leaves": [{**leaf, "index": leaf["index"] + 1}]}))
+    variants.append(("negative", {**receipt, "leaves": [{**leaf, "index": -1}]}))
+    variants.append(("no leaf", {**receipt, "leaves": []}))
     return variants
 
 
@@ -140,7 +145,7 @@ def test_the_standalone_verifier_agrees(receipt: dict[str, Any], tmp_path: Path)
     assert f"VERIFIED: {len(receipt['leaves'])} evidence row(s)" in done.stdout
     # a sample of one-byte changes, through the auditor's own script
     variants = _variants(receipt)
-    for where, variant in variants[:: max(1, len(variants) // 12)]:
+    for where, variant in [*variants[:: max(1, len(variants) // 12)], *variants[-3:]]:
         path.write_text(json.dumps(variant))
         refused = _standalone(path, VERIFIER_KEY)
         assert refused.returncode != 0, f"the script accepted a change at {where}"
@@ -260,8 +265,33 @@ async def test_a_witness_cosigns_only_a_log_that_extends_what_it_saw(
     async with superuser(pool) as conn:
         await reorder_leaves(conn, [])
     forked = tmp_path / "forked"
-    forked.write_text(await _signed(pool))
+    async with pool.acquire() as conn:  # the key holder signs the head directly, no checks
+        size, root = await log.head(conn)
+    signer = Signer.from_key(SIGNER_KEY)
+    forked.write_text(sign(Checkpoint(signer.name, size, root).text(), [signer]))
     capsys.readouterr()
     assert await cosign(forked, key_file, second) == 2
     assert "not cosigned" in capsys.readouterr().err
     assert "witness.example.org" not in forked.read_text()
+
+
+async def test_a_receipt_cannot_borrow_another_operations_rows(pool: Any, tmp_path: Path) -> None:
+    """Failed items carry no operation id: they are the operation's only through its result."""
+    mine = await _finished(pool, tmp_path)
+    other = await _finished(pool, tmp_path)
+    await _signed(pool)
+    async with pool.acquire() as conn:
+        receipt = (await build_receipt(conn, mine)).to_json()
+        foreign = (await build_receipt(conn, other)).to_json()
+    borrowed = [leaf for leaf in foreign["leaves"] if leaf["kind"] == "failure"]
+    assert borrowed
+    forged = {**receipt, "leaves": [*receipt["leaves"], *borrowed]}
+    with pytest.raises(ReceiptError, match="not proven to belong"):
+        check_receipt(forged, [VERIFIER])
+    alone = {**receipt, "leaves": borrowed}
+    with pytest.raises(ReceiptError, match="not proven to belong"):
+        check_receipt(alone, [VERIFIER])
+    path = tmp_path / "forged.json"
+    path.write_text(json.dumps(forged))
+    refused = _standalone(path, VERIFIER_KEY)
+    assert refused.returncode != 0 and "not shown to belong" in refused.stderr

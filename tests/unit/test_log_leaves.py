@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from datetime import UTC, datetime, timedelta, timezone
 from decimal import Decimal
@@ -9,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from shared.ledger.leaves import KINDS, LEAF_PREFIX, LeafError, leaf_data
+from shared.ledger.leaves import KINDS, LEAF_PREFIX, Digests, LeafError, leaf_data, row_document
 
 DECISION: dict[str, Any] = {
     "decision_id": 7,
@@ -22,31 +23,48 @@ DECISION: dict[str, Any] = {
 }
 
 
-def _document(data: bytes) -> dict[str, Any]:
+def _leaf(data: bytes) -> dict[str, Any]:
     assert data.startswith(LEAF_PREFIX)
     parsed: dict[str, Any] = json.loads(data[len(LEAF_PREFIX) :])
     return parsed
 
 
+def _row(kind: str, row: dict[str, Any]) -> dict[str, Any]:
+    parsed: dict[str, Any] = json.loads(row_document(KINDS[kind], row))
+    return parsed
+
+
 def test_a_row_is_encoded_canonically_with_only_its_covered_columns() -> None:
-    data = leaf_data(KINDS["decision"], "7", DECISION)
-    assert data == leaf_data(KINDS["decision"], "7", dict(reversed(DECISION.items())))
-    document = _document(data)
-    assert document["kind"] == "decision" and document["id"] == "7"
-    assert "unrelated_column" not in document["row"]  # a new column needs a new leaf version
-    assert document["row"]["decided_at"] == "2026-12-02T08:00:00.123456Z"
-    assert b" " not in data[len(LEAF_PREFIX) :].replace(b"provider confirmed the outage", b"")
+    data = row_document(KINDS["decision"], DECISION)
+    assert data == row_document(KINDS["decision"], dict(reversed(DECISION.items())))
+    document = _row("decision", DECISION)
+    assert "unrelated_column" not in document  # a new column needs a new leaf version
+    assert document["decided_at"] == "2026-12-02T08:00:00.123456Z"
+    assert b" " not in data.replace(b"provider confirmed the outage", b"")
+
+
+def test_a_leaf_names_its_row_and_the_digests_of_that_version() -> None:
+    digests = Digests.of(KINDS["decision"], DECISION)
+    leaf = _leaf(leaf_data("decision", "7", digests))
+    document = row_document(KINDS["decision"], DECISION)
+    assert leaf == {
+        "kind": "decision",
+        "id": "7",
+        "deleted": False,
+        "row": hashlib.sha256(document).hexdigest(),
+        "fixed": hashlib.sha256(document).hexdigest(),  # written once: all of it is fixed
+        "settled": None,
+    }
 
 
 def test_the_same_instant_in_another_zone_is_the_same_leaf() -> None:
     paris = DECISION["decided_at"].astimezone(timezone(timedelta(hours=1)))
-    assert leaf_data(KINDS["decision"], "7", {**DECISION, "decided_at": paris}) == leaf_data(
-        KINDS["decision"], "7", DECISION
-    )
+    moved = {**DECISION, "decided_at": paris}
+    assert row_document(KINDS["decision"], moved) == row_document(KINDS["decision"], DECISION)
 
 
 def test_any_change_to_a_covered_value_changes_the_leaf() -> None:
-    base = leaf_data(KINDS["decision"], "7", DECISION)
+    base = Digests.of(KINDS["decision"], DECISION)
     for column in KINDS["decision"].columns:
         value = DECISION[column]
         changed = (
@@ -54,7 +72,7 @@ def test_any_change_to_a_covered_value_changes_the_leaf() -> None:
             if isinstance(value, datetime)
             else (value + 1 if isinstance(value, int) else value + "x")
         )
-        assert leaf_data(KINDS["decision"], "7", {**DECISION, column: changed}) != base, column
+        assert Digests.of(KINDS["decision"], {**DECISION, column: changed}) != base, column
 
 
 def test_documents_numbers_and_arrays_encode_stably() -> None:
@@ -66,21 +84,44 @@ def test_documents_numbers_and_arrays_encode_stably() -> None:
         anomalies=["completed_exceeds_total"],
         error={"b": [1, {"z": None, "a": "ü"}]},
     )
-    data = leaf_data(KINDS["observation"], "1", row)
-    document = _document(data)["row"]
+    data = row_document(KINDS["observation"], row)
+    document = json.loads(data)
     assert document["progress_percent"] == "12.50"  # numerics as their decimal text
     assert document["counts"] == {"failed": 1, "ratio": 0.1, "total": 3}
     assert "ü".encode() in data  # UTF-8, not escapes
     reordered = {**row, "error": {"b": [1, {"a": "ü", "z": None}]}}
-    assert leaf_data(KINDS["observation"], "1", reordered) == data
+    assert row_document(KINDS["observation"], reordered) == data
 
 
 def test_a_vanished_row_has_a_deletion_leaf() -> None:
-    assert _document(leaf_data(KINDS["webhook"], "9", None)) == {
+    assert _leaf(leaf_data("webhook", "9", Digests.of(KINDS["webhook"], None))) == {
         "kind": "webhook",
         "id": "9",
         "deleted": True,
+        "row": None,
+        "fixed": None,
+        "settled": None,
     }
+
+
+def _call(**values: Any) -> dict[str, Any]:
+    row: dict[str, Any] = dict.fromkeys(KINDS["call"].columns)
+    row.update(call_id=5, operation_id="op_x", call_kind="status", attempt=1, worker="w")
+    row.update(trace_id="t", method="GET", url="https://p/jobs/1", request_headers={})
+    row.update(started_at=DECISION["decided_at"], marked=False)
+    return {**row, **values}
+
+
+def test_a_calls_answer_settles_it_and_its_identity_never_changes() -> None:
+    sent, answered = _call(), _call(finished_at=DECISION["decided_at"], status_code=200)
+    before, after = Digests.of(KINDS["call"], sent), Digests.of(KINDS["call"], answered)
+    assert before.settled is None and after.settled is not None
+    assert before.fixed == after.fixed and before.row != after.row
+    lost = _call(finished_at=DECISION["decided_at"], error_category="lost")
+    assert Digests.of(KINDS["call"], lost).settled is None  # its late answer completes it
+    remarked = Digests.of(KINDS["call"], {**answered, "marked": True})
+    assert (remarked.fixed, remarked.settled) == (after.fixed, after.settled)
+    assert Digests.of(KINDS["call"], {**answered, "attempt": 2}).fixed != after.fixed
 
 
 @pytest.mark.parametrize(
@@ -92,13 +133,13 @@ def test_a_vanished_row_has_a_deletion_leaf() -> None:
 )
 def test_unencodable_values_are_refused(change: dict[str, Any], message: str) -> None:
     with pytest.raises(LeafError, match=message):
-        leaf_data(KINDS["decision"], "7", {**DECISION, **change})
+        Digests.of(KINDS["decision"], {**DECISION, **change})
 
 
 def test_a_missing_column_is_refused() -> None:
     row = {k: v for k, v in DECISION.items() if k != "reason"}
     with pytest.raises(LeafError, match="reason"):
-        leaf_data(KINDS["decision"], "7", row)
+        Digests.of(KINDS["decision"], row)
 
 
 def test_row_ids_are_the_queue_keys() -> None:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
 
-from shared.providers.values import as_float, as_int
+from shared.providers.values import as_datetime, as_float, as_int
 
 
 def test_an_integer_past_what_a_double_holds_stays_exact() -> None:
@@ -33,3 +34,16 @@ def test_integral_values_in_any_spelling_read_as_integers(value: Any, expected: 
 @pytest.mark.parametrize("value", [True, None, 1.5, "1.5", "x", "", "nan", float("inf"), [], {}])
 def test_what_is_not_an_integer_reads_as_none(value: Any) -> None:
     assert as_int(value) is None
+
+
+@pytest.mark.parametrize(
+    "text", ["0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-01:00", "0001-01-01T00:30:00+00:45"]
+)
+def test_an_instant_outside_years_1_to_9999_in_utc_is_no_timestamp(text: str) -> None:
+    # PostgreSQL would store it as a BC or year-10000 instant asyncpg cannot read back
+    assert as_datetime(text) is None
+
+
+def test_timestamps_come_back_in_utc() -> None:
+    parsed = as_datetime("2026-12-02T09:00:00+01:00")
+    assert parsed is not None and parsed.utcoffset() == timedelta(0) and parsed.hour == 8
