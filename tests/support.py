@@ -157,3 +157,20 @@ async def drive(db: Any, op_id: str, dst: LocalState) -> None:
             cause=f"test: {src} -> {nxt}",
             evidence=evidence,
         )
+
+
+async def history_states(db: Any, op_id: str) -> list[str]:
+    """The states an operation went through, from its history, in order."""
+    rows = await db.fetch(
+        "SELECT to_state::text FROM history WHERE operation_id = $1 ORDER BY seq", op_id
+    )
+    return [r["to_state"] for r in rows]
+
+
+async def jobwarden(*argv: str) -> int:
+    """The `jobwarden` command line, run inside the test's event loop."""
+    from shared.cli.main import build_parser
+
+    args = build_parser().parse_args(list(argv))
+    status: int = await args.handler(args)
+    return status

@@ -44,13 +44,7 @@ def register(sub: Any) -> None:
     verify.add_argument(
         "--checkpoint", metavar="FILE", help="a signed checkpoint kept off this host"
     )
-    verify.add_argument(
-        "--key",
-        action="append",
-        metavar="PUBLIC_KEY",
-        help="the checkpoint signer's verifier key (name+id+base64) or a file holding it; "
-        "repeat it for a rotated key (any one signature verifying is enough)",
-    )
+    _key_flag(verify, required=False)
     verify.add_argument(
         "--witness",
         action="append",
@@ -84,13 +78,7 @@ def register(sub: Any) -> None:
         help="verify a receipt offline with the log's public key (no database needed)",
     )
     check.add_argument("receipt", metavar="FILE")
-    check.add_argument(
-        "--key",
-        required=True,
-        action="append",
-        metavar="PUBLIC_KEY",
-        help="the log's verifier key or a file holding it (repeat for rotated keys)",
-    )
+    _key_flag(check, required=True)
     cli_operator.json_flag(check)
     check.set_defaults(handler=cmd_check_proof)
 
@@ -120,6 +108,17 @@ def register(sub: Any) -> None:
         "--witness", action="store_true", help="a witness's cosigning key instead of a log's"
     )
     keygen.set_defaults(handler=cmd_keygen)
+
+
+def _key_flag(parser: argparse.ArgumentParser, *, required: bool) -> None:
+    parser.add_argument(
+        "--key",
+        required=required,
+        action="append",
+        metavar="PUBLIC_KEY",
+        help="the log's verifier key (name+id+base64) or a file holding it; repeat it "
+        "for a rotated key (any one signature verifying is enough)",
+    )
 
 
 def _verifier(text: str) -> Verifier:

@@ -47,15 +47,18 @@ class LeafKind:
     # event's attachment, an escalation's resolution): each change is a new
     # leaf. Every other kind is written once, so a second version is tampering.
     updatable: bool = False
-    # Of an updatable kind: the columns no version may change, and those that
-    # are written once, when `settled_when` (a column) is first not null.
-    fixed: tuple[str, ...] = ()
+    # Of an updatable kind: the columns written once, when `settled_when` (a
+    # column) is first not null, and bookkeeping no rule checks (a read's
+    # mark, a redelivery counter). Every other column is fixed: no version
+    # may change it.
     settled: tuple[str, ...] = ()
     settled_when: str | None = None
+    unchecked: tuple[str, ...] = ()
 
-    def __post_init__(self) -> None:
-        if not self.updatable:
-            object.__setattr__(self, "fixed", self.columns)
+    @property
+    def fixed(self) -> tuple[str, ...]:
+        loose = {*self.settled, *self.unchecked}
+        return tuple(c for c in self.columns if c not in loose)
 
     def is_settled(self, row: Mapping[str, Any]) -> bool:
         if self.settled_when is None or row[self.settled_when] is None:
@@ -142,17 +145,6 @@ KINDS: dict[str, LeafKind] = {
                 "anomalies",
             ),
             updatable=True,
-            fixed=(
-                "call_id",
-                "operation_id",
-                "call_kind",
-                "attempt",
-                "worker",
-                "fence",
-                "trace_id",
-                "idempotency_token",
-                "started_at",
-            ),
             settled=(
                 "method",
                 "url",
@@ -172,6 +164,7 @@ KINDS: dict[str, LeafKind] = {
                 "anomalies",
             ),
             settled_when="finished_at",
+            unchecked=("marked",),
         ),
         LeafKind(
             "observation",
@@ -218,22 +211,9 @@ KINDS: dict[str, LeafKind] = {
                 "duplicate_deliveries",
             ),
             updatable=True,
-            fixed=(
-                "webhook_event_id",
-                "provider",
-                "event_id",
-                "received_at",
-                "signature_scheme",
-                "id_signed",
-                "remote_job_id",
-                "operation_ref",
-                "client_reference",
-                "remote_state",
-                "remote_state_raw",
-                "payload",
-            ),
             settled=("operation_id", "attached_at"),
             settled_when="operation_id",
+            unchecked=("duplicate_deliveries",),
         ),
         LeafKind(
             "result",
@@ -279,7 +259,6 @@ KINDS: dict[str, LeafKind] = {
                 "decision_id",
             ),
             updatable=True,
-            fixed=("escalation_id", "operation_id", "opened_at", "state", "reason", "details"),
             settled=("resolved_at", "decision_id"),
             settled_when="resolved_at",
         ),

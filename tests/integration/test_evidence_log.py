@@ -19,7 +19,6 @@ from typing import Any
 
 import pytest
 
-from shared.cli.main import build_parser
 from shared.ledger import audit, log
 from shared.ledger.leaves import KINDS, Digests, leaf_data
 from shared.ledger.log_audit import LogReport, open_checkpoint, verify_log
@@ -34,6 +33,7 @@ from shared.tlog import (
     stored_hashes,
 )
 from tests.harness import rig
+from tests.support import jobwarden
 
 S = LocalState
 DONE = {S.SUCCEEDED, S.FAILED, S.RESULT_VALIDATION_FAILED}
@@ -293,13 +293,6 @@ async def test_a_second_version_of_a_write_once_row_is_tampering(
         assert await log.sequence_all(conn) == 1
     report = await _verify(pool, note)
     assert any("written once" in p for p in report.problems), report.problems
-
-
-async def jobwarden(*argv: str) -> int:
-    """The command as `jobwarden` runs it, inside the test's event loop."""
-    args = build_parser().parse_args(list(argv))
-    status: int = await args.handler(args)
-    return status
 
 
 async def test_audit_verify_on_the_command_line(

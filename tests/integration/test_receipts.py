@@ -21,7 +21,6 @@ import pytest
 from starlette.applications import Starlette
 
 from receiver.api.operations import OperationsApi
-from shared.cli.main import build_parser
 from shared.ledger import log
 from shared.ledger.log_audit import open_checkpoint, verify_log
 from shared.ledger.receipts import ReceiptError, build_receipt, check_receipt
@@ -39,6 +38,7 @@ from tests.harness import rig
 from tests.integration.agent_support import make_token, receiver_pool, sim_settings
 from tests.integration.test_evidence_log import _reorder_leaves as reorder_leaves
 from tests.integration.test_evidence_log import superuser
+from tests.support import jobwarden
 
 S = LocalState
 ROOT = Path(__file__).resolve().parents[2]
@@ -158,12 +158,6 @@ def test_the_readme_shows_the_shipped_verifier() -> None:
     readme = (ROOT / "README.md").read_text()
     blocks = re.findall(r"```python\n(.*?)```", readme, re.DOTALL)
     assert SCRIPT.read_text() in blocks
-
-
-async def jobwarden(*argv: str) -> int:
-    args = build_parser().parse_args(list(argv))
-    status: int = await args.handler(args)
-    return status
 
 
 async def test_the_cli_writes_and_checks_a_receipt(

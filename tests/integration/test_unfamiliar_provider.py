@@ -26,6 +26,7 @@ from shared.ledger.states import LocalState
 from shared.simulator import SimulatorSettings
 from shared.simulator.shape import ApiShape
 from tests.harness import Rig, rig, webhook_rig
+from tests.support import history_states
 
 S = LocalState
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "acme_exports"
@@ -81,13 +82,6 @@ async def acme(
         return
     async with rig(pool, tmp_path, sim=sim, described=described, name=NAME) as r:
         yield r
-
-
-async def _history(pool: Any, op_id: str) -> list[str]:
-    rows = await pool.fetch(
-        "SELECT to_state::text FROM history WHERE operation_id = $1 ORDER BY seq", op_id
-    )
-    return [r["to_state"] for r in rows]
 
 
 async def _result(pool: Any, op_id: str) -> Any:
@@ -155,7 +149,12 @@ async def test_late_failure(pool: Any, tmp_path: Path) -> None:
     op = await ledger.load_operation(pool, op_id)
     assert op.last_error is not None and op.last_error["code"] == "worker_crashed"
     assert op.result_id is None
-    assert await _history(pool, op_id) == ["create_pending", "accepted", "observing", "failed"]
+    assert await history_states(pool, op_id) == [
+        "create_pending",
+        "accepted",
+        "observing",
+        "failed",
+    ]
 
 
 async def test_partial_csv_is_counted_with_its_failed_rows(pool: Any, tmp_path: Path) -> None:
@@ -185,7 +184,11 @@ async def test_lost_create_response_runs_the_export_once(
     # the retry carried the same key where Acme looks for it: one export, under our token
     assert stats["creates_per_token"] == {op.idempotency_token: 1}
     assert op.create_attempts == 2
-    assert (await _history(pool, op_id))[:3] == ["create_pending", "create_unknown", "accepted"]
+    assert (await history_states(pool, op_id))[:3] == [
+        "create_pending",
+        "create_unknown",
+        "accepted",
+    ]
 
 
 async def test_lost_create_response_without_idempotency_is_found_by_lookup(
@@ -212,7 +215,11 @@ async def test_cancel_is_confirmed_by_acme(pool: Any, tmp_path: Path) -> None:
         assert (await r.stats())["cancels_per_job"] == {op.remote_job_id: 1}
     [cancel] = await _calls(pool, op_id, "cancel")
     assert cancel["method"] == "DELETE" and cancel["url"].endswith(f"/{op.remote_job_id}")
-    assert (await _history(pool, op_id))[-3:] == ["cancel_requested", "cancelling", "cancelled"]
+    assert (await history_states(pool, op_id))[-3:] == [
+        "cancel_requested",
+        "cancelling",
+        "cancelled",
+    ]
 
 
 async def test_a_result_arriving_during_the_cancel_is_collected(pool: Any, tmp_path: Path) -> None:
@@ -222,7 +229,7 @@ async def test_a_result_arriving_during_the_cancel_is_collected(pool: Any, tmp_p
         async with pool.acquire() as conn:
             await ledger.request_cancel(conn, op_id, requested_by="human:ann", reason="stop")
         assert await r.settle(op_id, {S.SUCCEEDED, S.CANCELLED}) is S.SUCCEEDED
-    assert (await _history(pool, op_id))[-4:] == [
+    assert (await history_states(pool, op_id))[-4:] == [
         "cancel_requested",
         "cancelling",
         "result_collecting",
