@@ -20,7 +20,9 @@ What it does, in one run on this machine:
    5 % forged signatures, shuffled, 32 at a time) and checks that exactly the
    unique valid events are stored, with no forged one among them;
 5. for comparison, the same receiver with group commit off: one event per
-   transaction, as many transactions in flight as the pool allows.
+   transaction, as many transactions in flight as the pool allows;
+6. the evidence log's cost: in every round, the receiver also runs with the
+   log's triggers disabled (a sequencer appends every second throughout).
 
 Load generator: wrk (`apt-get install -y wrk` on Debian/Ubuntu). Its Lua
 script loads the pre-signed requests and hands out one per request.
@@ -31,6 +33,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import contextlib
 import json
 import math
 import os
@@ -41,15 +44,19 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 
+from bench.evidence_log import set_logging
 from bench.harness import bench_database, free_port
 from shared.db.connect import connect
+from shared.ledger import log
 from shared.signatures import sign_standard_webhooks
 
 SECRET = "whsec_" + base64.b64encode(b"jobwarden-bench-signing-key-0001").decode()
@@ -556,6 +563,12 @@ def print_report(
         f"{r.per_second / b.per_second:.2f}" for r, b in zip(first.runs, bare.runs, strict=True)
     )
     print(f"target: ratio >= 0.50 with receiver p99 < 20 ms; ratio per round: {per_round}")
+    logged, unlogged = runs[0][0], runs[1][0]
+    print(
+        f"evidence log cost: receiver new events with the log on / off = "
+        f"{logged.per_second / unlogged.per_second:.2f} (target >= 0.9; the sequencer "
+        "appends every second in this process while both run)"
+    )
     for series, committed in runs:
         print(f"  {series.name}: {committed} events committed, wrk completed {series.requests}")
     print()
@@ -577,6 +590,36 @@ def print_report(
 # --------------------------------------------------------------------- main
 
 
+def _past(earlier: list[LoadResult]) -> int:
+    """Where a round starts in its request set: past what earlier rounds sent (and had
+    in flight), so every round's events are new."""
+    return sum(r.requests for r in earlier) + 2 * WRK_CONNECTIONS * len(earlier)
+
+
+@contextlib.contextmanager
+def sequencer_thread(database_url: str) -> Iterator[None]:
+    """The evidence log's sequencer, appending every second in a thread of its own (wrk
+    runs blocking in this one), as a reconciler beside the receiver would."""
+    stop = threading.Event()
+
+    async def sequence_until_stopped() -> None:
+        conn = await connect(database_url)
+        try:
+            while not stop.is_set():
+                await log.sequence_all(conn)
+                await asyncio.sleep(1.0)
+        finally:
+            await conn.close()
+
+    thread = threading.Thread(target=lambda: asyncio.run(sequence_until_stopped()), daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=30)
+
+
 async def run(round_seconds: int, warmup: int) -> int:
     phase = ROUNDS * round_seconds
     async with bench_database("receiver") as db:
@@ -587,35 +630,57 @@ async def run(round_seconds: int, warmup: int) -> int:
             script, mixed_script = folder / "requests.lua", folder / "mixed.lua"
             script.write_text(LUA)
             mixed_script.write_text(MIXED_LUA)
-            sets = {name: folder / f"{name}.tsv" for name in ("warm", "new", "matched", "naive")}
+            names = ("warm", "new", "nolog", "matched", "naive")
+            sets = {name: folder / f"{name}.tsv" for name in names}
             write_requests(sets["warm"], "warm", 50_000, matched=False)
-            for name in ("new", "matched", "naive"):
+            for name in ("new", "nolog", "matched", "naive"):
                 write_requests(sets[name], name, REQUESTS_PER_PHASE, matched=name == "matched")
             print(f"bench: logs in {tmp} while running", file=sys.stderr)
 
+            admin = await connect(database_url)
             with (
                 Server("bare", folder / "bare.log") as bare_server,
                 Server("receiver", folder / "receiver.log", database_url) as receiver,
+                sequencer_thread(database_url),
             ):
                 for server in (bare_server, receiver):
                     run_wrk("warmup", server.url, script, sets["warm"], warmup)
                 bare_runs: list[LoadResult] = []
                 new_runs: list[LoadResult] = []
+                nolog_runs: list[LoadResult] = []
                 for _ in range(ROUNDS):
                     bare_runs.append(
                         run_wrk("bare", bare_server.url, script, sets["new"], round_seconds)
                     )
-                    # Skip past what earlier rounds sent (and what was in flight).
-                    start = sum(r.requests for r in new_runs) + 2 * WRK_CONNECTIONS * len(new_runs)
                     new_runs.append(
-                        run_wrk("new", receiver.url, script, sets["new"], round_seconds, start)
+                        run_wrk(
+                            "new", receiver.url, script, sets["new"], round_seconds, _past(new_runs)
+                        )
                     )
+                    # the evidence log's cost: the same receiver, its triggers disabled
+                    await set_logging(admin, False)
+                    nolog_runs.append(
+                        run_wrk(
+                            "nolog",
+                            receiver.url,
+                            script,
+                            sets["nolog"],
+                            round_seconds,
+                            _past(nolog_runs),
+                        )
+                    )
+                    await set_logging(admin, True)
+                await admin.close()
                 bare = Series("bare Starlette 204", tuple(bare_runs))
                 runs = [
                     (
                         Series("receiver: new events, committed", tuple(new_runs)),
                         await count_events(database_url, "new"),
-                    )
+                    ),
+                    (
+                        Series("  the same, evidence log off", tuple(nolog_runs)),
+                        await count_events(database_url, "nolog"),
+                    ),
                 ]
                 matched = run_wrk("matched", receiver.url, script, sets["matched"], phase)
                 runs.append(
