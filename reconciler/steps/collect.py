@@ -419,6 +419,10 @@ async def collect_partial_output(step: Step, conn: Any, status: StatusFact) -> P
         responses.append(resp)
     check = step.adapter.validate_result(responses if len(responses) > 1 else responses[0], status)
     if not check.ok:
+        log.warning(
+            "partial output of a cancelled job refused by validation; the job ends cancelled",
+            extra={"ctx": {"operation_id": step.op.operation_id, "reason": check.reason}},
+        )
         return Partial.NONE
     content = b"".join(r.body for r in responses)
     collected = Collected(check, content, "partial", _counts(check, status), check.failed_items)

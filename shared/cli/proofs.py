@@ -40,7 +40,11 @@ def prove_delivery(
     """Whether the captured delivery verifies, and what the receiver would record."""
     spec = desc.webhooks
     if spec is None:
-        return {"verified": False, "why": "no webhooks configured for this provider"}
+        return {
+            "verified": False,
+            "why": "no webhooks configured for this provider, or its webhook secret is not "
+            "set (an optional [webhooks] table without its secrets_env/secrets_file is dropped)",
+        }
     now = time.time() if at is None else at
     target = url or (capture.target if capture.target and "://" in capture.target else None)
     try:
@@ -74,6 +78,8 @@ def prove_delivery(
         "fresh": True,
         "why": f"verifies with the {spec.scheme.value} scheme",
         "event_id": dedupe_key,
+        # the id the configuration points at, when it is not the dedupe key
+        "claimed_event_id": fact_event_id(desc, capture),
         "event_id_signed": dedupe_key != "sha256:" + hashlib.sha256(capture.body).hexdigest(),
     }
     try:
@@ -83,7 +89,7 @@ def prove_delivery(
         report["parse_error"] = str(exc)
         return report
     report["records"] = {
-        "event_id": fact.event_id,
+        "event_id": dedupe_key,
         "operation_id": fact.operation_ref,
         "client_reference": fact.client_reference,
         "job_id": fact.remote_job_id,
@@ -94,6 +100,15 @@ def prove_delivery(
     # names an operation of this provider wins (what the database holds decides).
     report["match_by"] = [name for name, _ in fact.references]
     return report
+
+
+def fact_event_id(desc: ProviderDescription, capture: Capture) -> str | None:
+    """The event id the description's event_id path finds in the capture, if any."""
+    try:
+        fact = adapter_for(desc).parse_webhook(capture.body, capture.headers, capture.query)
+    except WebhookParseError:
+        return None
+    return None if fact.event_id.startswith("sha256:") else fact.event_id
 
 
 def _json_or_empty(body: bytes) -> Any:

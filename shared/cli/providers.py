@@ -236,6 +236,13 @@ def _warnings(desc: ProviderDescription) -> list[str]:
         found.append("create.path is still the preset's placeholder: set it to your API's method")
     if desc.auth is None:
         found.append("no credential is sent (auth is optional and its secret is not set)")
+    sent = desc.create.client_reference_field
+    echoed = desc.webhooks.client_reference if desc.webhooks is not None else None
+    if sent is not None and echoed is not None and echoed.segments == sent.segments:
+        found.append(
+            "webhooks.client_reference points where create.client_reference_field puts "
+            "our operation id: set webhooks.operation_id to that path instead"
+        )
     return found
 
 
@@ -260,9 +267,18 @@ def _render_delivery(proof: Mapping[str, Any]) -> str:
     if not proof["fresh"]:
         return str(proof["why"])
     records = proof.get("records")
-    event_id = proof["event_id"] or (records or {}).get("event_id") or "-"
-    text = f"verifies; event id {event_id}"
-    text += " (signed)" if proof["event_id_signed"] else " (not signed: deduplicated by body)"
+    if proof["event_id_signed"]:
+        text = f"verifies; event id {proof['event_id']} (signed)"
+    elif proof.get("claimed_event_id"):
+        text = (
+            f"verifies; event id {proof['claimed_event_id']} is not covered by the signature: "
+            "deduplicated by the body's sha256 instead (identical bodies count once)"
+        )
+    else:
+        text = (
+            "verifies; no event id found where the description points: deduplicated by the "
+            "body's sha256 (identical bodies count once)"
+        )
     if records is None:
         return f"{text}; but the body cannot be read: {proof.get('parse_error')}"
     fields = ", ".join(f"{k} {v}" for k, v in records.items() if v is not None and k != "event_id")

@@ -195,10 +195,18 @@ def _parse_create_success(
                 **known,
                 **common,
             )
-    if code not in spec.accepted_statuses:
+    unlisted = code not in spec.accepted_statuses and code not in spec.sync_result_statuses
+    if code not in spec.accepted_statuses and not (
+        unlisted and 200 <= code < 300 and job_id is not None
+    ):
         return CreateFact(
             "ambiguous", reason=f"HTTP {code} is not a configured create answer", **known, **common
         )
+    if unlisted:
+        # a success naming its job: a retry would get the same answer until the
+        # create deadline, so take the job (and say why) rather than resend
+        reason = f"HTTP {code} (not in create.accepted_statuses) with job id"
+        return CreateFact("accepted", reason=reason, **known, **common)
     if job_id is None:
         where = spec.job_id.text if spec.job_id else "the response"
         return CreateFact(

@@ -129,14 +129,20 @@ def result_document(job: Job, shape: ApiShape = CANONICAL) -> tuple[bytes, str]:
 
 def _csv_document(job: Job, shape: ApiShape) -> bytes:
     failed = set(job.done_failed_indices)
+    # invalid_result: the export lacks its output column (a required column)
+    columns = [
+        c for c in CSV_COLUMNS if not (job.script is Script.INVALID_RESULT and c == "output")
+    ]
     out = io.StringIO()
     writer = csv.writer(out, delimiter=shape.csv_delimiter, lineterminator="\r\n")
-    writer.writerow([shape.column(name) for name in CSV_COLUMNS])
+    writer.writerow([shape.column(name) for name in columns])
     for i in range(job.items_done):
-        if i in failed:
-            writer.writerow([i, "", "failed", f"item {i} was rejected"])
-        else:
-            writer.writerow([i, f"item-{i}", "ok", ""])
+        values = (
+            {"index": i, "output": "", "status": "failed", "message": f"item {i} was rejected"}
+            if i in failed
+            else {"index": i, "output": f"item-{i}", "status": "ok", "message": ""}
+        )
+        writer.writerow([values[name] for name in columns])
     return out.getvalue().encode()
 
 

@@ -219,5 +219,8 @@ def parse_params(script: Script, raw: object, time_scale: float) -> JobParams:
         raise ParamError("param 'failed' must not exceed 'total'")
     if params.status_code not in _BACKPRESSURE_CODES:
         raise ParamError("param 'status_code' must be 429 or 503")
+    if script is Script.INVALID_RESULT and params.result_format is ResultShape.BINARY:
+        # bytes with no structure cannot be invalid; checksum_mismatch is the fault there
+        raise ParamError("script 'invalid_result' needs a json or csv result_format")
     scaled = {name: getattr(params, name) * time_scale for name in _SCALED}
     return replace(params, **scaled)

@@ -92,9 +92,14 @@ def read_shape_file(path: Path) -> dict[str, Any]:
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ShapeError(f"{path}: {exc}") from None
     hooks = table.pop("webhooks", None)
-    settings: dict[str, Any] = {"shape": ApiShape.from_mapping(table)}
+    try:
+        settings: dict[str, Any] = {"shape": ApiShape.from_mapping(table)}
+    except ShapeError as exc:
+        raise ShapeError(f"{path}: {exc}") from None
     if hooks is None:
         return settings
+    if not isinstance(hooks, dict):
+        raise ShapeError(f"{path}: [webhooks] must be a table")
     scheme, options = hooks.get("scheme"), hooks.get("options", {})
     if set(hooks) - {"scheme", "options"} or not isinstance(scheme, str):
         raise ShapeError(f"{path}: [webhooks] takes scheme and [webhooks.options]")

@@ -29,6 +29,7 @@ A shape file (TOML, `jobwarden simulator --shape FILE`)::
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -62,6 +63,33 @@ _KEYS = frozenset(
 
 class ShapeError(ValueError):
     """A shape that cannot describe a coherent API (refused at start-up)."""
+
+
+_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # RFC 9110 token
+_PATH = re.compile(r"/[A-Za-z0-9._~/-]*[A-Za-z0-9._~-]")
+_TABLES = frozenset({"fields", "states", "csv_columns"})
+
+
+def _check_type(key: str, value: Any) -> None:
+    """Each key's TOML type, so a wrong one is a clear error, never a crash later."""
+    if key in _TABLES:
+        if not isinstance(value, dict):
+            raise ShapeError(f"[{key}] must be a table")
+        for name, word in value.items():
+            if not isinstance(word, str) or not word:
+                raise ShapeError(f"[{key}] {name}: expected a non-empty string")
+    elif not isinstance(value, str):
+        raise ShapeError(f"{key}: expected a string, got {type(value).__name__}")
+
+
+def _nested(paths: list[tuple[str, ...]]) -> list[str]:
+    """The paths one of which is a proper prefix of another (the moves would collide)."""
+    found = set()
+    for a in paths:
+        for b in paths:
+            if a != b and b[: len(a)] == a:
+                found.update({".".join(a), ".".join(b)})
+    return sorted(found)
 
 
 def _split(path: str) -> tuple[str, ...]:
@@ -150,17 +178,32 @@ class ApiShape:
         object.__setattr__(self, "csv_columns", MappingProxyType(dict(self.csv_columns)))
 
     def _check_names(self) -> None:
-        for src in self.fields:
-            _split(src)
+        sources = [_split(src) for src in self.fields]
         targets = [_split(dst) for dst in self.fields.values()]
         if len(set(targets)) != len(targets):
             raise ShapeError("two [fields] map onto the same provider field")
+        for group, name in ((sources, "sources"), (targets, "targets")):
+            nested = _nested(group)
+            if nested:
+                raise ShapeError(f"[fields] {name} {nested} nest inside one another")
+        for header in (self.request_id_header, self.idempotency_header):
+            if header is not None and not _TOKEN.fullmatch(header):
+                raise ShapeError(f"header name {header!r} is not an HTTP token")
+        if not _PATH.fullmatch(self.jobs_path):
+            raise ShapeError(f"jobs_path {self.jobs_path!r}: letters, digits and -._~/ only")
+        if self.idempotency_field is not None:
+            _split(self.idempotency_field)
+        if self.csv_delimiter in ('"', "\r", "\n"):
+            raise ShapeError("csv_delimiter cannot be a quote or a line break")
+        if len({self.column(c) for c in CSV_COLUMNS}) != len(CSV_COLUMNS):
+            raise ShapeError("[csv_columns] gives two columns one name")
         unknown = set(self.states) - {s.value for s in JobState}
         if unknown:
             known = ", ".join(s.value for s in JobState)
             raise ShapeError(f"[states] has unknown states {sorted(unknown)}; known: {known}")
-        if len(set(self.states.values())) != len(self.states):
-            raise ShapeError("two [states] share one provider word")
+        words = [self.state(s.value) for s in JobState]
+        if len(set(words)) != len(words) or "" in words:
+            raise ShapeError("[states]: each state needs a word of its own (non-empty)")
         bad_columns = set(self.csv_columns) - set(CSV_COLUMNS)
         if bad_columns:
             raise ShapeError(f"[csv_columns] knows only {', '.join(CSV_COLUMNS)}")
@@ -170,7 +213,10 @@ class ApiShape:
         """A shape from a parsed TOML table; unknown keys are refused, like typos."""
         unknown = set(table) - _KEYS
         if unknown:
-            raise ShapeError(f"unknown shape keys {sorted(unknown)}; known: {sorted(_KEYS)}")
+            known = sorted({*_KEYS, "webhooks"})
+            raise ShapeError(f"unknown shape keys {sorted(unknown)}; known: {known}")
+        for key, value in table.items():
+            _check_type(key, value)
         values = dict(table)
         for key in ("idempotency_header", "idempotency_field"):
             if values.get(key) == "":

@@ -265,3 +265,33 @@ async def test_rate_limiting_waits_out_retry_after(pool: Any, tmp_path: Path) ->
     assert calls[0]["status_code"] == 429
     gap = (calls[1]["started_at"] - calls[0]["finished_at"]).total_seconds()
     assert gap >= 0.9, f"read again {gap:.2f}s after a Retry-After of 1s"
+
+
+async def test_a_cancelled_exports_partial_csv_is_kept(pool: Any, tmp_path: Path) -> None:
+    """Its total stays the job's size; the rows are what it did (succeeded + failed)."""
+    async with acme(pool, tmp_path) as r:
+        op_id = await r.submit(
+            "cancellable", duration=30, total=8, failed=2, cancel_delay=0.2, partial_on_cancel=True
+        )
+        await r.run_until(lambda: _progressed(pool, op_id))
+        async with pool.acquire() as conn:
+            await ledger.request_cancel(conn, op_id, requested_by="human:ann", reason="enough")
+        assert await r.settle(op_id, {S.CANCELLED}) is S.CANCELLED
+    row = await _result(pool, op_id)
+    assert row is not None and row["valid"], "the partial output was thrown away"
+    assert row["items_succeeded"] + row["items_failed"] < 8
+
+
+async def _progressed(pool: Any, op_id: str) -> bool:
+    done = await pool.fetchval(
+        "SELECT max(progress_completed) FROM observations WHERE operation_id = $1", op_id
+    )
+    return bool(done and done >= 2)
+
+
+async def test_an_export_missing_a_required_column_is_refused(pool: Any, tmp_path: Path) -> None:
+    async with acme(pool, tmp_path) as r:
+        op_id = await r.submit("invalid_result", duration=0.1, total=3)
+        final = await r.settle(op_id, {S.SUCCEEDED, S.RESULT_VALIDATION_FAILED})
+    assert final is S.RESULT_VALIDATION_FAILED
+    assert "value" in await _escalation_reason(pool, op_id)

@@ -230,7 +230,7 @@ HMAC_KV = CONFIG.replace('scheme = "stripe"', 'scheme = "hmac"').replace(
     ("event_id", "expected"),
     [
         ('event_id = "/id"\n', "event id evt_1 (signed)"),
-        ("", "(not signed: deduplicated by body)"),
+        ("", "no event id found where the description points"),
     ],
     ids=["id_in_the_signed_body", "no_id_path"],
 )
@@ -249,3 +249,17 @@ async def test_the_reported_event_id_is_the_key_the_receiver_dedupes_on(
     delivery = raw_delivery(tmp_path, BODY, signed())  # Stripe's layout: the same bytes
     assert await cli_providers.cmd_check(ns(config=str(config), delivery=delivery, at=NOW)) == 0
     assert expected in capsys.readouterr().out
+
+
+async def test_a_webhook_client_reference_at_our_own_reference_field_is_flagged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """That field carries our operation id; matching it as an agent's reference never attaches."""
+    monkeypatch.setenv("ACME_WEBHOOK_SECRET", SECRET)
+    config = tmp_path / "jobwarden.toml"
+    text = CONFIG.replace(
+        'job_id = "/id"\n', 'job_id = "/id"\nclient_reference_field = "/meta/ref"\n'
+    )
+    config.write_text(text.replace('job_id = "/data/job"\n', 'client_reference = "/meta/ref"\n'))
+    assert await cli_providers.cmd_check(ns(config=str(config))) == 0
+    assert "set webhooks.operation_id to that path instead" in capsys.readouterr().out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -575,3 +576,11 @@ def test_classify_transport_error(exc: BaseException, category: str, delivered: 
     found = classify_transport_error(exc)
     assert found == category
     assert may_have_been_delivered(found) is delivered
+
+
+def test_an_unlisted_success_naming_its_job_is_taken_not_resent() -> None:
+    """Resending would get the same answer until the create deadline (one create each time)."""
+    desc = replace(SIM, create=replace(SIM.create, sync_result_statuses=frozenset()))
+    fact = parse_create(desc, response(200, {"job_id": "job_3", "state": "queued"}))
+    assert fact.kind == "accepted" and "not in create.accepted_statuses" in fact.reason
+    assert parse_create(desc, response(200, {"state": "queued"})).kind == "ambiguous"
