@@ -2,6 +2,7 @@
 
     .venv/bin/python -m bench.evidence_log            # cost on 10,000 ops; verify 1,000,000
     .venv/bin/python -m bench.evidence_log --quick    # cost on 2,000 ops; verify 20,000
+    .venv/bin/python -m bench.evidence_log --verify-operations 200000
 
 Cost: the reconciler's status reads/s with the log on (the queue triggers,
 and a sequencer appending every second, five times as often as the daemon's
@@ -251,7 +252,14 @@ async def run(quick: bool, workdir: Path, command: str) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return benchmark_main(MODULE, __doc__ or "", run, argv)
+    """`--verify-operations N` sizes the verify part (seeding is the slow step)."""
+    global VERIFY_OPERATIONS
+    args = list(sys.argv[1:] if argv is None else argv)
+    if "--verify-operations" in args:
+        at = args.index("--verify-operations")
+        VERIFY_OPERATIONS = int(args[at + 1])
+        del args[at : at + 2]
+    return benchmark_main(MODULE, __doc__ or "", run, args)
 
 
 if __name__ == "__main__":

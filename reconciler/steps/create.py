@@ -24,13 +24,13 @@ from reconciler.calls import NEVER_LEFT, imposed_wait, recorded_response
 from reconciler.step import NOW, Delay, Step, lease_lost
 from reconciler.steps.collect import store_sync_result
 from shared import ledger
-from shared.db import pgjson
 from shared.db.queries import q
 from shared.ledger.errors import StaleTransition
 from shared.ledger.states import STATE_SETS, Evidence, LocalState
 from shared.providers import CreateFact, HttpRequest, LookupFact, RequestBuildError
 from shared.providers.delivery import may_have_been_delivered
 from shared.providers.description import Idempotency
+from shared.text import scrub_text
 
 S = LocalState
 CROSS_CHECK = "cross_check"
@@ -477,7 +477,7 @@ def _unstorable(job_id: str) -> str | None:
     """Why PostgreSQL could not hold `job_id` exactly, or None."""
     if not 1 <= len(job_id) <= MAX_JOB_ID_LENGTH:
         return f"{len(job_id)} characters; 1 to {MAX_JOB_ID_LENGTH} are storable"
-    if pgjson.scrub_text(job_id) != job_id:
+    if scrub_text(job_id) != job_id:
         return "it contains NUL or an unpaired surrogate"
     return None
 

@@ -78,8 +78,7 @@ def prove_delivery(
         "fresh": True,
         "why": f"verifies with the {spec.scheme.value} scheme",
         "event_id": dedupe_key,
-        # the id the configuration points at, when it is not the dedupe key
-        "claimed_event_id": fact_event_id(desc, capture),
+        "claimed_event_id": None,
         "event_id_signed": dedupe_key != "sha256:" + hashlib.sha256(capture.body).hexdigest(),
     }
     try:
@@ -88,6 +87,9 @@ def prove_delivery(
         report["records"] = None
         report["parse_error"] = str(exc)
         return report
+    # the id the configuration points at, when it is not the dedupe key
+    if not fact.event_id.startswith("sha256:"):
+        report["claimed_event_id"] = fact.event_id
     report["records"] = {
         "event_id": dedupe_key,
         "operation_id": fact.operation_ref,
@@ -100,15 +102,6 @@ def prove_delivery(
     # names an operation of this provider wins (what the database holds decides).
     report["match_by"] = [name for name, _ in fact.references]
     return report
-
-
-def fact_event_id(desc: ProviderDescription, capture: Capture) -> str | None:
-    """The event id the description's event_id path finds in the capture, if any."""
-    try:
-        fact = adapter_for(desc).parse_webhook(capture.body, capture.headers, capture.query)
-    except WebhookParseError:
-        return None
-    return None if fact.event_id.startswith("sha256:") else fact.event_id
 
 
 def _json_or_empty(body: bytes) -> Any:

@@ -12,6 +12,8 @@ import json
 import re
 from typing import Any
 
+from shared.text import scrub_text
+
 # What json.dumps (ensure_ascii) writes for NUL and for surrogates. A literal
 # backslash before "u0000" in the data also matches: that only sends the value
 # through the (correct, slower) scrubbing path.
@@ -27,16 +29,6 @@ def scrub(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [scrub(v) for v in value]
     return value
-
-
-def scrub_text(text: str) -> str:
-    if "\x00" in text:
-        text = text.replace("\x00", "\ufffd")
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:  # an unpaired surrogate
-        return "".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in text)
-    return text
 
 
 def dumps(value: Any) -> str:

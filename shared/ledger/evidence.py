@@ -29,6 +29,7 @@ from shared.db.connect import Executor
 from shared.db.queries import q
 from shared.ledger.errors import LeaseLost
 from shared.redaction import sanitize_url, stored_excerpt
+from shared.text import scrub_text
 
 # The largest value a bigint column holds.
 _BIGINT_MAX = 2**63 - 1
@@ -168,7 +169,7 @@ def body_fields(body: bytes | None) -> dict[str, Any]:
 
 
 def _text(value: str | None) -> str | None:
-    return pgjson.scrub_text(value) if value is not None else None
+    return scrub_text(value) if value is not None else None
 
 
 def _status_code(code: int | None, anomalies: _Anomalies) -> int | None:

@@ -54,6 +54,8 @@ class LeafKind:
     settled: tuple[str, ...] = ()
     settled_when: str | None = None
     unchecked: tuple[str, ...] = ()
+    # (column, value) pairs that keep a row unsettled though `settled_when` is set
+    not_settled_while: tuple[tuple[str, str], ...] = ()
 
     @property
     def fixed(self) -> tuple[str, ...]:
@@ -63,8 +65,7 @@ class LeafKind:
     def is_settled(self, row: Mapping[str, Any]) -> bool:
         if self.settled_when is None or row[self.settled_when] is None:
             return False
-        # a status read recorded as lost is completed by its late answer
-        return not (self.name == "call" and row["error_category"] == "lost")
+        return all(row[column] != value for column, value in self.not_settled_while)
 
     def row_id(self, row: Mapping[str, Any]) -> str:
         """The row's key as log_queue holds it (SQL: the id column as text)."""
@@ -164,6 +165,8 @@ KINDS: dict[str, LeafKind] = {
                 "anomalies",
             ),
             settled_when="finished_at",
+            # a status read recorded as lost is completed by its late answer
+            not_settled_while=(("error_category", "lost"),),
             unchecked=("marked",),
         ),
         LeafKind(

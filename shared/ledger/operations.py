@@ -17,7 +17,6 @@ from typing import Any
 
 import asyncpg
 
-from shared.db import pgjson
 from shared.db.connect import Executor
 from shared.db.queries import q
 from shared.fingerprint import canonical_json, request_fingerprint
@@ -30,6 +29,7 @@ from shared.ledger.errors import (
     UnknownOperation,
 )
 from shared.ledger.states import CANCELLABLE, Evidence, LocalState
+from shared.text import scrub_text
 
 # Defaults when neither the caller nor the provider config says otherwise.
 DEFAULT_CREATE_DEADLINE_S = 120.0  # obtaining a job id is a matter of minutes
@@ -253,7 +253,7 @@ _UNIT_SEPARATOR = "\x1f"
 def history_text(text: str, limit: int) -> str:
     """`text` as a history row holds it: a cause often quotes a provider (a job
     id, a reason), and its odd characters must not make the transition fail."""
-    clean = pgjson.scrub_text(text).replace(_UNIT_SEPARATOR, " ")
+    clean = scrub_text(text).replace(_UNIT_SEPARATOR, " ")
     return clean if len(clean) <= limit else clean[: limit - 1] + "…"
 
 

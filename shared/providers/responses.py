@@ -61,6 +61,7 @@ from shared.providers.values import (
     item_failure,
     raw_text,
 )
+from shared.text import scrub_text
 
 AMBIGUOUS_CLIENT_STATUSES = frozenset({408, 425, 429})
 BACK_PRESSURE_STATUSES = frozenset({429, 503})
@@ -537,7 +538,7 @@ def parse_webhook(
         event_id=clip(event_id) or event_id,
         remote_job_id=job_id,
         remote_state=state,
-        raw_state=_storable_text(raw),
+        raw_state=None if raw is None else scrub_text(raw),
         operation_ref=operation_ref,
         thin=spec.thin,
         client_reference=client_reference,
@@ -554,15 +555,3 @@ def _webhook_reference(value: Any) -> str | None:
     except UnicodeEncodeError:  # a lone surrogate
         return None
     return clip(text)
-
-
-def _storable_text(text: str | None) -> str | None:
-    """`text` with NUL and lone surrogates replaced by U+FFFD (PostgreSQL holds neither)."""
-    if text is None:
-        return None
-    text = text.replace("\x00", "\ufffd")
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return "".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in text)
-    return text
