@@ -76,7 +76,11 @@ def build_app(
             await ingestor.close()
 
     routes: list[BaseRoute] = [
-        Route("/webhooks/{provider}", webhooks, methods=["POST"]),
+        # Both spellings are the same endpoint (no redirect: providers do not
+        # follow one). Every method reaches it, so a wrong one is refused,
+        # counted and logged like any other delivery (405).
+        Route("/webhooks/{provider}", webhooks),
+        Route("/webhooks/{provider}/", webhooks),
         Route("/healthz", health.healthz, methods=["GET"]),
         Route("/readyz", health.readyz, methods=["GET"]),
         Route("/metrics", health.metrics, methods=["GET"]),

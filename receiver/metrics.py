@@ -5,12 +5,15 @@ many apps in one process and read each one's counters without interference.
 
 Label values are bounded by construction: `provider` is a configured name or
 "unknown" (never the raw path segment, so random URLs cannot grow the series
-count), `reason` is a fixed vocabulary.
+count), `reason` is the fixed vocabulary `RefusalReason`. Every (provider,
+reason) series exists from start-up at zero, so a dashboard or an alert on a
+rare reason works before the first time it happens.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Literal, get_args
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
@@ -23,7 +26,48 @@ LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 
 # Events per group-commit transaction: 1 at idle, tens to hundreds under load.
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 
-__all__ = ["CONTENT_TYPE_LATEST", "UNKNOWN_PROVIDER", "ReceiverMetrics"]
+# Why a delivery was answered with an error: the `reason` label of
+# jobwarden_webhook_events_rejected and the `reason` of its log line. A
+# Literal, so the type checker holds every refusal to this list (the
+# signature verifiers' own reasons included) and the label set stays bounded.
+RefusalReason = Literal[
+    # the request itself
+    "unknown_provider",  # 404: no configured provider with webhooks by that name
+    "method_not_allowed",  # 405: anything but POST
+    "non_ascii_header",  # 400: a header name or value with bytes outside ASCII
+    "bad_content_length",  # 400: Content-Length is not plain digits
+    "body_too_large",  # 413: over max_body_bytes
+    "incomplete_body",  # 400: the client went away mid-body
+    "unsupported_media_type",  # 415: not application/json or */*+json
+    # the signature (shared.signatures.errors.Reason)
+    "missing_header",  # 400
+    "malformed_header",  # 400
+    "bad_signature",  # 401
+    "stale_timestamp",  # 401
+    "future_timestamp",  # 401
+    # an authentic body we cannot read
+    "malformed_json",  # 400
+    "not_an_object",  # 400
+    # our side: configuration, plugins, the database
+    "no_secret",  # 500: the provider has no usable secret
+    "bad_options",  # 500: the verifier's options (or a verifier plugin) failed
+    "parse_failed",  # 500: the provider plugin's parse_webhook raised
+    "database_refused",  # 500: PostgreSQL refused the event's content
+    "queue_full",  # 503: too many events waiting for the writer
+    "not_accepting",  # 503: the receiver is shutting down
+    "database_unavailable",  # 503: no connection, or the commit failed
+]
+REFUSAL_REASONS: frozenset[str] = frozenset(get_args(RefusalReason))
+# The only reason a name that is not a configured provider can get.
+_UNKNOWN_PROVIDER_REASONS: tuple[RefusalReason, ...] = ("unknown_provider",)
+
+__all__ = [
+    "CONTENT_TYPE_LATEST",
+    "REFUSAL_REASONS",
+    "UNKNOWN_PROVIDER",
+    "ReceiverMetrics",
+    "RefusalReason",
+]
 
 
 class ReceiverMetrics:
@@ -46,7 +90,7 @@ class ReceiverMetrics:
         )
         self._rejected = Counter(
             "jobwarden_webhook_events_rejected",
-            "Deliveries refused, by reason",
+            "Deliveries answered with an error (4xx/5xx), by reason",
             ["provider", "reason"],
             registry=r,
         )
@@ -64,7 +108,8 @@ class ReceiverMetrics:
         )
         self._unavailable = Counter(
             "jobwarden_webhook_events_unavailable",
-            "Verified deliveries answered 503 because the event could not be committed",
+            "Verified deliveries answered 503 (also counted under the rejected reasons "
+            "queue_full, not_accepting and database_unavailable)",
             ["provider"],
             registry=r,
         )
@@ -112,6 +157,15 @@ class ReceiverMetrics:
             for n in known
             for m in (True, False)
         }
+        self._rejected_by = {
+            (n, reason): self._rejected.labels(n, reason)
+            for n in known
+            for reason in sorted(REFUSAL_REASONS)
+        }
+        for reason in _UNKNOWN_PROVIDER_REASONS:
+            self._rejected_by[(UNKNOWN_PROVIDER, reason)] = self._rejected.labels(
+                UNKNOWN_PROVIDER, reason
+            )
 
     def label(self, provider: str) -> str:
         """The provider label to use for a name taken from a URL."""
@@ -123,8 +177,8 @@ class ReceiverMetrics:
     def verified(self, provider: str) -> None:
         self._verified_by[provider].inc()
 
-    def rejected(self, provider: str, reason: str) -> None:
-        self._rejected.labels(provider, reason).inc()
+    def rejected(self, provider: str, reason: RefusalReason) -> None:
+        self._rejected_by[(provider, reason)].inc()
 
     def duplicate(self, provider: str) -> None:
         self._duplicates_by[provider].inc()

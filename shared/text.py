@@ -16,3 +16,18 @@ def scrub_text(text: str) -> str:
     except UnicodeEncodeError:  # an unpaired surrogate
         return "".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in text)
     return text
+
+
+def holds_exactly(text: str) -> bool:
+    """Whether PostgreSQL `text` holds `text` unchanged (no NUL, no unpaired surrogate).
+
+    For values that name something (an event id, a job id): a scrubbed copy
+    would be another name, so such a value is hashed or dropped, never cleaned.
+    """
+    if "\x00" in text:
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # an unpaired surrogate
+        return False
+    return True

@@ -77,3 +77,11 @@ BEGIN
     EXECUTE format('GRANT CONNECT ON DATABASE %I TO jobwarden_agent, jobwarden_receiver, '
                    'jobwarden_reconciler, jobwarden_operator', current_database());
 END $$;
+
+-- Wake-ups (migration 011): only the daemons and operators may call pg_notify,
+-- so an agent's session cannot send the reconciler's wake-up through it.
+-- Revoking it from PUBLIC needs a superuser, which is why it is here as well
+-- as in the migration (which does it only when run as one).
+REVOKE EXECUTE ON FUNCTION pg_notify(text, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION pg_notify(text, text)
+    TO jobwarden_receiver, jobwarden_reconciler, jobwarden_operator;

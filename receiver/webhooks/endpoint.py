@@ -1,20 +1,46 @@
 """`POST /webhooks/{provider}`: verify the raw body, pick a signed dedupe id, store.
 
+`/webhooks/{provider}/` (trailing slash) is the same endpoint: providers do
+not follow redirects, so a 307 to the slash-less path would silently lose
+every delivery of a URL entered with a slash (and its Location would come
+from the sender's Host header).
+
 Checks run cheapest-and-least-trusting first, and nothing from a request is
 used before its signature verified:
 
-1. the provider is configured with webhooks (else 404, generic body);
-2. the body is read with a hard cap (413), whatever Content-Length claims;
-3. the content type is JSON (415);
-4. the signature is verified on the raw bytes (missing or malformed headers
+1. the provider is configured with webhooks (else 404, generic body) and the
+   method is POST (405);
+2. every header value is ASCII (400 ``non_ascii_header``, naming the header):
+   servers hand header bytes over as Latin-1 while senders sign UTF-8, so a
+   non-ASCII signed header (a `webhook-id`, say) could only ever fail as a
+   "bad signature", which tells a provider nothing;
+3. the body is read with a hard cap (413), whatever Content-Length claims;
+4. the content type is JSON (415);
+5. the signature is verified on the raw bytes (missing or malformed headers
    400, bad signature / stale / future timestamp 401; the body is only
    ``{"error": "rejected"}`` so a forger learns nothing);
-5. the body is parsed (malformed JSON after a valid signature: 400);
-6. the event is handed to the group-commit writer (`ingest`) and the answer
+6. the body is parsed (malformed JSON after a valid signature: 400);
+7. the event is handed to the group-commit writer (`ingest`) and the answer
    (200 stored / duplicate) is sent only after COMMIT; a database that cannot
    take it within the timeouts gives 503 with Retry-After, so the provider
    retries. An authentic event that names no job (another event type) is
    stored too, matched to nothing, so its redeliveries deduplicate.
+
+Every error answer is a refusal with a reason from `RefusalReason`: counted
+in `jobwarden_webhook_events_rejected{provider, reason}` and logged as one
+"webhook rejected" line (provider label, reason, status, and at most a
+header name or an exception type, escaped; never a header value, a body or a
+secret). Log lines are rate-limited per reason, so a flood of forgeries
+cannot hide a rare reason such as a misconfigured secret.
+
+What the adapter extracts from an authentic event is made storable before it
+reaches the database, whatever adapter or plugin extracted it (a value
+PostgreSQL refuses would fail the event on every redelivery, and the event
+would never be stored): a reference (job id, operation id, client reference)
+that PostgreSQL cannot hold exactly (NUL, a lone surrogate) counts as absent,
+as the declarative adapter already does, because a cleaned copy would name
+another job; text that is only shown (the raw state, the scheme name) has
+NUL and lone surrogates replaced by U+FFFD, like the payload.
 
 Dedupe ids are always ones the signature covers:
 
@@ -56,16 +82,19 @@ from typing import Any, NoReturn
 from starlette.datastructures import Headers, QueryParams
 from starlette.types import Receive, Scope, Send
 
-from receiver.metrics import ReceiverMetrics
+from receiver.metrics import ReceiverMetrics, RefusalReason
 from receiver.webhooks.ingest import Event, Ingestor, IngestRejected, IngestUnavailable, Outcome
 from shared.db.pgjson import scrub
 from shared.ids import new_trace_id, trace_id_from_traceparent
+from shared.ledger.states import RemoteState
 from shared.providers import ProviderDescription, WebhookParseError, adapter_for
 from shared.providers.adapter import ProviderAdapter
 from shared.providers.description import WebhookScheme, WebhookSpec
+from shared.providers.facts import WebhookFact
 from shared.providers.paths import PathSource, ValuePath, extract, parse_path
-from shared.providers.values import as_str
+from shared.providers.values import as_str, clip
 from shared.signatures import SignatureError, Verified, signs_url
+from shared.text import holds_exactly, scrub_text
 
 logger = logging.getLogger(__name__)
 
@@ -77,10 +106,14 @@ RETRY_AFTER_SECONDS = 5
 # distinct ids can never collide. So are ids PostgreSQL cannot hold exactly
 # (NUL, a lone surrogate).
 MAX_EVENT_ID_CHARS = 500
-# Rejection log lines: a flood of forged requests must not become a flood of
-# log lines. Metrics count every rejection; logs keep a sample.
+# Rejection log lines, per reason: a flood of forged requests must not become
+# a flood of log lines, nor drown a rarer reason. Metrics count every
+# rejection; logs keep a sample, and say how many lines they dropped.
 REJECTION_LOG_BURST = 20
 REJECTION_LOG_PER_SECOND = 2.0
+# A header name quoted in a refusal (body and log) is cut here: names are
+# short tokens, and the quote must not let a request choose the log's size.
+MAX_QUOTED_HEADER_CHARS = 64
 
 _JSON = "application/json"
 _SCHEME_BODY_ID: Mapping[WebhookScheme, ValuePath] = {
@@ -100,13 +133,27 @@ _RETRY_AFTER = ((b"retry-after", str(RETRY_AFTER_SECONDS).encode()),)
 
 
 class _Refusal(Exception):
-    """A request refused before anything was stored; `reason` is a metric label."""
+    """A request refused before anything was stored; `reason` is a metric label.
 
-    def __init__(self, status: int, reason: str, body: bytes = b'{"error":"rejected"}') -> None:
+    `detail` goes to the log line only: fixed words, a header name or an
+    exception type, never a value taken from the request.
+    """
+
+    def __init__(
+        self,
+        status: int,
+        reason: RefusalReason,
+        body: bytes = b'{"error":"rejected"}',
+        *,
+        headers: Sequence[tuple[bytes, bytes]] = (),
+        detail: Mapping[str, str] | None = None,
+    ) -> None:
         super().__init__(reason)
         self.status = status
-        self.reason = reason
+        self.reason: RefusalReason = reason
         self.body = body
+        self.headers = headers
+        self.detail: Mapping[str, str] = detail or {}
 
 
 _SIGNATURE_STATUS: Mapping[str, int] = {
@@ -182,7 +229,9 @@ class WebhookEndpoint:
         self._max_body_bytes = max_body_bytes
         self._now = now
         self._public_url = public_url
-        self._log_budget = _LogBudget(REJECTION_LOG_BURST, REJECTION_LOG_PER_SECOND, time.monotonic)
+        # One bucket per reason, created on first use (at most one per
+        # RefusalReason, so bounded).
+        self._log_budgets: dict[str, _LogBudget] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """A plain ASGI endpoint: no Request/Response objects on the hottest path."""
@@ -194,8 +243,10 @@ class WebhookEndpoint:
             status, body, headers = await self._handle(scope, receive, self._providers.get(name))
         except _Refusal as refusal:
             self._metrics.rejected(label, refusal.reason)
+            if refusal.status == 503:
+                self._metrics.unavailable(label)
             self._log_refusal(label, refusal)
-            status, body, headers = refusal.status, refusal.body, ()
+            status, body, headers = refusal.status, refusal.body, refusal.headers
         await _respond(send, status, body, headers)
         self._metrics.latency.observe(time.perf_counter() - started)
 
@@ -204,6 +255,14 @@ class WebhookEndpoint:
     ) -> tuple[int, bytes, Sequence[tuple[bytes, bytes]]]:
         if provider is None:
             raise _Refusal(404, "unknown_provider", b'{"error":"not_found"}')
+        if scope["method"] != "POST":
+            raise _Refusal(
+                405,
+                "method_not_allowed",
+                b'{"error":"method_not_allowed"}',
+                headers=((b"allow", b"POST"),),
+            )
+        _check_header_bytes(scope["headers"])
         headers = Headers(scope=scope)
         body = await _read_capped(headers, receive, self._max_body_bytes)
         if not _is_json(headers.get("content-type")):
@@ -214,11 +273,16 @@ class WebhookEndpoint:
         event = self._event(provider, verified, headers, scope, body, document)
         try:
             outcome = await self._ingestor.submit(event)
-        except IngestUnavailable:
-            self._metrics.unavailable(provider.name)
-            return 503, b'{"error":"unavailable"}', _RETRY_AFTER
+        except IngestUnavailable as exc:
+            raise _Refusal(
+                503,
+                exc.reason,
+                b'{"error":"unavailable"}',
+                headers=_RETRY_AFTER,
+                detail={"cause": str(exc)},  # our own fixed message
+            ) from None
         except IngestRejected:
-            return 500, b'{"error":"internal"}', ()
+            raise _Refusal(500, "database_refused", b'{"error":"internal"}') from None
         return self._answer(provider, event, outcome, headers)
 
     def _verify(self, provider: _Provider, headers: Headers, body: bytes, scope: Scope) -> Verified:
@@ -235,18 +299,17 @@ class WebhookEndpoint:
         except SignatureError as exc:
             status = _SIGNATURE_STATUS.get(exc.reason)
             if status is None:  # no_secret / bad_options: our configuration, not the request
-                logger.error(
-                    "webhook verification is misconfigured",
-                    extra={"ctx": {"provider": provider.name, "reason": exc.reason}},
-                )
-                raise _Refusal(500, exc.reason, b'{"error":"internal"}') from None
+                raise _Refusal(
+                    500, exc.reason, b'{"error":"internal"}', detail={"cause": "configuration"}
+                ) from None
             raise _Refusal(status, exc.reason) from None
         except Exception as exc:  # a plugin's verifier failing is our fault, never a pass
-            logger.error(
-                "webhook verification plugin failed",
-                extra={"ctx": {"provider": provider.name, "error": type(exc).__name__}},
-            )
-            raise _Refusal(500, "bad_options", b'{"error":"internal"}') from None
+            raise _Refusal(
+                500,
+                "bad_options",
+                b'{"error":"internal"}',
+                detail={"cause": "verifier plugin failed", "error": type(exc).__name__},
+            ) from None
 
     def _event(
         self,
@@ -258,28 +321,17 @@ class WebhookEndpoint:
         document: dict[str, Any],
     ) -> Event:
         event_id = dedupe_id(provider.spec, verified, document, body)
-        query = QueryParams(scope.get("query_string", b""))
-        try:
-            fact = provider.adapter.parse_webhook(body, headers, query)
-        except WebhookParseError:
-            # Authentic but naming no job (another event type): kept so its
-            # redeliveries dedupe and operators can see it; it matches nothing.
-            job_id = operation_ref = client_reference = state = raw_state = None
-        else:
-            job_id, operation_ref = fact.remote_job_id, fact.operation_ref
-            client_reference = fact.client_reference
-            state = fact.remote_state.value if fact.remote_state is not None else None
-            raw_state = fact.raw_state
+        fact = _parse(provider, body, headers, QueryParams(scope.get("query_string", b"")))
         return Event(
             provider=provider.name,
             event_id=event_id,
-            scheme=verified.scheme,
+            scheme=_shown(verified.scheme) or provider.spec.scheme.value,
             id_signed=verified.id_signed,
-            remote_job_id=job_id,
-            operation_ref=operation_ref,
-            client_reference=client_reference,
-            remote_state=state,
-            remote_state_raw=raw_state,
+            remote_job_id=_reference(fact.remote_job_id) if fact else None,
+            operation_ref=_reference(fact.operation_ref) if fact else None,
+            client_reference=_reference(fact.client_reference) if fact else None,
+            remote_state=_remote_state(fact.remote_state) if fact else None,
+            remote_state_raw=_shown(fact.raw_state) if fact else None,
             payload=storable_payload(body, document),
         )
 
@@ -321,20 +373,86 @@ class WebhookEndpoint:
         logger.log(level, message, extra={"ctx": ctx})
 
     def _log_refusal(self, label: str, refusal: _Refusal) -> None:
-        if not self._log_budget.take():
+        """One line per refusal, within its reason's budget; our own faults at ERROR."""
+        budget = self._log_budgets.get(refusal.reason)
+        if budget is None:
+            budget = _LogBudget(REJECTION_LOG_BURST, REJECTION_LOG_PER_SECOND, time.monotonic)
+            self._log_budgets[refusal.reason] = budget
+        if not budget.take():
             return
         ctx: dict[str, Any] = {
+            **refusal.detail,
             "provider": label,
             "reason": refusal.reason,
             "status": refusal.status,
         }
-        if self._log_budget.dropped:
-            ctx["suppressed_since_last"] = self._log_budget.dropped
-            self._log_budget.dropped = 0
-        logger.warning("webhook rejected", extra={"ctx": ctx})
+        if budget.dropped:
+            ctx["suppressed_since_last"] = budget.dropped
+            budget.dropped = 0
+        ours = refusal.status >= 500 and refusal.status != 503
+        logger.log(
+            logging.ERROR if ours else logging.WARNING, "webhook rejected", extra={"ctx": ctx}
+        )
 
 
 # --------------------------------------------------------------------- helpers
+
+
+def _parse(
+    provider: _Provider, body: bytes, headers: Headers, query: QueryParams
+) -> WebhookFact | None:
+    """The adapter's reading of an authentic body; None when it names no job.
+
+    An event that names no job (another event type) is kept so its
+    redeliveries dedupe and operators can see it; it matches nothing. A plugin
+    that fails is our fault: 500, so the provider retries once it is fixed
+    (storing the event unmatched would lose its match for good).
+    """
+    try:
+        return provider.adapter.parse_webhook(body, headers, query)
+    except WebhookParseError:
+        return None
+    except Exception as exc:
+        raise _Refusal(
+            500,
+            "parse_failed",
+            b'{"error":"internal"}',
+            detail={"cause": "parse_webhook failed", "error": type(exc).__name__},
+        ) from None
+
+
+def _reference(value: object) -> str | None:
+    """A reference as PostgreSQL holds it exactly, else absent (module docstring)."""
+    text = as_str(value)
+    if text is None or not holds_exactly(text):
+        return None
+    return clip(text)
+
+
+def _shown(value: object) -> str | None:
+    """Text that is only shown, made storable: U+FFFD for NUL and lone surrogates."""
+    text = as_str(value)
+    return None if text is None else clip(scrub_text(text))
+
+
+def _remote_state(value: object) -> str | None:
+    """The canonical state's name; anything else a plugin returns counts as absent."""
+    return value.value if isinstance(value, RemoteState) else None
+
+
+def _check_header_bytes(raw: Sequence[tuple[bytes, bytes]]) -> None:
+    """Refuse (400) a request with a header name or value outside ASCII, naming the header."""
+    for name, value in raw:
+        if not (name.isascii() and value.isascii()):
+            quoted = _quoted(name)
+            body = json.dumps({"error": "non_ascii_header", "header": quoted})
+            raise _Refusal(400, "non_ascii_header", body.encode("ascii"), detail={"header": quoted})
+
+
+def _quoted(name: bytes) -> str:
+    """A header name fit for a log line and a JSON body: escaped, bounded, plain ASCII."""
+    escaped = name[:MAX_QUOTED_HEADER_CHARS].decode("latin-1").encode("unicode_escape")
+    return escaped.decode("ascii")
 
 
 async def _read_capped(headers: Headers, receive: Receive, limit: int) -> bytes:
@@ -414,8 +532,14 @@ def signed_url(public_url: str, provider: str, scope: Scope) -> str | None:
     """
     if not public_url:
         return None
+    url = public_url.replace("{provider}", provider)
+    # Both routes (with and without a trailing slash) take deliveries; the
+    # sender signed the one it addressed, so the public URL follows suit.
+    slash = scope.get("path", "").endswith("/")
+    if "?" not in url and url.endswith("/") != slash:
+        url = url + "/" if slash else url[:-1]
     query = scope.get("query_string", b"").decode("latin-1")
-    return public_url.replace("{provider}", provider) + (f"?{query}" if query else "")
+    return url + (f"?{query}" if query else "")
 
 
 def dedupe_id(spec: WebhookSpec, verified: Verified, document: Any, body: bytes) -> str:
@@ -430,20 +554,9 @@ def dedupe_id(spec: WebhookSpec, verified: Verified, document: Any, body: bytes)
             candidate = as_str(extract(path, document))
     if not candidate:
         return "sha256:" + hashlib.sha256(body).hexdigest()
-    if len(candidate) > MAX_EVENT_ID_CHARS or not _storable(candidate):
+    if len(candidate) > MAX_EVENT_ID_CHARS or not holds_exactly(candidate):
         return "sha256:" + hashlib.sha256(candidate.encode("utf-8", "surrogatepass")).hexdigest()
     return candidate
-
-
-def _storable(text: str) -> bool:
-    """PostgreSQL text holds it exactly: no NUL, no lone surrogate."""
-    if "\x00" in text:
-        return False
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def storable_payload(body: bytes, document: Any) -> str:

@@ -101,8 +101,20 @@ class Outcome:
     matched_by: str | None = None  # operation_id | client_reference | job_id, when matched
 
 
+UnavailableReason = Literal["queue_full", "not_accepting", "database_unavailable"]
+
+
 class IngestUnavailable(Exception):
-    """The event was not stored because the database could not take it now (→ 503)."""
+    """The event was not stored because it cannot be committed now (→ 503).
+
+    `reason` is a word from a fixed list, so the endpoint can count and log
+    why the provider was told to retry (overload, shutdown, database) without
+    parsing messages.
+    """
+
+    def __init__(self, reason: UnavailableReason, message: str) -> None:
+        super().__init__(message)
+        self.reason: UnavailableReason = reason
 
 
 class IngestRejected(Exception):
@@ -179,12 +191,12 @@ class Ingestor:
     async def submit(self, event: Event) -> Outcome:
         """Store `event`; returns after COMMIT, or raises IngestUnavailable / IngestRejected."""
         if not self.accepting:
-            raise IngestUnavailable("receiver is not accepting events")
+            raise IngestUnavailable("not_accepting", "receiver is not accepting events")
         if (
             len(self._queue) >= MAX_QUEUED_EVENTS
             or self._queued_bytes + len(event.payload) > MAX_QUEUED_BYTES
         ):
-            raise IngestUnavailable("ingest queue is full")
+            raise IngestUnavailable("queue_full", "ingest queue is full")
         future: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
         self._queue.append(_Pending(event, future))
         self._queued_bytes += len(event.payload)
@@ -207,7 +219,9 @@ class Ingestor:
             for writer in self._writers:
                 writer.cancel()
             await done
-        self._fail(self._take(len(self._queue)), IngestUnavailable("receiver shut down"))
+        self._fail(
+            self._take(len(self._queue)), IngestUnavailable("not_accepting", "receiver shut down")
+        )
 
     # ----------------------------------------------------------------- writer
 
@@ -264,7 +278,9 @@ class Ingestor:
     def _writer_stopped(self, task: asyncio.Task[None]) -> None:
         """Fail whatever is queued if a writer ever ends (normally only at close)."""
         self._closing = True
-        self._fail(self._take(len(self._queue)), IngestUnavailable("event writer stopped"))
+        self._fail(
+            self._take(len(self._queue)), IngestUnavailable("not_accepting", "event writer stopped")
+        )
 
     def _take(self, limit: int) -> list[_Pending]:
         batch = self._queue[:limit]
@@ -323,7 +339,7 @@ class Ingestor:
             "webhook batch not stored: database unavailable",
             extra={"ctx": db_error_context(exc)},
         )
-        return IngestUnavailable("database unavailable")
+        return IngestUnavailable("database_unavailable", "database unavailable")
 
     def _fail(self, batch: Sequence[_Pending], error: Exception) -> None:
         for pending in batch:

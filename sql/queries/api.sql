@@ -5,12 +5,12 @@
 -- name: api_operation
 -- One operation as agents see it; $2 = the caller's requested_by, or NULL for
 -- an operator token (sees everything).
-SELECT * FROM agent_operations
+SELECT * FROM operations_overview
 WHERE operation_id = $1 AND ($2::text IS NULL OR requested_by = $2);
 
 -- name: api_list_operations
 -- Newest first; operation ids are ULIDs, so the id is also the keyset cursor.
-SELECT * FROM agent_operations
+SELECT * FROM operations_overview
 WHERE ($1::text IS NULL OR requested_by = $1)
   AND ($2::text[] IS NULL OR state = ANY ($2))
   AND ($3::text IS NULL OR provider = $3)
@@ -35,7 +35,7 @@ LIMIT 1;
 
 -- name: api_failed_items
 -- One page of failed items, keyset-paginated on item_key.
-SELECT item_key, code, message FROM agent_failed_items
+SELECT item_key, code, message FROM failed_items_overview
 WHERE operation_id = $1 AND ($2::text IS NULL OR item_key > $2)
 ORDER BY item_key
 LIMIT $3;
@@ -46,7 +46,7 @@ FROM api_tokens
 ORDER BY created_at, token_id;
 
 -- name: operator_list
-SELECT * FROM agent_operations
+SELECT * FROM operations_overview
 WHERE ($1::text[] IS NULL OR state = ANY ($1))
   AND ($2::text IS NULL OR provider = $2)
   AND ($3::double precision IS NULL
@@ -116,7 +116,7 @@ SELECT a.operation_id, a.provider, a.kind, a.state, a.remote_state, a.remote_job
        o.last_error, e.escalation_id, e.opened_at, e.reason AS escalation_reason,
        e.details AS escalation_details,
        (SELECT max(h.at) FROM history h WHERE h.operation_id = o.operation_id) AS since
-FROM agent_operations a
+FROM operations_overview a
 JOIN operations o ON o.operation_id = a.operation_id
 LEFT JOIN escalations e ON e.operation_id = o.operation_id AND e.resolved_at IS NULL
 WHERE o.state = ANY (jw_state_set('inbox'))

@@ -212,7 +212,8 @@ async def test_the_views_hide_everything_sensitive(db: Any) -> None:
 
 
 async def test_the_agent_role_reads_the_views(db: Any) -> None:
-    op_id = await submit(db)
+    # An agent session sees its own operations: those of `agent:<its login>`.
+    op_id = await submit(db, who="agent:" + await db.fetchval("SELECT session_user"))
     async with db.transaction():
         await db.execute("SET LOCAL ROLE jobwarden_agent")
         row = await db.fetchrow("SELECT * FROM agent_operations WHERE operation_id = $1", op_id)
