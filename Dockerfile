@@ -5,9 +5,15 @@
 #   docker run ... jobwarden reconciler      -> the reconciler
 #   docker run ... jobwarden migrate         -> apply migrations (run as the schema owner)
 #
-# Always set DATABASE_URL: without it jobwarden falls back to an embedded
-# PostgreSQL inside the container, which is meant for `make run`, not for
-# production. Give the containers a stop timeout above JW_SHUTDOWN_GRACE
+# Always set DATABASE_URL: without it the daemons refuse to start, saying so.
+# The embedded PostgreSQL of `make run` (the jobwarden[embedded] extra) is not
+# in this image: a database private to one container is one nobody backs up.
+#
+# Build with Docker (BuildKit), or with buildah/podman in Docker format:
+#   podman build --format docker -t jobwarden:0.1.0 .     (or BUILDAH_FORMAT=docker)
+# The OCI format, their default, has no HEALTHCHECK: it would be dropped.
+#
+# Give the containers a stop timeout above JW_SHUTDOWN_GRACE
 # (`--stop-timeout 30`, compose `stop_grace_period: 30s`): Docker's default of
 # 10 s would SIGKILL a reconciler before it hands its leases back. That loses
 # nothing (leases expire), but delays the operations it held.
@@ -47,9 +53,12 @@ RUN groupadd --system --gid "${JW_UID}" jobwarden \
        /var/lib/jobwarden /var/lib/jobwarden/results \
     && install -d -o root -g jobwarden -m 0750 /etc/jobwarden
 
+# /wheels holds jobwarden's dependencies without extras; the check after the
+# install fails the build if the embedded PostgreSQL ever slips in.
 RUN --mount=type=bind,from=builder,source=/wheels,target=/wheels \
     python -m pip install --no-cache-dir --root-user-action=ignore --no-index \
-        --find-links=/wheels /wheels/jobwarden-*.whl
+        --find-links=/wheels /wheels/jobwarden-*.whl \
+    && python -c "import importlib.util as u, sys; sys.exit(u.find_spec('pgserver') is not None)"
 
 # Listen on every interface inside the container (the default, 127.0.0.1, is
 # for a host install behind a local reverse proxy). Results live on a volume so
@@ -71,6 +80,9 @@ EXPOSE 8080
 # (compose: `healthcheck: {disable: true}`). No curl in slim: Python's urllib
 # raises on a non-2xx answer or a refused connection, which exits non-zero. No
 # proxy (an http_proxy in the environment would otherwise catch 127.0.0.1).
+# Docker image format only: buildah and podman drop it from an OCI image
+# (their default) unless built with `--format docker`; `podman run
+# --health-cmd` can give it back at run time.
 HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \
     CMD ["python", "-c", "import os, urllib.request as u; u.build_opener(u.ProxyHandler({})).open('http://127.0.0.1:' + os.environ.get('JW_RECEIVER_PORT', '8080') + '/healthz', timeout=4)"]
 

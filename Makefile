@@ -1,5 +1,7 @@
 # The two commands of the README: `make run` and `make test`. Everything they
-# need is installed here, into .venv, from PyPI.
+# need is installed here, into .venv, from PyPI: the dev tools and the
+# embedded PostgreSQL (the `embedded` extra), which lets both run on a machine
+# without a PostgreSQL server.
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -10,7 +12,7 @@ STAMP  := $(VENV)/.installed-stamp
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,embedded]'
 	touch $(STAMP)
 
 setup: $(STAMP)

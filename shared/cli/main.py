@@ -8,33 +8,34 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.metadata
+import json
 import os
 import sys
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from shared import logs
 from shared.cli import audit as cli_audit
 from shared.cli import operator as cli_operator
 from shared.cli import providers as cli_providers
-from shared.db.connect import connection, redact_url
-from shared.db.migrate import MigrationError, apply_migrations
-from shared.db.runtime import app_database
-from shared.providers import ConfigError
+from shared.cli.errors import USAGE, failure_of, report
+from shared.db.connect import DEMO_DATABASE, connection, redact_url
+from shared.db.migrate import apply_migrations
+from shared.db.runtime import DatabaseChoice, app_database, chosen
 from shared.settings import Settings, load_settings
 
 Handler = Callable[[argparse.Namespace], Coroutine[Any, Any, int]]
 
 
 async def cmd_migrate(args: argparse.Namespace) -> int:
-    async with app_database() as resolved, connection(resolved.app_url) as conn:
-        try:
-            applied = await apply_migrations(conn)
-        except MigrationError as exc:
-            print(f"migrate: {exc}", file=sys.stderr)
-            return 1
+    async with (
+        app_database(create="unless_configured") as resolved,
+        connection(resolved.app_url) as conn,
+    ):
+        applied = await apply_migrations(conn)
     where = f"{resolved.source} database {redact_url(resolved.app_url)}"
     if applied:
         print(f"applied {len(applied)} migration(s) to {where}: {', '.join(applied)}")
@@ -95,11 +96,53 @@ async def cmd_demo(args: argparse.Namespace) -> int:
     return await run_demo(args.time_scale, args.timeout)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+def version() -> str:
+    """The installed distribution's version (what `pip show jobwarden` says)."""
+    try:
+        return importlib.metadata.version("jobwarden")
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree, not installed
+        return "unknown (not installed)"
+
+
+class JsonErrorsParser(argparse.ArgumentParser):
+    """argparse whose usage errors are a JSON document, for a command line with --json.
+
+    Subcommand parsers are made of the same class (argparse's default), so
+    this holds for every command, including those other modules register.
+    """
+
+    def error(self, message: str) -> NoReturn:
+        body = {"code": "usage", "message": f"{self.prog}: {message}", "hint": None}
+        print(json.dumps({"error": body}, ensure_ascii=False), flush=True)
+        sys.exit(USAGE)
+
+
+DATABASE_EPILOG = (
+    "Database: DATABASE_URL, else the server on 127.0.0.1:5432 (JW_LOCAL_PG_HOST, "
+    "JW_LOCAL_PG_PORT). An embedded PostgreSQL is started only with --embedded (or "
+    "JW_FORCE_EMBEDDED=1), and by `demo` when no server answers."
+)
+
+
+def build_parser(*, json_errors: bool = False) -> argparse.ArgumentParser:
+    parser_class = JsonErrorsParser if json_errors else argparse.ArgumentParser
+    parser = parser_class(
         prog="jobwarden",
         description="Durable tracking of long-running jobs on third-party HTTP APIs.",
-        epilog="Database: DATABASE_URL, else 127.0.0.1:5432, else an embedded PostgreSQL.",
+        epilog=DATABASE_EPILOG,
+    )
+    parser.add_argument("--version", action="version", version=f"jobwarden {version()}")
+    parser.add_argument(
+        "--embedded",
+        action="store_true",
+        help="use the embedded PostgreSQL in ./.pgdata (JW_EMBEDDED_PGDATA), started for this "
+        "command and stopped after it; needs the jobwarden[embedded] extra",
+    )
+    parser.add_argument(
+        "--database",
+        metavar="NAME",
+        help="the database of this name on the chosen server (default: DATABASE_URL's, "
+        "else jobwarden; the demo's: jobwarden_demo)",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -137,6 +180,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser(
         "demo",
         help="start simulator + receiver + reconciler and show every path live (make run)",
+        epilog="The demo uses a database of its own on the chosen server (jobwarden --database "
+        f"NAME demo, else $JW_DEMO_DATABASE, else {DEMO_DATABASE}), created if missing; with no "
+        "server answering it starts the embedded PostgreSQL.",
     )
     demo.add_argument(
         "--time-scale",
@@ -154,15 +200,21 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser(json_errors="--json" in argv).parse_args(argv)
     handler: Handler = args.handler
     try:
-        return asyncio.run(handler(args))
+        with chosen(DatabaseChoice(embedded=args.embedded, database=args.database)):
+            return asyncio.run(handler(args))
     except KeyboardInterrupt:
         return 130
-    except ConfigError as exc:
-        print(f"jobwarden: configuration error: {exc}", file=sys.stderr)
-        return 2
+    except Exception as exc:
+        # A database that is not there, a schema not migrated, a bad configuration:
+        # the operator's to fix, said in a line and a hint. Anything else is a bug.
+        failure = failure_of(exc)
+        if failure is None:
+            raise
+        return report(failure, as_json=bool(getattr(args, "json", False)))
 
 
 if __name__ == "__main__":

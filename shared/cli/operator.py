@@ -10,7 +10,6 @@ scripts; tables are for people.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import getpass
 import json
@@ -18,19 +17,23 @@ import os
 import re
 import sys
 from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import asyncpg
+from rich import box
 from rich.console import Console
+from rich.padding import Padding
 from rich.table import Table
+from rich.text import Text
 
 from shared import ledger
-from shared.db.connect import connection
+from shared.cli.errors import USAGE, CommandError, failure_of, report
 from shared.db.queries import q
-from shared.db.runtime import app_database
+from shared.db.runtime import migrated_connection
 from shared.ledger import RequestSpec, decisions, tokens
 from shared.ledger.decisions import operator_targets
 from shared.ledger.errors import LedgerError, RequestMismatch, UnknownOperation
@@ -55,14 +58,6 @@ _RESUME_TO: dict[LocalState, LocalState] = {
 
 
 # ------------------------------------------------------------------ helpers
-
-
-class CommandError(Exception):
-    """A refusal to print for the operator (exit status 1 or 2)."""
-
-    def __init__(self, message: str, status: int = 1) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 def parse_duration(text: str) -> float:
@@ -92,6 +87,8 @@ def print_json(data: Any) -> None:
     print(json.dumps(data, default=_json_default, indent=2, ensure_ascii=False))
 
 
+# Indent of a block's detail lines under its head line (print_records).
+DETAIL_INDENT = 4
 # Width when output is not a terminal (a pipe, a log): wide enough that ids
 # and reasons are not folded, which the 80 columns rich assumes would do.
 PIPE_WIDTH = 160
@@ -103,16 +100,54 @@ def _console() -> Console:
     return Console(soft_wrap=False, highlight=False, width=width)
 
 
-def _table(title: str, columns: Sequence[str], ids: Sequence[str] = ()) -> Table:
-    """A table whose id columns never wrap (they are meant to be copied)."""
-    table = Table(title=title)
+# Wider than any terminal: measuring within it gives a renderable's unfolded width.
+_UNBOUNDED = 100_000
+
+
+def natural_width(console: Console, renderable: Table) -> int:
+    """Columns `renderable` needs with nothing folded or cut (rich clamps to the console)."""
+    return console.measure(renderable, options=console.options.update(max_width=_UNBOUNDED)).maximum
+
+
+@dataclass(frozen=True)
+class Record:
+    """One row in both layouts: its table cells, or a block (a head line, then details)."""
+
+    cells: tuple[str, ...]
+    head: tuple[str, ...]
+    details: tuple[str, ...] = ()
+
+
+def print_records(
+    console: Console, title: str, columns: Sequence[str], records: Sequence[Record]
+) -> None:
+    """A table, one line per row, when it fits the width; else a block per row.
+
+    A table narrower than its rows folds every column, ids and state names
+    included, into unreadable, uncopyable fragments (at 80 columns an
+    operation list is a column of 2-letter pieces). A block keeps each value
+    whole: the head line holds the id, the details wrap between words.
+    Values are Text, never markup: they come from providers and operators.
+    """
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD)
     for column in columns:
-        table.add_column(column, overflow="fold", no_wrap=column in ids)
-    return table
+        table.add_column(column, no_wrap=True)
+    for record in records:
+        table.add_row(*(Text(cell) for cell in record.cells))
+    if natural_width(console, table) <= console.width:
+        console.print(table)
+        return
+    console.print(Text(title, style="italic"))
+    for record in records:
+        console.print(Text("  ".join(record.head)))
+        for line in record.details:
+            console.print(Padding(Text(line), (0, 0, 0, DETAIL_INDENT), expand=False))
 
 
 def _when(at: datetime | None) -> str:
-    return at.astimezone().strftime("%Y-%m-%d %H:%M:%S") if at else "-"
+    """Local time with its UTC offset and milliseconds: unambiguous when pasted
+    into a ticket, and it orders the calls and transitions of one second."""
+    return at.astimezone().isoformat(sep=" ", timespec="milliseconds") if at else "-"
 
 
 def _age(at: datetime | None) -> str:
@@ -127,20 +162,16 @@ def _age(at: datetime | None) -> str:
 
 @contextlib.asynccontextmanager
 async def app_connection() -> AsyncIterator[Any]:
-    async with app_database() as resolved, connection(resolved.app_url) as conn:
+    """The configured database, migrated: every operator command's connection."""
+    async with migrated_connection() as conn:
         yield conn
-
-
-def _fail(message: str, status: int = 1) -> int:
-    print(f"jobwarden: {message}", file=sys.stderr)
-    return status
 
 
 async def _load(conn: Any, operation_id: str) -> ledger.Operation:
     try:
         return await ledger.load_operation(conn, operation_id)
     except UnknownOperation:
-        raise CommandError(f"no operation {operation_id}") from None
+        raise CommandError(f"no operation {operation_id}", code="not_found") from None
 
 
 def _row(record: Any) -> dict[str, Any]:
@@ -155,7 +186,7 @@ def _body_argument(text: str) -> Any:
     try:
         return json.loads(raw)
     except json.JSONDecodeError as exc:
-        raise CommandError(f"--body is not valid JSON: {exc}", 2) from None
+        raise CommandError(f"--body is not valid JSON: {exc}", USAGE) from None
 
 
 async def cmd_submit(args: argparse.Namespace) -> int:
@@ -165,7 +196,9 @@ async def cmd_submit(args: argparse.Namespace) -> int:
     desc = settings.providers.get(args.provider)
     if desc is None:
         known = ", ".join(sorted(settings.providers)) or "none"
-        return _fail(f"provider {args.provider!r} is not configured (configured: {known})", 2)
+        raise CommandError(
+            f"provider {args.provider!r} is not configured (configured: {known})", USAGE
+        )
     spec = RequestSpec(
         (args.method or desc.create.method).upper(),
         args.target or desc.create.path.text,
@@ -186,7 +219,7 @@ async def cmd_submit(args: argparse.Namespace) -> int:
                 result_deadline_s=args.result_deadline or desc.limits.result_deadline_seconds,
             )
         except RequestMismatch as exc:
-            return _fail(str(exc))
+            raise CommandError(str(exc)) from None
         row = await conn.fetchrow(q("api_operation"), submitted.operation_id, None)
     if args.json:
         print_json({**_row(row), "created": submitted.created})
@@ -205,7 +238,7 @@ def _states(values: Sequence[str] | None) -> list[str] | None:
     states = [s for value in values for s in value.split(",") if s]
     unknown = sorted(set(states) - {s.value for s in LocalState})
     if unknown:
-        raise CommandError(f"unknown state(s): {', '.join(unknown)}", 2)
+        raise CommandError(f"unknown state(s): {', '.join(unknown)}", USAGE)
     return states
 
 
@@ -224,24 +257,34 @@ async def cmd_list(args: argparse.Namespace) -> int:
     if args.json:
         print_json([_row(r) for r in rows])
         return 0
-    table = _table(
+    print_records(
+        _console(),
         f"{len(rows)} operation(s), newest first",
         ("operation", "age", "provider", "kind", "state", "remote", "job", "by"),
-        ids=("operation", "job"),
+        [_list_record(r) for r in rows],
     )
-    for r in rows:
-        table.add_row(
+    return 0
+
+
+def _list_record(r: Any) -> Record:
+    remote, job = r["remote_state"] or "-", r["remote_job_id"] or "-"
+    age = _age(r["created_at"])
+    return Record(
+        cells=(
             r["operation_id"],
-            _age(r["created_at"]),
+            age,
             r["provider"],
             r["kind"],
             r["state"],
-            r["remote_state"] or "-",
-            r["remote_job_id"] or "-",
+            remote,
+            job,
             r["requested_by"],
-        )
-    _console().print(table)
-    return 0
+        ),
+        head=(r["operation_id"], r["state"], f"{age} old"),
+        details=(
+            f"{r['provider']}/{r['kind']} · remote {remote} · job {job} · by {r['requested_by']}",
+        ),
+    )
 
 
 def _timeline_text(kind: str, details: Mapping[str, Any]) -> tuple[str, str]:
@@ -301,23 +344,28 @@ async def cmd_show(args: argparse.Namespace) -> int:
         )
         return 0
     console = _console()
-    console.print(
-        f"[bold]{op.operation_id}[/bold]  {op.provider}/{op.kind}  ref {op.client_reference}"
-    )
-    console.print(
-        f"state [bold]{op.state.value}[/bold]  remote {op.remote_state or '-'}"
-        f"  job {op.remote_job_id or '-'}  requested by {op.requested_by}"
-    )
-    console.print(
-        f"trace {op.trace_id}  created {_when(op.created_at)}  "
-        f"result deadline {_when(op.result_deadline)}"
-    )
-    console.print(f"agents read: {view['message']}")
-    table = _table("timeline", ("at", "kind", "what", "ids"), ids=("at",))
+    # One fact per line, so none is cut in the middle at 80 columns.
+    for line in (
+        f"{op.operation_id}  {op.provider}/{op.kind}  ref {op.client_reference}",
+        f"state {op.state.value}  remote {op.remote_state or '-'}  job {op.remote_job_id or '-'}",
+        f"requested by {op.requested_by}  trace {op.trace_id}",
+        f"created          {_when(op.created_at)}",
+        f"result deadline  {_when(op.result_deadline)}",
+        f"agents read: {view['message']}",
+    ):
+        console.print(Text(line))
+    records = []
     for entry in timeline:
         what, ids = _timeline_text(entry["kind"], entry["details"])
-        table.add_row(_when(entry["at"]), entry["kind"], what, ids)
-    console.print(table)
+        at = _when(entry["at"])
+        records.append(
+            Record(
+                cells=(at, entry["kind"], what, ids),
+                head=(at, entry["kind"]),
+                details=(what, ids) if ids else (what,),
+            )
+        )
+    print_records(console, "timeline", ("at", "kind", "what", "ids"), records)
     return 0
 
 
@@ -377,24 +425,24 @@ async def cmd_inbox(args: argparse.Namespace) -> int:
     if not rows:
         _console().print("inbox is empty: nothing waits for a human")
         return 0
-    table = _table(
+    print_records(
+        _console(),
         f"{len(rows)} operation(s) waiting for a human, oldest first",
         ("since", "operation", "state", "provider", "job", "why", "next"),
-        ids=("operation", "job"),
+        [_inbox_record(r) for r in rows],
     )
-    for r in rows:
-        why = r["escalation_reason"] or (r["error"] or {}).get("message") or "-"
-        table.add_row(
-            _age(r["since"]),
-            r["operation_id"],
-            r["state"],
-            r["provider"],
-            r["remote_job_id"] or "-",
-            why,
-            f"jobwarden show {r['operation_id']}",
-        )
-    _console().print(table)
     return 0
+
+
+def _inbox_record(r: Any) -> Record:
+    why = r["escalation_reason"] or (r["error"] or {}).get("message") or "-"
+    since, job = _age(r["since"]), r["remote_job_id"] or "-"
+    show = f"jobwarden show {r['operation_id']}"
+    return Record(
+        cells=(since, r["operation_id"], r["state"], r["provider"], job, why, show),
+        head=(r["operation_id"], r["state"], f"for {since}"),
+        details=(f"why: {why}", f"{r['provider']} · job {job} · next: {show}"),
+    )
 
 
 # ------------------------------------------------------------------ resolve / reconcile
@@ -414,12 +462,14 @@ async def cmd_resolve(args: argparse.Namespace) -> int:
         try:
             target = LocalState(args.decision)
         except ValueError:
-            return _fail(f"unknown state {args.decision!r}; from {op.state.value}: {names}", 2)
+            raise CommandError(
+                f"unknown state {args.decision!r}; from {op.state.value}: {names}", USAGE
+            ) from None
         if target not in allowed:
-            return _fail(
+            raise CommandError(
                 f"{op.state.value} -> {target.value} is not an operator move; "
                 f"allowed from {op.state.value}: {names}",
-                2,
+                USAGE,
             )
         try:
             decided = await decisions.decide(
@@ -456,10 +506,12 @@ async def cmd_reconcile(args: argparse.Namespace) -> int:
     async with app_connection() as conn:
         op = await _load(conn, args.operation_id)
         if op.state in TERMINAL:
-            return _fail(f"{op.operation_id} is already {op.state.value}: nothing to reconcile")
+            raise CommandError(
+                f"{op.operation_id} is already {op.state.value}: nothing to reconcile"
+            )
         target = _RESUME_TO.get(op.state)
         if target is S.OBSERVING and op.remote_job_id is None and op.create_mode != "sync":
-            return _fail(
+            raise CommandError(
                 f"{op.operation_id} has no remote job id to read; decide with "
                 f"`jobwarden resolve` (allowed: "
                 f"{', '.join(s.value for s in operator_targets(op.state))})"
@@ -516,7 +568,9 @@ async def cmd_reconcile(args: argparse.Namespace) -> int:
 
 async def cmd_tokens_create(args: argparse.Namespace) -> int:
     if not CALLER_NAME.match(args.name):
-        return _fail("NAME must be lowercase letters, digits, '.', '_' or '-' (max 63)", 2)
+        raise CommandError(
+            "NAME must be lowercase letters, digits, '.', '_' or '-' (max 63)", USAGE
+        )
     scope: Scope = "operator" if args.operator else "agent"
     minted = mint_token()
     async with app_connection() as conn:
@@ -538,29 +592,33 @@ async def cmd_tokens_list(args: argparse.Namespace) -> int:
     if args.json:
         print_json([_row(r) for r in rows])
         return 0
-    table = _table(
+    print_records(
+        _console(),
         f"{len(rows)} API token(s)",
         ("token", "caller", "scope", "created", "last used", "revoked"),
-        ids=("token",),
+        [_token_record(r) for r in rows],
     )
-    for r in rows:
-        table.add_row(
-            r["token_id"],
-            r["caller"],
-            r["scope"],
-            _when(r["created_at"]),
-            _when(r["last_used_at"]),
-            _when(r["revoked_at"]),
-        )
-    _console().print(table)
     return 0
+
+
+def _token_record(r: Any) -> Record:
+    times = {
+        "created": _when(r["created_at"]),
+        "last used": _when(r["last_used_at"]),
+        "revoked": _when(r["revoked_at"]),
+    }
+    return Record(
+        cells=(r["token_id"], r["caller"], r["scope"], *times.values()),
+        head=(r["token_id"], r["caller"], r["scope"]),
+        details=tuple(f"{name:<9}  {at}" for name, at in times.items() if at != "-"),
+    )
 
 
 async def cmd_tokens_revoke(args: argparse.Namespace) -> int:
     async with app_connection() as conn:
         row = await tokens.revoke_token(conn, args.token_id)
     if row is None:
-        return _fail(f"no token {args.token_id}")
+        raise CommandError(f"no token {args.token_id}", code="not_found")
     if args.json:
         print_json(_row(row))
     else:
@@ -571,24 +629,26 @@ async def cmd_tokens_revoke(args: argparse.Namespace) -> int:
 
 
 async def cmd_mcp(args: argparse.Namespace) -> int:
-    from shared.agents import mcp as mcp_server
+    from shared.agents.mcp import run_stdio
 
-    # The stdio loop blocks; run it off the event loop that asyncio.run owns.
-    return await asyncio.to_thread(mcp_server.main)
+    return await run_stdio()
 
 
 # ------------------------------------------------------------------ parser
 
 
 def _guard(handler: Any) -> Any:
-    """Print a CommandError instead of a traceback."""
+    """Print a refusal or a database problem in one line (JSON under --json), not a traceback."""
 
     async def run(args: argparse.Namespace) -> int:
         try:
             status: int = await handler(args)
             return status
-        except CommandError as exc:
-            return _fail(str(exc), exc.status)
+        except Exception as exc:
+            failure = failure_of(exc)
+            if failure is None:
+                raise
+            return report(failure, as_json=bool(getattr(args, "json", False)))
 
     return run
 

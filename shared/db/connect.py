@@ -1,15 +1,19 @@
 """Finding a PostgreSQL to use, and connecting to it.
 
 Selection order (README, "Database"): `DATABASE_URL` if set; otherwise the
-server on 127.0.0.1:5432 if one answers; otherwise an embedded PostgreSQL 16
-(the `pgserver` wheel) under a project-local folder, stopped on exit. The same
-function serves `make run`, `make test` and the daemons, so the embedded path
-is the one the test suite exercises.
+server on JW_LOCAL_PG_HOST:JW_LOCAL_PG_PORT (127.0.0.1:5432) if one answers;
+otherwise an embedded PostgreSQL 16 (the `pgserver` wheel, the
+`jobwarden[embedded]` extra) under a project-local folder, stopped on exit --
+but only where the caller allows it (`Embedded`): `make run` and `make test`
+fall back to it, operator commands and daemons only when asked (`--embedded`
+or JW_FORCE_EMBEDDED=1), because an embedded database is private to one
+working directory and nobody backs it up.
 """
 
 from __future__ import annotations
 
 import contextlib
+import enum
 import json
 import os
 import socket
@@ -23,8 +27,12 @@ from urllib.parse import urlsplit, urlunsplit
 import asyncpg
 
 from shared.db import pgjson
+from shared.db.errors import DatabaseProblem, server_of
 
 APP_DATABASE = "jobwarden"
+# `make run`'s own database: never the `jobwarden` database of a server that
+# happens to answer on 127.0.0.1:5432.
+DEMO_DATABASE = "jobwarden_demo"
 # A connect probe must not hang a start-up: a local server answers in
 # microseconds, a firewalled port would otherwise block for the TCP timeout.
 PROBE_TIMEOUT_SECONDS = 1.0
@@ -40,6 +48,14 @@ class Executor(Protocol):
     async def executemany(self, query: str, args: Any) -> None: ...
 
 
+class Embedded(enum.Enum):
+    """When an embedded PostgreSQL may be started for want of a server."""
+
+    NEVER = "never"  # operator commands, daemons: no server is an error naming what to set
+    FALLBACK = "fallback"  # make run, make test, benchmarks: when no server answers
+    ALWAYS = "always"  # asked for (--embedded, JW_FORCE_EMBEDDED=1): even if one answers
+
+
 @dataclass
 class ResolvedDatabase:
     """A server we can use: `admin_url` reaches the `postgres` database of it."""
@@ -47,6 +63,8 @@ class ResolvedDatabase:
     admin_url: str
     source: str  # "DATABASE_URL" | "local" | "embedded"
     app_url: str
+    # Where the server is and how it was chosen, for messages (no credentials).
+    server: str
     _stop: Callable[[], None] | None = field(default=None, repr=False)
 
     def stop(self) -> None:
@@ -82,9 +100,16 @@ def default_embedded_dir() -> Path:
     return Path(os.environ.get("JW_EMBEDDED_PGDATA", Path.cwd() / ".pgdata"))
 
 
-def start_embedded(data_dir: Path) -> ResolvedDatabase:
+def start_embedded(data_dir: Path, database: str = APP_DATABASE) -> ResolvedDatabase:
     """Start (or join) the embedded server in `data_dir`."""
-    from pgserver.postgres_server import get_server  # lazily: most runs use a real server
+    try:
+        from pgserver.postgres_server import get_server  # lazily: an optional extra
+    except ImportError:
+        raise DatabaseProblem(
+            "embedded_not_installed",
+            "the embedded PostgreSQL is not installed (the jobwarden[embedded] extra)",
+            "pip install 'jobwarden[embedded]' (make setup does), or set DATABASE_URL to a server",
+        ) from None
 
     data_dir.mkdir(parents=True, exist_ok=True)
     with warnings.catch_warnings():
@@ -95,27 +120,76 @@ def start_embedded(data_dir: Path) -> ResolvedDatabase:
     return ResolvedDatabase(
         admin_url=admin,
         source="embedded",
-        app_url=with_database(admin, APP_DATABASE),
+        app_url=with_database(admin, database),
+        server=f"the embedded PostgreSQL in {data_dir}",
         _stop=server.cleanup,
     )
 
 
-def resolve_database(env: Mapping[str, str] | None = None) -> ResolvedDatabase:
+def no_server(host: str, port: int) -> DatabaseProblem:
+    """Nothing configured and nothing answering: say how to point at a database."""
+    return DatabaseProblem(
+        "no_database",
+        f"no PostgreSQL to use: DATABASE_URL is not set and nothing answers on {host}:{port}",
+        "set DATABASE_URL=postgresql://USER@HOST:PORT/DATABASE, or pass --embedded "
+        "(jobwarden --embedded COMMAND) for a throwaway embedded PostgreSQL in ./.pgdata",
+    )
+
+
+def _local_address(env: Mapping[str, str]) -> tuple[str, int]:
+    host = env.get("JW_LOCAL_PG_HOST", "127.0.0.1")
+    text = env.get("JW_LOCAL_PG_PORT", "5432")
+    if not text.isascii() or not text.isdigit():
+        raise DatabaseProblem(
+            "bad_setting", f"JW_LOCAL_PG_PORT={text!r} is not a port number", "unset it or fix it"
+        )
+    return host, int(text)
+
+
+def resolve_database(
+    env: Mapping[str, str] | None = None,
+    *,
+    embedded: Embedded = Embedded.FALLBACK,
+    database: str | None = None,
+) -> ResolvedDatabase:
+    """The server to use, started if embedded; `database` replaces the database name.
+
+    The default, FALLBACK, is the test suite's and the benchmarks' (they run
+    on a fresh machine); the command line passes NEVER, or ALWAYS for
+    `--embedded`, which DATABASE_URL contradicts. JW_FORCE_EMBEDDED=1 is
+    ALWAYS for whoever has no DATABASE_URL. Raises DatabaseProblem when
+    nothing may be used.
+    """
     env = os.environ if env is None else env
     url = env.get("DATABASE_URL")
     if url:
+        if embedded is Embedded.ALWAYS:  # asked on the command line: ambiguous, say so
+            raise DatabaseProblem(
+                "conflicting_choice",
+                "both DATABASE_URL and --embedded say which database to use",
+                "unset DATABASE_URL for the embedded PostgreSQL, or drop --embedded",
+            )
         return ResolvedDatabase(
-            admin_url=with_database(url, "postgres"), source="DATABASE_URL", app_url=url
+            admin_url=with_database(url, "postgres"),
+            source="DATABASE_URL",
+            app_url=with_database(url, database) if database else url,
+            server=f"{server_of(url)} (from DATABASE_URL)",
         )
-    host = env.get("JW_LOCAL_PG_HOST", "127.0.0.1")
-    port = int(env.get("JW_LOCAL_PG_PORT", "5432"))
-    if env.get("JW_FORCE_EMBEDDED") != "1" and local_server_answers(host, port):
+    if env.get("JW_FORCE_EMBEDDED") == "1":  # an environment's standing choice, below DATABASE_URL
+        embedded = Embedded.ALWAYS
+    host, port = _local_address(env)
+    if embedded is not Embedded.ALWAYS and local_server_answers(host, port):
         admin = f"postgresql://postgres@{host}:{port}/postgres"
         return ResolvedDatabase(
-            admin_url=admin, source="local", app_url=with_database(admin, APP_DATABASE)
+            admin_url=admin,
+            source="local",
+            app_url=with_database(admin, database or APP_DATABASE),
+            server=f"{host}:{port} (the local server; DATABASE_URL is not set)",
         )
+    if embedded is Embedded.NEVER:
+        raise no_server(host, port)
     data_dir = Path(env["JW_EMBEDDED_PGDATA"]) if "JW_EMBEDDED_PGDATA" in env else None
-    return start_embedded(data_dir or default_embedded_dir())
+    return start_embedded(data_dir or default_embedded_dir(), database or APP_DATABASE)
 
 
 async def ensure_database(admin_url: str, dbname: str) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -338,3 +339,99 @@ async def test_reconcile_a_finished_operation_is_refused(
     await finish_with_result(db, op_id, total=1)
     assert await run("reconcile", op_id) == 1
     assert "already succeeded" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ layout at 80 columns
+
+
+TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}[+-]\d\d:\d\d")
+
+
+async def seeded_for_layout(db: Any) -> dict[str, str]:
+    """Operations whose values are long: escalated with a long reason, finished with a job id."""
+    states = {}
+    op_id = await escalate(
+        db,
+        S.NEEDS_ATTENTION,
+        "the same idempotency token was answered with two different job ids by the provider",
+    )
+    states[op_id] = "needs_attention"
+    op_id = await escalate(db, S.RESULT_TIMED_OUT, "result deadline passed")
+    states[op_id] = "result_timed_out"
+    op_id = await submit(db, ref="done")
+    await finish_with_result(db, op_id, total=2)
+    states[op_id] = "succeeded"
+    return states
+
+
+def assert_readable_at_80(text: str, states: dict[str, str]) -> None:
+    """No line past 80 columns; each id whole, on one line with its whole state."""
+    assert all(len(line) <= 80 for line in text.splitlines()), text
+    for op_id, state in states.items():
+        assert any(op_id in line and state in line for line in text.splitlines()), (op_id, text)
+
+
+async def test_list_reads_at_80_columns(
+    db: Any, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    states = await seeded_for_layout(db)
+    jobs = await db.fetch("SELECT remote_job_id FROM operations WHERE remote_job_id IS NOT NULL")
+    monkeypatch.setenv("COLUMNS", "80")
+    assert await run("list") == 0
+    text = capsys.readouterr().out
+    assert_readable_at_80(text, states)
+    assert jobs and all(row["remote_job_id"] in text for row in jobs)
+
+
+async def test_inbox_reads_at_80_columns(
+    db: Any, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    states = await seeded_for_layout(db)
+    del states[next(k for k, v in states.items() if v == "succeeded")]
+    monkeypatch.setenv("COLUMNS", "80")
+    assert await run("inbox") == 0
+    text = capsys.readouterr().out
+    assert_readable_at_80(text, states)
+    assert "two different job ids by the provider" in " ".join(text.split())
+    assert all(f"jobwarden show {op_id}" in text for op_id in states)
+
+
+async def test_list_is_one_line_per_operation_when_wide_enough(
+    db: Any, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    states = await seeded_for_layout(db)
+    monkeypatch.setenv("COLUMNS", "200")
+    assert await run("list") == 0
+    lines = capsys.readouterr().out.splitlines()
+    for op_id, state in states.items():
+        (line,) = [line for line in lines if op_id in line]
+        assert state in line and "agent:test" in line
+
+
+async def test_show_times_carry_milliseconds_and_zone(
+    db: Any, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    op_id = await submit(db)
+    await finish_with_result(db, op_id, total=2)
+    monkeypatch.setenv("COLUMNS", "80")
+    assert await run("show", op_id) == 0
+    text = capsys.readouterr().out
+    entries = await db.fetchval(
+        "SELECT count(*) FROM history WHERE operation_id = $1", op_id
+    ) + await db.fetchval("SELECT count(*) FROM provider_calls WHERE operation_id = $1", op_id)
+    # created, the result deadline, and every timeline entry
+    assert len(TIMESTAMP.findall(text)) >= 2 + entries, text
+    assert all(len(line) <= 80 for line in text.splitlines()), text
+
+
+# ------------------------------------------------------------------ errors under --json
+
+
+async def test_a_refusal_under_json_is_a_json_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert await run("show", "op_01J00000000000000000000000", "--json") == 1
+    captured = capsys.readouterr()
+    error = json.loads(captured.out)["error"]
+    assert error["code"] == "not_found" and "op_01J00000000000000000000000" in error["message"]
+    assert captured.err == ""
+    assert await run("list", "--state", "bogus", "--json") == 2
+    assert json.loads(capsys.readouterr().out)["error"]["code"] == "usage"

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import base64
 import configparser
+import importlib.metadata
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -26,6 +28,7 @@ from typing import Any
 
 import asyncpg
 import pytest
+from packaging.requirements import Requirement
 
 from shared.cli.main import build_parser
 from shared.db.connect import ResolvedDatabase, connect, with_database
@@ -474,6 +477,97 @@ def test_hadolint_accepts_the_dockerfile() -> None:
         check=False,
     )
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+# --------------------------------------------------------------------- extras, license, docs
+
+
+def _pyproject() -> dict[str, Any]:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))
+
+
+def _installed_requirements() -> list[Requirement]:
+    return [Requirement(text) for text in importlib.metadata.requires("jobwarden") or []]
+
+
+def test_embedded_postgres_is_an_extra_not_a_dependency() -> None:
+    project = _pyproject()["project"]
+    assert not [d for d in project["dependencies"] if Requirement(d).name == "pgserver"]
+    assert [Requirement(d).name for d in project["optional-dependencies"]["embedded"]] == [
+        "pgserver"
+    ]
+    # What pip resolves the image from: the installed metadata, not the TOML.
+    (pgserver,) = [r for r in _installed_requirements() if r.name == "pgserver"]
+    assert pgserver.marker is not None
+    assert pgserver.marker.evaluate({"extra": "embedded"})
+    assert not pgserver.marker.evaluate({"extra": ""})
+
+
+def test_make_setup_installs_the_embedded_extra() -> None:
+    # -n: print what setup would run; -W: as if pyproject.toml had just changed.
+    done = subprocess.run(
+        ["make", "-n", "-W", "pyproject.toml", "setup"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=TOOL_TIMEOUT_SECONDS,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    installs = [line for line in done.stdout.splitlines() if "pip install" in line and "-e" in line]
+    assert len(installs) == 1 and "embedded" in installs[0] and "dev" in installs[0]
+
+
+def test_the_image_leaves_the_embedded_extra_out_and_fails_if_it_slips_in() -> None:
+    runs = _only("RUN")
+    for args in runs:  # the pip commands (the guard after them names pgserver)
+        pip = args.split("&&")[0]
+        assert "embedded" not in pip and "pgserver" not in pip, pip
+    (install,) = [args for args in runs if "/wheels/jobwarden-*.whl" in args]
+    argv = shlex.split(install.split("&& ", 1)[1])
+    assert argv[:2] == ["python", "-c"] and "pgserver" in argv[2]
+    present = subprocess.run([sys.executable, "-c", argv[2]], timeout=30, check=False)
+    assert present.returncode != 0, "the guard passes an image that holds pgserver"
+    hidden = "import sys; sys.modules['pgserver'] = None; " + argv[2]
+    absent = subprocess.run([sys.executable, "-c", hidden], timeout=30, check=False)
+    assert absent.returncode == 0, "the guard fails an image without pgserver"
+
+
+def test_license_is_an_spdx_expression() -> None:
+    pyproject = _pyproject()
+    assert pyproject["project"]["license"] == "Apache-2.0"
+    (setuptools,) = [
+        Requirement(r) for r in pyproject["build-system"]["requires"] if r.startswith("setuptools")
+    ]
+    assert not setuptools.specifier.contains("76.9"), "SPDX license strings need setuptools 77"
+    assert importlib.metadata.metadata("jobwarden")["License-Expression"] == "Apache-2.0"
+    labels = " ".join(_only("LABEL"))
+    assert 'org.opencontainers.image.licenses="Apache-2.0"' in labels
+
+
+def test_healthcheck_tells_oci_builders_to_keep_it() -> None:
+    """buildah and podman drop HEALTHCHECK from OCI images; the Dockerfile says how to keep it."""
+    lines = DOCKERFILE.read_text("utf-8").splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("HEALTHCHECK"))
+    comment = []
+    for line in reversed(lines[:at]):
+        if not line.startswith("#"):
+            break
+        comment.append(line)
+    text = " ".join(comment)
+    assert "--format docker" in text and "podman" in text and "buildah" in text
+
+
+def test_readme_documents_the_database_and_demo_variables() -> None:
+    """Every variable the database selection and the demo read has a row in the README."""
+    read = re.compile(r"""(?:environ\.get|env\.get|env\[|environ\[)\(?["'](JW_[A-Z0-9_]+)""")
+    sources = [*(ROOT / "shared" / "db").glob("*.py"), ROOT / "shared/cli/demo.py"]
+    sources.append(ROOT / "shared/cli/main.py")
+    variables = {v for path in sources for v in read.findall(path.read_text("utf-8"))}
+    assert {"JW_LOCAL_PG_HOST", "JW_LOCAL_PG_PORT", "JW_DEMO_DATABASE"} <= variables
+    readme = (ROOT / "README.md").read_text("utf-8")
+    reference = readme.split("## Configuration reference", 1)[1].split("\n## ", 1)[0]
+    assert sorted(v for v in variables if f"`{v}`" not in reference) == []
 
 
 # --------------------------------------------------------------------- login roles
