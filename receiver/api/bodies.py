@@ -1,47 +1,40 @@
-"""Reading and checking what callers send: JSON bodies and query parameters.
+"""Reading and checking what callers send as JSON bodies.
 
-Strict on purpose: an unknown key is refused rather than ignored, so an agent's
-typo (`client_ref`) fails loudly instead of silently losing its idempotency.
-Every refusal says which field and what is expected.
+Three layers, each refusing with a problem that names the field: the bytes
+(size, UTF-8, strict JSON, nesting), the values (what PostgreSQL's text and
+jsonb cannot store, anywhere in the document), then the shape, by the pydantic
+models of `models.py` that also generate the OpenAPI document. Strict on
+purpose: an unknown key is refused rather than ignored, so an agent's typo
+(`client_ref`) fails loudly instead of silently losing its idempotency.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
+from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
 from starlette.requests import Request
 
+from receiver.api.models import CancelRequest, ClaimRequest, ProviderRequest, SubmitRequest
+from receiver.api.params import shown
 from receiver.api.problems import invalid
+from receiver.api.text import unstorable
+from shared.fingerprint import FingerprintError
 from shared.ledger import RequestSpec
 from shared.providers.description import HTTP_METHODS, ProviderDescription
 
-# A long-poll holds a connection and a task: five minutes bounds both, and is
-# longer than any sensible tool call (the seed: two to ten minutes per call).
-MAX_WAIT_SECONDS = 300.0
-DEFAULT_WAIT_SECONDS = 30.0
-# Deadlines beyond a month are configuration mistakes, not business needs.
-MAX_DEADLINE_SECONDS = 30 * 86400.0
-DEFAULT_PAGE_SIZE = 50
-MAX_PAGE_SIZE = 500
-
-_SUBMIT_KEYS = frozenset(
-    {
-        "provider",
-        "kind",
-        "request",
-        "client_reference",
-        "approval_ref",
-        "create_deadline_seconds",
-        "result_deadline_seconds",
-    }
-)
-_REQUEST_KEYS = frozenset({"method", "target", "body"})
+# Deeper than any provider's request body; the ledger's canonical JSON
+# recurses once per level, and PostgreSQL's jsonb parser has its own stack.
+MAX_JSON_DEPTH = 64
+_ASCII_LENGTH = re.compile(r"[0-9]{1,15}")
+_PLAIN_KEY = re.compile(r"[A-Za-z0-9_-]{1,64}")
+Model = TypeVar("Model", bound=BaseModel)
 
 
 @dataclass(frozen=True)
@@ -55,10 +48,29 @@ class SubmitBody:
     result_deadline_s: float
 
 
-async def read_json(request: Request, limit: int) -> Any:
-    """The JSON body, refusing more than `limit` bytes before reading them all."""
+def declared_length(request: Request) -> int | None:
+    """The Content-Length header, or None; a malformed one is a 400, not a crash.
+
+    `str.isdigit()` accepts superscripts that `int()` refuses, and five
+    thousand ASCII digits exceed `int()`'s digit limit: both were 500s.
+    """
     declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
+    if declared is None:
+        return None
+    if not _ASCII_LENGTH.fullmatch(declared):
+        raise invalid("Content-Length must be a byte count in ASCII digits", status=400)
+    return int(declared)
+
+
+async def read_json(request: Request, limit: int) -> Any:
+    """The JSON body, refusing more than `limit` bytes before reading them all.
+
+    The parsed value is checked whole (`check_json`) before any handler sees
+    it, so no string PostgreSQL cannot store and no number it cannot hold gets
+    past this point, whichever field it sits in.
+    """
+    declared = declared_length(request)
+    if declared is not None and declared > limit:
         raise invalid(f"body larger than {limit} bytes", status=413)
     chunks: list[bytes] = []
     size = 0
@@ -70,16 +82,75 @@ async def read_json(request: Request, limit: int) -> Any:
     raw = b"".join(chunks)
     if not raw.strip():
         return {}
+    value = parse_json(raw)
+    check_json(value)
+    return value
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def parse_json(raw: bytes) -> Any:
+    """Strict JSON: no NaN/Infinity literals; nesting and huge integers are 400s."""
     try:
-        return json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return json.loads(raw, parse_constant=_refuse_constant)
+    except RecursionError:
+        # The C scanner recurses once per level: 50,000 `[` exhaust the stack.
+        raise invalid(
+            f"body is not acceptable JSON: it nests deeper than {MAX_JSON_DEPTH} levels",
+            status=400,
+        ) from None
+    except json.JSONDecodeError as exc:
         raise invalid(f"body is not valid JSON: {exc}", status=400) from None
+    except UnicodeDecodeError:
+        raise invalid("body is not valid JSON: it is not UTF-8", status=400) from None
+    except ValueError as exc:  # NaN/Infinity, or an integer of more than 4300 digits
+        reason = str(exc) if "JSON number" in str(exc) else "a number has too many digits"
+        raise invalid(f"body is not acceptable JSON: {reason}", status=400) from None
 
 
-def _object(value: Any, where: str, allowed: frozenset[str]) -> Mapping[str, Any]:
+def check_json(value: Any, where: str = "") -> None:
+    """Refuse what PostgreSQL's text/jsonb cannot hold, naming the field.
+
+    Iterative, so depth costs no stack; bounded at MAX_JSON_DEPTH because the
+    fingerprint's canonicalisation recurses once per level.
+    """
+    stack: list[tuple[Any, str, int]] = [(value, where, 0)]
+    while stack:
+        item, path, depth = stack.pop()
+        name = path or "body"
+        if depth > MAX_JSON_DEPTH:
+            raise invalid(f"{name} nests deeper than {MAX_JSON_DEPTH} levels")
+        if isinstance(item, str):
+            reason = unstorable(item)
+            if reason:
+                raise invalid(f"{name} {reason}")
+        elif isinstance(item, float) and not math.isfinite(item):
+            raise invalid(f"{name} is a number too large to store (beyond a double)")
+        elif isinstance(item, dict):
+            for key, child in item.items():
+                reason = unstorable(key)
+                if reason:
+                    raise invalid(f"{name} has a key that {reason}")
+                stack.append((child, _child(path, key), depth + 1))
+        elif isinstance(item, list):
+            stack.extend((child, f"{name}[{i}]", depth + 1) for i, child in enumerate(item))
+
+
+def _child(path: str, key: str) -> str:
+    """`a.b` for plain keys; anything else shown escaped, so no raw bytes are echoed."""
+    if _PLAIN_KEY.fullmatch(key):
+        return f"{path}.{key}" if path else key
+    return f"{path or 'body'}[{json.dumps(shown(key))}]"
+
+
+def _object(value: Any, where: str, model: type[BaseModel]) -> Mapping[str, Any]:
+    """`value` as an object with only `model`'s fields, or a 422 listing the unknown ones."""
     if not isinstance(value, dict):
         raise invalid(f"{where} must be a JSON object")
-    unknown = sorted(set(value) - allowed)
+    allowed = set(model.model_fields)
+    unknown = sorted(shown(key) for key in set(value) - allowed)
     if unknown:
         raise invalid(
             f"{where}: unknown field(s) {', '.join(unknown)}; "
@@ -88,131 +159,65 @@ def _object(value: Any, where: str, allowed: frozenset[str]) -> Mapping[str, Any
     return value
 
 
-def optional_text(body: Mapping[str, Any], key: str, *, max_len: int) -> str | None:
-    value = body.get(key)
-    if value is None:
-        return None
-    if not isinstance(value, str) or not 1 <= len(value) <= max_len:
-        raise invalid(f"{key} must be a string of 1 to {max_len} characters")
-    return value
+def _describe(error: ErrorDetails) -> str:
+    """One pydantic error as a sentence naming the field (never the value sent)."""
+    path = ".".join(str(part) for part in error["loc"]) or "body"
+    if error["type"] == "missing":
+        return f"{path} is required"
+    if error["type"] == "model_type":
+        return f"{path} must be a JSON object"
+    if path == "request.method":
+        return f"request.method must be one of {', '.join(HTTP_METHODS)}"
+    return f"{path}: {error['msg']}"
 
 
-def required_text(body: Mapping[str, Any], key: str, *, max_len: int) -> str:
-    value = optional_text(body, key, max_len=max_len)
-    if value is None:
-        raise invalid(f"{key} is required")
-    return value
+def validated(model: type[Model], raw: Any) -> Model:
+    """`raw` (checked by `check_json`) as `model`, or a 422 naming the first bad field."""
+    body = _object(raw, "body", model)
+    nested = body.get("request")
+    if model is SubmitRequest and isinstance(nested, dict):
+        _object(nested, "request", ProviderRequest)
+    try:
+        return model.model_validate(body)
+    except ValidationError as exc:
+        errors = exc.errors(include_url=False, include_input=False)
+        raise invalid(_describe(errors[0])) from None
 
 
-def _deadline(body: Mapping[str, Any], key: str, default: float) -> float:
-    value = body.get(key)
-    if value is None:
-        return default
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not math.isfinite(value)
-        or not 0 < value <= MAX_DEADLINE_SECONDS
-    ):
-        raise invalid(f"{key} must be a number of seconds in (0, {MAX_DEADLINE_SECONDS:.0f}]")
-    return float(value)
-
-
-def _request_spec(raw: Any, desc: ProviderDescription) -> RequestSpec:
-    request = _object(raw, "request", _REQUEST_KEYS)
-    method = request.get("method", desc.create.method)
-    if not isinstance(method, str) or method.upper() not in HTTP_METHODS:
-        raise invalid(f"request.method must be one of {', '.join(HTTP_METHODS)}")
-    target = request.get("target", desc.create.path.text)
-    if not isinstance(target, str) or not 1 <= len(target) <= 2000:
-        raise invalid("request.target must be a string of 1 to 2000 characters")
-    return RequestSpec(method.upper(), target, request.get("body"))
+def _request_spec(request: ProviderRequest, desc: ProviderDescription) -> RequestSpec:
+    method = (request.method or desc.create.method).upper()
+    spec = RequestSpec(method, request.target or desc.create.path.text, request.body)
+    try:
+        spec.fingerprint  # noqa: B018 - computed now so a refusal names the field
+    except FingerprintError as exc:
+        # e.g. two keys that are one after Unicode normalization (NFC).
+        raise invalid(f"request.body cannot be canonicalized: {exc}") from None
+    return spec
 
 
 def parse_submit(raw: Any, providers: Mapping[str, ProviderDescription]) -> SubmitBody:
-    body = _object(raw, "body", _SUBMIT_KEYS)
-    provider = required_text(body, "provider", max_len=63)
-    desc = providers.get(provider)
+    body = validated(SubmitRequest, raw)
+    desc = providers.get(body.provider)
     if desc is None:
         known = ", ".join(sorted(providers)) or "none"
-        raise invalid(f"provider {provider!r} is not configured here (configured: {known})")
-    kind = required_text(body, "kind", max_len=100)
-    if "request" not in body:
-        raise invalid("request is required: {method?, target?, body}")
+        raise invalid(
+            f"provider '{shown(body.provider)}' is not configured here (configured: {known})"
+        )
+    limits = desc.limits
     return SubmitBody(
-        provider=provider,
-        kind=kind,
-        request=_request_spec(body["request"], desc),
-        client_reference=optional_text(body, "client_reference", max_len=200),
-        approval_ref=optional_text(body, "approval_ref", max_len=200),
-        create_deadline_s=_deadline(
-            body, "create_deadline_seconds", desc.limits.create_deadline_seconds
-        ),
-        result_deadline_s=_deadline(
-            body, "result_deadline_seconds", desc.limits.result_deadline_seconds
-        ),
+        provider=body.provider,
+        kind=body.kind,
+        request=_request_spec(body.request, desc),
+        client_reference=body.client_reference,
+        approval_ref=body.approval_ref,
+        create_deadline_s=body.create_deadline_seconds or limits.create_deadline_seconds,
+        result_deadline_s=body.result_deadline_seconds or limits.result_deadline_seconds,
     )
 
 
-def single_text(raw: Any, key: str, *, max_len: int) -> str:
-    """A body that must hold exactly one required string field (cancel, claim)."""
-    body = _object(raw, "body", frozenset({key}))
-    return required_text(body, key, max_len=max_len)
+def parse_cancel(raw: Any) -> str:
+    return validated(CancelRequest, raw).reason
 
 
-def query_float(
-    params: Mapping[str, str], key: str, *, default: float, low: float, high: float
-) -> float:
-    raw = params.get(key)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise invalid(f"{key} must be a number", status=400) from None
-    if not math.isfinite(value) or not low < value <= high:
-        raise invalid(f"{key} must be in ({low:g}, {high:g}]", status=400)
-    return value
-
-
-def query_int(params: Mapping[str, str], key: str, *, default: int, high: int) -> int:
-    raw = params.get(key)
-    if raw is None or raw == "":
-        return default
-    if not raw.isdigit() or not 1 <= int(raw) <= high:
-        raise invalid(f"{key} must be an integer from 1 to {high}", status=400)
-    return int(raw)
-
-
-def query_bool(params: Mapping[str, str], key: str) -> bool | None:
-    raw = params.get(key)
-    if raw is None or raw == "":
-        return None
-    lowered = raw.lower()
-    if lowered in ("true", "1", "yes"):
-        return True
-    if lowered in ("false", "0", "no"):
-        return False
-    raise invalid(f"{key} must be true or false", status=400)
-
-
-def encode_page_token(value: str) -> str:
-    return base64.urlsafe_b64encode(value.encode("utf-8")).decode("ascii").rstrip("=")
-
-
-def decode_page_token(raw: str | None) -> str | None:
-    """Page tokens are opaque to callers; a mangled one is a 400, not a crash."""
-    if not raw:
-        return None
-    try:
-        return base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)).decode("utf-8")
-    except (binascii.Error, UnicodeDecodeError, ValueError):
-        raise invalid("page_token is not one this server issued", status=400) from None
-
-
-def seq_from(value: str | None, where: str) -> int:
-    if value is None or value == "":
-        return 0
-    if not value.isdigit():
-        raise invalid(f"{where} must be a history sequence number", status=400)
-    return int(value)
+def parse_claim(raw: Any) -> str:
+    return validated(ClaimRequest, raw).consumer

@@ -14,6 +14,7 @@ import contextlib
 import json
 import logging
 import re
+import urllib.parse
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
@@ -21,15 +22,18 @@ import asyncpg
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
+from starlette.types import Receive, Scope, Send
 
-from receiver.api import bodies
+from receiver.api import bodies, params
 from receiver.api.auth import Caller, authenticate
 from receiver.api.openapi import openapi_document
+from receiver.api.params import shown
 from receiver.api.problems import (
     ApiJSONResponse,
     Problem,
     invalid,
     json_default,
+    malformed_id,
     not_found,
     unavailable,
 )
@@ -58,7 +62,9 @@ SSE_KEEPALIVE_SECONDS = 15.0
 # A cancel races the reconciler's own transitions; each retry re-reads the
 # state, and three lost races in a row would mean something else is wrong.
 CANCEL_ATTEMPTS = 3
-MAX_LIST_PAGE = 200
+# URL characters an `instance` keeps as they are; anything else is %-encoded,
+# so a hostile path is never echoed raw.
+_PATH_SAFE = "/:@!$&'()*+,;=-._~"
 _CANCEL_PENDING = frozenset({LocalState.CANCEL_REQUESTED, LocalState.CANCELLING})
 
 Handler = Callable[[Request], Awaitable[Response]]
@@ -70,33 +76,67 @@ DATABASE_DOWN = (asyncpg.InterfaceError, asyncpg.PostgresConnectionError, OSErro
 def _problem_edge(handler: Handler) -> Handler:
     """Render every failure as problem+json; never leak a traceback or a secret."""
 
+    name = getattr(handler, "__name__", "handler")
+
     async def endpoint(request: Request) -> Response:
+        instance = _instance(request)
         try:
             return await handler(request)
         except Problem as problem:
-            return problem.response(instance=request.url.path)
+            return problem.response(instance=instance)
         except LedgerError as exc:  # the state machine refused: say so, it is not a crash
             refused = Problem(409, "conflict", "Refused by the ledger", str(exc))
-            return refused.response(instance=request.url.path)
+            return refused.response(instance=instance)
         except DATABASE_DOWN:
-            log.warning("database unavailable during %s", request.url.path, exc_info=True)
+            log.warning("database unavailable during %s", name, exc_info=True)
             down = unavailable("The database is unavailable; retry shortly.")
-            return down.response(instance=request.url.path)
+            return down.response(instance=instance)
+        except asyncpg.DataError as exc:
+            # A value PostgreSQL refused that the parsers here let through: a
+            # caller's mistake, but also a gap in bodies/params to close. The
+            # log names the SQLSTATE only, never the value.
+            log.warning("PostgreSQL refused a value in %s (SQLSTATE %s)", name, exc.sqlstate)
+            refused = invalid("a value in this request cannot be stored (refused by PostgreSQL)")
+            return refused.response(instance=instance)
         except Exception:
-            log.exception("unexpected error in %s %s", request.method, request.url.path)
+            log.exception("unexpected error in %s %s", request.method, name)
             crash = Problem(
                 500, "internal", "Internal error", "Unexpected server error; it was logged."
             )
-            return crash.response(instance=request.url.path)
+            return crash.response(instance=instance)
 
     return endpoint
 
 
+def _instance(request: Request) -> str:
+    """The problem's `instance`: the path, %-encoded so nothing hostile is echoed raw."""
+    return urllib.parse.quote(request.url.path, safe=_PATH_SAFE)
+
+
 def _operation_id(request: Request) -> str:
     operation_id = str(request.path_params["operation_id"])
-    if not _OPERATION_ID.match(operation_id):
-        raise not_found(operation_id)
+    if not _OPERATION_ID.fullmatch(operation_id):
+        raise malformed_id()
     return operation_id
+
+
+def _states(values: list[str]) -> list[str]:
+    """The `state` filter: repeatable and comma-separated, every name a LocalState."""
+    states = [s for value in values for s in value.split(",") if s]
+    unknown = sorted(shown(s) for s in set(states) - {s.value for s in LocalState})
+    if unknown:
+        raise invalid(f"state: unknown state(s): {', '.join(unknown)}", status=400)
+    return states
+
+
+def _resume_after(request: Request) -> int:
+    """Where an event stream resumes: Last-Event-ID (a reconnect) wins over `after`.
+
+    Both are checked, so a malformed one is refused even when the other wins.
+    """
+    after = params.AFTER.parse(request.query_params)
+    header = request.headers.get(params.LAST_EVENT_ID.name)
+    return params.LAST_EVENT_ID.parse_text(header) if header else after
 
 
 def _sse(event: str, data: Mapping[str, Any], event_id: int | None = None) -> str:
@@ -201,44 +241,32 @@ class OperationsApi:
 
     async def list_operations(self, request: Request) -> Response:
         caller = await self.caller(request)
-        params = request.query_params
-        mine = bodies.query_bool(params, "mine")
+        query = request.query_params
+        mine = params.MINE.parse(query)
         owner = caller.requested_by if mine or not caller.is_operator else None
-        states = [s for value in params.getlist("state") for s in value.split(",") if s]
-        unknown = sorted(set(states) - {s.value for s in LocalState})
-        if unknown:
-            raise invalid(f"unknown state(s): {', '.join(unknown)}", status=400)
-        page_size = bodies.query_int(
-            params, "page_size", default=bodies.DEFAULT_PAGE_SIZE, high=MAX_LIST_PAGE
-        )
+        page_size = params.LIST_PAGE_SIZE.parse(query)
         async with self.connection() as conn:
             rows = await conn.fetch(
                 q("api_list_operations"),
                 owner,
-                states or None,
-                params.get("provider") or None,
-                bodies.query_bool(params, "done"),
-                bodies.query_bool(params, "final"),
-                bodies.decode_page_token(params.get("page_token")),
+                _states(query.getlist("state")) or None,
+                params.PROVIDER.parse(query),
+                params.DONE.parse(query),
+                params.FINAL.parse(query),
+                params.PAGE_TOKEN.parse(query),
                 page_size + 1,
             )
         page = rows[:page_size]
         body: dict[str, Any] = {"operations": [operation_resource(r) for r in page]}
         body["next_page_token"] = (
-            bodies.encode_page_token(page[-1]["operation_id"]) if len(rows) > page_size else None
+            params.encode_page_token(page[-1]["operation_id"]) if len(rows) > page_size else None
         )
         return ApiJSONResponse(body)
 
     async def wait(self, request: Request) -> Response:
         operation_id = _operation_id(request)
         caller = await self.caller(request)
-        max_wait = bodies.query_float(
-            request.query_params,
-            "max_wait",
-            default=bodies.DEFAULT_WAIT_SECONDS,
-            low=0.0,
-            high=bodies.MAX_WAIT_SECONDS,
-        )
+        max_wait = params.MAX_WAIT.parse(request.query_params)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max_wait
         async with self.hub.subscribe(operation_id) as sub:
@@ -253,10 +281,7 @@ class OperationsApi:
     async def events(self, request: Request) -> Response:
         operation_id = _operation_id(request)
         caller = await self.caller(request)
-        after = bodies.seq_from(
-            request.headers.get("last-event-id") or request.query_params.get("after"),
-            "Last-Event-ID",
-        )
+        after = _resume_after(request)
         await self.read(operation_id, caller)  # 404 before the stream starts
         return StreamingResponse(
             self._event_stream(operation_id, after),
@@ -309,9 +334,7 @@ class OperationsApi:
     async def cancel(self, request: Request) -> Response:
         operation_id = _operation_id(request)
         caller = await self.caller(request)
-        reason = bodies.single_text(
-            await bodies.read_json(request, self.settings.max_body_bytes), "reason", max_len=500
-        )
+        reason = bodies.parse_cancel(await bodies.read_json(request, self.settings.max_body_bytes))
         async with self.connection() as conn:
             row = await self.visible(conn, operation_id, caller)
             deadline = self.settings.cancel_deadline_for(row["provider"])
@@ -346,9 +369,7 @@ class OperationsApi:
     async def claim(self, request: Request) -> Response:
         operation_id = _operation_id(request)
         caller = await self.caller(request)
-        consumer = bodies.single_text(
-            await bodies.read_json(request, self.settings.max_body_bytes), "consumer", max_len=200
-        )
+        consumer = bodies.parse_claim(await bodies.read_json(request, self.settings.max_body_bytes))
         async with self.connection() as conn:
             await self.visible(conn, operation_id, caller)
             claimed = await ledger.claim_completion(conn, operation_id, consumer)
@@ -378,11 +399,9 @@ class OperationsApi:
     async def failed_items(self, request: Request) -> Response:
         operation_id = _operation_id(request)
         caller = await self.caller(request)
-        params = request.query_params
-        page_size = bodies.query_int(
-            params, "page_size", default=bodies.DEFAULT_PAGE_SIZE, high=bodies.MAX_PAGE_SIZE
-        )
-        after = bodies.decode_page_token(params.get("page_token"))
+        query = request.query_params
+        page_size = params.ITEMS_PAGE_SIZE.parse(query)
+        after = params.PAGE_TOKEN.parse(query)
         async with self.connection() as conn:
             row = await self.visible(conn, operation_id, caller)
             items = await conn.fetch(q("api_failed_items"), operation_id, after, page_size + 1)
@@ -394,7 +413,7 @@ class OperationsApi:
                 "items_total": row["items_total"],
                 "items": [dict(item) for item in page],
                 "next_page_token": (
-                    bodies.encode_page_token(page[-1]["item_key"])
+                    params.encode_page_token(page[-1]["item_key"])
                     if len(items) > page_size
                     else None
                 ),
@@ -438,27 +457,55 @@ class OperationsApi:
         return PlainTextResponse(row["note"], headers={"Cache-Control": "no-cache"})
 
     async def openapi(self, request: Request) -> Response:
-        return ApiJSONResponse(openapi_document())
+        return ApiJSONResponse(openapi_document(sorted(self.settings.providers)))
 
     def routes(self) -> list[BaseRoute]:
-        def route(path: str, handler: Handler, method: str) -> Route:
-            return Route(path, _problem_edge(handler), methods=[method])
+        """One route per path, so a wrong method is a 405 listing every allowed one.
 
+        Order matters: `{operation_id}` would also match `op_...:wait`.
+        """
         base = API_PREFIX
         one = base + "/{operation_id}"
-        return [
-            route("/v1/openapi.json", self.openapi, "GET"),
-            route(base, self.submit, "POST"),
-            route(base, self.list_operations, "GET"),
-            route(one + ":wait", self.wait, "GET"),
-            route(one + ":cancel", self.cancel, "POST"),
-            route(one + ":claim", self.claim, "POST"),
-            route(one + "/events", self.events, "GET"),
-            route(one + "/failed-items", self.failed_items, "GET"),
-            route(one + "/receipt", self.receipt, "GET"),
-            route("/v1/audit/checkpoint", self.checkpoint, "GET"),
-            route(one, self.get, "GET"),
+        table: list[tuple[str, dict[str, Handler]]] = [
+            ("/v1/openapi.json", {"GET": self.openapi}),
+            (base, {"POST": self.submit, "GET": self.list_operations}),
+            (one + ":wait", {"GET": self.wait}),
+            (one + ":cancel", {"POST": self.cancel}),
+            (one + ":claim", {"POST": self.claim}),
+            (one + "/events", {"GET": self.events}),
+            (one + "/failed-items", {"GET": self.failed_items}),
+            (one + "/receipt", {"GET": self.receipt}),
+            ("/v1/audit/checkpoint", {"GET": self.checkpoint}),
+            (one, {"GET": self.get}),
         ]
+        return [Route(path, _MethodDispatch(handlers)) for path, handlers in table]
+
+
+class _MethodDispatch:
+    """One path's handlers by method; any other method is a 405 problem with `Allow`.
+
+    An ASGI app rather than a function: Starlette would restrict a function
+    endpoint to GET and answer other methods with its own plain-text 405.
+    """
+
+    def __init__(self, handlers: Mapping[str, Handler]) -> None:
+        self._handlers = {method: _problem_edge(handler) for method, handler in handlers.items()}
+        self._allow = ", ".join(sorted(self._handlers))
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        request = Request(scope, receive)
+        handler = self._handlers.get(request.method)
+        if handler is not None:
+            response = await handler(request)
+        else:
+            response = Problem(
+                405,
+                "method-not-allowed",
+                "Method not allowed",
+                f"This resource answers {self._allow} only.",
+                headers={"Allow": self._allow},
+            ).response(instance=_instance(request))
+        await response(scope, receive, send)
 
 
 def api_routes(settings: Settings, pool: Any) -> list[BaseRoute]:

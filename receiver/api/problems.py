@@ -16,6 +16,10 @@ from starlette.responses import JSONResponse, Response
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
 _TYPE_PREFIX = "urn:jobwarden:problem:"
+# Every 503 says when to come back (RFC 9110 Retry-After): the agent client and
+# generic HTTP clients back off on it. Two seconds: long enough for a pool slot
+# or a restarted database, short enough not to stall a waiting agent.
+RETRY_AFTER_SECONDS = 2
 
 
 def json_default(value: Any) -> Any:
@@ -51,6 +55,8 @@ class Problem(Exception):
         self.title = title
         self.detail = detail
         self.headers = dict(headers or {})
+        if status == 503:
+            self.headers.setdefault("Retry-After", str(RETRY_AFTER_SECONDS))
         self.extra = dict(extra or {})
 
     def body(self, instance: str | None = None) -> dict[str, Any]:
@@ -95,6 +101,16 @@ def not_found(operation_id: str) -> Problem:
     )
 
 
+def malformed_id() -> Problem:
+    """A path segment that cannot be an operation id; not repeated (it may be hostile)."""
+    return Problem(
+        404,
+        "not-found",
+        "No such operation",
+        "That is not an operation id (op_ followed by 26 Crockford base32 characters).",
+    )
+
+
 def invalid(detail: str, *, status: int = 422) -> Problem:
     return Problem(status, "invalid-request", "Invalid request", detail)
 
@@ -105,5 +121,5 @@ def unavailable(detail: str) -> Problem:
         "unavailable",
         "Temporarily unavailable",
         detail,
-        headers={"Retry-After": "2"},
+        headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
     )

@@ -1,0 +1,112 @@
+"""The agent API's request bodies, as pydantic models.
+
+One definition both validates a body (`bodies.py`) and becomes its JSON Schema
+in the OpenAPI document (`openapi.py`), so a limit cannot be enforced without
+being documented, or documented without being enforced. Strict: a number is
+not a string, `true` is not a number, an unknown field is refused (an agent's
+typo `client_ref` must fail loudly, not silently lose its idempotency).
+
+What JSON Schema cannot say about free JSON (no U+0000 in any string or key,
+at most MAX_JSON_DEPTH levels) is checked by `bodies.check_json` before these
+models see a body, and stated by the hand-written `JsonValue` schema.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, WithJsonSchema
+
+from shared.providers.description import HTTP_METHODS
+
+# Text PostgreSQL can store: anything but U+0000 (ECMA-262, Python and Rust
+# regular expressions all read `\x00`).
+NO_NUL = "^[^\\x00]*$"
+# Deadlines beyond a month are configuration mistakes, not business needs.
+MAX_DEADLINE_SECONDS = 30 * 86400.0
+MAX_PROVIDER = 63
+MAX_KIND = 100
+MAX_REFERENCE = 200
+MAX_TARGET = 2000
+MAX_REASON = 500
+MAX_CONSUMER = 200
+# pydantic cannot reference a schema it did not generate; openapi.py replaces
+# this marker with a $ref to the hand-written, recursive JsonValue schema.
+JSON_VALUE_MARKER = "x-jobwarden-json-value"
+
+
+def _bounded(max_len: int) -> StringConstraints:
+    return StringConstraints(min_length=1, max_length=max_len, pattern=NO_NUL)
+
+
+ProviderName = Annotated[str, _bounded(MAX_PROVIDER)]
+Kind = Annotated[str, _bounded(MAX_KIND)]
+Reference = Annotated[str, _bounded(MAX_REFERENCE)]
+Target = Annotated[str, _bounded(MAX_TARGET)]
+Reason = Annotated[str, _bounded(MAX_REASON)]
+Consumer = Annotated[str, _bounded(MAX_CONSUMER)]
+
+
+def _any_case(word: str) -> str:
+    return "".join(f"[{c.upper()}{c.lower()}]" for c in word)
+
+
+METHOD_PATTERN = "^(?:" + "|".join(_any_case(m) for m in HTTP_METHODS) + ")$"
+Deadline = Annotated[
+    float,
+    Field(
+        gt=0,
+        le=MAX_DEADLINE_SECONDS,
+        allow_inf_nan=False,
+        description="Seconds; the provider's configured default when absent or null.",
+    ),
+]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class ProviderRequest(_Strict):
+    """What to send the provider: its create method and path unless given."""
+
+    method: Annotated[
+        str | None,
+        Field(pattern=METHOD_PATTERN, description="Any case; the provider's create method."),
+    ] = None
+    target: Annotated[
+        Target | None,
+        Field(description="A path on the provider; its create path when absent."),
+    ] = None
+    body: Annotated[Any, WithJsonSchema({JSON_VALUE_MARKER: True})] = None
+
+
+class SubmitRequest(_Strict):
+    """Start an operation. 202 means STARTED, NOT complete."""
+
+    provider: Annotated[ProviderName, Field(description="A provider configured on this server.")]
+    kind: Kind
+    request: ProviderRequest
+    client_reference: Annotated[
+        Reference | None,
+        Field(
+            description=(
+                "Your idempotency key: the same reference with the same request returns the "
+                "same operation; with a different request, 409."
+            )
+        ),
+    ] = None
+    approval_ref: Reference | None = None
+    create_deadline_seconds: Deadline | None = None
+    result_deadline_seconds: Deadline | None = None
+
+
+class CancelRequest(_Strict):
+    reason: Annotated[Reason, Field(description="Why; recorded with the intent.")]
+
+
+class ClaimRequest(_Strict):
+    consumer: Annotated[Consumer, Field(description="Who acts on the result (one claim each).")]
+
+
+BODY_MODELS: tuple[type[BaseModel], ...] = (SubmitRequest, CancelRequest, ClaimRequest)
