@@ -20,6 +20,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from receiver.app import build_app
 from shared import sdnotify
+from shared.agents.mcp.http import mcp_endpoint
 from shared.db.connect import create_pool
 from shared.serve import serve_forever
 from shared.settings import Settings
@@ -42,14 +43,19 @@ async def run_receiver(
 ) -> None:
     """Serve webhooks until SIGTERM/SIGINT (or cancellation), then drain and stop.
 
-    `make_routes(pool)` supplies extra routes (the agent API) sharing the pool.
+    `make_routes(pool)` supplies extra routes (the agent API) sharing the pool;
+    with them comes the MCP endpoint, which serves agents through that API.
     """
     # min_size=0: the receiver starts even while PostgreSQL is down, answering
     # 503 (so providers retry) and not-ready until the database is back.
     pool = await create_pool(database_url, min_size=0, max_size=POOL_MAX_SIZE)
     try:
-        extra = make_routes(pool) if make_routes is not None else ()
-        app = build_app(settings, pool, extra_routes=extra)
+        extra = list(make_routes(pool)) if make_routes is not None else []
+        # MCP over Streamable HTTP at /mcp, reaching the ledger through these API routes.
+        mcp = mcp_endpoint(settings, pool, extra) if extra else None
+        routes = [*extra, *mcp.routes] if mcp else extra
+        app: ASGIApp = build_app(settings, pool, extra_routes=routes)
+        app = mcp.around(app) if mcp else app
         server = asyncio.create_task(
             serve_forever(_notify_on_shutdown(app), settings.receiver_host, settings.receiver_port),
             name="receiver-server",

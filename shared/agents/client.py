@@ -6,12 +6,17 @@ kinds a caller must tell apart: `ApiProblem` (the server answered, with an RFC
 9457 problem) and `ApiUnreachable` (no answer: a submit may or may not have
 been recorded — resubmit with the same client_reference to find out, it never
 creates a duplicate).
+
+The async client also follows an operation's event stream (`events`, the API's
+SSE endpoint): each transition as the database announces it, which is what the
+MCP server turns into progress notifications.
 """
 
 from __future__ import annotations
 
+import json
 import os
-from collections.abc import Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Self
@@ -27,6 +32,9 @@ WAIT_MARGIN_SECONDS = 10.0
 # The server's cap on one long-poll (receiver/api/bodies.py).
 MAX_SERVER_WAIT_SECONDS = 300.0
 PENDING_PAGE_SIZE = 200
+# The API sends a keep-alive comment every 15 s on an idle event stream; a
+# stream silent for three of those is dead, not idle.
+EVENTS_READ_TIMEOUT_SECONDS = 45.0
 
 
 class JobwardenError(Exception):
@@ -118,6 +126,51 @@ def _failed_items_call(operation_id: str, page_size: int, page_token: str | None
     if page_token:
         params["page_token"] = page_token
     return _Call("GET", f"/v1/operations/{operation_id}/failed-items", params=params)
+
+
+@dataclass(frozen=True)
+class ApiEvent:
+    """One server-sent event of an operation's stream: `transition` or `end`."""
+
+    name: str
+    data: dict[str, Any]
+    event_id: int | None = None
+
+
+def _event_from(lines: list[str]) -> ApiEvent | None:
+    """Assemble one SSE event from its field lines (comments and unknown fields skipped)."""
+    name, event_id, data = "message", None, []
+    for line in lines:
+        field_name, _, value = line.partition(":")
+        value = value.removeprefix(" ")
+        if field_name == "event":
+            name = value
+        elif field_name == "id" and value.isascii() and value.isdigit():
+            event_id = int(value)
+        elif field_name == "data":
+            data.append(value)
+    if not data:
+        return None
+    try:
+        body = json.loads("\n".join(data))
+    except ValueError as exc:
+        raise ApiUnreachable(f"malformed {name} event from the API") from exc
+    return ApiEvent(name, body if isinstance(body, dict) else {"value": body}, event_id)
+
+
+async def _sse_events(lines: AsyncIterator[str]) -> AsyncIterator[ApiEvent]:
+    pending: list[str] = []
+    async for line in lines:
+        if line:
+            pending.append(line)
+            continue
+        event = _event_from(pending)
+        pending = []
+        if event is None:
+            continue
+        if event.name == "error":  # the server's own word that the stream broke
+            raise ApiProblem(int(event.data.get("status") or 503), event.data)
+        yield event
 
 
 def _list_call(filters: Mapping[str, Any]) -> _Call:
@@ -372,3 +425,33 @@ class AsyncJobwardenClient:
         call = _failed_items_call(operation_id, page_size, page_token)
         result: dict[str, Any] = await self._send(call)
         return result
+
+    async def events(self, operation_id: str, *, after: int = 0) -> AsyncGenerator[ApiEvent, None]:
+        """The operation's transitions after history seq `after`, then `end` once it is final.
+
+        Woken by the database's NOTIFY, like the long-poll. Iterate it under
+        `contextlib.aclosing` so leaving early closes the HTTP stream at once.
+        """
+        path = f"/v1/operations/{operation_id}/events"
+        timeout = httpx.Timeout(DEFAULT_TIMEOUT_SECONDS, read=EVENTS_READ_TIMEOUT_SECONDS)
+        request = self._http.build_request(
+            "GET",
+            path,
+            params={"after": str(after)},
+            headers={"Accept": "text/event-stream"},
+            timeout=timeout,
+        )
+        try:
+            response = await self._http.send(request, stream=True)
+        except httpx.TransportError as exc:
+            raise ApiUnreachable(f"GET {path}: {type(exc).__name__}") from exc
+        try:
+            if not response.is_success:
+                await response.aread()
+                _decode(response)
+            async for event in _sse_events(response.aiter_lines()):
+                yield event
+        except httpx.TransportError as exc:
+            raise ApiUnreachable(f"GET {path}: {type(exc).__name__}") from exc
+        finally:
+            await response.aclose()

@@ -32,6 +32,12 @@ paces retries after errors only.
 start, save the operation id durably, and check it (or list `pending`) at the
 start of the next run. They return status ``running`` while not done, and
 ``unknown`` when jobwarden could not be read (which says nothing about the job).
+
+An id jobwarden does not know (or that this token may not see) is its own
+answer, ``not_found``, never ``failed``: "failed" reads as "the job ran and
+failed, start it again", while the truth is that nothing is known under that
+id — the usual cause is a mistyped or remembered-wrong id, and a resubmit
+would start a second job. The answer says to check the id against `pending`.
 """
 
 from __future__ import annotations
@@ -41,7 +47,7 @@ import secrets
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, replace
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from shared.agents.client import (
     MAX_SERVER_WAIT_SECONDS,
@@ -53,8 +59,16 @@ from shared.agents.client import (
 )
 
 Status = Literal[
-    "succeeded", "completed_with_errors", "failed", "cancelled", "timed_out", "running", "unknown"
+    "succeeded",
+    "completed_with_errors",
+    "failed",
+    "cancelled",
+    "timed_out",
+    "running",
+    "unknown",
+    "not_found",
 ]
+STATUSES: tuple[Status, ...] = get_args(Status)
 
 # Retry pacing after errors (seed 003: start from the server's hint, x1.5,
 # cap 60 s). The first retry comes after one second when there is no hint.
@@ -230,6 +244,31 @@ def _fatal(problem: ApiProblem) -> bool:
     return not problem.retryable
 
 
+def claim_if_succeeded(
+    client: JobwardenClient, result: ToolResult, consumer: str | None
+) -> ToolResult:
+    """With a consumer, claim a success exactly once; the result says whether to act."""
+    if not consumer or result.status not in _SUCCESS or result.operation_id is None:
+        return result
+    try:
+        claimed: bool | None = client.claim_completion(result.operation_id, consumer)
+    except JobwardenError:
+        claimed = None
+    return _with_claim(result, claimed, consumer)
+
+
+async def claim_if_succeeded_async(
+    client: AsyncJobwardenClient, result: ToolResult, consumer: str | None
+) -> ToolResult:
+    if not consumer or result.status not in _SUCCESS or result.operation_id is None:
+        return result
+    try:
+        claimed: bool | None = await client.claim_completion(result.operation_id, consumer)
+    except JobwardenError:
+        claimed = None
+    return _with_claim(result, claimed, consumer)
+
+
 # ---------------------------------------------------------------- blocking
 
 
@@ -260,7 +299,7 @@ def check(client: JobwardenClient, operation_id: str) -> ToolResult:
     try:
         return from_resource(client.get(operation_id))
     except JobwardenError as exc:
-        return _check_failed(operation_id, exc)
+        return read_failed(operation_id, exc)
 
 
 def pending(client: JobwardenClient) -> list[ToolResult]:
@@ -273,7 +312,7 @@ def cancel(client: JobwardenClient, operation_id: str, reason: str) -> ToolResul
     try:
         resource = client.cancel(operation_id, reason)
     except JobwardenError as exc:
-        return _check_failed(operation_id, exc)
+        return read_failed(operation_id, exc)
     return _cancelled_view(resource)
 
 
@@ -307,17 +346,11 @@ def await_operation(
             delay = next_delay(delay, _hint(last), deadline - clock())
             sleep(delay)
     if isinstance(error, ApiProblem) and error.status == 404:
-        return _check_failed(operation_id, error)
+        return read_failed(operation_id, error)
     if error is not None or "message" not in last:  # the end of the wait was not heard
         return lost_contact(last, clock() - started, error or ApiUnreachable("no answer"))
     result = from_resource(last, gave_up_after=clock() - started)
-    if consumer and result.status in _SUCCESS:
-        try:
-            claimed: bool | None = client.claim_completion(operation_id, consumer)
-        except JobwardenError:
-            claimed = None
-        result = _with_claim(result, claimed, consumer)
-    return result
+    return claim_if_succeeded(client, result, consumer)
 
 
 def start_and_await(
@@ -393,7 +426,7 @@ async def check_async(client: AsyncJobwardenClient, operation_id: str) -> ToolRe
     try:
         return from_resource(await client.get(operation_id))
     except JobwardenError as exc:
-        return _check_failed(operation_id, exc)
+        return read_failed(operation_id, exc)
 
 
 async def pending_async(client: AsyncJobwardenClient) -> list[ToolResult]:
@@ -404,7 +437,7 @@ async def cancel_async(client: AsyncJobwardenClient, operation_id: str, reason: 
     try:
         resource = await client.cancel(operation_id, reason)
     except JobwardenError as exc:
-        return _check_failed(operation_id, exc)
+        return read_failed(operation_id, exc)
     return _cancelled_view(resource)
 
 
@@ -436,17 +469,11 @@ async def await_operation_async(
             delay = next_delay(delay, _hint(last), deadline - loop.time())
             await asyncio.sleep(delay)
     if isinstance(error, ApiProblem) and error.status == 404:
-        return _check_failed(operation_id, error)
+        return read_failed(operation_id, error)
     if error is not None or "message" not in last:  # the end of the wait was not heard
         return lost_contact(last, loop.time() - started, error or ApiUnreachable("no answer"))
     result = from_resource(last, gave_up_after=loop.time() - started)
-    if consumer and result.status in _SUCCESS:
-        try:
-            claimed: bool | None = await client.claim_completion(operation_id, consumer)
-        except JobwardenError:
-            claimed = None
-        result = _with_claim(result, claimed, consumer)
-    return result
+    return await claim_if_succeeded_async(client, result, consumer)
 
 
 async def start_and_await_async(
@@ -497,17 +524,24 @@ def _hint(resource: Mapping[str, Any]) -> float | None:
     return float(value) if isinstance(value, int | float) else None
 
 
-def _check_failed(operation_id: str, error: JobwardenError) -> ToolResult:
-    """A read that failed says nothing about the job: never failed, never success."""
+def read_failed(operation_id: str, error: JobwardenError) -> ToolResult:
+    """A read that failed says nothing about the job: never failed, never success.
+
+    404 is `not_found` (nothing is known under that id), anything else
+    `unknown` (jobwarden could not be read).
+    """
     if isinstance(error, ApiProblem) and error.status == 404:
         return ToolResult(
-            "failed",
+            "not_found",
             operation_id=operation_id,
             job_id=None,
-            done=True,
+            done=False,
             message=(
                 f"No operation {operation_id} is visible to this token: nothing is known "
-                "about it. Check the id (pending() lists yours)."
+                "about it, so nothing can be reported for it, neither success nor failure. "
+                "Do NOT start a new job because of this answer: check the id (pending() lists "
+                "yours); if you did start one, start it again with the same client_reference, "
+                "which returns the existing operation and never creates a duplicate."
             ),
             error={"code": "not_found", "message": error.detail},
         )

@@ -1,14 +1,29 @@
-"""The tool wrapper's decisions, without a server: mapping, pacing, error paths."""
+"""The tool wrapper's decisions, without a server: mapping, pacing, error paths.
+
+Also the MCP layer's pure parts: the output schema against the MCP view, the
+task state mapping, the event-stream parser and the in-process transport.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import asyncio
+import json
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import replace
 from typing import Any
 
+import httpx
+import jsonschema
+import mcp_types as types
 import pytest
 
 from shared.agents import tools as agent_tools
-from shared.agents.client import ApiProblem, ApiUnreachable
+from shared.agents.client import ApiProblem, ApiUnreachable, _sse_events
+from shared.agents.inprocess import InProcessTransport
+from shared.agents.mcp import tasks, view
+from shared.agents.mcp.catalog import TOOLS
+from shared.agents.mcp.schemas import TOOL_RESULT_SCHEMA
+from shared.agents.mcp.waiting import progress_message
 from shared.agents.tools import from_resource, next_delay
 
 
@@ -228,3 +243,181 @@ def test_an_unrecorded_claim_forbids_acting() -> None:
     result, client, _ = run([done], [], consumer="next-step")
     assert result.status == "succeeded" and result.claimed is None
     assert "do not act on this result yet" in result.message and client.claims == 1
+
+
+def test_an_unknown_operation_is_not_found_never_failed() -> None:
+    missing = ApiProblem(404, {"type": "urn:jobwarden:problem:not-found", "detail": "no such"})
+    result = agent_tools.read_failed("op_9", missing)
+    assert (result.status, result.done, result.operation_id) == ("not_found", False, "op_9")
+    assert "Do NOT start a new job" in result.message and result.error == {
+        "code": "not_found",
+        "message": "no such",
+    }
+    unreachable = agent_tools.read_failed("op_9", ApiUnreachable("reset"))
+    assert unreachable.status == "unknown" and not unreachable.done
+
+
+# ------------------------------------------------------------------ the MCP view
+
+
+def test_the_output_schema_is_exactly_the_mcp_view() -> None:
+    done = resource(
+        done=True,
+        outcome="completed_with_errors",
+        response={"result": {"n": 1}, "summary": {"total": 2, "succeeded": 1, "failed": 1}},
+    )
+    for result in (from_resource(done), from_resource(resource(done=False))):
+        payload = view.structured(result)
+        assert list(payload) == list(TOOL_RESULT_SCHEMA["properties"])
+        jsonschema.validate(payload, TOOL_RESULT_SCHEMA)
+    for status in agent_tools.STATUSES:
+        shaped = view.structured(replace(from_resource(done), status=status))
+        jsonschema.validate(shaped, TOOL_RESULT_SCHEMA)
+
+
+def test_results_are_resource_uris_not_server_paths() -> None:
+    response: dict[str, Any] = {
+        "result": {"n": 1},
+        "result_ref": "file:/var/lib/jobwarden/results/ab/abcd",
+        "summary": {"total": 2, "succeeded": 1, "failed": 1},
+        "errors_ref": "/v1/operations/op_1/failed-items",
+    }
+    answer = view.tool_result(
+        from_resource(resource(done=True, outcome="succeeded", response=response))
+    )
+    payload = answer.structured_content
+    assert payload is not None
+    assert payload["result_uri"] == "jobwarden://operations/op_1/result"
+    assert payload["failed_items_uri"] == "jobwarden://operations/op_1/failed-items"
+    assert "file:" not in json.dumps(payload)
+    link = answer.content[1]
+    assert isinstance(link, types.ResourceLink) and link.uri == payload["result_uri"]
+    running = view.structured(from_resource(resource(done=False)))
+    assert running["result_uri"] is None
+
+
+@pytest.mark.parametrize(
+    ("done", "outcome", "task_status"),
+    [
+        (False, None, "working"),
+        (True, "succeeded", "completed"),
+        (True, "completed_with_errors", "completed"),
+        (True, "failed", "failed"),
+        (True, "cancelled", "cancelled"),
+        (True, "timed_out", "working"),  # the remote job may still run: never failed
+        (True, "needs_attention", "working"),  # an operator decides: never failed
+        (True, "something_new", "working"),  # an unknown outcome is never terminal
+    ],
+)
+def test_task_status_of_an_operation(done: bool, outcome: str | None, task_status: str) -> None:
+    operation = resource(done=done, outcome=outcome)
+    operation["metadata"].update(created_at="2026-01-01T00:00:00+00:00", updated_at="x")
+    assert tasks.task_status(operation) == task_status
+    task = tasks.task_of(operation)
+    assert (task.task_id, task.status, task.poll_interval) == ("op_1", task_status, 2000)
+    assert tasks.wire(task)["ttl"] is None  # required on the wire, even when unlimited
+
+
+def test_annotations_state_every_hint_for_every_tool() -> None:
+    for spec in TOOLS:
+        hints = spec.definition("2025-11-25").annotations
+        assert hints is not None
+        values = (
+            hints.read_only_hint,
+            hints.destructive_hint,
+            hints.idempotent_hint,
+            hints.open_world_hint,
+        )
+        assert all(isinstance(v, bool) for v in values), spec.name
+        assert spec.definition("2025-06-18").execution is None  # tasks are 2025-11-25 only
+
+
+# ------------------------------------------------------------------ event stream
+
+
+async def _lines(*lines: str) -> AsyncIterator[str]:
+    for line in lines:
+        yield line
+
+
+async def test_server_sent_events_are_parsed_in_order() -> None:
+    stream = _lines(
+        ": keep-alive",
+        "",
+        "event: transition",
+        "id: 3",
+        'data: {"to_state": "observing"}',
+        "",
+        "event: end",
+        'data: {"done": true}',
+        "",
+    )
+    events = [e async for e in _sse_events(stream)]
+    assert [(e.name, e.event_id, e.data) for e in events] == [
+        ("transition", 3, {"to_state": "observing"}),
+        ("end", None, {"done": True}),
+    ]
+
+
+async def test_an_error_event_is_a_problem_not_an_end() -> None:
+    stream = _lines("event: error", 'data: {"status": 503, "title": "down"}', "")
+    with pytest.raises(ApiProblem) as problem:
+        [e async for e in _sse_events(stream)]
+    assert problem.value.status == 503
+
+
+def test_progress_messages_name_the_move_and_its_cause() -> None:
+    moved = {"from_state": "accepted", "to_state": "observing", "cause": "status read: running"}
+    assert progress_message(moved) == "accepted -> observing: status read: running"
+    assert progress_message({"from_state": None, "to_state": "create_pending"}) == (
+        "recorded -> create_pending"
+    )
+
+
+# ------------------------------------------------------------------ in-process transport
+
+
+async def test_the_in_process_transport_streams_and_cancels_the_app() -> None:
+    sent_first = asyncio.Event()
+    app_ended = asyncio.Event()
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+            await send({"type": "http.response.body", "body": b"one\n", "more_body": True})
+            sent_first.set()
+            await asyncio.Event().wait()  # an event stream that never ends by itself
+        finally:
+            app_ended.set()
+
+    async with httpx.AsyncClient(transport=InProcessTransport(app), base_url="http://x") as client:
+        async with client.stream("GET", "/events") as response:
+            lines = response.aiter_lines()
+            assert await anext(lines) == "one"  # before the app has finished
+        async with asyncio.timeout(5):
+            await app_ended.wait()  # closing the response ended the app
+    assert sent_first.is_set()
+
+
+async def test_the_in_process_transport_passes_the_request_through() -> None:
+    seen: dict[str, Any] = {}
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        seen["path"], seen["query"] = scope["path"], scope["query_string"]
+        seen["auth"] = dict(scope["headers"]).get(b"authorization")
+        seen["body"] = (await receive())["body"]
+        await send({"type": "http.response.start", "status": 202, "headers": [(b"x-a", b"1")]})
+        await send({"type": "http.response.body", "body": b'{"ok": true}'})
+
+    transport = InProcessTransport(app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://x") as client:
+        answer = await client.post(
+            "/v1/operations?x=1", json={"a": 1}, headers={"Authorization": "Bearer t"}
+        )
+    assert (answer.status_code, answer.json(), answer.headers["x-a"]) == (202, {"ok": True}, "1")
+    assert seen == {
+        "path": "/v1/operations",
+        "query": b"x=1",
+        "auth": b"Bearer t",
+        "body": b'{"a":1}',
+    }
