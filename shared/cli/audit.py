@@ -7,11 +7,13 @@ import json
 import os
 import sys
 import time
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from shared.cli import operator as cli_operator
-from shared.ledger import audit, log, log_audit, receipts
+from shared.db.queries import q
+from shared.ledger import archive, audit, log, log_audit, receipts
 from shared.secret import SecretError
 from shared.settings import load_settings
 from shared.tlog import (
@@ -52,8 +54,40 @@ def register(sub: Any) -> None:
         metavar="PUBLIC_KEY",
         help="require a cosignature by this witness key (repeatable)",
     )
+    verify.add_argument(
+        "--archive",
+        metavar="ROOT",
+        help="the directory holding the archives `audit archive` wrote: check every archived "
+        "row against its leaf",
+    )
     cli_operator.json_flag(verify)
     verify.set_defaults(handler=cmd_verify)
+
+    archive_p = actions.add_parser(
+        "archive",
+        help="move the evidence of operations finished long ago to an archive directory, "
+        "provably (needs the signing key)",
+        description="Writes ROOT/archive-…/ (rows, manifest, receipts) and then removes the "
+        "rows from the database; the log records the move. Ship ROOT off this host.",
+    )
+    archive_p.add_argument(
+        "--older-than",
+        required=True,
+        type=_days,
+        metavar="DAYS",
+        help="archive operations finished more than DAYS days ago (fractions allowed)",
+    )
+    archive_p.add_argument("--to", required=True, metavar="ROOT", help="the archive root")
+    archive_p.add_argument(
+        "--max-operations",
+        type=int,
+        default=archive.DEFAULT_OPERATIONS,
+        help="operations per archive (default %(default)s); run again for more",
+    )
+    archive_p.add_argument(
+        "--config", help="TOML config file (default: $JW_CONFIG or ./jobwarden.toml)"
+    )
+    archive_p.set_defaults(handler=cmd_archive)
 
     sequence = actions.add_parser(
         "sequence",
@@ -71,6 +105,11 @@ def register(sub: Any) -> None:
     )
     proof.add_argument("operation_id")
     proof.add_argument("--out", metavar="FILE", help="write here instead of standard output")
+    proof.add_argument(
+        "--archive",
+        metavar="ROOT",
+        help="for an operation whose evidence was archived: take its receipt from the archive",
+    )
     proof.set_defaults(handler=cmd_proof)
 
     check = actions.add_parser(
@@ -148,7 +187,9 @@ async def cmd_verify(args: argparse.Namespace) -> int:
             return _fail(f"the checkpoint does not verify with that key: {exc}")
     async with cli_operator.app_connection() as conn:
         checked, breaks = await audit.verify(conn, args.operation)
-        report = await log_audit.verify_log(conn, checkpoint)
+        report = await log_audit.verify_log(
+            conn, checkpoint, archive_root=Path(args.archive) if args.archive else None
+        )
     ok = not breaks and report.ok
     if args.json:
         print(json.dumps(_as_json(checked, breaks, report)))
@@ -173,6 +214,9 @@ def _as_json(
         "problems": report.problems,
         "problem_count": report.problem_count,
         "unproven": report.unproven,
+        "archives": report.archives,
+        "archived_rows": report.archived_rows,
+        "archives_unchecked": report.archives_unchecked,
         "ok": not breaks and report.ok,
     }
 
@@ -198,8 +242,15 @@ def _print(checked: int, breaks: list[audit.Break], report: log_audit.LogReport)
             f"{report.pending} change(s) not sequenced yet (oldest {report.oldest_pending}): "
             "not covered by this check; `jobwarden audit sequence` appends them"
         )
+    if report.archived_rows and not report.archives_unchecked:
+        print(
+            f"{report.archived_rows} archived row(s) in {report.archives} archive(s) checked "
+            "against their leaves"
+        )
     if report.unproven:
         print(f"NOT PROVEN: {report.unproven}")
+    if report.archives_unchecked:
+        print(f"NOT PROVEN: {report.archives_unchecked}")
     print("OK" if not breaks and report.ok else f"FAILED: {report.problem_count} problem(s)")
 
 
@@ -226,8 +277,70 @@ async def cmd_sequence(args: argparse.Namespace) -> int:
     return 0
 
 
+def _days(text: str) -> timedelta:
+    try:
+        days = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of days: {text!r}") from None
+    if not 0 <= days <= 36500 or days != days:
+        raise argparse.ArgumentTypeError("DAYS is between 0 and 36500")
+    return timedelta(days=days)
+
+
+async def cmd_archive(args: argparse.Namespace) -> int:
+    settings = load_settings(Path(args.config) if args.config else None)
+    try:
+        signer = log.load_signer(settings.log_signing_key_file, os.environ)
+    except (SecretError, ValueError) as exc:
+        return _fail(f"checkpoint signing key: {exc}")
+    if signer is None:
+        return _fail(
+            "archiving needs the checkpoint signing key (JW_LOG_SIGNING_KEY / "
+            "JW_LOG_SIGNING_KEY_FILE): archived rows are proven by a signed checkpoint"
+        )
+    if args.max_operations < 1:
+        return _fail("--max-operations is at least 1")
+    async with cli_operator.app_connection() as conn:
+        try:
+            done = await archive.archive(
+                conn,
+                Path(args.to),
+                args.older_than,
+                signer,
+                settings.log_checkpoint_dir,
+                args.max_operations,
+            )
+        except archive.ArchiveError as exc:
+            return _fail(str(exc))
+    for reason in done.skipped:
+        print(f"left in the database for now: {reason}")
+    if done.name is None:
+        print("nothing to archive")
+    else:
+        print(f"archived {done.rows} row(s) of {done.operations} operation(s) to {done.path}")
+    return 0
+
+
+async def _archived_receipt(args: argparse.Namespace, conn: Any) -> Path | None:
+    names = [row["name"] for row in await conn.fetch(q("archive_of_operation"), args.operation_id)]
+    return archive.find_receipt(Path(args.archive), names, args.operation_id)
+
+
 async def cmd_proof(args: argparse.Namespace) -> int:
     async with cli_operator.app_connection() as conn:
+        if args.archive:
+            found = await _archived_receipt(args, conn)
+            if found is None:
+                return _fail(
+                    f"no receipt of {args.operation_id} in the archives under {args.archive}"
+                )
+            text = _read_text(found)
+            if args.out:
+                _write_text(Path(args.out), text)
+                print(f"the archived receipt {found} written to {args.out}")
+            else:
+                sys.stdout.write(text)
+            return 0
         try:
             receipt = await receipts.build_receipt(conn, args.operation_id)
         except receipts.ReceiptError as exc:

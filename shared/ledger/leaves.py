@@ -265,6 +265,22 @@ KINDS: dict[str, LeafKind] = {
             settled=("resolved_at", "decision_id"),
             settled_when="resolved_at",
         ),
+        # an archive's record: which rows it moved out of the database (the
+        # manifest digest), so that list cannot grow after the fact
+        LeafKind(
+            "archive",
+            "log_archives",
+            (
+                "archive_id",
+                "name",
+                "cutoff",
+                "checkpoint_size",
+                "operations",
+                "rows",
+                "manifest_sha256",
+                "archived_at",
+            ),
+        ),
     )
 }
 
@@ -332,6 +348,25 @@ class Digests:
             else None
         )
         return cls(hashlib.sha256(document).digest(), fixed, settled)
+
+
+def digests_of_document(kind: LeafKind, document: bytes) -> Digests:
+    """The digests of a row version from its document alone (an archived row, whose
+    database row is gone): its columns are JSON values already, so re-encoding
+    a part of them gives the bytes `Digests.of` hashed."""
+    try:
+        row = json.loads(document.decode("utf-8", "surrogatepass"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise LeafError(f"{kind.name}: not a row document ({exc})") from None
+    if not isinstance(row, dict) or set(row) != set(kind.columns):
+        raise LeafError(f"{kind.name}: the document does not have this kind's columns")
+    fixed = hashlib.sha256(_canonical({c: row[c] for c in kind.fixed})).digest()
+    settled = (
+        hashlib.sha256(_canonical({c: row[c] for c in kind.settled})).digest()
+        if kind.is_settled(row)
+        else None
+    )
+    return Digests(hashlib.sha256(document).digest(), fixed, settled)
 
 
 def leaf_data(kind_name: str, row_id: str, digests: Digests) -> bytes:

@@ -24,9 +24,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from shared.db.queries import q
+from shared.ledger.archive_audit import check_archives, unchecked_note
 from shared.ledger.leaves import KINDS, Digests, LeafError, LeafKind, leaf_data
 from shared.ledger.log import HashCache, LogCorrupt, consistency_problem, with_hashes
 from shared.tlog import (
@@ -70,6 +72,10 @@ class LogReport:
     problems: list[str] = field(default_factory=list)
     problem_count: int = 0
     unproven: str | None = None
+    archives: int = 0
+    archived_rows: int = 0
+    # archived rows whose content was not checked (no --archive given), in words
+    archives_unchecked: str | None = None
 
     def problem(self, text: str) -> None:
         self.problem_count += 1
@@ -102,13 +108,17 @@ def open_checkpoint(
 
 
 async def verify_log(
-    conn: Any, checkpoint: Checkpoint | None, max_pending_age: float = MAX_PENDING_AGE
+    conn: Any,
+    checkpoint: Checkpoint | None,
+    max_pending_age: float = MAX_PENDING_AGE,
+    archive_root: Path | None = None,
 ) -> LogReport:
     """Check the log (and, given one, against a checkpoint already verified by its key).
 
     A change still queued longer than `max_pending_age` seconds is a problem:
     the sequencer is stopped, or someone queues changes to pass edits off as
-    pending.
+    pending. Archived rows are checked against the archives under
+    `archive_root` when given (shared/ledger/archive_audit.py).
     """
     report = LogReport(checkpoint=checkpoint, unproven=None if checkpoint else UNPROVEN)
     async with conn.transaction(isolation="repeatable_read", readonly=True):
@@ -116,6 +126,9 @@ async def verify_log(
         for kind in KINDS.values():
             await _check_rows(conn, kind, report)
         await _check_versions(conn, report)
+        report.archives, report.archived_rows = await check_archives(conn, report, archive_root)
+        if report.archived_rows and archive_root is None:
+            report.archives_unchecked = unchecked_note(report.archives, report.archived_rows)
         pending = await conn.fetchrow(q("log_pending"))
         report.pending, report.oldest_pending = int(pending["rows"]), pending["oldest"]
         if report.pending and pending["age"] > max_pending_age:
@@ -222,11 +235,10 @@ def _version_problem(kind: LeafKind, versions: list[Any]) -> str | None:
     live = [v for v in versions if not v["deleted"]]
     if any(v["deleted"] for v in versions[:-1]):
         return "logged again after its deletion"
-    # the one deletion the ledger makes: the retention purge of an event that
-    # never named an operation (jw_purge_webhook_events)
-    attached = any(v["settled_sha256"] is not None for v in live)
-    if versions[-1]["deleted"] and (kind.name != "webhook" or attached):
-        return "deleted, and only never-attached webhook events are ever deleted"
+    if versions[-1]["deleted"]:
+        problem = _deletion_problem(kind, versions, live)
+        if problem:
+            return problem
     if not kind.updatable and len(live) > 1:
         return f"logged in {len(live)} versions, but such rows are written once"
     if len({bytes(v["fixed_sha256"]) for v in live}) > 1:
@@ -239,12 +251,28 @@ def _version_problem(kind: LeafKind, versions: list[Any]) -> str | None:
     return None
 
 
+def _deletion_problem(kind: LeafKind, versions: list[Any], live: list[Any]) -> str | None:
+    """The two deletions the ledger makes: an archive's (its row's last version before
+    the deletion is the one archived), and the retention purge of an event that never
+    named an operation (jw_purge_webhook_events)."""
+    archived = versions[-1]["archived_leaf"]
+    if archived is not None:
+        if len(versions) < 2 or versions[-2]["leaf_index"] != archived:
+            return f"deleted, but the version archived (leaf {archived}) is not its last one"
+        return None
+    attached = any(v["settled_sha256"] is not None for v in live)
+    if kind.name != "webhook" or attached:
+        return "deleted, and only archived rows and never-attached webhook events are ever deleted"
+    return None
+
+
 def _row_problem(kind: LeafKind, row: Any) -> str | None:
     exists, queued = row["log_row_exists"], row["log_queued"]
     if row["log_leaf_hash"] is None:
         return None if queued else "outside the log (no leaf, no queued change)"
     if not exists:
-        if row["log_deleted"] or (queued and kind.updatable):
+        # gone, its deletion logged or still queued (archived rows, updatable kinds)
+        if row["log_deleted"] or (queued and (kind.updatable or row["log_archived"])):
             return None
         return "removed (its leaf is in the log, the row is gone)"
     if row["log_deleted"]:

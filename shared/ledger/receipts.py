@@ -114,6 +114,11 @@ async def build_receipt(conn: Any, operation_id: str) -> Receipt:
             f"{len(failures) - MAX_FAILED_ITEMS} more failed item(s) beyond the first "
             f"{MAX_FAILED_ITEMS} are not in this receipt"
         )
+    for moved in await conn.fetch(q("archive_of_operation"), operation_id):
+        receipt.unproven.append(
+            f"{moved['rows']} row(s) moved to archive {moved['name']} on "
+            f"{moved['archived_at']:%Y-%m-%d}: its receipts/ holds their receipt"
+        )
     keys = [(KINDS[r["kind"]], r["row_id"]) for r in listed]
     rows = await current_rows(conn, keys)
     cache = HashCache()

@@ -87,6 +87,9 @@ SELECT f.* FROM result_item_failures f
 JOIN unnest($1::bigint[], $2::text[]) AS k (result_id, item_key)
   ON f.result_id = k.result_id AND f.item_key = k.item_key;
 
+-- name: log_rows_archive
+SELECT * FROM log_archives WHERE archive_id = ANY($1::bigint[]);
+
 -- name: log_check_operation
 -- Each operations row beside its newest leaf, and each newest leaf whose row is
 -- gone; `queued` when a change is still waiting for the sequencer.
@@ -96,6 +99,8 @@ SELECT l.row_sha256 AS log_row_sha256, l.fixed_sha256 AS log_fixed_sha256,
        l.deleted AS log_deleted, (t.operation_id::text) IS NOT NULL AS log_row_exists,
        EXISTS (SELECT 1 FROM log_queue q WHERE q.kind = 'operation'
                AND q.row_id = coalesce(t.operation_id::text, l.row_id)) AS log_queued,
+       EXISTS (SELECT 1 FROM log_archived a WHERE a.kind = 'operation'
+               AND a.row_id = coalesce(t.operation_id::text, l.row_id)) AS log_archived,
        t.*
 FROM operations t
 FULL JOIN (
@@ -113,6 +118,8 @@ SELECT l.row_sha256 AS log_row_sha256, l.fixed_sha256 AS log_fixed_sha256,
        l.deleted AS log_deleted, (t.history_id::text) IS NOT NULL AS log_row_exists,
        EXISTS (SELECT 1 FROM log_queue q WHERE q.kind = 'history'
                AND q.row_id = coalesce(t.history_id::text, l.row_id)) AS log_queued,
+       EXISTS (SELECT 1 FROM log_archived a WHERE a.kind = 'history'
+               AND a.row_id = coalesce(t.history_id::text, l.row_id)) AS log_archived,
        t.*
 FROM history t
 FULL JOIN (
@@ -130,6 +137,8 @@ SELECT l.row_sha256 AS log_row_sha256, l.fixed_sha256 AS log_fixed_sha256,
        l.deleted AS log_deleted, (t.call_id::text) IS NOT NULL AS log_row_exists,
        EXISTS (SELECT 1 FROM log_queue q WHERE q.kind = 'call'
                AND q.row_id = coalesce(t.call_id::text, l.row_id)) AS log_queued,
+       EXISTS (SELECT 1 FROM log_archived a WHERE a.kind = 'call'
+               AND a.row_id = coalesce(t.call_id::text, l.row_id)) AS log_archived,
        t.*
 FROM provider_calls t
 FULL JOIN (
@@ -147,6 +156,8 @@ SELECT l.row_sha256 AS log_row_sha256, l.fixed_sha256 AS log_fixed_sha256,
        l.deleted AS log_deleted, (t.observation_id::text) IS NOT NULL AS log_row_exists,
        EXISTS (SELECT 1 FROM log_queue q WHERE q.kind = 'observation'
                AND q.row_id = coalesce(t.observation_id::text, l.row_id)) AS log_queued,
+       EXISTS (SELECT 1 FROM log_archived a WHERE a.kind = 'observation'
+               AND a.row_id = coalesce(t.observation_id::text, l.row_id)) AS log_archived,
        t.*
 FROM observations t
 FULL JOIN (
@@ -164,6 +175,8 @@ SELECT l.row_sha256 AS log_row_sha256, l.fixed_sha256 AS log_fixed_sha256,
        l.deleted AS log_deleted, (t.webhook_event_id::text) IS NOT NULL AS log_row_exists,
        EXISTS (SELECT 1 FROM log_queue q WHERE q.kind = 'webhook'
                AND q.row_id = coalesce(t.webhook_event_id::text, l.row_id)) AS log_queued,
+       EXISTS (SELECT 1 FROM log_archived a WHERE a.kind = 'webhook'
+               AND a.row_id = coalesce(t.webhook_event_id::text, l.row_id)) AS log_archived,
        t.*
 FROM webhook_events t
 FULL JOIN (
@@ -181,6 +194,8 @@ SELECT l.row_sha256 AS log_row_sha256, l.fixed_sha256 AS log_fixed_sha256,
        l.deleted AS log_deleted, (t.result_id::text) IS NOT NULL AS log_row_exists,
        EXISTS (SELECT 1 FROM log_queue q WHERE q.kind = 'result'
                AND q.row_id = coalesce(t.result_id::text, l.row_id)) AS log_queued,
+       EXISTS (SELECT 1 FROM log_archived a WHERE a.kind = 'result'
+               AND a.row_id = coalesce(t.result_id::text, l.row_id)) AS log_archived,
        t.*
 FROM results t
 FULL JOIN (
@@ -198,6 +213,8 @@ SELECT l.row_sha256 AS log_row_sha256, l.fixed_sha256 AS log_fixed_sha256,
        l.deleted AS log_deleted, (t.decision_id::text) IS NOT NULL AS log_row_exists,
        EXISTS (SELECT 1 FROM log_queue q WHERE q.kind = 'decision'
                AND q.row_id = coalesce(t.decision_id::text, l.row_id)) AS log_queued,
+       EXISTS (SELECT 1 FROM log_archived a WHERE a.kind = 'decision'
+               AND a.row_id = coalesce(t.decision_id::text, l.row_id)) AS log_archived,
        t.*
 FROM decisions t
 FULL JOIN (
@@ -215,6 +232,8 @@ SELECT l.row_sha256 AS log_row_sha256, l.fixed_sha256 AS log_fixed_sha256,
        l.deleted AS log_deleted, (t.escalation_id::text) IS NOT NULL AS log_row_exists,
        EXISTS (SELECT 1 FROM log_queue q WHERE q.kind = 'escalation'
                AND q.row_id = coalesce(t.escalation_id::text, l.row_id)) AS log_queued,
+       EXISTS (SELECT 1 FROM log_archived a WHERE a.kind = 'escalation'
+               AND a.row_id = coalesce(t.escalation_id::text, l.row_id)) AS log_archived,
        t.*
 FROM escalations t
 FULL JOIN (
@@ -222,6 +241,25 @@ FULL JOIN (
            settled_sha256 FROM log_leaves
     WHERE kind = 'escalation' ORDER BY row_id, leaf_index DESC
 ) l ON l.row_id = t.escalation_id::text;
+
+-- name: log_check_archive
+-- Each log_archives row beside its newest leaf, and each newest leaf whose row is
+-- gone; `queued` when a change is still waiting for the sequencer.
+SELECT l.row_sha256 AS log_row_sha256, l.fixed_sha256 AS log_fixed_sha256,
+       l.settled_sha256 AS log_settled_sha256,
+       coalesce(t.archive_id::text, l.row_id) AS log_row_id, l.leaf_hash AS log_leaf_hash,
+       l.deleted AS log_deleted, (t.archive_id::text) IS NOT NULL AS log_row_exists,
+       EXISTS (SELECT 1 FROM log_queue q WHERE q.kind = 'archive'
+               AND q.row_id = coalesce(t.archive_id::text, l.row_id)) AS log_queued,
+       EXISTS (SELECT 1 FROM log_archived a WHERE a.kind = 'archive'
+               AND a.row_id = coalesce(t.archive_id::text, l.row_id)) AS log_archived,
+       t.*
+FROM log_archives t
+FULL JOIN (
+    SELECT DISTINCT ON (row_id) row_id, leaf_hash, deleted, row_sha256, fixed_sha256,
+           settled_sha256 FROM log_leaves
+    WHERE kind = 'archive' ORDER BY row_id, leaf_index DESC
+) l ON l.row_id = t.archive_id::text;
 
 -- name: log_check_failure
 -- Each result_item_failures row beside its newest leaf, and each newest leaf whose row is
@@ -232,6 +270,8 @@ SELECT l.row_sha256 AS log_row_sha256, l.fixed_sha256 AS log_fixed_sha256,
        l.deleted AS log_deleted, (t.result_id || '/' || t.item_key) IS NOT NULL AS log_row_exists,
        EXISTS (SELECT 1 FROM log_queue q WHERE q.kind = 'failure'
                AND q.row_id = coalesce(t.result_id || '/' || t.item_key, l.row_id)) AS log_queued,
+       EXISTS (SELECT 1 FROM log_archived a WHERE a.kind = 'failure'
+               AND a.row_id = coalesce(t.result_id || '/' || t.item_key, l.row_id)) AS log_archived,
        t.*
 FROM result_item_failures t
 FULL JOIN (
@@ -247,8 +287,10 @@ WITH multi AS (
     SELECT kind, row_id FROM log_leaves GROUP BY kind, row_id
     HAVING count(*) > 1 OR bool_or(deleted)
 )
-SELECT l.kind, l.row_id, l.leaf_index, l.deleted, l.fixed_sha256, l.settled_sha256
+SELECT l.kind, l.row_id, l.leaf_index, l.deleted, l.fixed_sha256, l.settled_sha256,
+       a.leaf_index AS archived_leaf
 FROM log_leaves l JOIN multi m ON m.kind = l.kind AND m.row_id = l.row_id
+LEFT JOIN log_archived a ON a.kind = l.kind AND a.row_id = l.row_id
 ORDER BY l.kind, l.row_id, l.leaf_index;
 
 -- name: log_leaves_of_operation

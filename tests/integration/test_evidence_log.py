@@ -365,7 +365,7 @@ async def test_deleting_an_operation_and_queueing_its_deletion_is_caught(
     async with pool.acquire() as conn:
         assert await log.sequence_all(conn) > 0  # deletion leaves, as the attacker wanted
     report = await _verify(pool, note)
-    assert any("only never-attached webhook events" in p for p in report.problems)
+    assert any("only archived rows and never-attached webhook events" in p for p in report.problems)
 
 
 async def test_the_reconciler_role_rewriting_a_recorded_answer_is_caught(

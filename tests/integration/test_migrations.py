@@ -50,14 +50,14 @@ async def _empty_database(pg_server: Any, name: str) -> Any:
 
 
 async def test_applying_all_migrations_gives_the_expected_schema(pg_server: Any) -> None:
-    conn = await _empty_database(pg_server, "jw_mig_schema")
+    conn = await _empty_database(pg_server, f"jw_mig_schema_{os.getpid()}")
     try:
         applied = await apply_migrations(conn)
         assert applied == [m.name for m in load_migrations()]
         shape = "\n".join(r[0] for r in await conn.fetch(CATALOG)) + "\n"
     finally:
         await conn.close()
-        await _drop(pg_server.admin_url, "jw_mig_schema")
+        await _drop(pg_server.admin_url, f"jw_mig_schema_{os.getpid()}")
     if os.environ.get("JW_UPDATE_SNAPSHOT") == "1":  # after a new migration; review the diff
         SNAPSHOT.write_text(shape)
     assert shape == SNAPSHOT.read_text(), (
@@ -71,8 +71,8 @@ async def test_second_run_is_a_no_op(db: Any) -> None:
 
 
 async def test_concurrent_migrate_applies_each_file_once(pg_server: Any) -> None:
-    first = await _empty_database(pg_server, "jw_mig_race")
-    second = await connect(with_database(pg_server.admin_url, "jw_mig_race"))
+    first = await _empty_database(pg_server, f"jw_mig_race_{os.getpid()}")
+    second = await connect(with_database(pg_server.admin_url, f"jw_mig_race_{os.getpid()}"))
     try:
         results = await asyncio.gather(apply_migrations(first), apply_migrations(second))
         assert sorted(len(r) for r in results) == [0, len(load_migrations())]
@@ -82,7 +82,7 @@ async def test_concurrent_migrate_applies_each_file_once(pg_server: Any) -> None
     finally:
         await first.close()
         await second.close()
-        await _drop(pg_server.admin_url, "jw_mig_race")
+        await _drop(pg_server.admin_url, f"jw_mig_race_{os.getpid()}")
 
 
 async def test_a_changed_applied_migration_is_refused(db: Any) -> None:

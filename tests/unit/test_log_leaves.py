@@ -10,7 +10,15 @@ from typing import Any
 
 import pytest
 
-from shared.ledger.leaves import KINDS, LEAF_PREFIX, Digests, LeafError, leaf_data, row_document
+from shared.ledger.leaves import (
+    KINDS,
+    LEAF_PREFIX,
+    Digests,
+    LeafError,
+    digests_of_document,
+    leaf_data,
+    row_document,
+)
 
 DECISION: dict[str, Any] = {
     "decision_id": 7,
@@ -145,3 +153,32 @@ def test_a_missing_column_is_refused() -> None:
 def test_row_ids_are_the_queue_keys() -> None:
     assert KINDS["failure"].row_id({"result_id": 3, "item_key": "a/b"}) == "3/a/b"
     assert KINDS["call"].row_id({"call_id": 12}) == "12"
+
+
+@pytest.mark.parametrize(
+    "row",
+    [
+        _call(),
+        _call(finished_at=DECISION["decided_at"], status_code=200, duration_ms=Decimal("1.5")),
+        _call(finished_at=DECISION["decided_at"], error_category="lost"),
+        _call(response_body={"z": [1, 2.5, "é\u2028"], "a": None}, anomalies=["x"]),
+        DECISION,
+    ],
+    ids=["sent", "answered", "lost", "json", "decision"],
+)
+def test_an_archived_document_gives_the_digests_of_its_row(row: dict[str, Any]) -> None:
+    """An archived row is checked from its document alone: the same digests, so the
+    same leaf, as the row it was made from."""
+    kind = KINDS["decision"] if "decision_id" in row else KINDS["call"]
+    document = row_document(kind, row)
+    assert digests_of_document(kind, document) == Digests.of(kind, row)
+
+
+@pytest.mark.parametrize(
+    "document",
+    [b"not json", b"[1]", b'{"decision_id": 1}', b"\xff\xfe"],
+    ids=["text", "array", "columns-missing", "bytes"],
+)
+def test_a_document_that_is_not_a_row_is_refused(document: bytes) -> None:
+    with pytest.raises(LeafError):
+        digests_of_document(KINDS["decision"], document)
