@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from reconciler import forecast
 from reconciler.calls import Sent, poll_hint, status_read
 from reconciler.step import NOW, Delay, Step
 from reconciler.steps.collect import Partial, collect_partial_output
@@ -214,7 +215,43 @@ def _nothing_to_decide(step: Step, fact: StatusFact) -> bool:
 def _next_read(step: Step, fact: StatusFact) -> float:
     if step.op.state is S.CANCELLATION_UNCONFIRMED:
         return UNCONFIRMED_POLL_SECONDS
-    return step.backoff(step.op.poll_attempts, fact.retry_after_seconds, fact.poll_after_seconds)
+    scheduled = step.backoff(
+        step.op.poll_attempts, fact.retry_after_seconds, fact.poll_after_seconds
+    )
+    now = step.now()
+    end = _forecast_end(step, fact, now)
+    desc = step.adapter.desc
+    return forecast.next_read(
+        scheduled,
+        None if end is None or end.earliest is None else (end.earliest - now).total_seconds(),
+        None if end is None else (end.latest - now).total_seconds(),
+        age=(now - step.op.created_at).total_seconds(),
+        limits=desc.limits,
+        webhooks=desc.webhooks is not None,
+        imposed=fact.retry_after_seconds is not None,
+        poll_after=fact.poll_after_seconds,
+    )
+
+
+def _forecast_end(step: Step, fact: StatusFact, now: datetime) -> forecast.Forecast | None:
+    """The job's forecast end, from the progress anchor stored on the operation (the
+    first sample above zero) and this read's progress."""
+    said = (fact.progress_completed, fact.progress_total, fact.progress_percent)
+    done = forecast.fraction(*said)
+    if done is None:
+        return None
+    step_size = forecast.resolution(*said)
+    at = fact.provider_updated_at or now
+    if at.tzinfo is None:
+        at = at.replace(tzinfo=UTC)
+    current = forecast.Sample(done, min(at, now), step_size)
+    op = step.op
+    anchor = None
+    if op.progress_anchor is not None and op.progress_anchor_at is not None:
+        # stored as shown (rounded down), like `done` before its half step
+        shown = op.progress_anchor + (step_size / 2 if op.progress_anchor < 1 else 0.0)
+        anchor = forecast.Sample(min(shown, 1.0), op.progress_anchor_at, step_size)
+    return forecast.predict_end(anchor, current, op.created_at)
 
 
 async def _decide(

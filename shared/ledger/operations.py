@@ -113,6 +113,9 @@ class Operation:
     progress_completed: int | None
     progress_total: int | None
     progress_percent: Any
+    # the forecast's baseline: the first share of progress above zero, and when
+    progress_anchor: float | None
+    progress_anchor_at: datetime | None
     poll_after_seconds: int | None
     last_error: Any
     webhook_seen_at: datetime | None

@@ -3,9 +3,13 @@
 Order of authority: the provider's `Retry-After`, then its own
 `poll_after_seconds` hint, then the description's fixed
 `default_poll_after_seconds` if it has one, else our capped exponential
-backoff with full jitter. Full jitter (a uniform draw between 0 and the ceiling) spreads
-thousands of operations created together instead of letting them poll in
-lock-step; the floor keeps a small draw from turning into hammering.
+backoff with "equal" jitter: a uniform draw between half the ceiling and the
+ceiling spreads thousands of operations created together instead of letting
+them poll in lock-step, without the extra reads of full jitter (a draw from
+0, whose waits average half the ceiling: twice the reads of a fixed
+schedule); the floor keeps a small draw from turning into hammering. The
+reconciler refines this with a forecast of the job's end when the provider
+reports progress (reconciler/forecast.py).
 """
 
 from __future__ import annotations
@@ -87,7 +91,8 @@ def next_poll_delay(
     elif limits.default_poll_after_seconds is not None:
         delay = limits.default_poll_after_seconds
     else:
-        delay = max(rng.uniform(0.0, backoff_ceiling(limits, attempt)), floor)
+        ceiling = backoff_ceiling(limits, attempt)
+        delay = max(rng.uniform(ceiling / 2, ceiling), floor)
     if webhooks_configured:
         delay = max(delay, limits.webhook_backstop_poll_seconds)
     return delay

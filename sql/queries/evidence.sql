@@ -74,7 +74,13 @@ WITH r AS (
            CASE WHEN r.not_before_seconds IS NOT NULL
                 THEN jw_now() + make_interval(secs => r.not_before_seconds) END AS imposed,
            CASE WHEN r.observe AND r.poll_after_seconds IS NOT NULL
-                THEN jw_now() + make_interval(secs => r.poll_after_seconds) END AS poll_until
+                THEN jw_now() + make_interval(secs => r.poll_after_seconds) END AS poll_until,
+           -- the share done this read shows (0..1), for the forecast's anchor
+           CASE WHEN NOT r.observe THEN NULL
+                WHEN r.progress_total > 0 AND r.progress_completed >= 0
+                THEN least(r.progress_completed::float8 / r.progress_total, 1)
+                WHEN r.progress_percent BETWEEN 0 AND 100 THEN r.progress_percent::float8 / 100
+           END AS share
     FROM jsonb_to_recordset($1::text::jsonb) AS r (
         operation_id text, fence bigint, call_id bigint, attempt integer, worker text,
         traceparent text, method text, url text, request_headers jsonb, duration_ms integer,
@@ -106,6 +112,18 @@ WITH r AS (
         progress_completed = coalesce(r.progress_completed, o.progress_completed),
         progress_total = coalesce(r.progress_total, o.progress_total),
         progress_percent = coalesce(r.progress_percent, o.progress_percent),
+        -- the forecast's baseline (migration 013): kept while progress grows
+        progress_anchor = CASE
+            WHEN r.share IS NULL THEN o.progress_anchor
+            WHEN r.share <= 0 THEN NULL
+            WHEN o.progress_anchor IS NULL OR r.share < o.progress_anchor THEN r.share
+            ELSE o.progress_anchor END,
+        progress_anchor_at = CASE
+            WHEN r.share IS NULL THEN o.progress_anchor_at
+            WHEN r.share <= 0 THEN NULL
+            WHEN o.progress_anchor IS NULL OR r.share < o.progress_anchor
+            THEN least(coalesce(r.provider_updated_at, jw_now()), jw_now())
+            ELSE o.progress_anchor_at END,
         poll_after_seconds = CASE WHEN r.observe THEN r.poll_after_seconds
                                   ELSE o.poll_after_seconds END,
         poll_attempts = o.poll_attempts + 1,

@@ -286,7 +286,7 @@ async def _progressed(pool: Any, op_id: str) -> bool:
     done = await pool.fetchval(
         "SELECT max(progress_completed) FROM observations WHERE operation_id = $1", op_id
     )
-    return bool(done and done >= 2)
+    return bool(done and done >= 1)
 
 
 async def test_an_export_missing_a_required_column_is_refused(pool: Any, tmp_path: Path) -> None:

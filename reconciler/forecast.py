@@ -1,0 +1,180 @@
+"""When to read a running job again, from what the provider has told us so far.
+
+The naive loop reads on a fixed schedule (5 s, x1.5, capped at a minute) and
+learns the end up to a minute late, every time. A provider that reports
+progress tells us more: two samples of it (the one stored on the operation
+and the one a status read brings, each at the moment it was true — the
+provider's `updated_at` when it gives one) give a rate, and the rate a
+predicted end. We read just after that end. What this assumes, and where it
+falls back:
+
+- Progress grows roughly steadily while the job runs. A single sample (no
+  earlier one, or the value did not move) gives the average rate since the
+  job was submitted, which counts queueing as work: a late estimate, never an
+  early one, so it only ever shortens the schedule. A rate measured between
+  two samples is trusted, but no wait is longer than the job's age so far
+  (or the backoff cap): a wrong forecast costs at most a doubling of the
+  wait, not the job's whole length. Each read refines it.
+- A forecast already overdue (the job was predicted to be done and is not),
+  no progress at all, or a progress that goes backwards: no forecast; the
+  adapter's schedule applies (its provider hints, then capped backoff with
+  jitter).
+- Never earlier than the provider's `poll_after_seconds` or `Retry-After`
+  (the latter, imposed, is never shortened nor lengthened here).
+- With webhooks, reads are only a backstop for a lost delivery: one just
+  after the forecast end (the delivery should be there by then), and without
+  a forecast a wait that grows with the job's age, so a job an hour long is
+  not read every five minutes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from shared.providers.description import Limits
+
+# Read this long after the forecast end: its share of the forecast (progress
+# reported in whole items rounds down) plus the backoff floor.
+FORECAST_MARGIN = 0.02
+# With webhooks, the backstop read after a forecast end waits this much longer
+# than the forecast (the delivery is expected first).
+BACKSTOP_SLACK = 1.1
+# The longest a backstop waits, whatever the job's age.
+MAX_BACKSTOP_SECONDS = 6 * 3600.0
+
+
+@dataclass(frozen=True)
+class Sample:
+    """How far the job was (0..1), when that was true, and the progress's step
+    (1/total for whole items: a rate over fewer than two steps is mostly rounding)."""
+
+    fraction: float
+    at: datetime
+    step: float = 0.0
+
+
+def fraction(completed: float | None, total: float | None, percent: float | None) -> float | None:
+    """The share done, from items or a percentage; None when neither says.
+
+    Whole items and whole percents round down: between two changes the job is
+    on average half a step further than it says, and a rate taken from
+    rounded-down samples read at arbitrary times would be late by up to a
+    step. None of it applies at 0 (the job may not have started) or at the end.
+    """
+    if completed is not None and total is not None and total > 0 and completed >= 0:
+        return _half_step(completed, total)
+    if percent is not None and 0 <= percent <= 100:
+        return _half_step(percent, 100.0)
+    return None
+
+
+def resolution(completed: float | None, total: float | None, percent: float | None) -> float:
+    """The smallest change the progress can show (0: continuous)."""
+    if completed is not None and total is not None and total > 0:
+        return 1.0 / total if float(completed).is_integer() else 0.0
+    if percent is not None and float(percent).is_integer():
+        return 0.01
+    return 0.0
+
+
+def _half_step(done: float, total: float) -> float:
+    if done >= total:
+        return 1.0
+    if done > 0 and float(done).is_integer():
+        return (done + 0.5) / total
+    return done / total
+
+
+@dataclass(frozen=True)
+class Forecast:
+    """The window the job's end should fall in.
+
+    `earliest` (None unless the rate was measured between two samples) and
+    `latest`: each sample read as anywhere within its step (a count of whole
+    items is true from the moment it changed until the next item), the
+    fastest and the slowest rate the samples allow. Unmeasured, `latest` is
+    the average since submission, which counts queueing as work.
+    """
+
+    earliest: datetime | None
+    latest: datetime
+
+
+def predict_end(previous: Sample | None, current: Sample, submitted: datetime) -> Forecast | None:
+    """The job's end window, or None when the samples cannot say."""
+    if current.fraction >= 1.0 or current.fraction <= 0 or current.at <= submitted:
+        return None  # done by its progress (not by its state), or nothing to go on
+    step = max(previous.step if previous else 0.0, current.step)
+    nearest = max(current.fraction - step / 2, 1e-12)
+    # steady progress since submission at the least: the job is no slower than this
+    since = nearest / (current.at - submitted).total_seconds()
+    latest = current.at + _seconds((1.0 - nearest) / since)
+    # a rate from a sample of no progress would count queueing as work too
+    if (
+        previous is None
+        or previous.fraction <= 0
+        or current.fraction < previous.fraction
+        or (step == 0 and current.fraction == previous.fraction)
+        or current.at <= previous.at
+    ):
+        return Forecast(None, latest)
+    elapsed = (current.at - previous.at).total_seconds()
+    gained = current.fraction - previous.fraction
+    furthest = min(current.fraction + step / 2, 1.0)
+    earliest = current.at + _seconds((1.0 - furthest) / ((gained + step) / elapsed))
+    if gained > step * (1 + 1e-9):
+        latest = min(latest, current.at + _seconds((1.0 - nearest) / ((gained - step) / elapsed)))
+    return Forecast(min(earliest, latest), latest)
+
+
+def _seconds(value: float) -> timedelta:
+    """A forecast's distance, bounded (a crawling rate must not overflow a datetime)."""
+    return timedelta(seconds=min(value, 10 * 365 * 86400.0))
+
+
+def next_read(
+    scheduled: float,
+    earliest_in: float | None,
+    latest_in: float | None,
+    *,
+    age: float,
+    limits: Limits,
+    webhooks: bool,
+    imposed: bool,
+    poll_after: float | None,
+) -> float:
+    """Seconds until the next status read, given the adapter's own schedule.
+
+    `scheduled` is what the adapter chose (hints, backoff, backstop);
+    `earliest_in`/`latest_in` the seconds until the forecast window's ends
+    (None: no forecast; `earliest_in` None: not measured); `age` the seconds
+    since the operation was submitted; `imposed` whether a Retry-After decided
+    `scheduled` (then it stands as it is).
+    """
+    if imposed or latest_in is None:
+        return scheduled if not webhooks or imposed else _backstop(scheduled, None, age)
+    floor = max(limits.backoff_base / 2, poll_after or 0.0)
+    if webhooks:
+        return _backstop(scheduled, latest_in if latest_in > 0 else None, age, floor)
+    margin = limits.backoff_base / 2
+    if earliest_in is None:  # the latest plausible end: it may only shorten the schedule
+        if latest_in <= 0:
+            return scheduled
+        return max(min(latest_in * (1 + FORECAST_MARGIN) + margin, scheduled), floor)
+    if earliest_in > 0:
+        wait = earliest_in * (1 + FORECAST_MARGIN) + margin
+    elif latest_in > 0:
+        # inside the window: halve it with each read, at most half the backoff cap
+        # apart (coarse progress leaves a wide last window)
+        wait = min(latest_in / 2, limits.backoff_cap / 2)
+    else:
+        return scheduled  # past even the slowest rate: not steady, trust the schedule
+    return max(min(wait, max(limits.backoff_cap, age)), floor)
+
+
+def _backstop(scheduled: float, latest_in: float | None, age: float, floor: float = 0.0) -> float:
+    """With webhooks: after the latest plausible end, else a wait growing with age."""
+    if latest_in is not None:
+        return max(scheduled, latest_in * BACKSTOP_SLACK + floor)
+    return max(scheduled, min(age, MAX_BACKSTOP_SECONDS))
