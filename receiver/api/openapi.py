@@ -51,6 +51,7 @@ _PROBLEMS: dict[int, tuple[str, str]] = {
     401: ("Unauthenticated", "No bearer token, or an unknown or revoked one."),
     404: ("NotFound", "No such operation visible to this token."),
     409: ("Conflict", "Refused by the ledger's state machine or idempotency rules."),
+    410: ("Archived", "Moved to an evidence archive (jobwarden audit archive); ask an operator."),
     413: ("TooLarge", "The body is larger than the server's limit (JW_MAX_BODY_BYTES)."),
     422: ("Invalid", "The body is JSON but a field is missing, unknown or out of bounds."),
     503: ("Unavailable", "The database is unavailable or busy; retry after Retry-After."),
@@ -488,7 +489,7 @@ def _failed_items() -> dict[str, Any]:
                     items_failed={"type": ["integer", "null"]},
                     items_total={"type": ["integer", "null"]},
                 ),
-                **_problems(400, 404),
+                **_problems(400, 404, 410),
             },
             parameters=[_ID, params.ITEMS_PAGE_SIZE.spec(), params.PAGE_TOKEN.spec()],
         )

@@ -31,6 +31,7 @@ from receiver.api.params import shown
 from receiver.api.problems import (
     ApiJSONResponse,
     Problem,
+    archived,
     invalid,
     json_default,
     malformed_id,
@@ -405,6 +406,9 @@ class OperationsApi:
         async with self.connection() as conn:
             row = await self.visible(conn, operation_id, caller)
             items = await conn.fetch(q("api_failed_items"), operation_id, after, page_size + 1)
+            moved = None if items else await conn.fetchval(q("api_failures_archive"), operation_id)
+        if moved is not None:
+            raise archived(operation_id, moved)
         page = items[:page_size]
         return ApiJSONResponse(
             {

@@ -101,6 +101,17 @@ def not_found(operation_id: str) -> Problem:
     )
 
 
+def archived(operation_id: str, archive: str) -> Problem:
+    """Evidence that left the database for an archive: there, not gone (never an empty page)."""
+    return Problem(
+        410,
+        "archived",
+        "Moved to an evidence archive",
+        f"The failed items of {operation_id} were moved to the evidence archive {archive}; "
+        "an operator reads them there (jobwarden audit proof --archive).",
+    )
+
+
 def malformed_id() -> Problem:
     """A path segment that cannot be an operation id; not repeated (it may be hostile)."""
     return Problem(

@@ -9,7 +9,7 @@ held by the archive the log names.
 
     archive-20261202T120000Z-1a2b3c4d/
         manifest        the rows it holds, one JSON line each (manifest order):
-                        ["op_…", "history", "34", 12]  (operation, kind, row id, leaf)
+                        ["op_…", "call", "34", 12]  (operation, kind, row id, leaf)
         rows.jsonl      the same rows, one {"kind","id","leaf","row"} line each,
                         "row" the base64 row document the leaf names
         receipts/       each operation's receipt (shared/ledger/receipts.py)
@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import hashlib
 import json
 import os
@@ -40,6 +41,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, BinaryIO
 
+import asyncpg
+
 from shared.db.queries import q
 from shared.ledger import log
 from shared.ledger.leaves import KINDS, Digests, leaf_data, row_document
@@ -48,11 +51,13 @@ from shared.tlog import Checkpoint, Signer, leaf_hash, open_note
 
 FORMAT = "jobwarden-archive/v1"
 MANIFEST_PREFIX = b"jobwarden/archive-manifest/v1\n"
-# Operations per archive, and rows per archive beyond which no further
-# operation is added: an archive is built in memory one operation at a time,
-# its rows' ids (not their documents) kept for the database's list.
+# Operations per archive, and the rows and document bytes beyond which no
+# further operation is added: an archive is built in memory (documents
+# included) before it is written, so these bound the memory of a run. An
+# operation larger than them alone is left in the database, with the reason.
 DEFAULT_OPERATIONS = 1000
-MAX_ROWS = 200_000
+MAX_ROWS = 50_000
+MAX_BYTES = 256 * 1024 * 1024
 _SAFE_NAME = re.compile(r"[A-Za-z0-9_.-]{1,120}")
 
 
@@ -136,17 +141,23 @@ async def archive(
     candidates = await conn.fetch(q("archive_candidates"), window["cutoff"], max_operations)
     result = Archived()
     chosen: dict[str, list[ArchivedRow]] = {}
-    total = 0
+    total = size = 0
     for candidate in candidates:
         op_id = candidate["operation_id"]
         rows = await _rows_of(conn, op_id, checkpoint.size)
         if isinstance(rows, str):
             result.skipped.append(f"{op_id}: {rows}")
             continue
+        weight = sum(len(r.document) for r in rows)
+        if chosen and (total + len(rows) > MAX_ROWS or size + weight > MAX_BYTES):
+            break  # the next run takes it
+        if weight > MAX_BYTES:
+            result.skipped.append(
+                f"{op_id}: {weight} bytes of evidence, more than one archive holds"
+            )
+            continue
         chosen[op_id] = rows
-        total += len(rows)
-        if total >= MAX_ROWS:
-            break
+        total, size = total + len(rows), size + weight
     if not chosen:
         return result
     name = f"archive-{window['now']:%Y%m%dT%H%M%SZ}-{secrets.token_hex(4)}"
@@ -154,12 +165,34 @@ async def archive(
     path, digest = await asyncio.to_thread(
         _write, root, name, chosen, proofs, (checkpoint, note), window["cutoff"]
     )
+    try:
+        await _commit(conn, name, window["cutoff"], checkpoint.size, chosen, digest)
+    except asyncpg.PostgresError:
+        # the server refused it, so it rolled back: no log entry names this
+        # archive (a lost connection leaves the outcome unknown: kept as it is)
+        _set_aside(path)
+        raise
+    await _sign(conn, signer, checkpoint_dir)
+    result.name, result.path, result.operations, result.rows = name, path, len(chosen), total
+    return result
+
+
+async def _commit(
+    conn: Any,
+    name: str,
+    cutoff: datetime,
+    checkpoint_size: int,
+    chosen: dict[str, list[ArchivedRow]],
+    digest: str,
+) -> None:
+    """List the archive's rows and delete them, in one transaction."""
+    total = sum(len(rows) for rows in chosen.values())
     async with conn.transaction():
         archive_id = await conn.fetchval(
             q("archive_insert"),
             name,
-            window["cutoff"],
-            checkpoint.size,
+            cutoff,
+            checkpoint_size,
             len(chosen),
             total,
             digest,
@@ -174,9 +207,13 @@ async def archive(
             [r.leaf_index for r in listed],
         )
         await conn.fetchval(q("archive_delete"), archive_id)
-    await _sign(conn, signer, checkpoint_dir)
-    result.name, result.path, result.operations, result.rows = name, path, len(chosen), total
-    return result
+
+
+def _set_aside(path: Path) -> None:
+    """Rename an archive whose rows stayed in the database to `.unrecorded-…`
+    (best effort: a crash leaves it as it is, and verify ignores it either way)."""
+    with contextlib.suppress(OSError):
+        os.rename(path, path.with_name(f".unrecorded-{path.name}"))
 
 
 async def _sign(conn: Any, signer: Signer, checkpoint_dir: Path) -> tuple[Checkpoint, str]:
@@ -193,7 +230,9 @@ async def _sign(conn: Any, signer: Signer, checkpoint_dir: Path) -> tuple[Checkp
 
 async def _rows_of(conn: Any, operation_id: str, size: int) -> list[ArchivedRow] | str:
     """The operation's archivable rows as the checkpoint covers them, or why not now."""
-    listed = await conn.fetch(q("archive_rows_of_operation"), operation_id)
+    listed = await conn.fetch(q("archive_rows_of_operation"), operation_id, MAX_ROWS + 1)
+    if len(listed) > MAX_ROWS:
+        return f"more than {MAX_ROWS} rows of evidence, more than one archive holds"
     keys = [(KINDS[r["kind"]], r["row_id"]) for r in listed]
     current = await log.current_rows(conn, keys)
     rows = []

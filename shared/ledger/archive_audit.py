@@ -64,6 +64,10 @@ async def _check_archive(conn: Any, archive: Any, report: Reporter, root: Path |
             report.problem(f"{where}: leaf {row['leaf_index']} is not a version of this row")
         if not row["eligible"]:
             report.problem(f"{where}: its operation was not finished before the cutoff")
+        if not row["signed_before"]:
+            report.problem(f"{where}: archived at leaf {row['leaf_index']}, after its checkpoint")
+        if not row["deleted_after"]:
+            report.problem(f"{where}: deleted before its archive was recorded")
         if files is not None:
             files = _check_file_row(files, row, where, report)
     if digest.hexdigest() != archive["manifest_sha256"]:

@@ -62,14 +62,7 @@ class Break:
 def verify_chain(
     operation_id: str, rows: list[Mapping[str, Any]], head: Mapping[str, Any]
 ) -> Break | None:
-    """The first break in one operation's chain, or None if it is intact.
-
-    An archived chain is not here to check: its rows are proven by the
-    evidence log against the archive (only what was written after the archive
-    may remain, and must not claim to start the chain).
-    """
-    if head.get("archived") and not rows:
-        return None
+    """The first break in one operation's chain, or None if it is intact."""
     prev = genesis_hash(operation_id)
     for expected_seq, row in enumerate(rows, start=1):
         if row["seq"] != expected_seq:

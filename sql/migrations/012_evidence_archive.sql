@@ -12,13 +12,14 @@
 -- the signed tree. `audit verify --archive DIR` recomputes every archived row
 -- from the archive's files against its leaf.
 --
--- What stays hot: the operations row (agents still read its outcome, and a
--- resubmission with the same client_reference still finds it — a job never
--- runs twice because its evidence was archived), its results row and the
--- provider call that fetched it (the agent view joins them; results.call_id
--- references it). Everything else of the operation is archived: transitions,
--- calls, observations, webhook deliveries attached to it, failed items,
--- decisions and escalations.
+-- What moves: the bulk of an operation's evidence — its provider calls (but
+-- the one that fetched its result, which results.call_id references), its
+-- observations, the webhook deliveries attached to it and its failed items.
+-- What stays hot: the operation's row and its history (the timeline agents
+-- and operators read, the chain `audit verify` checks, the last transition's
+-- cause the agent view shows), its result, its decisions and escalations: a
+-- resubmission with the same client_reference still finds the operation, so a
+-- job never runs twice because its evidence was archived.
 
 CREATE TABLE log_archives (
     archive_id          bigserial PRIMARY KEY,
@@ -54,32 +55,27 @@ CREATE TRIGGER log_archives_append_only BEFORE UPDATE OR DELETE ON log_archives
 CREATE TRIGGER log_archived_append_only BEFORE UPDATE OR DELETE ON log_archived
     FOR EACH ROW EXECUTE FUNCTION jw_refuse_change();
 
+-- An archive is recorded when it is made, for a cutoff in its past: whoever
+-- inserts the row cannot choose either time to make fresh evidence eligible.
+CREATE FUNCTION jw_log_archives_stamp() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    NEW.archived_at := jw_now();
+    IF NEW.cutoff > NEW.archived_at THEN
+        RAISE EXCEPTION 'jobwarden: an archive''s cutoff (%) is in the future', NEW.cutoff
+            USING ERRCODE = 'JW030';
+    END IF;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER log_archives_stamp BEFORE INSERT ON log_archives
+    FOR EACH ROW EXECUTE FUNCTION jw_log_archives_stamp();
+
 -- The archive's row is evidence too: one leaf (kind "archive").
 CREATE TRIGGER log_archives_log_insert AFTER INSERT ON log_archives
     REFERENCING NEW TABLE AS changed FOR EACH STATEMENT
     EXECUTE FUNCTION jw_log_enqueue('archive', 'archive_id');
 
--- History stays append-only, except for rows an archive lists (deleted by
--- jw_archive_evidence only: nobody else holds DELETE on history).
-CREATE FUNCTION jw_history_before_delete() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    IF current_setting('jobwarden.archiving', true) = 'on' AND EXISTS (
-        SELECT 1 FROM log_archived
-        WHERE kind = 'history' AND row_id = OLD.history_id::text
-    ) THEN
-        RETURN OLD;
-    END IF;
-    RAISE EXCEPTION 'jobwarden: DELETE on history is not allowed (append-only; '
-        'only `jobwarden audit archive` moves it)' USING ERRCODE = 'JW010';
-END $$;
-
-DROP TRIGGER history_append_only ON history;
-CREATE TRIGGER history_append_only BEFORE UPDATE ON history
-    FOR EACH ROW EXECUTE FUNCTION jw_refuse_change();
-CREATE TRIGGER history_archive_only BEFORE DELETE ON history
-    FOR EACH ROW EXECUTE FUNCTION jw_history_before_delete();
-
--- Delete what archive p_archive_id lists, or nothing: every listed row must
+-- Delete what archive p_archive_id lists, or nothing (row ids are matched
+-- as the tables' keys, so each row is an index lookup): every listed row must
 -- belong to an operation of the archive finished before its cutoff, must
 -- still be the version archived (no change queued since, no newer leaf),
 -- and every listed row must be found. Returns the number of rows deleted.
@@ -110,19 +106,13 @@ BEGIN
         ON x.kind = 'failure' AND x.row_id = f.result_id || '/' || f.item_key
         WHERE x.archive_id = p_archive_id FOR UPDATE OF f;
     PERFORM 1 FROM public.observations t JOIN public.log_archived x
-        ON x.kind = 'observation' AND x.row_id = t.observation_id::text
-        WHERE x.archive_id = p_archive_id FOR UPDATE OF t;
-    PERFORM 1 FROM public.escalations t JOIN public.log_archived x
-        ON x.kind = 'escalation' AND x.row_id = t.escalation_id::text
-        WHERE x.archive_id = p_archive_id FOR UPDATE OF t;
-    PERFORM 1 FROM public.decisions t JOIN public.log_archived x
-        ON x.kind = 'decision' AND x.row_id = t.decision_id::text
+        ON x.kind = 'observation' AND t.observation_id = (CASE WHEN x.kind = 'observation' THEN x.row_id::bigint END)
         WHERE x.archive_id = p_archive_id FOR UPDATE OF t;
     PERFORM 1 FROM public.webhook_events t JOIN public.log_archived x
-        ON x.kind = 'webhook' AND x.row_id = t.webhook_event_id::text
+        ON x.kind = 'webhook' AND t.webhook_event_id = (CASE WHEN x.kind = 'webhook' THEN x.row_id::bigint END)
         WHERE x.archive_id = p_archive_id FOR UPDATE OF t;
     PERFORM 1 FROM public.provider_calls t JOIN public.log_archived x
-        ON x.kind = 'call' AND x.row_id = t.call_id::text
+        ON x.kind = 'call' AND t.call_id = (CASE WHEN x.kind = 'call' THEN x.row_id::bigint END)
         WHERE x.archive_id = p_archive_id FOR UPDATE OF t;
     IF EXISTS (
         SELECT 1 FROM public.log_archived x
@@ -139,7 +129,6 @@ BEGIN
         RAISE EXCEPTION 'jobwarden: archive % lists a row changed since it was archived',
             a.name USING ERRCODE = 'JW031';
     END IF;
-    PERFORM set_config('jobwarden.archiving', 'on', true);
 
     WITH mine AS (
         SELECT x.row_id, x.operation_id FROM public.log_archived x
@@ -153,39 +142,21 @@ BEGIN
 
     DELETE FROM public.observations t USING public.log_archived x
     WHERE x.archive_id = p_archive_id AND x.kind = 'observation'
-      AND x.row_id = t.observation_id::text
-      AND x.operation_id = t.operation_id;
-    GET DIAGNOSTICS n = ROW_COUNT; deleted := deleted + n;
-
-    DELETE FROM public.escalations t USING public.log_archived x
-    WHERE x.archive_id = p_archive_id AND x.kind = 'escalation'
-      AND x.row_id = t.escalation_id::text
-      AND x.operation_id = t.operation_id;
-    GET DIAGNOSTICS n = ROW_COUNT; deleted := deleted + n;
-
-    DELETE FROM public.decisions t USING public.log_archived x
-    WHERE x.archive_id = p_archive_id AND x.kind = 'decision'
-      AND x.row_id = t.decision_id::text
-      AND x.operation_id = t.operation_id;
-    GET DIAGNOSTICS n = ROW_COUNT; deleted := deleted + n;
-
-    DELETE FROM public.history t USING public.log_archived x
-    WHERE x.archive_id = p_archive_id AND x.kind = 'history'
-      AND x.row_id = t.history_id::text
+      AND t.observation_id = (CASE WHEN x.kind = 'observation' THEN x.row_id::bigint END)
       AND x.operation_id = t.operation_id;
     GET DIAGNOSTICS n = ROW_COUNT; deleted := deleted + n;
 
     DELETE FROM public.webhook_events t
     USING public.log_archived x
     WHERE x.archive_id = p_archive_id AND x.kind = 'webhook'
-      AND x.row_id = t.webhook_event_id::text
+      AND t.webhook_event_id = (CASE WHEN x.kind = 'webhook' THEN x.row_id::bigint END)
       AND x.operation_id = t.operation_id;
     GET DIAGNOSTICS n = ROW_COUNT; deleted := deleted + n;
 
     DELETE FROM public.provider_calls t
     USING public.log_archived x
     WHERE x.archive_id = p_archive_id AND x.kind = 'call'
-      AND x.row_id = t.call_id::text
+      AND t.call_id = (CASE WHEN x.kind = 'call' THEN x.row_id::bigint END)
       AND x.operation_id = t.operation_id;
     GET DIAGNOSTICS n = ROW_COUNT; deleted := deleted + n;
 

@@ -24,7 +24,7 @@ LIMIT $7;
 -- Transitions of one operation after a given seq, in order (SSE).
 SELECT seq, at, actor, from_state::text, to_state::text, cause, evidence_kind, remote_job_id
 FROM history
-WHERE operation_id = $1 AND seq > $2
+WHERE operation_id = $1 AND seq > $2::bigint
 ORDER BY seq;
 
 -- name: api_latest_state
@@ -39,6 +39,12 @@ SELECT item_key, code, message FROM failed_items_overview
 WHERE operation_id = $1 AND ($2::text IS NULL OR item_key > $2)
 ORDER BY item_key
 LIMIT $3;
+
+-- name: api_failures_archive
+-- The archive an operation's failed items were moved to, if they were.
+SELECT a.name FROM log_archived x JOIN log_archives a ON a.archive_id = x.archive_id
+WHERE x.operation_id = $1 AND x.kind = 'failure'
+ORDER BY a.archive_id DESC LIMIT 1;
 
 -- name: tokens_list
 SELECT token_id, caller, scope, created_at, created_by, last_used_at, revoked_at

@@ -9,17 +9,9 @@ SELECT * FROM history WHERE operation_id = $1 ORDER BY seq;
 SELECT * FROM history ORDER BY operation_id COLLATE "C", seq;
 
 -- name: chain_heads
--- `archived`: its history moved to an archive (checked there, by the log's
--- verification against the archive's files).
-SELECT operation_id, state, history_seq, history_head,
-       EXISTS (SELECT 1 FROM log_archived a WHERE a.operation_id = o.operation_id
-               AND a.kind = 'history') AS archived
-FROM operations o
+SELECT operation_id, state, history_seq, history_head FROM operations
 WHERE ($1::text IS NULL OR operation_id = $1);
 
 -- name: chain_heads_ordered
-SELECT operation_id, state, history_seq, history_head,
-       EXISTS (SELECT 1 FROM log_archived a WHERE a.operation_id = o.operation_id
-               AND a.kind = 'history') AS archived
-FROM operations o
+SELECT operation_id, state, history_seq, history_head FROM operations
 ORDER BY operation_id COLLATE "C";

@@ -321,3 +321,11 @@ async def test_the_document_states_every_error_and_limit(api: Client) -> None:
     assert set(events["responses"]["200"]["x-events"]) == {"transition", "end", "error"}
     submit = document["components"]["schemas"]["SubmitRequest"]["properties"]
     assert submit["provider"]["enum"] == ["sim"]
+
+
+async def test_a_sequence_beyond_32_bits_reads_no_transition(db: Any) -> None:
+    """`after` is documented up to 2**63-1; history.seq is an integer: the query
+    compares in 64 bits instead of failing inside an open event stream."""
+    from shared.db.queries import q
+
+    assert await db.fetch(q("api_history_after"), "op_x", 2**40) == []

@@ -12,6 +12,7 @@ lose nothing.
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import shutil
 import subprocess
@@ -20,11 +21,16 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
+import httpx
 import pytest
+from starlette.applications import Starlette
 
+from receiver.api.operations import OperationsApi
 from shared.ledger import archive as archive_mod
+from shared.ledger import log
 from shared.ledger.states import LocalState
 from tests.harness import rig
+from tests.integration.agent_support import make_token, receiver_pool, sim_settings
 from tests.integration.test_evidence_log import superuser
 from tests.support import jobwarden
 
@@ -99,7 +105,10 @@ async def test_archive_moves_old_evidence_and_verify_still_proves_it(
     root: Path = setup["root"]
     partial = setup["ops"][0]
     before = await _hot_rows(pool, partial)
-    assert before["history"] > 0 and before["failures"] == 2
+    assert before["observations"] > 0 and before["failures"] == 2
+    seen_by_agents = await pool.fetchrow(
+        "SELECT * FROM operations_overview WHERE operation_id = $1", partial
+    )
 
     assert await _archive("--older-than", "30", root=root) == 0  # finished seconds ago
     assert "nothing to archive" in capsys.readouterr().out
@@ -115,15 +124,16 @@ async def test_archive_moves_old_evidence_and_verify_still_proves_it(
         "archive.json",
     }
     after = await _hot_rows(pool, partial)
-    # the operation, its result and the call that fetched it stay: agents still read them
+    # the operation, its history, its result and the call that fetched it stay
     fetched_by = await pool.fetchval(
         "SELECT count(call_id) FROM results WHERE operation_id = $1", partial
     )
-    assert after == {**before, "history": 0, "calls": fetched_by, "observations": 0, "failures": 0}
-    outcome = await pool.fetchval(
-        "SELECT outcome FROM agent_operations WHERE operation_id = $1", partial
+    assert after == {**before, "calls": fetched_by, "observations": 0, "failures": 0}
+    # agents read exactly what they read before
+    assert seen_by_agents == await pool.fetchrow(
+        "SELECT * FROM operations_overview WHERE operation_id = $1", partial
     )
-    assert outcome == "completed_with_errors"
+    assert seen_by_agents["outcome"] == "completed_with_errors"
 
     report = await _verify(setup, capsys, "--archive", str(root))
     assert report["ok"], report["problems"]
@@ -147,7 +157,7 @@ async def test_an_archived_receipt_verifies_offline(
     assert await jobwarden("audit", "check-proof", str(out), "--key", setup["public"]) == 0
     assert "VERIFIED" in capsys.readouterr().out
     kinds = {leaf["kind"] for leaf in json.loads(out.read_text())["leaves"]}
-    assert {"history", "call", "observation", "failure"} <= kinds
+    assert {"call", "observation", "failure"} <= kinds
     public = Path(setup["public"]).read_text().strip()
     done = subprocess.run(
         [sys.executable, str(SCRIPT), str(out), public],
@@ -202,24 +212,30 @@ async def test_a_changed_or_missing_archive_fails_verification(
     assert any(expected in p for p in report["problems"]), report["problems"]
 
 
+async def _an_observation(conn: Any, op_id: str) -> tuple[int, int]:
+    """One observation of the operation and its newest leaf."""
+    row = await conn.fetchrow(
+        "SELECT b.observation_id, max(l.leaf_index) FROM observations b JOIN log_leaves l"
+        " ON l.kind = 'observation' AND l.row_id = b.observation_id::text"
+        " WHERE b.operation_id = $1 GROUP BY b.observation_id ORDER BY 1 DESC LIMIT 1",
+        op_id,
+    )
+    return int(row[0]), int(row[1])
+
+
 async def test_a_superuser_cannot_pass_a_deletion_off_as_archived(
     pool: Any, setup: dict[str, Any], capsys: pytest.CaptureFixture[str]
 ) -> None:
     root: Path = setup["root"]
     assert await _archive("--older-than", "0", "--max-operations", "1", root=root) == 0
-    [kept] = [op for op in setup["ops"] if (await _hot_rows(pool, op))["history"] > 0]
+    [kept] = [op for op in setup["ops"] if (await _hot_rows(pool, op))["observations"] > 0]
     async with superuser(pool) as conn:
-        history_id, leaf = await conn.fetchrow(
-            "SELECT h.history_id, max(l.leaf_index) FROM history h JOIN log_leaves l"
-            " ON l.kind = 'history' AND l.row_id = h.history_id::text"
-            " WHERE h.operation_id = $1 GROUP BY h.history_id ORDER BY h.history_id DESC LIMIT 1",
-            kept,
-        )
-        await conn.execute("DELETE FROM history WHERE history_id = $1", history_id)
+        observation, leaf = await _an_observation(conn, kept)
+        await conn.execute("DELETE FROM observations WHERE observation_id = $1", observation)
         await conn.execute(
             "INSERT INTO log_archived (kind, row_id, archive_id, operation_id, leaf_index)"
-            " SELECT 'history', $1, max(archive_id), $2, $3 FROM log_archives",
-            str(history_id),
+            " SELECT 'observation', $1, max(archive_id), $2, $3 FROM log_archives",
+            str(observation),
             kept,
             leaf,
         )
@@ -228,45 +244,97 @@ async def test_a_superuser_cannot_pass_a_deletion_off_as_archived(
     assert any("rows were added to or removed from the list" in p for p in report["problems"])
 
 
+async def test_an_archive_logged_after_a_deletion_does_not_excuse_it(
+    pool: Any, setup: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A row deleted first (caught), then listed by an archive made for it afterwards,
+    with a manifest that matches its list: still caught."""
+    partial = setup["ops"][0]
+    async with pool.acquire() as conn:  # the owner's: no trigger stands in its way
+        await log.sequence_all(conn)
+        observation, leaf = await _an_observation(conn, partial)
+        await conn.execute("DELETE FROM observations WHERE observation_id = $1", observation)
+        await log.sequence_all(conn)  # the deletion is logged first
+        line = archive_mod.manifest_line(partial, "observation", str(observation), leaf)
+        digest = hashlib.sha256(archive_mod.MANIFEST_PREFIX + line).hexdigest()
+        archive_id = await conn.fetchval(
+            "INSERT INTO log_archives (name, cutoff, checkpoint_size, operations, rows,"
+            " manifest_sha256) VALUES ('archive-20261202T000000Z-00000000', jw_now(),"
+            " (SELECT max(leaf_index) + 1 FROM log_leaves), 1, 1, $1) RETURNING archive_id",
+            digest,
+        )
+        await conn.execute(
+            "INSERT INTO log_archived VALUES ('observation', $1, $2, $3, $4)",
+            str(observation),
+            archive_id,
+            partial,
+            leaf,
+        )
+        await log.sequence_all(conn)
+        Path(setup["checkpoint"]).parent.mkdir(parents=True, exist_ok=True)
+    assert await jobwarden("audit", "sequence") == 0  # a fresh checkpoint over all of it
+    report = await _verify(setup, capsys)
+    assert not report["ok"]
+    assert any("deleted before its archive was recorded" in p for p in report["problems"]), report[
+        "problems"
+    ]
+
+
 async def test_the_archive_function_refuses_what_it_must_not_delete(pool: Any, setup: Any) -> None:
     """jw_archive_evidence checks the list itself: a row of another operation, an
-    operation not finished before the cutoff, a row whose listed leaf is not its newest."""
+    operation not finished before the cutoff, a row whose listed leaf is not its newest;
+    and an archive cannot be recorded with a cutoff in the future."""
     partial, other = setup["ops"]
     async with pool.acquire() as conn:
-        from shared.ledger import log
-
         await log.sequence_all(conn)
-        leaf_of = "SELECT max(leaf_index) FROM log_leaves WHERE kind = 'history' AND row_id = $1"
-        history = await conn.fetchval(
-            "SELECT min(history_id) FROM history WHERE operation_id = $1", other
-        )
-        leaf = await conn.fetchval(leaf_of, str(history))
+        observation, leaf = await _an_observation(conn, other)
         cases = [
-            ("2099-01-01", partial, history, leaf, "evidence of its operations"),  # wrong op
-            ("2000-01-01", other, history, leaf, "not finished before its cutoff"),
-            ("2099-01-01", other, history, leaf - 1 if leaf else 1, "changed since"),
+            (None, partial, leaf, "evidence of its operations"),  # another operation's row
+            ("2000-01-01", other, leaf, "not finished before its cutoff"),
+            (None, other, leaf - 1, "changed since"),
+            ("2099-01-01", other, leaf, "is in the future"),
         ]
-        for n, (cutoff, listed_op, row_id, leaf_index, expected) in enumerate(cases):
+        for n, (cutoff, listed_op, leaf_index, expected) in enumerate(cases):
             with pytest.raises(asyncpg.PostgresError, match=expected):
                 async with conn.transaction():
                     archive_id = await conn.fetchval(
                         "INSERT INTO log_archives (name, cutoff, checkpoint_size, operations,"
-                        " rows, manifest_sha256) VALUES ($1, $2::text::timestamptz, 1, 1, 1,"
-                        " repeat('0', 64)) RETURNING archive_id",
+                        " rows, manifest_sha256) VALUES ($1,"
+                        " coalesce($2::text::timestamptz, jw_now()), 1, 1, 1, repeat('0', 64))"
+                        " RETURNING archive_id",
                         f"archive-20990101T00000{n}Z-0000000{n}",
                         cutoff,
                     )
                     await conn.execute(
-                        "INSERT INTO log_archived VALUES ('history', $1::text, $2, $3, $4)",
-                        str(row_id),
+                        "INSERT INTO log_archived VALUES ('observation', $1, $2, $3, $4)",
+                        str(observation),
                         archive_id,
                         listed_op,
                         leaf_index,
                     )
                     await conn.fetchval("SELECT jw_archive_evidence($1)", archive_id)
-        assert await conn.fetchval("SELECT count(*) FROM history WHERE history_id = $1", history)
-        with pytest.raises(asyncpg.PostgresError, match="append-only"):
-            await conn.execute("DELETE FROM history WHERE history_id = $1", history)
+        assert await conn.fetchval(
+            "SELECT count(*) FROM observations WHERE observation_id = $1", observation
+        )
+
+
+async def test_archived_failed_items_are_answered_as_moved_not_as_none(
+    pool: Any, db: Any, db_url: str, setup: dict[str, Any]
+) -> None:
+    partial = setup["ops"][0]
+    assert await _archive("--older-than", "0", root=setup["root"]) == 0
+    headers = {"Authorization": f"Bearer {await make_token(db, 'test')}"}
+    async with receiver_pool(db_url) as receiver:
+        app = Starlette(routes=OperationsApi(sim_settings(), receiver).routes())
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://api"
+        ) as client:
+            page = await client.get(f"/v1/operations/{partial}/failed-items", headers=headers)
+            shown = await client.get(f"/v1/operations/{partial}", headers=headers)
+    assert page.status_code == 410, page.text
+    assert "archive-" in page.json()["detail"]
+    assert shown.status_code == 200
+    assert shown.json()["metadata"]["outcome"] == "completed_with_errors"
 
 
 async def test_a_crash_before_the_commit_loses_nothing(
@@ -288,7 +356,7 @@ async def test_a_crash_before_the_commit_loses_nothing(
     monkeypatch.setattr(archive_mod.asyncio, "to_thread", real_to_thread)
     assert archive_mod.build_receipt is original
     [orphan] = list(root.iterdir())
-    assert (await _hot_rows(pool, setup["ops"][0]))["history"] > 0
+    assert (await _hot_rows(pool, setup["ops"][0]))["observations"] > 0
     report = await _verify(setup, capsys, "--archive", str(root))
     assert report["ok"] and report["archived_rows"] == 0
     assert await _archive("--older-than", "0", root=root) == 0
