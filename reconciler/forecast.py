@@ -29,10 +29,12 @@ falls back:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from shared.providers.description import Limits
+from shared.providers.timing import MAX_HONOURED_DELAY
 
 # Read this long after the forecast end: its share of the forecast (progress
 # reported in whole items rounds down) plus the backoff floor.
@@ -152,11 +154,45 @@ def next_read(
     since the operation was submitted; `imposed` whether a Retry-After decided
     `scheduled` (then it stands as it is).
     """
+    return min(
+        _next_read(
+            scheduled,
+            earliest_in,
+            latest_in,
+            age,
+            limits,
+            webhooks,
+            imposed,
+            _hint(poll_after),
+        ),
+        max(scheduled, MAX_HONOURED_DELAY),
+    )
+
+
+def _hint(poll_after: float | None) -> float | None:
+    """A provider's poll hint as the adapter honours it (at most a day; junk ignored)."""
+    if poll_after is None or not math.isfinite(poll_after) or poll_after <= 0:
+        return None
+    return min(poll_after, MAX_HONOURED_DELAY)
+
+
+def _next_read(
+    scheduled: float,
+    earliest_in: float | None,
+    latest_in: float | None,
+    age: float,
+    limits: Limits,
+    webhooks: bool,
+    imposed: bool,
+    poll_after: float | None,
+) -> float:
     if imposed or latest_in is None:
         return scheduled if not webhooks or imposed else _backstop(scheduled, None, age)
     floor = max(limits.backoff_base / 2, poll_after or 0.0)
     if webhooks:
-        return _backstop(scheduled, latest_in if latest_in > 0 else None, age, floor)
+        # only a measured forecast may push the backstop past the age-based one
+        measured = earliest_in is not None and latest_in > 0
+        return _backstop(scheduled, latest_in if measured else None, age, floor)
     margin = limits.backoff_base / 2
     if earliest_in is None:  # the latest plausible end: it may only shorten the schedule
         if latest_in <= 0:
@@ -174,7 +210,7 @@ def next_read(
 
 
 def _backstop(scheduled: float, latest_in: float | None, age: float, floor: float = 0.0) -> float:
-    """With webhooks: after the latest plausible end, else a wait growing with age."""
-    if latest_in is not None:
-        return max(scheduled, latest_in * BACKSTOP_SLACK + floor)
-    return max(scheduled, min(age, MAX_BACKSTOP_SECONDS))
+    """With webhooks: after the latest plausible end, else a wait growing with age;
+    never beyond MAX_BACKSTOP_SECONDS unless the adapter's own schedule says so."""
+    wait = age if latest_in is None else latest_in * BACKSTOP_SLACK + floor
+    return max(scheduled, min(wait, MAX_BACKSTOP_SECONDS))

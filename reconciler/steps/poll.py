@@ -218,6 +218,8 @@ def _next_read(step: Step, fact: StatusFact) -> float:
     scheduled = step.backoff(
         step.op.poll_attempts, fact.retry_after_seconds, fact.poll_after_seconds
     )
+    if step.op.state not in (S.ACCEPTED, S.OBSERVING):
+        return scheduled  # a cancel awaiting confirmation: the job's end is not the news
     now = step.now()
     end = _forecast_end(step, fact, now)
     desc = step.adapter.desc

@@ -159,6 +159,15 @@ def test_with_webhooks_the_backstop_grows_with_age_and_follows_the_forecast() ->
     assert _read(None, None, webhooks=True, age=10**9) == 6 * 3600.0
     assert _read(800.0, 1000.0, webhooks=True) == pytest.approx(1000.0 * 1.1 + 1.0)
     assert _read(None, -5.0, webhooks=True, age=5.0) == 10.0
+    # one sample (no measured rate) never lengthens the backstop past the age rule
+    assert _read(None, 4e7, webhooks=True, age=3600.0) == 3600.0
+    assert _read(1e9, 2e9, webhooks=True, age=3600.0) == 6 * 3600.0
+
+
+@pytest.mark.parametrize("hint", [1e12, 1e300, math.inf, math.nan, -5.0])
+def test_an_absurd_provider_hint_is_bounded_like_the_adapter_bounds_it(hint: float) -> None:
+    wait = _read(30.0, 50.0, poll_after=hint)
+    assert math.isfinite(wait) and 1.0 <= wait <= 86400.0
 
 
 def _reads(duration: float, rng: random.Random) -> tuple[int, float]:
