@@ -23,6 +23,7 @@ from typing import Any
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from reconciler.context import Context, build_adapters, http_client
+from reconciler.wakeups import SenderFilter
 from reconciler.worker import Reconciler
 from shared import sdnotify
 from shared.db.connect import connect, create_pool
@@ -67,6 +68,8 @@ class Daemon:
         self.scheduler = AsyncIOScheduler(timezone=UTC)
         self.stopping = asyncio.Event()
         self.wake = asyncio.Event()
+        self.senders = SenderFilter(reconciler.ctx.pool)
+        self.checks: set[asyncio.Task[None]] = set()
         self.sweeping: asyncio.Task[None] | None = None
         self.listener: Any = None
 
@@ -89,9 +92,34 @@ class Daemon:
         except Exception:
             log.exception("sweep failed")
 
-    def on_notify(self, *_: Any) -> None:
+    def on_notify(self, _conn: Any, pid: int, *_: Any) -> None:
+        """A wake-up: acted on at once from a known jobwarden sender, after a look
+        at its role otherwise, and ignored from an agent's session."""
         if self.stopping.is_set():
             return
+        verdict = self.senders.cached(pid)
+        if verdict is None:
+            checking = asyncio.get_running_loop().create_task(self._check_sender(pid))
+            self.checks.add(checking)
+            checking.add_done_callback(self.checks.discard)
+        elif verdict:
+            self._wake()
+
+    async def _check_sender(self, pid: int) -> None:
+        try:
+            trusted = await self.senders.trusted(pid)
+        except Exception:  # the next sweep comes anyway
+            log.warning("could not check a wake-up's sender", exc_info=True)
+            return
+        if trusted and not self.stopping.is_set():
+            self._wake()
+        elif not trusted:
+            log.warning(
+                "wake-up ignored: its sender may not read operations (an agent?)",
+                extra={"ctx": {"pid": pid}},
+            )
+
+    def _wake(self) -> None:
         self.wake.set()
         job = self.scheduler.get_job("sweep")
         if job is not None and (self.sweeping is None or self.sweeping.done()):

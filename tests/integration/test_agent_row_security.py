@@ -11,6 +11,7 @@ every row.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -23,6 +24,7 @@ import httpx
 import pytest
 import pytest_asyncio
 
+from reconciler.wakeups import SenderFilter
 from shared import ledger
 from shared.db.connect import ResolvedDatabase, connect, with_database
 from shared.db.migrate import apply_migrations
@@ -360,3 +362,29 @@ async def test_with_an_unprivileged_owner_the_owner_sees_all_and_agents_their_ow
         await admin.close()
     # without a superuser pg_notify cannot be revoked: the migration says so
     assert any("pg_notify() stays executable" in w for w in warnings)
+
+
+async def test_the_reconciler_ignores_a_wake_up_an_agent_sent(
+    pool: Any, db_url: str, logins: tuple[str, str]
+) -> None:
+    """What PostgreSQL cannot refuse, the reconciler does not act on: a wake-up's
+    sender pid is looked up, and an agent's login (no right to read operations)
+    is not trusted, while the receiver's role is (reconciler/wakeups.py)."""
+    senders = SenderFilter(pool)
+    heard: asyncio.Queue[int] = asyncio.Queue()
+    listener = await connect(db_url)
+    await listener.add_listener(WAKEUP_CHANNEL, lambda _c, pid, _ch, _p: heard.put_nowait(pid))
+    try:
+        async with logged_in(db_url, logins[0]) as agent:
+            await agent.execute(f"NOTIFY {WAKEUP_CHANNEL}, 'op_x'")
+            agent_pid = await asyncio.wait_for(heard.get(), 10)
+            assert agent_pid == await agent.fetchval("SELECT pg_backend_pid()")
+            assert await senders.trusted(agent_pid) is False
+        async with receiver_pool(db_url) as receiver, receiver.acquire() as conn:
+            await conn.execute(f"NOTIFY {WAKEUP_CHANNEL}, 'op_x'")
+            receiver_pid = await asyncio.wait_for(heard.get(), 10)
+            assert await senders.trusted(receiver_pid) is True
+            assert senders.cached(receiver_pid) is True  # no query for its next wake-ups
+    finally:
+        await listener.close()
+    assert await senders.trusted(2**30) is False  # a sender already gone
