@@ -482,7 +482,22 @@ class OperationsApi:
             ("/v1/audit/checkpoint", {"GET": self.checkpoint}),
             (one, {"GET": self.get}),
         ]
-        return [Route(path, _MethodDispatch(handlers)) for path, handlers in table]
+        document = openapi_document(sorted(self.settings.providers))["paths"]
+        return [
+            Route(path, _MethodDispatch(handlers, _query_names(document.get(path, {}))))
+            for path, handlers in table
+        ]
+
+
+def _query_names(path_item: Mapping[str, Any]) -> dict[str, frozenset[str]]:
+    """Each method's query parameters, as the OpenAPI document states them (one source)."""
+    return {
+        method.upper(): frozenset(
+            p["name"] for p in operation.get("parameters", ()) if p.get("in") == "query"
+        )
+        for method, operation in path_item.items()
+        if isinstance(operation, dict)
+    }
 
 
 class _MethodDispatch:
@@ -492,14 +507,25 @@ class _MethodDispatch:
     endpoint to GET and answer other methods with its own plain-text 405.
     """
 
-    def __init__(self, handlers: Mapping[str, Handler]) -> None:
+    def __init__(
+        self, handlers: Mapping[str, Handler], query: Mapping[str, frozenset[str]]
+    ) -> None:
         self._handlers = {method: _problem_edge(handler) for method, handler in handlers.items()}
         self._allow = ", ".join(sorted(self._handlers))
+        self._query = query
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)
         handler = self._handlers.get(request.method)
-        if handler is not None:
+        unknown = sorted(set(request.query_params) - self._query.get(request.method, frozenset()))
+        if handler is not None and unknown:
+            # a misspelt filter (`?stat=running`) must not silently list everything
+            response = invalid(
+                f"unknown query parameter {shown(unknown[0])!r}: this resource takes "
+                f"{', '.join(sorted(self._query.get(request.method, ()))) or 'none'}",
+                status=400,
+            ).response(instance=_instance(request))
+        elif handler is not None:
             response = await handler(request)
         else:
             response = Problem(

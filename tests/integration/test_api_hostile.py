@@ -329,3 +329,10 @@ async def test_a_sequence_beyond_32_bits_reads_no_transition(db: Any) -> None:
     from shared.db.queries import q
 
     assert await db.fetch(q("api_history_after"), "op_x", 2**40) == []
+
+
+@pytest.mark.parametrize("query", ["stat=running", "=null", "done=false&bogus=1"])
+async def test_an_unknown_query_parameter_is_400_not_ignored(api: Client, query: str) -> None:
+    """A misspelt filter would otherwise list everything as if it had been applied."""
+    response = await api.get(f"/v1/operations?{query}")
+    refused(response, 400, "unknown query parameter")
