@@ -43,10 +43,12 @@ from bench.harness import (
     seed_observing,
     simulator,
 )
+from bench.stack import client_stack, describe, require_same_stack
 from bench.throughput import ALWAYS_DUE, run_reconciler_for
 from reconciler.daemon import create_reconciler_pool
 from shared.db.connect import connect
 from shared.ledger import log
+from shared.serve import Stack
 from shared.tlog import Signer, generate_key
 
 MODULE = "bench.evidence_log"
@@ -122,6 +124,7 @@ async def measure_cost(quick: bool, workdir: Path, command: str) -> None:
         reads = {True: 0, False: 0}
         seconds = {True: 0.0, False: 0.0}
         postgres = {True: 0.0, False: 0.0}
+        stacks: dict[str, Stack] = {}
         pool = await create_reconciler_pool(db.url)
         try:
             providers = providers_for(sim.url, ALWAYS_DUE)
@@ -131,6 +134,7 @@ async def measure_cost(quick: bool, workdir: Path, command: str) -> None:
                     for logging_on in (False, True):
                         await set_logging(admin, logging_on)
                         running = sequencer(db.url) if logging_on else contextlib.nullcontext()
+                        stacks["log on" if logging_on else "log off"] = client_stack()
                         async with running:
                             meter.start()
                             began = time.monotonic()
@@ -142,6 +146,7 @@ async def measure_cost(quick: bool, workdir: Path, command: str) -> None:
         finally:
             await pool.close()
             await admin.close()
+    require_same_stack(stacks)  # no ratio between unlike stacks
     rate_off, rate_on = reads[False] / seconds[False], reads[True] / seconds[True]
     ratio = rate_on / rate_off
     pg_off, pg_on = postgres[False] / seconds[False], postgres[True] / seconds[True]
@@ -160,6 +165,7 @@ async def measure_cost(quick: bool, workdir: Path, command: str) -> None:
             [f"ratio on/off (target >= {TARGET_RATIO})", f"{ratio:.2f}", verdict],
         ],
     )
+    print(describe(stacks))
 
 
 async def seed_log(db_url: str, operations: int) -> tuple[float, float]:

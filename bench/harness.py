@@ -51,6 +51,8 @@ from shared.ids import new_idempotency_token, new_operation_id, new_trace_id
 from shared.ledger import RequestSpec
 from shared.providers import ProviderDescription, adapter_for, parse_providers
 from shared.result_store import ResultStore
+from shared.serve import loop_name
+from shared.serve import run as run_loop
 from shared.settings import Settings
 
 TEST_CLOCK_SQL = Path("testing") / "test_clock.sql"
@@ -514,7 +516,7 @@ def run_benchmarks(benchmarks: Sequence[tuple[str, Benchmark]], quick: bool) -> 
     workdir = Path(tempfile.mkdtemp(prefix="jw-bench-reconciler-"))
     began = time.monotonic()
     try:
-        asyncio.run(_run_all(benchmarks, quick, workdir))
+        run_loop(_run_all(benchmarks, quick, workdir))  # uvloop, as the daemons run
     except BaseException:
         print(f"\nbenchmark failed; process logs kept in {workdir}", file=sys.stderr)
         raise
@@ -530,7 +532,7 @@ async def _run_all(benchmarks: Sequence[tuple[str, Benchmark]], quick: bool, wor
     print(
         f"# jobwarden reconciler benchmarks ({'quick' if quick else 'full'} run, "
         f"{os.cpu_count()} CPUs, PostgreSQL at {redacted_server()}, "
-        f"load average {os.getloadavg()[0]:.2f} at start)"
+        f"load average {os.getloadavg()[0]:.2f} at start, {loop_name()} event loop)"
     )
     for module, benchmark in benchmarks:
         await benchmark(quick, workdir, command_line(module, ["--quick"] if quick else []))

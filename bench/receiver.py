@@ -13,7 +13,10 @@ What it does, in one run on this machine:
    alternately in rounds so that background load hits both alike. The
    receiver's events name jobs nobody knows yet: verified, deduplicated,
    committed (the issue's definition). Every 200 is a committed event, so
-   req/s is committed events/s;
+   req/s is committed events/s. Both servers run on the same stack as
+   production (shared/serve.py: httptools on uvloop when installed); each
+   reports the stack uvicorn loaded, the report prints both, and the run
+   stops with an error, printing no ratio, if they differ;
 3. then events for the jobs of 1,000 existing operations: each is also an
    observation and a reconciler wake-up, in the same commit;
 4. sends a 10,000-delivery mixed load (20 % redeliveries of earlier events,
@@ -55,8 +58,11 @@ import httpx
 
 from bench.evidence_log import set_logging
 from bench.harness import bench_database, free_port
+from bench.stack import describe, read_stack, record_stack, require_same_stack
 from shared.db.connect import connect
 from shared.ledger import log
+from shared.serve import Stack
+from shared.serve import run as run_loop
 from shared.signatures import sign_standard_webhooks
 
 SECRET = "whsec_" + base64.b64encode(b"jobwarden-bench-signing-key-0001").decode()
@@ -242,8 +248,12 @@ class Series:
 # --------------------------------------------------------------------- servers
 
 
-def serve_bare(port: int) -> None:
-    """The baseline: a Starlette POST endpoint that reads the body and answers 204."""
+def serve_bare(port: int, stack_file: Path) -> None:
+    """The baseline: a Starlette POST endpoint that reads the body and answers 204.
+
+    Served by the same `serve_forever` and loop runner as the receiver, so both
+    sides share parser and loop.
+    """
     from starlette.applications import Starlette
     from starlette.requests import Request
     from starlette.responses import Response
@@ -264,10 +274,11 @@ def serve_bare(port: int) -> None:
             Route("/healthz", healthz, methods=["GET"]),
         ]
     )
-    asyncio.run(serve_forever(app, "127.0.0.1", port, log_level="warning"))
+    record_stack(stack_file)
+    run_loop(serve_forever(app, "127.0.0.1", port, log_level="warning"))
 
 
-def serve_receiver(port: int, database_url: str, *, naive: bool = False) -> None:
+def serve_receiver(port: int, database_url: str, stack_file: Path, *, naive: bool = False) -> None:
     """The real receiver, exactly as `jobwarden receiver` runs it.
 
     `naive` turns group commit off: one event per transaction, with as many
@@ -288,7 +299,8 @@ def serve_receiver(port: int, database_url: str, *, naive: bool = False) -> None
     logs.configure()
     desc = load_preset("simulator", {"JW_SIM_WEBHOOK_SECRET": SECRET})
     settings = Settings(receiver_port=port, providers={PROVIDER: desc})
-    asyncio.run(run_receiver(settings, database_url))
+    record_stack(stack_file)
+    run_loop(run_receiver(settings, database_url))  # as `jobwarden receiver` runs it
 
 
 class Server:
@@ -296,7 +308,9 @@ class Server:
 
     def __init__(self, role: str, log: Path, database_url: str | None = None) -> None:
         self.port = free_port()
+        self._stack_file = log.with_suffix(".stack.json")
         args = [sys.executable, "-m", "bench.receiver", "--serve", role, "--port", str(self.port)]
+        args += ["--stack-file", str(self._stack_file)]
         if database_url is not None:
             args += ["--database-url", database_url]
         self._log = log.open("wb")
@@ -315,6 +329,11 @@ class Server:
                 pass
             time.sleep(0.05)
         raise SystemExit(f"server did not start within {SERVER_START_TIMEOUT} s")
+
+    @property
+    def stack(self) -> Stack:
+        """The parser and loop this server runs on (it wrote them when it started)."""
+        return read_stack(self._stack_file)
 
     def stop(self) -> None:
         if self._proc.poll() is None:
@@ -539,14 +558,20 @@ async def prepare_operations(database_url: str) -> None:
 
 
 def print_report(
-    bare: Series, runs: list[tuple[Series, int]], mixed: MixedResult, round_seconds: int
+    bare: Series,
+    runs: list[tuple[Series, int]],
+    mixed: MixedResult,
+    round_seconds: int,
+    stacks: dict[str, Stack],
 ) -> None:
+    require_same_stack(stacks)  # no ratio between unlike stacks, whatever the caller checked
     print()
     print(
         f"wrk -t{WRK_THREADS} -c{WRK_CONNECTIONS}, distinct signed Standard Webhooks deliveries, "
         f"uvicorn 1 worker, {os.cpu_count()} CPUs; bare and receiver alternate in {ROUNDS} "
         f"rounds of {round_seconds} s (req/s over all rounds, median p50/p99)"
     )
+    print(describe(stacks))
     print(f"{'endpoint':<40}{'req/s':>9}{'p50 ms':>9}{'p99 ms':>9}{'errors':>8}{'ratio':>7}")
     print(
         f"{bare.name:<40}{bare.per_second:>9.0f}{bare.p50_ms:>9.2f}{bare.p99_ms:>9.2f}"
@@ -611,7 +636,7 @@ def sequencer_thread(database_url: str) -> Iterator[None]:
         finally:
             await conn.close()
 
-    thread = threading.Thread(target=lambda: asyncio.run(sequence_until_stopped()), daemon=True)
+    thread = threading.Thread(target=lambda: run_loop(sequence_until_stopped()), daemon=True)
     thread.start()
     try:
         yield
@@ -643,6 +668,9 @@ async def run(round_seconds: int, warmup: int) -> int:
                 Server("receiver", folder / "receiver.log", database_url) as receiver,
                 sequencer_thread(database_url),
             ):
+                stacks = {"bare": bare_server.stack, "receiver": receiver.stack}
+                print(describe(stacks), file=sys.stderr)
+                require_same_stack(stacks)  # before a minute of load, not after
                 for server in (bare_server, receiver):
                     run_wrk("warmup", server.url, script, sets["warm"], warmup)
                 bare_runs: list[LoadResult] = []
@@ -697,6 +725,8 @@ async def run(round_seconds: int, warmup: int) -> int:
                     runs[0][0].per_second,
                 )
             with Server("naive", folder / "naive.log", database_url) as naive:
+                stacks["naive"] = naive.stack
+                require_same_stack(stacks)
                 run_wrk("warmup", naive.url, script, sets["warm"], warmup)
                 result = run_wrk("naive", naive.url, script, sets["naive"], phase)
                 runs.append(
@@ -705,7 +735,7 @@ async def run(round_seconds: int, warmup: int) -> int:
                         await count_events(database_url, "naive"),
                     )
                 )
-        print_report(bare, runs, mixed, round_seconds)
+        print_report(bare, runs, mixed, round_seconds, stacks)
         clean = all(series.errors == 0 for series, _ in runs)
         return 0 if mixed.ok and clean else 1
 
@@ -718,12 +748,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--serve", choices=["bare", "receiver", "naive"], help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--database-url", help=argparse.SUPPRESS)
+    parser.add_argument("--stack-file", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve == "bare":
-        serve_bare(args.port)
+        serve_bare(args.port, args.stack_file)
         return 0
     if args.serve in ("receiver", "naive"):
-        serve_receiver(args.port, args.database_url, naive=args.serve == "naive")
+        serve_receiver(args.port, args.database_url, args.stack_file, naive=args.serve == "naive")
         return 0
     if shutil.which("wrk") is None:
         print(
@@ -735,7 +766,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     round_seconds = 2 if args.quick else ROUND_SECONDS
     warmup = 1 if args.quick else WARMUP_SECONDS
-    return asyncio.run(run(round_seconds, warmup))
+    return run_loop(run(round_seconds, warmup))
 
 
 if __name__ == "__main__":

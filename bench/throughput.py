@@ -46,11 +46,13 @@ from bench.harness import (
     seed_observing,
     simulator,
 )
+from bench.stack import client_stack, describe, require_same_stack
 from reconciler.context import http_client
 from reconciler.daemon import POOL_SIZE, create_reconciler_pool
 from reconciler.worker import Reconciler
 from shared.db.connect import connect, create_pool
 from shared.providers import ProviderDescription
+from shared.serve import Stack
 from shared.settings import Settings
 
 MODULE = "bench.throughput"
@@ -76,6 +78,7 @@ class Phase:
     reads: int = 0
     seconds: float = 0.0
     cpu_seconds: dict[str, float] = field(default_factory=dict)
+    stack: Stack | None = None  # the client's parser and the loop it ran on
 
     @property
     def rate(self) -> float:
@@ -125,6 +128,7 @@ class Rig:
     async def measure(self, name: str, run: Callable[[float], Awaitable[int]]) -> None:
         """One window of `run` added to phase `name`, with each group's CPU."""
         phase = self.phases[name]
+        phase.stack = client_stack()
         self.meter.start()
         began = time.monotonic()
         phase.reads += await run(WINDOW_SECONDS)
@@ -332,6 +336,9 @@ async def measure_context(rig: Rig) -> None:
 
 def report_throughput(r: ThroughputResult, command: str) -> None:
     groups = ("bench", "simulator", "postgres")
+    sides = {name: r.phases[name].stack for name in (BARE, RECONCILER)}
+    stacks = {name: stack for name, stack in sides.items() if stack is not None}
+    require_same_stack(stacks)  # no ratio between unlike stacks
 
     def row(name: str, p: Phase) -> list[str]:
         shares = [f"{p.cpu(g):.0%}" for g in groups]
@@ -358,6 +365,7 @@ def report_throughput(r: ThroughputResult, command: str) -> None:
         ["loop", "reads/s", "reads", "window", "cpu bench", "cpu sim", "cpu pg", "cpu/read"],
         rows,
     )
+    print(describe(stacks) + " (both against `jobwarden simulator`, served by shared/serve.py)")
     ratio = r.phases[RECONCILER].rate / r.phases[BARE].rate
     verdict = "meets" if ratio >= 0.5 else "MISSES"
     print(f"ratio reconciler / bare httpx = {ratio:.2f}  (target >= 0.5: {verdict})")

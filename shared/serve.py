@@ -5,17 +5,39 @@ Tests and the demo need *real* HTTP on loopback (the failure modes we care about
 transport), but they also need to know the port before talking to it and to
 stop the server deterministically. Binding the socket ourselves gives the port
 up front; polling `server.started` replaces "sleep and hope".
+
+Every server and daemon runs on the fast stack production gets from
+`uvicorn[standard]`: the httptools parser and the uvloop event loop (`run`).
+Both are chosen here, once, so tests, benchmarks and deployments all measure
+the same thing; each server says at startup which parser and loop it uses.
+uvicorn is imported only where a server is built: the operator's short
+commands go through `run` too and should not pay for it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import importlib.util
+import logging
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import uvicorn
 from starlette.types import ASGIApp
+
+if TYPE_CHECKING:
+    import uvicorn
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+# uvicorn's HTTP/1.1 parsers: httptools (C, llhttp) is what `uvicorn[standard]`
+# installs; h11 (pure Python) is uvicorn's fallback, at about half the req/s.
+HTTP_FAST, HTTP_FALLBACK = "httptools", "h11"
+LOOP_FAST, LOOP_FALLBACK = "uvloop", "asyncio"
 
 # How long `serve_app` waits for lifespan startup + listen before giving up.
 # Startup is milliseconds on loopback; five seconds only absorbs a loaded CI box.
@@ -33,19 +55,115 @@ class ServerStartError(RuntimeError):
     """The server stopped before it started listening (bad app startup, port in use)."""
 
 
+@dataclass(frozen=True)
+class Stack:
+    """The HTTP parser and event loop something ran on.
+
+    Throughput depends on both (httptools serves about twice h11's req/s), so
+    a figure means little without them, and two figures compare only when
+    they ran on the same stack.
+    """
+
+    http: str
+    loop: str
+
+    def __str__(self) -> str:
+        return f"{self.http} on {self.loop}"
+
+
+def _installed(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
+
+
+def http_parser() -> str:
+    """The parser uvicorn is told to use: httptools when installed, else h11.
+
+    Named explicitly rather than uvicorn's "auto", so the choice is ours,
+    logged, and the same in every server of the project.
+    """
+    return HTTP_FAST if _installed(HTTP_FAST) else HTTP_FALLBACK
+
+
+def loop_name(loop: asyncio.AbstractEventLoop | None = None) -> str:
+    """ "uvloop" or "asyncio": which implementation `loop` (default: the running one) is."""
+    current = loop if loop is not None else asyncio.get_running_loop()
+    return LOOP_FAST if type(current).__module__.startswith("uvloop") else LOOP_FALLBACK
+
+
+def loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop's loop factory, or None (asyncio's default loop) with a warning if missing.
+
+    uvloop is a dependency (through uvicorn[standard]); a missing one means a
+    slower deployment, worth a line in the log, not a refusal to start.
+    """
+    try:
+        import uvloop
+    except ImportError:
+        logger.warning(
+            "uvloop is not installed: running on the asyncio event loop "
+            "(install uvicorn[standard] for the fast stack)"
+        )
+        return None
+    return uvloop.new_event_loop
+
+
+def run(main: Coroutine[Any, Any, T]) -> T:
+    """`asyncio.run(main)`, on uvloop when installed: every command's event loop.
+
+    `asyncio.Runner` with a loop factory is what `uvloop.run` does too; with
+    no factory it is exactly `asyncio.run`.
+    """
+    with asyncio.Runner(loop_factory=loop_factory()) as runner:
+        return runner.run(main)
+
+
+def stack_of(config: uvicorn.Config) -> Stack:
+    """The parser a loaded uvicorn config serves with, and the running loop.
+
+    Read from the protocol class uvicorn actually loaded
+    (uvicorn.protocols.http.httptools_impl -> "httptools"), not from what
+    was asked for.
+    """
+    module = config.http_protocol_class.__module__.rsplit(".", 1)[-1]
+    return Stack(module.removesuffix("_impl"), loop_name())
+
+
 def _config(app: ASGIApp, *, host: str, port: int, log_level: str) -> uvicorn.Config:
+    import uvicorn
+
+    http = http_parser()
+    if http != HTTP_FAST:
+        logger.warning("httptools is not installed: uvicorn parses HTTP with h11 (slower)")
     # log_config=None: keep the host process's logging setup (JSON logs, pytest
-    # capture) instead of letting uvicorn install its own handlers.
+    # capture) instead of letting uvicorn install its own handlers. `loop` only
+    # matters to uvicorn.run (we serve inside a running loop); it names that loop.
     return uvicorn.Config(
         app,
         host=host,
         port=port,
+        http=http,
+        loop=loop_name(),
         log_config=None,
         log_level=log_level,
         access_log=False,
         lifespan="on",
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
     )
+
+
+def _server(app: ASGIApp, *, host: str, port: int, log_level: str) -> uvicorn.Server:
+    """A uvicorn server, its config loaded, after a startup line naming its stack."""
+    import uvicorn
+
+    config = _config(app, host=host, port=port, log_level=log_level)
+    config.load()
+    stack = stack_of(config)
+    logger.info(
+        "serving HTTP with %s",
+        stack,
+        extra={"ctx": {"host": host, "port": port, "http": stack.http, "loop": stack.loop}},
+    )
+    return uvicorn.Server(config)
 
 
 async def _run(server: uvicorn.Server, sockets: list[socket.socket] | None = None) -> None:
@@ -85,7 +203,7 @@ async def serve_app(app: ASGIApp, host: str = "127.0.0.1", port: int = 0) -> Asy
     sock.setblocking(False)
     bound_port: int = sock.getsockname()[1]
 
-    server = uvicorn.Server(_config(app, host=host, port=bound_port, log_level="warning"))
+    server = _server(app, host=host, port=bound_port, log_level="warning")
     task = asyncio.create_task(_run(server, [sock]))
     try:
         await _wait_started(server, task)
@@ -104,7 +222,7 @@ async def serve_forever(app: ASGIApp, host: str, port: int, *, log_level: str = 
     On cancellation the server is asked to stop and is awaited, so the port and
     in-flight requests are released before the cancellation propagates.
     """
-    server = uvicorn.Server(_config(app, host=host, port=port, log_level=log_level))
+    server = _server(app, host=host, port=port, log_level=log_level)
     task = asyncio.create_task(_run(server))
     try:
         await asyncio.shield(task)

@@ -7,7 +7,6 @@ flag does (`jobwarden --help`, `jobwarden <command> --help`).
 from __future__ import annotations
 
 import argparse
-import asyncio
 import importlib.metadata
 import json
 import os
@@ -17,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, NoReturn
 
-from shared import logs
+from shared import logs, serve
 from shared.cli import audit as cli_audit
 from shared.cli import operator as cli_operator
 from shared.cli import providers as cli_providers
@@ -205,7 +204,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler: Handler = args.handler
     try:
         with chosen(DatabaseChoice(embedded=args.embedded, database=args.database)):
-            return asyncio.run(handler(args))
+            return serve.run(handler(args))  # uvloop: receiver, reconciler, simulator, mcp
     except KeyboardInterrupt:
         return 130
     except Exception as exc:

@@ -1,0 +1,107 @@
+"""The fast stack (httptools, uvloop) is what servers and commands run on, and the
+benchmarks refuse to compare sides that ran on different stacks."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import pytest
+
+from bench import receiver as bench_receiver
+from bench.stack import UnlikeStacks, describe, require_same_stack, unlike
+from shared import serve
+from shared.cli import main as cli_main
+from shared.serve import Stack
+
+FAST = Stack("httptools", "uvloop")
+SLOW = Stack("h11", "asyncio")
+
+
+async def _app(scope: object, receive: object, send: object) -> None:
+    raise AssertionError("never called: the config is only built")
+
+
+def test_server_config_selects_httptools_and_uvloop() -> None:
+    async def build() -> tuple[str, str, Stack]:
+        config = serve._config(_app, host="127.0.0.1", port=0, log_level="warning")
+        config.load()
+        return str(config.http), str(config.loop), serve.stack_of(config)
+
+    http, loop, stack = serve.run(build())
+    assert (http, loop) == ("httptools", "uvloop")
+    assert stack == FAST  # read from the protocol class uvicorn loaded
+
+
+def test_commands_run_on_uvloop(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`jobwarden receiver` (here with its handler replaced) gets a uvloop event loop."""
+    seen: list[str] = []
+
+    async def fake_receiver(args: object) -> int:
+        seen.append(serve.loop_name())
+        return 0
+
+    monkeypatch.setattr(cli_main, "cmd_receiver", fake_receiver)
+    assert cli_main.main(["receiver"]) == 0
+    assert seen == ["uvloop"]
+
+
+def test_without_uvloop_the_loop_is_asyncio_and_says_so(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setitem(sys.modules, "uvloop", None)  # makes `import uvloop` fail
+    with caplog.at_level(logging.WARNING, logger="shared.serve"):
+        assert serve.loop_factory() is None
+    assert "uvloop is not installed" in caplog.text
+
+
+def test_without_httptools_uvicorn_parses_with_h11_and_says_so(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(serve, "_installed", lambda module: False)
+
+    async def build() -> str:
+        return str(serve._config(_app, host="127.0.0.1", port=0, log_level="warning").http)
+
+    with caplog.at_level(logging.WARNING, logger="shared.serve"):
+        assert serve.run(build()) == "h11"
+    assert "httptools is not installed" in caplog.text
+
+
+def test_like_stacks_compare() -> None:
+    sides = {"bare": FAST, "receiver": Stack("httptools", "uvloop")}
+    assert unlike(sides) is None
+    require_same_stack(sides)  # does not raise
+    assert describe(sides) == "stack: bare = httptools on uvloop; receiver = httptools on uvloop"
+
+
+@pytest.mark.parametrize(
+    "other", [SLOW, Stack("h11", "uvloop"), Stack("httptools", "asyncio")], ids=str
+)
+def test_unlike_stacks_are_refused_with_both_named(other: Stack) -> None:
+    with pytest.raises(UnlikeStacks) as refused:
+        require_same_stack({"bare": other, "receiver": FAST})
+    message = str(refused.value)
+    assert message.startswith("refusing to compare unlike stacks")
+    assert f"bare = {other}" in message and "receiver = httptools on uvloop" in message
+    assert refused.value.code not in (0, None)  # the command exits non-zero
+
+
+def test_receiver_report_prints_no_ratio_for_unlike_stacks(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    run = bench_receiver.LoadResult("r", 1000, 1.0, 1.0, 2.0, 0)
+    series = bench_receiver.Series("s", (run,))
+    mixed = bench_receiver.MixedResult(
+        sent=1, unique_valid=1, duplicates=0, forged=0,
+        answers={"stored": 1, "duplicate": 0, "refused": 0, "other": 0},
+        stored_rows=1, forged_rows=0, duplicate_count=0, seconds=1.0, answered=1,
+    )  # fmt: skip
+    runs = [(series, 1000), (series, 1000)]
+    with pytest.raises(UnlikeStacks):
+        bench_receiver.print_report(series, runs, mixed, 2, {"bare": SLOW, "receiver": FAST})
+    assert "ratio" not in capsys.readouterr().out
+    bench_receiver.print_report(series, runs, mixed, 2, {"bare": FAST, "receiver": FAST})
+    out = capsys.readouterr().out
+    assert "stack: bare = httptools on uvloop; receiver = httptools on uvloop" in out
+    assert "ratio" in out
