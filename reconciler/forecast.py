@@ -154,41 +154,11 @@ def next_read(
     since the operation was submitted; `imposed` whether a Retry-After decided
     `scheduled` (then it stands as it is).
     """
-    return min(
-        _next_read(
-            scheduled,
-            earliest_in,
-            latest_in,
-            age,
-            limits,
-            webhooks,
-            imposed,
-            _hint(poll_after),
-        ),
-        max(scheduled, MAX_HONOURED_DELAY),
-    )
-
-
-def _hint(poll_after: float | None) -> float | None:
-    """A provider's poll hint as the adapter honours it (at most a day; junk ignored)."""
-    if poll_after is None or not math.isfinite(poll_after) or poll_after <= 0:
-        return None
-    return min(poll_after, MAX_HONOURED_DELAY)
-
-
-def _next_read(
-    scheduled: float,
-    earliest_in: float | None,
-    latest_in: float | None,
-    age: float,
-    limits: Limits,
-    webhooks: bool,
-    imposed: bool,
-    poll_after: float | None,
-) -> float:
-    if imposed or latest_in is None:
-        return scheduled if not webhooks or imposed else _backstop(scheduled, None, age)
-    floor = max(limits.backoff_base / 2, poll_after or 0.0)
+    if imposed:
+        return scheduled
+    if latest_in is None:
+        return _backstop(scheduled, None, age) if webhooks else scheduled
+    floor = max(limits.backoff_base / 2, _hint(poll_after) or 0.0)
     if webhooks:
         # only a measured forecast may push the backstop past the age-based one
         measured = earliest_in is not None and latest_in > 0
@@ -206,7 +176,15 @@ def _next_read(
         wait = min(latest_in / 2, limits.backoff_cap / 2)
     else:
         return scheduled  # past even the slowest rate: not steady, trust the schedule
-    return max(min(wait, max(limits.backoff_cap, age)), floor)
+    longest = max(limits.backoff_cap, min(age, MAX_HONOURED_DELAY))
+    return max(min(wait, longest), floor)
+
+
+def _hint(poll_after: float | None) -> float | None:
+    """A provider's poll hint as the adapter honours it (at most a day; junk ignored)."""
+    if poll_after is None or not math.isfinite(poll_after) or poll_after <= 0:
+        return None
+    return min(poll_after, MAX_HONOURED_DELAY)
 
 
 def _backstop(scheduled: float, latest_in: float | None, age: float, floor: float = 0.0) -> float:

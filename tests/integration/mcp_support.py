@@ -202,6 +202,23 @@ def structured(result: types.CallToolResult) -> dict[str, Any]:
     return payload
 
 
+# A job that runs until the test moves it: what `start` submits in these tests.
+EXPORT = {"provider": "sim", "kind": "export", "request": {"body": {"m": 2}}}
+
+
+def awaiting(
+    connected: Connected, operation_id: str
+) -> tuple[ProgressLog, asyncio.Task[types.CallToolResult]]:
+    """A long `await` in flight (10 minutes at most), with its progress notifications."""
+    log = ProgressLog()
+    waiting = asyncio.create_task(
+        connected.session.call_tool(
+            "await", {"operation_id": operation_id, "max_wait": 600}, progress_callback=log
+        )
+    )
+    return log, waiting
+
+
 async def call(connected: Connected, tool: str, **arguments: Any) -> dict[str, Any]:
     """A tool call whose structured answer validates against the tool's outputSchema."""
     result = await connected.session.call_tool(tool, arguments)

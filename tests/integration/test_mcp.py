@@ -28,9 +28,10 @@ from shared.agents.mcp.schemas import TOOL_RESULT_SCHEMA
 from shared.ledger.states import LocalState as S
 from tests.integration.agent_support import advance, finish_with_result, make_token
 from tests.integration.mcp_support import (
+    EXPORT,
     SIGNAL_TIMEOUT_SECONDS,
     Api,
-    ProgressLog,
+    awaiting,
     call,
     served_api,
     stdio_session,
@@ -38,7 +39,6 @@ from tests.integration.mcp_support import (
 )
 
 UNKNOWN_OP = "op_00000000000000000000000000"
-EXPORT = {"provider": "sim", "kind": "export", "request": {"body": {"m": 2}}}
 # Every hint stated, per tool: (readOnly, destructive, idempotent, openWorld).
 HINTS = {
     "start": (False, False, False, True),
@@ -122,12 +122,7 @@ async def test_start_then_await_a_job_that_finishes(api: Api, token: str, db: An
 async def test_check_is_answered_while_an_await_waits(api: Api, token: str, db: Any) -> None:
     async with stdio_session(api.url, token) as agent:
         op_id = (await call(agent, "start", **EXPORT))["operation_id"]
-        log = ProgressLog()
-        waiting = asyncio.create_task(
-            agent.session.call_tool(
-                "await", {"operation_id": op_id, "max_wait": 600}, progress_callback=log
-            )
-        )
+        log, waiting = awaiting(agent, op_id)
         await log.until(bool)  # the await is following the job
         checked = await call(agent, "check", operation_id=op_id)
         assert checked["status"] == "running" and not waiting.done()
@@ -140,12 +135,7 @@ async def test_check_is_answered_while_an_await_waits(api: Api, token: str, db: 
 async def test_cancelling_an_await_ends_it_at_once(api: Api, token: str) -> None:
     async with stdio_session(api.url, token) as agent:
         op_id = (await call(agent, "start", **EXPORT))["operation_id"]
-        log = ProgressLog()
-        waiting = asyncio.create_task(
-            agent.session.call_tool(
-                "await", {"operation_id": op_id, "max_wait": 600}, progress_callback=log
-            )
-        )
+        log, waiting = awaiting(agent, op_id)
         await log.until(bool)
         assert api.tracker.waits_in_flight == 1
         waiting.cancel()  # the SDK sends notifications/cancelled
@@ -159,12 +149,7 @@ async def test_cancelling_an_await_ends_it_at_once(api: Api, token: str) -> None
 async def test_await_reports_each_transition_as_progress(api: Api, token: str, db: Any) -> None:
     async with stdio_session(api.url, token) as agent:
         op_id = (await call(agent, "start", **EXPORT))["operation_id"]
-        log = ProgressLog()
-        waiting = asyncio.create_task(
-            agent.session.call_tool(
-                "await", {"operation_id": op_id, "max_wait": 600}, progress_callback=log
-            )
-        )
+        log, waiting = awaiting(agent, op_id)
         await log.until(bool)
         await advance(db, op_id, S.OBSERVING)
         await log.until(lambda seen: any("-> observing" in (m or "") for _, m in seen))

@@ -31,9 +31,10 @@ from shared.ledger import tokens
 from shared.ledger.states import LocalState as S
 from tests.integration.agent_support import advance, finish_with_result, make_token, sim_settings
 from tests.integration.mcp_support import (
+    EXPORT,
     SIGNAL_TIMEOUT_SECONDS,
     Mounted,
-    ProgressLog,
+    awaiting,
     call,
     create_task,
     get_task,
@@ -43,7 +44,6 @@ from tests.integration.mcp_support import (
     task_result,
 )
 
-EXPORT = {"provider": "sim", "kind": "export", "request": {"body": {"m": 2}}}
 INITIALIZE = {
     "jsonrpc": "2.0",
     "id": 1,
@@ -120,12 +120,7 @@ async def test_an_agent_works_over_http(receiver: Mounted, token: str, db: Any) 
             "SELECT requested_by FROM operations WHERE operation_id = $1", op_id
         )
         assert row["requested_by"] == "agent:claude"  # the caller's identity, from its token
-        log = ProgressLog()
-        waiting = asyncio.create_task(
-            agent.session.call_tool(
-                "await", {"operation_id": op_id, "max_wait": 600}, progress_callback=log
-            )
-        )
+        log, waiting = awaiting(agent, op_id)
         await log.until(bool)
         assert (await call(agent, "check", operation_id=op_id))["status"] == "running"
         await advance(db, op_id, S.OBSERVING)
@@ -157,12 +152,7 @@ async def test_agents_see_only_their_own_operations(receiver: Mounted, db: Any) 
 async def test_cancelling_an_await_over_http_ends_it_at_once(receiver: Mounted, token: str) -> None:
     async with http_session(receiver.mcp_url, token) as agent:
         op_id = (await call(agent, "start", **EXPORT))["operation_id"]
-        log = ProgressLog()
-        waiting = asyncio.create_task(
-            agent.session.call_tool(
-                "await", {"operation_id": op_id, "max_wait": 600}, progress_callback=log
-            )
-        )
+        log, waiting = awaiting(agent, op_id)
         await log.until(bool)
         assert receiver.tracker.waits_in_flight == 1
         waiting.cancel()  # notifications/cancelled, POSTed to the session
@@ -210,12 +200,7 @@ async def test_run_receiver_serves_mcp_and_stops_cleanly(
         async with http_session(f"http://127.0.0.1:{port}/mcp", token) as agent:
             op_id = (await call(agent, "start", **EXPORT))["operation_id"]
             assert (await call(agent, "check", operation_id=op_id))["status"] == "running"
-            log = ProgressLog()
-            waiting = asyncio.create_task(
-                agent.session.call_tool(
-                    "await", {"operation_id": op_id, "max_wait": 600}, progress_callback=log
-                )
-            )
+            log, waiting = awaiting(agent, op_id)
             await log.until(bool)
             # Shutting down with an await in flight: the sessions are stopped, the
             # pool closes, the service ends (uvicorn's 5 s drain is the bound).

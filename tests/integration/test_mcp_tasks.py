@@ -23,6 +23,7 @@ from shared.agents.mcp.schemas import TOOL_RESULT_SCHEMA
 from shared.ledger.states import LocalState as S
 from tests.integration.agent_support import advance, fail_remotely, finish_with_result, make_token
 from tests.integration.mcp_support import (
+    EXPORT,
     SIGNAL_TIMEOUT_SECONDS,
     Api,
     cancel_task,
@@ -36,7 +37,6 @@ from tests.integration.mcp_support import (
     task_result,
 )
 
-EXPORT = {"provider": "sim", "kind": "export", "request": {"body": {"m": 2}}}
 RELATED_TASK = "io.modelcontextprotocol/related-task"
 
 
