@@ -47,6 +47,11 @@ class Settings:
     # the Ed25519 signer key (C2SP note format) as a file; JW_LOG_SIGNING_KEY
     # gives it inline. Never stored in the database.
     log_signing_key_file: str = ""
+    # the operator console's own database login, a role in jobwarden_operator,
+    # on which it records operator decisions (empty: the receiver's login, which
+    # may not). It carries a password: JW_CONSOLE_DATABASE_URL only, like
+    # DATABASE_URL, never the file, and never in a repr.
+    console_database_url: str = field(default="", repr=False)
     config_path: Path | None = None
 
     providers: Mapping[str, ProviderDescription] = field(default_factory=dict)
@@ -75,6 +80,8 @@ _ENV = {
     "log_checkpoint_dir": "JW_LOG_CHECKPOINT_DIR",
     "log_signing_key_file": "JW_LOG_SIGNING_KEY_FILE",
 }
+# Settings that carry a secret: from the environment only (not the TOML file).
+_ENV_ONLY = {"console_database_url": "JW_CONSOLE_DATABASE_URL"}
 
 
 def _convert(source: str, key: str, raw: Any, kind: type) -> Any:
@@ -117,8 +124,16 @@ def load_settings(path: Path | None = None, env: Mapping[str, str] | None = None
     kinds = {f.name: f.type for f in fields(Settings)}
     types = {"Path": Path, "int": int, "float": float, "str": str}
     for key in list(table):
+        if key in _ENV_ONLY:
+            raise ConfigError(
+                f"{path}: jobwarden.{key}: it carries a password; set {_ENV_ONLY[key]} in the"
+                " environment instead"
+            )
         if key not in _ENV:
             raise ConfigError(f"{path}: jobwarden.{key}: unknown setting")
+    for key, var in _ENV_ONLY.items():
+        if env.get(var):
+            values[key] = env[var]
     for key, var in _ENV.items():
         kind = types[str(kinds[key])]
         if var in env:

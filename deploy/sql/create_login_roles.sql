@@ -48,6 +48,7 @@ BEGIN
             ('jw_receiver',   'jobwarden_receiver'),
             ('jw_reconciler', 'jobwarden_reconciler'),
             ('jw_agent',      'jobwarden_agent'),
+            ('jw_console',    'jobwarden_operator'),  -- the console's, JW_CONSOLE_DATABASE_URL
             ('jw_operator',   'jobwarden_operator')
         ) AS w(login_role, group_role)
     LOOP

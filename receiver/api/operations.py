@@ -48,6 +48,7 @@ from shared.ledger.errors import LedgerError, RequestMismatch, StaleTransition
 from shared.ledger.log import LogCorrupt
 from shared.ledger.states import TERMINAL, LocalState
 from shared.settings import Settings
+from shared.telemetry import spans
 from shared.tlog import ProofError
 
 log = logging.getLogger(__name__)
@@ -204,6 +205,7 @@ class OperationsApi:
     # ------------------------------------------------------------------ routes
 
     async def submit(self, request: Request) -> Response:
+        started = spans.clock()  # 0 unless tracing is on
         caller = await self.caller(request)
         raw = await bodies.read_json(request, self.settings.max_body_bytes)
         spec = bodies.parse_submit(raw, self.settings.providers)
@@ -233,6 +235,17 @@ class OperationsApi:
         resource = operation_resource(row)
         resource["replayed"] = not submitted.created
         location = f"{API_PREFIX}/{submitted.operation_id}"
+        spans.submitted(
+            started,
+            incoming=request.headers.get("traceparent"),
+            trace_id=submitted.trace_id,
+            operation_id=submitted.operation_id,
+            provider=spec.provider,
+            kind=spec.kind,
+            created=submitted.created,
+            route=API_PREFIX,
+            status=202,
+        )
         return ApiJSONResponse(resource, status_code=202, headers={"Location": location})
 
     async def get(self, request: Request) -> Response:
@@ -539,5 +552,9 @@ class _MethodDispatch:
 
 
 def api_routes(settings: Settings, pool: Any) -> list[BaseRoute]:
-    """The agent API's routes, for the receiver app's `extra_routes`."""
-    return OperationsApi(settings, pool).routes()
+    """The agent API's routes, for the receiver app's `extra_routes`, and the
+    operator console under /console (sharing the pool and the NOTIFY hub)."""
+    from receiver.console import console_routes  # the console builds on this module's parts
+
+    api = OperationsApi(settings, pool)
+    return [*api.routes(), *console_routes(settings, pool, api.hub)]

@@ -18,6 +18,9 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 CHANNEL = "jobwarden_transition"
+# Subscribing to this "operation id" rings on every transition (the operator
+# console's live list); no operation id has this shape.
+ANY_OPERATION = "*"
 log = logging.getLogger(__name__)
 
 
@@ -134,8 +137,9 @@ class TransitionHub:
 
     def _on_notify(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
         operation_id = payload.split(" ", 1)[0]
-        for sub in self._subscribers.get(operation_id, ()):
-            sub.ring()
+        for key in (operation_id, ANY_OPERATION):
+            for sub in self._subscribers.get(key, ()):
+                sub.ring()
 
     def _on_terminated(self, _conn: Any) -> None:
         log.warning("transition listener connection lost; waiters fall back to re-reading")

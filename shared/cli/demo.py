@@ -6,7 +6,9 @@ handful of operations as an agent would and shows them settle: success by
 webhook, success by polling only, a late failure, a confirmed cancellation, a
 cancel race that ends in success, a partial result and a token conflict that
 lands in the operator inbox. Ctrl-C stops everything cleanly; run it again and
-it starts afresh beside the earlier runs.
+it starts afresh beside the earlier runs. It prints the operator console's URL
+and a fresh operator token to sign in with; at a terminal the console stays
+up after the summary until Ctrl-C.
 
 It works in a database of its own (`jobwarden_demo`, created if missing) on
 the chosen server, never in the `jobwarden` database of whatever server
@@ -43,7 +45,7 @@ from shared.db.connect import DEMO_DATABASE, ResolvedDatabase, connection
 from shared.db.errors import database_of
 from shared.db.migrate import apply_migrations
 from shared.db.runtime import app_database, current_choice
-from shared.ledger import RequestSpec
+from shared.ledger import RequestSpec, tokens
 from shared.ledger.states import ESCALATED, TERMINAL, LocalState
 
 S = LocalState
@@ -355,9 +357,29 @@ async def run_demo(scale: float = 1.0, settle_within: float = 90.0) -> int:
                 f"[bold]started[/]: simulator {sim_url}, receiver :{receiver_port}, "
                 "reconciler (logs in var/demo/)"
             )
-            return await _drive(
+            console_url = f"http://127.0.0.1:{receiver_port}/console/"
+            token = await _console_token(resolved.app_url)
+            # Text, not markup: the token is shown as it is, once.
+            console.print(Text(f"operator console: {console_url}"))
+            console.print(Text(f"  sign in with this operator token (shown once): {token}"))
+            status = await _drive(
                 console, resolved.app_url, scenarios(scale), settle_within, inspect_prefix(resolved)
             )
+            if sys.stdin.isatty() and sys.stdout.isatty():
+                # At a terminal the console stays up to look around; Ctrl-C ends it all.
+                console.print(Text(f"\nThe console stays open at {console_url}; Ctrl-C stops."))
+                await asyncio.Event().wait()
+            return status
+
+
+async def _console_token(url: str) -> str:
+    """A fresh operator token for the demo's console (its digest stored, its secret printed)."""
+    minted = tokens.mint_token()
+    async with connection(url) as conn:
+        await tokens.create_token(
+            conn, minted, caller="demo-operator", scope="operator", created_by="jobwarden demo"
+        )
+    return minted.secret
 
 
 async def _submit_all(conn: Any, plan: list[Scenario]) -> list[str]:

@@ -617,6 +617,7 @@ async def test_login_roles_script_grants_each_daemon_its_group(
             "reconciler": ["jobwarden_reconciler"],
             "agent": ["jobwarden_agent"],
             "operator": ["jobwarden_operator"],
+            "console": ["jobwarden_operator"],
         }
         assert all(r["rolcanlogin"] and not r["rolsuper"] for r in rows)
         assert not any(r["rolcreaterole"] for r in rows)

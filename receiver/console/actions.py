@@ -1,0 +1,188 @@
+"""The console's operator actions: the CLI's moves, through the same ledger functions.
+
+`resolve`, `reconcile` and `cancel` are `jobwarden resolve / reconcile / cancel`
+(shared/cli/operator.py) for a signed-in operator: a recorded decision (or a
+cancel request) whose actor is `operator:<token name>`, in the transaction of
+the move it causes; the state machine's triggers judge every move. A refusal
+is an `ActionRefused` with words for the operator, never a crash. `conn` is
+the console's decision connection (base.Console.deciding): its own login in
+jobwarden_operator, since the receiver's role may not record decisions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+
+from shared import ledger
+from shared.ledger import decisions
+from shared.ledger.decisions import operator_targets
+from shared.ledger.errors import LedgerError, UnknownOperation
+from shared.ledger.states import CANCELLABLE, TERMINAL, LocalState
+
+S = LocalState
+# As `jobwarden reconcile`: resuming observation of an operation whose result
+# deadline has passed would time it out again at once, so it gets one more
+# realistic round of observation unless the operator says how long.
+DEFAULT_RESUME_EXTENSION_SECONDS = 3600.0
+# The longest extension the form accepts (a typo of 1000 days is refused).
+MAX_EXTENSION_SECONDS = 30 * 86400.0
+MIN_REASON = 3  # the decisions.reason CHECK
+MAX_REASON = 2000
+
+# Where `reconcile` moves an escalated operation so the reconciler reads again
+# (the same table as the CLI's).
+RESUME_TO: dict[LocalState, LocalState] = {
+    S.RESULT_TIMED_OUT: S.OBSERVING,
+    S.NEEDS_ATTENTION: S.OBSERVING,
+    S.RESULT_UNAVAILABLE: S.RESULT_COLLECTING,
+    S.RESULT_VALIDATION_FAILED: S.RESULT_COLLECTING,
+}
+
+
+class ActionRefused(Exception):
+    """The move was not made; the message says why, for the operator."""
+
+
+@dataclass(frozen=True)
+class Done:
+    notice: str  # a key of the timeline's fixed notices
+    decision_id: int | None = None
+
+
+def reason_of(text: str | None) -> str:
+    reason = (text or "").strip()
+    if len(reason) < MIN_REASON:
+        raise ActionRefused(f"Give a reason of at least {MIN_REASON} characters; it is recorded.")
+    if len(reason) > MAX_REASON:
+        raise ActionRefused(f"The reason is longer than {MAX_REASON} characters.")
+    return reason
+
+
+def extension_of(hours: str | None) -> float | None:
+    if not hours or not hours.strip():
+        return None
+    try:
+        seconds = float(hours) * 3600.0
+    except ValueError:
+        raise ActionRefused(f"Not a number of hours: {hours[:20]!r}.") from None
+    if not 0 < seconds <= MAX_EXTENSION_SECONDS:
+        raise ActionRefused("The extension must be more than 0 and at most 720 hours.")
+    return seconds
+
+
+async def load(conn: Any, operation_id: str) -> ledger.Operation:
+    try:
+        return await ledger.load_operation(conn, operation_id)
+    except UnknownOperation:
+        raise ActionRefused(f"No operation {operation_id}.") from None
+
+
+def _refused(exc: Exception) -> ActionRefused:
+    constraint = getattr(exc, "constraint_name", None)
+    detail = f"constraint {constraint}" if constraint else str(exc)
+    return ActionRefused(f"The ledger refused the move ({detail}). Reload and look again.")
+
+
+def resume_target(op: ledger.Operation) -> LocalState | None:
+    """Where "reconcile now" moves `op` (None: it stays, and is read again)."""
+    return RESUME_TO.get(op.state)
+
+
+async def resolve(
+    conn: Any,
+    operation_id: str,
+    target_name: str,
+    *,
+    actor: str,
+    reason: str,
+    cancel_deadline_s: float | None,
+) -> Done:
+    op = await load(conn, operation_id)
+    allowed = operator_targets(op.state)
+    try:
+        target = LocalState(target_name)
+    except ValueError:
+        raise ActionRefused(f"Unknown state {target_name[:40]!r}.") from None
+    if target not in allowed:
+        names = ", ".join(s.value for s in allowed) or "none"
+        raise ActionRefused(
+            f"{op.state.value} → {target.value} is not an operator move (it may have changed "
+            f"state meanwhile); allowed from {op.state.value}: {names}."
+        )
+    try:
+        decided = await decisions.decide(
+            conn,
+            op,
+            target,
+            actor=actor,
+            reason=reason,
+            cancel_deadline_s=cancel_deadline_s if target is S.CANCEL_REQUESTED else None,
+        )
+    except (LedgerError, asyncpg.IntegrityConstraintViolationError) as exc:
+        raise _refused(exc) from None
+    return Done("resolved", decided.decision_id)
+
+
+async def reconcile(
+    conn: Any, operation_id: str, *, actor: str, reason: str, extend_s: float | None
+) -> Done:
+    op = await load(conn, operation_id)
+    if op.state in TERMINAL:
+        raise ActionRefused(f"{operation_id} is already {op.state.value}: nothing to reconcile.")
+    target = resume_target(op)
+    if target is S.OBSERVING and op.remote_job_id is None and op.create_mode != "sync":
+        names = ", ".join(s.value for s in operator_targets(op.state))
+        raise ActionRefused(
+            f"{operation_id} has no remote job id to read; resolve it instead (allowed: {names})."
+        )
+    try:
+        if target is None:  # keep the state, read again (cancellation_unconfirmed, ...)
+            decision_id = await decisions.request_read(conn, op, actor=actor, reason=reason)
+            return Done("read", decision_id)
+        extension = extend_s if target is S.OBSERVING else None
+        if (
+            target is S.OBSERVING
+            and extension is None
+            and op.result_deadline <= await ledger.clock_now(conn)
+        ):
+            extension = DEFAULT_RESUME_EXTENSION_SECONDS
+        decided = await decisions.decide(
+            conn, op, target, actor=actor, reason=reason, extend_result_deadline_s=extension
+        )
+    except (LedgerError, asyncpg.IntegrityConstraintViolationError) as exc:
+        raise _refused(exc) from None
+    return Done("reconciled", decided.decision_id)
+
+
+async def cancel(
+    conn: Any, operation_id: str, *, actor: str, reason: str, cancel_deadline_s: float | None
+) -> Done:
+    op = await load(conn, operation_id)
+    if op.state not in CANCELLABLE:
+        raise ActionRefused(
+            f"{operation_id} is {op.state.value}: a cancel request does not apply "
+            "(an escalated operation is cancelled by a resolution to cancel_requested)."
+        )
+    try:
+        state = await ledger.request_cancel(
+            conn,
+            op.operation_id,
+            requested_by=actor,
+            reason=reason,
+            cancel_deadline_s=cancel_deadline_s,
+        )
+    except (LedgerError, asyncpg.IntegrityConstraintViolationError) as exc:
+        raise _refused(exc) from None
+    if state in (S.CANCEL_REQUESTED, S.CANCELLING):
+        return Done("cancel")
+    if state is S.ABANDONED:
+        return Done("abandoned")
+    return Done("cancel_intent")
+
+
+def moves(op_state: LocalState) -> list[LocalState]:
+    """The resolutions the console offers as buttons (the CLI's `operator_targets`)."""
+    return operator_targets(op_state)

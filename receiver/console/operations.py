@@ -1,0 +1,146 @@
+"""The operations list (filters, keyset paging) and the live-update stream (SSE)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+
+from receiver.api.waiting import ANY_OPERATION
+from receiver.console.base import Console, Refused
+from receiver.console.render import SECURITY_HEADERS, page
+from receiver.console.sessions import Session
+from shared.db.queries import q
+from shared.ledger.states import LocalState
+
+PAGE_SIZE = 50
+OUTCOMES = (
+    "none",
+    "succeeded",
+    "completed_with_errors",
+    "failed",
+    "cancelled",
+    "timed_out",
+    "needs_attention",
+)
+OPERATION_ID = re.compile(r"^op_[0-9A-HJKMNP-TV-Z]{26}$")
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhd]?)$")
+_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+_KIND = re.compile(r"^[A-Za-z0-9._:/-]{1,100}$")
+# The live stream sends a comment this often: idle proxies keep it open, a
+# vanished browser is noticed, and the session is checked again.
+KEEPALIVE_SECONDS = 15.0
+
+
+def duration(text: str, name: str) -> float | None:
+    text = text.strip().lower()
+    if not text:
+        return None
+    match = _DURATION.match(text)
+    if not match:
+        raise Refused(400, f"{name}: not a duration ({text[:20]!r}); e.g. 90s, 15m, 2h, 3d.")
+    return float(match.group(1)) * _UNITS[match.group(2)]
+
+
+@dataclass(frozen=True)
+class Filters:
+    state: str = ""
+    provider: str = ""
+    kind: str = ""
+    outcome: str = ""
+    older_than: str = ""
+    newer_than: str = ""
+
+    def query(self, **extra: str) -> str:
+        from urllib.parse import urlencode
+
+        pairs = {k: v for k, v in vars(self).items() if v} | {k: v for k, v in extra.items() if v}
+        return urlencode(pairs)
+
+
+def filters_of(request: Request) -> Filters:
+    p = request.query_params
+    f = Filters(
+        state=p.get("state", ""),
+        provider=p.get("provider", ""),
+        kind=p.get("kind", "").strip(),
+        outcome=p.get("outcome", ""),
+        older_than=p.get("older_than", "").strip(),
+        newer_than=p.get("newer_than", "").strip(),
+    )
+    if f.state and f.state not in {s.value for s in LocalState}:
+        raise Refused(400, "state: not a state of the machine.")
+    if f.outcome and f.outcome not in OUTCOMES:
+        raise Refused(400, "outcome: not one of " + ", ".join(OUTCOMES) + ".")
+    if f.kind and not _KIND.match(f.kind):
+        raise Refused(400, "kind: letters, digits and . _ : / - only.")
+    if len(f.provider) > 100:
+        raise Refused(400, "provider: too long.")
+    return f
+
+
+async def operations(console: Console, request: Request, session: Session) -> Response:
+    f = filters_of(request)
+    after = request.query_params.get("after") or None
+    if after is not None and not OPERATION_ID.match(after):
+        raise Refused(400, "after: not an operation id.")
+    async with console.connection() as conn:
+        args = (
+            f.provider or None,
+            f.kind or None,
+            f.outcome or None,
+            after,
+            duration(f.older_than, "older than"),
+            duration(f.newer_than, "newer than"),
+            PAGE_SIZE + 1,
+        )
+        if f.state:
+            rows = await conn.fetch(q("console_operations_in_state"), f.state, *args)
+        else:
+            rows = await conn.fetch(q("console_operations"), *args)
+        seen = [r["provider"] for r in await conn.fetch(q("console_providers_seen"))]
+    shown = rows[:PAGE_SIZE]
+    more = len(rows) > PAGE_SIZE
+    return page(
+        request,
+        "operations.html",
+        {
+            "session": session,
+            "rows": shown,
+            "filters": f,
+            "states": [s.value for s in LocalState],
+            "outcomes": OUTCOMES,
+            "providers": sorted(set(console.settings.providers) | set(seen)),
+            "next": f.query(after=shown[-1]["operation_id"]) if more and shown else None,
+            "first": f.query() if after else None,
+            "live": "*",
+        },
+    )
+
+
+async def stream(console: Console, request: Request, session: Session) -> Response:
+    """`changed` whenever an operation (or the one named by `op`) moves; the page reloads."""
+    key = request.query_params.get("op") or ANY_OPERATION
+    if key != ANY_OPERATION and not OPERATION_ID.match(key):
+        raise Refused(400, "op: not an operation id.")
+    headers = {**SECURITY_HEADERS, "X-Accel-Buffering": "no"}
+    return StreamingResponse(
+        _changes(console, request, key), media_type="text/event-stream", headers=headers
+    )
+
+
+async def _changes(console: Console, request: Request, key: str) -> AsyncIterator[str]:
+    async with console.hub.subscribe(key) as sub:
+        yield "event: ready\ndata: {}\n\n"
+        while True:
+            await console.hub.ensure_listening()
+            if await sub.wait(KEEPALIVE_SECONDS):
+                yield "event: changed\ndata: {}\n\n"
+            else:
+                if await console.session(request) is None:
+                    yield "event: signed_out\ndata: {}\n\n"
+                    return
+                yield ": keep-alive\n\n"

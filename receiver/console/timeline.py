@@ -1,0 +1,151 @@
+"""One operation: its timeline, deliveries, result and failed items, receipt status, actions."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+
+from receiver.console import actions
+from receiver.console.base import PREFIX, Console, Refused
+from receiver.console.inbox import next_moves
+from receiver.console.operations import OPERATION_ID
+from receiver.console.render import page, with_headers
+from receiver.console.sessions import Session
+from shared.db.queries import q
+from shared.ledger.states import LocalState
+
+ITEMS_PAGE_SIZE = 50
+_ITEM_KEY = re.compile(r"^.{1,500}$", re.S)
+# What a redirect after an action may say: a fixed vocabulary, so a URL can
+# never carry words of its own into the page.
+NOTICES = {
+    "resolved": "Decision recorded; the operation moved.",
+    "reconciled": "Decision recorded; the reconciler will read the remote status now.",
+    "read": "The reconciler will read the remote status now.",
+    "cancel": "Cancellation requested; NOT confirmed until the provider reports it.",
+    "abandoned": "Abandoned: the create request had not been sent, no job exists.",
+    "cancel_intent": "Cancel intent recorded; the operation waits for an operator.",
+}
+
+
+def operation_id_of(request: Request) -> str:
+    operation_id = str(request.path_params["operation_id"])
+    if not OPERATION_ID.match(operation_id):
+        raise Refused(404, "Not an operation id.")
+    return operation_id
+
+
+async def _receipt(conn: Any, operation_id: str) -> dict[str, Any]:
+    latest = await conn.fetchrow(q("log_latest_checkpoint"))
+    if latest is None:
+        return {"checkpoint": None, "kinds": [], "rows": 0, "covered": 0}
+    kinds = await conn.fetch(q("console_receipt_status"), operation_id, latest["tree_size"])
+    return {
+        "checkpoint": latest,
+        "kinds": kinds,
+        "rows": sum(k["rows"] for k in kinds),
+        "covered": sum(k["covered"] for k in kinds),
+    }
+
+
+async def render(
+    console: Console,
+    request: Request,
+    session: Session,
+    operation_id: str,
+    *,
+    error: str | None = None,
+    status: int = 200,
+) -> Response:
+    items_after = request.query_params.get("items_after") or None
+    if items_after is not None and not _ITEM_KEY.match(items_after):
+        raise Refused(400, "items_after: not an item key.")
+    async with console.connection() as conn:
+        op = await conn.fetchrow(q("console_operation"), operation_id)
+        if op is None:
+            raise Refused(404, f"No operation {operation_id}.")
+        timeline = await conn.fetch(q("operator_timeline"), operation_id)
+        deliveries = await conn.fetch(q("console_webhook_deliveries"), operation_id)
+        results = await conn.fetch(q("console_result"), operation_id)
+        items = await conn.fetch(
+            q("api_failed_items"), operation_id, items_after, ITEMS_PAGE_SIZE + 1
+        )
+        escalation = await conn.fetchrow(q("console_escalation"), operation_id)
+        receipt = await _receipt(conn, operation_id)
+    notice = NOTICES.get(request.query_params.get("done", ""))
+    more_items = len(items) > ITEMS_PAGE_SIZE
+    items = items[:ITEMS_PAGE_SIZE]
+    state = LocalState(op["state"])
+    return page(
+        request,
+        "timeline.html",
+        {
+            "session": session,
+            "op": op,
+            "timeline": timeline,
+            "deliveries": deliveries,
+            "results": results,
+            "items": items,
+            "items_next": items[-1]["item_key"] if more_items and items else None,
+            "escalation": escalation,
+            "receipt": receipt,
+            "moves": next_moves(state, op["remote_job_id"]),
+            "notice": notice,
+            "error": error,
+            "live": operation_id,
+        },
+        status=status,
+    )
+
+
+async def timeline(console: Console, request: Request, session: Session) -> Response:
+    return await render(console, request, session, operation_id_of(request))
+
+
+async def act(console: Console, request: Request, session: Session) -> Response:
+    """POST …/{operation_id}/{action}: resolve, reconcile or cancel, then back to the timeline."""
+    operation_id = operation_id_of(request)
+    action = str(request.path_params["action"])
+    form: dict[str, str] = request.state.form
+    if action not in ("resolve", "reconcile", "cancel"):
+        raise Refused(404, "No such action.")
+    try:
+        reason = actions.reason_of(form.get("reason"))
+        # On the console's own database login when one is set (Console.deciding).
+        async with console.deciding() as conn:
+            if action == "resolve":
+                done = await actions.resolve(
+                    conn,
+                    operation_id,
+                    form.get("target", ""),
+                    actor=session.actor,
+                    reason=reason,
+                    cancel_deadline_s=console.settings.cancel_deadline_for(
+                        (await actions.load(conn, operation_id)).provider
+                    ),
+                )
+            elif action == "reconcile":
+                done = await actions.reconcile(
+                    conn,
+                    operation_id,
+                    actor=session.actor,
+                    reason=reason,
+                    extend_s=actions.extension_of(form.get("extend_hours")),
+                )
+            else:
+                done = await actions.cancel(
+                    conn,
+                    operation_id,
+                    actor=session.actor,
+                    reason=reason,
+                    cancel_deadline_s=console.settings.cancel_deadline_for(
+                        (await actions.load(conn, operation_id)).provider
+                    ),
+                )
+    except actions.ActionRefused as refused:
+        return await render(console, request, session, operation_id, error=str(refused), status=409)
+    target = f"{PREFIX}/operations/{operation_id}?done={done.notice}"
+    return with_headers(RedirectResponse(target, status_code=303))

@@ -1,0 +1,504 @@
+"""The operator console over HTTP, against a real receiver on loopback (issue 15).
+
+Sign-in, sessions, CSRF, security headers, the actions through the ledger, and
+every page rendered with the receiver role's own privileges. Actions are
+recorded on the console's own login in jobwarden_operator
+(JW_CONSOLE_DATABASE_URL); without one, the receiver's role may not decide and
+the console says so.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+import pytest_asyncio
+
+from bench.harness import TestClock
+from receiver.console import operations as console_operations
+from receiver.console import sessions
+from receiver.console.base import CONSOLE_LOGIN_REFUSED, RECEIVER_MAY_NOT_DECIDE
+from shared.db.connect import ResolvedDatabase
+from shared.ledger.states import LocalState
+from tests.integration.agent_support import make_token
+from tests.integration.console_support import (
+    Receiver,
+    as_login,
+    console_login,
+    csrf_of,
+    escalated,
+    running_receiver,
+    sign_in,
+)
+from tests.support import drive, submit
+
+S = LocalState
+
+
+@pytest_asyncio.fixture
+async def receiver(pg_server: ResolvedDatabase, db_url: str) -> AsyncIterator[Receiver]:
+    """The receiver as jobwarden_receiver, with a console login in jobwarden_operator."""
+    async with (
+        console_login(pg_server.admin_url, db_url) as console_url,
+        running_receiver(db_url, console_url) as running,
+    ):
+        yield running
+
+
+@pytest_asyncio.fixture
+async def receiver_alone(db_url: str) -> AsyncIterator[Receiver]:
+    """The receiver as jobwarden_receiver and no console login (JW_CONSOLE_DATABASE_URL unset)."""
+    async with running_receiver(db_url) as running:
+        yield running
+
+
+@pytest_asyncio.fixture
+async def client() -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(timeout=10.0) as http:
+        yield http
+
+
+@pytest_asyncio.fixture
+async def operator(db: Any) -> str:
+    return await make_token(db, "dana", "operator")
+
+
+async def signed_in(client: httpx.AsyncClient, receiver: Receiver, token: str) -> None:
+    answer = await sign_in(client, receiver, token)
+    assert answer.status_code == 303, answer.text
+    assert answer.headers["location"] == "/console/inbox"
+
+
+def set_cookie_of(response: httpx.Response, name: str) -> str:
+    (header,) = [h for h in response.headers.get_list("set-cookie") if h.startswith(name + "=")]
+    return header
+
+
+# ------------------------------------------------------------------ sign-in
+
+
+async def test_an_operator_token_opens_a_session_held_in_a_strict_httponly_cookie(
+    receiver: Receiver, client: httpx.AsyncClient, operator: str, db: Any
+) -> None:
+    answer = await sign_in(client, receiver, operator)
+    assert answer.status_code == 303 and answer.headers["location"] == "/console/inbox"
+    cookie = set_cookie_of(answer, sessions.COOKIE)
+    attributes = {part.strip().lower() for part in cookie.split(";")[1:]}
+    assert {"httponly", "samesite=strict", "path=/console"} <= attributes
+    assert "secure" not in attributes  # plain http on loopback; https gets Secure
+    secret = client.cookies[sessions.COOKIE]
+    stored = await db.fetch("SELECT session_sha256 FROM console_sessions")
+    assert [r["session_sha256"] for r in stored] == [hashlib.sha256(secret.encode()).hexdigest()]
+    inbox = await client.get(receiver.url("/console/inbox"))
+    assert inbox.status_code == 200
+    assert "operator:dana" in inbox.text
+    assert operator not in inbox.text and secret not in inbox.text
+
+
+async def test_an_agent_token_is_refused_with_a_clear_message(
+    receiver: Receiver, client: httpx.AsyncClient, db: Any
+) -> None:
+    agent = await make_token(db, "claude")
+    answer = await sign_in(client, receiver, agent)
+    assert answer.status_code == 403
+    assert "agent token" in answer.text and "--operator" in answer.text
+    assert sessions.COOKIE not in client.cookies
+    assert await db.fetchval("SELECT count(*) FROM console_sessions") == 0
+
+
+async def test_an_unknown_token_is_refused(receiver: Receiver, client: httpx.AsyncClient) -> None:
+    answer = await sign_in(client, receiver, "jw_not-a-real-token")
+    assert answer.status_code == 401 and "not valid" in answer.text
+    assert "jw_not-a-real-token" not in answer.text
+
+
+async def test_sign_in_without_its_csrf_token_is_refused(
+    receiver: Receiver, client: httpx.AsyncClient, operator: str
+) -> None:
+    await client.get(receiver.url("/console/signin"))
+    answer = await client.post(receiver.url("/console/signin"), data={"token": operator})
+    assert answer.status_code == 403 and "CSRF" in answer.text
+    assert sessions.COOKIE not in client.cookies
+
+
+async def test_pages_need_a_session(receiver: Receiver, client: httpx.AsyncClient) -> None:
+    for path in ("/console/inbox", "/console/operations", "/console/audit"):
+        answer = await client.get(receiver.url(path))
+        assert answer.status_code == 303 and answer.headers["location"] == "/console/signin"
+
+
+# ------------------------------------------------------------------ CSRF and origin
+
+
+async def test_a_post_without_or_with_a_wrong_csrf_token_is_refused(
+    receiver: Receiver, client: httpx.AsyncClient, operator: str, db: Any
+) -> None:
+    op_id = await escalated(db)
+    await signed_in(client, receiver, operator)
+    action = receiver.url(f"/console/operations/{op_id}/resolve")
+    form = {"target": "failed", "reason": "the provider confirmed it failed"}
+    missing = await client.post(action, data=form)
+    assert missing.status_code == 403 and "CSRF" in missing.text
+    wrong = await client.post(action, data={**form, "csrf": "0" * 64})
+    assert wrong.status_code == 403
+    signout = await client.post(receiver.url("/console/signout"))
+    assert signout.status_code == 403
+    assert await db.fetchval("SELECT count(*) FROM decisions") == 0
+    assert await db.fetchval("SELECT state::text FROM operations") == "needs_attention"
+
+
+async def test_a_post_from_another_origin_is_refused(
+    receiver: Receiver, client: httpx.AsyncClient, operator: str, db: Any
+) -> None:
+    op_id = await escalated(db)
+    await signed_in(client, receiver, operator)
+    page = await client.get(receiver.url(f"/console/operations/{op_id}"))
+    answer = await client.post(
+        receiver.url(f"/console/operations/{op_id}/resolve"),
+        data={"csrf": csrf_of(page.text), "target": "failed", "reason": "from elsewhere"},
+        headers={"Origin": "https://evil.example"},
+    )
+    assert answer.status_code == 403 and "another site" in answer.text
+    # What a browser says of a cross-site form even when it hides the Origin.
+    fetched = await client.post(
+        receiver.url(f"/console/operations/{op_id}/resolve"),
+        data={"csrf": csrf_of(page.text), "target": "failed", "reason": "from elsewhere"},
+        headers={"Sec-Fetch-Site": "cross-site", "Origin": "null"},
+    )
+    assert fetched.status_code == 403 and "another site" in fetched.text
+    assert await db.fetchval("SELECT count(*) FROM decisions") == 0
+
+
+# ------------------------------------------------------------------ expiry and sign-out
+
+
+async def test_an_idle_session_expires(
+    receiver: Receiver, client: httpx.AsyncClient, operator: str, clock: TestClock
+) -> None:
+    await signed_in(client, receiver, operator)
+    page = await client.get(receiver.url("/console/inbox"))
+    assert page.status_code == 200
+    await clock.advance(sessions.IDLE_SECONDS + 1)
+    expired = await client.get(receiver.url("/console/inbox"))
+    assert expired.status_code == 303
+    assert expired.headers["location"] == "/console/signin?why=expired"
+    post = await client.post(receiver.url("/console/signout"), data={"csrf": csrf_of(page.text)})
+    assert post.status_code == 403 and "expired" in post.text
+
+
+async def test_a_used_session_still_ends_at_its_absolute_lifetime(
+    receiver: Receiver, client: httpx.AsyncClient, operator: str, clock: TestClock
+) -> None:
+    await signed_in(client, receiver, operator)
+    step = sessions.IDLE_SECONDS - 60
+    elapsed = 0
+    while elapsed + step < sessions.ABSOLUTE_SECONDS:
+        await clock.advance(step)
+        elapsed += step
+        assert (await client.get(receiver.url("/console/inbox"))).status_code == 200
+    await clock.advance(sessions.ABSOLUTE_SECONDS - elapsed + 1)
+    assert (await client.get(receiver.url("/console/inbox"))).status_code == 303
+
+
+async def test_sign_out_ends_the_session_everywhere(
+    receiver: Receiver, client: httpx.AsyncClient, operator: str, db: Any
+) -> None:
+    await signed_in(client, receiver, operator)
+    secret = client.cookies[sessions.COOKIE]
+    page = await client.get(receiver.url("/console/inbox"))
+    answer = await client.post(receiver.url("/console/signout"), data={"csrf": csrf_of(page.text)})
+    assert answer.status_code == 303
+    assert answer.headers["location"] == "/console/signin?why=signed_out"
+    assert await db.fetchval("SELECT count(*) FROM console_sessions") == 0
+    # the old cookie, replayed, opens nothing
+    async with httpx.AsyncClient(cookies={sessions.COOKIE: secret}) as replay:
+        assert (await replay.get(receiver.url("/console/inbox"))).status_code == 303
+
+
+async def test_revoking_the_token_ends_its_sessions(
+    receiver: Receiver, client: httpx.AsyncClient, operator: str, db: Any
+) -> None:
+    await signed_in(client, receiver, operator)
+    await db.execute("UPDATE api_tokens SET revoked_at = now()")
+    assert (await client.get(receiver.url("/console/inbox"))).status_code == 303
+
+
+# ------------------------------------------------------------------ headers
+
+
+async def test_every_page_carries_the_security_headers(
+    receiver: Receiver, client: httpx.AsyncClient, operator: str, db: Any
+) -> None:
+    op_id = await escalated(db)
+    signin = await client.get(receiver.url("/console/signin"))
+    await signed_in(client, receiver, operator)
+    pages = [signin]
+    for path in (
+        "/console/inbox",
+        "/console/operations",
+        f"/console/operations/{op_id}",
+        "/console/webhooks",
+        "/console/providers",
+        "/console/audit",
+        "/console/static/console.js",
+    ):
+        answer = await client.get(receiver.url(path))
+        assert answer.status_code == 200, (path, answer.text)
+        pages.append(answer)
+    for answer in pages:
+        h = answer.headers
+        assert "script-src 'self'" in h["content-security-policy"]
+        assert "frame-ancestors 'none'" in h["content-security-policy"]
+        assert "unsafe-inline" not in h["content-security-policy"]
+        assert h["x-frame-options"] == "DENY"
+        assert h["referrer-policy"] == "no-referrer"
+        assert h["x-content-type-options"] == "nosniff"
+    for answer in pages[:-1]:
+        assert answer.headers["cache-control"] == "no-store"
+        assert "<script>" not in answer.text and " on" + "click=" not in answer.text
+
+
+# ------------------------------------------------------------------ actions
+
+
+async def test_resolving_from_the_inbox_records_a_decision_by_the_token_name(
+    receiver: Receiver, client: httpx.AsyncClient, operator: str, db: Any
+) -> None:
+    """On the console's own login (jobwarden_operator); the actor is the operator token's."""
+    op_id = await escalated(db, "two job ids for one token")
+    await signed_in(client, receiver, operator)
+    inbox = await client.get(receiver.url("/console/inbox"))
+    assert op_id in inbox.text and "two job ids for one token" in inbox.text
+    assert 'value="failed"' in inbox.text  # the allowed moves are buttons
+    answer = await client.post(
+        receiver.url(f"/console/operations/{op_id}/resolve"),
+        data={"csrf": csrf_of(inbox.text), "target": "failed", "reason": "provider says failed"},
+    )
+    assert answer.status_code == 303
+    assert answer.headers["location"] == f"/console/operations/{op_id}?done=resolved"
+    decision = await db.fetchrow("SELECT actor, decision, reason FROM decisions")
+    assert dict(decision) == {
+        "actor": "operator:dana",
+        "decision": "needs_attention -> failed",
+        "reason": "provider says failed",
+    }
+    assert await db.fetchval("SELECT state::text FROM operations") == "failed"
+    assert await db.fetchval("SELECT resolved_at IS NOT NULL FROM escalations")
+    timeline = await client.get(receiver.url(answer.headers["location"]))
+    assert "Decision recorded" in timeline.text and "provider says failed" in timeline.text
+    assert op_id not in (await client.get(receiver.url("/console/inbox"))).text
+
+
+async def test_without_a_console_login_the_receiver_role_may_not_decide_and_says_so(
+    receiver_alone: Receiver, client: httpx.AsyncClient, operator: str, db: Any
+) -> None:
+    receiver = receiver_alone
+    assert not await db.fetchval(
+        "SELECT has_table_privilege('jobwarden_receiver', 'decisions', 'INSERT')"
+    )
+    op_id = await escalated(db)
+    timed_out = await submit(db)
+    await drive(db, timed_out, S.RESULT_TIMED_OUT)
+    await signed_in(client, receiver, operator)  # sessions: the receiver's role
+    for path in ("/console/inbox", "/console/operations", f"/console/operations/{op_id}"):
+        assert (await client.get(receiver.url(path))).status_code == 200, path
+    page = await client.get(receiver.url(f"/console/operations/{op_id}"))
+    for target, action, form in (
+        (op_id, "resolve", {"target": "failed", "reason": "provider says failed"}),
+        (timed_out, "reconcile", {"reason": "the provider is slow today"}),
+    ):
+        refused = await client.post(
+            receiver.url(f"/console/operations/{target}/{action}"),
+            data={"csrf": csrf_of(page.text), **form},
+        )
+        assert refused.status_code == 503, refused.text
+        assert RECEIVER_MAY_NOT_DECIDE in html.unescape(refused.text)
+        assert "postgresql://" not in refused.text and "operator:dana" in refused.text
+    assert await db.fetchval("SELECT count(*) FROM decisions") == 0
+    assert await db.fetchval("SELECT resolved_at IS NULL FROM escalations")
+    states = await db.fetch("SELECT operation_id, state::text FROM operations")
+    assert {r["operation_id"]: r["state"] for r in states} == {
+        op_id: "needs_attention",
+        timed_out: "result_timed_out",
+    }
+
+
+async def test_a_console_login_the_database_refuses_is_a_clear_page_without_the_url(
+    db_url: str, client: httpx.AsyncClient, operator: str, db: Any
+) -> None:
+    missing = as_login(db_url, f"jwcon_missing_{uuid.uuid4().hex[:12]}")
+    op_id = await escalated(db)
+    async with running_receiver(db_url, missing) as receiver:
+        await signed_in(client, receiver, operator)
+        page = await client.get(receiver.url(f"/console/operations/{op_id}"))
+        refused = await client.post(
+            receiver.url(f"/console/operations/{op_id}/resolve"),
+            data={"csrf": csrf_of(page.text), "target": "failed", "reason": "provider failed"},
+        )
+    assert refused.status_code == 503, refused.text
+    assert CONSOLE_LOGIN_REFUSED in html.unescape(refused.text)
+    assert "jwcon_missing_" not in refused.text and "postgresql://" not in refused.text
+    assert await db.fetchval("SELECT count(*) FROM decisions") == 0
+
+
+async def test_a_move_the_machine_forbids_is_a_clear_refusal_not_a_500(
+    receiver: Receiver, client: httpx.AsyncClient, operator: str, db: Any
+) -> None:
+    op_id = await escalated(db)
+    await signed_in(client, receiver, operator)
+    page = await client.get(receiver.url(f"/console/operations/{op_id}"))
+    csrf = csrf_of(page.text)
+    forbidden = await client.post(
+        receiver.url(f"/console/operations/{op_id}/resolve"),
+        data={"csrf": csrf, "target": "succeeded", "reason": "looks fine"},
+    )
+    assert forbidden.status_code == 409 and "not an operator move" in forbidden.text
+    short = await client.post(
+        receiver.url(f"/console/operations/{op_id}/resolve"),
+        data={"csrf": csrf, "target": "failed", "reason": "x"},
+    )
+    assert short.status_code == 409 and "at least 3 characters" in short.text
+    assert await db.fetchval("SELECT count(*) FROM decisions") == 0
+
+
+async def test_reconcile_now_resumes_observation_with_an_extended_deadline(
+    receiver: Receiver, client: httpx.AsyncClient, operator: str, db: Any
+) -> None:
+    op_id = await submit(db)
+    await drive(db, op_id, S.RESULT_TIMED_OUT)
+    before = await db.fetchval("SELECT result_deadline FROM operations")
+    await signed_in(client, receiver, operator)
+    page = await client.get(receiver.url(f"/console/operations/{op_id}"))
+    answer = await client.post(
+        receiver.url(f"/console/operations/{op_id}/reconcile"),
+        data={
+            "csrf": csrf_of(page.text),
+            "reason": "the provider is slow today",
+            "extend_hours": "2",
+        },
+    )
+    assert answer.status_code == 303, answer.text
+    row = await db.fetchrow("SELECT state::text, result_deadline FROM operations")
+    assert row["state"] == "observing" and row["result_deadline"] > before
+    actor = await db.fetchval("SELECT actor FROM decisions")
+    assert actor == "operator:dana"
+
+
+async def test_cancel_from_the_console_is_a_request_never_a_claim(
+    receiver: Receiver, client: httpx.AsyncClient, operator: str, db: Any
+) -> None:
+    op_id = await submit(db)
+    await drive(db, op_id, S.OBSERVING)
+    await signed_in(client, receiver, operator)
+    page = await client.get(receiver.url(f"/console/operations/{op_id}"))
+    answer = await client.post(
+        receiver.url(f"/console/operations/{op_id}/cancel"),
+        data={"csrf": csrf_of(page.text), "reason": "wrong month exported"},
+    )
+    assert answer.status_code == 303
+    row = await db.fetchrow("SELECT state::text, cancel_requested_by FROM operations")
+    assert dict(row) == {"state": "cancel_requested", "cancel_requested_by": "operator:dana"}
+    shown = await client.get(receiver.url(answer.headers["location"]))
+    assert "NOT confirmed" in shown.text
+
+
+# ------------------------------------------------------------------ pages
+
+
+async def test_the_operations_list_filters_and_pages_by_keyset(
+    receiver: Receiver,
+    client: httpx.AsyncClient,
+    operator: str,
+    db: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(console_operations, "PAGE_SIZE", 2)
+    ids = [await submit(db) for _ in range(3)]
+    await drive(db, ids[0], S.OBSERVING)
+    await signed_in(client, receiver, operator)
+    first = await client.get(receiver.url("/console/operations"))
+    assert ids[2] in first.text and ids[1] in first.text and ids[0] not in first.text
+    assert f"after={ids[1]}" in first.text
+    second = await client.get(receiver.url(f"/console/operations?after={ids[1]}"))
+    assert ids[0] in second.text and ids[1] not in second.text
+    observing = await client.get(receiver.url("/console/operations?state=observing"))
+    assert ids[0] in observing.text and ids[1] not in observing.text
+    old = await client.get(receiver.url("/console/operations?older_than=1h"))
+    assert "No operation matches" in old.text
+    bad = await client.get(receiver.url("/console/operations?state=nonsense"))
+    assert bad.status_code == 400 and "not a state" in bad.text
+
+
+async def test_the_stream_announces_a_transition(
+    receiver: Receiver, client: httpx.AsyncClient, operator: str, db: Any
+) -> None:
+    op_id = await submit(db)
+    await signed_in(client, receiver, operator)
+    async with client.stream("GET", receiver.url("/console/stream")) as stream:
+        assert stream.headers["content-type"].startswith("text/event-stream")
+        lines = stream.aiter_lines()
+        assert await anext(lines) == "event: ready"
+        await drive(db, op_id, S.ACCEPTED)
+        while (line := await anext(lines)) != "event: changed":
+            assert line in ("data: {}", "", ": keep-alive"), line
+
+
+async def test_the_timeline_shows_calls_and_the_receipt_status(
+    receiver: Receiver, client: httpx.AsyncClient, operator: str, db: Any
+) -> None:
+    op_id = await submit(db)
+    await drive(db, op_id, S.OBSERVING)
+    await signed_in(client, receiver, operator)
+    page = await client.get(receiver.url(f"/console/operations/{op_id}"))
+    assert page.status_code == 200
+    call = await db.fetchrow("SELECT method, url, trace_id FROM provider_calls LIMIT 1")
+    assert call["url"] in page.text and call["trace_id"] in page.text
+    assert "create_pending → <strong>accepted</strong>" in page.text
+    assert "No signed checkpoint yet" in page.text
+    missing = await client.get(receiver.url("/console/operations/op_00000000000000000000000000"))
+    assert missing.status_code == 404
+
+
+async def test_resolving_to_cancel_requested_renews_the_cancel_intent(
+    receiver: Receiver, client: httpx.AsyncClient, operator: str, db: Any
+) -> None:
+    op_id = await escalated(db)
+    await signed_in(client, receiver, operator)
+    page = await client.get(receiver.url(f"/console/operations/{op_id}"))
+    answer = await client.post(
+        receiver.url(f"/console/operations/{op_id}/resolve"),
+        data={"csrf": csrf_of(page.text), "target": "cancel_requested", "reason": "stop it"},
+    )
+    assert answer.status_code == 303, answer.text
+    row = await db.fetchrow(
+        "SELECT state::text, cancel_requested_by, cancel_reason, cancel_sent_at FROM operations"
+    )
+    assert dict(row) == {
+        "state": "cancel_requested",
+        "cancel_requested_by": "operator:dana",
+        "cancel_reason": "stop it",
+        "cancel_sent_at": None,
+    }
+
+
+async def test_reconcile_now_on_an_unconfirmed_cancel_asks_for_a_fresh_read(
+    receiver: Receiver, client: httpx.AsyncClient, operator: str, db: Any
+) -> None:
+    op_id = await submit(db)
+    await drive(db, op_id, S.CANCELLATION_UNCONFIRMED)
+    await signed_in(client, receiver, operator)
+    page = await client.get(receiver.url(f"/console/operations/{op_id}"))
+    answer = await client.post(
+        receiver.url(f"/console/operations/{op_id}/reconcile"),
+        data={"csrf": csrf_of(page.text), "reason": "did it stop after all?"},
+    )
+    assert answer.status_code == 303, answer.text
+    assert answer.headers["location"].endswith("?done=read")
+    decision = await db.fetchrow("SELECT actor, decision FROM decisions")
+    assert dict(decision) == {"actor": "operator:dana", "decision": "status read"}
+    assert await db.fetchval("SELECT state::text FROM operations") == "cancellation_unconfirmed"
