@@ -34,7 +34,8 @@ COPY shared ./shared
 COPY receiver ./receiver
 COPY reconciler ./reconciler
 COPY sql ./sql
-RUN python -m pip wheel --no-cache-dir --wheel-dir /wheels .
+# With the otel extra's wheels, so OTEL_EXPORTER_OTLP_ENDPOINT works in the image.
+RUN python -m pip wheel --no-cache-dir --wheel-dir /wheels '.[otel]'
 
 # ---------------------------------------------------------------- runtime
 FROM ${PYTHON_IMAGE} AS runtime
@@ -53,11 +54,11 @@ RUN groupadd --system --gid "${JW_UID}" jobwarden \
        /var/lib/jobwarden /var/lib/jobwarden/results \
     && install -d -o root -g jobwarden -m 0750 /etc/jobwarden
 
-# /wheels holds jobwarden's dependencies without extras; the check after the
+# /wheels holds jobwarden's dependencies with the otel extra only; the check after the
 # install fails the build if the embedded PostgreSQL ever slips in.
 RUN --mount=type=bind,from=builder,source=/wheels,target=/wheels \
     python -m pip install --no-cache-dir --root-user-action=ignore --no-index \
-        --find-links=/wheels /wheels/jobwarden-*.whl \
+        --find-links=/wheels "$(echo /wheels/jobwarden-*.whl)[otel]" \
     && python -c "import importlib.util as u, sys; sys.exit(u.find_spec('pgserver') is not None)"
 
 # Listen on every interface inside the container (the default, 127.0.0.1, is

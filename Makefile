@@ -12,10 +12,16 @@ STAMP  := $(VENV)/.installed-stamp
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,embedded]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,embedded,otel]'
 	touch $(STAMP)
 
+# The console's browser test drives Debian's chromium through chromium-driver
+# (browser downloads are not possible); installed here when missing and root.
 setup: $(STAMP)
+	@{ command -v chromium >/dev/null && command -v chromedriver >/dev/null; } \
+		|| { [ "$$(id -u)" = 0 ] && { apt-get install -y -qq chromium chromium-driver >/dev/null 2>&1 \
+			|| { apt-get update -qq >/dev/null && apt-get install -y -qq chromium chromium-driver >/dev/null; }; }; } \
+		|| echo "note: install chromium and chromium-driver (apt-get install chromium chromium-driver) for the console's browser test"
 
 run: setup
 	$(BIN)/jobwarden demo
@@ -28,7 +34,7 @@ typecheck: setup
 	$(BIN)/mypy
 
 test: lint typecheck
-	$(BIN)/pytest -q -p no:cacheprovider
+	$(BIN)/pytest -q -p no:cacheprovider -n 2 --dist load
 
 # The receiver benchmark drives load with wrk (Debian's package); installed
 # here when possible, else the benchmark says it is missing.

@@ -21,6 +21,7 @@ from receiver.webhooks import ingest
 from receiver.webhooks.endpoint import WebhookEndpoint
 from receiver.webhooks.ingest import BatchReport, Ingestor
 from shared.settings import Settings
+from shared.telemetry import spans
 
 
 def _writers_for(pool: Any) -> int:
@@ -64,6 +65,7 @@ def build_app(
         public_url=settings.public_webhook_url,
     )
     health = HealthEndpoints(pool, ingestor, metrics, settings.db_acquire_timeout)
+    receipts = spans.webhook_receipts(webhooks)  # `webhooks` itself unless tracing is on
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -79,8 +81,8 @@ def build_app(
         # Both spellings are the same endpoint (no redirect: providers do not
         # follow one). Every method reaches it, so a wrong one is refused,
         # counted and logged like any other delivery (405).
-        Route("/webhooks/{provider}", webhooks),
-        Route("/webhooks/{provider}/", webhooks),
+        Route("/webhooks/{provider}", receipts),
+        Route("/webhooks/{provider}/", receipts),
         Route("/healthz", health.healthz, methods=["GET"]),
         Route("/readyz", health.readyz, methods=["GET"]),
         Route("/metrics", health.metrics, methods=["GET"]),

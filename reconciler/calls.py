@@ -25,6 +25,7 @@ from shared.ledger.evidence import MAX_WAIT_SECONDS, CallAnswer, CallStart, Obse
 from shared.providers import HttpRequest, HttpResponse, StatusFact, classify_transport_error
 from shared.providers.delivery import TransportCategory
 from shared.redaction import sanitize_headers
+from shared.telemetry import spans
 
 
 @dataclass(frozen=True)
@@ -95,6 +96,17 @@ def not_sent(trace_id: str) -> Sent:
 
 
 async def send(client: httpx.AsyncClient, req: HttpRequest, trace_id: str) -> Sent:
+    """One exchange (`_send`); traced, it is a CLIENT span and the traceparent names it."""
+    span = spans.client_span(req, trace_id)  # None unless tracing is on
+    if span is None:
+        return await _send(client, req, trace_id, traceparent(trace_id))
+    with spans.ending(span):
+        sent = await _send(client, req, trace_id, spans.traceparent_of(span))
+        spans.end_client_span(span, sent.status_code, sent.error_category)
+        return sent
+
+
+async def _send(client: httpx.AsyncClient, req: HttpRequest, trace_id: str, parent: str) -> Sent:
     """One exchange, bounded as a whole by `req.timeout` (result downloads excepted).
 
     httpx's timeout applies to each phase (connect, write, each read); the
@@ -102,7 +114,6 @@ async def send(client: httpx.AsyncClient, req: HttpRequest, trace_id: str) -> Se
     fences the call is sized against. Downloads are not bounded as a whole;
     the step renews its lease while one runs (Step._transfer).
     """
-    parent = traceparent(trace_id)
     headers = {**req.headers, "traceparent": parent, "X-Trace-Id": trace_id}
     departure = _Departure() if req.action in DELIVERY_MATTERS else None
     started = time.perf_counter()

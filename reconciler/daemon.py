@@ -25,7 +25,7 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from reconciler.context import Context, build_adapters, http_client
 from reconciler.wakeups import SenderFilter
 from reconciler.worker import Reconciler
-from shared import sdnotify
+from shared import sdnotify, telemetry
 from shared.db.connect import connect, create_pool
 from shared.db.migrate import pending_migrations
 from shared.ledger import log as evidence_log
@@ -255,6 +255,7 @@ async def run_reconciler(settings: Settings, database_url: str) -> int:
     except (SecretError, ValueError) as exc:
         raise ConfigError(f"checkpoint signing key: {exc}") from None
     pool = await create_reconciler_pool(database_url)
+    telemetry.configure("jobwarden-reconciler")  # only if OTEL_EXPORTER_OTLP_*ENDPOINT is set
     try:
         async with pool.acquire() as conn:
             pending = await pending_migrations(conn)
@@ -279,3 +280,4 @@ async def run_reconciler(settings: Settings, database_url: str) -> int:
         return 0
     finally:
         await pool.close()
+        await telemetry.shutdown()  # exports the spans still batched

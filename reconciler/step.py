@@ -16,6 +16,7 @@ from shared.ledger import Operation, decisions, evidence, leases
 from shared.ledger.errors import LeaseLost
 from shared.ledger.states import ESCALATED, POLLED, SCHEDULED, Evidence, LocalState
 from shared.providers import HttpRequest, ProviderAdapter
+from shared.telemetry import spans
 
 log = logging.getLogger("jobwarden.reconciler")
 
@@ -215,6 +216,7 @@ class Step:
             evidence=evidence_ref,
             fence=self.fence,
         )
+        spans.transition(self.op.state.value, dst.value, cause)  # a no-op unless tracing is on
         if dst in ESCALATED:
             await decisions.escalate(conn, self.op, dst, escalation or cause, **details)
         await self.reload(conn)

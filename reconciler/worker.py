@@ -23,6 +23,7 @@ from shared.db.errors import db_error_context
 from shared.ledger import Operation, leases
 from shared.ledger.errors import LeaseLost, StaleTransition
 from shared.ledger.states import POLLED, LocalState
+from shared.telemetry import spans
 
 S = LocalState
 log = logging.getLogger("jobwarden.reconciler")
@@ -172,7 +173,8 @@ class Reconciler:
                 if fn is None:
                     delay = None
                     break
-                delay = await fn(step)
+                with spans.step(fn.__name__, step.op):  # a no-op unless tracing is on
+                    delay = await fn(step)
                 if delay != NOW or step.released:
                     break
         except LeaseLost:

@@ -94,6 +94,7 @@ from shared.providers.facts import WebhookFact
 from shared.providers.paths import PathSource, ValuePath, extract, parse_path
 from shared.providers.values import as_str, clip
 from shared.signatures import SignatureError, Verified, signs_url
+from shared.telemetry import spans
 from shared.text import holds_exactly, scrub_text
 
 logger = logging.getLogger(__name__)
@@ -283,6 +284,7 @@ class WebhookEndpoint:
             ) from None
         except IngestRejected:
             raise _Refusal(500, "database_refused", b'{"error":"internal"}') from None
+        spans.webhook_outcome(provider.name, outcome)  # for its span; a no-op unless traced
         return self._answer(provider, event, outcome, headers)
 
     def _verify(self, provider: _Provider, headers: Headers, body: bytes, scope: Scope) -> Verified:

@@ -71,6 +71,7 @@ def _arrive(sim: Simulation, kind: RequestKind, request: Request) -> LoggedReque
         job_id=request.path_params.get("job_id"),
         idempotency_key=None,
         client_reference=client_reference,
+        traceparent=request.headers.get("traceparent"),
     )
 
 

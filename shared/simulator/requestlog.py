@@ -58,6 +58,8 @@ class LoggedRequest:
     # Back-pressure the request ignored ("retry_after", "poll_after"); a tuple,
     # not a list, so the usual empty case costs no allocation per entry.
     violations: tuple[str, ...] = ()
+    # The W3C trace context the call carried (the caller's span), if any.
+    traceparent: str | None = None
 
     def withhold(self, status_code: int) -> None:
         """Record, before the hold starts, the answer this request will never deliver."""
@@ -78,6 +80,7 @@ class LoggedRequest:
             "status_code": self.status_code,
             "answered": self.answered,
             "violations": list(self.violations),
+            "traceparent": self.traceparent,
         }
 
 
@@ -98,6 +101,7 @@ class RequestLog:
         job_id: str | None,
         idempotency_key: str | None,
         client_reference: str | None,
+        traceparent: str | None = None,
     ) -> LoggedRequest:
         self.last_seq += 1
         entry = LoggedRequest(
@@ -109,6 +113,7 @@ class RequestLog:
             job_id=job_id,
             idempotency_key=idempotency_key,
             client_reference=client_reference,
+            traceparent=traceparent,
         )
         self._entries.append(entry)
         return entry
