@@ -96,8 +96,9 @@ def replaced_once(sql: str, old: str, new: str) -> str:
 
 
 def claim_find_sql() -> str:
-    """The claim's `due` CTE on its own: the index lookup without the row updates ($1: limit)."""
-    return replaced_once(cte_body(leases.claim_sql(), "due"), "$2", "$1")
+    """The claim's `scheduled` CTE on its own: the index lookup without the row updates
+    ($1: limit). The other source, woken rows, reads only the small wake table."""
+    return replaced_once(cte_body(leases.claim_sql(), "scheduled"), "$2", "$1")
 
 
 def claim_volatile_cutoff_sql() -> str:

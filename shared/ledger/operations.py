@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any
 
@@ -139,7 +139,6 @@ class Operation:
     # The status read a worker sends for this job (method, url, headers;
     # sanitized), recorded with the job id so a claim can record each read.
     status_request: Any
-    wake_requested: bool
     # The fence of a claim whose status read is marked but not yet on record.
     read_fence: int | None
     read_claimed_at: datetime | None
@@ -165,6 +164,7 @@ _COLUMNS = tuple(f.name for f in fields(Operation) if f.name != "_origin")
 class Submitted:
     operation_id: str
     created: bool  # False: an identical earlier submission was returned
+    trace_id: str | None = field(default=None, compare=False)  # the operation's
 
 
 def _diff_paths(old: Any, new: Any, path: str = "") -> list[str]:
@@ -206,6 +206,7 @@ async def submit_operation(
     operation_id = new_operation_id()
     reference = client_reference or operation_id
     fingerprint = request.fingerprint
+    trace_id = trace_id or new_trace_id()
     with ledger_errors():
         created = await db.fetchval(
             q("insert_operation"),
@@ -217,14 +218,14 @@ async def submit_operation(
             fingerprint,
             new_idempotency_token(),
             idempotency_mode,
-            trace_id or new_trace_id(),
+            trace_id,
             requested_by,
             approval_ref,
             create_deadline_s,
             result_deadline_s,
         )
     if created is not None:
-        return Submitted(created, True)
+        return Submitted(created, True, trace_id)
     existing = await db.fetchrow(q("find_by_client_reference"), requested_by, reference)
     if existing is None:  # pragma: no cover - the conflicting row vanished; rows are never deleted
         raise LedgerError("submission conflicted with a row that no longer exists")
@@ -237,7 +238,7 @@ async def submit_operation(
             f"{existing['operation_id']} with a different request (differs at: {differs}). "
             "A changed request is a new operation: submit it with a new client_reference."
         )
-    return Submitted(existing["operation_id"], False)
+    return Submitted(existing["operation_id"], False, existing["trace_id"])
 
 
 async def load_operation(db: Executor, operation_id: str) -> Operation:

@@ -30,16 +30,23 @@ RETURNING result_deadline;
 
 -- name: override_back_pressure
 -- An operator's explicit, recorded override of the provider's back-pressure
--- (decision $2): the not-before time is dropped and the row made due now.
-UPDATE operations SET
-    not_before = NULL,
-    poll_not_before = NULL,
-    next_poll_at = CASE WHEN lease_expires_at IS NULL OR lease_expires_at < jw_now()
-                        THEN jw_now() ELSE next_poll_at END,
-    wake_requested = true
-WHERE operation_id = $1 AND state = ANY (jw_state_set('scheduled'))
-  AND EXISTS (SELECT 1 FROM decisions d WHERE d.decision_id = $2 AND d.operation_id = $1)
-RETURNING operation_id;
+-- (decision $2): the not-before time is dropped and the row woken (a holder's
+-- lease is kept; the next claim after it takes the row).
+WITH overridden AS (
+    UPDATE operations SET
+        not_before = NULL,
+        poll_not_before = NULL,
+        next_poll_at = CASE WHEN lease_expires_at IS NULL OR lease_expires_at < jw_now()
+                            THEN jw_now() ELSE next_poll_at END
+    WHERE operation_id = $1 AND state = ANY (jw_state_set('scheduled'))
+      AND EXISTS (SELECT 1 FROM decisions d WHERE d.decision_id = $2 AND d.operation_id = $1)
+    RETURNING operation_id
+), woken AS (
+    INSERT INTO operation_wakes (operation_id)
+    SELECT operation_id FROM overridden
+    ON CONFLICT (operation_id) DO NOTHING
+)
+SELECT operation_id FROM overridden;
 
 -- name: renew_cancel_intent
 -- An operator decides to cancel again: a new intent (who, why, a fresh

@@ -100,13 +100,10 @@ WITH r AS (
         next_poll_at = CASE
             WHEN NOT r.release THEN o.next_poll_at
             WHEN NOT (o.state = ANY (jw_state_set('scheduled'))) THEN NULL
-            ELSE jw_due_at(o.state,
-                           CASE WHEN o.wake_requested THEN jw_now()
-                                ELSE jw_now() + make_interval(secs => r.release_after) END,
+            ELSE jw_due_at(o.state, jw_now() + make_interval(secs => r.release_after),
                            greatest(o.not_before, r.imposed),
                            CASE WHEN r.observe THEN r.poll_until ELSE o.poll_not_before END,
                            o.result_deadline, o.cancel_deadline) END,
-        wake_requested = CASE WHEN r.release THEN false ELSE o.wake_requested END,
         remote_state = coalesce(r.remote_state, o.remote_state),
         remote_state_raw = coalesce(r.remote_state_raw, o.remote_state_raw),
         progress_completed = coalesce(r.progress_completed, o.progress_completed),

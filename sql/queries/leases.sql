@@ -10,25 +10,51 @@
 -- The cut-off is an uncorrelated subquery, evaluated once: an index
 -- condition, so a claim that cannot fill its batch never walks every
 -- scheduled row.
+-- Woken rows (operation_wakes, migration 015) are due too, once unleased and
+-- as far as the provider allows (jw_due_at), and go first: someone asked for
+-- them now. Both sources lock with SKIP LOCKED, so concurrent workers take
+-- different rows; a row both name is claimed once. The claim consumes the
+-- wakes of the rows it claims, and drops those of rows no longer scheduled.
 -- A claim in a polled state is a status read about to leave: the same UPDATE
 -- marks it (read_fence). A mark the previous holder left (it vanished
 -- mid-read) is first recorded as a call whose outcome was lost, and that row
--- is not claimed: it is held back for one more lease ($3 seconds). The lost
--- read left at most one lease before this claim and was answered before its
--- lease lapsed, so a Retry-After no longer than the lease that died with the
--- worker is still honoured. The fence moves on all the same, so the vanished
--- worker can no longer write.
-WITH due AS (
+-- is not claimed: it is held back for one more lease ($3 seconds), its wake
+-- kept. The lost read left at most one lease before this claim and was
+-- answered before its lease lapsed, so a Retry-After no longer than the lease
+-- that died with the worker is still honoured. The fence moves on all the
+-- same, so the vanished worker can no longer write.
+WITH woken AS (
+    SELECT o.operation_id, w.requested_at AS priority
+    FROM operation_wakes w
+    JOIN operations o ON o.operation_id = w.operation_id
+    WHERE o.state = ANY (jw_state_set('scheduled'))
+      AND (o.lease_expires_at IS NULL OR o.lease_expires_at <= (SELECT jw_now()))
+      AND jw_due_at(o.state, (SELECT jw_now()), o.not_before, o.poll_not_before,
+                    o.result_deadline, o.cancel_deadline) <= (SELECT jw_now())
+    ORDER BY w.requested_at
+    LIMIT $2
+    FOR UPDATE OF o SKIP LOCKED
+), scheduled AS (
+    SELECT o.operation_id, o.next_poll_at AS priority
+    FROM operations o
+    WHERE o.next_poll_at <= (SELECT jw_now())
+    ORDER BY o.next_poll_at
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+), picked AS (
+    SELECT operation_id, min(priority) AS priority
+    FROM (SELECT * FROM woken UNION ALL SELECT * FROM scheduled) AS both_sources
+    GROUP BY operation_id
+    ORDER BY min(priority)
+    LIMIT $2
+), due AS (
     -- with what a mark left by the previous holder needs (the values this claim replaces)
     SELECT o.operation_id, o.read_fence, o.lease_owner, o.read_claimed_at, o.poll_attempts,
            o.trace_id, o.status_request,
            (o.read_fence IS NOT NULL AND o.status_request IS NOT NULL) AS read_lost,
            jw_now() + make_interval(secs => $3) AS hold_until
     FROM operations o
-    WHERE o.next_poll_at <= (SELECT jw_now())
-    ORDER BY o.next_poll_at
-    LIMIT $2
-    FOR UPDATE SKIP LOCKED
+    JOIN picked p ON p.operation_id = o.operation_id
 ), lost AS (
     -- as jw_record_lost_read (migration 008), from the values this claim replaces
     INSERT INTO provider_calls (operation_id, call_kind, attempt, worker, fence, trace_id,
@@ -49,7 +75,6 @@ WITH due AS (
         lease_expires_at = CASE WHEN due.read_lost THEN NULL
                                 ELSE jw_now() + make_interval(secs => $3) END,
         lease_fence = o.lease_fence + 1,
-        wake_requested = CASE WHEN due.read_lost THEN o.wake_requested ELSE false END,
         not_before = CASE WHEN due.read_lost
                           THEN greatest(o.not_before, due.hold_until)
                           ELSE o.not_before END,
@@ -65,6 +90,15 @@ WITH due AS (
     FROM due
     WHERE o.operation_id = due.operation_id
     RETURNING o.*, due.read_lost
+), consumed AS (
+    DELETE FROM operation_wakes w
+    USING claimed c
+    WHERE w.operation_id = c.operation_id AND NOT c.read_lost
+), stale AS (
+    -- wakes of rows that left the scheduled states while leased, or since
+    DELETE FROM operation_wakes w
+    USING operations o
+    WHERE o.operation_id = w.operation_id AND NOT (o.state = ANY (jw_state_set('scheduled')))
 )
 SELECT claimed.*, jw_now() AS db_now FROM claimed WHERE NOT claimed.read_lost;
 
@@ -78,20 +112,18 @@ RETURNING lease_expires_at;
 
 -- name: release
 -- Give the row back with its next appointment, $3 seconds away (NULL: none),
--- never before not_before. A wake that arrived while we held the lease makes
--- the row due at once (as far as the provider allows). $4: the worker knows
+-- never before not_before. A wake that arrived while we held the lease stays
+-- in operation_wakes, so the next claim takes the row as soon as the provider
+-- allows, whatever the appointment. $4: the worker knows
 -- the read its claim marked never left (the mark is dropped); false when it
 -- cannot know (the mark stays, and the next claim records the read as lost).
 UPDATE operations SET
     lease_owner = NULL, lease_expires_at = NULL,
-    wake_requested = false,
     read_fence = CASE WHEN $4::boolean THEN NULL ELSE read_fence END,
     next_poll_at = CASE
         WHEN NOT (state = ANY (jw_state_set('scheduled'))) THEN NULL
-        WHEN $3::double precision IS NULL AND NOT wake_requested THEN NULL
-        ELSE jw_due_at(state,
-                       CASE WHEN wake_requested THEN jw_now()
-                            ELSE jw_now() + make_interval(secs => $3) END,
+        WHEN $3::double precision IS NULL THEN NULL
+        ELSE jw_due_at(state, jw_now() + make_interval(secs => $3),
                        not_before, poll_not_before, result_deadline, cancel_deadline) END
 WHERE operation_id = $1 AND lease_fence = $2
 RETURNING operation_id;

@@ -299,7 +299,9 @@ async def test_reconcile_resumes_a_timed_out_operation(
     assert (answer["from"], answer["to"]) == ("result_timed_out", "observing")
     row = await db.fetchrow(
         "SELECT state::text, result_deadline > now() + interval '50 minutes' AS extended,"
-        " next_poll_at <= now() AS due, wake_requested FROM operations WHERE operation_id = $1",
+        " next_poll_at <= now() AS due,"
+        " EXISTS (SELECT 1 FROM operation_wakes w WHERE w.operation_id = o.operation_id)"
+        " FROM operations o WHERE operation_id = $1",
         op_id,
     )
     assert tuple(row) == ("observing", True, True, True)
@@ -324,7 +326,8 @@ async def test_reconcile_an_unconfirmed_cancellation_reads_again_in_place(
     assert await run("reconcile", op_id, "--json") == 0
     assert output(capsys)["to"] == "cancellation_unconfirmed"
     row = await db.fetchrow(
-        "SELECT wake_requested, (SELECT count(*) FROM decisions d"
+        "SELECT EXISTS (SELECT 1 FROM operation_wakes w WHERE w.operation_id = o.operation_id),"
+        " (SELECT count(*) FROM decisions d"
         " WHERE d.operation_id = o.operation_id) AS decisions FROM operations o"
         " WHERE operation_id = $1",
         op_id,

@@ -116,4 +116,6 @@ async def test_receiver_role_has_exactly_the_grants_it_needs(db: Any, db_url: st
     assert duplicate.json() == {"status": "duplicate"}
     assert ready.status_code == 200
     assert len(await webhook_observations(db, op_id)) == 1
-    assert await db.fetchval("SELECT wake_requested FROM operations WHERE operation_id = $1", op_id)
+    assert await db.fetchval(
+        "SELECT count(*) = 1 FROM operation_wakes WHERE operation_id = $1", op_id
+    )

@@ -101,7 +101,9 @@ async def test_an_event_naming_only_the_client_reference_attaches_and_wakes_the_
     assert event["remote_job_id"] is None and event["attached_at"] is not None
     [obs] = await webhook_observations(db, op_id)
     assert obs["remote_state"] == "succeeded"
-    assert await db.fetchval("SELECT wake_requested FROM operations WHERE operation_id = $1", op_id)
+    assert await db.fetchval(
+        "SELECT count(*) = 1 FROM operation_wakes WHERE operation_id = $1", op_id
+    )
     formatter = JsonFormatter()
     [line] = [
         json.loads(formatter.format(r))

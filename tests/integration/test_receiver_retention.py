@@ -96,7 +96,7 @@ async def test_straggler_missed_by_the_trigger_is_attached_by_the_sweep(db: Any,
         await ledger.record_remote_job(db, op_id, "job_late", create_mode="async")
     finally:
         await db.execute("ALTER TABLE operations ENABLE TRIGGER operations_attach_events")
-    await db.execute("UPDATE operations SET wake_requested = false WHERE operation_id = $1", op_id)
+    await db.execute("DELETE FROM operation_wakes WHERE operation_id = $1", op_id)
     assert await webhook_observations(db, op_id) == []
 
     await db.execute("SET ROLE jobwarden_reconciler")
@@ -110,7 +110,9 @@ async def test_straggler_missed_by_the_trigger_is_attached_by_the_sweep(db: Any,
     assert event["operation_id"] == op_id
     [obs] = await webhook_observations(db, op_id)
     assert (obs["webhook_event_id"], obs["remote_state"]) == (event["webhook_event_id"], "running")
-    assert await db.fetchval("SELECT wake_requested FROM operations WHERE operation_id = $1", op_id)
+    assert await db.fetchval(
+        "SELECT count(*) = 1 FROM operation_wakes WHERE operation_id = $1", op_id
+    )
 
 
 async def test_purge_attaches_matchable_events_instead_of_deleting_them(db: Any, pool: Any) -> None:

@@ -71,12 +71,9 @@ async def test_event_for_a_known_job_is_an_observation_and_wakes_the_reconciler(
         event["webhook_event_id"],
         "succeeded",
     )
-    op = await db.fetchrow(
-        "SELECT wake_requested, next_poll_at <= now() AS due FROM operations"
-        " WHERE operation_id = $1",
-        op_id,
+    assert await db.fetchval(
+        "SELECT count(*) = 1 FROM operation_wakes WHERE operation_id = $1", op_id
     )
-    assert op["wake_requested"] and op["due"]
     # Evidence only: the webhook never moves the operation itself.
     assert await _state(db, op_id) == before
 
@@ -215,7 +212,7 @@ async def test_event_for_a_finished_operation_is_kept_as_evidence_only(db: Any, 
     assert resp.json() == {"status": "stored", "matched": True}
     assert await _state(db, op_id) == before == ("succeeded", before[1])
     assert not await db.fetchval(
-        "SELECT wake_requested FROM operations WHERE operation_id = $1", op_id
+        "SELECT count(*) = 1 FROM operation_wakes WHERE operation_id = $1", op_id
     )
     assert [o["remote_state"] for o in await webhook_observations(db, op_id)] == ["failed"]
 

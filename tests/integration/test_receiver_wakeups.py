@@ -1,4 +1,11 @@
-"""The receiver's batch wake-up (jw_request_wakes) follows jw_request_wake's rule exactly."""
+"""Wake-ups (migration 015): a narrow row per woken operation, never an UPDATE of the operation.
+
+A wake makes the next claim take the operation as soon as its lease and the
+provider allow, and means nothing to an operation outside the scheduled
+states. The single and the batch wake are one function; what is checked here
+is what a claim does with a wake, case by case, and that waking leaves the
+operation row untouched (no new row version: the point of the narrow table).
+"""
 
 from __future__ import annotations
 
@@ -8,39 +15,52 @@ from typing import Any
 
 import pytest
 
+from bench.harness import TestClock
+from shared.ledger import leases
 from shared.ledger.states import LocalState
 from tests.support import drive, submit
 
 Setup = Callable[[Any, str], Awaitable[None]]
+LEASE_SECONDS = 60.0
+
+
+async def _set(db: Any, op_id: str, assignments: str) -> None:
+    await db.execute(f"UPDATE operations SET {assignments} WHERE operation_id = $1", op_id)
 
 
 async def _unleased_due(db: Any, op_id: str) -> None:
-    await db.execute(
-        "UPDATE operations SET next_poll_at = now() - interval '1 minute' WHERE operation_id = $1",
-        op_id,
-    )
+    await _set(db, op_id, "next_poll_at = jw_now() - interval '1 minute'")
 
 
 async def _unleased_later(db: Any, op_id: str) -> None:
-    await db.execute(
-        "UPDATE operations SET next_poll_at = now() + interval '1 hour' WHERE operation_id = $1",
-        op_id,
-    )
+    await _set(db, op_id, "next_poll_at = jw_now() + interval '1 hour'")
 
 
 async def _leased(db: Any, op_id: str) -> None:
-    await db.execute(
-        "UPDATE operations SET lease_owner = 'w1', lease_expires_at = now() + interval '1 minute',"
-        " next_poll_at = now() + interval '1 minute' WHERE operation_id = $1",
+    await _set(
+        db,
         op_id,
+        "lease_owner = 'w1', lease_expires_at = jw_now() + interval '1 minute',"
+        " next_poll_at = jw_now() + interval '1 minute'",
     )
 
 
 async def _lease_expired(db: Any, op_id: str) -> None:
-    await db.execute(
-        "UPDATE operations SET lease_owner = 'w1', lease_expires_at = now() - interval '1 second',"
-        " next_poll_at = now() + interval '1 hour' WHERE operation_id = $1",
+    await _set(
+        db,
         op_id,
+        "lease_owner = 'w1', lease_expires_at = jw_now() - interval '1 second',"
+        " next_poll_at = jw_now() + interval '1 hour'",
+    )
+
+
+async def _held_back(db: Any, op_id: str) -> None:
+    """The provider asked for no call before ten minutes from now (Retry-After)."""
+    await _set(
+        db,
+        op_id,
+        "not_before = jw_now() + interval '10 minutes',"
+        " next_poll_at = jw_now() + interval '10 minutes'",
     )
 
 
@@ -53,41 +73,107 @@ async def _escalated(db: Any, op_id: str) -> None:
     await _unleased_later(db, op_id)
 
 
-CASES: dict[str, Setup] = {
-    "unleased_due": _unleased_due,
-    "unleased_later": _unleased_later,
-    "leased": _leased,
-    "lease_expired": _lease_expired,
-    "finished": _finished,
-    "escalated": _escalated,
+# case: (set-up, claimed right after the wake, wake still pending after that claim)
+CASES: dict[str, tuple[Setup, bool, bool]] = {
+    "unleased_due": (_unleased_due, True, False),
+    "unleased_later": (_unleased_later, True, False),
+    "leased": (_leased, False, True),
+    "lease_expired": (_lease_expired, True, False),
+    "held_back": (_held_back, False, True),
+    "finished": (_finished, False, False),
+    "escalated": (_escalated, False, False),
 }
 
 
-async def _effect(db: Any, op_id: str, before: Any) -> tuple[bool, bool, bool]:
-    """(wake flag, next_poll_at unchanged, next_poll_at is now): what a wake can do."""
-    row = await db.fetchrow(
-        "SELECT wake_requested, next_poll_at IS NOT DISTINCT FROM $2 AS unchanged,"
-        " coalesce(abs(extract(epoch FROM next_poll_at - clock_timestamp())) < 5, false) AS now"
-        " FROM operations WHERE operation_id = $1",
-        op_id,
-        before,
+async def _pending(db: Any, op_id: str) -> bool:
+    return bool(
+        await db.fetchval("SELECT count(*) FROM operation_wakes WHERE operation_id = $1", op_id)
     )
-    return row["wake_requested"], row["unchanged"], row["now"]
+
+
+async def _claimed(db: Any) -> set[str]:
+    return {c.op.operation_id for c in await leases.claim(db, "w2", 100, LEASE_SECONDS)}
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-async def test_batch_wake_matches_the_single_wake(db: Any, case: str) -> None:
-    single, batch = await submit(db), await submit(db)
-    for op_id in (single, batch):
-        await CASES[case](db, op_id)
-    before = {
-        op: await db.fetchval("SELECT next_poll_at FROM operations WHERE operation_id = $1", op)
-        for op in (single, batch)
-    }
-    await db.execute("SELECT jw_request_wake($1)", single)
-    notified = await db.fetchval("SELECT jw_request_wakes($1)", [batch, batch])
-    assert notified == 1  # one NOTIFY per distinct operation, like one call per operation
-    assert await _effect(db, single, before[single]) == await _effect(db, batch, before[batch])
+async def test_a_claim_takes_a_woken_operation_when_lease_and_provider_allow(
+    db: Any, case: str
+) -> None:
+    setup, claimed, pending = CASES[case]
+    op_id = await submit(db)
+    await setup(db, op_id)
+    version = await db.fetchval("SELECT xmin::text FROM operations WHERE operation_id = $1", op_id)
+    assert await db.fetchval("SELECT jw_request_wakes($1)", [op_id, op_id]) == 1
+    # the wake itself never writes the operation row
+    assert version == await db.fetchval(
+        "SELECT xmin::text FROM operations WHERE operation_id = $1", op_id
+    )
+    assert (op_id in await _claimed(db)) is claimed
+    assert await _pending(db, op_id) is pending
+
+
+async def test_a_wake_during_a_lease_is_acted_on_after_release(db: Any) -> None:
+    op_id = await submit(db)
+    [held] = await leases.claim(db, "w1", 1, LEASE_SECONDS)
+    assert held.op.operation_id == op_id
+    await db.execute("SELECT jw_request_wake($1)", op_id)
+    assert op_id not in await _claimed(db)
+    # the holder lets go with an appointment an hour away: the wake still wins
+    assert await leases.release(db, op_id, held.op.lease_fence, 3600.0)
+    assert op_id in await _claimed(db)
+    assert not await _pending(db, op_id)
+
+
+async def test_a_held_back_wake_waits_for_the_provider(db: Any, clock: TestClock) -> None:
+    op_id = await submit(db)
+    await _held_back(db, op_id)
+    await db.execute("SELECT jw_request_wake($1)", op_id)
+    assert op_id not in await _claimed(db)
+    await clock.advance(9 * 60)
+    assert op_id not in await _claimed(db)
+    await clock.advance(61)
+    assert op_id in await _claimed(db)
+    assert not await _pending(db, op_id)
+
+
+async def test_wakes_of_unknown_or_finished_operations_leave_nothing(db: Any) -> None:
+    done = await submit(db)
+    await _finished(db, done)
+    assert await db.fetchval("SELECT jw_request_wakes($1)", [done, "op_unknown"]) == 2
+    assert await db.fetchval("SELECT count(*) FROM operation_wakes") == 0
+
+
+async def test_a_claim_drops_the_wake_of_an_operation_that_left_the_scheduled_states(
+    db: Any,
+) -> None:
+    op_id = await submit(db)
+    await _leased(db, op_id)
+    await db.execute("SELECT jw_request_wake($1)", op_id)
+    await _set(db, op_id, "lease_owner = NULL, lease_expires_at = NULL")
+    await drive(db, op_id, LocalState.NEEDS_ATTENTION)
+    assert op_id not in await _claimed(db)
+    assert not await _pending(db, op_id)
+
+
+async def test_two_workers_never_claim_the_same_woken_operation(db_url: str, db: Any) -> None:
+    from shared.db.connect import create_pool
+
+    ops = [await submit(db) for _ in range(40)]
+    for op_id in ops:
+        await _unleased_later(db, op_id)
+    await db.execute("SELECT jw_request_wakes($1)", ops)
+    pool = await create_pool(db_url, min_size=2, max_size=2)
+    try:
+        first, second = await asyncio.gather(
+            leases.claim(pool, "w1", 25, LEASE_SECONDS), leases.claim(pool, "w2", 25, LEASE_SECONDS)
+        )
+    finally:
+        await pool.close()
+    a = {c.op.operation_id for c in first}
+    b = {c.op.operation_id for c in second}
+    assert not a & b
+    assert len(a) <= 25 and len(b) <= 25
+    assert a | b == set(ops)
 
 
 async def test_batch_wake_notifies_each_operation(db: Any) -> None:
