@@ -78,6 +78,8 @@ WRK_CONNECTIONS = 32
 # The bare endpoint and the receiver run alternately, in rounds, so that a
 # change in background load during the run hits both alike.
 ROUNDS = 3
+# `receiver --workers N` on this machine's cores, compared with one process.
+WORKERS = 2
 ROUND_SECONDS = 5
 WARMUP_SECONDS = 2
 # More requests than the fastest server can take in one phase, so no event id
@@ -278,7 +280,9 @@ def serve_bare(port: int, stack_file: Path) -> None:
     run_loop(serve_forever(app, "127.0.0.1", port, log_level="warning"))
 
 
-def serve_receiver(port: int, database_url: str, stack_file: Path, *, naive: bool = False) -> None:
+def serve_receiver(
+    port: int, database_url: str, stack_file: Path, *, naive: bool = False, reuse_port: bool = False
+) -> None:
     """The real receiver, exactly as `jobwarden receiver` runs it.
 
     `naive` turns group commit off: one event per transaction, with as many
@@ -300,7 +304,17 @@ def serve_receiver(port: int, database_url: str, stack_file: Path, *, naive: boo
     desc = load_preset("simulator", {"JW_SIM_WEBHOOK_SECRET": SECRET})
     settings = Settings(receiver_port=port, providers={PROVIDER: desc})
     record_stack(stack_file)
-    run_loop(run_receiver(settings, database_url))  # as `jobwarden receiver` runs it
+    # as `jobwarden receiver` runs it (one of `--workers N` when reuse_port)
+    run_loop(run_receiver(settings, database_url, reuse_port=reuse_port))
+
+
+def serve_workers(port: int, database_url: str, stack_file: Path) -> int:
+    """`jobwarden receiver --workers WORKERS`: the real supervisor over this module's receiver."""
+    from receiver.workers import Supervisor
+
+    child = [sys.executable, "-m", "bench.receiver", "--serve", "receiver", "--port", str(port)]
+    child += ["--database-url", database_url, "--stack-file", str(stack_file), "--reuse-port"]
+    return Supervisor(WORKERS, child).run()
 
 
 class Server:
@@ -594,6 +608,13 @@ def print_report(
         f"{logged.per_second / unlogged.per_second:.2f} (target >= 0.9; the sequencer "
         "appends every second in this process while both run)"
     )
+    for series, _ in runs:
+        if "--workers" in series.name:
+            print(
+                f"workers: {series.name} / one process = "
+                f"{series.per_second / first.per_second:.2f} "
+                f"(wrk, PostgreSQL and the workers share {os.cpu_count()} CPUs)"
+            )
     for series, committed in runs:
         print(f"  {series.name}: {committed} events committed, wrk completed {series.requests}")
     print()
@@ -655,10 +676,10 @@ async def run(round_seconds: int, warmup: int) -> int:
             script, mixed_script = folder / "requests.lua", folder / "mixed.lua"
             script.write_text(LUA)
             mixed_script.write_text(MIXED_LUA)
-            names = ("warm", "new", "nolog", "matched", "naive")
+            names = ("warm", "new", "nolog", "matched", "naive", "workers")
             sets = {name: folder / f"{name}.tsv" for name in names}
             write_requests(sets["warm"], "warm", 50_000, matched=False)
-            for name in ("new", "nolog", "matched", "naive"):
+            for name in ("new", "nolog", "matched", "naive", "workers"):
                 write_requests(sets[name], name, REQUESTS_PER_PHASE, matched=name == "matched")
             print(f"bench: logs in {tmp} while running", file=sys.stderr)
 
@@ -724,6 +745,17 @@ async def run(round_seconds: int, warmup: int) -> int:
                     database_url,
                     runs[0][0].per_second,
                 )
+            with Server("workers", folder / "workers.log", database_url) as workers:
+                stacks["workers"] = workers.stack
+                require_same_stack(stacks)
+                run_wrk("warmup", workers.url, script, sets["warm"], warmup)
+                result = run_wrk("workers", workers.url, script, sets["workers"], phase)
+                runs.append(
+                    (
+                        Series(f"receiver --workers {WORKERS}: new events", (result,)),
+                        await count_events(database_url, "workers"),
+                    )
+                )
             with Server("naive", folder / "naive.log", database_url) as naive:
                 stacks["naive"] = naive.stack
                 require_same_stack(stacks)
@@ -745,7 +777,10 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m bench.receiver", description=__doc__.split("\n")[0]
     )
     parser.add_argument("--quick", action="store_true", help="2 s rounds (smoke test)")
-    parser.add_argument("--serve", choices=["bare", "receiver", "naive"], help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--serve", choices=["bare", "receiver", "naive", "workers"], help=argparse.SUPPRESS
+    )
+    parser.add_argument("--reuse-port", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--database-url", help=argparse.SUPPRESS)
     parser.add_argument("--stack-file", type=Path, help=argparse.SUPPRESS)
@@ -754,8 +789,16 @@ def main(argv: list[str] | None = None) -> int:
         serve_bare(args.port, args.stack_file)
         return 0
     if args.serve in ("receiver", "naive"):
-        serve_receiver(args.port, args.database_url, args.stack_file, naive=args.serve == "naive")
+        serve_receiver(
+            args.port,
+            args.database_url,
+            args.stack_file,
+            naive=args.serve == "naive",
+            reuse_port=args.reuse_port,
+        )
         return 0
+    if args.serve == "workers":
+        return serve_workers(args.port, args.database_url, args.stack_file)
     if shutil.which("wrk") is None:
         print(
             "bench.receiver needs wrk, the HTTP load generator.\n"

@@ -19,7 +19,8 @@ from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from receiver.app import build_app
-from shared import sdnotify
+from receiver.console.base import close_decision_pools
+from shared import sdnotify, telemetry
 from shared.agents.mcp.http import mcp_endpoint
 from shared.db.connect import create_pool
 from shared.serve import serve_forever
@@ -40,15 +41,18 @@ async def run_receiver(
     database_url: str,
     *,
     make_routes: Callable[[Any], Sequence[BaseRoute]] | None = None,
+    reuse_port: bool = False,
 ) -> None:
     """Serve webhooks until SIGTERM/SIGINT (or cancellation), then drain and stop.
 
     `make_routes(pool)` supplies extra routes (the agent API) sharing the pool;
     with them comes the MCP endpoint, which serves agents through that API.
+    `reuse_port`: one of several workers sharing the port (receiver/workers.py).
     """
     # min_size=0: the receiver starts even while PostgreSQL is down, answering
     # 503 (so providers retry) and not-ready until the database is back.
     pool = await create_pool(database_url, min_size=0, max_size=POOL_MAX_SIZE)
+    telemetry.configure("jobwarden-receiver")  # only if OTEL_EXPORTER_OTLP_*ENDPOINT is set
     try:
         extra = list(make_routes(pool)) if make_routes is not None else []
         # MCP over Streamable HTTP at /mcp, reaching the ledger through these API routes.
@@ -57,7 +61,12 @@ async def run_receiver(
         app: ASGIApp = build_app(settings, pool, extra_routes=routes)
         app = mcp.around(app) if mcp else app
         server = asyncio.create_task(
-            serve_forever(_notify_on_shutdown(app), settings.receiver_host, settings.receiver_port),
+            serve_forever(
+                _notify_on_shutdown(app),
+                settings.receiver_host,
+                settings.receiver_port,
+                reuse_port=reuse_port,
+            ),
             name="receiver-server",
         )
         helpers = [
@@ -75,7 +84,9 @@ async def run_receiver(
                 task.cancel()
             await asyncio.gather(*helpers, return_exceptions=True)
     finally:
+        await close_decision_pools(pool)  # the console's own login's, if it opened one
         await pool.close()
+        await telemetry.shutdown()  # after the lifespan's drain: exports the spans still batched
     logger.info("receiver stopped")
 
 

@@ -49,6 +49,8 @@ STARTUP_POLL_SECONDS = 0.005
 # purpose) is cancelled after this long, so tearing a server down never blocks
 # a test run for the full length of such a request.
 GRACEFUL_SHUTDOWN_SECONDS = 5
+# uvicorn's own default, for sockets we bind ourselves.
+LISTEN_BACKLOG = 2048
 
 
 class ServerStartError(RuntimeError):
@@ -216,17 +218,37 @@ async def serve_app(app: ASGIApp, host: str = "127.0.0.1", port: int = 0) -> Asy
             sock.close()
 
 
-async def serve_forever(app: ASGIApp, host: str, port: int, *, log_level: str = "info") -> None:
+async def serve_forever(
+    app: ASGIApp, host: str, port: int, *, log_level: str = "info", reuse_port: bool = False
+) -> None:
     """Serve `app` until SIGINT/SIGTERM (handled by uvicorn) or until cancelled.
 
     On cancellation the server is asked to stop and is awaited, so the port and
     in-flight requests are released before the cancellation propagates.
+    `reuse_port` binds with SO_REUSEPORT, so several processes share the port
+    and the kernel spreads connections among them (receiver/workers.py).
     """
     server = _server(app, host=host, port=port, log_level=log_level)
-    task = asyncio.create_task(_run(server))
+    sockets = [_reuse_port_socket(host, port)] if reuse_port else None
+    task = asyncio.create_task(_run(server, sockets))
     try:
         await asyncio.shield(task)
     except asyncio.CancelledError:
         server.should_exit = True
         await task
         raise
+
+
+def _reuse_port_socket(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        sock.bind((host, port))
+        sock.listen(LISTEN_BACKLOG)
+    except OSError:
+        sock.close()
+        raise
+    sock.setblocking(False)
+    return sock

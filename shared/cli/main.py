@@ -65,10 +65,40 @@ async def cmd_receiver(args: argparse.Namespace) -> int:
     if args.port is not None:
         settings = replace(settings, receiver_port=args.port)
     async with app_database() as resolved:
+        if args.workers > 1:
+            return _supervise_receivers(
+                args.workers, resolved.app_url, settings.receiver_port, args.argv
+            )
         await run_receiver(
-            settings, resolved.app_url, make_routes=lambda pool: api_routes(settings, pool)
+            settings,
+            resolved.app_url,
+            make_routes=lambda pool: api_routes(settings, pool),
+            reuse_port=args.reuse_port,
         )
     return 0
+
+
+def _worker_count(value: str) -> int:
+    from receiver.workers import MAX_WORKERS
+
+    count = int(value) if value.strip().isdigit() else 0
+    if not 1 <= count <= MAX_WORKERS:
+        raise argparse.ArgumentTypeError(f"expected a whole number from 1 to {MAX_WORKERS}")
+    return count
+
+
+def _supervise_receivers(workers: int, database_url: str, port: int, argv: Sequence[str]) -> int:
+    """`--workers N`: N children on one port, the database resolved once here.
+
+    The children get the resolved URL (an embedded server stays this
+    process's) and the port (so `--port` and the config agree); blocking is
+    fine, the supervisor is all this process does.
+    """
+    from receiver.workers import Supervisor, child_argv
+
+    os.environ["DATABASE_URL"] = database_url
+    os.environ["JW_RECEIVER_PORT"] = str(port)
+    return Supervisor(workers, child_argv(argv)).run()
 
 
 async def cmd_simulator(args: argparse.Namespace) -> int:
@@ -159,6 +189,15 @@ def build_parser(*, json_errors: bool = False) -> argparse.ArgumentParser:
     recv = sub.add_parser("receiver", help="run the webhook receiver and agent API (uvicorn)")
     recv.add_argument("--config", help="TOML config file (default: $JW_CONFIG or ./jobwarden.toml)")
     recv.add_argument("--port", type=int, help="listen port (default: $JW_RECEIVER_PORT or 8080)")
+    recv.add_argument(
+        "--workers",
+        type=_worker_count,
+        # a string default goes through `type` too, so a bad variable is a usage error
+        default=os.environ.get("JW_RECEIVER_WORKERS", "1"),
+        help="receiver processes sharing the port with SO_REUSEPORT, one per core "
+        "(default: $JW_RECEIVER_WORKERS or 1)",
+    )
+    recv.add_argument("--reuse-port", action="store_true", help=argparse.SUPPRESS)
     recv.set_defaults(handler=cmd_receiver)
 
     sim = sub.add_parser(
@@ -201,6 +240,7 @@ def build_parser(*, json_errors: bool = False) -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser(json_errors="--json" in argv).parse_args(argv)
+    args.argv = argv  # as given: `receiver --workers` starts its children with it
     handler: Handler = args.handler
     try:
         with chosen(DatabaseChoice(embedded=args.embedded, database=args.database)):
