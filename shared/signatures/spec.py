@@ -19,6 +19,7 @@ Order of work, and why:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -72,11 +73,7 @@ def verify_spec(
     url: str | None = None,
 ) -> Verified:
     """Authenticate one request; see the module docstring for the order of checks."""
-    matchers = [
-        (check.label, matcher)
-        for check in spec.checks
-        if (matcher := check.matcher(secrets)) is not None
-    ]
+    matchers = _matchers(spec, tuple(secrets))
     if not matchers:
         raise SignatureError("no_secret")
     # Every check's entries are decoded, usable secrets or not, so a header's
@@ -93,6 +90,21 @@ def verify_spec(
         event_id=opened.event_id,
         id_signed=spec.envelope.id_signed or spec.id_in_body,
         timestamp=opened.timestamp,
+    )
+
+
+@functools.lru_cache(maxsize=64)
+def _matchers(spec: Spec, secrets: tuple[str, ...]) -> tuple[tuple[str, Matcher], ...]:
+    """Each check's matcher for these secrets, keys decoded once per (spec, secret set).
+
+    Decoding keys (base64, PEM, DER) costs more than the MAC itself and the
+    pair changes only on a rotation; a matcher is a pure function of its
+    keys, so sharing it keeps `verify_spec` a pure function of its inputs.
+    """
+    return tuple(
+        (check.label, matcher)
+        for check in spec.checks
+        if (matcher := check.matcher(secrets)) is not None
     )
 
 
