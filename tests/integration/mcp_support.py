@@ -5,6 +5,12 @@ process by the mounted MCP endpoint), PostgreSQL, the MCP server as a
 subprocess for stdio. `ApiTracker` counts the API requests an `await` holds
 open, so a test can wait for "the wait has started" and "the wait has ended"
 as signals instead of sleeping.
+
+A stdio server takes seconds to start (the SDK's import alone), so a test
+module shares one (`shared_stdio_server`): its API address is a `Switchboard`
+that each test plugs its own API into, over the test's own database, and its
+token is minted once and stored in each test's database. The server itself
+keeps no state between calls: everything it answers is read from the API.
 """
 
 from __future__ import annotations
@@ -15,10 +21,11 @@ import json
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator, Callable
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx2
 import jsonschema
@@ -27,18 +34,24 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
 from starlette.applications import Starlette
+from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from receiver.api import api_routes
 from receiver.app import build_app
 from shared.agents.mcp.http import McpHttpEndpoint
+from shared.ledger import tokens
 from shared.serve import serve_app
 from tests.integration.agent_support import receiver_pool, sim_settings
 
 REPO = Path(__file__).resolve().parents[2]
 # Replies come in milliseconds; anything waiting is bounded by its own max_wait.
 SIGNAL_TIMEOUT_SECONDS = 15.0
+T = TypeVar("T")
 SERVER_MODULE = "shared.agents.mcp"
+# Set in a test's server's environment (the server ignores it), so that one
+# server can be killed while the module's shared one lives on.
+TAG_VARIABLE = "JW_TEST_MCP_SERVER"
 
 
 class ApiTracker:
@@ -141,10 +154,12 @@ class ProgressLog:
                 await self._arrived.wait()
 
 
-def server_env(api_url: str | None, token: str | None) -> dict[str, str]:
+def server_env(api_url: str | None, token: str | None, tag: str | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("JW_API_")}
     if api_url is not None and token is not None:
         env.update({"JW_API_URL": api_url, "JW_API_TOKEN": token})
+    if tag is not None:
+        env[TAG_VARIABLE] = tag
     return env
 
 
@@ -156,13 +171,16 @@ class Connected:
 
 @contextlib.asynccontextmanager
 async def stdio_session(
-    api_url: str | None, token: str | None, *, modern: bool = False
+    api_url: str | None, token: str | None, *, modern: bool = False, tag: str | None = None
 ) -> AsyncIterator[Connected]:
-    """`python -m shared.agents.mcp` under the SDK's stdio client, connected."""
+    """`python -m shared.agents.mcp` under the SDK's stdio client, connected.
+
+    `tag`: what `kill_server_processes(tag)` finds this server by.
+    """
     params = StdioServerParameters(
         command=sys.executable,
         args=["-m", SERVER_MODULE],
-        env=server_env(api_url, token),
+        env=server_env(api_url, token, tag),
         cwd=str(REPO),
     )
     async with stdio_client(params) as (read, write), _session(read, write, modern) as connected:
@@ -266,20 +284,127 @@ async def list_tasks(connected: Connected) -> types.ListTasksResult:
     return await connected.session.send_request(types.ListTasksRequest(), types.ListTasksResult)
 
 
-def kill_server_processes() -> int:
-    """SIGKILL this test process's MCP server children (no chance to flush anything)."""
+def kill_server_processes(tag: str) -> int:
+    """SIGKILL this test process's MCP server children started with `tag` (no
+    chance to flush anything); any other server (a module's shared one) lives on."""
     killed = 0
     me = os.getpid()
+    marker = f"{TAG_VARIABLE}={tag}".encode()
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             stat = (entry / "stat").read_text()
             cmdline = (entry / "cmdline").read_bytes().split(b"\0")
+            environ = (entry / "environ").read_bytes().split(b"\0")
         except OSError:
             continue
         parent = int(stat.rsplit(")", 1)[1].split()[1])
-        if parent == me and SERVER_MODULE.encode() in cmdline:
+        if parent == me and SERVER_MODULE.encode() in cmdline and marker in environ:
             os.kill(int(entry.name), signal.SIGKILL)
             killed += 1
     return killed
+
+
+def new_tag() -> str:
+    return uuid.uuid4().hex
+
+
+class Switchboard:
+    """One address for a module's stdio server; each test plugs in its own API.
+
+    The stdio server reads JW_API_URL once, when it starts: pointing it here
+    lets one server process serve many tests, each with its own database.
+    """
+
+    def __init__(self) -> None:
+        self.app: ASGIApp | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":  # nothing to start: the tests' apps have no lifespan
+            while True:
+                message = await receive()
+                await send({"type": message["type"] + ".complete"})
+                if message["type"] == "lifespan.shutdown":
+                    return
+        app = self.app
+        if app is None:  # between tests: no API to answer with
+            await PlainTextResponse("no test is running", status_code=503)(scope, receive, send)
+            return
+        await app(scope, receive, send)
+
+    @contextlib.contextmanager
+    def plugged(self, app: ASGIApp) -> Iterator[None]:
+        assert self.app is None, "another test's API is still plugged in"
+        self.app = app
+        try:
+            yield
+        finally:
+            self.app = None
+
+
+@dataclass
+class SharedServer:
+    """A module's stdio server: its API address and token stay, the API behind them changes."""
+
+    switchboard: Switchboard
+    url: str
+    token: tokens.MintedToken
+    agent: Connected
+
+
+@contextlib.asynccontextmanager
+async def shared_stdio_server() -> AsyncIterator[SharedServer]:
+    """One `python -m shared.agents.mcp`, connected, for the tests of a module.
+
+    Entered and left in a task of its own (`held_open`): the SDK's client keeps
+    anyio task groups, which must be left by the task that entered them, and
+    pytest-asyncio sets a fixture up and tears it down in different tasks.
+    """
+
+    @contextlib.asynccontextmanager
+    async def started() -> AsyncIterator[SharedServer]:
+        switchboard, minted = Switchboard(), tokens.mint_token()
+        async with (
+            serve_app(switchboard) as url,
+            stdio_session(url, minted.secret) as agent,
+        ):
+            yield SharedServer(switchboard, url, minted, agent)
+
+    async with held_open(started()) as shared:
+        yield shared
+
+
+@contextlib.asynccontextmanager
+async def plugged_api(shared: SharedServer, db: Any, db_url: str) -> AsyncIterator[Api]:
+    """This test's API, over its own database, behind the shared server's address;
+    the shared token is stored in this database (the agent "claude")."""
+    await tokens.create_token(db, shared.token, caller="claude", scope="agent", created_by="test")
+    async with receiver_pool(db_url) as pool:
+        tracker = ApiTracker(Starlette(routes=api_routes(sim_settings(), pool)))
+        with shared.switchboard.plugged(tracker):
+            yield Api(shared.url, tracker, pool)
+
+
+@contextlib.asynccontextmanager
+async def held_open(manager: contextlib.AbstractAsyncContextManager[T]) -> AsyncIterator[T]:
+    """`manager` entered and exited by one task of its own, held open in between."""
+    entered: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+    leave = asyncio.Event()
+
+    async def hold() -> None:
+        try:
+            async with manager as value:
+                entered.set_result(value)
+                await leave.wait()
+        except BaseException as exc:
+            if entered.done():
+                raise
+            entered.set_exception(exc)
+
+    holder = asyncio.create_task(hold())
+    try:
+        yield await entered
+    finally:
+        leave.set()
+        await holder
