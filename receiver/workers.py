@@ -22,6 +22,7 @@ commits its queue before the supervisor exits.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import logging
 import os
 import signal
@@ -47,6 +48,10 @@ RESTART_WINDOW_SECONDS = 60.0
 # children again; a signal interrupts the wait at once.
 TICK_SECONDS = 0.5
 MAX_WORKERS = 64
+# A child's drain: uvicorn's graceful shutdown (5 s) plus the ingest queue's
+# own bound (10 s), with slack; past it the child is killed.
+DRAIN_SECONDS = 30.0
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 @dataclass
@@ -103,9 +108,13 @@ class Supervisor:
             "NOTIFY_SOCKET": self.socket_path,
             "WATCHDOG_USEC": str(int(self.watchdog_seconds * 1_000_000)),
             "JW_RECEIVER_WORKER": str(index),
+            # a child is one worker, whatever the supervisor was started with
+            "JW_RECEIVER_WORKERS": "1",
         }
         env.pop("WATCHDOG_PID", None)  # the child's pid is not known before it starts
-        proc = subprocess.Popen(self.child_argv, env=env)  # noqa: S603 -- our own argv
+        proc = subprocess.Popen(  # noqa: S603 -- our own argv
+            self.child_argv, env=env, preexec_fn=_die_with_parent
+        )
         self.children[proc.pid] = _Child(index, proc)
         logger.info("receiver worker started", extra={"ctx": {"worker": index, "pid": proc.pid}})
 
@@ -198,7 +207,7 @@ class Supervisor:
         for child in self.children.values():
             with contextlib.suppress(ProcessLookupError):
                 child.proc.send_signal(signal.SIGTERM)
-        codes = [child.proc.wait() for child in list(self.children.values())]
+        codes = [_wait_or_kill(child.proc) for child in list(self.children.values())]
         self.children.clear()
         # -SIGTERM: a child still starting (nothing served, nothing queued) when the stop came
         return 0 if all(code in (0, -signal.SIGTERM) for code in codes) else 1
@@ -210,6 +219,28 @@ class Supervisor:
                 child.proc.kill()
             child.proc.wait()
         self.children.clear()
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: SIGKILL when the supervisor dies, however it dies.
+
+    Without it a supervisor killed outright (OOM, SIGKILL, run by hand) would
+    leave its children serving the port beside the next supervisor's.
+    """
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def _wait_or_kill(proc: subprocess.Popen[bytes]) -> int:
+    """A draining child's exit code; one that outlasts DRAIN_SECONDS is killed."""
+    try:
+        return proc.wait(timeout=DRAIN_SECONDS)
+    except subprocess.TimeoutExpired:
+        logger.error(
+            "receiver worker did not drain in time: killed", extra={"ctx": {"pid": proc.pid}}
+        )
+        proc.kill()
+        return proc.wait()
 
 
 def _sender_pid(ancillary: list[tuple[int, int, bytes]]) -> int | None:

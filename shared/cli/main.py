@@ -65,6 +65,8 @@ async def cmd_receiver(args: argparse.Namespace) -> int:
     if args.port is not None:
         settings = replace(settings, receiver_port=args.port)
     async with app_database() as resolved:
+        if args.workers > 1 and args.reuse_port:
+            raise SystemExit("--reuse-port is one worker of a supervisor: it takes no --workers")
         if args.workers > 1:
             return _supervise_receivers(
                 args.workers, resolved.app_url, settings.receiver_port, args.argv

@@ -99,10 +99,13 @@ async def test_workers_share_the_port_survive_a_killed_child_and_drain(
         "JW_TEST_SECRET": SECRET,
         "NOTIFY_SOCKET": str(tmp_path / "notify"),
         "JW_LOG_LEVEL": "WARNING",
+        # the variable, not the flag: children inherit the environment, and
+        # must not each become a supervisor of their own
+        "JW_RECEIVER_WORKERS": "2",
     }
     log = (tmp_path / "receiver.log").open("wb")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "shared.cli", "receiver", "--workers", "2", "--port", str(port)],
+        [sys.executable, "-m", "shared.cli", "receiver", "--port", str(port)],
         env=env,
         stdout=log,
         stderr=log,
@@ -111,6 +114,7 @@ async def test_workers_share_the_port_survive_a_killed_child_and_drain(
         assert await _message(notify) == "READY=1"  # only once both children listen
         first = _children(proc.pid)
         assert len(first) == 2
+        assert all(_children(pid) == set() for pid in first)  # workers, not supervisors
         await _post(port, 10, "before")
 
         victim = min(first)
