@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -10,6 +11,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from receiver.api.waiting import ANY_OPERATION
+from receiver.console import sessions
 from receiver.console.base import Console, Refused
 from receiver.console.render import SECURITY_HEADERS, page
 from receiver.console.sessions import Session
@@ -33,6 +35,9 @@ _KIND = re.compile(r"^[A-Za-z0-9._:/-]{1,100}$")
 # The live stream sends a comment this often: idle proxies keep it open, a
 # vanished browser is noticed, and the session is checked again.
 KEEPALIVE_SECONDS = 15.0
+# An age filter beyond a century is a typo; far beyond it PostgreSQL's
+# timestamps overflow (a 500 where the operator deserves a 400).
+MAX_AGE_SECONDS = 100 * 365 * 86400.0
 
 
 def duration(text: str, name: str) -> float | None:
@@ -42,7 +47,10 @@ def duration(text: str, name: str) -> float | None:
     match = _DURATION.match(text)
     if not match:
         raise Refused(400, f"{name}: not a duration ({text[:20]!r}); e.g. 90s, 15m, 2h, 3d.")
-    return float(match.group(1)) * _UNITS[match.group(2)]
+    seconds = float(match.group(1)) * _UNITS[match.group(2)]
+    if seconds > MAX_AGE_SECONDS:
+        raise Refused(400, f"{name}: at most {MAX_AGE_SECONDS // 86400:.0f} days.")
+    return seconds
 
 
 @dataclass(frozen=True)
@@ -133,14 +141,23 @@ async def stream(console: Console, request: Request, session: Session) -> Respon
 
 
 async def _changes(console: Console, request: Request, key: str) -> AsyncIterator[str]:
+    """The stream's events. The session is re-checked every KEEPALIVE_SECONDS of
+    wall time, busy or not, and without refreshing it: an open tab neither keeps
+    an unattended session alive nor outlives a revoked token."""
+    loop = asyncio.get_running_loop()
     async with console.hub.subscribe(key) as sub:
         yield "event: ready\ndata: {}\n\n"
+        check_at = loop.time() + KEEPALIVE_SECONDS
         while True:
             await console.hub.ensure_listening()
-            if await sub.wait(KEEPALIVE_SECONDS):
+            if await sub.wait(max(0.0, check_at - loop.time())):
                 yield "event: changed\ndata: {}\n\n"
-            else:
-                if await console.session(request) is None:
-                    yield "event: signed_out\ndata: {}\n\n"
-                    return
-                yield ": keep-alive\n\n"
+            if loop.time() < check_at:
+                continue
+            async with console.connection() as conn:
+                live = await sessions.still_live(conn, request)
+            if not live:
+                yield "event: signed_out\ndata: {}\n\n"
+                return
+            yield ": keep-alive\n\n"
+            check_at = loop.time() + KEEPALIVE_SECONDS

@@ -102,6 +102,15 @@ async def current(conn: Any, request: Request) -> Session | None:
     return Session(secret, live.token_id, live.caller, live.expires_at)
 
 
+async def still_live(conn: Any, request: Request) -> bool:
+    """Whether the request's session is live, without counting this as a use."""
+    secret = request.cookies.get(COOKIE)
+    if not secret or len(secret) > MAX_SECRET_LENGTH:
+        return False
+    live = await ledger_sessions.live_session(conn, secret, idle_s=float(IDLE_SECONDS))
+    return live is not None
+
+
 async def end_session(conn: Any, secret: str) -> None:
     await ledger_sessions.end_session(conn, secret)
 

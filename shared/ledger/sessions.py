@@ -52,5 +52,11 @@ async def touch_session(db: Executor, secret: str, *, idle_s: float) -> LiveSess
     return None if row is None else LiveSession(row["token_id"], row["caller"], row["expires_at"])
 
 
+async def live_session(db: Executor, secret: str, *, idle_s: float) -> LiveSession | None:
+    """The live session with this secret, not refreshed (a read, for live-update streams)."""
+    row = await db.fetchrow(q("console_session_live"), session_digest(secret), idle_s)
+    return None if row is None else LiveSession(row["token_id"], row["caller"], row["expires_at"])
+
+
 async def end_session(db: Executor, secret: str) -> None:
     await db.execute(q("console_session_end"), session_digest(secret))

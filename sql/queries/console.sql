@@ -21,6 +21,18 @@ WHERE s.session_sha256 = $1
   AND s.last_seen_at > jw_now() - make_interval(secs => $2)
 RETURNING t.token_id, t.caller, s.expires_at;
 
+-- name: console_session_live
+-- Whether the session is still live, without refreshing it: what a page's
+-- live-update stream checks, so an open tab does not keep an unattended
+-- session from idling out.
+SELECT t.token_id, t.caller, s.expires_at
+FROM console_sessions s
+JOIN api_tokens t ON t.token_id = s.token_id
+WHERE s.session_sha256 = $1
+  AND t.scope = 'operator' AND t.revoked_at IS NULL
+  AND s.expires_at > jw_now()
+  AND s.last_seen_at > jw_now() - make_interval(secs => $2);
+
 -- name: console_session_end
 DELETE FROM console_sessions WHERE session_sha256 = $1;
 

@@ -432,6 +432,8 @@ async def test_the_operations_list_filters_and_pages_by_keyset(
     assert "No operation matches" in old.text
     bad = await client.get(receiver.url("/console/operations?state=nonsense"))
     assert bad.status_code == 400 and "not a state" in bad.text
+    huge = await client.get(receiver.url("/console/operations?older_than=99999999d"))
+    assert huge.status_code == 400 and "at most" in huge.text  # not a timestamp overflow (500)
 
 
 async def test_the_stream_announces_a_transition(
@@ -502,3 +504,26 @@ async def test_reconcile_now_on_an_unconfirmed_cancel_asks_for_a_fresh_read(
     decision = await db.fetchrow("SELECT actor, decision FROM decisions")
     assert dict(decision) == {"actor": "operator:dana", "decision": "status read"}
     assert await db.fetchval("SELECT state::text FROM operations") == "cancellation_unconfirmed"
+
+
+async def test_an_open_live_stream_neither_keeps_the_session_alive_nor_outlives_it(
+    receiver: Receiver,
+    client: httpx.AsyncClient,
+    operator: str,
+    clock: TestClock,
+    db: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(console_operations, "KEEPALIVE_SECONDS", 0.2)  # the check's period
+    await signed_in(client, receiver, operator)
+    async with client.stream("GET", receiver.url("/console/stream")) as stream:
+        lines = stream.aiter_lines()
+        assert await anext(lines) == "event: ready"  # opening the stream was a use
+        seen = await db.fetchval("SELECT last_seen_at FROM console_sessions")
+        while await anext(lines) != ": keep-alive":  # the session was checked, still live
+            pass
+        # checking is not using: an unattended tab does not refresh the session
+        assert await db.fetchval("SELECT last_seen_at FROM console_sessions") == seen
+        await clock.advance(sessions.IDLE_SECONDS + 1)
+        while (line := await anext(lines)) != "event: signed_out":
+            assert line in ("", ": keep-alive", "data: {}"), line
