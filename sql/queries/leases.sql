@@ -95,10 +95,16 @@ WITH woken AS (
     USING claimed c
     WHERE w.operation_id = c.operation_id AND NOT c.read_lost
 ), stale AS (
-    -- wakes of rows that left the scheduled states while leased, or since
+    -- wakes of rows that left the scheduled states while leased, or since;
+    -- SKIP LOCKED: concurrent claims share the sweep, never wait on each other
     DELETE FROM operation_wakes w
-    USING operations o
-    WHERE o.operation_id = w.operation_id AND NOT (o.state = ANY (jw_state_set('scheduled')))
+    WHERE w.operation_id IN (
+        SELECT s.operation_id
+        FROM operation_wakes s
+        JOIN operations o ON o.operation_id = s.operation_id
+        WHERE NOT (o.state = ANY (jw_state_set('scheduled')))
+        FOR UPDATE OF s SKIP LOCKED
+    )
 )
 SELECT claimed.*, jw_now() AS db_now FROM claimed WHERE NOT claimed.read_lost;
 
