@@ -25,9 +25,12 @@ def trace_id_int(trace_id: str | None) -> int | None:
     return int(trace_id, 16) or None
 
 
-def root_span_id(trace_id: int) -> int:
-    """The span id of an operation's submit span: a digest of its trace id (never 0)."""
-    digest = hashlib.blake2b(trace_id.to_bytes(16, "big"), digest_size=8).digest()
+def root_span_id(trace_id: int, operation_id: str) -> int:
+    """The span id of an operation's submit span: a digest of its trace id and its
+    operation id (never 0). Both, because operations can share a trace id (an
+    agent submitting several within its own trace): each still has a root of its own."""
+    data = trace_id.to_bytes(16, "big") + operation_id.encode("utf-8")
+    digest = hashlib.blake2b(data, digest_size=8).digest()
     return int.from_bytes(digest, "big") or 1
 
 

@@ -90,13 +90,15 @@ def install(tracer: Tracer | None) -> None:
 # ------------------------------------------------------------------ contexts
 
 
-def operation_context(trace_id: str) -> Context | None:
-    """A parent context for spans of the operation with this trace id: its root span.
+def operation_context(trace_id: str, operation_id: str) -> Context | None:
+    """A parent context for spans of this operation: its root span.
 
     None when the id is not a valid trace id (the span then starts a trace of its own).
     """
     trace = trace_id_int(trace_id)
-    return None if trace is None else _remote_context(trace, root_span_id(trace), SAMPLED)
+    if trace is None:
+        return None
+    return _remote_context(trace, root_span_id(trace, operation_id), SAMPLED)
 
 
 def _remote_context(trace: int, span: int, flags: int) -> Context:
@@ -153,7 +155,8 @@ def client_span(req: RequestLike, trace_id: str) -> Span | None:
     attrs["jobwarden.call"] = req.action
     return TRACER.start_span(
         f"{attrs['http.request.method']} {req.action}",
-        context=None if in_trace else (operation_context(trace_id) or _new_trace()),
+        # outside a step (the reconciler makes none): in the trace, under no operation's root
+        context=None if in_trace else (operation_context(trace_id, "") or _new_trace()),
         kind=SpanKind.CLIENT,
         attributes=attrs,
     )
@@ -204,7 +207,7 @@ def _step(tracer: Tracer, name: str, op: OperationLike) -> Iterator[Span]:
 
     span = tracer.start_span(
         "step " + name,
-        context=operation_context(op.trace_id) or _new_trace(),
+        context=operation_context(op.trace_id, op.operation_id) or _new_trace(),
         kind=SpanKind.INTERNAL,
         attributes={
             "jobwarden.operation_id": op.operation_id,
@@ -279,7 +282,7 @@ def submitted(
         parent = _new_trace()  # the root of the trace: its ids are forced below
         links = _link(incoming)
     else:
-        parent = _remote_context(trace, root_span_id(trace), SAMPLED)
+        parent = _remote_context(trace, root_span_id(trace, operation_id), SAMPLED)
         links = _link(incoming)
     attrs = attributes.method_attributes("POST")
     attrs.update(
@@ -292,7 +295,7 @@ def submitted(
             "jobwarden.replayed": not created,
         }
     )
-    forced = FORCED_IDS.set((trace, root_span_id(trace)) if created else None)
+    forced = FORCED_IDS.set((trace, root_span_id(trace, operation_id)) if created else None)
     try:
         span = TRACER.start_span(
             f"POST {route}",
@@ -371,7 +374,11 @@ def _record_receipt(
         attrs["jobwarden.webhook.outcome"] = outcome.status
         if outcome.operation_id is not None:
             attrs["jobwarden.operation_id"] = outcome.operation_id
-    matched = operation_context(outcome.trace_id) if outcome and outcome.trace_id else None
+    matched = (
+        operation_context(outcome.trace_id, outcome.operation_id)
+        if outcome and outcome.trace_id and outcome.operation_id
+        else None
+    )
     if matched is not None:
         parent, links = matched, _link(incoming)
     else:

@@ -270,7 +270,7 @@ async def test_one_trace_per_operation_across_receiver_and_reconciler(
         assert codes[0] == 0 and codes[1] in (0, -signal.SIGTERM), codes
 
     assert spans.content_types == {"application/x-protobuf"}
-    root = f"{root_span_id(int(trace_id, 16)):016x}"
+    root = f"{root_span_id(int(trace_id, 16), op_id):016x}"
     trace = ours()
     assert {s.service for s in trace} == {RECEIVER, RECONCILER}
 

@@ -213,7 +213,9 @@ def test_trace_ids_bridge() -> None:
     assert value is not None and f"{value:032x}" == trace
     for bad in (None, "0" * 32, "AB" * 16, "0x" + "a" * 30, " " + "a" * 31, "a" * 31):
         assert trace_id_int(bad) is None
-    assert root_span_id(value) == root_span_id(value) != 0
+    assert root_span_id(value, "op_1") == root_span_id(value, "op_1") != 0
+    # operations sharing a trace (an agent's) each have a root of their own
+    assert root_span_id(value, "op_1") != root_span_id(value, "op_2")
     header = traceparent(value, 0x1234, 1)
     assert header == f"00-{trace}-0000000000001234-01"
     assert parse_traceparent(header) == (value, 0x1234, 1)
@@ -263,7 +265,7 @@ def test_a_created_operations_submit_span_is_its_trace_root(recorded: Any) -> No
     _submit(trace, created=True)
     _submit(trace, created=False, incoming=f"00-{'cd' * 16}-{'ef' * 8}-01")
     first, replay = recorded.get_finished_spans()
-    root = root_span_id(int(trace, 16))
+    root = root_span_id(int(trace, 16), "op_1")
     assert (first.context.trace_id, first.context.span_id, first.parent) == (
         int(trace, 16),
         root,
@@ -281,7 +283,7 @@ def test_a_submit_joins_the_agents_trace(recorded: Any) -> None:
     _submit(trace, created=True, incoming=f"00-{trace}-{'12' * 8}-01")
     (span,) = recorded.get_finished_spans()
     assert span.parent.span_id == 0x1212121212121212
-    assert span.context.span_id == root_span_id(int(trace, 16))
+    assert span.context.span_id == root_span_id(int(trace, 16), "op_1")
 
 
 def test_a_call_in_a_step_is_its_child_and_its_traceparent_names_it(recorded: Any) -> None:
@@ -295,7 +297,7 @@ def test_a_call_in_a_step_is_its_child_and_its_traceparent_names_it(recorded: An
     client, step = recorded.get_finished_spans()
     assert parse_traceparent(header) == (int(op.trace_id, 16), client.context.span_id, 1)
     assert client.parent.span_id == step.context.span_id
-    assert step.parent.span_id == root_span_id(int(op.trace_id, 16))
+    assert step.parent.span_id == root_span_id(int(op.trace_id, 16), op.operation_id)
     assert client.attributes["error.type"] == "503" and client.status.is_ok is False
     assert "token=t" not in client.attributes["url.full"]
     assert [dict(e.attributes) for e in step.events] == [
@@ -351,7 +353,7 @@ def test_a_matched_webhook_receipt_joins_its_operations_trace(recorded: Any) -> 
     matched, refused = recorded.get_finished_spans()
     assert matched.name == "POST /webhooks/{provider}"
     assert matched.parent.trace_id == int(trace, 16)
-    assert matched.parent.span_id == root_span_id(int(trace, 16))
+    assert matched.parent.span_id == root_span_id(int(trace, 16), "op_1")
     assert [link.context.span_id for link in matched.links] == [int("ef" * 8, 16)]
     assert dict(matched.attributes) == {
         "http.request.method": "POST",
