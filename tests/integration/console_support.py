@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import re
+import shutil
 import socket
+import tempfile
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -90,6 +93,7 @@ async def running_receiver(db_url: str, console_url: str = "") -> AsyncIterator[
         receiver_port=port,
         console_database_url=console_url,
     )
+    notify, restore = _notify_socket()
     service = asyncio.create_task(
         run_receiver(
             settings, as_receiver(db_url), make_routes=lambda pool: api_routes(settings, pool)
@@ -97,18 +101,51 @@ async def running_receiver(db_url: str, console_url: str = "") -> AsyncIterator[
     )
     receiver = Receiver(f"http://127.0.0.1:{port}")
     try:
-        async with httpx.AsyncClient() as client, asyncio.timeout(START_TIMEOUT_SECONDS):
-            while True:
-                if service.done():
-                    service.result()  # raises what stopped it
-                with contextlib.suppress(httpx.TransportError):
-                    if (await client.get(receiver.url("/healthz"))).status_code == 200:
-                        break
-                await asyncio.sleep(0.02)
+        await _listening(service, notify)
         yield receiver
     finally:
         service.cancel()
         await asyncio.gather(service, return_exceptions=True)
+        notify.close()
+        restore()
+
+
+def _notify_socket() -> tuple[socket.socket, Callable[[], None]]:
+    """A datagram socket standing in for systemd's, NOTIFY_SOCKET pointing at it.
+
+    run_receiver sends READY=1 once its socket accepts connections: the signal
+    to wait for. Returns the socket and what puts the environment back.
+    """
+    folder = tempfile.mkdtemp(prefix="jw-notify-")
+    path = os.path.join(folder, "notify")
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind(path)
+    sock.setblocking(False)
+    before = os.environ.get("NOTIFY_SOCKET")
+    os.environ["NOTIFY_SOCKET"] = path
+
+    def restore() -> None:
+        if before is None:
+            os.environ.pop("NOTIFY_SOCKET", None)
+        else:
+            os.environ["NOTIFY_SOCKET"] = before
+        shutil.rmtree(folder, ignore_errors=True)
+
+    return sock, restore
+
+
+async def _listening(service: asyncio.Task[None], notify: socket.socket) -> None:
+    """Until the receiver says READY=1; what stopped it, if it stopped first."""
+    ready = asyncio.ensure_future(asyncio.get_running_loop().sock_recv(notify, 64))
+    try:
+        async with asyncio.timeout(START_TIMEOUT_SECONDS):
+            await asyncio.wait({ready, service}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        ready.cancel()
+    if service.done():
+        service.result()  # raises what stopped it
+        raise AssertionError("the receiver stopped before it listened")
+    assert ready.result() == b"READY=1"
 
 
 async def escalated(db: Any, reason: str = "same token, two job ids") -> str:

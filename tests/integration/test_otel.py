@@ -14,11 +14,10 @@ import asyncio
 import gzip
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +31,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from bench.harness import free_port, wait_until
 from shared import telemetry
 from shared.serve import serve_app
 from shared.simulator import SimulatorSettings, build_app
@@ -128,23 +128,6 @@ async def collector() -> AsyncIterator[tuple[Collector, str]]:
         yield c, url
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-async def _wait_for(check: Callable[[], Awaitable[Any]], what: str) -> Any:
-    deadline = time.monotonic() + WAIT_SECONDS
-    while time.monotonic() < deadline:
-        found = await check()
-        if found:
-            return found
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def _start_receiver(
     db_url: str, config: Path, tmp_path: Path, port: int, env: dict[str, str]
 ) -> subprocess.Popen[bytes]:
@@ -179,7 +162,7 @@ async def test_one_trace_per_operation_across_receiver_and_reconciler(
     db: Any, db_url: str, tmp_path: Path
 ) -> None:
     token = await make_token(db, "otel-agent")
-    port = _free_port()
+    port = free_port()
     receiver_url = f"http://127.0.0.1:{port}"
     sim = SimulatorSettings(webhook_secret=WEBHOOK_SECRET, webhook_backoff=(0.05, 0.1, 0.2))
     async with collector() as (spans, otlp_url), serve_app(build_app(sim)) as sim_url:
@@ -201,7 +184,7 @@ async def test_one_trace_per_operation_across_receiver_and_reconciler(
                     except httpx.TransportError:
                         return False
 
-                await _wait_for(ready, "the receiver to listen")
+                await wait_until(ready, WAIT_SECONDS, "the receiver to listen")
                 submitted = await http.post(
                     "/v1/operations",
                     headers={"Authorization": f"Bearer {token}"},
@@ -227,9 +210,11 @@ async def test_one_trace_per_operation_across_receiver_and_reconciler(
                 webhooks = await db.fetchval(
                     "SELECT count(*) FROM webhook_events WHERE operation_id = $1", op_id
                 )
-                return state == "succeeded" and webhooks > 0
+                return bool(state == "succeeded" and webhooks > 0)
 
-            await _wait_for(finished, "the operation to succeed with a webhook delivered")
+            await wait_until(
+                finished, WAIT_SECONDS, "the operation to succeed with a webhook delivered"
+            )
             trace_id = await db.fetchval(
                 "SELECT trace_id FROM operations WHERE operation_id = $1", op_id
             )

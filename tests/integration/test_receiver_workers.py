@@ -19,6 +19,7 @@ from typing import Any
 
 import httpx
 
+from bench.harness import free_port, wait_until
 from receiver.workers import child_argv
 from tests.integration.test_receiver_support import (
     PROVIDER,
@@ -31,13 +32,6 @@ from tests.integration.test_receiver_support import (
 WAIT_SECONDS = 30.0  # children import the whole app; a loaded machine is slow
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 def _children(pid: int) -> set[int]:
     text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
     return {int(p) for p in text.split()}
@@ -47,13 +41,6 @@ async def _message(sock: socket.socket) -> str:
     loop = asyncio.get_running_loop()
     data = await asyncio.wait_for(loop.sock_recv(sock, 1024), WAIT_SECONDS)
     return data.decode()
-
-
-async def _until(predicate: Any) -> None:
-    """Wait for a condition the processes make true (the kernel's view, polled briefly)."""
-    async with asyncio.timeout(WAIT_SECONDS):
-        while not predicate():
-            await asyncio.sleep(0.05)
 
 
 def _config(tmp_path: Path) -> Path:
@@ -91,7 +78,7 @@ async def test_workers_share_the_port_survive_a_killed_child_and_drain(
     notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     notify.bind(str(tmp_path / "notify"))
     notify.setblocking(False)
-    port = _free_port()
+    port = free_port()
     env = {
         **os.environ,
         "DATABASE_URL": db_url,
@@ -119,7 +106,11 @@ async def test_workers_share_the_port_survive_a_killed_child_and_drain(
 
         victim = min(first)
         os.kill(victim, signal.SIGKILL)
-        await _until(lambda: len(_children(proc.pid) - {victim}) == 2)
+
+        async def replaced() -> bool:  # the kernel's view: nothing announces it
+            return len(_children(proc.pid) - {victim}) == 2
+
+        await wait_until(replaced, WAIT_SECONDS, "the killed worker's replacement")
         replacement = _children(proc.pid) - first
         assert len(replacement) == 1
         # the survivor serves throughout; the replacement joins once it listens
