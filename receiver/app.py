@@ -17,7 +17,7 @@ from starlette.routing import BaseRoute, Route
 
 from receiver.health import HealthEndpoints
 from receiver.metrics import ReceiverMetrics
-from receiver.webhooks import ingest
+from receiver.webhooks import ingest, refusals
 from receiver.webhooks.endpoint import WebhookEndpoint
 from receiver.webhooks.ingest import BatchReport, Ingestor
 from shared.settings import Settings
@@ -56,10 +56,17 @@ def build_app(
         on_db_error=on_db_error,
     )
     metrics.queue_depth.set_function(lambda: ingestor.queued)
+    refused = refusals.RefusalRecorder(
+        pool,
+        acquire_timeout=settings.db_acquire_timeout,
+        now=now,
+        flush_seconds=refusals.FLUSH_SECONDS,
+    )
     webhooks = WebhookEndpoint(
         settings.providers,
         ingestor,
         metrics,
+        refused,
         max_body_bytes=settings.max_body_bytes,
         now=now,
         public_url=settings.public_webhook_url,
@@ -70,12 +77,14 @@ def build_app(
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         ingestor.start()
+        refused.start()
         try:
             yield
         finally:
             # uvicorn has stopped accepting and finished in-flight requests by
             # now; whatever is still queued gets committed before we exit.
             await ingestor.close()
+            await refused.close()
 
     routes: list[BaseRoute] = [
         # Both spellings are the same endpoint (no redirect: providers do not
@@ -91,4 +100,5 @@ def build_app(
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.metrics = metrics
     app.state.ingestor = ingestor
+    app.state.refusals = refused
     return app

@@ -1,8 +1,6 @@
-"""Webhooks per provider, the providers' guarantees, the audit log's checkpoint."""
+"""Webhooks per provider, the providers' guarantees, the audit log's checkpoint and last check."""
 
 from __future__ import annotations
-
-from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -10,58 +8,39 @@ from starlette.responses import Response
 from receiver.console.base import Console
 from receiver.console.render import page
 from receiver.console.sessions import Session
-from receiver.metrics import REFUSAL_REASONS, UNKNOWN_PROVIDER
 from shared.db.queries import q
 from shared.providers.guarantees import describe_guarantees
 
-# Stored deliveries listed under the totals.
+# Stored deliveries, and refused ones, listed under the totals.
 LATEST_DELIVERIES = 20
+LATEST_REFUSALS = 20
 
 
-def _process_refusals(request: Request, names: list[str]) -> list[dict[str, Any]] | None:
-    """This receiver process's refusal counters (by provider and reason), or None.
+async def _flush_own_refusals(request: Request) -> None:
+    """Add this process's pending refusals first, so the page is current for them.
 
-    Refusals are not stored in the database, only counted in each process's
-    metrics (and logged): these are the counts of the process serving the page.
+    Other receiver processes add theirs every few seconds (FLUSH_SECONDS).
     """
-    metrics = getattr(request.app.state, "metrics", None)
-    if metrics is None:
-        return None
-    rows = []
-    for provider in [*names, UNKNOWN_PROVIDER]:
-        for reason in sorted(REFUSAL_REASONS):
-            value = metrics.registry.get_sample_value(
-                "jobwarden_webhook_events_rejected_total", {"provider": provider, "reason": reason}
-            )
-            if value:
-                rows.append({"provider": provider, "reason": reason, "count": int(value)})
-    return rows
-
-
-def _process_counts(request: Request, provider: str) -> dict[str, int] | None:
-    metrics = getattr(request.app.state, "metrics", None)
-    if metrics is None:
-        return None
-    counts = {}
-    for label, name in (
-        ("received", "jobwarden_webhook_requests_received_total"),
-        ("verified", "jobwarden_webhook_events_verified_total"),
-        ("duplicate", "jobwarden_webhook_events_duplicate_total"),
-    ):
-        value = metrics.registry.get_sample_value(name, {"provider": provider})
-        counts[label] = int(value or 0)
-    return counts
+    recorder = getattr(request.app.state, "refusals", None)
+    if recorder is not None:
+        await recorder.flush()
 
 
 async def webhooks(console: Console, request: Request, session: Session) -> Response:
+    await _flush_own_refusals(request)
     async with console.connection() as conn:
         totals = await conn.fetch(q("console_webhook_totals"))
         latest = await conn.fetch(q("console_webhook_latest"), LATEST_DELIVERIES)
+        refusals = await conn.fetch(q("console_webhook_refusals"))
+        latest_refusals = await conn.fetch(q("console_webhook_latest_refusals"), LATEST_REFUSALS)
     configured = sorted(n for n, d in console.settings.providers.items() if d.webhooks is not None)
     stored = {row["provider"]: row for row in totals}
+    refused: dict[str, int] = {}
+    for row in refusals:
+        refused[row["provider"]] = refused.get(row["provider"], 0) + row["refusals"]
     providers = [
-        {"name": name, "stored": stored.get(name), "process": _process_counts(request, name)}
-        for name in sorted(set(configured) | set(stored))
+        {"name": name, "stored": stored.get(name), "refused": refused.get(name, 0)}
+        for name in sorted(set(configured) | set(stored) | set(refused))
     ]
     return page(
         request,
@@ -70,7 +49,8 @@ async def webhooks(console: Console, request: Request, session: Session) -> Resp
             "session": session,
             "providers": providers,
             "latest": latest,
-            "refusals": _process_refusals(request, configured),
+            "refusals": refusals,
+            "latest_refusals": latest_refusals,
         },
     )
 
@@ -87,4 +67,9 @@ async def audit(console: Console, request: Request, session: Session) -> Respons
     async with console.connection() as conn:
         latest = await conn.fetchrow(q("log_latest_checkpoint"))
         pending = await conn.fetchrow(q("log_pending"))
-    return page(request, "audit.html", {"session": session, "latest": latest, "pending": pending})
+        verified = await conn.fetchrow(q("console_last_verification"))
+    return page(
+        request,
+        "audit.html",
+        {"session": session, "latest": latest, "pending": pending, "verified": verified},
+    )

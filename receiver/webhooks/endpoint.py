@@ -31,7 +31,9 @@ in `jobwarden_webhook_events_rejected{provider, reason}` and logged as one
 "webhook rejected" line (provider label, reason, status, and at most a
 header name or an exception type, escaped; never a header value, a body or a
 secret). Log lines are rate-limited per reason, so a flood of forgeries
-cannot hide a rare reason such as a misconfigured secret.
+cannot hide a rare reason such as a misconfigured secret. The refusal is also
+tallied for the database (receiver/webhooks/refusals.py: batched, never a
+write per request).
 
 What the adapter extracts from an authentic event is made storable before it
 reaches the database, whatever adapter or plugin extracted it (a value
@@ -84,6 +86,7 @@ from starlette.types import Receive, Scope, Send
 
 from receiver.metrics import ReceiverMetrics, RefusalReason
 from receiver.webhooks.ingest import Event, Ingestor, IngestRejected, IngestUnavailable, Outcome
+from receiver.webhooks.refusals import RefusalRecorder
 from shared.db.pgjson import scrub
 from shared.ids import new_trace_id, trace_id_from_traceparent
 from shared.ledger.states import RemoteState
@@ -204,6 +207,7 @@ class WebhookEndpoint:
         providers: Mapping[str, ProviderDescription],
         ingestor: Ingestor,
         metrics: ReceiverMetrics,
+        refusals: RefusalRecorder,
         *,
         max_body_bytes: int,
         now: Callable[[], float],
@@ -227,6 +231,7 @@ class WebhookEndpoint:
                 )
         self._ingestor = ingestor
         self._metrics = metrics
+        self._refusals = refusals
         self._max_body_bytes = max_body_bytes
         self._now = now
         self._public_url = public_url
@@ -244,6 +249,7 @@ class WebhookEndpoint:
             status, body, headers = await self._handle(scope, receive, self._providers.get(name))
         except _Refusal as refusal:
             self._metrics.rejected(label, refusal.reason)
+            self._refusals.note(label, refusal.reason, refusal.status)
             if refusal.status == 503:
                 self._metrics.unavailable(label)
             self._log_refusal(label, refusal)

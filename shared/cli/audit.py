@@ -11,6 +11,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import asyncpg
+
 from shared.cli import operator as cli_operator
 from shared.db.queries import q
 from shared.ledger import archive, audit, log, log_audit, receipts
@@ -59,6 +61,12 @@ def register(sub: Any) -> None:
         metavar="ROOT",
         help="the directory holding the archives `audit archive` wrote: check every archived "
         "row against its leaf",
+    )
+    verify.add_argument(
+        "--no-record",
+        action="store_true",
+        help="do not note this verification in the database (audit_verifications, shown by "
+        "the console); a verify of one --operation is never noted",
     )
     cli_operator.json_flag(verify)
     verify.set_defaults(handler=cmd_verify)
@@ -186,16 +194,35 @@ async def cmd_verify(args: argparse.Namespace) -> int:
         except (NoteError, CheckpointError, ValueError) as exc:
             return _fail(f"the checkpoint does not verify with that key: {exc}")
     async with cli_operator.app_connection() as conn:
+        began = time.monotonic()
         checked, breaks = await audit.verify(conn, args.operation)
         report = await log_audit.verify_log(
             conn, checkpoint, archive_root=Path(args.archive) if args.archive else None
         )
+        if not args.no_record and not args.operation:
+            await _record(conn, report, checked, len(breaks), time.monotonic() - began)
     ok = not breaks and report.ok
     if args.json:
         print(json.dumps(_as_json(checked, breaks, report)))
     else:
         _print(checked, breaks, report)
     return 0 if ok else 1
+
+
+async def _record(
+    conn: Any, report: log_audit.LogReport, checked: int, breaks: int, seconds: float
+) -> None:
+    """Note the outcome for the console; a login that may not (an auditor's) only says so."""
+    try:
+        await log_audit.record_verification(
+            conn, report, chains_checked=checked, chain_breaks=breaks, seconds=seconds
+        )
+    except asyncpg.InsufficientPrivilegeError:
+        print(
+            "note: this verification was not recorded (this database login may not add to "
+            "audit_verifications; --no-record skips it)",
+            file=sys.stderr,
+        )
 
 
 def _as_json(

@@ -304,3 +304,33 @@ __all__ = [
     "open_checkpoint",
     "verify_log",
 ]
+
+
+async def record_verification(
+    db: Any,
+    report: LogReport,
+    *,
+    chains_checked: int,
+    chain_breaks: int,
+    seconds: float,
+) -> Any:
+    """Note a finished verify in `audit_verifications` (migration 018) for the console.
+
+    A report by whoever ran it, not a proof: the database's owner could write
+    any row there. Returns the row (its id, time and the recording login).
+    """
+    cp = report.checkpoint
+    return await db.fetchrow(
+        q("audit_verification_record"),
+        report.ok and chain_breaks == 0,
+        report.tree_size,
+        report.root.hex(),
+        None if cp is None else cp.origin,
+        None if cp is None else cp.size,
+        chains_checked,
+        chain_breaks,
+        sum(report.rows_checked.values()),
+        report.problem_count,
+        report.pending,
+        seconds,
+    )

@@ -16,12 +16,18 @@ Before purging, events whose job id has become known since they arrived are
 attached (see `attach_stragglers`), so nothing matchable is ever deleted. The
 reconciler schedules both: `attach_stragglers` every minute or so,
 `purge_webhook_events` a few times a day.
+
+Refused deliveries store no event; each receiver process adds its tally of
+them (`record_refusals`, migration 017) every few seconds, so the console
+counts every process's refusals, across restarts.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import date, datetime
 from typing import Any
 
 from shared.db.connect import Executor
@@ -104,3 +110,53 @@ async def purge_webhook_events(db: Executor, retention_days: int) -> int:
     if total:
         logger.info("purged webhook events", extra={"ctx": {"count": total}})
     return total
+
+
+@dataclass(frozen=True)
+class RefusalCount:
+    """Refused deliveries of one provider for one reason on one UTC day."""
+
+    provider: str
+    reason: str
+    day: date
+    refusals: int
+    last_at: datetime
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """One refused delivery: nothing the sender chose, only our label, reason and answer."""
+
+    provider: str
+    reason: str
+    status: int
+    at: datetime
+
+
+async def record_refusals(
+    conn: Any, counts: Sequence[RefusalCount], latest: Sequence[Refusal], *, keep: int
+) -> None:
+    """Add a receiver process's tally of refusals, and keep the newest `keep` refusals.
+
+    One transaction: a flush that fails leaves nothing half-added, so the
+    caller can keep its tally and add it again later without counting twice.
+    """
+    async with conn.transaction():
+        if counts:
+            await conn.execute(
+                q("webhook_refusals_count"),
+                [c.provider for c in counts],
+                [c.reason for c in counts],
+                [c.day for c in counts],
+                [c.refusals for c in counts],
+                [c.last_at for c in counts],
+            )
+        if latest:
+            await conn.execute(
+                q("webhook_refusals_note_latest"),
+                [r.provider for r in latest],
+                [r.reason for r in latest],
+                [r.status for r in latest],
+                [r.at for r in latest],
+                keep,
+            )

@@ -15,3 +15,11 @@ WHERE ($1::text IS NULL OR operation_id = $1);
 -- name: chain_heads_ordered
 SELECT operation_id, state, history_seq, history_head FROM operations
 ORDER BY operation_id COLLATE "C";
+
+-- name: audit_verification_record
+-- One finished `audit verify` (migration 018), as its runner reports it.
+INSERT INTO audit_verifications (ok, tree_size, root_hash, checkpoint_origin, checkpoint_size,
+                                 chains_checked, chain_breaks, rows_checked, problems, pending,
+                                 seconds)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+RETURNING verification_id, verified_at, verified_by;

@@ -162,3 +162,27 @@ LIMIT $1;
 -- name: console_escalation
 SELECT escalation_id, opened_at, state::text AS state, reason, details
 FROM escalations WHERE operation_id = $1 AND resolved_at IS NULL;
+
+-- name: console_webhook_refusals
+-- Refused deliveries by provider and reason (migration 017): in all, in the
+-- last day, and the newest.
+SELECT provider, reason, sum(refusals)::bigint AS refusals,
+       coalesce(sum(refusals) FILTER (WHERE day >= (jw_now() AT TIME ZONE 'UTC')::date - 1),
+                0)::bigint AS recent,
+       max(last_at) AS last_at
+FROM webhook_refusal_counts
+GROUP BY provider, reason
+ORDER BY provider, reason;
+
+-- name: console_webhook_latest_refusals
+SELECT provider, reason, status, at
+FROM webhook_refusals_latest
+ORDER BY at DESC, refusal_id DESC
+LIMIT $1;
+
+-- name: console_last_verification
+SELECT verified_at, verified_by, ok, tree_size, root_hash, checkpoint_origin, checkpoint_size,
+       chains_checked, chain_breaks, rows_checked, problems, pending, seconds
+FROM audit_verifications
+ORDER BY verified_at DESC, verification_id DESC
+LIMIT 1;

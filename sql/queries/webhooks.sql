@@ -158,3 +158,26 @@ ORDER BY a.webhook_event_id;
 -- name: webhook_purge_unattached
 -- One bounded slice of the retention purge (see migration 005).
 SELECT jw_purge_webhook_events(make_interval(days => $1), $2);
+
+-- name: webhook_refusals_count
+-- Add one receiver process's tally of refused deliveries (migration 017): one
+-- element per (provider, reason, UTC day) with its count and newest time.
+INSERT INTO webhook_refusal_counts (provider, reason, day, refusals, last_at)
+SELECT t.provider, t.reason, t.day, t.refusals, t.last_at
+FROM unnest($1::text[], $2::text[], $3::date[], $4::bigint[], $5::timestamptz[])
+     AS t(provider, reason, day, refusals, last_at)
+ON CONFLICT (provider, reason, day) DO UPDATE
+SET refusals = webhook_refusal_counts.refusals + excluded.refusals,
+    last_at = greatest(webhook_refusal_counts.last_at, excluded.last_at);
+
+-- name: webhook_refusals_note_latest
+-- Keep the newest refused deliveries: add this flush's, then drop those more
+-- than $5 identities older than the newest (the DELETE sees the table as it
+-- was before this INSERT, so it never removes what it just added).
+WITH added AS (
+    INSERT INTO webhook_refusals_latest (provider, reason, status, at)
+    SELECT * FROM unnest($1::text[], $2::text[], $3::smallint[], $4::timestamptz[])
+    RETURNING refusal_id
+)
+DELETE FROM webhook_refusals_latest
+WHERE refusal_id <= (SELECT max(refusal_id) FROM added) - $5;

@@ -32,6 +32,7 @@ from shared import ledger
 from shared.db.connect import connect
 from shared.ledger import decisions
 from shared.ledger.states import LocalState
+from shared.settings import Settings
 from tests.integration.agent_support import sim_settings
 from tests.support import drive, submit
 
@@ -84,11 +85,13 @@ async def console_login(admin_url: str, db_url: str) -> AsyncIterator[str]:
 
 
 @contextlib.asynccontextmanager
-async def running_receiver(db_url: str, console_url: str = "") -> AsyncIterator[Receiver]:
+async def running_receiver(
+    db_url: str, console_url: str = "", base: Settings | None = None
+) -> AsyncIterator[Receiver]:
     """The receiver as jobwarden_receiver; `console_url`: JW_CONSOLE_DATABASE_URL."""
     port = free_port()
     settings = replace(
-        sim_settings(),
+        base or sim_settings(),
         receiver_host="127.0.0.1",
         receiver_port=port,
         console_database_url=console_url,

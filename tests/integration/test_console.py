@@ -24,6 +24,7 @@ from receiver.console import operations as console_operations
 from receiver.console import sessions
 from receiver.console.base import CONSOLE_LOGIN_REFUSED, RECEIVER_MAY_NOT_DECIDE
 from shared.db.connect import ResolvedDatabase
+from shared.ledger import log_audit
 from shared.ledger.states import LocalState
 from tests.integration.agent_support import make_token
 from tests.integration.console_support import (
@@ -527,3 +528,18 @@ async def test_an_open_live_stream_neither_keeps_the_session_alive_nor_outlives_
         await clock.advance(sessions.IDLE_SECONDS + 1)
         while (line := await anext(lines)) != "event: signed_out":
             assert line in ("", ": keep-alive", "data: {}"), line
+
+
+async def test_the_audit_page_shows_the_last_recorded_verification(
+    receiver: Receiver, client: httpx.AsyncClient, operator: str, db: Any
+) -> None:
+    await signed_in(client, receiver, operator)
+    before = html.unescape((await client.get(receiver.url("/console/audit"))).text)
+    assert "None recorded." in before
+    await drive(db, await submit(db), S.SUCCEEDED)
+    report = await log_audit.verify_log(db, None)
+    await log_audit.record_verification(db, report, chains_checked=1, chain_breaks=0, seconds=0.25)
+    after = html.unescape((await client.get(receiver.url("/console/audit"))).text)
+    assert "None recorded." not in after and "OK" in after
+    assert "no checkpoint: the log was checked only against itself" in after
+    assert f"{report.tree_size} leaves" in after and "a report, not a proof" in after

@@ -324,6 +324,30 @@ async def test_audit_verify_on_the_command_line(
     )
     out = capsys.readouterr().out
     assert "TAMPERED provider_calls" in out and "FAILED" in out
+    # Each full verify was noted for the console; --no-record is not.
+    assert await jobwarden("audit", "verify", "--no-record") == 1
+    async with pool.acquire() as conn:
+        noted = await conn.fetch("SELECT * FROM audit_verifications ORDER BY verification_id")
+    assert [(r["ok"], r["checkpoint_size"] is not None) for r in noted] == [
+        (True, True),
+        (True, False),
+        (False, True),
+    ]
+    assert noted[2]["problems"] > 0 and noted[0]["tree_size"] >= noted[0]["checkpoint_size"]
+    assert {r["verified_by"] for r in noted} == {await pool.fetchval("SELECT session_user")}
+
+
+async def test_a_login_that_may_not_record_still_verifies_and_says_so(
+    db_url: str,
+    signed: tuple[list[str], str],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    sep = "&" if "?" in db_url else "?"
+    monkeypatch.setenv("DATABASE_URL", f"{db_url}{sep}role=jobwarden_receiver")
+    assert await jobwarden("audit", "verify") == 0
+    captured = capsys.readouterr()
+    assert "was not recorded" in captured.err and "NOT PROVEN" in captured.out
 
 
 async def test_history_left_behind_by_a_deleted_operation_is_reported(
