@@ -6,6 +6,7 @@ import asyncio
 import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
@@ -16,7 +17,7 @@ from receiver.console.base import Console, Refused
 from receiver.console.render import SECURITY_HEADERS, page
 from receiver.console.sessions import Session
 from shared.db.queries import q
-from shared.ledger.states import LocalState
+from shared.ledger.states import INBOX, TERMINAL, LocalState
 
 PAGE_SIZE = 50
 OUTCOMES = (
@@ -38,6 +39,36 @@ KEEPALIVE_SECONDS = 15.0
 # An age filter beyond a century is a typo; far beyond it PostgreSQL's
 # timestamps overflow (a 500 where the operator deserves a 400).
 MAX_AGE_SECONDS = 100 * 365 * 86400.0
+
+
+S = LocalState
+# The states each outcome comes from (the CASE of the agent views, migration
+# 008): a filter on an outcome walks only these states' index ranges.
+# `succeeded` and `completed_with_errors` share one state and differ by result.
+_OUTCOME_STATES: dict[str, frozenset[LocalState]] = {
+    "succeeded": frozenset({S.SUCCEEDED}),
+    "completed_with_errors": frozenset({S.SUCCEEDED}),
+    "failed": frozenset({S.FAILED}),
+    "cancelled": TERMINAL - {S.SUCCEEDED, S.FAILED},
+    "timed_out": frozenset({S.RESULT_TIMED_OUT}),
+    "needs_attention": INBOX - TERMINAL - {S.RESULT_TIMED_OUT},
+    "none": frozenset(LocalState) - TERMINAL - INBOX,
+}
+
+
+def outcome_states(outcome: str | None) -> list[str] | None:
+    """The states an outcome can come from, sorted; None for no outcome filter."""
+    if not outcome:
+        return None
+    return sorted(state.value for state in _OUTCOME_STATES[outcome])
+
+
+def states_to_walk(state: str, outcome: str) -> list[str] | None:
+    """The states a page reads (None: all, in creation order); [] when none can match."""
+    wanted = outcome_states(outcome)
+    if not state:
+        return wanted
+    return [state] if wanted is None or state in wanted else []
 
 
 def duration(text: str, name: str) -> float | None:
@@ -95,20 +126,10 @@ async def operations(console: Console, request: Request, session: Session) -> Re
     after = request.query_params.get("after") or None
     if after is not None and not OPERATION_ID.match(after):
         raise Refused(400, "after: not an operation id.")
-    async with console.connection() as conn:
-        args = (
-            f.provider or None,
-            f.kind or None,
-            f.outcome or None,
-            after,
-            duration(f.older_than, "older than"),
-            duration(f.newer_than, "newer than"),
-            PAGE_SIZE + 1,
-        )
-        if f.state:
-            rows = await conn.fetch(q("console_operations_in_state"), f.state, *args)
-        else:
-            rows = await conn.fetch(q("console_operations"), *args)
+    states = states_to_walk(f.state, f.outcome)
+    async with console.connection() as conn, conn.transaction(readonly=True):
+        await conn.execute(q("console_custom_plans"))
+        rows = await _page(conn, f, states, after)
         seen = [r["provider"] for r in await conn.fetch(q("console_providers_seen"))]
     shown = rows[:PAGE_SIZE]
     more = len(rows) > PAGE_SIZE
@@ -127,6 +148,32 @@ async def operations(console: Console, request: Request, session: Session) -> Re
             "live": "*",
         },
     )
+
+
+async def _page(conn: Any, f: Filters, states: list[str] | None, after: str | None) -> list[Any]:
+    """Up to PAGE_SIZE + 1 rows (one more says there is a next page)."""
+    bounds = (
+        after,
+        duration(f.older_than, "older than"),
+        duration(f.newer_than, "newer than"),
+        PAGE_SIZE + 1,
+    )
+    if states is None:
+        rows: list[Any] = await conn.fetch(
+            q("console_operations"), f.provider or None, f.kind or None, *bounds
+        )
+    elif states:
+        rows = await conn.fetch(
+            q("console_operations_in_states"),
+            states,
+            f.provider or None,
+            f.kind or None,
+            f.outcome or None,
+            *bounds,
+        )
+    else:
+        rows = []
+    return rows
 
 
 async def stream(console: Console, request: Request, session: Session) -> Response:

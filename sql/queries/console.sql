@@ -45,43 +45,98 @@ DELETE FROM console_sessions WHERE session_sha256 IN (
 );
 
 -- name: console_operations
--- One page of operations, newest first. The order is the primary key (ids are
--- ULIDs, so newest first by creation) and the cursor a keyset bound on it, so
--- a page costs the same at row 10 and at row 1,000,000: never an OFFSET.
--- $5/$6: created at least / at most this many seconds ago. With a state
--- filter, console_operations_in_state instead.
-SELECT operation_id, provider, kind, state, remote_state, outcome, requested_by,
-       created_at, updated_at, message
-FROM operations_overview
-WHERE ($1::text IS NULL OR provider = $1)
-  AND ($2::text IS NULL OR kind = $2)
-  AND ($3::text IS NULL OR outcome = $3 OR ($3 = 'none' AND outcome IS NULL))
-  AND ($4::text IS NULL OR operation_id < $4)
-  AND ($5::double precision IS NULL OR created_at <= jw_now() - make_interval(secs => $5))
-  AND ($6::double precision IS NULL OR created_at >= jw_now() - make_interval(secs => $6))
-ORDER BY operation_id DESC
-LIMIT $7;
-
--- name: console_operations_in_state
--- The same page for one state ($1, then console_operations' parameters
--- shifted by one), walking operations_by_state (migration 014): equality on
--- the index's first column keeps its order by id.
+-- One page of operations, newest first by creation, with no state or outcome
+-- filter (those: console_operations_in_states). The cursor ($3) is the last
+-- operation id shown; the page continues below its (created_at,
+-- operation_id), so a page costs the same at row 10 and at row 1,000,000
+-- (operations_by_creation, migration 019): never an OFFSET, and an age bound
+-- ($4/$5: created at least / at most this many seconds ago) is a range of the
+-- index. The cursor and the age bounds are always bounds (no "$n IS NULL OR"),
+-- so even a generic plan of this prepared statement scans a range of the index.
+-- A cursor that names no operation starts from the newest. A provider or kind
+-- filter ($1/$2) is checked on the rows walked. The page's ids are picked from
+-- operations alone; the view is read for those ids only.
 SELECT v.operation_id, v.provider, v.kind, v.state, v.remote_state, v.outcome,
        v.requested_by, v.created_at, v.updated_at, v.message
-FROM operations o
-JOIN operations_overview v ON v.operation_id = o.operation_id
-WHERE o.state = $1::jw_state
-  AND ($2::text IS NULL OR o.provider = $2)
-  AND ($3::text IS NULL OR o.kind = $3)
-  AND ($4::text IS NULL OR v.outcome = $4 OR ($4 = 'none' AND v.outcome IS NULL))
-  AND ($5::text IS NULL OR o.operation_id < $5)
-  AND ($6::double precision IS NULL OR o.created_at <= jw_now() - make_interval(secs => $6))
-  AND ($7::double precision IS NULL OR o.created_at >= jw_now() - make_interval(secs => $7))
-ORDER BY o.operation_id DESC
-LIMIT $8;
+FROM (
+    SELECT o.operation_id, o.created_at
+    FROM operations o
+    WHERE ($1::text IS NULL OR o.provider = $1)
+      AND ($2::text IS NULL OR o.kind = $2)
+      AND (o.created_at, o.operation_id)
+          < (coalesce((SELECT a.created_at FROM operations a WHERE a.operation_id = $3),
+                      'infinity'),
+             coalesce((SELECT a.operation_id FROM operations a WHERE a.operation_id = $3), ''))
+      AND o.created_at <= coalesce((SELECT jw_now()) - make_interval(secs => $4), 'infinity')
+      AND o.created_at >= coalesce((SELECT jw_now()) - make_interval(secs => $5), '-infinity')
+    ORDER BY o.created_at DESC, o.operation_id DESC
+    LIMIT $6
+) p
+JOIN operations_overview v ON v.operation_id = p.operation_id
+ORDER BY p.created_at DESC, p.operation_id DESC;
+
+-- name: console_custom_plans
+-- For the rest of this transaction, plan every statement for its parameters.
+-- asyncpg prepares statements, and after five runs PostgreSQL may keep one
+-- generic plan: for a provider filter that is a walk of every operation, where
+-- a plan for the actual name finds a rare provider through its index.
+SELECT set_config('plan_cache_mode', 'force_custom_plan', true);
+
+-- name: console_operations_in_states
+-- The same page for a set of states ($1: one state, or the states an outcome
+-- comes from, receiver/console/operations.py); then provider, kind, outcome
+-- ($4), cursor, age bounds and limit. Each state walks operations_by_state
+-- (state, created_at, operation_id) from the cursor down and stops at a page
+-- of matches; the pages are merged. So a rare state, or an outcome that is two
+-- states, reads about a page per state, not the table. The states decide every
+-- outcome but two: `succeeded` and `completed_with_errors` share the state
+-- succeeded and differ as the agent views tell them apart (migration 008: a
+-- result with failed items, or the provider's partially_succeeded).
+SELECT v.operation_id, v.provider, v.kind, v.state, v.remote_state, v.outcome,
+       v.requested_by, v.created_at, v.updated_at, v.message
+FROM (
+    SELECT w.operation_id, w.created_at
+    FROM unnest($1::jw_state[]) AS s(state)
+    CROSS JOIN LATERAL (
+        SELECT o.operation_id, o.created_at
+        FROM operations o
+        LEFT JOIN results r ON r.result_id = o.result_id
+        WHERE o.state = s.state
+          AND ($2::text IS NULL OR o.provider = $2)
+          AND ($3::text IS NULL OR o.kind = $3)
+          AND ($4::text IS NULL OR $4 NOT IN ('succeeded', 'completed_with_errors')
+               OR ($4 = 'completed_with_errors')
+                  = (coalesce(r.items_failed, 0) > 0
+                     OR coalesce(o.remote_state = 'partially_succeeded', false)))
+          AND (o.created_at, o.operation_id)
+              < (coalesce((SELECT a.created_at FROM operations a WHERE a.operation_id = $5),
+                          'infinity'),
+                 coalesce((SELECT a.operation_id FROM operations a WHERE a.operation_id = $5),
+                          ''))
+          AND o.created_at <= coalesce((SELECT jw_now()) - make_interval(secs => $6), 'infinity')
+          AND o.created_at >= coalesce((SELECT jw_now()) - make_interval(secs => $7),
+                                       '-infinity')
+        ORDER BY o.created_at DESC, o.operation_id DESC
+        LIMIT $8
+    ) w
+    ORDER BY w.created_at DESC, w.operation_id DESC
+    LIMIT $8
+) p
+JOIN operations_overview v ON v.operation_id = p.operation_id
+ORDER BY p.created_at DESC, p.operation_id DESC;
 
 -- name: console_providers_seen
-SELECT DISTINCT provider FROM operations ORDER BY provider;
+-- The providers that have operations, for the filter's choices: a skip scan of
+-- operations_remote_job (provider first), one index probe per provider, where
+-- SELECT DISTINCT would read every row.
+WITH RECURSIVE seen AS (
+    (SELECT provider FROM operations ORDER BY provider LIMIT 1)
+    UNION ALL
+    SELECT (SELECT o.provider FROM operations o WHERE o.provider > seen.provider
+            ORDER BY o.provider LIMIT 1)
+    FROM seen WHERE seen.provider IS NOT NULL
+)
+SELECT provider FROM seen WHERE provider IS NOT NULL;
 
 -- name: console_operation
 SELECT o.operation_id, o.provider, o.kind, o.state::text AS state,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import html
+import re
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -543,3 +544,49 @@ async def test_the_audit_page_shows_the_last_recorded_verification(
     assert "None recorded." not in after and "OK" in after
     assert "no checkpoint: the log was checked only against itself" in after
     assert f"{report.tree_size} leaves" in after and "a report, not a proof" in after
+
+
+async def test_every_outcome_filter_shows_exactly_what_the_agent_view_says(
+    receiver: Receiver,
+    client: httpx.AsyncClient,
+    operator: str,
+    db: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An outcome filter walks the outcome's states (console_operations_in_states);
+    the agent view's own `outcome` column is the oracle, paged two at a time."""
+    monkeypatch.setattr(console_operations, "PAGE_SIZE", 2)
+    for state in (S.OBSERVING, S.SUCCEEDED, S.FAILED, S.CANCELLED, S.ACCEPTED, S.OBSERVING):
+        await drive(db, await submit(db), state)
+    await escalated(db)
+    await submit(db)  # create_pending: outcome none
+    await signed_in(client, receiver, operator)
+    for outcome in console_operations.OUTCOMES:
+        expected = [
+            r["operation_id"]
+            for r in await db.fetch(
+                "SELECT operation_id FROM operations_overview "
+                "WHERE outcome IS NOT DISTINCT FROM $1 ORDER BY created_at DESC, operation_id DESC",
+                None if outcome == "none" else outcome,
+            )
+        ]
+        shown: list[str] = []
+        path = f"/console/operations?outcome={outcome}"
+        while path:
+            answer = await client.get(receiver.url(path))
+            assert answer.status_code == 200, answer.text
+            shown += re.findall(r'<a href="/console/operations/(op_[0-9A-Z]{26})"', answer.text)
+            more = re.search(r'href="/console/operations\?([^"]*after=op_[^"]*)"', answer.text)
+            path = f"/console/operations?{html.unescape(more.group(1))}" if more else ""
+        assert shown == expected, outcome
+    # A state the outcome cannot come from: nothing, without a query.
+    none = await client.get(receiver.url("/console/operations?state=failed&outcome=succeeded"))
+    assert "No operation matches" in none.text
+
+
+def test_the_outcomes_partition_the_states() -> None:
+    covered: list[str] = []
+    for outcome in console_operations.OUTCOMES:
+        if outcome != "completed_with_errors":  # shares succeeded with `succeeded`
+            covered += console_operations.outcome_states(outcome) or []
+    assert sorted(covered) == sorted(s.value for s in S)
