@@ -40,6 +40,7 @@ from receiver.api.problems import (
 )
 from receiver.api.resources import API_PREFIX, operation_resource, transition_event
 from receiver.api.waiting import TransitionHub
+from receiver.moves import traced_moves
 from shared import ledger
 from shared.db.queries import q
 from shared.ids import trace_id_from_traceparent
@@ -352,7 +353,8 @@ class OperationsApi:
         async with self.connection() as conn:
             row = await self.visible(conn, operation_id, caller)
             deadline = self.settings.cancel_deadline_for(row["provider"])
-            state = await self._request_cancel(conn, operation_id, caller, reason, deadline)
+            async with traced_moves(conn, operation_id, "cancel request", caller.requested_by):
+                state = await self._request_cancel(conn, operation_id, caller, reason, deadline)
             row = await self.visible(conn, operation_id, caller)
         resource = operation_resource(row)
         resource["cancel"] = {"state": state.value, "message": cancel_message(state)}

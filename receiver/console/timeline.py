@@ -14,10 +14,15 @@ from receiver.console.inbox import next_moves
 from receiver.console.operations import OPERATION_ID
 from receiver.console.render import page, with_headers
 from receiver.console.sessions import Session
+from receiver.moves import traced_moves
 from shared.db.queries import q
 from shared.ledger.states import LocalState
 
 ITEMS_PAGE_SIZE = 50
+# An operation read for weeks can hold thousands of calls and observations:
+# the page shows the newest entries (the CLI's `show` prints every one).
+TIMELINE_ENTRIES = 500
+DELIVERIES_SHOWN = 100
 _ITEM_KEY = re.compile(r"^.{1,500}$", re.S)
 # What a redirect after an action may say: a fixed vocabulary, so a URL can
 # never carry words of its own into the page.
@@ -67,8 +72,10 @@ async def render(
         op = await conn.fetchrow(q("console_operation"), operation_id)
         if op is None:
             raise Refused(404, f"No operation {operation_id}.")
-        timeline = await conn.fetch(q("operator_timeline"), operation_id)
-        deliveries = await conn.fetch(q("console_webhook_deliveries"), operation_id)
+        timeline = await conn.fetch(q("operator_timeline"), operation_id, TIMELINE_ENTRIES)
+        deliveries = await conn.fetch(
+            q("console_webhook_deliveries"), operation_id, DELIVERIES_SHOWN
+        )
         results = await conn.fetch(q("console_result"), operation_id)
         items = await conn.fetch(
             q("api_failed_items"), operation_id, items_after, ITEMS_PAGE_SIZE + 1
@@ -86,7 +93,9 @@ async def render(
             "session": session,
             "op": op,
             "timeline": timeline,
+            "timeline_cut": len(timeline) >= TIMELINE_ENTRIES,
             "deliveries": deliveries,
+            "deliveries_cut": len(deliveries) >= DELIVERIES_SHOWN,
             "results": results,
             "items": items,
             "items_next": items[-1]["item_key"] if more_items and items else None,
@@ -115,7 +124,10 @@ async def act(console: Console, request: Request, session: Session) -> Response:
     try:
         reason = actions.reason_of(form.get("reason"))
         # On the console's own database login when one is set (Console.deciding).
-        async with console.deciding() as conn:
+        async with (
+            console.deciding() as conn,
+            traced_moves(conn, operation_id, f"operator {action}", session.actor),
+        ):
             if action == "resolve":
                 done = await actions.resolve(
                     conn,

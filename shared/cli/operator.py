@@ -332,7 +332,7 @@ async def cmd_show(args: argparse.Namespace) -> int:
     async with app_connection() as conn:
         op = await _load(conn, args.operation_id)
         view = await conn.fetchrow(q("api_operation"), args.operation_id, None)
-        timeline = await conn.fetch(q("operator_timeline"), args.operation_id)
+        timeline = await conn.fetch(q("operator_timeline"), args.operation_id, None)
     if args.json:
         operation = {k: v for k, v in vars(op).items() if k != "_origin"}
         print_json(

@@ -485,3 +485,23 @@ async def clock_now(db: Executor) -> datetime:
 async def record_sync_mode(db: Executor, operation_id: str, *, fence: int | None) -> None:
     """The provider answered synchronously, with no job id: the result is the proof."""
     await _fenced_update(db, "set_create_mode", operation_id, "sync", fence)
+
+
+@dataclass(frozen=True)
+class HistoryMark:
+    """Where an operation's history stood: its trace id and newest seq."""
+
+    operation_id: str
+    trace_id: str
+    seq: int
+
+
+async def history_mark(db: Executor, operation_id: str) -> HistoryMark | None:
+    row = await db.fetchrow(q("operation_history_mark"), operation_id)
+    return None if row is None else HistoryMark(operation_id, row["trace_id"], row["history_seq"])
+
+
+async def transitions_after(db: Executor, mark: HistoryMark) -> list[tuple[str | None, str, str]]:
+    """The (from, to, cause) of each history row added since `mark`, in order."""
+    rows = await db.fetch(q("history_after"), mark.operation_id, mark.seq)
+    return [(r["from_state"], r["to_state"], r["cause"]) for r in rows]

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -231,6 +231,42 @@ def transition(src: str | None, dst: str, cause: str) -> None:
     from opentelemetry.trace import get_current_span
 
     get_current_span().add_event("transition", _transition_attributes(src, dst, cause))
+
+
+def enabled() -> bool:
+    """Whether spans are recorded (callers skip work only a span would use)."""
+    return TRACER is not None
+
+
+def moved(
+    name: str,
+    trace_id: str,
+    operation_id: str,
+    actor: str,
+    transitions: Sequence[tuple[str | None, str, str]],
+) -> None:
+    """A span for transitions made outside a reconciler step, once they committed.
+
+    An agent's cancel request through the API, an operator's decision in the
+    console: each gets an INTERNAL span under the operation's root, with one
+    `transition` event per history row it added, (from, to, cause).
+    """
+    if TRACER is None or not transitions:
+        return
+    from opentelemetry.trace import SpanKind
+
+    span = TRACER.start_span(
+        name,
+        context=operation_context(trace_id, operation_id) or _new_trace(),
+        kind=SpanKind.INTERNAL,
+        attributes={
+            "jobwarden.operation_id": operation_id,
+            "jobwarden.actor": attributes.text(actor),
+        },
+    )
+    for src, dst, cause in transitions:
+        span.add_event("transition", _transition_attributes(src, dst, cause))
+    span.end()
 
 
 def _transition_attributes(src: str | None, dst: str, cause: str) -> dict[str, str]:

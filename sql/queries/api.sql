@@ -66,8 +66,10 @@ LIMIT $6;
 -- name: operator_timeline
 -- Everything recorded about one operation, merged in time order: transitions,
 -- provider calls (with trace and provider request ids), observations (polls
--- and webhooks), decisions and escalations.
+-- and webhooks), decisions and escalations. $2: only the newest this many
+-- entries (NULL: all; the console bounds its page, `jobwarden show` does not).
 SELECT at, kind, ref, details FROM (
+SELECT at, kind, ref, details, tiebreak FROM (
     SELECT h.at, 'transition' AS kind, h.seq::bigint AS ref,
            jsonb_build_object('from', h.from_state, 'to', h.to_state, 'actor', h.actor,
                               'cause', h.cause, 'evidence_kind', h.evidence_kind,
@@ -112,6 +114,9 @@ SELECT at, kind, ref, details FROM (
            4
     FROM escalations e WHERE e.operation_id = $1
 ) timeline
+ORDER BY at DESC, tiebreak DESC, ref DESC
+LIMIT $2
+) newest
 ORDER BY at, tiebreak, ref;
 
 -- name: operator_inbox

@@ -150,11 +150,13 @@ JOIN operations_overview v ON v.operation_id = o.operation_id
 WHERE o.operation_id = $1;
 
 -- name: console_webhook_deliveries
+-- The newest $2 deliveries of one operation, newest first.
 SELECT webhook_event_id, event_id, received_at, signature_scheme, id_signed,
        remote_state::text AS remote_state, remote_state_raw, attached_at,
        duplicate_deliveries
 FROM webhook_events WHERE operation_id = $1
-ORDER BY webhook_event_id;
+ORDER BY webhook_event_id DESC
+LIMIT $2;
 
 -- name: console_result
 SELECT result_id, fetched_at, valid, sha256, storage_ref, items_total, items_succeeded,

@@ -25,6 +25,16 @@ SELECT * FROM operations WHERE operation_id = $1;
 -- name: operation_state
 SELECT state::text FROM operations WHERE operation_id = $1;
 
+-- name: operation_history_mark
+-- Where an operation's history stands, and its trace (spans of moves made
+-- outside the reconciler: receiver/moves.py).
+SELECT trace_id, history_seq FROM operations WHERE operation_id = $1;
+
+-- name: history_after
+SELECT from_state::text AS from_state, to_state::text AS to_state, cause
+FROM history WHERE operation_id = $1 AND seq > $2
+ORDER BY seq;
+
 -- name: transition
 -- A transition is an INSERT into history; the trigger checks edge + evidence,
 -- chains the hash and moves operations.state. The fence, when given, must still

@@ -23,8 +23,10 @@ import pytest_asyncio
 from bench.harness import TestClock
 from receiver.console import operations as console_operations
 from receiver.console import sessions
+from receiver.console import timeline as console_timeline
 from receiver.console.base import CONSOLE_LOGIN_REFUSED, RECEIVER_MAY_NOT_DECIDE
 from shared.db.connect import ResolvedDatabase
+from shared.db.queries import q
 from shared.ledger import log_audit
 from shared.ledger.states import LocalState
 from tests.integration.agent_support import make_token
@@ -590,3 +592,23 @@ def test_the_outcomes_partition_the_states() -> None:
         if outcome != "completed_with_errors":  # shares succeeded with `succeeded`
             covered += console_operations.outcome_states(outcome) or []
     assert sorted(covered) == sorted(s.value for s in S)
+
+
+async def test_a_long_timeline_shows_its_newest_entries_and_says_so(
+    receiver: Receiver,
+    client: httpx.AsyncClient,
+    operator: str,
+    db: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(console_timeline, "TIMELINE_ENTRIES", 3)
+    op_id = await submit(db)
+    await drive(db, op_id, S.SUCCEEDED)  # more than three entries on record
+    everything = await db.fetch(q("operator_timeline"), op_id, None)
+    assert len(everything) > 3
+    await signed_in(client, receiver, operator)
+    page = html.unescape((await client.get(receiver.url(f"/console/operations/{op_id}"))).text)
+    assert "Only the newest 3 entries are shown here" in page
+    assert f"<code>jobwarden show {op_id}</code> prints them all" in page
+    newest = await db.fetch(q("operator_timeline"), op_id, 3)
+    assert [tuple(r) for r in newest] == [tuple(r) for r in everything[-3:]]

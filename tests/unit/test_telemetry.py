@@ -18,6 +18,7 @@ from shared.ids import new_trace_id
 from shared.telemetry import attributes, setup, spans
 from shared.telemetry.config import choose, traces_url
 from shared.telemetry.ids import parse_traceparent, root_span_id, trace_id_int, traceparent
+from tests.spans_support import recording_spans
 
 ENDPOINT = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"}
 
@@ -228,22 +229,8 @@ def test_trace_ids_bridge() -> None:
 
 @pytest.fixture
 def recorded() -> Iterator[Any]:
-    """Tracing on, into memory (the SDK as `sdk.py` configures it, bar the exporter)."""
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-
-    from shared.telemetry.sdk import OperationIds
-
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider(id_generator=OperationIds(), shutdown_on_exit=False)
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    spans.install(provider.get_tracer("test"))
-    try:
+    with recording_spans() as exporter:
         yield exporter
-    finally:
-        spans.install(None)
-        provider.shutdown()
 
 
 def _submit(trace_id: str, *, created: bool, incoming: str | None = None) -> None:

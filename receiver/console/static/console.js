@@ -2,8 +2,13 @@
 // (the same NOTIFY hub as the agent API) and reloads when what it shows changed.
 // It never reloads under the operator's fingers: while a form field is focused or
 // has text, or on a later page of a list, it only says the page is out of date.
+// It reloads at most once every MIN_RELOAD_MS: with hundreds of operations
+// moving a second, the list would otherwise reload without pause.
 (function () {
   "use strict";
+  var MIN_RELOAD_MS = 2000;
+  var loadedAt = Date.now();
+  var pending = null;
   var live = document.body.getAttribute("data-live");
   if (!live || !window.EventSource) { return; }
   var status = document.getElementById("live-status");
@@ -31,10 +36,16 @@
   }
 
   source.addEventListener("ready", function () { document.body.setAttribute("data-live-ready", "1"); });
-  source.addEventListener("changed", function () {
+  function reload() {
+    pending = null;
     if (busy()) { stale(); return; }
     source.close();
     window.location.reload();
+  }
+
+  source.addEventListener("changed", function () {
+    if (pending !== null) { return; }  // a reload is already coming
+    pending = window.setTimeout(reload, Math.max(0, loadedAt + MIN_RELOAD_MS - Date.now()));
   });
   source.addEventListener("signed_out", function () {
     source.close();
