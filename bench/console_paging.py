@@ -3,11 +3,12 @@
     .venv/bin/python -m bench.console_paging            # 10,000 and 1,000,000 operations
     .venv/bin/python -m bench.console_paging --quick    # 10,000 and 100,000
 
-Every query the operations page and the inbox send (the console's own named
-queries, with the parameters its handlers pass) is timed at both sizes on
-one table, the larger filled after the smaller is measured: the first page,
-a deep page (keyset), each filter alone, a rare state, a rare provider, an
-outcome that is a few states, an age bound, the provider list, the inbox.
+Every page of the operations list is read by the console's own code
+(`receiver.console.operations._page`, in a read-only transaction planned per
+page, as the handler does) and timed at both sizes on one table, the larger
+filled after the smaller is measured: the first page, a deep page (keyset),
+each filter alone, a rare state, a rare provider, an outcome that is a few
+states, an age bound; beside them the provider list and the inbox.
 Beside the median time, the buffers each query touched (EXPLAIN ANALYZE,
 BUFFERS): a count that does not depend on how loaded the machine is. A page
 "stays fast" when its cost at the large size is within FLAT_RATIO of the small.
@@ -25,12 +26,13 @@ import statistics
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from bench.harness import bench_database, benchmark_main, fill_operations, print_table
-from receiver.console.operations import PAGE_SIZE, states_to_walk
+from receiver.console.operations import Filters, states_to_walk
+from receiver.console.operations import _page as console_page
 from shared.db.connect import connect
 from shared.db.queries import q
 
@@ -79,55 +81,44 @@ WHERE o.operation_id = x.id AND x.g BETWEEN $1 AND $2
 @dataclass(frozen=True)
 class Case:
     name: str
-    query: str  # console_operations: resolved to _in_states when states are walked
-    # state and outcome (together: the states walked), provider, kind,
-    # after (None, or "deep": the id half-way down), older than s, newer than s
-    state: str | None = None
-    provider: str | None = None
-    kind: str | None = None
-    outcome: str | None = None
-    deep: bool = False
-    older: float | None = None
-    newer: float | None = None
+    filters: Filters = field(default_factory=Filters)
+    deep: bool = False  # start from the operation half-way down (keyset cursor)
+    query: str = ""  # a named query run alone instead of the list page
 
 
 CASES = (
-    Case("first page", "console_operations"),
-    Case("deep page (keyset, half-way down)", "console_operations", deep=True),
-    Case("state = needs_attention (1 in 10,000)", "console_operations", state="needs_attention"),
-    Case("state = succeeded, deep page", "console_operations", state="succeeded", deep=True),
-    Case("provider = rare (0.1 %)", "console_operations", provider="rare"),
-    Case("provider = nobody (no row)", "console_operations", provider="nobody"),
-    Case("kind = transcode (5 %)", "console_operations", kind="transcode"),
-    Case("outcome = failed (3 %)", "console_operations", outcome="failed"),
-    Case("outcome = cancelled (2 states, 2.5 %)", "console_operations", outcome="cancelled"),
-    Case("outcome = timed_out (1 in 10,000)", "console_operations", outcome="timed_out"),
-    Case(
-        "outcome = completed_with_errors (none)",
-        "console_operations",
-        outcome="completed_with_errors",
-    ),
-    Case("older than 7 days", "console_operations", older=7 * 86400.0),
-    Case(
-        "newer than 1 hour, provider = openai",
-        "console_operations",
-        provider="openai",
-        newer=3600.0,
-    ),
-    Case("providers seen (filter choices)", "console_providers_seen"),
-    Case("inbox", "operator_inbox"),
+    Case("first page"),
+    Case("deep page (keyset, half-way down)", deep=True),
+    Case("state = needs_attention (1 in 10,000)", Filters(state="needs_attention")),
+    Case("state = succeeded, deep page", Filters(state="succeeded"), deep=True),
+    Case("provider = rare (0.1 %)", Filters(provider="rare")),
+    Case("provider = nobody (no row)", Filters(provider="nobody")),
+    Case("kind = transcode (5 %)", Filters(kind="transcode")),
+    Case("outcome = failed (3 %)", Filters(outcome="failed")),
+    Case("outcome = cancelled (2 states, 2.5 %)", Filters(outcome="cancelled")),
+    Case("outcome = timed_out (1 in 10,000)", Filters(outcome="timed_out")),
+    Case("outcome = completed_with_errors (none)", Filters(outcome="completed_with_errors")),
+    Case("older than 7 days", Filters(older_than="7d")),
+    Case("newer than 1 hour, provider = openai", Filters(provider="openai", newer_than="1h")),
+    Case("providers seen (filter choices)", query="console_providers_seen"),
+    Case("inbox", query="operator_inbox"),
 )
 
 
-def arguments(case: Case, deep_id: str) -> list[Any]:
-    """The parameters the console's handlers pass for this case."""
-    if case.query in ("console_providers_seen", "operator_inbox"):
-        return []
-    bounds = [deep_id if case.deep else None, case.older, case.newer, PAGE_SIZE + 1]
-    states = states_to_walk(case.state or "", case.outcome or "")
-    if states is None:
-        return [case.provider, case.kind, *bounds]
-    return [states, case.provider, case.kind, case.outcome, *bounds]
+class Recording:
+    """A connection that notes each query it runs, so each can be EXPLAINed after."""
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+        self.queries: list[tuple[str, tuple[Any, ...]]] = []
+
+    async def fetch(self, sql: str, *args: Any) -> Any:
+        self.queries.append((sql, args))
+        return await self.conn.fetch(sql, *args)
+
+    async def fetchrow(self, sql: str, *args: Any) -> Any:
+        self.queries.append((sql, args))
+        return await self.conn.fetchrow(sql, *args)
 
 
 @dataclass(frozen=True)
@@ -137,20 +128,40 @@ class Measure:
     rows: int
 
 
+async def run_case(conn: Any, case: Case, deep_id: str) -> tuple[int, list[Any]]:
+    """The page as the console's handler reads it (operations._page); (rows, queries run)."""
+    recording = Recording(conn)
+    async with conn.transaction(readonly=True):
+        await conn.execute(q("console_custom_plans"))
+        if case.query:
+            rows = len(await recording.fetch(q(case.query)))
+        else:
+            f = case.filters
+            states = states_to_walk(f.state, f.outcome)
+            found = await console_page(recording, f, states, deep_id if case.deep else None)
+            rows = len(found.rows)
+    return rows, recording.queries
+
+
+async def buffers_of(conn: Any, queries: list[Any]) -> int:
+    """Shared buffers the page's queries touched, from EXPLAIN (ANALYZE, BUFFERS)."""
+    total = 0
+    async with conn.transaction(readonly=True):
+        await conn.execute(q("console_custom_plans"))
+        for sql, args in queries:
+            plan = await conn.fetchval(f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {sql}", *args)
+            top = (json.loads(plan) if isinstance(plan, str) else plan)[0]["Plan"]
+            total += int(top.get("Shared Hit Blocks", 0)) + int(top.get("Shared Read Blocks", 0))
+    return total
+
+
 async def measure(conn: Any, case: Case, deep_id: str, samples: int) -> Measure:
-    args = arguments(case, deep_id)
-    walks_states = case.query == "console_operations" and (case.state or case.outcome)
-    sql = q("console_operations_in_states" if walks_states else case.query)
-    plan = await conn.fetchval(f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {sql}", *args)
-    top = (json.loads(plan) if isinstance(plan, str) else plan)[0]["Plan"]
-    buffers = int(top.get("Shared Hit Blocks", 0)) + int(top.get("Shared Read Blocks", 0))
+    rows, queries = await run_case(conn, case, deep_id)
+    buffers = await buffers_of(conn, queries)
     times = []
-    rows = 0
     for _ in range(samples):
         began = time.perf_counter()
-        async with conn.transaction(readonly=True):  # as the console's handler runs it
-            await conn.execute(q("console_custom_plans"))
-            rows = len(await conn.fetch(sql, *args))
+        await run_case(conn, case, deep_id)
         times.append(time.perf_counter() - began)
     return Measure(statistics.median(times) * 1000, buffers, rows)
 

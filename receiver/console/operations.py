@@ -6,6 +6,7 @@ import asyncio
 import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from starlette.requests import Request
@@ -20,6 +21,9 @@ from shared.db.queries import q
 from shared.ledger.states import INBOX, TERMINAL, LocalState
 
 PAGE_SIZE = 50
+# Operations one page reads at most when walking one state whose filter is
+# checked per row (see console_operations_in_state_scan).
+SCAN_ROWS = 10_000
 OUTCOMES = (
     "none",
     "succeeded",
@@ -54,6 +58,10 @@ _OUTCOME_STATES: dict[str, frozenset[LocalState]] = {
     "needs_attention": INBOX - TERMINAL - {S.RESULT_TIMED_OUT},
     "none": frozenset(LocalState) - TERMINAL - INBOX,
 }
+
+
+# Outcomes that share a state: told apart per row, not by the state index.
+_SHARED_STATE_OUTCOMES = frozenset({"succeeded", "completed_with_errors"})
 
 
 def outcome_states(outcome: str | None) -> list[str] | None:
@@ -129,35 +137,42 @@ async def operations(console: Console, request: Request, session: Session) -> Re
     states = states_to_walk(f.state, f.outcome)
     async with console.connection() as conn, conn.transaction(readonly=True):
         await conn.execute(q("console_custom_plans"))
-        rows = await _page(conn, f, states, after)
+        found = await _page(conn, f, states, after)
         seen = [r["provider"] for r in await conn.fetch(q("console_providers_seen"))]
-    shown = rows[:PAGE_SIZE]
-    more = len(rows) > PAGE_SIZE
     return page(
         request,
         "operations.html",
         {
             "session": session,
-            "rows": shown,
+            "rows": found.rows,
             "filters": f,
             "states": [s.value for s in LocalState],
             "outcomes": OUTCOMES,
             "providers": sorted(set(console.settings.providers) | set(seen)),
-            "next": f.query(after=shown[-1]["operation_id"]) if more and shown else None,
+            "next": f.query(after=found.next_after) if found.next_after else None,
+            "searched_to": found.searched_to,
+            "scan_rows": SCAN_ROWS,
             "first": f.query() if after else None,
             "live": "*",
         },
     )
 
 
-async def _page(conn: Any, f: Filters, states: list[str] | None, after: str | None) -> list[Any]:
-    """Up to PAGE_SIZE + 1 rows (one more says there is a next page)."""
-    bounds = (
-        after,
-        duration(f.older_than, "older than"),
-        duration(f.newer_than, "newer than"),
-        PAGE_SIZE + 1,
-    )
+@dataclass(frozen=True)
+class Found:
+    rows: list[Any]
+    next_after: str | None = None
+    # The walk stopped at SCAN_ROWS operations without a full page; it reached
+    # operations created at this time, and the next page searches on from there.
+    searched_to: datetime | None = None
+
+
+async def _page(conn: Any, f: Filters, states: list[str] | None, after: str | None) -> Found:
+    older, newer = duration(f.older_than, "older than"), duration(f.newer_than, "newer than")
+    bounds = (after, older, newer, PAGE_SIZE + 1)
+    checked_per_row = bool(f.provider or f.kind or f.outcome in _SHARED_STATE_OUTCOMES)
+    if states is not None and len(states) == 1 and checked_per_row:
+        return await _scanned_page(conn, f, states[0], bounds)
     if states is None:
         rows: list[Any] = await conn.fetch(
             q("console_operations"), f.provider or None, f.kind or None, *bounds
@@ -173,7 +188,36 @@ async def _page(conn: Any, f: Filters, states: list[str] | None, after: str | No
         )
     else:
         rows = []
-    return rows
+    return _found(rows)
+
+
+async def _scanned_page(conn: Any, f: Filters, state: str, bounds: tuple[Any, ...]) -> Found:
+    """A page of one state whose filter is checked per row: at most SCAN_ROWS read."""
+    after, older, newer, limit = bounds
+    rows = await conn.fetch(
+        q("console_operations_in_state_scan"),
+        state,
+        f.provider or None,
+        f.kind or None,
+        f.outcome or None,
+        after,
+        older,
+        newer,
+        limit,
+        SCAN_ROWS,
+    )
+    if len(rows) > PAGE_SIZE:
+        return _found(rows)
+    end = await conn.fetchrow(q("console_scan_end"), state, after, older, newer, SCAN_ROWS)
+    if end is None or end["operation_id"] is None:
+        return Found(list(rows))
+    return Found(list(rows), next_after=end["operation_id"], searched_to=end["created_at"])
+
+
+def _found(rows: list[Any]) -> Found:
+    shown = rows[:PAGE_SIZE]
+    more = len(rows) > PAGE_SIZE and bool(shown)
+    return Found(shown, next_after=shown[-1]["operation_id"] if more else None)
 
 
 async def stream(console: Console, request: Request, session: Session) -> Response:

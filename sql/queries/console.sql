@@ -51,8 +51,9 @@ DELETE FROM console_sessions WHERE session_sha256 IN (
 -- operation_id), so a page costs the same at row 10 and at row 1,000,000
 -- (operations_by_creation, migration 019): never an OFFSET, and an age bound
 -- ($4/$5: created at least / at most this many seconds ago) is a range of the
--- index. The cursor and the age bounds are always bounds (no "$n IS NULL OR"),
--- so even a generic plan of this prepared statement scans a range of the index.
+-- index: the cursor and "older than" make one row bound where the scan starts
+-- (jw_console_upper_at/_id), "newer than" where it stops. They are always
+-- bounds (no "$n IS NULL OR"), so even a generic plan scans a range.
 -- A cursor that names no operation starts from the newest. A provider or kind
 -- filter ($1/$2) is checked on the rows walked. The page's ids are picked from
 -- operations alone; the view is read for those ids only.
@@ -64,16 +65,67 @@ FROM (
     WHERE ($1::text IS NULL OR o.provider = $1)
       AND ($2::text IS NULL OR o.kind = $2)
       AND (o.created_at, o.operation_id)
-          < (coalesce((SELECT a.created_at FROM operations a WHERE a.operation_id = $3),
-                      'infinity'),
-             coalesce((SELECT a.operation_id FROM operations a WHERE a.operation_id = $3), ''))
-      AND o.created_at <= coalesce((SELECT jw_now()) - make_interval(secs => $4), 'infinity')
-      AND o.created_at >= coalesce((SELECT jw_now()) - make_interval(secs => $5), '-infinity')
+          < ((SELECT jw_console_upper_at($3, $4)), (SELECT jw_console_upper_id($3, $4)))
+      AND o.created_at >= (SELECT jw_console_lower_at($5))
     ORDER BY o.created_at DESC, o.operation_id DESC
     LIMIT $6
 ) p
 JOIN operations_overview v ON v.operation_id = p.operation_id
 ORDER BY p.created_at DESC, p.operation_id DESC;
+
+-- name: console_operations_in_state_scan
+-- One state with a filter checked per row (provider, kind, or an outcome that
+-- shares the state: succeeded / completed_with_errors): the walk reads at
+-- most $9 operations of the state from the cursor down, then stops, so a
+-- filter that matches rarely or never costs a bounded page, not the whole
+-- state (a million succeeded operations with no failed items, say). Fewer
+-- than a page of matches in the window: console_scan_end says where the walk
+-- stopped and the page offers to search on from there. Parameters as
+-- console_operations_in_states with one state, then the window ($9).
+SELECT v.operation_id, v.provider, v.kind, v.state, v.remote_state, v.outcome,
+       v.requested_by, v.created_at, v.updated_at, v.message
+FROM (
+    SELECT w.operation_id, w.created_at
+    FROM (
+        SELECT o.operation_id, o.created_at, o.provider, o.kind, o.remote_state, o.result_id
+        FROM operations o
+        WHERE o.state = $1::jw_state
+          AND (o.created_at, o.operation_id)
+              < ((SELECT jw_console_upper_at($5, $6)), (SELECT jw_console_upper_id($5, $6)))
+          AND o.created_at >= (SELECT jw_console_lower_at($7))
+        ORDER BY o.created_at DESC, o.operation_id DESC
+        LIMIT $9
+    ) w
+    LEFT JOIN results r ON r.result_id = w.result_id
+    WHERE ($2::text IS NULL OR w.provider = $2)
+      AND ($3::text IS NULL OR w.kind = $3)
+      AND ($4::text IS NULL OR $4 NOT IN ('succeeded', 'completed_with_errors')
+           OR ($4 = 'completed_with_errors')
+              = (coalesce(r.items_failed, 0) > 0
+                 OR coalesce(w.remote_state = 'partially_succeeded', false)))
+    ORDER BY w.created_at DESC, w.operation_id DESC
+    LIMIT $8
+) p
+JOIN operations_overview v ON v.operation_id = p.operation_id
+ORDER BY p.created_at DESC, p.operation_id DESC;
+
+-- name: console_scan_end
+-- The last operation the bounded walk above read ($1 state, $2 cursor, $3/$4
+-- age bounds, $5 window), if it read a full window: the next page searches on
+-- below it. An index-only scan of at most $5 entries.
+SELECT (array_agg(w.operation_id ORDER BY w.created_at, w.operation_id))[1] AS operation_id,
+       min(w.created_at) AS created_at
+FROM (
+    SELECT o.created_at, o.operation_id
+    FROM operations o
+    WHERE o.state = $1::jw_state
+      AND (o.created_at, o.operation_id)
+          < ((SELECT jw_console_upper_at($2, $3)), (SELECT jw_console_upper_id($2, $3)))
+      AND o.created_at >= (SELECT jw_console_lower_at($4))
+    ORDER BY o.created_at DESC, o.operation_id DESC
+    LIMIT $5
+) w
+HAVING count(*) = $5;
 
 -- name: console_custom_plans
 -- For the rest of this transaction, plan every statement for its parameters.
@@ -109,13 +161,8 @@ FROM (
                   = (coalesce(r.items_failed, 0) > 0
                      OR coalesce(o.remote_state = 'partially_succeeded', false)))
           AND (o.created_at, o.operation_id)
-              < (coalesce((SELECT a.created_at FROM operations a WHERE a.operation_id = $5),
-                          'infinity'),
-                 coalesce((SELECT a.operation_id FROM operations a WHERE a.operation_id = $5),
-                          ''))
-          AND o.created_at <= coalesce((SELECT jw_now()) - make_interval(secs => $6), 'infinity')
-          AND o.created_at >= coalesce((SELECT jw_now()) - make_interval(secs => $7),
-                                       '-infinity')
+              < ((SELECT jw_console_upper_at($5, $6)), (SELECT jw_console_upper_id($5, $6)))
+          AND o.created_at >= (SELECT jw_console_lower_at($7))
         ORDER BY o.created_at DESC, o.operation_id DESC
         LIMIT $8
     ) w

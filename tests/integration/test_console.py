@@ -83,6 +83,19 @@ def set_cookie_of(response: httpx.Response, name: str) -> str:
     return header
 
 
+async def listed(client: httpx.AsyncClient, receiver: Receiver, query: str) -> list[str]:
+    """Every operation id the list shows for `query`, following its Next links."""
+    shown: list[str] = []
+    path = f"/console/operations?{query}"
+    while path:
+        answer = await client.get(receiver.url(path))
+        assert answer.status_code == 200, answer.text
+        shown += re.findall(r'<a href="/console/operations/(op_[0-9A-Z]{26})"', answer.text)
+        more = re.search(r'href="/console/operations\?([^"]*after=op_[^"]*)"', answer.text)
+        path = f"/console/operations?{html.unescape(more.group(1))}" if more else ""
+    return shown
+
+
 # ------------------------------------------------------------------ sign-in
 
 
@@ -572,15 +585,7 @@ async def test_every_outcome_filter_shows_exactly_what_the_agent_view_says(
                 None if outcome == "none" else outcome,
             )
         ]
-        shown: list[str] = []
-        path = f"/console/operations?outcome={outcome}"
-        while path:
-            answer = await client.get(receiver.url(path))
-            assert answer.status_code == 200, answer.text
-            shown += re.findall(r'<a href="/console/operations/(op_[0-9A-Z]{26})"', answer.text)
-            more = re.search(r'href="/console/operations\?([^"]*after=op_[^"]*)"', answer.text)
-            path = f"/console/operations?{html.unescape(more.group(1))}" if more else ""
-        assert shown == expected, outcome
+        assert await listed(client, receiver, f"outcome={outcome}") == expected, outcome
     # A state the outcome cannot come from: nothing, without a query.
     none = await client.get(receiver.url("/console/operations?state=failed&outcome=succeeded"))
     assert "No operation matches" in none.text
@@ -612,3 +617,63 @@ async def test_a_long_timeline_shows_its_newest_entries_and_says_so(
     assert f"<code>jobwarden show {op_id}</code> prints them all" in page
     newest = await db.fetch(q("operator_timeline"), op_id, 3)
     assert [tuple(r) for r in newest] == [tuple(r) for r in everything[-3:]]
+
+
+async def test_age_filters_are_exact_bounds_and_page_with_the_cursor(
+    receiver: Receiver,
+    client: httpx.AsyncClient,
+    operator: str,
+    db: Any,
+    clock: TestClock,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """older/newer than are bounds of the index scan (jw_console_upper_at, _lower_at),
+    combined with the keyset cursor: every page right, at any hour on the test clock."""
+    monkeypatch.setattr(console_operations, "PAGE_SIZE", 1)
+    old = [await submit(db) for _ in range(2)]
+    await clock.advance(3 * 3600)
+    new = [await submit(db) for _ in range(2)]
+    await signed_in(client, receiver, operator)
+
+    assert await listed(client, receiver, "older_than=2h") == old[::-1]
+    assert await listed(client, receiver, "newer_than=2h") == new[::-1]
+    assert await listed(client, receiver, "older_than=1h&newer_than=4h") == old[::-1]
+    assert await listed(client, receiver, "") == [*new[::-1], *old[::-1]]
+    assert await listed(client, receiver, "older_than=5h") == []
+
+
+async def test_a_rare_per_row_filter_reads_a_bounded_window_and_searches_on(
+    receiver: Receiver,
+    client: httpx.AsyncClient,
+    operator: str,
+    db: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """completed_with_errors shares the state succeeded: a page reads at most SCAN_ROWS
+    succeeded operations, then offers to search on, and the search finds what is there."""
+    monkeypatch.setattr(console_operations, "SCAN_ROWS", 2)
+    ids = [await submit(db) for _ in range(5)]
+    for op_id in ids:
+        await drive(db, op_id, S.SUCCEEDED)
+    await signed_in(client, receiver, operator)
+    first = html.unescape(
+        (await client.get(receiver.url("/console/operations?outcome=completed_with_errors"))).text
+    )
+    assert "No match among the 2 operations read so far." in first
+    assert "Search older operations" in first
+    # Following the search to the end shows every succeeded one under `succeeded`.
+    assert await listed(client, receiver, "outcome=succeeded") == ids[::-1]
+    assert await listed(client, receiver, "outcome=completed_with_errors") == []
+    assert await listed(client, receiver, "state=succeeded&kind=export") == ids[::-1]
+    # One result with failed items (written around the write-once guard, as a
+    # fixture): the agent view calls it completed_with_errors, and so does the list.
+    async with db.transaction():
+        await db.execute("SET LOCAL session_replication_role = replica")
+        await db.execute("UPDATE results SET items_failed = 1 WHERE operation_id = $1", ids[1])
+    view = await db.fetchval(
+        "SELECT outcome FROM operations_overview WHERE operation_id = $1", ids[1]
+    )
+    assert view == "completed_with_errors"
+    assert await listed(client, receiver, "outcome=completed_with_errors") == [ids[1]]
+    rest = [i for i in ids[::-1] if i != ids[1]]
+    assert await listed(client, receiver, "outcome=succeeded") == rest

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from bench.evidence_log import seed_log_bulk
 from shared.ledger import audit, log
 from shared.ledger.leaves import KINDS, Digests, leaf_data
 from shared.ledger.log_audit import LogReport, open_checkpoint, verify_log
@@ -472,3 +473,26 @@ async def test_the_signer_refuses_a_log_that_does_not_extend_what_it_published(
         with pytest.raises(log.LogForked, match="two different trees"):
             await log.checkpoint(conn, signer, previous)
     assert (tmp_path / "checkpoint").read_text() == note  # nothing replaced
+
+
+async def test_the_verify_benchmarks_bulk_log_is_what_the_ledger_writes(pool: Any) -> None:
+    """bench.evidence_log writes its million operations in bulk, triggers off; its rows
+    must be the ledger's to the byte, or the benchmark measures a log nobody writes:
+    every chain and every leaf verifies against a checkpoint, and a one-byte change in
+    one bulk row is caught."""
+    async with pool.acquire() as conn:
+        await seed_log_bulk(conn, 30)
+        assert await conn.fetchval("SELECT count(*) FROM log_queue") == 30 * 7
+    note = await _sequence_and_sign(pool)
+    report = await _verify(pool, note)
+    assert report.ok, report.problems
+    assert sum(report.rows_checked.values()) == 30 * 7
+    async with pool.acquire() as conn:
+        checked, breaks = await audit.verify(conn)
+    assert (checked, breaks) == (30, [])
+    async with superuser(pool) as conn:
+        await conn.execute(
+            "UPDATE history SET cause = 'first observation (seeded).' WHERE seq = 3 AND "
+            "operation_id = (SELECT min(operation_id) FROM operations)"
+        )
+    assert not (await _verify(pool, note)).ok
