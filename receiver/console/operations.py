@@ -22,7 +22,7 @@ from shared.ledger.states import INBOX, TERMINAL, LocalState
 
 PAGE_SIZE = 50
 # Operations one page reads at most when walking one state whose filter is
-# checked per row (see console_operations_in_state_scan).
+# checked per row (the window of console_operations_in_states).
 SCAN_ROWS = 10_000
 OUTCOMES = (
     "none",
@@ -169,46 +169,36 @@ class Found:
 
 async def _page(conn: Any, f: Filters, states: list[str] | None, after: str | None) -> Found:
     older, newer = duration(f.older_than, "older than"), duration(f.newer_than, "newer than")
-    bounds = (after, older, newer, PAGE_SIZE + 1)
-    checked_per_row = bool(f.provider or f.kind or f.outcome in _SHARED_STATE_OUTCOMES)
-    if states is not None and len(states) == 1 and checked_per_row:
-        return await _scanned_page(conn, f, states[0], bounds)
     if states is None:
         rows: list[Any] = await conn.fetch(
-            q("console_operations"), f.provider or None, f.kind or None, *bounds
-        )
-    elif states:
-        rows = await conn.fetch(
-            q("console_operations_in_states"),
-            states,
+            q("console_operations"),
             f.provider or None,
             f.kind or None,
-            f.outcome or None,
-            *bounds,
+            after,
+            older,
+            newer,
+            PAGE_SIZE + 1,
         )
-    else:
-        rows = []
-    return _found(rows)
-
-
-async def _scanned_page(conn: Any, f: Filters, state: str, bounds: tuple[Any, ...]) -> Found:
-    """A page of one state whose filter is checked per row: at most SCAN_ROWS read."""
-    after, older, newer, limit = bounds
+        return _found(rows)
+    if not states:
+        return Found([])
+    checked_per_row = bool(f.provider or f.kind or f.outcome in _SHARED_STATE_OUTCOMES)
+    window = SCAN_ROWS if len(states) == 1 and checked_per_row else None
     rows = await conn.fetch(
-        q("console_operations_in_state_scan"),
-        state,
+        q("console_operations_in_states"),
+        states,
         f.provider or None,
         f.kind or None,
         f.outcome or None,
         after,
         older,
         newer,
-        limit,
-        SCAN_ROWS,
+        PAGE_SIZE + 1,
+        window,
     )
-    if len(rows) > PAGE_SIZE:
+    if window is None or len(rows) > PAGE_SIZE:
         return _found(rows)
-    end = await conn.fetchrow(q("console_scan_end"), state, after, older, newer, SCAN_ROWS)
+    end = await conn.fetchrow(q("console_scan_end"), states[0], after, older, newer, window)
     if end is None or end["operation_id"] is None:
         return Found(list(rows))
     return Found(list(rows), next_after=end["operation_id"], searched_to=end["created_at"])

@@ -73,46 +73,10 @@ FROM (
 JOIN operations_overview v ON v.operation_id = p.operation_id
 ORDER BY p.created_at DESC, p.operation_id DESC;
 
--- name: console_operations_in_state_scan
--- One state with a filter checked per row (provider, kind, or an outcome that
--- shares the state: succeeded / completed_with_errors): the walk reads at
--- most $9 operations of the state from the cursor down, then stops, so a
--- filter that matches rarely or never costs a bounded page, not the whole
--- state (a million succeeded operations with no failed items, say). Fewer
--- than a page of matches in the window: console_scan_end says where the walk
--- stopped and the page offers to search on from there. Parameters as
--- console_operations_in_states with one state, then the window ($9).
-SELECT v.operation_id, v.provider, v.kind, v.state, v.remote_state, v.outcome,
-       v.requested_by, v.created_at, v.updated_at, v.message
-FROM (
-    SELECT w.operation_id, w.created_at
-    FROM (
-        SELECT o.operation_id, o.created_at, o.provider, o.kind, o.remote_state, o.result_id
-        FROM operations o
-        WHERE o.state = $1::jw_state
-          AND (o.created_at, o.operation_id)
-              < ((SELECT jw_console_upper_at($5, $6)), (SELECT jw_console_upper_id($5, $6)))
-          AND o.created_at >= (SELECT jw_console_lower_at($7))
-        ORDER BY o.created_at DESC, o.operation_id DESC
-        LIMIT $9
-    ) w
-    LEFT JOIN results r ON r.result_id = w.result_id
-    WHERE ($2::text IS NULL OR w.provider = $2)
-      AND ($3::text IS NULL OR w.kind = $3)
-      AND ($4::text IS NULL OR $4 NOT IN ('succeeded', 'completed_with_errors')
-           OR ($4 = 'completed_with_errors')
-              = (coalesce(r.items_failed, 0) > 0
-                 OR coalesce(w.remote_state = 'partially_succeeded', false)))
-    ORDER BY w.created_at DESC, w.operation_id DESC
-    LIMIT $8
-) p
-JOIN operations_overview v ON v.operation_id = p.operation_id
-ORDER BY p.created_at DESC, p.operation_id DESC;
-
 -- name: console_scan_end
--- The last operation the bounded walk above read ($1 state, $2 cursor, $3/$4
--- age bounds, $5 window), if it read a full window: the next page searches on
--- below it. An index-only scan of at most $5 entries.
+-- The last operation a windowed walk of console_operations_in_states read ($1
+-- state, $2 cursor, $3/$4 age bounds, $5 window), if it read a full window:
+-- the next page searches on below it. An index-only scan of at most $5 entries.
 SELECT (array_agg(w.operation_id ORDER BY w.created_at, w.operation_id))[1] AS operation_id,
        min(w.created_at) AS created_at
 FROM (
@@ -137,36 +101,47 @@ SELECT set_config('plan_cache_mode', 'force_custom_plan', true);
 -- name: console_operations_in_states
 -- The same page for a set of states ($1: one state, or the states an outcome
 -- comes from, receiver/console/operations.py); then provider, kind, outcome
--- ($4), cursor, age bounds and limit. Each state walks operations_by_state
--- (state, created_at, operation_id) from the cursor down and stops at a page
--- of matches; the pages are merged. So a rare state, or an outcome that is two
--- states, reads about a page per state, not the table. The states decide every
--- outcome but two: `succeeded` and `completed_with_errors` share the state
--- succeeded and differ as the agent views tell them apart (migration 008: a
--- result with failed items, or the provider's partially_succeeded).
+-- ($4), cursor, age bounds, limit, and the window ($9). Each state walks
+-- operations_by_state (state, created_at, operation_id) from the cursor down
+-- and stops at a page of matches; the pages are merged. So a rare state, or an
+-- outcome that is two states, reads about a page per state, not the table. The
+-- states decide every outcome but two: `succeeded` and `completed_with_errors`
+-- share the state succeeded and differ as the agent views tell them apart
+-- (migration 008: a result with failed items, or the provider's
+-- partially_succeeded). A filter checked per row (those two, a provider, a
+-- kind) may match rarely or never: with one state, the walk reads at most $9
+-- operations of it (the window) and stops; console_scan_end then says where,
+-- and the page offers to search on from there. NULL: no window (several
+-- states are merged, which one window per state would not keep in order).
 SELECT v.operation_id, v.provider, v.kind, v.state, v.remote_state, v.outcome,
        v.requested_by, v.created_at, v.updated_at, v.message
 FROM (
-    SELECT w.operation_id, w.created_at
+    SELECT m.operation_id, m.created_at
     FROM unnest($1::jw_state[]) AS s(state)
     CROSS JOIN LATERAL (
-        SELECT o.operation_id, o.created_at
-        FROM operations o
-        LEFT JOIN results r ON r.result_id = o.result_id
-        WHERE o.state = s.state
-          AND ($2::text IS NULL OR o.provider = $2)
-          AND ($3::text IS NULL OR o.kind = $3)
+        SELECT w.operation_id, w.created_at
+        FROM (
+            SELECT o.operation_id, o.created_at, o.provider, o.kind, o.remote_state,
+                   o.result_id
+            FROM operations o
+            WHERE o.state = s.state
+              AND (o.created_at, o.operation_id)
+                  < ((SELECT jw_console_upper_at($5, $6)), (SELECT jw_console_upper_id($5, $6)))
+              AND o.created_at >= (SELECT jw_console_lower_at($7))
+            ORDER BY o.created_at DESC, o.operation_id DESC
+            LIMIT $9
+        ) w
+        LEFT JOIN results r ON r.result_id = w.result_id
+        WHERE ($2::text IS NULL OR w.provider = $2)
+          AND ($3::text IS NULL OR w.kind = $3)
           AND ($4::text IS NULL OR $4 NOT IN ('succeeded', 'completed_with_errors')
                OR ($4 = 'completed_with_errors')
                   = (coalesce(r.items_failed, 0) > 0
-                     OR coalesce(o.remote_state = 'partially_succeeded', false)))
-          AND (o.created_at, o.operation_id)
-              < ((SELECT jw_console_upper_at($5, $6)), (SELECT jw_console_upper_id($5, $6)))
-          AND o.created_at >= (SELECT jw_console_lower_at($7))
-        ORDER BY o.created_at DESC, o.operation_id DESC
+                     OR coalesce(w.remote_state = 'partially_succeeded', false)))
+        ORDER BY w.created_at DESC, w.operation_id DESC
         LIMIT $8
-    ) w
-    ORDER BY w.created_at DESC, w.operation_id DESC
+    ) m
+    ORDER BY m.created_at DESC, m.operation_id DESC
     LIMIT $8
 ) p
 JOIN operations_overview v ON v.operation_id = p.operation_id
