@@ -83,8 +83,10 @@ def build_app(
         finally:
             # uvicorn has stopped accepting and finished in-flight requests by
             # now; whatever is still queued gets committed before we exit.
-            await ingestor.close()
-            await refused.close()
+            try:
+                await ingestor.close()
+            finally:
+                await refused.close()
 
     routes: list[BaseRoute] = [
         # Both spellings are the same endpoint (no redirect: providers do not

@@ -6,7 +6,7 @@ import asyncio
 import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from starlette.requests import Request
@@ -168,40 +168,51 @@ class Found:
 
 
 async def _page(conn: Any, f: Filters, states: list[str] | None, after: str | None) -> Found:
+    """One page: the query that reads the fewest operations for these filters.
+
+    No state and at most a provider: a walk of the creation index (or the
+    provider's index, as planned). States with nothing checked per row: each
+    state's index range, merged. Anything checked per row (a kind; a provider
+    with states; succeeded / completed_with_errors, which share a state): a
+    window of at most SCAN_ROWS operations, from which the page continues.
+    """
+    if states == []:
+        return Found([])
     older, newer = duration(f.older_than, "older than"), duration(f.newer_than, "newer than")
-    if states is None:
-        rows: list[Any] = await conn.fetch(
-            q("console_operations"),
+    now = await conn.fetchval(q("clock_now"))  # once: every bound of the page agrees
+    older_at = None if older is None else now - timedelta(seconds=older)
+    newer_at = None if newer is None else now - timedelta(seconds=newer)
+    bounds = (after, older_at, newer_at)
+    per_row = bool(f.kind or (f.provider and states) or f.outcome in _SHARED_STATE_OUTCOMES)
+    if per_row:
+        rows = await conn.fetch(
+            q("console_window"),
+            states,
+            *bounds,
             f.provider or None,
             f.kind or None,
-            after,
-            older,
-            newer,
+            f.outcome or None,
+            SCAN_ROWS,
             PAGE_SIZE + 1,
         )
-        return _found(rows)
-    if not states:
-        return Found([])
-    checked_per_row = bool(f.provider or f.kind or f.outcome in _SHARED_STATE_OUTCOMES)
-    window = SCAN_ROWS if len(states) == 1 and checked_per_row else None
-    rows = await conn.fetch(
-        q("console_operations_in_states"),
-        states,
-        f.provider or None,
-        f.kind or None,
-        f.outcome or None,
-        after,
-        older,
-        newer,
-        PAGE_SIZE + 1,
-        window,
+        return _windowed(rows)
+    if states is None:
+        return _found(
+            await conn.fetch(q("console_operations"), f.provider or None, *bounds, PAGE_SIZE + 1)
+        )
+    return _found(
+        await conn.fetch(q("console_operations_in_states"), states, *bounds, PAGE_SIZE + 1)
     )
-    if window is None or len(rows) > PAGE_SIZE:
-        return _found(rows)
-    end = await conn.fetchrow(q("console_scan_end"), states[0], after, older, newer, window)
-    if end is None or end["operation_id"] is None:
-        return Found(list(rows))
-    return Found(list(rows), next_after=end["operation_id"], searched_to=end["created_at"])
+
+
+def _windowed(rows: list[Any]) -> Found:
+    """A window's page: its matches, and where it ended if it read a full window."""
+    hits = [r for r in rows if r["operation_id"] is not None]
+    found = _found(hits)
+    end = rows[0] if rows else None
+    if found.next_after or end is None or end["window_end_id"] is None:
+        return found
+    return Found(found.rows, next_after=end["window_end_id"], searched_to=end["window_end_at"])
 
 
 def _found(rows: list[Any]) -> Found:

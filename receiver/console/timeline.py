@@ -72,9 +72,10 @@ async def render(
         op = await conn.fetchrow(q("console_operation"), operation_id)
         if op is None:
             raise Refused(404, f"No operation {operation_id}.")
-        timeline = await conn.fetch(q("operator_timeline"), operation_id, TIMELINE_ENTRIES)
+        # One more than shown: whether there were more is then known, not guessed.
+        timeline = await conn.fetch(q("operator_timeline"), operation_id, TIMELINE_ENTRIES + 1)
         deliveries = await conn.fetch(
-            q("console_webhook_deliveries"), operation_id, DELIVERIES_SHOWN
+            q("console_webhook_deliveries"), operation_id, DELIVERIES_SHOWN + 1
         )
         results = await conn.fetch(q("console_result"), operation_id)
         items = await conn.fetch(
@@ -92,10 +93,10 @@ async def render(
         {
             "session": session,
             "op": op,
-            "timeline": timeline,
-            "timeline_cut": len(timeline) >= TIMELINE_ENTRIES,
-            "deliveries": deliveries,
-            "deliveries_cut": len(deliveries) >= DELIVERIES_SHOWN,
+            "timeline": timeline[-TIMELINE_ENTRIES:],
+            "timeline_cut": len(timeline) > TIMELINE_ENTRIES,
+            "deliveries": deliveries[:DELIVERIES_SHOWN],
+            "deliveries_cut": len(deliveries) > DELIVERIES_SHOWN,
             "results": results,
             "items": items,
             "items_next": items[-1]["item_key"] if more_items and items else None,

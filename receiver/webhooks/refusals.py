@@ -25,6 +25,8 @@ from collections.abc import Callable
 from datetime import UTC, date, datetime
 from typing import Any
 
+import asyncpg
+
 from shared.ledger import webhooks
 
 logger = logging.getLogger(__name__)
@@ -67,7 +69,7 @@ class RefusalRecorder:
     @property
     def pending(self) -> int:
         """Refusals counted and not yet added to the database."""
-        return int(sum(entry[0] for entry in self._tally.values()))
+        return _total(self._tally)
 
     def note(self, provider: str, reason: str, status: int) -> None:
         """One refused delivery; `provider` is a bounded label, never the raw path."""
@@ -100,27 +102,46 @@ class RefusalRecorder:
             )
 
     async def flush(self) -> bool:
-        """Add the tally and the newest refusals; False (tally kept) if the database failed."""
+        """Add the tally and the newest refusals; False (tally kept) if the database failed.
+
+        The tally is put back unless the database committed it: after a
+        failure, and after a cancellation (shutdown, a page that went away)
+        mid-flush. Once committed it is never put back, even if releasing the
+        connection then fails, so nothing is counted twice.
+        """
         async with self._lock:
             if not self._tally:
                 return True
             tally, latest = self._tally, list(self._latest)
             self._tally = {}
             self._latest.clear()
+            committed = False
             try:
                 async with self._pool.acquire(timeout=self._acquire_timeout) as conn:
                     await webhooks.record_refusals(
                         conn, _counts(tally), [_refusal(r) for r in latest], keep=KEEP_LATEST
                     )
-            except Exception as exc:  # down, pool exhausted: keep them for the next flush
-                self._put_back(tally, latest)
-                if not self._failing:
+                    committed = True
+            except (asyncpg.DataError, asyncpg.IntegrityConstraintViolationError) as exc:
+                # The database refuses this content and always will: keeping it
+                # would block every later flush. Dropped, and said.
+                logger.error(
+                    "refused webhook deliveries the database would not store were dropped",
+                    extra={"ctx": {"error": type(exc).__name__, "refusals": _total(tally)}},
+                )
+                return False
+            except BaseException as exc:
+                if not committed:
+                    self._put_back(tally, latest)
+                if not isinstance(exc, Exception):
+                    raise  # cancelled: the tally is back for close() to report
+                if not committed and not self._failing:
                     logger.warning(
                         "could not add refused webhook deliveries to the database; will retry",
                         extra={"ctx": {"error": type(exc).__name__, "refusals": self.pending}},
                     )
-                self._failing = True
-                return False
+                self._failing = not committed
+                return committed
             self._failing = False
             return True
 
@@ -137,6 +158,10 @@ class RefusalRecorder:
         newer = list(self._latest)
         self._latest.clear()
         self._latest.extend([*latest, *newer])  # the ring keeps the newest
+
+
+def _total(tally: _Tally) -> int:
+    return int(sum(entry[0] for entry in tally.values()))
 
 
 def _when(at: float) -> datetime:

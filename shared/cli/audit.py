@@ -199,13 +199,15 @@ async def cmd_verify(args: argparse.Namespace) -> int:
         report = await log_audit.verify_log(
             conn, checkpoint, archive_root=Path(args.archive) if args.archive else None
         )
+        seconds = time.monotonic() - began
+        ok = not breaks and report.ok
+        if args.json:
+            print(json.dumps(_as_json(checked, breaks, report)), flush=True)
+        else:
+            _print(checked, breaks, report)
+            sys.stdout.flush()
         if not args.no_record and not args.operation:
-            await _record(conn, report, checked, len(breaks), time.monotonic() - began)
-    ok = not breaks and report.ok
-    if args.json:
-        print(json.dumps(_as_json(checked, breaks, report)))
-    else:
-        _print(checked, breaks, report)
+            await _record(conn, report, checked, len(breaks), seconds)
     return 0 if ok else 1
 
 
@@ -221,6 +223,12 @@ async def _record(
         print(
             "note: this verification was not recorded (this database login may not add to "
             "audit_verifications; --no-record skips it)",
+            file=sys.stderr,
+        )
+    except asyncpg.PostgresError as exc:  # a read-only login or standby, ...: the verdict stands
+        print(
+            f"note: this verification was not recorded ({type(exc).__name__}); "
+            "--no-record skips recording",
             file=sys.stderr,
         )
 

@@ -501,7 +501,9 @@ async def history_mark(db: Executor, operation_id: str) -> HistoryMark | None:
     return None if row is None else HistoryMark(operation_id, row["trace_id"], row["history_seq"])
 
 
-async def transitions_after(db: Executor, mark: HistoryMark) -> list[tuple[str | None, str, str]]:
-    """The (from, to, cause) of each history row added since `mark`, in order."""
-    rows = await db.fetch(q("history_after"), mark.operation_id, mark.seq)
+async def transitions_after(
+    db: Executor, mark: HistoryMark, actor: str
+) -> list[tuple[str | None, str, str]]:
+    """The (from, to, cause) of each history row `actor` added since `mark`, in order."""
+    rows = await db.fetch(q("history_after"), mark.operation_id, mark.seq, actor)
     return [(r["from_state"], r["to_state"], r["cause"]) for r in rows]

@@ -244,6 +244,8 @@ def moved(
     operation_id: str,
     actor: str,
     transitions: Sequence[tuple[str | None, str, str]],
+    *,
+    start_time: int = 0,
 ) -> None:
     """A span for transitions made outside a reconciler step, once they committed.
 
@@ -263,6 +265,7 @@ def moved(
             "jobwarden.operation_id": operation_id,
             "jobwarden.actor": attributes.text(actor),
         },
+        start_time=start_time or None,
     )
     for src, dst, cause in transitions:
         span.add_event("transition", _transition_attributes(src, dst, cause))

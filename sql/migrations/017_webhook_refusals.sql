@@ -10,8 +10,9 @@
 --
 -- Nothing a sender controls is stored: `provider` is a configured name or
 -- 'unknown' (never the raw path segment), `reason` is the receiver's fixed
--- vocabulary, `status` the answer sent. Both tables stay small: counts have
--- one row per (provider, reason, UTC day); only the newest refusals are kept.
+-- vocabulary, `status` the answer sent. Counts have at most one row per
+-- (provider, reason, UTC day): a few thousand a year; only the newest
+-- refusals are kept (about KEEP_LATEST plus one flush's).
 
 CREATE TABLE webhook_refusal_counts (
     provider   text NOT NULL CHECK (provider ~ '^[a-z0-9][a-z0-9_-]{0,62}$'),
@@ -42,4 +43,3 @@ GRANT SELECT, INSERT ON webhook_refusal_counts TO jobwarden_receiver;
 GRANT UPDATE (refusals, last_at) ON webhook_refusal_counts TO jobwarden_receiver;
 GRANT SELECT, INSERT, DELETE ON webhook_refusals_latest TO jobwarden_receiver;
 GRANT SELECT ON webhook_refusal_counts, webhook_refusals_latest TO jobwarden_operator;
-GRANT USAGE ON SEQUENCE webhook_refusals_latest_refusal_id_seq TO jobwarden_receiver;

@@ -16,7 +16,7 @@ CREATE TABLE audit_verifications (
     root_hash        text NOT NULL CHECK (root_hash ~ '^([0-9a-f]{64})?$'),
     -- the checkpoint verified against (NULL: none given, so nothing proven
     -- against the database's owner)
-    checkpoint_origin text CHECK (length(checkpoint_origin) <= 255),
+    checkpoint_origin text CHECK (length(checkpoint_origin) <= 4096),
     checkpoint_size  bigint CHECK (checkpoint_size >= 0),
     chains_checked   bigint NOT NULL CHECK (chains_checked >= 0),
     chain_breaks     bigint NOT NULL CHECK (chain_breaks >= 0),
@@ -26,12 +26,15 @@ CREATE TABLE audit_verifications (
     seconds          double precision NOT NULL CHECK (seconds >= 0),
     CHECK ((checkpoint_origin IS NULL) = (checkpoint_size IS NULL))
 );
-CREATE INDEX audit_verifications_newest ON audit_verifications (verified_at DESC);
 
 COMMENT ON TABLE audit_verifications IS
     'Outcomes of `jobwarden audit verify` as reported by whoever ran it: a report, not a proof.';
 
--- Operators run verify; the console (on the receiver's pool) shows the newest.
-GRANT SELECT, INSERT ON audit_verifications TO jobwarden_operator;
-GRANT USAGE ON SEQUENCE audit_verifications_verification_id_seq TO jobwarden_operator;
-GRANT SELECT ON audit_verifications TO jobwarden_receiver;
+-- Operators run verify; the console (on the receiver's pool) shows the newest
+-- (by verification_id, so no row can date itself ahead of later ones). They
+-- may insert what verify reports, never `verified_at` or `verified_by`: those
+-- are always the database's clock and the login that wrote the row.
+GRANT SELECT ON audit_verifications TO jobwarden_operator, jobwarden_receiver;
+GRANT INSERT (ok, tree_size, root_hash, checkpoint_origin, checkpoint_size, chains_checked,
+              chain_breaks, rows_checked, problems, pending, seconds)
+    ON audit_verifications TO jobwarden_operator;

@@ -44,53 +44,6 @@ DELETE FROM console_sessions WHERE session_sha256 IN (
     LIMIT $2
 );
 
--- name: console_operations
--- One page of operations, newest first by creation, with no state or outcome
--- filter (those: console_operations_in_states). The cursor ($3) is the last
--- operation id shown; the page continues below its (created_at,
--- operation_id), so a page costs the same at row 10 and at row 1,000,000
--- (operations_by_creation, migration 019): never an OFFSET, and an age bound
--- ($4/$5: created at least / at most this many seconds ago) is a range of the
--- index: the cursor and "older than" make one row bound where the scan starts
--- (jw_console_upper_at/_id), "newer than" where it stops. They are always
--- bounds (no "$n IS NULL OR"), so even a generic plan scans a range.
--- A cursor that names no operation starts from the newest. A provider or kind
--- filter ($1/$2) is checked on the rows walked. The page's ids are picked from
--- operations alone; the view is read for those ids only.
-SELECT v.operation_id, v.provider, v.kind, v.state, v.remote_state, v.outcome,
-       v.requested_by, v.created_at, v.updated_at, v.message
-FROM (
-    SELECT o.operation_id, o.created_at
-    FROM operations o
-    WHERE ($1::text IS NULL OR o.provider = $1)
-      AND ($2::text IS NULL OR o.kind = $2)
-      AND (o.created_at, o.operation_id)
-          < ((SELECT jw_console_upper_at($3, $4)), (SELECT jw_console_upper_id($3, $4)))
-      AND o.created_at >= (SELECT jw_console_lower_at($5))
-    ORDER BY o.created_at DESC, o.operation_id DESC
-    LIMIT $6
-) p
-JOIN operations_overview v ON v.operation_id = p.operation_id
-ORDER BY p.created_at DESC, p.operation_id DESC;
-
--- name: console_scan_end
--- The last operation a windowed walk of console_operations_in_states read ($1
--- state, $2 cursor, $3/$4 age bounds, $5 window), if it read a full window:
--- the next page searches on below it. An index-only scan of at most $5 entries.
-SELECT (array_agg(w.operation_id ORDER BY w.created_at, w.operation_id))[1] AS operation_id,
-       min(w.created_at) AS created_at
-FROM (
-    SELECT o.created_at, o.operation_id
-    FROM operations o
-    WHERE o.state = $1::jw_state
-      AND (o.created_at, o.operation_id)
-          < ((SELECT jw_console_upper_at($2, $3)), (SELECT jw_console_upper_id($2, $3)))
-      AND o.created_at >= (SELECT jw_console_lower_at($4))
-    ORDER BY o.created_at DESC, o.operation_id DESC
-    LIMIT $5
-) w
-HAVING count(*) = $5;
-
 -- name: console_custom_plans
 -- For the rest of this transaction, plan every statement for its parameters.
 -- asyncpg prepares statements, and after five runs PostgreSQL may keep one
@@ -98,58 +51,123 @@ HAVING count(*) = $5;
 -- a plan for the actual name finds a rare provider through its index.
 SELECT set_config('plan_cache_mode', 'force_custom_plan', true);
 
+-- name: console_operations
+-- One page of operations, newest first by creation, with no state, outcome or
+-- kind filter. The cursor ($2) is the last operation id shown; the page goes
+-- on below its (created_at, operation_id), so a page costs the same at row 10
+-- and at row 1,000,000 (operations_by_creation, migration 019): never an
+-- OFFSET. "Older than" ($3) and the cursor make one row bound where the index
+-- scan starts (jw_console_upper_at/_id); "newer than" ($4) is where it stops.
+-- Both times are computed once per page by the console. They are always
+-- bounds (no "$n IS NULL OR"), so even a generic plan scans a range. A cursor
+-- that names no operation starts from the newest. A provider ($1) is planned
+-- for the name asked (console_custom_plans): a rare one is found through an
+-- index led by provider, a common one on the walk.
+SELECT v.operation_id, v.provider, v.kind, v.state, v.remote_state, v.outcome,
+       v.requested_by, v.created_at, v.updated_at, v.message
+FROM (
+    SELECT o.operation_id, o.created_at
+    FROM operations o
+    WHERE ($1::text IS NULL OR o.provider = $1)
+      AND (o.created_at, o.operation_id)
+          < ((SELECT jw_console_upper_at($2, $3)), (SELECT jw_console_upper_id($2, $3)))
+      AND o.created_at >= coalesce($4::timestamptz, '-infinity')
+    ORDER BY o.created_at DESC, o.operation_id DESC
+    LIMIT $5
+) p
+JOIN operations_overview v ON v.operation_id = p.operation_id
+ORDER BY p.created_at DESC, p.operation_id DESC;
+
 -- name: console_operations_in_states
--- The same page for a set of states ($1: one state, or the states an outcome
--- comes from, receiver/console/operations.py); then provider, kind, outcome
--- ($4), cursor, age bounds, limit, and the window ($9). Each state walks
--- operations_by_state (state, created_at, operation_id) from the cursor down
--- and stops at a page of matches; the pages are merged. So a rare state, or an
--- outcome that is two states, reads about a page per state, not the table. The
--- states decide every outcome but two: `succeeded` and `completed_with_errors`
--- share the state succeeded and differ as the agent views tell them apart
--- (migration 008: a result with failed items, or the provider's
--- partially_succeeded). A filter checked per row (those two, a provider, a
--- kind) may match rarely or never: with one state, the walk reads at most $9
--- operations of it (the window) and stops; console_scan_end then says where,
--- and the page offers to search on from there. NULL: no window (several
--- states are merged, which one window per state would not keep in order).
+-- The same page for a set of states and nothing checked row by row ($1: one
+-- state, or the states an outcome comes from, receiver/console/operations.py;
+-- then cursor, age bounds, limit as console_operations). Each state walks
+-- operations_by_state_created (state, created_at, operation_id) from the cursor down
+-- and stops at a page; the pages are merged. So a rare state, or an outcome
+-- that is two states, reads about a page per state, not the table.
 SELECT v.operation_id, v.provider, v.kind, v.state, v.remote_state, v.outcome,
        v.requested_by, v.created_at, v.updated_at, v.message
 FROM (
     SELECT m.operation_id, m.created_at
     FROM unnest($1::jw_state[]) AS s(state)
     CROSS JOIN LATERAL (
-        SELECT w.operation_id, w.created_at
-        FROM (
-            SELECT o.operation_id, o.created_at, o.provider, o.kind, o.remote_state,
-                   o.result_id
-            FROM operations o
-            WHERE o.state = s.state
-              AND (o.created_at, o.operation_id)
-                  < ((SELECT jw_console_upper_at($5, $6)), (SELECT jw_console_upper_id($5, $6)))
-              AND o.created_at >= (SELECT jw_console_lower_at($7))
-            ORDER BY o.created_at DESC, o.operation_id DESC
-            LIMIT $9
-        ) w
-        LEFT JOIN results r ON r.result_id = w.result_id
-        WHERE ($2::text IS NULL OR w.provider = $2)
-          AND ($3::text IS NULL OR w.kind = $3)
-          AND ($4::text IS NULL OR $4 NOT IN ('succeeded', 'completed_with_errors')
-               OR ($4 = 'completed_with_errors')
-                  = (coalesce(r.items_failed, 0) > 0
-                     OR coalesce(w.remote_state = 'partially_succeeded', false)))
-        ORDER BY w.created_at DESC, w.operation_id DESC
-        LIMIT $8
+        SELECT o.operation_id, o.created_at
+        FROM operations o
+        WHERE o.state = s.state
+          AND (o.created_at, o.operation_id)
+              < ((SELECT jw_console_upper_at($2, $3)), (SELECT jw_console_upper_id($2, $3)))
+          AND o.created_at >= coalesce($4::timestamptz, '-infinity')
+        ORDER BY o.created_at DESC, o.operation_id DESC
+        LIMIT $5
     ) m
     ORDER BY m.created_at DESC, m.operation_id DESC
-    LIMIT $8
+    LIMIT $5
 ) p
 JOIN operations_overview v ON v.operation_id = p.operation_id
 ORDER BY p.created_at DESC, p.operation_id DESC;
 
+-- name: console_window
+-- A page with filters checked row by row (jw_console_matches: provider $5, kind
+-- $6, outcome $7 for the two outcomes that share the state succeeded), which
+-- may match rarely or never. The walk reads a window of at most $8 operations
+-- from the cursor down, and the page is the first $9 that match. With one
+-- state ($1 = {state}) the walk is that state's range of operations_by_state_created;
+-- with several, or all ($1 NULL), it is operations_by_creation and the states
+-- are checked row by row too (the branch not taken is a one-time false
+-- filter). Every row also carries where the window ended (the oldest operation
+-- read) when it was full, so the page can offer to search on from there; with
+-- no match, one row of NULLs carries it. One statement, one snapshot: the
+-- window and its end agree.
+WITH walked AS MATERIALIZED (
+    (SELECT o.operation_id, o.created_at, o.provider, o.kind, o.state, o.remote_state,
+            o.result_id
+     FROM operations o
+     WHERE cardinality($1::jw_state[]) = 1
+       AND o.state = ($1::jw_state[])[1]
+       AND (o.created_at, o.operation_id)
+           < ((SELECT jw_console_upper_at($2, $3)), (SELECT jw_console_upper_id($2, $3)))
+       AND o.created_at >= coalesce($4::timestamptz, '-infinity')
+     ORDER BY o.created_at DESC, o.operation_id DESC
+     LIMIT $8)
+    UNION ALL
+    (SELECT o.operation_id, o.created_at, o.provider, o.kind, o.state, o.remote_state,
+            o.result_id
+     FROM operations o
+     WHERE coalesce(cardinality($1::jw_state[]), 0) <> 1
+       AND (o.created_at, o.operation_id)
+           < ((SELECT jw_console_upper_at($2, $3)), (SELECT jw_console_upper_id($2, $3)))
+       AND o.created_at >= coalesce($4::timestamptz, '-infinity')
+     ORDER BY o.created_at DESC, o.operation_id DESC
+     LIMIT $8)
+),
+hits AS (
+    SELECT w.operation_id, w.created_at
+    FROM walked w
+    LEFT JOIN results r ON r.result_id = w.result_id
+    WHERE ($1::jw_state[] IS NULL OR w.state = ANY ($1::jw_state[]))
+      AND jw_console_matches(w.provider, w.kind, w.state, w.remote_state, r.items_failed,
+                             $5, $6, $7)
+    ORDER BY w.created_at DESC, w.operation_id DESC
+    LIMIT $9
+),
+window_end AS (
+    SELECT w.operation_id, w.created_at
+    FROM walked w
+    WHERE (SELECT count(*) FROM walked) = $8
+    ORDER BY w.created_at, w.operation_id
+    LIMIT 1
+)
+SELECT v.operation_id, v.provider, v.kind, v.state, v.remote_state, v.outcome,
+       v.requested_by, v.created_at, v.updated_at, v.message,
+       e.operation_id AS window_end_id, e.created_at AS window_end_at
+FROM (SELECT 1) one
+LEFT JOIN (hits h JOIN operations_overview v ON v.operation_id = h.operation_id) ON true
+LEFT JOIN window_end e ON true
+ORDER BY h.created_at DESC, h.operation_id DESC;
+
 -- name: console_providers_seen
 -- The providers that have operations, for the filter's choices: a skip scan of
--- operations_remote_job (provider first), one index probe per provider, where
+-- an index led by provider, one index probe per provider, where
 -- SELECT DISTINCT would read every row.
 WITH RECURSIVE seen AS (
     (SELECT provider FROM operations ORDER BY provider LIMIT 1)
@@ -221,7 +239,7 @@ ORDER BY kind;
 -- name: console_webhook_totals
 -- Per provider, what the database holds about deliveries: stored (verified,
 -- first copy) events, duplicate copies folded into them, and how many were
--- matched to an operation. Refusals are not stored (see the page).
+-- matched to an operation. Refusals: console_webhook_refusals.
 SELECT provider,
        count(*) AS events,
        coalesce(sum(duplicate_deliveries), 0)::bigint AS duplicates,
@@ -263,5 +281,5 @@ LIMIT $1;
 SELECT verified_at, verified_by, ok, tree_size, root_hash, checkpoint_origin, checkpoint_size,
        chains_checked, chain_breaks, rows_checked, problems, pending, seconds
 FROM audit_verifications
-ORDER BY verified_at DESC, verification_id DESC
+ORDER BY verification_id DESC
 LIMIT 1;

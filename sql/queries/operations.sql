@@ -31,8 +31,10 @@ SELECT state::text FROM operations WHERE operation_id = $1;
 SELECT trace_id, history_seq FROM operations WHERE operation_id = $1;
 
 -- name: history_after
+-- The transitions $3 added after seq $2 (another actor's, such as the
+-- reconciler's move the commit woke, are not theirs to report).
 SELECT from_state::text AS from_state, to_state::text AS to_state, cause
-FROM history WHERE operation_id = $1 AND seq > $2
+FROM history WHERE operation_id = $1 AND seq > $2 AND actor = $3
 ORDER BY seq;
 
 -- name: transition

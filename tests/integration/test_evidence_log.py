@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import pytest
 
 from bench.evidence_log import seed_log_bulk
@@ -476,10 +477,10 @@ async def test_the_signer_refuses_a_log_that_does_not_extend_what_it_published(
 
 
 async def test_the_verify_benchmarks_bulk_log_is_what_the_ledger_writes(pool: Any) -> None:
-    """bench.evidence_log writes its million operations in bulk, triggers off; its rows
-    must be the ledger's to the byte, or the benchmark measures a log nobody writes:
-    every chain and every leaf verifies against a checkpoint, and a one-byte change in
-    one bulk row is caught."""
+    """bench.evidence_log writes its million operations in bulk, triggers off; what
+    verify checks must hold of them as of the ledger's rows, or the benchmark measures
+    a log verify would refuse: every chain and every leaf verifies against a
+    checkpoint, and a one-byte change in one bulk row is caught."""
     async with pool.acquire() as conn:
         await seed_log_bulk(conn, 30)
         assert await conn.fetchval("SELECT count(*) FROM log_queue") == 30 * 7
@@ -496,3 +497,14 @@ async def test_the_verify_benchmarks_bulk_log_is_what_the_ledger_writes(pool: An
             "operation_id = (SELECT min(operation_id) FROM operations)"
         )
     assert not (await _verify(pool, note)).ok
+
+
+async def test_an_operator_may_not_date_or_sign_a_verification_record(pool: Any) -> None:
+    async with pool.acquire() as conn, conn.transaction():
+        await conn.execute("SET LOCAL ROLE jobwarden_operator")
+        with pytest.raises(asyncpg.InsufficientPrivilegeError):
+            await conn.execute(
+                "INSERT INTO audit_verifications (verified_at, ok, tree_size, root_hash, "
+                "chains_checked, chain_breaks, rows_checked, problems, pending, seconds) "
+                "VALUES (now() + interval '1 year', true, 0, '', 0, 0, 0, 0, 0, 0)"
+            )

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
+
+import asyncpg
 
 from receiver.webhooks import refusals
 from receiver.webhooks.refusals import RefusalRecorder
@@ -13,10 +16,25 @@ DAY = 86_400.0
 
 
 class FlakyPool:
-    """Refuses the first `failures` acquisitions; then hands out a connection recording calls."""
+    """Refuses the first `failures` acquisitions; then hands out a connection recording calls.
 
-    def __init__(self, failures: int) -> None:
+    `stall`: the statement never returns (until cancelled); `release_fails`:
+    handing the connection back raises after the statements ran; `refuse`: the
+    statement raises this database error.
+    """
+
+    def __init__(
+        self,
+        failures: int,
+        *,
+        stall: bool = False,
+        release_fails: bool = False,
+        refuse: Exception | None = None,
+    ) -> None:
         self.failures = failures
+        self.stall = stall
+        self.release_fails = release_fails
+        self.refuse = refuse
         self.executed: list[tuple[str, tuple[Any, ...]]] = []
 
     @contextlib.asynccontextmanager
@@ -25,12 +43,18 @@ class FlakyPool:
             self.failures -= 1
             raise OSError("connection refused")
         yield self
+        if self.release_fails:
+            raise OSError("connection reset while releasing")
 
     @contextlib.asynccontextmanager
     async def transaction(self) -> AsyncIterator[None]:
         yield
 
     async def execute(self, query: str, *args: Any) -> None:
+        if self.stall:
+            await asyncio.Event().wait()
+        if self.refuse is not None:
+            raise self.refuse
         self.executed.append((query, args))
 
 
@@ -70,3 +94,31 @@ async def test_the_ring_keeps_only_the_newest_refusals() -> None:
     (_, count_args), (_, latest_args) = pool.executed
     assert count_args[3] == [refusals.LATEST_PER_FLUSH + 7]
     assert len(latest_args[0]) == refusals.LATEST_PER_FLUSH
+
+
+async def test_a_flush_cancelled_mid_way_keeps_the_tally() -> None:
+    recorder = RefusalRecorder(FlakyPool(0, stall=True), acquire_timeout=1.0, now=Clock(0.0))
+    recorder.note("sim", "bad_signature", 401)
+    flushing = asyncio.ensure_future(recorder.flush())
+    await asyncio.sleep(0)  # let it reach the stalled statement
+    await asyncio.sleep(0)
+    flushing.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await flushing
+    assert recorder.pending == 1
+
+
+async def test_a_committed_flush_is_not_added_again_when_release_fails() -> None:
+    pool = FlakyPool(0, release_fails=True)
+    recorder = RefusalRecorder(pool, acquire_timeout=1.0, now=Clock(0.0))
+    recorder.note("sim", "bad_signature", 401)
+    assert await recorder.flush() is True
+    assert recorder.pending == 0 and len(pool.executed) == 2
+
+
+async def test_content_the_database_refuses_is_dropped_not_retried_forever() -> None:
+    pool = FlakyPool(0, refuse=asyncpg.CheckViolationError("provider too long"))
+    recorder = RefusalRecorder(pool, acquire_timeout=1.0, now=Clock(0.0))
+    recorder.note("x" * 80, "bad_signature", 401)
+    assert await recorder.flush() is False
+    assert recorder.pending == 0

@@ -48,6 +48,7 @@
     pending = window.setTimeout(reload, Math.max(0, loadedAt + MIN_RELOAD_MS - Date.now()));
   });
   source.addEventListener("signed_out", function () {
+    if (pending !== null) { window.clearTimeout(pending); pending = null; }
     source.close();
     status.hidden = false;
     status.textContent = "Your session ended: sign in again.";
