@@ -206,7 +206,8 @@ ORDER BY result_id DESC;
 
 -- name: console_receipt_status
 -- Whether each evidence row of the operation has a leaf below the newest signed
--- checkpoint ($2 = its tree size): covered vs not yet covered, by kind.
+-- checkpoint ($2 = its tree size): covered vs not yet covered, by kind. Failed
+-- items are left out (a batch can have millions; `audit proof` covers them).
 SELECT kind, count(*) AS rows, count(leaf_index) AS covered
 FROM (
     SELECT e.kind,
@@ -214,24 +215,7 @@ FROM (
             WHERE l.kind = e.kind AND l.row_id = e.row_id AND l.leaf_index < $2
               AND NOT l.deleted
             ORDER BY l.leaf_index DESC LIMIT 1) AS leaf_index
-    FROM (
-        SELECT 'operation' AS kind, operation_id AS row_id
-        FROM operations WHERE operation_id = $1
-        UNION ALL
-        SELECT 'history', history_id::text FROM history WHERE operation_id = $1
-        UNION ALL
-        SELECT 'call', call_id::text FROM provider_calls WHERE operation_id = $1
-        UNION ALL
-        SELECT 'observation', observation_id::text FROM observations WHERE operation_id = $1
-        UNION ALL
-        SELECT 'webhook', webhook_event_id::text FROM webhook_events WHERE operation_id = $1
-        UNION ALL
-        SELECT 'result', result_id::text FROM results WHERE operation_id = $1
-        UNION ALL
-        SELECT 'decision', decision_id::text FROM decisions WHERE operation_id = $1
-        UNION ALL
-        SELECT 'escalation', escalation_id::text FROM escalations WHERE operation_id = $1
-    ) e
+    FROM jw_operation_evidence($1, false) e
 ) covered
 GROUP BY kind
 ORDER BY kind;

@@ -296,30 +296,9 @@ ORDER BY l.kind, l.row_id, l.leaf_index;
 -- name: log_leaves_of_operation
 -- The newest leaf below a tree size of every evidence row of one operation
 -- (NULL leaf_index: none yet), in log order: what a receipt proves.
-WITH evidence AS (
-    SELECT 'operation' AS kind, operation_id AS row_id FROM operations WHERE operation_id = $1
-    UNION ALL
-    SELECT 'history', history_id::text FROM history WHERE operation_id = $1
-    UNION ALL
-    SELECT 'call', call_id::text FROM provider_calls WHERE operation_id = $1
-    UNION ALL
-    SELECT 'observation', observation_id::text FROM observations WHERE operation_id = $1
-    UNION ALL
-    SELECT 'webhook', webhook_event_id::text FROM webhook_events WHERE operation_id = $1
-    UNION ALL
-    SELECT 'result', result_id::text FROM results WHERE operation_id = $1
-    UNION ALL
-    SELECT 'failure', f.result_id || '/' || f.item_key
-    FROM result_item_failures f JOIN results r ON r.result_id = f.result_id
-    WHERE r.operation_id = $1
-    UNION ALL
-    SELECT 'decision', decision_id::text FROM decisions WHERE operation_id = $1
-    UNION ALL
-    SELECT 'escalation', escalation_id::text FROM escalations WHERE operation_id = $1
-)
 SELECT e.kind, e.row_id, l.leaf_index, l.leaf_hash, l.row_sha256, l.fixed_sha256,
        l.settled_sha256
-FROM evidence e
+FROM jw_operation_evidence($1, true) e
 LEFT JOIN LATERAL (
     SELECT leaf_index, leaf_hash, row_sha256, fixed_sha256, settled_sha256 FROM log_leaves
     WHERE kind = e.kind AND row_id = e.row_id AND leaf_index < $2 AND NOT deleted
