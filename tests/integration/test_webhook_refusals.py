@@ -86,6 +86,9 @@ async def test_the_console_shows_every_refusal_by_reason(
         # The page adds its own process's pending refusals before reading.
         page = html.unescape((await client.get(receiver.url("/console/webhooks"))).text)
     assert "unknown_provider" in page and "method_not_allowed" in page
+    # sim: two forged and one GET refused, nothing stored; unknown: one.
+    assert '<td data-label="Received">3</td>' in page
+    assert '<td data-label="Received">1</td>' in page
     assert "None refused." not in page
     assert "no-such-provider-x9" not in page
     assert sum((await counts(db)).values()) == 4
