@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import sys
@@ -15,7 +16,7 @@ import asyncpg
 
 from shared.cli import operator as cli_operator
 from shared.db.queries import q
-from shared.ledger import archive, audit, log, log_audit, receipts
+from shared.ledger import archive, audit, log, log_audit, log_tiles, receipts
 from shared.secret import SecretError
 from shared.settings import load_settings
 from shared.tlog import (
@@ -96,6 +97,23 @@ def register(sub: Any) -> None:
         "--config", help="TOML config file (default: $JW_CONFIG or ./jobwarden.toml)"
     )
     archive_p.set_defaults(handler=cmd_archive)
+
+    tiles_p = actions.add_parser(
+        "tiles",
+        help="write the log's hashes as C2SP tlog-tiles, with the newest signed checkpoint, "
+        "to a directory to ship off this host (full tiles never change: incremental)",
+    )
+    tiles_p.add_argument("--out", required=True, metavar="DIR")
+    tiles_p.set_defaults(handler=cmd_tiles)
+
+    check_tiles = actions.add_parser(
+        "check-tiles",
+        help="recompute a tiles directory's checkpoint root from its tiles alone, with the "
+        "log's public key (no database needed)",
+    )
+    check_tiles.add_argument("directory", metavar="DIR")
+    _key_flag(check_tiles, required=True)
+    check_tiles.set_defaults(handler=cmd_check_tiles)
 
     sequence = actions.add_parser(
         "sequence",
@@ -353,6 +371,50 @@ async def cmd_archive(args: argparse.Namespace) -> int:
         print("nothing to archive")
     else:
         print(f"archived {done.rows} row(s) of {done.operations} operation(s) to {done.path}")
+    if done.tiles is not None:
+        _print_tiles(Path(args.to), done.tiles)
+    return 0
+
+
+def _print_tiles(root: Path, written: log_tiles.TilesWritten) -> None:
+    print(
+        f"tiles of the tree at size {written.size} in {root}: {written.written} written, "
+        f"{written.kept} full ones already there"
+    )
+
+
+async def cmd_tiles(args: argparse.Namespace) -> int:
+    async with cli_operator.app_connection() as conn:
+        latest = await conn.fetchrow(q("log_latest_checkpoint"))
+        if latest is None:
+            return _fail("no signed checkpoint yet: the tiles are written for one")
+        written = await log_tiles.export_tiles(
+            conn, Path(args.out), int(latest["tree_size"]), latest["note"]
+        )
+    _print_tiles(Path(args.out), written)
+    return 0
+
+
+async def cmd_check_tiles(args: argparse.Namespace) -> int:
+    root = Path(args.directory)
+    try:
+        checkpoint = _open_checkpoint(str(root / log_tiles.CHECKPOINT_FILE), args.key, [])
+    except OSError as exc:
+        return _fail(f"{root / log_tiles.CHECKPOINT_FILE}: {exc.strerror}")
+    except (NoteError, CheckpointError, ValueError) as exc:
+        return _fail(f"the checkpoint does not verify with that key: {exc}")
+    try:
+        computed = await asyncio.to_thread(log_tiles.tiles_root, root, checkpoint.size)
+    except ValueError as exc:
+        print(f"FAILED tiles: {exc}", file=sys.stderr)
+        return 1
+    if computed != checkpoint.root_hash:
+        print(
+            f"TAMPERED: the tiles' root at size {checkpoint.size} is not the checkpoint's",
+            file=sys.stderr,
+        )
+        return 1
+    print(f"OK: the tiles give the checkpoint's root at size {checkpoint.size}")
     return 0
 
 

@@ -46,6 +46,7 @@ import asyncpg
 from shared.db.queries import q
 from shared.ledger import log
 from shared.ledger.leaves import KINDS, Digests, leaf_data, row_document
+from shared.ledger.log_tiles import TilesWritten, export_tiles
 from shared.ledger.receipts import build_receipt
 from shared.tlog import Checkpoint, Signer, leaf_hash, open_note
 
@@ -119,6 +120,7 @@ class Archived:
     rows: int = 0
     # operations left in the database this time, and why
     skipped: list[str] = field(default_factory=list)
+    tiles: TilesWritten | None = None
 
 
 async def archive(
@@ -173,6 +175,8 @@ async def archive(
         _set_aside(path)
         raise
     await _sign(conn, signer, checkpoint_dir)
+    # The tree the receipts prove against, as C2SP tiles beside the archives.
+    result.tiles = await export_tiles(conn, root, checkpoint.size, note)
     result.name, result.path, result.operations, result.rows = name, path, len(chosen), total
     return result
 

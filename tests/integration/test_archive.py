@@ -81,6 +81,11 @@ async def _verify(
     return report
 
 
+def _archives(root: Path) -> list[Path]:
+    """The archive directories under a root (beside them: the tiles and their checkpoint)."""
+    return sorted(p for p in root.iterdir() if p.name.startswith("archive-"))
+
+
 async def _archive(*extra: str, root: Path) -> int:
     return await jobwarden("audit", "archive", "--to", str(root), *extra)
 
@@ -115,8 +120,13 @@ async def test_archive_moves_old_evidence_and_verify_still_proves_it(
     assert await _hot_rows(pool, partial) == before
 
     assert await _archive("--older-than", "0", root=root) == 0
-    assert "archived" in capsys.readouterr().out
-    [made] = list(root.iterdir())
+    printed = capsys.readouterr().out
+    assert "archived" in printed and "tiles of the tree at size" in printed
+    [made] = _archives(root)
+    # Beside the archives, the tree their receipts prove against, as C2SP tiles.
+    assert {p.name for p in root.iterdir()} == {made.name, "tile", "checkpoint"}
+    assert await jobwarden("audit", "check-tiles", str(root), "--key", setup["public"]) == 0
+    assert "OK: the tiles give the checkpoint's root" in capsys.readouterr().out
     assert {p.name for p in made.iterdir()} == {
         "manifest",
         "rows.jsonl",
@@ -205,7 +215,7 @@ async def test_a_changed_or_missing_archive_fails_verification(
 ) -> None:
     root: Path = setup["root"]
     assert await _archive("--older-than", "0", root=root) == 0
-    [made] = list(root.iterdir())
+    [made] = _archives(root)
     change(made)
     report = await _verify(setup, capsys, "--archive", str(root))
     assert not report["ok"]
@@ -355,11 +365,11 @@ async def test_a_crash_before_the_commit_loses_nothing(
         await _archive("--older-than", "0", root=root)
     monkeypatch.setattr(archive_mod.asyncio, "to_thread", real_to_thread)
     assert archive_mod.build_receipt is original
-    [orphan] = list(root.iterdir())
+    [orphan] = _archives(root)
     assert (await _hot_rows(pool, setup["ops"][0]))["observations"] > 0
     report = await _verify(setup, capsys, "--archive", str(root))
     assert report["ok"] and report["archived_rows"] == 0
     assert await _archive("--older-than", "0", root=root) == 0
-    assert len(list(root.iterdir())) == 2 and orphan.exists()
+    assert len(_archives(root)) == 2 and orphan.exists()
     report = await _verify(setup, capsys, "--archive", str(root))
     assert report["ok"] and report["archived_rows"] > 0, report["problems"]

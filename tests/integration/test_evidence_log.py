@@ -508,3 +508,48 @@ async def test_an_operator_may_not_date_or_sign_a_verification_record(pool: Any)
                 "chains_checked, chain_breaks, rows_checked, problems, pending, seconds) "
                 "VALUES (now() + interval '1 year', true, 0, '', 0, 0, 0, 0, 0, 0)"
             )
+
+
+async def test_tiles_exported_beside_a_checkpoint_give_its_root_without_the_database(
+    pool: Any,
+    db_url: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`audit tiles` writes C2SP hash tiles (two levels here: 350 leaves) and the
+    checkpoint; `audit check-tiles` recomputes the signed root from the files alone,
+    and finds a changed byte, a changed higher-level hash and a missing tile."""
+    async with pool.acquire() as conn:
+        await seed_log_bulk(conn, 50)  # 350 leaves: one full level-0 tile and one of 94
+    note = await _sequence_and_sign(pool)
+    monkeypatch.setenv("DATABASE_URL", db_url)
+    out = tmp_path / "tiles"
+    assert await jobwarden("audit", "tiles", "--out", str(out)) == 0
+    assert "3 written, 0 full ones already there" in capsys.readouterr().out
+    assert (out / "checkpoint").read_text() == note
+    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()) == [
+        "checkpoint",
+        "tile/0/000",
+        "tile/0/001.p/94",
+        "tile/1/000.p/1",
+    ]
+    assert await jobwarden("audit", "check-tiles", str(out), "--key", VERIFIER_KEY) == 0
+    assert "OK: the tiles give the checkpoint's root at size 350" in capsys.readouterr().out
+    # A second export keeps the full tile: it never changes.
+    assert await jobwarden("audit", "tiles", "--out", str(out)) == 0
+    assert "2 written, 1 full ones already there" in capsys.readouterr().out
+
+    leaf_tile = out / "tile/0/001.p/94"
+    original = leaf_tile.read_bytes()
+    leaf_tile.write_bytes(original[:-1] + bytes([original[-1] ^ 1]))
+    assert await jobwarden("audit", "check-tiles", str(out), "--key", VERIFIER_KEY) == 1
+    assert "TAMPERED" in capsys.readouterr().err
+    leaf_tile.write_bytes(original)
+    upper = out / "tile/1/000.p/1"
+    upper.write_bytes(bytes(32))
+    assert await jobwarden("audit", "check-tiles", str(out), "--key", VERIFIER_KEY) == 1
+    assert "not the root of its tile below" in capsys.readouterr().err
+    upper.unlink()
+    assert await jobwarden("audit", "check-tiles", str(out), "--key", VERIFIER_KEY) == 1
+    assert "missing" in capsys.readouterr().err
