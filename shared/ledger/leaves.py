@@ -25,6 +25,7 @@ working state, each change of which is a history row, logged itself).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Mapping
@@ -57,7 +58,7 @@ class LeafKind:
     # (column, value) pairs that keep a row unsettled though `settled_when` is set
     not_settled_while: tuple[tuple[str, str], ...] = ()
 
-    @property
+    @functools.cached_property
     def fixed(self) -> tuple[str, ...]:
         loose = {*self.settled, *self.unchecked}
         return tuple(c for c in self.columns if c not in loose)
@@ -340,14 +341,24 @@ class Digests:
     def of(cls, kind: LeafKind, row: Mapping[str, Any] | None) -> Digests:
         if row is None:
             return cls(None, None, None)
-        document = row_document(kind, row)
-        fixed = hashlib.sha256(_canonical(_part(kind, row, kind.fixed))).digest()
+        # Each column converted once; the parts are picked from the whole, as
+        # digests_of_document picks them from a document.
+        whole = _part(kind, row, kind.columns)
+        document = _canonical(whole)
+        row_digest = hashlib.sha256(document).digest()
+        # A kind with no loose column (written once) fixes the whole row: the
+        # same bytes, hence the same digest, without encoding them again.
+        fixed = (
+            row_digest
+            if kind.fixed == kind.columns
+            else hashlib.sha256(_canonical({c: whole[c] for c in kind.fixed})).digest()
+        )
         settled = (
-            hashlib.sha256(_canonical(_part(kind, row, kind.settled))).digest()
+            hashlib.sha256(_canonical({c: whole[c] for c in kind.settled})).digest()
             if kind.is_settled(row)
             else None
         )
-        return cls(hashlib.sha256(document).digest(), fixed, settled)
+        return cls(row_digest, fixed, settled)
 
 
 def digests_of_document(kind: LeafKind, document: bytes) -> Digests:

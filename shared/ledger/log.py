@@ -16,7 +16,7 @@ import logging
 import os
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import astuple, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -127,7 +127,16 @@ async def sequence(conn: Any, batch: int = DEFAULT_BATCH) -> Appended | None:
             hashed = leaf_hash(leaf_data(kind.name, row_id, digests))
             index = size + len(leaves)
             leaves.append(
-                (index, kind.name, row_id, hashed, digests.row is None, *astuple(digests))
+                (
+                    index,
+                    kind.name,
+                    row_id,
+                    hashed,
+                    digests.row is None,
+                    digests.row,
+                    digests.fixed,
+                    digests.settled,
+                )
             )
             await _store(conn, cache, index, hashed)
         await conn.execute(q("log_append_leaves"), *map(list, zip(*leaves, strict=True)))
