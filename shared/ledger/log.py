@@ -321,18 +321,27 @@ def publish(note: str, directory: Path, tree_size: int) -> Path:
             # after checkpoint()'s checks; a differing file is kept as found
             raise LogForked(f"{numbered} exists with another note: kept, not replaced")
     else:
-        _write_atomically(numbered, note)
-    _write_atomically(directory / "checkpoint", note)
+        write_atomically(numbered, note.encode("utf-8"))
+    write_atomically(directory / "checkpoint", note.encode("utf-8"))
     return numbered
 
 
-def _write_atomically(target: Path, text: str) -> None:
-    fd, temp = tempfile.mkstemp(dir=target.parent, prefix=".checkpoint-")
-    with os.fdopen(fd, "w", encoding="utf-8") as out:
-        out.write(text)
-        out.flush()
-        os.fsync(out.fileno())
-    os.replace(temp, target)
+def write_atomically(target: Path, data: bytes) -> None:
+    """`target` holds `data` whole or keeps what it held (a temporary file, fsync, rename).
+
+    For what is shipped off the host (checkpoints, tiles): a reader never sees
+    half a file.
+    """
+    fd, temp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}-")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temp, target)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
 
 
 __all__ = [
@@ -349,4 +358,5 @@ __all__ = [
     "published",
     "sequence",
     "sequence_all",
+    "write_atomically",
 ]

@@ -12,13 +12,13 @@ checkpoint's root from a directory of tiles alone, no database.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from shared.db.queries import q
-from shared.tlog import RootAccumulator, node_hash, tiles
+from shared.ledger.log import write_atomically
+from shared.tlog import RootAccumulator, tiles
 
 # Tiles whose hashes one query reads.
 TILES_PER_READ = 32
@@ -65,14 +65,8 @@ async def _write_batch(conn: Any, root: Path, batch: list[tiles.Tile]) -> int:
 
 
 def _write_file(path: Path, data: bytes) -> None:
-    """Written whole or not at all (a temporary name, fsync, rename)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as out:
-        out.write(data)
-        out.flush()
-        os.fsync(out.fileno())
-    os.replace(tmp, path)
+    write_atomically(path, data)
 
 
 def tiles_root(root: Path, size: int) -> bytes:
@@ -104,11 +98,10 @@ def tiles_root(root: Path, size: int) -> bytes:
 
 
 def _subtree_root(hashes: list[bytes]) -> bytes:
-    """The root of a full tile's 256 hashes (a complete binary tree)."""
-    level = list(hashes)
-    while len(level) > 1:
-        level = [node_hash(level[i], level[i + 1]) for i in range(0, len(level), 2)]
-    return level[0]
+    """The root of a full tile's 256 hashes: the tree they make as its leaves' hashes."""
+    acc = RootAccumulator()
+    acc.extend(hashes)
+    return acc.root()
 
 
 def _read(root: Path, tile: tiles.Tile) -> bytes:
