@@ -4,7 +4,7 @@
     .venv/bin/python -m bench.console_paging --quick    # 10,000 and 100,000
 
 Every page of the operations list is read by the console's own code
-(`receiver.console.operations._page`, in a read-only transaction planned per
+(`receiver.console.operations.operations_page`, in a read-only transaction planned per
 page, as the handler does) and timed at both sizes on one table, the larger
 filled after the smaller is measured: the first page, a deep page (keyset),
 each filter alone, a rare state, a rare provider, an outcome that is a few
@@ -32,8 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.harness import bench_database, benchmark_main, fill_operations, print_table
-from receiver.console.operations import Filters, states_to_walk
-from receiver.console.operations import _page as console_page
+from receiver.console.operations import Filters, operations_page, states_to_walk
 from shared.db.connect import connect
 from shared.db.queries import q
 
@@ -140,7 +139,7 @@ class Measure:
 
 
 async def run_case(conn: Any, case: Case, deep_id: str) -> tuple[int, list[Any]]:
-    """The page as the console's handler reads it (operations._page); (rows, queries run)."""
+    """The page as the console's handler reads it (operations_page); (rows, queries run)."""
     recording = Recording(conn)
     async with conn.transaction(readonly=True):
         await conn.execute(q("console_custom_plans"))
@@ -149,7 +148,7 @@ async def run_case(conn: Any, case: Case, deep_id: str) -> tuple[int, list[Any]]
         else:
             f = case.filters
             states = states_to_walk(f.state, f.outcome)
-            found = await console_page(recording, f, states, deep_id if case.deep else None)
+            found = await operations_page(recording, f, states, deep_id if case.deep else None)
             rows = len(found.rows)
     return rows, recording.queries
 

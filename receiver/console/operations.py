@@ -137,7 +137,7 @@ async def operations(console: Console, request: Request, session: Session) -> Re
     states = states_to_walk(f.state, f.outcome)
     async with console.connection() as conn, conn.transaction(readonly=True):
         await conn.execute(q("console_custom_plans"))
-        found = await _page(conn, f, states, after)
+        found = await operations_page(conn, f, states, after)
         seen = [r["provider"] for r in await conn.fetch(q("console_providers_seen"))]
     return page(
         request,
@@ -167,7 +167,9 @@ class Found:
     searched_to: datetime | None = None
 
 
-async def _page(conn: Any, f: Filters, states: list[str] | None, after: str | None) -> Found:
+async def operations_page(
+    conn: Any, f: Filters, states: list[str] | None, after: str | None
+) -> Found:
     """One page: the query that reads the fewest operations for these filters.
 
     No state and at most a provider: a walk of the creation index (or the

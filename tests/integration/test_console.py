@@ -627,8 +627,8 @@ async def test_age_filters_are_exact_bounds_and_page_with_the_cursor(
     clock: TestClock,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """older/newer than are bounds of the index scan (jw_console_upper_at, _lower_at),
-    combined with the keyset cursor: every page right, at any hour on the test clock."""
+    """older/newer than bound the index scan (where it starts: jw_console_upper_at/_id;
+    where it stops), with the keyset cursor: every page right, on the test clock."""
     monkeypatch.setattr(console_operations, "PAGE_SIZE", 1)
     old = [await submit(db) for _ in range(2)]
     await clock.advance(3 * 3600)
