@@ -3,11 +3,13 @@
     .venv/bin/python -m bench.evidence_log            # cost on 10,000 ops; verify 1,000,000
     .venv/bin/python -m bench.evidence_log --quick    # cost on 2,000 ops; verify 20,000
     .venv/bin/python -m bench.evidence_log --verify-operations 200000
+    .venv/bin/python -m bench.evidence_log --only cost   # or --only verify
 
 Cost: the reconciler's status reads/s with the log on (the queue triggers,
-and a sequencer in the same process and event loop, as the daemon runs it)
-against the same reconciler with it off (the log's triggers disabled, no
-sequencer), in alternating windows on one database, so drift hits both alike.
+and the sequencer child process the daemon starts, reconciler/sequencer.py)
+against the same reconciler with it off (the log's triggers disabled, the
+sequencer paused with SIGSTOP), in alternating windows on one database, so
+drift hits both alike. The sequencer's own CPU is printed beside.
 Twice: with the sequencer at the daemon's default interval (JW_LOG_INTERVAL,
 5 s; windows of two intervals), the configuration that ships and the one the
 target (>= 0.9) is judged on; and at five times that rate (every second).
@@ -25,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -50,6 +53,7 @@ from bench.harness import (
 from bench.stack import client_stack, describe, require_same_stack
 from bench.throughput import ALWAYS_DUE, run_reconciler_for
 from reconciler.daemon import create_reconciler_pool
+from reconciler.sequencer import SequencerProcess
 from shared.db.connect import connect
 from shared.ledger import log
 from shared.serve import Stack
@@ -205,24 +209,28 @@ async def set_logging(conn: Any, on: bool) -> None:
 
 
 @contextlib.asynccontextmanager
-async def sequencer(db_url: str, period: float) -> AsyncIterator[None]:
-    """A sequencer appending every `period` seconds while the block runs (in this
-    process, on this event loop: where the reconciler daemon runs its own)."""
-    conn = await connect(db_url)
-
-    async def loop() -> None:
-        while True:
-            await log.sequence_all(conn)
-            await asyncio.sleep(period)
-
-    task = asyncio.create_task(loop())
+async def sequencer(db_url: str, period: float, workdir: Path) -> AsyncIterator[SequencerProcess]:
+    """The daemon's sequencer child, passing every `period` seconds while the block
+    runs: the process the reconciler daemon starts, started the way it starts it."""
+    settings = Settings(log_interval=period, log_checkpoint_dir=workdir / "checkpoints")
+    child = SequencerProcess(settings, db_url)
+    running = asyncio.create_task(child.supervise())
     try:
-        yield
+        yield child
     finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-        await conn.close()
+        child.stop()
+        await running
+
+
+async def drained(conn: Any) -> None:
+    """Wait until the sequencer has appended everything queued."""
+    while await conn.fetchval("SELECT EXISTS (SELECT 1 FROM log_queue)"):
+        await asyncio.sleep(0.05)
+
+
+def pause(child: SequencerProcess, paused: bool) -> None:
+    if child.pid is not None:
+        os.kill(child.pid, signal.SIGSTOP if paused else signal.SIGCONT)
 
 
 @dataclass
@@ -232,12 +240,16 @@ class CostWindows:
     reads: dict[bool, int] = field(default_factory=lambda: {True: 0, False: 0})
     seconds: dict[bool, float] = field(default_factory=lambda: {True: 0.0, False: 0.0})
     postgres: dict[bool, float] = field(default_factory=lambda: {True: 0.0, False: 0.0})
+    sequencer: dict[bool, float] = field(default_factory=lambda: {True: 0.0, False: 0.0})
 
     def rate(self, on: bool) -> float:
         return self.reads[on] / self.seconds[on]
 
     def pg_share(self, on: bool) -> float:
         return self.postgres[on] / self.seconds[on]
+
+    def sequencer_share(self) -> float:
+        return self.sequencer[True] / self.seconds[True]
 
 
 # (sequencer period, window): the daemon's default (JW_LOG_INTERVAL), each
@@ -257,7 +269,6 @@ async def measure_cost(quick: bool, workdir: Path, command: str) -> None:
         admin = await connect(db.url)
         await seed_observing(admin, sim.url, jobs, [datetime.now(UTC)] * len(jobs), body)
         await log.sequence_all(admin)
-        meter = CpuMeter({"bench": lambda: [os.getpid()], "postgres": our_postgres_pids})
         pool = await create_reconciler_pool(db.url)
         try:
             providers = providers_for(sim.url, ALWAYS_DUE)
@@ -265,23 +276,33 @@ async def measure_cost(quick: bool, workdir: Path, command: str) -> None:
                 await run_reconciler_for(rec, WARMUP_SECONDS)
                 for period, window in cost_configs():
                     windows = CostWindows()
-                    for _ in range(QUICK_ROUNDS if quick else ROUNDS):
-                        for logging_on in (False, True):
-                            await set_logging(admin, logging_on)
-                            running = (
-                                sequencer(db.url, period)
-                                if logging_on
-                                else contextlib.nullcontext()
-                            )
-                            stacks["log on" if logging_on else "log off"] = client_stack()
-                            async with running:
+                    # started once, as the daemon starts it, and paused (SIGSTOP)
+                    # through the log-off windows: what an on window queues and
+                    # leaves unsequenced is sequenced in the next on window
+                    async with sequencer(db.url, period, workdir) as child:
+                        meter = CpuMeter(
+                            {
+                                "postgres": our_postgres_pids,
+                                "sequencer": lambda: [] if child.pid is None else [child.pid],
+                            }
+                        )
+                        await set_logging(admin, True)
+                        await run_reconciler_for(rec, WARMUP_SECONDS)
+                        await drained(admin)  # the child is up and passing
+                        for _ in range(QUICK_ROUNDS if quick else ROUNDS):
+                            for logging_on in (False, True):
+                                await set_logging(admin, logging_on)
+                                pause(child, not logging_on)
+                                stacks["log on" if logging_on else "log off"] = client_stack()
                                 meter.start()
                                 began = time.monotonic()
                                 windows.reads[logging_on] += await run_reconciler_for(rec, window)
                                 elapsed = time.monotonic() - began
                                 windows.seconds[logging_on] += elapsed
-                                share = meter.stop().get("postgres", 0.0)
-                                windows.postgres[logging_on] += share * elapsed
+                                shares = meter.stop()
+                                windows.postgres[logging_on] += shares["postgres"] * elapsed
+                                windows.sequencer[logging_on] += shares["sequencer"] * elapsed
+                        pause(child, False)  # to hear its SIGTERM
                     measured.append((period, windows))
         finally:
             await pool.close()
@@ -299,12 +320,13 @@ async def measure_cost(quick: bool, workdir: Path, command: str) -> None:
                 f"{w.rate(True):,.0f}",
                 f"{ratio:.2f}",
                 f"{w.pg_share(False):.0%} / {w.pg_share(True):.0%}",
+                f"{w.sequencer_share():.0%}",
                 verdict,
             ]
         )
     print_table(
         f"evidence log: cost on the reconciler ({operations:,} observing operations; "
-        f"log off = triggers disabled, no sequencer)",
+        f"log off = triggers disabled, sequencer paused)",
         command,
         [
             "log on",
@@ -312,6 +334,7 @@ async def measure_cost(quick: bool, workdir: Path, command: str) -> None:
             "reads/s on",
             "ratio",
             "PostgreSQL off / on",
+            "sequencer (on)",
             f">= {TARGET_RATIO}",
         ],
         rows,
@@ -397,18 +420,31 @@ def _per(seconds: float, leaves: int) -> str:
     return f"{seconds / leaves * 1e6:.1f} us"
 
 
+PARTS = {"cost": measure_cost, "verify": measure_verify}
+CHOSEN = list(PARTS)
+
+
 async def run(quick: bool, workdir: Path, command: str) -> None:
-    await measure_cost(quick, workdir, command)
-    await measure_verify(quick, workdir, command)
+    for part in CHOSEN:
+        shown = command if len(CHOSEN) == len(PARTS) else f"{command} --only {part}"
+        await PARTS[part](quick, workdir, shown)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """`--verify-operations N` sizes the verify part (seeding is the slow step)."""
-    global VERIFY_OPERATIONS
+    """`--verify-operations N` sizes the verify part (seeding is the slow step);
+    `--only cost` or `--only verify` runs one part."""
+    global VERIFY_OPERATIONS, CHOSEN
     args = list(sys.argv[1:] if argv is None else argv)
     if "--verify-operations" in args:
         at = args.index("--verify-operations")
         VERIFY_OPERATIONS = int(args[at + 1])
+        del args[at : at + 2]
+    if "--only" in args:
+        at = args.index("--only")
+        if at + 1 >= len(args) or args[at + 1] not in PARTS:
+            print(f"--only takes one of: {', '.join(PARTS)}", file=sys.stderr)
+            return 2
+        CHOSEN = [args[at + 1]]
         del args[at : at + 2]
     return benchmark_main(MODULE, __doc__ or "", run, args)
 

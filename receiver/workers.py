@@ -22,7 +22,6 @@ commits its queue before the supervisor exits.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import logging
 import os
 import signal
@@ -36,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from shared import sdnotify
+from shared.child_process import die_with_parent
 
 logger = logging.getLogger(__name__)
 
@@ -51,7 +51,6 @@ MAX_WORKERS = 64
 # A child's drain: uvicorn's graceful shutdown (5 s) plus the ingest queue's
 # own bound (10 s), with slack; past it the child is killed.
 DRAIN_SECONDS = 30.0
-PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 @dataclass
@@ -113,7 +112,7 @@ class Supervisor:
         }
         env.pop("WATCHDOG_PID", None)  # the child's pid is not known before it starts
         proc = subprocess.Popen(  # noqa: S603 -- our own argv
-            self.child_argv, env=env, preexec_fn=_die_with_parent
+            self.child_argv, env=env, preexec_fn=die_with_parent
         )
         self.children[proc.pid] = _Child(index, proc)
         logger.info("receiver worker started", extra={"ctx": {"worker": index, "pid": proc.pid}})
@@ -219,16 +218,6 @@ class Supervisor:
                 child.proc.kill()
             child.proc.wait()
         self.children.clear()
-
-
-def _die_with_parent() -> None:
-    """In the child, before exec: SIGKILL when the supervisor dies, however it dies.
-
-    Without it a supervisor killed outright (OOM, SIGKILL, run by hand) would
-    leave its children serving the port beside the next supervisor's.
-    """
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def _wait_or_kill(proc: subprocess.Popen[bytes]) -> int:

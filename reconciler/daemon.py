@@ -6,7 +6,8 @@ an agent changes something. Nothing per-operation lives in memory between
 sweeps, so SIGKILL at any line loses and duplicates nothing. SIGTERM stops
 claiming, lets in-flight steps finish (bounded by `shutdown_grace`), hands
 leases back and exits 0. Under systemd (Type=notify) it reports READY,
-WATCHDOG and STOPPING.
+WATCHDOG and STOPPING. The evidence log is sequenced and signed by a child
+process it starts and watches (reconciler/sequencer.py), off this event loop.
 """
 
 from __future__ import annotations
@@ -16,13 +17,13 @@ import contextlib
 import logging
 import os
 import signal
-import time
 from datetime import UTC, datetime
 from typing import Any
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from reconciler.context import Context, build_adapters, http_client
+from reconciler.sequencer import SequencerProcess
 from reconciler.wakeups import SenderFilter
 from reconciler.worker import Reconciler
 from shared import sdnotify, telemetry
@@ -34,16 +35,12 @@ from shared.providers import ConfigError
 from shared.result_store import ResultStore
 from shared.secret import SecretError
 from shared.settings import Settings, check_reconciler_settings
-from shared.tlog import Signer
 
 log = logging.getLogger("jobwarden.reconciler")
 
 # Housekeeping (webhook dedupe retention) runs this often; hourly is plenty for
 # a retention measured in days.
 HOUSEKEEPING_SECONDS = 3600.0
-# Checkpoints are signed at most this often (and only when the log grew):
-# each is a file and a row kept for good, so every 5 s would be 17,280 a day.
-CHECKPOINT_MIN_SECONDS = 60.0
 # A webhook event committed in the instant its job id was being recorded is
 # attached by this sweep; once a minute bounds that (rare) delay.
 STRAGGLER_SECONDS = 60.0
@@ -57,12 +54,11 @@ class Daemon:
         reconciler: Reconciler,
         settings: Settings,
         database_url: str,
-        signer: Signer | None = None,
+        sequencer: SequencerProcess | None = None,
     ) -> None:
         self.reconciler = reconciler
-        self.signer = signer
-        self.signed_size = -1
-        self.next_signing = 0.0
+        self.sequencer = sequencer
+        self.sequencing: asyncio.Task[None] | None = None
         self.settings = settings
         self.database_url = database_url
         self.scheduler = AsyncIOScheduler(timezone=UTC)
@@ -131,32 +127,6 @@ class Daemon:
         )
         log.info("housekeeping", extra={"ctx": {"webhook_events_purged": purged}})
 
-    async def evidence(self) -> None:
-        """Append what was written since the last run to the evidence log; sign its head.
-
-        Several reconcilers may run this: one sequences (advisory lock), the
-        others find the queue taken and sign the head they see, if new.
-        """
-        async with self.reconciler.ctx.pool.acquire() as conn:
-            appended = await evidence_log.sequence_all(conn)
-            if self.signer is None or time.monotonic() < self.next_signing:
-                return
-            size, _ = await evidence_log.head(conn)
-            if size == self.signed_size:
-                return
-            directory = self.settings.log_checkpoint_dir
-            try:
-                previous = evidence_log.published(directory, self.signer)
-                note = await evidence_log.checkpoint(conn, self.signer, previous)
-                evidence_log.publish(note, directory, size)
-            except (evidence_log.LogForked, ValueError) as exc:
-                # never sign a tree that does not extend what we published
-                log.error("checkpoint NOT signed", extra={"ctx": {"problem": str(exc)}})
-                return
-        self.signed_size = size
-        self.next_signing = time.monotonic() + CHECKPOINT_MIN_SECONDS
-        log.info("checkpoint signed", extra={"ctx": {"tree_size": size, "appended": appended}})
-
     async def stragglers(self) -> None:
         """Attach events that committed while their job id was being recorded."""
         attached = await attach_stragglers(self.reconciler.ctx.pool)
@@ -187,15 +157,6 @@ class Daemon:
             coalesce=True,
         )
         self.scheduler.add_job(
-            self.evidence,
-            "interval",
-            seconds=self.settings.log_interval,
-            id="evidence_log",
-            max_instances=1,
-            coalesce=True,
-            next_run_time=datetime.now(UTC),
-        )
-        self.scheduler.add_job(
             self.stragglers,
             "interval",
             seconds=STRAGGLER_SECONDS,
@@ -208,6 +169,8 @@ class Daemon:
             self.scheduler.add_job(
                 lambda: sdnotify.notify("WATCHDOG=1"), "interval", seconds=watchdog, id="watchdog"
             )
+        if self.sequencer is not None:
+            self.sequencing = asyncio.create_task(self.sequencer.supervise())
         self.scheduler.start()
         sdnotify.notify("READY=1")
         log.info("reconciler started", extra={"ctx": {"worker_id": self.settings.worker_id}})
@@ -218,6 +181,8 @@ class Daemon:
         sdnotify.notify("STOPPING=1")
         self.reconciler.stop_claiming()  # batches in progress do not top up
         self.scheduler.shutdown(wait=False)  # no new sweeps
+        if self.sequencer is not None:
+            self.sequencer.stop()  # finishes its pass meanwhile
         if self.sweeping is not None and not self.sweeping.done():
             try:
                 await asyncio.wait_for(asyncio.shield(self.sweeping), self.settings.shutdown_grace)
@@ -227,6 +192,9 @@ class Daemon:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await self.sweeping
         released = await self.reconciler.release_all()
+        if self.sequencing is not None:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self.sequencing
         with contextlib.suppress(Exception):
             await self.listener.close()
         log.info("reconciler stopped", extra={"ctx": {"leases_released": released}})
@@ -251,7 +219,8 @@ async def create_reconciler_pool(database_url: str, **kwargs: Any) -> Any:
 async def run_reconciler(settings: Settings, database_url: str) -> int:
     check_reconciler_settings(settings)
     try:
-        signer = evidence_log.load_signer(settings.log_signing_key_file, os.environ)
+        # read here too, so a bad key stops the daemon at start, not its child
+        evidence_log.load_signer(settings.log_signing_key_file, os.environ)
     except (SecretError, ValueError) as exc:
         raise ConfigError(f"checkpoint signing key: {exc}") from None
     pool = await create_reconciler_pool(database_url)
@@ -272,7 +241,8 @@ async def run_reconciler(settings: Settings, database_url: str) -> int:
                 store=ResultStore(settings.results_dir),
                 webhook_url=settings.public_webhook_url or None,
             )
-            daemon = Daemon(Reconciler(ctx), settings, database_url, signer)
+            sequencer = SequencerProcess(settings, database_url)
+            daemon = Daemon(Reconciler(ctx), settings, database_url, sequencer)
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, daemon.stopping.set)

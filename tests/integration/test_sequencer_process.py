@@ -1,0 +1,131 @@
+"""The daemon's log sequencer is a child process: it sequences and signs, comes
+back when killed, and never outlives the daemon (real processes, real SIGKILL)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from shared.ledger.log_audit import open_checkpoint
+from shared.serve import serve_app
+from shared.simulator import SimulatorSettings, build_app
+from shared.tlog import Verifier, generate_key
+from tests.integration.test_reconciler_crashes import submit, wait_for
+from tests.processes import kill9, start_reconciler, write_config
+
+SIGNER, VERIFIER = generate_key("jobwarden.test/sequencer")
+
+
+def children(pid: int) -> list[int]:
+    try:
+        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    except FileNotFoundError:
+        return []
+    return [int(p) for p in text.split()]
+
+
+def alive(pid: int) -> bool:
+    """Running (a zombie waiting for its reaper has stopped already)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def sequencer_of(daemon: subprocess.Popen[bytes]) -> int | None:
+    for pid in children(daemon.pid):
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        if b"reconciler.sequencer" in cmdline and alive(pid):
+            return pid
+    return None
+
+
+async def queue_drained(pool: Any) -> bool:
+    return bool(await pool.fetchval("SELECT NOT EXISTS (SELECT 1 FROM log_queue)"))
+
+
+@pytest.fixture
+async def sim_url() -> Any:
+    async with serve_app(build_app(SimulatorSettings())) as url:
+        yield url
+
+
+async def test_the_daemons_child_sequences_signs_and_comes_back_when_killed(
+    pool: Any, db_url: str, tmp_path: Path, sim_url: str
+) -> None:
+    config = write_config(tmp_path / "jw.toml", sim_url)
+    checkpoints = tmp_path / "checkpoints"
+    await submit(pool, "success", duration=0.1)
+    daemon = start_reconciler(
+        db_url,
+        config,
+        tmp_path,
+        "seq",
+        JW_LOG_SIGNING_KEY=SIGNER,
+        JW_LOG_INTERVAL="0.05",
+        JW_LOG_CHECKPOINT_DIR=str(checkpoints),
+    )
+    try:
+
+        async def first_child() -> int | None:
+            return sequencer_of(daemon)
+
+        child = await wait_for(first_child, 20, "the sequencer child to start")
+
+        async def signed() -> bool:
+            return (checkpoints / "checkpoint").exists() and await queue_drained(pool)
+
+        await wait_for(signed, 30, "a signed checkpoint and a drained queue")
+        note = (checkpoints / "checkpoint").read_text()
+        first_size = open_checkpoint(note, [Verifier.from_key(VERIFIER)]).size
+        assert first_size > 0
+
+        os.kill(child, signal.SIGKILL)  # mid-pass or between passes: either loses nothing
+
+        async def replaced() -> int | None:
+            pid = sequencer_of(daemon)
+            return pid if pid not in (None, child) else None
+
+        await wait_for(replaced, 20, "the daemon to start the sequencer again")
+        await submit(pool, "success", duration=0.1)
+
+        async def caught_up() -> bool:
+            queued = await pool.fetchval("SELECT count(*) FROM log_queue")
+            leaves = await pool.fetchval("SELECT count(*) FROM log_leaves")
+            return queued == 0 and leaves > first_size
+
+        await wait_for(caught_up, 30, "the new child to sequence the second operation")
+        assert daemon.poll() is None, "a sequencer's death is not the daemon's"
+    finally:
+        kill9(daemon)
+
+
+@pytest.mark.parametrize("how", ["SIGKILL", "SIGTERM"])
+async def test_the_sequencer_never_outlives_the_daemon(
+    pool: Any, db_url: str, tmp_path: Path, sim_url: str, how: str
+) -> None:
+    config = write_config(tmp_path / "jw.toml", sim_url)
+    daemon = start_reconciler(db_url, config, tmp_path, "seq", JW_LOG_INTERVAL="0.05")
+    try:
+
+        async def started() -> int | None:
+            return sequencer_of(daemon)
+
+        child = await wait_for(started, 20, "the sequencer child to start")
+    finally:
+        if how == "SIGKILL":
+            kill9(daemon)
+        else:
+            daemon.send_signal(signal.SIGTERM)
+            assert daemon.wait(timeout=30) == 0
+
+    async def gone() -> bool:
+        return not alive(child)
+
+    await wait_for(gone, 10, f"the sequencer to exit after the daemon's {how}")
