@@ -21,10 +21,13 @@ falls back:
   jitter).
 - Never earlier than the provider's `poll_after_seconds` or `Retry-After`
   (the latter, imposed, is never shortened nor lengthened here).
-- With webhooks, reads are only a backstop for a lost delivery: one just
-  after the forecast end (the delivery should be there by then), and without
-  a forecast a wait that grows with the job's age, so a job an hour long is
-  not read every five minutes.
+- With webhooks, reads are only a backstop for a lost delivery: the first
+  at the backstop interval after acceptance (no read at acceptance: it would
+  only learn "queued"), then one just after the forecast end (the delivery
+  should be there by then), and without a forecast a wait of twice the job's
+  age, so a job an hour long is read about three times, not every five
+  minutes. A lost delivery is noticed by the read that follows: within twice
+  the job's age at its end (at worst three times its length from submission).
 """
 
 from __future__ import annotations
@@ -42,6 +45,8 @@ FORECAST_MARGIN = 0.02
 # With webhooks, the backstop read after a forecast end waits this much longer
 # than the forecast (the delivery is expected first).
 BACKSTOP_SLACK = 1.1
+# Without a forecast, a backstop waits this many times the job's age.
+BACKSTOP_AGE_FACTOR = 2.0
 # The longest a backstop waits, whatever the job's age.
 MAX_BACKSTOP_SECONDS = 6 * 3600.0
 
@@ -190,5 +195,5 @@ def _hint(poll_after: float | None) -> float | None:
 def _backstop(scheduled: float, latest_in: float | None, age: float, floor: float = 0.0) -> float:
     """With webhooks: after the latest plausible end, else a wait growing with age;
     never beyond MAX_BACKSTOP_SECONDS unless the adapter's own schedule says so."""
-    wait = age if latest_in is None else latest_in * BACKSTOP_SLACK + floor
+    wait = BACKSTOP_AGE_FACTOR * age if latest_in is None else latest_in * BACKSTOP_SLACK + floor
     return max(scheduled, min(wait, MAX_BACKSTOP_SECONDS))

@@ -466,7 +466,21 @@ async def _accept(
                 conn, S.ACCEPTED, f"{via} answered with job {job_id}", (Evidence.CALL, call_id)
             )
         # in cancel_requested the job id is all we needed: the cancel goes out next
-    return step.until_allowed(NOW)
+    return step.until_allowed(_first_read(step, cross_check))
+
+
+def _first_read(step: Step, cross_check: bool) -> float:
+    """When to read a job just accepted: at once, unless webhooks carry its news.
+
+    With webhooks the provider tells us the end; a read now would only learn
+    "queued", so the first read is the backstop's (webhook_backstop_poll_seconds
+    at the least), or sooner when a delivery wakes the operation. The job stays
+    `accepted` until then. A cross-check or a cancel waiting for this job id
+    goes on at once.
+    """
+    if cross_check or step.op.state is not S.ACCEPTED or step.adapter.desc.webhooks is None:
+        return NOW
+    return step.backoff(0)
 
 
 # operations.remote_job_id CHECK: a job id is 1 to 500 characters.

@@ -252,14 +252,17 @@ async def test_a_webhook_inside_a_retry_after_window_waits_for_it(
     db_url: str, pool: Any, tmp_path: Path, clock: TestClock
 ) -> None:
     async with wakeups(db_url) as queue, webhook_rig(pool, tmp_path, clock=clock) as r:
-        op_id = await r.submit("rate_limited", duration=0.5, limited_reads=1, retry_after=30)
-        await r.reconciler.run_once()  # create, then the first read: 429, Retry-After 30 s
+        op_id = await r.submit("rate_limited", duration=40, limited_reads=1, retry_after=30)
+        await r.reconciler.run_once()  # the create; with webhooks, no read at acceptance
+        assert await _status_reads(pool, op_id) == 0
+        await clock.advance(30.5)  # the rig's backstop (30 s): the first read is due
+        await r.reconciler.run_once()  # the first read: 429, Retry-After 30 s
         op = await ledger.load_operation(pool, op_id)
         assert op.not_before is not None
         window = (op.not_before - clock.now()).total_seconds()
         assert 29 <= window <= 30
         drain(queue)
-        await clock.advance(1.0)  # the job finishes; its webhook arrives inside the window
+        await clock.advance(10.0)  # the job finishes; its webhook arrives inside the window
         await woken(queue, op_id)
         assert (await r.reconciler.run_once())["claimed"] == 0  # the wake-up is not a call
         await clock.advance(window)

@@ -154,13 +154,15 @@ def test_without_a_forecast_the_schedule_stands() -> None:
 
 
 def test_with_webhooks_the_backstop_grows_with_age_and_follows_the_forecast() -> None:
-    assert _read(None, None, webhooks=True, age=50.0) == 50.0
-    assert _read(None, None, webhooks=True, age=7200.0) == 7200.0
+    # the schedule (10 s here) is the floor; past it, twice the job's age
+    assert _read(None, None, webhooks=True, age=3.0) == 10.0
+    assert _read(None, None, webhooks=True, age=50.0) == 100.0
+    assert _read(None, None, webhooks=True, age=7200.0) == 14400.0
     assert _read(None, None, webhooks=True, age=10**9) == 6 * 3600.0
     assert _read(800.0, 1000.0, webhooks=True) == pytest.approx(1000.0 * 1.1 + 1.0)
     assert _read(None, -5.0, webhooks=True, age=5.0) == 10.0
     # one sample (no measured rate) never lengthens the backstop past the age rule
-    assert _read(None, 4e7, webhooks=True, age=3600.0) == 3600.0
+    assert _read(None, 4e7, webhooks=True, age=3600.0) == 7200.0
     assert _read(1e9, 2e9, webhooks=True, age=3600.0) == 6 * 3600.0
 
 
