@@ -368,11 +368,12 @@ WEBHOOK_WAIT_SECONDS = 15.0
 
 
 async def finished_and_announced(world: World, rec: Reconciler) -> None:
-    """Observing; then the job finishes and its terminal webhook is on record.
+    """Accepted (with webhooks there is no read at acceptance); then the job
+    finishes and its terminal webhook is on record.
 
     Waits on the signal the stored webhook sends (its wake-up NOTIFY), not on time.
     """
-    await run_until(world, rec, {S.OBSERVING})
+    await run_until(world, rec, {S.ACCEPTED})
     woken = asyncio.Event()
 
     def on_wake(_conn: Any, _pid: int, _channel: str, operation_id: str) -> None:

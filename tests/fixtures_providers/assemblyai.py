@@ -7,7 +7,8 @@ The scenario is the audio file name: {"audio_url": "https://example.com/<scenari
 - notext   completed, but without `text` (a broken answer the preset must refuse);
 - slow     processing for a long time (AssemblyAI has no cancel endpoint);
 - lost     like happy, but the create answer never arrives in time;
-- held     processing until the test releases it (webhook tests).
+- held     processing until the test releases it, then completed at the next read
+           (webhook tests).
 """
 
 from __future__ import annotations
@@ -90,6 +91,8 @@ class AssemblyAIFixture:
 
     def _phase(self, job: Job) -> tuple[str, str | None, str | None]:
         scenario, reads = job.scenario, job.reads
+        if scenario == "held":  # processing until the test releases it, then done
+            return ("processing", None, None) if job.hold else ("completed", TEXT, None)
         if reads == 0:
             return "queued", None, None
         if scenario == "error":

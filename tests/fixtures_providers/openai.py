@@ -10,7 +10,8 @@ as a real batch is chosen by its input file:
 - slow     in_progress until cancelled, then cancelling -> cancelled with 1 of 3 done;
 - lost     like happy, but the create answer never arrives in time, and 120 other
            batches are created right after ours (so finding it takes a second page);
-- held     in_progress until the test releases it (webhook tests);
+- held     in_progress until the test releases it, then completed at the next read
+           (webhook tests);
 - lagging  like lost, but the list does not show the new batch on the first look
            (a list that lags behind a create it has already accepted).
 
@@ -184,6 +185,10 @@ class OpenAIFixture:
             if reads <= job.extra["cancel_at_read"] + 1:
                 return "cancelling", _counts(3, 1, 0), None
             return "cancelled", _counts(3, 1, 2), (_ok(1), _cut(2, 3, "batch_cancelled"))
+        if scenario == "held":  # in progress until the test releases it, then done
+            if job.hold:
+                return "in_progress", _counts(3, 1, 0), None
+            return "completed", _counts(3, 3, 0), (_ok(3), [])
         if reads == 0:
             return "validating", _counts(0, 0, 0), None
         if scenario == "failed":
