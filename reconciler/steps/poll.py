@@ -31,11 +31,11 @@ from reconciler.step import NOW, Delay, Step
 from reconciler.steps.collect import Partial, collect_partial_output
 from shared.db import pgjson
 from shared.db.errors import db_error_context, db_error_reason
-from shared.ledger import evidence
+from shared.ledger import evidence, webhooks
 from shared.ledger.errors import StaleTransition
 from shared.ledger.evidence import ROW_ERRORS, StatusRead
 from shared.ledger.states import Evidence, LocalState, RemoteState
-from shared.providers import HttpRequest, RequestBuildError, StatusFact
+from shared.providers import HttpRequest, RequestBuildError, StatusFact, timing
 
 S = LocalState
 log = logging.getLogger("jobwarden.reconciler")
@@ -55,6 +55,8 @@ TERMINAL_TARGET = {
     RemoteState.FAILED: S.FAILED,
     RemoteState.CANCELLED: S.CANCELLED,
 }
+# A delivery reporting one of these is an end our reads must confirm.
+ANNOUNCED_ENDS = [state.value for state in TERMINAL_TARGET]
 
 
 @dataclass(frozen=True)
@@ -115,7 +117,7 @@ async def step_poll(step: Step) -> Delay:
     step.note_poll_hint(poll_hint(fact))
     if deadline is None and _nothing_to_decide(step, fact):
         # The common read: recorded, lease handed back, by the group-commit writer.
-        delay = step.until_allowed(_next_read(step, fact), read=True)
+        delay = step.until_allowed(await _when_next(step, fact, step.ctx.pool), read=True)
         await step.ctx.polls.record(evidence.status_row(read, release_after=delay))
         step.released = True
         return delay
@@ -212,6 +214,31 @@ def _nothing_to_decide(step: Step, fact: StatusFact) -> bool:
     )
 
 
+async def _when_next(step: Step, fact: StatusFact, db: Any) -> float:
+    """`_next_read`, unless a delivery announced an end this read did not show.
+
+    A provider's reads may lag behind its webhooks (a replica, a cache): the
+    job is over, our read says it runs. Then the backstop is the wrong wait:
+    the next reads follow the plain backoff until one confirms the end (only
+    our own read moves the operation). One query, only with webhooks and only
+    after a read that moved nothing to an end.
+    """
+    scheduled = _next_read(step, fact)
+    if step.adapter.desc.webhooks is None or step.op.state is not S.OBSERVING:
+        return scheduled
+    if not await webhooks.end_announced(db, step.op.operation_id, ANNOUNCED_ENDS):
+        return scheduled
+    confirming = timing.next_poll_delay(
+        step.adapter.desc.limits,
+        step.op.poll_attempts,
+        fact.retry_after_seconds,
+        fact.poll_after_seconds,
+        step.ctx.rng,
+        webhooks_configured=False,
+    )
+    return min(scheduled, confirming)
+
+
 def _next_read(step: Step, fact: StatusFact) -> float:
     if step.op.state is S.CANCELLATION_UNCONFIRMED:
         return UNCONFIRMED_POLL_SECONDS
@@ -283,7 +310,7 @@ async def _decide(
                 conn, S.NEEDS_ATTENTION, f"provider says job {step.op.remote_job_id} does not exist"
             )
             return None
-    return step.until_allowed(_next_read(step, fact), read=True)
+    return step.until_allowed(await _when_next(step, fact, conn), read=True)
 
 
 async def _escalate(step: Step, deadline: Deadline, why: str) -> Delay:

@@ -92,6 +92,15 @@ async def attach_stragglers(db: Executor) -> int:
     return len(rows)
 
 
+async def end_announced(db: Executor, operation_id: str, ends: Sequence[str]) -> bool:
+    """Whether a delivery reported one of the remote states `ends` for this operation.
+
+    Asked while the operation is still observed, that is an end our own reads
+    have not seen yet (a provider whose reads lag behind its webhooks).
+    """
+    return bool(await db.fetchval(q("webhook_end_announced"), operation_id, list(ends)))
+
+
 async def purge_webhook_events(db: Executor, retention_days: int) -> int:
     """Delete unattached events older than `retention_days`; returns how many.
 

@@ -181,3 +181,12 @@ WITH added AS (
 )
 DELETE FROM webhook_refusals_latest
 WHERE refusal_id <= (SELECT max(refusal_id) FROM added) - $5;
+
+-- name: webhook_end_announced
+-- Whether a webhook observation of the operation reports one of the remote
+-- states $2 (the terminal ones, from Python): asked while the operation is
+-- still observed, an end our own reads have not confirmed yet.
+SELECT EXISTS (
+    SELECT 1 FROM observations
+    WHERE operation_id = $1 AND source = 'webhook' AND remote_state = ANY ($2::jw_remote_state[])
+);

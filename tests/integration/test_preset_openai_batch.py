@@ -223,6 +223,36 @@ async def test_thin_signed_webhook_makes_the_reconciler_read_at_once(
         assert forged.status_code == 401
 
 
+async def test_an_end_the_reads_do_not_show_yet_is_read_again_on_the_backoff(
+    pool: Any, tmp_path: Path
+) -> None:
+    # "happy" moves one phase per status read (validating, in_progress,
+    # completed): a provider whose reads lag behind the webhook it already sent.
+    fx = OpenAIFixture()
+    async with rig(pool, tmp_path, fx, env=HOOK_ENV, with_receiver=True) as r:
+        op_id = await r.submit(batch_body("happy"))
+        assert await r.settle(op_id, {S.ACCEPTED}) is S.ACCEPTED
+        job = fx.registry.only()
+        event = {
+            "id": "evt_early",
+            "object": "event",
+            "created_at": int(time.time()),
+            "type": "batch.completed",
+            "data": {"id": job.job_id},
+        }
+        assert (await post_signed(r, event)).status_code == 200
+        # the backstop is 30 s away: only reads on the backoff (50 ms here) end it now
+        assert await r.settle(op_id, {S.SUCCEEDED}, timeout=10.0) is S.SUCCEEDED
+        reads = await pool.fetch(
+            "SELECT remote_state_raw FROM observations WHERE operation_id = $1"
+            " AND source = 'poll' ORDER BY observation_id",
+            op_id,
+        )
+        # the webhook woke a read that still showed the job running; the next came
+        # on the backoff and confirmed the end
+        assert [o[0] for o in reads][-2:] == ["in_progress", "completed"]
+
+
 async def post_signed(
     r: PresetRig, event: dict[str, Any], secret: str = WEBHOOK_SECRET
 ) -> httpx.Response:
