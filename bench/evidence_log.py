@@ -218,7 +218,7 @@ async def sequencer(db_url: str, period: float, workdir: Path) -> AsyncIterator[
     try:
         yield child
     finally:
-        child.stop()
+        await child.stop()
         await running
 
 

@@ -181,8 +181,9 @@ class Daemon:
         sdnotify.notify("STOPPING=1")
         self.reconciler.stop_claiming()  # batches in progress do not top up
         self.scheduler.shutdown(wait=False)  # no new sweeps
-        if self.sequencer is not None:
-            self.sequencer.stop()  # finishes its pass meanwhile
+        stopping_sequencer = (
+            asyncio.create_task(self.sequencer.stop()) if self.sequencer is not None else None
+        )  # it finishes its batch meanwhile
         if self.sweeping is not None and not self.sweeping.done():
             try:
                 await asyncio.wait_for(asyncio.shield(self.sweeping), self.settings.shutdown_grace)
@@ -192,9 +193,10 @@ class Daemon:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await self.sweeping
         released = await self.reconciler.release_all()
-        if self.sequencing is not None:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self.sequencing
+        for task in (stopping_sequencer, self.sequencing):
+            if task is not None:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
         with contextlib.suppress(Exception):
             await self.listener.close()
         log.info("reconciler stopped", extra={"ctx": {"leases_released": released}})

@@ -58,9 +58,19 @@ class LogKeeper:
         self.signed_size = -1
         self.next_signing = 0.0
 
-    async def pass_once(self, conn: Any) -> int:
-        """Leaves appended (the head is signed at most every CHECKPOINT_MIN_SECONDS)."""
-        appended = await evidence_log.sequence_all(conn)
+    async def pass_once(self, conn: Any, stop: asyncio.Event | None = None) -> int:
+        """Leaves appended (the head is signed at most every CHECKPOINT_MIN_SECONDS).
+
+        Batch by batch, each its own transaction, until the queue is empty or
+        `stop` is set: a large backlog never holds up a SIGTERM for longer
+        than one batch.
+        """
+        appended = 0
+        while stop is None or not stop.is_set():
+            batch = await evidence_log.sequence(conn)
+            if batch is None or batch.leaves == 0:
+                break
+            appended += batch.leaves
         if self.signer is None or time.monotonic() < self.next_signing:
             return appended
         size, _ = await evidence_log.head(conn)
@@ -92,7 +102,7 @@ async def run_sequencer(
             try:
                 if conn is None or conn.is_closed():
                     conn = await connect(database_url)
-                await keeper.pass_once(conn)
+                await keeper.pass_once(conn, stop)
             except Exception:
                 log.warning("sequencing pass failed; retrying", exc_info=True)
                 if conn is not None:
@@ -166,12 +176,11 @@ class SequencerProcess:
         finally:
             await asyncio.shield(self._end_child())
 
-    def stop(self) -> None:
-        """Ask the child to finish its pass and exit; `supervise()` then returns."""
+    async def stop(self) -> None:
+        """Stop the child (it finishes its batch; SIGKILL after STOP_SECONDS);
+        `supervise()` then returns."""
         self.stopping = True
-        if self.proc is not None and self.proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                self.proc.terminate()
+        await self._end_child()
 
     async def _end_child(self) -> None:
         """SIGTERM, then SIGKILL after STOP_SECONDS."""

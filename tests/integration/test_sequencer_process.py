@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from bench.evidence_log import seed_log_bulk
 from shared.ledger.log_audit import open_checkpoint
 from shared.serve import serve_app
 from shared.simulator import SimulatorSettings, build_app
@@ -129,3 +130,26 @@ async def test_the_sequencer_never_outlives_the_daemon(
         return not alive(child)
 
     await wait_for(gone, 10, f"the sequencer to exit after the daemon's {how}")
+
+
+async def test_a_sigterm_does_not_wait_for_a_backlog(
+    pool: Any, db_url: str, tmp_path: Path, sim_url: str
+) -> None:
+    """The child stops after its current batch: a daemon asked to stop while the
+    sequencer works through a large backlog exits at once, the rest left queued."""
+    async with pool.acquire() as conn:
+        await seed_log_bulk(conn, 4_000)  # 28,000 queued rows: many batches
+    config = write_config(tmp_path / "jw.toml", sim_url)
+    daemon = start_reconciler(db_url, config, tmp_path, "seq", JW_LOG_INTERVAL="0.05")
+    try:
+
+        async def sequencing() -> bool:
+            return bool(await pool.fetchval("SELECT EXISTS (SELECT 1 FROM log_leaves)"))
+
+        await wait_for(sequencing, 30, "the sequencer to start on the backlog")
+        daemon.send_signal(signal.SIGTERM)
+        assert daemon.wait(timeout=20) == 0
+    finally:
+        if daemon.poll() is None:
+            kill9(daemon)
+    assert await pool.fetchval("SELECT count(*) FROM log_queue") > 0, "stopped mid-backlog"
