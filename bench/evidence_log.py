@@ -53,7 +53,7 @@ from bench.harness import (
 from bench.stack import client_stack, describe, require_same_stack
 from bench.throughput import ALWAYS_DUE, run_reconciler_for
 from reconciler.daemon import create_reconciler_pool
-from reconciler.sequencer import SequencerProcess
+from reconciler.sequencer import APPLICATION_NAME, LogSettings, SequencerProcess
 from shared.db.connect import connect
 from shared.ledger import log
 from shared.serve import Stack
@@ -212,13 +212,12 @@ async def set_logging(conn: Any, on: bool) -> None:
 async def sequencer(db_url: str, period: float, workdir: Path) -> AsyncIterator[SequencerProcess]:
     """The daemon's sequencer child, passing every `period` seconds while the block
     runs: the process the reconciler daemon starts, started the way it starts it."""
-    settings = Settings(log_interval=period, log_checkpoint_dir=workdir / "checkpoints")
-    child = SequencerProcess(settings, db_url)
+    child = SequencerProcess(LogSettings(period, workdir / "checkpoints"), db_url)
     running = asyncio.create_task(child.supervise())
     try:
         yield child
     finally:
-        await child.stop()
+        child.stop()
         await running
 
 
@@ -228,9 +227,25 @@ async def drained(conn: Any) -> None:
         await asyncio.sleep(0.05)
 
 
-def pause(child: SequencerProcess, paused: bool) -> None:
-    if child.pid is not None:
-        os.kill(child.pid, signal.SIGSTOP if paused else signal.SIGCONT)
+# The sequencer's session, busy: running a statement or inside a transaction.
+_SEQUENCER_BUSY = """
+SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE application_name = $1 AND state <> 'idle')
+"""
+
+
+async def pause(admin: Any, child: SequencerProcess, paused: bool) -> None:
+    """SIGSTOP the child between batches, never inside one (a transaction held open
+    through a log-off window would keep vacuum from those windows' dead rows)."""
+    assert child.pid is not None
+    if not paused:
+        os.kill(child.pid, signal.SIGCONT)
+        return
+    while True:
+        os.kill(child.pid, signal.SIGSTOP)
+        if not await admin.fetchval(_SEQUENCER_BUSY, APPLICATION_NAME):
+            return
+        os.kill(child.pid, signal.SIGCONT)  # mid-batch: let it finish
+        await asyncio.sleep(0.005)
 
 
 @dataclass
@@ -292,7 +307,7 @@ async def measure_cost(quick: bool, workdir: Path, command: str) -> None:
                         for _ in range(QUICK_ROUNDS if quick else ROUNDS):
                             for logging_on in (False, True):
                                 await set_logging(admin, logging_on)
-                                pause(child, not logging_on)
+                                await pause(admin, child, not logging_on)
                                 stacks["log on" if logging_on else "log off"] = client_stack()
                                 meter.start()
                                 began = time.monotonic()
@@ -302,7 +317,7 @@ async def measure_cost(quick: bool, workdir: Path, command: str) -> None:
                                 shares = meter.stop()
                                 windows.postgres[logging_on] += shares["postgres"] * elapsed
                                 windows.sequencer[logging_on] += shares["sequencer"] * elapsed
-                        pause(child, False)  # to hear its SIGTERM
+                        await pause(admin, child, False)  # to hear its SIGTERM
                     measured.append((period, windows))
         finally:
             await pool.close()

@@ -23,7 +23,8 @@ from typing import Any
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from reconciler.context import Context, build_adapters, http_client
-from reconciler.sequencer import SequencerProcess
+from reconciler.sequencer import STOP_SECONDS as SEQUENCER_STOP_SECONDS
+from reconciler.sequencer import LogSettings, SequencerProcess
 from reconciler.wakeups import SenderFilter
 from reconciler.worker import Reconciler
 from shared import sdnotify, telemetry
@@ -181,9 +182,8 @@ class Daemon:
         sdnotify.notify("STOPPING=1")
         self.reconciler.stop_claiming()  # batches in progress do not top up
         self.scheduler.shutdown(wait=False)  # no new sweeps
-        stopping_sequencer = (
-            asyncio.create_task(self.sequencer.stop()) if self.sequencer is not None else None
-        )  # it finishes its batch meanwhile
+        if self.sequencer is not None:
+            self.sequencer.stop()  # its supervisor ends it meanwhile (the batch finishes)
         if self.sweeping is not None and not self.sweeping.done():
             try:
                 await asyncio.wait_for(asyncio.shield(self.sweeping), self.settings.shutdown_grace)
@@ -193,10 +193,11 @@ class Daemon:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await self.sweeping
         released = await self.reconciler.release_all()
-        for task in (stopping_sequencer, self.sequencing):
-            if task is not None:
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
+        if self.sequencing is not None:
+            # bounded: SIGKILL comes after STOP_SECONDS; past that, cancel (the
+            # child dies with this process anyway)
+            with contextlib.suppress(asyncio.CancelledError, TimeoutError, Exception):
+                await asyncio.wait_for(self.sequencing, SEQUENCER_STOP_SECONDS + 5)
         with contextlib.suppress(Exception):
             await self.listener.close()
         log.info("reconciler stopped", extra={"ctx": {"leases_released": released}})
@@ -243,7 +244,7 @@ async def run_reconciler(settings: Settings, database_url: str) -> int:
                 store=ResultStore(settings.results_dir),
                 webhook_url=settings.public_webhook_url or None,
             )
-            sequencer = SequencerProcess(settings, database_url)
+            sequencer = SequencerProcess(LogSettings.of(settings), database_url)
             daemon = Daemon(Reconciler(ctx), settings, database_url, sequencer)
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGTERM, signal.SIGINT):

@@ -26,8 +26,8 @@ falls back:
   only learn "queued"), then one just after the forecast end (the delivery
   should be there by then), and without a forecast a wait of twice the job's
   age, so a job an hour long is read about three times, not every five
-  minutes. A lost delivery is noticed by the read that follows: within twice
-  the job's age at its end (at worst three times its length from submission).
+  minutes. A lost delivery is noticed by the read that follows: within the
+  larger of the backstop interval and twice the job's age at its end.
 """
 
 from __future__ import annotations

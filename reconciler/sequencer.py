@@ -27,13 +27,16 @@ import signal
 import sys
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from shared import logs, serve
 from shared.child_process import die_with_parent
 from shared.db.connect import connect
 from shared.ledger import log as evidence_log
-from shared.settings import Settings, load_settings
+from shared.settings import Settings
 from shared.tlog import Signer
 
 log = logging.getLogger("jobwarden.sequencer")
@@ -45,16 +48,39 @@ CHECKPOINT_MIN_SECONDS = 60.0
 # failure up to RESTART_MAX_SECONDS; one that ran that long starts over.
 RESTART_MIN_SECONDS = 1.0
 RESTART_MAX_SECONDS = 60.0
-# SIGTERM: a pass in progress finishes (one transaction); past this it is killed.
+# SIGTERM: the batch in progress finishes (one transaction); past this it is killed.
 STOP_SECONDS = 10.0
+# How the child's connection shows in pg_stat_activity.
+APPLICATION_NAME = "jobwarden-sequencer"
+# What the child keeps of the daemon's environment: the interpreter's, libpq's
+# (PG*: TLS files, a password file), logging, and the inline signing key;
+# never the provider credentials or the console's login.
+PASSED_ON = ("PATH", "PYTHONPATH", "HOME", "LANG", "LC_ALL", "TZ", "JW_LOG_LEVEL")
+PASSED_ON_PREFIXES = ("PG",)
+SIGNING_KEY_VARIABLE = "JW_LOG_SIGNING_KEY"
+
+
+@dataclass(frozen=True)
+class LogSettings:
+    """The settings the sequencer uses, and all the child is given."""
+
+    interval: float
+    checkpoint_dir: Path
+    signing_key_file: str = ""
+
+    @classmethod
+    def of(cls, settings: Settings) -> LogSettings:
+        return cls(
+            settings.log_interval, settings.log_checkpoint_dir, settings.log_signing_key_file
+        )
 
 
 class LogKeeper:
     """One pass: append what was committed since the last, and sign the head when due."""
 
-    def __init__(self, signer: Signer | None, settings: Settings) -> None:
+    def __init__(self, signer: Signer | None, directory: Path) -> None:
         self.signer = signer
-        self.directory = settings.log_checkpoint_dir
+        self.directory = directory
         self.signed_size = -1
         self.next_signing = 0.0
 
@@ -90,18 +116,29 @@ class LogKeeper:
         return appended
 
 
+def named_connection(database_url: str) -> str:
+    """The URL with this process's application_name (asyncpg passes unknown query
+    parameters on as server settings): operators and benchmarks can tell the
+    sequencer's session apart."""
+    parts = urlsplit(database_url)
+    query = [(k, v) for k, v in parse_qsl(parts.query) if k != "application_name"]
+    query.append(("application_name", APPLICATION_NAME))
+    return urlunsplit(parts._replace(query=urlencode(query)))
+
+
 async def run_sequencer(
-    settings: Settings, database_url: str, signer: Signer | None, stop: asyncio.Event
+    settings: LogSettings, database_url: str, signer: Signer | None, stop: asyncio.Event
 ) -> None:
-    """Pass every `log_interval` seconds until `stop`; a failed pass is retried on
-    a new connection at the next interval (the database may be restarting)."""
-    keeper = LogKeeper(signer, settings)
+    """Pass every `interval` seconds until `stop`; a failed pass is retried on a
+    new connection at the next interval (the database may be restarting)."""
+    keeper = LogKeeper(signer, settings.checkpoint_dir)
+    url = named_connection(database_url)
     conn: Any = None
     try:
         while not stop.is_set():
             try:
                 if conn is None or conn.is_closed():
-                    conn = await connect(database_url)
+                    conn = await connect(url)
                 await keeper.pass_once(conn, stop)
             except Exception:
                 log.warning("sequencing pass failed; retrying", exc_info=True)
@@ -110,77 +147,96 @@ async def run_sequencer(
                         await conn.close()
                 conn = None
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), settings.log_interval)
+                await asyncio.wait_for(stop.wait(), settings.interval)
     finally:
         if conn is not None:
             with contextlib.suppress(Exception):
                 await conn.close()
 
 
-def child_environment(settings: Settings, database_url: str) -> dict[str, str]:
-    """The child's environment: the parent's, with the database it resolved (an
-    embedded server stays the parent's) and the log settings it loaded."""
-    env = {
-        **os.environ,
+def child_environment(
+    settings: LogSettings, database_url: str, parent: int, env: Mapping[str, str]
+) -> dict[str, str]:
+    """The child's whole environment: the database the daemon resolved (an
+    embedded server stays the daemon's), its log settings, and PASSED_ON."""
+    kept = {k: v for k, v in env.items() if k in PASSED_ON or k.startswith(PASSED_ON_PREFIXES)}
+    if SIGNING_KEY_VARIABLE in env:
+        kept[SIGNING_KEY_VARIABLE] = env[SIGNING_KEY_VARIABLE]
+    key_file = settings.signing_key_file
+    return {
+        **kept,
         "DATABASE_URL": database_url,
-        "JW_LOG_INTERVAL": repr(settings.log_interval),
-        "JW_LOG_CHECKPOINT_DIR": str(settings.log_checkpoint_dir.absolute()),
-        "JW_LOG_SIGNING_KEY_FILE": settings.log_signing_key_file,
+        "JW_LOG_INTERVAL": repr(settings.interval),
+        "JW_LOG_CHECKPOINT_DIR": str(settings.checkpoint_dir.absolute()),
+        "JW_LOG_SIGNING_KEY_FILE": str(Path(key_file).absolute()) if key_file else "",
+        "JW_SEQUENCER_PARENT": str(parent),
     }
-    if settings.config_path is not None:
-        env["JW_CONFIG"] = str(settings.config_path.absolute())
-    env.pop("NOTIFY_SOCKET", None)  # systemd hears from the daemon, not from its child
-    return env
 
 
 class SequencerProcess:
-    """The daemon's sequencer child: started, restarted when it exits, stopped."""
+    """The daemon's sequencer child: started, started again when it exits, stopped."""
 
-    def __init__(self, settings: Settings, database_url: str) -> None:
-        self.env = child_environment(settings, database_url)
+    def __init__(self, settings: LogSettings, database_url: str) -> None:
+        self.env = child_environment(settings, database_url, os.getpid(), os.environ)
         self.proc: asyncio.subprocess.Process | None = None
-        self.stopping = False
+        self.stopped = asyncio.Event()
 
     @property
     def pid(self) -> int | None:
         return None if self.proc is None else self.proc.pid
 
     async def start(self) -> None:
+        # -P: the working directory (the service's writable state) is not on
+        # sys.path. The child sets PR_SET_PDEATHSIG itself: no preexec_fn in a
+        # daemon that has threads.
         self.proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "reconciler.sequencer",
-            env=self.env,
-            preexec_fn=die_with_parent,
+            sys.executable, "-P", "-m", "reconciler.sequencer", env=self.env
         )
 
     async def supervise(self) -> None:
-        """Keep a child running until `stop()` (or until cancelled: the child goes too)."""
+        """Keep a child running until `stop()` (or cancellation): the child goes too."""
         delay = RESTART_MIN_SECONDS
         try:
-            while not self.stopping:
+            while not self.stopped.is_set():
                 began = time.monotonic()
-                await self.start()
-                assert self.proc is not None
-                code = await self.proc.wait()
-                if self.stopping:
+                try:
+                    await self.start()
+                except OSError:
+                    log.exception("could not start the log sequencer")
+                    code: int | None = None
+                else:
+                    code = await self._exit_or_stop()
+                if self.stopped.is_set():
                     return
                 if time.monotonic() - began >= RESTART_MAX_SECONDS:
                     delay = RESTART_MIN_SECONDS
-                log.error(
+                log.log(
+                    logging.WARNING if code == 0 else logging.ERROR,
                     "log sequencer exited; starting it again",
                     extra={"ctx": {"code": code, "in_seconds": delay}},
                 )
-                await asyncio.sleep(delay)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.stopped.wait(), delay)
                 delay = min(2 * delay, RESTART_MAX_SECONDS)
         finally:
             await asyncio.shield(self._end_child())
 
-    async def stop(self) -> None:
-        """Stop the child (it finishes its batch; SIGKILL after STOP_SECONDS);
-        `supervise()` then returns."""
-        self.stopping = True
-        await self._end_child()
+    def stop(self) -> None:
+        """Ask for the child's end; `supervise()` then ends it (its batch finishes,
+        SIGKILL after STOP_SECONDS) and returns."""
+        self.stopped.set()
+
+    async def _exit_or_stop(self) -> int | None:
+        """The child's exit code, or None once `stop()` was called."""
+        assert self.proc is not None
+        exited = asyncio.ensure_future(self.proc.wait())
+        stopping = asyncio.ensure_future(self.stopped.wait())
+        try:
+            await asyncio.wait({exited, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiting in (exited, stopping):
+                waiting.cancel()
+        return None if self.stopped.is_set() or not exited.done() else exited.result()
 
     async def _end_child(self) -> None:
         """SIGTERM, then SIGKILL after STOP_SECONDS."""
@@ -197,18 +253,33 @@ class SequencerProcess:
             await proc.wait()
 
 
+def _settings_from(env: Mapping[str, str]) -> LogSettings:
+    return LogSettings(
+        float(env["JW_LOG_INTERVAL"]),
+        Path(env["JW_LOG_CHECKPOINT_DIR"]),
+        env.get("JW_LOG_SIGNING_KEY_FILE", ""),
+    )
+
+
 async def _main(env: Mapping[str, str]) -> int:
-    settings = load_settings(env=env)
-    signer = evidence_log.load_signer(settings.log_signing_key_file, env)
+    settings = _settings_from(env)
+    signer = evidence_log.load_signer(settings.signing_key_file, env)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    log.info("log sequencer started", extra={"ctx": {"interval": settings.log_interval}})
+    log.info("log sequencer started", extra={"ctx": {"interval": settings.interval}})
     await run_sequencer(settings, env["DATABASE_URL"], signer, stop)
     return 0
 
 
-if __name__ == "__main__":
+def main() -> int:
+    die_with_parent()  # here, not in a preexec_fn: the daemon has threads
+    if str(os.getppid()) != os.environ.get("JW_SEQUENCER_PARENT"):
+        return 0  # the daemon died before the line above took effect
     logs.configure()
-    sys.exit(serve.run(_main(os.environ)))
+    return serve.run(_main(os.environ))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -466,19 +466,22 @@ async def _accept(
                 conn, S.ACCEPTED, f"{via} answered with job {job_id}", (Evidence.CALL, call_id)
             )
         # in cancel_requested the job id is all we needed: the cancel goes out next
-    return step.until_allowed(_first_read(step, cross_check))
+    return step.until_allowed(_first_read(step, cross_check, readable=request is not None))
 
 
-def _first_read(step: Step, cross_check: bool) -> float:
+def _first_read(step: Step, cross_check: bool, *, readable: bool) -> float:
     """When to read a job just accepted: at once, unless webhooks carry its news.
 
     With webhooks the provider tells us the end; a read now would only learn
     "queued", so the first read is the backstop's (webhook_backstop_poll_seconds
     at the least), or sooner when a delivery wakes the operation. The job stays
     `accepted` until then. A cross-check or a cancel waiting for this job id
-    goes on at once.
+    goes on at once, and so does a read that cannot be built (its refusal stops
+    the operation for a human, now rather than at the backstop).
     """
-    if cross_check or step.op.state is not S.ACCEPTED or step.adapter.desc.webhooks is None:
+    if cross_check or not readable or step.op.state is not S.ACCEPTED:
+        return NOW
+    if step.adapter.desc.webhooks is None:
         return NOW
     return step.backoff(0)
 

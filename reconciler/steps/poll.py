@@ -55,8 +55,11 @@ TERMINAL_TARGET = {
     RemoteState.FAILED: S.FAILED,
     RemoteState.CANCELLED: S.CANCELLED,
 }
-# A delivery reporting one of these is an end our reads must confirm.
+# A delivery reporting one of these is an end our reads must confirm; this many
+# reads on the plain backoff try (about 10 minutes at the default 2 s x2 up to
+# 60 s), then the backstop again.
 ANNOUNCED_ENDS = [state.value for state in TERMINAL_TARGET]
+CONFIRMING_READS = 10
 
 
 @dataclass(frozen=True)
@@ -220,13 +223,15 @@ async def _when_next(step: Step, fact: StatusFact, db: Any) -> float:
     A provider's reads may lag behind its webhooks (a replica, a cache): the
     job is over, our read says it runs. Then the backstop is the wrong wait:
     the next reads follow the plain backoff until one confirms the end (only
-    our own read moves the operation). One query, only with webhooks and only
-    after a read that moved nothing to an end.
+    our own read moves the operation), at most CONFIRMING_READS of them; then
+    the backstop again. One query, only with webhooks and only after a read
+    that moved nothing to an end.
     """
     scheduled = _next_read(step, fact)
-    if step.adapter.desc.webhooks is None or step.op.state is not S.OBSERVING:
+    if step.adapter.desc.webhooks is None or step.op.state not in (S.OBSERVING, S.CANCELLING):
         return scheduled
-    if not await webhooks.end_announced(db, step.op.operation_id, ANNOUNCED_ENDS):
+    op_id = step.op.operation_id
+    if not await webhooks.end_announced(db, op_id, ANNOUNCED_ENDS, CONFIRMING_READS):
         return scheduled
     confirming = timing.next_poll_delay(
         step.adapter.desc.limits,

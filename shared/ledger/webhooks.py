@@ -92,13 +92,17 @@ async def attach_stragglers(db: Executor) -> int:
     return len(rows)
 
 
-async def end_announced(db: Executor, operation_id: str, ends: Sequence[str]) -> bool:
-    """Whether a delivery reported one of the remote states `ends` for this operation.
+async def end_announced(
+    db: Executor, operation_id: str, ends: Sequence[str], within_reads: int
+) -> bool:
+    """Whether a delivery reported one of the remote states `ends` for this
+    operation, with fewer than `within_reads` of our status reads since.
 
     Asked while the operation is still observed, that is an end our own reads
     have not seen yet (a provider whose reads lag behind its webhooks).
     """
-    return bool(await db.fetchval(q("webhook_end_announced"), operation_id, list(ends)))
+    found = await db.fetchval(q("webhook_end_announced"), operation_id, list(ends), within_reads)
+    return bool(found)
 
 
 async def purge_webhook_events(db: Executor, retention_days: int) -> int:

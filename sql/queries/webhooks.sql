@@ -184,9 +184,15 @@ WHERE refusal_id <= (SELECT max(refusal_id) FROM added) - $5;
 
 -- name: webhook_end_announced
 -- Whether a webhook observation of the operation reports one of the remote
--- states $2 (the terminal ones, from Python): asked while the operation is
--- still observed, an end our own reads have not confirmed yet.
+-- states $2 (the terminal ones, from Python) and fewer than $3 of our status
+-- reads came after it: asked while the operation is still observed, an end our
+-- reads have not confirmed yet, and not yet given up on (counted in reads, not
+-- time: no clock to agree on).
 SELECT EXISTS (
-    SELECT 1 FROM observations
-    WHERE operation_id = $1 AND source = 'webhook' AND remote_state = ANY ($2::jw_remote_state[])
+    SELECT 1 FROM observations w
+    WHERE w.operation_id = $1 AND w.source = 'webhook'
+      AND w.remote_state = ANY ($2::jw_remote_state[])
+      AND (SELECT count(*) FROM observations r
+           WHERE r.operation_id = $1 AND r.source = 'poll'
+             AND r.observation_id > w.observation_id) < $3
 );

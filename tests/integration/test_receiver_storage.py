@@ -167,12 +167,17 @@ async def test_event_before_the_job_id_is_kept_and_attached_when_it_is_recorded(
     assert event["operation_id"] is None and event["remote_job_id"] == "job_early"
     assert await webhook_observations(db, op_id) == []
 
+    wakes = "SELECT count(*) FROM operation_wakes WHERE operation_id = $1"
+    assert await db.fetchval(wakes, op_id) == 0
     await ledger.record_remote_job(db, op_id, "job_early", create_mode="async")
 
     [event] = await stored_events(db)
     assert event["operation_id"] == op_id and event["attached_at"] is not None
     [obs] = await webhook_observations(db, op_id)
     assert (obs["webhook_event_id"], obs["remote_state"]) == (event["webhook_event_id"], "running")
+    # the attachment wakes the operation (migration 022): with webhooks there is
+    # no read at acceptance, and this event would otherwise wait for the backstop
+    assert await db.fetchval(wakes, op_id) == 1
 
 
 async def test_out_of_order_events_are_recorded_and_never_move_the_state(

@@ -1,0 +1,48 @@
+"""What the sequencer child is given: its settings, never the daemon's other secrets."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from reconciler.sequencer import LogSettings, child_environment, named_connection
+
+
+def test_the_child_gets_its_settings_and_no_other_secret() -> None:
+    parent = {
+        "PATH": "/usr/bin",
+        "PGSSLROOTCERT": "/etc/ssl/ca.pem",
+        "JW_LOG_SIGNING_KEY": "PRIVATE+KEY+log+abcd+AAAA",
+        "JW_LOG_LEVEL": "DEBUG",
+        "OPENAI_API_KEY": "sk-secret",
+        "JW_CONSOLE_DATABASE_URL": "postgresql://op:hunter2@db/jw",
+        "NOTIFY_SOCKET": "/run/systemd/notify",
+        "JW_CONFIG": "/etc/jobwarden/jobwarden.toml",
+    }
+    settings = LogSettings(5.0, Path("var/checkpoints"), "keys/signer")
+    env = child_environment(settings, "postgresql://jw@db/jw", 4242, parent)
+    assert env == {
+        "PATH": "/usr/bin",
+        "PGSSLROOTCERT": "/etc/ssl/ca.pem",
+        "JW_LOG_SIGNING_KEY": "PRIVATE+KEY+log+abcd+AAAA",
+        "JW_LOG_LEVEL": "DEBUG",
+        "DATABASE_URL": "postgresql://jw@db/jw",
+        "JW_LOG_INTERVAL": "5.0",
+        "JW_LOG_CHECKPOINT_DIR": str(Path("var/checkpoints").absolute()),
+        "JW_LOG_SIGNING_KEY_FILE": str(Path("keys/signer").absolute()),
+        "JW_SEQUENCER_PARENT": "4242",
+    }
+
+
+def test_no_key_file_stays_no_key_file() -> None:
+    env = child_environment(LogSettings(1.0, Path("/c")), "postgresql://db/jw", 1, {})
+    assert env["JW_LOG_SIGNING_KEY_FILE"] == ""
+    assert "JW_LOG_SIGNING_KEY" not in env
+
+
+def test_the_sequencers_session_is_named_and_other_parameters_kept() -> None:
+    assert named_connection("postgresql://jw@db:5432/jw?sslmode=require&application_name=x") == (
+        "postgresql://jw@db:5432/jw?sslmode=require&application_name=jobwarden-sequencer"
+    )
+    assert named_connection("postgresql://jw@db/jw") == (
+        "postgresql://jw@db/jw?application_name=jobwarden-sequencer"
+    )
