@@ -5,9 +5,9 @@
     .venv/bin/python -m bench.million --large 300000
 
 Seeding through the ledger is the slow part: on the 2-core machine it was
-measured on, submit_operation ran at 200-320 rows/s (about 1.9 ms of server
-time per row, 1.25 ms of it the genesis trigger), so the full run seeds for
-roughly an hour and --quick for about five minutes.
+measured on, submit_operation ran at 200-320 rows/s on a loaded day and
+1,054 rows/s on a quiet one (2026-12-03), so the full run seeds for 16 to 80
+minutes (it took 20 minutes in all that day).
 
 Issue 13, item 5. One throw-away database grows through two sizes in one run;
 at each size it measures the same three things, then prints the ratios of
