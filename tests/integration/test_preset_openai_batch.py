@@ -196,13 +196,7 @@ async def test_thin_signed_webhook_makes_the_reconciler_read_at_once(
         # webhooks configured: polling is a 30 s backstop, so only the event can be quick
         job = fx.registry.only()
         job.hold = False
-        event = {
-            "id": "evt_1",
-            "object": "event",
-            "created_at": int(time.time()),
-            "type": "batch.completed",
-            "data": {"id": job.job_id},
-        }
+        event = batch_completed("evt_1", job.job_id)
         answer = await post_signed(r, event)
         assert answer.status_code == 200
         assert answer.json() == {"status": "stored", "matched": True}
@@ -233,13 +227,7 @@ async def test_an_end_the_reads_do_not_show_yet_is_read_again_on_the_backoff(
         op_id = await r.submit(batch_body("happy"))
         assert await r.settle(op_id, {S.ACCEPTED}) is S.ACCEPTED
         job = fx.registry.only()
-        event = {
-            "id": "evt_early",
-            "object": "event",
-            "created_at": int(time.time()),
-            "type": "batch.completed",
-            "data": {"id": job.job_id},
-        }
+        event = batch_completed("evt_early", job.job_id)
         assert (await post_signed(r, event)).status_code == 200
         # the backstop is 30 s away: only reads on the backoff (50 ms here) end it now
         assert await r.settle(op_id, {S.SUCCEEDED}, timeout=10.0) is S.SUCCEEDED
@@ -251,6 +239,17 @@ async def test_an_end_the_reads_do_not_show_yet_is_read_again_on_the_backoff(
         # the webhook woke a read that still showed the job running; the next came
         # on the backoff and confirmed the end
         assert [o[0] for o in reads][-2:] == ["in_progress", "completed"]
+
+
+def batch_completed(event_id: str, batch_id: str) -> dict[str, Any]:
+    """A thin OpenAI event: "this batch completed", and nothing of its state."""
+    return {
+        "id": event_id,
+        "object": "event",
+        "created_at": int(time.time()),
+        "type": "batch.completed",
+        "data": {"id": batch_id},
+    }
 
 
 async def post_signed(
