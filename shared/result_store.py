@@ -10,9 +10,9 @@ agents can read it without file access.
 from __future__ import annotations
 
 import hashlib
-import os
-import tempfile
 from pathlib import Path
+
+from shared.atomic_file import write_atomically
 
 # Results up to this size are also stored inline (as JSON) in the results row.
 INLINE_MAX_BYTES = 64 * 1024
@@ -31,14 +31,5 @@ class ResultStore:
         final = self.path_for(digest)
         if not final.exists():
             final.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=final.parent, prefix=".tmp-")
-            try:
-                with os.fdopen(fd, "wb") as handle:
-                    handle.write(content)
-                    handle.flush()
-                    os.fsync(handle.fileno())
-                os.replace(tmp, final)
-            except BaseException:
-                Path(tmp).unlink(missing_ok=True)
-                raise
+            write_atomically(final, content)
         return digest, f"file:{final}"

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import logging
 import os
-import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from shared.atomic_file import write_atomically
 from shared.db.connect import Executor
 from shared.db.queries import q
 from shared.ledger.leaves import KINDS, Digests, LeafKind, leaf_data
@@ -326,24 +326,6 @@ def publish(note: str, directory: Path, tree_size: int) -> Path:
     return numbered
 
 
-def write_atomically(target: Path, data: bytes) -> None:
-    """`target` holds `data` whole or keeps what it held (a temporary file, fsync, rename).
-
-    For what is shipped off the host (checkpoints, tiles): a reader never sees
-    half a file.
-    """
-    fd, temp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}-")
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temp, target)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
-
-
 __all__ = [
     "Appended",
     "HashCache",
@@ -358,5 +340,4 @@ __all__ = [
     "published",
     "sequence",
     "sequence_all",
-    "write_atomically",
 ]

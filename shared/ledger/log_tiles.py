@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from shared.atomic_file import write_atomically
 from shared.db.queries import q
-from shared.ledger.log import write_atomically
 from shared.tlog import RootAccumulator, tiles
 
 # Tiles whose hashes one query reads.
