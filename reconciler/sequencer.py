@@ -91,12 +91,9 @@ class LogKeeper:
         `stop` is set: a large backlog never holds up a SIGTERM for longer
         than one batch.
         """
-        appended = 0
-        while stop is None or not stop.is_set():
-            batch = await evidence_log.sequence(conn)
-            if batch is None or batch.leaves == 0:
-                break
-            appended += batch.leaves
+        appended = await evidence_log.sequence_all(
+            conn, stopped=lambda: stop is not None and stop.is_set()
+        )
         if self.signer is None or time.monotonic() < self.next_signing:
             return appended
         size, _ = await evidence_log.head(conn)

@@ -155,14 +155,18 @@ async def _store(conn: Any, cache: HashCache, index: int, hashed: bytes) -> None
         cache.add(first + offset, value)
 
 
-async def sequence_all(conn: Any, batch: int = DEFAULT_BATCH) -> int:
-    """Sequence until the queue is empty (or another sequencer has the log); leaves appended."""
+async def sequence_all(
+    conn: Any, batch: int = DEFAULT_BATCH, *, stopped: Callable[[], bool] = lambda: False
+) -> int:
+    """Sequence until the queue is empty (or another sequencer has the log, or
+    `stopped()` says so between batches, each its own transaction); leaves appended."""
     total = 0
-    while True:
+    while not stopped():
         appended = await sequence(conn, batch)
         if appended is None or appended.leaves == 0:
             return total
         total += appended.leaves
+    return total
 
 
 def load_signer(key_file: str, env: Mapping[str, str]) -> Signer | None:
