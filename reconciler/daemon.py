@@ -55,7 +55,7 @@ class Daemon:
         reconciler: Reconciler,
         settings: Settings,
         database_url: str,
-        sequencer: SequencerProcess | None = None,
+        sequencer: SequencerProcess,
     ) -> None:
         self.reconciler = reconciler
         self.sequencer = sequencer
@@ -170,8 +170,7 @@ class Daemon:
             self.scheduler.add_job(
                 lambda: sdnotify.notify("WATCHDOG=1"), "interval", seconds=watchdog, id="watchdog"
             )
-        if self.sequencer is not None:
-            self.sequencing = asyncio.create_task(self.sequencer.supervise())
+        self.sequencing = asyncio.create_task(self.sequencer.supervise())
         self.scheduler.start()
         sdnotify.notify("READY=1")
         log.info("reconciler started", extra={"ctx": {"worker_id": self.settings.worker_id}})
@@ -182,8 +181,7 @@ class Daemon:
         sdnotify.notify("STOPPING=1")
         self.reconciler.stop_claiming()  # batches in progress do not top up
         self.scheduler.shutdown(wait=False)  # no new sweeps
-        if self.sequencer is not None:
-            self.sequencer.stop()  # its supervisor ends it meanwhile (the batch finishes)
+        self.sequencer.stop()  # its supervisor ends it meanwhile (the batch finishes)
         if self.sweeping is not None and not self.sweeping.done():
             try:
                 await asyncio.wait_for(asyncio.shield(self.sweeping), self.settings.shutdown_grace)
