@@ -479,11 +479,10 @@ def _first_read(step: Step, cross_check: bool, *, readable: bool) -> float:
     goes on at once, and so does a read that cannot be built (its refusal stops
     the operation for a human, now rather than at the backstop).
     """
-    if cross_check or not readable or step.op.state is not S.ACCEPTED:
-        return NOW
-    if step.adapter.desc.webhooks is None:
-        return NOW
-    return step.backoff(0)
+    webhooks = step.adapter.desc.webhooks is not None
+    if webhooks and readable and not cross_check and step.op.state is S.ACCEPTED:
+        return step.backoff(0)
+    return NOW
 
 
 # operations.remote_job_id CHECK: a job id is 1 to 500 characters.
