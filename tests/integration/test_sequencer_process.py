@@ -41,7 +41,10 @@ def alive(pid: int) -> bool:
 
 def sequencer_of(daemon: subprocess.Popen[bytes]) -> int | None:
     for pid in children(daemon.pid):
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # a child that exited between the listing and the read
         if b"reconciler.sequencer" in cmdline and alive(pid):
             return pid
     return None
