@@ -15,10 +15,21 @@ falls back:
   two samples is trusted, but no wait is longer than the job's age so far
   (or the backoff cap): a wrong forecast costs at most a doubling of the
   wait, not the job's whole length. Each read refines it.
+- Inside the forecast window reads are at most WINDOW_SPACING of the backoff
+  cap apart, which bounds the lag; once what is left of the window is no
+  wider than that, one read just after its end does (it cannot be later than
+  the spacing allows).
 - A forecast already overdue (the job was predicted to be done and is not),
   no progress at all, or a progress that goes backwards: no forecast; the
   adapter's schedule applies (its provider hints, then capped backoff with
   jitter).
+- Progress reported in two steps or more but none shown yet: a steady job
+  shows a step before it ends, so the end is not what the next read looks
+  for, the first step is. The capped backoff stretches up to QUIET_STRETCH
+  times, never past the job's age (a job that jumps from nothing to done is
+  seen at most that much later than on the plain schedule). Not when a
+  provider hint sets the schedule, nor when the progress has one step
+  ("0 of 1" says nothing a steady job would show first).
 - Never earlier than the provider's `poll_after_seconds` or `Retry-After`
   (the latter, imposed, is never shortened nor lengthened here).
 - With webhooks, reads are only a backstop for a lost delivery: the first
@@ -45,6 +56,10 @@ FORECAST_MARGIN = 0.02
 # With webhooks, the backstop read after a forecast end waits this much longer
 # than the forecast (the delivery is expected first).
 BACKSTOP_SLACK = 1.1
+# Inside a forecast window, reads are at most this share of the backoff cap apart.
+WINDOW_SPACING = 0.4
+# With progress in steps and none shown yet, the backoff stretches up to this many times.
+QUIET_STRETCH = 2.0
 # Without a forecast, a backstop waits this many times the job's age.
 BACKSTOP_AGE_FACTOR = 2.0
 # The longest a backstop waits, whatever the job's age.
@@ -83,6 +98,14 @@ def resolution(completed: float | None, total: float | None, percent: float | No
     if percent is not None and float(percent).is_integer():
         return 0.01
     return 0.0
+
+
+def quiet(completed: float | None, total: float | None, percent: float | None) -> bool:
+    """Progress reported in two steps or more, and none shown yet."""
+    return (
+        fraction(completed, total, percent) == 0
+        and 0 < resolution(completed, total, percent) <= 0.5
+    )
 
 
 def _half_step(done: float, total: float) -> float:
@@ -150,6 +173,7 @@ def next_read(
     webhooks: bool,
     imposed: bool,
     poll_after: float | None,
+    quiet: bool = False,
 ) -> float:
     """Seconds until the next status read, given the adapter's own schedule.
 
@@ -157,12 +181,17 @@ def next_read(
     `earliest_in`/`latest_in` the seconds until the forecast window's ends
     (None: no forecast; `earliest_in` None: not measured); `age` the seconds
     since the operation was submitted; `imposed` whether a Retry-After decided
-    `scheduled` (then it stands as it is).
+    `scheduled` (then it stands as it is); `quiet` whether the read showed
+    progress in steps but none yet (see `quiet()`).
     """
     if imposed:
         return scheduled
     if latest_in is None:
-        return _backstop(scheduled, None, age) if webhooks else scheduled
+        if webhooks:
+            return _backstop(scheduled, None, age)
+        if quiet and _hint(poll_after) is None and limits.default_poll_after_seconds is None:
+            return max(scheduled, min(QUIET_STRETCH * scheduled, age))
+        return scheduled
     floor = max(limits.backoff_base / 2, _hint(poll_after) or 0.0)
     if webhooks:
         # only a measured forecast may push the backstop past the age-based one
@@ -173,14 +202,18 @@ def next_read(
         if latest_in <= 0:
             return scheduled
         return max(min(latest_in * (1 + FORECAST_MARGIN) + margin, scheduled), floor)
-    if earliest_in > 0:
-        wait = earliest_in * (1 + FORECAST_MARGIN) + margin
-    elif latest_in > 0:
-        # inside the window: halve it with each read, at most half the backoff cap
-        # apart (coarse progress leaves a wide last window)
-        wait = min(latest_in / 2, limits.backoff_cap / 2)
-    else:
+    if latest_in <= 0:
         return scheduled  # past even the slowest rate: not steady, trust the schedule
+    spacing = limits.backoff_cap * WINDOW_SPACING
+    if latest_in - max(earliest_in, 0.0) <= spacing:
+        # what is left of the window is narrow: one read just after its end
+        wait = latest_in * (1 + FORECAST_MARGIN) + margin
+    elif earliest_in > 0:
+        wait = earliest_in * (1 + FORECAST_MARGIN) + margin
+    else:
+        # inside a wide window (coarse progress): halve it with each read, at most
+        # `spacing` apart
+        wait = min(latest_in / 2, spacing)
     longest = max(limits.backoff_cap, min(age, MAX_HONOURED_DELAY))
     return max(min(wait, longest), floor)
 

@@ -379,6 +379,7 @@ async def _interpret_create(
             via="create",
             status_url=fact.status_url,
             cross_check=retried and step.adapter.desc.lookup.supported,
+            retry_after=fact.retry_after_seconds,
         )
     if fact.kind == "sync_result":
         return await store_sync_result(step, conn, fact, call_id)
@@ -426,8 +427,10 @@ async def _accept(
     via: str,
     status_url: str | None = None,
     cross_check: bool = False,
+    retry_after: float | None = None,
 ) -> Delay:
-    """Record the job id (with the status read to send, and any cross-check to run next)."""
+    """Record the job id (with the status read to send, and any cross-check to run next);
+    `retry_after`: when the answer said to read it."""
     unstorable = _unstorable(job_id)
     if unstorable is not None:
         # Storing it altered would point every later call at the wrong job.
@@ -466,22 +469,27 @@ async def _accept(
                 conn, S.ACCEPTED, f"{via} answered with job {job_id}", (Evidence.CALL, call_id)
             )
         # in cancel_requested the job id is all we needed: the cancel goes out next
-    return step.until_allowed(_first_read(step, cross_check, readable=request is not None))
+    return step.until_allowed(
+        _first_read(step, cross_check, retry_after, readable=request is not None)
+    )
 
 
-def _first_read(step: Step, cross_check: bool, *, readable: bool) -> float:
-    """When to read a job just accepted: at once, unless webhooks carry its news.
+def _first_read(
+    step: Step, cross_check: bool, retry_after: float | None, *, readable: bool
+) -> float:
+    """When to read a job just accepted: on the schedule's first step, not at once.
 
-    With webhooks the provider tells us the end; a read now would only learn
-    "queued", so the first read is the backstop's (webhook_backstop_poll_seconds
-    at the least), or sooner when a delivery wakes the operation. The job stays
-    `accepted` until then. A cross-check or a cancel waiting for this job id
-    goes on at once, and so does a read that cannot be built (its refusal stops
-    the operation for a human, now rather than at the backstop).
+    A read now would only learn "queued". Polling, the first read is when the
+    answer's Retry-After says (an Azure-style 202), else the backoff's first
+    (about 2 s) or the provider's fixed poll interval; with webhooks the backstop's
+    (webhook_backstop_poll_seconds at the least), or sooner when a delivery
+    wakes the operation. The job stays `accepted` until then. A cross-check or
+    a cancel waiting for this job id goes on at once, and so does a read that
+    cannot be built (its refusal stops the operation for a human, now rather
+    than at the first read).
     """
-    webhooks = step.adapter.desc.webhooks is not None
-    if webhooks and readable and not cross_check and step.op.state is S.ACCEPTED:
-        return step.backoff(0)
+    if readable and not cross_check and step.op.state is S.ACCEPTED:
+        return step.backoff(0, retry_after)
     return NOW
 
 

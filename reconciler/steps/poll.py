@@ -255,6 +255,7 @@ def _next_read(step: Step, fact: StatusFact) -> float:
     now = step.now()
     end = _forecast_end(step, fact, now)
     desc = step.adapter.desc
+    said = (fact.progress_completed, fact.progress_total, fact.progress_percent)
     return forecast.next_read(
         scheduled,
         None if end is None or end.earliest is None else (end.earliest - now).total_seconds(),
@@ -264,6 +265,7 @@ def _next_read(step: Step, fact: StatusFact) -> float:
         webhooks=desc.webhooks is not None,
         imposed=fact.retry_after_seconds is not None,
         poll_after=fact.poll_after_seconds,
+        quiet=forecast.quiet(*said),
     )
 
 

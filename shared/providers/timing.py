@@ -7,9 +7,13 @@ backoff with "equal" jitter: a uniform draw between half the ceiling and the
 ceiling spreads thousands of operations created together instead of letting
 them poll in lock-step, without the extra reads of full jitter (a draw from
 0, whose waits average half the ceiling: twice the reads of a fixed
-schedule); the floor keeps a small draw from turning into hammering. The
-reconciler refines this with a forecast of the job's end when the provider
-reports progress (reconciler/forecast.py).
+schedule); the floor keeps a small draw from turning into hammering. At the
+cap the draw narrows to its top tenth: by then the growing draws have spread
+operations created together across about a whole period, which a narrow
+draw keeps, and a wide one would read a third more often than a fixed
+schedule for as long as the job runs. The reconciler refines this with a
+forecast of the job's end when the provider reports progress
+(reconciler/forecast.py).
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ from shared.providers.description import Limits
 # A Retry-After or poll hint beyond a day is treated as a day: the deadlines,
 # not a provider's typo or a far-future HTTP-date, decide when we give up.
 MAX_HONOURED_DELAY = 86400.0
+# At the backoff cap, draws fall in the top tenth of the ceiling (below it, the top half).
+CAP_JITTER = 0.1
 
 
 def parse_retry_after(value: str | None, now: datetime) -> float | None:
@@ -92,7 +98,8 @@ def next_poll_delay(
         delay = limits.default_poll_after_seconds
     else:
         ceiling = backoff_ceiling(limits, attempt)
-        delay = max(rng.uniform(ceiling / 2, ceiling), floor)
+        spread = CAP_JITTER if ceiling >= limits.backoff_cap else 0.5
+        delay = max(rng.uniform(ceiling * (1 - spread), ceiling), floor)
     if webhooks_configured:
         delay = max(delay, limits.webhook_backstop_poll_seconds)
     return delay

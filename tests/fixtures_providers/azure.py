@@ -3,7 +3,10 @@
 POST /widgets:analyze?api-version=... with an `Operation-Id` header starts an
 operation; the scenario is the body's `scenario`:
 
+Every 202 that starts an operation carries `Retry-After: 0` (read it now), but:
+
 - happy            202 + Operation-Location; NotStarted -> Running -> Succeeded with `result`;
+- silent_accept    like slow, but the 202 carries no Retry-After;
 - failed           ... -> Failed with `error`;
 - lost             like happy, but the first answer never arrives in time;
 - no_retry_after   Running forever, and the reads carry no Retry-After;
@@ -87,6 +90,8 @@ class AzureFixture:
             "Operation-Location": f"{base}/operations/{job.job_id}?api-version={API_VERSION}",
             "Operation-Id": job.job_id,
         }
+        if job.scenario != "silent_accept":
+            headers["Retry-After"] = "0"
         return json_response(self.monitor(job), 202, headers)
 
     async def status(self, request: Request) -> Response:
@@ -114,7 +119,7 @@ class AzureFixture:
         body: dict[str, Any] = {"id": job.job_id, "kind": "WidgetAnalysis"}
         if job.reads == 0:
             body["status"] = "NotStarted"
-        elif job.reads == 1 or job.scenario in ("slow", "no_retry_after"):
+        elif job.reads == 1 or job.scenario in ("slow", "no_retry_after", "silent_accept"):
             body["status"] = "Running"
         elif job.scenario == "failed":
             body["status"] = "Failed"

@@ -27,6 +27,8 @@ from tests.harness import Rig, rig, webhook_rig
 S = LocalState
 # How far a test moves the clock to let a backoff or an error retry pass.
 PAST_ANY_RETRY = 31.0
+# Past the first read after acceptance (the rig's first backoff step: 0.05 s at most).
+FIRST_READ_SECONDS = 0.1
 
 
 @contextlib.asynccontextmanager
@@ -277,7 +279,7 @@ async def test_a_window_heard_by_a_worker_that_vanished_still_holds(
     lease = 10.0  # the rig's; the window below is longer than one lease, shorter than two
     async with rig(pool, tmp_path, clock=clock, lease_seconds=lease) as r:
         op_id = await r.submit("rate_limited", duration=0.5, limited_reads=2, retry_after=15)
-        await r.reconciler.run_once()  # create, then the first read: 429 on record
+        await created_and_read(r, clock)  # the first read: 429 on record
         await clock.advance(15.5)
         [claimed] = await r.reconciler.claim(1)  # the second read is marked...
         assert claimed.read_marked
@@ -303,7 +305,7 @@ async def test_an_operator_read_waits_too_unless_the_override_is_explicit(
 ) -> None:
     async with rig(pool, tmp_path, clock=clock) as r:
         op_id = await r.submit("rate_limited", duration=60.0, limited_reads=1, retry_after=30)
-        await r.reconciler.run_once()
+        await created_and_read(r, clock)  # the first read: 429, Retry-After 30 s
         async with pool.acquire() as conn:
             op = await ledger.load_operation(conn, op_id)
             await ledger.decisions.request_read(conn, op, actor="operator:ann", reason="look")
@@ -381,7 +383,7 @@ async def test_a_deadline_waits_for_a_short_back_pressure_window_then_reads(
         op_id = await r.submit(
             "rate_limited", duration=5.0, limited_reads=1, retry_after=60, result_deadline_s=30
         )
-        await r.reconciler.run_once()  # the first read: 429, Retry-After 60 s
+        await created_and_read(r, clock)  # the first read: 429, Retry-After 60 s
         reads = await _status_reads(pool, op_id)
         await clock.advance(31.0)  # the deadline passes inside the window
         # due at the deadline, to look; the window ends within its grace, so it waits
@@ -390,6 +392,13 @@ async def test_a_deadline_waits_for_a_short_back_pressure_window_then_reads(
         assert await run_to(r, clock, op_id, {S.SUCCEEDED}) is S.SUCCEEDED
         stats = await sim_get(r, "/_sim/stats")
     assert stats["retry_after_violations_total"] == 0
+
+
+async def created_and_read(r: Rig, clock: TestClock) -> None:
+    """The create, then the first status read (due within the rig's first backoff step)."""
+    await r.reconciler.run_once()
+    await clock.advance(FIRST_READ_SECONDS)
+    await r.reconciler.run_once()
 
 
 async def _status_reads(pool: Any, op_id: str, *, lost: bool = False) -> int:

@@ -92,6 +92,20 @@ async def test_without_retry_after_the_next_read_waits_sixty_seconds(
         assert 55.0 <= wait <= 60.5, wait
 
 
+async def test_an_accept_without_retry_after_is_first_read_after_the_fixed_interval(
+    pool: Any, tmp_path: Path
+) -> None:
+    fx = AzureFixture()
+    async with rig(pool, tmp_path, fx) as r:
+        op_id = await r.submit(analyze("silent_accept"))
+        await r.settle(op_id, {S.ACCEPTED})
+        op = await r.op(op_id)
+        assert op.next_poll_at is not None
+        wait = (op.next_poll_at - datetime.now(UTC)).total_seconds()
+        assert 55.0 <= wait <= 60.5, wait
+        assert fx.registry.calls["status"] == 0  # not read at once: it would only say NotStarted
+
+
 async def test_arm_location_is_polled_by_http_status(pool: Any, tmp_path: Path) -> None:
     fx = AzureFixture()
     async with rig(pool, tmp_path, fx) as r:

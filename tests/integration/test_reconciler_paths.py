@@ -346,13 +346,17 @@ async def test_a_stopping_reconciler_claims_nothing_more(
         assert due == 6  # left for the next process, unleased
 
 
-async def test_a_cancelled_run_once_leaves_no_step_running(pool: Any, tmp_path: Path) -> None:
+async def test_a_cancelled_run_once_leaves_no_step_running(
+    pool: Any, tmp_path: Path, clock: TestClock
+) -> None:
     """Shutdown past its grace cancels the sweep: its steps must end before leases are released."""
-    async with rig(pool, tmp_path, sim=SimulatorSettings(status_latency=0.5)) as r:
+    async with rig(pool, tmp_path, clock=clock, sim=SimulatorSettings(status_latency=0.5)) as r:
         for _ in range(4):
             await r.submit("never_finishes")
+        await r.reconciler.run_once()  # the creates; their first reads are due within 0.3 s
+        await clock.advance(0.4)
         sweep = asyncio.ensure_future(r.reconciler.run_once())
-        await asyncio.sleep(0.3)  # created, now inside their first (slow) status read
+        await asyncio.sleep(0.3)  # inside their first (slow) status read
         sweep.cancel()
         with pytest.raises(asyncio.CancelledError):
             await sweep

@@ -14,6 +14,7 @@ from reconciler.forecast import (
     fraction,
     next_read,
     predict_end,
+    quiet,
     resolution,
 )
 from shared.providers.description import Limits
@@ -117,12 +118,18 @@ def _read(earliest: float | None, latest: float | None, **kw: object) -> float:
     return next_read(10.0, earliest, latest, **args)  # type: ignore[arg-type]
 
 
-def test_polling_reads_just_after_the_earliest_end() -> None:
-    assert _read(30.0, 50.0) == pytest.approx(30.0 * 1.02 + 1.0)
+def test_polling_reads_just_after_the_earliest_end_of_a_wide_window() -> None:
+    assert _read(30.0, 80.0) == pytest.approx(30.0 * 1.02 + 1.0)
 
 
-def test_inside_the_window_each_read_halves_it() -> None:
+def test_a_window_no_wider_than_the_spacing_is_read_once_just_after_its_end() -> None:
+    assert _read(30.0, 50.0) == pytest.approx(50.0 * 1.02 + 1.0)
+    assert _read(-5.0, 20.0) == pytest.approx(20.0 * 1.02 + 1.0)
+
+
+def test_inside_a_wide_window_each_read_halves_it_at_most_the_spacing_apart() -> None:
     assert _read(-5.0, 40.0) == 20.0
+    assert _read(-5.0, 100.0) == LIMITS.backoff_cap * 0.4
 
 
 def test_past_the_window_the_schedule_stands() -> None:
@@ -151,6 +158,38 @@ def test_retry_after_is_never_overridden() -> None:
 
 def test_without_a_forecast_the_schedule_stands() -> None:
     assert _read(None, None) == 10.0
+
+
+@pytest.mark.parametrize(
+    ("completed", "total", "percent", "expected"),
+    [
+        (0, 10, None, True),
+        (0, 2, None, True),
+        (None, None, 0.0, True),
+        (0, 1, None, False),  # one step: a steady job shows nothing before its end
+        (1, 10, None, False),
+        (None, None, 3.0, False),
+        (None, None, None, False),
+        (0, 0, None, False),
+    ],
+)
+def test_quiet(
+    completed: float | None, total: float | None, percent: float | None, expected: bool
+) -> None:
+    assert quiet(completed, total, percent) is expected
+
+
+def test_no_progress_yet_stretches_the_backoff_up_to_twice_never_past_the_age() -> None:
+    assert _read(None, None, quiet=True, age=300.0) == 20.0
+    assert _read(None, None, quiet=True, age=15.0) == 15.0
+    assert _read(None, None, quiet=True, age=5.0) == 10.0  # never shorter than the schedule
+
+
+def test_no_progress_yet_keeps_a_provider_hint_and_the_webhook_backstop() -> None:
+    assert _read(None, None, quiet=True, age=300.0, poll_after=10.0) == 10.0
+    fixed = Limits(default_poll_after_seconds=10.0)
+    assert _read(None, None, quiet=True, age=300.0, limits=fixed) == 10.0
+    assert _read(None, None, quiet=True, age=300.0, webhooks=True) == 600.0
 
 
 def test_with_webhooks_the_backstop_grows_with_age_and_follows_the_forecast() -> None:
@@ -196,15 +235,17 @@ def _reads(duration: float, rng: random.Random) -> tuple[int, float]:
             webhooks=False,
             imposed=False,
             poll_after=None,
+            quiet=quiet(done, total, None),
         )
         if anchor is None and done > 0:
             anchor = current
 
 
 def test_steady_jobs_are_seen_ending_sooner_than_the_naive_loop_with_fewer_reads() -> None:
-    """200 jobs of 30 s-1 h (log-uniform), progress in 10 whole items: fewer reads and
-    a smaller lag, median and worst, than seed 003's loop (5 s, x1.5, capped at 60 s).
-    The benchmark (bench.detection) measures the same against the real daemon."""
+    """200 jobs of 30 s-1 h (log-uniform), progress in 10 whole items: under 0.7 of the
+    reads and half the lag (median and p99) of seed 003's loop (5 s, x1.5, capped at
+    60 s), and a smaller worst lag. The benchmark (bench.detection) measures the same
+    against the real daemon."""
     rng, durations = random.Random(5), random.Random(7)
     ours, naive, our_lags, naive_lags = 0, 0, [], []
     for _ in range(200):
@@ -219,6 +260,7 @@ def test_steady_jobs_are_seen_ending_sooner_than_the_naive_loop_with_fewer_reads
         naive_lags.append(t - duration)
     our_lags.sort()
     naive_lags.sort()
-    assert ours < 0.8 * naive
+    assert ours < 0.7 * naive  # issue 13's targets, here in simulated time
     assert our_lags[100] < 0.5 * naive_lags[100]
+    assert our_lags[197] < 0.5 * naive_lags[197]  # p99 of 200
     assert our_lags[-1] < naive_lags[-1]

@@ -59,15 +59,24 @@ def test_jittered_delay_stays_within_floor_and_ceiling() -> None:
         for _ in range(200):
             delay = next_poll_delay(LIMITS, attempt, None, None, rng, webhooks_configured=False)
             ceiling = backoff_ceiling(LIMITS, attempt)
-            # equal jitter: never below half the ceiling (full jitter doubled the reads)
-            assert max(1.0, ceiling / 2) <= delay <= ceiling
+            # equal jitter: never below half the ceiling (full jitter doubled the reads),
+            # and at the cap within its top tenth
+            lowest = ceiling * (0.9 if ceiling == LIMITS.backoff_cap else 0.5)
+            assert max(1.0, lowest) <= delay <= ceiling
 
 
 def test_jitter_actually_spreads_delays() -> None:
     rng = random.Random(11)
-    delays = {round(next_poll_delay(LIMITS, 5, None, None, rng, False), 3) for _ in range(50)}
+    delays = {round(next_poll_delay(LIMITS, 4, None, None, rng, False), 3) for _ in range(50)}
     assert len(delays) > 40  # jitter: not lock-step
-    assert max(delays) > 55 and min(delays) < 35  # over the upper half of the range
+    assert max(delays) > 30 and min(delays) < 18  # over the upper half of the range
+
+
+def test_at_the_cap_jitter_keeps_the_spread_without_reading_more_often() -> None:
+    rng = random.Random(11)
+    delays = {round(next_poll_delay(LIMITS, 9, None, None, rng, False), 3) for _ in range(50)}
+    assert len(delays) > 40  # still not lock-step
+    assert min(delays) >= 54 and max(delays) > 59  # but about the cap's own rate
 
 
 def test_seeded_rng_is_reproducible() -> None:
