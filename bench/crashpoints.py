@@ -47,8 +47,9 @@ import httpx
 
 from bench.harness import FAST_LIMITS, TEST_WEBHOOK_SECRET, TestClock, install_test_clock
 from bench.pgproxy import Fault, PgProxy
-from reconciler.context import Context, build_adapters, http_client
+from reconciler.context import Context, build_adapters
 from reconciler.daemon import create_reconciler_pool
+from reconciler.lanes import Lanes
 from reconciler.worker import Reconciler
 from shared import ledger
 from shared.clock import ShiftedClock
@@ -124,7 +125,7 @@ def webhook_template(receiver_url: str | None) -> str | None:
 
 def context_for(
     pool: Any,
-    client: httpx.AsyncClient,
+    lanes: Lanes,
     providers: Mapping[str, ProviderDescription],
     *,
     workdir: Path,
@@ -142,7 +143,7 @@ def context_for(
     return Context(
         pool=pool,
         settings=settings,
-        client=client,
+        lanes=lanes,
         adapters=build_adapters(providers),
         store=ResultStore(workdir / "results"),
         webhook_url=webhook_url,
@@ -155,10 +156,10 @@ async def reconciler_on(world: World, url: str, worker_id: str) -> AsyncIterator
     """An in-process reconciler whose database is `url` (direct, or through the proxy)."""
     pool = await create_reconciler_pool(url)
     try:
-        async with http_client(16) as client:
+        async with Lanes(16) as lanes:
             ctx = context_for(
                 pool,
-                client,
+                lanes,
                 world.providers(),
                 workdir=world.workdir,
                 worker_id=worker_id,
@@ -876,10 +877,10 @@ async def victim(args: argparse.Namespace) -> int:
     webhooks = args.receiver is not None
     pool = await create_reconciler_pool(args.db)
     try:
-        async with http_client(16) as client:
+        async with Lanes(16) as lanes:
             ctx = context_for(
                 pool,
-                client,
+                lanes,
                 providers_for(args.sim, webhooks=webhooks, overrides=json.loads(args.overrides)),
                 workdir=Path(args.workdir),
                 worker_id="victim",

@@ -40,7 +40,8 @@ from typing import Any
 
 import httpx
 
-from reconciler.context import Context, build_adapters, http_client
+from reconciler.context import Context, build_adapters
+from reconciler.lanes import Lanes
 from reconciler.worker import Reconciler
 from shared.clock import ShiftedClock
 from shared.db import pgjson
@@ -554,11 +555,11 @@ async def in_process_reconciler(
 ) -> AsyncIterator[Reconciler]:
     """The reconciler exactly as reconciler/daemon.py wires it, minus the clock."""
     settings = reconciler_settings(workdir, providers)
-    async with http_client(settings.max_in_flight) as client:
+    async with Lanes(settings.max_in_flight) as lanes:
         ctx = Context(
             pool=pool,
             settings=settings,
-            client=client,
+            lanes=lanes,
             adapters=build_adapters(providers),
             store=ResultStore(settings.results_dir),
         )

@@ -12,8 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
-
+from reconciler.lanes import Lanes
 from reconciler.poll_writer import PollWriter
 from shared.clock import SYSTEM_CLOCK, Clock
 from shared.providers import ProviderAdapter, ProviderDescription, adapter_for
@@ -25,7 +24,7 @@ from shared.settings import Settings
 class Context:
     pool: Any
     settings: Settings
-    client: httpx.AsyncClient
+    lanes: Lanes  # provider calls go out on these (one client per concurrency slot)
     adapters: Mapping[str, ProviderAdapter]
     store: ResultStore
     # public URL template of our receiver, e.g. http://host:8080/webhooks/{provider}
@@ -61,21 +60,3 @@ class Context:
 
 def build_adapters(providers: Mapping[str, ProviderDescription]) -> dict[str, ProviderAdapter]:
     return {name: adapter_for(desc) for name, desc in providers.items()}
-
-
-def http_client(max_connections: int) -> httpx.AsyncClient:
-    """One pooled client for all providers.
-
-    `Accept-Encoding: identity` keeps bodies byte-exact, so Content-Digest and
-    our own sha256 are computed over what the provider actually signed. No
-    redirects: a provider that redirects a status read is a contract change we
-    want recorded, not silently followed.
-    """
-    return httpx.AsyncClient(
-        headers={"Accept-Encoding": "identity", "User-Agent": "jobwarden-reconciler"},
-        follow_redirects=False,
-        limits=httpx.Limits(
-            max_connections=max_connections, max_keepalive_connections=max_connections
-        ),
-        trust_env=False,
-    )

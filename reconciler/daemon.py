@@ -22,7 +22,8 @@ from typing import Any
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
-from reconciler.context import Context, build_adapters, http_client
+from reconciler.context import Context, build_adapters
+from reconciler.lanes import Lanes
 from reconciler.sequencer import STOP_SECONDS as SEQUENCER_STOP_SECONDS
 from reconciler.sequencer import LogSettings, SequencerProcess
 from reconciler.wakeups import SenderFilter
@@ -233,11 +234,11 @@ async def run_reconciler(settings: Settings, database_url: str) -> int:
             log.error("database not migrated", extra={"ctx": {"pending": pending}})
             print(f"reconciler: run `jobwarden migrate` first ({', '.join(pending)} pending)")
             return 2
-        async with http_client(settings.max_in_flight) as client:
+        async with Lanes(settings.max_in_flight) as lanes:
             ctx = Context(
                 pool=pool,
                 settings=settings,
-                client=client,
+                lanes=lanes,
                 adapters=build_adapters(settings.providers),
                 store=ResultStore(settings.results_dir),
                 webhook_url=settings.public_webhook_url or None,

@@ -9,6 +9,8 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
+import httpx
+
 from reconciler.calls import TRANSFERS, Sent, answer_of, call_start, not_sent, send
 from reconciler.context import Context
 from shared import ledger
@@ -122,9 +124,10 @@ class Step:
                 await self._renew(db)
             async with self.ctx.semaphore(self.op.provider):
                 if self._lease_left() > need:
-                    if req.action in TRANSFERS:
-                        return await self._transfer(req, db)
-                    return await send(self.ctx.client, req, self.op.trace_id)
+                    async with self.ctx.lanes.lane(self.op.provider) as client:
+                        if req.action in TRANSFERS:
+                            return await self._transfer(client, req, db)
+                        return await send(client, req, self.op.trace_id)
         log.warning(
             "no provider slot within the lease; call not sent",
             extra={"ctx": {"operation_id": self.op.operation_id, "provider": self.op.provider}},
@@ -158,14 +161,14 @@ class Step:
             not_before_seconds=wait,
         )
 
-    async def _transfer(self, req: HttpRequest, db: Any) -> Sent:
+    async def _transfer(self, client: httpx.AsyncClient, req: HttpRequest, db: Any) -> Sent:
         """A download, which may outlast a lease: the lease is renewed while it runs.
 
         Without this, a result larger than a lease's worth of transfer could
         never be stored: each worker's writes would be refused, and the next
         would download it again. If the lease is lost, the download stops.
         """
-        transfer = asyncio.ensure_future(send(self.ctx.client, req, self.op.trace_id))
+        transfer = asyncio.ensure_future(send(client, req, self.op.trace_id))
         try:
             while True:
                 done, _ = await asyncio.wait({transfer}, timeout=self._lease_left() / 2)

@@ -20,7 +20,8 @@ from typing import Any
 import httpx
 
 from bench.harness import FAST_LIMITS, TEST_WEBHOOK_SECRET
-from reconciler.context import Context, build_adapters, http_client
+from reconciler.context import Context, build_adapters
+from reconciler.lanes import Lanes
 from reconciler.worker import Reconciler
 from shared import ledger
 from shared.clock import SYSTEM_CLOCK, Clock
@@ -234,11 +235,11 @@ async def rig(
             results_dir=tmp_path / "results",
             providers=providers,
         )
-        async with http_client(64) as client:
+        async with Lanes(64) as lanes:
             ctx = Context(
                 pool=pool,
                 settings=settings,
-                client=client,
+                lanes=lanes,
                 adapters=build_adapters(providers),
                 store=ResultStore(tmp_path / "results"),
                 webhook_url=webhook_url,

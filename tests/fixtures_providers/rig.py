@@ -20,7 +20,8 @@ from typing import Any
 from starlette.types import ASGIApp
 
 from receiver.app import build_app as build_receiver
-from reconciler.context import Context, build_adapters, http_client
+from reconciler.context import Context, build_adapters
+from reconciler.lanes import Lanes
 from reconciler.worker import Reconciler
 from shared import ledger
 from shared.ledger import Operation, RequestSpec
@@ -173,11 +174,11 @@ async def preset_rig(
             results_dir=tmp_path / "results",
             providers=providers,
         )
-        client = await stack.enter_async_context(http_client(16))
+        lanes = await stack.enter_async_context(Lanes(16))
         ctx = Context(
             pool=pool,
             settings=settings,
-            client=client,
+            lanes=lanes,
             adapters=build_adapters(providers),
             store=ResultStore(tmp_path / "results"),
             webhook_url=webhook_url,

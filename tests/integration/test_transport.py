@@ -11,7 +11,7 @@ from starlette.responses import StreamingResponse
 from starlette.routing import Route
 
 from reconciler.calls import send
-from reconciler.context import http_client
+from reconciler.lanes import http_client
 from shared.providers import HttpRequest
 from shared.serve import serve_app
 

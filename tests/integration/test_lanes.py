@@ -1,0 +1,97 @@
+"""Provider calls go out on lanes: a client per slot, reused, bounded per process."""
+
+from __future__ import annotations
+
+import asyncio
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from reconciler.lanes import Lanes
+from shared.serve import serve_app
+
+
+async def peer(request: Request) -> JSONResponse:
+    """The client's address as the server sees it: one per TCP connection."""
+    assert request.client is not None
+    return JSONResponse({"port": request.client.port})
+
+
+APP = Starlette(routes=[Route("/peer", peer)])
+
+
+async def port_of(lanes: Lanes, provider: str, url: str) -> int:
+    async with lanes.lane(provider) as client:
+        return int((await client.get(f"{url}/peer")).json()["port"])
+
+
+async def test_calls_one_after_another_reuse_one_lane_and_its_connection() -> None:
+    async with serve_app(APP) as url, Lanes(8) as lanes:
+        ports = {await port_of(lanes, "a", url) for _ in range(5)}
+    assert len(ports) == 1  # the lane just given back goes out next, connection warm
+
+
+async def test_calls_at_once_each_get_a_lane_of_their_own() -> None:
+    async with serve_app(APP) as url, Lanes(8) as lanes:
+        held: list[object] = []
+        async with lanes.lane("a") as first, lanes.lane("a") as second:
+            held += [first, second]
+            assert first is not second  # a slot never waits for another's connection
+        assert len({await port_of(lanes, "a", url) for _ in range(3)}) == 1
+        async with lanes.lane("b") as other:
+            assert other not in held  # providers do not share lanes
+
+
+async def test_all_providers_together_stay_within_max_in_flight() -> None:
+    async with Lanes(1) as lanes:
+        entered = asyncio.Event()
+        release = asyncio.Event()
+
+        async def hold() -> None:
+            async with lanes.lane("a"):
+                entered.set()
+                await release.wait()
+
+        holder = asyncio.ensure_future(hold())
+        await entered.wait()
+        waiting = asyncio.ensure_future(_enter(lanes, "b"))
+        for _ in range(5):
+            await asyncio.sleep(0)  # let it run up to its wait
+        assert not waiting.done()  # another provider's call waits for the one in flight
+        release.set()
+        await asyncio.wait_for(waiting, 5)
+        await holder
+
+
+async def _enter(lanes: Lanes, provider: str) -> None:
+    async with lanes.lane(provider):
+        pass
+
+
+async def test_closing_closes_every_lane_made() -> None:
+    lanes = Lanes(4)
+    async with lanes.lane("a") as one, lanes.lane("b") as two:
+        pass
+    await lanes.aclose()
+    assert one.is_closed and two.is_closed
+
+
+async def test_a_lane_is_given_back_when_its_call_is_cancelled() -> None:
+    async with Lanes(8) as lanes:
+        taken: list[object] = []
+        started = asyncio.Event()
+
+        async def call() -> None:
+            async with lanes.lane("a") as client:
+                taken.append(client)
+                started.set()
+                await asyncio.Event().wait()
+
+        task = asyncio.ensure_future(call())
+        await started.wait()
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        async with lanes.lane("a") as again:
+            assert again is taken[0]
