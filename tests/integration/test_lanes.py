@@ -19,7 +19,14 @@ async def peer(request: Request) -> JSONResponse:
     return JSONResponse({"port": request.client.port})
 
 
-APP = Starlette(routes=[Route("/peer", peer)])
+async def cookies(request: Request) -> JSONResponse:
+    """What Cookie header came in; answers with a Set-Cookie every time."""
+    answer = JSONResponse({"cookie": request.headers.get("cookie")})
+    answer.set_cookie("session", "from-an-earlier-answer")
+    return answer
+
+
+APP = Starlette(routes=[Route("/peer", peer), Route("/cookies", cookies)])
 
 
 async def port_of(lanes: Lanes, provider: str, url: str) -> int:
@@ -95,3 +102,12 @@ async def test_a_lane_is_given_back_when_its_call_is_cancelled() -> None:
         await asyncio.gather(task, return_exceptions=True)
         async with lanes.lane("a") as again:
             assert again is taken[0]
+
+
+async def test_a_cookie_an_answer_sets_is_never_sent_with_a_later_call() -> None:
+    async with serve_app(APP) as url, Lanes(8) as lanes:
+        for _ in range(2):
+            async with lanes.lane("a") as client:
+                answer = await client.get(f"{url}/cookies")
+            assert answer.headers["set-cookie"].startswith("session=")
+            assert answer.json() == {"cookie": None}  # what the evidence records is what left
