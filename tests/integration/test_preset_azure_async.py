@@ -7,6 +7,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from shared.ledger.states import LocalState
 from shared.providers import describe_guarantees, parse_providers
 from tests.fixtures_providers.azure import ACCESS_TOKEN, CREATE_PATH, AzureFixture
@@ -79,31 +81,26 @@ async def test_lost_create_response_is_retried_with_the_same_operation_id(
         assert "create_unknown" in await r.history(op_id)
 
 
+@pytest.mark.parametrize(
+    ("scenario", "waiting_in"),
+    [
+        ("no_retry_after", S.OBSERVING),  # a read without Retry-After
+        # a 202 without one: not read at once either (it would only say NotStarted)
+        ("silent_accept", S.ACCEPTED),
+    ],
+)
 async def test_without_retry_after_the_next_read_waits_sixty_seconds(
-    pool: Any, tmp_path: Path
+    pool: Any, tmp_path: Path, scenario: str, waiting_in: S
 ) -> None:
     fx = AzureFixture()
     async with rig(pool, tmp_path, fx) as r:
-        op_id = await r.submit(analyze("no_retry_after"))
-        await r.settle(op_id, {S.OBSERVING})
+        op_id = await r.submit(analyze(scenario))
+        await r.settle(op_id, {waiting_in})
         op = await r.op(op_id)
         assert op.next_poll_at is not None
         wait = (op.next_poll_at - datetime.now(UTC)).total_seconds()
         assert 55.0 <= wait <= 60.5, wait
-
-
-async def test_an_accept_without_retry_after_is_first_read_after_the_fixed_interval(
-    pool: Any, tmp_path: Path
-) -> None:
-    fx = AzureFixture()
-    async with rig(pool, tmp_path, fx) as r:
-        op_id = await r.submit(analyze("silent_accept"))
-        await r.settle(op_id, {S.ACCEPTED})
-        op = await r.op(op_id)
-        assert op.next_poll_at is not None
-        wait = (op.next_poll_at - datetime.now(UTC)).total_seconds()
-        assert 55.0 <= wait <= 60.5, wait
-        assert fx.registry.calls["status"] == 0  # not read at once: it would only say NotStarted
+        assert fx.registry.calls["status"] == (0 if waiting_in is S.ACCEPTED else 1)
 
 
 async def test_arm_location_is_polled_by_http_status(pool: Any, tmp_path: Path) -> None:
