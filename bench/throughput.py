@@ -51,7 +51,7 @@ from bench.harness import (
 )
 from bench.stack import client_stack, describe, require_same_stack
 from reconciler.daemon import POOL_SIZE, create_reconciler_pool
-from reconciler.lanes import http_client
+from reconciler.lanes import Lanes, http_client
 from reconciler.worker import Reconciler
 from shared.db.connect import connect, create_pool
 from shared.providers import ProviderDescription
@@ -176,7 +176,7 @@ async def run_bare_for(
 
 
 async def run_batched_for(
-    client: httpx.AsyncClient,
+    lanes: Lanes,
     sim_url: str,
     jobs: Sequence[str],
     concurrency: int,
@@ -186,7 +186,8 @@ async def run_batched_for(
     """Bare GETs in the reconciler's access pattern, without any database work.
 
     Batches of `batch` reads gathered at once behind a Semaphore(concurrency),
-    one batch after the other — what run_once does with a claim — so the gap
+    each on a lane of its own, one batch after the other — what run_once does
+    with a claim — so the gap
     between this and the plain loop is the pattern's, not the ledger's.
     """
     reads = 0
@@ -195,7 +196,7 @@ async def run_batched_for(
 
     async def one(job: str) -> None:
         nonlocal reads
-        async with gate:
+        async with gate, lanes.lane(PROVIDER) as client:
             resp = await client.get(f"{sim_url}/v1/jobs/{job}", timeout=10.0)
         resp.raise_for_status()
         resp.json()
@@ -317,13 +318,14 @@ async def count_round_trips(rig: Rig, counter: RoundTripCounter) -> int:
 async def measure_context(rig: Rig) -> None:
     """Rows that locate the gap: run_once's batching alone, httpx's pool, asyncpg's reset."""
     settings = Settings()
-    async with http_client(settings.max_in_flight) as shared:
+    async with Lanes(settings.max_in_flight) as lanes:
         await rig.measure(
             BATCHED,
             lambda s: run_batched_for(
-                shared, rig.sim_url, rig.jobs, rig.concurrency, settings.claim_batch, s
+                lanes, rig.sim_url, rig.jobs, rig.concurrency, settings.claim_batch, s
             ),
         )
+    async with http_client(settings.max_in_flight) as shared:
         # what the reconciler used before reconciler/lanes.py, and a plain loop would
         clients = [shared] * rig.concurrency
         await rig.measure(SHARED_CLIENT, lambda s: run_bare_for(clients, rig.sim_url, rig.jobs, s))
@@ -382,7 +384,8 @@ def report_throughput(r: ThroughputResult, command: str) -> None:
         f"cpu = share of one core during the row's windows ({os.cpu_count()} cores in all; "
         "other processes on the machine are not counted); cpu/read = CPU time of bench + "
         "simulator + PostgreSQL per read; 'batches' = the bare GETs gathered "
-        f"{Settings().claim_batch} at a time behind the provider semaphore, as run_once does; "
+        f"{Settings().claim_batch} at a time behind the provider semaphore, each on a lane, "
+        "as run_once does; "
         "'default pool reset' = the same reconciler on a pool with asyncpg's reset query on "
         "every release (not the shipped configuration); "
         f"seeding {r.operations:,} operations took {r.seed_seconds:.1f} s"

@@ -17,8 +17,8 @@ falls back:
   wait, not the job's whole length. Each read refines it.
 - Inside the forecast window reads are at most WINDOW_SPACING of the backoff
   cap apart, which bounds the lag; once what is left of the window is no
-  wider than that, one read just after its end does (it cannot be later than
-  the spacing allows).
+  wider than that, one read just after its end does (late by at most the
+  window's width plus the forecast margin).
 - A forecast already overdue (the job was predicted to be done and is not),
   no progress at all, or a progress that goes backwards: no forecast; the
   adapter's schedule applies (its provider hints, then capped backoff with
@@ -189,7 +189,8 @@ def next_read(
     if latest_in is None:
         if webhooks:
             return _backstop(scheduled, None, age)
-        if quiet and _hint(poll_after) is None and limits.default_poll_after_seconds is None:
+        hinted = poll_after is not None and poll_after >= 0  # as the adapter honours it
+        if quiet and not hinted and limits.default_poll_after_seconds is None:
             return max(scheduled, min(QUIET_STRETCH * scheduled, age))
         return scheduled
     floor = max(limits.backoff_base / 2, _hint(poll_after) or 0.0)

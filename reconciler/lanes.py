@@ -31,10 +31,13 @@ LANE_CONNECTIONS = 2
 
 
 class _NoCookies(httpx.Cookies):
-    """A jar that keeps nothing a response sets."""
+    """A jar that keeps nothing a response sets, and takes nothing to send."""
 
     def extract_cookies(self, response: httpx.Response) -> None:
         return None
+
+    def set(self, name: str, value: str, domain: str = "", path: str = "/") -> None:
+        raise TypeError("provider calls carry no cookies")
 
 
 class _Client(httpx.AsyncClient):
@@ -50,7 +53,8 @@ class _Client(httpx.AsyncClient):
 
     @cookies.setter
     def cookies(self, value: object) -> None:
-        return None
+        if value:  # httpx's own constructor sets an empty jar
+            raise TypeError("provider calls carry no cookies")
 
 
 def http_client(max_connections: int) -> httpx.AsyncClient:

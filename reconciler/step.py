@@ -109,8 +109,10 @@ class Step:
         not outlast the call with margin; if it was lost, nothing is sent. A
         slot holder never waits for a pool connection: steps holding pool
         connections may be queueing for slots, so that wait could deadlock
-        the process. If the wait for a slot left too little lease, the slot is
-        given back and the lease renewed again; after MAX_SLOT_ROUNDS the call
+        the process. A slot comes with its lane (reconciler/lanes.py), which may
+        wait for the process-wide bound on calls in flight (max_in_flight). If
+        those waits left too little lease, both are given back and the lease
+        renewed again; after MAX_SLOT_ROUNDS the call
         is given up as never sent (the caller records it and backs off).
         `conn` is the connection the caller already holds, used for renewals:
         taking a second one from the pool while holding one could exhaust it.
@@ -122,12 +124,15 @@ class Step:
         for _ in range(MAX_SLOT_ROUNDS):
             if self._lease_left() <= need:
                 await self._renew(db)
-            async with self.ctx.semaphore(self.op.provider):
+            async with (
+                self.ctx.semaphore(self.op.provider),
+                self.ctx.lanes.lane(self.op.provider) as client,
+            ):
+                # checked after every wait (the slot, the process-wide bound)
                 if self._lease_left() > need:
-                    async with self.ctx.lanes.lane(self.op.provider) as client:
-                        if req.action in TRANSFERS:
-                            return await self._transfer(client, req, db)
-                        return await send(client, req, self.op.trace_id)
+                    if req.action in TRANSFERS:
+                        return await self._transfer(client, req, db)
+                    return await send(client, req, self.op.trace_id)
         log.warning(
             "no provider slot within the lease; call not sent",
             extra={"ctx": {"operation_id": self.op.operation_id, "provider": self.op.provider}},

@@ -28,8 +28,9 @@ from shared.telemetry import spans
 S = LocalState
 log = logging.getLogger("jobwarden.reconciler")
 
-# A step that leaves the operation ready for the next one (accepted -> poll,
-# remote success -> collect) goes on under the same lease, up to this many times.
+# A step that leaves the operation ready for the next one (remote success ->
+# collect, a retried create -> its cross-check) goes on under the same lease,
+# up to this many times.
 MAX_CHAINED_STEPS = 4
 # After an unexpected error, wait this long before trying the operation again.
 ERROR_RETRY_SECONDS = 30.0

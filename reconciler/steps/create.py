@@ -480,7 +480,8 @@ def _first_read(
     """When to read a job just accepted: on the schedule's first step, not at once.
 
     A read now would only learn "queued". Polling, the first read is when the
-    answer's Retry-After says (an Azure-style 202), else the backoff's first
+    answer's Retry-After says (an Azure-style 202: advice for the schedule, not
+    back-pressure, so a delivery may still wake it sooner), else the backoff's first
     (about 2 s) or the provider's fixed poll interval; with webhooks the backstop's
     (webhook_backstop_poll_seconds at the least), or sooner when a delivery
     wakes the operation. The job stays `accepted` until then. A cross-check or

@@ -398,7 +398,7 @@ class WebhookSpec:
 class Limits:
     backoff_base: float = 2.0  # first poll ≈2 s after acceptance (SPEC §4)
     backoff_factor: float = 2.0  # 2, 4, 8, ... s
-    backoff_cap: float = 60.0  # a minute between reads bounds both lag and load
+    backoff_cap: float = 60.0  # about a minute between reads (two while progress shows none)
     max_concurrency: int = 8  # per provider; well under common per-key rate limits
     request_timeout: float = 10.0  # a status read slower than this is a failed read
     create_deadline_seconds: float = 3600.0  # an hour to obtain a job id

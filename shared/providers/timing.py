@@ -7,11 +7,13 @@ backoff with "equal" jitter: a uniform draw between half the ceiling and the
 ceiling spreads thousands of operations created together instead of letting
 them poll in lock-step, without the extra reads of full jitter (a draw from
 0, whose waits average half the ceiling: twice the reads of a fixed
-schedule); the floor keeps a small draw from turning into hammering. At the
-cap the draw narrows to its top tenth: by then the growing draws have spread
-operations created together across about a whole period, which a narrow
-draw keeps, and a wide one would read a third more often than a fixed
-schedule for as long as the job runs. The reconciler refines this with a
+schedule); the floor keeps a small draw from turning into hammering. After
+the first WIDE_DRAWS_AT_CAP draws at the cap, the draw narrows to the cap's
+top tenth: by then the wide draws have spread operations created together
+over most of a period (with the defaults a standard deviation of about 13 s:
+the ramp's draws add 5 s, the two at the cap 12 s), which the narrow draws
+keep and widen slowly, and a wide draw for as long as the job runs would
+read a third more often than a fixed schedule. The reconciler refines this with a
 forecast of the job's end when the provider reports progress
 (reconciler/forecast.py).
 """
@@ -28,8 +30,10 @@ from shared.providers.description import Limits
 # A Retry-After or poll hint beyond a day is treated as a day: the deadlines,
 # not a provider's typo or a far-future HTTP-date, decide when we give up.
 MAX_HONOURED_DELAY = 86400.0
-# At the backoff cap, draws fall in the top tenth of the ceiling (below it, the top half).
+# Draws fall in the top half of the ceiling; at the cap, after WIDE_DRAWS_AT_CAP
+# of those, in its top tenth.
 CAP_JITTER = 0.1
+WIDE_DRAWS_AT_CAP = 2
 
 
 def parse_retry_after(value: str | None, now: datetime) -> float | None:
@@ -70,6 +74,14 @@ def backoff_ceiling(limits: Limits, attempt: int) -> float:
     return min(limits.backoff_cap, raw)
 
 
+def _first_attempt_at_cap(limits: Limits) -> int:
+    """The first attempt whose ceiling is the cap (0 when the base already is)."""
+    attempt = 0
+    while backoff_ceiling(limits, attempt) < limits.backoff_cap and attempt < 64:
+        attempt += 1
+    return attempt
+
+
 def backoff_floor(limits: Limits) -> float:
     """Never poll sooner than half the base delay, whatever the jitter draws."""
     return limits.backoff_base / 2
@@ -98,7 +110,8 @@ def next_poll_delay(
         delay = limits.default_poll_after_seconds
     else:
         ceiling = backoff_ceiling(limits, attempt)
-        spread = CAP_JITTER if ceiling >= limits.backoff_cap else 0.5
+        narrow = attempt >= _first_attempt_at_cap(limits) + WIDE_DRAWS_AT_CAP
+        spread = CAP_JITTER if narrow else 0.5
         delay = max(rng.uniform(ceiling * (1 - spread), ceiling), floor)
     if webhooks_configured:
         delay = max(delay, limits.webhook_backstop_poll_seconds)

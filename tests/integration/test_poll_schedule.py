@@ -72,9 +72,9 @@ async def test_no_progress_yet_stretches_the_backoff_and_moving_progress_forecas
         op_id = await r.submit("success", duration=DURATION, result_deadline_s=3600.0)
         created = clock.monotonic()
         await r.reconciler.run_once()  # the create
-        # 0 of 10 at 50 s, once the backoff has grown to its cap (the fourth read): the
-        # cap stretched to twice (its draw is 0.9 to 1 of it), the job's age allowing
-        for age in (50.0, 51.0, 52.0, 53.0):
+        # 0 of 10 at 50 s, once the backoff has reached its cap and narrowed (the sixth
+        # read): the cap stretched to twice (its draw is 0.9 to 1 of it), the age allowing
+        for age in (50.0, 51.0, 52.0, 53.0, 54.0, 55.0):
             wait = await read_at_age(r, clock, op_id, age, created)
         assert CAP * 0.9 * 2 - 0.01 <= wait <= CAP * 2 + 0.01, wait
         # 2 of 10 at 300 s (the anchor), 4 of 10 at 500 s: the rate between them, each

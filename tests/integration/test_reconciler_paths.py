@@ -17,6 +17,7 @@ from shared.ledger import evidence
 from shared.ledger.states import LocalState
 from shared.simulator import SimulatorSettings
 from tests.harness import rig, sim_providers
+from tests.integration.test_reconciler_crashes import wait_for
 from tests.support import call, drive
 
 S = LocalState
@@ -356,7 +357,12 @@ async def test_a_cancelled_run_once_leaves_no_step_running(
         await r.reconciler.run_once()  # the creates; their first reads are due within 0.3 s
         await clock.advance(0.4)
         sweep = asyncio.ensure_future(r.reconciler.run_once())
-        await asyncio.sleep(0.3)  # inside their first (slow) status read
+
+        async def all_reads_arrived() -> bool:  # counted on arrival, answered 0.5 s later
+            return sum((await r.stats())["status_calls_per_job"].values()) == 4
+
+        await wait_for(all_reads_arrived, 5, "the four slow reads to be in flight")
+        assert not sweep.done()
         sweep.cancel()
         with pytest.raises(asyncio.CancelledError):
             await sweep

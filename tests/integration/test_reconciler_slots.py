@@ -23,6 +23,7 @@ from starlette.responses import StreamingResponse
 from starlette.routing import Route
 
 from bench.harness import TestClock
+from reconciler.lanes import Lanes
 from reconciler.step import MAX_SLOT_ROUNDS, Step
 from shared.db.connect import create_pool
 from shared.db.queries import q
@@ -154,6 +155,27 @@ async def test_a_slot_wait_longer_than_the_lease_renews_before_sending(
             step.op.operation_id,
         )
         assert in_db == expires
+
+
+async def test_a_wait_for_the_process_wide_bound_renews_before_sending(
+    pool: Any, tmp_path: Path, clock: TestClock
+) -> None:
+    """The slot comes free at once, but every call the process may make is in flight
+    (max_in_flight, all providers): after that wait the lease is checked again."""
+    async with rig(pool, tmp_path, lease_seconds=2.0, clock=clock) as r, Lanes(1) as lanes:
+        r.ctx.lanes = lanes
+        step = await claimed_observing_step(r)
+        bound = lanes._in_flight
+        async with lanes.lane("another provider"):  # the one call allowed, elsewhere
+            sending = asyncio.ensure_future(step.send(status_request(step)))
+            await until(lambda: waiting_for(bound) == 1, "the step waits for the bound")
+            await clock.advance(1.3)  # 0.7 s of lease left: less than the call may take
+            freed_at = clock.now()
+        sent = await asyncio.wait_for(sending, 5)
+        assert sent.response is not None and sent.response.status_code == 200
+        expires = step.op.lease_expires_at
+        assert expires is not None
+        assert expires > freed_at + timedelta(seconds=1.5)  # renewed before it left
 
 
 def test_a_request_timeout_the_lease_cannot_cover_is_a_config_error(tmp_path: Path) -> None:

@@ -187,6 +187,7 @@ def test_no_progress_yet_stretches_the_backoff_up_to_twice_never_past_the_age() 
 
 def test_no_progress_yet_keeps_a_provider_hint_and_the_webhook_backstop() -> None:
     assert _read(None, None, quiet=True, age=300.0, poll_after=10.0) == 10.0
+    assert _read(None, None, quiet=True, age=300.0, poll_after=0.0) == 10.0  # "now" is a hint
     fixed = Limits(default_poll_after_seconds=10.0)
     assert _read(None, None, quiet=True, age=300.0, limits=fixed) == 10.0
     assert _read(None, None, quiet=True, age=300.0, webhooks=True) == 600.0

@@ -60,8 +60,8 @@ def test_jittered_delay_stays_within_floor_and_ceiling() -> None:
             delay = next_poll_delay(LIMITS, attempt, None, None, rng, webhooks_configured=False)
             ceiling = backoff_ceiling(LIMITS, attempt)
             # equal jitter: never below half the ceiling (full jitter doubled the reads),
-            # and at the cap within its top tenth
-            lowest = ceiling * (0.9 if ceiling == LIMITS.backoff_cap else 0.5)
+            # and after two draws at the cap (attempts 5 and 6) within its top tenth
+            lowest = ceiling * (0.9 if attempt >= 7 else 0.5)
             assert max(1.0, lowest) <= delay <= ceiling
 
 
@@ -74,9 +74,30 @@ def test_jitter_actually_spreads_delays() -> None:
 
 def test_at_the_cap_jitter_keeps_the_spread_without_reading_more_often() -> None:
     rng = random.Random(11)
-    delays = {round(next_poll_delay(LIMITS, 9, None, None, rng, False), 3) for _ in range(50)}
-    assert len(delays) > 40  # still not lock-step
-    assert min(delays) >= 54 and max(delays) > 59  # but about the cap's own rate
+    first = {round(next_poll_delay(LIMITS, 6, None, None, rng, False), 3) for _ in range(50)}
+    assert min(first) < 35  # the first draws at the cap still spread widely
+    later = {round(next_poll_delay(LIMITS, 9, None, None, rng, False), 3) for _ in range(50)}
+    assert len(later) > 40  # still not lock-step
+    assert min(later) >= 54 and max(later) > 59  # but about the cap's own rate
+
+
+def test_operations_created_together_spread_over_most_of_a_minute() -> None:
+    """1,000 operations polled from the same instant: where their tenth read falls."""
+    rng = random.Random(3)
+    tenth = sorted(
+        sum(next_poll_delay(LIMITS, n, None, None, rng, False) for n in range(10))
+        for _ in range(1000)
+    )
+    assert tenth[900] - tenth[100] > 30  # the middle 80 % over more than half a minute
+
+
+def test_a_schedule_already_at_its_cap_still_starts_with_wide_draws() -> None:
+    flat = Limits(backoff_base=60.0, backoff_factor=1.0, backoff_cap=60.0)
+    rng = random.Random(5)
+    first = [next_poll_delay(flat, 0, None, None, rng, False) for _ in range(200)]
+    assert min(first) < 35  # not lock-step from the first read
+    third = [next_poll_delay(flat, 2, None, None, rng, False) for _ in range(200)]
+    assert min(third) >= 54
 
 
 def test_seeded_rng_is_reproducible() -> None:
