@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from shared.providers.description import Limits
-from shared.providers.timing import MAX_HONOURED_DELAY
+from shared.providers.timing import MAX_HONOURED_DELAY, is_poll_hint
 
 # Read this long after the forecast end: its share of the forecast (progress
 # reported in whole items rounds down) plus the backoff floor.
@@ -100,12 +100,10 @@ def resolution(completed: float | None, total: float | None, percent: float | No
     return 0.0
 
 
-def quiet(completed: float | None, total: float | None, percent: float | None) -> bool:
-    """Progress reported in two steps or more, and none shown yet."""
-    return (
-        fraction(completed, total, percent) == 0
-        and 0 < resolution(completed, total, percent) <= 0.5
-    )
+def quiet(done: float | None, step: float) -> bool:
+    """Progress reported in two steps or more (`step`, from `resolution`), and none
+    shown yet (`done`, from `fraction`)."""
+    return done == 0 and 0 < step <= 0.5
 
 
 def _half_step(done: float, total: float) -> float:
@@ -189,8 +187,7 @@ def next_read(
     if latest_in is None:
         if webhooks:
             return _backstop(scheduled, None, age)
-        hinted = poll_after is not None and poll_after >= 0  # as the adapter honours it
-        if quiet and not hinted and limits.default_poll_after_seconds is None:
+        if quiet and not is_poll_hint(poll_after) and limits.default_poll_after_seconds is None:
             return max(scheduled, min(QUIET_STRETCH * scheduled, age))
         return scheduled
     floor = max(limits.backoff_base / 2, _hint(poll_after) or 0.0)

@@ -3,10 +3,10 @@
 One pooled httpx client shared by every call scans all its connections each
 time a request starts and each time a response closes (httpcore asks every
 idle connection whether it has expired, which polls its socket). At eight
-calls in flight that bookkeeping took more of the reconciler's CPU than
-everything else a status read does (a py-spy profile of bench.throughput:
-the pool's assignment and expiry checks about 40 % of samples, the ledger's
-writes under 5 %). A client per slot holds at most two connections (the
+calls in flight a bare GET loop on one shared client is 35-40 % slower than
+one with a client per task (bench.throughput's "one shared client" row),
+and in a one-off py-spy profile of the reconciler (not kept) those checks
+were its largest single cost. A client per slot holds at most two connections (the
 provider's API and, for downloads, a second host) and is used by one call at
 a time, so there is nothing to scan and no connection to wait for: whoever
 holds the provider's slot holds its lane.
@@ -65,8 +65,7 @@ def http_client(max_connections: int) -> httpx.AsyncClient:
     redirects: a provider that redirects a status read is a contract change we
     want recorded, not silently followed. No cookies: a call sends exactly the
     headers its description builds and the evidence records, never one that an
-    earlier answer (to another operation, on the same client) happened to set;
-    and parsing every answer's Set-Cookie was a twentieth of a status read's CPU.
+    earlier answer (to another operation, on the same client) happened to set.
     """
     return _Client(
         headers={"Accept-Encoding": "identity", "User-Agent": "jobwarden-reconciler"},
@@ -78,7 +77,7 @@ def http_client(max_connections: int) -> httpx.AsyncClient:
     )
 
 
-class Lanes:
+class Lanes(contextlib.AbstractAsyncContextManager["Lanes"]):
     """Each provider's idle lanes (clients), made as its slots first need them."""
 
     def __init__(self, max_in_flight: int) -> None:
@@ -106,9 +105,6 @@ class Lanes:
         clients, self._made, self._idle = self._made, [], {}
         for client in clients:
             await client.aclose()
-
-    async def __aenter__(self) -> Lanes:
-        return self
 
     async def __aexit__(
         self,

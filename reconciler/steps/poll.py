@@ -253,9 +253,10 @@ def _next_read(step: Step, fact: StatusFact) -> float:
     if step.op.state not in (S.ACCEPTED, S.OBSERVING):
         return scheduled  # a cancel awaiting confirmation: the job's end is not the news
     now = step.now()
-    end = _forecast_end(step, fact, now)
-    desc = step.adapter.desc
     said = (fact.progress_completed, fact.progress_total, fact.progress_percent)
+    done, step_size = forecast.fraction(*said), forecast.resolution(*said)
+    end = _forecast_end(step, fact, now, done, step_size)
+    desc = step.adapter.desc
     return forecast.next_read(
         scheduled,
         None if end is None or end.earliest is None else (end.earliest - now).total_seconds(),
@@ -265,18 +266,18 @@ def _next_read(step: Step, fact: StatusFact) -> float:
         webhooks=desc.webhooks is not None,
         imposed=fact.retry_after_seconds is not None,
         poll_after=fact.poll_after_seconds,
-        quiet=forecast.quiet(*said),
+        quiet=forecast.quiet(done, step_size),
     )
 
 
-def _forecast_end(step: Step, fact: StatusFact, now: datetime) -> forecast.Forecast | None:
+def _forecast_end(
+    step: Step, fact: StatusFact, now: datetime, done: float | None, step_size: float
+) -> forecast.Forecast | None:
     """The job's forecast end, from the progress anchor stored on the operation (the
-    first sample above zero) and this read's progress."""
-    said = (fact.progress_completed, fact.progress_total, fact.progress_percent)
-    done = forecast.fraction(*said)
+    first sample above zero) and this read's progress (`done` of 1, in steps of
+    `step_size`)."""
     if done is None:
         return None
-    step_size = forecast.resolution(*said)
     at = fact.provider_updated_at or now
     if at.tzinfo is None:
         at = at.replace(tzinfo=UTC)

@@ -24,6 +24,7 @@ import math
 import random
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
+from typing import TypeGuard
 
 from shared.providers.description import Limits
 
@@ -74,12 +75,9 @@ def backoff_ceiling(limits: Limits, attempt: int) -> float:
     return min(limits.backoff_cap, raw)
 
 
-def _first_attempt_at_cap(limits: Limits) -> int:
-    """The first attempt whose ceiling is the cap (0 when the base already is)."""
-    attempt = 0
-    while backoff_ceiling(limits, attempt) < limits.backoff_cap and attempt < 64:
-        attempt += 1
-    return attempt
+def is_poll_hint(poll_after: float | None) -> TypeGuard[float]:
+    """Whether a provider's poll_after_seconds sets the schedule (0 included: "now")."""
+    return poll_after is not None and poll_after >= 0
 
 
 def backoff_floor(limits: Limits) -> float:
@@ -104,13 +102,16 @@ def next_poll_delay(
     floor = backoff_floor(limits)
     if retry_after is not None:
         delay = max(min(retry_after, MAX_HONOURED_DELAY), floor)
-    elif poll_after is not None and poll_after >= 0:
+    elif is_poll_hint(poll_after):
         delay = max(min(poll_after, MAX_HONOURED_DELAY), floor)
     elif limits.default_poll_after_seconds is not None:
         delay = limits.default_poll_after_seconds
     else:
         ceiling = backoff_ceiling(limits, attempt)
-        narrow = attempt >= _first_attempt_at_cap(limits) + WIDE_DRAWS_AT_CAP
+        # the ceiling never shrinks (backoff_factor >= 1): WIDE_DRAWS_AT_CAP draws
+        # ago it was already the cap
+        earlier = attempt - WIDE_DRAWS_AT_CAP
+        narrow = earlier >= 0 and backoff_ceiling(limits, earlier) >= limits.backoff_cap
         spread = CAP_JITTER if narrow else 0.5
         delay = max(rng.uniform(ceiling * (1 - spread), ceiling), floor)
     if webhooks_configured:

@@ -24,6 +24,7 @@ from reconciler.context import Context, build_adapters
 from reconciler.lanes import Lanes
 from reconciler.worker import Reconciler
 from shared import ledger
+from shared.clock import SYSTEM_CLOCK, Clock
 from shared.ledger import Operation, RequestSpec
 from shared.ledger.states import LocalState
 from shared.providers import ProviderDescription, parse_providers
@@ -158,8 +159,13 @@ async def preset_rig(
     name: str | None = None,
     overrides: Mapping[str, Any] | None = None,
     with_receiver: bool = False,
+    clock: Clock = SYSTEM_CLOCK,
 ) -> AsyncIterator[PresetRig]:
-    """Fixture provider + preset + reconciler; with the real receiver when asked."""
+    """Fixture provider + preset + reconciler; with the real receiver when asked.
+
+    `clock`: a test's clock (it also moves the database's jw_now()), for
+    schedules longer than a test should wait.
+    """
     provider = name or preset
     async with contextlib.AsyncExitStack() as stack:
         url = await stack.enter_async_context(serve_app(app))
@@ -182,6 +188,7 @@ async def preset_rig(
             adapters=build_adapters(providers),
             store=ResultStore(tmp_path / "results"),
             webhook_url=webhook_url,
+            clock=clock,
         )
         yield PresetRig(pool, url, provider, providers[provider], Reconciler(ctx), webhook_url)
 

@@ -6,16 +6,15 @@ documented shapes (see tests/fixtures_providers/openai.py).
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from bench.harness import TestClock
 from reconciler.steps.poll import CONFIRMING_READS
 from shared import ledger
 from shared.ledger.states import LocalState
@@ -245,31 +244,28 @@ async def test_an_end_the_reads_do_not_show_yet_is_read_again_on_the_backoff(
 
 
 async def test_an_end_no_read_confirms_goes_back_to_the_backstop_after_ten_reads(
-    pool: Any, tmp_path: Path
+    pool: Any, tmp_path: Path, clock: TestClock
 ) -> None:
     # "slow" stays in_progress: the delivered end is never confirmed by a read
     fx = OpenAIFixture()
-    async with rig(pool, tmp_path, fx, env=HOOK_ENV, with_receiver=True) as r:
+    async with rig(pool, tmp_path, fx, env=HOOK_ENV, with_receiver=True, clock=clock) as r:
         op_id = await r.submit(batch_body("slow"))
-        assert await r.settle(op_id, {S.ACCEPTED}) is S.ACCEPTED
+        await r.reconciler.run_once()  # the create; the backstop's first read is 30 s away
+        assert await r.state(op_id) is S.ACCEPTED
         assert (
             await post_signed(r, batch_completed("evt_lie", fx.registry.only().job_id))
         ).status_code == 200
         reads = 1 + CONFIRMING_READS  # the woken read, then the confirming ones
-
-        async def back_on_the_backstop() -> bool:
-            op = await r.op(op_id)
-            later = op.next_poll_at is not None and op.next_poll_at > datetime.now(UTC)
-            far = later and (op.next_poll_at - datetime.now(UTC)).total_seconds() > 20
-            return far and len(await r.calls(op_id, "status")) >= reads
-
-        deadline = time.monotonic() + 20
-        while not await back_on_the_backstop():
-            assert time.monotonic() < deadline, "never back on the 30 s backstop"
-            assert len(await r.calls(op_id, "status")) <= reads, "reads went on past the bound"
+        wait = 0.0
+        for _ in range(reads):  # each read, then the clock moved to the next one's time
+            await clock.advance(wait)
             await r.reconciler.run_once()
-            await asyncio.sleep(0.02)
+            op = await r.op(op_id)
+            assert op.next_poll_at is not None
+            wait = (op.next_poll_at - clock.now()).total_seconds()
+            assert wait < 20 or len(await r.calls(op_id, "status")) == reads
         assert len(await r.calls(op_id, "status")) == reads
+        assert wait > 20  # back on the 30 s backstop after the tenth confirming read
         assert (await r.op(op_id)).state is S.OBSERVING
 
 

@@ -176,7 +176,8 @@ def test_without_a_forecast_the_schedule_stands() -> None:
 def test_quiet(
     completed: float | None, total: float | None, percent: float | None, expected: bool
 ) -> None:
-    assert quiet(completed, total, percent) is expected
+    said = (completed, total, percent)
+    assert quiet(fraction(*said), resolution(*said)) is expected
 
 
 def test_no_progress_yet_stretches_the_backoff_up_to_twice_never_past_the_age() -> None:
@@ -236,7 +237,7 @@ def _reads(duration: float, rng: random.Random) -> tuple[int, float]:
             webhooks=False,
             imposed=False,
             poll_after=None,
-            quiet=quiet(done, total, None),
+            quiet=quiet(current.fraction, 1 / total),
         )
         if anchor is None and done > 0:
             anchor = current
