@@ -19,6 +19,7 @@ from typing import Any
 
 import httpx
 
+from reconciler.lanes import Lane
 from shared.ids import traceparent
 from shared.ledger import Operation
 from shared.ledger.evidence import MAX_WAIT_SECONDS, CallAnswer, CallStart, Observed, StatusRead
@@ -95,18 +96,18 @@ def not_sent(trace_id: str) -> Sent:
     return Sent(None, NOT_SENT, 0, traceparent(trace_id), "connect")
 
 
-async def send(client: httpx.AsyncClient, req: HttpRequest, trace_id: str) -> Sent:
+async def send(lane: Lane, req: HttpRequest, trace_id: str) -> Sent:
     """One exchange (`_send`); traced, it is a CLIENT span and the traceparent names it."""
     span = spans.client_span(req, trace_id)  # None unless tracing is on
     if span is None:
-        return await _send(client, req, trace_id, traceparent(trace_id))
+        return await _send(lane, req, trace_id, traceparent(trace_id))
     with spans.ending(span):
-        sent = await _send(client, req, trace_id, spans.traceparent_of(span))
+        sent = await _send(lane, req, trace_id, spans.traceparent_of(span))
         spans.end_client_span(span, sent.status_code, sent.error_category)
         return sent
 
 
-async def _send(client: httpx.AsyncClient, req: HttpRequest, trace_id: str, parent: str) -> Sent:
+async def _send(lane: Lane, req: HttpRequest, trace_id: str, parent: str) -> Sent:
     """One exchange, bounded as a whole by `req.timeout` (result downloads excepted).
 
     httpx's timeout applies to each phase (connect, write, each read); the
@@ -119,13 +120,13 @@ async def _send(client: httpx.AsyncClient, req: HttpRequest, trace_id: str, pare
     started = time.perf_counter()
     try:
         async with asyncio.timeout(None if req.action in TRANSFERS else req.timeout):
-            resp = await client.request(
+            resp = await lane.call(
                 req.method,
                 req.url,
                 headers=headers,
                 json=req.json,
-                timeout=req.timeout,
-                extensions={"trace": departure.trace} if departure else None,
+                phase_timeout=req.timeout,
+                trace=departure.trace if departure else None,
             )
             body = resp.content
     except (httpx.HTTPError, TimeoutError) as exc:

@@ -9,10 +9,9 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-import httpx
-
 from reconciler.calls import TRANSFERS, Sent, answer_of, call_start, not_sent, send
 from reconciler.context import Context
+from reconciler.lanes import Lane
 from shared import ledger
 from shared.ledger import Operation, decisions, evidence, leases
 from shared.ledger.errors import LeaseLost
@@ -126,13 +125,13 @@ class Step:
                 await self._renew(db)
             async with (
                 self.ctx.semaphore(self.op.provider),
-                self.ctx.lanes.lane(self.op.provider) as client,
+                self.ctx.lanes.lane(self.op.provider) as lane,
             ):
                 # checked after every wait (the slot, the process-wide bound)
                 if self._lease_left() > need:
                     if req.action in TRANSFERS:
-                        return await self._transfer(client, req, db)
-                    return await send(client, req, self.op.trace_id)
+                        return await self._transfer(lane, req, db)
+                    return await send(lane, req, self.op.trace_id)
         log.warning(
             "no provider slot within the lease; call not sent",
             extra={"ctx": {"operation_id": self.op.operation_id, "provider": self.op.provider}},
@@ -166,14 +165,14 @@ class Step:
             not_before_seconds=wait,
         )
 
-    async def _transfer(self, client: httpx.AsyncClient, req: HttpRequest, db: Any) -> Sent:
+    async def _transfer(self, lane: Lane, req: HttpRequest, db: Any) -> Sent:
         """A download, which may outlast a lease: the lease is renewed while it runs.
 
         Without this, a result larger than a lease's worth of transfer could
         never be stored: each worker's writes would be refused, and the next
         would download it again. If the lease is lost, the download stops.
         """
-        transfer = asyncio.ensure_future(send(client, req, self.op.trace_id))
+        transfer = asyncio.ensure_future(send(lane, req, self.op.trace_id))
         try:
             while True:
                 done, _ = await asyncio.wait({transfer}, timeout=self._lease_left() / 2)

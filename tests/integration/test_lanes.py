@@ -1,15 +1,16 @@
-"""Provider calls go out on lanes: a client per slot, reused, bounded per process."""
+"""Provider calls go out on lanes: connections per slot, reused, bounded per process."""
 
 from __future__ import annotations
 
 import asyncio
+import gzip
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from reconciler.lanes import Lanes
+from reconciler.lanes import Lane, Lanes
 from shared.serve import serve_app
 
 
@@ -26,12 +27,35 @@ async def cookies(request: Request) -> JSONResponse:
     return answer
 
 
-APP = Starlette(routes=[Route("/peer", peer), Route("/cookies", cookies)])
+async def echo_headers(request: Request) -> JSONResponse:
+    """Every header as sent, names lowered, repeats kept."""
+    return JSONResponse([[k.decode(), v.decode()] for k, v in request.headers.raw])
+
+
+async def moved(_: Request) -> Response:
+    return Response(status_code=302, headers={"location": "/peer"})
+
+
+async def gzipped(_: Request) -> Response:
+    """Compressed although the client asked for identity."""
+    return Response(GZIPPED, headers={"content-encoding": "gzip"})
+
+
+GZIPPED = gzip.compress(b'{"state": "running"}')
+APP = Starlette(
+    routes=[
+        Route("/peer", peer),
+        Route("/cookies", cookies),
+        Route("/headers", echo_headers),
+        Route("/moved", moved),
+        Route("/gzipped", gzipped),
+    ]
+)
 
 
 async def port_of(lanes: Lanes, provider: str, url: str) -> int:
-    async with lanes.lane(provider) as client:
-        return int((await client.get(f"{url}/peer")).json()["port"])
+    async with lanes.lane(provider) as lane:
+        return int((await lane.call("GET", f"{url}/peer")).json()["port"])
 
 
 async def test_calls_one_after_another_reuse_one_lane_and_its_connection() -> None:
@@ -91,8 +115,8 @@ async def test_a_lane_is_given_back_when_its_call_is_cancelled() -> None:
         started = asyncio.Event()
 
         async def call() -> None:
-            async with lanes.lane("a") as client:
-                taken.append(client)
+            async with lanes.lane("a") as lane:
+                taken.append(lane)
                 started.set()
                 await asyncio.Event().wait()
 
@@ -107,7 +131,36 @@ async def test_a_lane_is_given_back_when_its_call_is_cancelled() -> None:
 async def test_a_cookie_an_answer_sets_is_never_sent_with_a_later_call() -> None:
     async with serve_app(APP) as url, Lanes(8) as lanes:
         for _ in range(2):
-            async with lanes.lane("a") as client:
-                answer = await client.get(f"{url}/cookies")
+            async with lanes.lane("a") as lane:
+                answer = await lane.call("GET", f"{url}/cookies")
             assert answer.headers["set-cookie"].startswith("session=")
             assert answer.json() == {"cookie": None}  # what the evidence records is what left
+
+
+async def test_a_call_carries_the_defaults_unless_its_description_sets_them() -> None:
+    async with serve_app(APP) as url, Lane() as lane:
+        plain = (await lane.call("GET", f"{url}/headers")).json()
+        custom = (
+            await lane.call(
+                "GET", f"{url}/headers", headers={"user-agent": "acme-sdk/2", "X-A": "1"}
+            )
+        ).json()
+    assert ["accept-encoding", "identity"] in plain  # bodies byte-exact for digests
+    assert ["user-agent", "jobwarden-reconciler"] in plain
+    agents = [v for k, v in custom if k == "user-agent"]
+    assert agents == ["acme-sdk/2"]  # replaced whatever its case, never sent twice
+    assert ["x-a", "1"] in custom
+
+
+async def test_a_redirect_is_answered_not_followed() -> None:
+    async with serve_app(APP) as url, Lane() as lane:
+        answer = await lane.call("GET", f"{url}/moved")
+    assert answer.status_code == 302  # a contract change to record, not to follow
+    assert answer.headers["location"] == "/peer"
+
+
+async def test_a_compressed_answer_is_read_decoded_as_httpx_reads_it() -> None:
+    async with serve_app(APP) as url, Lane() as lane:
+        answer = await lane.call("GET", f"{url}/gzipped")
+    assert answer.content == gzip.decompress(GZIPPED)
+    assert str(answer.url) == f"{url}/gzipped"

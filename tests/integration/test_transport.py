@@ -11,7 +11,7 @@ from starlette.responses import StreamingResponse
 from starlette.routing import Route
 
 from reconciler.calls import send
-from reconciler.lanes import http_client
+from reconciler.lanes import Lane
 from shared.providers import HttpRequest
 from shared.serve import serve_app
 
@@ -33,39 +33,39 @@ APP = Starlette(routes=[Route("/slow", trickle)])
 
 
 async def test_a_call_is_bounded_as_a_whole_not_per_read() -> None:
-    async with serve_app(APP) as url, http_client(4) as client:
+    async with serve_app(APP) as url, Lane(4) as lane:
         req = HttpRequest("status", "GET", f"{url}/slow", {}, timeout=0.5)
-        sent = await send(client, req, TRACE)
+        sent = await send(lane, req, TRACE)
     assert sent.response is None
     assert sent.error_category == "timeout"  # may have been delivered: a read is safe to repeat
     assert 400 <= sent.duration_ms < 900
 
 
 async def test_a_result_download_may_take_longer_while_data_keeps_flowing() -> None:
-    async with serve_app(APP) as url, http_client(4) as client:
+    async with serve_app(APP) as url, Lane(4) as lane:
         req = HttpRequest("result", "GET", f"{url}/slow", {}, timeout=0.5)
-        sent = await send(client, req, TRACE)
+        sent = await send(lane, req, TRACE)
     assert sent.response is not None and sent.response.status_code == 200
     assert sent.response.body == b"x" * 10 * CHUNKS
 
 
 async def test_a_create_bounded_before_it_left_is_known_never_sent() -> None:
     """Waiting for a pooled connection is not delivery: the create may be retried freely."""
-    async with serve_app(APP) as url, http_client(1) as client:  # one connection only
+    async with serve_app(APP) as url, Lane(1) as lane:  # one connection only
         busy = asyncio.ensure_future(
-            send(client, HttpRequest("result", "GET", f"{url}/slow", {}, timeout=5), TRACE)
+            send(lane, HttpRequest("result", "GET", f"{url}/slow", {}, timeout=5), TRACE)
         )
         await asyncio.sleep(0.1)  # the only connection is busy with the download
         create = HttpRequest("create", "POST", f"{url}/slow", {}, json={"n": 1}, timeout=0.3)
-        sent = await send(client, create, TRACE)
+        sent = await send(lane, create, TRACE)
         await busy
     assert sent.response is None
     assert sent.error_category == "connect"
 
 
 async def test_a_create_bounded_after_it_left_may_have_been_delivered() -> None:
-    async with serve_app(APP) as url, http_client(1) as client:
+    async with serve_app(APP) as url, Lane(1) as lane:
         create = HttpRequest("create", "GET", f"{url}/slow", {}, timeout=0.5)
-        sent = await send(client, create, TRACE)
+        sent = await send(lane, create, TRACE)
     assert sent.response is None
     assert sent.error_category == "timeout"
