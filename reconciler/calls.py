@@ -44,7 +44,7 @@ class Sent:
     def sanitized_response_headers(self) -> dict[str, str] | None:
         if self.response is None:
             return None
-        return sanitize_headers(dict(self.response.headers.items()))
+        return sanitize_headers(self.response.headers)
 
 
 def http_error_category(status: int | None) -> str | None:

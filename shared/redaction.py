@@ -8,6 +8,8 @@ detail; a credential stored by mistake costs a rotation and an incident.
 
 from __future__ import annotations
 
+import enum
+import functools
 import re
 from collections.abc import Iterable, Mapping
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -34,12 +36,27 @@ _QUERY_PARAM = re.compile(r"(?:[?&]|\\u0026)([A-Za-z0-9_.\-]+)=([^&\s\"'<>\\)#]+
 
 
 def is_sensitive_header(name: str, extra: Iterable[str] = ()) -> bool:
+    return _rule(name, frozenset(e.lower() for e in extra)) is _Rule.REDACT
+
+
+class _Rule(enum.Enum):
+    KEEP = enum.auto()
+    REDACT = enum.auto()
+    URLS = enum.auto()  # a header whose value holds links
+
+
+@functools.lru_cache(maxsize=4096)
+def _rule(name: str, extras: frozenset[str]) -> _Rule:
+    """What a header name calls for; cached, as every call asks for the same few names.
+
+    The cache is bounded: names an answer chooses cost a miss, never memory.
+    """
     lowered = name.lower()
     if lowered in _KEEP:
-        return False
-    if lowered in _ALWAYS or lowered in {e.lower() for e in extra}:
-        return True
-    return any(word in lowered for word in _WORDS)
+        return _Rule.KEEP
+    if lowered in _ALWAYS or lowered in extras or any(word in lowered for word in _WORDS):
+        return _Rule.REDACT
+    return _Rule.URLS if lowered in _URL_HEADERS else _Rule.KEEP
 
 
 def sanitize_headers(headers: Mapping[str, str], extra: Iterable[str] = ()) -> dict[str, str]:
@@ -48,16 +65,17 @@ def sanitize_headers(headers: Mapping[str, str], extra: Iterable[str] = ()) -> d
     `extra` names headers to redact whatever they are called (e.g. a provider's
     auth header with an unusual name).
     """
-    extras = tuple(extra)
-    return {name: _header_value(name, value, extras) for name, value in headers.items()}
+    extras = frozenset(e.lower() for e in extra) if extra else _NONE
+    return {name: _header_value(_rule(name, extras), value) for name, value in headers.items()}
 
 
-def _header_value(name: str, value: str, extras: tuple[str, ...]) -> str:
-    if is_sensitive_header(name, extras):
-        return REDACTED
-    if name.lower() in _URL_HEADERS:
-        return sanitize_text_urls(value)
-    return value
+_NONE: frozenset[str] = frozenset()
+
+
+def _header_value(rule: _Rule, value: str) -> str:
+    if rule is _Rule.KEEP:
+        return value
+    return REDACTED if rule is _Rule.REDACT else sanitize_text_urls(value)
 
 
 def sanitize_url(url: str) -> str:

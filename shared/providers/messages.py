@@ -10,7 +10,7 @@ reconciler.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import ItemsView, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -46,6 +46,15 @@ class Headers(Mapping[str, str]):
 
     def __len__(self) -> int:
         return len(self._store)
+
+    def get(self, name: str, default: Any = None) -> Any:
+        """Mapping.get without raising and catching KeyError for an absent header."""
+        found = self._store.get(name.lower())
+        return default if found is None else found[1]
+
+    def items(self) -> ItemsView[str, str]:
+        """(name as received, value) pairs, without a lookup per name (the hot path)."""
+        return dict(self._store.values()).items()
 
     def __contains__(self, name: object) -> bool:
         return isinstance(name, str) and name.lower() in self._store

@@ -115,6 +115,8 @@ def extract(
 
 
 def _step(node: Any, segment: str) -> Any:
+    if type(node) is dict:  # parsed JSON: skip the slower ABC check below
+        return node.get(segment)
     if isinstance(node, Mapping):
         return node.get(segment)
     if isinstance(node, list) and segment.isdigit():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from typing import Any
 
 import pytest
@@ -27,6 +28,19 @@ async def test_submit_records_intent_before_anything_else(db: Any) -> None:
     assert op.next_poll_at is not None  # the reconciler picks it up at once
     history = await db.fetch("SELECT actor, from_state, to_state, cause FROM history")
     assert [tuple(h) for h in history] == [("agent:test", None, "create_pending", "submitted")]
+
+
+async def test_a_loaded_operation_is_the_frozen_dataclass_its_constructor_makes(db: Any) -> None:
+    """`_from_record` fills the object directly (the claim's hot path): same result."""
+    op = await ledger.load_operation(db, await submit(db, ref="loaded"))
+    values = {f.name: getattr(op, f.name) for f in dataclasses.fields(Operation)}
+    assert Operation(**values) == op  # the constructor's own object, field for field
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        op.state = S.OBSERVING  # type: ignore[misc]
+    moved = dataclasses.replace(op, poll_attempts=3)
+    assert moved.poll_attempts == 3 and moved.operation_id == op.operation_id
+    with pytest.raises(TypeError):
+        Operation(**{**values, "_origin": None})  # still only from the database
 
 
 async def test_resubmitting_the_same_request_returns_the_same_operation(db: Any) -> None:

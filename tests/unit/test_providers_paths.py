@@ -80,6 +80,18 @@ def test_headers_mapping_joins_repeats_and_ignores_case() -> None:
     assert headers["VIA"] == "a, b"
     assert "x-request-id" in headers
     assert len(headers) == 2
+    assert dict(headers.items()) == {"Via": "a, b", "X-Request-Id": "r1"}  # names as received
+    assert headers.get("VIA") == "a, b"
+    assert headers.get("absent") is None and headers.get("absent", "d") == "d"
+
+
+def test_a_name_redacted_for_one_call_is_not_redacted_for_the_next() -> None:
+    """The per-name rule is cached; the names a call adds are part of its key."""
+    assert sanitize_headers({"X-Custom": "v"}, {"x-custom"}) == {"X-Custom": "[redacted]"}
+    assert sanitize_headers({"X-Custom": "v"}) == {"X-Custom": "v"}
+    assert sanitize_headers({"X-Custom": "v"}, frozenset({"X-CUSTOM"})) == {
+        "X-Custom": "[redacted]"
+    }
 
 
 # --------------------------------------------------------------------- sanitize
