@@ -18,7 +18,7 @@ from bench.harness import TestClock
 from reconciler.steps.poll import CONFIRMING_READS
 from shared import ledger
 from shared.ledger.states import LocalState
-from shared.providers import describe_guarantees, load_preset
+from shared.providers import ProviderAdapter, describe_guarantees, load_preset
 from shared.signatures import sign_standard_webhooks
 from tests.fixtures_providers.openai import API_KEY, OpenAIFixture
 from tests.fixtures_providers.rig import PresetRig, preset_rig
@@ -267,6 +267,41 @@ async def test_an_end_no_read_confirms_goes_back_to_the_backstop_after_ten_reads
         assert len(await r.calls(op_id, "status")) == reads
         assert wait > 20  # back on the 30 s backstop after the tenth confirming read
         assert (await r.op(op_id)).state is S.OBSERVING
+
+
+class FixedSchedule(ProviderAdapter):
+    """A plugin that sets its own read schedule: every read 45 s after the last."""
+
+    def next_poll_delay(
+        self, attempt: int, retry_after: float | None, poll_after: float | None, rng: Any
+    ) -> float:
+        return PLUGIN_INTERVAL
+
+
+PLUGIN_INTERVAL = 45.0
+
+
+async def test_a_plugins_own_schedule_also_sets_the_confirming_reads(
+    pool: Any, tmp_path: Path, clock: TestClock
+) -> None:
+    """Our webhook-less backoff never replaces a schedule a plugin chose itself."""
+    fx = OpenAIFixture()
+    async with rig(pool, tmp_path, fx, env=HOOK_ENV, with_receiver=True, clock=clock) as r:
+        adapters = dict(r.reconciler.ctx.adapters)
+        adapters[r.provider] = FixedSchedule(r.desc)
+        r.reconciler.ctx.adapters = adapters
+        op_id = await r.submit(batch_body("slow"))
+        await r.reconciler.run_once()  # the create
+        assert (
+            await post_signed(r, batch_completed("evt_plugin", fx.registry.only().job_id))
+        ).status_code == 200
+        await r.reconciler.run_once()  # the woken read: still in progress
+        assert len(await r.calls(op_id, "status")) == 1
+        op = await r.op(op_id)
+        assert op.next_poll_at is not None
+        wait = (op.next_poll_at - clock.now()).total_seconds()
+        # the plain backoff would read again within seconds; the plugin said 45 s
+        assert PLUGIN_INTERVAL / 2 < wait <= PLUGIN_INTERVAL + 1
 
 
 def batch_completed(event_id: str, batch_id: str) -> dict[str, Any]:
