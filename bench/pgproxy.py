@@ -192,16 +192,16 @@ def _cstrings(body: bytes, count: int) -> list[str]:
 
 
 def _split_url_host(db_url: str) -> tuple[str, int]:
+    """The server's host (a Unix-socket directory when it starts with "/") and port."""
     parts = urlsplit(db_url)
     query = parse_qs(parts.query)
     host = query.get("host", [parts.hostname or LISTEN_HOST])[0]
-    if host.startswith("/"):
-        raise ValueError(f"PgProxy forwards over TCP; {host!r} is a Unix-socket directory")
     return host, int(query.get("port", [parts.port or 5432])[0])
 
 
 class PgProxy:
-    """Listens on 127.0.0.1 (free port) and forwards to `upstream_host:upstream_port`.
+    """Listens on 127.0.0.1 (free port) and forwards to `upstream_host:upstream_port`
+    (`upstream_host` may be a Unix-socket directory, as libpq's `host=` takes it).
 
     Public state, read by the harness:
     - `statements`: every counted statement since `reset()`, in arrival order;
@@ -229,6 +229,13 @@ class PgProxy:
         self.fired = asyncio.Event()
         self.fired_statement: Statement | None = None
         self.ready_missed = False
+
+    async def _open_upstream(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        """TCP, or the server's Unix socket (an embedded server listens only there)."""
+        host, port = self._upstream
+        if host.startswith("/"):
+            return await asyncio.open_unix_connection(f"{host}/.s.PGSQL.{port}")
+        return await asyncio.open_connection(host, port)
 
     @classmethod
     def from_url(cls, db_url: str) -> PgProxy:
@@ -361,7 +368,7 @@ class PgProxy:
         self, number: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
         try:
-            up_reader, up_writer = await asyncio.open_connection(*self._upstream)
+            up_reader, up_writer = await self._open_upstream()
         except OSError:
             writer.close()  # upstream down: the client sees a refused session
             return

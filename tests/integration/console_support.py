@@ -61,11 +61,14 @@ def as_receiver(db_url: str) -> str:
 
 
 def as_login(url: str, role: str) -> str:
-    """`url` with its user replaced by `role` (no password: the test server trusts loopback)."""
+    """`url` with its user replaced by `role` (no password: the test server trusts it).
+
+    Host, port and query stay as they are: an embedded server is reached by a
+    Unix socket named in the query (`?host=/…/.pgdata`), and a URL rebuilt
+    with a default host would reach another server.
+    """
     parts = urlsplit(url)
-    host = parts.hostname or "127.0.0.1"
-    netloc = f"{role}@{host}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit(parts._replace(netloc=netloc))
+    return urlunsplit(parts._replace(netloc=f"{role}@{parts.netloc.rpartition('@')[2]}"))
 
 
 @contextlib.asynccontextmanager

@@ -17,7 +17,6 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import httpx
@@ -38,6 +37,7 @@ from tests.integration.agent_support import (
     receiver_pool,
     sim_settings,
 )
+from tests.integration.console_support import as_login
 
 # Relations an agent may read that hold no operation data: the test clock
 # (installed in test databases only, sql/testing/test_clock.sql).
@@ -56,17 +56,9 @@ class Agent:
         return requested_by(self.login, "agent")
 
 
-def _as_login(url: str, role: str) -> str:
-    """`url` with its user replaced by `role` (no password: the test server trusts loopback)."""
-    parts = urlsplit(url)
-    host = parts.hostname or "127.0.0.1"
-    netloc = f"{role}@{host}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit(parts._replace(netloc=netloc))
-
-
 @asynccontextmanager
 async def logged_in(db_url: str, role: str) -> AsyncIterator[Any]:
-    conn = await connect(_as_login(db_url, role))
+    conn = await connect(as_login(db_url, role))
     try:
         yield conn
     finally:
@@ -344,7 +336,7 @@ async def test_with_an_unprivileged_owner_the_owner_sees_all_and_agents_their_ow
     try:
         await admin.execute(f'CREATE ROLE "{owner}" LOGIN')
         await admin.execute(f'CREATE DATABASE "{database}" OWNER "{owner}"')
-        conn = await connect(with_database(_as_login(pg_server.admin_url, owner), database))
+        conn = await connect(with_database(as_login(pg_server.admin_url, owner), database))
         try:
             with _warnings_of(conn) as warnings:
                 assert await apply_migrations(conn)
@@ -353,7 +345,7 @@ async def test_with_an_unprivileged_owner_the_owner_sees_all_and_agents_their_ow
             assert await _operation_ids(conn, "agent_operations") == {mine, theirs}
         finally:
             await conn.close()
-        agent_url = with_database(_as_login(pg_server.admin_url, logins[0]), database)
+        agent_url = with_database(as_login(pg_server.admin_url, logins[0]), database)
         async with logged_in(agent_url, logins[0]) as agent:
             assert await _operation_ids(agent, "agent_operations") == {mine}
     finally:

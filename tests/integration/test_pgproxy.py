@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -115,8 +116,29 @@ async def test_url_for_points_at_the_proxy_and_disables_ssl() -> None:
 def test_from_url_reads_host_and_port_from_netloc_or_query() -> None:
     assert PgProxy.from_url("postgresql://u@db:6543/x")._upstream == ("db", 6543)
     assert PgProxy.from_url("postgresql:///x?host=db&port=7")._upstream == ("db", 7)
-    with pytest.raises(ValueError, match="Unix-socket"):
-        PgProxy.from_url("postgresql:///x?host=/var/run/postgresql")
+    unix = PgProxy.from_url("postgresql:///x?host=/var/run/postgresql")
+    assert unix._upstream == ("/var/run/postgresql", 5432)
+
+
+async def test_a_server_reached_by_its_unix_socket_is_proxied_too(db: Any, db_url: str) -> None:
+    """An embedded server listens only on a Unix socket: the proxy forwards there."""
+    directories = await db.fetchval("SHOW unix_socket_directories")
+    port = await db.fetchval("SHOW port")
+    found = [
+        d.strip() for d in directories.split(",") if Path(d.strip(), f".s.PGSQL.{port}").exists()
+    ]
+    if not found:
+        pytest.skip("the test server has no Unix socket on this machine")
+    name = urlsplit(db_url).path.lstrip("/")
+    async with PgProxy(found[0], int(port)) as proxy:
+        conn = await asyncpg.connect(
+            host=proxy.host, port=proxy.port, user="postgres", database=name
+        )
+        try:
+            assert await conn.fetchval("SELECT current_database()") == name
+        finally:
+            await conn.close()
+    assert proxy.count >= 1
 
 
 async def raw_startup(proxy: PgProxy, db_url: str) -> tuple[Any, Any]:
