@@ -41,7 +41,7 @@ from typing import Any
 import httpx
 
 from reconciler.context import Context, build_adapters
-from reconciler.lanes import Lanes
+from reconciler.lanes import Lane, Lanes
 from reconciler.worker import Reconciler
 from shared.clock import ShiftedClock
 from shared.db import pgjson
@@ -551,11 +551,17 @@ def reconciler_settings(workdir: Path, providers: Mapping[str, ProviderDescripti
 
 @contextlib.asynccontextmanager
 async def in_process_reconciler(
-    pool: Any, workdir: Path, providers: Mapping[str, ProviderDescription]
+    pool: Any,
+    workdir: Path,
+    providers: Mapping[str, ProviderDescription],
+    make_lane: Callable[[], Lane] = Lane,
 ) -> AsyncIterator[Reconciler]:
-    """The reconciler exactly as reconciler/daemon.py wires it, minus the clock."""
+    """The reconciler exactly as reconciler/daemon.py wires it, minus the clock.
+
+    `make_lane`: what provider calls go out on (a bench may answer them in process).
+    """
     settings = reconciler_settings(workdir, providers)
-    async with Lanes(settings.max_in_flight) as lanes:
+    async with Lanes(settings.max_in_flight, make_lane) as lanes:
         ctx = Context(
             pool=pool,
             settings=settings,

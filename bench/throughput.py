@@ -34,6 +34,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -103,6 +104,7 @@ BATCHED = "context: bare, in run_once's batches"
 SHARED_CLIENT = "context: bare, one shared client"
 CLIENT_PER_TASK = "context: bare, an httpx.AsyncClient per task"
 NO_RESET = "context: reconciler, asyncpg default pool reset"
+NO_SOCKET = "context: reconciler, the provider answered in process"
 
 
 @dataclass
@@ -176,6 +178,36 @@ async def run_bare_for(
 
     await asyncio.gather(*(worker(k, c) for k, c in enumerate(clients)))
     return reads
+
+
+class AnsweredLane(Lane):
+    """A lane that answers every call with one recorded answer, without a socket.
+
+    The reconciler on these lanes shows its own work per read (and
+    PostgreSQL's) with no HTTP at all: the "answered in process" row.
+    """
+
+    def __init__(self, answer: httpx.Response) -> None:
+        super().__init__()
+        self._answer = answer
+
+    async def call(
+        self,
+        method: str,
+        url: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        json: Any = None,
+        phase_timeout: float = 10.0,
+        trace: Callable[[str, Mapping[str, Any]], Awaitable[None]] | None = None,
+    ) -> httpx.Response:
+        await asyncio.sleep(0)  # a call always yields, as a real one does
+        return httpx.Response(
+            self._answer.status_code,
+            headers=self._answer.headers.raw,
+            content=self._answer.content,
+            request=httpx.Request(method, url),
+        )
 
 
 def bare_client(max_connections: int) -> httpx.AsyncClient:
@@ -295,7 +327,15 @@ async def bench_throughput(quick: bool, workdir: Path) -> ThroughputResult:
         )
         phases = {
             name: Phase()
-            for name in (BARE, RECONCILER, BATCHED, CLIENT_PER_TASK, SHARED_CLIENT, NO_RESET)
+            for name in (
+                BARE,
+                RECONCILER,
+                BATCHED,
+                CLIENT_PER_TASK,
+                SHARED_CLIENT,
+                NO_RESET,
+                NO_SOCKET,
+            )
         }
         rig = Rig(quick, workdir, db.url, sim.url, jobs, providers, meter, phases)
         await compare_with_bare(rig)
@@ -374,6 +414,7 @@ async def measure_context(rig: Rig) -> None:
         # what the reconciler used before reconciler/lanes.py, and a plain loop would
         clients = [shared] * rig.concurrency
         await rig.measure(SHARED_CLIENT, lambda s: run_bare_for(clients, rig.sim_url, rig.jobs, s))
+    await measure_without_sockets(rig)
     # asyncpg's default reset on every release, where the daemon's pool only rolls back
     pool = await create_pool(rig.db_url, min_size=1, max_size=POOL_SIZE)
     try:
@@ -382,6 +423,23 @@ async def measure_context(rig: Rig) -> None:
                 rec, QUICK_CONTEXT_WARMUP_SECONDS if rig.quick else WARMUP_SECONDS
             )
             await rig.measure(NO_RESET, lambda s: run_reconciler_for(rec, s))
+    finally:
+        await pool.close()
+
+
+async def measure_without_sockets(rig: Rig) -> None:
+    """The reconciler with every status read answered in process (one recorded answer)."""
+    async with Lane() as lane:
+        answer = await lane.call("GET", f"{rig.sim_url}/v1/jobs/{rig.jobs[0]}")
+    pool = await create_reconciler_pool(rig.db_url)
+    try:
+        async with in_process_reconciler(
+            pool, rig.workdir, rig.providers, lambda: AnsweredLane(answer)
+        ) as rec:
+            await run_reconciler_for(
+                rec, QUICK_CONTEXT_WARMUP_SECONDS if rig.quick else WARMUP_SECONDS
+            )
+            await rig.measure(NO_SOCKET, lambda s: run_reconciler_for(rec, s))
     finally:
         await pool.close()
 
@@ -432,6 +490,8 @@ def report_throughput(r: ThroughputResult, command: str) -> None:
         f"{Settings().claim_batch} at a time behind the provider semaphore, each on a lane, "
         "as run_once does; 'an httpx.AsyncClient per task' = the loop as a user writes it with "
         "httpx's client layer (cookies, redirects, request building), which the lanes skip; "
+        "'the provider answered in process' = the reconciler with every read answered by one "
+        "recorded answer, no socket: its own work and PostgreSQL's per read; "
         "'default pool reset' = the same reconciler on a pool with asyncpg's reset query on "
         "every release (not the shipped configuration); "
         f"seeding {r.operations:,} operations took {r.seed_seconds:.1f} s"

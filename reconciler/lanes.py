@@ -124,7 +124,8 @@ def _merged(headers: Mapping[str, str]) -> list[tuple[str, str]]:
 class Lanes(contextlib.AbstractAsyncContextManager["Lanes"]):
     """Each provider's idle lanes (clients), made as its slots first need them."""
 
-    def __init__(self, max_in_flight: int) -> None:
+    def __init__(self, max_in_flight: int, make_lane: Callable[[], Lane] = Lane) -> None:
+        self._make_lane = make_lane  # benchmarks pass lanes answered in process
         self._idle: dict[str, list[Lane]] = {}
         self._made: list[Lane] = []
         self._in_flight = asyncio.Semaphore(max_in_flight)
@@ -141,7 +142,7 @@ class Lanes(contextlib.AbstractAsyncContextManager["Lanes"]):
             idle.append(lane)
 
     def _make(self) -> Lane:
-        lane = Lane()
+        lane = self._make_lane()
         self._made.append(lane)
         return lane
 
