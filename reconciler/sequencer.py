@@ -26,7 +26,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,6 +50,15 @@ RESTART_MIN_SECONDS = 1.0
 RESTART_MAX_SECONDS = 60.0
 # SIGTERM: the batch in progress finishes (one transaction); past this it is killed.
 STOP_SECONDS = 10.0
+# The watchdog: a child that has not said it is still passing for this long
+# (WATCHDOG_INTERVALS passes, at least WATCHDOG_MIN_SECONDS) is killed and
+# started again. It says so after every batch and every pass, so only a
+# single batch or connection attempt stuck that long trips it: a stopped
+# process, a query waiting on a lock or a dead peer. Killing it mid-batch
+# loses nothing (each batch is one transaction).
+WATCHDOG_INTERVALS = 12
+WATCHDOG_MIN_SECONDS = 2.0
+HEARTBEAT_FD_VARIABLE = "JW_SEQUENCER_HEARTBEAT_FD"
 # How the child's connection shows in pg_stat_activity.
 APPLICATION_NAME = "jobwarden-sequencer"
 # What the child keeps of the daemon's environment: the interpreter's, libpq's
@@ -84,16 +93,14 @@ class LogKeeper:
         self.signed_size = -1
         self.next_signing = 0.0
 
-    async def pass_once(self, conn: Any, stop: asyncio.Event | None = None) -> int:
+    async def pass_once(self, conn: Any, stopped: Callable[[], bool] = lambda: False) -> int:
         """Leaves appended (the head is signed at most every CHECKPOINT_MIN_SECONDS).
 
         Batch by batch, each its own transaction, until the queue is empty or
-        `stop` is set: a large backlog never holds up a SIGTERM for longer
-        than one batch.
+        `stopped()` says so (asked between batches): a large backlog never
+        holds up a SIGTERM for longer than one batch.
         """
-        appended = await evidence_log.sequence_all(
-            conn, stopped=lambda: stop is not None and stop.is_set()
-        )
+        appended = await evidence_log.sequence_all(conn, stopped=stopped)
         if self.signer is None or time.monotonic() < self.next_signing:
             return appended
         size, _ = await evidence_log.head(conn)
@@ -123,26 +130,58 @@ def named_connection(database_url: str) -> str:
     return urlunsplit(parts._replace(query=urlencode(query)))
 
 
+class Heartbeat:
+    """The child's "still passing": a byte down the daemon's pipe, never blocking."""
+
+    def __init__(self, fd: int | None) -> None:
+        self.fd = fd
+        if fd is not None:
+            os.set_blocking(fd, False)
+
+    def beat(self) -> None:
+        if self.fd is None:
+            return
+        try:
+            os.write(self.fd, b".")
+        except BlockingIOError:
+            pass  # the daemon has not read the last beats yet: it knows we live
+        except OSError:
+            self.fd = None  # the daemon is gone (and this child goes with it)
+
+
 async def run_sequencer(
-    settings: LogSettings, database_url: str, signer: Signer | None, stop: asyncio.Event
+    settings: LogSettings,
+    database_url: str,
+    signer: Signer | None,
+    stop: asyncio.Event,
+    heartbeat: Heartbeat | None = None,
 ) -> None:
     """Pass every `interval` seconds until `stop`; a failed pass is retried on a
-    new connection at the next interval (the database may be restarting)."""
+    new connection at the next interval (the database may be restarting).
+    `heartbeat` beats after every batch and every pass (the daemon's watchdog)."""
     keeper = LogKeeper(signer, settings.checkpoint_dir)
     url = named_connection(database_url)
+    beats = heartbeat or Heartbeat(None)
+
+    def stopped() -> bool:
+        """Asked between batches: the child beats each time."""
+        beats.beat()
+        return stop.is_set()
+
     conn: Any = None
     try:
         while not stop.is_set():
             try:
                 if conn is None or conn.is_closed():
                     conn = await connect(url)
-                await keeper.pass_once(conn, stop)
+                await keeper.pass_once(conn, stopped)
             except Exception:
                 log.warning("sequencing pass failed; retrying", exc_info=True)
                 if conn is not None:
                     with contextlib.suppress(Exception):
                         await conn.close()
                 conn = None
+            beats.beat()  # a pass done, whatever it found
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), settings.interval)
     finally:
@@ -177,6 +216,9 @@ class SequencerProcess:
         self.env = child_environment(settings, database_url, os.getpid(), os.environ)
         self.proc: asyncio.subprocess.Process | None = None
         self.stopped = asyncio.Event()
+        self.watchdog_seconds = max(WATCHDOG_MIN_SECONDS, WATCHDOG_INTERVALS * settings.interval)
+        self.last_beat = time.monotonic()
+        self._beats: int | None = None  # our end of the child's heartbeat pipe
 
     @property
     def pid(self) -> int | None:
@@ -186,9 +228,42 @@ class SequencerProcess:
         # -P: the working directory (the service's writable state) is not on
         # sys.path. The child sets PR_SET_PDEATHSIG itself: no preexec_fn in a
         # daemon that has threads.
-        self.proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-P", "-m", "reconciler.sequencer", env=self.env
-        )
+        self._close_beats()
+        readable, writable = os.pipe()
+        try:
+            self.proc = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-P",
+                "-m",
+                "reconciler.sequencer",
+                env={**self.env, HEARTBEAT_FD_VARIABLE: str(writable)},
+                pass_fds=(writable,),
+            )
+        except BaseException:
+            os.close(readable)
+            raise
+        finally:
+            os.close(writable)  # the child's end now; a dead child closes the pipe
+        self._beats = readable
+        os.set_blocking(readable, False)
+        self.last_beat = time.monotonic()
+        asyncio.get_running_loop().add_reader(readable, self._heard)
+
+    def _heard(self) -> None:
+        assert self._beats is not None
+        try:
+            if os.read(self._beats, 4096):
+                self.last_beat = time.monotonic()
+                return
+        except BlockingIOError:
+            return
+        self._close_beats()  # end of file: the child is gone, its exit tells the rest
+
+    def _close_beats(self) -> None:
+        if self._beats is not None:
+            asyncio.get_running_loop().remove_reader(self._beats)
+            os.close(self._beats)
+            self._beats = None
 
     async def supervise(self) -> None:
         """Keep a child running until `stop()` (or cancellation): the child goes too."""
@@ -217,6 +292,7 @@ class SequencerProcess:
                 delay = min(2 * delay, RESTART_MAX_SECONDS)
         finally:
             await asyncio.shield(self._end_child())
+            self._close_beats()
 
     def stop(self) -> None:
         """Ask for the child's end; `supervise()` then ends it (its batch finishes,
@@ -224,12 +300,32 @@ class SequencerProcess:
         self.stopped.set()
 
     async def _exit_or_stop(self) -> int | None:
-        """The child's exit code, or None once `stop()` was called."""
-        assert self.proc is not None
-        exited = asyncio.ensure_future(self.proc.wait())
+        """The child's exit code, or None once `stop()` was called.
+
+        A child silent for `watchdog_seconds` is killed (SIGKILL: one that is
+        stuck would not finish its batch on SIGTERM either) and its exit
+        code returned, so it is started again like one that died.
+        """
+        proc = self.proc
+        assert proc is not None
+        exited = asyncio.ensure_future(proc.wait())
         stopping = asyncio.ensure_future(self.stopped.wait())
         try:
-            await asyncio.wait({exited, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            while not (exited.done() or stopping.done()):
+                silent = time.monotonic() - self.last_beat
+                if silent >= self.watchdog_seconds:
+                    log.error(
+                        "log sequencer stopped passing; killing it",
+                        extra={"ctx": {"pid": proc.pid, "silent_seconds": round(silent, 1)}},
+                    )
+                    with contextlib.suppress(ProcessLookupError):
+                        proc.kill()
+                    return await proc.wait()
+                await asyncio.wait(
+                    {exited, stopping},
+                    timeout=self.watchdog_seconds - silent,
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
         finally:
             for waiting in (exited, stopping):
                 waiting.cancel()
@@ -266,7 +362,9 @@ async def _main(env: Mapping[str, str]) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     log.info("log sequencer started", extra={"ctx": {"interval": settings.interval}})
-    await run_sequencer(settings, env["DATABASE_URL"], signer, stop)
+    fd = env.get(HEARTBEAT_FD_VARIABLE)
+    heartbeat = Heartbeat(int(fd) if fd else None)
+    await run_sequencer(settings, env["DATABASE_URL"], signer, stop, heartbeat)
     return 0
 
 

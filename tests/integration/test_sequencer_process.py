@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from bench.evidence_log import seed_log_bulk
+from reconciler import sequencer
 from shared.ledger.log_audit import open_checkpoint
 from shared.serve import serve_app
 from shared.simulator import SimulatorSettings, build_app
@@ -106,6 +107,57 @@ async def test_the_daemons_child_sequences_signs_and_comes_back_when_killed(
 
         await wait_for(caught_up, 30, "the new child to sequence the second operation")
         assert daemon.poll() is None, "a sequencer's death is not the daemon's"
+    finally:
+        kill9(daemon)
+
+
+def seconds_running(pid: int) -> float:
+    """How long the process has existed (its start time against the system's uptime)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except FileNotFoundError:
+        return 0.0
+    uptime = float(Path("/proc/uptime").read_text().split()[0])
+    return uptime - int(stat[19]) / os.sysconf("SC_CLK_TCK")
+
+
+async def test_a_child_that_stops_passing_is_killed_and_replaced(
+    pool: Any, db_url: str, tmp_path: Path, sim_url: str
+) -> None:
+    """The watchdog: alive but silent (here SIGSTOP) past 12 intervals, at least 2 s."""
+    config = write_config(tmp_path / "jw.toml", sim_url)
+    daemon = start_reconciler(db_url, config, tmp_path, "seq", JW_LOG_INTERVAL="0.05")
+    watchdog = max(sequencer.WATCHDOG_MIN_SECONDS, sequencer.WATCHDOG_INTERVALS * 0.05)
+    try:
+
+        async def started() -> int | None:
+            return sequencer_of(daemon)
+
+        child = await wait_for(started, 20, "the sequencer child to start")
+
+        async def outlived_the_watchdog() -> bool:
+            return seconds_running(child) > watchdog + 1
+
+        await wait_for(outlived_the_watchdog, watchdog + 20, "the child to run past the watchdog")
+        assert sequencer_of(daemon) == child, "an idle child that passes is left alone"
+        os.kill(child, signal.SIGSTOP)  # alive, holding its pipe open, saying nothing
+
+        async def replaced() -> int | None:
+            pid = sequencer_of(daemon)
+            return pid if pid not in (None, child) else None
+
+        await wait_for(replaced, watchdog + 20, "the daemon to replace the silent child")
+
+        async def gone() -> bool:
+            return not alive(child)
+
+        await wait_for(gone, 10, "the silent child to be killed")
+        await submit(pool, "success", duration=0.1)
+        await wait_for(
+            lambda: queue_drained(pool), 30, "the new child to sequence the new operation"
+        )
+        assert daemon.poll() is None
+        assert "log sequencer stopped passing" in (tmp_path / "seq.log").read_text()
     finally:
         kill9(daemon)
 
