@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import math
 import os
 import shutil
@@ -158,26 +159,43 @@ async def run_reconciler_for(rec: Reconciler, seconds: float) -> int:
     return reads
 
 
-async def run_bare_for(
-    clients: Sequence[httpx.AsyncClient], sim_url: str, jobs: Sequence[str], seconds: float
+Get = Callable[[str], Awaitable[httpx.Response]]
+
+
+async def run_gets_for(
+    gets: Sequence[Get], sim_url: str, jobs: Sequence[str], seconds: float
 ) -> int:
-    """One task per client entry doing GET /v1/jobs/{id} and parsing the body (context rows)."""
+    """A bare loop: one task per entry of `gets` doing GET /v1/jobs/{id}, the status
+    checked and the body parsed, as the reconciler does with each answer."""
     reads = 0
     end = time.monotonic() + seconds
-    step = len(clients)
+    step = len(gets)
 
-    async def worker(offset: int, client: httpx.AsyncClient) -> None:
+    async def worker(offset: int, get: Get) -> None:
         nonlocal reads
         i = offset
         while time.monotonic() < end:
-            resp = await client.get(f"{sim_url}/v1/jobs/{jobs[i % len(jobs)]}")
+            resp = await get(f"{sim_url}/v1/jobs/{jobs[i % len(jobs)]}")
             resp.raise_for_status()
             resp.json()
             reads += 1
             i += step
 
-    await asyncio.gather(*(worker(k, c) for k, c in enumerate(clients)))
+    await asyncio.gather(*(worker(k, get) for k, get in enumerate(gets)))
     return reads
+
+
+def on_lanes(lanes: Sequence[Lane]) -> list[Get]:
+    """The baseline's senders: the reconciler's own HTTP path, nothing else.
+
+    A Lane is httpx's transport without the client layer; an AsyncClient per
+    task is slower (its context row), so it would flatter the ratio.
+    """
+    return [functools.partial(lane.call, "GET") for lane in lanes]
+
+
+def on_clients(clients: Sequence[httpx.AsyncClient]) -> list[Get]:
+    return [client.get for client in clients]
 
 
 class AnsweredLane(Lane):
@@ -218,32 +236,6 @@ def bare_client(max_connections: int) -> httpx.AsyncClient:
         ),
         trust_env=False,
     )
-
-
-async def run_lanes_for(
-    lanes: Sequence[Lane], sim_url: str, jobs: Sequence[str], seconds: float
-) -> int:
-    """The baseline: the plain loop on the reconciler's own HTTP path, nothing else.
-
-    A Lane is httpx's transport without the client layer; an AsyncClient per
-    task is slower (its context row), so it would flatter the ratio.
-    """
-    reads = 0
-    end = time.monotonic() + seconds
-    step = len(lanes)
-
-    async def worker(offset: int, lane: Lane) -> None:
-        nonlocal reads
-        i = offset
-        while time.monotonic() < end:
-            resp = await lane.call("GET", f"{sim_url}/v1/jobs/{jobs[i % len(jobs)]}")
-            resp.raise_for_status()
-            resp.json()
-            reads += 1
-            i += step
-
-    await asyncio.gather(*(worker(k, lane) for k, lane in enumerate(lanes)))
-    return reads
 
 
 async def run_batched_for(
@@ -361,7 +353,7 @@ async def compare_with_bare(rig: Rig) -> None:
             lanes = [await stack.enter_async_context(Lane()) for _ in range(rig.concurrency)]
 
             async def bare(s: float) -> int:
-                return await run_lanes_for(lanes, rig.sim_url, rig.jobs, s)
+                return await run_gets_for(on_lanes(lanes), rig.sim_url, rig.jobs, s)
 
             async def reconciler(s: float) -> int:
                 return await run_reconciler_for(rec, s)
@@ -408,12 +400,14 @@ async def measure_context(rig: Rig) -> None:
     async with contextlib.AsyncExitStack() as stack:
         clients = [await stack.enter_async_context(bare_client(1)) for _ in range(rig.concurrency)]
         await rig.measure(
-            CLIENT_PER_TASK, lambda s: run_bare_for(clients, rig.sim_url, rig.jobs, s)
+            CLIENT_PER_TASK, lambda s: run_gets_for(on_clients(clients), rig.sim_url, rig.jobs, s)
         )
     async with bare_client(settings.max_in_flight) as shared:
         # what the reconciler used before reconciler/lanes.py, and a plain loop would
         clients = [shared] * rig.concurrency
-        await rig.measure(SHARED_CLIENT, lambda s: run_bare_for(clients, rig.sim_url, rig.jobs, s))
+        await rig.measure(
+            SHARED_CLIENT, lambda s: run_gets_for(on_clients(clients), rig.sim_url, rig.jobs, s)
+        )
     await measure_without_sockets(rig)
     # asyncpg's default reset on every release, where the daemon's pool only rolls back
     pool = await create_pool(rig.db_url, min_size=1, max_size=POOL_SIZE)

@@ -23,7 +23,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 import httpx
 
@@ -41,7 +41,25 @@ DEFAULT_HEADERS: tuple[tuple[str, str], ...] = (
 )
 
 
-class Lane(contextlib.AbstractAsyncContextManager["Lane"]):
+class _ClosedOnExit:
+    """`async with` closes it (`aclose`) however the block ends."""
+
+    async def aclose(self) -> None:
+        raise NotImplementedError
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+
+class Lane(_ClosedOnExit):
     """One slot's connections: httpx's transport, without httpx's client layer.
 
     The client layer (request building from parts, auth, redirects, cookies,
@@ -103,14 +121,6 @@ class Lane(contextlib.AbstractAsyncContextManager["Lane"]):
         self.is_closed = True
         await self._transport.aclose()
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
 
 def _merged(headers: Mapping[str, str]) -> list[tuple[str, str]]:
     """The defaults not set by `headers`, then `headers` (httpx's client order)."""
@@ -121,7 +131,7 @@ def _merged(headers: Mapping[str, str]) -> list[tuple[str, str]]:
     ]
 
 
-class Lanes(contextlib.AbstractAsyncContextManager["Lanes"]):
+class Lanes(_ClosedOnExit):
     """Each provider's idle lanes (clients), made as its slots first need them."""
 
     def __init__(self, max_in_flight: int, make_lane: Callable[[], Lane] = Lane) -> None:
@@ -150,11 +160,3 @@ class Lanes(contextlib.AbstractAsyncContextManager["Lanes"]):
         lanes, self._made, self._idle = self._made, [], {}
         for lane in lanes:
             await lane.aclose()
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
