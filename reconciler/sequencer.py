@@ -50,14 +50,15 @@ RESTART_MIN_SECONDS = 1.0
 RESTART_MAX_SECONDS = 60.0
 # SIGTERM: the batch in progress finishes (one transaction); past this it is killed.
 STOP_SECONDS = 10.0
-# The watchdog: a child that has not said it is still passing for this long
-# (WATCHDOG_INTERVALS passes, at least WATCHDOG_MIN_SECONDS) is killed and
-# started again. It says so after every batch and every pass, so only a
-# single batch or connection attempt stuck that long trips it: a stopped
-# process, a query waiting on a lock or a dead peer. Killing it mid-batch
-# loses nothing (each batch is one transaction).
-WATCHDOG_INTERVALS = 12
-WATCHDOG_MIN_SECONDS = 2.0
+# The watchdog (log_watchdog_seconds): a child that has not said it is still
+# passing for that long is killed and started again. It says so when it
+# starts, before each connection attempt and after every batch and pass, so
+# only one of those stuck that long trips it: a stopped process, a query
+# waiting on a lock or a dead peer, or a batch too slow for the setting.
+# Killing it mid-batch loses nothing (each batch is one transaction). Until
+# its first word a child gets at least STARTUP_SECONDS (a loaded host
+# starting an interpreter).
+STARTUP_SECONDS = 10.0
 HEARTBEAT_FD_VARIABLE = "JW_SEQUENCER_HEARTBEAT_FD"
 # How the child's connection shows in pg_stat_activity.
 APPLICATION_NAME = "jobwarden-sequencer"
@@ -76,11 +77,15 @@ class LogSettings:
     interval: float
     checkpoint_dir: Path
     signing_key_file: str = ""
+    watchdog: float = Settings.log_watchdog_seconds  # the daemon's side only
 
     @classmethod
     def of(cls, settings: Settings) -> LogSettings:
         return cls(
-            settings.log_interval, settings.log_checkpoint_dir, settings.log_signing_key_file
+            settings.log_interval,
+            settings.log_checkpoint_dir,
+            settings.log_signing_key_file,
+            settings.log_watchdog_seconds,
         )
 
 
@@ -136,7 +141,10 @@ class Heartbeat:
     def __init__(self, fd: int | None) -> None:
         self.fd = fd
         if fd is not None:
-            os.set_blocking(fd, False)
+            try:
+                os.set_blocking(fd, False)
+            except OSError:  # not open: a copied environment, not the daemon's pipe
+                self.fd = None
 
     def beat(self) -> None:
         if self.fd is None:
@@ -173,6 +181,7 @@ async def run_sequencer(
         while not stop.is_set():
             try:
                 if conn is None or conn.is_closed():
+                    beats.beat()  # a connection attempt may take a while, not forever
                     conn = await connect(url)
                 await keeper.pass_once(conn, stopped)
             except Exception:
@@ -216,8 +225,9 @@ class SequencerProcess:
         self.env = child_environment(settings, database_url, os.getpid(), os.environ)
         self.proc: asyncio.subprocess.Process | None = None
         self.stopped = asyncio.Event()
-        self.watchdog_seconds = max(WATCHDOG_MIN_SECONDS, WATCHDOG_INTERVALS * settings.interval)
+        self.watchdog_seconds = settings.watchdog
         self.last_beat = time.monotonic()
+        self.heard = False  # from the running child, since it started
         self._beats: int | None = None  # our end of the child's heartbeat pipe
 
     @property
@@ -247,13 +257,16 @@ class SequencerProcess:
         self._beats = readable
         os.set_blocking(readable, False)
         self.last_beat = time.monotonic()
+        self.heard = False
         asyncio.get_running_loop().add_reader(readable, self._heard)
 
     def _heard(self) -> None:
-        assert self._beats is not None
+        if self._beats is None:
+            return
         try:
             if os.read(self._beats, 4096):
                 self.last_beat = time.monotonic()
+                self.heard = True
                 return
         except BlockingIOError:
             return
@@ -291,8 +304,10 @@ class SequencerProcess:
                     await asyncio.wait_for(self.stopped.wait(), delay)
                 delay = min(2 * delay, RESTART_MAX_SECONDS)
         finally:
-            await asyncio.shield(self._end_child())
-            self._close_beats()
+            try:
+                await asyncio.shield(self._end_child())
+            finally:
+                self._close_beats()
 
     def stop(self) -> None:
         """Ask for the child's end; `supervise()` then ends it (its batch finishes,
@@ -312,8 +327,11 @@ class SequencerProcess:
         stopping = asyncio.ensure_future(self.stopped.wait())
         try:
             while not (exited.done() or stopping.done()):
-                silent = time.monotonic() - self.last_beat
-                if silent >= self.watchdog_seconds:
+                silent, allowed = self._silence()
+                if silent >= allowed:
+                    self._heard()  # beats waiting in the pipe (our own loop may have stalled)
+                    silent, allowed = self._silence()
+                if silent >= allowed:
                     log.error(
                         "log sequencer stopped passing; killing it",
                         extra={"ctx": {"pid": proc.pid, "silent_seconds": round(silent, 1)}},
@@ -323,13 +341,20 @@ class SequencerProcess:
                     return await proc.wait()
                 await asyncio.wait(
                     {exited, stopping},
-                    timeout=self.watchdog_seconds - silent,
+                    timeout=allowed - silent,
                     return_when=asyncio.FIRST_COMPLETED,
                 )
         finally:
             for waiting in (exited, stopping):
                 waiting.cancel()
         return None if self.stopped.is_set() or not exited.done() else exited.result()
+
+    def _silence(self) -> tuple[float, float]:
+        """Seconds since the child last spoke, and how long it may stay silent."""
+        allowed = (
+            self.watchdog_seconds if self.heard else max(self.watchdog_seconds, STARTUP_SECONDS)
+        )
+        return time.monotonic() - self.last_beat, allowed
 
     async def _end_child(self) -> None:
         """SIGTERM, then SIGKILL after STOP_SECONDS."""
@@ -361,9 +386,10 @@ async def _main(env: Mapping[str, str]) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    log.info("log sequencer started", extra={"ctx": {"interval": settings.interval}})
     fd = env.get(HEARTBEAT_FD_VARIABLE)
-    heartbeat = Heartbeat(int(fd) if fd else None)
+    heartbeat = Heartbeat(int(fd) if fd and fd.isdigit() else None)
+    heartbeat.beat()  # started: the watchdog's own clock runs from here
+    log.info("log sequencer started", extra={"ctx": {"interval": settings.interval}})
     await run_sequencer(settings, env["DATABASE_URL"], signer, stop, heartbeat)
     return 0
 

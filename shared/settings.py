@@ -44,6 +44,9 @@ class Settings:
     # checkpoint, when a signing key is set), and where checkpoints are written
     log_interval: float = 5.0
     log_checkpoint_dir: Path = Path("var/checkpoints")
+    # the sequencer child's watchdog: one silent this long (no batch or pass
+    # done) is killed and started again; one batch must fit in it
+    log_watchdog_seconds: float = 120.0
     # the Ed25519 signer key (C2SP note format) as a file; JW_LOG_SIGNING_KEY
     # gives it inline. Never stored in the database.
     log_signing_key_file: str = ""
@@ -78,6 +81,7 @@ _ENV = {
     "public_webhook_url": "JW_PUBLIC_WEBHOOK_URL",
     "log_interval": "JW_LOG_INTERVAL",
     "log_checkpoint_dir": "JW_LOG_CHECKPOINT_DIR",
+    "log_watchdog_seconds": "JW_LOG_WATCHDOG_SECONDS",
     "log_signing_key_file": "JW_LOG_SIGNING_KEY_FILE",
 }
 # Settings that carry a secret: from the environment only (not the TOML file).
@@ -153,6 +157,12 @@ def check_reconciler_settings(settings: Settings) -> None:
         raise ConfigError(
             f"{settings.config_path}: log_interval ({settings.log_interval:g} s, JW_LOG_INTERVAL)"
             " must be positive"
+        )
+    if not settings.log_watchdog_seconds > settings.log_interval:
+        raise ConfigError(
+            f"{settings.config_path}: log_watchdog_seconds ({settings.log_watchdog_seconds:g} s,"
+            " JW_LOG_WATCHDOG_SECONDS) must be longer than log_interval"
+            f" ({settings.log_interval:g} s): a child is silent between passes"
         )
     for name, desc in settings.providers.items():
         timeout = desc.limits.request_timeout
