@@ -295,6 +295,9 @@ async def measure_cost(quick: bool, workdir: Path, command: str) -> None:
                     # through the log-off windows: what an on window queues and
                     # leaves unsequenced is sequenced in the next on window
                     async with sequencer(db.url, period, workdir) as child:
+                        # a paused window past the watchdog would have the child
+                        # replaced, unpaused, in the middle of the measurement
+                        assert window < child.watchdog_seconds, "window past the watchdog"
                         meter = CpuMeter(
                             {
                                 "postgres": our_postgres_pids,

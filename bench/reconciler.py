@@ -20,7 +20,8 @@ targets are missed.
 
 Sections:
 1. throughput  bench/throughput.py: status reads/s of `Reconciler.run_once` vs. a
-               bare `httpx.AsyncClient` GET loop, database round trips per poll.
+               bare GET loop on the reconciler's own HTTP path (a lane per task),
+               database round trips per poll.
 2. lag         bench/lag.py: first read minus next_poll_at under the real daemon.
 3. claim       bench/claim.py: `claim_due` at 10k, 100k and 1M rows, rolled back.
 4. detection   bench/detection.py: provider calls per job and completion-detection

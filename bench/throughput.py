@@ -13,7 +13,8 @@ slower (a context row): comparing with it would flatter the ratio.
 The ratio is the figure with a target (>= 0.6, issue 13): it holds on any
 machine because both sides run in the same minute on the same box. Context
 rows locate the gap (the batching alone, an AsyncClient per task, one shared
-client, asyncpg's default pool reset), and a
+client, the reconciler with every read answered in process, asyncpg's default
+pool reset), and a
 counted pass gives the database round trips per poll (an asyncpg query
 logger on every pooled connection). The simulator runs in its own process,
 and each party's CPU is printed to show which one is the bottleneck.
@@ -388,7 +389,8 @@ async def count_round_trips(rig: Rig, counter: RoundTripCounter) -> int:
 
 
 async def measure_context(rig: Rig) -> None:
-    """Rows that locate the gap: run_once's batching alone, httpx's pool, asyncpg's reset."""
+    """Rows that locate the gap: run_once's batching alone, httpx's client layer and its
+    shared pool, the reconciler with no socket at all, asyncpg's reset."""
     settings = Settings()
     async with Lanes(settings.max_in_flight) as lanes:
         await rig.measure(

@@ -24,7 +24,7 @@ from shared.settings import Settings
 class Context:
     pool: Any
     settings: Settings
-    lanes: Lanes  # provider calls go out on these (one client per concurrency slot)
+    lanes: Lanes  # provider calls go out on these (a lane per concurrency slot)
     adapters: Mapping[str, ProviderAdapter]
     store: ResultStore
     # public URL template of our receiver, e.g. http://host:8080/webhooks/{provider}

@@ -1,4 +1,4 @@
-"""HTTP clients for provider calls: one per concurrency slot, not one for all.
+"""HTTP connections for provider calls: a lane per concurrency slot, not one pool for all.
 
 One pooled httpx client shared by every call scans all its connections each
 time a request starts and each time a response closes (httpcore asks every
@@ -6,10 +6,11 @@ idle connection whether it has expired, which polls its socket). At eight
 calls in flight a bare GET loop on one shared client is 35-40 % slower than
 one with a client per task (bench.throughput's "one shared client" row),
 and in a one-off py-spy profile of the reconciler (not kept) those checks
-were its largest single cost. A client per slot holds at most two connections (the
-provider's API and, for downloads, a second host) and is used by one call at
-a time, so there is nothing to scan and no connection to wait for: whoever
-holds the provider's slot holds its lane.
+were its largest single cost. A lane per slot (`Lane`: httpx's transport,
+without the client layer) holds at most two connections (the provider's API
+and, for downloads, a second host) and is used by one call at a time, so
+there is nothing to scan and no connection to wait for: whoever holds the
+provider's slot holds its lane.
 
 A lane is taken only inside the provider's slot (Context.semaphore), so a
 provider never has more lanes than its max_concurrency; the most recently
@@ -20,6 +21,7 @@ providers together still make at most `max_in_flight` calls at once.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from types import TracebackType
@@ -63,12 +65,16 @@ class Lane(_ClosedOnExit):
     """One slot's connections: httpx's transport, without httpx's client layer.
 
     The client layer (request building from parts, auth, redirects, cookies,
-    event hooks) did nothing a provider call needs and cost about a tenth of
-    the reconciler's CPU per status read (bench.throughput). What it did that
-    matters is done here, as the client was configured before:
+    event hooks) did nothing a provider call needs, and without it the
+    reconciler makes about 8 % more status reads per second (README,
+    bench.throughput). What it did that matters is done here, as the client
+    was configured before:
 
-    - `Accept-Encoding: identity` keeps bodies byte-exact, so Content-Digest
-      and our own sha256 are computed over what the provider actually signed;
+    - `Accept-Encoding: identity` asks for bodies as the provider signed them,
+      so Content-Digest and our own sha256 are computed over those bytes (a
+      server that compresses anyway is decoded, as httpx always did);
+    - credentials in a URL (`https://user:pass@host/...`) are sent as Basic
+      authorization, as httpx's client sent them, unless the call sets its own;
     - no redirects: a provider that redirects a status read is a contract
       change we want recorded, not silently followed (a transport never follows);
     - no cookies: a call sends exactly the headers its description builds and
@@ -100,16 +106,24 @@ class Lane(_ClosedOnExit):
 
         `headers` override the defaults by name, whatever their case, as
         httpx's client merged them. `trace` is httpx's trace extension.
+        Errors are httpx's, with their `request` set, as the client raised them.
         """
+        if self.is_closed:
+            raise RuntimeError("this lane is closed")  # it would open a connection nobody closes
         extensions: dict[str, Any] = {
             "timeout": dict.fromkeys(("connect", "read", "write", "pool"), phase_timeout)
         }
         if trace is not None:
             extensions["trace"] = trace
+        target = httpx.URL(url)
         request = httpx.Request(
-            method, url, headers=_merged(headers or {}), json=json, extensions=extensions
+            method, target, headers=_merged(headers or {}, target), json=json, extensions=extensions
         )
-        response = await self._transport.handle_async_request(request)
+        try:
+            response = await self._transport.handle_async_request(request)
+        except httpx.RequestError as exc:
+            exc.request = request
+            raise
         response.request = request
         try:
             await response.aread()
@@ -122,17 +136,22 @@ class Lane(_ClosedOnExit):
         await self._transport.aclose()
 
 
-def _merged(headers: Mapping[str, str]) -> list[tuple[str, str]]:
-    """The defaults not set by `headers`, then `headers` (httpx's client order)."""
+def _merged(headers: Mapping[str, str], url: httpx.URL) -> list[tuple[str, str]]:
+    """The defaults `headers` do not set, then `headers`, then the URL's credentials
+    as Basic authorization when `headers` carry none."""
     named = {name.lower() for name in headers}
-    return [
+    merged = [
         *((name, value) for name, value in DEFAULT_HEADERS if name.lower() not in named),
         *headers.items(),
     ]
+    if (url.username or url.password) and "authorization" not in named:
+        pair = f"{url.username}:{url.password}".encode()
+        merged.append(("Authorization", "Basic " + base64.b64encode(pair).decode("ascii")))
+    return merged
 
 
 class Lanes(_ClosedOnExit):
-    """Each provider's idle lanes (clients), made as its slots first need them."""
+    """Each provider's idle lanes, made as its slots first need them."""
 
     def __init__(self, max_in_flight: int, make_lane: Callable[[], Lane] = Lane) -> None:
         self._make_lane = make_lane  # benchmarks pass lanes answered in process

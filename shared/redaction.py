@@ -49,7 +49,8 @@ class _Rule(enum.Enum):
 def _rule(name: str, extras: frozenset[str]) -> _Rule:
     """What a header name calls for; cached, as every call asks for the same few names.
 
-    The cache is bounded: names an answer chooses cost a miss, never memory.
+    The cache is bounded (4,096 names): names an answer chooses cost a miss and
+    at most that many entries, never unbounded memory.
     """
     lowered = name.lower()
     if lowered in _KEEP:

@@ -54,13 +54,22 @@ class Headers(Mapping[str, str]):
 
     def items(self) -> ItemsView[str, str]:
         """(name as received, value) pairs, without a lookup per name (the hot path)."""
-        return dict(self._store.values()).items()
+        return _HeaderItems(self)
 
     def __contains__(self, name: object) -> bool:
         return isinstance(name, str) and name.lower() in self._store
 
     def __repr__(self) -> str:
         return f"Headers({sanitize_headers(dict(self.items()))!r})"
+
+
+class _HeaderItems(ItemsView[str, str]):
+    """Mapping's items view (live, case-insensitive `in`), iterated straight from the store."""
+
+    _mapping: Headers
+
+    def __iter__(self) -> Iterator[tuple[str, str]]:
+        return iter(self._mapping._store.values())
 
 
 @dataclass(frozen=True, repr=False)

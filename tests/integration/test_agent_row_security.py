@@ -380,11 +380,3 @@ async def test_the_reconciler_ignores_a_wake_up_an_agent_sent(
     finally:
         await listener.close()
     assert await senders.trusted(2**30) is False  # a sender already gone
-
-
-def test_a_login_url_keeps_the_server_it_names() -> None:
-    """An embedded server is named by a Unix-socket directory in the query: kept as is."""
-    embedded = "postgresql://postgres@/jw_x?host=/srv/jw/.pgdata&port=5433"
-    assert as_login(embedded, "alice") == "postgresql://alice@/jw_x?host=/srv/jw/.pgdata&port=5433"
-    local = "postgresql://postgres:pw@127.0.0.1:5432/jw"
-    assert as_login(local, "bob") == "postgresql://bob@127.0.0.1:5432/jw"  # no password kept

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import gzip
+import socket
 
+import httpx
+import pytest
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -164,3 +168,35 @@ async def test_a_compressed_answer_is_read_decoded_as_httpx_reads_it() -> None:
         answer = await lane.call("GET", f"{url}/gzipped")
     assert answer.content == gzip.decompress(GZIPPED)
     assert str(answer.url) == f"{url}/gzipped"
+
+
+async def test_credentials_in_a_url_go_as_basic_authorization_unless_the_call_sets_one() -> None:
+    async with serve_app(APP) as url, Lane() as lane:
+        with_user = url.replace("http://", "http://us%40er:p%3Ass@")
+        sent = dict((await lane.call("GET", f"{with_user}/headers")).json())
+        own = dict(
+            (
+                await lane.call(
+                    "GET", f"{with_user}/headers", headers={"Authorization": "Bearer t"}
+                )
+            ).json()
+        )
+    assert sent["authorization"] == "Basic " + base64.b64encode(b"us@er:p:ss").decode()
+    assert own["authorization"] == "Bearer t"
+
+
+async def test_a_refused_connection_is_httpx_s_error_naming_its_request() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # nothing listens once the probe closes
+    async with Lane() as lane:
+        with pytest.raises(httpx.ConnectError) as refused:
+            await lane.call("GET", f"http://127.0.0.1:{port}/x", phase_timeout=2)
+    assert str(refused.value.request.url) == f"http://127.0.0.1:{port}/x"
+
+
+async def test_a_closed_lane_opens_nothing() -> None:
+    lane = Lane()
+    await lane.aclose()
+    with pytest.raises(RuntimeError, match="closed"):
+        await lane.call("GET", "http://127.0.0.1:9/x")

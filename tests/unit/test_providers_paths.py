@@ -81,6 +81,7 @@ def test_headers_mapping_joins_repeats_and_ignores_case() -> None:
     assert "x-request-id" in headers
     assert len(headers) == 2
     assert dict(headers.items()) == {"Via": "a, b", "X-Request-Id": "r1"}  # names as received
+    assert ("via", "a, b") in headers.items()  # a Mapping's items view: any case
     assert headers.get("VIA") == "a, b"
     assert headers.get("absent") is None and headers.get("absent", "d") == "d"
 

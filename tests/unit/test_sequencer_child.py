@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from reconciler.sequencer import LogSettings, child_environment, named_connection
+from shared.providers import ConfigError
+from shared.settings import check_reconciler_settings, load_settings
 
 
 def test_the_child_gets_its_settings_and_no_other_secret() -> None:
@@ -46,3 +50,17 @@ def test_the_sequencers_session_is_named_and_other_parameters_kept() -> None:
     assert named_connection("postgresql://jw@db/jw") == (
         "postgresql://jw@db/jw?application_name=jobwarden-sequencer"
     )
+
+
+def test_a_watchdog_no_longer_than_the_interval_is_a_config_error(tmp_path: Path) -> None:
+    """A child is silent between passes: such a watchdog would kill every healthy one."""
+    config = tmp_path / "jobwarden.toml"
+    config.write_text("", "utf-8")
+    env = {"JW_LOG_INTERVAL": "30", "JW_LOG_WATCHDOG_SECONDS": "30"}
+    with pytest.raises(
+        ConfigError, match=r"log_watchdog_seconds \(30 s, JW_LOG_WATCHDOG_SECONDS\)"
+    ):
+        check_reconciler_settings(load_settings(config, env=env))
+    settings = load_settings(config, env={**env, "JW_LOG_WATCHDOG_SECONDS": "31"})
+    check_reconciler_settings(settings)
+    assert LogSettings.of(settings).watchdog == 31.0
