@@ -20,16 +20,24 @@ GAP = 0.2  # each gap is under the timeout; all of them together are not
 TRACE = "0" * 31 + "1"
 
 
-async def trickle(_: Request) -> StreamingResponse:
-    async def body() -> AsyncIterator[bytes]:
-        for _ in range(CHUNKS):
-            await asyncio.sleep(GAP)
-            yield b"x" * 10
+def slow_app(arrived: asyncio.Event | None = None) -> Starlette:
+    """A body in CHUNKS pieces GAP apart; `arrived` is set as each request comes in."""
 
-    return StreamingResponse(body(), media_type="application/octet-stream")
+    async def trickle(_: Request) -> StreamingResponse:
+        if arrived is not None:
+            arrived.set()
+
+        async def body() -> AsyncIterator[bytes]:
+            for _ in range(CHUNKS):
+                await asyncio.sleep(GAP)  # the server's pace, not a wait of the test
+                yield b"x" * 10
+
+        return StreamingResponse(body(), media_type="application/octet-stream")
+
+    return Starlette(routes=[Route("/slow", trickle)])
 
 
-APP = Starlette(routes=[Route("/slow", trickle)])
+APP = slow_app()
 
 
 async def test_a_call_is_bounded_as_a_whole_not_per_read() -> None:
@@ -51,11 +59,12 @@ async def test_a_result_download_may_take_longer_while_data_keeps_flowing() -> N
 
 async def test_a_create_bounded_before_it_left_is_known_never_sent() -> None:
     """Waiting for a pooled connection is not delivery: the create may be retried freely."""
-    async with serve_app(APP) as url, Lane(1) as lane:  # one connection only
+    arrived = asyncio.Event()
+    async with serve_app(slow_app(arrived)) as url, Lane(1) as lane:  # one connection only
         busy = asyncio.ensure_future(
             send(lane, HttpRequest("result", "GET", f"{url}/slow", {}, timeout=5), TRACE)
         )
-        await asyncio.sleep(0.1)  # the only connection is busy with the download
+        await asyncio.wait_for(arrived.wait(), 5)  # the only connection is busy downloading
         create = HttpRequest("create", "POST", f"{url}/slow", {}, json={"n": 1}, timeout=0.3)
         sent = await send(lane, create, TRACE)
         await busy
