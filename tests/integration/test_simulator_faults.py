@@ -164,7 +164,19 @@ async def test_fake_clock_drives_cancel_delay_and_result_ttl(
     clock.advance(4.75)
     assert (await client.get(f"/v1/jobs/{expiring}/result")).status_code == 200
     clock.advance(0.25)
-    assert (await client.get(f"/v1/jobs/{expiring}/result")).status_code == 410
+    expired = await client.get(f"/v1/jobs/{expiring}/result")
+    assert expired.status_code == 410
+    assert expired.json()["error"]["code"] == "result_expired"
+
+
+async def test_an_unconfirmed_cancel_stays_cancelling_past_its_end_and_delay(
+    client: httpx.AsyncClient, clock: FakeClock
+) -> None:
+    params = {"duration": 5, "cancel_delay": 0}
+    job_id = await create_job(client, "cancel_unconfirmed", params=params)
+    assert (await client.post(f"/v1/jobs/{job_id}/cancel")).status_code == 202
+    clock.advance(3600)  # far past both the job's end and the cancel delay
+    assert (await status(client, job_id))["state"] == "cancelling"
 
 
 async def test_retry_after_date_is_read_off_the_injected_clock(
