@@ -7,7 +7,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: setup run test lint typecheck chaos bench clean
+.PHONY: setup run test test-embedded lint typecheck chaos bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,12 @@ typecheck: setup
 
 test: lint typecheck
 	$(BIN)/pytest -q -p no:cacheprovider -n 2 --dist load
+
+# The whole suite on an embedded PostgreSQL, as on a machine without a server:
+# no DATABASE_URL, and the probe of the local server moved to a port nothing
+# listens on. Not part of CI (make test covers the embedded server's own tests).
+test-embedded: lint typecheck
+	env -u DATABASE_URL JW_LOCAL_PG_PORT=1 $(BIN)/pytest -q -p no:cacheprovider -n 2 --dist load
 
 # The receiver benchmark drives load with wrk (Debian's package); installed
 # here when possible, else the benchmark says it is missing.
