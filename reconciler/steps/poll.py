@@ -35,7 +35,7 @@ from shared.ledger import evidence, webhooks
 from shared.ledger.errors import StaleTransition
 from shared.ledger.evidence import ROW_ERRORS, StatusRead
 from shared.ledger.states import Evidence, LocalState, RemoteState
-from shared.providers import HttpRequest, ProviderAdapter, RequestBuildError, StatusFact, timing
+from shared.providers import HttpRequest, RequestBuildError, StatusFact
 
 S = LocalState
 log = logging.getLogger("jobwarden.reconciler")
@@ -233,27 +233,10 @@ async def _when_next(step: Step, fact: StatusFact, db: Any) -> float:
     op_id = step.op.operation_id
     if not await webhooks.end_announced(db, op_id, ANNOUNCED_ENDS, CONFIRMING_READS):
         return scheduled
-    return min(scheduled, _plain_backoff(step, fact))
-
-
-def _plain_backoff(step: Step, fact: StatusFact) -> float:
-    """The backoff as if the provider sent no webhooks (no backstop stretch).
-
-    A plugin that sets its own schedule (overrides `next_poll_delay`) has no
-    such variant to ask for: its schedule is kept, never replaced by ours.
-    """
-    if type(step.adapter).next_poll_delay is not ProviderAdapter.next_poll_delay:
-        return step.backoff(
-            step.op.poll_attempts, fact.retry_after_seconds, fact.poll_after_seconds
-        )
-    return timing.next_poll_delay(
-        step.adapter.desc.limits,
-        step.op.poll_attempts,
-        fact.retry_after_seconds,
-        fact.poll_after_seconds,
-        step.ctx.rng,
-        webhooks_configured=False,
+    confirming = step.adapter.confirming_poll_delay(
+        step.op.poll_attempts, fact.retry_after_seconds, fact.poll_after_seconds, step.ctx.rng
     )
+    return min(scheduled, confirming)
 
 
 def _next_read(step: Step, fact: StatusFact) -> float:

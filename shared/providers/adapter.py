@@ -120,6 +120,14 @@ class ProviderPlugin(Protocol):
         rng: random.Random,
     ) -> float: ...
 
+    def confirming_poll_delay(
+        self,
+        attempt: int,
+        retry_after: float | None,
+        poll_after: float | None,
+        rng: random.Random,
+    ) -> float: ...
+
 
 class ProviderAdapter:
     """Declarative adapter; subclass it to write a plugin.
@@ -258,6 +266,26 @@ class ProviderAdapter:
             poll_after,
             rng,
             webhooks_configured=self.desc.webhooks is not None,
+        )
+
+    def confirming_poll_delay(
+        self,
+        attempt: int,
+        retry_after: float | None,
+        poll_after: float | None,
+        rng: random.Random,
+    ) -> float:
+        """When to read again while confirming an end a webhook announced.
+
+        The plain schedule, without the webhook backstop's stretch: the next
+        read looks for news already delivered. A plugin that sets its own
+        schedule (overrides `next_poll_delay`) has no such variant, so its
+        schedule is kept; override this to choose otherwise.
+        """
+        if type(self).next_poll_delay is not ProviderAdapter.next_poll_delay:
+            return self.next_poll_delay(attempt, retry_after, poll_after, rng)
+        return timing.next_poll_delay(
+            self.desc.limits, attempt, retry_after, poll_after, rng, webhooks_configured=False
         )
 
 
