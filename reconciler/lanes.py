@@ -24,10 +24,11 @@ import asyncio
 import base64
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 import httpx
+
+from shared.closing import ClosedOnExit
 
 # A lane's connections: the provider's API host, and a second (a result host).
 LANE_CONNECTIONS = 2
@@ -43,25 +44,7 @@ DEFAULT_HEADERS: tuple[tuple[str, str], ...] = (
 )
 
 
-class _ClosedOnExit:
-    """`async with` closes it (`aclose`) however the block ends."""
-
-    async def aclose(self) -> None:
-        raise NotImplementedError
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
-
-class Lane(_ClosedOnExit):
+class Lane(ClosedOnExit):
     """One slot's connections: httpx's transport, without httpx's client layer.
 
     The client layer (request building from parts, auth, redirects, cookies,
@@ -119,6 +102,11 @@ class Lane(_ClosedOnExit):
         request = httpx.Request(
             method, target, headers=_merged(headers or {}, target), json=json, extensions=extensions
         )
+        return await self.exchange(request)
+
+    async def exchange(self, request: httpx.Request) -> httpx.Response:
+        """Send `request` on this lane's connections and read the answer whole
+        (a benchmark overrides this to answer in process)."""
         try:
             response = await self._transport.handle_async_request(request)
         except httpx.RequestError as exc:
@@ -150,7 +138,7 @@ def _merged(headers: Mapping[str, str], url: httpx.URL) -> list[tuple[str, str]]
     return merged
 
 
-class Lanes(_ClosedOnExit):
+class Lanes(ClosedOnExit):
     """Each provider's idle lanes, made as its slots first need them."""
 
     def __init__(self, max_in_flight: int, make_lane: Callable[[], Lane] = Lane) -> None:

@@ -23,6 +23,8 @@ from typing import Any, Self
 
 import httpx
 
+from shared.closing import ClosedOnExit
+
 # Default per-request timeout: reads answer in milliseconds; ten seconds only
 # absorbs a loaded database.
 DEFAULT_TIMEOUT_SECONDS = 10.0
@@ -317,7 +319,7 @@ class JobwardenClient:
         return result
 
 
-class AsyncJobwardenClient:
+class AsyncJobwardenClient(ClosedOnExit):
     """Non-blocking client (httpx.AsyncClient), same methods as JobwardenClient."""
 
     def __init__(
@@ -340,17 +342,6 @@ class AsyncJobwardenClient:
 
     def __repr__(self) -> str:
         return f"AsyncJobwardenClient({self.base_url!r})"
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     async def aclose(self) -> None:
         await self._http.aclose()
