@@ -327,10 +327,8 @@ class SequencerProcess:
         stopping = asyncio.ensure_future(self.stopped.wait())
         try:
             while not (exited.done() or stopping.done()):
+                self._heard()  # beats already in the pipe, even if our own loop stalled
                 silent, allowed = self._silence()
-                if silent >= allowed:
-                    self._heard()  # beats waiting in the pipe (our own loop may have stalled)
-                    silent, allowed = self._silence()
                 if silent >= allowed:
                     log.error(
                         "log sequencer stopped passing; killing it",

@@ -115,9 +115,7 @@ def extract(
 
 
 def _step(node: Any, segment: str) -> Any:
-    if type(node) is dict:  # parsed JSON: skip the slower ABC check below
-        return node.get(segment)
-    if isinstance(node, Mapping):
+    if type(node) is dict or isinstance(node, Mapping):  # a dict spares the ABC check
         return node.get(segment)
     if isinstance(node, list) and segment.isdigit():
         index = int(segment)
