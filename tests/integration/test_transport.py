@@ -20,24 +20,34 @@ GAP = 0.2  # each gap is under the timeout; all of them together are not
 TRACE = "0" * 31 + "1"
 
 
-def slow_app(arrived: asyncio.Event | None = None) -> Starlette:
-    """A body in CHUNKS pieces GAP apart; `arrived` is set as each request comes in."""
+async def trickle(_: Request) -> StreamingResponse:
+    """A body in CHUNKS pieces GAP apart. Wall-clock time is the input here: httpx's
+    timeouts read the real clock, so the gaps cannot be an injected clock's."""
 
-    async def trickle(_: Request) -> StreamingResponse:
-        if arrived is not None:
-            arrived.set()
+    async def body() -> AsyncIterator[bytes]:
+        for _ in range(CHUNKS):
+            await asyncio.sleep(GAP)
+            yield b"x" * 10
+
+    return StreamingResponse(body(), media_type="application/octet-stream")
+
+
+def held_app(arrived: asyncio.Event, release: asyncio.Event) -> Starlette:
+    """Sets `arrived` when a request comes in, and answers only once `release` is set."""
+
+    async def held(_: Request) -> StreamingResponse:
+        arrived.set()
 
         async def body() -> AsyncIterator[bytes]:
-            for _ in range(CHUNKS):
-                await asyncio.sleep(GAP)  # the server's pace, not a wait of the test
-                yield b"x" * 10
+            await release.wait()
+            yield b"done"
 
         return StreamingResponse(body(), media_type="application/octet-stream")
 
-    return Starlette(routes=[Route("/slow", trickle)])
+    return Starlette(routes=[Route("/held", held)])
 
 
-APP = slow_app()
+APP = Starlette(routes=[Route("/slow", trickle)])
 
 
 async def test_a_call_is_bounded_as_a_whole_not_per_read() -> None:
@@ -59,17 +69,19 @@ async def test_a_result_download_may_take_longer_while_data_keeps_flowing() -> N
 
 async def test_a_create_bounded_before_it_left_is_known_never_sent() -> None:
     """Waiting for a pooled connection is not delivery: the create may be retried freely."""
-    arrived = asyncio.Event()
-    async with serve_app(slow_app(arrived)) as url, Lane(1) as lane:  # one connection only
+    arrived, release = asyncio.Event(), asyncio.Event()
+    async with serve_app(held_app(arrived, release)) as url, Lane(1) as lane:  # one connection
         busy = asyncio.ensure_future(
-            send(lane, HttpRequest("result", "GET", f"{url}/slow", {}, timeout=5), TRACE)
+            send(lane, HttpRequest("result", "GET", f"{url}/held", {}, timeout=5), TRACE)
         )
         await asyncio.wait_for(arrived.wait(), 5)  # the only connection is busy downloading
-        create = HttpRequest("create", "POST", f"{url}/slow", {}, json={"n": 1}, timeout=0.3)
+        create = HttpRequest("create", "POST", f"{url}/held", {}, json={"n": 1}, timeout=0.3)
         sent = await send(lane, create, TRACE)
-        await busy
+        release.set()
+        downloaded = await busy
     assert sent.response is None
     assert sent.error_category == "connect"
+    assert downloaded.response is not None and downloaded.response.body == b"done"
 
 
 async def test_a_create_bounded_after_it_left_may_have_been_delivered() -> None:
