@@ -36,7 +36,6 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import httpx
 
@@ -56,7 +55,7 @@ from bench.harness import (
 )
 from bench.stack import client_stack, describe, require_same_stack
 from reconciler.daemon import POOL_SIZE, create_reconciler_pool
-from reconciler.lanes import Lane, Lanes
+from reconciler.lanes import LANE_CONNECTIONS, Lane, Lanes
 from reconciler.worker import Reconciler
 from shared.db.connect import connect, create_pool
 from shared.providers import ProviderDescription
@@ -88,6 +87,8 @@ class Phase:
     reads: int = 0
     seconds: float = 0.0
     cpu_seconds: dict[str, float] = field(default_factory=dict)
+    # seconds the bench process was ready to run but waited for a core
+    waited: float = 0.0
     stack: Stack | None = None  # the client's parser and the loop it ran on
 
     @property
@@ -107,6 +108,7 @@ SHARED_CLIENT = "context: bare, one shared client"
 CLIENT_PER_TASK = "context: bare, an httpx.AsyncClient per task"
 NO_RESET = "context: reconciler, asyncpg default pool reset"
 NO_SOCKET = "context: reconciler, the provider answered in process"
+CLIENT_LAYER = "context: reconciler, through httpx's client layer"
 
 
 @dataclass
@@ -142,12 +144,19 @@ class Rig:
         phase = self.phases[name]
         phase.stack = client_stack()
         self.meter.start()
+        waited = runqueue_seconds()
         began = time.monotonic()
         phase.reads += await run(WINDOW_SECONDS)
         elapsed = time.monotonic() - began
         phase.seconds += elapsed
+        phase.waited += runqueue_seconds() - waited
         for group, share in self.meter.stop().items():
             phase.cpu_seconds[group] = phase.cpu_seconds.get(group, 0.0) + share * elapsed
+
+
+def runqueue_seconds() -> float:
+    """Seconds this process has spent runnable but waiting for a core (its schedstat)."""
+    return int(Path("/proc/self/schedstat").read_text().split()[1]) / 1e9
 
 
 async def run_reconciler_for(rec: Reconciler, seconds: float) -> int:
@@ -210,23 +219,35 @@ class AnsweredLane(Lane):
         super().__init__()
         self._answer = answer
 
-    async def call(
-        self,
-        method: str,
-        url: str,
-        *,
-        headers: Mapping[str, str] | None = None,
-        json: Any = None,
-        phase_timeout: float = 10.0,
-        trace: Callable[[str, Mapping[str, Any]], Awaitable[None]] | None = None,
-    ) -> httpx.Response:
+    async def exchange(self, request: httpx.Request) -> httpx.Response:
         await asyncio.sleep(0)  # a call always yields, as a real one does
         return httpx.Response(
             self._answer.status_code,
             headers=self._answer.headers.raw,
             content=self._answer.content,
-            request=httpx.Request(method, url),
+            request=request,
         )
+
+
+class ClientLane(Lane):
+    """A lane that sends through an httpx.AsyncClient (its client layer: auth,
+    redirects, cookies, event hooks), configured as the reconciler's client was
+    before reconciler/lanes.py: the "through httpx's client layer" row."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._client = httpx.AsyncClient(
+            follow_redirects=False,
+            limits=httpx.Limits(max_connections=LANE_CONNECTIONS),
+            trust_env=False,
+        )
+
+    async def exchange(self, request: httpx.Request) -> httpx.Response:
+        return await self._client.send(request)
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+        await super().aclose()
 
 
 def bare_client(max_connections: int) -> httpx.AsyncClient:
@@ -328,6 +349,7 @@ async def bench_throughput(quick: bool, workdir: Path) -> ThroughputResult:
                 SHARED_CLIENT,
                 NO_RESET,
                 NO_SOCKET,
+                CLIENT_LAYER,
             )
         }
         rig = Rig(quick, workdir, db.url, sim.url, jobs, providers, meter, phases)
@@ -342,11 +364,13 @@ async def bench_throughput(quick: bool, workdir: Path) -> ThroughputResult:
 
 
 async def compare_with_bare(rig: Rig) -> None:
-    """The ratio's two rows, measured in alternation."""
+    """The ratio's two rows, and the reconciler through httpx's client layer (what
+    reconciler/lanes.py saves), measured in alternation."""
     pool = await create_reconciler_pool(rig.db_url)  # the daemon's own pool configuration
     try:
         async with (
             in_process_reconciler(pool, rig.workdir, rig.providers) as rec,
+            in_process_reconciler(pool, rig.workdir, rig.providers, ClientLane) as layered,
             contextlib.AsyncExitStack() as stack,
         ):
             # A lane per task, as the reconciler has a lane per provider slot,
@@ -359,11 +383,15 @@ async def compare_with_bare(rig: Rig) -> None:
             async def reconciler(s: float) -> int:
                 return await run_reconciler_for(rec, s)
 
-            await bare(WARMUP_SECONDS)
-            await reconciler(WARMUP_SECONDS)
+            async def through_the_client(s: float) -> int:
+                return await run_reconciler_for(layered, s)
+
+            for warm_up in (bare, reconciler, through_the_client):
+                await warm_up(WARMUP_SECONDS)
             for _ in range(QUICK_ROUNDS if rig.quick else ROUNDS):
                 await rig.measure(BARE, bare)
                 await rig.measure(RECONCILER, reconciler)
+                await rig.measure(CLIENT_LAYER, through_the_client)
     finally:
         await pool.close()
 
@@ -450,6 +478,8 @@ def report_throughput(r: ThroughputResult, command: str) -> None:
         shares = [f"{p.cpu(g):.0%}" for g in groups]
         # CPU time all three parties spent per read: what bounds a CPU-bound box.
         per_read = sum(p.cpu_seconds.get(g, 0.0) for g in groups) / max(p.reads, 1) * 1000
+        own = p.cpu_seconds.get("bench", 0.0) / max(p.reads, 1) * 1000
+        waits = p.waited / p.seconds if p.seconds else math.nan
         return [
             name,
             f"{p.rate:,.0f}",
@@ -457,24 +487,37 @@ def report_throughput(r: ThroughputResult, command: str) -> None:
             f"{p.seconds:.1f} s",
             *shares,
             f"{per_read:.2f} ms",
+            f"{own:.2f} ms",
+            f"{waits:.0%}",
         ]
 
     rows = [row(name, p) for name, p in r.phases.items()]
     if r.wrk_rate is not None:
-        rows.append(
-            ["context: wrk, simulator capacity", f"{r.wrk_rate:,.0f}", "", "", "", "", "", ""]
-        )
+        rows.append(["context: wrk, simulator capacity", f"{r.wrk_rate:,.0f}", *[""] * 8])
     print_table(
         f"1. Status-read throughput: {r.operations:,} observing operations, "
         f"{r.concurrency} reads in flight (the preset's max_concurrency)",
         command,
-        ["loop", "reads/s", "reads", "window", "cpu bench", "cpu sim", "cpu pg", "cpu/read"],
+        [
+            "loop",
+            "reads/s",
+            "reads",
+            "window",
+            "cpu bench",
+            "cpu sim",
+            "cpu pg",
+            "cpu/read",
+            "bench/read",
+            "bench waits",
+        ],
         rows,
     )
     print(describe(stacks) + " (both against `jobwarden simulator`, served by shared/serve.py)")
     ratio = r.phases[RECONCILER].rate / r.phases[BARE].rate
     verdict = "meets" if ratio >= TARGET_RATIO else "MISSES"
     print(f"ratio reconciler / bare loop = {ratio:.2f}  (target >= {TARGET_RATIO}: {verdict})")
+    layered = r.phases[RECONCILER].rate / r.phases[CLIENT_LAYER].rate
+    print(f"reconciler on its lanes / through httpx's client layer = {layered:.2f}")
     polls = max(r.polls_counted, 1)
     per_poll = sum(r.round_trips.values()) / polls
     detail = ", ".join(f"{name} {n / polls:.2f}" for name, n in r.round_trips.most_common())
@@ -482,10 +525,14 @@ def report_throughput(r: ThroughputResult, command: str) -> None:
     print(
         f"cpu = share of one core during the row's windows ({os.cpu_count()} cores in all; "
         "other processes on the machine are not counted); cpu/read = CPU time of bench + "
-        "simulator + PostgreSQL per read; 'batches' = the bare GETs gathered "
+        "simulator + PostgreSQL per read; bench/read = the bench process's own CPU per read; "
+        "bench waits = share of the window the bench process was ready to run but waited "
+        "for a core (/proc/self/schedstat); 'batches' = the bare GETs gathered "
         f"{Settings().claim_batch} at a time behind the provider semaphore, each on a lane, "
         "as run_once does; 'an httpx.AsyncClient per task' = the loop as a user writes it with "
         "httpx's client layer (cookies, redirects, request building), which the lanes skip; "
+        "'through httpx's client layer' = the same reconciler with each lane sending by "
+        "AsyncClient.send, as before reconciler/lanes.py (alternating with the ratio's rows); "
         "'the provider answered in process' = the reconciler with every read answered by one "
         "recorded answer, no socket: its own work and PostgreSQL's per read; "
         "'default pool reset' = the same reconciler on a pool with asyncpg's reset query on "

@@ -3,7 +3,7 @@
 One pooled httpx client shared by every call scans all its connections each
 time a request starts and each time a response closes (httpcore asks every
 idle connection whether it has expired, which polls its socket). At eight
-calls in flight a bare GET loop on one shared client is 35-40 % slower than
+calls in flight a bare GET loop on one shared client is 30-35 % slower than
 one with a client per task (bench.throughput's "one shared client" row),
 and in a one-off py-spy profile of the reconciler (not kept) those checks
 were its largest single cost. A lane per slot (`Lane`: httpx's transport,
@@ -49,9 +49,9 @@ class Lane(ClosedOnExit):
 
     The client layer (request building from parts, auth, redirects, cookies,
     event hooks) did nothing a provider call needs, and without it the
-    reconciler makes about 8 % more status reads per second (README,
-    bench.throughput). What it did that matters is done here, as the client
-    was configured before:
+    reconciler makes about 10 % more status reads per second (bench.throughput's
+    "through httpx's client layer" row). What it did that matters is done here,
+    as the client was configured before:
 
     - `Accept-Encoding: identity` asks for bodies as the provider signed them,
       so Content-Digest and our own sha256 are computed over those bytes (a
