@@ -41,6 +41,7 @@ import json
 import math
 import os
 import random
+import resource
 import shutil
 import signal
 import statistics
@@ -49,15 +50,15 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 from bench.evidence_log import set_logging
-from bench.harness import bench_database, free_port
+from bench.harness import CpuMeter, bench_database, free_port, our_postgres_pids
 from bench.stack import describe, read_stack, record_stack, require_same_stack
 from shared.db.connect import connect
 from shared.ledger import log
@@ -213,6 +214,10 @@ class LoadResult:
     p50_ms: float
     p99_ms: float
     errors: int
+    # CPU seconds each group used during the run: "server" (the measured
+    # server and its worker processes), "postgres" (our databases' backends
+    # and the server's shared processes), "wrk" (the load generator)
+    cpu: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def per_second(self) -> float:
@@ -245,6 +250,11 @@ class Series:
     @property
     def errors(self) -> int:
         return sum(r.errors for r in self.runs)
+
+    def cpu_us_per_request(self, group: str) -> float:
+        """CPU microseconds `group` spent per completed request, over all runs."""
+        used = sum(r.cpu.get(group, 0.0) for r in self.runs)
+        return used / max(self.requests, 1) * 1e6
 
 
 # --------------------------------------------------------------------- servers
@@ -344,6 +354,16 @@ class Server:
             time.sleep(0.05)
         raise SystemExit(f"server did not start within {SERVER_START_TIMEOUT} s")
 
+    def pids(self) -> list[int]:
+        """The server's process and its descendants (a supervisor's workers)."""
+        found, todo = [], [self._proc.pid]
+        while todo:
+            pid = todo.pop()
+            found.append(pid)
+            with contextlib.suppress(OSError, ValueError):
+                todo += map(int, Path(f"/proc/{pid}/task/{pid}/children").read_text().split())
+        return found
+
     @property
     def stack(self) -> Stack:
         """The parser and loop this server runs on (it wrote them when it started)."""
@@ -426,12 +446,23 @@ def wrk_report(
 
 
 def run_wrk(
-    name: str, url: str, script: Path, requests: Path, seconds: int, start: int = 0
+    name: str, server: Server, script: Path, requests: Path, seconds: int, start: int = 0
 ) -> LoadResult:
-    """One wrk run over the pre-signed requests, beginning at line `start`."""
+    """One wrk run over the pre-signed requests, beginning at line `start`.
+
+    Also counts the CPU the server, PostgreSQL and wrk used meanwhile: the
+    two cores are shared, so where a request's cost lands says more than
+    its rate alone.
+    """
+    meter = CpuMeter({"server": server.pids, "postgres": our_postgres_pids})
+    wrk_before = _children_cpu_seconds()
+    meter.start()
     data = wrk_report(
-        url, script, requests, seconds, str(start), threads=WRK_THREADS, marker="WRK_JSON"
+        server.url, script, requests, seconds, str(start), threads=WRK_THREADS, marker="WRK_JSON"
     )
+    wall = time.monotonic() - meter.wall
+    cpu = {group: share * wall for group, share in meter.stop().items()}
+    cpu["wrk"] = _children_cpu_seconds() - wrk_before
     errors = sum(data[k] for k in ("non_2xx", "connect", "read", "write", "timeout"))
     return LoadResult(
         name=name,
@@ -440,7 +471,14 @@ def run_wrk(
         p50_ms=data["p50_us"] / 1000,
         p99_ms=data["p99_us"] / 1000,
         errors=errors,
+        cpu=cpu,
     )
+
+
+def _children_cpu_seconds() -> float:
+    """CPU seconds of this process's waited-for children (wrk, once it exits)."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
 
 
 @dataclass(frozen=True)
@@ -586,17 +624,23 @@ def print_report(
         f"rounds of {round_seconds} s (req/s over all rounds, median p50/p99)"
     )
     print(describe(stacks))
-    print(f"{'endpoint':<40}{'req/s':>9}{'p50 ms':>9}{'p99 ms':>9}{'errors':>8}{'ratio':>7}")
     print(
-        f"{bare.name:<40}{bare.per_second:>9.0f}{bare.p50_ms:>9.2f}{bare.p99_ms:>9.2f}"
-        f"{bare.errors:>8}{'':>7}"
+        f"{'endpoint':<40}{'req/s':>9}{'p50 ms':>9}{'p99 ms':>9}{'errors':>8}{'ratio':>7}"
+        f"{'µs server':>11}{'µs pg':>7}{'µs wrk':>8}"
     )
-    for series, _ in runs:
-        ratio = series.per_second / bare.per_second
+    for series, ratio in [(bare, None), *((s, s.per_second / bare.per_second) for s, _ in runs)]:
         print(
             f"{series.name:<40}{series.per_second:>9.0f}{series.p50_ms:>9.2f}"
-            f"{series.p99_ms:>9.2f}{series.errors:>8}{ratio:>7.2f}"
+            f"{series.p99_ms:>9.2f}{series.errors:>8}{'' if ratio is None else f'{ratio:.2f}':>7}"
+            f"{series.cpu_us_per_request('server'):>11.0f}"
+            f"{series.cpu_us_per_request('postgres'):>7.0f}"
+            f"{series.cpu_us_per_request('wrk'):>8.0f}"
         )
+    print(
+        "µs = CPU microseconds per answered request, during the row's runs: the server "
+        "(its workers included), PostgreSQL (our databases' backends and its shared "
+        "processes), wrk"
+    )
     first = runs[0][0]
     per_round = "  ".join(
         f"{r.per_second / b.per_second:.2f}" for r, b in zip(first.runs, bare.runs, strict=True)
@@ -693,17 +737,17 @@ async def run(round_seconds: int, warmup: int) -> int:
                 print(describe(stacks), file=sys.stderr)
                 require_same_stack(stacks)  # before a minute of load, not after
                 for server in (bare_server, receiver):
-                    run_wrk("warmup", server.url, script, sets["warm"], warmup)
+                    run_wrk("warmup", server, script, sets["warm"], warmup)
                 bare_runs: list[LoadResult] = []
                 new_runs: list[LoadResult] = []
                 nolog_runs: list[LoadResult] = []
                 for _ in range(ROUNDS):
                     bare_runs.append(
-                        run_wrk("bare", bare_server.url, script, sets["new"], round_seconds)
+                        run_wrk("bare", bare_server, script, sets["new"], round_seconds)
                     )
                     new_runs.append(
                         run_wrk(
-                            "new", receiver.url, script, sets["new"], round_seconds, _past(new_runs)
+                            "new", receiver, script, sets["new"], round_seconds, _past(new_runs)
                         )
                     )
                     # the evidence log's cost: the same receiver, its triggers disabled
@@ -711,7 +755,7 @@ async def run(round_seconds: int, warmup: int) -> int:
                     nolog_runs.append(
                         run_wrk(
                             "nolog",
-                            receiver.url,
+                            receiver,
                             script,
                             sets["nolog"],
                             round_seconds,
@@ -731,7 +775,7 @@ async def run(round_seconds: int, warmup: int) -> int:
                         await count_events(database_url, "nolog"),
                     ),
                 ]
-                matched = run_wrk("matched", receiver.url, script, sets["matched"], phase)
+                matched = run_wrk("matched", receiver, script, sets["matched"], phase)
                 runs.append(
                     (
                         Series("receiver: + observation + wake-up", (matched,)),
@@ -748,8 +792,8 @@ async def run(round_seconds: int, warmup: int) -> int:
             with Server("workers", folder / "workers.log", database_url) as workers:
                 stacks["workers"] = workers.stack
                 require_same_stack(stacks)
-                run_wrk("warmup", workers.url, script, sets["warm"], warmup)
-                result = run_wrk("workers", workers.url, script, sets["workers"], phase)
+                run_wrk("warmup", workers, script, sets["warm"], warmup)
+                result = run_wrk("workers", workers, script, sets["workers"], phase)
                 runs.append(
                     (
                         Series(f"receiver --workers {WORKERS}: new events", (result,)),
@@ -759,8 +803,8 @@ async def run(round_seconds: int, warmup: int) -> int:
             with Server("naive", folder / "naive.log", database_url) as naive:
                 stacks["naive"] = naive.stack
                 require_same_stack(stacks)
-                run_wrk("warmup", naive.url, script, sets["warm"], warmup)
-                result = run_wrk("naive", naive.url, script, sets["naive"], phase)
+                run_wrk("warmup", naive, script, sets["warm"], warmup)
+                result = run_wrk("naive", naive, script, sets["naive"], phase)
                 runs.append(
                     (
                         Series("naive: one commit per event", (result,)),
