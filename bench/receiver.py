@@ -260,7 +260,7 @@ class Series:
 # --------------------------------------------------------------------- servers
 
 
-def serve_bare(port: int, stack_file: Path) -> None:
+def serve_bare(port: int, stack_file: Path, *, reuse_port: bool = False) -> None:
     """The baseline: a Starlette POST endpoint that reads the body and answers 204.
 
     Served by the same `serve_forever` and loop runner as the receiver, so both
@@ -287,7 +287,7 @@ def serve_bare(port: int, stack_file: Path) -> None:
         ]
     )
     record_stack(stack_file)
-    run_loop(serve_forever(app, "127.0.0.1", port, log_level="warning"))
+    run_loop(serve_forever(app, "127.0.0.1", port, log_level="warning", reuse_port=reuse_port))
 
 
 def serve_receiver(
@@ -318,12 +318,16 @@ def serve_receiver(
     run_loop(run_receiver(settings, database_url, reuse_port=reuse_port))
 
 
-def serve_workers(port: int, database_url: str, stack_file: Path) -> int:
-    """`jobwarden receiver --workers WORKERS`: the real supervisor over this module's receiver."""
+def serve_workers(port: int, database_url: str | None, stack_file: Path, role: str) -> int:
+    """`WORKERS` processes of `role` sharing the port (SO_REUSEPORT) under the real
+    supervisor of `jobwarden receiver --workers`: the receiver as it is deployed on
+    several cores, and the bare endpoint served the same way."""
     from receiver.workers import Supervisor
 
-    child = [sys.executable, "-m", "bench.receiver", "--serve", "receiver", "--port", str(port)]
-    child += ["--database-url", database_url, "--stack-file", str(stack_file), "--reuse-port"]
+    child = [sys.executable, "-m", "bench.receiver", "--serve", role, "--port", str(port)]
+    child += ["--stack-file", str(stack_file), "--reuse-port"]
+    if database_url is not None:
+        child += ["--database-url", database_url]
     return Supervisor(WORKERS, child).run()
 
 
@@ -611,6 +615,7 @@ async def prepare_operations(database_url: str) -> None:
 
 def print_report(
     bare: Series,
+    bare_multi: Series,
     runs: list[tuple[Series, int]],
     mixed: MixedResult,
     round_seconds: int,
@@ -620,15 +625,22 @@ def print_report(
     print()
     print(
         f"wrk -t{WRK_THREADS} -c{WRK_CONNECTIONS}, distinct signed Standard Webhooks deliveries, "
-        f"uvicorn 1 worker, {os.cpu_count()} CPUs; bare and receiver alternate in {ROUNDS} "
-        f"rounds of {round_seconds} s (req/s over all rounds, median p50/p99)"
+        f"uvicorn 1 worker (the --workers rows: {WORKERS}), {os.cpu_count()} CPUs; bare and "
+        f"receiver alternate in {ROUNDS} rounds of {round_seconds} s, and so do their "
+        f"{WORKERS}-worker servers (req/s over all rounds, median p50/p99)"
     )
     print(describe(stacks))
     print(
         f"{'endpoint':<40}{'req/s':>9}{'p50 ms':>9}{'p99 ms':>9}{'errors':>8}{'ratio':>7}"
         f"{'µs server':>11}{'µs pg':>7}{'µs wrk':>8}"
     )
-    for series, ratio in [(bare, None), *((s, s.per_second / bare.per_second) for s, _ in runs)]:
+    rows: list[tuple[Series, float | None]] = [(bare, None)]
+    for series, _ in runs:
+        if "--workers" in series.name:  # against the bare endpoint served the same way
+            rows += [(bare_multi, None), (series, series.per_second / bare_multi.per_second)]
+        else:
+            rows.append((series, series.per_second / bare.per_second))
+    for series, ratio in rows:
         print(
             f"{series.name:<40}{series.per_second:>9.0f}{series.p50_ms:>9.2f}"
             f"{series.p99_ms:>9.2f}{series.errors:>8}{'' if ratio is None else f'{ratio:.2f}':>7}"
@@ -646,6 +658,19 @@ def print_report(
         f"{r.per_second / b.per_second:.2f}" for r, b in zip(first.runs, bare.runs, strict=True)
     )
     print(f"target: ratio >= 0.50 with receiver p99 < 20 ms; ratio per round: {per_round}")
+    multi = next(series for series, _ in runs if "--workers" in series.name)
+    multi_rounds = "  ".join(
+        f"{r.per_second / b.per_second:.2f}"
+        for r, b in zip(multi.runs, bare_multi.runs, strict=True)
+    )
+    best_receiver = max((first, multi), key=lambda x: x.per_second)
+    best_bare = max((bare, bare_multi), key=lambda x: x.per_second)
+    print(
+        f"  with {WORKERS} workers on both sides: {multi.per_second / bare_multi.per_second:.2f}"
+        f" (per round: {multi_rounds}), receiver p99 {multi.p99_ms:.1f} ms; each side at its"
+        f" faster configuration ({best_receiver.name.strip()} / {best_bare.name}): "
+        f"{best_receiver.per_second / best_bare.per_second:.2f}"
+    )
     logged, unlogged = runs[0][0], runs[1][0]
     print(
         f"evidence log cost: receiver new events with the log on / off = "
@@ -789,14 +814,37 @@ async def run(round_seconds: int, warmup: int) -> int:
                     database_url,
                     runs[0][0].per_second,
                 )
-            with Server("workers", folder / "workers.log", database_url) as workers:
+            with (
+                Server("bare-workers", folder / "bare-workers.log") as bare_workers,
+                Server("workers", folder / "workers.log", database_url) as workers,
+            ):
+                stacks["bare workers"] = bare_workers.stack
                 stacks["workers"] = workers.stack
                 require_same_stack(stacks)
-                run_wrk("warmup", workers, script, sets["warm"], warmup)
-                result = run_wrk("workers", workers, script, sets["workers"], phase)
+                for server in (bare_workers, workers):
+                    run_wrk("warmup", server, script, sets["warm"], warmup)
+                bare_worker_runs: list[LoadResult] = []
+                worker_runs: list[LoadResult] = []
+                for _ in range(ROUNDS):
+                    bare_worker_runs.append(
+                        run_wrk("bare workers", bare_workers, script, sets["new"], round_seconds)
+                    )
+                    worker_runs.append(
+                        run_wrk(
+                            "workers",
+                            workers,
+                            script,
+                            sets["workers"],
+                            round_seconds,
+                            _past(worker_runs),
+                        )
+                    )
+                bare_multi = Series(
+                    f"bare Starlette 204, {WORKERS} workers", tuple(bare_worker_runs)
+                )
                 runs.append(
                     (
-                        Series(f"receiver --workers {WORKERS}: new events", (result,)),
+                        Series(f"receiver --workers {WORKERS}: new events", tuple(worker_runs)),
                         await count_events(database_url, "workers"),
                     )
                 )
@@ -811,7 +859,7 @@ async def run(round_seconds: int, warmup: int) -> int:
                         await count_events(database_url, "naive"),
                     )
                 )
-        print_report(bare, runs, mixed, round_seconds, stacks)
+        print_report(bare, bare_multi, runs, mixed, round_seconds, stacks)
         clean = all(series.errors == 0 for series, _ in runs)
         return 0 if mixed.ok and clean else 1
 
@@ -822,7 +870,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--quick", action="store_true", help="2 s rounds (smoke test)")
     parser.add_argument(
-        "--serve", choices=["bare", "receiver", "naive", "workers"], help=argparse.SUPPRESS
+        "--serve",
+        choices=["bare", "receiver", "naive", "workers", "bare-workers"],
+        help=argparse.SUPPRESS,
     )
     parser.add_argument("--reuse-port", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
@@ -830,7 +880,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stack-file", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve == "bare":
-        serve_bare(args.port, args.stack_file)
+        serve_bare(args.port, args.stack_file, reuse_port=args.reuse_port)
         return 0
     if args.serve in ("receiver", "naive"):
         serve_receiver(
@@ -842,7 +892,9 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 0
     if args.serve == "workers":
-        return serve_workers(args.port, args.database_url, args.stack_file)
+        return serve_workers(args.port, args.database_url, args.stack_file, "receiver")
+    if args.serve == "bare-workers":
+        return serve_workers(args.port, None, args.stack_file, "bare")
     if shutil.which("wrk") is None:
         print(
             "bench.receiver needs wrk, the HTTP load generator.\n"
