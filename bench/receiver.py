@@ -271,6 +271,7 @@ def serve_bare(port: int, stack_file: Path, *, reuse_port: bool = False) -> None
     from starlette.responses import Response
     from starlette.routing import Route
 
+    from shared import heap
     from shared.serve import serve_forever
 
     async def accept(request: Request) -> Response:
@@ -287,6 +288,7 @@ def serve_bare(port: int, stack_file: Path, *, reuse_port: bool = False) -> None
         ]
     )
     record_stack(stack_file)
+    heap.settle()  # as the receiver does (shared/heap.py): the baseline is never the slower
     run_loop(serve_forever(app, "127.0.0.1", port, log_level="warning", reuse_port=reuse_port))
 
 

@@ -20,7 +20,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from receiver.app import build_app
 from receiver.console.base import close_decision_pools
-from shared import sdnotify, telemetry
+from shared import heap, sdnotify, telemetry
 from shared.agents.mcp.http import mcp_endpoint
 from shared.db.connect import create_pool
 from shared.serve import serve_forever
@@ -60,6 +60,7 @@ async def run_receiver(
         routes = [*extra, *mcp.routes] if mcp else extra
         app: ASGIApp = build_app(settings, pool, extra_routes=routes)
         app = mcp.around(app) if mcp else app
+        heap.settle()  # start-up's objects out of every full collection's walk
         server = asyncio.create_task(
             serve_forever(
                 _notify_on_shutdown(app),

@@ -28,7 +28,7 @@ from reconciler.sequencer import STOP_SECONDS as SEQUENCER_STOP_SECONDS
 from reconciler.sequencer import LogSettings, SequencerProcess
 from reconciler.wakeups import SenderFilter
 from reconciler.worker import Reconciler
-from shared import sdnotify, telemetry
+from shared import heap, sdnotify, telemetry
 from shared.db.connect import connect, create_pool
 from shared.db.migrate import pending_migrations
 from shared.ledger import log as evidence_log
@@ -173,6 +173,7 @@ class Daemon:
             )
         self.sequencing = asyncio.create_task(self.sequencer.supervise())
         self.scheduler.start()
+        heap.settle()  # start-up's objects out of every full collection's walk
         sdnotify.notify("READY=1")
         log.info("reconciler started", extra={"ctx": {"worker_id": self.settings.worker_id}})
         await self.stopping.wait()
