@@ -317,7 +317,7 @@ def serve_receiver(
     settings = Settings(receiver_port=port, providers={PROVIDER: desc})
     record_stack(stack_file)
     # as `jobwarden receiver` runs it (one of `--workers N` when reuse_port)
-    run_loop(run_receiver(settings, database_url, reuse_port=reuse_port))
+    run_loop(run_receiver(settings, database_url, reuse_port=reuse_port, settle_heap=True))
 
 
 def serve_workers(port: int, database_url: str | None, stack_file: Path, role: str) -> int:

@@ -42,12 +42,17 @@ async def run_receiver(
     *,
     make_routes: Callable[[Any], Sequence[BaseRoute]] | None = None,
     reuse_port: bool = False,
+    settle_heap: bool = False,
 ) -> None:
     """Serve webhooks until SIGTERM/SIGINT (or cancellation), then drain and stop.
 
     `make_routes(pool)` supplies extra routes (the agent API) sharing the pool;
     with them comes the MCP endpoint, which serves agents through that API.
     `reuse_port`: one of several workers sharing the port (receiver/workers.py).
+    `settle_heap`: this process is the receiver (`jobwarden receiver`): once
+    started, what start-up made leaves the collector's walks (shared/heap.py).
+    Not for a receiver inside another program (a test, the demo): it would
+    freeze that program's objects too.
     """
     # min_size=0: the receiver starts even while PostgreSQL is down, answering
     # 503 (so providers retry) and not-ready until the database is back.
@@ -60,10 +65,9 @@ async def run_receiver(
         routes = [*extra, *mcp.routes] if mcp else extra
         app: ASGIApp = build_app(settings, pool, extra_routes=routes)
         app = mcp.around(app) if mcp else app
-        heap.settle()  # start-up's objects out of every full collection's walk
         server = asyncio.create_task(
             serve_forever(
-                _notify_on_shutdown(app),
+                _lifespan_hooks(app, on_started=heap.settle if settle_heap else None),
                 settings.receiver_host,
                 settings.receiver_port,
                 reuse_port=reuse_port,
@@ -128,8 +132,10 @@ def _probe_host(host: str) -> str:
     return host
 
 
-def _notify_on_shutdown(app: ASGIApp) -> ASGIApp:
-    """Send STOPPING=1 when uvicorn starts the lifespan shutdown (the drain)."""
+def _lifespan_hooks(app: ASGIApp, *, on_started: Callable[[], None] | None) -> ASGIApp:
+    """`on_started()` once the lifespan's start-up is complete (uvicorn imported, the
+    writers and the MCP session manager running), just before uvicorn hears it;
+    STOPPING=1 when uvicorn starts the lifespan shutdown (the drain)."""
 
     async def wrapped(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "lifespan":
@@ -143,6 +149,11 @@ def _notify_on_shutdown(app: ASGIApp) -> ASGIApp:
                 logger.info("receiver stopping: draining queued events")
             return message
 
-        await app(scope, receive_and_watch, send)
+        async def send_and_watch(message: Message) -> None:
+            if message["type"] == "lifespan.startup.complete" and on_started is not None:
+                on_started()
+            await send(message)
+
+        await app(scope, receive_and_watch, send_and_watch)
 
     return wrapped

@@ -57,8 +57,11 @@ class Daemon:
         settings: Settings,
         database_url: str,
         sequencer: SequencerProcess,
+        *,
+        settle_heap: bool = False,
     ) -> None:
         self.reconciler = reconciler
+        self.settle_heap = settle_heap  # this process is the daemon: see run_reconciler
         self.sequencer = sequencer
         self.sequencing: asyncio.Task[None] | None = None
         self.settings = settings
@@ -173,7 +176,8 @@ class Daemon:
             )
         self.sequencing = asyncio.create_task(self.sequencer.supervise())
         self.scheduler.start()
-        heap.settle()  # start-up's objects out of every full collection's walk
+        if self.settle_heap:  # start-up's objects out of every full collection's walk
+            heap.settle()
         sdnotify.notify("READY=1")
         log.info("reconciler started", extra={"ctx": {"worker_id": self.settings.worker_id}})
         await self.stopping.wait()
@@ -219,7 +223,15 @@ async def create_reconciler_pool(database_url: str, **kwargs: Any) -> Any:
     )
 
 
-async def run_reconciler(settings: Settings, database_url: str) -> int:
+async def run_reconciler(
+    settings: Settings, database_url: str, *, settle_heap: bool = False
+) -> int:
+    """The daemon until SIGTERM/SIGINT; 2 when the database is not migrated.
+
+    `settle_heap`: this process is the reconciler (`jobwarden reconciler`): once
+    started, what start-up made leaves the collector's walks (shared/heap.py).
+    Not for a reconciler inside another program, whose objects it would freeze.
+    """
     check_reconciler_settings(settings)
     try:
         # read here too, so a bad key stops the daemon at start, not its child
@@ -245,7 +257,9 @@ async def run_reconciler(settings: Settings, database_url: str) -> int:
                 webhook_url=settings.public_webhook_url or None,
             )
             sequencer = SequencerProcess(LogSettings.of(settings), database_url)
-            daemon = Daemon(Reconciler(ctx), settings, database_url, sequencer)
+            daemon = Daemon(
+                Reconciler(ctx), settings, database_url, sequencer, settle_heap=settle_heap
+            )
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, daemon.stopping.set)

@@ -53,7 +53,7 @@ async def cmd_reconciler(args: argparse.Namespace) -> int:
     logs.configure()
     settings = _settings(args)
     async with app_database() as resolved:
-        return await run_reconciler(settings, resolved.app_url)
+        return await run_reconciler(settings, resolved.app_url, settle_heap=True)
 
 
 async def cmd_receiver(args: argparse.Namespace) -> int:
@@ -76,6 +76,7 @@ async def cmd_receiver(args: argparse.Namespace) -> int:
             resolved.app_url,
             make_routes=lambda pool: api_routes(settings, pool),
             reuse_port=args.reuse_port,
+            settle_heap=True,
         )
     return 0
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import socket
 import time
 from dataclasses import replace
@@ -63,3 +64,30 @@ async def test_service_announces_ready_serves_and_announces_stopping(
     assert await _next_message(notify) == "STOPPING=1"
     notify.close()
     assert [e["event_id"] for e in await stored_events(db)] == ["msg_service"]
+
+
+async def test_the_receiver_process_freezes_start_up_once_started(
+    db: Any, db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With settle_heap (`jobwarden receiver`), what start-up made leaves the collector's
+    walks by the time systemd hears READY=1; without it (a receiver inside a test or the
+    demo) nothing is frozen."""
+    notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    notify.bind(str(tmp_path / "notify"))
+    notify.setblocking(False)
+    monkeypatch.setenv("NOTIFY_SOCKET", str(tmp_path / "notify"))
+    gc.unfreeze()
+    try:
+        for settle_heap in (False, True):
+            settings = replace(settings_for(), receiver_port=_free_port())
+            service = asyncio.create_task(run_receiver(settings, db_url, settle_heap=settle_heap))
+            try:
+                assert await _next_message(notify) == "READY=1"
+                assert (gc.get_freeze_count() > 0) is settle_heap
+            finally:
+                service.cancel()
+                await asyncio.gather(service, return_exceptions=True)
+            assert await _next_message(notify) == "STOPPING=1"
+    finally:
+        gc.unfreeze()  # the rest of this test process collects as usual
+        notify.close()
