@@ -50,7 +50,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -281,14 +281,19 @@ def serve_bare(port: int, stack_file: Path, *, reuse_port: bool = False) -> None
     async def healthz(request: Request) -> Response:
         return Response(status_code=204)
 
+    @contextlib.asynccontextmanager
+    async def settled(app: Starlette) -> AsyncIterator[None]:
+        heap.settle()  # as the receiver does once started: the baseline is never the slower
+        yield
+
     app = Starlette(
         routes=[
             Route("/webhooks/{provider}", accept, methods=["POST"]),
             Route("/healthz", healthz, methods=["GET"]),
-        ]
+        ],
+        lifespan=settled,
     )
     record_stack(stack_file)
-    heap.settle()  # as the receiver does (shared/heap.py): the baseline is never the slower
     run_loop(serve_forever(app, "127.0.0.1", port, log_level="warning", reuse_port=reuse_port))
 
 

@@ -11,7 +11,9 @@ from __future__ import annotations
 import json
 import math
 import re
+from enum import Enum
 from typing import Any
+from uuid import UUID
 
 import orjson
 
@@ -60,10 +62,22 @@ def dumps(value: Any) -> str:
 
 def _exact(value: Any) -> str:
     """The standard library's encoding, scrubbed when jsonb would refuse it."""
-    text = json.dumps(value, allow_nan=False, separators=(",", ":"))
+    text = json.dumps(value, allow_nan=False, separators=(",", ":"), default=_as_orjson_does)
     if _RISKY_ESCAPE.search(text):
-        text = json.dumps(scrub(value), allow_nan=False, separators=(",", ":"))
+        text = json.dumps(
+            scrub(value), allow_nan=False, separators=(",", ":"), default=_as_orjson_does
+        )
     return text
+
+
+def _as_orjson_does(value: Any) -> Any:
+    """What orjson encodes that json.dumps has no form for: one document is
+    encoded alike whichever path it takes (a NUL elsewhere in it sends it here)."""
+    if isinstance(value, Enum):
+        return scrub(value.value)
+    if isinstance(value, UUID):
+        return str(value)
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
 
 def _holds_non_finite(value: Any) -> bool:
@@ -72,6 +86,8 @@ def _holds_non_finite(value: Any) -> bool:
         items: Any = value.values()
     elif isinstance(value, list | tuple):
         items = value
+    elif isinstance(value, Enum):
+        return _holds_non_finite(value.value)
     else:
         return isinstance(value, float) and not math.isfinite(value)
     for item in items:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import enum
 import json
 import math
+import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
@@ -76,6 +79,46 @@ def test_a_literal_backslash_u0000_is_kept_as_text() -> None:
     assert json.loads(pgjson.dumps(value)) == value
 
 
-def test_not_a_number_is_refused() -> None:
-    with pytest.raises(ValueError):
-        pgjson.dumps({"x": float("nan")})
+class _Odd(float):
+    pass
+
+
+class _Plain(enum.Enum):
+    NUMBER = 1.5
+    NOT_A_NUMBER = math.nan
+    TEXT = "a\x00b"
+
+
+def test_a_non_finite_number_inside_a_subclass_or_an_enum_is_refused() -> None:
+    for value in ({"x": _Odd("nan")}, {"x": _Plain.NOT_A_NUMBER}):
+        with pytest.raises(ValueError):
+            pgjson.dumps(value)
+
+
+def test_a_plain_record_takes_the_fast_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(value: Any) -> str:
+        raise AssertionError("the standard library's path was taken")
+
+    monkeypatch.setattr(pgjson, "_exact", refuse)
+    row = {"id": "op_1", "n": 2**64 - 1, "m": -(2**63), "x": 2.5, "t": None, "l": ["é", True]}
+    assert json.loads(pgjson.dumps(row)) == row  # the 64-bit edges stay exact
+
+
+def test_enums_and_uuids_encode_alike_on_either_path() -> None:
+    fast = {"u": uuid.UUID(int=7), "e": _Plain.NUMBER}
+    slow = {**fast, "nul": "x\x00"}  # a NUL sends the document the standard library's way
+    for value in (fast, slow):
+        decoded = json.loads(pgjson.dumps(value))
+        assert decoded["u"] == "00000000-0000-0000-0000-000000000007"
+        assert decoded["e"] == 1.5
+    assert json.loads(pgjson.dumps({"e": _Plain.TEXT, "big": 2**70})) == {
+        "e": "a\ufffdb",
+        "big": 2**70,
+    }
+
+
+def test_nesting_deeper_than_orjson_takes_is_still_encoded() -> None:
+    deep: Any = "leaf"
+    for _ in range(300):
+        deep = [deep]
+    assert json.loads(pgjson.dumps(deep)) == deep
