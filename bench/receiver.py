@@ -25,7 +25,14 @@ What it does, in one run on this machine:
 5. for comparison, the same receiver with group commit off: one event per
    transaction, as many transactions in flight as the pool allows;
 6. the evidence log's cost: in every round, the receiver also runs with the
-   log's triggers disabled (a sequencer appends every second throughout).
+   log's triggers disabled (a sequencer appends every second throughout);
+7. `receiver --workers 2` (the real supervisor, SO_REUSEPORT) alternating in
+   rounds with the bare endpoint served the same way, so that row's ratio
+   compares like with like; and each side at its faster configuration.
+
+Every row also shows the CPU each process group spent per answered request
+(the server and its workers, PostgreSQL, wrk), read from /proc: on two
+shared cores, where a request's cost lands says more than its rate alone.
 
 Load generator: wrk (`apt-get install -y wrk` on Debian/Ubuntu). Its Lua
 script loads the pre-signed requests and hands out one per request.
@@ -658,7 +665,8 @@ def print_report(
     print(
         "µs = CPU microseconds per answered request, during the row's runs: the server "
         "(its workers included), PostgreSQL (our databases' backends and its shared "
-        "processes), wrk"
+        "processes), wrk (with loading its request file at start, a fixed cost per run: "
+        "more per request in the slower rows)"
     )
     first = runs[0][0]
     per_round = "  ".join(
@@ -824,6 +832,7 @@ async def run(round_seconds: int, warmup: int) -> int:
             with (
                 Server("bare-workers", folder / "bare-workers.log") as bare_workers,
                 Server("workers", folder / "workers.log", database_url) as workers,
+                sequencer_thread(database_url),  # as in the one-worker rounds
             ):
                 stacks["bare workers"] = bare_workers.stack
                 stacks["workers"] = workers.stack
