@@ -97,11 +97,15 @@ def test_receiver_report_prints_no_ratio_for_unlike_stacks(
         answers={"stored": 1, "duplicate": 0, "refused": 0, "other": 0},
         stored_rows=1, forged_rows=0, duplicate_count=0, seconds=1.0, answered=1,
     )  # fmt: skip
-    runs = [(series, 1000), (series, 1000)]
+    workers = bench_receiver.Series("receiver --workers 2: new events", (run,))
+    runs = [(series, 1000), (series, 1000), (workers, 1000)]
     with pytest.raises(UnlikeStacks):
-        bench_receiver.print_report(series, runs, mixed, 2, {"bare": SLOW, "receiver": FAST})
+        bench_receiver.print_report(
+            series, series, runs, mixed, 2, {"bare": SLOW, "receiver": FAST}
+        )
     assert "ratio" not in capsys.readouterr().out
-    bench_receiver.print_report(series, runs, mixed, 2, {"bare": FAST, "receiver": FAST})
+    bench_receiver.print_report(series, series, runs, mixed, 2, {"bare": FAST, "receiver": FAST})
     out = capsys.readouterr().out
     assert "stack: bare = httptools on uvloop; receiver = httptools on uvloop" in out
     assert "ratio" in out
+    assert "with 2 workers on both sides: 1.00" in out
