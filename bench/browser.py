@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from selenium import webdriver
+from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import WebDriverWait
@@ -78,6 +79,14 @@ def viewport(driver: WebDriver, width: int, height: int = 900) -> None:
 
 
 def wait_for(driver: WebDriver, condition: Callable[[Any], T]) -> T:
-    """Wait for a condition of the page (never a fixed sleep)."""
-    result: T = WebDriverWait(driver, WAIT_SECONDS).until(condition)
+    """Wait for a condition of the page (never a fixed sleep).
+
+    A live page replaces its elements as it updates: an element found just
+    before that is stale, which means "not yet", like one not found.
+    """
+    result: T = WebDriverWait(
+        driver,
+        WAIT_SECONDS,
+        ignored_exceptions=(NoSuchElementException, StaleElementReferenceException),
+    ).until(condition)
     return result
