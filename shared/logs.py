@@ -8,6 +8,7 @@ are dropped rather than trusted to callers' care.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -15,11 +16,36 @@ import sys
 from datetime import UTC, datetime
 from typing import Any
 
+import orjson
+
 _SECRET_WORDS = ("secret", "password", "token", "signature", "authorization", "api_key", "cookie")
 
 
+@functools.lru_cache(maxsize=1024)
+def _names_a_secret(key: str) -> bool:
+    """Decided once per key name: the names come from code, a handful per process,
+    and every matched webhook and status read logs a line with them."""
+    lowered = key.lower()
+    return any(word in lowered for word in _SECRET_WORDS)
+
+
 def _safe(ctx: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in ctx.items() if not any(w in k.lower() for w in _SECRET_WORDS)}
+    return {k: v for k, v in ctx.items() if not _names_a_secret(k)}
+
+
+def _encode(doc: dict[str, Any]) -> str:
+    """One JSON line in ASCII, by orjson when it can (a tenth of the standard
+    library's time, on a line written for every matched webhook).
+
+    The standard library, escaping to ASCII, writes whatever orjson refuses
+    (integers past 64 bits, lone surrogates) and every line holding non-ASCII
+    text, so a line never carries a raw U+2028 or bidi control from a request.
+    """
+    try:
+        line = orjson.dumps(doc, default=str).decode()
+    except TypeError:  # orjson.JSONEncodeError is one
+        return json.dumps(doc, default=str)
+    return line if line.isascii() else json.dumps(doc, default=str)
 
 
 class JsonFormatter(logging.Formatter):
@@ -35,7 +61,7 @@ class JsonFormatter(logging.Formatter):
             doc.update(_safe(ctx))
         if record.exc_info and record.exc_info[0] is not None:
             doc["exc_type"] = record.exc_info[0].__name__
-        return json.dumps(doc, default=str)
+        return _encode(doc)
 
 
 def configure(level: str | None = None) -> None:
