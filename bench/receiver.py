@@ -33,6 +33,10 @@ What it does, in one run on this machine:
 Every row also shows the CPU each process group spent per answered request
 (the server and its workers, PostgreSQL, wrk), read from /proc: on two
 shared cores, where a request's cost lands says more than its rate alone.
+Also how busy the server was (its CPU over wall time) and, for the
+one-process receiver, its group commit (events per batch, milliseconds from a
+batch's start to its COMMIT, from its own /metrics): together they say whether
+a row was bound by the server's CPU or by waiting for commits.
 
 Load generator: wrk (`apt-get install -y wrk` on Debian/Ubuntu). Its Lua
 script loads the pre-signed requests and hands out one per request.
@@ -214,6 +218,22 @@ end
 
 
 @dataclass(frozen=True)
+class CommitTotals:
+    """The receiver's group-commit counters (or their growth over a run)."""
+
+    batches: float
+    events: float
+    seconds: float
+
+    def __sub__(self, earlier: CommitTotals) -> CommitTotals:
+        return CommitTotals(
+            self.batches - earlier.batches,
+            self.events - earlier.events,
+            self.seconds - earlier.seconds,
+        )
+
+
+@dataclass(frozen=True)
 class LoadResult:
     name: str
     requests: int
@@ -225,6 +245,10 @@ class LoadResult:
     # server and its worker processes), "postgres" (our databases' backends
     # and the server's shared processes), "wrk" (the load generator)
     cpu: Mapping[str, float] = field(default_factory=dict)
+    # The group commit during the run, from a one-process receiver's /metrics
+    # (zero for the bare endpoint and for several workers, whose scrape
+    # would reach one worker only).
+    commit: CommitTotals = field(default_factory=lambda: CommitTotals(0.0, 0.0, 0.0))
 
     @property
     def per_second(self) -> float:
@@ -262,6 +286,23 @@ class Series:
         """CPU microseconds `group` spent per completed request, over all runs."""
         used = sum(r.cpu.get(group, 0.0) for r in self.runs)
         return used / max(self.requests, 1) * 1e6
+
+    @property
+    def server_busy(self) -> float:
+        """The server's CPU over the runs' wall time: 1.0 is one core kept busy."""
+        return sum(r.cpu.get("server", 0.0) for r in self.runs) / sum(r.seconds for r in self.runs)
+
+    @property
+    def batch_events(self) -> float | None:
+        """Events per group-commit batch, when the server reported its commits."""
+        batches = sum(r.commit.batches for r in self.runs)
+        return sum(r.commit.events for r in self.runs) / batches if batches else None
+
+    @property
+    def batch_ms(self) -> float | None:
+        """Wall milliseconds from a batch's start to its COMMIT, on average."""
+        batches = sum(r.commit.batches for r in self.runs)
+        return sum(r.commit.seconds for r in self.runs) / batches * 1e3 if batches else None
 
 
 # --------------------------------------------------------------------- servers
@@ -349,6 +390,8 @@ class Server:
     """A server in a child process (so it has a core to itself), stopped with SIGTERM."""
 
     def __init__(self, role: str, log: Path, database_url: str | None = None) -> None:
+        # One process serving /metrics: a scrape sees all of its commits.
+        self.reports_commits = role in ("receiver", "naive")
         self.port = free_port()
         self._stack_file = log.with_suffix(".stack.json")
         args = [sys.executable, "-m", "bench.receiver", "--serve", role, "--port", str(self.port)]
@@ -473,6 +516,7 @@ def run_wrk(
     its rate alone.
     """
     meter = CpuMeter({"server": server.pids, "postgres": our_postgres_pids})
+    commits_before = commit_totals(server)
     wrk_before = _children_cpu_seconds()
     meter.start()
     data = wrk_report(
@@ -481,6 +525,7 @@ def run_wrk(
     wall = time.monotonic() - meter.wall
     cpu = {group: share * wall for group, share in meter.stop().items()}
     cpu["wrk"] = _children_cpu_seconds() - wrk_before
+    commits = commit_totals(server) - commits_before
     errors = sum(data[k] for k in ("non_2xx", "connect", "read", "write", "timeout"))
     return LoadResult(
         name=name,
@@ -490,7 +535,32 @@ def run_wrk(
         p99_ms=data["p99_us"] / 1000,
         errors=errors,
         cpu=cpu,
+        commit=commits,
     )
+
+
+_COMMIT_METRICS = {
+    "jobwarden_webhook_commit_batch_size_count": "batches",
+    "jobwarden_webhook_commit_batch_size_sum": "events",
+    "jobwarden_webhook_commit_duration_seconds_sum": "seconds",
+}
+
+
+def commit_totals(server: Server) -> CommitTotals:
+    """The server's group-commit counters from its /metrics; zeros if it has none."""
+    if not server.reports_commits:
+        return CommitTotals(0.0, 0.0, 0.0)
+    return parse_commit_totals(httpx.get(server.url + "/metrics", timeout=10.0).text)
+
+
+def parse_commit_totals(exposition: str) -> CommitTotals:
+    """The group-commit counters in a receiver's Prometheus text exposition."""
+    found = dict.fromkeys(_COMMIT_METRICS.values(), 0.0)
+    for line in exposition.splitlines():
+        name, _, value = line.partition(" ")
+        if name in _COMMIT_METRICS:
+            found[_COMMIT_METRICS[name]] = float(value)
+    return CommitTotals(**found)
 
 
 def _children_cpu_seconds() -> float:
@@ -646,7 +716,7 @@ def print_report(
     print(describe(stacks))
     print(
         f"{'endpoint':<40}{'req/s':>9}{'p50 ms':>9}{'p99 ms':>9}{'errors':>8}{'ratio':>7}"
-        f"{'µs server':>11}{'µs pg':>7}{'µs wrk':>8}"
+        f"{'µs server':>11}{'µs pg':>7}{'µs wrk':>8}{'busy':>6}{'batch':>7}{'ms':>6}"
     )
     rows: list[tuple[Series, float | None]] = [(bare, None)]
     for series, _ in runs:
@@ -661,12 +731,16 @@ def print_report(
             f"{series.cpu_us_per_request('server'):>11.0f}"
             f"{series.cpu_us_per_request('postgres'):>7.0f}"
             f"{series.cpu_us_per_request('wrk'):>8.0f}"
+            f"{series.server_busy:>6.2f}{_optional(series.batch_events):>7}"
+            f"{_optional(series.batch_ms):>6}"
         )
     print(
         "µs = CPU microseconds per answered request, during the row's runs: the server "
         "(its workers included), PostgreSQL (our databases' backends and its shared "
         "processes), wrk (with loading its request file at start, a fixed cost per run: "
-        "more per request in the slower rows)"
+        "more per request in the slower rows); busy = the server's CPU over wall time "
+        "(1.00: one core); batch = events per group commit and ms = from a batch's start "
+        "to its COMMIT, from a one-process receiver's /metrics"
     )
     first = runs[0][0]
     per_round = "  ".join(
@@ -705,6 +779,10 @@ def print_report(
         f"{mixed.forged_rows} (expected 0), duplicate_deliveries: {mixed.duplicate_count} "
         f"(expected {mixed.duplicates})  -> {'OK' if mixed.ok else 'MISMATCH'}"
     )
+
+
+def _optional(value: float | None) -> str:
+    return "" if value is None else f"{value:.1f}"
 
 
 def print_workers_target(first: Series, multi: Series, bare: Series, bare_multi: Series) -> None:

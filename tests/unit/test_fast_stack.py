@@ -10,6 +10,7 @@ import pytest
 
 from bench import receiver as bench_receiver
 from bench.stack import UnlikeStacks, describe, require_same_stack, unlike
+from receiver.metrics import ReceiverMetrics
 from shared import serve
 from shared.cli import main as cli_main
 from shared.serve import Stack
@@ -109,3 +110,38 @@ def test_receiver_report_prints_no_ratio_for_unlike_stacks(
     assert "stack: bare = httptools on uvloop; receiver = httptools on uvloop" in out
     assert "ratio" in out
     assert "with 2 workers on both sides: 1.00" in out
+
+
+def test_the_commit_counters_are_read_from_the_receivers_own_exposition() -> None:
+    metrics = ReceiverMetrics(["sim"])
+    for size, seconds in ((10, 0.002), (30, 0.006)):
+        metrics.batch_size.observe(size)
+        metrics.commit_seconds.observe(seconds)
+    totals = bench_receiver.parse_commit_totals(metrics.exposition().decode())
+    assert (totals.batches, totals.events) == (2.0, 40.0)
+    assert totals.seconds == pytest.approx(0.008)
+    earlier = bench_receiver.CommitTotals(1.0, 10.0, 0.002)
+    assert (totals - earlier).events == 30.0
+
+
+def test_receiver_report_shows_what_bounds_each_row(capsys: pytest.CaptureFixture[str]) -> None:
+    cpu = {"server": 1.5, "postgres": 0.2, "wrk": 0.3}
+    commits = bench_receiver.CommitTotals(batches=50.0, events=1000.0, seconds=0.2)
+    run = bench_receiver.LoadResult("r", 1000, 2.0, 1.0, 2.0, 0, cpu, commits)
+    bare_run = bench_receiver.LoadResult("b", 4000, 2.0, 1.0, 2.0, 0, {"server": 1.8})
+    series = bench_receiver.Series("receiver: new events, committed", (run,))
+    bare = bench_receiver.Series("bare Starlette 204", (bare_run,))
+    assert (series.server_busy, series.batch_events, series.batch_ms) == (0.75, 20.0, 4.0)
+    assert (bare.batch_events, bare.batch_ms) == (None, None)
+    mixed = bench_receiver.MixedResult(
+        sent=1, unique_valid=1, duplicates=0, forged=0,
+        answers={"stored": 1, "duplicate": 0, "refused": 0, "other": 0},
+        stored_rows=1, forged_rows=0, duplicate_count=0, seconds=1.0, answered=1,
+    )  # fmt: skip
+    runs = [(series, 1000), (series, 1000)]
+    bench_receiver.print_report(bare, bare, runs, mixed, 2, {"bare": FAST, "receiver": FAST})
+    out = capsys.readouterr().out
+    [line] = [x for x in out.splitlines() if x.startswith("receiver: new events")][:1]
+    assert line.split()[-3:] == ["0.75", "20.0", "4.0"]
+    [bare_line] = [x for x in out.splitlines() if x.startswith("bare Starlette 204")]
+    assert bare_line.split()[-1] == "0.90"  # busy only: it has no commits
