@@ -71,5 +71,13 @@ def configure(level: str | None = None) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel((level or os.environ.get("JW_LOG_LEVEL", "INFO")).upper())
+    # What the JSON line never shows is not gathered for it: the caller's file
+    # and line (a walk up the stack), thread, process id and process name.
+    # The logging documentation's own recipe ("Optimization"); every matched
+    # webhook writes a line, so it is paid on the receiver's hot path.
+    logging._srcfile = None
+    logging.logThreads = False
+    logging.logProcesses = False
+    logging.logMultiprocessing = False
     for noisy in ("apscheduler", "httpx", "httpcore", "uvicorn.access"):
         logging.getLogger(noisy).setLevel(logging.WARNING)

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from shared import logs
 from shared.logs import JsonFormatter
 
 
@@ -94,3 +95,20 @@ def test_an_exception_is_named_by_its_type_only() -> None:
     text = JsonFormatter().format(record)
     assert json.loads(text)["exc_type"] == "ValueError"
     assert "secret detail" not in text
+
+
+def test_configure_gathers_only_what_the_line_shows(monkeypatch: pytest.MonkeyPatch) -> None:
+    root = logging.getLogger()
+    for name in ("_srcfile", "logThreads", "logProcesses", "logMultiprocessing"):
+        monkeypatch.setattr(logging, name, getattr(logging, name))  # restored afterwards
+    monkeypatch.setattr(root, "handlers", list(root.handlers))
+    monkeypatch.setattr(root, "level", root.level)
+    logs.configure("info")
+    [handler] = root.handlers
+    seen: list[logging.LogRecord] = []
+    monkeypatch.setattr(handler, "emit", seen.append)
+    logging.getLogger("receiver.webhooks.endpoint").info("webhook stored", extra={"ctx": {}})
+    [record] = seen
+    # no walk up the stack for the caller, no thread or process lookups
+    assert (record.lineno, record.threadName, record.processName) == (0, None, None)
+    assert json.loads(JsonFormatter().format(record))["msg"] == "webhook stored"
