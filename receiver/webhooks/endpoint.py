@@ -329,7 +329,8 @@ class WebhookEndpoint:
         document: dict[str, Any],
     ) -> Event:
         event_id = dedupe_id(provider.spec, verified, document, body)
-        fact = _parse(provider, body, headers, QueryParams(scope.get("query_string", b"")))
+        query = QueryParams(scope.get("query_string", b""))
+        fact = _parse(provider, document, body, headers, query)
         return Event(
             provider=provider.name,
             event_id=event_id,
@@ -407,7 +408,7 @@ class WebhookEndpoint:
 
 
 def _parse(
-    provider: _Provider, body: bytes, headers: Headers, query: QueryParams
+    provider: _Provider, document: dict[str, Any], body: bytes, headers: Headers, query: QueryParams
 ) -> WebhookFact | None:
     """The adapter's reading of an authentic body; None when it names no job.
 
@@ -417,7 +418,7 @@ def _parse(
     (storing the event unmatched would lose its match for good).
     """
     try:
-        return provider.adapter.parse_webhook(body, headers, query)
+        return provider.adapter.parse_parsed_webhook(document, body, headers, query)
     except WebhookParseError:
         return None
     except Exception as exc:

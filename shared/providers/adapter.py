@@ -252,6 +252,19 @@ class ProviderAdapter:
     ) -> WebhookFact:
         return responses.parse_webhook(self.desc, body, headers, query)
 
+    def parse_parsed_webhook(
+        self, document: Any, body: bytes, headers: Mapping[str, str], query: Mapping[str, str]
+    ) -> WebhookFact:
+        """`parse_webhook` for a body the caller already parsed as JSON (`document`).
+
+        The receiver parses every authentic body once; the declarative
+        reading takes that document instead of parsing the body again. A
+        plugin that overrides `parse_webhook` is called as it always was.
+        """
+        if type(self).parse_webhook is not ProviderAdapter.parse_webhook:
+            return self.parse_webhook(body, headers, query)
+        return responses.webhook_fact(self.desc, document, body, headers, query)
+
     def next_poll_delay(
         self,
         attempt: int,

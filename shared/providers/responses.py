@@ -505,13 +505,28 @@ def parse_webhook(
     so it counts as absent. The raw state is only shown, so it is cleaned
     (U+FFFD) instead. An event left with no reference is unmatchable.
     """
-    spec = desc.webhooks
-    if spec is None:
-        raise WebhookParseError(f"provider {desc.name} has no webhooks configured")
     try:
         document = json.loads(body)
     except NOT_JSON:
         raise WebhookParseError("webhook body is not valid JSON") from None
+    return webhook_fact(desc, document, body, headers, query)
+
+
+def webhook_fact(
+    desc: ProviderDescription,
+    document: Any,
+    body: bytes,
+    headers: Mapping[str, str],
+    query: Mapping[str, str],
+) -> WebhookFact:
+    """`parse_webhook` for a body already parsed as JSON into `document`.
+
+    The receiver parses every authentic body once, to refuse what is not a
+    JSON object, and hands that document here rather than parsing it again.
+    """
+    spec = desc.webhooks
+    if spec is None:
+        raise WebhookParseError(f"provider {desc.name} has no webhooks configured")
     if not isinstance(document, dict):
         raise WebhookParseError("webhook body is not a JSON object")
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
@@ -25,7 +26,9 @@ from shared.providers import (
     parse_status,
     parse_webhook,
 )
+from shared.providers.adapter import ProviderAdapter
 from shared.providers.description import ProviderDescription
+from shared.providers.facts import WebhookFact
 
 NOW = datetime(2025, 1, 6, 12, 0, 0, tzinfo=UTC)
 SIM = load_preset("simulator", env={"JW_SIM_WEBHOOK_SECRET": "whsec_dGVzdA=="})
@@ -428,6 +431,30 @@ def test_webhook_fields_and_scheme_event_id() -> None:
     fact = parse_webhook(SIM, body, {"webhook-id": "msg_1"}, {})
     assert (fact.event_id, fact.remote_job_id) == ("msg_1", "job_1")
     assert fact.remote_state is RemoteState.SUCCEEDED and fact.raw_state == "succeeded"
+
+
+def test_a_parsed_body_is_read_without_parsing_it_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    body = json.dumps({"job_id": "job_1", "state": "succeeded"}).encode()
+    headers = {"webhook-id": "msg_1"}
+    expected = parse_webhook(SIM, body, headers, {})
+    document = json.loads(body)
+
+    def no_second_parse(*args: object, **kwargs: object) -> object:
+        raise AssertionError("the body was parsed again")
+
+    monkeypatch.setattr(json, "loads", no_second_parse)
+    assert ProviderAdapter(SIM).parse_parsed_webhook(document, body, headers, {}) == expected
+
+
+def test_a_plugin_that_reads_webhooks_its_own_way_is_still_called() -> None:
+    class OwnReading(ProviderAdapter):
+        def parse_webhook(
+            self, body: bytes, headers: Mapping[str, str], query: Mapping[str, str]
+        ) -> WebhookFact:
+            return WebhookFact("own", body.decode(), None, None, None, thin=False)
+
+    fact = OwnReading(SIM).parse_parsed_webhook({"job_id": "job_1"}, b"raw", {}, {})
+    assert (fact.event_id, fact.remote_job_id) == ("own", "raw")
 
 
 def test_webhook_unknown_state_is_none_and_missing_event_id_uses_body_hash() -> None:
