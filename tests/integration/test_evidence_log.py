@@ -21,7 +21,7 @@ import asyncpg
 import pytest
 
 from bench.evidence_log import seed_log_bulk
-from shared.ledger import audit, log
+from shared.ledger import audit, log, webhooks
 from shared.ledger.leaves import KINDS, Digests, leaf_data
 from shared.ledger.log_audit import LogReport, open_checkpoint, verify_log
 from shared.ledger.states import LocalState
@@ -553,3 +553,34 @@ async def test_tiles_exported_beside_a_checkpoint_give_its_root_without_the_data
     upper.unlink()
     assert await jobwarden("audit", "check-tiles", str(out), "--key", VERIFIER_KEY) == 1
     assert "missing" in capsys.readouterr().err
+
+
+async def test_the_sequencer_plans_every_batch_for_the_ids_at_hand(pool: Any) -> None:
+    """No batch runs on a generic plan: one cached while a table was small scans it
+    and tests every row against the whole array of ids (sql/queries/log.sql,
+    log_try_lock), a cost that grows with the table times the batch."""
+    lookup = "%FROM webhook_events WHERE webhook_event_id = ANY%"
+    async with pool.acquire() as conn:
+        # a quiet start (PostgreSQL settles on a generic plan after five), then load
+        sizes = [2] * 6 + [300] * 4
+        for batch, size in enumerate(sizes):
+            await webhooks.store_events(conn, _unmatched_events(f"plan_{batch}", size))
+            assert await log.sequence_all(conn) == size
+        plans = await conn.fetchrow(
+            "SELECT sum(generic_plans) AS generic, sum(custom_plans) AS custom"
+            " FROM pg_prepared_statements WHERE statement LIKE $1",
+            lookup,
+        )
+    assert (plans["generic"], plans["custom"]) == (0, len(sizes))
+
+
+def _unmatched_events(prefix: str, count: int) -> dict[str, list[Any]]:
+    """Verified events naming no known job, as the receiver's batch hands them over."""
+    values: dict[str, Any] = dict.fromkeys(webhooks.EVENT_COLUMNS)
+    values.update(
+        provider="sim", scheme="standard_webhooks", id_signed=True,
+        remote_job_id="job_nobody_knows", payload='{"job_id": "job_nobody_knows"}', extra=0,
+    )  # fmt: skip
+    columns = {name: [value] * count for name, value in values.items()}
+    columns["event_id"] = [f"{prefix}_{i}" for i in range(count)]
+    return columns
