@@ -91,7 +91,7 @@ from shared.db.pgjson import scrub
 from shared.ids import new_trace_id, trace_id_from_traceparent
 from shared.ledger.states import RemoteState
 from shared.providers import ProviderDescription, WebhookParseError, adapter_for
-from shared.providers.adapter import ProviderAdapter
+from shared.providers.adapter import ProviderAdapter, parse_parsed_webhook
 from shared.providers.description import WebhookScheme, WebhookSpec
 from shared.providers.facts import WebhookFact
 from shared.providers.paths import PathSource, ValuePath, extract, parse_path
@@ -418,7 +418,7 @@ def _parse(
     (storing the event unmatched would lose its match for good).
     """
     try:
-        return provider.adapter.parse_parsed_webhook(document, body, headers, query)
+        return parse_parsed_webhook(provider.adapter, document, body, headers, query)
     except WebhookParseError:
         return None
     except Exception as exc:

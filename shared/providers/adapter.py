@@ -252,19 +252,6 @@ class ProviderAdapter:
     ) -> WebhookFact:
         return responses.parse_webhook(self.desc, body, headers, query)
 
-    def parse_parsed_webhook(
-        self, document: Any, body: bytes, headers: Mapping[str, str], query: Mapping[str, str]
-    ) -> WebhookFact:
-        """`parse_webhook` for a body the caller already parsed as JSON (`document`).
-
-        The receiver parses every authentic body once; the declarative
-        reading takes that document instead of parsing the body again. A
-        plugin that overrides `parse_webhook` is called as it always was.
-        """
-        if type(self).parse_webhook is not ProviderAdapter.parse_webhook:
-            return self.parse_webhook(body, headers, query)
-        return responses.webhook_fact(self.desc, document, body, headers, query)
-
     def next_poll_delay(
         self,
         attempt: int,
@@ -300,6 +287,27 @@ class ProviderAdapter:
         return timing.next_poll_delay(
             self.desc.limits, attempt, retry_after, poll_after, rng, webhooks_configured=False
         )
+
+
+def parse_parsed_webhook(
+    adapter: ProviderAdapter,
+    document: Any,
+    body: bytes,
+    headers: Mapping[str, str],
+    query: Mapping[str, str],
+) -> WebhookFact:
+    """What `adapter.parse_webhook(body, headers, query)` returns, for a body the
+    caller already parsed as JSON into `document`.
+
+    The receiver parses every authentic body once; the declarative reading
+    takes that document instead of parsing the body again. A plugin that
+    overrides `parse_webhook` is called as it always was, with the raw body.
+    Not a hook: a module function, so no plugin can override it (plugins
+    override `parse_webhook`).
+    """
+    if type(adapter).parse_webhook is not ProviderAdapter.parse_webhook:
+        return adapter.parse_webhook(body, headers, query)
+    return responses.webhook_fact(adapter.desc, document, body, headers, query)
 
 
 def adapter_for(desc: ProviderDescription) -> ProviderAdapter:

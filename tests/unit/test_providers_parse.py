@@ -26,7 +26,7 @@ from shared.providers import (
     parse_status,
     parse_webhook,
 )
-from shared.providers.adapter import ProviderAdapter
+from shared.providers.adapter import ProviderAdapter, parse_parsed_webhook
 from shared.providers.description import ProviderDescription
 from shared.providers.facts import WebhookFact
 
@@ -443,7 +443,7 @@ def test_a_parsed_body_is_read_without_parsing_it_again(monkeypatch: pytest.Monk
         raise AssertionError("the body was parsed again")
 
     monkeypatch.setattr(json, "loads", no_second_parse)
-    assert ProviderAdapter(SIM).parse_parsed_webhook(document, body, headers, {}) == expected
+    assert parse_parsed_webhook(ProviderAdapter(SIM), document, body, headers, {}) == expected
 
 
 def test_a_plugin_that_reads_webhooks_its_own_way_is_still_called() -> None:
@@ -453,8 +453,12 @@ def test_a_plugin_that_reads_webhooks_its_own_way_is_still_called() -> None:
         ) -> WebhookFact:
             return WebhookFact("own", body.decode(), None, None, None, thin=False)
 
-    fact = OwnReading(SIM).parse_parsed_webhook({"job_id": "job_1"}, b"raw", {}, {})
-    assert (fact.event_id, fact.remote_job_id) == ("own", "raw")
+    class Inherited(OwnReading):  # a plugin built on another plugin
+        pass
+
+    for plugin in (OwnReading(SIM), Inherited(SIM)):
+        fact = parse_parsed_webhook(plugin, {"job_id": "job_1"}, b"raw", {}, {})
+        assert (fact.event_id, fact.remote_job_id) == ("own", "raw")
 
 
 def test_webhook_unknown_state_is_none_and_missing_event_id_uses_body_hash() -> None:
