@@ -21,6 +21,7 @@ import asyncpg
 import pytest
 
 from bench.evidence_log import seed_log_bulk
+from shared.db.queries import q
 from shared.ledger import audit, log, webhooks
 from shared.ledger.leaves import KINDS, Digests, leaf_data
 from shared.ledger.log_audit import LogReport, open_checkpoint, verify_log
@@ -572,6 +573,16 @@ async def test_the_sequencer_plans_every_batch_for_the_ids_at_hand(pool: Any) ->
             lookup,
         )
     assert (plans["generic"], plans["custom"]) == (0, len(sizes))
+
+
+async def test_the_sequencers_planning_settings_last_only_its_batch(pool: Any) -> None:
+    settings = "SELECT current_setting('plan_cache_mode'), current_setting('random_page_cost')"
+    async with pool.acquire() as conn:
+        before = tuple(await conn.fetchrow(settings))
+        async with conn.transaction():
+            assert await conn.fetchval(q("log_try_lock")) is True
+            assert tuple(await conn.fetchrow(settings)) == ("force_custom_plan", "1.1")
+        assert tuple(await conn.fetchrow(settings)) == before
 
 
 def _unmatched_events(prefix: str, count: int) -> dict[str, list[Any]]:
