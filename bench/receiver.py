@@ -232,6 +232,16 @@ class CommitTotals:
             self.seconds - earlier.seconds,
         )
 
+    def __add__(self, other: CommitTotals) -> CommitTotals:
+        return CommitTotals(
+            self.batches + other.batches,
+            self.events + other.events,
+            self.seconds + other.seconds,
+        )
+
+
+NO_COMMITS = CommitTotals(0.0, 0.0, 0.0)
+
 
 @dataclass(frozen=True)
 class LoadResult:
@@ -248,7 +258,7 @@ class LoadResult:
     # The group commit during the run, from a one-process receiver's /metrics
     # (zero for the bare endpoint and for several workers, whose scrape
     # would reach one worker only).
-    commit: CommitTotals = field(default_factory=lambda: CommitTotals(0.0, 0.0, 0.0))
+    commit: CommitTotals = NO_COMMITS
 
     @property
     def per_second(self) -> float:
@@ -293,16 +303,20 @@ class Series:
         return sum(r.cpu.get("server", 0.0) for r in self.runs) / sum(r.seconds for r in self.runs)
 
     @property
+    def commit(self) -> CommitTotals:
+        return sum((r.commit for r in self.runs), NO_COMMITS)
+
+    @property
     def batch_events(self) -> float | None:
         """Events per group-commit batch, when the server reported its commits."""
-        batches = sum(r.commit.batches for r in self.runs)
-        return sum(r.commit.events for r in self.runs) / batches if batches else None
+        commit = self.commit
+        return commit.events / commit.batches if commit.batches else None
 
     @property
     def batch_ms(self) -> float | None:
         """Wall milliseconds from a batch's start to its COMMIT, on average."""
-        batches = sum(r.commit.batches for r in self.runs)
-        return sum(r.commit.seconds for r in self.runs) / batches * 1e3 if batches else None
+        commit = self.commit
+        return commit.seconds / commit.batches * 1e3 if commit.batches else None
 
 
 # --------------------------------------------------------------------- servers
@@ -549,7 +563,7 @@ _COMMIT_METRICS = {
 def commit_totals(server: Server) -> CommitTotals:
     """The server's group-commit counters from its /metrics; zeros if it has none."""
     if not server.reports_commits:
-        return CommitTotals(0.0, 0.0, 0.0)
+        return NO_COMMITS
     return parse_commit_totals(httpx.get(server.url + "/metrics", timeout=10.0).text)
 
 
