@@ -25,7 +25,7 @@ _SECRET_WORDS = ("secret", "password", "token", "signature", "authorization", "a
 @functools.lru_cache(maxsize=1024)
 def _names_a_secret(key: str) -> bool:
     """Decided once per key name: the names come from code, a handful per process,
-    and every matched webhook and status read logs a line with them."""
+    and every matched webhook logs a line with them."""
     lowered = key.lower()
     return any(word in lowered for word in _SECRET_WORDS)
 
@@ -41,8 +41,8 @@ _AS_TEXT = orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME
 
 
 def _encode(doc: dict[str, Any]) -> str:
-    """One JSON line in ASCII, by orjson when it can (a tenth of the standard
-    library's time, on a line written for every matched webhook).
+    """One JSON line in ASCII, by orjson when it can (a matched webhook's line
+    formatted in 5 µs instead of 17, timeit, one-off; one per matched webhook).
 
     The standard library, escaping to ASCII, writes whatever orjson refuses
     (integers past 64 bits, lone surrogates) and every line holding non-ASCII
