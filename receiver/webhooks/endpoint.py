@@ -81,6 +81,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
+import orjson
 from starlette.datastructures import Headers, QueryParams
 from starlette.types import Receive, Scope, Send
 
@@ -128,6 +129,12 @@ _SCHEME_BODY_ID: Mapping[WebhookScheme, ValuePath] = {
 # are fine only in valid pairs): such bodies take the slow, re-encoding path.
 _RISKY_ESCAPE = re.compile(rb"\\u(?:0000|[dD][89a-fA-F])")
 _UNSTORABLE = '{"jobwarden": "payload not representable as jsonb"}'
+# Most deliveries carry no query string; parsing an empty one costs more than
+# the JSON body (QueryParams is immutable, so one instance serves them all).
+_NO_QUERY = QueryParams(b"")
+# Integers that may not fit 64 bits (int64's largest has 19 digits): orjson
+# would read them as floats (see `_parse_json`).
+_LONG_DIGITS = re.compile(rb"[0-9]{19}")
 
 
 _STORED_MATCHED = b'{"status":"stored","matched":true}'
@@ -329,7 +336,8 @@ class WebhookEndpoint:
         document: dict[str, Any],
     ) -> Event:
         event_id = dedupe_id(provider.spec, verified, document, body)
-        query = QueryParams(scope.get("query_string", b""))
+        raw_query = scope.get("query_string", b"")
+        query = QueryParams(raw_query) if raw_query else _NO_QUERY
         fact = _parse(provider, document, body, headers, query)
         return Event(
             provider=provider.name,
@@ -521,14 +529,34 @@ def _reject_constant(name: str) -> NoReturn:
 
 
 def _parse_json(body: bytes) -> dict[str, Any]:
-    """The body as a JSON object; anything else is a 400 (the sender is authentic)."""
+    """The body as a JSON object; anything else is a 400 (the sender is authentic).
+
+    orjson reads the common body about five times faster than the standard
+    library, but not always the same way: it refuses what the receiver has
+    always taken (lone surrogates in escapes, a BOM, UTF-16, 1e999, nesting
+    past 1024 levels) and reads an integer past 64 bits as a float, which
+    would turn a numeric job id into another. So a body with a run of 19 or
+    more digits, and any body orjson refuses, is read by `json.loads` under
+    the rules the receiver always had: orjson only makes a body faster to
+    read, never read differently.
+    """
     try:
-        document = json.loads(body, parse_constant=_reject_constant)
-    except (ValueError, RecursionError):
-        raise _Refusal(400, "malformed_json", b'{"error":"malformed_json"}') from None
+        document = (
+            orjson.loads(body) if _LONG_DIGITS.search(body) is None else _parse_json_strictly(body)
+        )
+    except orjson.JSONDecodeError:
+        document = _parse_json_strictly(body)
     if not isinstance(document, dict):
         raise _Refusal(400, "not_an_object", b'{"error":"malformed_json"}')
     return document
+
+
+def _parse_json_strictly(body: bytes) -> Any:
+    """The standard library's reading, NaN and Infinity refused (RFC 8259)."""
+    try:
+        return json.loads(body, parse_constant=_reject_constant)
+    except (ValueError, RecursionError):
+        raise _Refusal(400, "malformed_json", b'{"error":"malformed_json"}') from None
 
 
 def signed_url(public_url: str, provider: str, scope: Scope) -> str | None:

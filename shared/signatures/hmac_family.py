@@ -41,9 +41,12 @@ class HmacCheck:
         if not keys:
             return None
 
+        algorithm = self.algorithm
+
         def matches(content: bytes, signatures: Sequence[bytes]) -> bool:
-            expected = (hmac_digest(self.algorithm, key, content) for key in keys)
-            return any_match(expected, signatures)
+            if not signatures:  # nothing to compare: no MAC to compute
+                return False
+            return any_match([hmac_digest(algorithm, key, content) for key in keys], signatures)
 
         return matches
 

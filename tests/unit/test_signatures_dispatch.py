@@ -129,3 +129,17 @@ def test_check_secret_unknown_scheme_does_not_quote_the_secret() -> None:
     with pytest.raises(ValueError, match="'hmac_v9'") as info:
         check_secret("hmac_v9", "super-secret-value")
     assert "super-secret-value" not in str(info.value)
+
+
+def test_a_specs_cached_hash_agrees_with_its_equality() -> None:
+    """The hash is computed once at construction; equal specs must still hash alike,
+    and a changed copy must not keep the old hash (the matcher cache keys on it)."""
+    from shared.signatures.hmac_family import parse_options
+
+    first = parse_options({"signature_header": "X-Sig"})
+    second = parse_options({"signature_header": "X-Sig"})
+    assert first is not second and first == second and hash(first) == hash(second)
+    changed = dataclasses.replace(first, id_in_body=True)
+    assert changed != first
+    assert hash(changed) == hash((changed.scheme, changed.envelope, changed.checks, True))
+    assert hash(changed) != hash(first)

@@ -1,0 +1,98 @@
+"""The receiver reads an authentic body exactly as the standard library does.
+
+`_parse_json` takes orjson's fast reading only where it is the same; these
+bodies are the ones where orjson alone would differ (refuse, or read a number
+as another) and the ones both must refuse.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from receiver.webhooks import endpoint
+from receiver.webhooks.endpoint import _parse_json
+
+
+def _refusal(body: bytes) -> str:
+    with pytest.raises(Exception) as caught:
+        _parse_json(body)
+    assert type(caught.value).__name__ == "_Refusal"
+    return str(caught.value.reason)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"job_id": "job_1", "state": "running", "progress": 0.25}',
+        b'{"job_id": 123456789012345678901234567890}',  # past 64 bits: stays an int
+        b'{"job_id": 9223372036854775808}',  # int64's largest + 1
+        b'{"job_id": -18446744073709551616}',
+        b'{"amount": 1e999}',  # the standard library reads inf (storable_payload copes)
+        b'{"text": "\\ud800 alone"}',  # a lone surrogate escape
+        b'\xef\xbb\xbf{"job_id": "job_1"}',  # a UTF-8 BOM
+        '{"job_id": "job_1"}'.encode("utf-16"),
+        b'{"a": 1, "a": 2}',  # the last duplicate wins, as before
+        b'{"pi": 3.141592653589793238462643383279, "tiny": 5e-324, "neg": -0.0}',
+    ],
+)
+def test_a_body_reads_as_the_standard_library_reads_it(body: bytes) -> None:
+    document = _parse_json(body)
+    assert document == json.loads(body)
+    assert repr(document) == repr(json.loads(body))  # int stays int, -0.0 stays -0.0
+
+
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        (b'{"progress": NaN}', "malformed_json"),
+        (b'{"progress": -Infinity}', "malformed_json"),
+        (b'{"job_id": "job_1"', "malformed_json"),
+        (b'{"job_id": "\xff"}', "malformed_json"),  # not UTF-8
+        (b'["job_1"]', "not_an_object"),
+        (b'"job_1"', "not_an_object"),
+        (b"{" * 5000, "malformed_json"),
+    ],
+)
+def test_what_is_not_a_json_object_is_refused(body: bytes, reason: str) -> None:
+    assert _refusal(body) == reason
+
+
+def test_random_documents_read_the_same_both_ways() -> None:
+    """Numbers of every size and strings of every plane, through both readers."""
+    rng = random.Random(13)
+
+    def value(depth: int) -> object:
+        kind = rng.randrange(7 if depth < 4 else 4)
+        if kind == 0:
+            return rng.randrange(-(10 ** rng.randrange(1, 30)), 10 ** rng.randrange(1, 30))
+        if kind == 1:
+            return rng.uniform(-1e6, 1e6) * 10 ** rng.randrange(-300, 300)
+        if kind == 2:
+            return "".join(
+                chr(rng.choice([rng.randrange(32, 127), rng.randrange(0x80, 0x10FFFF)]))
+                for _ in range(rng.randrange(8))
+            )
+        if kind == 3:
+            return rng.choice([True, False, None])
+        if kind == 4:
+            return [value(depth + 1) for _ in range(rng.randrange(4))]
+        return {f"k{i}": value(depth + 1) for i in range(rng.randrange(4))}
+
+    for _ in range(2000):
+        document = {"job_id": value(0), "payload": value(1)}
+        for ensure_ascii in (True, False):
+            text = json.dumps(document, ensure_ascii=ensure_ascii)
+            body = text.encode("utf-8", "surrogatepass")
+            try:
+                expected = json.loads(body)
+            except ValueError:  # a surrogate code point drawn at random: not UTF-8
+                continue
+            assert repr(_parse_json(body)) == repr(expected)
+
+
+def test_long_digit_runs_are_what_sends_a_body_the_slow_way() -> None:
+    assert endpoint._LONG_DIGITS.search(b'{"id": 1234567890123456789}')
+    assert not endpoint._LONG_DIGITS.search(b'{"id": 123456789012345678}')
