@@ -430,7 +430,7 @@ async def _accept(
     retry_after: float | None = None,
 ) -> Delay:
     """Record the job id (with the status read to send, and any cross-check to run next);
-    `retry_after`: when the answer said to read it."""
+    `retry_after`: when the answer said to read it (no status read comes sooner)."""
     unstorable = _unstorable(job_id)
     if unstorable is not None:
         # Storing it altered would point every later call at the wrong job.
@@ -462,6 +462,7 @@ async def _accept(
             fence=step.fence,
             status_request=request,
             follow_up=CROSS_CHECK if cross_check else None,
+            read_after_seconds=retry_after,
         )
         await step.reload(conn)
         if step.op.state in (S.CREATE_PENDING, S.CREATE_UNKNOWN):
@@ -480,8 +481,9 @@ def _first_read(
     """When to read a job just accepted: on the schedule's first step, not at once.
 
     A read now would only learn "queued". Polling, the first read is when the
-    answer's Retry-After says (an Azure-style 202: advice for the schedule, not
-    back-pressure, so a delivery may still wake it sooner), else the backoff's first
+    answer's Retry-After says (an Azure-style 202: not back-pressure, since it
+    holds back no other call, but kept on the row as the job's poll hint, so no
+    read comes sooner, even when a delivery wakes the operation), else the backoff's first
     (about 2 s) or the provider's fixed poll interval; with webhooks the backstop's
     (webhook_backstop_poll_seconds at the least), or sooner when a delivery
     wakes the operation. The job stays `accepted` until then. A cross-check or

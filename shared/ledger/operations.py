@@ -10,6 +10,7 @@ no HTTP.
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from datetime import datetime
@@ -28,6 +29,7 @@ from shared.ledger.errors import (
     RequestMismatch,
     UnknownOperation,
 )
+from shared.ledger.evidence import MAX_WAIT_SECONDS
 from shared.ledger.states import CANCELLABLE, Evidence, LocalState
 from shared.text import scrub_text
 
@@ -334,11 +336,14 @@ async def record_remote_job(
     fence: int | None = None,
     status_request: Mapping[str, Any] | None = None,
     follow_up: str | None = None,
+    read_after_seconds: float | None = None,
 ) -> None:
     """Record the provider's job id; raises ImmutableFact if a different one is on record.
 
     `status_request` is the (sanitized) status read a worker will send for
-    this job; `follow_up` a recovery point to set in the same statement.
+    this job; `follow_up` a recovery point to set in the same statement;
+    `read_after_seconds` how long the accepting answer said to wait before
+    reading the job (kept as its poll hint, capped like every provider wait).
     """
     await _fenced_update(
         db,
@@ -350,7 +355,15 @@ async def record_remote_job(
         fence,
         dict(status_request) if status_request is not None else None,
         follow_up,
+        _read_after(read_after_seconds),
     )
+
+
+def _read_after(seconds: float | None) -> float | None:
+    """A wait before the first read: positive and finite, at most MAX_WAIT_SECONDS."""
+    if seconds is None or not math.isfinite(seconds) or seconds <= 0:
+        return None
+    return min(seconds, MAX_WAIT_SECONDS)
 
 
 async def settle_follow_up(

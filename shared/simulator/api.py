@@ -350,9 +350,17 @@ class ProviderApi:
         return self._job_response(record.response, replayed=True)
 
     def _job_response(self, stored: StoredResponse, *, replayed: bool) -> Response:
-        headers = {"Location": self._sim.settings.shape.job_url(stored.body["job_id"])}
+        job_id = stored.body["job_id"]
+        headers = {"Location": self._sim.settings.shape.job_url(job_id)}
         if replayed:
             headers["Idempotent-Replayed"] = "true"
+        job = self._sim.store.jobs.get(job_id)
+        if stored.status_code == 202 and job is not None:
+            wait = job.params.accept_retry_after
+            if wait is not None:  # when to read the job: binds its status reads (pacing)
+                headers["Retry-After"] = _retry_after(
+                    wait, job.params.retry_after_date, self._sim.wall()
+                )
         return JSONResponse(stored.body, status_code=stored.status_code, headers=headers)
 
     # -- observe ----------------------------------------------------------

@@ -108,7 +108,16 @@ def observed(sim: Simulation, kind: RequestKind, handler: Handler) -> Handler:
                 now=sim.wall(),
                 retry_after=response.headers.get("retry-after"),
                 poll_after=exchange.poll_after,
+                accepted_job=_accepted_job(entry),
             )
         return response
 
     return endpoint
+
+
+def _accepted_job(entry: LoggedRequest) -> str | None:
+    """The job a create's successful answer accepted, else None."""
+    code = entry.status_code
+    if entry.kind is RequestKind.CREATE and code is not None and 200 <= code < 300:
+        return entry.job_id
+    return None

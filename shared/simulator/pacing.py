@@ -82,18 +82,25 @@ class Pacing:
         now: float,
         retry_after: str | None,
         poll_after: float | None,
+        accepted_job: str | None = None,
     ) -> None:
         """Remember what the answer to `entry` told the client to wait for.
 
         `last_seq` is the newest request that had arrived by now: only later
-        ones can have seen this answer.
+        ones can have seen this answer. `accepted_job`: the job a create's 2xx
+        answer accepted.
         """
         scope = _scope(entry.kind)
         if scope is None:
             return
         if retry_after is not None:
             not_before = retry_after_deadline(retry_after, now)
-            if not_before is not None:
+            if not_before is not None and accepted_job is not None:
+                # A 202's Retry-After says when to read the job it accepted
+                # (Azure-style): the job's status reads wait for it, the way
+                # they wait for a poll hint; it holds back no other call.
+                self._poll[accepted_job] = Deadline(last_seq, not_before)
+            elif not_before is not None:
                 self._retry[(scope, subject)] = Deadline(last_seq, not_before)
         if entry.kind is RequestKind.STATUS:
             # Each status answer replaces the hint: a 429 or a terminal body has none.

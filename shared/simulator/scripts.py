@@ -17,6 +17,9 @@ Scripts and params for faults a provider commits against its own promises:
   the cancel, as OpenAI batches do, so "cancelled" is not "nothing to fetch".
 - `create_retry_after` (create_5xx only): the create 503 carries Retry-After,
   so a client that retries a create too early can be caught doing it.
+- `accept_retry_after`: the 202 that accepts the job carries Retry-After, an
+  Azure-style "read the status after this long" (not back-pressure), so a
+  client that reads the job sooner (a webhook woke it, say) is caught.
 """
 
 from __future__ import annotations
@@ -99,6 +102,7 @@ class JobParams:
     cancel_delay: float = 0.2
     result_ttl: float = 0.5
     create_retry_after: int | None = None
+    accept_retry_after: int | None = None
     partial_on_cancel: bool = False
     odd: Odd | None = None
     result_format: ResultShape = ResultShape.JSON
@@ -133,6 +137,7 @@ _INTS = frozenset(
         "retry_after",
         "status_code",
         "create_retry_after",
+        "accept_retry_after",
     }
 )
 _BOOLS = frozenset({"retry_after_date", "partial_on_cancel"})

@@ -81,13 +81,19 @@ SELECT array_agg(s::text ORDER BY s) FROM unnest(jw_state_set($1)) AS s;
 -- Record the job id the provider gave us (never overwrites: the trigger
 -- refuses), the status read a worker will send for it, and, when the answer
 -- came from a same-token retry, the cross-check that must follow (a durable
--- recovery point, in the same statement as the job id).
+-- recovery point, in the same statement as the job id). $8: seconds the
+-- accepting answer said to wait before reading the job (an Azure-style 202's
+-- Retry-After), kept as the row's poll hint, so no status read comes sooner,
+-- whatever wakes the operation (jw_due_at).
 UPDATE operations SET remote_job_id = $2, status_url = coalesce($3, status_url),
                       create_mode = coalesce($4, create_mode),
                       status_request = coalesce($6::jsonb, status_request),
                       follow_up = coalesce($7, follow_up),
                       follow_up_attempts = CASE WHEN $7::text IS NULL THEN follow_up_attempts
-                                                ELSE 0 END
+                                                ELSE 0 END,
+                      poll_not_before = CASE WHEN $8::double precision IS NULL
+                                             THEN poll_not_before
+                                             ELSE jw_now() + make_interval(secs => $8) END
 WHERE operation_id = $1
   AND ($5::bigint IS NULL OR (lease_fence = $5 AND lease_expires_at > jw_now()))
 RETURNING operation_id;

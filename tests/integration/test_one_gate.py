@@ -273,6 +273,31 @@ async def test_a_webhook_inside_a_retry_after_window_waits_for_it(
     assert stats["retry_after_violations_total"] == 0
 
 
+async def test_a_202s_retry_after_holds_the_first_read_when_a_webhook_wakes_it(
+    db_url: str, pool: Any, tmp_path: Path, clock: TestClock
+) -> None:
+    """An Azure-style 202 says when to read the job: a delivery that announces the
+    end sooner wakes the operation, and still no read goes out before that time."""
+    async with wakeups(db_url) as queue, webhook_rig(pool, tmp_path, clock=clock) as r:
+        op_id = await r.submit("success", duration=5, accept_retry_after=60)
+        await r.reconciler.run_once()  # the create: 202, Retry-After 60 s
+        op = await ledger.load_operation(pool, op_id)
+        assert op.state is S.ACCEPTED and op.poll_not_before is not None
+        hint = (op.poll_not_before - clock.now()).total_seconds()
+        assert 59 <= hint <= 60
+        drain(queue)
+        await clock.advance(10.0)  # the job ends at 5 s; its webhook arrives
+        await woken(queue, op_id)
+        assert (await r.reconciler.run_once())["claimed"] == 0  # woken, not yet readable
+        await clock.advance(30.0)  # past the rig's backstop (30 s), still inside the hint
+        assert (await r.reconciler.run_once())["claimed"] == 0
+        assert await _status_reads(pool, op_id) == 0
+        await clock.advance(hint - 40.0 + 0.5)
+        assert await run_to(r, clock, op_id, {S.SUCCEEDED}) is S.SUCCEEDED
+        stats = await sim_get(r, "/_sim/stats")
+    assert stats["poll_after_violations"] == {} and stats["retry_after_violations_total"] == 0
+
+
 async def test_a_window_heard_by_a_worker_that_vanished_still_holds(
     pool: Any, tmp_path: Path, clock: TestClock
 ) -> None:

@@ -629,3 +629,24 @@ async def test_odd_param_is_validated(client: httpx.AsyncClient) -> None:
     assert elsewhere.status_code == 422
     assert (await create(client, params={"partial_on_cancel": "yes"})).status_code == 422
     assert (await stats(client))["jobs_total"] == 0
+
+
+async def test_a_read_before_the_accepting_202s_retry_after_is_a_violation(
+    client: httpx.AsyncClient, clock: FakeClock
+) -> None:
+    """An Azure-style 202 says when to read the job: that binds its status reads
+    (as a poll hint), and no other call."""
+    fields: dict[str, Any] = {"params": {"accept_retry_after": 4, "duration": 1}}
+    accepted = await create(client, "success", "k-azure", **fields)
+    assert accepted.status_code == 202 and accepted.headers["retry-after"] == "4"
+    job_id = accepted.json()["job_id"]
+    await client.get(f"/v1/jobs/{job_id}/result")  # not a status read: not held back
+    clock.advance(2)
+    assert (await client.get(f"/v1/jobs/{job_id}")).status_code == 200  # two seconds early
+    clock.advance(2)
+    assert (await client.get(f"/v1/jobs/{job_id}")).status_code == 200
+    counters = await stats(client)
+    assert counters["poll_after_violations"] == {job_id: 1}
+    assert counters["retry_after_violations_total"] == 0
+    plain = await create(client, "success", "k-plain")
+    assert plain.status_code == 202 and "retry-after" not in plain.headers

@@ -32,3 +32,16 @@ def test_a_far_off_back_pressure_is_capped_and_a_nonsense_one_ignored() -> None:
     )
     assert back_pressure_wait(StatusFact(503, retry_after_seconds=-4, back_pressure=True)) is None
     assert back_pressure_wait(StatusFact(503, back_pressure=True)) is None
+
+
+def test_a_wait_before_the_first_read_is_kept_only_when_it_is_one() -> None:
+    """The accepting answer's Retry-After becomes the job's poll hint: capped like
+    every provider wait, and nothing at all when it asks for no wait."""
+    from shared.ledger.evidence import MAX_WAIT_SECONDS
+    from shared.ledger.operations import _read_after
+
+    assert _read_after(30.0) == 30.0
+    assert _read_after(10.0 * MAX_WAIT_SECONDS) == MAX_WAIT_SECONDS
+    for nothing in (None, 0.0, -5.0, float("nan"), float("-inf")):
+        assert _read_after(nothing) is None
+    assert _read_after(float("inf")) is None
