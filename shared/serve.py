@@ -126,8 +126,28 @@ def stack_of(config: uvicorn.Config) -> Stack:
     (uvicorn.protocols.http.httptools_impl -> "httptools"), not from what
     was asked for.
     """
-    module = config.http_protocol_class.__module__.rsplit(".", 1)[-1]
+    module = _uvicorn_base(config.http_protocol_class).__module__.rsplit(".", 1)[-1]
     return Stack(module.removesuffix("_impl"), loop_name())
+
+
+def _uvicorn_base(cls: type) -> type:
+    """The uvicorn protocol class `cls` is (or extends: `segments.one_segment_protocol`)."""
+    for klass in cls.__mro__:
+        if klass.__module__.startswith("uvicorn.protocols.http."):
+            return klass
+    return cls
+
+
+def _http_protocol(http: str) -> type:
+    """uvicorn's protocol class for parser `http`, writing each response as one
+    segment (shared/segments.py)."""
+    from uvicorn.config import HTTP_PROTOCOLS
+    from uvicorn.importer import import_from_string
+
+    from shared.segments import one_segment_protocol
+
+    base: type = import_from_string(HTTP_PROTOCOLS[http])
+    return one_segment_protocol(base)
 
 
 def _config(app: ASGIApp, *, host: str, port: int, log_level: str) -> uvicorn.Config:
@@ -143,7 +163,7 @@ def _config(app: ASGIApp, *, host: str, port: int, log_level: str) -> uvicorn.Co
         app,
         host=host,
         port=port,
-        http=http,
+        http=_http_protocol(http),
         loop=loop_name(),
         log_config=None,
         log_level=log_level,

@@ -27,11 +27,19 @@ def test_server_config_selects_httptools_and_uvloop() -> None:
     async def build() -> tuple[str, str, Stack]:
         config = serve._config(_app, host="127.0.0.1", port=0, log_level="warning")
         config.load()
-        return str(config.http), str(config.loop), serve.stack_of(config)
+        return _parser(config.http), str(config.loop), serve.stack_of(config)
 
     http, loop, stack = serve.run(build())
     assert (http, loop) == ("httptools", "uvloop")
     assert stack == FAST  # read from the protocol class uvicorn loaded
+
+
+def _parser(protocol: type) -> str:
+    """The uvicorn parser a configured protocol class extends, as it writes through
+    shared/segments.py."""
+    assert protocol.__name__.startswith("OneSegment")
+    module: str = serve._uvicorn_base(protocol).__module__
+    return module.rsplit(".", 1)[-1].removesuffix("_impl")
 
 
 def test_commands_run_on_uvloop(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -62,7 +70,7 @@ def test_without_httptools_uvicorn_parses_with_h11_and_says_so(
     monkeypatch.setattr(serve, "_installed", lambda module: False)
 
     async def build() -> str:
-        return str(serve._config(_app, host="127.0.0.1", port=0, log_level="warning").http)
+        return _parser(serve._config(_app, host="127.0.0.1", port=0, log_level="warning").http)
 
     with caplog.at_level(logging.WARNING, logger="shared.serve"):
         assert serve.run(build()) == "h11"
