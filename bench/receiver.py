@@ -33,10 +33,13 @@ What it does, in one run on this machine:
 Every row also shows the CPU each process group spent per answered request
 (the server and its workers, PostgreSQL, wrk), read from /proc: on two
 shared cores, where a request's cost lands says more than its rate alone.
-Also how busy the server was (its CPU over wall time) and, for the
-one-process receiver, its group commit (events per batch, milliseconds from a
-batch's start to its COMMIT, from its own /metrics): together they say whether
-a row was bound by the server's CPU or by waiting for commits.
+Also how busy the server was (its CPU over wall time), how long it waited
+for a core (its run-queue time from /proc schedstat, over wall time) and, for
+the one-process receiver, its group commit (events per batch, milliseconds
+from a batch's start to its COMMIT, from its own /metrics): together they say
+whether a row was bound by the server's CPU, by the machine's cores or by
+waiting for commits. Every figure spans the load itself: measuring starts
+when wrk has loaded its requests and ends when it reports.
 
 Load generator: wrk (`apt-get install -y wrk` on Debian/Ubuntu). Its Lua
 script loads the pre-signed requests and hands out one per request.
@@ -52,7 +55,6 @@ import json
 import math
 import os
 import random
-import resource
 import shutil
 import signal
 import statistics
@@ -61,7 +63,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -124,6 +126,10 @@ local function load_deliveries(args)
       ["webhook-signature"] = sig,
     }, body)
   end
+  -- loading takes seconds and wrk sends nothing meanwhile: the measuring
+  -- starts here (run_wrk), not when wrk does
+  io.write("WRK_LOADED\n")
+  io.flush()
 end
 """
 
@@ -259,6 +265,8 @@ class LoadResult:
     # (zero for the bare endpoint and for several workers, whose scrape
     # would reach one worker only).
     commit: CommitTotals = NO_COMMITS
+    # Seconds the server's processes waited for a core during the run.
+    server_wait: float = 0.0
 
     @property
     def per_second(self) -> float:
@@ -301,6 +309,12 @@ class Series:
     def server_busy(self) -> float:
         """The server's CPU over the runs' wall time: 1.0 is one core kept busy."""
         return sum(r.cpu.get("server", 0.0) for r in self.runs) / sum(r.seconds for r in self.runs)
+
+    @property
+    def server_waiting(self) -> float:
+        """The server's time waiting for a core over the runs' wall time (0 to 1 per
+        process): what busy lacks of 1.0 beyond this was idle, waiting for work."""
+        return sum(r.server_wait for r in self.runs) / sum(r.seconds for r in self.runs)
 
     @property
     def commit(self) -> CommitTotals:
@@ -502,21 +516,44 @@ def write_requests(path: Path, prefix: str, count: int, *, matched: bool) -> Non
             out.write(f"{event_id}\t{timestamp}\t{signature}\t{body.decode()}\n")
 
 
+LOADED = "WRK_LOADED"
+
+
 def wrk_report(
-    url: str, script: Path, requests: Path, seconds: int, *extra: str, threads: int, marker: str
+    url: str,
+    script: Path,
+    requests: Path,
+    seconds: int,
+    *extra: str,
+    threads: int,
+    marker: str,
+    on_loaded: Callable[[int], None] | None = None,
+    on_report: Callable[[], None] | None = None,
 ) -> dict[str, Any]:
     """Run wrk with one of our Lua scripts over `requests`; returns what it printed.
 
     The script prints one JSON line after `marker` when wrk is done; `extra`
     are further script arguments after the requests file and the path.
+    `on_loaded(wrk's pid)` runs when the script has loaded its requests (wrk
+    starts sending then), `on_report()` when the report line arrives (wrk has
+    stopped sending and not yet exited): the window a measurement should span.
     """
     cmd = [
         *("wrk", f"-t{threads}", f"-c{WRK_CONNECTIONS}", f"-d{seconds}s", "--timeout", "10s"),
         *("-s", str(script), url + PATH, "--", str(requests), PATH, *extra),
     ]
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
-    line = next(x for x in out.splitlines() if x.startswith(f"{marker} "))
-    report: dict[str, Any] = json.loads(line.removeprefix(f"{marker} "))
+    report: dict[str, Any] | None = None
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True) as wrk:
+        assert wrk.stdout is not None
+        for line in wrk.stdout:
+            if line.strip() == LOADED and on_loaded is not None:
+                on_loaded(wrk.pid)
+            elif line.startswith(f"{marker} ") and report is None:
+                if on_report is not None:
+                    on_report()
+                report = json.loads(line.removeprefix(f"{marker} "))
+    if wrk.returncode != 0 or report is None:
+        raise SystemExit(f"wrk failed (exit {wrk.returncode}) or printed no {marker} line")
     return report
 
 
@@ -529,16 +566,37 @@ def run_wrk(
     two cores are shared, so where a request's cost lands says more than
     its rate alone.
     """
-    meter = CpuMeter({"server": server.pids, "postgres": our_postgres_pids})
+    groups: dict[str, Callable[[], list[int]]] = {
+        "server": server.pids,
+        "postgres": our_postgres_pids,
+    }
+    meter = CpuMeter(groups)
+    waits = WaitMeter(server.pids)
+    cpu: dict[str, float] = {}
+    waited: list[float] = []
     commits_before = commit_totals(server)
-    wrk_before = _children_cpu_seconds()
-    meter.start()
+
+    def loaded(wrk_pid: int) -> None:
+        groups["wrk"] = lambda: [wrk_pid]  # counted from here: not its loading
+        meter.start()
+        waits.start()
+
+    def reported() -> None:
+        wall = time.monotonic() - meter.wall
+        cpu.update({group: share * wall for group, share in meter.stop().items()})
+        waited.append(waits.stop())
+
     data = wrk_report(
-        server.url, script, requests, seconds, str(start), threads=WRK_THREADS, marker="WRK_JSON"
+        server.url,
+        script,
+        requests,
+        seconds,
+        str(start),
+        threads=WRK_THREADS,
+        marker="WRK_JSON",
+        on_loaded=loaded,
+        on_report=reported,
     )
-    wall = time.monotonic() - meter.wall
-    cpu = {group: share * wall for group, share in meter.stop().items()}
-    cpu["wrk"] = _children_cpu_seconds() - wrk_before
     commits = commit_totals(server) - commits_before
     errors = sum(data[k] for k in ("non_2xx", "connect", "read", "write", "timeout"))
     return LoadResult(
@@ -550,6 +608,7 @@ def run_wrk(
         errors=errors,
         cpu=cpu,
         commit=commits,
+        server_wait=sum(waited),
     )
 
 
@@ -577,10 +636,36 @@ def parse_commit_totals(exposition: str) -> CommitTotals:
     return CommitTotals(**found)
 
 
-def _children_cpu_seconds() -> float:
-    """CPU seconds of this process's waited-for children (wrk, once it exits)."""
-    used = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return used.ru_utime + used.ru_stime
+class WaitMeter:
+    """Seconds a process group spent runnable but waiting for a core.
+
+    From each thread's /proc schedstat (its second field: time on a run
+    queue). Beside the CPU it used, it tells a server that is idle because it
+    has nothing to do (waiting for a commit, for a request) from one that is
+    ready but has no core.
+    """
+
+    def __init__(self, pids: Callable[[], list[int]]) -> None:
+        self._pids = pids
+        self._began: dict[str, int] = {}
+
+    def _now(self) -> dict[str, int]:
+        waited: dict[str, int] = {}
+        for pid in self._pids():
+            with contextlib.suppress(OSError):
+                for task in Path(f"/proc/{pid}/task").iterdir():
+                    with contextlib.suppress(OSError, IndexError, ValueError):
+                        fields = (task / "schedstat").read_text().split()
+                        waited[f"{pid}/{task.name}"] = int(fields[1])
+        return waited
+
+    def start(self) -> None:
+        self._began = self._now()
+
+    def stop(self) -> float:
+        """Seconds waited for a core since start()."""
+        now = self._now()
+        return sum(max(ns - self._began.get(key, 0), 0) for key, ns in now.items()) / 1e9
 
 
 @dataclass(frozen=True)
@@ -730,7 +815,7 @@ def print_report(
     print(describe(stacks))
     print(
         f"{'endpoint':<40}{'req/s':>9}{'p50 ms':>9}{'p99 ms':>9}{'errors':>8}{'ratio':>7}"
-        f"{'µs server':>11}{'µs pg':>7}{'µs wrk':>8}{'busy':>6}{'batch':>7}{'ms':>6}"
+        f"{'µs server':>11}{'µs pg':>7}{'µs wrk':>8}{'busy':>6}{'wait':>6}{'batch':>7}{'ms':>6}"
     )
     rows: list[tuple[Series, float | None]] = [(bare, None)]
     for series, _ in runs:
@@ -745,16 +830,17 @@ def print_report(
             f"{series.cpu_us_per_request('server'):>11.0f}"
             f"{series.cpu_us_per_request('postgres'):>7.0f}"
             f"{series.cpu_us_per_request('wrk'):>8.0f}"
-            f"{series.server_busy:>6.2f}{_optional(series.batch_events):>7}"
+            f"{series.server_busy:>6.2f}{series.server_waiting:>6.2f}"
+            f"{_optional(series.batch_events):>7}"
             f"{_optional(series.batch_ms):>6}"
         )
     print(
         "µs = CPU microseconds per answered request, during the row's runs: the server "
         "(its workers included), PostgreSQL (our databases' backends and its shared "
-        "processes), wrk (with loading its request file at start, a fixed cost per run: "
-        "more per request in the slower rows); busy = the server's CPU over wall time "
-        "(1.00: one core); batch = events per group commit and ms = from a batch's start "
-        "to its COMMIT, from a one-process receiver's /metrics"
+        "processes), wrk (from when it had loaded its request file); busy = the server's "
+        "CPU over wall time (1.00: one core); wait = its time waiting for a core over wall "
+        "time (/proc schedstat); batch = events per group commit and ms = from a batch's "
+        "start to its COMMIT, from a one-process receiver's /metrics"
     )
     first = runs[0][0]
     per_round = "  ".join(

@@ -4,7 +4,10 @@ benchmarks refuse to compare sides that ran on different stacks."""
 from __future__ import annotations
 
 import logging
+import os
+import subprocess
 import sys
+import time
 
 import pytest
 
@@ -135,11 +138,12 @@ def test_the_commit_counters_are_read_from_the_receivers_own_exposition() -> Non
 def test_receiver_report_shows_what_bounds_each_row(capsys: pytest.CaptureFixture[str]) -> None:
     cpu = {"server": 1.5, "postgres": 0.2, "wrk": 0.3}
     commits = bench_receiver.CommitTotals(batches=50.0, events=1000.0, seconds=0.2)
-    run = bench_receiver.LoadResult("r", 1000, 2.0, 1.0, 2.0, 0, cpu, commits)
+    run = bench_receiver.LoadResult("r", 1000, 2.0, 1.0, 2.0, 0, cpu, commits, server_wait=0.2)
     bare_run = bench_receiver.LoadResult("b", 4000, 2.0, 1.0, 2.0, 0, {"server": 1.8})
     series = bench_receiver.Series("receiver: new events, committed", (run,))
     bare = bench_receiver.Series("bare Starlette 204", (bare_run,))
     assert (series.server_busy, series.batch_events, series.batch_ms) == (0.75, 20.0, 4.0)
+    assert series.server_waiting == pytest.approx(0.1)
     assert (bare.batch_events, bare.batch_ms) == (None, None)
     mixed = bench_receiver.MixedResult(
         sent=1, unique_valid=1, duplicates=0, forged=0,
@@ -150,6 +154,32 @@ def test_receiver_report_shows_what_bounds_each_row(capsys: pytest.CaptureFixtur
     bench_receiver.print_report(bare, bare, runs, mixed, 2, {"bare": FAST, "receiver": FAST})
     out = capsys.readouterr().out
     [line] = [x for x in out.splitlines() if x.startswith("receiver: new events")][:1]
-    assert line.split()[-3:] == ["0.75", "20.0", "4.0"]
+    assert line.split()[-4:] == ["0.75", "0.10", "20.0", "4.0"]
     [bare_line] = [x for x in out.splitlines() if x.startswith("bare Starlette 204")]
-    assert bare_line.split()[-1] == "0.90"  # busy only: it has no commits
+    assert bare_line.split()[-2:] == ["0.90", "0.00"]  # busy and wait only: no commits
+
+
+def test_the_wait_meter_sees_a_process_kept_from_its_core() -> None:
+    """Two busy processes pinned to one core: each waits while the other runs."""
+    if not hasattr(os, "sched_setaffinity"):
+        pytest.skip("no CPU affinity on this platform")
+    core = min(os.sched_getaffinity(0))
+    before = os.sched_getaffinity(0)
+    code = (
+        f"import os, sys\nos.sched_setaffinity(0, {{{core}}})\n"
+        "sys.stdout.write('pinned\\n')\nsys.stdout.flush()\nwhile True: pass"
+    )
+    with subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True) as rival:
+        try:
+            assert rival.stdout is not None and rival.stdout.readline() == "pinned\n"
+            os.sched_setaffinity(0, {core})
+            meter = bench_receiver.WaitMeter(lambda: [os.getpid()])
+            meter.start()
+            spent = time.process_time() + 0.2
+            while time.process_time() < spent:  # 0.2 s of our own CPU, sharing the core
+                pass
+            waited = meter.stop()
+        finally:
+            os.sched_setaffinity(0, before)
+            rival.kill()
+    assert waited > 0.0
