@@ -582,6 +582,8 @@ def run_wrk(
         waits.start()
 
     def reported() -> None:
+        if "wrk" not in groups:  # no WRK_LOADED line: nothing was measured
+            raise SystemExit("wrk reported before its script said it had loaded its requests")
         wall = time.monotonic() - meter.wall
         cpu.update({group: share * wall for group, share in meter.stop().items()})
         waited.append(waits.stop())

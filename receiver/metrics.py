@@ -12,6 +12,7 @@ rare reason works before the first time it happens.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from typing import Any, Literal, get_args
 
@@ -89,13 +90,18 @@ class _Tally(Collector):
         self._documentation = documentation
         self._labelnames = labelnames
         self.counts: dict[tuple[str, ...], int] = {}
+        # When each series began, exposed as its `_created` sample, as
+        # prometheus_client's own counters do.
+        self._created: dict[tuple[str, ...], float] = {}
         registry.register(self)
 
     def series(self, *labels: str) -> tuple[str, ...]:
-        """The key of one series (created at zero), for `inc`."""
+        """The key of one series (created at zero), for counting into `counts`."""
         if len(labels) != len(self._labelnames):
             raise ValueError(f"{self._name}: labels {self._labelnames}, got {labels}")
-        self.counts.setdefault(labels, 0)
+        if labels not in self.counts:
+            self.counts[labels] = 0
+            self._created[labels] = time.time()
         return labels
 
     def _family(self) -> CounterMetricFamily:
@@ -107,7 +113,7 @@ class _Tally(Collector):
     def collect(self) -> Iterable[CounterMetricFamily]:
         family = self._family()
         for labels, count in self.counts.items():
-            family.add_metric(list(labels), count)
+            family.add_metric(list(labels), count, created=self._created[labels])
         yield family
 
 

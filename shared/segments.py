@@ -12,10 +12,10 @@ answering 204 (no body, one write).
 step of the event loop are joined and handed to the real transport once, by
 a callback at the end of that step, in the order they were made. Nothing
 waits for more data than the current step produced, so no response is held
-back; `close()` writes what is pending first. Past MAX_PENDING_BYTES the
-writes go out at once, so a large body streamed within one step meets the
-real transport's flow control as before. Every other transport method is
-the real transport's.
+back; `close()`, `write_eof()` and the peer's end of stream write what is
+pending first. Past MAX_PENDING_BYTES the writes go out at once, so a large
+body streamed within one step meets the real transport's flow control as
+before. Every other transport method is the real transport's.
 """
 
 from __future__ import annotations
@@ -44,8 +44,9 @@ class OneSegment:
             return
         if not self._pending:
             self._loop.call_soon(self._flush)
-        self._pending.append(bytes(data))
-        self._pending_bytes += len(data)
+        chunk = bytes(data)
+        self._pending.append(chunk)
+        self._pending_bytes += len(chunk)
         if self._pending_bytes > MAX_PENDING_BYTES:
             self._flush()
 
@@ -62,9 +63,19 @@ class OneSegment:
         if not self._transport.is_closing():
             self._transport.write(pending[0] if len(pending) == 1 else b"".join(pending))
 
-    def close(self) -> None:
+    def flush(self) -> None:
+        """Hand what is pending to the real transport now (also done at the step's end)."""
         self._flush()
-        self._transport.close()
+
+    def close(self) -> None:
+        try:
+            self._flush()
+        finally:
+            self._transport.close()
+
+    def write_eof(self) -> None:
+        self._flush()
+        self._transport.write_eof()
 
     def abort(self) -> None:
         self._pending = []
@@ -84,6 +95,15 @@ def one_segment_protocol(base: type) -> type:
     class OneSegmentProtocol(base):  # type: ignore[misc]
         def connection_made(self, transport: asyncio.Transport) -> None:
             super().connection_made(OneSegment(transport, asyncio.get_running_loop()))
+
+        def eof_received(self) -> bool | None:
+            # The peer finished sending; the real transport may close itself
+            # right after this returns, bypassing OneSegment.close: what this
+            # step wrote goes out first.
+            if isinstance(self.transport, OneSegment):
+                self.transport.flush()
+            keep_open: bool | None = super().eof_received()
+            return keep_open
 
     OneSegmentProtocol.__name__ = OneSegmentProtocol.__qualname__ = f"OneSegment{base.__name__}"
     return OneSegmentProtocol

@@ -430,7 +430,8 @@ async def _accept(
     retry_after: float | None = None,
 ) -> Delay:
     """Record the job id (with the status read to send, and any cross-check to run next);
-    `retry_after`: when the answer said to read it (no status read comes sooner)."""
+    `retry_after`: when the answer said to read it (no status read comes sooner,
+    unless a cross-check follows: see `_first_read`)."""
     unstorable = _unstorable(job_id)
     if unstorable is not None:
         # Storing it altered would point every later call at the wrong job.
@@ -462,7 +463,9 @@ async def _accept(
             fence=step.fence,
             status_request=request,
             follow_up=CROSS_CHECK if cross_check else None,
-            read_after_seconds=retry_after,
+            # A cross-check that follows is a lookup, not a read: its retries
+            # must not wait for the hint (the row's hint holds every release).
+            read_after_seconds=None if cross_check else retry_after,
         )
         await step.reload(conn)
         if step.op.state in (S.CREATE_PENDING, S.CREATE_UNKNOWN):
@@ -483,7 +486,8 @@ def _first_read(
     A read now would only learn "queued". Polling, the first read is when the
     answer's Retry-After says (an Azure-style 202: not back-pressure, since it
     holds back no other call, but kept on the row as the job's poll hint, so no
-    read comes sooner, even when a delivery wakes the operation), else the backoff's first
+    read comes sooner, even when a delivery wakes the operation; not when a
+    cross-check follows, whose retries would wait for it), else the backoff's first
     (about 2 s) or the provider's fixed poll interval; with webhooks the backstop's
     (webhook_backstop_poll_seconds at the least), or sooner when a delivery
     wakes the operation. The job stays `accepted` until then. A cross-check or

@@ -162,6 +162,26 @@ async def test_a_cross_check_that_finds_no_stranger_lets_the_job_finish(
     assert stats["jobs_total"] == 1
 
 
+async def test_a_retried_creates_retry_after_does_not_hold_its_cross_check(
+    pool: Any, tmp_path: Path, clock: TestClock
+) -> None:
+    """The 202 that answers a same-token retry says to read in ten minutes; the
+    cross-check (a lookup) and what follows it do not wait for that."""
+    async with rig(pool, tmp_path, clock=clock) as r:
+        started = clock.now()
+        op_id = await r.submit(
+            "lost_create_response", duration=1.0, hang_seconds=5, accept_retry_after=600
+        )
+        assert await run_to(r, clock, op_id, {S.SUCCEEDED}) is S.SUCCEEDED
+        assert (clock.now() - started).total_seconds() < 600
+        lookups = await pool.fetchval(
+            "SELECT count(*) FROM provider_calls WHERE operation_id = $1 AND call_kind = 'lookup'",
+            op_id,
+        )
+        op = await ledger.load_operation(pool, op_id)
+    assert lookups >= 1 and op.follow_up is None
+
+
 async def test_a_create_answer_on_record_is_acted_on_after_the_connection_drops(
     db_url: str, pool: Any, tmp_path: Path
 ) -> None:

@@ -38,6 +38,31 @@ def test_every_series_exists_at_zero_and_counts_what_it_is_told() -> None:
     text = metrics.exposition().decode()
     assert "# TYPE jobwarden_webhook_requests_received_total counter" in text
     assert 'jobwarden_webhook_requests_received_total{provider="sim"} 2.0' in text
+    created = "jobwarden_webhook_requests_received_created"
+    assert (_sample(metrics, created, provider="sim") or 0) > 1_700_000_000  # as Counter has
+
+
+def test_the_exposition_has_the_lines_prometheus_clients_counters_wrote() -> None:
+    """Names, labels, HELP, TYPE and the `_created` samples, series for series."""
+    from prometheus_client import Counter
+
+    ours = ReceiverMetrics(["sim"])
+    registry = CollectorRegistry()
+    theirs = Counter(
+        "jobwarden_webhook_events_verified",
+        "Deliveries whose signature verified",
+        ["provider"],
+        registry=registry,
+    )
+    theirs.labels("sim").inc()
+    ours.verified("sim")
+    from prometheus_client.exposition import generate_latest
+
+    def lines(text: bytes) -> list[str]:
+        kept = [x for x in text.decode().splitlines() if "events_verified" in x]
+        return [x.rsplit(" ", 1)[0] if "_created" in x else x for x in kept]  # times differ
+
+    assert lines(ours.exposition()) == lines(generate_latest(registry))
 
 
 def test_a_series_needs_every_label() -> None:

@@ -39,6 +39,9 @@ class Wire:
     def abort(self) -> None:
         self.aborted = True
 
+    def write_eof(self) -> None:
+        self.segments.append(b"<eof>")
+
     def is_closing(self) -> bool:
         return self.closed or self.aborted
 
@@ -91,6 +94,14 @@ async def test_close_sends_what_is_pending_first_and_abort_drops_it() -> None:
     out.abort()
     await _next_step()
     assert wire.segments == [] and wire.aborted
+
+
+async def test_the_end_of_the_stream_comes_after_what_was_written() -> None:
+    wire = Wire()
+    out = OneSegment(wire, asyncio.get_running_loop())  # type: ignore[arg-type]
+    out.write(b"body")
+    out.write_eof()
+    assert wire.segments == [b"body", b"<eof>"]
 
 
 async def test_a_large_body_goes_out_without_waiting_for_the_step() -> None:
@@ -155,6 +166,34 @@ async def test_a_response_with_a_body_is_one_segment(http: str) -> None:
     assert len(segments) == 1
     assert segments[0].startswith(b"HTTP/1.1 200 OK\r\n")
     assert segments[0].endswith(b'\r\n\r\n{"status":"stored","matched":false}')
+
+
+async def test_a_peers_end_of_stream_sends_what_this_step_wrote_first() -> None:
+    """A client that half-closes after its request: the real transport may close
+    itself once the protocol hears the end, so the pending answer leaves before."""
+    config = uvicorn.Config(APP, http=_http_protocol("httptools"), log_config=None)
+    config.load()
+    protocol = config.http_protocol_class(config, ServerState(), {})
+    wire = Wire()
+    protocol.connection_made(wire)
+    protocol.transport.write(b"HTTP/1.1 200 OK\r\n\r\n")  # written in this step
+    protocol.eof_received()
+    assert wire.segments == [b"HTTP/1.1 200 OK\r\n\r\n"]
+    protocol.connection_lost(None)
+
+
+async def test_a_failing_flush_still_closes_the_real_transport() -> None:
+    class Broken(Wire):
+        def write(self, data: bytes) -> None:
+            raise RuntimeError("the socket is gone")
+
+    wire = Broken()
+    out = OneSegment(wire, asyncio.get_running_loop())  # type: ignore[arg-type]
+    out.write(memoryview(b"abcd").cast("B"))
+    assert out.get_write_buffer_size() == 4
+    with pytest.raises(RuntimeError):
+        out.close()
+    assert wire.closed
 
 
 @pytest.mark.parametrize("http", ["httptools", "h11"])

@@ -54,6 +54,9 @@ def test_a_body_reads_as_the_standard_library_reads_it(body: bytes) -> None:
         (b'["job_1"]', "not_an_object"),
         (b'"job_1"', "not_an_object"),
         (b"{" * 5000, "malformed_json"),
+        # deeper than the standard library reads, though orjson would (to 1,023)
+        (b'{"a": ' + b"[" * 1000 + b"]" * 1000 + b"}", "malformed_json"),
+        (b'{"a": ' + b"[" * 1022 + b"]" * 1022 + b"}", "malformed_json"),
     ],
 )
 def test_what_is_not_a_json_object_is_refused(body: bytes, reason: str) -> None:
@@ -91,6 +94,12 @@ def test_random_documents_read_the_same_both_ways() -> None:
             except ValueError:  # a surrogate code point drawn at random: not UTF-8
                 continue
             assert repr(_parse_json(body)) == repr(expected)
+
+
+def test_many_brackets_send_a_body_the_slow_way_and_it_reads_the_same() -> None:
+    body = b'{"a": ' + b"[" * 300 + b"]" * 300 + b', "b": 1}'
+    assert body.count(b"[") > endpoint.MAX_FAST_BRACKETS
+    assert _parse_json(body) == json.loads(body)
 
 
 def test_long_digit_runs_are_what_sends_a_body_the_slow_way() -> None:
