@@ -411,6 +411,38 @@ class CpuMeter:
         return shares
 
 
+class WaitMeter:
+    """Seconds a process group spent runnable but waiting for a core.
+
+    From each thread's /proc schedstat (its second field: time on a run
+    queue). Beside the CPU it used, it tells a server that is idle because it
+    has nothing to do (waiting for a commit, for a request) from one that is
+    ready but has no core.
+    """
+
+    def __init__(self, pids: Callable[[], list[int]]) -> None:
+        self._pids = pids
+        self._began: dict[str, int] = {}
+
+    def _now(self) -> dict[str, int]:
+        waited: dict[str, int] = {}
+        for pid in self._pids():
+            with contextlib.suppress(OSError):
+                for task in Path(f"/proc/{pid}/task").iterdir():
+                    with contextlib.suppress(OSError, IndexError, ValueError):
+                        fields = (task / "schedstat").read_text().split()
+                        waited[f"{pid}/{task.name}"] = int(fields[1])
+        return waited
+
+    def start(self) -> None:
+        self._began = self._now()
+
+    def stop(self) -> float:
+        """Seconds waited for a core since start()."""
+        now = self._now()
+        return sum(max(ns - self._began.get(key, 0), 0) for key, ns in now.items()) / 1e9
+
+
 # PostgreSQL processes that work for every database (WAL, checkpoints, ...).
 PG_SHARED_PROCESSES = (
     "checkpointer",

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -22,7 +21,13 @@ import httpx
 from reconciler.lanes import Lane
 from shared.ids import traceparent
 from shared.ledger import Operation
-from shared.ledger.evidence import MAX_WAIT_SECONDS, CallAnswer, CallStart, Observed, StatusRead
+from shared.ledger.evidence import (
+    CallAnswer,
+    CallStart,
+    Observed,
+    StatusRead,
+    bounded_wait,
+)
 from shared.providers import HttpRequest, HttpResponse, StatusFact, classify_transport_error
 from shared.providers.delivery import TransportCategory
 from shared.redaction import sanitize_headers
@@ -229,8 +234,8 @@ def imposed_wait(retry_after: float | None, poll_after: float | None = None) -> 
     Capped at MAX_WAIT_SECONDS: a provider's far-off hint must not overflow a
     timestamp, and the deadlines decide when we give up.
     """
-    waits = [w for w in (retry_after, poll_after) if w is not None and math.isfinite(w) and w > 0]
-    return min(max(waits), MAX_WAIT_SECONDS) if waits else None
+    waits = [w for w in map(bounded_wait, (retry_after, poll_after)) if w is not None]
+    return max(waits, default=None)
 
 
 def status_read(

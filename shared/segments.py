@@ -21,6 +21,7 @@ before. Every other transport method is the real transport's.
 from __future__ import annotations
 
 import asyncio
+import functools
 from typing import Any
 
 # Joined writes beyond this size go out at once: a response's head and a small
@@ -89,6 +90,7 @@ class OneSegment:
         return getattr(self._transport, name)
 
 
+@functools.cache
 def one_segment_protocol(base: type) -> type:
     """`base` (uvicorn's HTTP protocol class) writing through `OneSegment`."""
 

@@ -36,6 +36,16 @@ _BIGINT_MAX = 2**63 - 1
 # A wait longer than a day is a provider's typo or a far-off date: the
 # deadlines, not the hint, decide when we give up (the adapters cap the same).
 MAX_WAIT_SECONDS = 86400
+
+
+def bounded_wait(seconds: float | None) -> float | None:
+    """A provider's wait as we keep it: positive and finite, at most MAX_WAIT_SECONDS;
+    None when it asks for no wait (or is not a number of seconds)."""
+    if seconds is None or not math.isfinite(seconds) or seconds <= 0:
+        return None
+    return min(seconds, MAX_WAIT_SECONDS)
+
+
 # provider_calls.status_code CHECK: an HTTP status is three digits, 100-599.
 _STATUS_CODES = range(100, 600)
 # Errors caused by a row's content, not by the database's health: the row is

@@ -10,7 +10,6 @@ no HTTP.
 from __future__ import annotations
 
 import contextlib
-import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from datetime import datetime
@@ -29,7 +28,7 @@ from shared.ledger.errors import (
     RequestMismatch,
     UnknownOperation,
 )
-from shared.ledger.evidence import MAX_WAIT_SECONDS
+from shared.ledger.evidence import bounded_wait
 from shared.ledger.states import CANCELLABLE, Evidence, LocalState
 from shared.text import scrub_text
 
@@ -355,15 +354,8 @@ async def record_remote_job(
         fence,
         dict(status_request) if status_request is not None else None,
         follow_up,
-        _read_after(read_after_seconds),
+        bounded_wait(read_after_seconds),
     )
-
-
-def _read_after(seconds: float | None) -> float | None:
-    """A wait before the first read: positive and finite, at most MAX_WAIT_SECONDS."""
-    if seconds is None or not math.isfinite(seconds) or seconds <= 0:
-        return None
-    return min(seconds, MAX_WAIT_SECONDS)
 
 
 async def settle_follow_up(

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from reconciler.calls import MAX_WAIT_SECONDS, back_pressure_wait, poll_hint
+from reconciler.calls import back_pressure_wait, poll_hint
+from shared.ledger.evidence import MAX_WAIT_SECONDS
 from shared.providers.facts import StatusFact
 
 
@@ -37,11 +38,10 @@ def test_a_far_off_back_pressure_is_capped_and_a_nonsense_one_ignored() -> None:
 def test_a_wait_before_the_first_read_is_kept_only_when_it_is_one() -> None:
     """The accepting answer's Retry-After becomes the job's poll hint: capped like
     every provider wait, and nothing at all when it asks for no wait."""
-    from shared.ledger.evidence import MAX_WAIT_SECONDS
-    from shared.ledger.operations import _read_after
+    from shared.ledger.evidence import bounded_wait
 
-    assert _read_after(30.0) == 30.0
-    assert _read_after(10.0 * MAX_WAIT_SECONDS) == MAX_WAIT_SECONDS
+    assert bounded_wait(30.0) == 30.0
+    assert bounded_wait(10.0 * MAX_WAIT_SECONDS) == MAX_WAIT_SECONDS
     for nothing in (None, 0.0, -5.0, float("nan"), float("-inf")):
-        assert _read_after(nothing) is None
-    assert _read_after(float("inf")) is None
+        assert bounded_wait(nothing) is None
+    assert bounded_wait(float("inf")) is None

@@ -12,6 +12,7 @@ import time
 import pytest
 
 from bench import receiver as bench_receiver
+from bench.harness import WaitMeter
 from bench.stack import UnlikeStacks, describe, require_same_stack, unlike
 from receiver.metrics import ReceiverMetrics
 from shared import serve
@@ -173,7 +174,7 @@ def test_the_wait_meter_sees_a_process_kept_from_its_core() -> None:
         try:
             assert rival.stdout is not None and rival.stdout.readline() == "pinned\n"
             os.sched_setaffinity(0, {core})
-            meter = bench_receiver.WaitMeter(lambda: [os.getpid()])
+            meter = WaitMeter(lambda: [os.getpid()])
             meter.start()
             spent = time.process_time() + 0.2
             while time.process_time() < spent:  # 0.2 s of our own CPU, sharing the core
