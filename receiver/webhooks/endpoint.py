@@ -81,13 +81,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-import orjson
 from starlette.datastructures import Headers, QueryParams
 from starlette.types import Receive, Scope, Send
 
 from receiver.metrics import ReceiverMetrics, RefusalReason
 from receiver.webhooks.ingest import Event, Ingestor, IngestRejected, IngestUnavailable, Outcome
 from receiver.webhooks.refusals import RefusalRecorder
+from shared import jsonread
 from shared.db.pgjson import scrub
 from shared.ids import new_trace_id, trace_id_from_traceparent
 from shared.ledger.states import RemoteState
@@ -132,13 +132,6 @@ _UNSTORABLE = '{"jobwarden": "payload not representable as jsonb"}'
 # Most deliveries carry no query string; parsing an empty one costs more than
 # the JSON body (QueryParams is immutable, so one instance serves them all).
 _NO_QUERY = QueryParams(b"")
-# Integers that may not fit 64 bits (int64's largest has 19 digits): orjson
-# would read them as floats (see `_parse_json`).
-_LONG_DIGITS = re.compile(rb"[0-9]{19}")
-# Bodies with more opening brackets than this may nest deeper than the
-# standard library reads (it refuses near its recursion limit, about 1,000
-# levels less the stack in use): they are read by it, not by orjson.
-MAX_FAST_BRACKETS = 256
 
 
 _STORED_MATCHED = b'{"status":"stored","matched":true}'
@@ -535,36 +528,16 @@ def _reject_constant(name: str) -> NoReturn:
 def _parse_json(body: bytes) -> dict[str, Any]:
     """The body as a JSON object; anything else is a 400 (the sender is authentic).
 
-    orjson reads the common body about five times faster than the standard
-    library, but not always the same way: it refuses what the receiver has
-    always taken (lone surrogates in escapes, a BOM, UTF-16, 1e999), reads an
-    integer past 64 bits as a float, which would turn a numeric job id into
-    another, and takes nesting up to 1,023 levels where the standard library
-    stops short of its recursion limit. So a body with a run of 19 or more
-    digits or with more than MAX_FAST_BRACKETS opening brackets, and any body
-    orjson refuses, is read by `json.loads` under the rules the receiver
-    always had: orjson only makes a body faster to read, never read
-    differently.
+    Read as `json.loads` reads it, NaN and Infinity refused (RFC 8259), by
+    orjson where that reads it the same (`shared.jsonread`).
     """
     try:
-        fast = (
-            _LONG_DIGITS.search(body) is None
-            and body.count(b"[") + body.count(b"{") <= MAX_FAST_BRACKETS
-        )
-        document = orjson.loads(body) if fast else _parse_json_strictly(body)
-    except orjson.JSONDecodeError:
-        document = _parse_json_strictly(body)
+        document = jsonread.loads(body, _reject_constant)
+    except jsonread.NOT_JSON:
+        raise _Refusal(400, "malformed_json", b'{"error":"malformed_json"}') from None
     if not isinstance(document, dict):
         raise _Refusal(400, "not_an_object", b'{"error":"malformed_json"}')
     return document
-
-
-def _parse_json_strictly(body: bytes) -> Any:
-    """The standard library's reading, NaN and Infinity refused (RFC 8259)."""
-    try:
-        return json.loads(body, parse_constant=_reject_constant)
-    except (ValueError, RecursionError):
-        raise _Refusal(400, "malformed_json", b'{"error":"malformed_json"}') from None
 
 
 def signed_url(public_url: str, provider: str, scope: Scope) -> str | None:

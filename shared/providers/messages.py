@@ -15,13 +15,13 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from shared import jsonread
 from shared.providers.paths import ValuePath, extract, set_value
 from shared.redaction import REDACTED, sanitize_headers, sanitize_url
 
-# What json.loads raises for bytes it cannot read: ValueError (not JSON, not
-# UTF-8) or RecursionError (nested deeper than the interpreter's stack, e.g.
-# 100,000 "["): a document nobody can read is not JSON to us either.
-NOT_JSON: tuple[type[Exception], ...] = (ValueError, RecursionError)
+# What json.loads raises for bytes it cannot read: a document nobody can read
+# is not JSON to us either.
+NOT_JSON = jsonread.NOT_JSON
 
 
 class Headers(Mapping[str, str]):
@@ -152,6 +152,6 @@ class HttpResponse:
         if not self.body:
             return None
         try:
-            return json.loads(self.body)
+            return jsonread.loads(self.body)
         except NOT_JSON:
             return None

@@ -1,6 +1,6 @@
 """The receiver reads an authentic body exactly as the standard library does.
 
-`_parse_json` takes orjson's fast reading only where it is the same; these
+`_parse_json` takes orjson's fast reading only where it is the same (shared.jsonread); these
 bodies are the ones where orjson alone would differ (refuse, or read a number
 as another) and the ones both must refuse.
 """
@@ -12,8 +12,8 @@ import random
 
 import pytest
 
-from receiver.webhooks import endpoint
 from receiver.webhooks.endpoint import _parse_json
+from shared import jsonread
 
 
 def _refusal(body: bytes) -> str:
@@ -98,10 +98,10 @@ def test_random_documents_read_the_same_both_ways() -> None:
 
 def test_many_brackets_send_a_body_the_slow_way_and_it_reads_the_same() -> None:
     body = b'{"a": ' + b"[" * 300 + b"]" * 300 + b', "b": 1}'
-    assert body.count(b"[") > endpoint.MAX_FAST_BRACKETS
+    assert body.count(b"[") > jsonread.MAX_FAST_BRACKETS
     assert _parse_json(body) == json.loads(body)
 
 
 def test_long_digit_runs_are_what_sends_a_body_the_slow_way() -> None:
-    assert endpoint._LONG_DIGITS.search(b'{"id": 1234567890123456789}')
-    assert not endpoint._LONG_DIGITS.search(b'{"id": 123456789012345678}')
+    assert not jsonread.fast_path_safe(b'{"id": 1234567890123456789}')
+    assert jsonread.fast_path_safe(b'{"id": 123456789012345678}')
