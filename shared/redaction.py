@@ -81,6 +81,8 @@ def _header_value(rule: _Rule, value: str) -> str:
 
 def sanitize_url(url: str) -> str:
     """`url` with credential-looking query values redacted (user-info is dropped too)."""
+    if _plain(url):
+        return url  # nothing to redact, and the round trip below would give it back unchanged
     parts = urlsplit(url)
     netloc = parts.netloc.rpartition("@")[2]
     if not parts.query:
@@ -91,6 +93,27 @@ def sanitize_url(url: str) -> str:
         for name, value in pairs
     ]
     return urlunsplit(parts._replace(netloc=netloc, query=urlencode(cleaned, safe="[]")))
+
+
+def _plain(url: str) -> bool:
+    """Whether `url` holds no query, user-info or fragment, and nothing `urlsplit`
+    rewrites (spaces and control characters, an upper-case scheme, a bracketed
+    host it validates, no host at all): most status URLs, read on every poll."""
+    scheme, sep, rest = url.partition("://")
+    return (
+        bool(sep)
+        and scheme.isalpha()
+        and scheme.islower()
+        and rest[:1] not in ("", "/")
+        and url.isascii()
+        and url.isprintable()
+        and " " not in url
+        and "?" not in url
+        and "@" not in url
+        and "#" not in url
+        and "[" not in url
+        and "]" not in url
+    )
 
 
 def sanitize_text_urls(text: str) -> str:
