@@ -23,6 +23,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import functools
+import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
@@ -42,6 +44,20 @@ DEFAULT_HEADERS: tuple[tuple[str, str], ...] = (
     ("Connection", "keep-alive"),
     ("User-Agent", "jobwarden-reconciler"),
 )
+
+
+@functools.cache
+def tls_context() -> ssl.SSLContext:
+    """The certificate checks every lane makes: httpx's defaults (certifi's
+    authorities, host names checked), none taken from the environment.
+
+    Built once per process, not once per lane: loading the authorities takes
+    about 40 ms of CPU here, and lanes are made as slots first need them, so
+    each new lane stalled every call in flight on the event loop for that
+    long. Lanes only read it (httpcore sets the same ALPN list on every
+    connection), so one serves them all.
+    """
+    return httpx.create_ssl_context(trust_env=False)
 
 
 class Lane(ClosedOnExit):
@@ -68,6 +84,7 @@ class Lane(ClosedOnExit):
 
     def __init__(self, max_connections: int = LANE_CONNECTIONS) -> None:
         self._transport = httpx.AsyncHTTPTransport(
+            verify=tls_context(),
             limits=httpx.Limits(
                 max_connections=max_connections, max_keepalive_connections=max_connections
             ),

@@ -5,16 +5,24 @@ from __future__ import annotations
 import asyncio
 import base64
 import gzip
+import ipaddress
 import socket
+import ssl
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import httpx
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from reconciler.lanes import Lane, Lanes
+from reconciler.lanes import Lane, Lanes, tls_context
 from shared.serve import serve_app
 
 
@@ -200,3 +208,80 @@ async def test_a_closed_lane_opens_nothing() -> None:
     await lane.aclose()
     with pytest.raises(RuntimeError, match="closed"):
         await lane.call("GET", "http://127.0.0.1:9/x")
+
+
+def _self_signed(directory: Path) -> ssl.SSLContext:
+    """A server context whose certificate no public authority signed (127.0.0.1, 1 day)."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.now(UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - timedelta(minutes=1))
+        .not_valid_after(now + timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
+        .sign(key, hashes.SHA256())
+    )
+    cert_file, key_file = directory / "cert.pem", directory / "key.pem"
+    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert_file, key_file)
+    return context
+
+
+async def test_a_lane_refuses_a_certificate_no_authority_signed(tmp_path: Path) -> None:
+    # the one TLS context all lanes share still checks what httpx's client checked
+    handshakes: list[bool] = []
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        handshakes.append(True)
+        writer.close()
+
+    server = await asyncio.start_server(answer, "127.0.0.1", 0, ssl=_self_signed(tmp_path))
+    port = server.sockets[0].getsockname()[1]
+    try:
+        async with Lanes(8) as lanes, lanes.lane("a") as first, lanes.lane("a") as second:
+            for lane in (first, second):
+                with pytest.raises(httpx.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
+                    await lane.call("GET", f"https://127.0.0.1:{port}/v1/jobs/j1")
+    finally:
+        server.close()
+        await server.wait_closed()
+    assert not handshakes  # no request was ever answered over the unverified connection
+
+
+async def test_lanes_made_after_the_first_build_no_tls_context(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # each build loads the authorities (about 40 ms of CPU), which stalled the loop per new lane
+    built: list[object] = []
+    real = httpx.create_ssl_context
+
+    def counting(*args: object, **kwargs: object) -> ssl.SSLContext:
+        built.append(kwargs)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(httpx, "create_ssl_context", counting)
+    tls_context.cache_clear()
+    try:
+        lanes = [Lane() for _ in range(5)]
+    finally:
+        tls_context.cache_clear()  # later tests build their own, unpatched
+    for lane in lanes:
+        await lane.aclose()
+    assert len(built) == 1
+    assert built[0] == {"trust_env": False}
