@@ -97,12 +97,15 @@ WITH woken AS (
 ), stale AS (
     -- wakes of rows that left the scheduled states while leased, or since;
     -- SKIP LOCKED: concurrent claims share the sweep, never wait on each other
+    -- The state is a subquery per wake, so the small wake table drives the
+    -- sweep whatever the statistics say: as a join, a planner without them
+    -- (autovacuum off, a fresh table) scanned every operation on every claim.
     DELETE FROM operation_wakes w
     WHERE w.operation_id IN (
         SELECT s.operation_id
         FROM operation_wakes s
-        JOIN operations o ON o.operation_id = s.operation_id
-        WHERE NOT (o.state = ANY (jw_state_set('scheduled')))
+        WHERE NOT (SELECT o.state = ANY (jw_state_set('scheduled'))
+                   FROM operations o WHERE o.operation_id = s.operation_id)
         FOR UPDATE OF s SKIP LOCKED
     )
 )
