@@ -23,6 +23,9 @@
 -- answered before its lease lapsed, so a Retry-After no longer than the lease
 -- that died with the worker is still honoured. The fence moves on all the
 -- same, so the vanished worker can no longer write.
+-- Rows are locked FOR NO KEY UPDATE, what the UPDATE itself takes: claims
+-- still exclude each other, and rows that only reference an operation (a
+-- stored webhook, a wake, a call) are not kept waiting while a claim runs.
 WITH woken AS (
     -- Each wake looks up its own row (a subquery that locks is never merged
     -- into a join), so the few wakes drive the lookup whatever the statistics
@@ -40,7 +43,7 @@ WITH woken AS (
           AND (o.lease_expires_at IS NULL OR o.lease_expires_at <= (SELECT jw_now()))
           AND jw_due_at(o.state, (SELECT jw_now()), o.not_before, o.poll_not_before,
                         o.result_deadline, o.cancel_deadline) <= (SELECT jw_now())
-        FOR UPDATE SKIP LOCKED
+        FOR NO KEY UPDATE SKIP LOCKED
     ) o
     ORDER BY w.requested_at
     LIMIT $2
@@ -50,7 +53,7 @@ WITH woken AS (
     WHERE o.next_poll_at <= (SELECT jw_now())
     ORDER BY o.next_poll_at
     LIMIT $2
-    FOR UPDATE SKIP LOCKED
+    FOR NO KEY UPDATE SKIP LOCKED
 ), picked AS (
     SELECT operation_id, min(priority) AS priority
     FROM (SELECT * FROM woken UNION ALL SELECT * FROM scheduled) AS both_sources

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from bench.harness import FILL_SQL, TestClock
+from shared.db.connect import connect
 from shared.db.queries import q
 from shared.ledger import leases
 from shared.ledger.states import LocalState
@@ -225,3 +226,29 @@ async def test_a_claim_reads_only_the_rows_its_wakes_name_whatever_the_statistic
     leased = await db.fetch("SELECT operation_id FROM operations WHERE lease_owner = 'w1'")
     assert {r["operation_id"] for r in leased} == set(woken)
     assert read <= 10 * len(woken), f"the claim read {read} operation rows for {len(woken)} wakes"
+
+
+async def test_a_wake_for_an_operation_being_claimed_does_not_wait_for_the_claim(
+    db_url: str, db: Any
+) -> None:
+    """A claim locks what its UPDATE needs (FOR NO KEY UPDATE), not more: a row
+    that only references the operation (a wake, a stored webhook, a call) is
+    written while the claim is still running, not after it commits."""
+    op_id = await submit(db)
+    await _unleased_due(db, op_id)
+    claimer, waker = await connect(db_url), await connect(db_url)
+    try:
+        async with claimer.transaction():  # the claim, not yet committed
+            claimed = await claimer.fetch(q("claim_due"), "w1", 10, LEASE_SECONDS)
+            assert [r["operation_id"] for r in claimed] == [op_id]
+            # FOR UPDATE made this wait for the claim's commit: here, the timeout
+            await waker.execute("SET lock_timeout = '10s'")
+            await waker.execute("SELECT jw_request_wake($1)", op_id)
+            assert await _pending(waker, op_id)  # written while the claim holds its rows
+            # and claims still exclude each other: the row is skipped, not taken twice
+            assert await waker.fetch(q("claim_due"), "w2", 10, LEASE_SECONDS) == []
+    finally:
+        await claimer.close()
+        await waker.close()
+    # the wake arrived during the lease: the next claim after release takes it
+    assert await _pending(db, op_id)
