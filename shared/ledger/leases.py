@@ -1,6 +1,6 @@
 """Leases: who may act on an operation right now, and the fence that proves it.
 
-A worker claims due rows (`FOR UPDATE SKIP LOCKED`), which bumps each row's
+A worker claims due rows (`FOR NO KEY UPDATE SKIP LOCKED`), which bumps each row's
 fencing counter; every later write of that worker carries the counter it
 claimed with, so a worker whose lease lapsed or was taken over can no longer
 write (sql/queries/leases.sql). The claim also marks each status read it
