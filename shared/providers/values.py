@@ -89,17 +89,9 @@ def as_datetime(value: Any) -> datetime | None:
             return None
     if not isinstance(value, str):
         return None
-    text = value.strip()
+    text = _FRACTION.sub(r"\1", value.strip())
     try:
-        # Python 3.11+ reads any fraction length itself (past 6 digits cut, as
-        # _FRACTION cuts them); the text is rewritten only if it refuses.
         parsed = datetime.fromisoformat(text)
-    except ValueError:
-        try:
-            parsed = datetime.fromisoformat(_FRACTION.sub(r"\1", text))
-        except ValueError:
-            return None
-    try:
         # in UTC, so that every instant we keep is one PostgreSQL and asyncpg
         # both hold (0001-01-01T00:00+01:00 is a year-0 instant, BC to them)
         return parsed.astimezone(UTC) if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
