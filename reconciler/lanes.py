@@ -54,8 +54,10 @@ def tls_context() -> ssl.SSLContext:
     Built once per process, not once per lane: loading the authorities takes
     about 40 ms of CPU here, and lanes are made as slots first need them, so
     each new lane stalled every call in flight on the event loop for that
-    long. Lanes only read it (httpcore sets the same ALPN list on every
-    connection), so one serves them all.
+    long. One serves them all because every lane speaks HTTP/1.1 only:
+    httpcore sets the ALPN list on the context for each connection, and it is
+    the same list for every lane. Never hand it to an HTTP/2 transport, and
+    never change it (no load_cert_chain): every lane would see the change.
     """
     return httpx.create_ssl_context(trust_env=False)
 

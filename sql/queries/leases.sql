@@ -25,7 +25,9 @@
 -- same, so the vanished worker can no longer write.
 -- Rows are locked FOR NO KEY UPDATE, what the UPDATE itself takes: claims
 -- still exclude each other, and rows that only reference an operation (a
--- stored webhook, a wake, a call) are not kept waiting while a claim runs.
+-- stored webhook, a call, a wake) are not kept waiting while a claim runs;
+-- only a new wake for a row claimed through its wake waits, for the wake
+-- this claim deletes (one statement, committed at once).
 WITH woken AS (
     -- Each wake looks up its own row (a subquery that locks is never merged
     -- into a join), so the few wakes drive the lookup whatever the statistics

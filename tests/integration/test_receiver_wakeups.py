@@ -232,8 +232,9 @@ async def test_a_wake_for_an_operation_being_claimed_does_not_wait_for_the_claim
     db_url: str, db: Any
 ) -> None:
     """A claim locks what its UPDATE needs (FOR NO KEY UPDATE), not more: a row
-    that only references the operation (a wake, a stored webhook, a call) is
-    written while the claim is still running, not after it commits."""
+    that only references the operation (here a wake for a row claimed by its
+    schedule; a stored webhook, a call) is written while the claim is still
+    running, not after it commits."""
     op_id = await submit(db)
     await _unleased_due(db, op_id)
     claimer, waker = await connect(db_url), await connect(db_url)
@@ -242,7 +243,7 @@ async def test_a_wake_for_an_operation_being_claimed_does_not_wait_for_the_claim
             claimed = await claimer.fetch(q("claim_due"), "w1", 10, LEASE_SECONDS)
             assert [r["operation_id"] for r in claimed] == [op_id]
             # FOR UPDATE made this wait for the claim's commit: here, the timeout
-            await waker.execute("SET lock_timeout = '10s'")
+            await waker.execute("SET lock_timeout = '2s'")
             await waker.execute("SELECT jw_request_wake($1)", op_id)
             assert await _pending(waker, op_id)  # written while the claim holds its rows
             # and claims still exclude each other: the row is skipped, not taken twice
@@ -252,3 +253,23 @@ async def test_a_wake_for_an_operation_being_claimed_does_not_wait_for_the_claim
         await waker.close()
     # the wake arrived during the lease: the next claim after release takes it
     assert await _pending(db, op_id)
+
+
+def _loops_of(plan: dict[str, Any], node_type: str, part: str, inside: bool = False) -> int:
+    inside = inside or plan.get("Subplan Name") == part
+    own = int(plan.get("Actual Loops", 0)) if inside and plan["Node Type"] == node_type else 0
+    return own + sum(_loops_of(child, node_type, part, inside) for child in plan.get("Plans", []))
+
+
+async def test_a_claim_looks_up_and_locks_only_as_many_woken_rows_as_it_takes(db: Any) -> None:
+    """The wakes are read oldest first, one row at a time, and the lookup stops
+    at the claim's limit: a Sort above the lookup would lock every woken row
+    that is due, on every claim, and keep the rows past the limit locked."""
+    ops = [await submit(db) for _ in range(30)]
+    await db.execute("SELECT jw_request_wakes($1)", ops)
+    explained = await db.fetchval(
+        "EXPLAIN (ANALYZE, FORMAT JSON) " + q("claim_due"), "w1", 5, LEASE_SECONDS
+    )
+    assert _loops_of(explained[0]["Plan"], "LockRows", "CTE woken") == 5
+    leased = await db.fetchval("SELECT count(*) FROM operations WHERE lease_owner = 'w1'")
+    assert leased == 5
