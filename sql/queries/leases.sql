@@ -63,13 +63,17 @@ WITH woken AS (
     ORDER BY min(priority)
     LIMIT $2
 ), due AS (
-    -- with what a mark left by the previous holder needs (the values this claim replaces)
+    -- with what a mark left by the previous holder needs (the values this claim replaces);
+    -- each picked row by its key (OFFSET 0 keeps the lookup per row): as a
+    -- join, a planner without statistics hashed a scan of every operation
     SELECT o.operation_id, o.read_fence, o.lease_owner, o.read_claimed_at, o.poll_attempts,
            o.trace_id, o.status_request,
            (o.read_fence IS NOT NULL AND o.status_request IS NOT NULL) AS read_lost,
            jw_now() + make_interval(secs => $3) AS hold_until
-    FROM operations o
-    JOIN picked p ON p.operation_id = o.operation_id
+    FROM picked p
+    CROSS JOIN LATERAL (
+        SELECT * FROM operations o WHERE o.operation_id = p.operation_id OFFSET 0
+    ) o
 ), lost AS (
     -- as jw_record_lost_read (migration 008), from the values this claim replaces
     INSERT INTO provider_calls (operation_id, call_kind, attempt, worker, fence, trace_id,
@@ -104,6 +108,8 @@ WITH woken AS (
         read_claimed_at = CASE WHEN due.read_lost THEN NULL ELSE jw_now() END
     FROM due
     WHERE o.operation_id = due.operation_id
+      -- the same rows as an index condition, whatever the statistics say
+      AND o.operation_id = ANY (ARRAY(SELECT d.operation_id FROM due d))
     RETURNING o.*, due.read_lost
 ), consumed AS (
     DELETE FROM operation_wakes w
