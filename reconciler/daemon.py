@@ -14,16 +14,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import signal
+import ssl
 from datetime import UTC, datetime
 from typing import Any
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from reconciler.context import Context, build_adapters
-from reconciler.lanes import Lanes
+from reconciler.lanes import Lane, Lanes, tls_context
 from reconciler.sequencer import STOP_SECONDS as SEQUENCER_STOP_SECONDS
 from reconciler.sequencer import LogSettings, SequencerProcess
 from reconciler.wakeups import SenderFilter
@@ -234,6 +236,13 @@ async def run_reconciler(
     """
     check_reconciler_settings(settings)
     try:
+        tls_context(settings.provider_ca_file)  # a bad file stops the daemon at start
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(
+            f"provider_ca_file ({settings.provider_ca_file}, JW_PROVIDER_CA_FILE):"
+            f" cannot load it: {exc}"
+        ) from None
+    try:
         # read here too, so a bad key stops the daemon at start, not its child
         evidence_log.load_signer(settings.log_signing_key_file, os.environ)
     except (SecretError, ValueError) as exc:
@@ -247,7 +256,8 @@ async def run_reconciler(
             log.error("database not migrated", extra={"ctx": {"pending": pending}})
             print(f"reconciler: run `jobwarden migrate` first ({', '.join(pending)} pending)")
             return 2
-        async with Lanes(settings.max_in_flight) as lanes:
+        lane = functools.partial(Lane, authorities=settings.provider_ca_file)
+        async with Lanes(settings.max_in_flight, lane) as lanes:
             ctx = Context(
                 pool=pool,
                 settings=settings,

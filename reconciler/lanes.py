@@ -47,9 +47,11 @@ DEFAULT_HEADERS: tuple[tuple[str, str], ...] = (
 
 
 @functools.cache
-def tls_context() -> ssl.SSLContext:
+def tls_context(extra_authorities: str = "") -> ssl.SSLContext:
     """The certificate checks every lane makes: httpx's defaults (certifi's
-    authorities, host names checked), none taken from the environment.
+    authorities, host names checked), none taken from the environment, and
+    the authorities in the PEM file `extra_authorities` as well when given
+    (`provider_ca_file`; an unreadable file raises OSError or ssl.SSLError).
 
     Built once per process, not once per lane: loading the authorities takes
     about 40 ms of CPU here, and lanes are made as slots first need them, so
@@ -59,7 +61,10 @@ def tls_context() -> ssl.SSLContext:
     the same list for every lane. Never hand it to an HTTP/2 transport, and
     never change it (no load_cert_chain): every lane would see the change.
     """
-    return httpx.create_ssl_context(trust_env=False)
+    context = httpx.create_ssl_context(trust_env=False)
+    if extra_authorities:
+        context.load_verify_locations(cafile=extra_authorities)
+    return context
 
 
 class Lane(ClosedOnExit):
@@ -84,9 +89,9 @@ class Lane(ClosedOnExit):
     - no proxy or certificate settings from the environment.
     """
 
-    def __init__(self, max_connections: int = LANE_CONNECTIONS) -> None:
+    def __init__(self, max_connections: int = LANE_CONNECTIONS, *, authorities: str = "") -> None:
         self._transport = httpx.AsyncHTTPTransport(
-            verify=tls_context(),
+            verify=tls_context(authorities),
             limits=httpx.Limits(
                 max_connections=max_connections, max_keepalive_connections=max_connections
             ),

@@ -31,6 +31,9 @@ class Settings:
     sweep_interval: float = 0.5  # idle sweep period; NOTIFY wakes the daemon sooner
     max_in_flight: int = 64  # concurrent provider calls per reconciler process, all providers
     shutdown_grace: float = 20.0  # SIGTERM: finish in-flight calls for this long, then release
+    # PEM file of certificate authorities provider calls trust besides certifi's
+    # (a provider behind a private authority); empty: certifi's only
+    provider_ca_file: str = ""
     # receiver
     receiver_host: str = "127.0.0.1"
     receiver_port: int = 8080
@@ -73,6 +76,7 @@ _ENV = {
     "sweep_interval": "JW_SWEEP_INTERVAL",
     "max_in_flight": "JW_MAX_IN_FLIGHT",
     "shutdown_grace": "JW_SHUTDOWN_GRACE",
+    "provider_ca_file": "JW_PROVIDER_CA_FILE",
     "receiver_host": "JW_RECEIVER_HOST",
     "receiver_port": "JW_RECEIVER_PORT",
     "max_body_bytes": "JW_MAX_BODY_BYTES",

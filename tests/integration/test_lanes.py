@@ -22,8 +22,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from reconciler.daemon import run_reconciler
 from reconciler.lanes import Lane, Lanes, tls_context
+from shared.providers import ConfigError
 from shared.serve import serve_app
+from shared.settings import load_settings
 
 
 async def peer(request: Request) -> JSONResponse:
@@ -211,7 +214,8 @@ async def test_a_closed_lane_opens_nothing() -> None:
 
 
 def _self_signed(directory: Path) -> ssl.SSLContext:
-    """A server context whose certificate no public authority signed (127.0.0.1, 1 day)."""
+    """A server context whose certificate no public authority signed (127.0.0.1, 1 day;
+    the certificate is `directory`/cert.pem)."""
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
     now = datetime.now(UTC)
@@ -285,3 +289,58 @@ async def test_lanes_made_after_the_first_build_no_tls_context(
         await lane.aclose()
     assert len(built) == 1
     assert built[0] == {"trust_env": False}
+
+
+async def _tls_answering(directory: Path) -> asyncio.Server:
+    """A TLS server on loopback, self-signed, answering every request with a small JSON."""
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        body = b'{"state": "ok"}'
+        head = f"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {len(body)}"
+        writer.write(head.encode() + b"\r\n\r\n" + body)
+        await writer.drain()
+        writer.close()
+
+    return await asyncio.start_server(answer, "127.0.0.1", 0, ssl=_self_signed(directory))
+
+
+async def test_a_lane_trusts_the_authorities_of_provider_ca_file(tmp_path: Path) -> None:
+    server = await _tls_answering(tmp_path)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        async with Lane(authorities=str(tmp_path / "cert.pem")) as lane:
+            answer = await lane.call("GET", f"https://127.0.0.1:{port}/v1/jobs/j1")
+        assert (answer.status_code, answer.json()) == (200, {"state": "ok"})
+        async with Lane() as plain:  # the other lanes of the process trust certifi's only
+            with pytest.raises(httpx.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
+                await plain.call("GET", f"https://127.0.0.1:{port}/v1/jobs/j1")
+    finally:
+        server.close()
+        await server.wait_closed()
+
+
+async def test_a_trusted_certificate_for_another_host_name_is_refused(tmp_path: Path) -> None:
+    # the certificate names 127.0.0.1; asked for "localhost", the lane refuses it
+    server = await _tls_answering(tmp_path)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        async with Lane(authorities=str(tmp_path / "cert.pem")) as lane:
+            with pytest.raises(httpx.ConnectError, match=r"[Hh]ostname mismatch"):
+                await lane.call("GET", f"https://localhost:{port}/v1/jobs/j1")
+    finally:
+        server.close()
+        await server.wait_closed()
+
+
+async def test_a_provider_ca_file_that_cannot_be_read_stops_the_reconciler_at_start(
+    tmp_path: Path,
+) -> None:
+    settings = load_settings(env={"JW_PROVIDER_CA_FILE": str(tmp_path / "missing.pem")})
+    assert settings.provider_ca_file == str(tmp_path / "missing.pem")
+    with pytest.raises(ConfigError, match=r"provider_ca_file .*missing\.pem.* cannot load it"):
+        await run_reconciler(settings, "postgresql://nobody@127.0.0.1:1/never")
+    (tmp_path / "not-a-cert.pem").write_text("not a certificate\n")
+    garbled = load_settings(env={"JW_PROVIDER_CA_FILE": str(tmp_path / "not-a-cert.pem")})
+    with pytest.raises(ConfigError, match="cannot load it"):
+        await run_reconciler(garbled, "postgresql://nobody@127.0.0.1:1/never")
