@@ -242,14 +242,14 @@ async def test_a_wake_for_an_operation_being_claimed_does_not_wait_for_the_claim
     claimer, waker = await connect(db_url), await connect(db_url)
     try:
         async with claimer.transaction():  # the claim, not yet committed
-            claimed = await claimer.fetch(q("claim_due"), "w1", 10, LEASE_SECONDS)
-            assert [r["operation_id"] for r in claimed] == [op_id]
+            claimed = await leases.claim(claimer, "w1", 10, LEASE_SECONDS)
+            assert [c.op.operation_id for c in claimed] == [op_id]
             # FOR UPDATE made this wait for the claim's commit: here, the timeout
             await waker.execute("SET lock_timeout = '2s'")
             await waker.execute("SELECT jw_request_wake($1)", op_id)
             assert await _pending(waker, op_id)  # written while the claim holds its rows
             # and claims still exclude each other: the row is skipped, not taken twice
-            assert await waker.fetch(q("claim_due"), "w2", 10, LEASE_SECONDS) == []
+            assert await leases.claim(waker, "w2", 10, LEASE_SECONDS) == []
     finally:
         await claimer.close()
         await waker.close()
