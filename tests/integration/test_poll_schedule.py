@@ -22,10 +22,15 @@ DURATION = 1000.0
 
 
 async def wait_after_last_read(r: Rig, op_id: str) -> float:
-    """Seconds from now until the operation's next read, as stored."""
+    """Seconds from the row's last write (the release that set it) to its next read.
+
+    Measured from the write, not from now: the test clock runs on real time
+    between its moves, so "from now" shrank by however long a loaded machine
+    took to get here (a run failed with 7 ms left of a 25-50 ms wait).
+    """
     return float(
         await r.pool.fetchval(
-            "SELECT extract(epoch FROM next_poll_at - jw_now()) FROM operations"
+            "SELECT extract(epoch FROM next_poll_at - updated_at) FROM operations"
             " WHERE operation_id = $1",
             op_id,
         )
