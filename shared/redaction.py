@@ -80,10 +80,16 @@ def _header_value(rule: _Rule, value: str) -> str:
 
 
 def sanitize_url(url: str) -> str:
-    """`url` with credential-looking query values redacted (user-info is dropped too)."""
+    """`url` with credential-looking query values redacted; user-info and the
+    fragment are dropped.
+
+    A fragment never leaves the client (no request carries it), so a record
+    of what was requested has no use for it, and it is where implicit-flow
+    links put their tokens (`#access_token=...`).
+    """
     if _plain(url):
         return url  # nothing to redact, and the round trip below would give it back unchanged
-    parts = urlsplit(url)
+    parts = urlsplit(url)._replace(fragment="")
     netloc = parts.netloc.rpartition("@")[2]
     if not parts.query:
         return urlunsplit(parts._replace(netloc=netloc))

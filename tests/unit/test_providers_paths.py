@@ -144,6 +144,14 @@ def test_sanitize_url_redacts_signed_query_values_and_userinfo() -> None:
     assert "page=2" in clean
 
 
+def test_sanitize_url_drops_the_fragment_no_request_carries() -> None:
+    url = "https://results.test/r.json?page=2#access_token=tok-1&state=x"
+    assert sanitize_url(url) == "https://results.test/r.json?page=2"
+    assert sanitize_url("https://results.test/r.json#access_token=tok-1") == (
+        "https://results.test/r.json"
+    )
+
+
 def test_a_url_given_back_as_is_is_what_the_full_rewrite_gives() -> None:
     # sanitize_url skips urlsplit/urlunsplit for plain URLs: for every URL it
     # skips them on, their round trip must change nothing.
