@@ -73,6 +73,10 @@ __all__ = [
 ]
 
 
+# The `matched` label of the stored count.
+_MATCHED = {True: "true", False: "false"}
+
+
 class _Tally(Collector):
     """A counter family kept as plain integers and built into samples when scraped.
 
@@ -95,14 +99,17 @@ class _Tally(Collector):
         self._created: dict[tuple[str, ...], float] = {}
         registry.register(self)
 
-    def series(self, *labels: str) -> tuple[str, ...]:
-        """The key of one series (created at zero), for counting into `counts`."""
+    def series(self, *labels: str) -> None:
+        """Create one series, at zero (only series made here can be counted)."""
         if len(labels) != len(self._labelnames):
             raise ValueError(f"{self._name}: labels {self._labelnames}, got {labels}")
         if labels not in self.counts:
             self.counts[labels] = 0
             self._created[labels] = time.time()
-        return labels
+
+    def inc(self, labels: tuple[str, ...]) -> None:
+        """Count one in a series made by `series` (KeyError for any other)."""
+        self.counts[labels] += 1
 
     def _family(self) -> CounterMetricFamily:
         return CounterMetricFamily(self._name, self._documentation, labels=self._labelnames)
@@ -190,50 +197,43 @@ class ReceiverMetrics:
             registry=r,
         )
         self._known = frozenset(providers)
-        # Series keys made once, at zero. Only configured providers get past
+        # Every series made once, at zero. Only configured providers get past
         # the 404, so only they have these series; "unknown" exists for the
         # received and rejected counts.
         known = sorted(self._known)
-        self._received_by = {n: self._received.series(n) for n in (*known, UNKNOWN_PROVIDER)}
-        self._verified_by = {n: self._verified.series(n) for n in known}
-        self._duplicates_by = {n: self._duplicates.series(n) for n in known}
-        self._unavailable_by = {n: self._unavailable.series(n) for n in known}
-        self._stored_by = {
-            (n, m): self._stored.series(n, "true" if m else "false")
-            for n in known
-            for m in (True, False)
-        }
-        self._rejected_by = {
-            (n, reason): self._rejected.series(n, reason)
-            for n in known
-            for reason in sorted(REFUSAL_REASONS)
-        }
+        for name in (*known, UNKNOWN_PROVIDER):
+            self._received.series(name)
+        for name in known:
+            for tally in (self._verified, self._duplicates, self._unavailable):
+                tally.series(name)
+            for matched in _MATCHED.values():
+                self._stored.series(name, matched)
+            for reason in sorted(REFUSAL_REASONS):
+                self._rejected.series(name, reason)
         for reason in _UNKNOWN_PROVIDER_REASONS:
-            self._rejected_by[(UNKNOWN_PROVIDER, reason)] = self._rejected.series(
-                UNKNOWN_PROVIDER, reason
-            )
+            self._rejected.series(UNKNOWN_PROVIDER, reason)
 
     def label(self, provider: str) -> str:
         """The provider label to use for a name taken from a URL."""
         return provider if provider in self._known else UNKNOWN_PROVIDER
 
     def received(self, provider: str) -> None:
-        self._received.counts[self._received_by[provider]] += 1
+        self._received.inc((provider,))
 
     def verified(self, provider: str) -> None:
-        self._verified.counts[self._verified_by[provider]] += 1
+        self._verified.inc((provider,))
 
     def rejected(self, provider: str, reason: RefusalReason) -> None:
-        self._rejected.counts[self._rejected_by[(provider, reason)]] += 1
+        self._rejected.inc((provider, reason))
 
     def duplicate(self, provider: str) -> None:
-        self._duplicates.counts[self._duplicates_by[provider]] += 1
+        self._duplicates.inc((provider,))
 
     def stored(self, provider: str, matched: bool) -> None:
-        self._stored.counts[self._stored_by[(provider, matched)]] += 1
+        self._stored.inc((provider, _MATCHED[matched]))
 
     def unavailable(self, provider: str) -> None:
-        self._unavailable.counts[self._unavailable_by[provider]] += 1
+        self._unavailable.inc((provider,))
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

@@ -44,18 +44,19 @@ class OneSegment:
         if not data:
             return
         if not self._pending:
-            self._loop.call_soon(self._flush)
+            self._loop.call_soon(self.flush)
         chunk = bytes(data)
         self._pending.append(chunk)
         self._pending_bytes += len(chunk)
         if self._pending_bytes > MAX_PENDING_BYTES:
-            self._flush()
+            self.flush()
 
     def writelines(self, lines: Any) -> None:
         for data in lines:
             self.write(data)
 
-    def _flush(self) -> None:
+    def flush(self) -> None:
+        """Hand what is pending to the real transport now (also done at the step's end)."""
         pending = self._pending
         if not pending:
             return
@@ -64,18 +65,14 @@ class OneSegment:
         if not self._transport.is_closing():
             self._transport.write(pending[0] if len(pending) == 1 else b"".join(pending))
 
-    def flush(self) -> None:
-        """Hand what is pending to the real transport now (also done at the step's end)."""
-        self._flush()
-
     def close(self) -> None:
         try:
-            self._flush()
+            self.flush()
         finally:
             self._transport.close()
 
     def write_eof(self) -> None:
-        self._flush()
+        self.flush()
         self._transport.write_eof()
 
     def abort(self) -> None:

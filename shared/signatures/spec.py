@@ -91,10 +91,7 @@ def verify_spec(
         raise SignatureError("no_secret")
     opened = open_envelope(spec.envelope, headers, body, labels, method, url)
     signatures = opened.signatures
-    for label, matcher in matchers:
-        if matcher(opened.content, signatures.labelled(label)):
-            break
-    else:
+    if not any(matcher(opened.content, signatures.labelled(label)) for label, matcher in matchers):
         raise SignatureError("bad_signature")
     if opened.timestamp is not None:
         check_freshness(opened.timestamp, now, tolerance_seconds)
