@@ -72,7 +72,9 @@ WITH woken AS (
            jw_now() + make_interval(secs => $3) AS hold_until
     FROM picked p
     CROSS JOIN LATERAL (
-        SELECT * FROM operations o WHERE o.operation_id = p.operation_id OFFSET 0
+        SELECT o.operation_id, o.read_fence, o.lease_owner, o.read_claimed_at, o.poll_attempts,
+               o.trace_id, o.status_request
+        FROM operations o WHERE o.operation_id = p.operation_id OFFSET 0
     ) o
 ), lost AS (
     -- as jw_record_lost_read (migration 008), from the values this claim replaces
