@@ -38,7 +38,10 @@ ERROR_RETRY_SECONDS = 30.0
 UNKNOWN_PROVIDER_RETRY_SECONDS = 60.0
 
 # How many times one run_once tops its batch up before returning to the scheduler.
-REFILLS = 4
+# Each return drains the batch and claims afresh with nothing in flight: at 4
+# refills that idle gap cost 2-3 % of status reads/s (alternating A/B, one-off);
+# at 24 it comes once per 5,000 reads.
+REFILLS = 24
 
 StepFn = Callable[[Step], Awaitable[Delay]]
 

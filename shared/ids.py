@@ -3,10 +3,15 @@
 Operation ids are ULIDs (time-ordered, so `ORDER BY operation_id` is creation
 order and ids sort well in indexes). Tokens carry 128 random bits: enough that
 two distinct operations never share one.
+
+Trace and span ids only label telemetry: they come from `random` (as the
+OpenTelemetry SDK's own generator does), not from the operating system's
+source, which costs a system call on every provider call and webhook.
 """
 
 from __future__ import annotations
 
+import random
 import re
 import secrets
 import time
@@ -35,11 +40,13 @@ def new_idempotency_token() -> str:
 
 
 def new_trace_id() -> str:
-    return secrets.token_hex(16)
+    """32 hex digits, never all zeros (W3C Trace Context calls that invalid)."""
+    return f"{random.getrandbits(128) or 1:032x}"
 
 
 def new_span_id() -> str:
-    return secrets.token_hex(8)
+    """16 hex digits, never all zeros (W3C Trace Context calls that invalid)."""
+    return f"{random.getrandbits(64) or 1:016x}"
 
 
 def traceparent(trace_id: str, span_id: str | None = None) -> str:
