@@ -34,7 +34,7 @@ from shared import heap, sdnotify, telemetry
 from shared.db.connect import connect, create_pool
 from shared.db.migrate import pending_migrations
 from shared.ledger import log as evidence_log
-from shared.ledger.webhooks import attach_stragglers, purge_webhook_events
+from shared.ledger.webhooks import StragglerSweep, purge_webhook_events
 from shared.providers import ConfigError
 from shared.result_store import ResultStore
 from shared.secret import SecretError
@@ -74,6 +74,7 @@ class Daemon:
         self.senders = SenderFilter(reconciler.ctx.pool)
         self.checks: set[asyncio.Task[None]] = set()
         self.sweeping: asyncio.Task[None] | None = None
+        self.straggler_sweep = StragglerSweep()
         self.listener: Any = None
 
     async def sweep(self) -> None:
@@ -136,7 +137,7 @@ class Daemon:
 
     async def stragglers(self) -> None:
         """Attach events that committed while their job id was being recorded."""
-        attached = await attach_stragglers(self.reconciler.ctx.pool)
+        attached = await self.straggler_sweep.run(self.reconciler.ctx.pool)
         if attached:
             log.info("attached late webhook events", extra={"ctx": {"attached": attached}})
 

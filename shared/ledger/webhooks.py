@@ -14,8 +14,9 @@ evidence cited by observations and stay.
 
 Before purging, events whose job id has become known since they arrived are
 attached (see `attach_stragglers`), so nothing matchable is ever deleted. The
-reconciler schedules both: `attach_stragglers` every minute or so,
-`purge_webhook_events` a few times a day.
+reconciler schedules both: a `StragglerSweep` every minute or so (recent
+events only, once it has looked at them all), `purge_webhook_events` (every
+unattached event) a few times a day.
 
 Refused deliveries store no event; each receiver process adds its tally of
 them (`record_refusals`, migration 017) every few seconds, so the console
@@ -25,6 +26,7 @@ counts every process's refusals, across restarts.
 from __future__ import annotations
 
 import logging
+from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
@@ -52,6 +54,13 @@ EVENT_COLUMNS = (
     "extra",
 )
 
+# A bounded straggler sweep looks at the events after the newest one on record
+# this many sweeps ago. An event is left unattached by a race with its job
+# id's write, so it was stored moments before the first sweep that sees both
+# committed, never several sweeps before (statement timeouts bound both
+# writers); and the purge's full sweep catches anything later still.
+STRAGGLER_LOOKBACK_SWEEPS = 5
+
 # Rows deleted per statement: each slice is its own short transaction, so a
 # large backlog never holds locks or bloats one transaction for long.
 PURGE_SLICE = 5000
@@ -78,18 +87,50 @@ async def store_events(
     return rows
 
 
-async def attach_stragglers(db: Executor) -> int:
+async def attach_stragglers(db: Executor, after: int | None = None) -> int:
     """Attach unattached events whose (provider, job id) is now on record; returns how many.
 
     The trigger that attaches early events when a job id is recorded cannot
     see an event committed by a receiver *while* that write was in flight
     (nor can the receiver see the uncommitted job id). This sweep closes that
     window; each event becomes exactly one observation, whoever attaches it.
+    `after`: only events with a greater id (None: every unattached event).
     """
-    rows = await db.fetch(q("webhook_attach_stragglers"))
+    rows = await db.fetch(q("webhook_attach_stragglers"), after)
     if rows:
         logger.info("attached late webhook events", extra={"ctx": {"count": len(rows)}})
     return len(rows)
+
+
+class StragglerSweep:
+    """The reconciler's frequent sweep: every unattached event until it has swept
+    STRAGGLER_LOOKBACK_SWEEPS times, then only the events after the newest one
+    on record that many sweeps ago.
+
+    Reading every unattached event each minute grows with the events that
+    never match (a provider reporting jobs started elsewhere), kept for the
+    whole dedupe retention. A sweep that fails moves nothing on: the next
+    one looks back as far.
+    """
+
+    def __init__(self, lookback: int = STRAGGLER_LOOKBACK_SWEEPS) -> None:
+        if lookback < 1:
+            raise ValueError("a straggler sweep must look back at least one sweep")
+        # the newest event id before each of the last `lookback` sweeps, oldest first
+        self._newest: deque[int] = deque(maxlen=lookback)
+
+    @property
+    def after(self) -> int | None:
+        """What the next sweep passes to attach_stragglers (None: every event)."""
+        full = len(self._newest) == self._newest.maxlen
+        return self._newest[0] if full else None
+
+    async def run(self, db: Executor) -> int:
+        """One sweep; returns how many events it attached."""
+        newest: int = await db.fetchval(q("webhook_newest_event"))
+        attached = await attach_stragglers(db, self.after)
+        self._newest.append(newest)
+        return attached
 
 
 async def end_announced(

@@ -133,11 +133,31 @@ ORDER BY ord;
 -- `WHERE w.operation_id IS NULL` is re-checked on the locked row, so a
 -- concurrent trigger or sweep attaches each event exactly once. Each attached
 -- event wakes its operation, in the same statement (hence the same commit).
+-- $1 NULL: every unattached event (the purge's sweep, and the first ones after
+-- a start). Otherwise only the events after event $1 (the frequent sweep,
+-- shared/ledger/webhooks.py StragglerSweep: a race leaves a recent event),
+-- each looked up by its id, so the events that never match (jobs started
+-- elsewhere, kept for the whole retention) are not read again by every sweep,
+-- whatever the statistics say: as a range condition, a planner without them
+-- read every unattached event. Either way the ids are collected first (8 bytes
+-- each) and are an index condition of the update.
 WITH attached AS (
     UPDATE webhook_events w
     SET operation_id = o.operation_id, attached_at = jw_now()
     FROM operations o
-    WHERE w.operation_id IS NULL
+    WHERE w.webhook_event_id = ANY (ARRAY(
+            SELECT r.webhook_event_id FROM webhook_events r
+            WHERE $1::bigint IS NULL AND r.operation_id IS NULL AND r.remote_job_id IS NOT NULL
+            UNION ALL
+            SELECT r.webhook_event_id  -- none when $1 is NULL
+            FROM generate_series($1::bigint + 1,
+                                 (SELECT max(webhook_event_id) FROM webhook_events)) AS g (id)
+            CROSS JOIN LATERAL (
+                SELECT r.webhook_event_id FROM webhook_events r
+                WHERE r.webhook_event_id = g.id
+                  AND r.operation_id IS NULL AND r.remote_job_id IS NOT NULL
+                OFFSET 0) AS r))
+      AND w.operation_id IS NULL
       AND w.remote_job_id IS NOT NULL
       AND o.provider = w.provider
       AND o.remote_job_id = w.remote_job_id
@@ -154,6 +174,10 @@ SELECT a.webhook_event_id, a.operation_id
 FROM attached a
 CROSS JOIN LATERAL (SELECT jw_request_wake(a.operation_id)) AS woken
 ORDER BY a.webhook_event_id;
+
+-- name: webhook_newest_event
+-- The newest event's id (0: none yet), read backwards off the primary key.
+SELECT coalesce(max(webhook_event_id), 0) FROM webhook_events;
 
 -- name: webhook_purge_unattached
 -- One bounded slice of the retention purge (see migration 005).
