@@ -14,9 +14,9 @@ evidence cited by observations and stay.
 
 Before purging, events whose job id has become known since they arrived are
 attached (see `attach_stragglers`), so nothing matchable is ever deleted. The
-reconciler schedules both: a `StragglerSweep` every minute or so (recent
-events only, once it has looked at them all), `purge_webhook_events` (every
-unattached event) a few times a day.
+reconciler schedules both: a `StragglerSweep` every minute (recent events
+only, once it has looked at them all), `purge_webhook_events` (every
+unattached event first) every hour.
 
 Refused deliveries store no event; each receiver process adds its tally of
 them (`record_refusals`, migration 017) every few seconds, so the console
@@ -54,11 +54,13 @@ EVENT_COLUMNS = (
     "extra",
 )
 
-# A bounded straggler sweep looks at the events after the newest one on record
-# this many sweeps ago. An event is left unattached by a race with its job
-# id's write, so it was stored moments before the first sweep that sees both
-# committed, never several sweeps before (statement timeouts bound both
-# writers); and the purge's full sweep catches anything later still.
+# A bounded straggler sweep looks at the events with an id above the newest one
+# on record this many sweeps ago. An event left unattached by a race drew its
+# id while its job id's write was in flight, so it is in that window unless
+# one of the two transactions stayed open across several sweeps (nothing
+# bounds an operator's transaction); such an event waits for the purge's full
+# sweep, at most an hour. The window counts ids drawn, duplicate deliveries'
+# included.
 STRAGGLER_LOOKBACK_SWEEPS = 5
 
 # Rows deleted per statement: each slice is its own short transaction, so a
@@ -96,10 +98,13 @@ async def attach_stragglers(db: Executor, after: int | None = None) -> int:
     window; each event becomes exactly one observation, whoever attaches it.
     `after`: only events with a greater id (None: every unattached event).
     """
-    rows = await db.fetch(q("webhook_attach_stragglers"), after)
-    if rows:
-        logger.info("attached late webhook events", extra={"ctx": {"count": len(rows)}})
-    return len(rows)
+    if after is None:
+        attached: int = await db.fetchval(q("webhook_attach_stragglers"))
+    else:
+        attached = await db.fetchval(q("webhook_attach_recent_stragglers"), after)
+    if attached:
+        logger.info("attached late webhook events", extra={"ctx": {"count": attached}})
+    return attached
 
 
 class StragglerSweep:

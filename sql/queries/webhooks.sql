@@ -132,24 +132,44 @@ ORDER BY ord;
 -- both sides (each ran before the other committed); this catches it.
 -- `WHERE w.operation_id IS NULL` is re-checked on the locked row, so a
 -- concurrent trigger or sweep attaches each event exactly once. Each attached
--- event wakes its operation, in the same statement (hence the same commit).
--- $1 NULL: every unattached event (the purge's sweep, and the first ones after
--- a start). Otherwise only the events after event $1 (the frequent sweep,
--- shared/ledger/webhooks.py StragglerSweep: a race leaves a recent event),
--- each looked up by its id, so the events that never match (jobs started
--- elsewhere, kept for the whole retention) are not read again by every sweep,
--- whatever the statistics say: as a range condition, a planner without them
--- read every unattached event. Either way the ids are collected first (8 bytes
--- each) and are an index condition of the update.
+-- event becomes an observation and wakes its operation, in the same statement
+-- (hence the same commit): jw_observe_late_events (migration 024).
+-- Every unattached event is read: the purge's sweep, and the first sweeps
+-- after a start (webhook_attach_recent_stragglers reads only recent ones).
+WITH attached AS (
+    UPDATE webhook_events w
+    SET operation_id = o.operation_id, attached_at = jw_now()
+    FROM operations o
+    WHERE w.operation_id IS NULL
+      AND w.remote_job_id IS NOT NULL
+      AND o.provider = w.provider
+      AND o.remote_job_id = w.remote_job_id
+    RETURNING w.webhook_event_id, w.operation_id, w.remote_state, w.remote_state_raw
+)
+SELECT jw_observe_late_events(array_agg(webhook_event_id ORDER BY webhook_event_id),
+                              array_agg(operation_id ORDER BY webhook_event_id),
+                              array_agg(remote_state ORDER BY webhook_event_id),
+                              array_agg(remote_state_raw ORDER BY webhook_event_id))
+FROM attached;
+
+-- name: webhook_attach_recent_stragglers
+-- webhook_attach_stragglers for the events with an id above $1 only: the
+-- minute's sweep (shared/ledger/webhooks.py StragglerSweep), since a race
+-- leaves a recent event. The events that never match (jobs started
+-- elsewhere, kept for the whole retention) are then not read again every
+-- minute: each id in the range is looked up by itself (a subquery that cannot
+-- be merged), and the ids found are an index condition of the update, so
+-- what is read does not depend on the statistics. As a range condition, a
+-- planner without them read every unattached event. The coalesce re-checks
+-- on the locked row what `IS NULL` would (an operation id is never empty),
+-- in a form that keeps a planner without statistics from reading the whole
+-- partial index of unattached events beside the ids.
 WITH attached AS (
     UPDATE webhook_events w
     SET operation_id = o.operation_id, attached_at = jw_now()
     FROM operations o
     WHERE w.webhook_event_id = ANY (ARRAY(
-            SELECT r.webhook_event_id FROM webhook_events r
-            WHERE $1::bigint IS NULL AND r.operation_id IS NULL AND r.remote_job_id IS NOT NULL
-            UNION ALL
-            SELECT r.webhook_event_id  -- none when $1 is NULL
+            SELECT r.webhook_event_id
             FROM generate_series($1::bigint + 1,
                                  (SELECT max(webhook_event_id) FROM webhook_events)) AS g (id)
             CROSS JOIN LATERAL (
@@ -157,23 +177,16 @@ WITH attached AS (
                 WHERE r.webhook_event_id = g.id
                   AND r.operation_id IS NULL AND r.remote_job_id IS NOT NULL
                 OFFSET 0) AS r))
-      AND w.operation_id IS NULL
-      AND w.remote_job_id IS NOT NULL
+      AND coalesce(w.operation_id, '') = ''
       AND o.provider = w.provider
       AND o.remote_job_id = w.remote_job_id
     RETURNING w.webhook_event_id, w.operation_id, w.remote_state, w.remote_state_raw
-),
-observed AS (
-    INSERT INTO observations (operation_id, source, webhook_event_id, remote_state,
-                              remote_state_raw)
-    SELECT operation_id, 'webhook', webhook_event_id, remote_state, remote_state_raw
-    FROM attached
-    ORDER BY webhook_event_id
 )
-SELECT a.webhook_event_id, a.operation_id
-FROM attached a
-CROSS JOIN LATERAL (SELECT jw_request_wake(a.operation_id)) AS woken
-ORDER BY a.webhook_event_id;
+SELECT jw_observe_late_events(array_agg(webhook_event_id ORDER BY webhook_event_id),
+                              array_agg(operation_id ORDER BY webhook_event_id),
+                              array_agg(remote_state ORDER BY webhook_event_id),
+                              array_agg(remote_state_raw ORDER BY webhook_event_id))
+FROM attached;
 
 -- name: webhook_newest_event
 -- The newest event's id (0: none yet), read backwards off the primary key.
