@@ -5,11 +5,12 @@
 -- the trigger of migration 022). It now does so two ways: every unattached
 -- event (before a purge, and after a start), or only recent ones each minute
 -- (sql/queries/webhooks.sql, shared/ledger/webhooks.py StragglerSweep). Both
--- statements hand what they attached to this function: each event becomes
--- one webhook observation, in event order, and its operation is woken (as
--- jw_request_wake did per event; jw_request_wakes is the same rule for a
--- set). Called in the statement that attached them, so in the same commit.
--- Returns how many events were handed over (0 for none).
+-- statements hand what they attached to this function, as parallel arrays in
+-- any order: each event becomes one webhook observation, in event order, and
+-- its operation is woken (as jw_request_wake did per event; jw_request_wakes
+-- is the same rule for a set, in operation order). Called in the statement
+-- that attached them, so in the same commit. Returns how many events were
+-- handed over (0 for none).
 
 CREATE FUNCTION jw_observe_late_events(p_events bigint[], p_operations text[],
                                        p_states jw_remote_state[], p_raw_states text[])

@@ -146,10 +146,8 @@ WITH attached AS (
       AND o.remote_job_id = w.remote_job_id
     RETURNING w.webhook_event_id, w.operation_id, w.remote_state, w.remote_state_raw
 )
-SELECT jw_observe_late_events(array_agg(webhook_event_id ORDER BY webhook_event_id),
-                              array_agg(operation_id ORDER BY webhook_event_id),
-                              array_agg(remote_state ORDER BY webhook_event_id),
-                              array_agg(remote_state_raw ORDER BY webhook_event_id))
+SELECT jw_observe_late_events(array_agg(webhook_event_id), array_agg(operation_id),
+                              array_agg(remote_state), array_agg(remote_state_raw))
 FROM attached;
 
 -- name: webhook_attach_recent_stragglers
@@ -182,10 +180,8 @@ WITH attached AS (
       AND o.remote_job_id = w.remote_job_id
     RETURNING w.webhook_event_id, w.operation_id, w.remote_state, w.remote_state_raw
 )
-SELECT jw_observe_late_events(array_agg(webhook_event_id ORDER BY webhook_event_id),
-                              array_agg(operation_id ORDER BY webhook_event_id),
-                              array_agg(remote_state ORDER BY webhook_event_id),
-                              array_agg(remote_state_raw ORDER BY webhook_event_id))
+SELECT jw_observe_late_events(array_agg(webhook_event_id), array_agg(operation_id),
+                              array_agg(remote_state), array_agg(remote_state_raw))
 FROM attached;
 
 -- name: webhook_newest_event
