@@ -22,7 +22,7 @@ from receiver.app import build_app
 from receiver.console.base import close_decision_pools
 from shared import heap, sdnotify, telemetry
 from shared.agents.mcp.http import mcp_endpoint
-from shared.db.connect import PLAN_REFRESH_SECONDS, create_pool, refresh_plans
+from shared.db.connect import create_pool
 from shared.serve import serve_forever
 from shared.settings import Settings
 
@@ -77,7 +77,6 @@ async def run_receiver(
         helpers = [
             asyncio.create_task(_announce_ready(settings, server)),
             asyncio.create_task(_watchdog()),
-            asyncio.create_task(_refresh_plans(pool)),
         ]
         try:
             await asyncio.shield(server)
@@ -122,13 +121,6 @@ async def _watchdog() -> None:
     while True:
         sdnotify.notify("WATCHDOG=1")
         await asyncio.sleep(interval)
-
-
-async def _refresh_plans(pool: Any) -> None:
-    """Fresh connections every PLAN_REFRESH_SECONDS: plans made for today's tables."""
-    while True:
-        await asyncio.sleep(PLAN_REFRESH_SECONDS)
-        await refresh_plans(pool)
 
 
 def _probe_host(host: str) -> str:

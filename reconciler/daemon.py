@@ -31,7 +31,7 @@ from reconciler.sequencer import LogSettings, SequencerProcess
 from reconciler.wakeups import SenderFilter
 from reconciler.worker import Reconciler
 from shared import heap, sdnotify, telemetry
-from shared.db.connect import PLAN_REFRESH_SECONDS, connect, create_pool, refresh_plans
+from shared.db.connect import connect, create_pool
 from shared.db.migrate import pending_migrations
 from shared.ledger import log as evidence_log
 from shared.ledger.webhooks import StragglerSweep, purge_webhook_events
@@ -169,15 +169,6 @@ class Daemon:
             "interval",
             seconds=STRAGGLER_SECONDS,
             id="stragglers",
-            max_instances=1,
-            coalesce=True,
-        )
-        self.scheduler.add_job(
-            refresh_plans,
-            "interval",
-            args=[self.reconciler.ctx.pool],
-            seconds=PLAN_REFRESH_SECONDS,
-            id="plans",
             max_instances=1,
             coalesce=True,
         )

@@ -238,25 +238,6 @@ async def connection(url: str) -> AsyncIterator[Any]:
         await conn.close()
 
 
-# How often a daemon replaces its pooled connections (refresh_plans).
-PLAN_REFRESH_SECONDS = 60.0
-
-
-async def refresh_plans(pool: Any) -> None:
-    """Have every pooled connection replaced when next released or acquired.
-
-    asyncpg prepares each statement once per connection, and after five runs
-    PostgreSQL may keep one generic plan for it, made for the tables as they
-    were then. Nothing plans it again until a table is analyzed, so on a
-    server without autovacuum a plan made while a table was small stays as it
-    grows: measured once, a group of status reads planned at 600 operations
-    (a hash join over a scan of the table) read all 150,000 operations an hour
-    later, 54-62 ms where a fresh plan takes under 1 ms. A new connection
-    plans afresh; in-flight statements finish on the old one.
-    """
-    await pool.expire_connections()
-
-
 async def create_pool(url: str, *, min_size: int = 1, max_size: int = 10, **kwargs: Any) -> Any:
     """A pool whose connections decode json/jsonb to Python values, with SERVER_SETTINGS
     (and any `server_settings` given, which add to them)."""
