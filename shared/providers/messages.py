@@ -19,10 +19,6 @@ from shared import jsonread
 from shared.providers.paths import ValuePath, extract, set_value
 from shared.redaction import REDACTED, sanitize_headers, sanitize_url
 
-# What json.loads raises for bytes it cannot read: a document nobody can read
-# is not JSON to us either.
-NOT_JSON = jsonread.NOT_JSON
-
 
 class Headers(Mapping[str, str]):
     """Case-insensitive, read-only header mapping; repeated fields are joined with ", "."""
@@ -153,5 +149,5 @@ class HttpResponse:
             return None
         try:
             return jsonread.loads(self.body)
-        except NOT_JSON:
+        except jsonread.NOT_JSON:
             return None

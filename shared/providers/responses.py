@@ -26,6 +26,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
+from shared.jsonread import NOT_JSON
 from shared.ledger.states import RemoteState
 from shared.providers.description import (
     Idempotency,
@@ -47,7 +48,7 @@ from shared.providers.facts import (
     StatusFact,
     WebhookFact,
 )
-from shared.providers.messages import NOT_JSON, HttpResponse
+from shared.providers.messages import HttpResponse
 from shared.providers.paths import ValuePath, extract, parse_path
 from shared.providers.timing import parse_retry_after
 from shared.providers.tokens import create_token

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from shared.jsonread import NOT_JSON
 from shared.ledger.states import RemoteState
 from shared.providers.checksums import ChecksumError, check_checksum
 from shared.providers.description import (
@@ -31,7 +32,7 @@ from shared.providers.description import (
     ResultSpec,
 )
 from shared.providers.facts import ItemFailure, ResultCheck, StatusFact
-from shared.providers.messages import NOT_JSON, HttpResponse
+from shared.providers.messages import HttpResponse
 from shared.providers.paths import extract
 from shared.providers.result_formats import (
     CsvTable,
