@@ -66,8 +66,7 @@ WITH woken AS (
     -- with what a mark left by the previous holder needs (the values this claim replaces);
     -- each picked row by its key (OFFSET 0 keeps the lookup per row): as a
     -- join, a planner without statistics hashed a scan of every operation
-    SELECT o.operation_id, o.read_fence, o.lease_owner, o.read_claimed_at, o.poll_attempts,
-           o.trace_id, o.status_request,
+    SELECT o.*,
            (o.read_fence IS NOT NULL AND o.status_request IS NOT NULL) AS read_lost,
            jw_now() + make_interval(secs => $3) AS hold_until
     FROM picked p
