@@ -137,9 +137,7 @@ class Daemon:
 
     async def stragglers(self) -> None:
         """Attach events that committed while their job id was being recorded."""
-        attached = await self.straggler_sweep.run(self.reconciler.ctx.pool)
-        if attached:
-            log.info("attached late webhook events", extra={"ctx": {"attached": attached}})
+        await self.straggler_sweep.run(self.reconciler.ctx.pool)  # logs what it attached
 
     async def listen(self) -> None:
         self.listener = await connect(self.database_url)

@@ -89,19 +89,20 @@ async def store_events(
     return rows
 
 
-async def attach_stragglers(db: Executor, after: int | None = None) -> int:
+async def attach_stragglers(db: Executor, ids: tuple[int, int] | None = None) -> int:
     """Attach unattached events whose (provider, job id) is now on record; returns how many.
 
     The trigger that attaches early events when a job id is recorded cannot
     see an event committed by a receiver *while* that write was in flight
     (nor can the receiver see the uncommitted job id). This sweep closes that
     window; each event becomes exactly one observation, whoever attaches it.
-    `after`: only events with a greater id (None: every unattached event).
+    `ids` (after, newest): only the events with an id above `after`, up to
+    `newest` (None: every unattached event).
     """
-    if after is None:
+    if ids is None:
         attached: int = await db.fetchval(q("webhook_attach_stragglers"))
     else:
-        attached = await db.fetchval(q("webhook_attach_recent_stragglers"), after)
+        attached = await db.fetchval(q("webhook_attach_recent_stragglers"), *ids)
     if attached:
         logger.info("attached late webhook events", extra={"ctx": {"count": attached}})
     return attached
@@ -133,7 +134,8 @@ class StragglerSweep:
     async def run(self, db: Executor) -> int:
         """One sweep; returns how many events it attached."""
         newest: int = await db.fetchval(q("webhook_newest_event"))
-        attached = await attach_stragglers(db, self.after)
+        after = self.after
+        attached = await attach_stragglers(db, None if after is None else (after, newest))
         self._newest.append(newest)
         return attached
 

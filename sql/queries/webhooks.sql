@@ -151,9 +151,10 @@ SELECT jw_observe_late_events(array_agg(webhook_event_id), array_agg(operation_i
 FROM attached;
 
 -- name: webhook_attach_recent_stragglers
--- webhook_attach_stragglers for the events with an id above $1 only: the
--- minute's sweep (shared/ledger/webhooks.py StragglerSweep), since a race
--- leaves a recent event. The events that never match (jobs started
+-- webhook_attach_stragglers for the events with an id above $1, up to $2
+-- (the newest on record when the sweep began; later ones are the next
+-- sweep's): the minute's sweep (shared/ledger/webhooks.py StragglerSweep),
+-- since a race leaves a recent event. The events that never match (jobs started
 -- elsewhere, kept for the whole retention) are then not read again every
 -- minute: each id in the range is looked up by itself (a subquery that cannot
 -- be merged), and the ids found are an index condition of the update, so
@@ -168,8 +169,7 @@ WITH attached AS (
     FROM operations o
     WHERE w.webhook_event_id = ANY (ARRAY(
             SELECT r.webhook_event_id
-            FROM generate_series($1::bigint + 1,
-                                 (SELECT max(webhook_event_id) FROM webhook_events)) AS g (id)
+            FROM generate_series($1::bigint + 1, $2::bigint) AS g (id)
             CROSS JOIN LATERAL (
                 SELECT r.webhook_event_id FROM webhook_events r
                 WHERE r.webhook_event_id = g.id

@@ -218,7 +218,9 @@ async def test_the_frequent_sweep_reads_only_recent_events_once_it_has_read_them
         == 0
     )  # no statistics: the planner's guesses, the case this is about
     explained = await db.fetchval(
-        "EXPLAIN (ANALYZE, FORMAT JSON) " + q("webhook_attach_recent_stragglers"), sweep.after
+        "EXPLAIN (ANALYZE, FORMAT JSON) " + q("webhook_attach_recent_stragglers"),
+        sweep.after,
+        await db.fetchval(q("webhook_newest_event")),
     )
     entries, scans = _reads(explained[0]["Plan"], "webhook_events")
     # the newest-id probe, then the racing event and its update (a few each)
