@@ -55,6 +55,63 @@ async def test_get_on_the_webhook_path_is_405(db: Any, pool: Any) -> None:
     assert resp.status_code == 405
 
 
+async def test_an_exception_escaping_the_endpoint_is_a_500_and_the_next_delivery_is_served(
+    db: Any, pool: Any
+) -> None:
+    """Webhook deliveries skip Starlette's error middleware; the server answers a bug's
+    exception with a 500 just the same, and the receiver goes on."""
+    app = build_app(settings_for(), pool, now=lambda: float(NOW))
+    ingestor = app.state.ingestor
+    submit = ingestor.submit
+
+    async def broken(event: Event) -> Any:
+        raise RuntimeError("a bug")
+
+    async with serve_app(app) as url, httpx.AsyncClient(base_url=url) as client:
+        ingestor.submit = broken
+        body, headers = delivery("job_1", "msg_bug")
+        failed = await client.post(f"/webhooks/{PROVIDER}", content=body, headers=headers)
+        ingestor.submit = submit
+        retried = await client.post(f"/webhooks/{PROVIDER}", content=body, headers=headers)
+    assert failed.status_code == 500
+    assert retried.status_code == 200 and retried.json()["status"] == "stored"
+    assert [e["event_id"] for e in await stored_events(db)] == ["msg_bug"]
+
+
+async def test_deliveries_under_a_root_path_take_the_full_stack(db: Any, pool: Any) -> None:
+    app = build_app(settings_for(), pool, now=lambda: float(NOW))
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app, root_path="/rx")
+        async with httpx.AsyncClient(transport=transport, base_url="http://rx") as client:
+            body, headers = delivery("job_1", "msg_root")
+            stored = await client.post(f"/rx/webhooks/{PROVIDER}/", content=body, headers=headers)
+            unknown = await client.post("/rx/webhooks/nobody", content=body, headers=headers)
+    assert stored.status_code == 200 and stored.json()["status"] == "stored"
+    assert unknown.status_code == 404 and unknown.json() == {"error": "not_found"}
+    assert [e["event_id"] for e in await stored_events(db)] == ["msg_root"]
+
+
+async def test_middleware_added_to_the_app_sees_webhook_deliveries(db: Any, pool: Any) -> None:
+    seen: list[str] = []
+
+    class Recorder:
+        def __init__(self, app: Any) -> None:
+            self.app = app
+
+        async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+            if scope["type"] == "http":
+                seen.append(scope["path"])
+            await self.app(scope, receive, send)
+
+    app = build_app(settings_for(), pool, now=lambda: float(NOW))
+    app.add_middleware(Recorder)
+    async with serve_app(app) as url, httpx.AsyncClient(base_url=url) as client:
+        body, headers = delivery("job_1", "msg_mw")
+        resp = await client.post(f"/webhooks/{PROVIDER}", content=body, headers=headers)
+    assert resp.status_code == 200 and resp.json()["status"] == "stored"
+    assert seen == [f"/webhooks/{PROVIDER}"]
+
+
 async def test_readyz_reports_pending_migrations(db: Any, pool: Any) -> None:
     await db.execute(
         "DELETE FROM schema_migrations WHERE version = (SELECT max(version) FROM schema_migrations)"
