@@ -320,7 +320,7 @@ class Ingestor:
 
     async def _write_with_retries(
         self, conn: Any, groups: dict[_Key, list[_Pending]]
-    ) -> dict[_Key, _GroupOutcome]:
+    ) -> dict[_Key, Any]:
         attempt = 0
         while True:
             try:
@@ -354,34 +354,17 @@ class Ingestor:
             self._on_db_error(kind)
 
 
-@dataclass(frozen=True, slots=True)
-class _GroupOutcome:
-    inserted: bool
-    webhook_event_id: int
-    operation_id: str | None
-    trace_id: str | None
-    matched_by: str | None
-
-    @classmethod
-    def from_row(cls, row: Any) -> _GroupOutcome:
-        return cls(
-            row["inserted"],
-            row["webhook_event_id"],
-            row["operation_id"],
-            row["trace_id"],
-            row["matched_by"],
-        )
-
-
-async def _store(conn: Any, groups: dict[_Key, list[_Pending]]) -> dict[_Key, _GroupOutcome]:
+async def _store(conn: Any, groups: dict[_Key, list[_Pending]]) -> dict[_Key, Any]:
     """Run one batch statement; returns after COMMIT (asyncpg answers after ReadyForQuery).
 
     A single statement is its own transaction: no BEGIN/COMMIT round trips,
-    and a failure at commit raises here instead of returning rows.
+    and a failure at commit raises here instead of returning rows. Each
+    group's row holds `inserted`, `webhook_event_id`, `operation_id`,
+    `trace_id` and `matched_by`.
     """
     stored = await store_events(conn, _columns(groups), statement_timeout=STATEMENT_TIMEOUT_SECONDS)
     by_ord = {r["ord"]: r for r in stored}
-    return {key: _GroupOutcome.from_row(by_ord[i + 1]) for i, key in enumerate(groups)}
+    return {key: by_ord[i + 1] for i, key in enumerate(groups)}
 
 
 def _group_by_key(batch: list[_Pending]) -> dict[_Key, list[_Pending]]:
@@ -410,18 +393,18 @@ def _columns(groups: dict[_Key, list[_Pending]]) -> dict[str, list[Any]]:
     }
 
 
-def _settle(pendings: list[_Pending], outcome: _GroupOutcome) -> None:
+def _settle(pendings: list[_Pending], row: Any) -> None:
     """First delivery of a new event is `stored`; every other copy is a duplicate."""
+    event_id = row["webhook_event_id"]
+    duplicate: Outcome | None = None
     for index, pending in enumerate(pendings):
         if pending.future.done():
             continue
-        fresh = outcome.inserted and index == 0
-        pending.future.set_result(
-            Outcome(
-                status="stored" if fresh else "duplicate",
-                webhook_event_id=outcome.webhook_event_id,
-                operation_id=outcome.operation_id if fresh else None,
-                trace_id=outcome.trace_id if fresh else None,
-                matched_by=outcome.matched_by if fresh else None,
+        if index == 0 and row["inserted"]:
+            outcome = Outcome(
+                "stored", event_id, row["operation_id"], row["trace_id"], row["matched_by"]
             )
-        )
+        else:  # one immutable answer serves every copy
+            duplicate = duplicate or Outcome("duplicate", event_id, None, None, None)
+            outcome = duplicate
+        pending.future.set_result(outcome)

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
-from .digests import HMAC_ALGORITHMS, any_match, hmac_digest
+from .digests import HMAC_ALGORITHMS, any_match, hmac_digest, keyed_hmac
 from .envelope import ENVELOPE_KEYS, parse_envelope
 from .keys import HMAC_KEY_ENCODINGS, hmac_key, hmac_key_problem
 from .options import choice, reject_unknown
@@ -40,13 +40,12 @@ class HmacCheck:
         keys = [key for key in (hmac_key(self.key_encoding, s) for s in secrets) if key]
         if not keys:
             return None
-
-        algorithm = self.algorithm
+        macs = [keyed_hmac(self.algorithm, key) for key in keys]
 
         def matches(content: bytes, signatures: Sequence[bytes]) -> bool:
             if not signatures:  # nothing to compare: no MAC to compute
                 return False
-            return any_match([hmac_digest(algorithm, key, content) for key in keys], signatures)
+            return any_match([mac(content) for mac in macs], signatures)
 
         return matches
 

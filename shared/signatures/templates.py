@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 PLACEHOLDERS: frozenset[str] = frozenset({"id", "timestamp", "body", "method", "url"})
 # What generic_hmac understood before {method} and {url} existed: there, those
@@ -31,6 +31,12 @@ class Template:
 
     parts: tuple[str, ...]
     names: frozenset[str]
+    # `parts` as `render` walks them: literals encoded once, names as they are.
+    _steps: tuple[bytes | str, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        steps = tuple(p if i % 2 else p.encode() for i, p in enumerate(self.parts))
+        object.__setattr__(self, "_steps", steps)
 
     def uses(self, name: str) -> bool:
         return name in self.names
@@ -38,13 +44,13 @@ class Template:
     def render(self, values: Mapping[str, bytes | str | None]) -> bytes:
         """The signed bytes; every placeholder used must have a value."""
         chunks: list[bytes] = []
-        for index, part in enumerate(self.parts):
-            if index % 2 == 0:
-                chunks.append(part.encode())
+        for step in self._steps:
+            if isinstance(step, bytes):
+                chunks.append(step)
                 continue
-            value = values[part]
+            value = values[step]
             if value is None:
-                raise ValueError(f"template placeholder {{{part}}} has no value")
+                raise ValueError(f"template placeholder {{{step}}} has no value")
             # surrogatepass: a header mapping from any source must not be able
             # to turn verification into an encoding crash.
             chunks.append(
@@ -61,6 +67,11 @@ def parse_template(
         raise ValueError(
             f"{scheme}: option {key!r} must be at most {MAX_TEMPLATE_CHARS} characters"
         )
+    if not text.isascii():
+        try:
+            text.encode()
+        except UnicodeEncodeError:
+            raise ValueError(f"{scheme}: option {key!r} must be valid Unicode text") from None
     parts: list[str] = []
     position = 0
     for match in _PLACEHOLDER.finditer(text):

@@ -91,6 +91,19 @@ def test_other_braces_in_template_are_literal() -> None:
     assert verify("generic_hmac", options, {"X-Sig": literal}, BODY, [SECRET], NOW)
 
 
+def test_non_ascii_literals_are_signed_as_utf8() -> None:
+    options = {"signature_header": "X-Sig", "signed_content": "é·{body}·ü"}
+    content = "é·".encode() + BODY + "·ü".encode()
+    literal = hmac.new(SECRET.encode(), content, hashlib.sha256).hexdigest()
+    assert sign_generic(options, SECRET, BODY) == literal
+    assert verify("generic_hmac", options, {"X-Sig": literal}, BODY, [SECRET], NOW)
+
+
+def test_a_template_that_is_not_valid_unicode_is_refused_naming_the_option() -> None:
+    with pytest.raises(ValueError, match="'signed_content' must be valid Unicode text"):
+        check_options("hmac", {"signature_header": "X-Sig", "signed_content": "\ud800{body}"})
+
+
 def test_valid_signature_verifies_with_signed_id_and_timestamp() -> None:
     result = verify("generic_hmac", OPTIONS, make_headers(), BODY, [SECRET], NOW)
     assert result == Verified(
