@@ -42,7 +42,9 @@ class ReceiverApp(Starlette):
     segment without `/`). An exception the endpoint lets escape (a bug) is
     answered 500 and logged by the server, as the error middleware would.
     Everything else takes the full stack, and so does every request under a
-    `root_path` or once middleware has been added to the app.
+    `root_path` or once middleware, an exception handler, debug or a body limit
+    has been added to the app. The webhook routes are fixed here: the direct
+    way calls the endpoint they were built with.
     """
 
     def __init__(
@@ -52,7 +54,7 @@ class ReceiverApp(Starlette):
         self._webhooks = webhooks
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and not scope.get("root_path") and not self.user_middleware:
+        if scope["type"] == "http" and not scope.get("root_path") and self._bare():
             provider = webhook_provider(scope["path"])
             if provider is not None:
                 scope["app"] = self
@@ -61,6 +63,13 @@ class ReceiverApp(Starlette):
                 await self._webhooks(scope, receive, send)
                 return
         await super().__call__(scope, receive, send)
+
+    def _bare(self) -> bool:
+        """Nothing was added that the full stack would apply to a delivery: middleware,
+        exception handlers (the error middleware takes a 500 one), debug pages, a
+        body limit."""
+        added = self.user_middleware or self.exception_handlers or self.debug
+        return not added and self.max_body_size is None
 
 
 def webhook_provider(path: str) -> str | None:

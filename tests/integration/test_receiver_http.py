@@ -112,6 +112,33 @@ async def test_middleware_added_to_the_app_sees_webhook_deliveries(db: Any, pool
     assert seen == [f"/webhooks/{PROVIDER}"]
 
 
+async def test_an_exception_handler_added_to_the_app_sees_a_bug_in_a_delivery(
+    db: Any, pool: Any
+) -> None:
+    """An operator's 500 handler lives in the error middleware: with one installed,
+    deliveries take the full stack again and the handler answers."""
+    from starlette.responses import JSONResponse
+
+    handled: list[str] = []
+
+    async def on_error(request: Any, exc: Exception) -> JSONResponse:
+        handled.append(type(exc).__name__)
+        return JSONResponse({"error": "handled"}, status_code=500)
+
+    app = build_app(settings_for(), pool, now=lambda: float(NOW))
+    app.add_exception_handler(Exception, on_error)
+
+    async def broken(event: Event) -> Any:
+        raise RuntimeError("a bug")
+
+    app.state.ingestor.submit = broken
+    async with serve_app(app) as url, httpx.AsyncClient(base_url=url) as client:
+        body, headers = delivery("job_1", "msg_handled")
+        resp = await client.post(f"/webhooks/{PROVIDER}", content=body, headers=headers)
+    assert (resp.status_code, resp.json()) == (500, {"error": "handled"})
+    assert handled == ["RuntimeError"]
+
+
 async def test_readyz_reports_pending_migrations(db: Any, pool: Any) -> None:
     await db.execute(
         "DELETE FROM schema_migrations WHERE version = (SELECT max(version) FROM schema_migrations)"
