@@ -84,8 +84,14 @@ def webhook_provider(path: str) -> str | None:
     return None if match is None else match[1]
 
 
-def _writers_for(pool: Any) -> int:
-    """Writers the pool can feed while leaving a connection for probes and the agent API."""
+def _writers_for(writer_pool: Any) -> int:
+    """One writer per connection of the writers' own pool."""
+    size: int = writer_pool.get_max_size()
+    return max(1, size)
+
+
+def _shared_writers_for(pool: Any) -> int:
+    """Writers a shared pool can feed while leaving a connection for probes and the agent API."""
     size = pool.get_max_size() if hasattr(pool, "get_max_size") else ingest.WRITERS + 1
     return max(1, min(ingest.WRITERS, size - 1))
 
@@ -96,8 +102,14 @@ def build_app(
     *,
     now: Callable[[], float] = time.time,
     extra_routes: Sequence[BaseRoute] = (),
+    writer_pool: Any = None,
 ) -> ReceiverApp:
-    """The receiver app; `now` (unix seconds) is the clock of the replay window."""
+    """The receiver app; `now` (unix seconds) is the clock of the replay window.
+
+    `writer_pool`: the group-commit writers' own connections
+    (`ingest.create_writer_pool`, as `jobwarden receiver` runs); without it
+    the writers share `pool`.
+    """
     webhook_providers = [n for n, d in settings.providers.items() if d.webhooks is not None]
     metrics = ReceiverMetrics(webhook_providers)
 
@@ -109,9 +121,9 @@ def build_app(
         metrics.db_errors.labels(kind).inc()
 
     ingestor = Ingestor(
-        pool,
+        writer_pool or pool,
         acquire_timeout=settings.db_acquire_timeout,
-        writers=_writers_for(pool),
+        writers=_writers_for(writer_pool) if writer_pool else _shared_writers_for(pool),
         on_batch=on_batch,
         on_db_error=on_db_error,
     )

@@ -20,6 +20,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from receiver.app import build_app
 from receiver.console.base import close_decision_pools
+from receiver.webhooks import ingest
 from shared import heap, sdnotify, telemetry
 from shared.agents.mcp.http import mcp_endpoint
 from shared.db.connect import create_pool
@@ -28,8 +29,9 @@ from shared.settings import Settings
 
 logger = logging.getLogger(__name__)
 
-# Connections: one for the group-commit writer, one for readiness probes, the
-# rest for agent-API routes sharing the pool.
+# Connections in all: the group-commit writers' own (ingest.WRITERS), then the
+# shared pool's, one of them for readiness probes, the rest for agent-API
+# routes and the console.
 POOL_MAX_SIZE = 10
 # How often to probe our own socket while waiting to announce READY=1; startup
 # takes milliseconds, so this adds no visible delay.
@@ -56,14 +58,16 @@ async def run_receiver(
     """
     # min_size=0: the receiver starts even while PostgreSQL is down, answering
     # 503 (so providers retry) and not-ready until the database is back.
-    pool = await create_pool(database_url, min_size=0, max_size=POOL_MAX_SIZE)
+    writers = await ingest.create_writer_pool(database_url)
+    shared_size = max(2, POOL_MAX_SIZE - writers.get_max_size())
+    pool = await create_pool(database_url, min_size=0, max_size=shared_size)
     telemetry.configure("jobwarden-receiver")  # only if OTEL_EXPORTER_OTLP_*ENDPOINT is set
     try:
         extra = list(make_routes(pool)) if make_routes is not None else []
         # MCP over Streamable HTTP at /mcp, reaching the ledger through these API routes.
         mcp = mcp_endpoint(settings, pool, extra) if extra else None
         routes = [*extra, *mcp.routes] if mcp else extra
-        app: ASGIApp = build_app(settings, pool, extra_routes=routes)
+        app: ASGIApp = build_app(settings, pool, extra_routes=routes, writer_pool=writers)
         app = mcp.around(app) if mcp else app
         server = asyncio.create_task(
             serve_forever(
@@ -91,6 +95,7 @@ async def run_receiver(
     finally:
         await close_decision_pools(pool)  # the console's own login's, if it opened one
         await pool.close()
+        await writers.close()
         await telemetry.shutdown()  # after the lifespan's drain: exports the spans still batched
     logger.info("receiver stopped")
 

@@ -76,8 +76,9 @@ async def running_receiver(
     settings: Settings | None = None,
     *,
     now: Callable[[], float] = lambda: float(NOW),
+    writer_pool: Any = None,
 ) -> AsyncIterator[Running]:
-    app = build_app(settings or settings_for(), pool, now=now)
+    app = build_app(settings or settings_for(), pool, now=now, writer_pool=writer_pool)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(
