@@ -16,7 +16,10 @@ What it does, in one run on this machine:
    req/s is committed events/s. Both servers run on the same stack as
    production (shared/serve.py: httptools on uvloop when installed); each
    reports the stack uvicorn loaded, the report prints both, and the run
-   stops with an error, printing no ratio, if they differ;
+   stops with an error, printing no ratio, if they differ. In the same
+   rounds both also take one delivery at a time (wrk -c1): a quiet
+   receiver, each event its own group commit, its latency and PostgreSQL's
+   work per event;
 3. then events for the jobs of 1,000 existing operations: each is also an
    observation and a reconciler wake-up, in the same commit;
 4. sends a 10,000-delivery mixed load (20 % redeliveries of earlier events,
@@ -89,6 +92,9 @@ PATH = f"/webhooks/{PROVIDER}"
 # uvicorn worker without queueing far past it.
 WRK_THREADS = 1
 WRK_CONNECTIONS = 32
+# A quiet receiver: one delivery at a time, each its own batch, so its latency
+# and PostgreSQL's work per event are those of a one-event group commit.
+QUIET_CONNECTIONS = 1
 # The bare endpoint and the receiver run alternately, in rounds, so that a
 # change in background load during the run hits both alike.
 ROUNDS = 3
@@ -529,6 +535,7 @@ def wrk_report(
     marker: str,
     on_loaded: Callable[[int], None] | None = None,
     on_report: Callable[[], None] | None = None,
+    connections: int = WRK_CONNECTIONS,
 ) -> dict[str, Any]:
     """Run wrk with one of our Lua scripts over `requests`; returns what it printed.
 
@@ -539,7 +546,7 @@ def wrk_report(
     stopped sending and not yet exited): the window a measurement should span.
     """
     cmd = [
-        *("wrk", f"-t{threads}", f"-c{WRK_CONNECTIONS}", f"-d{seconds}s", "--timeout", "10s"),
+        *("wrk", f"-t{threads}", f"-c{connections}", f"-d{seconds}s", "--timeout", "10s"),
         *("-s", str(script), url + PATH, "--", str(requests), PATH, *extra),
     ]
     report: dict[str, Any] | None = None
@@ -558,9 +565,17 @@ def wrk_report(
 
 
 def run_wrk(
-    name: str, server: Server, script: Path, requests: Path, seconds: int, start: int = 0
+    name: str,
+    server: Server,
+    script: Path,
+    requests: Path,
+    seconds: int,
+    start: int = 0,
+    *,
+    connections: int = WRK_CONNECTIONS,
 ) -> LoadResult:
-    """One wrk run over the pre-signed requests, beginning at line `start`.
+    """One wrk run over the pre-signed requests, beginning at line `start`, on
+    `connections` keep-alive connections.
 
     Also counts the CPU the server, PostgreSQL and wrk used meanwhile: the
     two cores are shared, so where a request's cost lands says more than
@@ -598,6 +613,7 @@ def run_wrk(
         marker="WRK_JSON",
         on_loaded=loaded,
         on_report=reported,
+        connections=connections,
     )
     commits = commit_totals(server) - commits_before
     errors = sum(data[k] for k in ("non_2xx", "connect", "read", "write", "timeout"))
@@ -769,6 +785,7 @@ async def prepare_operations(database_url: str) -> None:
 def print_report(
     bare: Series,
     bare_multi: Series,
+    quiet_bare: Series,
     runs: list[tuple[Series, int]],
     mixed: MixedResult,
     round_seconds: int,
@@ -780,7 +797,8 @@ def print_report(
         f"wrk -t{WRK_THREADS} -c{WRK_CONNECTIONS}, distinct signed Standard Webhooks deliveries, "
         f"uvicorn 1 worker (the --workers rows: {WORKERS}), {os.cpu_count()} CPUs; bare and "
         f"receiver alternate in {ROUNDS} rounds of {round_seconds} s, and so do their "
-        f"{WORKERS}-worker servers (req/s over all rounds, median p50/p99)"
+        f"{WORKERS}-worker servers (req/s over all rounds, median p50/p99); the one-at-a-time "
+        f"rows: wrk -c{QUIET_CONNECTIONS}, alternating in the same rounds"
     )
     print(describe(stacks))
     print(
@@ -791,6 +809,8 @@ def print_report(
     for series, _ in runs:
         if "--workers" in series.name:  # against the bare endpoint served the same way
             rows += [(bare_multi, None), (series, series.per_second / bare_multi.per_second)]
+        elif series.name == QUIET:  # against the bare endpoint under the same load
+            rows += [(quiet_bare, None), (series, series.per_second / quiet_bare.per_second)]
         else:
             rows.append((series, series.per_second / bare.per_second))
     for series, ratio in rows:
@@ -849,6 +869,9 @@ def print_report(
         f"{mixed.forged_rows} (expected 0), duplicate_deliveries: {mixed.duplicate_count} "
         f"(expected {mixed.duplicates})  -> {'OK' if mixed.ok else 'MISMATCH'}"
     )
+
+
+QUIET = "receiver: one delivery at a time"
 
 
 def _optional(value: float | None) -> str:
@@ -914,10 +937,10 @@ async def run(round_seconds: int, warmup: int) -> int:
             script, mixed_script = folder / "requests.lua", folder / "mixed.lua"
             script.write_text(LUA)
             mixed_script.write_text(MIXED_LUA)
-            names = ("warm", "new", "nolog", "matched", "naive", "workers")
+            names = ("warm", "new", "nolog", "quiet", "matched", "naive", "workers")
             sets = {name: folder / f"{name}.tsv" for name in names}
             write_requests(sets["warm"], "warm", 50_000, matched=False)
-            for name in ("new", "nolog", "matched", "naive", "workers"):
+            for name in ("new", "nolog", "quiet", "matched", "naive", "workers"):
                 write_requests(sets[name], name, REQUESTS_PER_PHASE, matched=name == "matched")
             print(f"bench: logs in {tmp} while running", file=sys.stderr)
 
@@ -935,6 +958,8 @@ async def run(round_seconds: int, warmup: int) -> int:
                 bare_runs: list[LoadResult] = []
                 new_runs: list[LoadResult] = []
                 nolog_runs: list[LoadResult] = []
+                quiet_bare_runs: list[LoadResult] = []
+                quiet_runs: list[LoadResult] = []
                 for _ in range(ROUNDS):
                     bare_runs.append(
                         run_wrk("bare", bare_server, script, sets["new"], round_seconds)
@@ -957,6 +982,27 @@ async def run(round_seconds: int, warmup: int) -> int:
                         )
                     )
                     await set_logging(admin, True)
+                    quiet_bare_runs.append(
+                        run_wrk(
+                            "quiet bare",
+                            bare_server,
+                            script,
+                            sets["new"],
+                            round_seconds,
+                            connections=QUIET_CONNECTIONS,
+                        )
+                    )
+                    quiet_runs.append(
+                        run_wrk(
+                            "quiet",
+                            receiver,
+                            script,
+                            sets["quiet"],
+                            round_seconds,
+                            _past(quiet_runs),
+                            connections=QUIET_CONNECTIONS,
+                        )
+                    )
                 await admin.close()
                 bare = Series("bare Starlette 204", tuple(bare_runs))
                 runs = [
@@ -968,7 +1014,9 @@ async def run(round_seconds: int, warmup: int) -> int:
                         Series("  the same, evidence log off", tuple(nolog_runs)),
                         await count_events(database_url, "nolog"),
                     ),
+                    (Series(QUIET, tuple(quiet_runs)), await count_events(database_url, "quiet")),
                 ]
+                quiet_bare = Series("bare Starlette 204, one at a time", tuple(quiet_bare_runs))
                 matched = run_wrk("matched", receiver, script, sets["matched"], phase)
                 runs.append(
                     (
@@ -1029,7 +1077,7 @@ async def run(round_seconds: int, warmup: int) -> int:
                         await count_events(database_url, "naive"),
                     )
                 )
-        print_report(bare, bare_multi, runs, mixed, round_seconds, stacks)
+        print_report(bare, bare_multi, quiet_bare, runs, mixed, round_seconds, stacks)
         clean = all(series.errors == 0 for series, _ in runs)
         return 0 if mixed.ok and clean else 1
 

@@ -111,14 +111,23 @@ def test_receiver_report_prints_no_ratio_for_unlike_stacks(
         stored_rows=1, forged_rows=0, duplicate_count=0, seconds=1.0, answered=1,
     )  # fmt: skip
     workers = bench_receiver.Series("receiver --workers 2: new events", (run,))
-    runs = [(series, 1000), (series, 1000), (workers, 1000)]
+    quiet_bare = bench_receiver.Series(
+        "b", (bench_receiver.LoadResult("b", 4000, 1.0, 0.2, 0.5, 0),)
+    )
+    quiet = bench_receiver.Series(bench_receiver.QUIET, (run,))
+    runs = [(series, 1000), (series, 1000), (quiet, 1000), (workers, 1000)]
     with pytest.raises(UnlikeStacks):
         bench_receiver.print_report(
-            series, series, runs, mixed, 2, {"bare": SLOW, "receiver": FAST}
+            series, series, quiet_bare, runs, mixed, 2, {"bare": SLOW, "receiver": FAST}
         )
     assert "ratio" not in capsys.readouterr().out
-    bench_receiver.print_report(series, series, runs, mixed, 2, {"bare": FAST, "receiver": FAST})
+    bench_receiver.print_report(
+        series, series, quiet_bare, runs, mixed, 2, {"bare": FAST, "receiver": FAST}
+    )
     out = capsys.readouterr().out
+    # the one-at-a-time row is compared with the bare endpoint under the same load
+    [quiet_row] = [line for line in out.splitlines() if line.startswith(bench_receiver.QUIET)]
+    assert quiet_row.split()[-6] == "0.25", quiet_row
     assert "stack: bare = httptools on uvloop; receiver = httptools on uvloop" in out
     assert "ratio" in out
     assert "with 2 workers on both sides: 1.00" in out
@@ -152,7 +161,7 @@ def test_receiver_report_shows_what_bounds_each_row(capsys: pytest.CaptureFixtur
         stored_rows=1, forged_rows=0, duplicate_count=0, seconds=1.0, answered=1,
     )  # fmt: skip
     runs = [(series, 1000), (series, 1000)]
-    bench_receiver.print_report(bare, bare, runs, mixed, 2, {"bare": FAST, "receiver": FAST})
+    bench_receiver.print_report(bare, bare, bare, runs, mixed, 2, {"bare": FAST, "receiver": FAST})
     out = capsys.readouterr().out
     [line] = [x for x in out.splitlines() if x.startswith("receiver: new events")][:1]
     assert line.split()[-4:] == ["0.75", "0.10", "20.0", "4.0"]
