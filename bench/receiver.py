@@ -397,7 +397,8 @@ def serve_receiver(
     from shared.settings import Settings
 
     if naive:
-        mock.patch.object(ingest, "WRITERS", POOL_MAX_SIZE - 1).start()
+        # every connection but the shared pool's smallest (probes and the API)
+        mock.patch.object(ingest, "WRITERS", POOL_MAX_SIZE - 2).start()
         mock.patch.object(ingest, "MAX_BATCH", 1).start()
     logs.configure()
     desc = load_preset("simulator", {"JW_SIM_WEBHOOK_SECRET": SECRET})

@@ -143,7 +143,9 @@ def build_app(
         now=now,
         public_url=settings.public_webhook_url,
     )
-    health = HealthEndpoints(pool, ingestor, metrics, settings.db_acquire_timeout)
+    health = HealthEndpoints(
+        pool, ingestor, metrics, settings.db_acquire_timeout, writer_pool=writer_pool
+    )
     receipts = spans.webhook_receipts(webhooks)  # `webhooks` itself unless tracing is on
 
     @asynccontextmanager

@@ -2,9 +2,13 @@
 
 `/healthz` says only that the process answers (a restart is the cure when it
 does not). `/readyz` says whether a load balancer should send webhooks here:
-the database answers, its schema is the one this code expects, and the
-receiver is not shutting down. Neither endpoint names a host, a database or a
-migration file: they are often reachable by more people than operators.
+the database answers, on the shared pool and on the group-commit writers' own
+connections, its schema is the one this code expects, and the receiver is not
+shutting down. The writers' connections are probed only while no writer holds
+one: a writer at work has its own answer every batch, and a probe waiting
+for its connection under load would report a busy receiver as unready.
+Neither endpoint names a host, a database or a migration file: they are often
+reachable by more people than operators.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from starlette.responses import JSONResponse, Response
 from receiver.metrics import CONTENT_TYPE_LATEST, ReceiverMetrics
 from receiver.webhooks.ingest import Ingestor
 from shared.db.migrate import MigrationError, pending_migrations
+from shared.db.queries import q
 
 logger = logging.getLogger(__name__)
 
@@ -29,9 +34,16 @@ READY_QUERY_TIMEOUT_SECONDS = 2.0
 
 class HealthEndpoints:
     def __init__(
-        self, pool: Any, ingestor: Ingestor, metrics: ReceiverMetrics, acquire_timeout: float
+        self,
+        pool: Any,
+        ingestor: Ingestor,
+        metrics: ReceiverMetrics,
+        acquire_timeout: float,
+        *,
+        writer_pool: Any = None,
     ) -> None:
         self._pool = pool
+        self._writer_pool = writer_pool
         self._ingestor = ingestor
         self._metrics = metrics
         self._acquire_timeout = acquire_timeout
@@ -55,6 +67,9 @@ class HealthEndpoints:
             async with asyncio.timeout(self._acquire_timeout + READY_QUERY_TIMEOUT_SECONDS):
                 async with self._pool.acquire() as conn:
                     pending = await pending_migrations(conn)
+                if self._writer_pool is not None and not self._ingestor.writing:
+                    async with self._writer_pool.acquire() as conn:
+                        await conn.fetchval(q("receiver_writer_ping"))
         except MigrationError:
             logger.error("a migration file changed after it was applied")
             return "schema_mismatch"

@@ -56,13 +56,19 @@ async def run_receiver(
     Not for a receiver inside another program (a test, the demo): it would
     freeze that program's objects too.
     """
-    # min_size=0: the receiver starts even while PostgreSQL is down, answering
-    # 503 (so providers retry) and not-ready until the database is back.
-    writers = await ingest.create_writer_pool(database_url)
-    shared_size = max(2, POOL_MAX_SIZE - writers.get_max_size())
-    pool = await create_pool(database_url, min_size=0, max_size=shared_size)
     telemetry.configure("jobwarden-receiver")  # only if OTEL_EXPORTER_OTLP_*ENDPOINT is set
-    try:
+    async with contextlib.AsyncExitStack() as closing:  # each closes, whatever the others do
+        # last, after the lifespan's drain: exports the spans still batched
+        closing.push_async_callback(telemetry.shutdown)
+        # min_size=0: the receiver starts even while PostgreSQL is down, answering
+        # 503 (so providers retry) and not-ready until the database is back.
+        writers = await ingest.create_writer_pool(database_url)
+        closing.push_async_callback(writers.close)
+        shared_size = max(2, POOL_MAX_SIZE - writers.get_max_size())
+        pool = await create_pool(database_url, min_size=0, max_size=shared_size)
+        closing.push_async_callback(pool.close)
+        # the console's own login's, if it opened one
+        closing.push_async_callback(close_decision_pools, pool)
         extra = list(make_routes(pool)) if make_routes is not None else []
         # MCP over Streamable HTTP at /mcp, reaching the ledger through these API routes.
         mcp = mcp_endpoint(settings, pool, extra) if extra else None
@@ -92,11 +98,6 @@ async def run_receiver(
             for task in helpers:
                 task.cancel()
             await asyncio.gather(*helpers, return_exceptions=True)
-    finally:
-        await close_decision_pools(pool)  # the console's own login's, if it opened one
-        await pool.close()
-        await writers.close()
-        await telemetry.shutdown()  # after the lifespan's drain: exports the spans still batched
     logger.info("receiver stopped")
 
 

@@ -48,13 +48,22 @@ matched AS (
     FROM input i
     -- Every lookup is LATERAL ... LIMIT so that each is an index probe per
     -- event, never a join strategy that scans the whole operations table.
+    -- The writers keep one plan (plan_cache_mode), made with whatever the
+    -- statistics said then, perhaps of an empty table: where another index
+    -- could serve, the probe is fenced (OFFSET 0) so it can only use its own
+    -- index, and a plan made on an empty table never walks a provider's
+    -- operations later.
     LEFT JOIN LATERAL (
-        SELECT o.operation_id, o.trace_id FROM operations o
-        WHERE i.operation_ref IS NOT NULL
-          AND o.operation_id = i.operation_ref
-          AND o.provider = i.provider
-          AND (o.remote_job_id IS NULL OR i.remote_job_id IS NULL
-               OR o.remote_job_id = i.remote_job_id)
+        SELECT op_key.operation_id, op_key.trace_id
+        FROM (  -- by primary key only
+            SELECT o.operation_id, o.trace_id, o.provider, o.remote_job_id
+            FROM operations o
+            WHERE i.operation_ref IS NOT NULL AND o.operation_id = i.operation_ref
+            OFFSET 0
+        ) op_key
+        WHERE op_key.provider = i.provider
+          AND (op_key.remote_job_id IS NULL OR i.remote_job_id IS NULL
+               OR op_key.remote_job_id = i.remote_job_id)
         LIMIT 1
     ) by_op ON true
     -- Two candidates are enough to tell "exactly one" from "ambiguous"; the
@@ -75,13 +84,17 @@ matched AS (
                         OR c.remote_job_id = i.remote_job_id)
     ) by_ref ON true
     LEFT JOIN LATERAL (
-        SELECT o.operation_id, o.trace_id FROM operations o
-        WHERE by_op.operation_id IS NULL
-          AND by_ref.operation_id IS NULL
-          AND i.remote_job_id IS NOT NULL
-          AND o.provider = i.provider
-          AND o.remote_job_id = i.remote_job_id
-        ORDER BY o.operation_id
+        SELECT job.operation_id, job.trace_id
+        FROM (  -- by (provider, job id) only, never the primary key's order
+            SELECT o.operation_id, o.trace_id FROM operations o
+            WHERE by_op.operation_id IS NULL
+              AND by_ref.operation_id IS NULL
+              AND i.remote_job_id IS NOT NULL
+              AND o.provider = i.provider
+              AND o.remote_job_id = i.remote_job_id
+            OFFSET 0
+        ) job
+        ORDER BY job.operation_id
         LIMIT 1
     ) by_job ON true
 ),
@@ -229,3 +242,7 @@ SELECT EXISTS (
            WHERE r.operation_id = $1 AND r.source = 'poll'
              AND r.observation_id > w.observation_id) < $3
 );
+
+-- name: receiver_writer_ping
+-- Readiness: the group-commit writers' own connections answer.
+SELECT 1;
