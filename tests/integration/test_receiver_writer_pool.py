@@ -3,16 +3,24 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from typing import Any
 
+import asyncpg
 import pytest
 
 from receiver.webhooks import ingest
 from receiver.webhooks.ingest import Event, Ingestor
 from shared.db.connect import create_pool, with_database
 from shared.db.queries import q
-from tests.integration.test_receiver_support import delivery, running_receiver, stored_events
+from tests.integration.test_receiver_support import (
+    PROVIDER,
+    delivery,
+    running_receiver,
+    settings_for,
+    stored_events,
+)
 from tests.support import submit
 
 # One-event batches, one after another: a quiet receiver's usual traffic.
@@ -144,3 +152,50 @@ async def test_readiness_probes_the_writers_own_connections(db_url: str) -> None
         await nowhere.close()
     assert ready.status_code == 503
     assert ready.json() == {"status": "not_ready", "reason": "database_unreachable"}
+
+
+async def test_a_writer_at_work_is_not_probed_so_a_busy_receiver_stays_ready(
+    db: Any, db_url: str
+) -> None:
+    """The writer holds its one connection through a batch; readiness must not
+    queue behind it (it would time out and report a working receiver unready)."""
+    shared = await create_pool(db_url, min_size=0, max_size=2)
+    writers = await ingest.create_writer_pool(db_url, writers=1)
+    blocker = await create_pool(db_url, min_size=1, max_size=1)
+    settings = settings_for(db_acquire_timeout=0.5)
+    try:
+        async with blocker.acquire() as lock_holder:
+            held = lock_holder.transaction()
+            await held.start()
+            try:
+                # the same event, uncommitted: the writer's insert waits on its key
+                await lock_holder.execute(
+                    "INSERT INTO webhook_events (provider, event_id, signature_scheme,"
+                    " id_signed, payload) VALUES ($1, 'msg_held', 'standard_webhooks', true, '{}')",
+                    PROVIDER,
+                )
+                async with running_receiver(shared, settings, writer_pool=writers) as rx:
+                    stored = asyncio.create_task(rx.post(*delivery("job_1", "msg_held")))
+                    while not await _writer_waits_on_a_lock(db):
+                        await asyncio.sleep(0.01)  # polled until the writer is inside its batch
+                    assert rx.app.state.ingestor.writing
+                    ready = await rx.client.get("/readyz")
+                    await held.rollback()  # lets the batch through
+                    answer = await stored
+            finally:
+                with contextlib.suppress(asyncpg.InterfaceError):  # rolled back already
+                    await held.rollback()
+    finally:
+        await blocker.close()
+        await shared.close()
+        await writers.close()
+    assert ready.status_code == 200, ready.text
+    assert answer.json()["status"] == "stored"
+
+
+async def _writer_waits_on_a_lock(db: Any) -> bool:
+    waiting: bool = await db.fetchval(
+        "SELECT count(*) > 0 FROM pg_stat_activity"
+        " WHERE datname = current_database() AND wait_event_type = 'Lock'"
+    )
+    return waiting
