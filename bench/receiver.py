@@ -17,9 +17,9 @@ What it does, in one run on this machine:
    production (shared/serve.py: httptools on uvloop when installed); each
    reports the stack uvicorn loaded, the report prints both, and the run
    stops with an error, printing no ratio, if they differ. Then, in
-   alternating rounds of their own, both take one delivery at a time (wrk
-   -c1): a quiet receiver, each event its own group commit, its latency and
-   PostgreSQL's work per event;
+   alternating rounds of their own, the bare endpoint and a receiver that
+   has only ever been quiet take one delivery at a time (wrk -c1): each
+   event its own group commit, its latency and PostgreSQL's work per event;
 3. then events for the jobs of 1,000 existing operations: each is also an
    observation and a reconciler wake-up, in the same commit;
 4. sends a 10,000-delivery mixed load (20 % redeliveries of earlier events,
@@ -898,6 +898,57 @@ def print_workers_target(first: Series, multi: Series, bare: Series, bare_multi:
 # --------------------------------------------------------------------- main
 
 
+def quiet_rounds(
+    bare_server: Server,
+    database_url: str,
+    folder: Path,
+    script: Path,
+    sets: Mapping[str, Path],
+    round_seconds: int,
+    stacks: dict[str, Stack],
+) -> tuple[list[LoadResult], list[LoadResult]]:
+    """One delivery at a time, alternating between the bare endpoint and a receiver
+    of its own that has only ever been quiet (what a receiver plans and keeps
+    depends on the load it has seen), in rounds apart from the others, so
+    those keep their rhythm (the log's on/off ratio compares neighbours)."""
+    bare_runs: list[LoadResult] = []
+    quiet_runs: list[LoadResult] = []
+    with Server("receiver", folder / "quiet.log", database_url) as quiet:
+        stacks["quiet receiver"] = quiet.stack
+        require_same_stack(stacks)
+        run_wrk(
+            "warmup",
+            quiet,
+            script,
+            sets["quietwarm"],
+            round_seconds,
+            connections=QUIET_CONNECTIONS,
+        )
+        for _ in range(ROUNDS):
+            bare_runs.append(
+                run_wrk(
+                    "quiet bare",
+                    bare_server,
+                    script,
+                    sets["new"],
+                    round_seconds,
+                    connections=QUIET_CONNECTIONS,
+                )
+            )
+            quiet_runs.append(
+                run_wrk(
+                    "quiet",
+                    quiet,
+                    script,
+                    sets["quiet"],
+                    round_seconds,
+                    _past(quiet_runs),
+                    connections=QUIET_CONNECTIONS,
+                )
+            )
+    return bare_runs, quiet_runs
+
+
 def _past(earlier: list[LoadResult]) -> int:
     """Where a round starts in its request set: past what earlier rounds sent (and had
     in flight), so every round's events are new."""
@@ -938,9 +989,10 @@ async def run(round_seconds: int, warmup: int) -> int:
             script, mixed_script = folder / "requests.lua", folder / "mixed.lua"
             script.write_text(LUA)
             mixed_script.write_text(MIXED_LUA)
-            names = ("warm", "new", "nolog", "quiet", "matched", "naive", "workers")
+            names = ("warm", "quietwarm", "new", "nolog", "quiet", "matched", "naive", "workers")
             sets = {name: folder / f"{name}.tsv" for name in names}
             write_requests(sets["warm"], "warm", 50_000, matched=False)
+            write_requests(sets["quietwarm"], "quietwarm", 50_000, matched=False)
             for name in ("new", "nolog", "quiet", "matched", "naive", "workers"):
                 write_requests(sets[name], name, REQUESTS_PER_PHASE, matched=name == "matched")
             print(f"bench: logs in {tmp} while running", file=sys.stderr)
@@ -959,8 +1011,6 @@ async def run(round_seconds: int, warmup: int) -> int:
                 bare_runs: list[LoadResult] = []
                 new_runs: list[LoadResult] = []
                 nolog_runs: list[LoadResult] = []
-                quiet_bare_runs: list[LoadResult] = []
-                quiet_runs: list[LoadResult] = []
                 for _ in range(ROUNDS):
                     bare_runs.append(
                         run_wrk("bare", bare_server, script, sets["new"], round_seconds)
@@ -983,30 +1033,9 @@ async def run(round_seconds: int, warmup: int) -> int:
                         )
                     )
                     await set_logging(admin, True)
-                # Apart from the rounds above, so they keep their rhythm (the
-                # log's on/off ratio compares neighbours), alternating as well.
-                for _ in range(ROUNDS):
-                    quiet_bare_runs.append(
-                        run_wrk(
-                            "quiet bare",
-                            bare_server,
-                            script,
-                            sets["new"],
-                            round_seconds,
-                            connections=QUIET_CONNECTIONS,
-                        )
-                    )
-                    quiet_runs.append(
-                        run_wrk(
-                            "quiet",
-                            receiver,
-                            script,
-                            sets["quiet"],
-                            round_seconds,
-                            _past(quiet_runs),
-                            connections=QUIET_CONNECTIONS,
-                        )
-                    )
+                quiet_bare_runs, quiet_runs = quiet_rounds(
+                    bare_server, database_url, folder, script, sets, round_seconds, stacks
+                )
                 await admin.close()
                 bare = Series("bare Starlette 204", tuple(bare_runs))
                 runs = [
