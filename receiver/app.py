@@ -84,14 +84,12 @@ def webhook_provider(path: str) -> str | None:
     return None if match is None else match[1]
 
 
-def _writers_for(writer_pool: Any) -> int:
-    """One writer per connection of the writers' own pool."""
-    size: int = writer_pool.get_max_size()
-    return max(1, size)
-
-
-def _shared_writers_for(pool: Any) -> int:
-    """Writers a shared pool can feed while leaving a connection for probes and the agent API."""
+def _writers_for(pool: Any, writer_pool: Any) -> int:
+    """One writer per connection of the writers' own pool; on a shared pool, as many
+    as it can feed while leaving a connection for probes and the agent API."""
+    if writer_pool is not None:
+        size: int = writer_pool.get_max_size()
+        return max(1, size)
     size = pool.get_max_size() if hasattr(pool, "get_max_size") else ingest.WRITERS + 1
     return max(1, min(ingest.WRITERS, size - 1))
 
@@ -121,9 +119,9 @@ def build_app(
         metrics.db_errors.labels(kind).inc()
 
     ingestor = Ingestor(
-        writer_pool or pool,
+        pool if writer_pool is None else writer_pool,
         acquire_timeout=settings.db_acquire_timeout,
-        writers=_writers_for(writer_pool) if writer_pool else _shared_writers_for(pool),
+        writers=_writers_for(pool, writer_pool),
         on_batch=on_batch,
         on_db_error=on_db_error,
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+from collections.abc import Generator
 from typing import Any
 
 import asyncpg
@@ -154,48 +155,72 @@ async def test_readiness_probes_the_writers_own_connections(db_url: str) -> None
     assert ready.json() == {"status": "not_ready", "reason": "database_unreachable"}
 
 
+class _AnnouncingPool:
+    """A writers' pool that says when it has handed out its connection."""
+
+    def __init__(self, pool: Any) -> None:
+        self._pool = pool
+        self.handed = asyncio.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._pool, name)
+
+    def acquire(self, *, timeout: float | None = None) -> _Announced:
+        return _Announced(self._pool.acquire(timeout=timeout), self.handed)
+
+
+class _Announced:
+    """asyncpg's acquire (awaited, or as a context manager), then the event set:
+    set before the writer resumes, so it counts itself as writing before
+    anything else can run."""
+
+    def __init__(self, acquiring: Any, handed: asyncio.Event) -> None:
+        self._acquiring = acquiring
+        self._handed = handed
+
+    def __await__(self) -> Generator[Any, None, Any]:
+        conn = yield from self._acquiring.__await__()
+        self._handed.set()
+        return conn
+
+    async def __aenter__(self) -> Any:
+        conn = await self._acquiring.__aenter__()
+        self._handed.set()
+        return conn
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._acquiring.__aexit__(*exc)
+
+
 async def test_a_writer_at_work_is_not_probed_so_a_busy_receiver_stays_ready(
     db: Any, db_url: str
 ) -> None:
     """The writer holds its one connection through a batch; readiness must not
     queue behind it (it would time out and report a working receiver unready)."""
     shared = await create_pool(db_url, min_size=0, max_size=2)
-    writers = await ingest.create_writer_pool(db_url, writers=1)
-    blocker = await create_pool(db_url, min_size=1, max_size=1)
+    writers = _AnnouncingPool(await ingest.create_writer_pool(db_url, writers=1))
     settings = settings_for(db_acquire_timeout=0.5)
+    held = db.transaction()
+    await held.start()
     try:
-        async with blocker.acquire() as lock_holder:
-            held = lock_holder.transaction()
-            await held.start()
-            try:
-                # the same event, uncommitted: the writer's insert waits on its key
-                await lock_holder.execute(
-                    "INSERT INTO webhook_events (provider, event_id, signature_scheme,"
-                    " id_signed, payload) VALUES ($1, 'msg_held', 'standard_webhooks', true, '{}')",
-                    PROVIDER,
-                )
-                async with running_receiver(shared, settings, writer_pool=writers) as rx:
-                    stored = asyncio.create_task(rx.post(*delivery("job_1", "msg_held")))
-                    while not await _writer_waits_on_a_lock(db):
-                        await asyncio.sleep(0.01)  # polled until the writer is inside its batch
-                    assert rx.app.state.ingestor.writing
-                    ready = await rx.client.get("/readyz")
-                    await held.rollback()  # lets the batch through
-                    answer = await stored
-            finally:
-                with contextlib.suppress(asyncpg.InterfaceError):  # rolled back already
-                    await held.rollback()
+        # the same event, uncommitted: the writer's insert waits on its key, so
+        # its batch stays in flight until this transaction ends
+        await db.execute(
+            "INSERT INTO webhook_events (provider, event_id, signature_scheme,"
+            " id_signed, payload) VALUES ($1, 'msg_held', 'standard_webhooks', true, '{}')",
+            PROVIDER,
+        )
+        async with running_receiver(shared, settings, writer_pool=writers) as rx:
+            stored = asyncio.create_task(rx.post(*delivery("job_1", "msg_held")))
+            await writers.handed.wait()
+            assert rx.app.state.ingestor.writing
+            ready = await rx.client.get("/readyz")
+            await held.rollback()  # lets the batch through
+            answer = await stored
     finally:
-        await blocker.close()
+        with contextlib.suppress(asyncpg.InterfaceError):  # rolled back already
+            await held.rollback()
         await shared.close()
         await writers.close()
     assert ready.status_code == 200, ready.text
     assert answer.json()["status"] == "stored"
-
-
-async def _writer_waits_on_a_lock(db: Any) -> bool:
-    waiting: bool = await db.fetchval(
-        "SELECT count(*) > 0 FROM pg_stat_activity"
-        " WHERE datname = current_database() AND wait_event_type = 'Lock'"
-    )
-    return waiting
