@@ -261,7 +261,11 @@ def _as_json(
         "root": report.root.hex(),
         "checkpoint": None
         if report.checkpoint is None
-        else {"origin": report.checkpoint.origin, "size": report.checkpoint.size},
+        else {
+            "origin": report.checkpoint.origin,
+            "size": report.checkpoint.size,
+            "extended": report.extends,
+        },
         "rows_checked": report.rows_checked,
         "pending": report.pending,
         "problems": report.problems,
@@ -288,7 +292,12 @@ def _print(checked: int, breaks: list[audit.Break], report: log_audit.LogReport)
     )
     if report.checkpoint is not None:
         cp = report.checkpoint
-        verdict = "extends it" if report.ok else "does NOT extend it"
+        if not report.extends:
+            verdict = "does NOT extend it"
+        elif report.ok:
+            verdict = "extends it"
+        else:  # the signed entries are intact; what is wrong is listed above
+            verdict = "extends it, but the problems above were found"
         print(f"checkpoint {cp.origin} at size {cp.size} (signature verified): the log {verdict}")
     if report.pending:
         print(

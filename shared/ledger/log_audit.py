@@ -66,6 +66,9 @@ class LogReport:
     tree_size: int = 0
     root: bytes = b""
     checkpoint: Checkpoint | None = None
+    # whether the log's first checkpoint.size leaves hash to its root (None: no checkpoint);
+    # a log can extend its checkpoint and still hold problems elsewhere
+    extends: bool | None = None
     rows_checked: dict[str, int] = field(default_factory=dict)
     pending: int = 0
     oldest_pending: datetime | None = None
@@ -153,6 +156,7 @@ async def _check_tree(conn: Any, report: LogReport) -> None:
     if wanted is not None and wanted.size == 0:
         _compare_checkpoint(EMPTY_ROOT, wanted, report)  # every tree extends the empty one
     if wanted is not None and accumulator.size < wanted.size:
+        report.extends = False
         report.problem(
             f"the log has {accumulator.size} leaves, the checkpoint signed {wanted.size}: "
             "the newest entries were removed"
@@ -189,7 +193,8 @@ def _bytes(value: Any) -> bytes | None:
 
 
 def _compare_checkpoint(root: bytes, wanted: Checkpoint, report: LogReport) -> None:
-    if root != wanted.root_hash:
+    report.extends = root == wanted.root_hash
+    if not report.extends:
         report.problem(
             f"the first {wanted.size} leaves do not hash to the checkpoint's root: "
             "entries it covers were rewritten, removed, added or re-ordered"

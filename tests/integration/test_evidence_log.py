@@ -183,6 +183,8 @@ async def test_a_tampered_row_is_caught_with_or_without_a_checkpoint(
         assert not report.ok
         expected = "removed" if attack.startswith("operation_deleted") else "altered"
         assert any(expected in p for p in report.problems), report.problems
+    # the rows were edited, not the log: it still extends what was signed, and says so
+    assert (await _verify(pool, note)).extends is True
 
 
 async def _recompute_stored_hashes(conn: Any) -> None:
@@ -265,7 +267,7 @@ async def test_a_consistent_rewrite_of_the_log_is_caught_only_by_the_checkpoint(
     plain = await _verify(pool, None)
     assert plain.ok and plain.unproven is not None, plain.problems  # self-consistent...
     against = await _verify(pool, note)
-    assert not against.ok  # ...but not the log that was signed
+    assert not against.ok and against.extends is False  # ...but not the log that was signed
     assert any("checkpoint" in p for p in against.problems), against.problems
 
 
@@ -327,6 +329,8 @@ async def test_audit_verify_on_the_command_line(
     )
     out = capsys.readouterr().out
     assert "TAMPERED provider_calls" in out and "FAILED" in out
+    # a row edited, the log intact: the verdict on the checkpoint says which
+    assert "the log extends it, but the problems above were found" in out
     # Each full verify was noted for the console; --no-record is not.
     assert await jobwarden("audit", "verify", "--no-record") == 1
     async with pool.acquire() as conn:
