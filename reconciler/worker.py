@@ -161,14 +161,17 @@ class Reconciler:
                 extra={"ctx": {"operation_id": op.operation_id, "provider": op.provider}},
             )
             # the claimed read was never sent: nobody here can build it
-            await leases.release(
-                self.ctx.pool,
-                op.operation_id,
-                fence,
-                UNKNOWN_PROVIDER_RETRY_SECONDS,
-                read_not_sent=read_marked,
+            return await _handed_back(
+                op,
+                leases.release(
+                    self.ctx.pool,
+                    op.operation_id,
+                    fence,
+                    UNKNOWN_PROVIDER_RETRY_SECONDS,
+                    read_not_sent=read_marked,
+                ),
+                "unknown_provider",
             )
-            return "unknown_provider"
         step = Step(self.ctx, op, adapter, fence, lease_until=lease_until, read_marked=read_marked)
         delay: Delay = None
         try:
@@ -203,13 +206,41 @@ class Reconciler:
                 },
             )
             # Whether the marked read left is unknown here: the mark stays, and
-            # the next claim records the read as maybe sent.
+            # the next claim records the read as maybe sent. A wait the provider
+            # imposed (a Retry-After this step learned, perhaps in the very
+            # answer whose record failed) still holds: no sooner than that.
             step.read_marked = False
-            await step.release(ERROR_RETRY_SECONDS)
-            return "error"
+            return await _handed_back(
+                op, step.release(step.until_allowed(ERROR_RETRY_SECONDS)), "error"
+            )
         if not step.released:
-            await step.release(delay)
+            return await _handed_back(op, step.release(delay), step.op.state.value)
         return step.op.state.value
 
     async def release_all(self) -> int:
         return await leases.release_all(self.ctx.pool, self.ctx.settings.worker_id)
+
+
+async def _handed_back(op: Operation, release: Awaitable[object], outcome: str) -> str:
+    """`outcome` once the lease is handed back; "release_failed" if the database refused.
+
+    A lease that cannot be handed back lapses by itself (the claim pushed the
+    row's appointment to the lease's end), so a failed release loses nothing.
+    Raising it instead would end `run_once`, which cancels every other step of
+    the batch mid-call: one dropped connection would abandon creates in flight.
+    """
+    try:
+        await release
+    except Exception as exc:
+        log.warning(
+            "lease not handed back; it lapses by itself",
+            extra={
+                "ctx": {
+                    "operation_id": op.operation_id,
+                    "trace_id": op.trace_id,
+                    **db_error_context(exc),
+                }
+            },
+        )
+        return "release_failed"
+    return outcome
