@@ -78,6 +78,29 @@ def verify_chain(
         return Break(operation_id, None, "newest history rows are missing")
     if rows and str(head["state"]) != str(rows[-1]["to_state"]):
         return Break(operation_id, None, "operation state differs from its last transition")
+    return _result_break(operation_id, rows, head)
+
+
+def _result_break(
+    operation_id: str, rows: list[Mapping[str, Any]], head: Mapping[str, Any]
+) -> Break | None:
+    """The result agents are shown must be the one the chain proves.
+
+    The operation row is working state, but its result is what agents read
+    (agent_operations, agent_failed_items): pointing it at another operation's
+    result would show them someone else's items. A success proven by a result
+    (its transition cites it) must name that result.
+    """
+    if not head["result_owned"]:
+        return Break(operation_id, None, "its result is not a valid result of its own")
+    last = rows[-1] if rows else None
+    if (
+        last is not None
+        and str(last["to_state"]) == "succeeded"
+        and last["evidence_kind"] == "result"
+        and head["result_id"] != last["evidence_id"]
+    ):
+        return Break(operation_id, None, "its result is not the one its success cites")
     return None
 
 

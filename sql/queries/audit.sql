@@ -9,12 +9,26 @@ SELECT * FROM history WHERE operation_id = $1 ORDER BY seq;
 SELECT * FROM history ORDER BY operation_id COLLATE "C", seq;
 
 -- name: chain_heads
-SELECT operation_id, state, history_seq, history_head FROM operations
-WHERE ($1::text IS NULL OR operation_id = $1);
+-- Each operation's chain head, with its result: `result_owned` is false when
+-- result_id/result_ref name anything but a valid result of its own (migration
+-- 025 refuses that write; only an owner bypassing the triggers can make it).
+SELECT o.operation_id, o.state, o.history_seq, o.history_head, o.result_id,
+       (o.result_id IS NULL AND o.result_ref IS NULL) OR EXISTS (
+           SELECT 1 FROM results r
+           WHERE r.result_id = o.result_id AND r.operation_id = o.operation_id AND r.valid
+             AND r.storage_ref IS NOT DISTINCT FROM o.result_ref) AS result_owned
+FROM operations o
+WHERE ($1::text IS NULL OR o.operation_id = $1);
 
 -- name: chain_heads_ordered
-SELECT operation_id, state, history_seq, history_head FROM operations
-ORDER BY operation_id COLLATE "C";
+-- As chain_heads, every operation in the order history_all_ordered streams.
+SELECT o.operation_id, o.state, o.history_seq, o.history_head, o.result_id,
+       (o.result_id IS NULL AND o.result_ref IS NULL) OR EXISTS (
+           SELECT 1 FROM results r
+           WHERE r.result_id = o.result_id AND r.operation_id = o.operation_id AND r.valid
+             AND r.storage_ref IS NOT DISTINCT FROM o.result_ref) AS result_owned
+FROM operations o
+ORDER BY o.operation_id COLLATE "C";
 
 -- name: audit_verification_record
 -- One finished `audit verify` (migration 018), as its runner reports it.
