@@ -447,6 +447,17 @@ class OperationsApi:
             await self.visible(conn, operation_id, caller)
             try:
                 built = await receipts.build_receipt(conn, operation_id)
+            except receipts.NoUsableCheckpoint as exc:
+                # forged or stale log_checkpoints rows: the operator's to look at, and
+                # the agent's to retry once a checkpoint that agrees is signed
+                log.error("receipt refused: %s", exc)
+                raise Problem(
+                    503,
+                    "log-inconsistent",
+                    "The evidence log cannot prove this now",
+                    "No stored checkpoint agrees with the log; an operator has been alerted "
+                    "(jobwarden audit verify).",
+                ) from None
             except receipts.ReceiptError as exc:
                 raise Problem(409, "no-checkpoint", "No signed checkpoint yet", str(exc)) from None
             except (LogCorrupt, ProofError):

@@ -27,28 +27,62 @@ import base64
 import binascii
 import hashlib
 import json
+import logging
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
 from shared.db.queries import q
 from shared.ledger.leaves import KINDS, LEAF_PREFIX, Digests, LeafKind, leaf_data, row_document
-from shared.ledger.log import HashCache, current_rows, with_hashes
+from shared.ledger.log import HashCache, LogCorrupt, current_rows, with_hashes
 from shared.tlog import (
     Checkpoint,
+    CheckpointError,
+    NoteError,
+    ProofError,
+    UnverifiedNote,
     Verifier,
     inclusion_proof,
     leaf_hash,
     open_note,
+    tree_hash,
     verify_inclusion,
 )
+
+log = logging.getLogger("jobwarden.receipts")
 
 FORMAT = "jobwarden-receipt/v1"
 # Failed items proven in one receipt (each costs a leaf and an audit path).
 MAX_FAILED_ITEMS = 1000
+# Checkpoint rows (within the log's size, newest first) a receipt looks at for
+# one it can be built on. The reconciler writes one row per signing, each over
+# the log as it was, so the newest row is good unless a login that may insert
+# into log_checkpoints added others (rows are never deleted: they stay). Each
+# row looked at costs at most one read of 1 + log2(size) stored hashes; this
+# many bounds what a table of forged rows costs every receipt, then the caller
+# gets NoUsableCheckpoint rather than a scan of all of them.
+MAX_CHECKPOINT_CANDIDATES = 16
 
 
 class ReceiptError(ValueError):
     """A receipt cannot be made (no checkpoint yet), or one does not verify."""
+
+
+class NoUsableCheckpoint(ReceiptError):
+    """Checkpoint rows exist but none the receipt looked at agrees with the log.
+
+    Not "wait for the next signing" but a log an operator must look at (the
+    rows were not written by the reconciler, or the log changed under them):
+    the API answers it as the log's inconsistency, not as a missing checkpoint.
+    """
+
+
+@dataclass(frozen=True)
+class UsableCheckpoint:
+    """A stored checkpoint row that agrees with the log: what a receipt proves against."""
+
+    size: int
+    note: str
 
 
 @dataclass(frozen=True)
@@ -93,15 +127,11 @@ class Receipt:
 
 
 async def build_receipt(conn: Any, operation_id: str) -> Receipt:
-    """The receipt of `operation_id` against the newest signed checkpoint."""
-    latest = await conn.fetchrow(q("log_latest_checkpoint"))
-    if latest is None:
-        raise ReceiptError(
-            "no signed checkpoint yet: the reconciler signs one every log_interval seconds "
-            "once a signing key is configured (JW_LOG_SIGNING_KEY_FILE)"
-        )
-    size = int(latest["tree_size"])
-    receipt = Receipt(operation_id, latest["note"])
+    """The receipt of `operation_id` against the newest checkpoint that agrees with the log."""
+    cache = HashCache()
+    usable = await usable_checkpoint(conn, cache)
+    size = usable.size
+    receipt = Receipt(operation_id, usable.note)
     listed = await conn.fetch(q("log_leaves_of_operation"), operation_id, size)
     if not listed:
         raise ReceiptError(f"no operation {operation_id}")
@@ -121,7 +151,6 @@ async def build_receipt(conn: Any, operation_id: str) -> Receipt:
         )
     keys = [(KINDS[r["kind"]], r["row_id"]) for r in listed]
     rows = await current_rows(conn, keys)
-    cache = HashCache()
     for entry, (kind, row_id) in zip(listed, keys, strict=True):
         leaf = await _proved_leaf(conn, cache, entry, kind, rows.get((kind.name, row_id)), size)
         if isinstance(leaf, str):
@@ -129,6 +158,79 @@ async def build_receipt(conn: Any, operation_id: str) -> Receipt:
         else:
             receipt.leaves.append(leaf)
     return receipt
+
+
+async def usable_checkpoint(conn: Any, cache: HashCache | None = None) -> UsableCheckpoint:
+    """The newest checkpoint row a receipt can be built on, or ReceiptError saying why none.
+
+    log_checkpoints is only a copy of what the reconciler signed, and a login
+    that may insert into it may insert anything: trusting its newest row let
+    one forged row break every receipt. A row is used only if it claims no
+    more leaves than the log holds, its note is a well-formed signed note
+    whose checkpoint states the row's own size and root, and that root is the
+    log's at that size. The signature cannot be checked here (no public key):
+    whoever reads the receipt checks it. Rows that fail are skipped, counted
+    in a warning that never repeats their content (attacker-chosen text).
+    """
+    if cache is None:
+        cache = HashCache()
+    log_size = int(await conn.fetchval(q("log_size")))
+    beyond = int(
+        await conn.fetchval(q("log_checkpoints_beyond"), log_size, MAX_CHECKPOINT_CANDIDATES)
+    )
+    candidates = await conn.fetch(q("log_receipt_checkpoints"), log_size, MAX_CHECKPOINT_CANDIDATES)
+    if not candidates and not beyond:
+        raise ReceiptError(
+            "no signed checkpoint yet: the reconciler signs one every log_interval seconds "
+            "once a signing key is configured (JW_LOG_SIGNING_KEY_FILE)"
+        )
+    skipped: Counter[str] = Counter()
+    if beyond:
+        skipped["beyond the log's size"] = beyond
+    for row in candidates:
+        problem = await _checkpoint_problem(conn, cache, row)
+        if problem is None:
+            if skipped:
+                log.warning(
+                    "receipt built on an older checkpoint: newer log_checkpoints rows "
+                    "do not agree with the log (jobwarden audit verify)",
+                    extra={"ctx": {"tree_size": int(row["tree_size"]), "skipped": dict(skipped)}},
+                )
+            return UsableCheckpoint(int(row["tree_size"]), row["note"])
+        skipped[problem] += 1
+    reasons = ", ".join(f"{count} {why}" for why, count in sorted(skipped.items()))
+    raise NoUsableCheckpoint(
+        f"no usable signed checkpoint: no log_checkpoints row agrees with the log of "
+        f"{log_size} leaves ({reasons}; each counted up to {MAX_CHECKPOINT_CANDIDATES}): "
+        "run jobwarden audit verify, then let the reconciler sign a new one"
+    )
+
+
+async def _checkpoint_problem(conn: Any, cache: HashCache, row: Any) -> str | None:
+    """Why this checkpoint row cannot carry a receipt (a reason, never its content)."""
+    note = row["note"]
+    try:
+        open_note(note, [])
+    except UnverifiedNote:
+        pass  # well formed; raised because no key was given, as none can be here
+    except NoteError:
+        return "not a signed note"
+    # a well-formed note's text ends at its last blank line (C2SP signed-note)
+    text = note[: note.rfind("\n\n") + 1]
+    try:
+        stated = Checkpoint.parse(text)
+    except CheckpointError:
+        return "not a checkpoint note"
+    size, root = int(row["tree_size"]), bytes(row["root_hash"])
+    if stated.size != size or stated.root_hash != root:
+        return "note disagreeing with its row"
+    try:
+        logged = await with_hashes(conn, cache, lambda: tree_hash(size, cache.read))
+    except (LogCorrupt, ProofError):
+        return "size the stored hashes do not cover"
+    if logged != root:
+        return "root not the log's at its size"
+    return None
 
 
 async def _proved_leaf(

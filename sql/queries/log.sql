@@ -321,3 +321,20 @@ LEFT JOIN LATERAL (
     ORDER BY leaf_index DESC LIMIT 1
 ) l ON true
 ORDER BY l.leaf_index NULLS LAST, e.kind, e.row_id;
+
+-- name: log_receipt_checkpoints
+-- The newest checkpoint rows ($2 at most) that claim no more leaves than the
+-- log's $1: what a receipt may be built on (shared/ledger/receipts.py checks
+-- each). A row beyond the log's size was not signed over this log; the
+-- primary key's range skips such rows however many there are.
+SELECT tree_size, root_hash, note FROM log_checkpoints
+WHERE tree_size <= $1
+ORDER BY tree_size DESC LIMIT $2;
+
+-- name: log_checkpoints_beyond
+-- How many checkpoint rows claim more leaves than the log's $1, counted up to
+-- $2 only: a receipt reports them, and a table of forged rows must not make
+-- every receipt count all of them.
+SELECT count(*) FROM (
+    SELECT 1 FROM log_checkpoints WHERE tree_size > $1 LIMIT $2
+) beyond;
