@@ -19,8 +19,9 @@ import logging
 import os
 import signal
 import ssl
+from collections.abc import Awaitable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
@@ -33,6 +34,7 @@ from reconciler.worker import Reconciler
 from shared import heap, sdnotify, telemetry
 from shared.db.connect import connect, create_pool
 from shared.db.migrate import pending_migrations
+from shared.db.queries import q
 from shared.ledger import log as evidence_log
 from shared.ledger.webhooks import StragglerSweep, purge_webhook_events
 from shared.providers import ConfigError
@@ -41,6 +43,10 @@ from shared.secret import SecretError
 from shared.settings import Settings, check_reconciler_settings
 
 log = logging.getLogger("jobwarden.reconciler")
+T = TypeVar("T")
+
+# The channel wake-ups are sent on (jw_request_wake, the receiver).
+WAKEUP_CHANNEL = "jobwarden_wakeup"
 
 # Housekeeping (webhook dedupe retention) runs this often; hourly is plenty for
 # a retention measured in days.
@@ -50,6 +56,26 @@ HOUSEKEEPING_SECONDS = 3600.0
 STRAGGLER_SECONDS = 60.0
 # Pool size: steps hold a connection only around their writes, not during calls.
 POOL_SIZE = 16
+# A lost LISTEN connection is opened again after this long, doubling on each
+# failure up to the cap: a terminated backend is replaced at once, a database
+# down for minutes is asked twice a minute, and the sweep tick covers the gap.
+LISTEN_RETRY_FIRST_SECONDS = 0.5
+LISTEN_RETRY_MAX_SECONDS = 30.0
+# How often the LISTEN connection is asked to answer. A cut that sends no FIN
+# or RST (a network partition, a host gone) fires no termination callback; TCP
+# would notice only after hours, and every wake-up meanwhile would go nowhere.
+LISTEN_CHECK_SECONDS = 30.0
+# A connect or a check on the LISTEN connection taking longer than this counts
+# as failed: both take milliseconds on a live server.
+LISTEN_TIMEOUT_SECONDS = 10.0
+# SIGTERM: handing the leases back is one UPDATE. Against a database that has
+# gone silent it would wait for asyncpg's 60 s connect timeout, or for ever on
+# a query; unreturned leases only lapse (lease_seconds), so give up sooner.
+RELEASE_SECONDS = 10.0
+# SIGTERM: a graceful close waits for the server's answer (and a pool, for every
+# connection to be given back); past this the connections are dropped instead,
+# well inside systemd's stop timeout.
+CLOSE_SECONDS = 5.0
 
 
 class Daemon:
@@ -76,6 +102,9 @@ class Daemon:
         self.sweeping: asyncio.Task[None] | None = None
         self.straggler_sweep = StragglerSweep()
         self.listener: Any = None
+        self.listener_pid: int | None = None
+        self.listener_lost = asyncio.Event()
+        self.listening: asyncio.Task[None] | None = None
 
     async def sweep(self) -> None:
         """Run batches until nothing more is due (or we are stopping)."""
@@ -140,11 +169,87 @@ class Daemon:
         await self.straggler_sweep.run(self.reconciler.ctx.pool)  # logs what it attached
 
     async def listen(self) -> None:
-        self.listener = await connect(self.database_url)
-        await self.listener.add_listener("jobwarden_wakeup", self.on_notify)
+        """Open the LISTEN connection; its loss sets `listener_lost`."""
+        # asyncio.timeout, not wait_for: on 3.11, a cancel that meets a failed
+        # connect comes out of wait_for as the connect's error, and is lost
+        async with asyncio.timeout(LISTEN_TIMEOUT_SECONDS):
+            conn = await connect(self.database_url)
+        try:
+            await conn.add_listener(WAKEUP_CHANNEL, self.on_notify)
+        except BaseException:  # cancelled (shutdown) or failed: no connection left behind
+            conn.terminate()
+            raise
+        conn.add_termination_listener(self._on_listener_terminated)
+        self.listener, self.listener_pid = conn, conn.get_server_pid()
+        self.listener_lost.clear()
+
+    def _on_listener_terminated(self, conn: Any) -> None:
+        # a replaced connection's late callback, or our own close at shutdown, is no loss
+        if conn is self.listener and not self.stopping.is_set():
+            self.listener_lost.set()
+
+    async def keep_listening(self) -> None:
+        """Open the LISTEN connection again whenever it is lost, for the daemon's life.
+
+        Without this, a database restart, pg_terminate_backend or a network
+        cut ends NOTIFY wake-ups until the process restarts, and every wake
+        waits for the next sweep tick. Runs beside the scheduler, which keeps
+        sweeping on its tick meanwhile; shutdown cancels it.
+        """
+        while True:
+            how = await self._until_listener_lost()
+            log.warning(
+                "wake-up listener connection lost; connecting again",
+                extra={"ctx": {"server_pid": self.listener_pid, "how": how}},
+            )
+            self.listener.terminate()  # already closed, or a silent cut: drop it
+            attempts = await self._listen_again()
+            log.info(
+                "wake-up listener connected again; sweeping for wake-ups sent meanwhile",
+                extra={"ctx": {"server_pid": self.listener_pid, "attempts": attempts}},
+            )
+            # a NOTIFY sent while nobody listened is gone: look for what it announced
+            self._wake()
+
+    async def _until_listener_lost(self) -> str:
+        """Wait for the termination callback, or a check the connection fails; says which."""
+        while True:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(LISTEN_CHECK_SECONDS):
+                    await self.listener_lost.wait()
+            if self.listener_lost.is_set() or self.listener.is_closed():
+                return "closed"
+            try:
+                await self.listener.fetchval(q("listener_ping"), timeout=LISTEN_TIMEOUT_SECONDS)
+            except Exception as exc:
+                return f"check failed: {type(exc).__name__}"
+
+    async def _listen_again(self) -> int:
+        """Connect until it works, backing off; returns the number of attempts."""
+        delay = LISTEN_RETRY_FIRST_SECONDS
+        attempts = 0
+        while True:
+            attempts += 1
+            try:
+                await self.listen()
+                return attempts
+            except Exception as exc:  # the type only: a message may quote the server's address
+                log.warning(
+                    "wake-up listener: could not connect",
+                    extra={
+                        "ctx": {
+                            "error": type(exc).__name__,
+                            "attempt": attempts,
+                            "retry_in_seconds": delay,
+                        }
+                    },
+                )
+            await asyncio.sleep(delay)
+            delay = min(2 * delay, LISTEN_RETRY_MAX_SECONDS)
 
     async def run(self) -> None:
-        await self.listen()
+        await self.listen()  # a database that cannot be reached stops the daemon at start
+        self.listening = asyncio.create_task(self.keep_listening())
         self.scheduler.add_job(
             self.tick,
             "interval",
@@ -185,10 +290,24 @@ class Daemon:
         await self.shutdown()
 
     async def shutdown(self) -> None:
+        """Stop claiming, finish or cancel the sweep, hand leases back, stop the
+        sequencer child, close the listener.
+
+        Each step is attempted whatever the one before did: with the database
+        down at SIGTERM, handing leases back fails (they lapse on their own),
+        yet the child must still be waited for and the listener closed, and
+        the process must exit 0 rather than with a traceback. A failure is
+        logged by its exception type; every wait is bounded.
+        """
         sdnotify.notify("STOPPING=1")
         self.reconciler.stop_claiming()  # batches in progress do not top up
-        self.scheduler.shutdown(wait=False)  # no new sweeps
+        try:
+            self.scheduler.shutdown(wait=False)  # no new sweeps
+        except Exception as exc:
+            _failed("stop the scheduler", exc)
         self.sequencer.stop()  # its supervisor ends it meanwhile (the batch finishes)
+        # no reconnecting from here on, and no sender check holding a pool connection
+        await _cancelled([t for t in (self.listening, *self.checks) if t is not None])
         if self.sweeping is not None and not self.sweeping.done():
             try:
                 await asyncio.wait_for(asyncio.shield(self.sweeping), self.settings.shutdown_grace)
@@ -197,15 +316,59 @@ class Daemon:
                 # Its steps are cancelled and awaited before any lease is handed back.
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await self.sweeping
-        released = await self.reconciler.release_all()
+        released = await _attempt(
+            "hand leases back", self.reconciler.release_all(), RELEASE_SECONDS
+        )
         if self.sequencing is not None:
             # bounded: SIGKILL comes after STOP_SECONDS; past that, cancel (the
             # child dies with this process anyway)
-            with contextlib.suppress(asyncio.CancelledError, TimeoutError, Exception):
-                await asyncio.wait_for(self.sequencing, SEQUENCER_STOP_SECONDS + 5)
-        with contextlib.suppress(Exception):
-            await self.listener.close()
+            await _attempt("stop the log sequencer", self.sequencing, SEQUENCER_STOP_SECONDS + 5)
+        if self.listener is not None:
+            self.listener.remove_termination_listener(self._on_listener_terminated)
+            # close(timeout=) drops the connection when the server does not answer
+            await _attempt("close the listener", self.listener.close(timeout=CLOSE_SECONDS), None)
         log.info("reconciler stopped", extra={"ctx": {"leases_released": released}})
+
+
+def _failed(what: str, exc: BaseException) -> None:
+    log.warning("shutdown: could not %s", what, extra={"ctx": {"error": type(exc).__name__}})
+
+
+async def _attempt(what: str, step: Awaitable[T], seconds: float | None) -> T | None:
+    """One shutdown step, bounded by `seconds`; a failure is logged, not raised."""
+    try:
+        return await asyncio.wait_for(step, seconds)
+    except asyncio.CancelledError as exc:
+        current = asyncio.current_task()
+        if current is not None and current.cancelling():
+            raise  # shutdown itself is being cancelled
+        _failed(what, exc)  # the awaited task was cancelled, not us
+    except Exception as exc:
+        _failed(what, exc)
+    return None
+
+
+async def _cancelled(tasks: list[asyncio.Task[None]]) -> None:
+    """Cancel `tasks` and wait for them to end, for CLOSE_SECONDS at most (a
+    task that swallowed its cancellation must not hold the process)."""
+    for task in tasks:
+        task.cancel()
+    if tasks:
+        await asyncio.wait(tasks, timeout=CLOSE_SECONDS)
+
+
+async def close_pool(pool: Any, seconds: float = CLOSE_SECONDS) -> None:
+    """Close `pool` gracefully if that is quick, else drop its connections.
+
+    A graceful close waits for every connection to be given back and for the
+    server to answer each one's goodbye: a task stuck on a database gone
+    silent would keep the process from exiting until systemd kills it.
+    """
+    try:
+        await asyncio.wait_for(pool.close(), seconds)
+    except Exception as exc:
+        _failed("close the pool gracefully; dropping its connections", exc)
+        pool.terminate()
 
 
 async def _rollback_only(conn: Any) -> None:
@@ -275,5 +438,5 @@ async def run_reconciler(
             await daemon.run()
         return 0
     finally:
-        await pool.close()
+        await close_pool(pool)
         await telemetry.shutdown()  # exports the spans still batched

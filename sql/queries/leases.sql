@@ -179,3 +179,8 @@ FROM operations WHERE operation_id = $1;
 -- a sender already gone.
 SELECT coalesce((SELECT has_table_privilege(a.usename, 'public.operations', 'SELECT')
                  FROM pg_stat_activity a WHERE a.pid = $1), false);
+
+-- name: listener_ping
+-- The reconciler's LISTEN connection still answers (reconciler/daemon.py): a
+-- cut that sends no FIN or RST fires no termination callback.
+SELECT 1;
