@@ -9,6 +9,8 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
+import asyncpg
+
 from reconciler.calls import TRANSFERS, Sent, answer_of, call_start, not_sent, send
 from reconciler.context import Context
 from reconciler.lanes import Lane
@@ -32,6 +34,12 @@ LEASE_MARGIN_S = 5.0
 # Times a step gives its provider slot back to renew its lease before it
 # stops trying; the call is then recorded as never sent.
 MAX_SLOT_ROUNDS = 3
+# What says the connection itself is gone (not that the database refused a row).
+CONNECTION_LOST = (asyncpg.InterfaceError, asyncpg.PostgresConnectionError, OSError)
+# How long a step whose connection died during a call waits for another one to
+# keep the call's answer. Bounded: a step holding its dead connection while it
+# waits must not hold up the pool for long.
+KEEP_ANSWER_ACQUIRE_S = 5.0
 
 
 @dataclass
@@ -155,14 +163,50 @@ class Step:
         remote_job_id: str | None = None,
         wait: float | None = None,
     ) -> None:
-        """Record a call's outcome; `wait` is the back-pressure its answer imposed."""
+        """Record a call's outcome; `wait` is the back-pressure its answer imposed.
+
+        The step holds `conn` across the call (a slot holder never waits for
+        the pool), so a connection dropped meanwhile would lose an answer the
+        provider gave: a job created at a provider that cannot deduplicate
+        would be left for a human. The answer is then kept on another
+        connection, and the step fails as before: the next claim acts on the
+        answer on record (the create's recovery point).
+        """
         self.note_wait(wait)
-        await evidence.finish_call(
-            conn,
-            call_id,
-            answer_of(sent, provider_request_id),
-            remote_job_id=remote_job_id,
-            not_before_seconds=wait,
+        answer = answer_of(sent, provider_request_id)
+        try:
+            await evidence.finish_call(
+                conn, call_id, answer, remote_job_id=remote_job_id, not_before_seconds=wait
+            )
+        except CONNECTION_LOST:
+            await self._keep_answer(call_id, answer, remote_job_id, wait)
+            raise
+
+    async def _keep_answer(
+        self,
+        call_id: int,
+        answer: evidence.CallAnswer,
+        remote_job_id: str | None,
+        wait: float | None,
+    ) -> None:
+        """The answer of `call_id` on a connection of its own (a no-op if the first
+        write did commit: a finished call is never written again)."""
+        where = {"operation_id": self.op.operation_id, "call_id": call_id}
+        try:
+            async with self.ctx.pool.acquire(timeout=KEEP_ANSWER_ACQUIRE_S) as other:
+                await evidence.finish_call(
+                    other, call_id, answer, remote_job_id=remote_job_id, not_before_seconds=wait
+                )
+        except Exception as exc:
+            log.warning(
+                "a call's answer is lost with its connection; the next claim treats the "
+                "call as unanswered",
+                extra={"ctx": {**where, "error": type(exc).__name__}},
+            )
+            return
+        log.info(
+            "a call's answer kept on another connection after its own was lost",
+            extra={"ctx": where},
         )
 
     async def _transfer(self, lane: Lane, req: HttpRequest, db: Any) -> Sent:
