@@ -56,6 +56,14 @@ HOUSEKEEPING_SECONDS = 3600.0
 STRAGGLER_SECONDS = 60.0
 # Pool size: steps hold a connection only around their writes, not during calls.
 POOL_SIZE = 16
+# Bound on every statement of the reconciler's pool (asyncpg's command_timeout:
+# past it the statement is cancelled, and a connection that does not answer the
+# cancel either is dropped and replaced). A database failover or a network cut
+# that sends no FIN or RST leaves a connection half-open: its statement never
+# returns, and the poll writer's single chain, every status read behind it,
+# waited with it for good. Our statements take milliseconds; the largest (a
+# housekeeping slice, a claim at a million rows) well under a second.
+STATEMENT_TIMEOUT_SECONDS = 60.0
 # A lost LISTEN connection is opened again after this long, doubling on each
 # failure up to the cap: a terminated backend is replaced at once, a database
 # down for minutes is asked twice a minute, and the sweep tick covers the gap.
@@ -381,7 +389,9 @@ async def _rollback_only(conn: Any) -> None:
 
 
 async def create_reconciler_pool(database_url: str, **kwargs: Any) -> Any:
-    """The reconciler's pool: small, and without asyncpg's per-release reset query."""
+    """The reconciler's pool: small, without asyncpg's per-release reset query, and
+    every statement bounded (STATEMENT_TIMEOUT_SECONDS, unless `command_timeout`)."""
+    kwargs.setdefault("command_timeout", STATEMENT_TIMEOUT_SECONDS)
     return await create_pool(
         database_url, min_size=1, max_size=POOL_SIZE, reset=_rollback_only, **kwargs
     )

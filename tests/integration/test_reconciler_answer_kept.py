@@ -21,7 +21,7 @@ import pytest
 
 from bench.harness import TestClock
 from reconciler.context import Context, build_adapters
-from reconciler.daemon import create_reconciler_pool
+from reconciler.daemon import close_pool, create_reconciler_pool
 from reconciler.lanes import Lanes
 from reconciler.worker import ERROR_RETRY_SECONDS, Reconciler
 from shared import ledger
@@ -77,7 +77,7 @@ async def reconciler_on(
                 )
             )
     finally:
-        await pool.close()
+        await close_pool(pool)  # bounded: a connection may have been left silent
 
 
 async def test_a_create_answer_survives_its_connection_dropped_during_the_call(
