@@ -37,11 +37,12 @@ RefusalReason = Literal[
     # the request itself
     "unknown_provider",  # 404: no configured provider with webhooks by that name
     "method_not_allowed",  # 405: anything but POST
-    "non_ascii_header",  # 400: a header name or value with bytes outside ASCII
+    "non_ascii_header",  # 400: a header we read (signature, id, path) with non-ASCII bytes
+    "unsupported_encoding",  # 415: a Content-Encoding other than identity (never decoded)
+    "unsupported_media_type",  # 415: not application/json or */*+json
     "bad_content_length",  # 400: Content-Length is not plain digits
     "body_too_large",  # 413: over max_body_bytes
     "incomplete_body",  # 400: the client went away mid-body
-    "unsupported_media_type",  # 415: not application/json or */*+json
     # the signature (shared.signatures.errors.Reason)
     "missing_header",  # 400
     "malformed_header",  # 400

@@ -10,17 +10,33 @@ used before its signature verified:
 
 1. the provider is configured with webhooks (else 404, generic body) and the
    method is POST (405);
-2. every header value is ASCII (400 ``non_ascii_header``, naming the header):
-   servers hand header bytes over as Latin-1 while senders sign UTF-8, so a
-   non-ASCII signed header (a `webhook-id`, say) could only ever fail as a
-   "bad signature", which tells a provider nothing;
-3. the body is read with a hard cap (413), whatever Content-Length claims;
-4. the content type is JSON (415);
-5. the signature is verified on the raw bytes (missing or malformed headers
+2. every header the provider's signature scheme or event extraction reads is
+   ASCII (400 ``non_ascii_header``, naming the header): servers hand header
+   bytes over as Latin-1 while senders sign UTF-8, so a non-ASCII signed
+   header (a `webhook-id`, say) could only ever fail as a "bad signature",
+   which tells a provider nothing. Other headers are not ours to judge: a
+   `User-Agent: ProviderBot (café)` must not lose an authentic event. A
+   plugin's verifier or parser may read any header, so for a plugin every
+   header is checked;
+3. the body is in no content coding (415 ``unsupported_encoding``, with
+   `Accept-Encoding: identity`): nothing is decompressed (a small compressed
+   body can inflate without bound), and the signature covers the bytes sent,
+   so a gzipped body could only fail later as malformed JSON, a 400 no
+   provider retries;
+4. the content type is JSON (415 ``unsupported_media_type``);
+5. the body is read with a hard cap (413), whatever Content-Length claims.
+   Steps 1-4 come first so that a sender waiting on `Expect: 100-continue`
+   is refused without uploading the body. Every refusal up to here is
+   answered with `Connection: close`: the body is unread or half read, and
+   the server would otherwise go on reading and discarding whatever the
+   client sends (a chunked stream need never end) to keep the connection;
+6. the signature is verified on the raw bytes (missing or malformed headers
    400, bad signature / stale / future timestamp 401; the body is only
    ``{"error": "rejected"}`` so a forger learns nothing);
-6. the body is parsed (malformed JSON after a valid signature: 400);
-7. the event is handed to the group-commit writer (`ingest`) and the answer
+7. the body is parsed (malformed JSON after a valid signature: 400; an
+   integer too long for Python's `int` is JSON all the same, see
+   `_parse_json`);
+8. the event is handed to the group-commit writer (`ingest`) and the answer
    (200 stored / duplicate) is sent only after COMMIT; a database that cannot
    take it within the timeouts gives 503 with Retry-After, so the provider
    retries. An authentic event that names no job (another event type) is
@@ -42,7 +58,10 @@ would never be stored): a reference (job id, operation id, client reference)
 that PostgreSQL cannot hold exactly (NUL, a lone surrogate) counts as absent,
 as the declarative adapter already does, because a cleaned copy would name
 another job; text that is only shown (the raw state, the scheme name) has
-NUL and lone surrogates replaced by U+FFFD, like the payload.
+NUL and lone surrogates replaced by U+FFFD, like the payload. The payload
+itself is always stored (`storable_payload`; a number beyond PostgreSQL's
+numeric range is left for the database to find, off the hot path, see
+`ingest`).
 
 Dedupe ids are always ones the signature covers:
 
@@ -85,7 +104,14 @@ from starlette.datastructures import Headers, QueryParams
 from starlette.types import Receive, Scope, Send
 
 from receiver.metrics import ReceiverMetrics, RefusalReason
-from receiver.webhooks.ingest import Event, Ingestor, IngestRejected, IngestUnavailable, Outcome
+from receiver.webhooks.ingest import (
+    Event,
+    Ingestor,
+    IngestRejected,
+    IngestUnavailable,
+    Outcome,
+    unstorable_payload,
+)
 from receiver.webhooks.refusals import RefusalRecorder
 from shared import jsonread
 from shared.db.pgjson import scrub
@@ -98,6 +124,7 @@ from shared.providers.facts import WebhookFact
 from shared.providers.paths import PathSource, ValuePath, extract, parse_path
 from shared.providers.values import as_str, clip
 from shared.signatures import SignatureError, Verified, signs_url
+from shared.signatures.dispatch import build_spec
 from shared.telemetry import spans
 from shared.text import holds_exactly, scrub_text
 
@@ -128,7 +155,8 @@ _SCHEME_BODY_ID: Mapping[WebhookScheme, ValuePath] = {
 # JSON escapes PostgreSQL's jsonb refuses (NUL) or may refuse (surrogates, which
 # are fine only in valid pairs): such bodies take the slow, re-encoding path.
 _RISKY_ESCAPE = re.compile(rb"\\u(?:0000|[dD][89a-fA-F])")
-_UNSTORABLE = '{"jobwarden": "payload not representable as jsonb"}'
+# The content codings that leave a body as it is: none at all, or "identity".
+_IDENTITY = (b"", b"identity")
 # Most deliveries carry no query string; parsing an empty one costs more than
 # the JSON body (QueryParams is immutable, so one instance serves them all).
 _NO_QUERY = QueryParams(b"")
@@ -138,13 +166,18 @@ _STORED_MATCHED = b'{"status":"stored","matched":true}'
 _STORED_UNMATCHED = b'{"status":"stored","matched":false}'
 _DUPLICATE = b'{"status":"duplicate"}'
 _RETRY_AFTER = ((b"retry-after", str(RETRY_AFTER_SECONDS).encode()),)
+_CLOSE = (b"connection", b"close")
+# RFC 9110 15.5.16: a 415 for a content coding says which codings would do.
+_IDENTITY_ONLY = ((b"accept-encoding", b"identity"),)
 
 
 class _Refusal(Exception):
     """A request refused before anything was stored; `reason` is a metric label.
 
     `detail` goes to the log line only: fixed words, a header name or an
-    exception type, never a value taken from the request.
+    exception type, never a value taken from the request. `close` asks the
+    server to drop the connection after the answer (the body was not read to
+    its end).
     """
 
     def __init__(
@@ -162,6 +195,7 @@ class _Refusal(Exception):
         self.body = body
         self.headers = headers
         self.detail: Mapping[str, str] = detail or {}
+        self.close = False
 
 
 _SIGNATURE_STATUS: Mapping[str, int] = {
@@ -179,6 +213,8 @@ class _Provider:
     spec: WebhookSpec
     adapter: ProviderAdapter
     signs_url: bool  # the scheme signs {url}: public_webhook_url is required
+    # Lowercase names of the headers verification and extraction read; None: any.
+    reads_headers: frozenset[bytes] | None
 
 
 class _LogBudget:
@@ -218,12 +254,7 @@ class WebhookEndpoint:
         public_url: str = "",
     ) -> None:
         self._providers = {
-            name: _Provider(
-                name,
-                desc.webhooks,
-                adapter_for(desc),
-                signs_url(desc.webhooks.scheme.value, desc.webhooks.options),
-            )
+            name: _provider(name, desc.webhooks, adapter_for(desc))
             for name, desc in providers.items()
             if desc.webhooks is not None
         }
@@ -258,26 +289,15 @@ class WebhookEndpoint:
                 self._metrics.unavailable(label)
             self._log_refusal(label, refusal)
             status, body, headers = refusal.status, refusal.body, refusal.headers
+            if refusal.close:
+                headers = (*headers, _CLOSE)
         await _respond(send, status, body, headers)
         self._metrics.latency.observe(time.perf_counter() - started)
 
     async def _handle(
         self, scope: Scope, receive: Receive, provider: _Provider | None
     ) -> tuple[int, bytes, Sequence[tuple[bytes, bytes]]]:
-        if provider is None:
-            raise _Refusal(404, "unknown_provider", b'{"error":"not_found"}')
-        if scope["method"] != "POST":
-            raise _Refusal(
-                405,
-                "method_not_allowed",
-                b'{"error":"method_not_allowed"}',
-                headers=((b"allow", b"POST"),),
-            )
-        _check_header_bytes(scope["headers"])
-        headers = Headers(scope=scope)
-        body = await _read_capped(headers, receive, self._max_body_bytes)
-        if not _is_json(headers.get("content-type")):
-            raise _Refusal(415, "unsupported_media_type", b'{"error":"unsupported_media_type"}')
+        provider, headers, body = await self._request(scope, receive, provider)
         verified = self._verify(provider, headers, body, scope)
         self._metrics.verified(provider.name)
         document = _parse_json(body)
@@ -296,6 +316,33 @@ class WebhookEndpoint:
             raise _Refusal(500, "database_refused", b'{"error":"internal"}') from None
         spans.webhook_outcome(provider.name, outcome)  # for its span; a no-op unless traced
         return self._answer(provider, event, outcome, headers)
+
+    async def _request(
+        self, scope: Scope, receive: Receive, provider: _Provider | None
+    ) -> tuple[_Provider, Headers, bytes]:
+        """The provider, headers and whole body of a request that passed checks 1-5.
+
+        Every refusal here leaves the body unread or half read, so it closes
+        the connection (module docstring).
+        """
+        try:
+            if provider is None:
+                raise _Refusal(404, "unknown_provider", b'{"error":"not_found"}')
+            if scope["method"] != "POST":
+                raise _Refusal(
+                    405,
+                    "method_not_allowed",
+                    b'{"error":"method_not_allowed"}',
+                    headers=((b"allow", b"POST"),),
+                )
+            _screen_headers(scope["headers"], provider.reads_headers)
+            headers = Headers(scope=scope)
+            if not _is_json(headers.get("content-type")):
+                raise _Refusal(415, "unsupported_media_type", b'{"error":"unsupported_media_type"}')
+            return provider, headers, await _read_capped(headers, receive, self._max_body_bytes)
+        except _Refusal as refusal:
+            refusal.close = True
+            raise
 
     def _verify(self, provider: _Provider, headers: Headers, body: bytes, scope: Scope) -> Verified:
         spec = provider.spec
@@ -412,6 +459,16 @@ class WebhookEndpoint:
 # --------------------------------------------------------------------- helpers
 
 
+def _provider(name: str, spec: WebhookSpec, adapter: ProviderAdapter) -> _Provider:
+    return _Provider(
+        name,
+        spec,
+        adapter,
+        signs_url(spec.scheme.value, spec.options),
+        _headers_read(adapter, spec),
+    )
+
+
 def _parse(
     provider: _Provider, document: dict[str, Any], body: bytes, headers: Headers, query: QueryParams
 ) -> WebhookFact | None:
@@ -454,13 +511,53 @@ def _remote_state(value: object) -> str | None:
     return value.value if isinstance(value, RemoteState) else None
 
 
-def _check_header_bytes(raw: Sequence[tuple[bytes, bytes]]) -> None:
-    """Refuse (400) a request with a header name or value outside ASCII, naming the header."""
+def _headers_read(adapter: ProviderAdapter, spec: WebhookSpec) -> frozenset[bytes] | None:
+    """Lowercase names of the headers a delivery's verification and extraction read.
+
+    The scheme's signature, timestamp and id headers (aliases included) and
+    the `header:` paths of the webhook description. None (every header) for a
+    plugin that verifies or parses on its own: it may read any of them.
+    """
+    cls = type(adapter)
+    if (
+        cls.verify_webhook is not ProviderAdapter.verify_webhook
+        or cls.parse_webhook is not ProviderAdapter.parse_webhook
+    ):
+        return None
+    names: list[str] = []
+    if spec.scheme is WebhookScheme.STATIC_HEADER:
+        names.append(str(spec.options["header"]))
+    else:
+        envelope = build_spec(spec.scheme.value, spec.options).envelope
+        names += envelope.signature_headers
+        names += envelope.timestamp_headers or ()
+        names += envelope.id_headers or ()
+    paths = (spec.event_id, spec.job_id, spec.state, spec.operation_ref, spec.client_reference)
+    names += [p.name for p in paths if p is not None and p.source is PathSource.HEADER]
+    return frozenset(name.lower().encode("latin-1") for name in names)
+
+
+def _screen_headers(raw: Sequence[tuple[bytes, bytes]], reads: frozenset[bytes] | None) -> None:
+    """Refuse a non-ASCII header we read (400, naming it), then a content coding (415).
+
+    One pass over the raw headers does both: it runs on every delivery.
+    ASGI servers hand header names over lowercased.
+    """
+    encoded = False
     for name, value in raw:
-        if not (name.isascii() and value.isascii()):
+        if not (name.isascii() and value.isascii()) and (reads is None or name.lower() in reads):
             quoted = _quoted(name)
             body = json.dumps({"error": "non_ascii_header", "header": quoted})
             raise _Refusal(400, "non_ascii_header", body.encode("ascii"), detail={"header": quoted})
+        if name == b"content-encoding" and value.strip().lower() not in _IDENTITY:
+            encoded = True
+    if encoded:
+        raise _Refusal(
+            415,
+            "unsupported_encoding",
+            b'{"error":"unsupported_encoding"}',
+            headers=_IDENTITY_ONLY,
+        )
 
 
 def _quoted(name: bytes) -> str:
@@ -525,16 +622,54 @@ def _reject_constant(name: str) -> NoReturn:
     raise ValueError(f"non-standard JSON constant {name}")
 
 
+class _LongInt(float):
+    """An integer literal too long for `int()`: infinite as a number, its digits as text.
+
+    Python refuses to read an integer of more than `sys.get_int_max_str_digits()`
+    digits (4,300 by default), yet such a body is JSON and the event authentic.
+    As a number it is what `json.loads` makes of any literal beyond a
+    double's range (infinity, which `storable_payload` never writes back);
+    as text (`str`, hence `as_str`) it is exactly its digits, so an id read
+    from it is the one the sender wrote.
+    """
+
+    __slots__ = ("_literal",)
+    _literal: str
+
+    def __new__(cls, literal: str) -> _LongInt:
+        number = super().__new__(cls, literal)
+        number._literal = literal
+        return number
+
+    def __str__(self) -> str:
+        return self._literal
+
+    __repr__ = __str__
+
+
+def _int_or_long(literal: str) -> int | float:
+    try:
+        return int(literal)
+    except ValueError:  # more digits than int() reads
+        return _LongInt(literal)
+
+
 def _parse_json(body: bytes) -> dict[str, Any]:
     """The body as a JSON object; anything else is a 400 (the sender is authentic).
 
     Read as `json.loads` reads it, NaN and Infinity refused (RFC 8259), by
-    orjson where that reads it the same (`shared.jsonread`).
+    orjson where that reads it the same (`shared.jsonread`). A body that
+    fails that reading is read again with integers too long for `int()` as
+    `_LongInt`: a 400 for a JSON body would lose the event, as no provider
+    retries one. Only refused bodies pay for the second reading.
     """
     try:
         document = jsonread.loads(body, _reject_constant)
     except jsonread.NOT_JSON:
-        raise _Refusal(400, "malformed_json", b'{"error":"malformed_json"}') from None
+        try:
+            document = json.loads(body, parse_constant=_reject_constant, parse_int=_int_or_long)
+        except jsonread.NOT_JSON:
+            raise _Refusal(400, "malformed_json", b'{"error":"malformed_json"}') from None
     if not isinstance(document, dict):
         raise _Refusal(400, "not_an_object", b'{"error":"malformed_json"}')
     return document
@@ -583,9 +718,19 @@ def storable_payload(body: bytes, document: Any) -> str:
     The raw text is stored as is when PostgreSQL can take it (the common case,
     and the cheapest). Otherwise the parsed document is re-encoded with NUL
     and unpaired surrogates replaced by U+FFFD: jsonb cannot hold them, and a
-    batch must never fail because one authentic event carried them.
+    batch must never fail because one authentic event carried them. So is a
+    body that is not UTF-8 text: with a BOM, or UTF-16/32 (the standard
+    library reads those; a raw NUL byte is how one without a BOM shows, as
+    no JSON in UTF-8 holds one). A document that cannot be re-encoded (a
+    number beyond a double's range, read as infinity; extreme nesting) is
+    stored as `unstorable_payload`, which keeps the body exactly.
+
+    Numbers beyond PostgreSQL's numeric range (`1e200000`, 20,000 digits
+    after the point) in raw text are not looked for here: that would be a
+    scan of every body for what almost none holds. The database refuses
+    such a payload and the writer stores it as `unstorable_payload` (`ingest`).
     """
-    if not _RISKY_ESCAPE.search(body):
+    if b"\x00" not in body and not _RISKY_ESCAPE.search(body):
         try:
             text = body.decode("utf-8")
         except UnicodeDecodeError:
@@ -596,7 +741,7 @@ def storable_payload(body: bytes, document: Any) -> str:
     try:
         return json.dumps(scrub(document), ensure_ascii=False, allow_nan=False)
     except (ValueError, RecursionError):  # e.g. 1e999 parsed as inf; extreme nesting
-        return _UNSTORABLE
+        return unstorable_payload(body)
 
 
 def _request_trace_id(headers: Headers) -> str:

@@ -11,6 +11,16 @@ caller is told "saved" before the commit, and no event is saved without a
 caller or a later redelivery learning it. Copies of one event in one batch
 are folded into a single row (the first is "stored", the others "duplicate").
 
+A batch the database refuses for a row's content (not its own health) is
+written again one event at a time, so one poison event cannot fail its
+neighbours. An event refused on its own is tried once more with its payload
+replaced by `unstorable_payload`, plain ASCII that any jsonb takes and that
+keeps the payload's text exactly: the payload is the likeliest cause (a
+number beyond PostgreSQL's numeric range, which the endpoint does not scan
+every body for), and an authentic event must be stored, matched and
+deduplicated like any other rather than refused on every redelivery. Only
+if that is refused too (the cause is elsewhere) does its request get 500.
+
 Nothing here holds state a restart would lose: a queued event belongs to a
 request that has not been answered, so a crash makes the provider retry it.
 Dedupe is the database's UNIQUE (provider, event_id), so any number of
@@ -20,10 +30,12 @@ receiver processes may run side by side.
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import asyncpg
@@ -78,6 +90,19 @@ _ROW_ERRORS = (asyncpg.DataError, asyncpg.IntegrityConstraintViolationError)
 Status = Literal["stored", "duplicate"]
 _Key = tuple[str, str]
 
+# The `jobwarden` key of a payload stored as `unstorable_payload`.
+UNSTORABLE_MARKER = "payload not representable as jsonb"
+
+
+def unstorable_payload(raw: bytes) -> str:
+    """JSON text any jsonb takes that keeps `raw` (a payload's bytes) exactly, in base64.
+
+    For an authentic payload PostgreSQL will not hold as JSON: the event is
+    stored all the same, and an operator can still read what was sent.
+    """
+    encoded = base64.b64encode(raw).decode("ascii")
+    return json.dumps({"jobwarden": UNSTORABLE_MARKER, "body_base64": encoded})
+
 
 @dataclass(frozen=True, slots=True)
 class Event:
@@ -91,7 +116,7 @@ class Event:
     operation_ref: str | None  # our operation id, as the event carries it
     remote_state: str | None
     remote_state_raw: str | None
-    payload: str  # JSON text PostgreSQL's jsonb accepts
+    payload: str  # JSON text, as jsonb should accept it (else see unstorable_payload)
     client_reference: str | None = None  # the agent's client reference, as carried
 
     @property
@@ -328,8 +353,12 @@ class Ingestor:
         groups = _group_by_key(batch)
         try:
             outcomes = await self._write_with_retries(conn, groups)
-        except _ROW_ERRORS:
+        except _ROW_ERRORS as exc:
             self._db_error("row_rejected")
+            if len(groups) == 1:  # one event, no neighbours: straight to its last resort
+                [(key, pendings)] = groups.items()
+                await self._write_unstorable(conn, key, pendings, exc)
+                return
             logger.warning(
                 "a batch was refused for its content; storing its events one by one",
                 extra={"ctx": {"batch_size": len(batch)}},
@@ -344,15 +373,34 @@ class Ingestor:
             try:
                 outcomes = await self._write_with_retries(conn, {key: pendings})
             except _ROW_ERRORS as exc:
-                logger.error(
-                    "webhook event refused by the database",
-                    extra={
-                        "ctx": {"provider": key[0], "event_id": key[1], **db_error_context(exc)}
-                    },
-                )
-                self._fail(pendings, IngestRejected("the database refused this event"))
+                await self._write_unstorable(conn, key, pendings, exc)
                 continue
             _settle(pendings, outcomes[key])
+
+    async def _write_unstorable(
+        self, conn: Any, key: _Key, pendings: list[_Pending], refused: Exception
+    ) -> None:
+        """Write a refused event again with its payload as `unstorable_payload`, and settle
+        its requests; they fail (500) if the database refuses that too (module docstring)."""
+        first = pendings[0]
+        raw = first.event.payload.encode("utf-8", "surrogatepass")
+        event = replace(first.event, payload=unstorable_payload(raw))
+        try:
+            outcomes = await self._write_with_retries(
+                conn, {key: [_Pending(event, first.future), *pendings[1:]]}
+            )
+        except _ROW_ERRORS as exc:
+            logger.error(
+                "webhook event refused by the database",
+                extra={"ctx": {"provider": key[0], "event_id": key[1], **db_error_context(exc)}},
+            )
+            self._fail(pendings, IngestRejected("the database refused this event"))
+            return
+        logger.warning(
+            "webhook payload refused by the database as JSON; stored in base64",
+            extra={"ctx": {"provider": key[0], "event_id": key[1], **db_error_context(refused)}},
+        )
+        _settle(pendings, outcomes[key])
 
     async def _write_with_retries(
         self, conn: Any, groups: dict[_Key, list[_Pending]]

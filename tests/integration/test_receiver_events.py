@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 from typing import Any
@@ -121,8 +122,9 @@ def test_utf16_and_bom_bodies_are_reencoded_as_utf8_text() -> None:
         assert json.loads(text) == document and not text.startswith("\ufeff")
 
 
-def test_a_number_beyond_float_range_in_a_reencoded_body_gives_a_placeholder() -> None:
+def test_a_number_beyond_float_range_in_a_reencoded_body_keeps_the_body_in_base64() -> None:
     body = b'{"a": "\\u0000", "big": 1e999}'
     assert json.loads(storable_payload(body, json.loads(body))) == {
-        "jobwarden": "payload not representable as jsonb"
+        "jobwarden": "payload not representable as jsonb",
+        "body_base64": base64.b64encode(body).decode(),
     }
