@@ -12,6 +12,10 @@ Both are chosen here, once, so tests, benchmarks and deployments all measure
 the same thing; each server says at startup which parser and loop it uses.
 uvicorn is imported only where a server is built: the operator's short
 commands go through `run` too and should not pay for it.
+
+Every server also gets the bounds uvicorn leaves out (shared/http_limits.py):
+a cap on a request head's size, a deadline for receiving it, a cap on
+connections, and a budget for the warnings clients can make it log.
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ from starlette.types import ASGIApp
 
 if TYPE_CHECKING:
     import uvicorn
+
+    from shared.http_limits import ServerLimits
 
 logger = logging.getLogger(__name__)
 
@@ -139,19 +145,18 @@ def _uvicorn_base(cls: type) -> type:
 
 
 def _http_protocol(http: str) -> type:
-    """uvicorn's protocol class for parser `http`, writing each response as one
-    segment (shared/segments.py)."""
-    from uvicorn.config import HTTP_PROTOCOLS
-    from uvicorn.importer import import_from_string
-
+    """uvicorn's protocol class for parser `http`, with the limits of
+    shared/http_limits.py, writing each response as one segment (shared/segments.py)."""
+    from shared.http_limits import limited_protocol
     from shared.segments import one_segment_protocol
 
-    base: type = import_from_string(HTTP_PROTOCOLS[http])
-    return one_segment_protocol(base)
+    return one_segment_protocol(limited_protocol(http))
 
 
-def _config(app: ASGIApp, *, host: str, port: int, log_level: str) -> uvicorn.Config:
-    import uvicorn
+def _config(
+    app: ASGIApp, *, host: str, port: int, log_level: str, limits: ServerLimits | None = None
+) -> uvicorn.Config:
+    from shared.http_limits import LimitedConfig, ServerLimits
 
     http = http_parser()
     if http != HTTP_FAST:
@@ -159,8 +164,9 @@ def _config(app: ASGIApp, *, host: str, port: int, log_level: str) -> uvicorn.Co
     # log_config=None: keep the host process's logging setup (JSON logs, pytest
     # capture) instead of letting uvicorn install its own handlers. `loop` only
     # matters to uvicorn.run (we serve inside a running loop); it names that loop.
-    return uvicorn.Config(
+    return LimitedConfig(
         app,
+        limits if limits is not None else ServerLimits(),
         host=host,
         port=port,
         http=_http_protocol(http),
@@ -173,11 +179,13 @@ def _config(app: ASGIApp, *, host: str, port: int, log_level: str) -> uvicorn.Co
     )
 
 
-def _server(app: ASGIApp, *, host: str, port: int, log_level: str) -> uvicorn.Server:
+def _server(
+    app: ASGIApp, *, host: str, port: int, log_level: str, limits: ServerLimits | None = None
+) -> uvicorn.Server:
     """A uvicorn server, its config loaded, after a startup line naming its stack."""
     import uvicorn
 
-    config = _config(app, host=host, port=port, log_level=log_level)
+    config = _config(app, host=host, port=port, log_level=log_level, limits=limits)
     config.load()
     stack = stack_of(config)
     logger.info(
@@ -191,10 +199,14 @@ def _server(app: ASGIApp, *, host: str, port: int, log_level: str) -> uvicorn.Se
 async def _run(server: uvicorn.Server, sockets: list[socket.socket] | None = None) -> None:
     # uvicorn reports startup failure with sys.exit(); inside a task that
     # SystemExit would tear through the whole event loop, so make it an error.
+    from shared.http_limits import close_budget
+
     try:
         await server.serve(sockets=sockets)
     except SystemExit as exc:
         raise ServerStartError(f"server exited during startup (code {exc.code})") from exc
+    finally:
+        close_budget(server.config)  # the count of warnings held back, before we go
 
 
 async def _wait_started(server: uvicorn.Server, task: asyncio.Task[None]) -> None:
@@ -207,10 +219,13 @@ async def _wait_started(server: uvicorn.Server, task: asyncio.Task[None]) -> Non
 
 
 @asynccontextmanager
-async def serve_app(app: ASGIApp, host: str = "127.0.0.1", port: int = 0) -> AsyncIterator[str]:
+async def serve_app(
+    app: ASGIApp, host: str = "127.0.0.1", port: int = 0, *, limits: ServerLimits | None = None
+) -> AsyncIterator[str]:
     """Serve `app` for the duration of the block and yield its base URL.
 
     Port 0 picks a free ephemeral port, so parallel test runs never collide.
+    `limits` replaces shared/http_limits.py's (tests make them small).
     """
     # IPPROTO_TCP explicitly: asyncio only sets TCP_NODELAY on accepted sockets
     # whose proto says TCP, and proto 0 would leave Nagle + delayed ACK adding
@@ -225,7 +240,7 @@ async def serve_app(app: ASGIApp, host: str = "127.0.0.1", port: int = 0) -> Asy
     sock.setblocking(False)
     bound_port: int = sock.getsockname()[1]
 
-    server = _server(app, host=host, port=bound_port, log_level="warning")
+    server = _server(app, host=host, port=bound_port, log_level="warning", limits=limits)
     task = asyncio.create_task(_run(server, [sock]))
     try:
         await _wait_started(server, task)
