@@ -21,7 +21,7 @@ from prometheus_client.core import CounterMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.registry import Collector
 
-UNKNOWN_PROVIDER = "unknown"
+UNKNOWN_PROVIDER = "unknown"  # no provider may take it (shared/providers/config.py)
 
 # Request latency buckets (seconds): group commit puts a healthy receiver in
 # the 1-20 ms range; the tail buckets show DB stalls up to the acquire timeout.

@@ -67,6 +67,10 @@ E = TypeVar("E", bound=StrEnum)
 
 _MISSING: Any = object()
 _NAME = re.compile(r"^[a-z][a-z0-9_-]*$")
+# Names that label something else: "unknown" is the receiver's label (metrics,
+# the refusal tally) for deliveries to no configured provider, so a provider
+# by that name would have its refusals merged with theirs.
+RESERVED_NAMES = frozenset({"unknown"})
 _TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
 
 BODY = frozenset({PathSource.BODY})
@@ -145,6 +149,11 @@ def parse_providers(
             raise ConfigError(
                 f"{source}: providers.{name}: provider names use lower-case letters, "
                 "digits, '-' and '_'"
+            )
+        if name in RESERVED_NAMES:
+            raise ConfigError(
+                f"{source}: providers.{name}: the name {name!r} is reserved (the receiver "
+                "labels deliveries to no configured provider with it); choose another"
             )
         if not isinstance(table, Mapping):
             raise ConfigError(f"{source}: providers.{name}: must be a table")

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from receiver.metrics import UNKNOWN_PROVIDER
 from shared.ledger.states import RemoteState
 from shared.providers import ConfigError, load_preset, load_providers, parse_providers
 from shared.providers.config import deep_merge, preset_names
@@ -422,6 +423,13 @@ def test_bad_provider_name() -> None:
     with pytest.raises(ConfigError) as caught:
         parse_providers({"providers": {"Acme Corp": MINIMAL}}, "config.toml", {})
     assert str(caught.value).startswith("config.toml: providers.Acme Corp:")
+
+
+def test_the_receivers_label_for_no_provider_is_not_a_provider_name() -> None:
+    """A provider called "unknown" would share its refusal counts with deliveries
+    to no configured provider (the receiver's label for those)."""
+    with pytest.raises(ConfigError, match="'unknown' is reserved"):
+        parse_providers({"providers": {UNKNOWN_PROVIDER: MINIMAL}}, "config.toml", {})
 
 
 def test_invalid_toml_names_the_file(tmp_path: Path) -> None:
