@@ -472,19 +472,30 @@ class OperationsApi:
         return ApiJSONResponse(built.to_json())
 
     async def checkpoint(self, request: Request) -> Response:
-        """The newest signed checkpoint, as the C2SP signed note the reconciler wrote."""
+        """The newest signed checkpoint that agrees with the log, as the C2SP signed note
+        the reconciler wrote (a row the log contradicts is skipped, as for receipts)."""
         await self.caller(request)
         async with self.connection() as conn:
-            row = await conn.fetchrow(q("log_latest_checkpoint"))
-        if row is None:
-            raise Problem(
-                404,
-                "no-checkpoint",
-                "No signed checkpoint yet",
-                "The log has no signed checkpoint yet (no signing key configured, or none "
-                "signed since start-up).",
-            )
-        return PlainTextResponse(row["note"], headers={"Cache-Control": "no-cache"})
+            try:
+                usable = await receipts.usable_checkpoint(conn)
+            except receipts.NoUsableCheckpoint as exc:
+                log.error("checkpoint refused: %s", exc)
+                raise Problem(
+                    503,
+                    "log-inconsistent",
+                    "The evidence log cannot prove this now",
+                    "No stored checkpoint agrees with the log; an operator has been alerted "
+                    "(jobwarden audit verify).",
+                ) from None
+            except receipts.ReceiptError:
+                raise Problem(
+                    404,
+                    "no-checkpoint",
+                    "No signed checkpoint yet",
+                    "The log has no signed checkpoint yet (no signing key configured, or none "
+                    "signed since start-up).",
+                ) from None
+        return PlainTextResponse(usable.note, headers={"Cache-Control": "no-cache"})
 
     async def openapi(self, request: Request) -> Response:
         return ApiJSONResponse(openapi_document(sorted(self.settings.providers)))

@@ -211,6 +211,8 @@ async def test_the_api_answers_a_problem_then_recovers_with_a_new_checkpoint(
         app = Starlette(routes=OperationsApi(sim_settings(), receiver).routes())
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://api") as http:
+            served = await http.get("/v1/audit/checkpoint", headers=alice)
+            assert served.status_code == 503 and GARBAGE not in served.text, served.text
             refused = await http.get(f"/v1/operations/{op_id}/receipt", headers=alice)
             assert refused.status_code == 503, refused.text
             assert refused.headers["content-type"] == PROBLEM
@@ -220,4 +222,6 @@ async def test_the_api_answers_a_problem_then_recovers_with_a_new_checkpoint(
             await _signed(pool, SIGNER_KEY)  # the reconciler signs the log as it is
             answer = await http.get(f"/v1/operations/{op_id}/receipt", headers=alice)
             assert answer.status_code == 200, answer.text
+            served = await http.get("/v1/audit/checkpoint", headers=alice)
+            assert served.text == answer.json()["checkpoint"]  # the note the receipt stands on
             assert check_receipt(answer.json(), [VERIFIER]).operation_id == op_id
