@@ -395,12 +395,13 @@ def _print_tiles(root: Path, written: log_tiles.TilesWritten) -> None:
 
 async def cmd_tiles(args: argparse.Namespace) -> int:
     async with cli_operator.app_connection() as conn:
-        latest = await conn.fetchrow(q("log_latest_checkpoint"))
-        if latest is None:
+        try:  # the newest checkpoint that agrees with the log, as for receipts
+            usable = await receipts.usable_checkpoint(conn)
+        except receipts.NoUsableCheckpoint as exc:
+            return _fail(str(exc))
+        except receipts.ReceiptError:
             return _fail("no signed checkpoint yet: the tiles are written for one")
-        written = await log_tiles.export_tiles(
-            conn, Path(args.out), int(latest["tree_size"]), latest["note"]
-        )
+        written = await log_tiles.export_tiles(conn, Path(args.out), usable.size, usable.note)
     _print_tiles(Path(args.out), written)
     return 0
 

@@ -541,9 +541,18 @@ async def test_tiles_exported_beside_a_checkpoint_give_its_root_without_the_data
     ]
     assert await jobwarden("audit", "check-tiles", str(out), "--key", VERIFIER_KEY) == 0
     assert "OK: the tiles give the checkpoint's root at size 350" in capsys.readouterr().out
-    # A second export keeps the full tile: it never changes.
+    # A second export keeps the full tile: it never changes. A forged checkpoint row
+    # beyond the log (an operator's login may insert one) is passed over.
+    async with pool.acquire() as conn:
+        await conn.execute(
+            "INSERT INTO log_checkpoints (tree_size, root_hash, note) VALUES ($1, $2, $3)",
+            10**9,
+            bytes(32),
+            "forged",
+        )
     assert await jobwarden("audit", "tiles", "--out", str(out)) == 0
     assert "2 written, 1 full ones already there" in capsys.readouterr().out
+    assert (out / "checkpoint").read_text() == note
 
     leaf_tile = out / "tile/0/001.p/94"
     original = leaf_tile.read_bytes()
