@@ -33,6 +33,10 @@ class Context:
     # Tests pass a shifted clock (and shift jw_now() with it) instead of sleeping.
     clock: Clock = SYSTEM_CLOCK
     semaphores: dict[str, asyncio.Semaphore] = field(default_factory=dict)
+    # The database's URL, for a connection outside the pool (Step._keep_answer):
+    # when a failover kills every pooled connection a step holds, no pooled one
+    # is free. None: the pool's (a spare connection may still be there).
+    database_url: str | None = None
     # Group commit for the status reads that decide nothing (poll_writer.py).
     polls: PollWriter = field(init=False)
 

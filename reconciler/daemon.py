@@ -437,6 +437,7 @@ async def run_reconciler(
                 adapters=build_adapters(settings.providers),
                 store=ResultStore(settings.results_dir),
                 webhook_url=settings.public_webhook_url or None,
+                database_url=database_url,
             )
             sequencer = SequencerProcess(LogSettings.of(settings), database_url)
             daemon = Daemon(

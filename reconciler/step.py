@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -15,6 +16,7 @@ from reconciler.calls import TRANSFERS, Sent, answer_of, call_start, not_sent, s
 from reconciler.context import Context
 from reconciler.lanes import Lane
 from shared import ledger
+from shared.db.connect import connect
 from shared.ledger import Operation, decisions, evidence, leases
 from shared.ledger.errors import LeaseLost
 from shared.ledger.states import ESCALATED, POLLED, SCHEDULED, Evidence, LocalState
@@ -36,10 +38,9 @@ LEASE_MARGIN_S = 5.0
 MAX_SLOT_ROUNDS = 3
 # What says the connection itself is gone (not that the database refused a row).
 CONNECTION_LOST = (asyncpg.InterfaceError, asyncpg.PostgresConnectionError, OSError)
-# How long a step whose connection died during a call waits for another one to
-# keep the call's answer. Bounded: a step holding its dead connection while it
-# waits must not hold up the pool for long.
-KEEP_ANSWER_ACQUIRE_S = 5.0
+# How long a step whose connection died during a call may take to keep the
+# call's answer on another one (connecting and writing).
+KEEP_ANSWER_S = 10.0
 
 
 @dataclass
@@ -190,10 +191,15 @@ class Step:
         wait: float | None,
     ) -> None:
         """The answer of `call_id` on a connection of its own (a no-op if the first
-        write did commit: a finished call is never written again)."""
+        write did commit: a finished call is never written again).
+
+        A new connection, outside the pool: a failover kills every pooled
+        connection at once, and steps holding theirs across a call would all
+        wait for a free one; an idle pooled one may be half-open too.
+        """
         where = {"operation_id": self.op.operation_id, "call_id": call_id}
         try:
-            async with self.ctx.pool.acquire(timeout=KEEP_ANSWER_ACQUIRE_S) as other:
+            async with asyncio.timeout(KEEP_ANSWER_S), self._other_connection() as other:
                 await evidence.finish_call(
                     other, call_id, answer, remote_job_id=remote_job_id, not_before_seconds=wait
                 )
@@ -208,6 +214,19 @@ class Step:
             "a call's answer kept on another connection after its own was lost",
             extra={"ctx": where},
         )
+
+    @contextlib.asynccontextmanager
+    async def _other_connection(self) -> AsyncIterator[Any]:
+        url = self.ctx.database_url
+        if url is None:  # in-process users without a URL: a spare pooled connection
+            async with self.ctx.pool.acquire() as pooled:
+                yield pooled
+            return
+        conn = await connect(url)
+        try:
+            yield conn
+        finally:
+            conn.terminate()  # one write, then gone: no goodbye to wait for
 
     async def _transfer(self, lane: Lane, req: HttpRequest, db: Any) -> Sent:
         """A download, which may outlast a lease: the lease is renewed while it runs.
