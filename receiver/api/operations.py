@@ -448,16 +448,7 @@ class OperationsApi:
             try:
                 built = await receipts.build_receipt(conn, operation_id)
             except receipts.NoUsableCheckpoint as exc:
-                # forged or stale log_checkpoints rows: the operator's to look at, and
-                # the agent's to retry once a checkpoint that agrees is signed
-                log.error("receipt refused: %s", exc)
-                raise Problem(
-                    503,
-                    "log-inconsistent",
-                    "The evidence log cannot prove this now",
-                    "No stored checkpoint agrees with the log; an operator has been alerted "
-                    "(jobwarden audit verify).",
-                ) from None
+                raise _no_usable_checkpoint("receipt", exc) from None
             except receipts.ReceiptError as exc:
                 raise Problem(409, "no-checkpoint", "No signed checkpoint yet", str(exc)) from None
             except (LogCorrupt, ProofError):
@@ -479,14 +470,7 @@ class OperationsApi:
             try:
                 usable = await receipts.usable_checkpoint(conn)
             except receipts.NoUsableCheckpoint as exc:
-                log.error("checkpoint refused: %s", exc)
-                raise Problem(
-                    503,
-                    "log-inconsistent",
-                    "The evidence log cannot prove this now",
-                    "No stored checkpoint agrees with the log; an operator has been alerted "
-                    "(jobwarden audit verify).",
-                ) from None
+                raise _no_usable_checkpoint("checkpoint", exc) from None
             except receipts.ReceiptError:
                 raise Problem(
                     404,
@@ -582,3 +566,16 @@ def api_routes(settings: Settings, pool: Any) -> list[BaseRoute]:
 
     api = OperationsApi(settings, pool)
     return [*api.routes(), *console_routes(settings, pool, api.hub)]
+
+
+def _no_usable_checkpoint(what: str, exc: receipts.NoUsableCheckpoint) -> Problem:
+    """Forged or stale log_checkpoints rows: the operator's to look at (logged), and
+    the agent's to retry once a checkpoint that agrees with the log is signed."""
+    log.error("%s refused: %s", what, exc)
+    return Problem(
+        503,
+        "log-inconsistent",
+        "The evidence log cannot prove this now",
+        "No stored checkpoint agrees with the log; an operator has been alerted "
+        "(jobwarden audit verify).",
+    )
