@@ -187,7 +187,7 @@ async def test_a_wake_sent_while_nobody_listened_is_read_on_reconnecting(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.INFO, logger="jobwarden.reconciler")
-    database = db_url.rsplit("/", 1)[1]
+    database = await db.fetchval("SELECT current_database()")  # the URL may carry a query
     async with rig(pool, tmp_path) as r, connection(pg_server.admin_url) as admin:
         op_id = await _accepted_and_not_due(r)
         async with running_daemon(r, db_url, tmp_path) as run:
