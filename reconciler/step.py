@@ -10,13 +10,12 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-import asyncpg
-
 from reconciler.calls import TRANSFERS, Sent, answer_of, call_start, not_sent, send
 from reconciler.context import Context
 from reconciler.lanes import Lane
 from shared import ledger
 from shared.db.connect import connect
+from shared.db.errors import DATABASE_DOWN
 from shared.ledger import Operation, decisions, evidence, leases
 from shared.ledger.errors import LeaseLost
 from shared.ledger.states import ESCALATED, POLLED, SCHEDULED, Evidence, LocalState
@@ -36,8 +35,6 @@ LEASE_MARGIN_S = 5.0
 # Times a step gives its provider slot back to renew its lease before it
 # stops trying; the call is then recorded as never sent.
 MAX_SLOT_ROUNDS = 3
-# What says the connection itself is gone (not that the database refused a row).
-CONNECTION_LOST = (asyncpg.InterfaceError, asyncpg.PostgresConnectionError, OSError)
 # How long a step whose connection died during a call may take to keep the
 # call's answer on another one (connecting and writing).
 KEEP_ANSWER_S = 10.0
@@ -179,7 +176,7 @@ class Step:
             await evidence.finish_call(
                 conn, call_id, answer, remote_job_id=remote_job_id, not_before_seconds=wait
             )
-        except CONNECTION_LOST:
+        except DATABASE_DOWN:
             await self._keep_answer(call_id, answer, remote_job_id, wait)
             raise
 

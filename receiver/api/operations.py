@@ -42,6 +42,7 @@ from receiver.api.resources import API_PREFIX, operation_resource, transition_ev
 from receiver.api.waiting import TransitionHub
 from receiver.moves import traced_moves
 from shared import ledger
+from shared.db.errors import DATABASE_DOWN
 from shared.db.queries import q
 from shared.ids import trace_id_from_traceparent
 from shared.ledger import receipts
@@ -73,7 +74,6 @@ _CANCEL_PENDING = frozenset({LocalState.CANCEL_REQUESTED, LocalState.CANCELLING}
 Handler = Callable[[Request], Awaitable[Response]]
 # What a lost or unreachable database looks like from here (TimeoutError, a
 # pool acquire that gave up, is an OSError).
-DATABASE_DOWN = (asyncpg.InterfaceError, asyncpg.PostgresConnectionError, OSError)
 
 
 def _problem_edge(handler: Handler) -> Handler:

@@ -26,6 +26,7 @@ from receiver.console import sessions
 from receiver.console.render import page, with_headers
 from receiver.console.sessions import Session
 from shared.db.connect import create_pool
+from shared.db.errors import DATABASE_DOWN
 from shared.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -34,7 +35,6 @@ PREFIX = "/console"
 # A console form is a token, a reason and a few choices: far below this.
 MAX_FORM_BYTES = 16 * 1024
 # What a lost or unreachable database looks like from here (as in the API).
-DATABASE_DOWN = (asyncpg.InterfaceError, asyncpg.PostgresConnectionError, OSError)
 
 
 CSRF_REFUSED = "Refused: the form's CSRF token is missing or wrong. Reload the page and try again."

@@ -16,6 +16,11 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 import asyncpg
 
+# What says the database cannot be reached or the connection itself is gone
+# (refused, reset, closed, terminated), as opposed to the database refusing a
+# statement: the callers answer 503, retry, or keep what they hold elsewhere.
+DATABASE_DOWN = (asyncpg.InterfaceError, asyncpg.PostgresConnectionError, OSError)
+
 
 def db_error_context(exc: BaseException) -> dict[str, str]:
     """What a log line should say about `exc`; only the type for non-database errors."""

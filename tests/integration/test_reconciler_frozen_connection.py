@@ -22,8 +22,8 @@ import pytest
 
 import reconciler.daemon as reconciler_daemon
 from bench.harness import TestClock
-from reconciler.step import CONNECTION_LOST
 from shared import ledger
+from shared.db.errors import DATABASE_DOWN
 from shared.ledger import RequestSpec
 from shared.serve import serve_app
 from shared.simulator import SimulatorSettings, build_app
@@ -139,7 +139,7 @@ async def test_statements_on_a_silent_connection_give_way_to_new_connections(
         for _ in range(MAX_RUNS):
             try:
                 counts = await asyncio.wait_for(rec.run_once(), SIGNAL_SECONDS)
-            except (TimeoutError, *CONNECTION_LOST) as exc:  # a silent connection's end
+            except (TimeoutError, *DATABASE_DOWN) as exc:  # a silent connection's end
                 failures.append(type(exc).__name__)
                 continue
             assert counts["claimed"] == 1, counts

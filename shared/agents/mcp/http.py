@@ -26,7 +26,6 @@ import json
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-import asyncpg
 from mcp.server.auth.middleware.auth_context import AuthContextMiddleware, get_access_token
 from mcp.server.auth.middleware.bearer_auth import (
     AuthenticatedUser,
@@ -46,6 +45,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from shared.agents.inprocess import InProcessTransport
 from shared.agents.mcp.server import build_server
 from shared.agents.mcp.sources import TokenClientSource
+from shared.db.errors import DATABASE_DOWN
 from shared.ledger import tokens
 from shared.ledger.tokens import requested_by
 from shared.settings import Settings
@@ -58,7 +58,6 @@ MAX_TOKEN_LENGTH = 200
 RETRY_AFTER_SECONDS = 5
 # What an unreachable database looks like from here (a pool acquire that
 # gave up is a TimeoutError, an OSError).
-DATABASE_DOWN = (asyncpg.InterfaceError, asyncpg.PostgresConnectionError, OSError)
 
 
 class DatabaseUnavailable(AuthenticationError):
