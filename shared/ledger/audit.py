@@ -123,7 +123,7 @@ async def _verify_all(conn: Any) -> tuple[int, list[Break]]:
     rows = conn.cursor(q("history_all_ordered"), prefetch=PREFETCH).__aiter__()
     row = await anext(rows, None)
     checked, breaks = 0, []
-    async for head in conn.cursor(q("chain_heads_ordered"), prefetch=PREFETCH):
+    async for head in conn.cursor(q("chain_heads"), None, prefetch=PREFETCH):
         op_id = head["operation_id"]
         while row is not None and row["operation_id"] < op_id:
             breaks.append(Break(row["operation_id"], row["seq"], "history of no operation"))

@@ -46,6 +46,7 @@ from .note import (
     generate_cosignature_key,
     generate_key,
     is_valid_name,
+    note_text,
     open_note,
     sign,
 )
@@ -80,6 +81,7 @@ __all__ = [
     "is_valid_name",
     "leaf_hash",
     "node_hash",
+    "note_text",
     "open_note",
     "sign",
     "split_stored_hash_index",

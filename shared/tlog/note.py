@@ -316,6 +316,12 @@ def open_note(note: str | bytes, verifiers: Sequence[Verifier]) -> OpenedNote:
     return OpenedNote(text, tuple(checked), tuple(unverified))
 
 
+def note_text(note: str | bytes) -> str:
+    """The text a well-formed note signs, its signatures parsed but not checked
+    (NoteError if it is not a note): for a reader who holds no key."""
+    return _split(note)[0]
+
+
 def _split(note: str | bytes) -> tuple[str, list[NoteSignature]]:
     """The text (with its final newline) and the parsed signature lines of a note."""
     if isinstance(note, bytes):

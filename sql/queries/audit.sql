@@ -9,7 +9,8 @@ SELECT * FROM history WHERE operation_id = $1 ORDER BY seq;
 SELECT * FROM history ORDER BY operation_id COLLATE "C", seq;
 
 -- name: chain_heads
--- Each operation's chain head, with its result: `result_owned` is false when
+-- Each operation's chain head ($1, or every operation when NULL, in the order
+-- history_all_ordered streams), with its result: `result_owned` is false when
 -- result_id/result_ref name anything but a valid result of its own (migration
 -- 025 refuses that write; only an owner bypassing the triggers can make it).
 SELECT o.operation_id, o.state, o.history_seq, o.history_head, o.result_id,
@@ -18,16 +19,7 @@ SELECT o.operation_id, o.state, o.history_seq, o.history_head, o.result_id,
            WHERE r.result_id = o.result_id AND r.operation_id = o.operation_id AND r.valid
              AND r.storage_ref IS NOT DISTINCT FROM o.result_ref) AS result_owned
 FROM operations o
-WHERE ($1::text IS NULL OR o.operation_id = $1);
-
--- name: chain_heads_ordered
--- As chain_heads, every operation in the order history_all_ordered streams.
-SELECT o.operation_id, o.state, o.history_seq, o.history_head, o.result_id,
-       (o.result_id IS NULL AND o.result_ref IS NULL) OR EXISTS (
-           SELECT 1 FROM results r
-           WHERE r.result_id = o.result_id AND r.operation_id = o.operation_id AND r.valid
-             AND r.storage_ref IS NOT DISTINCT FROM o.result_ref) AS result_owned
-FROM operations o
+WHERE ($1::text IS NULL OR o.operation_id = $1)
 ORDER BY o.operation_id COLLATE "C";
 
 -- name: audit_verification_record

@@ -23,6 +23,7 @@ from shared.tlog import (
     cosign,
     generate_cosignature_key,
     generate_key,
+    note_text,
     open_note,
     sign,
 )
@@ -223,6 +224,19 @@ def test_malformed_notes_are_refused(why: str, note: str, peter: Verifier) -> No
     with pytest.raises(NoteError) as caught:
         open_note(note, [peter])
     assert not isinstance(caught.value, UnverifiedNote | BadSignature), why
+
+
+@pytest.mark.parametrize(("why", "note"), MALFORMED, ids=[why for why, _ in MALFORMED])
+def test_the_text_of_a_malformed_note_is_refused_too(why: str, note: str) -> None:
+    """note_text reads a note as open_note does, with no key to check it by."""
+    with pytest.raises(NoteError):
+        note_text(note)
+
+
+def test_the_text_of_a_note_is_what_its_signatures_sign(peter: Verifier) -> None:
+    stranger = Signer.from_key(generate_key("Stranger")[0])
+    assert note_text(PETER_NOTE) == TEXT == open_note(PETER_NOTE, [peter]).text
+    assert note_text(sign(TEXT, [stranger])) == TEXT  # a key nobody knows: still its text
 
 
 def test_invalid_utf8_bytes_are_refused(peter: Verifier) -> None:
