@@ -232,7 +232,7 @@ class HeadProgress(enum.Enum):
     IN_FLIGHT = "in_flight"  # it came, and the app is answering it: not ours to cut
 
 
-class _Limits:
+class _Limits(asyncio.Protocol):
     """The deadline and the refusals, shared by both parsers' protocol classes.
 
     The head clock runs from the connection's opening, and again from the end
@@ -262,6 +262,14 @@ class _Limits:
         self._head_since = None
         self._head_timer = None
         return limits
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        self._start_head_clock()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._stop_head_clock()
+        super().connection_lost(exc)
 
     def _head_progress(self) -> HeadProgress:
         raise NotImplementedError
@@ -348,14 +356,6 @@ class LimitedH11Protocol(_Limits, H11Protocol):
         self._max_head = limits.max_head_bytes
         self._head_room = limits.max_head_bytes
 
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
-        self._start_head_clock()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._stop_head_clock()
-        super().connection_lost(exc)
-
     def data_received(self, data: bytes) -> None:
         if self.conn.their_state is h11.IDLE:
             self._head_room -= len(data)
@@ -429,14 +429,6 @@ def _httptools_protocol() -> type[HttpToolsProtocol]:
             limits = self._init_limits(config)
             self._max_head = limits.max_head_bytes
             self._head_room: int | None = limits.max_head_bytes
-
-        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-            super().connection_made(transport)
-            self._start_head_clock()
-
-        def connection_lost(self, exc: Exception | None) -> None:
-            self._stop_head_clock()
-            super().connection_lost(exc)
 
         # The hot path: base methods called directly (no super() object per call).
 
