@@ -9,6 +9,7 @@ from receiver.console.base import Console
 from receiver.console.render import page
 from receiver.console.sessions import Session
 from shared.db.queries import q
+from shared.ledger.receipts import UsableCheckpoint, shown_checkpoint
 from shared.providers.guarantees import describe_guarantees
 
 # Stored deliveries, and refused ones, listed under the totals.
@@ -65,11 +66,19 @@ async def providers(console: Console, request: Request, session: Session) -> Res
 
 async def audit(console: Console, request: Request, session: Session) -> Response:
     async with console.connection() as conn:
-        latest = await conn.fetchrow(q("log_latest_checkpoint"))
+        shown = await shown_checkpoint(conn)
         pending = await conn.fetchrow(q("log_pending"))
         verified = await conn.fetchrow(q("console_last_verification"))
+    latest = shown if isinstance(shown, UsableCheckpoint) else None
+    problem = None if shown is None or latest is not None else str(shown)
     return page(
         request,
         "audit.html",
-        {"session": session, "latest": latest, "pending": pending, "verified": verified},
+        {
+            "session": session,
+            "latest": latest,
+            "problem": problem,
+            "pending": pending,
+            "verified": verified,
+        },
     )

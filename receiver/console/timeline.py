@@ -16,6 +16,7 @@ from receiver.console.render import page, with_headers
 from receiver.console.sessions import Session
 from receiver.moves import traced_moves
 from shared.db.queries import q
+from shared.ledger.receipts import UsableCheckpoint, shown_checkpoint
 from shared.ledger.states import LocalState
 
 ITEMS_PAGE_SIZE = 50
@@ -44,12 +45,14 @@ def operation_id_of(request: Request) -> str:
 
 
 async def _receipt(conn: Any, operation_id: str) -> dict[str, Any]:
-    latest = await conn.fetchrow(q("log_latest_checkpoint"))
-    if latest is None:
-        return {"checkpoint": None, "kinds": [], "rows": 0, "covered": 0}
-    kinds = await conn.fetch(q("console_receipt_status"), operation_id, latest["tree_size"])
+    shown = await shown_checkpoint(conn)
+    if not isinstance(shown, UsableCheckpoint):
+        problem = None if shown is None else str(shown)
+        return {"checkpoint": None, "problem": problem, "kinds": [], "rows": 0, "covered": 0}
+    kinds = await conn.fetch(q("console_receipt_status"), operation_id, shown.size)
     return {
-        "checkpoint": latest,
+        "checkpoint": shown,
+        "problem": None,
         "kinds": kinds,
         "rows": sum(k["rows"] for k in kinds),
         "covered": sum(k["covered"] for k in kinds),

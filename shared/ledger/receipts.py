@@ -30,6 +30,7 @@ import json
 import logging
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from shared.db.queries import q
@@ -79,10 +80,17 @@ class NoUsableCheckpoint(ReceiptError):
 
 @dataclass(frozen=True)
 class UsableCheckpoint:
-    """A stored checkpoint row that agrees with the log: what a receipt proves against."""
+    """A stored checkpoint row that agrees with the log: what a receipt proves against.
+
+    `skipped`: newer rows passed over because they do not agree with the log
+    (an operator must look: the reconciler never writes such a row).
+    """
 
     size: int
     note: str
+    root_hash: bytes
+    signed_at: datetime
+    skipped: int = 0
 
 
 @dataclass(frozen=True)
@@ -196,7 +204,13 @@ async def usable_checkpoint(conn: Any, cache: HashCache | None = None) -> Usable
                     "do not agree with the log (jobwarden audit verify)",
                     extra={"ctx": {"tree_size": int(row["tree_size"]), "skipped": dict(skipped)}},
                 )
-            return UsableCheckpoint(int(row["tree_size"]), row["note"])
+            return UsableCheckpoint(
+                int(row["tree_size"]),
+                row["note"],
+                bytes(row["root_hash"]),
+                row["signed_at"],
+                sum(skipped.values()),
+            )
         skipped[problem] += 1
     reasons = ", ".join(f"{count} {why}" for why, count in sorted(skipped.items()))
     raise NoUsableCheckpoint(
@@ -204,6 +218,21 @@ async def usable_checkpoint(conn: Any, cache: HashCache | None = None) -> Usable
         f"{log_size} leaves ({reasons}; each counted up to {MAX_CHECKPOINT_CANDIDATES}): "
         "run jobwarden audit verify, then let the reconciler sign a new one"
     )
+
+
+async def shown_checkpoint(conn: Any) -> UsableCheckpoint | NoUsableCheckpoint | None:
+    """What a page may show as "the latest signed checkpoint": None if none was signed yet.
+
+    The newest row as stored would let one forged row tell an operator that
+    everything is covered by a checkpoint the log does not agree with; the
+    console shows the row receipts would use, or why there is none.
+    """
+    try:
+        return await usable_checkpoint(conn)
+    except NoUsableCheckpoint as exc:
+        return exc
+    except ReceiptError:
+        return None
 
 
 async def _checkpoint_problem(conn: Any, cache: HashCache, row: Any) -> str | None:

@@ -60,10 +60,6 @@ UNION ALL
 SELECT root_hash FROM log_checkpoints WHERE tree_size = $1
 LIMIT 1;
 
--- name: log_latest_checkpoint
-SELECT tree_size, root_hash, note, signed_at FROM log_checkpoints
-ORDER BY tree_size DESC LIMIT 1;
-
 -- name: log_leaf_hashes
 -- Every leaf in log order with what it records, streamed by the verifier.
 SELECT leaf_index, kind, row_id, deleted, row_sha256, fixed_sha256, settled_sha256, leaf_hash
@@ -327,7 +323,7 @@ ORDER BY l.leaf_index NULLS LAST, e.kind, e.row_id;
 -- log's $1: what a receipt may be built on (shared/ledger/receipts.py checks
 -- each). A row beyond the log's size was not signed over this log; the
 -- primary key's range skips such rows however many there are.
-SELECT tree_size, root_hash, note FROM log_checkpoints
+SELECT tree_size, root_hash, note, signed_at FROM log_checkpoints
 WHERE tree_size <= $1
 ORDER BY tree_size DESC LIMIT $2;
 

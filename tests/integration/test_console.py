@@ -39,6 +39,7 @@ from tests.integration.console_support import (
     running_receiver,
     sign_in,
 )
+from tests.integration.test_receipts import _signed
 from tests.support import drive, submit
 
 S = LocalState
@@ -677,3 +678,34 @@ async def test_a_rare_per_row_filter_reads_a_bounded_window_and_searches_on(
     assert await listed(client, receiver, "outcome=completed_with_errors") == [ids[1]]
     rest = [i for i in ids[::-1] if i != ids[1]]
     assert await listed(client, receiver, "outcome=succeeded") == rest
+
+
+async def test_the_console_shows_the_checkpoint_receipts_use_never_a_forged_newer_row(
+    receiver: Receiver, client: httpx.AsyncClient, operator: str, db: Any, pool: Any
+) -> None:
+    """A row claiming more leaves than the log made the audit page and every timeline
+    say "all covered" by a checkpoint the log does not agree with."""
+    op_id = await submit(db)
+    await drive(db, op_id, S.SUCCEEDED)
+    await _signed(pool)
+    size = await db.fetchval("SELECT max(tree_size) FROM log_checkpoints")
+    await db.execute(
+        "INSERT INTO log_checkpoints (tree_size, root_hash, note) VALUES ($1, $2, $3)",
+        size + 1_000_000,
+        b"\x01" * 32,
+        "forged-note-content",
+    )
+    await signed_in(client, receiver, operator)
+    audit = html.unescape((await client.get(receiver.url("/console/audit"))).text)
+    assert f"{size} leaves" in audit and "forged-note-content" not in audit
+    assert "1 newer checkpoint row(s) do not agree with the log" in audit
+    timeline = html.unescape((await client.get(receiver.url(f"/console/operations/{op_id}"))).text)
+    assert f"tree size {size}," in timeline and f"tree size {size + 1_000_000}" not in timeline
+    # only forged rows left (the owner, triggers off): the log needs an operator
+    async with db.transaction():
+        await db.execute("SET LOCAL session_replication_role = replica")
+        await db.execute("DELETE FROM log_checkpoints WHERE tree_size = $1", size)
+    audit = html.unescape((await client.get(receiver.url("/console/audit"))).text)
+    assert "The log's checkpoints need an operator: no usable signed checkpoint" in audit
+    timeline = html.unescape((await client.get(receiver.url(f"/console/operations/{op_id}"))).text)
+    assert "No usable checkpoint" in timeline and "covered by the latest" not in timeline
