@@ -30,7 +30,7 @@ from shared.ledger.evidence import (
 )
 from shared.providers import HttpRequest, HttpResponse, StatusFact, classify_transport_error
 from shared.providers.delivery import TransportCategory
-from shared.redaction import sanitize_headers
+from shared.redaction import REDACTED, sanitize_headers
 from shared.telemetry import spans
 
 
@@ -264,21 +264,29 @@ def status_read(
     )
 
 
-def recorded_response(row: Mapping[str, Any]) -> HttpResponse | None:
+def recorded_response(
+    row: Mapping[str, Any], headers_read: frozenset[str] | None = frozenset()
+) -> HttpResponse | None:
     """A call's answer rebuilt from its record, when the stored excerpt is the body exactly.
 
     Not when the body was cut, redacted or had characters replaced (its digest
-    then differs from the bytes received): acting on an altered body could
-    misread it, so the caller reads again instead.
+    then differs from the bytes received), nor when a header the description
+    reads (`headers_read`, lower-case names; None: any) was stored redacted (a result link
+    in `Location` keeps its signature only on the wire): acting on an altered
+    answer could misread it or fetch a broken link, so the caller reads again.
     """
     excerpt, digest = row.get("response_body"), row.get("response_sha256")
     if row.get("status_code") is None or excerpt is None or digest is None:
         return None
     if hashlib.sha256(excerpt.encode()).hexdigest() != digest:
         return None
+    headers = row.get("response_headers") or {}
+    for name, value in headers.items():
+        if REDACTED in value and (headers_read is None or name.lower() in headers_read):
+            return None
     return HttpResponse(
         status_code=row["status_code"],
-        headers=row.get("response_headers") or {},
+        headers=headers,
         body=excerpt.encode(),
         url=row.get("url") or "",
     )

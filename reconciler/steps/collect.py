@@ -227,14 +227,21 @@ async def step_collect(step: Step) -> Delay:
 async def _final_status(step: Step, conn: Any, attempt: int, *, fresh: bool) -> HttpResponse | None:
     """The response of our final read: re-read from the call log, or read again
     (always on a retry: result links expire, and an operator may have resumed)."""
-    row = None if fresh else await conn.fetchrow(q("latest_poll_call"), step.op.operation_id)
-    recorded = recorded_response(row) if row is not None else None
+    status = step.adapter.desc.status
+    row = (
+        None
+        if fresh
+        else await conn.fetchrow(
+            q("latest_poll_call"), step.op.operation_id, list(status.state_from_http_status)
+        )
+    )
+    recorded = recorded_response(row, step.adapter.headers_read) if row is not None else None
     if recorded is not None:
         return recorded
     assert step.op.remote_job_id is not None
     req = step.adapter.build_status(step.op.remote_job_id, step.op.status_url)
     sent = await _recorded_call(step, conn, req, "status", step.op.poll_attempts + 1)
-    if sent is None or sent.status_code >= 300:
+    if sent is None or not status.answers(sent.status_code):
         return None
     return sent
 

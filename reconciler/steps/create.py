@@ -113,7 +113,7 @@ def _recorded_fact(step: Step, call: Any) -> CreateFact | None:
     """What a recorded create answer shows: parsed again from its stored body when
     that is the body exactly, else from the facts stored on the call (a job id
     with a 2xx); None when neither tells."""
-    resp = recorded_response(call)
+    resp = recorded_response(call, step.adapter.headers_read)
     if resp is not None:
         return step.adapter.parse_create(resp, step.op.idempotency_token)
     status, job_id = call["status_code"], call["remote_job_id"]

@@ -13,6 +13,7 @@ plugin providers look the same to it.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import random
 from collections.abc import Mapping, Sequence
@@ -21,7 +22,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from shared import signatures
 from shared.providers import requests, responses, results, timing
-from shared.providers.description import ProviderDescription
+from shared.providers.description import ProviderDescription, header_names
 from shared.providers.facts import (
     CancelFact,
     CreateFact,
@@ -138,6 +139,18 @@ class ProviderAdapter:
 
     def __init__(self, desc: ProviderDescription) -> None:
         self.desc = desc
+
+    @functools.cached_property
+    def headers_read(self) -> frozenset[str] | None:
+        """Lower-case names of the answer headers this adapter reads; None: any of them.
+
+        A plugin's own parsing may read any header, so for a subclass that
+        parses answers itself every header counts.
+        """
+        own = ("parse_create", "parse_status", "parse_cancel", "inline_result")
+        if any(getattr(type(self), name) is not getattr(ProviderAdapter, name) for name in own):
+            return None
+        return header_names(self.desc)
 
     @classmethod
     def check_options(cls, options: Mapping[str, Any]) -> None:

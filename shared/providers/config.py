@@ -72,6 +72,8 @@ _NAME = re.compile(r"^[a-z][a-z0-9_-]*$")
 # by that name would have its refusals merged with theirs.
 RESERVED_NAMES = frozenset({"unknown"})
 _TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
+# application/json, or a structured +json type (application/vnd.api+json), with parameters
+_JSON_MEDIA_TYPE = re.compile(r"^\s*application/([a-z0-9.\-]+\+)?json\s*(;.*)?$", re.IGNORECASE)
 
 BODY = frozenset({PathSource.BODY})
 RESPONSE = frozenset({PathSource.BODY, PathSource.HEADER})
@@ -446,6 +448,14 @@ class _Table:
             raise self.error(key, "must be a list of HTTP status codes (100-599)")
         return frozenset(value)
 
+    def success_statuses(self, key: str, default: Iterable[int]) -> frozenset[int]:
+        """Codes that accept a request: only a 2xx is read as an answer (a 303's
+        Location is not followed), so a 3xx here would loop until a deadline."""
+        codes = self.statuses(key, default)
+        if any(not 200 <= code < 300 for code in codes):
+            raise self.error(key, "only 2xx codes accept a request (a redirect is not followed)")
+        return codes
+
     def mapping(self, key: str) -> dict[str, Any]:
         value = self.raw(key)
         if value is _MISSING:
@@ -599,6 +609,13 @@ def _secret(table: _Table, env_key: str, file_key: str, optional: bool) -> Secre
         raise table.error(env_key if env_name else file_key, str(exc)) from None
 
 
+def _check_content_type(table: _Table, key: str, name: str, value: str) -> None:
+    """Bodies are always sent as JSON: a header calling them anything else
+    (a form, XML) would send JSON under a false name."""
+    if name.lower() == "content-type" and not _JSON_MEDIA_TYPE.match(value):
+        raise table.error(key, f"'{value}': bodies are sent as JSON (a JSON media type only)")
+
+
 def _static_headers(top: _Table) -> dict[str, str]:
     headers = top.mapping("headers")
     for name, value in headers.items():
@@ -606,6 +623,7 @@ def _static_headers(top: _Table) -> dict[str, str]:
             raise top.error(f"headers.{name}", "not a valid HTTP header name")
         if not isinstance(value, str):
             raise top.error(f"headers.{name}", "must be a string")
+        _check_content_type(top, f"headers.{name}", name, value)
         if is_sensitive_header(name):
             raise top.error(
                 f"headers.{name}",
@@ -652,8 +670,17 @@ def _state_map(table: _Table, key: str) -> dict[str, RemoteState]:
     return mapping
 
 
+def _job_path(table: _Table, *, required: bool) -> Template | None:
+    """A path that acts on one job: without {job_id} every operation would read
+    (or cancel) the same resource."""
+    path = table.template("path", {"job_id"}, required=required)
+    if path is not None and "job_id" not in path.names:
+        raise table.error("path", f"'{path.text}' must name the job: {{job_id}} or {{+job_id}}")
+    return path
+
+
 def _status(table: _Table) -> StatusSpec:
-    path = table.template("path", {"job_id"})
+    path = _job_path(table, required=False)
     use_status_url = table.boolean("use_status_url", False)
     if path is None and not use_status_url:
         raise table.error("path", "required (or use_status_url = true)")
@@ -764,7 +791,7 @@ def _create(table: _Table, status: StatusSpec, has_plugin: bool) -> CreateSpec:
         job_id=job_id,
         state=table.path("state", RESPONSE),
         status_url=table.paths("status_url", RESPONSE),
-        accepted_statuses=table.statuses("accepted_statuses", (200, 201, 202)),
+        accepted_statuses=table.success_statuses("accepted_statuses", (200, 201, 202)),
         sync_result_statuses=sync_statuses,
         sync_result=sync_result,
         conflict_reject_codes=table.scalars("conflict_reject_codes"),
@@ -816,6 +843,7 @@ def _set_headers(table: _Table) -> tuple[tuple[str, Template], ...]:
             raise table.error(key, "not a valid HTTP header name")
         if not isinstance(value, str):
             raise table.error(key, "must be a template string")
+        _check_content_type(table, key, name, value)
         try:
             entries.append((name, parse_template(value, CREATE_VALUES)))
         except TemplateError as exc:
@@ -843,10 +871,10 @@ def _cancel(table: _Table | None) -> CancelSpec:
     spec = CancelSpec(
         supported=supported,
         method=table.method("method", "POST"),
-        path=table.template("path", {"job_id"}, required=supported),
+        path=_job_path(table, required=supported),
         idempotent=table.boolean("idempotent", False),
         reason=table.str_or("reason", "the provider has no cancel endpoint"),
-        accepted_statuses=table.statuses("accepted_statuses", (200, 201, 202, 204)),
+        accepted_statuses=table.success_statuses("accepted_statuses", (200, 201, 202, 204)),
         state=table.path("state", BODY),
     )
     table.finish()

@@ -80,13 +80,14 @@ a list of paths; *template* = text with ``{placeholders}``)::
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from shared.ledger.states import RemoteState
-from shared.providers.paths import ValuePath
+from shared.providers.paths import PathSource, ValuePath
 from shared.providers.templates import Template
 from shared.secret import Secret
 
@@ -303,6 +304,11 @@ class StatusSpec:
     # ARM `Location` URL answers 202 until done, then 200/204 with no status field.
     state_from_http_status: Mapping[int, RemoteState] = field(default_factory=dict)
 
+    def answers(self, status_code: int) -> bool:
+        """Whether a status read with this code says where the job is (a 2xx, or a
+        code mapped to a state, such as a 303 See Other at completion)."""
+        return 200 <= status_code < 300 or status_code in self.state_from_http_status
+
 
 @dataclass(frozen=True)
 class CancelSpec:
@@ -430,3 +436,25 @@ class ProviderDescription:
     plugin: str | None = None
     plugin_class: type[ProviderAdapter] | None = field(default=None, compare=False)
     plugin_options: Mapping[str, Any] = field(default_factory=dict)
+
+
+def header_names(desc: ProviderDescription) -> frozenset[str]:
+    """Lower-case names of every header a path of `desc` reads (`header:Location`)."""
+    found: set[str] = set()
+
+    def walk(value: Any) -> None:
+        if isinstance(value, ValuePath):
+            if value.source is PathSource.HEADER:
+                found.add(value.name.lower())
+        elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+            for item in dataclasses.fields(value):
+                walk(getattr(value, item.name))
+        elif isinstance(value, list | tuple | frozenset | set):
+            for item in value:
+                walk(item)
+        elif isinstance(value, Mapping):
+            for item in value.values():
+                walk(item)
+
+    walk(desc)
+    return frozenset(found)

@@ -56,6 +56,7 @@ from shared.providers.values import (
     as_datetime,
     as_float,
     as_int,
+    as_seconds,
     as_str,
     clip,
     error_info,
@@ -99,7 +100,10 @@ def map_state(
     text = raw_text(raw)
     if text is None:
         return None, None
-    return state_map.get(text), clip(text)
+    state = state_map.get(text)
+    if state is None and isinstance(raw, float) and raw.is_integer() and abs(raw) < 2**53:
+        state = state_map.get(str(int(raw)))  # a code sent as 2.0 is the state map's "2"
+    return state, clip(text)
 
 
 # --------------------------------------------------------------------- create
@@ -127,7 +131,7 @@ def parse_create(
     body = resp.json_body
     if 200 <= code < 300:
         return _parse_create_success(desc, resp, body, idempotency_token, common)
-    error = error_info(body, None, spec.error_code, spec.error_message)
+    error = error_info(body, None, spec.error_code, spec.error_message, resp.headers)
     if code in AMBIGUOUS_CLIENT_STATUSES or code >= 500:
         return CreateFact(
             "ambiguous", reason=f"HTTP {code}: the job may exist", error=error, **common
@@ -211,8 +215,17 @@ def _parse_create_success(
         return CreateFact("accepted", reason=reason, **known, **common)
     if job_id is None:
         where = spec.job_id.text if spec.job_id else "the response"
+        # A 2xx that carries an error instead of a job (GraphQL's `userErrors`,
+        # a throttle in `errors`): still ambiguous, never "rejected" on a 2xx,
+        # but the error goes on record where an operator reads why.
+        error = error_info(body, None, spec.error_code, spec.error_message, resp.headers)
+        said = f": {error.code or error.message}" if error and (error.code or error.message) else ""
         return CreateFact(
-            "ambiguous", reason=f"HTTP {code} without a job id at {where}", **known, **common
+            "ambiguous",
+            reason=f"HTTP {code} without a job id at {where}{said}",
+            error=error,
+            **known,
+            **common,
         )
     return CreateFact("accepted", reason=f"HTTP {code} with job id", **known, **common)
 
@@ -238,22 +251,21 @@ def parse_status(
     if code in desc.status.not_found_statuses:
         return StatusFact(not_found=True, problem=f"HTTP {code}: job not found", **common)
     by_code = desc.status.state_from_http_status.get(code)
-    if not 200 <= code < 300:
-        if by_code is not None:
-            return StatusFact(remote_state=by_code, raw_state=f"HTTP {code}", **common)
+    if not 200 <= code < 300 and by_code is None:
         return StatusFact(
             back_pressure=code in BACK_PRESSURE_STATUSES, problem=f"HTTP {code}", **common
         )
     body = resp.json_body
-    if not isinstance(body, dict):
-        if by_code is not None:  # 202 with an empty body, 204: the code is the whole answer
-            return StatusFact(remote_state=by_code, raw_state=f"HTTP {code}", **common)
-        return StatusFact(problem="status body is not a JSON object", **common)
-    fact = _status_from_body(desc, body, resp, common)
-    if fact.raw_state is None and by_code is not None:
-        # Only when the body names no state at all: an unknown state in the body
-        # stays undecided rather than being overruled by a 200.
+    # Header paths apply whatever the body is: a 303 whose Location is the
+    # result, a 200 with an empty body and the state in a header.
+    fact = _status_from_body(desc, body if isinstance(body, dict) else {}, resp, common)
+    if by_code is not None and (fact.raw_state is None or not 200 <= code < 300):
+        # The code decides a non-2xx answer it is mapped for; a 2xx one only when
+        # the answer names no state at all: an unknown state in the body stays
+        # undecided rather than being overruled by a 200.
         return replace(fact, remote_state=by_code, raw_state=f"HTTP {code}", problem=None)
+    if not isinstance(body, dict) and fact.raw_state is None:
+        return replace(fact, problem="status body is not a JSON object")
     return fact
 
 
@@ -287,8 +299,8 @@ def _status_from_body(
         progress_total=total,
         progress_percent=percent,
         provider_updated_at=as_datetime(get(spec.updated_at)),
-        poll_after_seconds=as_float(get(spec.poll_after_seconds)),
-        error=error_info(body, spec.error, spec.error_code, spec.error_message),
+        poll_after_seconds=as_seconds(get(spec.poll_after_seconds)),
+        error=error_info(body, spec.error, spec.error_code, spec.error_message, headers),
         result_url=as_str(get(spec.result_url)),
         errors_url=as_str(get(spec.errors_url)),
         result_file_ids=file_ids,
@@ -402,7 +414,7 @@ def parse_cancel(
             state, raw = map_state(desc.status.state_map, extract(desc.cancel.state, body))
         kind: CancelKind = "accepted" if code in desc.cancel.accepted_statuses else "ambiguous"
         return CancelFact(kind, reason=f"HTTP {code}", remote_state=state, raw_state=raw, **common)
-    error = error_info(body, None, desc.create.error_code, desc.create.error_message)
+    error = error_info(body, None, desc.create.error_code, desc.create.error_message, resp.headers)
     if code in desc.status.not_found_statuses:
         return CancelFact("not_found", reason=f"HTTP {code}: job not found", error=error, **common)
     if code in AMBIGUOUS_CLIENT_STATUSES or code >= 500:
@@ -450,7 +462,11 @@ def parse_lookup(
         job_id = as_str(extract(spec.job_id, job)) if spec.job_id is not None else None
         if reference == client_reference and job_id is not None and job_id not in found:
             found.append(job_id)
-    token = as_str(extract(spec.next_page_token, body)) if spec.next_page_token else None
+    # a page cursor may be a header (GitLab's X-Next-Page): read without the
+    # headers it was always absent, and page 1 passed for the whole list
+    token = (
+        as_str(extract(spec.next_page_token, body, resp.headers)) if spec.next_page_token else None
+    )
     if spec.has_more is not None and extract(spec.has_more, body) is not True:
         token = None
     return LookupFact(
@@ -481,7 +497,9 @@ def parse_errors_page(desc: ProviderDescription, resp: HttpResponse) -> ErrorsPa
         )
         for item in items
     )
-    token = as_str(extract(spec.next_page_token, body)) if spec.next_page_token else None
+    token = (
+        as_str(extract(spec.next_page_token, body, resp.headers)) if spec.next_page_token else None
+    )
     return ErrorsPage(items=failures, next_page_token=token)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -58,6 +59,26 @@ def as_float(value: Any) -> float | None:
     else:
         return None
     return number if math.isfinite(number) else None
+
+
+# An ISO 8601 duration in days, hours, minutes and seconds ("PT30S", "P1DT2H"):
+# years and months have no fixed length, so they are not read.
+_ISO_DURATION = re.compile(
+    r"^P(?:(?P<d>\d+(?:\.\d+)?)D)?"
+    r"(?:T(?:(?P<h>\d+(?:\.\d+)?)H)?(?:(?P<m>\d+(?:\.\d+)?)M)?(?:(?P<s>\d+(?:\.\d+)?)S)?)?$"
+)
+_DURATION_UNITS = {"d": 86_400.0, "h": 3_600.0, "m": 60.0, "s": 1.0}
+
+
+def as_seconds(value: Any) -> float | None:
+    """A duration: a number of seconds ("30", 30, Google's "30s") or ISO 8601 ("PT30S")."""
+    number = as_float(value)
+    if number is not None or not isinstance(value, str):
+        return number
+    found = _ISO_DURATION.match(value.strip().upper())
+    if found is None or not any(found.groupdict().values()):
+        return None
+    return sum(float(v) * _DURATION_UNITS[k] for k, v in found.groupdict().items() if v)
 
 
 def as_int(value: Any) -> int | None:
@@ -110,16 +131,18 @@ def error_info(
     whole: ValuePath | None,
     code: ValuePath | None,
     message: ValuePath | None,
+    headers: Mapping[str, str] | None = None,
 ) -> ErrorInfo | None:
     """An error from its object (`whole`) and/or code/message paths; None when absent.
 
     A string where the object was expected is the message (AssemblyAI puts
     `"error": "text"`); objects without `code` fall back to `type` (Anthropic).
     """
-    code_value = extract(code, body) if code is not None else None
-    message_value = extract(message, body) if message is not None else None
+    # a response's paths may name a header (`header:X-Error-Code`); an item's never do
+    code_value = extract(code, body, headers) if code is not None else None
+    message_value = extract(message, body, headers) if message is not None else None
     if whole is not None:
-        container = extract(whole, body)
+        container = extract(whole, body, headers)
         if isinstance(container, str) and message_value is None:
             message_value = container
         elif isinstance(container, dict):

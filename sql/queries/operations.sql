@@ -209,9 +209,12 @@ WHERE c.operation_id = $1 AND c.call_kind = 'create'
 ORDER BY c.call_id DESC LIMIT 1;
 
 -- name: latest_poll_call
+-- The newest status read that said where the job is: a 2xx, or one of the
+-- codes $2 the provider's description maps to a state (a 303 at completion).
 SELECT c.status_code, c.response_headers, c.response_body, c.response_sha256, c.url
 FROM provider_calls c
-WHERE c.operation_id = $1 AND c.call_kind = 'status' AND c.status_code BETWEEN 200 AND 299
+WHERE c.operation_id = $1 AND c.call_kind = 'status'
+  AND (c.status_code BETWEEN 200 AND 299 OR c.status_code = ANY ($2::integer[]))
 ORDER BY c.call_id DESC LIMIT 1;
 
 -- name: result_fetch_may_have_arrived

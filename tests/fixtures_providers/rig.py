@@ -50,14 +50,15 @@ SETTLE_TIMEOUT_SECONDS = 10.0
 
 def load(
     name: str,
-    preset: str,
+    preset: str | None,
     base_url: str,
     env: Mapping[str, str],
     overrides: Mapping[str, Any] | None = None,
 ) -> dict[str, ProviderDescription]:
-    table = deep_merge(
-        {"preset": preset, "base_url": base_url, "limits": dict(TEST_LIMITS)}, overrides or {}
-    )
+    """The provider as a user configures it: a preset (or none: `overrides` is the
+    whole description) pointed at the fixture, with the tests' limits."""
+    base = {"base_url": base_url, "limits": dict(TEST_LIMITS)}
+    table = deep_merge({"preset": preset, **base} if preset else base, overrides or {})
     return parse_providers({"providers": {name: table}}, "test-config", env)
 
 
@@ -154,7 +155,7 @@ async def preset_rig(
     tmp_path: Path,
     app: ASGIApp,
     *,
-    preset: str,
+    preset: str | None,
     env: Mapping[str, str],
     name: str | None = None,
     overrides: Mapping[str, Any] | None = None,
@@ -167,6 +168,7 @@ async def preset_rig(
     schedules longer than a test should wait.
     """
     provider = name or preset
+    assert provider, "a provider described without a preset needs a name"
     async with contextlib.AsyncExitStack() as stack:
         url = await stack.enter_async_context(serve_app(app))
         providers = load(provider, preset, url, env, overrides)

@@ -449,3 +449,29 @@ def test_missing_config_file(tmp_path: Path) -> None:
 def test_outcome_from_counts_needs_counts() -> None:
     message = config_error(acme(status={"outcome_from_counts": True}))
     assert message.startswith("config.toml: providers.acme.status.outcome_from_counts: needs")
+
+
+def test_a_status_or_cancel_path_that_names_no_job_is_refused() -> None:
+    """Every operation would read (or cancel) the same resource (a GraphQL endpoint)."""
+    message = config_error(acme(status={"path": "/graphql.json"}))
+    assert "providers.acme.status.path: '/graphql.json' must name the job" in message
+    message = config_error(acme(cancel={"path": "/cancel"}))
+    assert "providers.acme.cancel.path: '/cancel' must name the job" in message
+    load(acme(status={"path": "/v1/{+job_id}"}))  # a name that is itself a path
+
+
+def test_a_redirect_is_not_an_accepted_create_or_cancel() -> None:
+    message = config_error(acme(create={"accepted_statuses": [202, 303]}))
+    assert "create.accepted_statuses: only 2xx codes accept a request" in message
+    message = config_error(acme(cancel={"path": "/j/{job_id}", "accepted_statuses": [302]}))
+    assert "cancel.accepted_statuses: only 2xx codes" in message
+
+
+def test_a_content_type_other_than_json_is_refused() -> None:
+    """The body is JSON whatever the header says: a form type would lie about it."""
+    form = "application/x-www-form-urlencoded"
+    message = config_error(acme(create={"set_headers": {"Content-Type": form}}))
+    assert f"create.set_headers.Content-Type: '{form}': bodies are sent as JSON" in message
+    message = config_error(acme(headers={"content-type": "text/xml"}))
+    assert "headers.content-type: 'text/xml': bodies are sent as JSON" in message
+    load(acme(headers={"Content-Type": "application/vnd.api+json; charset=utf-8"}))

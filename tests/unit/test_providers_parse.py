@@ -615,3 +615,100 @@ def test_an_unlisted_success_naming_its_job_is_taken_not_resent() -> None:
     fact = parse_create(desc, response(200, {"job_id": "job_3", "state": "queued"}))
     assert fact.kind == "accepted" and "not in create.accepted_statuses" in fact.reason
     assert parse_create(desc, response(200, {"state": "queued"})).kind == "ambiguous"
+
+
+# ------------------------------------------------------- paths that name a header
+
+HEADERS = provider(
+    {
+        "base_url": "https://api.example.test",
+        "create": {
+            "path": "/jobs",
+            "idempotency": "none",
+            "job_id": "/id",
+            "error_code": "header:X-Error-Code",
+        },
+        "status": {
+            "path": "/jobs/{job_id}",
+            "state": "header:X-Task-Status",
+            "error_message": "header:X-Error",
+            "state_map": {"busy": "running", "ok": "succeeded", "bad": "failed"},
+            "errors_url": "/errs",
+        },
+        "result": {
+            "source": "path",
+            "path": "/jobs/{job_id}/out",
+            "errors": {"items": "/items", "next_page_token": "header:X-Next"},
+        },
+        "lookup": {
+            "path": "/jobs",
+            "list": "",
+            "match": "/name",
+            "job_id": "/id",
+            "next_page_token": "header:X-Next-Page",
+        },
+    }
+)
+
+
+def test_a_page_cursor_in_a_header_is_read() -> None:
+    """Read without the headers it was always absent: page 1 proved absence."""
+    fact = parse_lookup(HEADERS, response(200, [], {"X-Next-Page": "2"}), "op_1")
+    assert fact.next_page_token == "2" and not fact.proven_absent
+    page = parse_errors_page(HEADERS, response(200, {"items": []}, {"x-next": "abc"}))
+    assert page.next_page_token == "abc"
+
+
+def test_a_state_and_an_error_in_headers_are_read_whatever_the_body() -> None:
+    empty = HttpResponse(status_code=200, headers={"X-Task-Status": "ok"}, body=b"")
+    assert parse_status(HEADERS, empty).remote_state is RemoteState.SUCCEEDED
+    failed = response(200, {}, {"X-Task-Status": "bad", "X-Error": "disk full"})
+    fact = parse_status(HEADERS, failed)
+    assert fact.remote_state is RemoteState.FAILED
+    assert fact.error is not None and fact.error.message == "disk full"
+    refused = parse_create(HEADERS, response(400, {}, {"X-Error-Code": "quota"}))
+    assert refused.error is not None and refused.error.code == "quota"
+    nothing = parse_status(HEADERS, HttpResponse(status_code=200, headers={}, body=b""))
+    assert nothing.remote_state is None and nothing.problem == "status body is not a JSON object"
+
+
+def test_a_2xx_create_carrying_an_error_instead_of_a_job_keeps_the_error() -> None:
+    """GraphQL answers 200 with `userErrors`: ambiguous still, but not without a reason."""
+    desc = provider(
+        {
+            "base_url": "https://shop.example.test",
+            "create": {
+                "path": "/graphql.json",
+                "idempotency": "none",
+                "job_id": "/data/bulk/op/id",
+                "error_code": "/data/bulk/userErrors/0/code",
+                "error_message": "/data/bulk/userErrors/0/message",
+            },
+            "status": {"path": "/ops/{+job_id}", "done": "/done"},
+            "result": {"source": "inline", "inline": "/out"},
+        }
+    )
+    body = {"data": {"bulk": {"op": None, "userErrors": [{"code": "INVALID", "message": "no"}]}}}
+    fact = parse_create(desc, response(200, body))
+    assert fact.kind == "ambiguous" and fact.reason.endswith(": INVALID")
+    assert fact.error is not None and fact.error.message == "no"
+
+
+def test_an_integral_float_state_is_the_state_maps_integer_code() -> None:
+    desc = provider(
+        {
+            "base_url": "https://codes.example.test",
+            "create": {"path": "/jobs", "idempotency": "none", "job_id": "/id"},
+            "status": {
+                "path": "/jobs/{job_id}",
+                "state": "/status",
+                "state_map": {"1": "running", "2": "succeeded"},
+                "poll_after_seconds": "/retry",
+            },
+            "result": {"source": "inline", "inline": "/out"},
+        }
+    )
+    fact = parse_status(desc, response(200, {"status": 2.0, "retry": "PT30S"}))
+    assert fact.remote_state is RemoteState.SUCCEEDED and fact.raw_state == "2.0"
+    assert fact.poll_after_seconds == 30.0
+    assert parse_status(desc, response(200, {"status": 2.5})).remote_state is None

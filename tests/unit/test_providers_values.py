@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from shared.providers.values import as_datetime, as_float, as_int
+from shared.providers.values import as_datetime, as_float, as_int, as_seconds
 
 
 def test_an_integer_past_what_a_double_holds_stays_exact() -> None:
@@ -47,3 +47,10 @@ def test_an_instant_outside_years_1_to_9999_in_utc_is_no_timestamp(text: str) ->
 def test_timestamps_come_back_in_utc() -> None:
     parsed = as_datetime("2026-12-02T09:00:00+01:00")
     assert parsed is not None and parsed.utcoffset() == timedelta(0) and parsed.hour == 8
+
+
+def test_a_poll_hint_reads_iso_8601_durations() -> None:
+    assert as_seconds("PT30S") == 30.0 and as_seconds("P1DT2H") == 93_600.0
+    assert as_seconds("pt1m30s") == 90.0 and as_seconds("30s") == 30.0 and as_seconds(45) == 45.0
+    assert as_seconds("P") is None and as_seconds("PT") is None and as_seconds("P1Y") is None
+    assert as_seconds("soon") is None and as_seconds(None) is None
