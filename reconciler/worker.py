@@ -42,6 +42,12 @@ UNKNOWN_PROVIDER_RETRY_SECONDS = 60.0
 # refills that idle gap cost 2-3 % of status reads/s (alternating A/B, one-off);
 # at 24 it comes once per 5,000 reads.
 REFILLS = 24
+# While a batch that was not full drains, rows that fall due (a new submission,
+# a wake-up) are claimed every sweep_interval rather than after the batch's
+# slowest call: a create hanging 10 s held every new operation back 10 s, and
+# the daemon's ticks were skipped meanwhile. At most this many such claims per
+# run_once (a minute at the default interval), so one call stays bounded.
+LATE_CLAIMS = 120
 
 StepFn = Callable[[Step], Awaitable[Delay]]
 
@@ -81,7 +87,9 @@ class Reconciler:
         A full batch is topped up while it drains (when a quarter is left), so
         the provider's concurrency slots never sit idle waiting for the slowest
         call of a batch; one call handles at most REFILLS + 1 batches, so it
-        stays bounded. A batch that was not full ends it: nothing more is due.
+        stays bounded. A batch that was not full ends it once drained: nothing
+        more was due, though what falls due meanwhile is claimed every
+        sweep_interval (LATE_CLAIMS).
         Finished steps are collected through a queue (O(1) each) rather than
         `asyncio.wait`, which re-registers a callback on every pending task
         each time one finishes.
@@ -118,9 +126,20 @@ class Reconciler:
 
         pending = await claim_and_start(size)
         refills = REFILLS if pending == size else 0
+        late_claims = LATE_CLAIMS
         try:
             while pending:
-                task = await finished.get()
+                if refills or not late_claims or pending >= size:
+                    task = await finished.get()
+                else:
+                    try:
+                        task = await asyncio.wait_for(
+                            finished.get(), self.ctx.settings.sweep_interval
+                        )
+                    except TimeoutError:
+                        late_claims -= 1
+                        pending += await claim_and_start(size - pending)
+                        continue
                 pending -= 1
                 counts[task.result()] += 1
                 if refills and pending <= size // 4:
