@@ -124,14 +124,17 @@ class Daemon:
             self.wake.clear()
 
     async def tick(self) -> None:
+        """Start a sweep, or have the running one go round once more.
+
+        It returns at once: a tick that awaited the sweep outlived the next
+        ones while a slow call ran, and the scheduler logged every skipped
+        tick (a warning every sweep_interval).
+        """
         if self.sweeping is None or self.sweeping.done():
             self.sweeping = asyncio.create_task(self.sweep())
+            self.sweeping.add_done_callback(_sweep_ended)
         else:
-            self.wake.set()  # the running sweep goes round once more
-        try:
-            await asyncio.shield(self.sweeping)
-        except Exception:
-            log.exception("sweep failed")
+            self.wake.set()
 
     def on_notify(self, _conn: Any, pid: int, *_: Any) -> None:
         """A wake-up: acted on at once from a known jobwarden sender, after a look
@@ -451,3 +454,8 @@ async def run_reconciler(
     finally:
         await close_pool(pool)
         await telemetry.shutdown()  # exports the spans still batched
+
+
+def _sweep_ended(sweeping: asyncio.Task[None]) -> None:
+    if not sweeping.cancelled() and sweeping.exception() is not None:
+        log.error("sweep failed", exc_info=sweeping.exception())
