@@ -84,3 +84,46 @@ async def test_the_receiver_may_not_mark_a_read(pool: Any) -> None:
     # the reconciler's claim marks reads: its role is not bound
     async with as_role(pool, "jobwarden_reconciler") as conn:
         await conn.execute("UPDATE operations SET read_fence = 7 WHERE operation_id = $1", op)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        "next_poll_at = jw_now() + interval '30 days'",
+        "follow_up = NULL",
+        "cancel_deadline = jw_now() + interval '30 days'",
+    ],
+)
+async def test_the_receiver_may_not_push_a_look_away_or_rewrite_a_schedule(
+    pool: Any, change: str
+) -> None:
+    """A leaked receiver login stalled an operation for a month (operator review)."""
+    async with as_role(pool, "jobwarden_receiver") as conn:
+        op = await _submitted(conn)
+    await pool.execute(
+        "UPDATE operations SET create_attempts = 1, follow_up = 'cross_check'"
+        " WHERE operation_id = $1",
+        op,
+    )
+    async with as_role(pool, "jobwarden_receiver") as conn:
+        await ledger.request_cancel(conn, op, requested_by="agent:test", reason="r")
+    before = await pool.fetchrow("SELECT * FROM operations WHERE operation_id = $1", op)
+    with pytest.raises(asyncpg.PostgresError) as refused:
+        async with as_role(pool, "jobwarden_receiver") as conn:
+            await conn.execute(f"UPDATE operations SET {change} WHERE operation_id = $1", op)
+    assert refused.value.sqlstate == "JW004"
+    after = await pool.fetchrow("SELECT * FROM operations WHERE operation_id = $1", op)
+    assert dict(after) == dict(before)
+
+
+async def test_the_receiver_still_brings_a_look_nearer(pool: Any) -> None:
+    async with as_role(pool, "jobwarden_receiver") as conn:
+        op = await _submitted(conn)
+    await pool.execute(
+        "UPDATE operations SET next_poll_at = jw_now() + interval '1 hour' WHERE operation_id = $1",
+        op,
+    )
+    async with as_role(pool, "jobwarden_receiver") as conn:
+        await conn.execute(
+            "UPDATE operations SET next_poll_at = jw_now() WHERE operation_id = $1", op
+        )
