@@ -65,6 +65,13 @@ RUN --mount=type=bind,from=builder,source=/wheels,target=/wheels \
 # for a host install behind a local reverse proxy). Results live on a volume so
 # they survive the container; the database references them by path, so mount
 # the volume at this same path everywhere.
+# These variables beat a mounted jobwarden.toml (environment over file): its
+# receiver_host, receiver_port and results_dir are ignored; override them with
+# -e / compose `environment:` instead.
+# No checkpoint volume and no signing key here: the evidence log's checkpoints
+# default to /var/lib/jobwarden/var/checkpoints inside the container (lost when
+# it is recreated) and none is signed without a key. README.md ("Docker") mounts
+# a checkpoint directory and passes the key as a secret.
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     JW_RECEIVER_HOST=0.0.0.0 \

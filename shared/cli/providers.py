@@ -3,15 +3,21 @@
 An operator pointing jobwarden at a real API must learn *before the first
 job* what happens when a create response is lost, whether a cancel can be
 sent, whether webhooks can be trusted and whether a corrupted result would be
-caught. `check` loads a config exactly as the daemons do (presets merged with
-overrides, every key validated, secrets read from the environment) and says
-so in plain words for each provider; `--json` gives the same to scripts.
+caught. `check` loads a config exactly as the daemons do (the `[jobwarden]`
+settings with their environment overrides, presets merged with overrides,
+every key validated, secrets read from the environment), makes the checks the
+reconciler makes before it starts (leases against call timeouts, the
+certificate authorities file, the evidence log's signing key: there, readable
+by whoever runs the check, and a key), and says in plain words what each
+provider guarantees; `--json` gives the same to scripts.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import ssl
 import sys
 import tomllib
 from collections.abc import Mapping, Sequence
@@ -22,14 +28,16 @@ from typing import Any
 from shared.cli.captures import CaptureError, read_capture
 from shared.cli.operator import json_flag
 from shared.cli.proofs import prove_delivery, prove_result
+from shared.ledger import log as evidence_log
 from shared.providers import (
     ConfigError,
     ProviderDescription,
     describe_guarantees,
-    load_providers,
     parse_providers,
     preset_names,
 )
+from shared.secret import SecretError
+from shared.settings import Settings, check_reconciler_settings, load_settings
 
 WEBHOOKS_SIGNED = "webhooks signed"
 UNPROVEN = "configured, not yet verified against a real delivery (check one with --delivery FILE)"
@@ -64,6 +72,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "say what each provider guarantees",
     )
     check.add_argument("config", metavar="CONFIG", help="TOML config file")
+    check.add_argument(
+        "--daemon",
+        choices=("reconciler", "receiver"),
+        default="reconciler",
+        help="check what this daemon reads at start-up (default: reconciler, which reads "
+        "everything the receiver reads, the signing key and the CA file too); run it as that "
+        "daemon's user, with its environment",
+    )
     check.add_argument(
         "--provider", metavar="NAME", help="the provider a capture is for (if several)"
     )
@@ -140,8 +156,11 @@ async def cmd_show(args: argparse.Namespace) -> int:
 
 async def cmd_check(args: argparse.Namespace) -> int:
     path = Path(args.config)
+    daemon = getattr(args, "daemon", None) or "reconciler"
     try:
-        providers = load_providers(path)
+        settings = _load_settings(path)
+        signing = _startup_checks(settings) if daemon == "reconciler" else None
+        providers = settings.providers
         proofs = _proofs(args, providers)
     except (ConfigError, CaptureError) as exc:
         if args.json:
@@ -151,13 +170,86 @@ async def cmd_check(args: argparse.Namespace) -> int:
     report = [_provider_report(desc, proofs.get(name, {})) for name, desc in providers.items()]
     failed = any(_proof_failed(p) for p in proofs.values())
     if args.json:
-        print(json.dumps({"config": str(path), "valid": True, "providers": report}, indent=2))
+        document = {"config": str(path), "valid": True, "daemon": daemon}
+        print(json.dumps({**document, "evidence_log": signing, "providers": report}, indent=2))
         return 1 if failed else 0
     print(f"{path}: valid, {len(report)} provider(s)")
+    print(_render_signing(signing))
     for entry in report:
         print()
         print(_render(entry))
     return 1 if failed else 0
+
+
+def _load_settings(path: Path) -> Settings:
+    """The whole file, the environment over its `[jobwarden]` table, as the daemons read it."""
+    try:
+        return load_settings(path)
+    except OSError as exc:  # not found is a ConfigError already; this is, say, EACCES
+        raise ConfigError(f"{path}: cannot be read ({exc.strerror})") from None
+
+
+def _startup_checks(settings: Settings) -> dict[str, Any]:
+    """What the reconciler checks before it starts, each failure a ConfigError.
+
+    The same checks as `run_reconciler`: every call fits in a lease, the CA
+    file loads, the signing key (JW_LOG_SIGNING_KEY, else the file) can be
+    read by this user and is a signer key. Returns what the evidence log will
+    do with it, for the report.
+    """
+    check_reconciler_settings(settings)
+    if settings.provider_ca_file:
+        from reconciler.lanes import tls_context  # the reconciler's own loader
+
+        try:
+            tls_context(settings.provider_ca_file)
+        except (OSError, ssl.SSLError) as exc:
+            raise ConfigError(
+                f"provider_ca_file ({settings.provider_ca_file}, JW_PROVIDER_CA_FILE):"
+                f" cannot load it: {exc}"
+            ) from None
+    key_file = settings.log_signing_key_file
+    inline = bool(os.environ.get(evidence_log.SIGNING_KEY_ENV))
+    try:
+        signer = evidence_log.load_signer(key_file, os.environ)
+    except (SecretError, ValueError) as exc:
+        raise ConfigError(
+            f"checkpoint signing key (log_signing_key_file, JW_LOG_SIGNING_KEY_FILE): {exc}"
+        ) from None
+    warnings = []
+    if signer is not None and not inline:
+        if os.stat(key_file).st_mode & 0o077:
+            warnings.append(f"{key_file} can be read by other users: chmod 600 it")
+        if hasattr(os, "geteuid") and os.geteuid() == 0:
+            warnings.append(
+                "checked as root, who reads any file: run the check as the reconciler's user "
+                "(systemd-run --uid=jobwarden ...) to prove that user can read the key"
+            )
+    source = f"${evidence_log.SIGNING_KEY_ENV}" if inline else key_file
+    return {
+        "signed": signer is not None,
+        "name": signer.name if signer is not None else None,
+        "key": source if signer is not None else None,
+        "checkpoint_dir": str(settings.log_checkpoint_dir),
+        "warnings": warnings,
+    }
+
+
+def _render_signing(signing: Mapping[str, Any] | None) -> str:
+    if signing is None:
+        return "evidence log: signing key not checked (the receiver never reads it)"
+    if not signing["signed"]:
+        lines = [
+            "evidence log: no signing key (log_signing_key_file and JW_LOG_SIGNING_KEY are "
+            "empty): the log is kept but no checkpoint is signed"
+        ]
+    else:
+        lines = [
+            f"evidence log: checkpoints signed as {signing['name']} with {signing['key']}, "
+            f"written to {signing['checkpoint_dir']}"
+        ]
+    lines.extend(f"  warning: {w}" for w in signing["warnings"])
+    return "\n".join(lines)
 
 
 def _proofs(

@@ -44,6 +44,8 @@ CONFIG_EXAMPLE = ROOT / "deploy" / "config.example.toml"
 ENV_EXAMPLE = SYSTEMD / "jobwarden.env.example"
 ROLES_SQL = ROOT / "deploy" / "sql" / "create_login_roles.sql"
 
+# The unit of the daemon that faces the internet (its own user, no state).
+RECEIVER = "jobwarden-receiver"
 UNITS = {
     "jobwarden-receiver.service": "receiver",
     "jobwarden-reconciler.service": "reconciler",
@@ -231,7 +233,9 @@ def test_unit_is_a_notify_service_with_watchdog_and_restart(name: str) -> None:
     assert _seconds(service["WatchdogSec"]) >= 10  # the daemons ping every half of it
     assert service["Restart"] == "on-failure"
     assert service["KillSignal"] == "SIGTERM"
-    assert service["User"] == "jobwarden"
+    # the receiver faces the internet: a user of its own, so it cannot read the
+    # reconciler's environment (/proc) or the files it owns (the signing key)
+    assert service["User"] == ("jobwarden-receiver" if RECEIVER in name else "jobwarden")
 
 
 @pytest.mark.parametrize("name", sorted(UNITS))
@@ -244,13 +248,17 @@ def test_unit_is_hardened(name: str) -> None:
         "ProtectHome": "yes",
         "PrivateTmp": "yes",
         "PrivateDevices": "yes",
-        "StateDirectory": "jobwarden",
-        "ReadWritePaths": "/var/lib/jobwarden",
         "RestrictAddressFamilies": "AF_UNIX AF_INET AF_INET6",
         "CapabilityBoundingSet": "",
     }.items():
         assert service[key] == value, key
     assert _values(unit, "Service", "SystemCallFilter")[0] == "@system-service"
+    if RECEIVER in name:  # writes no file, and sees neither the state nor the keys
+        assert "StateDirectory" not in service and "ReadWritePaths" not in service
+        assert service["InaccessiblePaths"] == "-/var/lib/jobwarden -/etc/jobwarden/keys"
+    else:
+        assert service["StateDirectory"] == "jobwarden"
+        assert service["ReadWritePaths"] == "/var/lib/jobwarden"
 
 
 @pytest.mark.parametrize("name", sorted(UNITS))
