@@ -53,6 +53,10 @@ class Settings:
     # the Ed25519 signer key (C2SP note format) as a file; JW_LOG_SIGNING_KEY
     # gives it inline. Never stored in the database.
     log_signing_key_file: str = ""
+    # Host names /mcp answers for beyond loopback, receiver_host and the host of
+    # public_webhook_url (comma-separated): the Host and Origin checks against
+    # DNS rebinding refuse every other (421 / 403). Behind a proxy: its public name.
+    mcp_allowed_hosts: str = ""
     # the operator console's own database login, a role in jobwarden_operator,
     # on which it records operator decisions (empty: the receiver's login, which
     # may not). It carries a password: JW_CONSOLE_DATABASE_URL only, like
@@ -87,6 +91,7 @@ _ENV = {
     "log_checkpoint_dir": "JW_LOG_CHECKPOINT_DIR",
     "log_watchdog_seconds": "JW_LOG_WATCHDOG_SECONDS",
     "log_signing_key_file": "JW_LOG_SIGNING_KEY_FILE",
+    "mcp_allowed_hosts": "JW_MCP_ALLOWED_HOSTS",
 }
 # Settings that carry a secret: from the environment only (not the TOML file).
 _ENV_ONLY = {"console_database_url": "JW_CONSOLE_DATABASE_URL"}

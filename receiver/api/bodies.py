@@ -23,17 +23,26 @@ from starlette.requests import Request
 
 from receiver.api.models import CancelRequest, ClaimRequest, ProviderRequest, SubmitRequest
 from receiver.api.params import shown
-from receiver.api.problems import invalid
+from receiver.api.problems import Problem, invalid
 from receiver.api.text import unstorable
 from shared.fingerprint import FingerprintError
+from shared.ids import new_idempotency_token, new_operation_id
 from shared.ledger import RequestSpec
 from shared.providers.description import HTTP_METHODS, ProviderDescription
+from shared.providers.errors import RequestBuildError
+from shared.providers.requests import build_create
+
+# The template values the reconciler fills in a create call
+# (reconciler/steps/create.py `_create_request`).
+_CREATE_CONTEXT = ("webhook_url", "trace_id", "result_deadline_seconds")
 
 # Deeper than any provider's request body; the ledger's canonical JSON
 # recurses once per level, and PostgreSQL's jsonb parser has its own stack.
 MAX_JSON_DEPTH = 64
 _ASCII_LENGTH = re.compile(r"[0-9]{1,15}")
 _PLAIN_KEY = re.compile(r"[A-Za-z0-9_-]{1,64}")
+_MANTISSA = re.compile(r"[eE]")
+_NONZERO_DIGIT = re.compile(r"[1-9]")
 Model = TypeVar("Model", bound=BaseModel)
 
 
@@ -46,6 +55,8 @@ class SubmitBody:
     approval_ref: str | None
     create_deadline_s: float
     result_deadline_s: float
+    # The deadlines the caller set (a replay must match them), not defaults.
+    given_deadlines: tuple[str, ...] = ()
 
 
 def declared_length(request: Request) -> int | None:
@@ -91,10 +102,61 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
 
+class _LostNumber(Exception):
+    """A number a double cannot tell from zero (`1e-400` would be stored as 0.0)."""
+
+
+def _exact_float(text: str) -> float:
+    """`text` as a float, refusing one that underflows to zero: the caller wrote a
+    number that is not zero, and the ledger would store and send 0.0."""
+    value = float(text)
+    if value == 0.0 and _NONZERO_DIGIT.search(_MANTISSA.split(text, 1)[0]):
+        raise _LostNumber(text)
+    return value
+
+
+class _DuplicateKey(Exception):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object whose keys are all different: `{"a": 1, "a": 2}` is ambiguous.
+
+    Python keeps the last, other parsers the first; the fingerprint, the
+    ledger and the provider must all read the one document the caller meant.
+    """
+    built = dict(pairs)
+    if len(built) != len(pairs):
+        seen: set[str] = set()
+        for key, _value in pairs:
+            if key in seen:
+                raise _DuplicateKey(key)
+            seen.add(key)
+    return built
+
+
 def parse_json(raw: bytes) -> Any:
-    """Strict JSON: no NaN/Infinity literals; nesting and huge integers are 400s."""
+    """Strict JSON: no NaN/Infinity literals; nesting and huge integers are 400s;
+    a key repeated in one object is a 422."""
     try:
-        return json.loads(raw, parse_constant=_refuse_constant)
+        return json.loads(
+            raw,
+            parse_constant=_refuse_constant,
+            parse_float=_exact_float,
+            object_pairs_hook=_unique_keys,
+        )
+    except _LostNumber:
+        raise invalid(
+            "body has a number too small for a double (it would be stored as 0); "
+            "send 0, or the value as a string"
+        ) from None
+    except _DuplicateKey as exc:
+        raise invalid(
+            f"body has the key {json.dumps(shown(exc.key))} twice in one object; "
+            "each key may appear once"
+        ) from None
     except RecursionError:
         # The C scanner recurses once per level: 50,000 `[` exhaust the stack.
         raise invalid(
@@ -184,15 +246,65 @@ def validated(model: type[Model], raw: Any) -> Model:
         raise invalid(_describe(errors[0])) from None
 
 
-def _request_spec(request: ProviderRequest, desc: ProviderDescription) -> RequestSpec:
-    method = (request.method or desc.create.method).upper()
-    spec = RequestSpec(method, request.target or desc.create.path.text, request.body)
+def _request_spec(request: ProviderRequest, name: str, desc: ProviderDescription) -> RequestSpec:
+    """What will be sent: the provider's create call, with the caller's body.
+
+    `method` and `target` may only restate the configured create call: the
+    reconciler always sends that one (build_create), so any other value would
+    be stored, fingerprinted and shown as sent while something else was.
+    """
+    create = desc.create
+    if request.method is not None and request.method.upper() != create.method.upper():
+        raise invalid(
+            f"request.method: provider '{name}' is called with {create.method.upper()} "
+            "to create a job; leave request.method out or send that"
+        )
+    if request.target is not None and request.target != create.path.text:
+        raise invalid(
+            f"request.target: provider '{name}' creates jobs at its configured path "
+            f"{json.dumps(shown(create.path.text, limit=200))}; leave request.target out "
+            "or send that path"
+        )
+    spec = RequestSpec(create.method.upper(), create.path.text, request.body)
     try:
         spec.fingerprint  # noqa: B018 - computed now so a refusal names the field
     except FingerprintError as exc:
         # e.g. two keys that are one after Unicode normalization (NFC).
         raise invalid(f"request.body cannot be canonicalized: {exc}") from None
+    _check_sendable(request.body, name, desc)
     return spec
+
+
+def needs_object_body(name: str, desc: ProviderDescription) -> bool:
+    """Whether the provider's create call can only carry a JSON object (or no body)."""
+    try:
+        _check_sendable([], name, desc)
+    except Problem:
+        return True
+    return False
+
+
+def _check_sendable(body: Any, name: str, desc: ProviderDescription) -> None:
+    """Refuse a body the provider's create call cannot carry, before it is recorded.
+
+    The same builder the reconciler sends with (`build_create`), run on
+    placeholder ids and every template value set, so each field it writes into
+    the body is tried: a body it cannot build (a number where our token must
+    go, a string where `metadata.*` must be) would otherwise be accepted with
+    202 and end in needs_attention, never sent. Pure: nothing leaves the process.
+    """
+    context = dict.fromkeys(_CREATE_CONTEXT, "0")
+    try:
+        build_create(
+            desc,
+            body=body,
+            idempotency_token=new_idempotency_token(),
+            client_reference=new_operation_id(),
+            context=context,
+        )
+    except RequestBuildError as exc:
+        detail = str(exc).removeprefix(f"provider {desc.name}: ")
+        raise invalid(f"request.body cannot be sent to provider '{name}': {detail}") from None
 
 
 def parse_submit(raw: Any, providers: Mapping[str, ProviderDescription]) -> SubmitBody:
@@ -207,11 +319,16 @@ def parse_submit(raw: Any, providers: Mapping[str, ProviderDescription]) -> Subm
     return SubmitBody(
         provider=body.provider,
         kind=body.kind,
-        request=_request_spec(body.request, desc),
+        request=_request_spec(body.request, body.provider, desc),
         client_reference=body.client_reference,
         approval_ref=body.approval_ref,
         create_deadline_s=body.create_deadline_seconds or limits.create_deadline_seconds,
         result_deadline_s=body.result_deadline_seconds or limits.result_deadline_seconds,
+        given_deadlines=tuple(
+            name
+            for name in ("create_deadline_seconds", "result_deadline_seconds")
+            if getattr(body, name) is not None
+        ),
     )
 
 

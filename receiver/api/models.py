@@ -47,11 +47,12 @@ Reason = Annotated[str, _bounded(MAX_REASON)]
 Consumer = Annotated[str, _bounded(MAX_CONSUMER)]
 
 
-def _any_case(word: str) -> str:
+def any_case(word: str) -> str:
+    """A regular expression matching `word` in any case (methods are case-insensitive)."""
     return "".join(f"[{c.upper()}{c.lower()}]" for c in word)
 
 
-METHOD_PATTERN = "^(?:" + "|".join(_any_case(m) for m in HTTP_METHODS) + ")$"
+METHOD_PATTERN = "^(?:" + "|".join(any_case(m) for m in HTTP_METHODS) + ")$"
 Deadline = Annotated[
     float,
     Field(
@@ -68,15 +69,27 @@ class _Strict(BaseModel):
 
 
 class ProviderRequest(_Strict):
-    """What to send the provider: its create method and path unless given."""
+    """What to send the provider: always its configured create call, with this body.
+
+    `method` and `target` may be left out or restate that call; anything else is
+    refused (422), since the create call sent is always the configured one.
+    """
 
     method: Annotated[
         str | None,
-        Field(pattern=METHOD_PATTERN, description="Any case; the provider's create method."),
+        Field(
+            pattern=METHOD_PATTERN,
+            description="The provider's create method (any case); another method is refused.",
+        ),
     ] = None
     target: Annotated[
         Target | None,
-        Field(description="A path on the provider; its create path when absent."),
+        Field(
+            description=(
+                "The provider's configured create path; best left out. Any other path is "
+                "refused (the create call always goes to the configured path)."
+            )
+        ),
     ] = None
     body: Annotated[Any, WithJsonSchema({JSON_VALUE_MARKER: True})] = None
 

@@ -12,17 +12,22 @@ header and body the server answers must conform.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pydantic.json_schema import models_json_schema
 
 from receiver.api import bodies, params
-from receiver.api.models import BODY_MODELS, JSON_VALUE_MARKER, NO_NUL
+from receiver.api.models import BODY_MODELS, JSON_VALUE_MARKER, NO_NUL, any_case
 from receiver.api.problems import PROBLEM_MEDIA_TYPE
+from shared.agents.client import OPERATION_ID_PATTERN
 from shared.ledger.states import LocalState
+from shared.providers.description import ProviderDescription
 
-OPERATION_ID_PATTERN = "^op_[0-9A-HJKMNP-TV-Z]{26}$"
+# The deployment's providers: their descriptions (the served document, exact
+# about each create call) or only their names.
+Providers = Sequence[str] | Mapping[str, ProviderDescription] | None
+
 _OPERATIONS_TAG = "operations"
 _AUDIT_TAG = "audit"
 
@@ -54,10 +59,12 @@ _PROBLEMS: dict[int, tuple[str, str]] = {
     410: ("Archived", "Moved to an evidence archive (jobwarden audit archive); ask an operator."),
     413: ("TooLarge", "The body is larger than the server's limit (JW_MAX_BODY_BYTES)."),
     422: ("Invalid", "The body is JSON but a field is missing, unknown or out of bounds."),
+    429: ("TooManyWaits", "This token holds all the long-polls it may; retry after Retry-After."),
     503: ("Unavailable", "The database is unavailable or busy; retry after Retry-After."),
 }
 _HEADERS = {
     401: {"WWW-Authenticate": _ref("headers", "WWWAuthenticate")},
+    429: {"Retry-After": _ref("headers", "RetryAfter")},
     503: {"Retry-After": _ref("headers", "RetryAfter")},
 }
 
@@ -207,8 +214,13 @@ def _json_value_schema() -> dict[str, Any]:
     }
 
 
-def _body_schemas(providers: Sequence[str] | None) -> dict[str, Any]:
-    """The request bodies' schemas, generated from the models that validate them."""
+def _body_schemas(providers: Providers) -> dict[str, Any]:
+    """The request bodies' schemas, generated from the models that validate them.
+
+    With the deployment's provider descriptions, `request` says what each
+    accepts: the create method and path (anything else is a 422), and an
+    object body when the create call writes our fields into it.
+    """
     _, generated = models_json_schema(
         [(model, "validation") for model in BODY_MODELS],
         ref_template="#/components/schemas/{model}",
@@ -216,7 +228,41 @@ def _body_schemas(providers: Sequence[str] | None) -> dict[str, Any]:
     schemas: dict[str, Any] = _json_value_refs(generated["$defs"])
     if providers is not None:  # this deployment's: any other is a 422
         schemas["SubmitRequest"]["properties"]["provider"]["enum"] = sorted(providers)
+    if isinstance(providers, Mapping) and providers:
+        _narrow_request(schemas["ProviderRequest"]["properties"], providers)
     return schemas
+
+
+def _narrow_request(fields: dict[str, Any], providers: Mapping[str, ProviderDescription]) -> None:
+    """`request`'s method, target and body as these providers' create calls accept them.
+
+    With several providers, the union: a pairing the document allows may still
+    be refused (provider A with provider B's path), and the 422 says which.
+    """
+    methods = sorted({desc.create.method.upper() for desc in providers.values()})
+    paths = sorted({desc.create.path.text for desc in providers.values()})
+    method_pattern = "^(?:" + "|".join(any_case(m) for m in methods) + ")$"
+    fields["method"] = _nullable(fields["method"], {"type": "string", "pattern": method_pattern})
+    fields["target"] = _nullable(fields["target"], {"type": "string", "enum": paths})
+    if all(bodies.needs_object_body(name, desc) for name, desc in providers.items()):
+        value = _ref("schemas", "JsonValue")
+        only_objects = {
+            "type": "object",
+            "propertyNames": {"pattern": NO_NUL},
+            "additionalProperties": value,
+        }
+        fields["body"] = {
+            "description": "A JSON object: the create call carries our fields in it.",
+            "anyOf": [only_objects, {"type": "null"}],
+        }
+
+
+def _nullable(generated: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
+    narrowed = {"anyOf": [schema, {"type": "null"}]}
+    for key in ("description", "default"):
+        if key in generated:
+            narrowed[key] = generated[key]
+    return narrowed
 
 
 def _json_value_refs(node: Any) -> Any:
@@ -250,7 +296,7 @@ def _transition_event_schema() -> dict[str, Any]:
     }
 
 
-def _schemas(providers: Sequence[str] | None) -> dict[str, Any]:
+def _schemas(providers: Providers) -> dict[str, Any]:
     return {
         "Operation": _operation_schema(),
         "JsonValue": _json_value_schema(),
@@ -391,8 +437,12 @@ def _wait() -> dict[str, Any]:
         "get": _op(
             "waitOperation",
             "Block until the operation is done or max_wait seconds (<= 300) pass; "
-            "done=false after max_wait means still running.",
-            {"200": _json(_ref("schemas", "Operation"), "The operation."), **_problems(400, 404)},
+            "done=false after max_wait means still running. A token holds at most "
+            f"{params.MAX_WAITS_PER_CALLER} long-polls at once (429 beyond).",
+            {
+                "200": _json(_ref("schemas", "Operation"), "The operation."),
+                **_problems(400, 404, 429),
+            },
             parameters=[_ID, params.MAX_WAIT.spec()],
         )
     }
@@ -557,7 +607,7 @@ def _paths() -> dict[str, Any]:
     }
 
 
-def _components(providers: Sequence[str] | None) -> dict[str, Any]:
+def _components(providers: Providers) -> dict[str, Any]:
     header_text = {"schema": {"type": "string"}, "required": True}
     return {
         "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
@@ -575,8 +625,9 @@ def _components(providers: Sequence[str] | None) -> dict[str, Any]:
     }
 
 
-def openapi_document(providers: Sequence[str] | None = None) -> dict[str, Any]:
-    """The document; with `providers`, `provider` is limited to this deployment's."""
+def openapi_document(providers: Providers = None) -> dict[str, Any]:
+    """The document; with `providers`, `provider` is limited to this deployment's, and
+    with their descriptions, `request` to what their create calls accept."""
     return {
         "openapi": "3.1.0",
         "info": {

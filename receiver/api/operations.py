@@ -13,10 +13,9 @@ import asyncio
 import contextlib
 import json
 import logging
-import re
 import urllib.parse
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
+from typing import Any, TypeVar
 
 import asyncpg
 from starlette.requests import Request
@@ -36,13 +35,15 @@ from receiver.api.problems import (
     json_default,
     malformed_id,
     not_found,
+    too_many_waits,
     unavailable,
 )
 from receiver.api.resources import API_PREFIX, operation_resource, transition_event
-from receiver.api.waiting import TransitionHub
+from receiver.api.waiting import TooManyWaits, TransitionHub, WaitSlots
 from receiver.moves import traced_moves
 from shared import ledger
-from shared.db.errors import DATABASE_DOWN
+from shared.agents.client import is_operation_id
+from shared.db.errors import DATABASE_UNREACHABLE, db_error_reason
 from shared.db.queries import q
 from shared.ids import trace_id_from_traceparent
 from shared.ledger import receipts
@@ -55,7 +56,6 @@ from shared.tlog import ProofError
 
 log = logging.getLogger(__name__)
 
-_OPERATION_ID = re.compile(r"^op_[0-9A-HJKMNP-TV-Z]{26}$")
 # A waiter re-reads the database at least this often even without a
 # notification: it bounds the staleness if the listener connection was lost
 # and re-established between a transition and its NOTIFY.
@@ -70,6 +70,11 @@ CANCEL_ATTEMPTS = 3
 # so a hostile path is never echoed raw.
 _PATH_SAFE = "/:@!$&'()*+,;=-._~"
 _CANCEL_PENDING = frozenset({LocalState.CANCEL_REQUESTED, LocalState.CANCELLING})
+# What a long-poll whose client went away "answers": nobody reads it (uvicorn
+# drops a response to a closed connection); nginx's code for "client closed
+# request", so a log that does record it says what happened.
+CLIENT_CLOSED_REQUEST = 499
+T = TypeVar("T")
 
 Handler = Callable[[Request], Awaitable[Response]]
 # What a lost or unreachable database looks like from here (TimeoutError, a
@@ -90,8 +95,9 @@ def _problem_edge(handler: Handler) -> Handler:
         except LedgerError as exc:  # the state machine refused: say so, it is not a crash
             refused = Problem(409, "conflict", "Refused by the ledger", str(exc))
             return refused.response(instance=instance)
-        except DATABASE_DOWN:
-            log.warning("database unavailable during %s", name, exc_info=True)
+        except DATABASE_UNREACHABLE as exc:
+            # One line: every request says it while the database is down.
+            log.warning("database unavailable during %s (%s)", name, db_error_reason(exc))
             down = unavailable("The database is unavailable; retry shortly.")
             return down.response(instance=instance)
         except asyncpg.DataError as exc:
@@ -118,7 +124,7 @@ def _instance(request: Request) -> str:
 
 def _operation_id(request: Request) -> str:
     operation_id = str(request.path_params["operation_id"])
-    if not _OPERATION_ID.fullmatch(operation_id):
+    if not is_operation_id(operation_id):
         raise malformed_id()
     return operation_id
 
@@ -150,6 +156,34 @@ def _sse(event: str, data: Mapping[str, Any], event_id: int | None = None) -> st
     return "\n".join(lines) + "\n\n"
 
 
+async def _until_disconnect(receive: Receive) -> None:
+    """Return when the ASGI server says the client went away."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
+async def unless_disconnected(receive: Receive, work: Coroutine[Any, Any, T]) -> T | None:
+    """`work`'s result, or None as soon as the client disconnects (then `work` is cancelled).
+
+    As Starlette's StreamingResponse does, the request's `receive` is watched
+    while the handler works: a client that closed its connection sends
+    `http.disconnect`, and nothing is left running on its behalf.
+    """
+    task = asyncio.ensure_future(work)
+    gone = asyncio.ensure_future(_until_disconnect(receive))
+    try:
+        await asyncio.wait({task, gone}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+        task.cancel()  # a no-op when it has finished
+        await asyncio.wait({task, gone})
+    if not gone.cancelled():
+        gone.exception()  # a receive that failed also means the client is gone
+    if task.cancelled():
+        return None
+    return task.result()
+
+
 def cancel_message(state: LocalState) -> str:
     """What a cancel request achieved, in words that cannot be read as 'cancelled'."""
     if state in _CANCEL_PENDING:
@@ -177,12 +211,14 @@ class OperationsApi:
         self.settings = settings
         self.pool = pool
         self.hub = TransitionHub(pool, acquire_timeout=settings.db_acquire_timeout)
+        self.wait_slots = WaitSlots(params.MAX_WAITS_PER_CALLER)
 
     @contextlib.asynccontextmanager
     async def connection(self) -> AsyncIterator[Any]:
         try:
             conn = await self.pool.acquire(timeout=self.settings.db_acquire_timeout)
-        except DATABASE_DOWN:
+        except DATABASE_UNREACHABLE as exc:
+            log.warning("no database connection for the agent API (%s)", db_error_reason(exc))
             raise unavailable("The database is busy or unavailable; retry shortly.") from None
         try:
             yield conn
@@ -224,6 +260,7 @@ class OperationsApi:
                     idempotency_mode=desc.create.idempotency.value,
                     create_deadline_s=spec.create_deadline_s,
                     result_deadline_s=spec.result_deadline_s,
+                    given_deadlines=spec.given_deadlines,
                     trace_id=trace_id_from_traceparent(request.headers.get("traceparent")),
                 )
             except RequestMismatch as exc:
@@ -279,9 +316,25 @@ class OperationsApi:
         return ApiJSONResponse(body)
 
     async def wait(self, request: Request) -> Response:
+        """The long-poll: ends when the operation is done, at max_wait, or when the
+        client goes away (an abandoned wait must not hold a server slot)."""
         operation_id = _operation_id(request)
         caller = await self.caller(request)
         max_wait = params.MAX_WAIT.parse(request.query_params)
+        try:
+            with self.wait_slots.hold(caller.token_id):
+                row = await unless_disconnected(
+                    request.receive, self._wait_until_done(operation_id, caller, max_wait)
+                )
+        except TooManyWaits:
+            limit, retry = params.MAX_WAITS_PER_CALLER, params.WAIT_RETRY_AFTER_SECONDS
+            raise too_many_waits(limit, retry) from None
+        if row is None:
+            return Response(status_code=CLIENT_CLOSED_REQUEST)
+        return ApiJSONResponse(operation_resource(row))
+
+    async def _wait_until_done(self, operation_id: str, caller: Caller, max_wait: float) -> Any:
+        """The operation's row once it is done or `max_wait` seconds have passed."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max_wait
         async with self.hub.subscribe(operation_id) as sub:
@@ -289,7 +342,7 @@ class OperationsApi:
                 row = await self.read(operation_id, caller)
                 remaining = deadline - loop.time()
                 if row["done"] or remaining <= 0:
-                    return ApiJSONResponse(operation_resource(row))
+                    return row
                 await self.hub.ensure_listening()
                 await sub.wait(min(remaining, FALLBACK_REREAD_SECONDS))
 
@@ -315,7 +368,7 @@ class OperationsApi:
                 yield chunk
         except Problem as problem:
             yield _sse("error", problem.body())
-        except DATABASE_DOWN:
+        except DATABASE_UNREACHABLE:
             log.warning("database lost during an event stream", exc_info=True)
             yield _sse("error", unavailable("The database is unavailable; resume shortly.").body())
 
@@ -482,7 +535,7 @@ class OperationsApi:
         return PlainTextResponse(usable.note, headers={"Cache-Control": "no-cache"})
 
     async def openapi(self, request: Request) -> Response:
-        return ApiJSONResponse(openapi_document(sorted(self.settings.providers)))
+        return ApiJSONResponse(openapi_document(self.settings.providers))
 
     def routes(self) -> list[BaseRoute]:
         """One route per path, so a wrong method is a 405 listing every allowed one.
@@ -503,7 +556,7 @@ class OperationsApi:
             ("/v1/audit/checkpoint", {"GET": self.checkpoint}),
             (one, {"GET": self.get}),
         ]
-        document = openapi_document(sorted(self.settings.providers))["paths"]
+        document = openapi_document(self.settings.providers)["paths"]
         return [
             Route(path, _MethodDispatch(handlers, _query_names(document.get(path, {}))))
             for path, handlers in table

@@ -201,6 +201,15 @@ MINE = BoolParam("mine", "Operator tokens: only the operations this token submit
 # longer than any sensible tool call (the seed: two to ten minutes per call).
 MAX_WAIT_SECONDS = 300.0
 DEFAULT_WAIT_SECONDS = 30.0
+# Long-polls one token may hold at once. Each holds a task and one of
+# uvicorn's MAX_CONCURRENCY (1024) request slots for up to max_wait: an agent
+# waits on one operation per tool call in flight, and 32 leaves room for one
+# fanning out a batch while keeping any one token to ~3% of the server's slots
+# (before the cap, one token's abandoned waits filled all of them).
+MAX_WAITS_PER_CALLER = 32
+# When a refused long-poll may try again: by then one of the caller's other
+# waits has usually answered.
+WAIT_RETRY_AFTER_SECONDS = 5
 MAX_WAIT = NumberParam(
     "max_wait",
     0.0,

@@ -134,3 +134,15 @@ def unavailable(detail: str) -> Problem:
         detail,
         headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
     )
+
+
+def too_many_waits(limit: int, retry_after: int) -> Problem:
+    """A caller holding `limit` long-polls already: wait for one of them to answer first."""
+    return Problem(
+        429,
+        "too-many-waits",
+        "Too many long-polls for this token",
+        f"This token already holds {limit} long-polls (the most one caller may hold at "
+        "once); wait for one of them to answer, or retry after Retry-After seconds.",
+        headers={"Retry-After": str(retry_after)},
+    )

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 CHANNEL = "jobwarden_transition"
@@ -149,3 +149,66 @@ class TransitionHub:
         for waiters in self._subscribers.values():
             for sub in waiters:
                 sub.ring()
+
+
+class TooManyWaits(Exception):
+    """A caller already holds as many long-polls as it may."""
+
+
+class WaitSlots:
+    """How many long-polls each caller holds, with a cap per caller.
+
+    A long-poll costs the server a task and one of uvicorn's MAX_CONCURRENCY
+    slots for up to five minutes; without a cap per caller, one token could
+    fill every slot and turn /healthz, webhooks and every other agent away.
+    `until()` lets a test (or a shutdown) wait for a count on a signal, at
+    each change, instead of polling it.
+    """
+
+    def __init__(self, per_caller: int) -> None:
+        self._per_caller = per_caller
+        self._held: dict[str, int] = {}
+        self._watchers: list[tuple[Callable[[int], bool], asyncio.Event]] = []
+
+    @property
+    def running(self) -> int:
+        return sum(self._held.values())
+
+    @contextlib.contextmanager
+    def hold(self, caller: str) -> Iterator[None]:
+        """One of `caller`'s slots for the duration; TooManyWaits when it has none left.
+
+        Synchronous on purpose: the release in `finally` cannot be skipped by
+        a cancellation (a client that went away cancels its handler).
+        """
+        held = self._held.get(caller, 0)
+        if held >= self._per_caller:
+            raise TooManyWaits(caller)
+        self._held[caller] = held + 1
+        self._changed()
+        try:
+            yield
+        finally:
+            left = self._held[caller] - 1
+            if left:
+                self._held[caller] = left
+            else:
+                del self._held[caller]
+            self._changed()
+
+    def _changed(self) -> None:
+        running = self.running
+        for predicate, event in self._watchers:
+            if predicate(running):
+                event.set()
+
+    async def until(self, predicate: Callable[[int], bool]) -> None:
+        """Return once `predicate(running)` holds; checked at every change."""
+        event = asyncio.Event()
+        watcher = (predicate, event)
+        self._watchers.append(watcher)
+        try:
+            if not predicate(self.running):
+                await event.wait()
+        finally:
+            self._watchers.remove(watcher)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -37,6 +38,19 @@ PENDING_PAGE_SIZE = 200
 # The API sends a keep-alive comment every 15 s on an idle event stream; a
 # stream silent for three of those is dead, not idle.
 EVENTS_READ_TIMEOUT_SECONDS = 45.0
+
+
+# An operation id: op_ + a ULID (26 Crockford base32 characters). The API
+# refuses anything else with 404; the client refuses it before sending, since
+# an id is put into a URL path: "../openapi.json" or "op_...:wait?max_wait=5&"
+# would otherwise reach another resource (receiver/api/operations.py and the
+# OpenAPI document use this same pattern).
+OPERATION_ID_PATTERN = "^op_[0-9A-HJKMNP-TV-Z]{26}$"
+OPERATION_ID = re.compile(OPERATION_ID_PATTERN)
+
+
+def is_operation_id(value: object) -> bool:
+    return isinstance(value, str) and OPERATION_ID.fullmatch(value) is not None
 
 
 class JobwardenError(Exception):
@@ -62,6 +76,32 @@ class ApiProblem(JobwardenError):
     def retryable(self) -> bool:
         """Worth asking again later: the server was busy or failing, not refusing."""
         return self.status >= 500 or self.status == 429
+
+
+class NotAnOperationId(ApiProblem):
+    """An id that cannot be an operation's, refused without a request.
+
+    The same answer the API gives such an id (404 not-found), so callers
+    handle one case: nothing is known under it.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(
+            404,
+            {
+                "type": "urn:jobwarden:problem:not-found",
+                "title": "No such operation",
+                "detail": "That is not an operation id (op_ followed by 26 Crockford base32 "
+                "characters).",
+            },
+        )
+
+
+def operation_path(operation_id: str, suffix: str = "") -> str:
+    """The API path of an operation (plus `:wait`, `/events`...); the id checked first."""
+    if not is_operation_id(operation_id):
+        raise NotAnOperationId()
+    return f"/v1/operations/{operation_id}{suffix}"
 
 
 @dataclass(frozen=True)
@@ -109,25 +149,25 @@ def _wait_call(operation_id: str, max_wait: float) -> _Call:
     bounded = min(max(max_wait, 0.1), MAX_SERVER_WAIT_SECONDS)
     return _Call(
         "GET",
-        f"/v1/operations/{operation_id}:wait",
+        operation_path(operation_id, ":wait"),
         params={"max_wait": f"{bounded:g}"},
         timeout=bounded + WAIT_MARGIN_SECONDS,
     )
 
 
 def _cancel_call(operation_id: str, reason: str) -> _Call:
-    return _Call("POST", f"/v1/operations/{operation_id}:cancel", body={"reason": reason})
+    return _Call("POST", operation_path(operation_id, ":cancel"), body={"reason": reason})
 
 
 def _claim_call(operation_id: str, consumer: str) -> _Call:
-    return _Call("POST", f"/v1/operations/{operation_id}:claim", body={"consumer": consumer})
+    return _Call("POST", operation_path(operation_id, ":claim"), body={"consumer": consumer})
 
 
 def _failed_items_call(operation_id: str, page_size: int, page_token: str | None) -> _Call:
     params: dict[str, Any] = {"page_size": page_size}
     if page_token:
         params["page_token"] = page_token
-    return _Call("GET", f"/v1/operations/{operation_id}/failed-items", params=params)
+    return _Call("GET", operation_path(operation_id, "/failed-items"), params=params)
 
 
 @dataclass(frozen=True)
@@ -274,7 +314,7 @@ class JobwardenClient:
         return result
 
     def get(self, operation_id: str) -> dict[str, Any]:
-        result: dict[str, Any] = self._send(_Call("GET", f"/v1/operations/{operation_id}"))
+        result: dict[str, Any] = self._send(_Call("GET", operation_path(operation_id)))
         return result
 
     def wait(self, operation_id: str, max_wait: float = 60.0) -> dict[str, Any]:
@@ -380,7 +420,7 @@ class AsyncJobwardenClient(ClosedOnExit):
         return result
 
     async def get(self, operation_id: str) -> dict[str, Any]:
-        result: dict[str, Any] = await self._send(_Call("GET", f"/v1/operations/{operation_id}"))
+        result: dict[str, Any] = await self._send(_Call("GET", operation_path(operation_id)))
         return result
 
     async def wait(self, operation_id: str, max_wait: float = 60.0) -> dict[str, Any]:
@@ -423,7 +463,7 @@ class AsyncJobwardenClient(ClosedOnExit):
         Woken by the database's NOTIFY, like the long-poll. Iterate it under
         `contextlib.aclosing` so leaving early closes the HTTP stream at once.
         """
-        path = f"/v1/operations/{operation_id}/events"
+        path = operation_path(operation_id, "/events")
         timeout = httpx.Timeout(DEFAULT_TIMEOUT_SECONDS, read=EVENTS_READ_TIMEOUT_SECONDS)
         request = self._http.build_request(
             "GET",

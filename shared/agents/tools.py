@@ -56,6 +56,7 @@ from shared.agents.client import (
     AsyncJobwardenClient,
     JobwardenClient,
     JobwardenError,
+    is_operation_id,
 )
 
 Status = Literal[
@@ -138,7 +139,7 @@ def from_resource(resource: Mapping[str, Any], *, gave_up_after: float | None = 
     }
     if not resource.get("done"):
         if gave_up_after is None:
-            return ToolResult("running", done=False, message=resource["message"], **common)
+            return ToolResult("running", done=False, message=_message(resource), **common)
         return ToolResult(
             "timed_out",
             done=False,
@@ -154,7 +155,7 @@ def from_resource(resource: Mapping[str, Any], *, gave_up_after: float | None = 
     needs_human = outcome in ("needs_attention", "timed_out")
     response = resource.get("response") or {}
     summary = response.get("summary")
-    message = resource["message"]
+    message = _message(resource)
     if outcome == "needs_attention":
         message = f"NOT finished from your point of view. {message}"
     return ToolResult(
@@ -169,6 +170,15 @@ def from_resource(resource: Mapping[str, Any], *, gave_up_after: float | None = 
         error=resource.get("error"),
         **common,
     )
+
+
+def _message(resource: Mapping[str, Any]) -> str:
+    """The resource's message; an answer without one is said so, never a KeyError
+    (which the MCP SDK turned into an opaque JSON-RPC error)."""
+    message = resource.get("message")
+    if isinstance(message, str) and message:
+        return message
+    return "jobwarden's answer carried no message: read the status, and check again later."
 
 
 def refused(problem: ApiProblem, client_reference: str | None) -> ToolResult:
@@ -531,14 +541,15 @@ def read_failed(operation_id: str, error: JobwardenError) -> ToolResult:
     `unknown` (jobwarden could not be read).
     """
     if isinstance(error, ApiProblem) and error.status == 404:
+        well_formed = is_operation_id(operation_id)
         return ToolResult(
             "not_found",
             operation_id=operation_id,
             job_id=None,
             done=False,
             message=(
-                f"No operation {operation_id} is visible to this token: nothing is known "
-                "about it, so nothing can be reported for it, neither success nor failure. "
+                f"{_nothing_under(operation_id, well_formed)}: nothing is known about it, "
+                "so nothing can be reported for it, neither success nor failure. "
                 "Do NOT start a new job because of this answer: check the id (pending() lists "
                 "yours); if you did start one, start it again with the same client_reference, "
                 "which returns the existing operation and never creates a duplicate."
@@ -556,6 +567,13 @@ def read_failed(operation_id: str, error: JobwardenError) -> ToolResult:
         ),
         error={"code": "unreachable", "message": str(error)},
     )
+
+
+def _nothing_under(operation_id: str, well_formed: bool) -> str:
+    """What a 404 means, without repeating an id that is not one (it may be hostile)."""
+    if well_formed:
+        return f"No operation {operation_id} is visible to this token"
+    return "That is not an operation id (op_ followed by 26 characters)"
 
 
 def _cancelled_view(resource: Mapping[str, Any]) -> ToolResult:

@@ -26,6 +26,7 @@ from typing import Any
 import asyncpg
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
@@ -94,6 +95,27 @@ DETAIL_INDENT = 4
 PIPE_WIDTH = 160
 
 
+# What a terminal would act on rather than show: C0 and C1 controls (ESC
+# starts colour, cursor and OSC 8 hyperlink sequences; CR and LF forge lines),
+# the line and paragraph separators, and the bidi controls that reorder what
+# is shown (Trojan Source). Stored text from agents and providers may hold any.
+_UNSHOWABLE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
+
+
+def _escaped(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+
+
+def printable(value: object) -> str:
+    """`value` as text a terminal shows as it is: every control, separator and
+    bidi character written as an escape (\\x1b, \\u202e), so a stored kind,
+    reference, reason or provider message cannot move the cursor, colour the
+    screen, link elsewhere or fake a line. Print it as rich `Text`, or through
+    `rich.markup.escape` where markup is used, so `[bold]` stays literal too."""
+    return _UNSHOWABLE.sub(_escaped, str(value))
+
+
 def _console() -> Console:
     # Built per command so output follows the current sys.stdout (tests, pipes).
     width = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else PIPE_WIDTH
@@ -133,15 +155,15 @@ def print_records(
     for column in columns:
         table.add_column(column, no_wrap=True)
     for record in records:
-        table.add_row(*(Text(cell) for cell in record.cells))
+        table.add_row(*(Text(printable(cell)) for cell in record.cells))
     if natural_width(console, table) <= console.width:
         console.print(table)
         return
-    console.print(Text(title, style="italic"))
+    console.print(Text(printable(title), style="italic"))
     for record in records:
-        console.print(Text("  ".join(record.head)))
+        console.print(Text(printable("  ".join(record.head))))
         for line in record.details:
-            console.print(Padding(Text(line), (0, 0, 0, DETAIL_INDENT), expand=False))
+            console.print(Padding(Text(printable(line)), (0, 0, 0, DETAIL_INDENT), expand=False))
 
 
 def _when(at: datetime | None) -> str:
@@ -225,7 +247,8 @@ async def cmd_submit(args: argparse.Namespace) -> int:
         print_json({**_row(row), "created": submitted.created})
     else:
         verb = "submitted" if submitted.created else "already recorded as"
-        _console().print(f"{verb} [bold]{submitted.operation_id}[/bold]: {row['message']}")
+        message = escape(printable(row["message"]))
+        _console().print(f"{verb} [bold]{submitted.operation_id}[/bold]: {message}")
     return 0
 
 
@@ -353,7 +376,7 @@ async def cmd_show(args: argparse.Namespace) -> int:
         f"result deadline  {_when(op.result_deadline)}",
         f"agents read: {view['message']}",
     ):
-        console.print(Text(line))
+        console.print(Text(printable(line)))
     records = []
     for entry in timeline:
         what, ids = _timeline_text(entry["kind"], entry["details"])

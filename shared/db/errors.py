@@ -20,6 +20,20 @@ import asyncpg
 # (refused, reset, closed, terminated), as opposed to the database refusing a
 # statement: the callers answer 503, retry, or keep what they hold elsewhere.
 DATABASE_DOWN = (asyncpg.InterfaceError, asyncpg.PostgresConnectionError, OSError)
+# What a new connection can be refused with once the server answers: the
+# database was dropped or renamed, the login was removed or its password
+# changed, the server is full or starting. At a pool's acquire these mean the
+# same as DATABASE_DOWN to a caller (503, retry later), but they are
+# PostgresErrors raised by the server, so DATABASE_DOWN does not catch them.
+CONNECT_REFUSED = (
+    asyncpg.InvalidCatalogNameError,
+    asyncpg.InvalidPasswordError,
+    asyncpg.InvalidAuthorizationSpecificationError,
+    asyncpg.TooManyConnectionsError,
+    asyncpg.CannotConnectNowError,
+)
+# Either: the handlers that acquire a pooled connection catch this.
+DATABASE_UNREACHABLE = (*DATABASE_DOWN, *CONNECT_REFUSED)
 
 
 def db_error_context(exc: BaseException) -> dict[str, str]:

@@ -10,7 +10,7 @@ no HTTP.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any
@@ -207,12 +207,16 @@ async def submit_operation(
     create_deadline_s: float = DEFAULT_CREATE_DEADLINE_S,
     result_deadline_s: float = DEFAULT_RESULT_DEADLINE_S,
     trace_id: str | None = None,
+    given_deadlines: Collection[str] = (),
 ) -> Submitted:
     """Record the intent durably; the only way an operation comes to exist.
 
-    The same (requested_by, client_reference) with the same request returns the
-    existing operation; with a different request it is refused, naming what
-    differs — a changed request is a new operation with a new token.
+    The same (requested_by, client_reference) with the same intent returns the
+    existing operation; with a different request, kind or approval_ref, or a
+    deadline named in `given_deadlines` ("create_deadline_seconds",
+    "result_deadline_seconds": those the caller set, not defaults) that
+    differs, it is refused, naming what differs — a changed intent is a new
+    operation with a new token.
     """
     operation_id = new_operation_id()
     reference = client_reference or operation_id
@@ -237,19 +241,69 @@ async def submit_operation(
         )
     if created is not None:
         return Submitted(created, True, trace_id)
-    existing = await db.fetchrow(q("find_by_client_reference"), requested_by, reference)
-    if existing is None:  # pragma: no cover - the conflicting row vanished; rows are never deleted
+    found = await db.fetchrow(q("find_by_client_reference"), requested_by, reference)
+    # the whole row: its approval_ref and deadlines are compared too
+    existing = found and await db.fetchrow(q("load_operation"), found["operation_id"])
+    if not existing:  # pragma: no cover - the conflicting row vanished; rows are never deleted
         raise LedgerError("submission conflicted with a row that no longer exists")
-    if existing["request_fingerprint"] != fingerprint or existing["provider"] != provider:
-        old = {"provider": existing["provider"], **existing["request"]}
-        new = {"provider": provider, **request.as_json()}
-        differs = ", ".join(_diff_paths(old, new)) or "the canonical request"
+    new_deadlines = {
+        "create_deadline_seconds": create_deadline_s,
+        "result_deadline_seconds": result_deadline_s,
+    }
+    differs = _request_differs(existing, provider, request) + _intent_differs(
+        existing, kind, approval_ref, {k: new_deadlines[k] for k in given_deadlines}
+    )
+    if differs:
         raise RequestMismatch(
             f"client_reference {reference!r} already names operation "
-            f"{existing['operation_id']} with a different request (differs at: {differs}). "
-            "A changed request is a new operation: submit it with a new client_reference."
+            f"{existing['operation_id']} with a different request (differs at: "
+            f"{', '.join(differs)}). A changed request is a new operation: submit it with "
+            "a new client_reference."
         )
     return Submitted(existing["operation_id"], False, existing["trace_id"])
+
+
+# A recorded deadline is `created_at + seconds`, both from the clock at the
+# insert (two reads of clock_timestamp() in one statement): a replay with the
+# same seconds reads back within microseconds of them, a changed one does not.
+DEADLINE_TOLERANCE_S = 0.01
+
+
+def _request_differs(existing: Mapping[str, Any], provider: str, request: RequestSpec) -> list[str]:
+    """Where the recorded provider + request and this one differ."""
+    if existing["request_fingerprint"] == request.fingerprint and existing["provider"] == provider:
+        return []
+    old = {"provider": existing["provider"], **existing["request"]}
+    new = {"provider": provider, **request.as_json()}
+    return _diff_paths(old, new) or ["the canonical request"]
+
+
+def _intent_differs(
+    existing: Mapping[str, Any],
+    kind: str,
+    approval_ref: str | None,
+    deadlines: Mapping[str, float],
+) -> list[str]:
+    """The rest of the recorded intent (kind, approval_ref; deadlines the caller set)
+    that this submission contradicts: a replay must not answer 'same operation' for
+    an intent that is not the one on record (migration 025 makes it immutable)."""
+    differs = [
+        name
+        for name, old, new in (
+            ("kind", existing["kind"], kind),
+            ("approval_ref", existing["approval_ref"], approval_ref),
+        )
+        if old != new
+    ]
+    recorded = {
+        "create_deadline_seconds": existing["create_deadline"],
+        "result_deadline_seconds": existing["result_deadline"],
+    }
+    for name, seconds in sorted(deadlines.items()):
+        held = (recorded[name] - existing["created_at"]).total_seconds()
+        if abs(held - seconds) > DEADLINE_TOLERANCE_S:
+            differs.append(name)
+    return differs
 
 
 async def load_operation(db: Executor, operation_id: str) -> Operation:

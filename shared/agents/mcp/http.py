@@ -25,6 +25,7 @@ import contextlib
 import json
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 from mcp.server.auth.middleware.auth_context import AuthContextMiddleware, get_access_token
 from mcp.server.auth.middleware.bearer_auth import (
@@ -34,6 +35,7 @@ from mcp.server.auth.middleware.bearer_auth import (
 )
 from mcp.server.auth.provider import AccessToken
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
 from starlette.authentication import AuthenticationError
 from starlette.middleware.authentication import AuthenticationMiddleware
@@ -45,7 +47,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from shared.agents.inprocess import InProcessTransport
 from shared.agents.mcp.server import build_server
 from shared.agents.mcp.sources import TokenClientSource
-from shared.db.errors import DATABASE_DOWN
+from shared.db.errors import DATABASE_UNREACHABLE
 from shared.ledger import tokens
 from shared.ledger.tokens import requested_by
 from shared.settings import Settings
@@ -72,6 +74,9 @@ class LedgerTokenVerifier:
         self._acquire_timeout = acquire_timeout
 
     async def verify_token(self, token: str) -> AccessToken | None:
+        # The API's rule (receiver/api/auth.py): "Bearer", a space, then the token
+        # with surrounding whitespace ignored; the SDK hands over header[7:].
+        token = token.strip()
         if not token or len(token) > MAX_TOKEN_LENGTH:
             return None
         try:
@@ -80,7 +85,7 @@ class LedgerTokenVerifier:
                 found = await tokens.authenticate(conn, token)
             finally:
                 await self._pool.release(conn)
-        except DATABASE_DOWN as exc:
+        except DATABASE_UNREACHABLE as exc:
             raise DatabaseUnavailable("the database is unavailable") from exc
         if found is None:
             return None
@@ -141,14 +146,60 @@ def _current_token() -> str | None:
     return access.token if access is not None else None
 
 
+# Host names a browser on this machine uses for a loopback server; a page that
+# rebinds its own domain to 127.0.0.1 sends its domain instead, and is refused.
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
+_ANY_ADDRESS = frozenset({"", "0.0.0.0", "::", "[::]"})  # noqa: S104 - compared, never bound
+
+
+def allowed_hosts(settings: Settings, extra: Sequence[str] = ()) -> list[str]:
+    """The Host names /mcp answers to: loopback, the address the receiver binds
+    (unless it is a wildcard), the host of JW_PUBLIC_WEBHOOK_URL, and `extra`."""
+    hosts = [*LOOPBACK_HOSTS]
+    bound = settings.receiver_host.strip().lower()
+    if bound not in _ANY_ADDRESS:
+        hosts.append(f"[{bound}]" if ":" in bound else bound)
+    public = urlsplit(settings.public_webhook_url)
+    if public.hostname:
+        hosts.append(public.netloc.rsplit("@", 1)[-1].lower())
+    hosts.extend(h.strip().lower() for h in extra if h.strip())
+    return list(dict.fromkeys(hosts))
+
+
+def transport_security(settings: Settings, extra: Sequence[str] = ()) -> TransportSecuritySettings:
+    """The SDK's DNS-rebinding guard for /mcp: Host must name this receiver, and a
+    browser's Origin, when sent, must be one of its http(s) origins (421 / 403).
+
+    A host with no port also matches any port (`host:*`): the receiver's port is
+    not what a proxy in front of it listens on.
+    """
+    hosts = allowed_hosts(settings, extra)
+    with_ports = [form for host in hosts for form in (host, f"{host}:*")]
+    origins = [f"{scheme}://{form}" for scheme in ("http", "https") for form in with_ports]
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=with_ports,
+        allowed_origins=origins,
+    )
+
+
 class McpHttpEndpoint:
     """Routes to mount, and the wrapper that runs the sessions for the app's lifetime."""
 
     def __init__(
-        self, api: ASGIApp, pool: Any, *, acquire_timeout: float, path: str = MCP_PATH
+        self,
+        api: ASGIApp,
+        pool: Any,
+        *,
+        acquire_timeout: float,
+        path: str = MCP_PATH,
+        security: TransportSecuritySettings | None = None,
     ) -> None:
         self._source = TokenClientSource(InProcessTransport(api), _current_token)
-        self.manager = StreamableHTTPSessionManager(app=build_server(self._source))
+        self.manager = StreamableHTTPSessionManager(
+            app=build_server(self._source),
+            security_settings=security or transport_security(Settings()),
+        )
         verifier = LedgerTokenVerifier(pool, acquire_timeout=acquire_timeout)
         # AgentsOnly first, to say why an operator token is refused; the SDK's
         # scope check behind it is the second lock on the same door.
@@ -223,10 +274,16 @@ class McpHttpEndpoint:
 def mcp_endpoint(
     settings: Settings, pool: Any, api_routes: Sequence[BaseRoute], *, path: str = MCP_PATH
 ) -> McpHttpEndpoint:
-    """The endpoint for the receiver: `api_routes` are the agent API's routes it calls."""
+    """The endpoint for the receiver: `api_routes` are the agent API's routes it calls.
+
+    Host names beyond those derived from the settings come from
+    `settings.mcp_allowed_hosts` (JW_MCP_ALLOWED_HOSTS, comma-separated).
+    """
+    extra = [name.strip() for name in settings.mcp_allowed_hosts.split(",") if name.strip()]
     return McpHttpEndpoint(
         Starlette(routes=list(api_routes)),
         pool,
         acquire_timeout=settings.db_acquire_timeout,
         path=path,
+        security=transport_security(settings, extra),
     )

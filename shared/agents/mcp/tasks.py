@@ -35,7 +35,12 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND
 
 from shared.agents import tools
-from shared.agents.client import ApiProblem, AsyncJobwardenClient, JobwardenError
+from shared.agents.client import (
+    ApiProblem,
+    AsyncJobwardenClient,
+    JobwardenError,
+    is_operation_id,
+)
 from shared.agents.mcp import view
 from shared.agents.mcp.calls import ToolInputError, required_text, start
 from shared.agents.mcp.catalog import TASKS_PROTOCOL_VERSION, TOOLS_BY_NAME
@@ -68,7 +73,7 @@ def task_of(resource: Mapping[str, Any]) -> types.Task:
     meta = resource.get("metadata", {})
     poll = meta.get("poll_after_seconds")
     return types.Task(
-        task_id=resource["operation_id"],
+        task_id=str(resource.get("operation_id")),
         status=task_status(resource),
         status_message=resource.get("message"),
         created_at=str(meta.get("created_at")),
@@ -88,6 +93,11 @@ def _related(task_id: str) -> dict[str, Any]:
 
 
 def _unknown_task(task_id: str) -> MCPError:
+    if not is_operation_id(task_id):  # not repeated: it may be hostile
+        return MCPError(
+            code=INVALID_PARAMS,
+            message="No such task: a task id here is an operation id (op_ + 26 characters)",
+        )
     return MCPError(
         code=INVALID_PARAMS,
         message=f"No task {task_id}: no operation with that id is visible to this token",
@@ -106,6 +116,10 @@ class LedgerTasks:
         self._source = source
 
     async def _read(self, client: AsyncJobwardenClient, task_id: str) -> dict[str, Any]:
+        """The operation behind `task_id`; an id that is not an operation id is never sent
+        (it goes into a URL path: "../openapi.json" read the API's document)."""
+        if not is_operation_id(task_id):
+            raise _unknown_task(task_id)
         try:
             return await client.get(task_id)
         except ApiProblem as exc:
