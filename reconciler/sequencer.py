@@ -77,7 +77,8 @@ class LogSettings:
     interval: float
     checkpoint_dir: Path
     signing_key_file: str = ""
-    watchdog: float = Settings.log_watchdog_seconds  # the daemon's side only
+    # the daemon's watchdog; the child bounds its idle transactions by it
+    watchdog: float = Settings.log_watchdog_seconds
 
     @classmethod
     def of(cls, settings: Settings) -> LogSettings:
@@ -114,7 +115,8 @@ class LogKeeper:
         try:
             previous = evidence_log.published(self.directory, self.signer)
             note = await evidence_log.checkpoint(conn, self.signer, previous)
-            evidence_log.publish(note, self.directory, size)
+            path = evidence_log.publish(note, self.directory)
+            size = int(path.name.rpartition(".")[2])  # the size signed, perhaps past the head read
         except (evidence_log.LogForked, ValueError) as exc:
             # never sign a tree that does not extend what we published
             log.error("checkpoint NOT signed", extra={"ctx": {"problem": str(exc)}})
@@ -125,13 +127,30 @@ class LogKeeper:
         return appended
 
 
-def named_connection(database_url: str) -> str:
-    """The URL with this process's application_name (asyncpg passes unknown query
-    parameters on as server settings): operators and benchmarks can tell the
-    sequencer's session apart."""
+# Keepalives on the sequencer's session, in seconds: the server notices a peer
+# gone silent (its host lost, a partition) in about a minute, not the system's
+# two hours.
+KEEPALIVES = {"tcp_keepalives_idle": "30", "tcp_keepalives_interval": "10"}
+
+
+def named_connection(database_url: str, idle_seconds: float | None = None) -> str:
+    """The URL with this process's application_name and session bounds (asyncpg
+    passes unknown query parameters on as server settings): operators and
+    benchmarks can tell the sequencer's session apart.
+
+    `idle_seconds` (the watchdog's, which one batch must fit in anyway) ends a
+    session left idle inside its transaction: one whose client vanished without
+    the server seeing a close held the sequencing lock, and every sequencer
+    appended nothing, for as long as the server kept it (a reviewer's run: the
+    queue and the log stood still; the watchdog saw passes complete).
+    """
     parts = urlsplit(database_url)
-    query = [(k, v) for k, v in parse_qsl(parts.query) if k != "application_name"]
+    ours = {"application_name", "idle_in_transaction_session_timeout", *KEEPALIVES}
+    query = [(k, v) for k, v in parse_qsl(parts.query) if k not in ours]
     query.append(("application_name", APPLICATION_NAME))
+    if idle_seconds is not None:
+        query.append(("idle_in_transaction_session_timeout", f"{round(idle_seconds * 1000)}"))
+        query.extend(KEEPALIVES.items())
     return urlunsplit(parts._replace(query=urlencode(query)))
 
 
@@ -168,7 +187,7 @@ async def run_sequencer(
     new connection at the next interval (the database may be restarting).
     `heartbeat` beats after every batch and every pass (the daemon's watchdog)."""
     keeper = LogKeeper(signer, settings.checkpoint_dir)
-    url = named_connection(database_url)
+    url = named_connection(database_url, settings.watchdog)
     beats = heartbeat or Heartbeat(None)
 
     def stopped() -> bool:
@@ -212,6 +231,7 @@ def child_environment(
         **kept,
         "DATABASE_URL": database_url,
         "JW_LOG_INTERVAL": repr(settings.interval),
+        "JW_LOG_WATCHDOG_SECONDS": repr(settings.watchdog),
         "JW_LOG_CHECKPOINT_DIR": str(settings.checkpoint_dir.absolute()),
         "JW_LOG_SIGNING_KEY_FILE": str(Path(key_file).absolute()) if key_file else "",
         "JW_SEQUENCER_PARENT": str(parent),

@@ -43,6 +43,7 @@ from typing import Any, BinaryIO
 
 import asyncpg
 
+from shared.db.errors import DATABASE_DOWN
 from shared.db.queries import q
 from shared.ledger import log
 from shared.ledger.leaves import KINDS, Digests, leaf_data, row_document
@@ -138,6 +139,7 @@ async def archive(
     after the deletion, the log is sequenced and signed again, so the move
     itself is covered.
     """
+    await _take_back_recorded(conn, root)
     checkpoint, note = await _sign(conn, signer, checkpoint_dir)
     window = await conn.fetchrow(q("archive_cutoff"), older_than)
     candidates = await conn.fetch(q("archive_candidates"), window["cutoff"], max_operations)
@@ -169,9 +171,14 @@ async def archive(
     )
     try:
         await _commit(conn, name, window["cutoff"], checkpoint.size, chosen, digest)
+    except DATABASE_DOWN:
+        # The connection went: the COMMIT may have taken effect, the rows may
+        # be gone and this archive their only copy. Kept as it is (a reviewer
+        # cut the connection after the COMMIT executed: the set-aside below hid
+        # the only copy under `.unrecorded-` and verify failed).
+        raise
     except asyncpg.PostgresError:
-        # the server refused it, so it rolled back: no log entry names this
-        # archive (a lost connection leaves the outcome unknown: kept as it is)
+        # the server refused it, so it rolled back: no log entry names this archive
         _set_aside(path)
         raise
     await _sign(conn, signer, checkpoint_dir)
@@ -213,6 +220,34 @@ async def _commit(
         await conn.fetchval(q("archive_delete"), archive_id)
 
 
+async def _take_back_recorded(conn: Any, root: Path) -> None:
+    """Give an archive set aside as unrecorded its name back if the log does name it.
+
+    Best effort against a set-aside whose commit did take effect after all (a
+    connection lost in a way that looked like a refusal): its rows are gone
+    from the database, so this directory is their copy, and verify looks for
+    it under its own name.
+    """
+    aside = _unrecorded(root)
+    if aside:
+        recorded = await conn.fetch(q("archive_names_recorded"), sorted(aside))
+        _rename_back(root, {aside[r["name"]]: r["name"] for r in recorded})
+
+
+def _unrecorded(root: Path) -> dict[str, Path]:
+    """The archives set aside under `root`, by the name they were written under."""
+    if not root.is_dir():
+        return {}
+    return {p.name.removeprefix(".unrecorded-"): p for p in root.glob(".unrecorded-archive-*")}
+
+
+def _rename_back(root: Path, names: dict[Path, str]) -> None:
+    for path, name in names.items():
+        if not (root / name).exists():
+            with contextlib.suppress(OSError):
+                os.rename(path, root / name)
+
+
 def _set_aside(path: Path) -> None:
     """Rename an archive whose rows stayed in the database to `.unrecorded-…`
     (best effort: a crash leaves it as it is, and verify ignores it either way)."""
@@ -228,7 +263,7 @@ async def _sign(conn: Any, signer: Signer, checkpoint_dir: Path) -> tuple[Checkp
     except log.LogForked as exc:
         raise ArchiveError(f"checkpoint NOT signed, nothing archived: {exc}") from None
     signed = Checkpoint.parse(open_note(note, [signer.verifier]).text)
-    log.publish(note, checkpoint_dir, signed.size)
+    log.publish(note, checkpoint_dir)
     return signed, note
 
 

@@ -30,6 +30,7 @@ from shared.tlog import (
     Signer,
     consistency_proof,
     leaf_hash,
+    note_text,
     open_note,
     sign,
     stored_hash_index,
@@ -315,8 +316,14 @@ def published(directory: Path, signer: Signer) -> Checkpoint | None:
     return Checkpoint.parse(open_note(note, [signer.verifier]).text)
 
 
-def publish(note: str, directory: Path, tree_size: int) -> Path:
-    """Write `checkpoint.<size>` (never replaced) and `checkpoint` (the latest, atomically)."""
+def publish(note: str, directory: Path) -> Path:
+    """Write `checkpoint.<size>` (never replaced) and `checkpoint` (the latest, atomically).
+
+    The size is the one the note states: a size read before signing can be
+    stale (another reconciler's sequencer appended in between, and
+    `checkpoint.2` held a note signed at size 4).
+    """
+    tree_size = Checkpoint.parse(note_text(note)).size
     directory.mkdir(parents=True, exist_ok=True)
     numbered = directory / f"checkpoint.{tree_size}"
     if numbered.exists():

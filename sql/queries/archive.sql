@@ -93,3 +93,8 @@ FROM log_archived x JOIN log_archives a ON a.archive_id = x.archive_id
 WHERE x.operation_id = $1
 GROUP BY a.archive_id, a.name, a.archived_at
 ORDER BY a.archive_id DESC;
+
+-- name: archive_names_recorded
+-- Which of these archive directory names the log records (an archive set
+-- aside as unrecorded whose commit took effect after all is given its name back).
+SELECT name FROM log_archives WHERE name = ANY ($1::text[]);

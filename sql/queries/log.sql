@@ -23,12 +23,17 @@ SELECT pg_try_advisory_xact_lock(7390142061120410001),
 
 -- name: log_take_queue
 -- A batch of changed rows, oldest first; taken out of the queue in the
--- transaction that appends their leaves, so a crash loses nothing.
+-- transaction that appends their leaves, so a crash loses nothing. Every
+-- entry of a row taken goes with it (log_queue_by_row): its version is read
+-- after this, so it covers them, and an entry left for the next batch would
+-- log the same version twice (a reviewer's run: a call's insert and its
+-- completion, split by a batch boundary, made two identical leaves).
 WITH taken AS (
-    SELECT queue_id FROM log_queue ORDER BY queue_id LIMIT $1
+    SELECT DISTINCT kind, row_id
+    FROM (SELECT kind, row_id FROM log_queue ORDER BY queue_id LIMIT $1) AS oldest
 )
 DELETE FROM log_queue q USING taken t
-WHERE q.queue_id = t.queue_id
+WHERE q.kind = t.kind AND q.row_id = t.row_id
 RETURNING q.queue_id, q.kind, q.row_id;
 
 -- name: log_size

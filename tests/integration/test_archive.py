@@ -14,9 +14,12 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import os
+import re
 import shutil
 import subprocess
 import sys
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +28,10 @@ import httpx
 import pytest
 from starlette.applications import Starlette
 
+from bench.pgproxy import Fault, PgProxy
 from receiver.api.operations import OperationsApi
+from shared.db.connect import _init_connection
+from shared.db.errors import DATABASE_DOWN
 from shared.ledger import archive as archive_mod
 from shared.ledger import log
 from shared.ledger.states import LocalState
@@ -373,3 +379,39 @@ async def test_a_crash_before_the_commit_loses_nothing(
     assert len(_archives(root)) == 2 and orphan.exists()
     report = await _verify(setup, capsys, "--archive", str(root))
     assert report["ok"] and report["archived_rows"] > 0, report["problems"]
+
+
+async def test_a_connection_lost_after_the_commit_keeps_the_archive_under_its_name(
+    pool: Any, db_url: str, setup: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The COMMIT executed, its answer never came (a reviewer's crash point): the rows
+    are gone and the log names the archive, so its directory is their only copy.
+    It was set aside as `.unrecorded-…` (the connection error is an asyncpg
+    PostgresError) and verify then failed; it now stays where the log says."""
+    root: Path = setup["root"]
+    signer = log.load_signer(os.environ["JW_LOG_SIGNING_KEY_FILE"], {})
+    assert signer is not None
+    async with PgProxy.from_url(db_url) as proxy:
+        conn = await asyncpg.connect(proxy.url_for(db_url))
+        await _init_connection(conn)
+        proxy.arm(
+            Fault(
+                action="drop_after",
+                match=re.compile(r"^COMMIT"),
+                after_match=re.compile("jw_archive_evidence"),
+            )
+        )
+        with pytest.raises(DATABASE_DOWN):
+            await archive_mod.archive(conn, root, timedelta(0), signer, tmp_checkpoints(setup))
+        await conn.close()
+    [kept] = _archives(root)
+    assert await pool.fetchval("SELECT name FROM log_archives") == kept.name
+    assert (await _hot_rows(pool, setup["ops"][0]))["observations"] == 0  # its only copy
+    assert not list(root.glob(".unrecorded-*"))
+    assert await _archive("--older-than", "0", root=root) == 0  # signs over the move
+    report = await _verify(setup, capsys, "--archive", str(root))
+    assert report["ok"] and report["archived_rows"] > 0, report["problems"]
+
+
+def tmp_checkpoints(setup: dict[str, Any]) -> Path:
+    return Path(setup["checkpoint"]).parent

@@ -470,7 +470,12 @@ async def test_the_signer_refuses_a_log_that_does_not_extend_what_it_published(
 ) -> None:
     ops, note = signed
     signer = Signer.from_key(SIGNER_KEY)
-    log.publish(note, tmp_path, open_checkpoint(note, [Verifier.from_key(VERIFIER_KEY)]).size)
+    numbered = log.publish(note, tmp_path)
+    # named by the size the note states, never by a size read before signing
+    assert (
+        numbered.name
+        == f"checkpoint.{open_checkpoint(note, [Verifier.from_key(VERIFIER_KEY)]).size}"
+    )
     async with superuser(pool) as conn:
         await _rewrite_consistently(conn, ops)
     previous = log.published(tmp_path, signer)

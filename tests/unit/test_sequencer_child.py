@@ -31,6 +31,7 @@ def test_the_child_gets_its_settings_and_no_other_secret() -> None:
         "JW_LOG_LEVEL": "DEBUG",
         "DATABASE_URL": "postgresql://jw@db/jw",
         "JW_LOG_INTERVAL": "5.0",
+        "JW_LOG_WATCHDOG_SECONDS": "120.0",
         "JW_LOG_CHECKPOINT_DIR": str(Path("var/checkpoints").absolute()),
         "JW_LOG_SIGNING_KEY_FILE": str(Path("keys/signer").absolute()),
         "JW_SEQUENCER_PARENT": "4242",
@@ -64,3 +65,17 @@ def test_a_watchdog_no_longer_than_the_interval_is_a_config_error(tmp_path: Path
     settings = load_settings(config, env={**env, "JW_LOG_WATCHDOG_SECONDS": "31"})
     check_reconciler_settings(settings)
     assert LogSettings.of(settings).watchdog == 31.0
+
+
+def test_the_sequencers_session_ends_an_idle_transaction_after_the_watchdogs_time() -> None:
+    """A session whose client vanished unseen held the sequencing lock for hours."""
+    url = named_connection("postgresql://jw@db/jw?idle_in_transaction_session_timeout=0", 120.0)
+    assert url == (
+        "postgresql://jw@db/jw?application_name=jobwarden-sequencer"
+        "&idle_in_transaction_session_timeout=120000&tcp_keepalives_idle=30"
+        "&tcp_keepalives_interval=10"
+    )
+    env = child_environment(
+        LogSettings(1.0, Path("/c"), watchdog=300.0), "postgresql://db/jw", 1, {}
+    )
+    assert env["JW_LOG_WATCHDOG_SECONDS"] == "300.0"
