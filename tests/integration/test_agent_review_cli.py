@@ -10,8 +10,6 @@ would get it.
 
 from __future__ import annotations
 
-import argparse
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,33 +17,16 @@ import pytest
 from shared import ledger
 from shared.cli import operator as cli_operator
 from shared.ledger import RequestSpec
+from tests.integration.test_cli_operator import environment, run
 
 KIND = "[/]\x1b[2J\x1b]8;;http://evil\x07click\u202eexe.txt"
 REFERENCE = "[bold]x[/bold] \r\nFAKE op_01FAKE succeeded"
 REASON = "stop\x1b[31m\u2028FAKE cancelled\x9b2J"
 
 
-def parser() -> argparse.ArgumentParser:
-    root = argparse.ArgumentParser(prog="jobwarden")
-    cli_operator.register(root.add_subparsers(dest="command", required=True))
-    return root
-
-
-async def run(*argv: str) -> int:
-    args = parser().parse_args(list(argv))
-    status: int = await args.handler(args)
-    return status
-
-
-@pytest.fixture(autouse=True)
-def environment(db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    config = tmp_path / "jobwarden.toml"
-    config.write_text('[providers.sim]\npreset = "simulator"\n')
-    monkeypatch.chdir(tmp_path)
-    sep = "&" if "?" in db_url else "?"
-    monkeypatch.setenv("DATABASE_URL", f"{db_url}{sep}role=jobwarden_operator")
-    monkeypatch.setenv("JW_CONFIG", str(config))
-    monkeypatch.setenv("USER", "dana")
+# The operator CLI as tests/integration/test_cli_operator.py runs it (its autouse
+# fixture sets the operator role's database URL and a config in a temporary folder).
+__all__ = ["environment"]
 
 
 async def hostile_operation(db: Any) -> str:

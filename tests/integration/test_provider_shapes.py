@@ -11,7 +11,7 @@ stores it, its signature redacted.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from shared.ledger.states import LocalState
 from tests.fixtures_providers.rig import preset_rig
@@ -49,10 +49,11 @@ async def test_a_lookup_paged_by_a_header_reads_every_page_before_creating_again
         assert "create_unknown" in await r.history(op_id)
 
 
-async def test_a_job_done_by_303_see_other_is_collected_from_its_location(
-    pool: Any, tmp_path: Path
-) -> None:
-    fx = RequestReplyFixture("303")
+async def _rendered(
+    pool: Any, tmp_path: Path, done_by: Literal["303", "presigned"]
+) -> tuple[RequestReplyFixture, list[Any]]:
+    """One render job run to its end; the fixture and the status calls on record."""
+    fx = RequestReplyFixture(done_by)
     async with preset_rig(
         pool,
         tmp_path,
@@ -60,13 +61,19 @@ async def test_a_job_done_by_303_see_other_is_collected_from_its_location(
         preset=None,
         name="areply",
         env={},
-        overrides=request_reply("303"),
+        overrides=request_reply(done_by),
     ) as r:
         op_id = await r.submit({"scene": "x"})
         assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
-        assert fx.result_queries == [""]
-        codes = [c["status_code"] for c in await r.calls(op_id, "status")]
-        assert codes[-1] == 303  # the read that decided is the one collected from
+        return fx, await r.calls(op_id, "status")
+
+
+async def test_a_job_done_by_303_see_other_is_collected_from_its_location(
+    pool: Any, tmp_path: Path
+) -> None:
+    fx, reads = await _rendered(pool, tmp_path, "303")
+    assert fx.result_queries == [""]
+    assert reads[-1]["status_code"] == 303  # the read that decided is the one collected from
 
 
 async def test_a_presigned_link_in_a_header_is_fetched_as_received_not_as_recorded(
@@ -74,20 +81,8 @@ async def test_a_presigned_link_in_a_header_is_fetched_as_received_not_as_record
 ) -> None:
     """The call log keeps the link's signature redacted; collecting from that record
     fetched a broken link (403) and gave up on a result that was there."""
-    fx = RequestReplyFixture("presigned")
-    async with preset_rig(
-        pool,
-        tmp_path,
-        fx.app(),
-        preset=None,
-        name="areply",
-        env={},
-        overrides=request_reply("presigned"),
-    ) as r:
-        op_id = await r.submit({"scene": "x"})
-        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
-        (query,) = fx.result_queries
-        assert "X-Amz-Signature=c2lnbmF0dXJl" in query
-        # what the log keeps of the deciding read is still redacted
-        stored = [c["response_headers"] for c in await r.calls(op_id, "status")]
-        assert any("[redacted]" in h.get("location", "") for h in stored)
+    fx, reads = await _rendered(pool, tmp_path, "presigned")
+    (query,) = fx.result_queries
+    assert "X-Amz-Signature=c2lnbmF0dXJl" in query
+    # what the log keeps of the deciding read is still redacted
+    assert any("[redacted]" in c["response_headers"].get("location", "") for c in reads)
