@@ -107,6 +107,8 @@ class Daemon:
         self.wake = asyncio.Event()
         self.senders = SenderFilter(reconciler.ctx.pool)
         self.checks: set[asyncio.Task[None]] = set()
+        self.looking: set[int] = set()  # pids whose sender is being looked up
+        self.held_wake: asyncio.TimerHandle | None = None  # see _wake_for_unknown_sender
         self.sweeping: asyncio.Task[None] | None = None
         self.straggler_sweep = StragglerSweep()
         self.listener: Any = None
@@ -138,30 +140,58 @@ class Daemon:
 
     def on_notify(self, _conn: Any, pid: int, *_: Any) -> None:
         """A wake-up: acted on at once from a known jobwarden sender, after a look
-        at its role otherwise, and ignored from an agent's session."""
+        at its role otherwise, and ignored from an agent's session.
+
+        One look per pid at a time: wake-ups arriving meanwhile share its
+        verdict (two looks at one agent used to warn twice).
+        """
         if self.stopping.is_set():
             return
         verdict = self.senders.cached(pid)
-        if verdict is None:
+        if verdict:
+            self._wake()
+        elif verdict is None and pid not in self.looking:
+            self.looking.add(pid)
             checking = asyncio.get_running_loop().create_task(self._check_sender(pid))
             self.checks.add(checking)
             checking.add_done_callback(self.checks.discard)
-        elif verdict:
-            self._wake()
 
     async def _check_sender(self, pid: int) -> None:
         try:
-            trusted = await self.senders.trusted(pid)
+            sender = await self.senders.look(pid)
         except Exception:  # the next sweep comes anyway
             log.warning("could not check a wake-up's sender", exc_info=True)
             return
-        if trusted and not self.stopping.is_set():
+        finally:
+            self.looking.discard(pid)
+        if self.stopping.is_set():
+            return
+        if sender is None:  # gone already (a CLI): unknown, and a wake-up is harmless
+            self._wake_for_unknown_sender()
+        elif sender.trusted:
             self._wake()
-        elif not trusted:
+        elif self.senders.first_warning(sender):
             log.warning(
                 "wake-up ignored: its sender may not read operations (an agent?)",
-                extra={"ctx": {"pid": pid}},
+                extra={"ctx": {"pid": pid, "role_oid": sender.role}},
             )
+
+    def _wake_for_unknown_sender(self) -> None:
+        """Wake now, or at the end of the unknown senders' window (one held
+        wake-up covers the rest): an agent that disconnects at once cannot
+        make the reconciler sweep more than once per window."""
+        if self.held_wake is not None:
+            return
+        delay = self.senders.unknown_delay()
+        if delay <= 0:
+            self._wake()
+        else:
+            self.held_wake = asyncio.get_running_loop().call_later(delay, self._release_held_wake)
+
+    def _release_held_wake(self) -> None:
+        self.held_wake = None
+        if not self.stopping.is_set():
+            self._wake()
 
     def _wake(self) -> None:
         self.wake.set()

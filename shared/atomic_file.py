@@ -7,11 +7,19 @@ import tempfile
 from pathlib import Path
 
 
-def write_atomically(target: Path, data: bytes) -> None:
+def write_atomically(target: Path, data: bytes, mode: int | None = None) -> None:
     """`target` holds `data` whole or keeps what it held (a temporary file beside
-    it, fsync, rename): a crash mid-write leaves no half file under the name."""
+    it, fsync, rename): a crash mid-write leaves no half file under the name.
+
+    The file is 0600 (mkstemp's) unless `mode` says otherwise: a result may
+    hold what only the reconciler's user should read. Public files (signed
+    checkpoints) pass their mode, set before the rename so the name never
+    shows the file with another.
+    """
     fd, temp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}-")
     try:
+        if mode is not None:
+            os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as out:
             out.write(data)
             out.flush()

@@ -112,6 +112,26 @@ def _convert(source: str, key: str, raw: Any, kind: type) -> Any:
     raise ConfigError(f"{source}: {key}: expected {kind.__name__}, got {raw!r}")
 
 
+def _read_config(path: Path) -> dict[str, Any]:
+    """The TOML document at `path`; anything that stops it being read is a
+    ConfigError (one line, exit 2), never a traceback: an operator who made the
+    file readable by root only, or pointed JW_CONFIG at a folder, is told so."""
+    try:
+        return tomllib.loads(path.read_text("utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: file not found") from None
+    except PermissionError:
+        raise ConfigError(
+            f"{path}: permission denied (the user running jobwarden must be able to read it)"
+        ) from None
+    except OSError as exc:  # a folder, an I/O error: what the system said
+        raise ConfigError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+
+
 def load_settings(path: Path | None = None, env: Mapping[str, str] | None = None) -> Settings:
     env = os.environ if env is None else env
     if path is None and env.get("JW_CONFIG"):
@@ -121,12 +141,7 @@ def load_settings(path: Path | None = None, env: Mapping[str, str] | None = None
     table: dict[str, Any] = {}
     providers: Mapping[str, ProviderDescription] = {}
     if path is not None:
-        try:
-            document = tomllib.loads(path.read_text("utf-8"))
-        except FileNotFoundError:
-            raise ConfigError(f"{path}: file not found") from None
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+        document = _read_config(path)
         table = dict(document.get("jobwarden", {}))
         unknown = set(document) - {"jobwarden", "providers"}
         if unknown:

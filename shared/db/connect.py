@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import importlib.util
 import json
 import os
 import socket
@@ -126,13 +127,26 @@ def start_embedded(data_dir: Path, database: str = APP_DATABASE) -> ResolvedData
     )
 
 
+def embedded_installed() -> bool:
+    """Whether the embedded extra (the pgserver wheel) can be imported: only then
+    is `--embedded` worth offering in a hint. Looked up, not imported (slow)."""
+    return importlib.util.find_spec("pgserver") is not None
+
+
 def no_server(host: str, port: int) -> DatabaseProblem:
     """Nothing configured and nothing answering: say how to point at a database."""
+    hint = "set DATABASE_URL=postgresql://USER@HOST:PORT/DATABASE"
+    if embedded_installed():
+        hint += (
+            ", or pass --embedded (jobwarden --embedded COMMAND) for a throwaway embedded"
+            " PostgreSQL in ./.pgdata"
+        )
+    else:  # a wheel installed without [embedded]: --embedded would only fail again
+        hint += " for a running server (--embedded needs jobwarden's embedded extra, not installed)"
     return DatabaseProblem(
         "no_database",
         f"no PostgreSQL to use: DATABASE_URL is not set and nothing answers on {host}:{port}",
-        "set DATABASE_URL=postgresql://USER@HOST:PORT/DATABASE, or pass --embedded "
-        "(jobwarden --embedded COMMAND) for a throwaway embedded PostgreSQL in ./.pgdata",
+        hint,
     )
 
 

@@ -316,6 +316,12 @@ def published(directory: Path, signer: Signer) -> Checkpoint | None:
     return Checkpoint.parse(open_note(note, [signer.verifier]).text)
 
 
+# Checkpoints are public (they are shipped off the host for anyone to verify
+# against): readable by all, so the job that ships them need not run as the
+# reconciler's user. The directory's mode still decides who can reach them.
+CHECKPOINT_MODE = 0o644
+
+
 def publish(note: str, directory: Path) -> Path:
     """Write `checkpoint.<size>` (never replaced) and `checkpoint` (the latest, atomically).
 
@@ -332,8 +338,8 @@ def publish(note: str, directory: Path) -> Path:
             # after checkpoint()'s checks; a differing file is kept as found
             raise LogForked(f"{numbered} exists with another note: kept, not replaced")
     else:
-        write_atomically(numbered, note.encode("utf-8"))
-    write_atomically(directory / "checkpoint", note.encode("utf-8"))
+        write_atomically(numbered, note.encode("utf-8"), CHECKPOINT_MODE)
+    write_atomically(directory / "checkpoint", note.encode("utf-8"), CHECKPOINT_MODE)
     return numbered
 
 

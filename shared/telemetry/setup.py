@@ -38,8 +38,9 @@ def configure(service: str, env: Mapping[str, str] | None = None) -> bool:
         from shared.telemetry import sdk
     except ImportError as exc:
         log.warning(
-            "an OTLP endpoint is set but the OpenTelemetry SDK is not installed"
-            " (pip install 'jobwarden[otel]'): tracing off",
+            "an OTLP endpoint is set but the OpenTelemetry SDK is not installed: tracing off;"
+            " install jobwarden's otel extra (pip install 'jobwarden[otel]', or the wheel you"
+            " installed from with [otel])",
             extra={"ctx": {"missing": exc.name}},
         )
         return False

@@ -173,13 +173,6 @@ WHERE lease_owner = $1;
 SELECT lease_fence = $2 AND lease_expires_at > jw_now()
 FROM operations WHERE operation_id = $1;
 
--- name: wake_sender_trusted
--- Whether the backend that sent a wake-up belongs to a role that may read the
--- operations table (reconciler/wakeups.py); false for an agent's session, or
--- a sender already gone.
-SELECT coalesce((SELECT has_table_privilege(a.usename, 'public.operations', 'SELECT')
-                 FROM pg_stat_activity a WHERE a.pid = $1), false);
-
 -- name: listener_ping
 -- The reconciler's LISTEN connection still answers (reconciler/daemon.py): a
 -- cut that sends no FIN or RST fires no termination callback.
