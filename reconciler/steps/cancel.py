@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from reconciler.calls import NEVER_LEFT, imposed_wait
+from reconciler.calls import NEVER_LEFT, imposed_wait, recorded_response
 from reconciler.step import NOW, Delay, Step
-from reconciler.steps.poll import passed_deadline, step_poll
+from reconciler.steps.poll import UNCONFIRMED_POLL_SECONDS, passed_deadline, step_poll
 from shared import ledger
 from shared.db.queries import q
-from shared.ledger.states import Evidence, LocalState
-from shared.providers import RequestBuildError, may_have_been_delivered
+from shared.ledger.states import Evidence, LocalState, RemoteState
+from shared.providers import HttpResponse, RequestBuildError, may_have_been_delivered
 
 S = LocalState
 # Answers that mean "not now": their Retry-After holds back every call.
@@ -37,9 +37,10 @@ async def _act_on_recorded_cancel(step: Step, conn: Any) -> Delay | None:
         await step.reload(conn)
         return None
     last = calls[0]
-    accepted = last["status_code"] in step.adapter.desc.cancel.accepted_statuses
-    if step.op.state is not S.CANCEL_REQUESTED or not accepted:
+    if step.op.state is not S.CANCEL_REQUESTED:
         return None
+    if last["status_code"] not in step.adapter.desc.cancel.accepted_statuses:
+        return await _refused_while_running(step, conn, last)
     async with conn.transaction():
         await step.reload(conn)
         await step.move(
@@ -49,6 +50,52 @@ async def _act_on_recorded_cancel(step: Step, conn: Any) -> Delay | None:
             (Evidence.CALL, last["call_id"]),
         )
     return step.until_allowed(NOW)
+
+
+async def _refused_while_running(step: Step, conn: Any, last: Any) -> Delay | None:
+    """Our last cancel was refused, and the job still runs: say so, do not wait.
+
+    A refusal (a 4xx other than not-found or "maybe not arrived") is followed
+    by a status read in the same step; had that read shown an end, the
+    operation would have moved on. Still here, with the job last seen
+    pending or running, the cancel will not happen by itself (Salesforce's
+    400 INVALIDJOB to a cancel sent without the body it needs): waiting for
+    the cancel deadline would only hide the refusal until the job ends. The
+    operation goes to cancellation_unconfirmed (an escalation, still read
+    slowly, so the job's real end is recorded), its cause naming the
+    provider's answer. None: not that case, go on as usual.
+    """
+    remote = step.op.remote_state
+    if remote not in (RemoteState.PENDING, RemoteState.RUNNING) or last["status_code"] is None:
+        return None
+    refusal = await _refusal(step, conn, last["call_id"], last["status_code"])
+    if refusal is None:
+        return None
+    shown = step.op.remote_state_raw or remote
+    cause = f"{refusal}, and the last status read still shows {shown!r}"
+    async with conn.transaction():
+        await step.reload(conn)
+        await step.move(
+            conn,
+            S.CANCELLATION_UNCONFIRMED,
+            cause,
+            (Evidence.CALL, last["call_id"]),
+            escalation=f"{cause}: the job goes on; decide whether to cancel it another way",
+        )
+    return step.until_allowed(UNCONFIRMED_POLL_SECONDS, read=True)
+
+
+async def _refusal(step: Step, conn: Any, call_id: int, status_code: int) -> str | None:
+    """The provider's refusal of cancel call `call_id` in words (its status, error
+    code and message), or None when the answer was no refusal."""
+    row = await conn.fetchrow(q("log_rows_call"), [call_id])
+    answer = recorded_response(row, step.adapter.headers_read) if row is not None else None
+    fact = step.adapter.parse_cancel(answer or HttpResponse(status_code), step.now())
+    if fact.kind != "rejected":
+        return None
+    said = [x for x in (fact.error.code, fact.error.message) if x] if fact.error else []
+    detail = f" ({': '.join(said)})" if said else ""
+    return f"the provider refused the cancel request: HTTP {fact.status_code}{detail}"
 
 
 class _ReadStatus:

@@ -37,6 +37,8 @@ from shared.providers import (
     StatusFact,
 )
 from shared.providers.description import ResultSource
+from shared.providers.requests import build_redirect
+from shared.providers.results import REDIRECT_NOT_FOLLOWED
 from shared.result_store import INLINE_MAX_BYTES
 
 S = LocalState
@@ -47,6 +49,9 @@ MAX_RESULT_ATTEMPTS = 6
 # Failed items are kept page by page; past this many pages the rest stays at the
 # provider (the summary says how many failed, the reference says where).
 MAX_ERROR_PAGES = 50
+# Redirects a result fetch follows (result.follow_redirects), as browsers bound
+# theirs: enough for a signed-link hop or two, not a loop.
+MAX_RESULT_REDIRECTS = 5
 
 Purpose = Literal["result", "sync", "partial"]
 
@@ -281,7 +286,8 @@ async def _fetch(
         return Collected(check, _canonical(value), "result", _counts(check, status))
     responses: list[HttpResponse] = []
     for req in reqs:
-        resp = await _recorded_call(step, conn, req, "result", attempt)
+        fetched = await _fetch_result(step, conn, req, attempt)
+        resp = fetched.response
         transient = resp is None or resp.status_code >= 500 or resp.status_code == 429
         if transient:
             if attempt >= MAX_RESULT_ATTEMPTS:
@@ -293,10 +299,54 @@ async def _fetch(
                 )
             return step.until_allowed(step.backoff(attempt))
         assert resp is not None
+        if fetched.unfollowed is not None:
+            # the result is there, behind a link: not unavailable, and no content to judge
+            return await _give_up(
+                step,
+                conn,
+                S.NEEDS_ATTENTION,
+                f"result fetch answered HTTP {resp.status_code}: {fetched.unfollowed}",
+            )
         responses.append(resp)
     check = step.adapter.validate_result(responses if len(responses) > 1 else responses[0], status)
     content = b"".join(r.body for r in responses)
     return Collected(check, content, "result", _counts(check, status), check.failed_items)
+
+
+@dataclass(frozen=True)
+class _Fetched:
+    """A result fetch's last answer (None: none came) and, when that answer is a
+    redirect left unfollowed, why."""
+
+    response: HttpResponse | None
+    unfollowed: str | None = None
+
+
+async def _fetch_result(step: Step, conn: Any, req: HttpRequest, attempt: int) -> _Fetched:
+    """One result fetch, through the redirects `result.follow_redirects` allows.
+
+    Every hop is a call of its own in the log (its URL sanitized as any
+    call's), so the URL the result finally came from is on record; the
+    credential goes no further than the provider's origin (`build_redirect`).
+    """
+    desc = step.adapter.desc
+    resp = await _recorded_call(step, conn, req, "result", attempt)
+    hops = 0
+    while resp is not None and 300 <= resp.status_code < 400:
+        location = resp.header("location")
+        if not desc.result.follow_redirects:
+            return _Fetched(resp, REDIRECT_NOT_FOLLOWED)
+        if not location:
+            return _Fetched(resp, "a redirect without a Location")
+        if hops >= MAX_RESULT_REDIRECTS:
+            return _Fetched(resp, f"more than {MAX_RESULT_REDIRECTS} redirects; not followed")
+        try:
+            req = build_redirect(desc, req, location)
+        except RequestBuildError as exc:
+            return _Fetched(resp, f"redirect not followed: {exc}")
+        hops += 1
+        resp = await _recorded_call(step, conn, req, "result", attempt)
+    return _Fetched(resp)
 
 
 async def _error_pages(step: Step, conn: Any, errors_url: str) -> list[ItemFailure]:
@@ -418,7 +468,7 @@ async def collect_partial_output(step: Step, conn: Any, status: StatusFact) -> P
     for req in reqs:
         if step.held_back() is not None:
             return Partial.RETRY
-        resp = await _recorded_call(step, conn, req, "result", attempt)
+        resp = (await _fetch_result(step, conn, req, attempt)).response
         if resp is None or resp.status_code >= 500 or resp.status_code == 429:
             return Partial.RETRY
         if resp.status_code != 200:

@@ -36,6 +36,7 @@ from shared.providers import (
     parse_providers,
     preset_names,
 )
+from shared.providers.config import advisories
 from shared.secret import SecretError
 from shared.settings import Settings, check_reconciler_settings, load_settings
 
@@ -335,6 +336,7 @@ def _warnings(desc: ProviderDescription) -> list[str]:
             "webhooks.client_reference points where create.client_reference_field puts "
             "our operation id: set webhooks.operation_id to that path instead"
         )
+    found.extend(advisories(desc))
     return found
 
 

@@ -15,6 +15,7 @@ Messages name environment variables and files, never secret values.
 from __future__ import annotations
 
 import difflib
+import math
 import os
 import re
 import tomllib
@@ -110,6 +111,8 @@ CREATE_VALUES = frozenset(
         "trace_id",
     }
 )
+# Values a cancel body may use: the cancel knows its job and nothing else.
+CANCEL_VALUES = frozenset({"job_id"})
 # A result bigger than this is refused unless the description says otherwise:
 # results are stored durably and small ones inline, so unbounded is not an option.
 DEFAULT_MAX_RESULT_BYTES = 50 * 1024 * 1024
@@ -168,6 +171,34 @@ def load_preset(name: str, env: Mapping[str, str] = os.environ) -> ProviderDescr
     source, data = _read_preset(name, None)
     ctx = _Ctx(source=source, root="", env=env, override=None, preset=None)
     return _provider(name, data, ctx)
+
+
+def advisories(desc: ProviderDescription) -> list[str]:
+    """Choices that load fine but check less than they seem to (`providers check` warns).
+
+    Without `expect.item_count` a result is only held to the status counts'
+    floor (no fewer items than announced); with it, to the exact numbers.
+    """
+    status, result = desc.status, desc.result
+    expect = result.expect
+    counted = status.counts_total or status.counts_succeeded or status.counts_failed
+    has_items = result.format in (ResultFormat.CSV, ResultFormat.JSONL) or (
+        result.format is ResultFormat.JSON and result.items is not None
+    )
+    found = []
+    if (
+        counted
+        and has_items
+        and result.source is not ResultSource.NONE
+        and expect.item_count is None
+        and not expect.item_count_from_status
+    ):
+        found.append(
+            "status.counts_* are read but result.expect.item_count is not set: the result "
+            "is only checked to hold no fewer items than the counts announce (set item_count = "
+            '"from_status_counts" to hold it to the exact numbers)'
+        )
+    return found
 
 
 def preset_names() -> list[str]:
@@ -876,9 +907,41 @@ def _cancel(table: _Table | None) -> CancelSpec:
         reason=table.str_or("reason", "the provider has no cancel endpoint"),
         accepted_statuses=table.success_statuses("accepted_statuses", (200, 201, 202, 204)),
         state=table.path("state", BODY),
+        body=_json_body(table, "body", CANCEL_VALUES),
     )
+    if spec.body is not None and spec.method == "GET":
+        raise table.error("body", "a GET carries no body: set method (POST, PATCH...)")
     table.finish()
     return spec
+
+
+def _json_body(table: _Table, key: str, allowed: frozenset[str]) -> Any:
+    """A JSON object written as a TOML table, its strings parsed as templates.
+
+    Checked here, so a cancel never leaves with a body that cannot be JSON
+    (a TOML date) or a placeholder that has no value.
+    """
+    value = table.raw(key)
+    if value is _MISSING:
+        return None
+    if not isinstance(value, Mapping):
+        raise table.error(key, "must be a table (the JSON object sent)")
+    return _templated(table, key, value, allowed)
+
+
+def _templated(table: _Table, where: str, value: Any, allowed: frozenset[str]) -> Any:
+    if isinstance(value, str):
+        try:
+            return parse_template(value, allowed)
+        except TemplateError as exc:
+            raise table.error(where, str(exc)) from None
+    if isinstance(value, Mapping):
+        return {k: _templated(table, f"{where}.{k}", v, allowed) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_templated(table, f"{where}[{n}]", v, allowed) for n, v in enumerate(value)]
+    if isinstance(value, bool | int) or (isinstance(value, float) and math.isfinite(value)):
+        return value
+    raise table.error(where, f"{type(value).__name__} is not a JSON value")
 
 
 # [result] keys that read JSON items: meaningless for csv, text and binary results.
@@ -929,9 +992,12 @@ def _result(table: _Table, status: StatusSpec) -> ResultSpec:
         expect=expect,
         errors=errors,
         csv=_csv(table.sub("csv"), fmt),
+        follow_redirects=table.boolean("follow_redirects", False),
     )
     if spec.item_success is not None and not spec.item_success_values:
         raise table.error("item_success_values", "required with item_success")
+    if spec.follow_redirects and source in (ResultSource.INLINE, ResultSource.NONE):
+        raise table.error("follow_redirects", f"nothing is fetched with source = {source}")
     table.finish()
     return spec
 

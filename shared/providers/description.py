@@ -37,11 +37,16 @@ a list of paths; *template* = text with ``{placeholders}``)::
                [status.state_from_http_status] ({"202" = "running", "200" = "succeeded"}:
                  the state when the body names none, e.g. an ARM `Location` URL)
     [cancel]   supported (true if the table exists), method (POST), path, idempotent,
-               reason, accepted_statuses, state
+               reason, accepted_statuses, state,
+               body = {..} (the JSON object sent with the cancel, e.g. Salesforce's
+                 {state = "Aborted"}; its strings are templates: {job_id}; none = no body)
     [result]   source = inline|url|path|files|none (required), path (template:
                {job_id}, {file_id}), inline (path; "" = whole body), file_ids (paths),
                side_effects, format = json|jsonl|csv|text|binary, items, item_id,
-               item_error, item_success + item_success_values (json/jsonl only)
+               item_error, item_success + item_success_values (json/jsonl only),
+               follow_redirects (false: a 3xx answer to a result fetch is not followed;
+                 true: up to 5 redirects, the credential dropped once a hop leaves the
+                 base_url's origin, http(s) targets only, every hop in the call log)
     [result.csv]  (format = csv only) header (true), delimiter (","), required_columns,
                id_column, failed_column + failed_values, error_column (columns: a header
                name, or a 0-based index)
@@ -50,7 +55,9 @@ a list of paths; *template* = text with ``{placeholders}``)::
                content-digest|digest|header|status, header (source = header), field
                (source = status: a path into the status response), algorithm =
                sha256|sha512|md5, encoding = hex|base64, required (true) },
-               item_count = "from_status_counts"|path (path: json/jsonl only)
+               item_count = "from_status_counts"|path (path: json/jsonl only; without it
+                 the status counts are still a floor: a result whose items cannot reach
+                 counts_total, or its announced successes, is not valid)
     [result.errors]  items (required), next_page_token, page_token_param ("page_token"),
                page_size, page_size_param ("page_size"), item_index, item_id, item_code,
                item_message
@@ -310,6 +317,11 @@ class StatusSpec:
         return 200 <= status_code < 300 or status_code in self.state_from_http_status
 
 
+# A JSON value whose strings are templates (`CancelSpec.body`): a Template where
+# the TOML had a string, the TOML value itself elsewhere.
+TemplatedJson = Any
+
+
 @dataclass(frozen=True)
 class CancelSpec:
     supported: bool
@@ -319,6 +331,10 @@ class CancelSpec:
     reason: str
     accepted_statuses: frozenset[int]
     state: ValuePath | None
+    # The JSON object sent with the cancel, or None for no body: some APIs cancel
+    # by changing the job's state (Salesforce: PATCH {"state": "Aborted"}), and
+    # an empty body is refused with a 4xx the job outlives.
+    body: TemplatedJson = None
 
 
 @dataclass(frozen=True)
@@ -363,6 +379,10 @@ class ResultSpec:
     expect: ResultExpect
     errors: ErrorsSpec | None
     csv: CsvOptions | None = None  # set exactly when format = csv
+    # Follow a 3xx answer to a result fetch (GitHub's logs: 302 to a signed
+    # archive). Off unless asked: a redirect is the provider's contract, and
+    # each hop is a call of its own in the log.
+    follow_redirects: bool = False
 
 
 @dataclass(frozen=True)

@@ -145,7 +145,22 @@ def build_cancel(
     if not spec.supported or spec.path is None:
         raise RequestBuildError(f"provider {desc.name}: cancellation unsupported: {spec.reason}")
     url = _join(desc, spec.path, {"job_id": remote_job_id})
-    return _request(desc, "cancel", spec.method, url, _base_headers(desc, extra_headers), None)
+    payload = _render_json(spec.body, {"job_id": remote_job_id})
+    return _request(desc, "cancel", spec.method, url, _base_headers(desc, extra_headers), payload)
+
+
+def _render_json(value: Any, values: Mapping[str, str | None]) -> Any:
+    """A templated JSON value (`config._json_body`) with its placeholders filled."""
+    if isinstance(value, Template):
+        rendered = fill_text(value, values)
+        if rendered is None:  # config allows only placeholders the caller supplies
+            raise RequestBuildError(f"no value for a placeholder of {value.text!r}")
+        return rendered
+    if isinstance(value, Mapping):
+        return {key: _render_json(item, values) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_render_json(item, values) for item in value]
+    return value
 
 
 def build_result_requests(
@@ -172,6 +187,47 @@ def build_result_requests(
     return [
         _request(desc, "result", "GET", url, _base_headers(desc, accept=None), None) for url in urls
     ]
+
+
+def build_redirect(desc: ProviderDescription, previous: HttpRequest, location: str) -> HttpRequest:
+    """The next hop of a result fetch answered by a redirect to `location`.
+
+    Relative locations resolve against the URL that answered. Only http(s)
+    targets are followed. Once a hop leaves the provider's origin (base_url's
+    scheme, host and port), the credential and every other secret header are
+    dropped and stay dropped: a signed storage link needs none, and would
+    hand ours to whoever serves it.
+    """
+    check_path_value(location, "the redirect's Location")
+    try:
+        url = urljoin(previous.url, location)
+        scheme, host, port = _origin(url)
+    except ValueError:
+        # urlsplit's refusals (a bad port...); their text would repeat the URL
+        raise RequestBuildError("the redirect's Location cannot be parsed") from None
+    if scheme not in ("http", "https") or not host:
+        raise RequestBuildError(
+            f"the redirect's Location is not an http(s) URL ({scheme or 'no'} scheme)"
+        )
+    headers = dict(previous.headers)
+    if (scheme, host, port) != _origin(desc.base_url):
+        secret = {name.lower() for name in previous.secret_headers}
+        headers = {k: v for k, v in headers.items() if k.lower() not in secret}
+    return HttpRequest(
+        action=previous.action,
+        method="GET",
+        url=url,
+        headers=headers,
+        timeout=previous.timeout,
+        secret_headers=previous.secret_headers,
+    )
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    """RFC 6454 origin: scheme, host, port (the scheme's default when none is written)."""
+    parts = urlsplit(url)
+    default = {"http": 80, "https": 443}.get(parts.scheme)
+    return parts.scheme, (parts.hostname or "").lower(), parts.port or default
 
 
 def build_errors_page(

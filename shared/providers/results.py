@@ -50,6 +50,8 @@ from shared.providers.values import as_int, item_failure, raw_text
 MAX_FAILED_ITEMS = 100
 # Results up to this size are returned parsed, for storage inline in the row.
 PARSED_MAX_BYTES = 256 * 1024
+# Why a 3xx answer to a result fetch is not the result (result.follow_redirects).
+REDIRECT_NOT_FOLLOWED = "redirect not followed (set result.follow_redirects)"
 
 
 class _Invalid(Exception):
@@ -189,6 +191,11 @@ def _check_transport(
     """Fetch status, size, content type and checksum; returns notes (an optional checksum)."""
     expect = desc.result.expect
     for part in parts:
+        if 300 <= part.status_code < 400:
+            # not "unavailable": the result is there, behind a link we were told not to follow
+            raise _Invalid(
+                f"result fetch answered HTTP {part.status_code}: {REDIRECT_NOT_FOLLOWED}"
+            )
         if not 200 <= part.status_code < 300:
             raise _Invalid(f"result fetch answered HTTP {part.status_code}", unavailable=True)
     if size > expect.max_bytes:
@@ -340,7 +347,56 @@ def _is_failure(spec: ResultSpec, entry: Any) -> bool:
 def _check_counts(
     spec: ResultSpec, items: _Items, documents: list[Any], status: StatusFact | None
 ) -> tuple[str, ...]:
-    """Compare item numbers with what the provider announced.
+    """The configured count check (`expect.item_count`), then the status total's floor."""
+    notes = _check_expected(spec, items, documents, status)
+    _check_total(items, status)
+    return notes
+
+
+def _check_total(items: _Items, status: StatusFact | None) -> None:
+    """A result that cannot account for the total its job's final status reports.
+
+    Checked whatever `expect.item_count` says, because a result cut short (a
+    paginated CSV whose next page is behind a header, a truncated JSONL) is
+    otherwise stored as a success next to counts that contradict it. Only a
+    floor: the result must hold at least the successes the status announces
+    (counts.succeeded, else total - failed); with no split announced, its
+    items (succeeded and failed) plus the items the status counts as
+    cancelled must reach the total. A cancelled job's partial output is
+    exempt: its total stays the batch's size.
+    """
+    counts = status.counts if status is not None else None
+    if counts is None or counts.total is None or items.total is None or items.succeeded is None:
+        return
+    if status is not None and status.remote_state is RemoteState.CANCELLED:
+        return
+    announced_ok = counts.succeeded
+    if announced_ok is None and counts.failed is not None:
+        announced_ok = counts.total - counts.failed
+    if announced_ok is not None:
+        if items.succeeded < announced_ok:
+            raise _Invalid(
+                f"the status reports {announced_ok} successful items of {counts.total}, "
+                f"the result holds {items.succeeded}: {_CUT_SHORT}"
+            )
+        return
+    accounted = items.total + (counts.cancelled or 0)
+    if accounted < counts.total:
+        raise _Invalid(
+            f"the status reports {counts.total} items, the result accounts for {accounted} "
+            f"({items.succeeded} succeeded, {items.failed or 0} failed"
+            + (f", {counts.cancelled} cancelled" if counts.cancelled else "")
+            + f"): {_CUT_SHORT}"
+        )
+
+
+_CUT_SHORT = "the rest is missing (a truncated or paginated result?)"
+
+
+def _check_expected(
+    spec: ResultSpec, items: _Items, documents: list[Any], status: StatusFact | None
+) -> tuple[str, ...]:
+    """Compare item numbers with what the provider announced (`expect.item_count`).
 
     Successful items are compared with the announced successes (status
     counts.succeeded, else total - failed). When the result can show failed

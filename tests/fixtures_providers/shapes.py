@@ -10,10 +10,21 @@
   with `Location:` the result (`done_by = "303"`) or 200 `{"status": "done"}`
   with a pre-signed result link in `Location` (`done_by = "presigned"`),
   whose signature the result endpoint checks.
+- `BulkQueryFixture`: Salesforce's Bulk API 2.0 query jobs. The status counts
+  the records (`numberRecordsProcessed`); the results are CSV pages of
+  `page_size` rows, each but the last with `Sforce-Locator:` the next page's
+  locator. A job is aborted by `PATCH` with `{"state": "Aborted"}`; any other
+  body is refused with 400 INVALIDJOB, and an abort after the job completed
+  (`done_at_cancel`) too.
+- `RunLogsFixture`: GitHub Actions' run logs. `/runs/{id}/logs` answers 302 to
+  a same-origin archive link, which answers 302 to a signed blob on another
+  origin (`BlobStore`, served apart); `redirect` = "loop" redirects to itself,
+  "ftp" to an ftp:// URL. Every request says whether it carried our token.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any, Literal
 
 from starlette.applications import Starlette
@@ -180,3 +191,210 @@ class RequestReplyFixture:
         if self.done_by == "presigned" and request.query_params.get("X-Amz-Signature") != SIGNATURE:
             return json_response({"error": "SignatureDoesNotMatch"}, 403)
         return json_response({"frames": [1, 2, 3]})
+
+
+# ------------------------------------------------------------------ Salesforce Bulk API 2.0
+
+BULK_ROWS = [f"001{n:03d},Account {n}" for n in range(6)]
+BULK_LOCATOR = "MTAwMDA"
+
+
+def bulk_query(cancel_body: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The description a user writes for `BulkQueryFixture` (no item_count: the reviewer's)."""
+    cancel: dict[str, Any] = {"method": "PATCH", "path": "/jobs/query/{job_id}", "state": "/state"}
+    if cancel_body is not None:
+        cancel["body"] = cancel_body
+    return {
+        "create": {
+            "path": "/jobs/query",
+            "idempotency": "none",
+            "job_id": "/id",
+            "accepted_statuses": [200],
+            "set_body": {"operation": "query"},
+            "error_code": "/0/errorCode",
+            "error_message": "/0/message",
+        },
+        "status": {
+            "path": "/jobs/query/{job_id}",
+            "state": "/state",
+            "state_map": {
+                "UploadComplete": "pending",
+                "InProgress": "running",
+                "JobComplete": "succeeded",
+                "Failed": "failed",
+                "Aborted": "cancelled",
+            },
+            "counts_total": "/numberRecordsProcessed",
+        },
+        "cancel": cancel,
+        "result": {
+            "source": "path",
+            "path": "/jobs/query/{job_id}/results",
+            "format": "csv",
+            "csv": {"required_columns": ["Id"]},
+        },
+    }
+
+
+class BulkQueryFixture:
+    """Query jobs that finish after `reads_to_finish` reads, results paged by locator."""
+
+    def __init__(
+        self,
+        *,
+        reads_to_finish: int = READS_TO_FINISH,
+        page_size: int = 3,
+        done_at_cancel: bool = False,
+    ) -> None:
+        self.registry = Registry("750")
+        self.reads_to_finish = reads_to_finish
+        self.page_size = page_size
+        self.done_at_cancel = done_at_cancel
+        self.cancel_bodies: list[Any] = []
+        self.locators: list[str | None] = []
+
+    def app(self) -> Starlette:
+        return Starlette(
+            routes=[
+                Route("/jobs/query", self.create, methods=["POST"]),
+                Route("/jobs/query/{jid}", self.status, methods=["GET"]),
+                Route("/jobs/query/{jid}", self.abort, methods=["PATCH"]),
+                Route("/jobs/query/{jid}/results", self.results),
+            ]
+        )
+
+    async def create(self, request: Request) -> Response:
+        job = self.registry.add("query", await request.json(), dict(request.headers))
+        job.extra["state"] = "UploadComplete"
+        return json_response({"id": job.job_id, "operation": "query", "state": "UploadComplete"})
+
+    async def status(self, request: Request) -> Response:
+        job = self.registry.jobs[request.path_params["jid"]]
+        job.reads += 1
+        if job.extra["state"] in ("UploadComplete", "InProgress"):
+            done = job.reads > self.reads_to_finish
+            job.extra["state"] = "JobComplete" if done else "InProgress"
+        processed = len(BULK_ROWS) if job.extra["state"] == "JobComplete" else 0
+        return json_response(
+            {"id": job.job_id, "state": job.extra["state"], "numberRecordsProcessed": processed}
+        )
+
+    async def abort(self, request: Request) -> Response:
+        job = self.registry.jobs[request.path_params["jid"]]
+        raw = await request.body()
+        body = json.loads(raw) if raw else None
+        self.cancel_bodies.append(body)
+        if not isinstance(body, dict) or body.get("state") != "Aborted":
+            return _invalid_job("Invalid job state: null")
+        if self.done_at_cancel:
+            job.extra["state"] = "JobComplete"
+            return _invalid_job("Job is already complete")
+        job.extra["state"] = "Aborted"
+        return json_response({"id": job.job_id, "state": "Aborted"})
+
+    async def results(self, request: Request) -> Response:
+        locator = request.query_params.get("locator")
+        self.locators.append(locator)
+        start = 0 if locator is None else int(locator == BULK_LOCATOR) * self.page_size
+        rows = BULK_ROWS[start : start + self.page_size]
+        more = start + self.page_size < len(BULK_ROWS)
+        body = "Id,Name\n" + "".join(f"{row}\n" for row in rows)
+        headers = {"Sforce-Locator": BULK_LOCATOR if more else "null"}
+        return Response(body, media_type="text/csv", headers=headers)
+
+
+def _invalid_job(message: str) -> Response:
+    return json_response([{"errorCode": "INVALIDJOB", "message": message}], 400)
+
+
+# ------------------------------------------------------------------ GitHub run logs
+
+LOGS_ZIP = b"PK\x03\x04 run logs, zipped"
+BLOB_SIGNATURE = "c2lnbmVkLWJsb2I"
+
+
+def run_logs(*, follow_redirects: bool) -> dict[str, Any]:
+    """The description a user writes for `RunLogsFixture` (token in GH_TOKEN)."""
+    return {
+        "auth": {"secret_env": "GH_TOKEN"},
+        "create": {
+            "path": "/runs",
+            "idempotency": "none",
+            "job_id": "/id",
+            "accepted_statuses": [201],
+        },
+        "status": {
+            "path": "/runs/{job_id}",
+            "state": "/status",
+            "state_map": {"queued": "pending", "in_progress": "running", "completed": "succeeded"},
+        },
+        "result": {
+            "source": "path",
+            "path": "/runs/{job_id}/logs",
+            "format": "binary",
+            "follow_redirects": follow_redirects,
+        },
+    }
+
+
+class BlobStore:
+    """The storage origin a signed link points to: it checks the signature, not a token."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str | None]] = []  # (path, Authorization header)
+
+    def app(self) -> Starlette:
+        return Starlette(routes=[Route("/blob/{name}", self.blob)])
+
+    async def blob(self, request: Request) -> Response:
+        self.seen.append((request.url.path, request.headers.get("authorization")))
+        if request.query_params.get("sig") != BLOB_SIGNATURE:
+            return json_response({"error": "SignatureDoesNotMatch"}, 403)
+        return Response(LOGS_ZIP, media_type="application/zip")
+
+
+class RunLogsFixture:
+    """Workflow runs whose logs are a redirect away (`blob_url`: the BlobStore's base URL)."""
+
+    def __init__(
+        self, blob_url: str, redirect: Literal["archive", "loop", "ftp"] = "archive"
+    ) -> None:
+        self.blob_url = blob_url
+        self.redirect = redirect
+        self.registry = Registry("")
+        self.seen: list[tuple[str, str | None]] = []  # (path, Authorization header)
+
+    def app(self) -> Starlette:
+        return Starlette(
+            routes=[
+                Route("/runs", self.create, methods=["POST"]),
+                Route("/runs/{rid}", self.status),
+                Route("/runs/{rid}/logs", self.logs),
+                Route("/runs/{rid}/logs/archive", self.archive),
+            ]
+        )
+
+    async def create(self, request: Request) -> Response:
+        job = self.registry.add("run", await request.json(), dict(request.headers))
+        return json_response({"id": job.job_id, "status": "queued"}, 201)
+
+    async def status(self, request: Request) -> Response:
+        job = self.registry.jobs[request.path_params["rid"]]
+        job.reads += 1
+        done = job.reads > READS_TO_FINISH
+        return json_response({"id": job.job_id, "status": "completed" if done else "queued"})
+
+    async def logs(self, request: Request) -> Response:
+        self.seen.append((request.url.path, request.headers.get("authorization")))
+        rid = request.path_params["rid"]
+        if self.redirect == "loop":
+            return Response(status_code=302, headers={"Location": f"/runs/{rid}/logs"})
+        if self.redirect == "ftp":
+            return Response(status_code=302, headers={"Location": f"ftp://files.test/{rid}.zip"})
+        return Response(status_code=302, headers={"Location": "logs/archive"})
+
+    async def archive(self, request: Request) -> Response:
+        self.seen.append((request.url.path, request.headers.get("authorization")))
+        rid = request.path_params["rid"]
+        link = f"{self.blob_url}/blob/{rid}.zip?sig={BLOB_SIGNATURE}&expires=60"
+        return Response(status_code=302, headers={"Location": link})

@@ -5,7 +5,9 @@ Each case is one a reviewer found mishandled by running a provider jobwarden
 had never seen: a lookup paged by a response header read only page 1 and the
 create ran twice; a job finished by 303 See Other ended in needs_attention;
 a pre-signed result link read from a header was fetched as the call log
-stores it, its signature redacted.
+stores it, its signature redacted; a CSV result paged by a header was stored
+as a success with half its rows; a cancel that needs a body went empty and its
+400 was never surfaced; a result behind a redirect was declared unavailable.
 """
 
 from __future__ import annotations
@@ -14,15 +16,24 @@ from pathlib import Path
 from typing import Any, Literal
 
 from shared.ledger.states import LocalState
+from shared.serve import serve_app
 from tests.fixtures_providers.rig import preset_rig
 from tests.fixtures_providers.shapes import (
+    BLOB_SIGNATURE,
+    LOGS_ZIP,
     PIPELINES,
+    BlobStore,
+    BulkQueryFixture,
     PipelinesFixture,
     RequestReplyFixture,
+    RunLogsFixture,
+    bulk_query,
     request_reply,
+    run_logs,
 )
 
 S = LocalState
+GH_ENV = {"GH_TOKEN": "ghp_test"}
 ENDS = {
     S.SUCCEEDED,
     S.FAILED,
@@ -86,3 +97,171 @@ async def test_a_presigned_link_in_a_header_is_fetched_as_received_not_as_record
     assert "X-Amz-Signature=c2lnbmF0dXJl" in query
     # what the log keeps of the deciding read is still redacted
     assert any("[redacted]" in c["response_headers"].get("location", "") for c in reads)
+
+
+async def test_a_result_holding_fewer_items_than_the_status_counts_is_not_valid(
+    pool: Any, tmp_path: Path
+) -> None:
+    """Page 1 of 2 (Sforce-Locator names page 2), numberRecordsProcessed = 6, no item_count:
+    this was `succeeded` with items_total 6, items_succeeded 3."""
+    fx = BulkQueryFixture()
+    async with preset_rig(
+        pool, tmp_path, fx.app(), preset=None, name="sfbulk", env={}, overrides=bulk_query()
+    ) as r:
+        op_id = await r.submit({"query": "SELECT Id, Name FROM Account"})
+        assert await r.settle(op_id, ENDS) is S.RESULT_VALIDATION_FAILED, await r.history(op_id)
+        assert fx.locators == [None]
+        escalation = await r.escalation(op_id)
+        assert "the status reports 6 items, the result accounts for 3" in escalation["reason"]
+        assert (await r.op(op_id)).result_id is None
+
+
+async def test_a_result_whose_rows_match_the_status_counts_still_succeeds(
+    pool: Any, tmp_path: Path
+) -> None:
+    fx = BulkQueryFixture(page_size=10)
+    async with preset_rig(
+        pool, tmp_path, fx.app(), preset=None, name="sfbulk", env={}, overrides=bulk_query()
+    ) as r:
+        op_id = await r.submit({"query": "SELECT Id, Name FROM Account"})
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        summary = (await r.op(op_id)).result_summary
+        assert (summary["items_total"], summary["items_succeeded"]) == (6, 6)
+
+
+async def test_a_cancel_sends_the_body_its_description_gives(pool: Any, tmp_path: Path) -> None:
+    fx = BulkQueryFixture(reads_to_finish=10_000)
+    overrides = bulk_query(cancel_body={"state": "Aborted", "note": "job {job_id}"})
+    async with preset_rig(
+        pool, tmp_path, fx.app(), preset=None, name="sfbulk", env={}, overrides=overrides
+    ) as r:
+        op_id = await r.submit({"query": "SELECT Id FROM Account"})
+        await r.settle(op_id, {S.OBSERVING})
+        await r.cancel(op_id)
+        assert await r.settle(op_id, {S.CANCELLED, *ENDS}) is S.CANCELLED, await r.history(op_id)
+    (job,) = fx.registry.jobs.values()
+    assert fx.cancel_bodies == [{"state": "Aborted", "note": f"job {job.job_id}"}]
+
+
+async def test_a_refused_cancel_of_a_running_job_escalates_with_the_providers_answer(
+    pool: Any, tmp_path: Path
+) -> None:
+    """PATCH without its body: 400 INVALIDJOB, the job runs on. The operation sat in
+    cancel_requested, the 400 nowhere in its history, until the job ended."""
+    fx = BulkQueryFixture(reads_to_finish=10_000)
+    async with preset_rig(
+        pool, tmp_path, fx.app(), preset=None, name="sfbulk", env={}, overrides=bulk_query()
+    ) as r:
+        op_id = await r.submit({"query": "SELECT Id FROM Account"})
+        await r.settle(op_id, {S.OBSERVING})
+        await r.cancel(op_id)
+        state = await r.settle(op_id, {S.CANCELLATION_UNCONFIRMED, S.CANCELLED, *ENDS})
+        assert state is S.CANCELLATION_UNCONFIRMED, await r.history(op_id)
+        assert fx.cancel_bodies == [None]  # sent once, and not again
+        escalation = await r.escalation(op_id)
+        reason = escalation["reason"]
+        assert (
+            "refused the cancel request: HTTP 400 (INVALIDJOB: Invalid job state: null)" in reason
+        )
+        assert "still shows 'InProgress'" in reason
+        cause = await pool.fetchval(
+            "SELECT cause FROM history WHERE operation_id = $1 AND to_state = $2",
+            op_id,
+            "cancellation_unconfirmed",
+        )
+        assert "HTTP 400" in cause
+
+
+async def test_a_cancel_refused_because_the_job_already_ended_is_no_escalation(
+    pool: Any, tmp_path: Path
+) -> None:
+    """The common refusal ("already complete"): the read after it settles the operation."""
+    fx = BulkQueryFixture(reads_to_finish=10_000, page_size=10, done_at_cancel=True)
+    overrides = bulk_query(cancel_body={"state": "Aborted"})
+    async with preset_rig(
+        pool, tmp_path, fx.app(), preset=None, name="sfbulk", env={}, overrides=overrides
+    ) as r:
+        op_id = await r.submit({"query": "SELECT Id FROM Account"})
+        await r.settle(op_id, {S.OBSERVING})
+        await r.cancel(op_id)
+        assert await r.settle(op_id, {S.CANCELLED, *ENDS}) is S.SUCCEEDED, await r.history(op_id)
+        assert "cancellation_unconfirmed" not in await r.history(op_id)
+
+
+async def test_a_result_behind_redirects_is_followed_without_our_token_off_origin(
+    pool: Any, tmp_path: Path
+) -> None:
+    """logs -> 302 logs/archive (same origin, token kept) -> 302 signed blob elsewhere
+    (token dropped); every hop is a recorded call, the signed link redacted in the log."""
+    blobs = BlobStore()
+    async with serve_app(blobs.app()) as blob_url:
+        fx = RunLogsFixture(blob_url)
+        async with preset_rig(
+            pool,
+            tmp_path,
+            fx.app(),
+            preset=None,
+            name="ghruns",
+            env=GH_ENV,
+            overrides=run_logs(follow_redirects=True),
+        ) as r:
+            op_id = await r.submit({"ref": "main"})
+            assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+            op = await r.op(op_id)
+            calls = await r.calls(op_id, "result")
+    rid = op.remote_job_id
+    assert fx.seen == [
+        (f"/runs/{rid}/logs", "Bearer ghp_test"),
+        (f"/runs/{rid}/logs/archive", "Bearer ghp_test"),
+    ]
+    assert blobs.seen == [(f"/blob/{rid}.zip", None)]
+    assert [c["status_code"] for c in calls] == [302, 302, 200]
+    final_url = calls[-1]["url"]
+    assert final_url.startswith(f"{blob_url}/blob/{rid}.zip?")
+    assert BLOB_SIGNATURE not in final_url
+    assert op.result_summary["size_bytes"] == len(LOGS_ZIP)
+
+
+async def test_a_redirect_not_followed_is_said_so_not_called_unavailable(
+    pool: Any, tmp_path: Path
+) -> None:
+    fx = RunLogsFixture("http://127.0.0.1:9")
+    async with preset_rig(
+        pool,
+        tmp_path,
+        fx.app(),
+        preset=None,
+        name="ghruns",
+        env=GH_ENV,
+        overrides=run_logs(follow_redirects=False),
+    ) as r:
+        op_id = await r.submit({"ref": "main"})
+        assert await r.settle(op_id, ENDS) is S.NEEDS_ATTENTION, await r.history(op_id)
+        reason = (await r.escalation(op_id))["reason"]
+        assert reason == (
+            "result fetch answered HTTP 302: redirect not followed (set result.follow_redirects)"
+        )
+        assert len(fx.seen) == 1
+
+
+async def test_a_redirect_loop_or_a_non_http_target_is_not_followed(
+    pool: Any, tmp_path: Path
+) -> None:
+    for redirect, why, hops in (
+        ("loop", "more than 5 redirects", 6),
+        ("ftp", "not an http(s) URL (ftp scheme)", 1),
+    ):
+        fx = RunLogsFixture("http://127.0.0.1:9", redirect=redirect)  # type: ignore[arg-type]
+        async with preset_rig(
+            pool,
+            tmp_path,
+            fx.app(),
+            preset=None,
+            name="ghruns",
+            env=GH_ENV,
+            overrides=run_logs(follow_redirects=True),
+        ) as r:
+            op_id = await r.submit({"ref": "main"})
+            assert await r.settle(op_id, ENDS) is S.NEEDS_ATTENTION, await r.history(op_id)
+            assert why in (await r.escalation(op_id))["reason"]
+            assert len(fx.seen) == hops
