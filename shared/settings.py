@@ -132,7 +132,15 @@ def _read_config(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
 
 
-def load_settings(path: Path | None = None, env: Mapping[str, str] | None = None) -> Settings:
+def load_settings(
+    path: Path | None = None, env: Mapping[str, str] | None = None, *, credentials: bool = True
+) -> Settings:
+    """The settings and providers, environment over file.
+
+    `credentials=False` for a process that never calls a provider (the
+    receiver): provider API keys it is not given leave those providers
+    without auth rather than refusing the config (load_providers).
+    """
     env = os.environ if env is None else env
     if path is None and env.get("JW_CONFIG"):
         path = Path(env["JW_CONFIG"])
@@ -147,7 +155,7 @@ def load_settings(path: Path | None = None, env: Mapping[str, str] | None = None
         if unknown:
             raise ConfigError(f"{path}: unknown top-level table(s): {', '.join(sorted(unknown))}")
         if "providers" in document:
-            providers = load_providers(path, env)
+            providers = load_providers(path, env, credentials=credentials)
     values: dict[str, Any] = {"config_path": path, "providers": providers}
     kinds = {f.name: f.type for f in fields(Settings)}
     types = {"Path": Path, "int": int, "float": float, "str": str}

@@ -43,8 +43,9 @@ async def cmd_migrate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _settings(args: argparse.Namespace) -> Settings:
-    return load_settings(Path(args.config) if getattr(args, "config", None) else None)
+def _settings(args: argparse.Namespace, *, credentials: bool = True) -> Settings:
+    path = Path(args.config) if getattr(args, "config", None) else None
+    return load_settings(path, credentials=credentials)
 
 
 async def cmd_reconciler(args: argparse.Namespace) -> int:
@@ -61,7 +62,8 @@ async def cmd_receiver(args: argparse.Namespace) -> int:
     from receiver.main import run_receiver
 
     logs.configure()
-    settings = _settings(args)
+    # the receiver never calls a provider: it needs no provider's API key
+    settings = _settings(args, credentials=False)
     if args.port is not None:
         settings = replace(settings, receiver_port=args.port)
     async with app_database() as resolved:

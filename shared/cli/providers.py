@@ -159,7 +159,8 @@ async def cmd_check(args: argparse.Namespace) -> int:
     path = Path(args.config)
     daemon = getattr(args, "daemon", None) or "reconciler"
     try:
-        settings = _load_settings(path)
+        # as that daemon loads it: the receiver needs no provider API key
+        settings = _load_settings(path, credentials=daemon == "reconciler")
         signing = _startup_checks(settings) if daemon == "reconciler" else None
         providers = settings.providers
         proofs = _proofs(args, providers)
@@ -182,10 +183,10 @@ async def cmd_check(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def _load_settings(path: Path) -> Settings:
+def _load_settings(path: Path, *, credentials: bool) -> Settings:
     """The whole file, the environment over its `[jobwarden]` table, as the daemons read it."""
     try:
-        return load_settings(path)
+        return load_settings(path, credentials=credentials)
     except OSError as exc:  # not found is a ConfigError already; this is, say, EACCES
         raise ConfigError(f"{path}: cannot be read ({exc.strerror})") from None
 

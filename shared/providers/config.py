@@ -125,9 +125,15 @@ DEFAULT_LOOKUP_PAGES = 10  # scanning deeper than this rarely finds a job create
 
 
 def load_providers(
-    path: Path, env: Mapping[str, str] = os.environ
+    path: Path, env: Mapping[str, str] = os.environ, *, credentials: bool = True
 ) -> dict[str, ProviderDescription]:
-    """All `[providers.<name>]` of a TOML config file, validated."""
+    """All `[providers.<name>]` of a TOML config file, validated.
+
+    `credentials=False`: for a process that never calls a provider (the
+    receiver), an `[auth]` secret that is not set leaves the provider without
+    auth instead of refusing the config, so that process need not hold any
+    provider's API key (its description is otherwise the same).
+    """
     source = str(path)
     try:
         with open(path, "rb") as handle:
@@ -138,11 +144,15 @@ def load_providers(
         raise ConfigError(f"{source}: cannot be read ({exc.strerror})") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{source}: invalid TOML: {exc}") from None
-    return parse_providers(data, source, env)
+    return parse_providers(data, source, env, credentials=credentials)
 
 
 def parse_providers(
-    data: Mapping[str, Any], source: str, env: Mapping[str, str] = os.environ
+    data: Mapping[str, Any],
+    source: str,
+    env: Mapping[str, str] = os.environ,
+    *,
+    credentials: bool = True,
 ) -> dict[str, ProviderDescription]:
     """Validate the `providers` table of an already-parsed config document."""
     providers = data.get("providers", {})
@@ -162,7 +172,7 @@ def parse_providers(
             )
         if not isinstance(table, Mapping):
             raise ConfigError(f"{source}: providers.{name}: must be a table")
-        result[name] = _load_one(name, table, source, env)
+        result[name] = _load_one(name, table, source, env, credentials)
     return result
 
 
@@ -214,18 +224,18 @@ def preset_names() -> list[str]:
 
 
 def _load_one(
-    name: str, table: Mapping[str, Any], source: str, env: Mapping[str, str]
+    name: str, table: Mapping[str, Any], source: str, env: Mapping[str, str], credentials: bool
 ) -> ProviderDescription:
     root = f"providers.{name}"
     preset = table.get("preset")
     if preset is None:
-        ctx = _Ctx(source=source, root=root, env=env, override=None, preset=None)
+        ctx = _Ctx(source, root, env, None, None, credentials)
         return _provider(name, table, ctx)
     if not isinstance(preset, str):
         raise ConfigError(f"{source}: {root}.preset: must be a string")
     _, base = _read_preset(preset, f"{source}: {root}.preset")
     merged = deep_merge(base, table)
-    ctx = _Ctx(source=source, root=root, env=env, override=table, preset=preset)
+    ctx = _Ctx(source, root, env, table, preset, credentials)
     return _provider(name, merged, ctx)
 
 
@@ -267,6 +277,8 @@ class _Ctx:
     env: Mapping[str, str]
     override: Mapping[str, Any] | None
     preset: str | None
+    # False: this process never calls providers (see load_providers)
+    credentials: bool = True
 
     def error(self, rel: tuple[str, ...], problem: str, present: bool) -> ConfigError:
         key = ".".join(((self.root,) if self.root else ()) + rel)
@@ -616,7 +628,7 @@ def _auth(table: _Table | None) -> AuthSpec | None:
     template = parse_template(value or "Bearer {secret}", {"secret"})
     optional = table.boolean("optional", False)
     extra_hosts = tuple(h.lower() for h in table.strings("extra_hosts"))
-    secret = _secret(table, "secret_env", "secret_file", optional)
+    secret = _secret(table, "secret_env", "secret_file", optional or not table.ctx.credentials)
     table.finish()
     if secret is None:
         return None

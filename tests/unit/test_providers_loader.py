@@ -475,3 +475,18 @@ def test_a_content_type_other_than_json_is_refused() -> None:
     message = config_error(acme(headers={"content-type": "text/xml"}))
     assert "headers.content-type: 'text/xml': bodies are sent as JSON" in message
     load(acme(headers={"Content-Type": "application/vnd.api+json; charset=utf-8"}))
+
+
+def test_a_process_that_never_calls_providers_needs_no_api_key() -> None:
+    """The receiver loads the same config without any provider's key (its env file
+    needed a stand-in under each key's name); every other process still refuses."""
+    table = acme(auth={"secret_env": "ACME_API_KEY"})
+    assert "ACME_API_KEY" in config_error(table)
+    described = parse_providers(
+        {"providers": {"acme": table}}, "config.toml", {}, credentials=False
+    )
+    assert described["acme"].auth is None
+    with_key = parse_providers(
+        {"providers": {"acme": table}}, "config.toml", {"ACME_API_KEY": "k"}, credentials=False
+    )
+    assert with_key["acme"].auth is not None
