@@ -6,10 +6,14 @@ results, decisions) so the database's checks apply in full.
 
 from __future__ import annotations
 
+import contextlib
+import os
 from collections import deque
+from collections.abc import AsyncIterator
 from typing import Any
 
 from shared import ledger
+from shared.db.connect import connect
 from shared.ledger import RequestSpec, evidence
 from shared.ledger.states import EDGES, Evidence, LocalState
 
@@ -174,3 +178,18 @@ async def jobwarden(*argv: str) -> int:
     args = build_parser().parse_args(list(argv))
     status: int = await args.handler(args)
     return status
+
+
+@contextlib.asynccontextmanager
+async def dropped_afterwards(admin_url: str, prefix: str) -> AsyncIterator[str]:
+    """A database name of this run (a prefix and the pid), dropped after the block
+    if something created it: for tests whose command under test creates it."""
+    name = f"{prefix}_{os.getpid()}"
+    try:
+        yield name
+    finally:
+        admin = await connect(admin_url)
+        try:
+            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        finally:
+            await admin.close()

@@ -23,6 +23,7 @@ import pytest_asyncio
 from shared.cli.errors import failure_of
 from shared.db.connect import ResolvedDatabase, connect, with_database
 from shared.db.migrate import apply_migrations, load_migrations
+from tests.support import dropped_afterwards
 
 ROOT = Path(__file__).resolve().parents[2]
 # The variables that choose a database: cleared so the host's own cannot leak in.
@@ -82,13 +83,8 @@ def local_server(pg_server: ResolvedDatabase) -> dict[str, str]:
 @pytest_asyncio.fixture
 async def fresh_name(pg_server: ResolvedDatabase) -> AsyncIterator[str]:
     """A database name no one uses; dropped after the test if something created it."""
-    name = f"jw_cli_err_{os.getpid()}"
-    yield name
-    admin = await connect(pg_server.admin_url)
-    try:
-        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    finally:
-        await admin.close()
+    async with dropped_afterwards(pg_server.admin_url, "jw_cli_err") as name:
+        yield name
 
 
 # ------------------------------------------------------------------ no server

@@ -22,6 +22,7 @@ from shared.cli.main import build_parser
 from shared.db.connect import DEMO_DATABASE, ResolvedDatabase, connect, with_database
 from shared.ids import ulid
 from shared.ledger.states import LocalState
+from tests.support import dropped_afterwards
 
 REPO = Path(__file__).resolve().parents[2]
 EXPECTED = {
@@ -41,13 +42,8 @@ OPERATION_ID = re.compile(r"op_[0-9A-Z]{26}")
 @pytest_asyncio.fixture
 async def demo_database(pg_server: ResolvedDatabase) -> AsyncIterator[str]:
     """The name the demo is told to use (JW_DEMO_DATABASE); dropped afterwards."""
-    name = f"jw_demo_t_{os.getpid()}"
-    yield name
-    admin = await connect(pg_server.admin_url)
-    try:
-        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    finally:
-        await admin.close()
+    async with dropped_afterwards(pg_server.admin_url, "jw_demo_t") as name:
+        yield name
 
 
 def _read_until_first_settled(proc: subprocess.Popen[str], lines: list[str]) -> None:

@@ -19,20 +19,16 @@ from pathlib import Path
 
 import pytest_asyncio
 
-from shared.db.connect import ResolvedDatabase, connect
+from shared.db.connect import ResolvedDatabase
+from tests.support import dropped_afterwards
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest_asyncio.fixture
 async def demo_database(pg_server: ResolvedDatabase) -> AsyncIterator[str]:
-    name = f"jw_demo_ops_{os.getpid()}"
-    yield name
-    admin = await connect(pg_server.admin_url)
-    try:
-        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    finally:
-        await admin.close()
+    async with dropped_afterwards(pg_server.admin_url, "jw_demo_ops") as name:
+        yield name
 
 
 def test_the_printed_audit_verify_finds_nothing_left_to_sequence(
