@@ -59,7 +59,10 @@ _PROBLEMS: dict[int, tuple[str, str]] = {
     410: ("Archived", "Moved to an evidence archive (jobwarden audit archive); ask an operator."),
     413: ("TooLarge", "The body is larger than the server's limit (JW_MAX_BODY_BYTES)."),
     422: ("Invalid", "The body is JSON but a field is missing, unknown or out of bounds."),
-    429: ("TooManyWaits", "This token holds all the long-polls it may; retry after Retry-After."),
+    429: (
+        "TooManyWaits",
+        "This token holds all the long-polls and event streams it may; retry after Retry-After.",
+    ),
     503: ("Unavailable", "The database is unavailable or busy; retry after Retry-After."),
 }
 _HEADERS = {
@@ -438,7 +441,7 @@ def _wait() -> dict[str, Any]:
             "waitOperation",
             "Block until the operation is done or max_wait seconds (<= 300) pass; "
             "done=false after max_wait means still running. A token holds at most "
-            f"{params.MAX_WAITS_PER_CALLER} long-polls at once (429 beyond).",
+            f"{params.MAX_WAITS_PER_CALLER} long-polls and event streams at once (429 beyond).",
             {
                 "200": _json(_ref("schemas", "Operation"), "The operation."),
                 **_problems(400, 404, 429),
@@ -452,7 +455,9 @@ def _events() -> dict[str, Any]:
     return {
         "get": _op(
             "streamOperationEvents",
-            "Server-Sent Events: every transition in order, then `end` with the operation.",
+            "Server-Sent Events: every transition in order, then `end` with the operation. "
+            "A stream holds one of the token's "
+            f"{params.MAX_WAITS_PER_CALLER} long-poll slots while it is open (429 beyond).",
             {
                 "200": {
                     "description": "An event stream (see the operation's description).",
@@ -463,7 +468,7 @@ def _events() -> dict[str, Any]:
                         "error": _ref("schemas", "Problem"),
                     },
                 },
-                **_problems(400, 404),
+                **_problems(400, 404, 429),
             },
             parameters=[_ID, params.AFTER.spec(), params.LAST_EVENT_ID.spec()],
             description=_EVENTS_DESCRIPTION,

@@ -162,6 +162,22 @@ async def _until_disconnect(receive: Receive) -> None:
         pass
 
 
+class _HeldStream(StreamingResponse):
+    """A streaming response that gives back what it holds however it ends
+    (done, the client gone, an error): Starlette awaits every response it
+    sends, so this `finally` runs where the body's generator may never start."""
+
+    def __init__(self, release: Callable[[], None], *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._release = release
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self._release()
+
+
 async def unless_disconnected(receive: Receive, work: Coroutine[Any, Any, T]) -> T | None:
     """`work`'s result, or None as soon as the client disconnects (then `work` is cancelled).
 
@@ -351,7 +367,17 @@ class OperationsApi:
         caller = await self.caller(request)
         after = _resume_after(request)
         await self.read(operation_id, caller)  # 404 before the stream starts
-        return StreamingResponse(
+        # A stream holds one of the caller's wait slots for as long as it is
+        # open (hours, for a long job): uncapped, one token's streams filled
+        # the server's connections as its abandoned long-polls once did.
+        held = contextlib.ExitStack()
+        try:
+            held.enter_context(self.wait_slots.hold(caller.token_id))
+        except TooManyWaits:
+            limit, retry = params.MAX_WAITS_PER_CALLER, params.WAIT_RETRY_AFTER_SECONDS
+            raise too_many_waits(limit, retry) from None
+        return _HeldStream(
+            held.close,
             self._event_stream(operation_id, after),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},

@@ -128,3 +128,38 @@ async def test_one_token_holds_at_most_the_cap_and_others_are_unaffected(
             headers={"Authorization": f"Bearer {bot}"},
         )
         assert again.status_code == 200, again.text
+
+
+async def open_stream(url: str, operation_id: str, token: str) -> asyncio.StreamWriter:
+    """An event stream on its own TCP connection, left open, as a raw client sends it."""
+    parts = urlsplit(url)
+    _reader, writer = await asyncio.open_connection(parts.hostname, parts.port)
+    writer.write(
+        (
+            f"GET /v1/operations/{operation_id}/events HTTP/1.1\r\n"
+            f"Host: {parts.netloc}\r\nAuthorization: Bearer {token}\r\n\r\n"
+        ).encode()
+    )
+    await writer.drain()
+    return writer
+
+
+async def test_event_streams_hold_the_same_slots_and_give_them_back(db: Any, db_url: str) -> None:
+    """A stream stays open while the job runs (hours): uncapped, one token's streams
+    filled the server's connections as its abandoned long-polls once did (a
+    reviewer's second read)."""
+    bot = await make_token(db, "bot")
+    cap = params.MAX_WAITS_PER_CALLER
+    async with served(db_url) as api, httpx.AsyncClient(base_url=api.url) as http:
+        mine = await submit(api.url, bot)
+        writers = [await open_stream(api.url, mine, bot) for _ in range(cap)]
+        async with asyncio.timeout(SIGNAL_TIMEOUT_SECONDS):
+            await api.ops.wait_slots.until(lambda running: running == cap)
+        refused = await http.get(
+            f"/v1/operations/{mine}/events", headers={"Authorization": f"Bearer {bot}"}
+        )
+        assert refused.status_code == 429, refused.text
+        assert refused.json()["type"] == "urn:jobwarden:problem:too-many-waits"
+        await hang_up(writers)
+        async with asyncio.timeout(SIGNAL_TIMEOUT_SECONDS):
+            await api.ops.wait_slots.until(lambda running: running == 0)
