@@ -45,9 +45,8 @@ REFILLS = 24
 # While a batch that was not full drains, rows that fall due (a new submission,
 # a wake-up) are claimed every sweep_interval rather than after the batch's
 # slowest call: a create hanging 10 s held every new operation back 10 s, and
-# the daemon's ticks were skipped meanwhile. At most this many such claims per
-# run_once (a minute at the default interval), so one call stays bounded.
-LATE_CLAIMS = 120
+# the daemon's ticks were skipped meanwhile. For at most one lease_seconds per
+# run_once (no step outlives its lease), so one call stays bounded.
 
 StepFn = Callable[[Step], Awaitable[Delay]]
 
@@ -126,10 +125,11 @@ class Reconciler:
 
         pending = await claim_and_start(size)
         refills = REFILLS if pending == size else 0
-        late_claims = LATE_CLAIMS
+        claim_late_until = self.ctx.clock.monotonic() + self.ctx.settings.lease_seconds
         try:
             while pending:
-                if refills or not late_claims or pending >= size:
+                late = self.ctx.clock.monotonic() < claim_late_until
+                if refills or not late or pending >= size:
                     task = await finished.get()
                 else:
                     try:
@@ -137,8 +137,7 @@ class Reconciler:
                             finished.get(), self.ctx.settings.sweep_interval
                         )
                     except TimeoutError:
-                        late_claims -= 1
-                        pending += await claim_and_start(size - pending)
+                        pending += await self._claim_late(claim_and_start, size - pending)
                         continue
                 pending -= 1
                 counts[task.result()] += 1
@@ -157,6 +156,21 @@ class Reconciler:
             await asyncio.gather(*running, return_exceptions=True)
             raise
         return counts
+
+    async def _claim_late(self, claim: Callable[[int], Awaitable[int]], want: int) -> int:
+        """A late claim (see run_once); a failure is logged and claims nothing.
+
+        Its error must not reach run_once's handler, which cancels every step
+        in flight: a pool timeout during a quiet sweep would have cut a create
+        off mid-request (its outcome then unknown).
+        """
+        try:
+            return await claim(want)
+        except Exception:
+            log.warning(
+                "a late claim failed; the next one or the next sweep retries", exc_info=True
+            )
+            return 0
 
     async def process(
         self,

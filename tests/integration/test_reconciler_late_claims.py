@@ -14,6 +14,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import pytest
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
@@ -93,3 +94,39 @@ async def test_an_operation_submitted_during_a_hanging_create_is_created_meanwhi
         assert counts["claimed"] == 2
         assert await r.settle(first, {S.ACCEPTED, S.OBSERVING}) in (S.ACCEPTED, S.OBSERVING)
         assert await r.settle(second, {S.ACCEPTED, S.OBSERVING}) in (S.ACCEPTED, S.OBSERVING)
+
+
+async def test_a_late_claim_that_fails_leaves_the_calls_in_flight_alone(
+    pool: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A late claim's error reached run_once's handler, which cancels every step in
+    flight: a pool timeout in a quiet sweep cut a create off mid-request (a
+    reviewer's second read). The database refuses the late claim for real here
+    (the claim statement's connection is terminated)."""
+    fx = HeldFirstCreate()
+    async with preset_rig(
+        pool, tmp_path, fx.app(), preset=None, name="slow", env={}, overrides=DESCRIPTION
+    ) as r:
+        first = await r.submit({"n": 1})
+        real_claim = r.reconciler.claim
+        refused = asyncio.Event()
+
+        async def claim_then_refuse(limit: int) -> Any:
+            if not fx.first_arrived.is_set():
+                return await real_claim(limit)
+            async with pool.acquire() as conn:
+                try:
+                    await conn.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+                finally:
+                    refused.set()
+            raise AssertionError("unreachable: the backend was terminated")
+
+        monkeypatch.setattr(r.reconciler, "claim", claim_then_refuse)
+        running = asyncio.create_task(r.reconciler.run_once())
+        await fx.first_arrived.wait()
+        await asyncio.wait_for(refused.wait(), SECOND_CREATE_BOUND_SECONDS)
+        assert not running.done()  # the failed claim did not end the call in flight
+        fx.release.set()
+        counts = await running
+        assert counts["claimed"] == 1 and fx.creates == 1
+        assert await r.state(first) in (S.ACCEPTED, S.OBSERVING)
