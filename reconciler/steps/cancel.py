@@ -57,22 +57,29 @@ async def _refused_while_running(step: Step, conn: Any, last: Any) -> Delay | No
 
     A refusal (a 4xx other than not-found or "maybe not arrived") is followed
     by a status read in the same step; had that read shown an end, the
-    operation would have moved on. Still here, with the job last seen
-    pending or running, the cancel will not happen by itself (Salesforce's
-    400 INVALIDJOB to a cancel sent without the body it needs): waiting for
-    the cancel deadline would only hide the refusal until the job ends. The
-    operation goes to cancellation_unconfirmed (an escalation, still read
-    slowly, so the job's real end is recorded), its cause naming the
-    provider's answer. None: not that case, go on as usual.
+    operation would have moved on. If a read that answered after the refusal
+    shows the job pending or running, the cancel will not happen by itself
+    (Salesforce's 400 INVALIDJOB to a cancel sent without the body it needs):
+    waiting for the cancel deadline would only hide the refusal until the job
+    ends. The operation goes to cancellation_unconfirmed (an escalation, still
+    read slowly, so the job's real end is recorded), its cause naming the
+    provider's answer. A read held back or failed after the refusal proves
+    nothing yet (the state on record may predate the cancel). None: not that
+    case, go on as usual.
     """
-    remote = step.op.remote_state
-    if remote not in (RemoteState.PENDING, RemoteState.RUNNING) or last["status_code"] is None:
+    if last["status_code"] is None:
         return None
-    refusal = await _refusal(step, conn, last["call_id"], last["status_code"])
+    call = await conn.fetchrow(
+        q("cancel_call_and_read_after"), step.op.operation_id, last["call_id"]
+    )
+    running = (RemoteState.PENDING.value, RemoteState.RUNNING.value)
+    if call is None or call["state_read_after"] not in running:
+        return None
+    refusal = _refusal(step, call)
     if refusal is None:
         return None
-    shown = step.op.remote_state_raw or remote
-    cause = f"{refusal}, and the last status read still shows {shown!r}"
+    shown = step.op.remote_state_raw or call["state_read_after"]
+    cause = f"{refusal}, and the status read after it still shows {shown!r}"
     async with conn.transaction():
         await step.reload(conn)
         await step.move(
@@ -85,12 +92,11 @@ async def _refused_while_running(step: Step, conn: Any, last: Any) -> Delay | No
     return step.until_allowed(UNCONFIRMED_POLL_SECONDS, read=True)
 
 
-async def _refusal(step: Step, conn: Any, call_id: int, status_code: int) -> str | None:
-    """The provider's refusal of cancel call `call_id` in words (its status, error
+def _refusal(step: Step, call: Any) -> str | None:
+    """The provider's refusal of a recorded cancel call in words (its status, error
     code and message), or None when the answer was no refusal."""
-    row = await conn.fetchrow(q("log_rows_call"), [call_id])
-    answer = recorded_response(row, step.adapter.headers_read) if row is not None else None
-    fact = step.adapter.parse_cancel(answer or HttpResponse(status_code), step.now())
+    answer = recorded_response(call, step.adapter.headers_read)
+    fact = step.adapter.parse_cancel(answer or HttpResponse(call["status_code"]), step.now())
     if fact.kind != "rejected":
         return None
     said = [x for x in (fact.error.code, fact.error.message) if x] if fact.error else []

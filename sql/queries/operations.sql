@@ -230,3 +230,15 @@ SELECT EXISTS (
 
 -- name: clock_now
 SELECT jw_now();
+
+-- name: cancel_call_and_read_after
+-- A cancel call ($2) of operation $1 as recorded, with the remote state of our
+-- newest status read that answered after it (NULL: none yet): a refused cancel
+-- is judged on a read that followed the refusal, never on an older one.
+SELECT c.*, (
+    SELECT o.remote_state::text FROM observations o
+    WHERE o.operation_id = $1 AND o.source = 'poll' AND o.fetched_at >= c.finished_at
+    ORDER BY o.observation_id DESC LIMIT 1
+) AS state_read_after
+FROM provider_calls c
+WHERE c.call_id = $2 AND c.operation_id = $1;

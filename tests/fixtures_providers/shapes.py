@@ -24,6 +24,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any, Literal
 
@@ -245,11 +246,15 @@ class BulkQueryFixture:
         reads_to_finish: int = READS_TO_FINISH,
         page_size: int = 3,
         done_at_cancel: bool = False,
+        unreadable_after_cancel: int = 0,
     ) -> None:
         self.registry = Registry("750")
         self.reads_to_finish = reads_to_finish
         self.page_size = page_size
         self.done_at_cancel = done_at_cancel
+        # this many status reads after a cancel arrived answer 503 (set when all have)
+        self.unreadable_after_cancel = unreadable_after_cancel
+        self.unreadable_served = asyncio.Event()
         self.cancel_bodies: list[Any] = []
         self.locators: list[str | None] = []
 
@@ -270,6 +275,11 @@ class BulkQueryFixture:
 
     async def status(self, request: Request) -> Response:
         job = self.registry.jobs[request.path_params["jid"]]
+        if self.cancel_bodies and self.unreadable_after_cancel:
+            self.unreadable_after_cancel -= 1
+            if not self.unreadable_after_cancel:
+                self.unreadable_served.set()
+            return json_response({"errorCode": "SERVER_UNAVAILABLE"}, 503)
         job.reads += 1
         if job.extra["state"] in ("UploadComplete", "InProgress"):
             done = job.reads > self.reads_to_finish

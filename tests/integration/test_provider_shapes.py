@@ -172,6 +172,27 @@ async def test_a_refused_cancel_of_a_running_job_escalates_with_the_providers_an
         assert "HTTP 400" in cause
 
 
+async def test_a_refusal_is_judged_on_a_read_after_it_never_an_older_one(
+    pool: Any, tmp_path: Path
+) -> None:
+    """The reads after the refusal fail (503): the "running" on record predates the
+    cancel and proves nothing, so no escalation yet (a reviewer's second read);
+    the first read that answers after it decides."""
+    fx = BulkQueryFixture(reads_to_finish=10_000, unreadable_after_cancel=3)
+    async with preset_rig(
+        pool, tmp_path, fx.app(), preset=None, name="sfbulk", env={}, overrides=bulk_query()
+    ) as r:
+        op_id = await r.submit({"query": "SELECT Id FROM Account"})
+        await r.settle(op_id, {S.OBSERVING})
+        await r.cancel(op_id)
+        while not fx.unreadable_served.is_set():  # the daemon's sweeps, until the reads failed
+            assert await r.state(op_id) is S.CANCEL_REQUESTED, await r.history(op_id)
+            await r.reconciler.run_once()
+        assert await r.state(op_id) is S.CANCEL_REQUESTED, await r.history(op_id)
+        state = await r.settle(op_id, {S.CANCELLATION_UNCONFIRMED, S.CANCELLED, *ENDS})
+        assert state is S.CANCELLATION_UNCONFIRMED, await r.history(op_id)
+
+
 async def test_a_cancel_refused_because_the_job_already_ended_is_no_escalation(
     pool: Any, tmp_path: Path
 ) -> None:
