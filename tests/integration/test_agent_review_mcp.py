@@ -136,6 +136,12 @@ async def test_a_foreign_host_or_origin_is_refused(receiver: Mounted, token: str
     port = receiver.url.rsplit(":", 1)[-1]
     same = await _initialize(receiver.mcp_url, {**bearer, "Origin": f"http://127.0.0.1:{port}"})
     assert same.status_code == 200, same.text
+    # host names are case-insensitive (the SDK compares exactly: 421 before)
+    shouted = await _initialize(
+        receiver.mcp_url,
+        {**bearer, "Host": f"LocalHost:{port}", "Origin": f"http://LOCALHOST:{port}"},
+    )
+    assert shouted.status_code == 200, shouted.text
 
 
 def test_allowed_hosts_follow_the_configuration() -> None:
@@ -149,3 +155,9 @@ def test_allowed_hosts_follow_the_configuration() -> None:
     assert "https://hooks.example.com" in security.allowed_origins
     assert "0.0.0.0" not in security.allowed_hosts
     assert security.enable_dns_rebinding_protection
+    # a public URL with a port: that host:port, and the bare name a proxy may serve
+    ported = transport_security(
+        Settings(public_webhook_url="https://hooks.example.com:8443/webhooks/{provider}")
+    )
+    assert "hooks.example.com:8443" in ported.allowed_hosts
+    assert "hooks.example.com" in ported.allowed_hosts

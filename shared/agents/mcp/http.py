@@ -107,6 +107,23 @@ def _auth_error(conn: HTTPConnection, exc: Exception) -> Response:
     return JSONResponse({"error": "invalid_request", "error_description": str(exc)}, 400)
 
 
+class LowerCaseHost:
+    """Host and Origin lower-cased before the SDK's exact, case-sensitive check:
+    host names are case-insensitive (`Host: Jobwarden.Example.com` got 421)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self._app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            headers = [
+                (name, value.lower() if name in (b"host", b"origin") else value)
+                for name, value in scope["headers"]
+            ]
+            scope = {**scope, "headers": headers}
+        await self._app(scope, receive, send)
+
+
 class AgentsOnly:
     """Refuse operator tokens (403) before anything else is done for them."""
 
@@ -161,7 +178,9 @@ def allowed_hosts(settings: Settings, extra: Sequence[str] = ()) -> list[str]:
         hosts.append(f"[{bound}]" if ":" in bound else bound)
     public = urlsplit(settings.public_webhook_url)
     if public.hostname:
+        # with its port, and without: a proxy may serve the bare name
         hosts.append(public.netloc.rsplit("@", 1)[-1].lower())
+        hosts.append(f"[{public.hostname}]" if ":" in public.hostname else public.hostname)
     hosts.extend(h.strip().lower() for h in extra if h.strip())
     return list(dict.fromkeys(hosts))
 
@@ -205,7 +224,7 @@ class McpHttpEndpoint:
         # scope check behind it is the second lock on the same door.
         guarded = AgentsOnly(
             RequireAuthMiddleware(
-                StreamableHTTPASGIApp(self.manager), required_scopes=[AGENT_SCOPE]
+                LowerCaseHost(StreamableHTTPASGIApp(self.manager)), required_scopes=[AGENT_SCOPE]
             )
         )
         self.app: ASGIApp = AuthenticationMiddleware(
