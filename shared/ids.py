@@ -35,6 +35,18 @@ def new_operation_id() -> str:
     return "op_" + ulid()
 
 
+# An operation id: op_ + a ULID (26 Crockford base32 characters). Whatever
+# takes one from outside (the API, the console, the agent client, MCP) refuses
+# anything else: an id goes into URL paths and queries, where "../openapi.json"
+# or "op_...:wait?max_wait=5&" would reach another resource.
+OPERATION_ID_PATTERN = "^op_[0-9A-HJKMNP-TV-Z]{26}$"
+OPERATION_ID = re.compile(OPERATION_ID_PATTERN)
+
+
+def is_operation_id(value: object) -> bool:
+    return isinstance(value, str) and OPERATION_ID.fullmatch(value) is not None
+
+
 def new_idempotency_token() -> str:
     return "idem_" + secrets.token_hex(16)
 

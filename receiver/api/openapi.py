@@ -20,7 +20,7 @@ from pydantic.json_schema import models_json_schema
 from receiver.api import bodies, params
 from receiver.api.models import BODY_MODELS, JSON_VALUE_MARKER, NO_NUL, any_case
 from receiver.api.problems import PROBLEM_MEDIA_TYPE
-from shared.agents.client import OPERATION_ID_PATTERN
+from shared.ids import OPERATION_ID_PATTERN
 from shared.ledger.states import LocalState
 from shared.providers.description import ProviderDescription
 

@@ -42,10 +42,9 @@ from receiver.api.resources import API_PREFIX, operation_resource, transition_ev
 from receiver.api.waiting import TooManyWaits, TransitionHub, WaitSlots
 from receiver.moves import traced_moves
 from shared import ledger
-from shared.agents.client import is_operation_id
 from shared.db.errors import DATABASE_UNREACHABLE, db_error_reason
 from shared.db.queries import q
-from shared.ids import trace_id_from_traceparent
+from shared.ids import is_operation_id, trace_id_from_traceparent
 from shared.ledger import receipts
 from shared.ledger.errors import LedgerError, RequestMismatch, StaleTransition
 from shared.ledger.log import LogCorrupt

@@ -18,6 +18,7 @@ from receiver.console.base import Console, Refused
 from receiver.console.render import SECURITY_HEADERS, page
 from receiver.console.sessions import Session
 from shared.db.queries import q
+from shared.ids import is_operation_id
 from shared.ledger.states import INBOX, TERMINAL, LocalState
 
 PAGE_SIZE = 50
@@ -33,7 +34,6 @@ OUTCOMES = (
     "timed_out",
     "needs_attention",
 )
-OPERATION_ID = re.compile(r"^op_[0-9A-HJKMNP-TV-Z]{26}$")
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhd]?)$")
 _UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _KIND = re.compile(r"^[A-Za-z0-9._:/-]{1,100}$")
@@ -132,7 +132,7 @@ def filters_of(request: Request) -> Filters:
 async def operations(console: Console, request: Request, session: Session) -> Response:
     f = filters_of(request)
     after = request.query_params.get("after") or None
-    if after is not None and not OPERATION_ID.match(after):
+    if after is not None and not is_operation_id(after):
         raise Refused(400, "after: not an operation id.")
     states = states_to_walk(f.state, f.outcome)
     async with console.connection() as conn, conn.transaction(readonly=True):
@@ -226,7 +226,7 @@ def _found(rows: list[Any]) -> Found:
 async def stream(console: Console, request: Request, session: Session) -> Response:
     """`changed` whenever an operation (or the one named by `op`) moves; the page reloads."""
     key = request.query_params.get("op") or ANY_OPERATION
-    if key != ANY_OPERATION and not OPERATION_ID.match(key):
+    if key != ANY_OPERATION and not is_operation_id(key):
         raise Refused(400, "op: not an operation id.")
     headers = {**SECURITY_HEADERS, "X-Accel-Buffering": "no"}
     return StreamingResponse(

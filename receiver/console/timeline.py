@@ -11,11 +11,11 @@ from starlette.responses import RedirectResponse, Response
 from receiver.console import actions
 from receiver.console.base import PREFIX, Console, Refused
 from receiver.console.inbox import next_moves
-from receiver.console.operations import OPERATION_ID
 from receiver.console.render import page, with_headers
 from receiver.console.sessions import Session
 from receiver.moves import traced_moves
 from shared.db.queries import q
+from shared.ids import is_operation_id
 from shared.ledger.receipts import UsableCheckpoint, shown_checkpoint
 from shared.ledger.states import LocalState
 
@@ -39,7 +39,7 @@ NOTICES = {
 
 def operation_id_of(request: Request) -> str:
     operation_id = str(request.path_params["operation_id"])
-    if not OPERATION_ID.match(operation_id):
+    if not is_operation_id(operation_id):
         raise Refused(404, "Not an operation id.")
     return operation_id
 

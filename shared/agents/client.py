@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -25,6 +24,9 @@ from typing import Any, Self
 import httpx
 
 from shared.closing import ClosedOnExit
+
+# the client refuses what is not an operation id before sending it
+from shared.ids import is_operation_id
 
 # Default per-request timeout: reads answer in milliseconds; ten seconds only
 # absorbs a loaded database.
@@ -38,19 +40,6 @@ PENDING_PAGE_SIZE = 200
 # The API sends a keep-alive comment every 15 s on an idle event stream; a
 # stream silent for three of those is dead, not idle.
 EVENTS_READ_TIMEOUT_SECONDS = 45.0
-
-
-# An operation id: op_ + a ULID (26 Crockford base32 characters). The API
-# refuses anything else with 404; the client refuses it before sending, since
-# an id is put into a URL path: "../openapi.json" or "op_...:wait?max_wait=5&"
-# would otherwise reach another resource (receiver/api/operations.py and the
-# OpenAPI document use this same pattern).
-OPERATION_ID_PATTERN = "^op_[0-9A-HJKMNP-TV-Z]{26}$"
-OPERATION_ID = re.compile(OPERATION_ID_PATTERN)
-
-
-def is_operation_id(value: object) -> bool:
-    return isinstance(value, str) and OPERATION_ID.fullmatch(value) is not None
 
 
 class JobwardenError(Exception):

@@ -56,8 +56,8 @@ from shared.agents.client import (
     AsyncJobwardenClient,
     JobwardenClient,
     JobwardenError,
-    is_operation_id,
 )
+from shared.ids import is_operation_id
 
 Status = Literal[
     "succeeded",

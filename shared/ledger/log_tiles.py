@@ -64,9 +64,14 @@ async def _write_batch(conn: Any, root: Path, batch: list[tiles.Tile]) -> int:
     return len(batch)
 
 
+# Tiles are public, as checkpoints are (shared/ledger/log.py CHECKPOINT_MODE):
+# anyone may fetch them to check a proof, so they are readable by all.
+TILE_MODE = 0o644
+
+
 def _write_file(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomically(path, data)
+    write_atomically(path, data, TILE_MODE)
 
 
 def tiles_root(root: Path, size: int) -> bytes:

@@ -544,6 +544,8 @@ async def test_tiles_exported_beside_a_checkpoint_give_its_root_without_the_data
         "tile/0/001.p/94",
         "tile/1/000.p/1",
     ]
+    # public, as checkpoints are: whoever serves them need not be the reconciler
+    assert {(out / "tile/0/000").stat().st_mode & 0o777} == {0o644}
     assert await jobwarden("audit", "check-tiles", str(out), "--key", VERIFIER_KEY) == 0
     assert "OK: the tiles give the checkpoint's root at size 350" in capsys.readouterr().out
     # A second export keeps the full tile: it never changes. A forged checkpoint row

@@ -39,13 +39,13 @@ from shared.agents.client import (
     ApiProblem,
     AsyncJobwardenClient,
     JobwardenError,
-    is_operation_id,
 )
 from shared.agents.mcp import view
 from shared.agents.mcp.calls import ToolInputError, required_text, start
 from shared.agents.mcp.catalog import TASKS_PROTOCOL_VERSION, TOOLS_BY_NAME
 from shared.agents.mcp.sources import ClientSource
 from shared.agents.tools import BACKOFF_CAP_SECONDS, next_delay
+from shared.ids import is_operation_id
 
 RELATED_TASK = "io.modelcontextprotocol/related-task"
 IMMEDIATE_RESPONSE = "io.modelcontextprotocol/model-immediate-response"
