@@ -41,6 +41,7 @@ from shared.providers import ConfigError
 from shared.result_store import ResultStore
 from shared.secret import SecretError
 from shared.settings import Settings, check_reconciler_settings
+from shared.tlog import Signer
 
 log = logging.getLogger("jobwarden.reconciler")
 T = TypeVar("T")
@@ -430,6 +431,28 @@ async def create_reconciler_pool(database_url: str, **kwargs: Any) -> Any:
     )
 
 
+def check_startup(settings: Settings) -> Signer | None:
+    """What the reconciler checks before it starts, each failure a ConfigError
+    naming the setting: every call fits in a lease, the CA file loads, the
+    signing key can be read and is a signer key (read here, so a bad key stops
+    the daemon at start, not its sequencer child). Returns the signer, if any.
+    `jobwarden providers check` runs the same checks."""
+    check_reconciler_settings(settings)
+    try:
+        tls_context(settings.provider_ca_file)
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(
+            f"provider_ca_file ({settings.provider_ca_file}, JW_PROVIDER_CA_FILE):"
+            f" cannot load it: {exc}"
+        ) from None
+    try:
+        return evidence_log.load_signer(settings.log_signing_key_file, os.environ)
+    except (SecretError, ValueError) as exc:
+        raise ConfigError(
+            f"checkpoint signing key (log_signing_key_file, JW_LOG_SIGNING_KEY_FILE): {exc}"
+        ) from None
+
+
 async def run_reconciler(
     settings: Settings, database_url: str, *, settle_heap: bool = False
 ) -> int:
@@ -439,19 +462,7 @@ async def run_reconciler(
     started, what start-up made leaves the collector's walks (shared/heap.py).
     Not for a reconciler inside another program, whose objects it would freeze.
     """
-    check_reconciler_settings(settings)
-    try:
-        tls_context(settings.provider_ca_file)  # a bad file stops the daemon at start
-    except (OSError, ssl.SSLError) as exc:
-        raise ConfigError(
-            f"provider_ca_file ({settings.provider_ca_file}, JW_PROVIDER_CA_FILE):"
-            f" cannot load it: {exc}"
-        ) from None
-    try:
-        # read here too, so a bad key stops the daemon at start, not its child
-        evidence_log.load_signer(settings.log_signing_key_file, os.environ)
-    except (SecretError, ValueError) as exc:
-        raise ConfigError(f"checkpoint signing key: {exc}") from None
+    check_startup(settings)
     pool = await create_reconciler_pool(database_url)
     telemetry.configure("jobwarden-reconciler")  # only if OTEL_EXPORTER_OTLP_*ENDPOINT is set
     try:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import ssl
 import sys
 import tomllib
 from collections.abc import Mapping, Sequence
@@ -37,8 +36,7 @@ from shared.providers import (
     preset_names,
 )
 from shared.providers.config import advisories
-from shared.secret import SecretError
-from shared.settings import Settings, check_reconciler_settings, load_settings
+from shared.settings import Settings, load_settings
 
 WEBHOOKS_SIGNED = "webhooks signed"
 UNPROVEN = "configured, not yet verified against a real delivery (check one with --delivery FILE)"
@@ -199,25 +197,11 @@ def _startup_checks(settings: Settings) -> dict[str, Any]:
     read by this user and is a signer key. Returns what the evidence log will
     do with it, for the report.
     """
-    check_reconciler_settings(settings)
-    if settings.provider_ca_file:
-        from reconciler.lanes import tls_context  # the reconciler's own loader
+    from reconciler.daemon import check_startup  # the reconciler's own checks, not a copy
 
-        try:
-            tls_context(settings.provider_ca_file)
-        except (OSError, ssl.SSLError) as exc:
-            raise ConfigError(
-                f"provider_ca_file ({settings.provider_ca_file}, JW_PROVIDER_CA_FILE):"
-                f" cannot load it: {exc}"
-            ) from None
+    signer = check_startup(settings)
     key_file = settings.log_signing_key_file
     inline = bool(os.environ.get(evidence_log.SIGNING_KEY_ENV))
-    try:
-        signer = evidence_log.load_signer(key_file, os.environ)
-    except (SecretError, ValueError) as exc:
-        raise ConfigError(
-            f"checkpoint signing key (log_signing_key_file, JW_LOG_SIGNING_KEY_FILE): {exc}"
-        ) from None
     warnings = []
     if signer is not None and not inline:
         if os.stat(key_file).st_mode & 0o077:

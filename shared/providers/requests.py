@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urljoin, urlsplit, urlunsplit
+from urllib.parse import SplitResult, parse_qsl, urlencode, urljoin, urlsplit, urlunsplit
 
 from shared.providers.description import Idempotency, ProviderDescription
 from shared.providers.errors import RequestBuildError
@@ -193,24 +193,26 @@ def build_redirect(desc: ProviderDescription, previous: HttpRequest, location: s
     """The next hop of a result fetch answered by a redirect to `location`.
 
     Relative locations resolve against the URL that answered. Only http(s)
-    targets are followed. Once a hop leaves the provider's origin (base_url's
-    scheme, host and port), the credential and every other secret header are
-    dropped and stay dropped: a signed storage link needs none, and would
-    hand ours to whoever serves it.
+    targets are followed. A hop to where the credential may not go (the rule
+    every call follows, `_may_receive_credential`: the base URL's origin, or
+    an `auth.extra_hosts` host) drops it and every other secret header, and
+    they stay dropped: a signed storage link needs none, and would hand ours
+    to whoever serves it.
     """
     check_path_value(location, "the redirect's Location")
     try:
         url = urljoin(previous.url, location)
-        scheme, host, port = _origin(url)
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - parsed now: a bad port is refused here
     except ValueError:
         # urlsplit's refusals (a bad port...); their text would repeat the URL
         raise RequestBuildError("the redirect's Location cannot be parsed") from None
-    if scheme not in ("http", "https") or not host:
+    if parts.scheme not in ("http", "https") or not parts.hostname:
         raise RequestBuildError(
-            f"the redirect's Location is not an http(s) URL ({scheme or 'no'} scheme)"
+            f"the redirect's Location is not an http(s) URL ({parts.scheme or 'no'} scheme)"
         )
     headers = dict(previous.headers)
-    if (scheme, host, port) != _origin(desc.base_url):
+    if not _may_receive_credential(desc, url):
         secret = {name.lower() for name in previous.secret_headers}
         headers = {k: v for k, v in headers.items() if k.lower() not in secret}
     return HttpRequest(
@@ -221,13 +223,6 @@ def build_redirect(desc: ProviderDescription, previous: HttpRequest, location: s
         timeout=previous.timeout,
         secret_headers=previous.secret_headers,
     )
-
-
-def _origin(url: str) -> tuple[str, str, int | None]:
-    """RFC 6454 origin: scheme, host, port (the scheme's default when none is written)."""
-    parts = urlsplit(url)
-    default = {"http": 80, "https": 443}.get(parts.scheme)
-    return parts.scheme, (parts.hostname or "").lower(), parts.port or default
 
 
 def build_errors_page(
@@ -336,10 +331,19 @@ def _request(
 
 
 def _may_receive_credential(desc: ProviderDescription, url: str) -> bool:
+    """The base URL's origin (RFC 6454: scheme, host, port, a default port the
+    same as none written), or an https `auth.extra_hosts` host."""
     target = urlsplit(url)
-    base = urlsplit(desc.base_url)
-    if target.scheme == base.scheme and target.netloc.lower() == base.netloc.lower():
+    if _origin(target) == _origin(urlsplit(desc.base_url)):
         return True
     auth = desc.auth
     allowed = auth.extra_hosts if auth is not None else ()
     return target.scheme == "https" and (target.hostname or "").lower() in allowed
+
+
+def _origin(parts: SplitResult) -> tuple[str, str, int | None]:
+    try:
+        port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
+    except ValueError:  # not a port: no origin the credential may go to
+        port = -1
+    return parts.scheme, (parts.hostname or "").lower(), port
