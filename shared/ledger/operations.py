@@ -241,10 +241,8 @@ async def submit_operation(
         )
     if created is not None:
         return Submitted(created, True, trace_id)
-    found = await db.fetchrow(q("find_by_client_reference"), requested_by, reference)
-    # the whole row: its approval_ref and deadlines are compared too
-    existing = found and await db.fetchrow(q("load_operation"), found["operation_id"])
-    if not existing:  # pragma: no cover - the conflicting row vanished; rows are never deleted
+    existing = await db.fetchrow(q("find_by_client_reference"), requested_by, reference)
+    if existing is None:  # pragma: no cover - the conflicting row vanished; rows are never deleted
         raise LedgerError("submission conflicted with a row that no longer exists")
     new_deadlines = {
         "create_deadline_seconds": create_deadline_s,

@@ -16,8 +16,9 @@ ON CONFLICT (requested_by, client_reference) DO NOTHING
 RETURNING operation_id;
 
 -- name: find_by_client_reference
-SELECT operation_id, provider, kind, request, request_fingerprint, trace_id
-FROM operations WHERE requested_by = $1 AND client_reference = $2;
+-- The whole row: a replay compares its intent (request, kind, approval_ref,
+-- deadlines) with this one.
+SELECT * FROM operations WHERE requested_by = $1 AND client_reference = $2;
 
 -- name: load_operation
 SELECT * FROM operations WHERE operation_id = $1;
