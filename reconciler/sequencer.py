@@ -115,8 +115,8 @@ class LogKeeper:
         try:
             previous = evidence_log.published(self.directory, self.signer)
             note = await evidence_log.checkpoint(conn, self.signer, previous)
-            path = evidence_log.publish(note, self.directory)
-            size = int(path.name.rpartition(".")[2])  # the size signed, perhaps past the head read
+            # the size signed, perhaps past the head read above
+            size = evidence_log.publish(note, self.directory).size
         except (evidence_log.LogForked, ValueError) as exc:
             # never sign a tree that does not extend what we published
             log.error("checkpoint NOT signed", extra={"ctx": {"problem": str(exc)}})

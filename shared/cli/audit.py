@@ -333,10 +333,10 @@ async def cmd_sequence(args: argparse.Namespace) -> int:
         try:
             previous = log.published(settings.log_checkpoint_dir, signer)
             note = await log.checkpoint(conn, signer, previous)
-            path = log.publish(note, settings.log_checkpoint_dir)
+            published = log.publish(note, settings.log_checkpoint_dir)
         except (log.LogForked, ValueError) as exc:
             return _fail(f"checkpoint NOT signed: {exc}")
-    print(f"checkpoint at size {path.name.rpartition('.')[2]} written to {path}")
+    print(f"checkpoint at size {published.size} written to {published.path}")
     return 0
 
 

@@ -322,7 +322,15 @@ def published(directory: Path, signer: Signer) -> Checkpoint | None:
 CHECKPOINT_MODE = 0o644
 
 
-def publish(note: str, directory: Path) -> Path:
+@dataclass(frozen=True)
+class Published:
+    """Where `publish` wrote a checkpoint (`checkpoint.<size>`), and its size."""
+
+    path: Path
+    size: int
+
+
+def publish(note: str, directory: Path) -> Published:
     """Write `checkpoint.<size>` (never replaced) and `checkpoint` (the latest, atomically).
 
     The size is the one the note states: a size read before signing can be
@@ -340,7 +348,7 @@ def publish(note: str, directory: Path) -> Path:
     else:
         write_atomically(numbered, note.encode("utf-8"), CHECKPOINT_MODE)
     write_atomically(directory / "checkpoint", note.encode("utf-8"), CHECKPOINT_MODE)
-    return numbered
+    return Published(numbered, tree_size)
 
 
 __all__ = [

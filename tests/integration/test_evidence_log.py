@@ -470,7 +470,7 @@ async def test_the_signer_refuses_a_log_that_does_not_extend_what_it_published(
 ) -> None:
     ops, note = signed
     signer = Signer.from_key(SIGNER_KEY)
-    numbered = log.publish(note, tmp_path)
+    numbered = log.publish(note, tmp_path).path
     # named by the size the note states, never by a size read before signing
     assert (
         numbered.name
