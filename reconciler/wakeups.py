@@ -100,13 +100,6 @@ class SenderFilter:
         self.known[pid] = (sender.trusted, self.clock())
         return sender
 
-    async def trusted(self, pid: int) -> bool:
-        """Whether `pid` is a trusted sender now (False for one already gone)."""
-        if self.cached(pid):
-            return True
-        sender = await self.look(pid)
-        return sender is not None and sender.trusted
-
     def first_warning(self, sender: Sender) -> bool:
         """True once per untrusted sender: the README promises one warning each."""
         if sender.identity in self.warned:

@@ -17,13 +17,14 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from typing import Any
+from unittest.mock import ANY
 
 import asyncpg
 import httpx
 import pytest
 import pytest_asyncio
 
-from reconciler.wakeups import SenderFilter
+from reconciler.wakeups import Sender, SenderFilter
 from shared import ledger
 from shared.db.connect import ResolvedDatabase, connect, with_database
 from shared.db.migrate import apply_migrations
@@ -371,12 +372,12 @@ async def test_the_reconciler_ignores_a_wake_up_an_agent_sent(
             await agent.execute(f"NOTIFY {WAKEUP_CHANNEL}, 'op_x'")
             agent_pid = await asyncio.wait_for(heard.get(), 10)
             assert agent_pid == await agent.fetchval("SELECT pg_backend_pid()")
-            assert await senders.trusted(agent_pid) is False
+            assert (await senders.look(agent_pid)) == Sender(agent_pid, False, ANY, ANY)
         async with receiver_pool(db_url) as receiver, receiver.acquire() as conn:
             await conn.execute(f"NOTIFY {WAKEUP_CHANNEL}, 'op_x'")
             receiver_pid = await asyncio.wait_for(heard.get(), 10)
-            assert await senders.trusted(receiver_pid) is True
+            assert (await senders.look(receiver_pid)) == Sender(receiver_pid, True, ANY, ANY)
             assert senders.cached(receiver_pid) is True  # no query for its next wake-ups
     finally:
         await listener.close()
-    assert await senders.trusted(2**30) is False  # a sender already gone
+    assert await senders.look(2**30) is None  # a sender already gone: unknown

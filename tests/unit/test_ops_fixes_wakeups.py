@@ -67,12 +67,14 @@ async def test_an_untrusted_verdict_is_kept_briefly_a_trusted_one_longer() -> No
     clock = Clock()
     agent = OneRow(trusted=False)
     senders = SenderFilter(pool=agent, clock=clock)
-    assert not await senders.trusted(7)
+    sender = await senders.look(7)
+    assert sender is not None and not sender.trusted
     assert senders.cached(7) is False and agent.lookups == 1
     clock.now += UNTRUSTED_SECONDS + 0.1
     assert senders.cached(7) is None  # the pid may be the receiver's now: ask again
     receiver = SenderFilter(pool=OneRow(trusted=True), clock=clock)
-    assert await receiver.trusted(8)
+    sender = await receiver.look(8)
+    assert sender is not None and sender.trusted
     clock.now += UNTRUSTED_SECONDS + 0.1
     assert receiver.cached(8) is True
     clock.now += TRUST_SECONDS
