@@ -30,11 +30,7 @@ from shared.ids import new_idempotency_token, new_operation_id
 from shared.ledger import RequestSpec
 from shared.providers.description import HTTP_METHODS, ProviderDescription
 from shared.providers.errors import RequestBuildError
-from shared.providers.requests import build_create
-
-# The template values the reconciler fills in a create call
-# (reconciler/steps/create.py `_create_request`).
-_CREATE_CONTEXT = ("webhook_url", "trace_id", "result_deadline_seconds")
+from shared.providers.requests import CREATE_CONTEXT_VALUES, build_create
 
 # Deeper than any provider's request body; the ledger's canonical JSON
 # recurses once per level, and PostgreSQL's jsonb parser has its own stack.
@@ -293,7 +289,7 @@ def _check_sendable(body: Any, name: str, desc: ProviderDescription) -> None:
     go, a string where `metadata.*` must be) would otherwise be accepted with
     202 and end in needs_attention, never sent. Pure: nothing leaves the process.
     """
-    context = dict.fromkeys(_CREATE_CONTEXT, "0")
+    context = dict.fromkeys(CREATE_CONTEXT_VALUES, "0")
     try:
         build_create(
             desc,

@@ -21,6 +21,11 @@ from shared.providers.paths import PathSyntaxError, ValuePath, set_value
 from shared.providers.templates import Template, check_path_value, fill_path, fill_text
 from shared.providers.tokens import create_token
 
+# The create template values a caller supplies in `context` (the reconciler's
+# `_create_request` in reconciler/steps/create.py); build_create fills the rest
+# of config.CREATE_VALUES itself.
+CREATE_CONTEXT_VALUES = ("webhook_url", "trace_id", "result_deadline_seconds")
+
 
 def build_create(
     desc: ProviderDescription,
@@ -35,8 +40,8 @@ def build_create(
 
     `body` is the operation's stored request body (copied, never mutated);
     `client_reference` is our operation id; `context` supplies optional
-    template values (`webhook_url`, `result_deadline_seconds`, `trace_id`) —
-    a `set_body`/`set_headers` entry whose value is unknown is left out.
+    template values (CREATE_CONTEXT_VALUES) — a `set_body`/`set_headers`
+    entry whose value is unknown is left out.
     """
     spec = desc.create
     idempotency_token = create_token(spec, idempotency_token)

@@ -21,7 +21,9 @@ from shared.providers import (
     load_preset,
     parse_providers,
 )
+from shared.providers.config import CREATE_VALUES
 from shared.providers.description import ProviderDescription
+from shared.providers.requests import CREATE_CONTEXT_VALUES
 
 API_KEY = "sk-test-0123456789abcdef"
 SIM = load_preset(
@@ -302,3 +304,11 @@ def test_set_body_and_headers_templates_and_secret_fields_redacted() -> None:
     without_url = build_create(desc, body={}, idempotency_token="t", client_reference="op_7")
     assert "webhook" not in without_url.json  # unknown value: the field is left out
     assert "Cancel-After" not in without_url.headers
+
+
+def test_the_create_values_are_those_a_caller_supplies_and_those_the_builder_fills() -> None:
+    """The API dry-runs a body with every caller-supplied value set (receiver/api/bodies.py):
+    a value the config allows that neither side fills would go untried there."""
+    filled_by_builder = {"client_reference", "operation_id", "idempotency_token", "webhook_secret"}
+    assert set(CREATE_CONTEXT_VALUES) | filled_by_builder == CREATE_VALUES
+    assert not set(CREATE_CONTEXT_VALUES) & filled_by_builder
