@@ -137,7 +137,7 @@ def predict_end(previous: Sample | None, current: Sample, submitted: datetime) -
     nearest = max(current.fraction - step / 2, 1e-12)
     # steady progress since submission at the least: the job is no slower than this
     since = nearest / (current.at - submitted).total_seconds()
-    latest = current.at + _seconds((1.0 - nearest) / since)
+    latest = current.at + _time_to(1.0 - nearest, since)
     # a rate from a sample of no progress would count queueing as work too
     if (
         previous is None
@@ -150,15 +150,18 @@ def predict_end(previous: Sample | None, current: Sample, submitted: datetime) -
     elapsed = (current.at - previous.at).total_seconds()
     gained = current.fraction - previous.fraction
     furthest = min(current.fraction + step / 2, 1.0)
-    earliest = current.at + _seconds((1.0 - furthest) / ((gained + step) / elapsed))
+    earliest = current.at + _time_to(1.0 - furthest, (gained + step) / elapsed)
     if gained > step * (1 + 1e-9):
-        latest = min(latest, current.at + _seconds((1.0 - nearest) / ((gained - step) / elapsed)))
+        latest = min(latest, current.at + _time_to(1.0 - nearest, (gained - step) / elapsed))
     return Forecast(min(earliest, latest), latest)
 
 
-def _seconds(value: float) -> timedelta:
-    """A forecast's distance, bounded (a crawling rate must not overflow a datetime)."""
-    return timedelta(seconds=min(value, 10 * 365 * 86400.0))
+def _time_to(distance: float, rate: float) -> timedelta:
+    """How long `distance` takes at `rate`, bounded: a crawling rate must not
+    overflow a datetime, and one too small for a double (progress steps of
+    1e-320) is zero, which must not divide."""
+    bound = 10 * 365 * 86400.0
+    return timedelta(seconds=min(distance / rate, bound) if rate > 0 else bound)
 
 
 def next_read(

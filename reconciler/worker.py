@@ -205,7 +205,15 @@ class Reconciler:
                 ),
                 "unknown_provider",
             )
-        step = Step(self.ctx, op, adapter, fence, lease_until=lease_until, read_marked=read_marked)
+        step = Step(
+            self.ctx,
+            op,
+            adapter,
+            fence,
+            lease_until=lease_until,
+            read_marked=read_marked,
+            db_offset=db_offset,
+        )
         delay: Delay = None
         try:
             for _ in range(MAX_CHAINED_STEPS):

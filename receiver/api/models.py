@@ -17,13 +17,11 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, WithJsonSchema
 
-from shared.providers.description import HTTP_METHODS
+from shared.providers.description import HTTP_METHODS, MAX_DEADLINE_SECONDS
 
 # Text PostgreSQL can store: anything but U+0000 (ECMA-262, Python and Rust
 # regular expressions all read `\x00`).
 NO_NUL = "^[^\\x00]*$"
-# Deadlines beyond a month are configuration mistakes, not business needs.
-MAX_DEADLINE_SECONDS = 30 * 86400.0
 MAX_PROVIDER = 63
 MAX_KIND = 100
 MAX_REFERENCE = 200

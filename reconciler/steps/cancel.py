@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from reconciler.calls import NEVER_LEFT, imposed_wait, recorded_response
+from reconciler.readings import read_cancel
 from reconciler.step import NOW, Delay, Step
 from reconciler.steps.poll import UNCONFIRMED_POLL_SECONDS, passed_deadline, step_poll
 from shared import ledger
@@ -96,7 +97,7 @@ def _refusal(step: Step, call: Any) -> str | None:
     """The provider's refusal of a recorded cancel call in words (its status, error
     code and message), or None when the answer was no refusal."""
     answer = recorded_response(call, step.adapter.headers_read)
-    fact = step.adapter.parse_cancel(answer or HttpResponse(call["status_code"]), step.now())
+    fact = read_cancel(step, answer or HttpResponse(call["status_code"]))
     if fact.kind != "rejected":
         return None
     said = [x for x in (fact.error.code, fact.error.message) if x] if fact.error else []
@@ -163,7 +164,7 @@ async def _cancel(step: Step, conn: Any) -> Delay | _ReadStatus:
         attempt = await ledger.record_cancel_sent(conn, op.operation_id, fence=step.fence)
         call_id = await step.begin_call(conn, req, "cancel", attempt)
     sent = await step.send(req, conn)
-    fact = step.adapter.parse_cancel(sent.response, step.now()) if sent.response else None
+    fact = read_cancel(step, sent.response) if sent.response else None
     failure = sent.transport_failure
     never_left = failure is not None and not may_have_been_delivered(failure)
     async with conn.transaction():  # the outcome and what it means for "sent", together

@@ -22,6 +22,7 @@ from enum import Enum
 from typing import Any, Literal
 
 from reconciler.calls import imposed_wait, recorded_response
+from reconciler.readings import read_status
 from reconciler.step import Delay, Step, lease_lost
 from shared import ledger
 from shared.db.queries import q
@@ -187,7 +188,7 @@ async def step_collect(step: Step) -> Delay:
                     f"no usable status read after {attempt} attempts",
                 )
             return step.until_allowed(step.backoff(attempt))
-        status = step.adapter.parse_status(status_resp, step.now())
+        status = read_status(step, status_resp)
         if status.remote_state not in (RemoteState.SUCCEEDED, RemoteState.PARTIALLY_SUCCEEDED):
             return await _give_up(
                 step,
@@ -261,9 +262,7 @@ async def _recorded_call(
     sent = await step.send(req, conn)
     wait = None
     if sent.response is not None and sent.response.status_code in (429, 503):
-        wait = imposed_wait(
-            step.adapter.parse_status(sent.response, step.now()).retry_after_seconds
-        )
+        wait = imposed_wait(read_status(step, sent.response).retry_after_seconds)
     await step.end_call(conn, call_id, sent, wait=wait)
     return sent.response
 

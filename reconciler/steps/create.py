@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from reconciler.calls import NEVER_LEFT, imposed_wait, recorded_response
+from reconciler.readings import read_create, read_lookup, read_status
 from reconciler.step import NOW, Delay, Step, lease_lost
 from reconciler.steps.collect import store_sync_result
 from shared import ledger
@@ -115,7 +116,7 @@ def _recorded_fact(step: Step, call: Any) -> CreateFact | None:
     with a 2xx); None when neither tells."""
     resp = recorded_response(call, step.adapter.headers_read)
     if resp is not None:
-        return step.adapter.parse_create(resp, step.op.idempotency_token)
+        return read_create(step, resp)
     status, job_id = call["status_code"], call["remote_job_id"]
     if status is not None and 200 <= status <= 299 and job_id:
         return CreateFact("accepted", status, f"HTTP {status} (answer on record)", job_id)
@@ -241,7 +242,7 @@ async def _lookup(step: Step, conn: Any) -> Lookup:
         sent = await step.send(req, conn)
         fact: LookupFact | None = None
         if sent.response is not None:
-            fact = step.adapter.parse_lookup(sent.response, step.op.operation_id)
+            fact = read_lookup(step, sent.response)
         found = fact.found_job_ids if fact else ()
         await step.end_call(
             conn,
@@ -264,7 +265,7 @@ def _retry_after(step: Step, sent: Any) -> float | None:
     """A back-pressure answer's Retry-After, read the way status answers are."""
     if sent.response is None:
         return None
-    return step.adapter.parse_status(sent.response, step.now()).retry_after_seconds
+    return read_status(step, sent.response).retry_after_seconds
 
 
 def _create_request(step: Step) -> HttpRequest:
@@ -335,7 +336,7 @@ async def _send_create(step: Step, conn: Any) -> Delay:
                     fence=step.fence,
                 )
         return step.until_allowed(step.backoff(attempt))
-    fact = step.adapter.parse_create(sent.response, op.idempotency_token)
+    fact = read_create(step, sent.response)
     # The answer is on record before we act on it: even if our lease was lost
     # meanwhile, whoever continues can see the job id the provider gave.
     await step.end_call(

@@ -27,6 +27,7 @@ from typing import Any
 
 from reconciler import forecast
 from reconciler.calls import Sent, poll_hint, status_read
+from reconciler.readings import read_status
 from reconciler.step import NOW, Delay, Step
 from reconciler.steps.collect import Partial, collect_partial_output
 from shared.db import pgjson
@@ -114,7 +115,7 @@ async def step_poll(step: Step) -> Delay:
     sent = await step.send(req)
     if sent.response is None:
         return await _unanswered(step, req, sent, call_id, deadline)
-    fact = step.adapter.parse_status(sent.response, step.now())
+    fact = read_status(step, sent.response)
     read = status_read(step.op, step.fence, step.worker, req, sent, fact, call_id=call_id)
     step.note_wait(read.not_before_seconds)
     step.note_poll_hint(poll_hint(fact))

@@ -32,6 +32,7 @@ from shared.ledger.states import RemoteState
 from shared.providers.adapter import PluginError, ProviderAdapter, resolve_plugin
 from shared.providers.description import (
     HTTP_METHODS,
+    MAX_DEADLINE_SECONDS,
     AuthSpec,
     BodyField,
     CancelSpec,
@@ -60,6 +61,7 @@ from shared.providers.description import (
 from shared.providers.errors import ConfigError
 from shared.providers.paths import PathSource, PathSyntaxError, ValuePath, parse_path
 from shared.providers.templates import Template, TemplateError, parse_template
+from shared.providers.timing import MAX_HONOURED_DELAY
 from shared.providers.values import raw_text
 from shared.redaction import is_sensitive_header
 from shared.secret import Secret, SecretError
@@ -111,6 +113,12 @@ CREATE_VALUES = frozenset(
         "trace_id",
     }
 )
+# Upper bounds of numbers in a description: a delay (backoff, timeout, backstop)
+# of more than a day, as timing.MAX_HONOURED_DELAY; a deadline as an agent's
+# (MAX_DEADLINE_SECONDS); any other number finite and no bigger than this.
+MAX_DELAY_SECONDS = MAX_HONOURED_DELAY
+MAX_BACKOFF_FACTOR = 10.0
+MAX_NUMBER = 1e15
 # Values a cancel body may use: the cancel knows its job and nothing else.
 CANCEL_VALUES = frozenset({"job_id"})
 # A result bigger than this is refused unless the description says otherwise:
@@ -362,7 +370,7 @@ class _Table:
             raise self.error(key, "must be true or false")
         return value
 
-    def opt_int(self, key: str, minimum: int = 1) -> int | None:
+    def opt_int(self, key: str, minimum: int = 1, maximum: int | None = None) -> int | None:
         value = self.raw(key)
         if value is _MISSING:
             return None
@@ -370,26 +378,34 @@ class _Table:
             raise self.error(key, "must be an integer")
         if value < minimum:
             raise self.error(key, f"must be at least {minimum}")
+        if maximum is not None and value > maximum:
+            raise self.error(key, f"must be at most {maximum}")
         return value
 
-    def int_or(self, key: str, default: int, minimum: int = 1) -> int:
-        value = self.opt_int(key, minimum)
+    def int_or(self, key: str, default: int, minimum: int = 1, maximum: int | None = None) -> int:
+        value = self.opt_int(key, minimum, maximum)
         return default if value is None else value
 
-    def number(self, key: str, default: float, minimum: float = 0.0) -> float:
+    def number(
+        self, key: str, default: float, minimum: float = 0.0, maximum: float = MAX_NUMBER
+    ) -> float:
         value = self.raw(key)
         if value is _MISSING:
             return default
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise self.error(key, "must be a number")
+        if not math.isfinite(value):  # TOML spells inf and nan
+            raise self.error(key, "must be a finite number")
         if value <= minimum:
             raise self.error(key, f"must be greater than {minimum:g}")
+        if value > maximum:
+            raise self.error(key, f"must be at most {maximum:.15g}")
         return float(value)
 
-    def opt_number(self, key: str) -> float | None:
+    def opt_number(self, key: str, maximum: float = MAX_NUMBER) -> float | None:
         if not self.has(key):
             return None
-        return self.number(key, 0.0)
+        return self.number(key, 0.0, maximum=maximum)
 
     def choice(self, key: str, enum: type[E], default: E | None) -> E:
         value = self.raw(key)
@@ -679,19 +695,30 @@ def _limits(table: _Table | None) -> Limits:
     if table is None:
         return Limits()
     d = Limits()
+
+    # Bounded as an agent's own values are: a default deadline of 1e12 s was
+    # stored, then could not be read back, and failed every claim that met it.
+    def delay(key: str, default: float) -> float:
+        return table.number(key, default, maximum=MAX_DELAY_SECONDS)
+
+    def deadline(key: str, default: float) -> float:
+        return table.number(key, default, maximum=MAX_DEADLINE_SECONDS)
+
     limits = Limits(
-        backoff_base=table.number("backoff_base", d.backoff_base),
-        backoff_factor=table.number("backoff_factor", d.backoff_factor),
-        backoff_cap=table.number("backoff_cap", d.backoff_cap),
+        backoff_base=delay("backoff_base", d.backoff_base),
+        backoff_factor=table.number("backoff_factor", d.backoff_factor, maximum=MAX_BACKOFF_FACTOR),
+        backoff_cap=delay("backoff_cap", d.backoff_cap),
         max_concurrency=table.int_or("max_concurrency", d.max_concurrency),
-        request_timeout=table.number("request_timeout", d.request_timeout),
-        create_deadline_seconds=table.number("create_deadline_seconds", d.create_deadline_seconds),
-        result_deadline_seconds=table.number("result_deadline_seconds", d.result_deadline_seconds),
-        cancel_deadline_seconds=table.number("cancel_deadline_seconds", d.cancel_deadline_seconds),
-        webhook_backstop_poll_seconds=table.number(
+        request_timeout=delay("request_timeout", d.request_timeout),
+        create_deadline_seconds=deadline("create_deadline_seconds", d.create_deadline_seconds),
+        result_deadline_seconds=deadline("result_deadline_seconds", d.result_deadline_seconds),
+        cancel_deadline_seconds=deadline("cancel_deadline_seconds", d.cancel_deadline_seconds),
+        webhook_backstop_poll_seconds=delay(
             "webhook_backstop_poll_seconds", d.webhook_backstop_poll_seconds
         ),
-        default_poll_after_seconds=table.opt_number("default_poll_after_seconds"),
+        default_poll_after_seconds=table.opt_number(
+            "default_poll_after_seconds", maximum=MAX_DELAY_SECONDS
+        ),
     )
     if limits.backoff_factor < 1:
         raise table.error("backoff_factor", "must be at least 1 (the delay never shrinks)")
@@ -1283,7 +1310,9 @@ def _webhooks(table: _Table | None, status: StatusSpec) -> WebhookSpec | None:
         scheme=scheme,
         options=options,
         secrets=secrets,
-        tolerance_seconds=table.int_or("tolerance_seconds", 300),
+        # at most a day: a replay window past the dedupe rows' retention would let
+        # a captured delivery be replayed once its row is purged
+        tolerance_seconds=table.int_or("tolerance_seconds", 300, maximum=86400),
         event_id=table.path("event_id", WEBHOOK),
         job_id=job_id,
         state=table.path("state", WEBHOOK),

@@ -420,6 +420,11 @@ class WebhookSpec:
     client_reference: ValuePath | None = None
 
 
+# Deadlines beyond a month are configuration mistakes, not business needs:
+# an agent's own and a provider's defaults alike.
+MAX_DEADLINE_SECONDS = 30 * 86400.0
+
+
 @dataclass(frozen=True)
 class Limits:
     backoff_base: float = 2.0  # first poll ≈2 s after acceptance (SPEC §4)

@@ -56,7 +56,7 @@ def parse_retry_after(value: str | None, now: datetime) -> float | None:
 def _seconds_until_http_date(text: str, now: datetime) -> float | None:
     try:
         when = parsedate_to_datetime(text)
-    except (TypeError, ValueError, IndexError):
+    except (TypeError, ValueError, IndexError, OverflowError):  # a zone or day out of range
         return None
     if when is None:
         return None

@@ -266,3 +266,12 @@ def test_steady_jobs_are_seen_ending_sooner_than_the_naive_loop_with_fewer_reads
     assert our_lags[100] < 0.5 * naive_lags[100]
     assert our_lags[197] < 0.5 * naive_lags[197]  # p99 of 200
     assert our_lags[-1] < naive_lags[-1]
+
+
+def test_progress_steps_too_small_for_a_double_give_a_bounded_window() -> None:
+    """A gain of 5e-324 over seconds is a rate of 0.0: it divided by zero."""
+    t0 = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)
+    previous = Sample(5e-324, t0 + timedelta(seconds=10), 0.0)
+    current = Sample(1e-323, t0 + timedelta(seconds=20), 0.0)
+    window = predict_end(previous, current, t0)
+    assert window is not None and window.latest > current.at

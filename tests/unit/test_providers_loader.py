@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import math
 from pathlib import Path
 from typing import Any
 
@@ -217,6 +218,37 @@ def test_bad_state_map_value_names_the_raw_state() -> None:
 def test_type_error_is_named() -> None:
     message = config_error(acme(limits={"max_concurrency": "8"}))
     assert message == "config.toml: providers.acme.limits.max_concurrency: must be an integer"
+
+
+@pytest.mark.parametrize("value", [math.inf, -math.inf, math.nan])
+@pytest.mark.parametrize("key", ["result_deadline_seconds", "backoff_cap", "backoff_factor"])
+def test_a_limit_toml_spells_as_inf_or_nan_is_refused(key: str, value: float) -> None:
+    message = config_error(acme(limits={key: value}))
+    assert message == f"config.toml: providers.acme.limits.{key}: must be a finite number"
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "most"),
+    [
+        # stored, a deadline past year 9999 could not be read back: every claim it met failed
+        ("result_deadline_seconds", 1e12, "2592000"),
+        ("create_deadline_seconds", 31 * 86400.0, "2592000"),
+        ("backoff_cap", 86401.0, "86400"),
+        ("webhook_backstop_poll_seconds", 1e9, "86400"),
+        ("default_poll_after_seconds", 1e9, "86400"),
+        ("backoff_factor", 11.0, "10"),
+    ],
+)
+def test_a_limit_beyond_what_any_job_needs_is_refused(key: str, value: float, most: str) -> None:
+    message = config_error(acme(limits={key: value}))
+    assert message == f"config.toml: providers.acme.limits.{key}: must be at most {most}"
+
+
+def test_a_replay_window_longer_than_a_day_is_refused() -> None:
+    hooks = {"scheme": "static_header", "options": {"header": "X-Token"}, "secrets_env": "WH"}
+    hooks |= {"job_id": "/id", "tolerance_seconds": 86401}
+    message = config_error(acme(webhooks=hooks), env={"WH": "s"})
+    assert message.endswith("webhooks.tolerance_seconds: must be at most 86400")
 
 
 def test_boolean_is_not_an_integer() -> None:

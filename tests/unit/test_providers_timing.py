@@ -34,7 +34,15 @@ def test_retry_after_naive_now_is_taken_as_utc() -> None:
     assert parse_retry_after("Mon, 06 Jan 2025 12:00:10 GMT", naive) == 10.0
 
 
-@pytest.mark.parametrize("value", [None, "", "soon", "-5", "nan", "Mon, 99 Foo 2025"])
+@pytest.mark.parametrize(
+    "value",
+    [
+        *(None, "", "soon", "-5", "nan", "Mon, 99 Foo 2025"),
+        # parsedate_to_datetime raises OverflowError: a zone, a day out of range
+        "Mon, 01 Jan 2027 00:00:00 +99999999999999999999",
+        "Mon, 99999999999 Jan 2027 00:00:00 GMT",
+    ],
+)
 def test_retry_after_garbage_is_none(value: str | None) -> None:
     assert parse_retry_after(value, NOW) is None
 
