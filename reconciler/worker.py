@@ -137,17 +137,17 @@ class Reconciler:
                             finished.get(), self.ctx.settings.sweep_interval
                         )
                     except TimeoutError:
-                        pending += await self._claim_late(claim_and_start, size - pending)
+                        pending += await self._claim_more(claim_and_start, size - pending)
                         continue
                 pending -= 1
                 counts[task.result()] += 1
                 if refills and pending <= size // 4:
                     refills -= 1
                     want = size - pending
-                    more = await claim_and_start(want)
+                    more = await self._claim_more(claim_and_start, want)
                     pending += more
                     if more < want:
-                        refills = 0  # nothing more is due (or we are stopping)
+                        refills = 0  # nothing more is due (or we are stopping, or it failed)
         except BaseException:
             # Cancelled (shutdown past its grace) or failed: no step may outlive
             # this call, or it would keep acting on leases about to be released.
@@ -157,19 +157,19 @@ class Reconciler:
             raise
         return counts
 
-    async def _claim_late(self, claim: Callable[[int], Awaitable[int]], want: int) -> int:
-        """A late claim (see run_once); a failure is logged and claims nothing.
+    async def _claim_more(self, claim: Callable[[int], Awaitable[int]], want: int) -> int:
+        """A claim while steps are in flight (a top-up or a late claim, see
+        run_once); a failure is logged and claims nothing.
 
         Its error must not reach run_once's handler, which cancels every step
-        in flight: a pool timeout during a quiet sweep would have cut a create
-        off mid-request (its outcome then unknown).
+        in flight: a pool timeout or a terminated connection would have cut a
+        create off mid-request (its outcome then unknown) and left the batch's
+        leases to lapse.
         """
         try:
             return await claim(want)
         except Exception:
-            log.warning(
-                "a late claim failed; the next one or the next sweep retries", exc_info=True
-            )
+            log.warning("a claim failed; the next one or the next sweep retries", exc_info=True)
             return 0
 
     async def process(

@@ -130,3 +130,38 @@ async def test_a_late_claim_that_fails_leaves_the_calls_in_flight_alone(
         counts = await running
         assert counts["claimed"] == 1 and fx.creates == 1
         assert await r.state(first) in (S.ACCEPTED, S.OBSERVING)
+
+
+async def test_a_top_up_claim_that_fails_leaves_the_calls_in_flight_alone(
+    pool: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The other claim run_once makes while steps run: topping up a full batch. Its
+    error ended run_once the same way (a long-run review): the held create was
+    cancelled mid-request and the batch's leases left to lapse."""
+    fx = HeldFirstCreate()
+    batch = 4
+    async with preset_rig(
+        pool, tmp_path, fx.app(), preset=None, name="slow", env={}, overrides=DESCRIPTION
+    ) as r:
+        ops = [await r.submit({"n": n}) for n in range(batch + 1)]
+        real_claim = r.reconciler.claim
+        refused = asyncio.Event()
+
+        async def full_batch_then_refuse(limit: int) -> Any:
+            if limit == batch:
+                return await real_claim(limit)
+            async with pool.acquire() as conn:  # the top-up, refused for real
+                try:
+                    await conn.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+                finally:
+                    refused.set()
+            raise AssertionError("unreachable: the backend was terminated")
+
+        monkeypatch.setattr(r.reconciler, "claim", full_batch_then_refuse)
+        running = asyncio.create_task(r.reconciler.run_once(batch))
+        await fx.first_arrived.wait()
+        await asyncio.wait_for(refused.wait(), SECOND_CREATE_BOUND_SECONDS)
+        fx.release.set()
+        counts = await running  # raised the claim's error, the held create cancelled
+        assert counts["claimed"] == batch and fx.creates == batch
+        assert [await r.state(op) for op in ops[:batch]] == [S.ACCEPTED] * batch
