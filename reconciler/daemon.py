@@ -35,6 +35,7 @@ from shared import heap, sdnotify, telemetry
 from shared.db.connect import connect, create_pool
 from shared.db.migrate import pending_migrations
 from shared.db.queries import q
+from shared.failure_streak import FailureStreak
 from shared.ledger import log as evidence_log
 from shared.ledger.webhooks import StragglerSweep, purge_webhook_events
 from shared.providers import ConfigError
@@ -87,6 +88,19 @@ RELEASE_SECONDS = 10.0
 CLOSE_SECONDS = 5.0
 
 
+def new_scheduler() -> AsyncIOScheduler:
+    """The daemon's scheduler: a job that starts late runs late, once.
+
+    APScheduler's default skips a run more than a second late, so one stall
+    of the loop (a big result written, a host paused) skipped a watchdog
+    ping, and two such stalls let systemd kill a healthy daemon; the sweep
+    and the hourly jobs lost whole periods the same way.
+    """
+    return AsyncIOScheduler(
+        timezone=UTC, job_defaults={"misfire_grace_time": None, "coalesce": True}
+    )
+
+
 class Daemon:
     def __init__(
         self,
@@ -103,7 +117,9 @@ class Daemon:
         self.sequencing: asyncio.Task[None] | None = None
         self.settings = settings
         self.database_url = database_url
-        self.scheduler = AsyncIOScheduler(timezone=UTC)
+        self.scheduler = new_scheduler()
+        # the database down fails a sweep every sweep_interval: one line, not thousands
+        self.sweep_failures = FailureStreak(log, "sweep failed")
         self.stopping = asyncio.Event()
         self.wake = asyncio.Event()
         self.senders = SenderFilter(reconciler.ctx.pool)
@@ -135,9 +151,18 @@ class Daemon:
         """
         if self.sweeping is None or self.sweeping.done():
             self.sweeping = asyncio.create_task(self.sweep())
-            self.sweeping.add_done_callback(_sweep_ended)
+            self.sweeping.add_done_callback(self._sweep_ended)
         else:
             self.wake.set()
+
+    def _sweep_ended(self, sweeping: asyncio.Task[None]) -> None:
+        if sweeping.cancelled():
+            return
+        failure = sweeping.exception()
+        if failure is None:
+            self.sweep_failures.succeeded()
+        else:
+            self.sweep_failures.failed(failure)
 
     def on_notify(self, _conn: Any, pid: int, *_: Any) -> None:
         """A wake-up: acted on at once from a known jobwarden sender, after a look
@@ -495,8 +520,3 @@ async def run_reconciler(
     finally:
         await close_pool(pool)
         await telemetry.shutdown()  # exports the spans still batched
-
-
-def _sweep_ended(sweeping: asyncio.Task[None]) -> None:
-    if not sweeping.cancelled() and sweeping.exception() is not None:
-        log.error("sweep failed", exc_info=sweeping.exception())
