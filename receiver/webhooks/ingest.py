@@ -42,6 +42,7 @@ import asyncpg
 
 from shared.db.connect import create_pool
 from shared.db.errors import db_error_context
+from shared.failure_streak import FailureStreak
 from shared.ledger.webhooks import store_events
 
 logger = logging.getLogger(__name__)
@@ -221,6 +222,10 @@ class Ingestor:
         self._closing = False
         self._writers: list[asyncio.Task[None]] = []
         self._holding = 0  # writers holding a connection now
+        # the database down fails every batch: one line as it starts, not one per batch
+        self._unavailable_streak = FailureStreak(
+            logger, "webhook batches not stored: database unavailable", logging.WARNING
+        )
 
     @property
     def accepting(self) -> bool:
@@ -323,6 +328,8 @@ class Ingestor:
         except Exception as exc:  # every failure must reach the waiting requests
             healthy = False
             self._fail(batch, self._unavailable(exc))
+        else:
+            self._unavailable_streak.succeeded()
         if self._on_batch is not None:
             self._on_batch(BatchReport(len(batch), time.perf_counter() - started, not healthy))
         return healthy
@@ -419,10 +426,7 @@ class Ingestor:
         if isinstance(exc, IngestUnavailable | IngestRejected):
             return exc
         self._db_error("unavailable")
-        logger.warning(
-            "webhook batch not stored: database unavailable",
-            extra={"ctx": db_error_context(exc)},
-        )
+        self._unavailable_streak.failed(ctx=db_error_context(exc))
         return IngestUnavailable("database_unavailable", "database unavailable")
 
     def _fail(self, batch: Sequence[_Pending], error: Exception) -> None:
