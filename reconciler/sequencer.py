@@ -389,16 +389,19 @@ class SequencerProcess:
             await proc.wait()
 
 
-def _settings_from(env: Mapping[str, str]) -> LogSettings:
+def child_settings(env: Mapping[str, str]) -> LogSettings:
+    """What child_environment handed over, the watchdog included (it was dropped,
+    so the child's session bound stayed the default whatever the operator set)."""
     return LogSettings(
         float(env["JW_LOG_INTERVAL"]),
         Path(env["JW_LOG_CHECKPOINT_DIR"]),
         env.get("JW_LOG_SIGNING_KEY_FILE", ""),
+        float(env.get("JW_LOG_WATCHDOG_SECONDS", Settings.log_watchdog_seconds)),
     )
 
 
 async def _main(env: Mapping[str, str]) -> int:
-    settings = _settings_from(env)
+    settings = child_settings(env)
     signer = evidence_log.load_signer(settings.signing_key_file, env)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.sequencer import LogSettings, child_environment, named_connection
+from reconciler.sequencer import LogSettings, child_environment, child_settings, named_connection
 from shared.providers import ConfigError
 from shared.settings import check_reconciler_settings, load_settings
 
@@ -79,3 +79,4 @@ def test_the_sequencers_session_ends_an_idle_transaction_after_the_watchdogs_tim
         LogSettings(1.0, Path("/c"), watchdog=300.0), "postgresql://db/jw", 1, {}
     )
     assert env["JW_LOG_WATCHDOG_SECONDS"] == "300.0"
+    assert child_settings(env).watchdog == 300.0  # what the child reads, not only what it gets
