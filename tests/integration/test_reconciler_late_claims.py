@@ -11,6 +11,7 @@ run_once.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +75,30 @@ class HeldFirstCreate:
         return json_response({"state": "running"})
 
 
+class RefusedClaims:
+    """Reconciler.claim, refused for real (its connection terminated) when `when(limit)`."""
+
+    def __init__(
+        self, pool: Any, claim: Callable[[int], Awaitable[Any]], refused: asyncio.Event
+    ) -> None:
+        self.pool = pool
+        self.claim = claim
+        self.refused = refused
+
+    def refusing(self, when: Callable[[int], bool]) -> Callable[[int], Awaitable[Any]]:
+        async def claim(limit: int) -> Any:
+            if not when(limit):
+                return await self.claim(limit)
+            async with self.pool.acquire() as conn:
+                try:
+                    await conn.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+                finally:
+                    self.refused.set()
+            raise AssertionError("unreachable: the backend was terminated")
+
+        return claim
+
+
 async def test_an_operation_submitted_during_a_hanging_create_is_created_meanwhile(
     pool: Any, tmp_path: Path
 ) -> None:
@@ -108,20 +133,11 @@ async def test_a_late_claim_that_fails_leaves_the_calls_in_flight_alone(
         pool, tmp_path, fx.app(), preset=None, name="slow", env={}, overrides=DESCRIPTION
     ) as r:
         first = await r.submit({"n": 1})
-        real_claim = r.reconciler.claim
         refused = asyncio.Event()
-
-        async def claim_then_refuse(limit: int) -> Any:
-            if not fx.first_arrived.is_set():
-                return await real_claim(limit)
-            async with pool.acquire() as conn:
-                try:
-                    await conn.execute("SELECT pg_terminate_backend(pg_backend_pid())")
-                finally:
-                    refused.set()
-            raise AssertionError("unreachable: the backend was terminated")
-
-        monkeypatch.setattr(r.reconciler, "claim", claim_then_refuse)
+        claims = RefusedClaims(pool, r.reconciler.claim, refused)
+        monkeypatch.setattr(
+            r.reconciler, "claim", claims.refusing(lambda _: fx.first_arrived.is_set())
+        )
         running = asyncio.create_task(r.reconciler.run_once())
         await fx.first_arrived.wait()
         await asyncio.wait_for(refused.wait(), SECOND_CREATE_BOUND_SECONDS)
@@ -144,20 +160,9 @@ async def test_a_top_up_claim_that_fails_leaves_the_calls_in_flight_alone(
         pool, tmp_path, fx.app(), preset=None, name="slow", env={}, overrides=DESCRIPTION
     ) as r:
         ops = [await r.submit({"n": n}) for n in range(batch + 1)]
-        real_claim = r.reconciler.claim
         refused = asyncio.Event()
-
-        async def full_batch_then_refuse(limit: int) -> Any:
-            if limit == batch:
-                return await real_claim(limit)
-            async with pool.acquire() as conn:  # the top-up, refused for real
-                try:
-                    await conn.execute("SELECT pg_terminate_backend(pg_backend_pid())")
-                finally:
-                    refused.set()
-            raise AssertionError("unreachable: the backend was terminated")
-
-        monkeypatch.setattr(r.reconciler, "claim", full_batch_then_refuse)
+        claims = RefusedClaims(pool, r.reconciler.claim, refused)
+        monkeypatch.setattr(r.reconciler, "claim", claims.refusing(lambda limit: limit < batch))
         running = asyncio.create_task(r.reconciler.run_once(batch))
         await fx.first_arrived.wait()
         await asyncio.wait_for(refused.wait(), SECOND_CREATE_BOUND_SECONDS)
