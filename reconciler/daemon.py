@@ -78,6 +78,8 @@ LISTEN_CHECK_SECONDS = 30.0
 # A connect or a check on the LISTEN connection taking longer than this counts
 # as failed: both take milliseconds on a live server.
 LISTEN_TIMEOUT_SECONDS = 10.0
+# keep_listening ended by an unexpected error is started again this much later.
+LISTEN_RESTART_SECONDS = 1.0
 # SIGTERM: handing the leases back is one UPDATE. Against a database that has
 # gone silent it would wait for asyncpg's 60 s connect timeout, or for ever on
 # a query; unreturned leases only lapse (lease_seconds), so give up sooner.
@@ -86,6 +88,10 @@ RELEASE_SECONDS = 10.0
 # connection to be given back); past this the connections are dropped instead,
 # well inside systemd's stop timeout.
 CLOSE_SECONDS = 5.0
+
+
+async def _watchdog_ping() -> None:
+    sdnotify.notify("WATCHDOG=1")
 
 
 def new_scheduler() -> AsyncIOScheduler:
@@ -255,6 +261,27 @@ class Daemon:
         if conn is self.listener and not self.stopping.is_set():
             self.listener_lost.set()
 
+    def _start_listening(self) -> None:
+        self.listening = asyncio.create_task(self.keep_listening())
+        self.listening.add_done_callback(self._listening_ended)
+
+    def _listening_ended(self, listening: asyncio.Task[None]) -> None:
+        """keep_listening ends only when cancelled: anything else would leave
+        wake-ups unheard without a word (the sweep tick still runs), so it is
+        logged and started again."""
+        if listening.cancelled() or self.stopping.is_set():
+            return
+        log.error(
+            "wake-up listener stopped unexpectedly; starting it again in %g s",
+            LISTEN_RESTART_SECONDS,
+            exc_info=listening.exception(),
+        )
+        asyncio.get_running_loop().call_later(LISTEN_RESTART_SECONDS, self._restart_listening)
+
+    def _restart_listening(self) -> None:
+        if not self.stopping.is_set():
+            self._start_listening()
+
     async def keep_listening(self) -> None:
         """Open the LISTEN connection again whenever it is lost, for the daemon's life.
 
@@ -316,7 +343,7 @@ class Daemon:
 
     async def run(self) -> None:
         await self.listen()  # a database that cannot be reached stops the daemon at start
-        self.listening = asyncio.create_task(self.keep_listening())
+        self._start_listening()
         self.scheduler.add_job(
             self.tick,
             "interval",
@@ -344,9 +371,9 @@ class Daemon:
         )
         watchdog = sdnotify.watchdog_interval_seconds()
         if watchdog:
-            self.scheduler.add_job(
-                lambda: sdnotify.notify("WATCHDOG=1"), "interval", seconds=watchdog, id="watchdog"
-            )
+            # a coroutine runs on the loop; a plain function would wait for a
+            # thread of the default executor, which slow DNS lookups may hold
+            self.scheduler.add_job(_watchdog_ping, "interval", seconds=watchdog, id="watchdog")
         self.sequencing = asyncio.create_task(self.sequencer.supervise())
         self.scheduler.start()
         if self.settle_heap:  # start-up's objects out of every full collection's walk

@@ -108,12 +108,14 @@ async def _next(queue: asyncio.Queue[Any], what: str) -> Any:
 
 
 @contextlib.asynccontextmanager
-async def running_daemon(r: Rig, database_url: str, tmp_path: Path) -> AsyncIterator[Running]:
+async def running_daemon(
+    r: Rig, database_url: str, tmp_path: Path, daemon_class: type[WatchedDaemon] = WatchedDaemon
+) -> AsyncIterator[Running]:
     """The daemon over `r`'s context, started and past its first sweep; stopped after."""
     settings = replace(r.ctx.settings, sweep_interval=SWEEP_INTERVAL, shutdown_grace=5.0)
     watched = WatchedReconciler(replace(r.ctx, settings=settings))
     sequencer = ChildlessSequencer(LogSettings(1.0, tmp_path / "checkpoints"), database_url)
-    daemon = WatchedDaemon(watched, settings, database_url, sequencer)
+    daemon = daemon_class(watched, settings, database_url, sequencer)
     task = asyncio.create_task(daemon.run())
     try:
         await _next(daemon.connected, "LISTEN connection at start")
@@ -176,6 +178,40 @@ async def test_a_wake_after_the_listener_was_terminated_is_heard_on_the_new_conn
     messages = _messages(caplog)
     assert "wake-up listener connection lost; connecting again" in messages
     assert any(m.startswith("wake-up listener connected again") for m in messages)
+
+
+class ListenerBugOnce(WatchedDaemon):
+    """keep_listening meets an unexpected error the first time it watches its connection."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.watching: asyncio.Queue[int] = asyncio.Queue()
+        self.watches = 0
+
+    async def _until_listener_lost(self) -> str:
+        self.watches += 1
+        self.watching.put_nowait(self.watches)
+        if self.watches == 1:
+            raise RuntimeError("a bug in the listener's loop")
+        return await super()._until_listener_lost()
+
+
+async def test_a_listener_loop_ended_by_an_error_is_logged_and_started_again(
+    pool: Any, db: Any, db_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """It ended without a word: wake-ups then went unheard until a restart (a
+    long-run review's suspicion, confirmed here)."""
+    caplog.set_level(logging.INFO, logger="jobwarden.reconciler")
+    async with rig(pool, tmp_path) as r:
+        op_id = await _accepted_and_not_due(r)
+        async with running_daemon(r, db_url, tmp_path, ListenerBugOnce) as run:
+            daemon = run.daemon
+            assert isinstance(daemon, ListenerBugOnce)
+            assert await _next(daemon.watching, "the loop's first watch") == 1
+            assert await _next(daemon.watching, "its watch after the restart") == 2
+            await db.execute("SELECT jw_request_wake($1)", op_id)
+            assert await _next(run.reconciler.processed, "read of the woken operation") == op_id
+    assert any(m.startswith("wake-up listener stopped unexpectedly") for m in _messages(caplog))
 
 
 async def test_a_wake_sent_while_nobody_listened_is_read_on_reconnecting(
