@@ -60,6 +60,7 @@ from shared.providers.description import (
 )
 from shared.providers.errors import ConfigError
 from shared.providers.paths import PathSource, PathSyntaxError, ValuePath, parse_path
+from shared.providers.requests import normal_host
 from shared.providers.templates import Template, TemplateError, parse_template
 from shared.providers.timing import MAX_HONOURED_DELAY
 from shared.providers.values import raw_text
@@ -1032,6 +1033,7 @@ def _result(table: _Table, status: StatusSpec) -> ResultSpec:
         errors=errors,
         csv=_csv(table.sub("csv"), fmt),
         follow_redirects=table.boolean("follow_redirects", False),
+        allowed_hosts=_allowed_hosts(table),
     )
     if spec.item_success is not None and not spec.item_success_values:
         raise table.error("item_success_values", "required with item_success")
@@ -1039,6 +1041,18 @@ def _result(table: _Table, status: StatusSpec) -> ResultSpec:
         raise table.error("follow_redirects", f"nothing is fetched with source = {source}")
     table.finish()
     return spec
+
+
+def _allowed_hosts(table: _Table) -> tuple[str, ...]:
+    """result.allowed_hosts, each a bare host (`api.internal`, `10.0.0.5`, `::1`)."""
+    hosts: list[str] = []
+    for entry in table.strings("allowed_hosts"):
+        try:
+            hosts.append(normal_host(entry))
+        except ValueError as exc:
+            shown = entry if len(entry) <= 100 else entry[:100] + "..."
+            raise table.error("allowed_hosts", f"{shown!r}: {exc}") from None
+    return tuple(hosts)
 
 
 def _result_format(table: _Table, source: ResultSource) -> ResultFormat:

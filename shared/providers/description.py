@@ -46,7 +46,10 @@ a list of paths; *template* = text with ``{placeholders}``)::
                item_error, item_success + item_success_values (json/jsonl only),
                follow_redirects (false: a 3xx answer to a result fetch is not followed;
                  true: up to 5 redirects, the credential dropped once a hop leaves the
-                 base_url's origin, http(s) targets only, every hop in the call log)
+                 base_url's origin, http(s) targets only, every hop in the call log),
+               allowed_hosts ([]: hosts, exact match, case-insensitive, on which a
+                 provider-given URL may reach a loopback/private/link-local address; the
+                 base_url's host and auth.extra_hosts always may)
     [result.csv]  (format = csv only) header (true), delimiter (","), required_columns,
                id_column, failed_column + failed_values, error_column (columns: a header
                name, or a 0-based index)
@@ -383,6 +386,12 @@ class ResultSpec:
     # archive). Off unless asked: a redirect is the provider's contract, and
     # each hop is a call of its own in the log.
     follow_redirects: bool = False
+    # Hosts (normalized: `requests.normal_host`) a URL the provider gives may
+    # name although they are internal (a loopback name, a private or
+    # link-local address): an internal result store the operator runs. Any
+    # other internal host is refused, the base_url's and auth.extra_hosts'
+    # aside: a result URL is often the submitter's, echoed back.
+    allowed_hosts: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

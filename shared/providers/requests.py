@@ -4,14 +4,26 @@ Every builder returns an `HttpRequest` with an absolute URL and final headers.
 The credential is rendered here, at request time, and only for the provider's
 own hosts: a result URL on a storage host (pre-signed S3/GCS link) or a status
 URL pointing somewhere unexpected never receives our Authorization header.
+
+Every URL is checked here the way the sender (httpx) will parse it
+(`check_sendable`): one it would refuse, or one on an internal address the
+operator did not name, is a `RequestBuildError` (the reconciler's "cannot be
+built", a human's decision) and never reaches the sender, where it would fail
+the step on every claim for ever.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import functools
+import ipaddress
+import re
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import SplitResult, parse_qsl, urlencode, urljoin, urlsplit, urlunsplit
+
+import httpx
 
 from shared.providers.description import Idempotency, ProviderDescription
 from shared.providers.errors import RequestBuildError
@@ -25,6 +37,20 @@ from shared.providers.tokens import create_token
 # `_create_request` in reconciler/steps/create.py); build_create fills the rest
 # of config.CREATE_VALUES itself.
 CREATE_CONTEXT_VALUES = ("webhook_url", "trace_id", "result_deadline_seconds")
+
+# The longest URL a request is built for. httpx refuses 65,536 characters;
+# no API's status, result or errors link comes near 16 KiB (a pre-signed S3
+# link with a session token is about 1.5 KiB), yet the API schemas we check
+# allow 10,000-character ids and links, which must still be sent.
+MAX_URL_CHARS = 16384
+
+# What a refusal may quote of a URL's host or of httpx's complaint.
+_QUOTE_CHARS = 100
+
+# One part of a numeric IPv4 host as inet_aton (so getaddrinfo) reads it:
+# hex, octal, or decimal. `127.1`, `0x7f000001` and `2130706433` all name
+# 127.0.0.1, and httpx passes the shorter forms on as names.
+_INET_PART = re.compile(r"0x[0-9a-f]*|0[0-7]*|[1-9][0-9]*")
 
 
 def build_create(
@@ -202,7 +228,8 @@ def build_redirect(desc: ProviderDescription, previous: HttpRequest, location: s
     every call follows, `_may_receive_credential`: the base URL's origin, or
     an `auth.extra_hosts` host) drops it and every other secret header, and
     they stay dropped: a signed storage link needs none, and would hand ours
-    to whoever serves it.
+    to whoever serves it. The target passes `check_sendable` like any URL the
+    provider gives.
     """
     check_path_value(location, "the redirect's Location")
     try:
@@ -216,6 +243,7 @@ def build_redirect(desc: ProviderDescription, previous: HttpRequest, location: s
         raise RequestBuildError(
             f"the redirect's Location is not an http(s) URL ({parts.scheme or 'no'} scheme)"
         )
+    check_sendable(desc, url, "the redirect's Location")
     headers = dict(previous.headers)
     if not _may_receive_credential(desc, url):
         secret = {name.lower() for name in previous.secret_headers}
@@ -269,7 +297,10 @@ def build_lookup(
 
 
 def resolve_url(desc: ProviderDescription, url: str) -> str:
-    """An absolute http(s) URL for a URL the provider gave us (maybe relative)."""
+    """An absolute http(s) URL for a URL the provider gave us (maybe relative),
+    one the sender can send to a host it may reach (`check_sendable`)."""
+    if len(url) > MAX_URL_CHARS:  # before any parsing: never quoted, never worked on
+        raise RequestBuildError(_too_long("the provider's URL", len(url)))
     check_path_value(url, "the provider's URL")
     try:
         absolute = urljoin(desc.base_url + "/", url)
@@ -281,7 +312,162 @@ def resolve_url(desc: ProviderDescription, url: str) -> str:
         raise RequestBuildError("the provider's URL cannot be parsed") from None
     if parts.scheme not in ("http", "https") or not host:
         raise RequestBuildError("the provider's URL is not an http(s) URL")
+    check_sendable(desc, absolute, "the provider's URL")
     return absolute
+
+
+def check_sendable(desc: ProviderDescription, url: str, what: str) -> None:
+    """Refuse (RequestBuildError) a URL the sender would not, or should not, send.
+
+    Parsed as httpx parses it, since httpx is what connects: a URL urllib
+    accepts but httpx refuses (`1.2.3.999`, port `abc`) would otherwise fail
+    every attempt at the sender, never counted, never escalated. Then the
+    port must be 1-65535 (httpx lets `99999` through to the connect), and the
+    host must not be an internal address (`_internal`) unless the operator
+    named it (`_configured_hosts`): a result URL is often one the submitter
+    chose, echoed back, and what it answers is stored for the agent to read.
+    No name is resolved (a name that resolves to a private address passes).
+    """
+    if len(url) > MAX_URL_CHARS:
+        raise RequestBuildError(_too_long(what, len(url)))
+    if url.startswith(desc.base_url.rstrip("/") + "/") and _plain_path(url):
+        return  # our own base URL, checked at load, and a path we quoted: every status read
+    try:
+        target = httpx.URL(url)
+    except (httpx.InvalidURL, ValueError, TypeError) as exc:
+        raise RequestBuildError(f"{what} cannot be sent: {_quote(str(exc))}") from None
+    if target.scheme not in ("http", "https") or not target.host:
+        raise RequestBuildError(f"{what} is not an http(s) URL with a host")
+    if target.port is not None and not 1 <= target.port <= 65535:
+        raise RequestBuildError(f"{what} names port {target.port}, outside 1-65535")
+    host = _host_of(target)
+    if host in _configured_hosts(desc):
+        return
+    kind = _internal(host)
+    if kind is not None:
+        raise RequestBuildError(
+            f"{what} points at {_quote(host)}, {kind}: refused, as it is not the "
+            "base_url's host, an auth.extra_hosts host or a result.allowed_hosts host"
+        )
+
+
+def normal_host(host: str) -> str:
+    """`host` as `check_sendable` compares it: lower case, ASCII (IDNA's
+    `xn--` form, as httpx sends it), no trailing dot, an IP address in its
+    canonical form (brackets dropped). ValueError when it is no bare host."""
+    bare = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if any(c in bare for c in "/?#@\\ ") or (":" in bare and _ip_literal(bare.lower()) is None):
+        raise ValueError("a bare host is expected (no scheme, user, port or path)")
+    try:
+        parsed = httpx.URL("http://" + (f"[{bare}]" if ":" in bare else bare) + "/")
+    except (httpx.InvalidURL, ValueError, TypeError):
+        raise ValueError("not a host name or IP address") from None
+    if not parsed.raw_host:
+        raise ValueError("not a host name or IP address")
+    return _host_of(parsed)
+
+
+def _host_of(url: httpx.URL) -> str:
+    return _normal_host(url.raw_host.decode("ascii"))
+
+
+def _normal_host(host: str) -> str:
+    name = host.lower()
+    name = name[:-1] if name.endswith(".") else name
+    address = _ip_literal(name)
+    return str(address) if address is not None else name
+
+
+def _plain_path(url: str) -> bool:
+    """Nothing after the base URL that httpx could read otherwise: printable
+    ASCII without a backslash (a path built by quoting, or a provider's own)."""
+    return url.isascii() and url.isprintable() and "\\" not in url
+
+
+def _configured_hosts(desc: ProviderDescription) -> frozenset[str]:
+    """The hosts the operator named: base_url's, auth.extra_hosts, result.allowed_hosts."""
+    extra = desc.auth.extra_hosts if desc.auth is not None else ()
+    return _hosts_named(desc.base_url, extra, desc.result.allowed_hosts)
+
+
+@functools.cache
+def _hosts_named(
+    base_url: str, extra_hosts: tuple[str, ...], allowed_hosts: tuple[str, ...]
+) -> frozenset[str]:
+    """Cached: a description's hosts never change, and URLs are checked on every call."""
+    hosts = {_normal_host(h) for h in (*allowed_hosts, *extra_hosts)}
+    with contextlib.suppress(httpx.InvalidURL, ValueError, TypeError):  # then nothing is sent
+        hosts.add(_host_of(httpx.URL(base_url)))
+    return frozenset(hosts)
+
+
+def _internal(host: str) -> str | None:
+    """Why `host` is internal (a loopback name, or an IP literal in a range no
+    public service uses), or None."""
+    if host == "localhost" or host.endswith(".localhost"):
+        return "a loopback name"
+    if ":" in host and _ip_literal(host) is None:
+        return "an IPv6 address that cannot be checked"
+    address = _ip_literal(host)
+    if address is None:
+        return None
+    if isinstance(address, ipaddress.IPv6Address):
+        # ::ffff:a.b.c.d and the deprecated ::a.b.c.d reach the IPv4 host
+        embedded = address.ipv4_mapped
+        if embedded is None and int(address) >> 32 == 0 and int(address) > 1:
+            embedded = ipaddress.IPv4Address(int(address))
+        if embedded is not None:
+            address = embedded
+    for kind, hit in (
+        ("a loopback address", address.is_loopback),
+        ("a link-local address (cloud metadata services live there)", address.is_link_local),
+        ("an unspecified address", address.is_unspecified),
+        ("a multicast address", address.is_multicast),
+        ("a private address", address.is_private),
+        ("an address no public service uses", address.is_reserved or not address.is_global),
+    ):
+        if hit:
+            return kind
+    return None
+
+
+def _ip_literal(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """The address `host` names without DNS: an IPv6 literal, or an IPv4
+    address in any form inet_aton reads (`1.2.3.4`, `127.1`, `0x7f000001`,
+    `017700000001`, `2130706433`)."""
+    if ":" in host:
+        try:
+            return ipaddress.IPv6Address(host)
+        except ValueError:
+            return None
+    parts = host.split(".")
+    if not 1 <= len(parts) <= 4 or not all(_INET_PART.fullmatch(p) for p in parts):
+        return None
+    numbers = [_inet_number(p) for p in parts]
+    *head, last = numbers
+    if any(n > 255 for n in head) or last >= 256 ** (4 - len(head)):
+        return None
+    value = 0
+    for n in head:
+        value = value * 256 + n
+    return ipaddress.IPv4Address(value * 256 ** (4 - len(head)) + last)
+
+
+def _inet_number(part: str) -> int:
+    if part.startswith("0x"):
+        return int(part[2:] or "0", 16)
+    if part.startswith("0"):
+        return int(part or "0", 8)
+    return int(part)
+
+
+def _too_long(what: str, length: int) -> str:
+    return f"{what} is {length} characters long; at most {MAX_URL_CHARS} are sent"
+
+
+def _quote(text: str) -> str:
+    """At most _QUOTE_CHARS of `text`: a refusal never repeats a huge URL."""
+    return text if len(text) <= _QUOTE_CHARS else text[:_QUOTE_CHARS] + "..."
 
 
 def add_query(url: str, params: Mapping[str, str]) -> str:
@@ -319,6 +505,7 @@ def _request(
     secret_headers: frozenset[str] = frozenset(),
     secret_fields: tuple[ValuePath, ...] = (),
 ) -> HttpRequest:
+    check_sendable(desc, url, f"the {action} URL")
     if desc.auth is not None:
         secret_headers = secret_headers | {desc.auth.header}
         if _may_receive_credential(desc, url):
