@@ -286,10 +286,13 @@ def _status_from_body(
     percent = as_float(get(spec.progress_percent))
     if percent is None and completed is not None and total:
         percent = round(100.0 * completed / total, 2)
+    # the same file named twice is one file: fetched, stored and counted once
     file_ids = tuple(
-        value
-        for value in (as_str(extract(p, body, headers)) for p in desc.result.file_ids)
-        if value is not None
+        dict.fromkeys(
+            value
+            for value in (as_str(extract(p, body, headers)) for p in desc.result.file_ids)
+            if value is not None
+        )
     )
     checksum_field = desc.result.expect.checksum_options.status_field
     return StatusFact(

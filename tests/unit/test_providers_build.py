@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from shared.providers import (
+    HttpResponse,
     RequestBuildError,
     StatusFact,
     UnsafeJobIdError,
@@ -20,6 +21,7 @@ from shared.providers import (
     build_status,
     load_preset,
     parse_providers,
+    parse_status,
 )
 from shared.providers.config import CREATE_VALUES
 from shared.providers.description import ProviderDescription
@@ -225,6 +227,10 @@ def test_result_files_one_request_per_file_id() -> None:
         "https://api.openai.test/v1/files/file-out/content",
         "https://api.openai.test/v1/files/file-err/content",
     ]
+    # the same file under both paths is one file: fetched (and its items counted) once
+    answer = {"status": "completed", "output_file_id": "file-1", "error_file_id": "file-1"}
+    read = parse_status(desc, HttpResponse(200, {}, json.dumps(answer).encode()))
+    assert read.result_file_ids == ("file-1",)
 
 
 def test_errors_page_and_lookup_query_parameters() -> None:
