@@ -539,6 +539,14 @@ async def cmd_reconcile(args: argparse.Namespace) -> int:
                 f"`jobwarden resolve` (allowed: "
                 f"{', '.join(s.value for s in operator_targets(op.state))})"
             )
+        if args.extend_deadline is not None and target is not S.OBSERVING:
+            # it was dropped without a word: the operation then timed out on schedule
+            raise CommandError(
+                f"{op.operation_id} is {op.state.value}: --extend-deadline applies only when "
+                "observation resumes (from "
+                f"{', '.join(s.value for s, to in _RESUME_TO.items() if to is S.OBSERVING)}); "
+                "nothing was changed"
+            )
         deadline = None
         override = bool(getattr(args, "override_back_pressure", False))
         try:

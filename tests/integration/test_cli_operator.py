@@ -335,6 +335,20 @@ async def test_reconcile_an_unconfirmed_cancellation_reads_again_in_place(
     assert tuple(row) == (True, 1)
 
 
+async def test_a_deadline_extension_that_cannot_apply_is_refused_not_dropped(
+    db: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It was ignored, exit 0: the operator believed the deadline pushed back (a review)."""
+    op_id = await escalate(db, S.CANCELLATION_UNCONFIRMED, "cancel deadline passed")
+    before = await db.fetchval("SELECT count(*) FROM decisions WHERE operation_id = $1", op_id)
+    assert await run("reconcile", op_id, "--extend-deadline", "2h") == 1
+    error = capsys.readouterr().err
+    assert "--extend-deadline applies only when observation resumes" in error
+    assert "nothing was changed" in error
+    after = await db.fetchval("SELECT count(*) FROM decisions WHERE operation_id = $1", op_id)
+    assert after == before
+
+
 async def test_reconcile_a_finished_operation_is_refused(
     db: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
