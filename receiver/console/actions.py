@@ -17,6 +17,7 @@ from typing import Any
 import asyncpg
 
 from shared import ledger
+from shared.db.queries import q
 from shared.ledger import decisions
 from shared.ledger.decisions import operator_targets
 from shared.ledger.errors import LedgerError, UnknownOperation
@@ -78,6 +79,24 @@ async def load(conn: Any, operation_id: str) -> ledger.Operation:
         return await ledger.load_operation(conn, operation_id)
     except UnknownOperation:
         raise ActionRefused(f"No operation {operation_id}.") from None
+
+
+async def check_seen(conn: Any, operation_id: str, seen: str | None) -> None:
+    """Refuse an action taken on a page shown before the operation's last move.
+
+    A page open for minutes could otherwise resolve an escalation the operator
+    never saw: the operation resumed by someone else and escalated again for
+    another reason (A, B, then A again), the click then applied to it.
+    `seen` is the page's `history_seq`, the count of the operation's moves.
+    """
+    now = await conn.fetchval(q("console_history_seq"), operation_id)
+    if now is None:
+        raise ActionRefused(f"No operation {operation_id}.")
+    if seen is None or not seen.isdigit() or int(seen) != now:
+        raise ActionRefused(
+            f"{operation_id} has moved since this page was shown; nothing was done. "
+            "Look at it again before you act."
+        )
 
 
 def _refused(exc: Exception) -> ActionRefused:

@@ -132,6 +132,7 @@ async def act(console: Console, request: Request, session: Session) -> Response:
             console.deciding() as conn,
             traced_moves(conn, operation_id, f"operator {action}", session.actor),
         ):
+            await actions.check_seen(conn, operation_id, form.get("seen"))
             if action == "resolve":
                 done = await actions.resolve(
                     conn,

@@ -126,7 +126,8 @@ SELECT a.operation_id, a.provider, a.kind, a.state, a.remote_state, a.remote_job
        o.cancel_reason, o.cancel_requested_by, o.result_deadline, o.cancel_deadline,
        o.last_error, e.escalation_id, e.opened_at, e.reason AS escalation_reason,
        e.details AS escalation_details,
-       (SELECT max(h.at) FROM history h WHERE h.operation_id = o.operation_id) AS since
+       (SELECT max(h.at) FROM history h WHERE h.operation_id = o.operation_id) AS since,
+       o.history_seq
 FROM operations_overview a
 JOIN operations o ON o.operation_id = a.operation_id
 LEFT JOIN escalations e ON e.operation_id = o.operation_id AND e.resolved_at IS NULL

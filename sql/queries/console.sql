@@ -184,10 +184,15 @@ SELECT o.operation_id, o.provider, o.kind, o.state::text AS state,
        o.client_reference, o.trace_id, o.created_at, o.updated_at, o.result_deadline,
        o.cancel_deadline, o.cancel_reason, o.create_mode, o.last_error,
        v.message, v.outcome, v.items_total, v.items_failed, v.items_succeeded,
-       v.result_ref, v.result, v.done, v.final
+       v.result_ref, v.result, v.done, v.final, o.history_seq
 FROM operations o
 JOIN operations_overview v ON v.operation_id = o.operation_id
 WHERE o.operation_id = $1;
+
+-- name: console_history_seq
+-- How many transitions the operation has made: an action taken on a page shown
+-- at another count was decided on a state that is no longer the operation's.
+SELECT history_seq FROM operations WHERE operation_id = $1;
 
 -- name: console_webhook_deliveries
 -- The newest $2 deliveries of one operation, newest first.

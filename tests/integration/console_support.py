@@ -39,6 +39,7 @@ from tests.support import drive, submit
 # How long a started receiver has to answer /healthz (it takes well under a second).
 START_TIMEOUT_SECONDS = 30.0
 CSRF_FIELD = re.compile(r'name="csrf" value="([0-9a-f]{64})"')
+SEEN_FIELD = re.compile(r'name="seen" value="([0-9]+)"')
 
 
 @dataclass(frozen=True)
@@ -161,6 +162,14 @@ async def escalated(db: Any, reason: str = "same token, two job ids") -> str:
     op = await ledger.load_operation(db, op_id)
     await decisions.escalate(db, op, LocalState.NEEDS_ATTENTION, reason, seen=2)
     return op_id
+
+
+def action_form(html: str) -> dict[str, str]:
+    """What an action form carries besides its buttons: the CSRF token, and the
+    operation's move count the page was shown at (`seen`)."""
+    seen = SEEN_FIELD.search(html)
+    assert seen, "no action form in the page"
+    return {"csrf": csrf_of(html), "seen": seen.group(1)}
 
 
 def csrf_of(html: str) -> str:

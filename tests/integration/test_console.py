@@ -25,13 +25,15 @@ from receiver.console import operations as console_operations
 from receiver.console import sessions
 from receiver.console import timeline as console_timeline
 from receiver.console.base import CONSOLE_LOGIN_REFUSED, RECEIVER_MAY_NOT_DECIDE
+from shared import ledger
 from shared.db.connect import ResolvedDatabase
 from shared.db.queries import q
-from shared.ledger import log_audit
+from shared.ledger import decisions, log_audit
 from shared.ledger.states import LocalState
 from tests.integration.agent_support import make_token
 from tests.integration.console_support import (
     Receiver,
+    action_form,
     as_login,
     console_login,
     csrf_of,
@@ -178,14 +180,14 @@ async def test_a_post_from_another_origin_is_refused(
     page = await client.get(receiver.url(f"/console/operations/{op_id}"))
     answer = await client.post(
         receiver.url(f"/console/operations/{op_id}/resolve"),
-        data={"csrf": csrf_of(page.text), "target": "failed", "reason": "from elsewhere"},
+        data={**action_form(page.text), "target": "failed", "reason": "from elsewhere"},
         headers={"Origin": "https://evil.example"},
     )
     assert answer.status_code == 403 and "another site" in answer.text
     # What a browser says of a cross-site form even when it hides the Origin.
     fetched = await client.post(
         receiver.url(f"/console/operations/{op_id}/resolve"),
-        data={"csrf": csrf_of(page.text), "target": "failed", "reason": "from elsewhere"},
+        data={**action_form(page.text), "target": "failed", "reason": "from elsewhere"},
         headers={"Sec-Fetch-Site": "cross-site", "Origin": "null"},
     )
     assert fetched.status_code == 403 and "another site" in fetched.text
@@ -295,7 +297,7 @@ async def test_resolving_from_the_inbox_records_a_decision_by_the_token_name(
     assert 'value="failed"' in inbox.text  # the allowed moves are buttons
     answer = await client.post(
         receiver.url(f"/console/operations/{op_id}/resolve"),
-        data={"csrf": csrf_of(inbox.text), "target": "failed", "reason": "provider says failed"},
+        data={**action_form(inbox.text), "target": "failed", "reason": "provider says failed"},
     )
     assert answer.status_code == 303
     assert answer.headers["location"] == f"/console/operations/{op_id}?done=resolved"
@@ -325,14 +327,14 @@ async def test_without_a_console_login_the_receiver_role_may_not_decide_and_says
     await signed_in(client, receiver, operator)  # sessions: the receiver's role
     for path in ("/console/inbox", "/console/operations", f"/console/operations/{op_id}"):
         assert (await client.get(receiver.url(path))).status_code == 200, path
-    page = await client.get(receiver.url(f"/console/operations/{op_id}"))
     for target, action, form in (
         (op_id, "resolve", {"target": "failed", "reason": "provider says failed"}),
         (timed_out, "reconcile", {"reason": "the provider is slow today"}),
     ):
+        page = await client.get(receiver.url(f"/console/operations/{target}"))
         refused = await client.post(
             receiver.url(f"/console/operations/{target}/{action}"),
-            data={"csrf": csrf_of(page.text), **form},
+            data={**action_form(page.text), **form},
         )
         assert refused.status_code == 503, refused.text
         assert RECEIVER_MAY_NOT_DECIDE in html.unescape(refused.text)
@@ -356,12 +358,42 @@ async def test_a_console_login_the_database_refuses_is_a_clear_page_without_the_
         page = await client.get(receiver.url(f"/console/operations/{op_id}"))
         refused = await client.post(
             receiver.url(f"/console/operations/{op_id}/resolve"),
-            data={"csrf": csrf_of(page.text), "target": "failed", "reason": "provider failed"},
+            data={**action_form(page.text), "target": "failed", "reason": "provider failed"},
         )
     assert refused.status_code == 503, refused.text
     assert CONSOLE_LOGIN_REFUSED in html.unescape(refused.text)
     assert "jwcon_missing_" not in refused.text and "postgresql://" not in refused.text
     assert await db.fetchval("SELECT count(*) FROM decisions") == 0
+
+
+async def test_an_action_on_a_page_shown_before_the_operation_moved_is_refused(
+    receiver: Receiver, client: httpx.AsyncClient, operator: str, db: Any
+) -> None:
+    """Shown for one escalation, the click resolved another: meanwhile someone resumed
+    the operation and it was escalated again, for another reason (a review)."""
+    op_id = await submit(db)
+    await drive(db, op_id, LocalState.ACCEPTED)  # a job id: observation may resume
+    await drive(db, op_id, LocalState.NEEDS_ATTENTION)
+    first = await ledger.load_operation(db, op_id)
+    await decisions.escalate(db, first, LocalState.NEEDS_ATTENTION, "two job ids for one token")
+    await signed_in(client, receiver, operator)
+    page = await client.get(receiver.url(f"/console/operations/{op_id}"))
+    async with db.transaction():
+        resumed = await ledger.load_operation(db, op_id)
+        await decisions.decide(
+            db, resumed, LocalState.OBSERVING, actor="operator:erin", reason="read it again"
+        )
+    await drive(db, op_id, LocalState.NEEDS_ATTENTION)
+    again = await ledger.load_operation(db, op_id)
+    await decisions.escalate(db, again, LocalState.NEEDS_ATTENTION, "the job vanished")
+    stale = await client.post(
+        receiver.url(f"/console/operations/{op_id}/resolve"),
+        data={**action_form(page.text), "target": "failed", "reason": "provider says failed"},
+    )
+    assert stale.status_code == 409 and "has moved since this page was shown" in stale.text
+    decisions_made = await db.fetch("SELECT actor FROM decisions ORDER BY decision_id")
+    assert [d["actor"] for d in decisions_made] == ["operator:erin"]
+    assert await db.fetchval("SELECT state::text FROM operations") == "needs_attention"
 
 
 async def test_a_move_the_machine_forbids_is_a_clear_refusal_not_a_500(
@@ -370,15 +402,15 @@ async def test_a_move_the_machine_forbids_is_a_clear_refusal_not_a_500(
     op_id = await escalated(db)
     await signed_in(client, receiver, operator)
     page = await client.get(receiver.url(f"/console/operations/{op_id}"))
-    csrf = csrf_of(page.text)
+    form = action_form(page.text)
     forbidden = await client.post(
         receiver.url(f"/console/operations/{op_id}/resolve"),
-        data={"csrf": csrf, "target": "succeeded", "reason": "looks fine"},
+        data={**form, "target": "succeeded", "reason": "looks fine"},
     )
     assert forbidden.status_code == 409 and "not an operator move" in forbidden.text
     short = await client.post(
         receiver.url(f"/console/operations/{op_id}/resolve"),
-        data={"csrf": csrf, "target": "failed", "reason": "x"},
+        data={**form, "target": "failed", "reason": "x"},
     )
     assert short.status_code == 409 and "at least 3 characters" in short.text
     assert await db.fetchval("SELECT count(*) FROM decisions") == 0
@@ -395,7 +427,7 @@ async def test_reconcile_now_resumes_observation_with_an_extended_deadline(
     answer = await client.post(
         receiver.url(f"/console/operations/{op_id}/reconcile"),
         data={
-            "csrf": csrf_of(page.text),
+            **action_form(page.text),
             "reason": "the provider is slow today",
             "extend_hours": "2",
         },
@@ -416,7 +448,7 @@ async def test_cancel_from_the_console_is_a_request_never_a_claim(
     page = await client.get(receiver.url(f"/console/operations/{op_id}"))
     answer = await client.post(
         receiver.url(f"/console/operations/{op_id}/cancel"),
-        data={"csrf": csrf_of(page.text), "reason": "wrong month exported"},
+        data={**action_form(page.text), "reason": "wrong month exported"},
     )
     assert answer.status_code == 303
     row = await db.fetchrow("SELECT state::text, cancel_requested_by FROM operations")
@@ -492,7 +524,7 @@ async def test_resolving_to_cancel_requested_renews_the_cancel_intent(
     page = await client.get(receiver.url(f"/console/operations/{op_id}"))
     answer = await client.post(
         receiver.url(f"/console/operations/{op_id}/resolve"),
-        data={"csrf": csrf_of(page.text), "target": "cancel_requested", "reason": "stop it"},
+        data={**action_form(page.text), "target": "cancel_requested", "reason": "stop it"},
     )
     assert answer.status_code == 303, answer.text
     row = await db.fetchrow(
@@ -515,7 +547,7 @@ async def test_reconcile_now_on_an_unconfirmed_cancel_asks_for_a_fresh_read(
     page = await client.get(receiver.url(f"/console/operations/{op_id}"))
     answer = await client.post(
         receiver.url(f"/console/operations/{op_id}/reconcile"),
-        data={"csrf": csrf_of(page.text), "reason": "did it stop after all?"},
+        data={**action_form(page.text), "reason": "did it stop after all?"},
     )
     assert answer.status_code == 303, answer.text
     assert answer.headers["location"].endswith("?done=read")

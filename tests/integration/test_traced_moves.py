@@ -21,8 +21,8 @@ from shared.db.connect import ResolvedDatabase
 from shared.ledger.states import LocalState
 from tests.integration.agent_support import make_token, receiver_pool, sim_settings
 from tests.integration.console_support import (
+    action_form,
     console_login,
-    csrf_of,
     escalated,
     running_receiver,
     sign_in,
@@ -104,13 +104,13 @@ async def test_an_operators_resolution_in_the_console_is_a_span(
         page = await client.get(receiver.url(f"/console/operations/{op_id}"))
         done = await client.post(
             receiver.url(f"/console/operations/{op_id}/resolve"),
-            data={"csrf": csrf_of(page.text), "target": "failed", "reason": "provider says so"},
+            data={**action_form(page.text), "target": "failed", "reason": "provider says so"},
             headers={"Origin": receiver.base},
         )
         assert done.status_code == 303, done.text
         refused = await client.post(  # refused: commits nothing, so no span
             receiver.url(f"/console/operations/{op_id}/resolve"),
-            data={"csrf": csrf_of(page.text), "target": "observing", "reason": "again"},
+            data={**action_form(page.text), "target": "observing", "reason": "again"},
             headers={"Origin": receiver.base},
         )
         assert refused.status_code == 409
