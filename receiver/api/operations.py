@@ -216,8 +216,9 @@ def cancel_message(state: LocalState) -> str:
     if state in TERMINAL:
         return f"Nothing to cancel: the operation had already finished ({state.value})."
     return (
-        f"Cancellation intent recorded; the operation is {state.value} and waits for an "
-        "operator, who will see the request."
+        f"Cancellation intent recorded, NOT acted on yet: the operation is {state.value} and "
+        "waits for an operator, who sees the request and decides. If the operator resumes "
+        "the operation instead, ask again: a later cancel request is then sent."
     )
 
 

@@ -154,12 +154,29 @@ async def _resolve_uncertain(step: Step, conn: Any) -> tuple[bool, Delay]:
     """For create_unknown (or a cancel waiting on an unresolved create).
 
     Returns (True, delay) when this step is settled, or (False, None) to go on
-    and (re)send the create with the same token.
+    and (re)send the create with the same token. A cancel waiting on an
+    unresolved create never resends it: a lookup finds the job to cancel or
+    proves there is none, and without a lookup a human decides.
     """
     desc = step.adapter.desc
     no_idempotency = desc.create.idempotency is Idempotency.NONE
-    if not no_idempotency:
+    cancelling = step.op.state is S.CANCEL_REQUESTED
+    if not no_idempotency and not cancelling:
         return False, None  # the same-token retry is safe; a lookup cross-checks its answer
+    if not desc.lookup.supported and cancelling:
+        # Whatever the idempotency: a retry would start the job the caller just
+        # asked to stop (one extra create can cost money), and only a lookup
+        # could show whether it exists. A human decides.
+        async with conn.transaction():
+            await step.move(
+                conn,
+                S.NEEDS_ATTENTION,
+                f"cancel requested before the job id was known, and provider {desc.name} "
+                "offers no lookup: whether a job exists is unknown, and sending the create "
+                "again only to cancel it could start one",
+                create_attempts=step.op.create_attempts,
+            )
+        return True, None
     if not desc.lookup.supported:
         async with conn.transaction():
             await step.move(

@@ -308,7 +308,12 @@ async def _decide(
             step, conn, deadline, f"the status read #{observation_id} still shows {shown!r}"
         )
     if fact.not_found:
-        misses = step.op.poll_attempts  # the read just recorded counted this one
+        # In a row, this read included: counting every read since the create
+        # (poll_attempts) sent a job read fine many times to a human on its
+        # first transient 404.
+        misses = await evidence.status_misses_in_a_row(
+            conn, step.op.operation_id, step.adapter.desc.status.not_found_statuses
+        )
         if misses >= NOT_FOUND_TOLERANCE:
             await step.move(
                 conn, S.NEEDS_ATTENTION, f"provider says job {step.op.remote_job_id} does not exist"

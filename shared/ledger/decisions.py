@@ -1,10 +1,13 @@
 """Operator decisions and escalations: how humans enter the record.
 
-An escalation is opened by the reconciler when it stops for a human; a
-decision is the only evidence that moves an operation out of
-`needs_attention` (the trigger checks it), and every operator action — a
-resolution, a resumed observation, a fresh read, a back-pressure override —
-is a recorded decision first, in the same transaction as what it causes.
+An escalation is opened by the reconciler when it stops for a human, and
+closed when the operation leaves the escalated states: by a decision, or by
+whatever else moved it (a later observation; the history trigger of migration
+028 closes it, so no writer leaves one open). A decision is the only evidence
+that moves an operation out of `needs_attention` (the trigger checks it), and
+every operator action — a resolution, a resumed observation, a fresh read, a
+back-pressure override — is a recorded decision first, in the same
+transaction as what it causes.
 """
 
 from __future__ import annotations
@@ -39,7 +42,12 @@ async def record_decision(
 async def escalate(
     db: Executor, op: Operation, state: LocalState, reason: str, **details: Any
 ) -> None:
-    """Open (or refresh) the operation's escalation with what a human needs to act."""
+    """Open a new escalation with what a human needs to act.
+
+    Called after a move into an escalated state. An escalation still open (the
+    move came from another escalated state) is closed, never rewritten: the
+    evidence log keeps an escalation's state, reason and details as written.
+    """
     calls = await db.fetch(q("escalation_context"), op.operation_id)
     context = {
         "remote_job_id": op.remote_job_id,
@@ -80,8 +88,8 @@ async def decide(
 ) -> Decided:
     """Record an operator's decision and make the move it decides, atomically.
 
-    The escalation closes when the operation leaves the escalated states;
-    the row is due for the reconciler at once (the history trigger schedules
+    The escalation closes, naming this decision, when the operation leaves
+    the escalated states; the row is due for the reconciler at once (the history trigger schedules
     it, respecting not_before; the wake-up only hurries it).
     """
     deadline = None
@@ -109,6 +117,11 @@ async def decide(
         )
         kinds = EDGES[(op.state, target)]
         evidence = (Evidence.DECISION, decision_id) if Evidence.DECISION in kinds else None
+        if target not in ESCALATED:
+            # Closed by this decision before the move: the move out of the
+            # escalated states would close it too (migration 028), but as
+            # resolved by nobody when the edge cites no decision.
+            await conn.fetchval(q("close_escalation"), op.operation_id, decision_id)
         await transition(
             conn,
             op.operation_id,
@@ -118,8 +131,6 @@ async def decide(
             cause=f"operator decision #{decision_id}: {reason}",
             evidence=evidence,
         )
-        if target not in ESCALATED:
-            await conn.fetchval(q("close_escalation"), op.operation_id, decision_id)
         await request_wake(conn, op.operation_id)
     return Decided(decision_id, deadline)
 

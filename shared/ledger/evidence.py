@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -421,6 +421,20 @@ async def record_status_read(
     if read.operation_id not in written:
         raise LeaseLost(f"lease on {read.operation_id} lost before the status read was recorded")
     return written[read.operation_id]
+
+
+async def status_misses_in_a_row(
+    db: Executor, operation_id: str, not_found_statuses: Collection[int]
+) -> int:
+    """How many status reads in a row, up to the newest, said the job does not exist.
+
+    Counted since the newest read that saw the job: a single "not found" after
+    good reads is a read racing a replica, not yet a contradiction.
+    """
+    misses = await db.fetchval(
+        q("status_misses_in_a_row"), operation_id, sorted(not_found_statuses)
+    )
+    return int(misses)
 
 
 async def record_result(db: Executor, res: ResultRecord) -> int:

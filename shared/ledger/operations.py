@@ -508,7 +508,10 @@ async def request_cancel(
 
     Never answers `cancelled`: that is a remote fact only an observation proves.
     An operation whose create was never sent is `abandoned` instead, since no
-    remote job can exist. Idempotent: a second request changes nothing.
+    remote job can exist. Idempotent: a second request changes nothing while
+    the first is acted on or waits for an operator; but an intent left behind
+    by an operation an operator then resumed (needs_attention -> observing) is
+    stale, and a new request replaces it and moves the operation on.
     `conn` must be a connection (the steps share one transaction).
     `cancel_deadline_s` comes from the provider's limits (None: the default).
     """

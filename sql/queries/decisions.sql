@@ -6,10 +6,17 @@ VALUES ($1, $2, $3, $4)
 RETURNING decision_id;
 
 -- name: open_escalation
+-- A new escalation row, never a rewrite of an older one (its state, reason and
+-- details are fixed columns of the evidence log): an escalation still open
+-- (a move from one inbox state to another) is closed first, by no decision.
+-- The insert reads `closed`, so the close has run before the row is inserted.
+WITH closed AS (
+    UPDATE escalations SET resolved_at = jw_now()
+    WHERE operation_id = $1 AND resolved_at IS NULL
+    RETURNING escalation_id
+)
 INSERT INTO escalations (operation_id, state, reason, details)
-VALUES ($1, $2::jw_state, $3, $4)
-ON CONFLICT (operation_id) WHERE resolved_at IS NULL DO UPDATE
-    SET state = EXCLUDED.state, reason = EXCLUDED.reason, details = EXCLUDED.details
+SELECT $1, $2::jw_state, $3, $4 FROM (SELECT count(*) FROM closed) AS c
 RETURNING escalation_id;
 
 -- name: close_escalation

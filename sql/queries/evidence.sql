@@ -221,3 +221,15 @@ RETURNING result_id;
 INSERT INTO result_item_failures (result_id, item_key, code, message)
 SELECT $1, k, c, m FROM unnest($2::text[], $3::text[], $4::text[]) AS f (k, c, m)
 ON CONFLICT DO NOTHING;
+
+-- name: status_misses_in_a_row
+-- How many of operation $1's status reads in a row, newest first, answered
+-- "no such job" (a status code in $2): those since its newest read that saw
+-- the job (a 2xx). Reads with no answer, or held back, neither prove nor
+-- disprove the job, and neither count nor break the run.
+SELECT count(*) FROM provider_calls c
+WHERE c.operation_id = $1 AND c.call_kind = 'status' AND c.status_code = ANY ($2::int[])
+  AND c.call_id > coalesce((
+      SELECT max(s.call_id) FROM provider_calls s
+      WHERE s.operation_id = $1 AND s.call_kind = 'status'
+        AND s.status_code BETWEEN 200 AND 299), 0);

@@ -53,13 +53,20 @@ FOR UPDATE OF o  -- a claim committed meanwhile makes the fence check fail on re
 RETURNING seq;
 
 -- name: record_cancel_intent
+-- The first intent; or a new one replacing a stale intent, recorded while the
+-- operation made no move (needs_attention, ...) and left behind when it was
+-- resumed into a cancellable state: that later cancel is sent anew (as an
+-- operator's renew_cancel_intent), never dropped. An intent the cancel states
+-- act on, or one still waiting for an operator, stays as recorded.
 UPDATE operations SET
     cancel_requested_at = jw_now(),
     cancel_requested_by = $2,
     cancel_reason = $3,
     cancel_deadline = jw_now() + make_interval(secs => $4),
-    cancel_window = make_interval(secs => $4)
-WHERE operation_id = $1 AND cancel_requested_at IS NULL AND finished_at IS NULL
+    cancel_window = make_interval(secs => $4),
+    cancel_sent_at = NULL
+WHERE operation_id = $1 AND finished_at IS NULL
+  AND (cancel_requested_at IS NULL OR state = ANY (jw_state_set('cancellable')))
 RETURNING state, create_attempts;
 
 -- name: request_wake
