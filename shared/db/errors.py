@@ -165,6 +165,12 @@ def query_problem(exc: BaseException) -> DatabaseProblem | None:
             f"the database's schema does not match this jobwarden: {exc}",
             "run `jobwarden migrate` (as the schema owner), then try again",
         )
+    if isinstance(exc, asyncpg.DeadlockDetectedError | asyncpg.SerializationError):
+        return DatabaseProblem(
+            "conflict",
+            "the database undid this command: another one changed the same operation at once",
+            "look at the operation again (`jobwarden show`), then retry if it still applies",
+        )
     if isinstance(exc, asyncpg.InsufficientPrivilegeError):
         return DatabaseProblem(
             "permission_denied",

@@ -94,6 +94,7 @@ async def decide(
     """
     deadline = None
     async with conn.transaction():
+        await _lock_as_seen(conn, op)
         if target is S.CANCEL_REQUESTED:
             # A new intent, whatever an earlier one left (its deadline may be long
             # gone, its cancel sent and refused): this decision's cancel is sent anew.
@@ -151,6 +152,7 @@ async def request_read(
     """
     decision_id = None
     async with conn.transaction():
+        await _lock_as_seen(conn, op)
         if op.state in ESCALATED or override_back_pressure:
             what = "status read, overriding back-pressure" if override_back_pressure else None
             decision_id = await record_decision(
@@ -170,6 +172,16 @@ async def request_read(
                 )
         await request_wake(conn, op.operation_id)
     return decision_id
+
+
+async def _lock_as_seen(conn: Any, op: Operation) -> None:
+    """Lock `op`'s row for this decision, and refuse if it moved since it was read."""
+    now = await conn.fetchval(q("lock_for_decision"), op.operation_id)
+    if now != op.state.value:
+        raise StaleTransition(
+            f"operation {op.operation_id} is {now}, not {op.state.value} "
+            "(concurrent or stale decision)"
+        )
 
 
 def operator_targets(state: LocalState) -> list[LocalState]:

@@ -67,3 +67,11 @@ UPDATE operations SET
     cancel_sent_at = NULL
 WHERE operation_id = $1 AND finished_at IS NULL
 RETURNING operation_id;
+
+-- name: lock_for_decision
+-- The operation's row, locked as the move will lock it, before a decision is
+-- recorded: the decision's foreign key takes a KEY SHARE lock, and two
+-- operators deciding at once each held one and waited to upgrade it (a
+-- deadlock, a traceback). The second now waits here, then reads the state the
+-- first left.
+SELECT state FROM operations WHERE operation_id = $1 FOR UPDATE;

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import re
 from pathlib import Path
@@ -333,6 +334,25 @@ async def test_reconcile_an_unconfirmed_cancellation_reads_again_in_place(
         op_id,
     )
     assert tuple(row) == (True, 1)
+
+
+async def test_two_operators_deciding_at_once_one_wins_and_the_other_is_told(
+    db: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each decision's foreign key took a KEY SHARE lock, then each move wanted the
+    row: PostgreSQL killed one as a deadlock, a traceback (3 rounds in 8, a review).
+    The row is now locked first, so the later one reads what the first did."""
+    for _ in range(8):
+        op_id = await escalate(db, S.NEEDS_ATTENTION, "two job ids")
+        codes = await asyncio.gather(
+            run("resolve", op_id, "--decision", "failed", "--reason", "alice: it failed"),
+            run("resolve", op_id, "--decision", "cancel_requested", "--reason", "carol: stop"),
+        )
+        assert codes.count(0) == 1 and set(codes) - {0} <= {1, 2}  # one refused, in words
+        refusal = capsys.readouterr().err
+        assert "concurrent or stale" in refusal or "is not an operator move" in refusal
+        decided = await db.fetchval("SELECT count(*) FROM decisions WHERE operation_id = $1", op_id)
+        assert decided == 1
 
 
 async def test_a_deadline_extension_that_cannot_apply_is_refused_not_dropped(
