@@ -630,7 +630,9 @@ async def _duplicates_are_on_record(world: World, end: LocalState, jobs: int) ->
     if end is not S.NEEDS_ATTENTION:
         return [f"{jobs} remote jobs for one idempotency token, ended {end.value}"]
     details = await world.db.fetchval(
-        "SELECT details FROM escalations WHERE operation_id = $1", world.operation_id
+        "SELECT details FROM escalations WHERE operation_id = $1"
+        " ORDER BY escalation_id DESC LIMIT 1",  # the newest: an operation may have several
+        world.operation_id,
     )
     named = set((details or {}).get("remote_job_ids") or ())
     return [] if len(named) >= jobs else [f"{jobs} remote jobs, {len(named)} on record"]

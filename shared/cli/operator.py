@@ -347,7 +347,12 @@ def _timeline_text(kind: str, details: Mapping[str, Any]) -> tuple[str, str]:
         return what + progress, ids
     if kind == "decision":
         return f"{d['actor']} decided {d['decision']!r}: {d['reason']}", ""
-    resolved = f" (resolved, decision #{d['decision_id']})" if d.get("resolved_at") else " (open)"
+    if not d.get("resolved_at"):
+        resolved = " (open)"
+    elif d.get("decision_id") is None:  # settled by a later move, not a decision (migration 028)
+        resolved = " (resolved: the operation moved on, see the history)"
+    else:
+        resolved = f" (resolved, decision #{d['decision_id']})"
     return f"escalated in {d['state']}: {d['reason']}{resolved}", ""
 
 
