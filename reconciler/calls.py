@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ from typing import Any
 
 import httpx
 
-from reconciler.lanes import Lane
+from reconciler.lanes import ANSWER, MAX_ANSWER_BYTES, BodyTooLarge, Lane, Reading
 from shared.ids import traceparent
 from shared.ledger import Operation
 from shared.ledger.evidence import (
@@ -28,10 +29,19 @@ from shared.ledger.evidence import (
     StatusRead,
     bounded_wait,
 )
-from shared.providers import HttpRequest, HttpResponse, StatusFact, classify_transport_error
+from shared.providers import (
+    HttpRequest,
+    HttpResponse,
+    ProviderDescription,
+    StatusFact,
+    classify_transport_error,
+)
 from shared.providers.delivery import TransportCategory
+from shared.providers.description import ResultSource
 from shared.redaction import REDACTED, sanitize_headers
 from shared.telemetry import spans
+
+log = logging.getLogger("jobwarden.reconciler")
 
 
 @dataclass(frozen=True)
@@ -65,8 +75,25 @@ def http_error_category(status: int | None) -> str | None:
 
 
 # Result downloads may be large: for them the timeout stays httpx's, per phase
-# (no read may stall that long), not a bound on the whole transfer.
+# (no read may stall that long), and the whole transfer is bounded by its pace
+# (reconciler.lanes.download: request_timeout and a lease, plus a second per 64 KiB received).
 TRANSFERS = frozenset({"result"})
+
+
+def answer_reading(desc: ProviderDescription, action: str) -> Reading:
+    """How much of an answer (not a download) is read: MAX_ANSWER_BYTES decoded.
+
+    An answer that may carry the result itself (a status read when the
+    result is inline, a create that can answer synchronously) may also be
+    as large as the result may be (max_bytes), on top: past that, the
+    result would be refused anyway.
+    """
+    carries = (action == "status" and desc.result.source is ResultSource.INLINE) or (
+        action == "create" and bool(desc.create.sync_result_statuses)
+    )
+    if not carries:
+        return ANSWER
+    return Reading(keep=MAX_ANSWER_BYTES + desc.result.expect.max_bytes)
 
 
 # Calls whose delivery matters (a create or cancel that may have arrived must
@@ -101,24 +128,35 @@ def not_sent(trace_id: str) -> Sent:
     return Sent(None, NOT_SENT, 0, traceparent(trace_id), "connect")
 
 
-async def send(lane: Lane, req: HttpRequest, trace_id: str) -> Sent:
+async def send(lane: Lane, req: HttpRequest, trace_id: str, reading: Reading = ANSWER) -> Sent:
     """One exchange (`_send`); traced, it is a CLIENT span and the traceparent names it."""
     span = spans.client_span(req, trace_id)  # None unless tracing is on
     if span is None:
-        return await _send(lane, req, trace_id, traceparent(trace_id))
+        return await _send(lane, req, trace_id, traceparent(trace_id), reading)
     with spans.ending(span):
-        sent = await _send(lane, req, trace_id, spans.traceparent_of(span))
+        sent = await _send(lane, req, trace_id, spans.traceparent_of(span), reading)
         spans.end_client_span(span, sent.status_code, sent.error_category)
         return sent
 
 
-async def _send(lane: Lane, req: HttpRequest, trace_id: str, parent: str) -> Sent:
-    """One exchange, bounded as a whole by `req.timeout` (result downloads excepted).
+async def _send(
+    lane: Lane, req: HttpRequest, trace_id: str, parent: str, reading: Reading = ANSWER
+) -> Sent:
+    """One exchange, bounded as a whole by `req.timeout` (result downloads: by their pace).
 
     httpx's timeout applies to each phase (connect, write, each read); the
     outer bound makes it the whole call's, which is what the lease that
-    fences the call is sized against. Downloads are not bounded as a whole;
-    the step renews its lease while one runs (Step._transfer).
+    fences the call is sized against. A download (`reading` with a
+    min_rate) is bounded by its pace instead: its grace (request_timeout and
+    a lease), plus a second per MIN_TRANSFER_RATE bytes received; the step
+    renews its lease while it keeps that pace (Step._transfer), and one that
+    falls behind fails as a "timeout". `reading` also bounds the body's size
+    (an answer past it: "protocol").
+
+    Never raises for what the call met: anything else (a URL httpx refuses,
+    a port the socket layer cannot take) is category "other", or "connect"
+    when it provably never left (an invalid URL; for a create or cancel, a
+    failure before its request began to leave).
     """
     headers = {**req.headers, "traceparent": parent, "X-Trace-Id": trace_id}
     departure = _Departure() if req.action in DELIVERY_MATTERS else None
@@ -132,6 +170,7 @@ async def _send(lane: Lane, req: HttpRequest, trace_id: str, parent: str) -> Sen
                 json=req.json,
                 phase_timeout=req.timeout,
                 trace=departure.trace if departure else None,
+                reading=reading,
             )
             body = resp.content
     except (httpx.HTTPError, TimeoutError) as exc:
@@ -139,6 +178,17 @@ async def _send(lane: Lane, req: HttpRequest, trace_id: str, parent: str) -> Sen
         category = classify_transport_error(exc)
         if departure is not None and not departure.started and isinstance(exc, TimeoutError):
             category = "connect"  # our own bound fired before a byte left
+        if isinstance(exc, BodyTooLarge):
+            _warn(req, str(exc))
+        return Sent(None, category, elapsed, parent, category)
+    except Exception as exc:  # httpx.InvalidURL, an ExceptionGroup from the socket layer...
+        elapsed = int((time.perf_counter() - started) * 1000)
+        never_left = isinstance(exc, httpx.InvalidURL) or (
+            departure is not None and not departure.started
+        )
+        category = "connect" if never_left else "other"
+        # the type only: its text may quote the URL, a pre-signed link's signature included
+        _warn(req, type(exc).__name__, category)
         return Sent(None, category, elapsed, parent, category)
     elapsed_s = time.perf_counter() - started
     response = HttpResponse(
@@ -149,6 +199,21 @@ async def _send(lane: Lane, req: HttpRequest, trace_id: str, parent: str) -> Sen
         url=str(resp.url),
     )
     return Sent(response, http_error_category(resp.status_code), int(elapsed_s * 1000), parent)
+
+
+def _warn(req: HttpRequest, problem: str, category: str = "protocol") -> None:
+    """A call that failed for a reason its category alone does not tell."""
+    log.warning(
+        "provider call failed",
+        extra={
+            "ctx": {
+                "action": req.action,
+                "url": req.sanitized_url(),
+                "category": category,
+                "problem": problem[:300],
+            }
+        },
+    )
 
 
 # ------------------------------------------------------------------ to the ledger

@@ -25,15 +25,82 @@ import base64
 import contextlib
 import functools
 import ssl
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from typing import Any
+import zlib
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, cast
 
+import h11
 import httpx
 
 from shared.closing import ClosedOnExit
 
 # A lane's connections: the provider's API host, and a second (a result host).
 LANE_CONNECTIONS = 2
+
+
+# The most an answer's body may hold once decoded (any call but a result
+# download, whose limit is its description's max_bytes): a status, create or
+# error-page answer past it is a failed call ("protocol"), read no further.
+MAX_ANSWER_BYTES = 8 * 1024 * 1024
+# The slowest a result download may be on average: it has its grace (its
+# request_timeout plus a lease: see `download`), plus one second per
+# MIN_TRANSFER_RATE bytes received (see `Reading`).
+MIN_TRANSFER_RATE = 64 * 1024
+# Decoded bytes one content-coding layer hands the next at a time (bounds
+# the memory a stacked encoding such as "gzip, gzip" takes between layers).
+DECODE_STEP = 256 * 1024
+# The request extension that carries a call's `Reading` to `Lane.exchange`.
+READING = "jobwarden.reading"
+
+
+class BodyTooLarge(httpx.RemoteProtocolError):
+    """An answer's decoded body went past its `Reading.keep` (not a result download)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Reading:
+    """How much of an answer's body is read, and how slowly it may come.
+
+    `keep`: the most decoded bytes read (after undoing any Content-Encoding,
+    which a provider may send although we ask for identity). Past it, a
+    result download (`cut`) stops and returns its first `keep` bytes (give it
+    max_bytes + 1, and the validation says "larger than max_bytes"); any
+    other call fails with `BodyTooLarge`. Nothing past `keep` (and one read
+    or decoding step) is held in memory, however large the answer.
+
+    `min_rate` (downloads only): the whole exchange, from connecting to the
+    body's end, must finish within `allowance` seconds plus one second per
+    `min_rate` bytes received so far, or it fails as a timeout. A stalled or
+    trickling download (or an endless run of `100 Continue` heads) thus ends
+    like any timed-out call, after at most allowance + keep / min_rate
+    seconds, instead of renewing its lease (Step._transfer) for ever.
+    """
+
+    keep: int = MAX_ANSWER_BYTES
+    cut: bool = False
+    min_rate: float | None = None
+    allowance: float = 0.0
+
+
+# Every call but a result download.
+ANSWER = Reading()
+
+
+def download(max_bytes: int, request_timeout: float, lease_seconds: float) -> Reading:
+    """A result download's reading: max_bytes + 1 kept (so "larger than max_bytes"
+    can be told), at MIN_TRANSFER_RATE on average beyond a grace of
+    request_timeout + lease_seconds.
+
+    The grace is what a call is allowed anyway (its timeout) plus what the
+    ledger already accepts an operation to be held without progress (a
+    crashed worker's lease), so a slow start, or a slow but live transfer of
+    a small result, is not cut; a stalled one holds its operation no longer
+    than a crash would. In all, at most request_timeout + lease_seconds +
+    (max_bytes + 1) / MIN_TRANSFER_RATE seconds.
+    """
+    grace = request_timeout + lease_seconds
+    return Reading(max_bytes + 1, cut=True, min_rate=MIN_TRANSFER_RATE, allowance=grace)
 
 
 # What every provider call carries unless its description sets the header
@@ -78,7 +145,8 @@ class Lane(ClosedOnExit):
 
     - `Accept-Encoding: identity` asks for bodies as the provider signed them,
       so Content-Digest and our own sha256 are computed over those bytes (a
-      server that compresses anyway is decoded, as httpx always did);
+      server that compresses anyway is decoded, as httpx always did, but
+      here, within the call's `Reading`: see `_body`);
     - credentials in a URL (`https://user:pass@host/...`) are sent as Basic
       authorization, as httpx's client sent them, unless the call sets its own;
     - no redirects: a provider that redirects a status read is a contract
@@ -108,17 +176,21 @@ class Lane(ClosedOnExit):
         json: Any = None,
         phase_timeout: float = 10.0,
         trace: Callable[[str, Mapping[str, Any]], Awaitable[None]] | None = None,
+        reading: Reading = ANSWER,
     ) -> httpx.Response:
         """One exchange, body read; `phase_timeout` bounds each phase (connect, write, each read).
 
         `headers` override the defaults by name, whatever their case, as
         httpx's client merged them. `trace` is httpx's trace extension.
-        Errors are httpx's, with their `request` set, as the client raised them.
+        `reading` bounds the body read (its size; for a download, its pace).
+        Errors are httpx's, with their `request` set, as the client raised them
+        (a download past its pace: TimeoutError).
         """
         if self.is_closed:
             raise RuntimeError("this lane is closed")  # it would open a connection nobody closes
         extensions: dict[str, Any] = {
-            "timeout": dict.fromkeys(("connect", "read", "write", "pool"), phase_timeout)
+            "timeout": dict.fromkeys(("connect", "read", "write", "pool"), phase_timeout),
+            READING: reading,
         }
         if trace is not None:
             extensions["trace"] = trace
@@ -129,23 +201,161 @@ class Lane(ClosedOnExit):
         return await self.exchange(request)
 
     async def exchange(self, request: httpx.Request) -> httpx.Response:
-        """Send `request` on this lane's connections and read the answer whole
-        (a benchmark overrides this to answer in process)."""
+        """Send `request` on this lane's connections and read the answer as its
+        `Reading` allows (a benchmark overrides this to answer in process).
+
+        The body is read as a stream (`_body`), never whole before its size is
+        known. A connection with bytes left over after the answer (a second
+        response, or more body than Content-Length said) is closed: kept
+        alive, those bytes would be read as the answer to the lane's next call,
+        another operation's.
+        """
+        reading: Reading = request.extensions.get(READING, ANSWER)
+        if reading.min_rate is None:
+            return await self._exchange(request, reading, None)
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        async with asyncio.timeout_at(started + reading.allowance) as bound:
+            rate, allowance = reading.min_rate, reading.allowance
+
+            def pace(received: int) -> None:
+                bound.reschedule(started + allowance + received / rate)
+
+            return await self._exchange(request, reading, pace)
+
+    async def _exchange(
+        self, request: httpx.Request, reading: Reading, pace: Callable[[int], None] | None
+    ) -> httpx.Response:
         try:
             response = await self._transport.handle_async_request(request)
         except httpx.RequestError as exc:
             exc.request = request
             raise
         response.request = request
+        leftover = None
         try:
-            await response.aread()
+            body = await _body(response, reading, pace)
+            # what Response.aread would set: the body is read (and decoded)
+            response._content = body
+            leftover = _left_over(response)
+        except httpx.RequestError as exc:
+            exc.request = request
+            raise
         finally:
             await response.aclose()
+        if leftover is not None:
+            await leftover.aclose()  # after aclose gave it back: the pool drops it as closed
         return response
 
     async def aclose(self) -> None:
         self.is_closed = True
         await self._transport.aclose()
+
+
+async def _body(
+    response: httpx.Response, reading: Reading, pace: Callable[[int], None] | None
+) -> bytes:
+    """The answer's body, decoded, at most `reading.keep` bytes (see `Reading`).
+
+    Read from the transport's stream: a small body is one chunk, and costs
+    one length check. Content codings are undone here, a bounded step at a
+    time (`_decode`), not by httpx, whose decoders inflate each chunk whole:
+    888 bytes of "gzip, gzip" became 400 MiB in one call.
+    """
+    coding = response.headers.get("content-encoding")
+    layers = _layers(coding) if coding else ()
+    keep = reading.keep
+    chunks: list[bytes] = []
+    size = received = 0
+    async for raw in cast(httpx.AsyncByteStream, response.stream):  # a transport's: async
+        if pace is not None:
+            received += len(raw)
+            pace(received)
+        chunk = _decode(layers, raw, keep - size) if layers else raw
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > keep:
+            if not reading.cut:
+                raise BodyTooLarge(f"answer body larger than {keep} bytes; not read further")
+            break
+    body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+    return body[:keep] if size > keep else body
+
+
+class _Layer:
+    """One content coding (gzip or deflate) being undone, as httpx's decoders did
+    (deflate: zlib-wrapped or raw, told from its first two bytes)."""
+
+    __slots__ = ("_inflater", "_start")
+
+    def __init__(self, coding: str) -> None:
+        self._start = b""  # a deflate stream's first byte, until its second comes
+        gzipped = coding != "deflate"
+        self._inflater = zlib.decompressobj(zlib.MAX_WBITS | 16) if gzipped else None
+
+    def inflate(self, data: bytes, most: int) -> tuple[bytes, bytes]:
+        """At most `most` (> 0) decoded bytes of `data`, and the input left for later."""
+        inflater = self._inflater
+        if inflater is None:
+            data = self._start + data
+            if len(data) < 2:
+                self._start = data
+                return b"", b""
+            wrapped = data[0] & 0x0F == 8 and (data[0] << 8 | data[1]) % 31 == 0
+            inflater = zlib.decompressobj(zlib.MAX_WBITS if wrapped else -zlib.MAX_WBITS)
+            self._inflater = inflater
+        try:
+            out = inflater.decompress(data, most)
+        except zlib.error as exc:
+            raise httpx.DecodingError(f"cannot decode the answer's content coding: {exc}") from None
+        return out, inflater.unconsumed_tail
+
+
+def _layers(coding: str) -> tuple[_Layer, ...]:
+    """The codings to undo, last applied first; others (identity, unknown) are left,
+    as httpx left those it had no decoder for."""
+    names = [name.strip().lower() for name in coding.split(",")]
+    return tuple(_Layer(name) for name in reversed(names) if name in ("gzip", "deflate"))
+
+
+def _decode(layers: Sequence[_Layer], data: bytes, room: int) -> bytes:
+    """`data` through every layer: at most room + 1 bytes (one more says "too large").
+
+    Each layer hands the next at most DECODE_STEP bytes at a time, so a
+    layer that would inflate far past `room` stops as soon as the last
+    layer has produced room + 1 bytes.
+    """
+    first, rest = layers[0], layers[1:]
+    if not rest:
+        return first.inflate(data, room + 1)[0]
+    out: list[bytes] = []
+    got = 0
+    more = bool(data)
+    while more and got <= room:
+        piece, data = first.inflate(data, DECODE_STEP)
+        # a full step may leave output pending in the inflater, input or not
+        more = bool(data) or len(piece) == DECODE_STEP
+        decoded = _decode(rest, piece, room - got)
+        out.append(decoded)
+        got += len(decoded)
+    return b"".join(out)
+
+
+def _left_over(response: httpx.Response) -> Any:
+    """The HTTP/1.1 connection that answered, if it holds bytes past the answer; else None.
+
+    h11 keeps what it read beyond the response's end (`trailing_data`) for
+    the connection's next response. httpcore 1.0's own objects are reached
+    through private names: if a new version renames them this finds nothing
+    (tests/integration/test_transport_review.py then fails).
+    """
+    pooled = getattr(response.stream, "_httpcore_stream", None)
+    connection = getattr(getattr(pooled, "_stream", None), "_connection", None)
+    state = getattr(connection, "_h11_state", None)
+    if state is None or state.their_state is not h11.DONE:  # not DONE: httpcore closes it
+        return None
+    data, _closed = state.trailing_data
+    return connection if data else None
 
 
 def _merged(headers: Mapping[str, str], url: httpx.URL) -> list[tuple[str, str]]:

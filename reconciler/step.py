@@ -10,9 +10,17 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from reconciler.calls import TRANSFERS, Sent, answer_of, call_start, not_sent, send
+from reconciler.calls import (
+    TRANSFERS,
+    Sent,
+    answer_of,
+    answer_reading,
+    call_start,
+    not_sent,
+    send,
+)
 from reconciler.context import Context
-from reconciler.lanes import Lane
+from reconciler.lanes import Lane, download
 from shared import ledger
 from shared.db.connect import connect
 from shared.db.errors import DATABASE_DOWN
@@ -121,6 +129,7 @@ class Step:
         is given up as never sent (the caller records it and backs off).
         `conn` is the connection the caller already holds, used for renewals:
         taking a second one from the pool while holding one could exhaust it.
+        An answer is read up to `answer_reading`'s size; a download as `_transfer` says.
         """
         if self.held_back(read=req.action == "status") is not None:  # the last guard
             return not_sent(self.op.trace_id)
@@ -137,7 +146,8 @@ class Step:
                 if self._lease_left() > need:
                     if req.action in TRANSFERS:
                         return await self._transfer(lane, req, db)
-                    return await send(lane, req, self.op.trace_id)
+                    reading = answer_reading(self.adapter.desc, req.action)
+                    return await send(lane, req, self.op.trace_id, reading)
         log.warning(
             "no provider slot within the lease; call not sent",
             extra={"ctx": {"operation_id": self.op.operation_id, "provider": self.op.provider}},
@@ -231,8 +241,20 @@ class Step:
         Without this, a result larger than a lease's worth of transfer could
         never be stored: each worker's writes would be refused, and the next
         would download it again. If the lease is lost, the download stops.
+
+        The renewals last only as long as the download keeps its pace
+        (`reconciler.lanes.download`): request_timeout and one lease, plus a
+        second per MIN_TRANSFER_RATE (64 KiB) bytes received, so at most
+        request_timeout + lease_seconds + max_bytes / 64 KiB in all. A
+        provider trickling bytes (or
+        `100 Continue` heads) fails as a timeout within that, like any call
+        that got no answer, instead of holding this step, and the sweep that
+        waits for it, for ever. At most max_bytes + 1 bytes are read: past
+        max_bytes the validation refuses the result.
         """
-        transfer = asyncio.ensure_future(send(lane, req, self.op.trace_id))
+        max_bytes = self.adapter.desc.result.expect.max_bytes
+        reading = download(max_bytes, req.timeout, self.ctx.settings.lease_seconds)
+        transfer = asyncio.ensure_future(send(lane, req, self.op.trace_id, reading))
         try:
             while True:
                 done, _ = await asyncio.wait({transfer}, timeout=self._lease_left() / 2)
