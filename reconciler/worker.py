@@ -45,8 +45,10 @@ REFILLS = 24
 # While a batch that was not full drains, rows that fall due (a new submission,
 # a wake-up) are claimed every sweep_interval rather than after the batch's
 # slowest call: a create hanging 10 s held every new operation back 10 s, and
-# the daemon's ticks were skipped meanwhile. For at most one lease_seconds per
-# run_once (no step outlives its lease), so one call stays bounded.
+# the daemon's ticks were skipped meanwhile. For as long as a step is in
+# flight: a result download outlives its lease (it renews it while it keeps
+# its pace, up to about 15 minutes), and late claims bounded to one lease
+# let it hold every other operation of every provider back meanwhile.
 
 StepFn = Callable[[Step], Awaitable[Delay]]
 
@@ -125,11 +127,9 @@ class Reconciler:
 
         pending = await claim_and_start(size)
         refills = REFILLS if pending == size else 0
-        claim_late_until = self.ctx.clock.monotonic() + self.ctx.settings.lease_seconds
         try:
             while pending:
-                late = self.ctx.clock.monotonic() < claim_late_until
-                if refills or not late or pending >= size:
+                if refills or pending >= size:
                     task = await finished.get()
                 else:
                     try:
