@@ -414,3 +414,60 @@ async def test_a_status_url_httpx_refuses_still_meets_its_deadline(
                 await clock.advance(31.0)
             assert await state(pool, op_id) not in ("accepted", "observing")
             assert not [r for r in caplog.records if r.getMessage() == "step failed"]
+
+
+async def test_a_long_download_at_a_good_pace_holds_no_other_operation_back(
+    pool: Any, tmp_path: Path
+) -> None:
+    """Late claims lasted one lease per run_once, while a download that keeps its pace
+    outlives its lease (it renews it): every other operation then waited for the
+    download's end. Here one runs past two leases; an operation submitted after the
+    first lease must be created by the same run_once, meanwhile."""
+    status = finished_job()
+    chunks = asyncio.Queue[int]()
+    release = asyncio.Event()
+
+    async def paced(method: str, target: str, w: asyncio.StreamWriter) -> bool:
+        if not target.startswith("/r/"):
+            return await status(method, target, w)
+        w.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n")
+        w.write(b"Transfer-Encoding: chunked\r\n\r\n1\r\n[\r\n")
+        sent = 0
+        while not release.is_set():  # 80 KiB every 0.25 s: well above the 64 KiB/s floor
+            w.write(b"%x\r\n" % (80 * 1024) + b" " * (80 * 1024) + b"\r\n")
+            await w.drain()
+            sent += 1
+            chunks.put_nowait(sent)
+            await asyncio.sleep(0.25)
+        w.write(b"1\r\n]\r\n0\r\n\r\n")
+        return True
+
+    created = asyncio.Event()
+
+    async def good(method: str, target: str, w: asyncio.StreamWriter) -> bool:
+        if method == "POST":
+            created.set()
+        body = {"job_id": "g1", "state": "queued" if method == "POST" else "running"}
+        w.write(plain(202 if method == "POST" else 200, body))
+        return True
+
+    lease, every = 2.0, 0.25
+    async with serve(paced) as bp, serve(good) as gp:
+        providers = {**sim_providers(bp.url, name="bad"), **sim_providers(gp.url, name="good")}
+        async with reconciler(pool, tmp_path, providers, lease_seconds=lease) as rec:
+            await submit(pool, "bad")
+
+            async def sweeps() -> None:  # as the daemon: run_once back to back
+                while not release.is_set():
+                    await rec.run_once()
+
+            sweeping = asyncio.create_task(sweeps())
+            try:
+                while await chunks.get() < 1.5 * lease / every:  # counted by the server
+                    pass
+                await submit(pool, "good")
+                await asyncio.wait_for(created.wait(), 10.0)
+                assert any(t.startswith("/r/") for _, t in bp.seen) and not release.is_set()
+            finally:
+                release.set()
+            await asyncio.wait_for(sweeping, 30.0)
