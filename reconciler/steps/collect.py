@@ -39,7 +39,7 @@ from shared.providers import (
 )
 from shared.providers.description import ResultSource
 from shared.providers.requests import build_redirect
-from shared.providers.results import REDIRECT_NOT_FOLLOWED
+from shared.providers.results import REDIRECT_NOT_FOLLOWED, result_content
 from shared.result_store import INLINE_MAX_BYTES
 
 S = LocalState
@@ -308,8 +308,15 @@ async def _fetch(
             )
         responses.append(resp)
     check = step.adapter.validate_result(responses if len(responses) > 1 else responses[0], status)
-    content = b"".join(r.body for r in responses)
+    content = _stored_content(step, check, responses)
     return Collected(check, content, "result", _counts(check, status), check.failed_items)
+
+
+def _stored_content(step: Step, check: ResultCheck, responses: Sequence[HttpResponse]) -> bytes:
+    """What a valid result is stored as: its parts as one document (the bytes its
+    sha256 names); an invalid one is never stored, and may not join."""
+    bodies = [r.body for r in responses]
+    return result_content(step.adapter.desc.result, bodies) if check.ok else b"".join(bodies)
 
 
 @dataclass(frozen=True)
@@ -480,7 +487,7 @@ async def collect_partial_output(step: Step, conn: Any, status: StatusFact) -> P
             extra={"ctx": {"operation_id": step.op.operation_id, "reason": check.reason}},
         )
         return Partial.NONE
-    content = b"".join(r.body for r in responses)
+    content = _stored_content(step, check, responses)
     collected = Collected(check, content, "partial", _counts(check, status), check.failed_items)
     async with conn.transaction():
         await store(step, conn, collected)

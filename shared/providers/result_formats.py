@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from shared.providers.description import CsvColumn, CsvOptions
+from shared.providers.description import CsvColumn, CsvOptions, ResultFormat
 from shared.providers.facts import ItemFailure
 from shared.providers.values import clip
 
@@ -102,6 +102,47 @@ def merge_csv(tables: Sequence[CsvTable]) -> CsvTable:
         width = width if width is not None else part_width
         rows.extend(table.rows)
     return CsvTable(first.columns, tuple(rows))
+
+
+def joined_parts(fmt: ResultFormat, options: CsvOptions | None, parts: Sequence[bytes]) -> bytes:
+    """A multi-file result as ONE document of its format: what is stored, hashed and
+    handed to agents.
+
+    Laid end to end, the parts were not one: a JSONL part without a final
+    newline glued its last line to the next part's first, each later CSV
+    part's header became a data row, two JSON documents did not parse. Each
+    part's own bytes are kept: JSONL and header-less CSV parts are separated
+    by a newline where one is missing, later CSV parts lose their header
+    record (validation has checked they are the first's), and JSON documents
+    become the items of one array. Text and binary parts are concatenated.
+    A single part is returned as it is.
+    """
+    if len(parts) == 1:
+        return parts[0]
+    if fmt is ResultFormat.JSON:
+        return b"[" + b",".join(parts) + b"]"
+    if fmt is ResultFormat.JSONL or (fmt is ResultFormat.CSV and options is not None):
+        lines = list(parts)
+        if fmt is ResultFormat.CSV and options is not None and options.header:
+            lines = [lines[0], *(_without_header(options, part) for part in lines[1:])]
+        return b"".join(_ended(part) for part in lines[:-1]) + lines[-1]
+    return b"".join(parts)
+
+
+def _ended(part: bytes) -> bytes:
+    return part if not part or part.endswith(b"\n") else part + b"\n"
+
+
+def _without_header(options: CsvOptions, part: bytes) -> bytes:
+    """The part after its first record (which may span lines inside quotes)."""
+    text = decode_text(part, "result part")
+    source = io.StringIO(text, newline="")
+    reader = csv.reader(source, delimiter=options.delimiter, strict=True)
+    try:
+        next(reader, None)
+    except csv.Error as exc:
+        raise FormatError(f"result part is not valid CSV: {exc}") from None
+    return text[source.tell() :].encode("utf-8")
 
 
 def _width(table: CsvTable) -> int | None:

@@ -12,7 +12,12 @@ and hashed, and its `parsed` stays None so it is kept as a file only.
 Checksums (`checksums`: RFC 9530 `Content-Digest`, legacy RFC 3230 `Digest`,
 a named header, a field of the status response) cover the bytes as sent: the
 reconciler must hand over the body it received without content decoding, or
-ask for `Accept-Encoding: identity`.
+ask for `Accept-Encoding: identity` (it does; a provider that compresses
+anyway is decoded, so a checksum over its compressed bytes does not match).
+
+Size: the reconciler reads a download up to max_bytes + 1 bytes and no
+further (reconciler.lanes.download), so the size a "larger than max_bytes"
+reason names for a fetched result is where reading stopped, not the whole.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from shared.providers.result_formats import (
     FormatError,
     check_columns,
     decode_text,
+    joined_parts,
     merge_csv,
     parse_csv,
     split_rows,
@@ -105,6 +111,12 @@ def validate_result(
         checksum_notes = _check_transport(desc, parts, size, status)
         decoded = _decode_parts(desc.result, parts)
         items, notes = _check_content(desc.result, decoded, status)
+        if len(parts) > 1:  # what is stored: the parts as one document (result_content)
+            try:
+                content = result_content(desc.result, [p.body for p in parts])
+            except FormatError as exc:
+                raise _Invalid(exc.reason) from None
+            whole, size = hashlib.sha256(content).hexdigest(), len(content)
     except _Invalid as exc:
         return ResultCheck(
             ok=False,
@@ -252,7 +264,7 @@ def _where(index: int, count: int) -> str:
 def _decode(fmt: ResultFormat, body: bytes) -> list[Any]:
     if fmt is ResultFormat.JSON:
         try:
-            return [json.loads(body)]
+            return [_strict_json(body)]
         except NOT_JSON:
             raise _Invalid("result is not valid JSON") from None
     lines: list[Any] = []
@@ -260,10 +272,30 @@ def _decode(fmt: ResultFormat, body: bytes) -> list[Any]:
         if not line.strip():
             continue
         try:
-            lines.append(json.loads(line))
+            lines.append(_strict_json(line))
         except NOT_JSON:
             raise _Invalid(f"result line {number} is not valid JSON") from None
     return lines
+
+
+def _strict_json(data: bytes) -> Any:
+    """JSON as RFC 8259 has it: UTF-8 (a leading BOM dropped), no NaN or Infinity.
+
+    json.loads also takes UTF-16 and UTF-32 bytes and those three constants,
+    so such a result passed, to be refused by whatever strict parser the
+    agent reads it with.
+    """
+    return json.loads(data.decode("utf-8-sig"), parse_constant=_not_json)
+
+
+def _not_json(constant: str) -> Any:
+    raise ValueError(f"{constant} is not JSON")
+
+
+def result_content(spec: ResultSpec, bodies: Sequence[bytes]) -> bytes:
+    """The bytes a result is stored and hashed as: its parts as one document
+    of its format (`joined_parts`), a single part as it came."""
+    return joined_parts(spec.format, spec.csv, bodies)
 
 
 # --------------------------------------------------------------------- content checks
@@ -409,9 +441,13 @@ def _check_expected(
     if items.succeeded is None or items.total is None:
         return ()
     if expect.item_count is not None and documents:
-        expected = as_int(extract(expect.item_count, documents[0]))
-        if expected is None:
+        # a JSON result's parts (one document each) state their own counts: the
+        # whole is their sum; a JSONL result's count is read from its first line
+        counted = documents if spec.format is ResultFormat.JSON else documents[:1]
+        stated = [as_int(extract(expect.item_count, document)) for document in counted]
+        if None in stated:
             raise _Invalid(f"missing item count {expect.item_count.text}")
+        expected = sum(n for n in stated if n is not None)
         _compare(expected, items.succeeded)
         return ()
     if not expect.item_count_from_status:

@@ -46,8 +46,11 @@ FILLER_BATCHES = 120
 
 
 class OpenAIFixture:
-    def __init__(self, *, job_id: str | None = None, file_id_suffix: str = "") -> None:
+    def __init__(
+        self, *, job_id: str | None = None, file_id_suffix: str = "", final_newline: bool = True
+    ) -> None:
         self.registry = Registry("batch_")
+        self.final_newline = final_newline  # False: each file's last line ends without one
         # Newest first, as GET /v1/batches lists them.
         self.listing: list[str] = []
         self.files: dict[str, bytes] = {}
@@ -172,7 +175,8 @@ class OpenAIFixture:
         if not lines:
             return None
         file_id += self.file_id_suffix
-        self.files[file_id] = jsonl(lines)
+        content = jsonl(lines)
+        self.files[file_id] = content if self.final_newline else content.rstrip(b"\n")
         return file_id
 
     def _phase(

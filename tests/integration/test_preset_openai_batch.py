@@ -6,6 +6,7 @@ documented shapes (see tests/fixtures_providers/openai.py).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from pathlib import Path
@@ -83,6 +84,27 @@ async def test_partially_failed_batch_records_failures_by_custom_id(
             "SELECT item_key FROM result_item_failures WHERE result_id = $1", op.result_id
         )
         assert [f[0] for f in failed] == ["request-3"]
+
+
+async def test_an_output_and_an_error_file_are_stored_as_one_jsonl_document(
+    pool: Any, tmp_path: Path
+) -> None:
+    """Two files whose last lines end without a newline: laid end to end, the stored
+    file glued the output's last line to the error file's first (a review)."""
+    fx = OpenAIFixture(final_newline=False)
+    async with rig(pool, tmp_path, fx) as r:
+        op_id = await r.submit(batch_body("partial"))
+        assert await r.settle(op_id, {S.SUCCEEDED, S.FAILED}) is S.SUCCEEDED
+        op = await r.op(op_id)
+        row = await pool.fetchrow(
+            "SELECT sha256, storage_ref, size_bytes FROM results WHERE result_id = $1",
+            op.result_id,
+        )
+    stored = Path(row["storage_ref"].removeprefix("file:")).read_bytes()
+    lines = [json.loads(line) for line in stored.splitlines()]
+    assert [line["custom_id"] for line in lines] == ["request-1", "request-2", "request-3"]
+    assert hashlib.sha256(stored).hexdigest() == row["sha256"]  # the row names what is stored
+    assert len(stored) == row["size_bytes"]
 
 
 async def test_expired_batch_with_some_output_is_a_partial_result_not_a_failure(
