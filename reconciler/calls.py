@@ -19,7 +19,15 @@ from typing import Any
 
 import httpx
 
-from reconciler.lanes import ANSWER, MAX_ANSWER_BYTES, BodyTooLarge, Lane, Reading
+from reconciler.connect_guard import ConnectRefused
+from reconciler.lanes import (
+    ANSWER,
+    MAX_ANSWER_BYTES,
+    SENT_DIGESTS,
+    BodyTooLarge,
+    Lane,
+    Reading,
+)
 from shared.ids import traceparent
 from shared.ledger import Operation
 from shared.ledger.evidence import (
@@ -38,7 +46,7 @@ from shared.providers import (
 )
 from shared.providers.delivery import TransportCategory
 from shared.providers.description import ResultSource
-from shared.redaction import REDACTED, sanitize_headers
+from shared.redaction import CUT, MORE_HEADERS, REDACTED, stored_headers
 from shared.telemetry import spans
 
 log = logging.getLogger("jobwarden.reconciler")
@@ -59,7 +67,7 @@ class Sent:
     def sanitized_response_headers(self) -> dict[str, str] | None:
         if self.response is None:
             return None
-        return sanitize_headers(self.response.headers)
+        return stored_headers(self.response.headers)
 
 
 def http_error_category(status: int | None) -> str | None:
@@ -180,6 +188,8 @@ async def _send(
             category = "connect"  # our own bound fired before a byte left
         if isinstance(exc, BodyTooLarge):
             _warn(req, str(exc))
+        elif isinstance(exc.__cause__, ConnectRefused):  # httpx's ConnectError, raised from it
+            _warn(req, str(exc.__cause__), category)
         return Sent(None, category, elapsed, parent, category)
     except Exception as exc:  # httpx.InvalidURL, an ExceptionGroup from the socket layer...
         elapsed = int((time.perf_counter() - started) * 1000)
@@ -197,6 +207,7 @@ async def _send(
         body=body,
         elapsed=elapsed_s,
         url=str(resp.url),
+        sent_digests=resp.extensions.get(SENT_DIGESTS, {}),
     )
     return Sent(response, http_error_category(resp.status_code), int(elapsed_s * 1000), parent)
 
@@ -336,9 +347,10 @@ def recorded_response(
 
     Not when the body was cut, redacted or had characters replaced (its digest
     then differs from the bytes received), nor when a header the description
-    reads (`headers_read`, lower-case names; None: any) was stored redacted (a result link
-    in `Location` keeps its signature only on the wire): acting on an altered
-    answer could misread it or fetch a broken link, so the caller reads again.
+    reads (`headers_read`, lower-case names; None: any) was stored redacted (a
+    result link in `Location` keeps its signature only on the wire), cut or not
+    at all (`stored_headers`): acting on an altered answer could misread it or
+    fetch a broken link, so the caller reads again.
     """
     excerpt, digest = row.get("response_body"), row.get("response_sha256")
     if row.get("status_code") is None or excerpt is None or digest is None:
@@ -346,8 +358,11 @@ def recorded_response(
     if hashlib.sha256(excerpt.encode()).hexdigest() != digest:
         return None
     headers = row.get("response_headers") or {}
+    if MORE_HEADERS in headers and headers_read != frozenset():
+        return None  # a header it reads may be among those not stored
     for name, value in headers.items():
-        if REDACTED in value and (headers_read is None or name.lower() in headers_read):
+        altered = REDACTED in value or CUT in value
+        if altered and (headers_read is None or name.lower() in headers_read):
             return None
     return HttpResponse(
         status_code=row["status_code"],

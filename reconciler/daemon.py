@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
+from reconciler.connect_guard import trusted_hosts
 from reconciler.context import Context, build_adapters
 from reconciler.lanes import Lane, Lanes, tls_context
 from reconciler.sequencer import STOP_SECONDS as SEQUENCER_STOP_SECONDS
@@ -525,7 +526,9 @@ async def run_reconciler(
             print(f"reconciler: run `jobwarden migrate` first ({', '.join(pending)} pending)")
             return 2
         lane = functools.partial(Lane, authorities=settings.provider_ca_file)
-        async with Lanes(settings.max_in_flight, lane) as lanes:
+        async with Lanes(
+            settings.max_in_flight, lane, trusted_hosts=trusted_hosts(settings.providers)
+        ) as lanes:
             ctx = Context(
                 pool=pool,
                 settings=settings,

@@ -24,6 +24,7 @@ import asyncio
 import base64
 import contextlib
 import functools
+import hashlib
 import ssl
 import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
@@ -33,6 +34,7 @@ from typing import Any, cast
 import h11
 import httpx
 
+from reconciler.connect_guard import Resolver, guard, system_resolver
 from shared.closing import ClosedOnExit
 
 # A lane's connections: the provider's API host, and a second (a result host).
@@ -52,6 +54,15 @@ MIN_TRANSFER_RATE = 64 * 1024
 DECODE_STEP = 256 * 1024
 # The request extension that carries a call's `Reading` to `Lane.exchange`.
 READING = "jobwarden.reading"
+# The response extension holding, for a body that came content-coded, the
+# digests of the bytes as sent (`_body`): what a digest header covers.
+SENT_DIGESTS = "jobwarden.sent_digests"
+# The algorithms those digests are made with (as ChecksumAlgorithm names them).
+_SENT_HASHERS: tuple[tuple[str, Callable[[], Any]], ...] = (
+    ("sha256", hashlib.sha256),
+    ("sha512", hashlib.sha512),
+    ("md5", functools.partial(hashlib.md5, usedforsecurity=False)),
+)
 
 
 class BodyTooLarge(httpx.RemoteProtocolError):
@@ -157,7 +168,16 @@ class Lane(ClosedOnExit):
     - no proxy or certificate settings from the environment.
     """
 
-    def __init__(self, max_connections: int = LANE_CONNECTIONS, *, authorities: str = "") -> None:
+    def __init__(
+        self,
+        max_connections: int = LANE_CONNECTIONS,
+        *,
+        authorities: str = "",
+        trusted_hosts: frozenset[str] | None = None,
+        resolve: Resolver = system_resolver,
+    ) -> None:
+        """`trusted_hosts`: connect only to public addresses but for these hosts
+        (`reconciler.connect_guard`); None, as benchmarks' in-process lanes: unguarded."""
         self._transport = httpx.AsyncHTTPTransport(
             verify=tls_context(authorities),
             limits=httpx.Limits(
@@ -165,6 +185,8 @@ class Lane(ClosedOnExit):
             ),
             trust_env=False,
         )
+        if trusted_hosts is not None:
+            guard(self._transport._pool, trusted_hosts, resolve)
         self.is_closed = False
 
     async def call(
@@ -260,10 +282,13 @@ async def _body(
     Read from the transport's stream: a small body is one chunk, and costs
     one length check. Content codings are undone here, a bounded step at a
     time (`_decode`), not by httpx, whose decoders inflate each chunk whole:
-    888 bytes of "gzip, gzip" became 400 MiB in one call.
+    888 bytes of "gzip, gzip" became 400 MiB in one call. The bytes as sent
+    of a content-coded body are hashed as they come (`SENT_DIGESTS`): a
+    digest header covers those, not the decoded body.
     """
     coding = response.headers.get("content-encoding")
     layers = _layers(coding) if coding else ()
+    hashers = [(name, make()) for name, make in _SENT_HASHERS] if layers else []
     keep = reading.keep
     chunks: list[bytes] = []
     size = received = 0
@@ -271,6 +296,8 @@ async def _body(
         if pace is not None:
             received += len(raw)
             pace(received)
+        for _name, hasher in hashers:
+            hasher.update(raw)
         chunk = _decode(layers, raw, keep - size) if layers else raw
         chunks.append(chunk)
         size += len(chunk)
@@ -278,6 +305,8 @@ async def _body(
             if not reading.cut:
                 raise BodyTooLarge(f"answer body larger than {keep} bytes; not read further")
             break
+    if hashers:
+        response.extensions[SENT_DIGESTS] = {name: hasher.digest() for name, hasher in hashers}
     body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
     return body[:keep] if size > keep else body
 
@@ -375,8 +404,18 @@ def _merged(headers: Mapping[str, str], url: httpx.URL) -> list[tuple[str, str]]
 class Lanes(ClosedOnExit):
     """Each provider's idle lanes, made as its slots first need them."""
 
-    def __init__(self, max_in_flight: int, make_lane: Callable[[], Lane] = Lane) -> None:
+    def __init__(
+        self,
+        max_in_flight: int,
+        make_lane: Callable[..., Lane] = Lane,
+        *,
+        trusted_hosts: Mapping[str, frozenset[str]] | None = None,
+    ) -> None:
+        """`trusted_hosts`: each provider's hosts its lanes may reach on an internal
+        address (`configured_hosts`), every other host's addresses checked at connect
+        (`reconciler.connect_guard`). None: lanes as `make_lane()` makes them."""
         self._make_lane = make_lane  # benchmarks pass lanes answered in process
+        self._trusted_hosts = trusted_hosts
         self._idle: dict[str, list[Lane]] = {}
         self._made: list[Lane] = []
         self._in_flight = asyncio.Semaphore(max_in_flight)
@@ -385,15 +424,18 @@ class Lanes(ClosedOnExit):
     async def lane(self, provider: str) -> AsyncIterator[Lane]:
         """A lane of `provider`'s, for one call, under the process-wide bound."""
         idle = self._idle.setdefault(provider, [])
-        lane = idle.pop() if idle else self._make()
+        lane = idle.pop() if idle else self._make(provider)
         try:
             async with self._in_flight:
                 yield lane
         finally:
             idle.append(lane)
 
-    def _make(self) -> Lane:
-        lane = self._make_lane()
+    def _make(self, provider: str) -> Lane:
+        if self._trusted_hosts is None:
+            lane = self._make_lane()
+        else:  # a provider not configured (never, from the reconciler) trusts no host
+            lane = self._make_lane(trusted_hosts=self._trusted_hosts.get(provider, frozenset()))
         self._made.append(lane)
         return lane
 

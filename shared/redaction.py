@@ -72,6 +72,36 @@ def sanitize_headers(headers: Mapping[str, str], extra: Iterable[str] = ()) -> d
 
 _NONE: frozenset[str] = frozenset()
 
+# An answer's headers as the call log keeps them: a provider chooses them
+# (httpcore reads up to about 100 KiB), and each is stored in the call log and
+# hashed into its evidence leaf. Beyond these bounds a value is cut (marked
+# CUT) and the headers past the count are one MORE_HEADERS entry (a name no
+# HTTP header can have).
+MAX_STORED_HEADERS = 100
+MAX_STORED_HEADER_CHARS = 2048
+CUT = "[cut]"
+MORE_HEADERS = "[more]"
+
+
+def stored_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    """`headers` sanitized and bounded (see MAX_STORED_HEADERS); most answers as they are."""
+    kept = sanitize_headers(headers)
+    limit = MAX_STORED_HEADER_CHARS
+    if len(kept) <= MAX_STORED_HEADERS and all(
+        len(name) + len(value) <= limit for name, value in kept.items()
+    ):
+        return kept
+    bounded: dict[str, str] = {}
+    for index, (name, value) in enumerate(kept.items()):
+        if index == MAX_STORED_HEADERS:
+            bounded[MORE_HEADERS] = f"{len(kept) - index} more headers not stored"
+            break
+        if len(name) + len(value) > limit:
+            name = name[: limit // 2]
+            value = f"{value[: limit // 8]}{CUT} {len(value)} characters"
+        bounded[name] = value
+    return bounded
+
 
 def _header_value(rule: _Rule, value: str) -> str:
     if rule is _Rule.KEEP:

@@ -20,6 +20,7 @@ from typing import Any
 import httpx
 
 from bench.harness import FAST_LIMITS, TEST_WEBHOOK_SECRET
+from reconciler.connect_guard import trusted_hosts
 from reconciler.context import Context, build_adapters
 from reconciler.lanes import Lanes
 from reconciler.worker import Reconciler
@@ -235,7 +236,7 @@ async def rig(
             results_dir=tmp_path / "results",
             providers=providers,
         )
-        async with Lanes(64) as lanes:
+        async with Lanes(64, trusted_hosts=trusted_hosts(providers)) as lanes:
             ctx = Context(
                 pool=pool,
                 settings=settings,

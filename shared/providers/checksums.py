@@ -11,6 +11,11 @@ Sources (`result.expect.checksum`):
 - ``status``: a field of the final status response, covering the whole result
   (all parts of a multi-file result concatenated in order).
 
+A header's digest (the first three sources) covers the part as sent: when a
+server compressed it although we asked for identity, the bytes before the
+content coding was undone (`HttpResponse.sent_digests`), as RFC 9530 says;
+a digest of the decoded body passes as well, as some servers compute that.
+
 Digests are not secrets, so comparison need not be constant-time, but it is
 exact: a value that does not decode to a digest of the algorithm's length is
 malformed, which fails like a mismatch.
@@ -123,7 +128,7 @@ def _check_named_header(options: ChecksumOptions, part: HttpResponse, where: str
     text = value.strip()
     if len(text) >= 2 and text.startswith('"') and text.endswith('"'):
         text = text[1:-1]
-    _compare(label, options.algorithm, options.encoding, text, part.body, where)
+    _compare(label, options.algorithm, options.encoding, text, part, where)
     return None
 
 
@@ -148,7 +153,7 @@ def _check_digest_header(
         return _missing(options, f"{header} missing or without sha-256{where}")
     for algorithm in present:
         claimed = entries[_HEADER_NAMES[algorithm]]
-        if claimed is None or claimed != digest_of(algorithm, part.body):
+        if claimed is None or not _matches(algorithm, claimed, part):
             raise ChecksumError(f"{header} {_HEADER_NAMES[algorithm]} mismatch{where}")
     return None
 
@@ -158,16 +163,31 @@ def _compare(
     algorithm: ChecksumAlgorithm,
     encoding: ChecksumEncoding,
     text: str,
-    data: bytes,
+    data: bytes | HttpResponse,
     where: str = "",
 ) -> None:
+    """`text` decoded must be the digest of `data`: bytes, or a response's (`_matches`)."""
     claimed = decode_digest(algorithm, encoding, text)
     if claimed is None:
         raise ChecksumError(
             f"{label}{where} is not a {encoding.value} {algorithm.value} digest: {_shown(text)}"
         )
-    if claimed != digest_of(algorithm, data):
+    if isinstance(data, HttpResponse):
+        matched = _matches(algorithm, claimed, data)
+    else:
+        matched = claimed == digest_of(algorithm, data)
+    if not matched:
         raise ChecksumError(f"{label} {algorithm.value} mismatch{where}")
+
+
+def _matches(algorithm: ChecksumAlgorithm, claimed: bytes, part: HttpResponse) -> bool:
+    """Whether a header's digest is the part's: of the bytes as sent (what RFC 9530
+    and RFC 3230 digests and Content-MD5 cover, which differ from the body when
+    it came content-coded), or of the decoded body, as some servers compute it.
+    Either proves the result intact: decoding is deterministic."""
+    if claimed == part.sent_digests.get(algorithm.value):
+        return True
+    return claimed == digest_of(algorithm, part.body)
 
 
 def decode_digest(

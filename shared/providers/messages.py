@@ -122,6 +122,11 @@ class HttpResponse:
     body: bytes = b""
     elapsed: float = 0.0
     url: str = ""
+    # A body that came in a content coding (gzip, deflate) is `body` decoded;
+    # these are the digests of the bytes as sent, by algorithm ("sha256",
+    # "sha512", "md5"), which a digest header covers (RFC 9530 Content-Digest,
+    # RFC 3230 Digest, Content-MD5). Empty when the body came as it is.
+    sent_digests: Mapping[str, bytes] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not isinstance(self.headers, Headers):

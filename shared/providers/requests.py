@@ -324,9 +324,10 @@ def check_sendable(desc: ProviderDescription, url: str, what: str) -> None:
     every attempt at the sender, never counted, never escalated. Then the
     port must be 1-65535 (httpx lets `99999` through to the connect), and the
     host must not be an internal address (`_internal`) unless the operator
-    named it (`_configured_hosts`): a result URL is often one the submitter
+    named it (`configured_hosts`): a result URL is often one the submitter
     chose, echoed back, and what it answers is stored for the agent to read.
-    No name is resolved (a name that resolves to a private address passes).
+    No name is resolved here: the reconciler's connections resolve it and
+    refuse an internal address at connect time (`reconciler.lanes`).
     """
     if len(url) > MAX_URL_CHARS:
         raise RequestBuildError(_too_long(what, len(url)))
@@ -341,9 +342,9 @@ def check_sendable(desc: ProviderDescription, url: str, what: str) -> None:
     if target.port is not None and not 1 <= target.port <= 65535:
         raise RequestBuildError(f"{what} names port {target.port}, outside 1-65535")
     host = _host_of(target)
-    if host in _configured_hosts(desc):
+    if host in configured_hosts(desc):
         return
-    kind = _internal(host)
+    kind = why_internal(host)
     if kind is not None:
         raise RequestBuildError(
             f"{what} points at {_quote(host)}, {kind}: refused, as it is not the "
@@ -384,7 +385,7 @@ def _plain_path(url: str) -> bool:
     return url.isascii() and url.isprintable() and "\\" not in url
 
 
-def _configured_hosts(desc: ProviderDescription) -> frozenset[str]:
+def configured_hosts(desc: ProviderDescription) -> frozenset[str]:
     """The hosts the operator named: base_url's, auth.extra_hosts, result.allowed_hosts."""
     extra = desc.auth.extra_hosts if desc.auth is not None else ()
     return _hosts_named(desc.base_url, extra, desc.result.allowed_hosts)
@@ -401,7 +402,7 @@ def _hosts_named(
     return frozenset(hosts)
 
 
-def _internal(host: str) -> str | None:
+def why_internal(host: str) -> str | None:
     """Why `host` is internal (a loopback name, or an IP literal in a range no
     public service uses), or None."""
     if host == "localhost" or host.endswith(".localhost"):

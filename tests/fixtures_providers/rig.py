@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, replace
@@ -20,8 +21,9 @@ from typing import Any
 from starlette.types import ASGIApp
 
 from receiver.app import build_app as build_receiver
+from reconciler.connect_guard import Resolver, system_resolver, trusted_hosts
 from reconciler.context import Context, build_adapters
-from reconciler.lanes import Lanes
+from reconciler.lanes import Lane, Lanes
 from reconciler.worker import Reconciler
 from shared import ledger
 from shared.clock import SYSTEM_CLOCK, Clock
@@ -161,11 +163,13 @@ async def preset_rig(
     overrides: Mapping[str, Any] | None = None,
     with_receiver: bool = False,
     clock: Clock = SYSTEM_CLOCK,
+    resolve: Resolver = system_resolver,
 ) -> AsyncIterator[PresetRig]:
     """Fixture provider + preset + reconciler; with the real receiver when asked.
 
     `clock`: a test's clock (it also moves the database's jw_now()), for
-    schedules longer than a test should wait.
+    schedules longer than a test should wait. `resolve`: how the reconciler's
+    connections resolve host names (a test's DNS).
     """
     provider = name or preset
     assert provider, "a provider described without a preset needs a name"
@@ -182,7 +186,10 @@ async def preset_rig(
             results_dir=tmp_path / "results",
             providers=providers,
         )
-        lanes = await stack.enter_async_context(Lanes(16))
+        make_lane = functools.partial(Lane, resolve=resolve)
+        lanes = await stack.enter_async_context(
+            Lanes(16, make_lane, trusted_hosts=trusted_hosts(providers))
+        )
         ctx = Context(
             pool=pool,
             settings=settings,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import gzip
 import hashlib
 import json
 from typing import Any
@@ -230,6 +231,38 @@ def test_checksum_is_checked_before_parsing() -> None:
     body = b"id,status\n1\n"  # ragged, but the checksum is the first complaint
     check = validate_result(desc, ok(body), counts(1, 1, 0, SHA256_HEX))
     assert check.reason == "status field /output_sha256 sha256 mismatch"
+
+
+def sent_gzipped(body: bytes, **headers: str) -> HttpResponse:
+    """A part that came gzipped: `body` decoded, the digests of the bytes as sent beside it."""
+    sent = gzip.compress(body, mtime=0)
+    digests = {name: hashlib.new(name, sent).digest() for name in ("sha256", "sha512", "md5")}
+    return HttpResponse(200, {"Content-Encoding": "gzip", **headers}, body, sent_digests=digests)
+
+
+def test_digest_headers_cover_the_bytes_as_sent_or_the_decoded_body() -> None:
+    sent = gzip.compress(BODY, mtime=0)
+    for checksum, header, value in (
+        ("content-digest", "Content-Digest", "sha-256=:{}:"),
+        ("digest", "Digest", "SHA-256={}"),
+    ):
+        desc = provider(format="binary", expect={"checksum": checksum})
+        for covered in (sent, BODY):
+            claimed = value.format(b64(hashlib.sha256(covered).digest()))
+            assert validate_result(desc, sent_gzipped(BODY, **{header: claimed}), None).ok
+        wrong = value.format(b64(hashlib.sha256(b"x").digest()))
+        check = validate_result(desc, sent_gzipped(BODY, **{header: wrong}), None)
+        assert check.reason == f"{header} sha-256 mismatch"
+
+
+def test_a_named_header_covers_the_bytes_as_sent_too() -> None:
+    """Content-MD5 (RFC 1864) is over the body as sent, a content coding included."""
+    desc = header_checksum(header="Content-MD5", algorithm="md5", encoding="base64")
+    md5 = b64(hashlib.md5(gzip.compress(BODY, mtime=0)).digest())
+    assert validate_result(desc, sent_gzipped(BODY, **{"Content-MD5": md5}), None).ok
+    # the same digest on a part that came as it is covers nothing
+    check = validate_result(desc, ok(BODY, **{"Content-MD5": md5}), None)
+    assert check.reason == "header Content-MD5 md5 mismatch"
 
 
 # --------------------------------------------------------------------- decoding

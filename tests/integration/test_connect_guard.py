@@ -1,0 +1,236 @@
+"""A host name resolving to an internal address is never connected to (reconciler.connect_guard).
+
+`check_sendable` refuses internal addresses written out, and resolves no
+name: a result URL on a name the submitter controls, resolving to the cloud
+metadata service or a private network, was fetched and stored for the agent.
+The reconciler's connections now resolve the name, check every address and
+connect to the one they checked. The names here resolve through a test's
+DNS (the resolver is injected, as time is), on real loopback servers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import socket
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import httpcore
+import httpx
+import pytest
+
+from bench.harness import TestClock
+from reconciler.connect_guard import ConnectRefused, GuardedBackend, trusted_hosts
+from reconciler.lanes import Lane
+from shared.ledger.states import LocalState
+from shared.providers import load_preset
+from shared.serve import serve_app
+from tests.fixtures_providers.rig import preset_rig
+from tests.integration.test_url_review import (
+    CREDENTIALS_PATH,
+    INTERNAL_HOST,
+    NO_CHECKSUM,
+    Internal,
+    Provider,
+    internal_service,
+    run,
+)
+
+S = LocalState
+NAME = "files.example"
+
+
+def dns(table: dict[str, Sequence[str]]) -> Any:
+    """A resolver answering from `table`; a name not in it does not exist."""
+
+    async def resolve(host: str, _port: int) -> Sequence[str]:
+        if host not in table:
+            raise OSError(-2, "Name or service not known")
+        return table[host]
+
+    return resolve
+
+
+def refusal(exc: BaseException) -> ConnectRefused:
+    assert isinstance(exc, httpx.ConnectError), exc
+    assert isinstance(exc.__cause__, ConnectRefused), exc.__cause__
+    return exc.__cause__
+
+
+async def test_a_result_url_whose_name_resolves_to_an_internal_address_is_never_fetched(
+    pool: Any, tmp_path: Path, clock: TestClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, "jobwarden.reconciler")
+    async with internal_service() as (internal_url, internal):
+        port = httpx.URL(internal_url).port
+        provider = Provider(result_url=f"http://{NAME}:{port}{CREDENTIALS_PATH}")
+        async with preset_rig(
+            pool,
+            tmp_path,
+            provider.app(),
+            preset="simulator",
+            env={},
+            overrides=NO_CHECKSUM,
+            clock=clock,
+            resolve=dns({NAME: [INTERNAL_HOST]}),
+        ) as r:
+            op_id = await r.submit({})
+            await run(r, op_id, clock)
+            fetches = await r.calls(op_id, "result")
+            stored = await pool.fetchval(
+                "SELECT count(*) FROM results WHERE operation_id=$1", op_id
+            )
+    assert internal.seen == [] and stored == 0
+    assert fetches and {c["error_category"] for c in fetches} == {"connect"}
+    assert {c["status_code"] for c in fetches} == {None}
+    said = [
+        getattr(record, "ctx", {}).get("problem", "")
+        for record in caplog.records
+        if record.getMessage() == "provider call failed"
+    ]
+    assert said and all(
+        f"{NAME} resolves to {INTERNAL_HOST}, a loopback address" in p for p in said
+    )
+    assert all("result.allowed_hosts" in problem for problem in said)
+
+
+async def test_the_machines_own_name_is_refused_through_the_system_resolver(
+    pool: Any, tmp_path: Path, clock: TestClock
+) -> None:
+    """The same with real DNS: this machine's host name, which its resolver maps to a
+    loopback address (before the guard: fetched, and the operation `succeeded` with it)."""
+    name = socket.gethostname()
+    infos = await asyncio.get_running_loop().getaddrinfo(name, None, type=socket.SOCK_STREAM)
+    if "127.0.0.1" not in {info[4][0] for info in infos}:
+        pytest.skip(f"{name} does not resolve to 127.0.0.1 here")
+    service = Internal()
+    async with serve_app(service.app()) as service_url:
+        port = httpx.URL(service_url).port
+        provider = Provider(result_url=f"http://{name}:{port}{CREDENTIALS_PATH}")
+        async with preset_rig(
+            pool, tmp_path, provider.app(), preset="simulator", env={}, overrides=NO_CHECKSUM,
+            clock=clock,
+        ) as r:  # fmt: skip
+            op_id = await r.submit({})
+            await run(r, op_id, clock)
+            fetches = await r.calls(op_id, "result")
+    assert service.seen == []
+    assert fetches and {c["error_category"] for c in fetches} == {"connect"}
+
+
+async def test_a_name_the_operator_allowed_is_fetched_by_name(
+    pool: Any, tmp_path: Path, clock: TestClock
+) -> None:
+    """`result.allowed_hosts` names the host: connected by name through the system
+    resolver, as before; the guard's resolver (which knows no name) is never asked."""
+    service = Internal()
+    async with serve_app(service.app()) as service_url:
+        port = httpx.URL(service_url).port
+        provider = Provider(result_url=f"http://localhost:{port}/results/job-1")
+        overrides = {"result": {"expect": {"checksum": "none"}, "allowed_hosts": ["localhost"]}}
+        async with preset_rig(
+            pool,
+            tmp_path,
+            provider.app(),
+            preset="simulator",
+            env={},
+            overrides=overrides,
+            clock=clock,
+            resolve=dns({}),
+        ) as r:
+            op_id = await r.submit({})
+            state = await run(r, op_id, clock)
+    assert (state, service.seen) == (S.SUCCEEDED, ["/results/job-1"])
+
+
+async def test_a_name_with_one_internal_address_among_public_ones_is_refused() -> None:
+    resolve = dns({NAME: ["93.184.216.34", "10.0.0.5"]})
+    async with Lane(trusted_hosts=frozenset(), resolve=resolve) as lane:
+        with pytest.raises(httpx.ConnectError) as raised:
+            await lane.call("GET", f"http://{NAME}/r", phase_timeout=2.0)
+    assert "resolves to 10.0.0.5, a private address" in str(refusal(raised.value))
+
+
+async def test_an_internal_address_written_out_is_refused_at_connect_too() -> None:
+    """`check_sendable` refuses it first; the guard does not rely on it (127.1 is 127.0.0.1)."""
+    async with serve_app(Internal().app()) as url, Lane(trusted_hosts=frozenset()) as lane:
+        port = httpx.URL(url).port
+        with pytest.raises(httpx.ConnectError) as raised:
+            await lane.call("GET", f"http://127.1:{port}/r", phase_timeout=2.0)
+    assert "127.0.0.1, a loopback address" in str(refusal(raised.value))
+
+
+async def test_a_trusted_host_connects_by_name_without_asking_the_guards_resolver() -> None:
+    service = Internal()
+    async with serve_app(service.app()) as url:
+        port = httpx.URL(url).port
+        async with Lane(trusted_hosts=frozenset({"localhost"}), resolve=dns({})) as lane:
+            answer = await lane.call("GET", f"http://LocalHost:{port}/seen", phase_timeout=2.0)
+    assert answer.status_code == 200 and service.seen == ["/seen"]
+
+
+async def test_a_lane_without_trusted_hosts_is_unguarded() -> None:
+    """Benchmarks' lanes and a bare `Lane()`: as before, by name."""
+    service = Internal()
+    async with serve_app(service.app()) as url, Lane() as lane:
+        answer = await lane.call("GET", f"{url}/x", phase_timeout=2.0)
+    assert answer.status_code == 200 and service.seen == ["/x"]
+
+
+class Recorder(httpcore.AsyncNetworkBackend):
+    """An inner backend that records where it was asked to connect, refusing the first
+    `failures` addresses (a unit test of the guard's choice of address)."""
+
+    def __init__(self, failures: int = 0) -> None:
+        self.asked: list[tuple[str, int]] = []
+        self._failures = failures
+
+    async def connect_tcp(self, host: str, port: int, *args: Any, **kwargs: Any) -> Any:
+        self.asked.append((host, port))
+        if len(self.asked) <= self._failures:
+            raise httpcore.ConnectError("refused")
+        return object()
+
+
+async def test_the_connection_goes_to_the_address_checked_not_to_the_name_again() -> None:
+    """A second lookup could answer otherwise (DNS rebinding): none is made."""
+    answers = [["93.184.216.34"], ["169.254.169.254"]]
+
+    async def rebinding(_host: str, _port: int) -> Sequence[str]:
+        return answers.pop(0)
+
+    inner = Recorder()
+    backend = GuardedBackend(inner, frozenset(), rebinding)
+    await backend.connect_tcp("cdn.example", 443, timeout=1.0)
+    assert inner.asked == [("93.184.216.34", 443)] and len(answers) == 1
+
+
+async def test_each_checked_address_is_tried_in_turn() -> None:
+    inner = Recorder(failures=1)
+    backend = GuardedBackend(inner, frozenset(), dns({"cdn.example": ["1.1.1.1", "8.8.8.8"]}))
+    await backend.connect_tcp("cdn.example", 443, timeout=1.0)
+    assert inner.asked == [("1.1.1.1", 443), ("8.8.8.8", 443)]
+
+
+async def test_a_name_that_does_not_resolve_is_a_connect_error() -> None:
+    backend = GuardedBackend(Recorder(), frozenset(), dns({}))
+    with pytest.raises(httpcore.ConnectError, match=r"cannot resolve nowhere\.example"):
+        await backend.connect_tcp("nowhere.example", 443, timeout=1.0)
+
+
+async def test_a_resolver_that_hangs_is_bounded_by_the_connect_timeout() -> None:
+    async def hangs(_host: str, _port: int) -> Sequence[str]:
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    backend = GuardedBackend(Recorder(), frozenset(), hangs)
+    with pytest.raises(httpcore.ConnectTimeout):
+        await backend.connect_tcp("slow.example", 443, timeout=0.05)
+
+
+def test_each_provider_trusts_the_hosts_its_operator_named() -> None:
+    desc = dataclasses.replace(load_preset("simulator", {}), base_url="http://Sim.Internal.:8080")
+    assert trusted_hosts({"sim": desc}) == {"sim": frozenset({"sim.internal"})}
