@@ -59,6 +59,9 @@ class Sent:
     duration_ms: int
     traceparent: str
     transport_failure: TransportCategory | None = None
+    # Why the connection was refused before it was made (its host resolves to an
+    # internal address: reconciler.connect_guard); the same again on every try.
+    refused: str | None = None
 
     @property
     def status_code(self) -> int | None:
@@ -186,11 +189,13 @@ async def _send(
         category = classify_transport_error(exc)
         if departure is not None and not departure.started and isinstance(exc, TimeoutError):
             category = "connect"  # our own bound fired before a byte left
+        refused = None
         if isinstance(exc, BodyTooLarge):
             _warn(req, str(exc))
         elif isinstance(exc.__cause__, ConnectRefused):  # httpx's ConnectError, raised from it
-            _warn(req, str(exc.__cause__), category)
-        return Sent(None, category, elapsed, parent, category)
+            refused = str(exc.__cause__)
+            _warn(req, refused, category)
+        return Sent(None, category, elapsed, parent, category, refused)
     except Exception as exc:  # httpx.InvalidURL, an ExceptionGroup from the socket layer...
         elapsed = int((time.perf_counter() - started) * 1000)
         never_left = isinstance(exc, httpx.InvalidURL) or (

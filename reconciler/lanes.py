@@ -288,13 +288,14 @@ async def _body(
     """
     coding = response.headers.get("content-encoding")
     layers = _layers(coding) if coding else ()
-    hashers = [(name, make()) for name, make in _SENT_HASHERS] if layers else []
+    # only a download can be checked against a digest header: hash only its bytes
+    hashers = [(name, make()) for name, make in _SENT_HASHERS] if layers and reading.cut else []
     keep = reading.keep
     chunks: list[bytes] = []
     size = received = 0
     async for raw in cast(httpx.AsyncByteStream, response.stream):  # a transport's: async
+        received += len(raw)
         if pace is not None:
-            received += len(raw)
             pace(received)
         for _name, hasher in hashers:
             hasher.update(raw)
@@ -305,39 +306,97 @@ async def _body(
             if not reading.cut:
                 raise BodyTooLarge(f"answer body larger than {keep} bytes; not read further")
             break
+    else:
+        if layers and received:
+            size += _finish(layers, chunks, keep - size)
+            if size > keep and not reading.cut:
+                raise BodyTooLarge(f"answer body larger than {keep} bytes; not read further")
     if hashers:
         response.extensions[SENT_DIGESTS] = {name: hasher.digest() for name, hasher in hashers}
     body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
     return body[:keep] if size > keep else body
 
 
+def _finish(layers: Sequence[_Layer], chunks: list[bytes], room: int) -> int:
+    """What the layers still hold once the body has ended, appended to `chunks` (its
+    size returned); httpx.DecodingError if any coding stopped short of its end.
+
+    A body cut inside a gzip or deflate stream decodes, up to the cut, to a
+    prefix of the document: without this check it passed as the whole
+    answer (a result missing its last items, its digest over the bytes as
+    sent matching all the same).
+    """
+    tail = _decode(layers, b"", room)
+    chunks.append(tail)
+    if len(tail) <= room and not all(layer.finished for layer in layers):
+        raise httpx.DecodingError("the answer's content coding ends before its stream does")
+    return len(tail)
+
+
 class _Layer:
     """One content coding (gzip or deflate) being undone, as httpx's decoders did
-    (deflate: zlib-wrapped or raw, told from its first two bytes)."""
+    (deflate: zlib-wrapped or raw, told from its first two bytes), except that a
+    gzip body of several members (RFC 1952 2.2, `cat a.gz b.gz`) is decoded
+    whole, as `gzip.decompress` does, where httpx kept the first member only;
+    bytes after a deflate stream's end are an error, not dropped.
 
-    __slots__ = ("_inflater", "_start")
+    The layer keeps the input it has not decoded yet: `feed` it, then take
+    `inflate` until it returns nothing.
+    """
+
+    __slots__ = ("_full", "_gzipped", "_inflater", "_pending")
 
     def __init__(self, coding: str) -> None:
-        self._start = b""  # a deflate stream's first byte, until its second comes
-        gzipped = coding != "deflate"
-        self._inflater = zlib.decompressobj(zlib.MAX_WBITS | 16) if gzipped else None
+        self._gzipped = coding != "deflate"
+        self._pending = b""
+        self._full = False  # the last inflate filled its `most`: output may be left inside
+        self._inflater = zlib.decompressobj(zlib.MAX_WBITS | 16) if self._gzipped else None
 
-    def inflate(self, data: bytes, most: int) -> tuple[bytes, bytes]:
-        """At most `most` (> 0) decoded bytes of `data`, and the input left for later."""
+    def feed(self, data: bytes) -> None:
+        if data:
+            self._pending = self._pending + data if self._pending else data
+
+    @property
+    def finished(self) -> bool:
+        """The stream reached its end, and nothing came after it."""
         inflater = self._inflater
-        if inflater is None:
-            data = self._start + data
+        return inflater is not None and inflater.eof and not self._pending
+
+    def inflate(self, most: int) -> bytes:
+        """At most `most` (> 0) decoded bytes of what was fed; b"" when it needs more."""
+        while True:
+            inflater = self._start()
+            # an ended stream holds no output back (zlib ends it once all is out)
+            if inflater is None or inflater.eof or not (self._pending or self._full):
+                return b""
+            try:
+                out: bytes = inflater.decompress(self._pending, most)
+            except zlib.error as exc:
+                raise httpx.DecodingError(
+                    f"cannot decode the answer's content coding: {exc}"
+                ) from None
+            self._pending = inflater.unused_data if inflater.eof else inflater.unconsumed_tail
+            self._full = len(out) == most
+            if out or not inflater.eof or not self._pending:
+                return out
+
+    def _start(self) -> Any:
+        """The inflater for the next bytes: a deflate stream's once its first two bytes
+        tell its kind; a new one for the next gzip member after one ended."""
+        inflater = self._inflater
+        if inflater is None:  # deflate, not started
+            data = self._pending
             if len(data) < 2:
-                self._start = data
-                return b"", b""
+                return None
             wrapped = data[0] & 0x0F == 8 and (data[0] << 8 | data[1]) % 31 == 0
             inflater = zlib.decompressobj(zlib.MAX_WBITS if wrapped else -zlib.MAX_WBITS)
             self._inflater = inflater
-        try:
-            out = inflater.decompress(data, most)
-        except zlib.error as exc:
-            raise httpx.DecodingError(f"cannot decode the answer's content coding: {exc}") from None
-        return out, inflater.unconsumed_tail
+        elif inflater.eof and self._pending:
+            if not self._gzipped:
+                raise httpx.DecodingError("bytes after the end of the answer's deflate stream")
+            inflater = zlib.decompressobj(zlib.MAX_WBITS | 16)
+            self._inflater = inflater
+        return inflater
 
 
 def _layers(coding: str) -> tuple[_Layer, ...]:
@@ -352,22 +411,21 @@ def _decode(layers: Sequence[_Layer], data: bytes, room: int) -> bytes:
 
     Each layer hands the next at most DECODE_STEP bytes at a time, so a
     layer that would inflate far past `room` stops as soon as the last
-    layer has produced room + 1 bytes.
+    layer has produced room + 1 bytes. What a layer has not decoded yet it
+    keeps for the next call (`data` b"" drains it at the body's end).
     """
     first, rest = layers[0], layers[1:]
-    if not rest:
-        return first.inflate(data, room + 1)[0]
+    first.feed(data)
     out: list[bytes] = []
     got = 0
-    more = bool(data)
-    while more and got <= room:
-        piece, data = first.inflate(data, DECODE_STEP)
-        # a full step may leave output pending in the inflater, input or not
-        more = bool(data) or len(piece) == DECODE_STEP
-        decoded = _decode(rest, piece, room - got)
+    while got <= room:
+        piece = first.inflate(DECODE_STEP if rest else room + 1 - got)
+        decoded = _decode(rest, piece, room - got) if rest else piece
+        if not piece and not decoded:
+            break
         out.append(decoded)
         got += len(decoded)
-    return b"".join(out)
+    return out[0] if len(out) == 1 else b"".join(out)
 
 
 def _left_over(response: httpx.Response) -> Any:

@@ -97,7 +97,8 @@ def stored_headers(headers: Mapping[str, str]) -> dict[str, str]:
             bounded[MORE_HEADERS] = f"{len(kept) - index} more headers not stored"
             break
         if len(name) + len(value) > limit:
-            name = name[: limit // 2]
+            if len(name) > limit // 2:  # numbered: two long names cut alike stay two
+                name = f"{name[: limit // 2]}{CUT}{index}"
             value = f"{value[: limit // 8]}{CUT} {len(value)} characters"
         bounded[name] = value
     return bounded

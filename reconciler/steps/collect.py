@@ -163,71 +163,80 @@ async def step_collect(step: Step) -> Delay:
     if held is not None:
         return held
     async with step.ctx.pool.acquire() as conn:
-        if step.op.remote_job_id is None:
-            return await _give_up(
-                step,
-                conn,
-                S.NEEDS_ATTENTION,
-                "a synchronous result cannot be fetched again (the provider gave no job id)",
-            )
-        attempt = await ledger.bump_attempt(conn, "result", step.op.operation_id, fence=step.fence)
-        if attempt is None:
-            raise lease_lost(step.op.operation_id)
         try:
-            status_resp = await _final_status(step, conn, attempt, fresh=attempt > 1)
-        except RequestBuildError as exc:  # raised only by the build, before anything is sent
-            return await step.cannot_build(
-                conn, f"the final status read cannot be built from what is on record: {exc}"
-            )
-        if status_resp is None:
-            if attempt >= MAX_RESULT_ATTEMPTS:
-                return await _give_up(
-                    step,
-                    conn,
-                    S.RESULT_UNAVAILABLE,
-                    f"no usable status read after {attempt} attempts",
-                )
-            return step.until_allowed(step.backoff(attempt))
-        status = read_status(step, status_resp)
-        if status.remote_state not in (RemoteState.SUCCEEDED, RemoteState.PARTIALLY_SUCCEEDED):
-            return await _give_up(
-                step,
-                conn,
-                S.NEEDS_ATTENTION,
-                f"collecting a result, but the provider now reports {status.raw_state!r}",
-            )
-        desc = step.adapter.desc
-        if desc.result.side_effects and await conn.fetchval(
-            q("result_fetch_may_have_arrived"), step.op.operation_id
-        ):
+            return await _collect(step, conn)
+        except _Refused as exc:
+            reason = f"cannot fetch the result: {exc}"
+            return await _give_up(step, conn, S.RESULT_UNAVAILABLE, reason)
+
+
+async def _collect(step: Step, conn: Any) -> Delay:
+    """`step_collect` on its connection."""
+    if step.op.remote_job_id is None:
+        return await _give_up(
+            step,
+            conn,
+            S.NEEDS_ATTENTION,
+            "a synchronous result cannot be fetched again (the provider gave no job id)",
+        )
+    attempt = await ledger.bump_attempt(conn, "result", step.op.operation_id, fence=step.fence)
+    if attempt is None:
+        raise lease_lost(step.op.operation_id)
+    try:
+        status_resp = await _final_status(step, conn, attempt, fresh=attempt > 1)
+    except RequestBuildError as exc:  # raised only by the build, before anything is sent
+        return await step.cannot_build(
+            conn, f"the final status read cannot be built from what is on record: {exc}"
+        )
+    if status_resp is None:
+        if attempt >= MAX_RESULT_ATTEMPTS:
             return await _give_up(
                 step,
                 conn,
                 S.RESULT_UNAVAILABLE,
-                "fetching this result has side effects and an earlier fetch "
-                "may already have consumed it; not fetching again",
+                f"no usable status read after {attempt} attempts",
             )
-        fetched = await _fetch(step, conn, status_resp, status, attempt)
-        if not isinstance(fetched, Collected):
-            return fetched
-        if fetched.check.unavailable:
-            return await _give_up(
-                step, conn, S.RESULT_UNAVAILABLE, f"result unavailable: {fetched.check.reason}"
-            )
-        # error pages only where the description says how to read them: a
-        # provider that lists failures in the result itself (CSV rows) may
-        # still link an errors URL we have no shape for
-        if fetched.check.ok and status.errors_url and step.adapter.desc.result.errors:
-            pages = await _error_pages(step, conn, status.errors_url)
-            fetched = Collected(
-                fetched.check,
-                fetched.content,
-                "result",
-                fetched.counts,
-                [*fetched.failures, *pages],
-                fetched.call_id,
-            )
-        return await _store_and_move(step, conn, fetched)
+        return step.until_allowed(step.backoff(attempt))
+    status = read_status(step, status_resp)
+    if status.remote_state not in (RemoteState.SUCCEEDED, RemoteState.PARTIALLY_SUCCEEDED):
+        return await _give_up(
+            step,
+            conn,
+            S.NEEDS_ATTENTION,
+            f"collecting a result, but the provider now reports {status.raw_state!r}",
+        )
+    desc = step.adapter.desc
+    if desc.result.side_effects and await conn.fetchval(
+        q("result_fetch_may_have_arrived"), step.op.operation_id
+    ):
+        return await _give_up(
+            step,
+            conn,
+            S.RESULT_UNAVAILABLE,
+            "fetching this result has side effects and an earlier fetch "
+            "may already have consumed it; not fetching again",
+        )
+    fetched = await _fetch(step, conn, status_resp, status, attempt)
+    if not isinstance(fetched, Collected):
+        return fetched
+    if fetched.check.unavailable:
+        return await _give_up(
+            step, conn, S.RESULT_UNAVAILABLE, f"result unavailable: {fetched.check.reason}"
+        )
+    # error pages only where the description says how to read them: a
+    # provider that lists failures in the result itself (CSV rows) may
+    # still link an errors URL we have no shape for
+    if fetched.check.ok and status.errors_url and step.adapter.desc.result.errors:
+        pages = await _error_pages(step, conn, status.errors_url)
+        fetched = Collected(
+            fetched.check,
+            fetched.content,
+            "result",
+            fetched.counts,
+            [*fetched.failures, *pages],
+            fetched.call_id,
+        )
+    return await _store_and_move(step, conn, fetched)
 
 
 async def _final_status(step: Step, conn: Any, attempt: int, *, fresh: bool) -> HttpResponse | None:
@@ -264,7 +273,19 @@ async def _recorded_call(
     if sent.response is not None and sent.response.status_code in (429, 503):
         wait = imposed_wait(read_status(step, sent.response).retry_after_seconds)
     await step.end_call(conn, call_id, sent, wait=wait)
+    if sent.refused is not None:
+        raise _Refused(sent.refused)
     return sent.response
+
+
+class _Refused(Exception):
+    """A call the connection guard refused: its host resolves to an internal address.
+
+    Not transient (the next try meets the same answer from the same DNS), so
+    the collection stops at once with the reason, as it does for such an
+    address written out (`check_sendable`), instead of retrying to its limit
+    under a generic "kept failing".
+    """
 
 
 async def _fetch(
@@ -474,7 +495,10 @@ async def collect_partial_output(step: Step, conn: Any, status: StatusFact) -> P
     for req in reqs:
         if step.held_back() is not None:
             return Partial.RETRY
-        resp = (await _fetch_result(step, conn, req, attempt)).response
+        try:
+            resp = (await _fetch_result(step, conn, req, attempt)).response
+        except _Refused:  # logged by the sender; never fetchable from here
+            return Partial.NONE
         if resp is None or resp.status_code >= 500 or resp.status_code == 429:
             return Partial.RETRY
         if resp.status_code != 200:

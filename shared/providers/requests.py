@@ -396,10 +396,19 @@ def _hosts_named(
     base_url: str, extra_hosts: tuple[str, ...], allowed_hosts: tuple[str, ...]
 ) -> frozenset[str]:
     """Cached: a description's hosts never change, and URLs are checked on every call."""
-    hosts = {_normal_host(h) for h in (*allowed_hosts, *extra_hosts)}
+    hosts = {_named_host(h) for h in (*allowed_hosts, *extra_hosts)}
     with contextlib.suppress(httpx.InvalidURL, ValueError, TypeError):  # then nothing is sent
         hosts.add(_host_of(httpx.URL(base_url)))
     return frozenset(hosts)
+
+
+def _named_host(host: str) -> str:
+    """A host as the operator wrote it, as connections name it: `normal_host`
+    (IDNA's `xn--` form, brackets dropped), else as written, lower case."""
+    try:
+        return normal_host(host)
+    except ValueError:
+        return _normal_host(host)
 
 
 def why_internal(host: str) -> str | None:
@@ -413,10 +422,9 @@ def why_internal(host: str) -> str | None:
     if address is None:
         return None
     if isinstance(address, ipaddress.IPv6Address):
-        # ::ffff:a.b.c.d and the deprecated ::a.b.c.d reach the IPv4 host
-        embedded = address.ipv4_mapped
-        if embedded is None and int(address) >> 32 == 0 and int(address) > 1:
-            embedded = ipaddress.IPv4Address(int(address))
+        if address in _SITE_LOCAL:  # deprecated (RFC 3879), yet routed inside some sites
+            return "a private address"
+        embedded = _embedded_ipv4(address)
         if embedded is not None:
             address = embedded
     for kind, hit in (
@@ -429,6 +437,29 @@ def why_internal(host: str) -> str | None:
     ):
         if hit:
             return kind
+    return None
+
+
+# NAT64's well-known prefix (RFC 6052): the IPv4 host is the last 32 bits. On an
+# IPv6-only network with DNS64 every IPv4-only name resolves into it. (The
+# local-use prefix 64:ff9b:1::/48 places the IPv4 address where its operator
+# chose, so it stays "no public service": name such hosts in allowed_hosts.)
+_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+_SIX_TO_FOUR = ipaddress.IPv6Network("2002::/16")
+_SITE_LOCAL = ipaddress.IPv6Network("fec0::/10")
+
+
+def _embedded_ipv4(address: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 host an IPv6 address reaches, judged in its place: ::ffff:a.b.c.d,
+    the deprecated ::a.b.c.d, NAT64 (64:ff9b::a.b.c.d) and 6to4 (2002:AABB:CCDD::)."""
+    if address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    if int(address) >> 32 == 0 and int(address) > 1:
+        return ipaddress.IPv4Address(int(address))
+    if address in _NAT64:
+        return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+    if address in _SIX_TO_FOUR:
+        return address.sixtofour
     return None
 
 

@@ -43,7 +43,7 @@ def content_digest(data: bytes) -> str:
     return "sha-256=:" + base64.b64encode(hashlib.sha256(data).digest()).decode() + ":"
 
 
-def provider(digest_over: bytes) -> Starlette:
+def provider(digest_over: bytes, sent: bytes = SENT) -> Starlette:
     """The simulator's shape: a job done at once, its result gzipped whatever was asked."""
 
     async def create(_request: Request) -> JSONResponse:
@@ -57,7 +57,7 @@ def provider(digest_over: bytes) -> Starlette:
 
     async def result(_request: Request) -> Response:
         headers = {"Content-Encoding": "gzip", "Content-Digest": content_digest(digest_over)}
-        return Response(SENT, media_type="application/json", headers=headers)
+        return Response(sent, media_type="application/json", headers=headers)
 
     async def lookup(_request: Request) -> JSONResponse:
         return JSONResponse({"jobs": []})
@@ -93,3 +93,33 @@ async def test_a_gzipped_result_is_checked_against_its_content_digest(
     # what is stored is the decoded document, hashed as such
     assert stored is not None and stored["sha256"] == hashlib.sha256(RESULT).hexdigest()
     assert stored["size_bytes"] == len(RESULT)
+
+
+@pytest.mark.parametrize("how", ["cut", "two members"])
+async def test_a_gzipped_result_decodes_whole_or_not_at_all(
+    pool: Any, tmp_path: Path, clock: TestClock, how: str
+) -> None:
+    """A gzip stream cut before its end decoded to a prefix of the document, and the
+    digest of the bytes as sent matched: a truncated result passed as valid. And a
+    body of two gzip members (RFC 1952 2.2) kept only the first."""
+    half = len(RESULT) // 2
+    sent = (
+        SENT[:-12] if how == "cut" else gzip.compress(RESULT[:half]) + gzip.compress(RESULT[half:])
+    )
+    app = provider(sent, sent)
+    async with preset_rig(pool, tmp_path, app, preset="simulator", env={}, clock=clock) as r:
+        op_id = await r.submit({})
+        state = await run(r, op_id, clock)
+        valid = await pool.fetchval(
+            "SELECT sha256 FROM results WHERE operation_id=$1 AND valid", op_id
+        )
+        fetched = await r.calls(op_id, "result")
+    if how == "two members":
+        assert (state, valid) == (S.SUCCEEDED, hashlib.sha256(RESULT).hexdigest())
+        return
+    # each fetch a failed call (no answer taken), then the usual end of a result
+    # that keeps failing
+    assert (state, valid) == (S.RESULT_UNAVAILABLE, None)
+    assert fetched and {(c["error_category"], c["status_code"]) for c in fetched} == {
+        ("other", None)
+    }

@@ -137,3 +137,56 @@ def test_only_an_answer_that_may_carry_the_result_may_be_larger() -> None:
     carrying = answer_reading(inline, "status")
     assert carrying.keep == MAX_ANSWER_BYTES + inline.result.expect.max_bytes
     assert not carrying.cut and carrying.min_rate is None
+
+
+# A second reading (a review of the digest change): a body that decodes to only a
+# part of the document must never pass as the whole, since a digest over the bytes
+# as sent then matches all the same.
+
+
+@pytest.mark.parametrize("chunk", [1, 5, 65_536])
+async def test_a_gzip_body_of_several_members_decodes_whole(chunk: int) -> None:
+    first, second = os.urandom(40_000), b"b" * 500_000
+    wire = gzip.compress(first) + gzip.compress(second)  # `cat a.gz b.gz`, RFC 1952 2.2
+    if chunk == 1:
+        first, second = first[:3_000], b"b" * 9_000
+        wire = gzip.compress(first) + gzip.compress(second)
+    got = await _body(response(split(wire, chunk), "gzip"), Reading(keep=8 * MIB), None)
+    assert got == first + second
+
+
+@pytest.mark.parametrize("coding", ["gzip", "deflate", "gzip, gzip"])
+@pytest.mark.parametrize("cut", [1, 9, 500])
+async def test_a_coded_body_cut_short_is_a_decoding_error(coding: str, cut: int) -> None:
+    body = os.urandom(3_000) + b"c" * 50_000
+    wire = {
+        "gzip": gzip.compress(body),
+        "deflate": deflate(body, raw=False),
+        "gzip, gzip": gzip.compress(gzip.compress(body)),
+    }[coding]
+    with pytest.raises(httpx.DecodingError, match="ends before its stream does"):
+        await _body(response(split(wire[:-cut], 4_096), coding), Reading(keep=8 * MIB), None)
+
+
+async def test_bytes_after_a_deflate_stream_are_a_decoding_error() -> None:
+    wire = deflate(b"d" * 10_000, raw=True) + b"trailing"
+    with pytest.raises(httpx.DecodingError, match="after the end"):
+        await _body(response([wire], "deflate"), Reading(), None)
+
+
+async def test_garbage_after_a_gzip_member_is_a_decoding_error() -> None:
+    wire = gzip.compress(b"e" * 10_000) + b"not a member"
+    with pytest.raises(httpx.DecodingError):
+        await _body(response([wire], "gzip"), Reading(), None)
+
+
+async def test_an_empty_body_announced_as_gzip_is_empty() -> None:
+    """A 204 or a HEAD-like answer with the header and no bytes: nothing to decode."""
+    assert await _body(response([b""], "gzip"), Reading(), None) == b""
+
+
+async def test_a_download_cut_at_its_size_is_not_a_decoding_error() -> None:
+    """Past max_bytes the download stops mid-stream: "too large" says it, not the coding."""
+    wire = gzip.compress(b"f" * 100_000)
+    got = await _body(response(split(wire, 1_000), "gzip"), download(4_500, 1.0, 2.0), None)
+    assert got == b"f" * 4_501

@@ -25,6 +25,7 @@ from shared.providers.requests import (
     build_errors_page,
     build_redirect,
     build_status,
+    configured_hosts,
     resolve_url,
 )
 
@@ -63,6 +64,11 @@ INTERNAL = [
     "http://LocalHost./x",
     "http://metadata.localhost/x",
     "http://user:pw@169.254.169.254/x",
+    "http://[64:ff9b::a9fe:a9fe]/x",  # NAT64: the metadata service
+    "http://[64:ff9b::a00:5]/x",  # NAT64: 10.0.0.5
+    "http://[2002:a9fe:a9fe::1]/x",  # 6to4: the metadata service
+    "http://[fec0::1]/x",  # site-local (deprecated, still routed in places)
+    "http://[64:ff9b:1::a00:5]/x",  # local-use NAT64: no public service there
 ]
 
 
@@ -79,7 +85,14 @@ def test_a_url_on_an_internal_address_is_refused(url: str) -> None:
 
 @pytest.mark.parametrize(
     "url",
-    ["https://results.example.com/r?sig=abc", "http://8.8.8.8/r", "http://[2001:4860::8888]/r"],
+    [
+        "https://results.example.com/r?sig=abc",
+        "http://8.8.8.8/r",
+        "http://[2001:4860::8888]/r",
+        # what DNS64 gives for an IPv4-only public host on an IPv6-only network
+        "http://[64:ff9b::5db8:d822]/r",
+        "http://[2002:5db8:d822::1]/r",
+    ],
 )
 def test_a_url_on_a_public_address_passes(url: str) -> None:
     assert resolve_url(described(), url) == url
@@ -205,3 +218,11 @@ def test_a_bad_allowed_hosts_entry_is_a_load_error(entry: Any, problem: str) -> 
 def test_allowed_hosts_must_be_a_list() -> None:
     with pytest.raises(ConfigError, match=r"result\.allowed_hosts: must be a list"):
         described(result={"allowed_hosts": "10.0.0.5"})
+
+
+def test_hosts_the_operator_named_match_as_connections_name_them() -> None:
+    """An international name is sent in its `xn--` form: a name the operator wrote
+    in Unicode in auth.extra_hosts must match that form (before: never matched,
+    and the connection guard refused a host the operator trusted)."""
+    desc = described(auth={"extra_hosts": ["Bücher.example", "[::1]"]})
+    assert {"xn--bcher-kva.example", "::1"} <= configured_hosts(desc)
