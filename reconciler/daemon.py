@@ -486,7 +486,9 @@ async def create_reconciler_pool(database_url: str, **kwargs: Any) -> Any:
 
 def check_startup(settings: Settings) -> Signer | None:
     """What the reconciler checks before it starts, each failure a ConfigError
-    naming the setting: every call fits in a lease, the CA file loads, the
+    naming the setting: every call fits in a lease, the CA file loads, a
+    result can be written under results_dir (so a read-only or full disk is
+    said at start, not as every collection failing), the
     signing key can be read and is a signer key (read here, so a bad key stops
     the daemon at start, not its sequencer child). Returns the signer, if any.
     `jobwarden providers check` runs the same checks."""
@@ -497,6 +499,13 @@ def check_startup(settings: Settings) -> Signer | None:
         raise ConfigError(
             f"provider_ca_file ({settings.provider_ca_file}, JW_PROVIDER_CA_FILE):"
             f" cannot load it: {exc}"
+        ) from None
+    try:
+        ResultStore(settings.results_dir).check_writable()
+    except OSError as exc:
+        raise ConfigError(
+            f"results_dir ({settings.results_dir}, JW_RESULTS_DIR): cannot write a result"
+            f" there: {exc.strerror or type(exc).__name__}"
         ) from None
     try:
         return evidence_log.load_signer(settings.log_signing_key_file, os.environ)
@@ -516,6 +525,9 @@ async def run_reconciler(
     Not for a reconciler inside another program, whose objects it would freeze.
     """
     check_startup(settings)
+    swept = ResultStore(settings.results_dir).sweep_temporaries()
+    if swept:
+        log.info("removed crashed writes' temporary files", extra={"ctx": {"files": swept}})
     pool = await create_reconciler_pool(database_url)
     telemetry.configure("jobwarden-reconciler")  # only if OTEL_EXPORTER_OTLP_*ENDPOINT is set
     try:

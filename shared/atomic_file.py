@@ -9,7 +9,8 @@ from pathlib import Path
 
 def write_atomically(target: Path, data: bytes, mode: int | None = None) -> None:
     """`target` holds `data` whole or keeps what it held (a temporary file beside
-    it, fsync, rename): a crash mid-write leaves no half file under the name.
+    it, fsync, rename, the directory fsynced): a crash mid-write leaves no half
+    file under the name, and once this returns the name survives a power loss.
 
     The file is 0600 (mkstemp's) unless `mode` says otherwise: a result may
     hold what only the reconciler's user should read. Public files (signed
@@ -28,3 +29,15 @@ def write_atomically(target: Path, data: bytes, mode: int | None = None) -> None
     except BaseException:
         Path(temp).unlink(missing_ok=True)
         raise
+    # the rename itself: durable only once the directory holding the name is
+    # (a power loss could otherwise keep a database row naming a file that is not)
+    fsync_directory(target.parent)
+
+
+def fsync_directory(path: Path) -> None:
+    """Make the names in directory `path` durable (its entries, not the files' bytes)."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -14,6 +14,7 @@ create, or the partial output of a cancelled job — is stored by one function,
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Sequence
@@ -40,7 +41,7 @@ from shared.providers import (
 from shared.providers.description import ResultSource
 from shared.providers.requests import build_redirect
 from shared.providers.results import REDIRECT_NOT_FOLLOWED, result_content
-from shared.result_store import INLINE_MAX_BYTES
+from shared.result_store import INLINE_MAX_BYTES, StoreFailed
 
 S = LocalState
 log = logging.getLogger("jobwarden.reconciler")
@@ -94,13 +95,14 @@ async def store(step: Step, conn: Any, collected: Collected) -> int:
     """Store one result: file (if valid), row, failed items, and (if valid) attach it.
 
     Returns the result id. The caller makes the transition the verdict calls
-    for; call it inside that transition's transaction.
+    for; call it inside that transition's transaction. StoreFailed (the file
+    could not be written) comes before anything is written to the database.
     """
     check = collected.check
     ref: str | None = None
     inline = None
-    if check.ok:
-        _, ref = step.ctx.store.put(collected.content)
+    if check.ok:  # the file first, off the event loop: StoreFailed before any SQL
+        _, ref = await asyncio.to_thread(step.ctx.store.put, collected.content)
         if check.parsed is not None and len(collected.content) <= INLINE_MAX_BYTES:
             inline = check.parsed
     seen: dict[str, tuple[str, str | None, str | None]] = {}
@@ -236,7 +238,7 @@ async def _collect(step: Step, conn: Any) -> Delay:
             [*fetched.failures, *pages],
             fetched.call_id,
         )
-    return await _store_and_move(step, conn, fetched)
+    return await _store_and_move(step, conn, fetched, attempt)
 
 
 async def _final_status(step: Step, conn: Any, attempt: int, *, fresh: bool) -> HttpResponse | None:
@@ -400,23 +402,43 @@ async def _error_pages(step: Step, conn: Any, errors_url: str) -> list[ItemFailu
     return failures
 
 
-async def _store_and_move(step: Step, conn: Any, collected: Collected) -> Delay:
-    async with conn.transaction():
-        result_id = await store(step, conn, collected)
-        check = collected.check
-        if not check.ok:
+async def _store_and_move(step: Step, conn: Any, collected: Collected, attempt: int) -> Delay:
+    check = collected.check
+    try:
+        async with conn.transaction():
+            result_id = await store(step, conn, collected)
+            if not check.ok:
+                await step.move(
+                    conn,
+                    S.RESULT_VALIDATION_FAILED,
+                    f"result failed validation: {check.reason}",
+                    sha256=check.sha256,
+                    size=check.size,
+                )
+                return None
             await step.move(
-                conn,
-                S.RESULT_VALIDATION_FAILED,
-                f"result failed validation: {check.reason}",
-                sha256=check.sha256,
-                size=check.size,
+                conn, S.SUCCEEDED, "result fetched and validated", (Evidence.RESULT, result_id)
             )
-            return None
-        await step.move(
-            conn, S.SUCCEEDED, "result fetched and validated", (Evidence.RESULT, result_id)
-        )
+    except StoreFailed as exc:
+        return await _not_stored(step, conn, exc, attempt)
     return None
+
+
+async def _not_stored(step: Step, conn: Any, exc: StoreFailed, attempt: int) -> Delay:
+    """A valid result our disk would not take: fetched again later, a human's once the
+    attempts run out; at once for a result whose fetch consumes it (no second fetch
+    would get it, and the reason must say it was ours, not the provider's)."""
+    side_effects = step.adapter.desc.result.side_effects
+    if side_effects or attempt >= MAX_RESULT_ATTEMPTS:
+        reason = f"the result was fetched and validated, but {exc}"
+        if side_effects:
+            reason += "; fetching it has side effects, so it is not fetched again"
+        return await _give_up(step, conn, S.NEEDS_ATTENTION, reason)
+    log.warning(
+        "result not stored; fetched again later",
+        extra={"ctx": {"operation_id": step.op.operation_id, "problem": str(exc)}},
+    )
+    return step.until_allowed(step.backoff(attempt))
 
 
 async def _give_up(step: Step, conn: Any, dst: LocalState, reason: str) -> Delay:
@@ -450,7 +472,12 @@ async def store_sync_result(step: Step, conn: Any, fact: CreateFact, call_id: in
         check.failed_items,
         call_id,
     )
-    result_id = await store(step, conn, collected)
+    try:
+        result_id = await store(step, conn, collected)
+    except StoreFailed as exc:  # nothing written yet: the moves above stand
+        reason = f"the synchronous result was validated, but {exc}"
+        await step.move(conn, S.NEEDS_ATTENTION, reason)
+        return None
     if not check.ok:
         await step.move(conn, S.RESULT_VALIDATION_FAILED, f"inline result invalid: {check.reason}")
         return None
@@ -513,6 +540,13 @@ async def collect_partial_output(step: Step, conn: Any, status: StatusFact) -> P
         return Partial.NONE
     content = _stored_content(step, check, responses)
     collected = Collected(check, content, "partial", _counts(check, status), check.failed_items)
-    async with conn.transaction():
-        await store(step, conn, collected)
+    try:
+        async with conn.transaction():
+            await store(step, conn, collected)
+    except StoreFailed as exc:
+        log.warning(
+            "partial output not stored; fetched again later",
+            extra={"ctx": {"operation_id": step.op.operation_id, "problem": str(exc)}},
+        )
+        return Partial.RETRY
     return Partial.STORED
