@@ -19,6 +19,7 @@ import logging
 import os
 import signal
 import ssl
+import time
 from collections.abc import Awaitable
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -70,6 +71,11 @@ STATEMENT_TIMEOUT_SECONDS = 60.0
 # A lost LISTEN connection is opened again after this long, doubling on each
 # failure up to the cap: a terminated backend is replaced at once, a database
 # down for minutes is asked twice a minute, and the sweep tick covers the gap.
+# How long a reconciler started on a database not yet migrated waits for the
+# migration before it exits 2: under the unit's TimeoutStartSec (60 s), so
+# systemd's start limit is never reached by the wait (`_migrated`).
+MIGRATION_WAIT_SECONDS = 45.0
+MIGRATION_CHECK_SECONDS = 1.0
 LISTEN_RETRY_FIRST_SECONDS = 0.5
 LISTEN_RETRY_MAX_SECONDS = 30.0
 # How often the LISTEN connection is asked to answer. A cut that sends no FIN
@@ -515,6 +521,32 @@ def check_startup(settings: Settings) -> Signer | None:
         ) from None
 
 
+async def _migrated(pool: Any) -> list[str]:
+    """The migrations still pending once MIGRATION_WAIT_SECONDS have passed, if any.
+
+    A reconciler restarted before `jobwarden migrate` (an upgrade in the
+    wrong order) waits for it: exiting at once, restarted every 5 s by
+    systemd, it used up the unit's start limit (10 starts in 5 minutes) in
+    under a minute and stayed down for good. Waiting less than the unit's
+    TimeoutStartSec each time, it is started at most six times in five
+    minutes, so it comes up once the migration is applied, however late.
+    """
+    async with pool.acquire() as conn:
+        pending = await pending_migrations(conn)
+    if not pending:
+        return pending
+    log.warning(
+        "database not migrated: waiting for `jobwarden migrate`",
+        extra={"ctx": {"pending": len(pending), "seconds": MIGRATION_WAIT_SECONDS}},
+    )
+    deadline = time.monotonic() + MIGRATION_WAIT_SECONDS
+    while pending and time.monotonic() < deadline:
+        await asyncio.sleep(MIGRATION_CHECK_SECONDS)
+        async with pool.acquire() as conn:
+            pending = await pending_migrations(conn)
+    return pending
+
+
 async def run_reconciler(
     settings: Settings, database_url: str, *, settle_heap: bool = False
 ) -> int:
@@ -531,8 +563,7 @@ async def run_reconciler(
     pool = await create_reconciler_pool(database_url)
     telemetry.configure("jobwarden-reconciler")  # only if OTEL_EXPORTER_OTLP_*ENDPOINT is set
     try:
-        async with pool.acquire() as conn:
-            pending = await pending_migrations(conn)
+        pending = await _migrated(pool)
         if pending:
             log.error("database not migrated", extra={"ctx": {"pending": pending}})
             print(f"reconciler: run `jobwarden migrate` first ({', '.join(pending)} pending)")
