@@ -22,8 +22,9 @@ from starlette.responses import JSONResponse, Response
 
 from receiver.metrics import CONTENT_TYPE_LATEST, ReceiverMetrics
 from receiver.webhooks.ingest import Ingestor
-from shared.db.migrate import MigrationError, pending_migrations
+from shared.db.migrate import MigrationError, NewerSchema, pending_migrations
 from shared.db.queries import q
+from shared.failure_streak import FailureStreak
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +48,11 @@ class HealthEndpoints:
         self._ingestor = ingestor
         self._metrics = metrics
         self._acquire_timeout = acquire_timeout
+        self._newer_schema = FailureStreak(
+            logger,
+            "the database was migrated by a newer jobwarden: upgrade this receiver",
+            logging.WARNING,
+        )
 
     async def healthz(self, request: Request) -> Response:
         return JSONResponse({"status": "ok"})
@@ -60,13 +66,25 @@ class HealthEndpoints:
     async def metrics(self, request: Request) -> Response:
         return Response(self._metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
 
+    async def _pending(self, conn: Any) -> list[str]:
+        """The migrations pending; none when a newer jobwarden migrated the database
+        (a rolling upgrade: the schema goes first, and this receiver's webhooks
+        still land), said once as the condition starts (and once a minute)."""
+        try:
+            pending = await pending_migrations(conn)
+        except NewerSchema as exc:
+            self._newer_schema.failed(ctx={"problem": str(exc)})
+            return []
+        self._newer_schema.succeeded()
+        return pending
+
     async def _problem(self) -> str | None:
         if not self._ingestor.accepting:
             return "not_accepting"
         try:
             async with asyncio.timeout(self._acquire_timeout + READY_QUERY_TIMEOUT_SECONDS):
                 async with self._pool.acquire() as conn:
-                    pending = await pending_migrations(conn)
+                    pending = await self._pending(conn)
                 if self._writer_pool is not None and not self._ingestor.writing:
                     async with self._writer_pool.acquire() as conn:
                         await conn.fetchval(q("receiver_writer_ping"))

@@ -35,7 +35,7 @@ from reconciler.wakeups import SenderFilter
 from reconciler.worker import Reconciler
 from shared import heap, sdnotify, telemetry
 from shared.db.connect import connect, create_pool
-from shared.db.migrate import pending_migrations
+from shared.db.migrate import MigrationError, pending_migrations
 from shared.db.queries import q
 from shared.failure_streak import FailureStreak
 from shared.ledger import log as evidence_log
@@ -563,7 +563,12 @@ async def run_reconciler(
     pool = await create_reconciler_pool(database_url)
     telemetry.configure("jobwarden-reconciler")  # only if OTEL_EXPORTER_OTLP_*ENDPOINT is set
     try:
-        pending = await _migrated(pool)
+        try:
+            pending = await _migrated(pool)
+        except MigrationError as exc:  # a changed file, or a newer jobwarden's schema
+            log.error("schema does not match this jobwarden", extra={"ctx": {"problem": str(exc)}})
+            print(f"reconciler: {exc}; run the jobwarden version that migrated it")
+            return 2
         if pending:
             log.error("database not migrated", extra={"ctx": {"pending": pending}})
             print(f"reconciler: run `jobwarden migrate` first ({', '.join(pending)} pending)")

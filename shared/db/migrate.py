@@ -27,6 +27,15 @@ class MigrationError(RuntimeError):
     pass
 
 
+class NewerSchema(MigrationError):
+    """The database was migrated by a newer jobwarden (a rollback of the code, say).
+
+    The reconciler and the command line refuse it: their state machine may be
+    older than the schema's rules. The receiver only warns (during a rolling
+    upgrade the schema moves first and older receivers keep taking webhooks).
+    """
+
+
 @dataclass(frozen=True)
 class Migration:
     version: int
@@ -88,12 +97,21 @@ async def apply_migrations(
 
 
 async def pending_migrations(conn: asyncpg.Connection) -> list[str]:
-    """Names of migrations not yet applied (for /readyz); raises on a changed file."""
+    """Names of migrations not yet applied (for /readyz); MigrationError on a changed
+    file, NewerSchema when the database holds a migration this code does not know."""
     exists = await conn.fetchval(q("migrations_table_exists"))
     migrations = load_migrations()
     if not exists:
         return [m.name for m in migrations]
-    recorded = {r["version"]: r["checksum"] for r in await conn.fetch(q("migrations_applied"))}
+    rows = await conn.fetch(q("migrations_applied"))
+    recorded = {r["version"]: r["checksum"] for r in rows}
+    known = {m.version for m in migrations}
+    newer = [r["name"] for r in rows if r["version"] not in known]
+    if newer:
+        raise NewerSchema(
+            f"the database has migration {newer[0]} which this code does not know: "
+            "it was migrated by a newer jobwarden"
+        )
     pending = []
     for m in migrations:
         if m.version not in recorded:

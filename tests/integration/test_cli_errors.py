@@ -256,3 +256,27 @@ def test_a_bug_keeps_its_traceback() -> None:
     """Only what an operator fixes is reduced to a line; a bug must stay debuggable."""
     assert failure_of(RuntimeError("a bug")) is None
     assert failure_of(KeyError("column")) is None
+
+
+async def test_a_schema_a_newer_jobwarden_migrated_is_refused(
+    tmp_path: Path, pg_server: ResolvedDatabase, fresh_name: str
+) -> None:
+    """After a rollback of the code: the commands refuse (their rules may be older than
+    the schema's), naming the migration they do not know; so does the reconciler."""
+    url = await _database(pg_server, fresh_name, len(load_migrations()))
+    conn = await connect(url)
+    try:
+        await conn.execute(
+            "INSERT INTO schema_migrations (version, name, checksum)"
+            " VALUES (999, '999_later.sql', 'x')"
+        )
+    finally:
+        await conn.close()
+    done = jobwarden(tmp_path, "inbox", DATABASE_URL=url)
+    assert done.returncode == 1
+    error, hint = one_line_and_hint(done)
+    assert "999_later.sql which this code does not know" in error and "newer jobwarden" in error
+    assert "run the jobwarden version that migrated it" in hint
+    reconciler = jobwarden(tmp_path, "reconciler", DATABASE_URL=url, JW_RESULTS_DIR=str(tmp_path))
+    assert reconciler.returncode == 2
+    assert "999_later.sql" in reconciler.stdout and "newer jobwarden" in reconciler.stdout

@@ -6,6 +6,7 @@ import asyncio
 from typing import Any
 
 import httpx
+import pytest
 
 from receiver.app import build_app
 from receiver.webhooks.ingest import Event, IngestUnavailable
@@ -151,6 +152,22 @@ async def test_readyz_reports_pending_migrations(db: Any, pool: Any) -> None:
         "reason": "migrations_pending",
     }
     assert health.status_code == 200
+
+
+async def test_readyz_stays_ready_on_a_schema_a_newer_jobwarden_migrated(
+    db: Any, pool: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A rolling upgrade migrates first: a receiver of the older version keeps taking
+    webhooks (its load balancer must not drop it), and says it is behind."""
+    await db.execute(
+        "INSERT INTO schema_migrations (version, name, checksum) VALUES (999, '999_later.sql', 'x')"
+    )
+    async with running_receiver(pool) as rx:
+        first = await rx.client.get("/readyz")
+        second = await rx.client.get("/readyz")
+    assert (first.status_code, second.status_code) == (200, 200)
+    said = [r.getMessage() for r in caplog.records if "newer jobwarden" in r.getMessage()]
+    assert said == ["the database was migrated by a newer jobwarden: upgrade this receiver"]
 
 
 async def test_shutdown_commits_queued_events_before_stopping(db: Any, db_url: str) -> None:
