@@ -71,10 +71,7 @@ STATEMENT_TIMEOUT_SECONDS = 60.0
 # A lost LISTEN connection is opened again after this long, doubling on each
 # failure up to the cap: a terminated backend is replaced at once, a database
 # down for minutes is asked twice a minute, and the sweep tick covers the gap.
-# How long a reconciler started on a database not yet migrated waits for the
-# migration before it exits 2: under the unit's TimeoutStartSec (60 s), so
-# systemd's start limit is never reached by the wait (`_migrated`).
-MIGRATION_WAIT_SECONDS = 45.0
+# How often a reconciler waiting for `jobwarden migrate` looks (`_migrated`).
 MIGRATION_CHECK_SECONDS = 1.0
 LISTEN_RETRY_FIRST_SECONDS = 0.5
 LISTEN_RETRY_MAX_SECONDS = 30.0
@@ -521,8 +518,8 @@ def check_startup(settings: Settings) -> Signer | None:
         ) from None
 
 
-async def _migrated(pool: Any) -> list[str]:
-    """The migrations still pending once MIGRATION_WAIT_SECONDS have passed, if any.
+async def _migrated(pool: Any, wait: float) -> list[str]:
+    """The migrations still pending once `wait` seconds (migration_wait) have passed.
 
     A reconciler restarted before `jobwarden migrate` (an upgrade in the
     wrong order) waits for it: exiting at once, restarted every 5 s by
@@ -537,9 +534,9 @@ async def _migrated(pool: Any) -> list[str]:
         return pending
     log.warning(
         "database not migrated: waiting for `jobwarden migrate`",
-        extra={"ctx": {"pending": len(pending), "seconds": MIGRATION_WAIT_SECONDS}},
+        extra={"ctx": {"pending": len(pending), "seconds": wait}},
     )
-    deadline = time.monotonic() + MIGRATION_WAIT_SECONDS
+    deadline = time.monotonic() + wait
     while pending and time.monotonic() < deadline:
         await asyncio.sleep(MIGRATION_CHECK_SECONDS)
         async with pool.acquire() as conn:
@@ -564,7 +561,7 @@ async def run_reconciler(
     telemetry.configure("jobwarden-reconciler")  # only if OTEL_EXPORTER_OTLP_*ENDPOINT is set
     try:
         try:
-            pending = await _migrated(pool)
+            pending = await _migrated(pool, settings.migration_wait)
         except MigrationError as exc:  # a changed file, or a newer jobwarden's schema
             log.error("schema does not match this jobwarden", extra={"ctx": {"problem": str(exc)}})
             print(f"reconciler: {exc}; run the jobwarden version that migrated it")

@@ -31,6 +31,10 @@ class Settings:
     sweep_interval: float = 0.5  # idle sweep period; NOTIFY wakes the daemon sooner
     max_in_flight: int = 64  # concurrent provider calls per reconciler process, all providers
     shutdown_grace: float = 20.0  # SIGTERM: finish in-flight calls for this long, then release
+    # started on a database not yet migrated: wait this long for `jobwarden migrate`,
+    # then exit 2; under the unit's TimeoutStartSec (60 s), so systemd starts it
+    # again without reaching its start limit (reconciler/daemon.py `_migrated`)
+    migration_wait: float = 45.0
     # PEM file of certificate authorities provider calls trust besides certifi's
     # (a provider behind a private authority); empty: certifi's only
     provider_ca_file: str = ""
@@ -80,6 +84,7 @@ _ENV = {
     "sweep_interval": "JW_SWEEP_INTERVAL",
     "max_in_flight": "JW_MAX_IN_FLIGHT",
     "shutdown_grace": "JW_SHUTDOWN_GRACE",
+    "migration_wait": "JW_MIGRATION_WAIT",
     "provider_ca_file": "JW_PROVIDER_CA_FILE",
     "receiver_host": "JW_RECEIVER_HOST",
     "receiver_port": "JW_RECEIVER_PORT",
@@ -185,6 +190,11 @@ def check_reconciler_settings(settings: Settings) -> None:
     A worker renews its lease before a call the lease would not outlast; if
     the call's timeout alone is longer than a lease, no renewal can help.
     """
+    if not 0 <= settings.migration_wait <= 3600:
+        raise ConfigError(
+            f"{settings.config_path}: migration_wait ({settings.migration_wait:g} s,"
+            " JW_MIGRATION_WAIT) must be between 0 and 3600"
+        )
     if not settings.log_interval > 0:
         raise ConfigError(
             f"{settings.config_path}: log_interval ({settings.log_interval:g} s, JW_LOG_INTERVAL)"

@@ -172,7 +172,9 @@ async def test_the_reconciler_refuses_to_start_while_a_migration_is_pending(
         "DELETE FROM schema_migrations WHERE version = (SELECT max(version) FROM schema_migrations)"
     )
     config = write_config(tmp_path / "jw.toml", "http://127.0.0.1:9")
-    proc = start_reconciler(db_url, config, tmp_path, "early")
+    # past its wait for the migration (a real one's is 45 s: see
+    # test_reconciler_waits_for_migrate.py), it exits for systemd to start it again
+    proc = start_reconciler(db_url, config, tmp_path, "early", JW_MIGRATION_WAIT="0.5")
     assert await asyncio.to_thread(proc.wait, 30) == 2
     assert "jobwarden migrate" in (tmp_path / "early.log").read_text()
 

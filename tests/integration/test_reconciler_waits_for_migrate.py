@@ -3,7 +3,7 @@
 Before: it exited 2 at once; systemd restarted it every 5 s and gave up after
 10 starts in 5 minutes (the unit's start limit), so a migration applied a
 minute late left it down for good. Now it waits (up to
-MIGRATION_WAIT_SECONDS, below the unit's TimeoutStartSec) and comes up once
+`migration_wait`, 45 s, below the unit's TimeoutStartSec) and comes up once
 the migration is applied. The real daemon, a real empty database.
 """
 
@@ -13,9 +13,9 @@ import signal
 import time
 from pathlib import Path
 
-from reconciler.daemon import MIGRATION_WAIT_SECONDS
 from shared.db.connect import ResolvedDatabase, connect, with_database
 from shared.db.migrate import apply_migrations, load_migrations
+from shared.settings import Settings
 from tests.processes import start_reconciler, write_config
 from tests.support import dropped_afterwards
 
@@ -35,7 +35,7 @@ def wait_for_line(log: Path, words: str) -> None:
 async def test_a_reconciler_started_before_migrate_comes_up_once_it_is_applied(
     tmp_path: Path, pg_server: ResolvedDatabase
 ) -> None:
-    assert MIGRATION_WAIT_SECONDS < 60  # the unit's TimeoutStartSec
+    assert Settings().migration_wait < 60  # the unit's TimeoutStartSec
     async with dropped_afterwards(pg_server.admin_url, "jw_rec_wait") as name:
         admin = await connect(pg_server.admin_url)
         try:

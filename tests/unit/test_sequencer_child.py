@@ -80,3 +80,14 @@ def test_the_sequencers_session_ends_an_idle_transaction_after_the_watchdogs_tim
     )
     assert env["JW_LOG_WATCHDOG_SECONDS"] == "300.0"
     assert child_settings(env).watchdog == 300.0  # what the child reads, not only what it gets
+
+
+@pytest.mark.parametrize("wait", ["-1", "3601", "nan"])
+def test_the_migration_wait_is_bounded(tmp_path: Path, wait: str) -> None:
+    config = tmp_path / "jobwarden.toml"
+    config.write_text("")
+    with pytest.raises(ConfigError, match=r"migration_wait \(.* s, JW_MIGRATION_WAIT\)"):
+        check_reconciler_settings(load_settings(config, env={"JW_MIGRATION_WAIT": wait}))
+    settings = load_settings(config, env={"JW_MIGRATION_WAIT": "0"})
+    check_reconciler_settings(settings)
+    assert settings.migration_wait == 0.0
