@@ -13,7 +13,8 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from shared import ledger
-from shared.db.connect import connect
+from shared.db.connect import connect, with_database
+from shared.db.migrate import apply_migrations, load_migrations
 from shared.ledger import RequestSpec, evidence
 from shared.ledger.states import EDGES, Evidence, LocalState
 
@@ -193,3 +194,21 @@ async def dropped_afterwards(admin_url: str, prefix: str) -> AsyncIterator[str]:
             await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         finally:
             await admin.close()
+
+
+async def partly_migrated(admin_url: str, name: str, migrations: int) -> str:
+    """Database `name` created holding the first `migrations` migrations (0: empty);
+    its URL."""
+    admin = await connect(admin_url)
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await admin.close()
+    url = with_database(admin_url, name)
+    if migrations:
+        conn = await connect(url)
+        try:
+            await apply_migrations(conn, load_migrations()[:migrations])
+        finally:
+            await conn.close()
+    return url

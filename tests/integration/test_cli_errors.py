@@ -22,8 +22,8 @@ import pytest_asyncio
 
 from shared.cli.errors import failure_of
 from shared.db.connect import ResolvedDatabase, connect, with_database
-from shared.db.migrate import apply_migrations, load_migrations
-from tests.support import dropped_afterwards
+from shared.db.migrate import load_migrations
+from tests.support import dropped_afterwards, partly_migrated
 
 ROOT = Path(__file__).resolve().parents[2]
 # The variables that choose a database: cleared so the host's own cannot leak in.
@@ -171,27 +171,10 @@ def test_missing_database_on_the_local_server_hint_is_the_fix(
 # ------------------------------------------------------------------ pending migrations
 
 
-async def _database(pg_server: ResolvedDatabase, name: str, migrations: int) -> str:
-    """A database holding the first `migrations` migrations (0: an empty database)."""
-    admin = await connect(pg_server.admin_url)
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await admin.close()
-    url = with_database(pg_server.admin_url, name)
-    if migrations:
-        conn = await connect(url)
-        try:
-            await apply_migrations(conn, load_migrations()[:migrations])
-        finally:
-            await conn.close()
-    return url
-
-
 async def test_an_empty_database_is_reported_unmigrated_and_migrate_fixes_it(
     tmp_path: Path, pg_server: ResolvedDatabase, fresh_name: str
 ) -> None:
-    url = await _database(pg_server, fresh_name, 0)
+    url = await partly_migrated(pg_server.admin_url, fresh_name, 0)
     done = jobwarden(tmp_path, "inbox", DATABASE_URL=url)
     assert done.returncode == 1
     error, hint = one_line_and_hint(done)
@@ -206,7 +189,7 @@ async def test_a_partly_migrated_database_names_what_is_pending(
     tmp_path: Path, pg_server: ResolvedDatabase, fresh_name: str
 ) -> None:
     migrations = load_migrations()
-    url = await _database(pg_server, fresh_name, len(migrations) - 1)
+    url = await partly_migrated(pg_server.admin_url, fresh_name, len(migrations) - 1)
     done = jobwarden(tmp_path, "list", "--json", DATABASE_URL=url)
     assert done.returncode == 1
     error = json.loads(done.stdout)["error"]
@@ -221,7 +204,7 @@ async def test_the_operator_role_on_an_empty_database_is_told_to_migrate(
 
     (`template_db`: its migrations create the cluster's roles.)
     """
-    url = await _database(pg_server, fresh_name, 0)
+    url = await partly_migrated(pg_server.admin_url, fresh_name, 0)
     sep = "&" if "?" in url else "?"
     done = jobwarden(tmp_path, "list", DATABASE_URL=f"{url}{sep}role=jobwarden_operator")
     assert done.returncode == 1
@@ -263,7 +246,7 @@ async def test_a_schema_a_newer_jobwarden_migrated_is_refused(
 ) -> None:
     """After a rollback of the code: the commands refuse (their rules may be older than
     the schema's), naming the migration they do not know; so does the reconciler."""
-    url = await _database(pg_server, fresh_name, len(load_migrations()))
+    url = await partly_migrated(pg_server.admin_url, fresh_name, len(load_migrations()))
     conn = await connect(url)
     try:
         await conn.execute(

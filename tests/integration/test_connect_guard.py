@@ -28,14 +28,13 @@ from reconciler.lanes import Lane
 from shared.ledger.states import LocalState
 from shared.providers import load_preset
 from shared.serve import serve_app
-from tests.fixtures_providers.rig import preset_rig
 from tests.integration.test_url_review import (
     CREDENTIALS_PATH,
     INTERNAL_HOST,
-    NO_CHECKSUM,
     Internal,
     Provider,
     internal_service,
+    rig,
     run,
 )
 
@@ -67,16 +66,7 @@ async def test_a_result_url_whose_name_resolves_to_an_internal_address_is_never_
     async with internal_service() as (internal_url, internal):
         port = httpx.URL(internal_url).port
         provider = Provider(result_url=f"http://{NAME}:{port}{CREDENTIALS_PATH}")
-        async with preset_rig(
-            pool,
-            tmp_path,
-            provider.app(),
-            preset="simulator",
-            env={},
-            overrides=NO_CHECKSUM,
-            clock=clock,
-            resolve=dns({NAME: [INTERNAL_HOST]}),
-        ) as r:
+        async with rig(pool, tmp_path, provider, clock, resolve=dns({NAME: [INTERNAL_HOST]})) as r:
             op_id = await r.submit({})
             state = await run(r, op_id, clock)
             fetches = await r.calls(op_id, "result")
@@ -115,10 +105,7 @@ async def test_the_machines_own_name_is_refused_through_the_system_resolver(
     async with serve_app(service.app()) as service_url:
         port = httpx.URL(service_url).port
         provider = Provider(result_url=f"http://{name}:{port}{CREDENTIALS_PATH}")
-        async with preset_rig(
-            pool, tmp_path, provider.app(), preset="simulator", env={}, overrides=NO_CHECKSUM,
-            clock=clock,
-        ) as r:  # fmt: skip
+        async with rig(pool, tmp_path, provider, clock) as r:
             op_id = await r.submit({})
             state = await run(r, op_id, clock)
             fetches = await r.calls(op_id, "result")
@@ -135,17 +122,8 @@ async def test_a_name_the_operator_allowed_is_fetched_by_name(
     async with serve_app(service.app()) as service_url:
         port = httpx.URL(service_url).port
         provider = Provider(result_url=f"http://localhost:{port}/results/job-1")
-        overrides = {"result": {"expect": {"checksum": "none"}, "allowed_hosts": ["localhost"]}}
-        async with preset_rig(
-            pool,
-            tmp_path,
-            provider.app(),
-            preset="simulator",
-            env={},
-            overrides=overrides,
-            clock=clock,
-            resolve=dns({}),
-        ) as r:
+        allowed = {"result": {"allowed_hosts": ["localhost"]}}
+        async with rig(pool, tmp_path, provider, clock, allowed, resolve=dns({})) as r:
             op_id = await r.submit({})
             state = await run(r, op_id, clock)
     assert (state, service.seen) == (S.SUCCEEDED, ["/results/job-1"])

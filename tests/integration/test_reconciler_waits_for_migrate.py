@@ -13,11 +13,11 @@ import signal
 import time
 from pathlib import Path
 
-from shared.db.connect import ResolvedDatabase, connect, with_database
+from shared.db.connect import ResolvedDatabase, connect
 from shared.db.migrate import apply_migrations, load_migrations
 from shared.settings import Settings
 from tests.processes import start_reconciler, write_config
-from tests.support import dropped_afterwards
+from tests.support import dropped_afterwards, partly_migrated
 
 WAIT_FOR_LOG_SECONDS = 30.0
 
@@ -37,12 +37,7 @@ async def test_a_reconciler_started_before_migrate_comes_up_once_it_is_applied(
 ) -> None:
     assert Settings().migration_wait < 60  # the unit's TimeoutStartSec
     async with dropped_afterwards(pg_server.admin_url, "jw_rec_wait") as name:
-        admin = await connect(pg_server.admin_url)
-        try:
-            await admin.execute(f'CREATE DATABASE "{name}"')
-        finally:
-            await admin.close()
-        url = with_database(pg_server.admin_url, name)
+        url = await partly_migrated(pg_server.admin_url, name, 0)
         config = write_config(tmp_path / "jobwarden.toml", "http://127.0.0.1:9")
         daemon = start_reconciler(url, config, tmp_path, "w1", JW_LOG_LEVEL="INFO")
         log = tmp_path / "w1.log"

@@ -24,6 +24,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from bench.harness import TestClock
+from reconciler.connect_guard import Resolver, system_resolver
 from shared.ledger.states import LocalState
 from shared.providers.config import deep_merge
 from shared.serve import serve_app
@@ -115,6 +116,7 @@ async def rig(
     provider: Provider,
     clock: TestClock,
     overrides: Mapping[str, Any] | None = None,
+    resolve: Resolver = system_resolver,
 ) -> AsyncIterator[PresetRig]:
     async with preset_rig(
         pool,
@@ -124,6 +126,7 @@ async def rig(
         env={},
         overrides=deep_merge(NO_CHECKSUM, overrides or {}),
         clock=clock,
+        resolve=resolve,
     ) as r:
         yield r
 
