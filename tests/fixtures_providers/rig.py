@@ -13,11 +13,15 @@ import asyncio
 import contextlib
 import functools
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
 from starlette.types import ASGIApp
 
 from receiver.app import build_app as build_receiver
@@ -210,3 +214,26 @@ async def running_receiver(
     settings = replace(Settings(), providers=providers)
     async with serve_app(build_receiver(settings, pool)) as url:
         yield url + "/webhooks/{provider}"
+
+
+# A route's handler.
+Endpoint = Callable[[Request], Awaitable[Response]]
+
+
+async def _no_jobs(_request: Request) -> JSONResponse:
+    return JSONResponse({"jobs": []})
+
+
+def simulator_shaped(
+    create: Endpoint, status: Endpoint, result: Endpoint | None = None
+) -> Starlette:
+    """A fixture provider at the simulator preset's paths: create, status, a lookup
+    that finds nothing, and (when given) results at /results/{job_id}."""
+    routes = [
+        Route("/v1/jobs", create, methods=["POST"]),
+        Route("/v1/jobs", _no_jobs, methods=["GET"]),
+        Route("/v1/jobs/{job_id}", status, methods=["GET"]),
+    ]
+    if result is not None:
+        routes.append(Route("/results/{job_id}", result, methods=["GET"]))
+    return Starlette(routes=routes)

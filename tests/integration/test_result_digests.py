@@ -22,11 +22,10 @@ import pytest
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
 
 from bench.harness import TestClock
 from shared.ledger.states import LocalState
-from tests.fixtures_providers.rig import preset_rig
+from tests.fixtures_providers.rig import preset_rig, simulator_shaped
 from tests.integration.test_url_review import run
 
 S = LocalState
@@ -59,17 +58,7 @@ def provider(digest_over: bytes, sent: bytes = SENT) -> Starlette:
         headers = {"Content-Encoding": "gzip", "Content-Digest": content_digest(digest_over)}
         return Response(sent, media_type="application/json", headers=headers)
 
-    async def lookup(_request: Request) -> JSONResponse:
-        return JSONResponse({"jobs": []})
-
-    return Starlette(
-        routes=[
-            Route("/v1/jobs", create, methods=["POST"]),
-            Route("/v1/jobs", lookup, methods=["GET"]),
-            Route("/v1/jobs/{job_id}", status, methods=["GET"]),
-            Route("/results/{job_id}", result, methods=["GET"]),
-        ]
-    )
+    return simulator_shaped(create, status, result)
 
 
 @pytest.mark.parametrize("over", DIGESTS_OVER, ids=["sent", "decoded", "neither"])

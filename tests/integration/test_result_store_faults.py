@@ -35,7 +35,7 @@ from shared.providers.config import deep_merge
 from shared.result_store import ResultStore, StoreFailed
 from shared.settings import Settings
 from tests.fixtures_providers.rig import PresetRig, preset_rig
-from tests.integration.test_url_review import NO_CHECKSUM, Provider
+from tests.integration.test_url_review import NO_CHECKSUM, Provider, cause
 
 S = LocalState
 ROUND_SECONDS = 31.0
@@ -82,11 +82,6 @@ def rig(
     )
 
 
-async def reason(r: PresetRig, op_id: str) -> str:
-    row = await r.escalation(op_id)
-    return "" if row is None else str(row["reason"])
-
-
 async def test_a_result_our_disk_refuses_is_fetched_again_then_escalated_with_the_cause(
     pool: Any, tmp_path: Path, clock: TestClock
 ) -> None:
@@ -96,7 +91,7 @@ async def test_a_result_our_disk_refuses_is_fetched_again_then_escalated_with_th
         break_results_dir(tmp_path)
         op_id = await r.submit({})
         state = await settle(r, op_id, clock)
-        why = await reason(r, op_id)
+        why = await cause(r, op_id)
     assert state is S.NEEDS_ATTENTION
     assert why.startswith(NOT_STORED) and "Not a directory" in why
     assert provider.result_reads == MAX_RESULT_ATTEMPTS  # counted, not for ever
@@ -137,7 +132,7 @@ async def test_a_one_shot_result_our_disk_refuses_goes_to_a_human_saying_so(
         break_results_dir(tmp_path)
         op_id = await r.submit({})
         state = await settle(r, op_id, clock)
-        why = await reason(r, op_id)
+        why = await cause(r, op_id)
     assert (state, provider.result_reads) == (S.NEEDS_ATTENTION, 1)
     assert why.startswith(NOT_STORED) and "side effects, so it is not fetched again" in why
 
@@ -160,7 +155,7 @@ async def test_a_synchronous_result_our_disk_refuses_goes_to_a_human_created_onc
         break_results_dir(tmp_path)
         op_id = await r.submit({})
         state = await settle(r, op_id, clock)
-        why = await reason(r, op_id)
+        why = await cause(r, op_id)
         job = await pool.fetchval(
             "SELECT remote_job_id FROM operations WHERE operation_id=$1", op_id
         )

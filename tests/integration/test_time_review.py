@@ -21,13 +21,12 @@ from typing import Any
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
-from starlette.routing import Route
 
 from bench.harness import TestClock
 from shared.clock import SYSTEM_CLOCK, Clock, ShiftedClock
 from shared.ledger.states import LocalState
 from shared.providers import HttpResponse, ProviderAdapter, StatusFact
-from tests.fixtures_providers.rig import PresetRig, preset_rig
+from tests.fixtures_providers.rig import PresetRig, preset_rig, simulator_shaped
 
 S = LocalState
 # parsedate_to_datetime raises OverflowError on both: a zone offset no
@@ -60,16 +59,7 @@ class ScriptedProvider:
             body.update(self.status_extra(self.reads))
             return JSONResponse(body, headers=self.status_headers)
 
-        async def lookup(_request: Request) -> JSONResponse:
-            return JSONResponse({"jobs": []})
-
-        return Starlette(
-            routes=[
-                Route("/v1/jobs", create, methods=["POST"]),
-                Route("/v1/jobs", lookup, methods=["GET"]),
-                Route("/v1/jobs/{job_id}", status, methods=["GET"]),
-            ]
-        )
+        return simulator_shaped(create, status)
 
 
 @contextlib.asynccontextmanager

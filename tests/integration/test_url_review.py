@@ -28,7 +28,7 @@ from reconciler.connect_guard import Resolver, system_resolver
 from shared.ledger.states import LocalState
 from shared.providers.config import deep_merge
 from shared.serve import serve_app
-from tests.fixtures_providers.rig import PresetRig, preset_rig
+from tests.fixtures_providers.rig import PresetRig, preset_rig, simulator_shaped
 
 S = LocalState
 # Where the metadata stand-in listens: loopback, yet not the provider's host.
@@ -89,17 +89,7 @@ class Provider:
                 return Response(status_code=302, headers={"Location": self.redirect_to})
             return JSONResponse({"items": []})
 
-        async def lookup(_request: Request) -> JSONResponse:
-            return JSONResponse({"jobs": []})
-
-        return Starlette(
-            routes=[
-                Route("/v1/jobs", create, methods=["POST"]),
-                Route("/v1/jobs", lookup, methods=["GET"]),
-                Route("/v1/jobs/{job_id}", status, methods=["GET"]),
-                Route("/results/{job_id}", result, methods=["GET"]),
-            ]
-        )
+        return simulator_shaped(create, status, result)
 
 
 @contextlib.asynccontextmanager
