@@ -24,6 +24,7 @@ from collections.abc import Awaitable
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
+import asyncpg
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from reconciler.connect_guard import trusted_hosts
@@ -489,9 +490,7 @@ async def create_reconciler_pool(database_url: str, **kwargs: Any) -> Any:
 
 def check_startup(settings: Settings) -> Signer | None:
     """What the reconciler checks before it starts, each failure a ConfigError
-    naming the setting: every call fits in a lease, the CA file loads, a
-    result can be written under results_dir (so a read-only or full disk is
-    said at start, not as every collection failing), the
+    naming the setting: every call fits in a lease, the CA file loads, the
     signing key can be read and is a signer key (read here, so a bad key stops
     the daemon at start, not its sequencer child). Returns the signer, if any.
     `jobwarden providers check` runs the same checks."""
@@ -504,13 +503,6 @@ def check_startup(settings: Settings) -> Signer | None:
             f" cannot load it: {exc}"
         ) from None
     try:
-        ResultStore(settings.results_dir).check_writable()
-    except OSError as exc:
-        raise ConfigError(
-            f"results_dir ({settings.results_dir}, JW_RESULTS_DIR): cannot write a result"
-            f" there: {exc.strerror or type(exc).__name__}"
-        ) from None
-    try:
         return evidence_log.load_signer(settings.log_signing_key_file, os.environ)
     except (SecretError, ValueError) as exc:
         raise ConfigError(
@@ -518,8 +510,27 @@ def check_startup(settings: Settings) -> Signer | None:
         ) from None
 
 
-async def _migrated(pool: Any, wait: float) -> list[str]:
-    """The migrations still pending once `wait` seconds (migration_wait) have passed.
+def prepare_results_dir(store: ResultStore) -> None:
+    """results_dir made, a result written there and removed (ConfigError if it cannot
+    be), and what crashed writes left swept: a read-only or full disk is said at
+    start, not as every collection failing. Not in `check_startup`, which
+    `jobwarden providers check` runs too: a check must not create the directory
+    (as root, owned by root) before the service's first start."""
+    try:
+        store.check_writable()
+    except OSError as exc:
+        raise ConfigError(
+            f"results_dir ({store.root}, JW_RESULTS_DIR): cannot write a result"
+            f" there: {exc.strerror or type(exc).__name__}"
+        ) from None
+    swept = store.sweep_temporaries()
+    if swept:
+        log.info("removed crashed writes' temporary files", extra={"ctx": {"files": swept}})
+
+
+async def _migrated(pool: Any, wait: float, stop: asyncio.Event) -> list[str]:
+    """The migrations still pending once `wait` seconds (migration_wait) have passed,
+    or once `stop` is set (SIGTERM while waiting: the caller ends there).
 
     A reconciler restarted before `jobwarden migrate` (an upgrade in the
     wrong order) waits for it: exiting at once, restarted every 5 s by
@@ -537,10 +548,22 @@ async def _migrated(pool: Any, wait: float) -> list[str]:
         extra={"ctx": {"pending": len(pending), "seconds": wait}},
     )
     deadline = time.monotonic() + wait
+    unreachable = False
     while pending and time.monotonic() < deadline:
-        await asyncio.sleep(MIGRATION_CHECK_SECONDS)
-        async with pool.acquire() as conn:
-            pending = await pending_migrations(conn)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), MIGRATION_CHECK_SECONDS)
+        if stop.is_set():
+            return pending
+        try:
+            async with pool.acquire() as conn:
+                pending = await pending_migrations(conn)
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            if not unreachable:  # a database restarting under the migration: still waiting
+                log.warning(
+                    "waiting for `jobwarden migrate`: the database did not answer",
+                    extra={"ctx": {"error": type(exc).__name__}},
+                )
+            unreachable = True
     return pending
 
 
@@ -554,18 +577,23 @@ async def run_reconciler(
     Not for a reconciler inside another program, whose objects it would freeze.
     """
     check_startup(settings)
-    swept = ResultStore(settings.results_dir).sweep_temporaries()
-    if swept:
-        log.info("removed crashed writes' temporary files", extra={"ctx": {"files": swept}})
+    prepare_results_dir(ResultStore(settings.results_dir))
     pool = await create_reconciler_pool(database_url)
     telemetry.configure("jobwarden-reconciler")  # only if OTEL_EXPORTER_OTLP_*ENDPOINT is set
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()  # SIGTERM before the daemon runs (waiting for a migration)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
     try:
         try:
-            pending = await _migrated(pool, settings.migration_wait)
+            pending = await _migrated(pool, settings.migration_wait, stop)
         except MigrationError as exc:  # a changed file, or a newer jobwarden's schema
             log.error("schema does not match this jobwarden", extra={"ctx": {"problem": str(exc)}})
             print(f"reconciler: {exc}; run the jobwarden version that migrated it")
             return 2
+        if stop.is_set():
+            log.info("reconciler stopped while waiting for `jobwarden migrate`")
+            return 0
         if pending:
             log.error("database not migrated", extra={"ctx": {"pending": pending}})
             print(f"reconciler: run `jobwarden migrate` first ({', '.join(pending)} pending)")
@@ -587,9 +615,10 @@ async def run_reconciler(
             daemon = Daemon(
                 Reconciler(ctx), settings, database_url, sequencer, settle_heap=settle_heap
             )
-            loop = asyncio.get_running_loop()
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, daemon.stopping.set)
+            if stop.is_set():  # a signal since the wait: the daemon stops at once
+                daemon.stopping.set()
             await daemon.run()
         return 0
     finally:

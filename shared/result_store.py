@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import tempfile
 import time
 from pathlib import Path
 
@@ -31,6 +32,8 @@ INLINE_MAX_BYTES = 64 * 1024
 # most max_bytes, 50 MiB by default) takes an hour.
 TEMPORARY_MAX_AGE_SECONDS = 3600.0
 _READ_CHUNK = 1024 * 1024
+# The start-up probe: a few blocks, so a full disk refuses it.
+_PROBE_BYTES = 64 * 1024
 
 
 class StoreFailed(Exception):
@@ -66,11 +69,21 @@ class ResultStore:
         return digest, f"file:{final}"
 
     def check_writable(self) -> None:
-        """Raise OSError unless a result could be written now (checked at start-up)."""
+        """Raise OSError unless a result could be written now (checked at start-up).
+
+        The probe has a name of its own (reconcilers sharing a results volume
+        start together) and holds a block's worth of bytes: an empty file
+        needs no free space, so a full disk would pass.
+        """
         self.root.mkdir(parents=True, exist_ok=True)
-        probe = self.root / f".write-check-{os.getpid()}"
-        write_atomically(probe, b"")
-        probe.unlink()
+        fd, probe = tempfile.mkstemp(dir=self.root, prefix=".write-check-")
+        try:
+            with os.fdopen(fd, "wb") as out:
+                out.write(b"\0" * _PROBE_BYTES)
+                out.flush()
+                os.fsync(out.fileno())
+        finally:
+            Path(probe).unlink(missing_ok=True)
 
     def sweep_temporaries(self, max_age: float = TEMPORARY_MAX_AGE_SECONDS) -> int:
         """Remove crashed writes' temporary files older than `max_age` seconds; how many."""

@@ -54,3 +54,25 @@ async def test_a_reconciler_started_before_migrate_comes_up_once_it_is_applied(
             daemon.send_signal(signal.SIGTERM)
             code = daemon.wait(timeout=30)
     assert code == 0
+
+
+async def test_a_reconciler_waiting_for_migrate_stops_at_once_on_sigterm(
+    tmp_path: Path, pg_server: ResolvedDatabase
+) -> None:
+    """`docker stop`, `systemctl stop` while it waits: a clean exit, not a kill after the
+    grace (as PID 1, which no default handler ends, the signal was ignored)."""
+    async with dropped_afterwards(pg_server.admin_url, "jw_rec_stop") as name:
+        url = await partly_migrated(pg_server.admin_url, name, 0)
+        config = write_config(tmp_path / "jobwarden.toml", "http://127.0.0.1:9")
+        daemon = start_reconciler(url, config, tmp_path, "w2", JW_LOG_LEVEL="INFO")
+        log = tmp_path / "w2.log"
+        try:
+            wait_for_line(log, "waiting for `jobwarden migrate`")
+            daemon.send_signal(signal.SIGTERM)
+            code = daemon.wait(timeout=10)  # the wait itself is 45 s
+        finally:
+            if daemon.poll() is None:
+                daemon.kill()
+                daemon.wait()
+    assert code == 0
+    assert "reconciler stopped while waiting for `jobwarden migrate`" in log.read_text()

@@ -27,7 +27,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from bench.harness import TestClock
-from reconciler.daemon import check_startup
+from reconciler.daemon import check_startup, prepare_results_dir
 from reconciler.steps.collect import MAX_RESULT_ATTEMPTS
 from shared.ledger.states import LocalState
 from shared.providers import ConfigError
@@ -210,6 +210,15 @@ def test_the_reconciler_refuses_to_start_on_a_results_dir_it_cannot_write(
     tmp_path: Path,
 ) -> None:
     (tmp_path / "results").write_bytes(b"")
-    settings = Settings(results_dir=tmp_path / "results")
     with pytest.raises(ConfigError, match=r"results_dir .*JW_RESULTS_DIR.*cannot write"):
-        check_startup(settings)
+        prepare_results_dir(ResultStore(tmp_path / "results"))
+
+
+def test_providers_check_leaves_results_dir_alone(tmp_path: Path) -> None:
+    """`jobwarden providers check` runs the reconciler's start-up checks, often as root
+    before the service first starts: a directory it made would be root's."""
+    results = tmp_path / "state" / "results"
+    check_startup(Settings(results_dir=results))
+    assert not (tmp_path / "state").exists()
+    prepare_results_dir(ResultStore(results))  # the daemon's own start makes it
+    assert results.is_dir() and list(results.iterdir()) == []  # the probe removed
