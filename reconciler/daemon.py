@@ -69,11 +69,11 @@ POOL_SIZE = 16
 # waited with it for good. Our statements take milliseconds; the largest (a
 # housekeeping slice, a claim at a million rows) well under a second.
 STATEMENT_TIMEOUT_SECONDS = 60.0
+# How often a reconciler waiting for `jobwarden migrate` looks (`_migrated`).
+MIGRATION_CHECK_SECONDS = 1.0
 # A lost LISTEN connection is opened again after this long, doubling on each
 # failure up to the cap: a terminated backend is replaced at once, a database
 # down for minutes is asked twice a minute, and the sweep tick covers the gap.
-# How often a reconciler waiting for `jobwarden migrate` looks (`_migrated`).
-MIGRATION_CHECK_SECONDS = 1.0
 LISTEN_RETRY_FIRST_SECONDS = 0.5
 LISTEN_RETRY_MAX_SECONDS = 30.0
 # How often the LISTEN connection is asked to answer. A cut that sends no FIN
@@ -577,7 +577,8 @@ async def run_reconciler(
     Not for a reconciler inside another program, whose objects it would freeze.
     """
     check_startup(settings)
-    prepare_results_dir(ResultStore(settings.results_dir))
+    store = ResultStore(settings.results_dir)
+    prepare_results_dir(store)
     pool = await create_reconciler_pool(database_url)
     telemetry.configure("jobwarden-reconciler")  # only if OTEL_EXPORTER_OTLP_*ENDPOINT is set
     loop = asyncio.get_running_loop()
@@ -607,7 +608,7 @@ async def run_reconciler(
                 settings=settings,
                 lanes=lanes,
                 adapters=build_adapters(settings.providers),
-                store=ResultStore(settings.results_dir),
+                store=store,
                 webhook_url=settings.public_webhook_url or None,
                 database_url=database_url,
             )
