@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 import tomllib
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, replace
@@ -22,7 +21,7 @@ import httpx
 from bench.harness import FAST_LIMITS, TEST_WEBHOOK_SECRET
 from reconciler.connect_guard import trusted_hosts
 from reconciler.context import Context, build_adapters
-from reconciler.lanes import Lanes
+from reconciler.lanes import Lane, Lanes
 from reconciler.worker import Reconciler
 from shared import ledger
 from shared.clock import SYSTEM_CLOCK, Clock
@@ -116,16 +115,7 @@ class Rig:
 
     async def run_until(self, done: Callable[[], Any], timeout: float = 15.0) -> None:
         """Call run_once (as the daemon would) until `done()` is truthy."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            await self.reconciler.run_once()
-            result = done()
-            if asyncio.iscoroutine(result):
-                result = await result
-            if result:
-                return
-            await asyncio.sleep(0.02)
-        raise AssertionError("condition not reached in time")
+        await run_until(self.reconciler, done, timeout)
 
     async def settle(
         self, op_id: str, states: set[LocalState], timeout: float = 15.0
@@ -229,21 +219,78 @@ async def rig(
             name=name,
             webhook_secret=webhook_secret,
         )
-        settings = replace(
-            Settings(),
+        async with reconciler_context(
+            pool,
+            tmp_path,
+            providers,
+            webhook_url=webhook_url,
+            clock=clock,
             worker_id=worker_id,
             lease_seconds=lease_seconds,
-            results_dir=tmp_path / "results",
-            providers=providers,
-        )
-        async with Lanes(64, trusted_hosts=trusted_hosts(providers)) as lanes:
-            ctx = Context(
-                pool=pool,
-                settings=settings,
-                lanes=lanes,
-                adapters=build_adapters(providers),
-                store=ResultStore(tmp_path / "results"),
-                webhook_url=webhook_url,
-                clock=clock,
-            )
+        ) as ctx:
             yield Rig(pool, sim_url, Reconciler(ctx), ctx, provider=name)
+
+
+# A sweep that has not returned by then never will (a test's sweep is milliseconds).
+SWEEP_BOUND_SECONDS = 6.0
+# Between sweeps that found the condition unmet: what the daemon's sweep tick
+# does for a step in flight (a download, a slow answer), without spinning a core.
+SWEEP_PAUSE_SECONDS = 0.02
+
+
+async def run_until(reconciler: Reconciler, done: Callable[[], Any], timeout: float = 15.0) -> None:
+    """run_once as the daemon calls it until `done()` (a bool, or a coroutine of one) is
+    truthy, each sweep bounded: one that never returns fails the test instead of hanging it.
+
+    The condition is the database's or the providers' own, checked after every
+    sweep; the pause between sweeps only paces the loop while a real-time fault
+    (a trickling server, a stalled download) plays out, and the bound makes a
+    condition never reached a failure, never a pass.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while loop.time() < deadline:
+        try:
+            await asyncio.wait_for(reconciler.run_once(), timeout=SWEEP_BOUND_SECONDS)
+        except TimeoutError:
+            raise AssertionError("run_once (the daemon's sweep) did not return") from None
+        result = done()
+        if asyncio.iscoroutine(result):
+            result = await result
+        if result:
+            return
+        await asyncio.sleep(SWEEP_PAUSE_SECONDS)
+    raise AssertionError("condition not reached in time")
+
+
+@contextlib.asynccontextmanager
+async def reconciler_context(
+    pool: Any,
+    tmp_path: Path,
+    providers: Mapping[str, ProviderDescription],
+    *,
+    lanes: int = 64,
+    make_lane: Callable[..., Lane] = Lane,
+    webhook_url: str | None = None,
+    clock: Clock = SYSTEM_CLOCK,
+    **settings: Any,
+) -> AsyncIterator[Context]:
+    """A reconciler's context as the daemon builds it: lanes guarded as its are
+    (each provider's named hosts trusted), results under `tmp_path`. `settings`
+    set Settings' fields (worker w1 and a 10 s lease unless given)."""
+    config = replace(
+        Settings(),
+        **{"worker_id": "w1", "lease_seconds": 10.0, **settings},
+        results_dir=tmp_path / "results",
+        providers=providers,
+    )
+    async with Lanes(lanes, make_lane, trusted_hosts=trusted_hosts(providers)) as made:
+        yield Context(
+            pool=pool,
+            settings=config,
+            lanes=made,
+            adapters=build_adapters(providers),
+            store=ResultStore(tmp_path / "results"),
+            webhook_url=webhook_url,
+            clock=clock,
+        )

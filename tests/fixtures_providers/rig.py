@@ -25,9 +25,8 @@ from starlette.routing import Route
 from starlette.types import ASGIApp
 
 from receiver.app import build_app as build_receiver
-from reconciler.connect_guard import Resolver, system_resolver, trusted_hosts
-from reconciler.context import Context, build_adapters
-from reconciler.lanes import Lane, Lanes
+from reconciler.connect_guard import Resolver, system_resolver
+from reconciler.lanes import Lane
 from reconciler.worker import Reconciler
 from shared import ledger
 from shared.clock import SYSTEM_CLOCK, Clock
@@ -35,9 +34,9 @@ from shared.ledger import Operation, RequestSpec
 from shared.ledger.states import LocalState
 from shared.providers import ProviderDescription, parse_providers
 from shared.providers.config import deep_merge
-from shared.result_store import ResultStore
 from shared.serve import serve_app
 from shared.settings import Settings
+from tests.harness import reconciler_context
 
 # Fast enough for tests, slow enough that a lost response is a real timeout:
 # the fixtures hang LOST_RESPONSE_HANG_SECONDS, well past request_timeout.
@@ -183,25 +182,16 @@ async def preset_rig(
         webhook_url = None
         if with_receiver:
             webhook_url = await stack.enter_async_context(running_receiver(pool, providers))
-        settings = replace(
-            Settings(),
-            worker_id="w1",
-            lease_seconds=10.0,
-            results_dir=tmp_path / "results",
-            providers=providers,
-        )
-        make_lane = functools.partial(Lane, resolve=resolve)
-        lanes = await stack.enter_async_context(
-            Lanes(16, make_lane, trusted_hosts=trusted_hosts(providers))
-        )
-        ctx = Context(
-            pool=pool,
-            settings=settings,
-            lanes=lanes,
-            adapters=build_adapters(providers),
-            store=ResultStore(tmp_path / "results"),
-            webhook_url=webhook_url,
-            clock=clock,
+        ctx = await stack.enter_async_context(
+            reconciler_context(
+                pool,
+                tmp_path,
+                providers,
+                lanes=16,
+                make_lane=functools.partial(Lane, resolve=resolve),
+                webhook_url=webhook_url,
+                clock=clock,
+            )
         )
         yield PresetRig(pool, url, provider, providers[provider], Reconciler(ctx), webhook_url)
 

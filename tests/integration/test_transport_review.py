@@ -13,22 +13,18 @@ import gzip
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from reconciler.calls import send
-from reconciler.context import Context, build_adapters
-from reconciler.lanes import Lane, Lanes
+from reconciler.lanes import Lane
 from reconciler.worker import Reconciler
 from shared import ledger
 from shared.ledger import RequestSpec
 from shared.providers import HttpRequest
-from shared.result_store import ResultStore
-from shared.settings import Settings
-from tests.harness import sim_providers
+from tests.harness import reconciler_context, run_until, sim_providers
 
 MIB = 1024 * 1024
 TRACE = "0" * 31 + "1"
@@ -95,23 +91,7 @@ async def serve(handler: Handler) -> AsyncIterator[RawProvider]:
 async def reconciler(
     pool: Any, tmp_path: Path, providers: dict[str, Any], **settings: Any
 ) -> AsyncIterator[Reconciler]:
-    clock = settings.pop("clock", None)
-    config = replace(
-        Settings(),
-        worker_id="w1",
-        results_dir=tmp_path / "results",
-        providers=providers,
-        **{"lease_seconds": 10.0, **settings},
-    )
-    async with Lanes(64) as lanes:
-        ctx = Context(
-            pool=pool,
-            settings=config,
-            lanes=lanes,
-            adapters=build_adapters(providers),
-            store=ResultStore(tmp_path / "results"),
-            **({"clock": clock} if clock is not None else {}),
-        )
+    async with reconciler_context(pool, tmp_path, providers, **settings) as ctx:
         yield Reconciler(ctx)
 
 
@@ -139,23 +119,6 @@ async def calls(pool: Any, op_id: str, kind: str) -> list[Any]:
         op_id,
         kind,
     )
-
-
-async def run_until(
-    rec: Reconciler, done: Callable[[], Awaitable[bool]], seconds: float = 20.0
-) -> None:
-    """run_once as the daemon calls it, each bounded: a sweep that never returns fails."""
-    loop = asyncio.get_running_loop()
-    end = loop.time() + seconds
-    while loop.time() < end:
-        try:
-            await asyncio.wait_for(rec.run_once(), timeout=6.0)
-        except TimeoutError:
-            raise AssertionError("run_once (the daemon's sweep) did not return") from None
-        if await done():
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError("condition not reached in time")
 
 
 def finished_job(result_url: str = "/r/j1") -> Handler:
@@ -214,18 +177,18 @@ async def test_a_stalling_result_download_fails_as_a_timeout_while_others_procee
             async def fetching() -> bool:
                 return any(t.startswith("/r/") for _, t in bp.seen)
 
-            await run_until(rec, fetching)
+            await run_until(rec, fetching, timeout=20.0)
             good_op = await submit(pool, "good")
 
             async def good_created() -> bool:
                 return await state(pool, good_op) != "create_pending"
 
-            await run_until(rec, good_created)  # while the bad provider still stalls
+            await run_until(rec, good_created, timeout=20.0)  # while the bad provider still stalls
 
             async def bad_ended() -> bool:
                 return await state(pool, bad_op) not in ("observing", "result_collecting")
 
-            await run_until(rec, bad_ended, seconds=60.0)
+            await run_until(rec, bad_ended, timeout=60.0)
             assert await state(pool, bad_op) == "result_unavailable"
             fetches = await calls(pool, bad_op, "result")
             assert fetches and {c["error_category"] for c in fetches} == {"timeout"}
@@ -256,7 +219,7 @@ async def test_a_result_past_max_bytes_is_read_no_further(pool: Any, tmp_path: P
         providers = sim_providers(p.url, name="p", overrides={"result": {"expect": expect}})
         async with reconciler(pool, tmp_path, providers, lease_seconds=30.0) as rec:
             op_id = await submit(pool, "p")
-            await run_until(rec, lambda: _ended_collecting(pool, op_id), seconds=30.0)
+            await run_until(rec, lambda: _ended_collecting(pool, op_id), timeout=30.0)
             assert await state(pool, op_id) == "result_validation_failed"
             cause = await pool.fetchval(
                 "SELECT cause FROM history WHERE operation_id = $1 ORDER BY seq DESC LIMIT 1", op_id
@@ -299,7 +262,7 @@ async def test_a_tiny_compressed_status_answer_cannot_inflate_past_the_cap(
         async def read_once() -> bool:
             return bool(await calls(pool, op_id, "status"))
 
-        await run_until(rec, read_once)
+        await run_until(rec, read_once, timeout=20.0)
         [read] = (await calls(pool, op_id, "status"))[:1]
         assert read["error_category"] == "protocol"  # a failed read, not 64 MiB in memory
         assert read["response_size"] is None
@@ -376,7 +339,7 @@ async def test_a_result_url_httpx_refuses_is_a_failed_fetch(
         reconciler(pool, tmp_path, sim_providers(p.url)) as rec,
     ):
         op_id = await submit(pool, "sim")
-        await run_until(rec, lambda: _ended_collecting(pool, op_id), seconds=30.0)
+        await run_until(rec, lambda: _ended_collecting(pool, op_id), timeout=30.0)
         assert await state(pool, op_id) == "result_unavailable"
         assert not [r for r in caplog.records if r.getMessage() == "step failed"]
 
