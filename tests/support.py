@@ -212,3 +212,11 @@ async def partly_migrated(admin_url: str, name: str, migrations: int) -> str:
         finally:
             await conn.close()
     return url
+
+
+@contextlib.asynccontextmanager
+async def as_role(pool: Any, role: str) -> AsyncIterator[Any]:
+    """A connection acting as `role` (SET LOCAL ROLE) for one transaction."""
+    async with pool.acquire() as conn, conn.transaction():
+        await conn.execute(f"SET LOCAL ROLE {role}")
+        yield conn

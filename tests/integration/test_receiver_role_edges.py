@@ -9,8 +9,6 @@ provider call recorded that nobody made.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncIterator
 from typing import Any
 
 import asyncpg
@@ -19,15 +17,9 @@ import pytest
 from shared import ledger
 from shared.ledger.errors import OperatorOnly
 from shared.ledger.states import LocalState
+from tests.support import as_role
 
 S = LocalState
-
-
-@contextlib.asynccontextmanager
-async def as_role(pool: Any, role: str) -> AsyncIterator[Any]:
-    async with pool.acquire() as conn, conn.transaction():
-        await conn.execute(f"SET LOCAL ROLE {role}")
-        yield conn
 
 
 async def _submitted(db: Any) -> str:

@@ -12,8 +12,6 @@ while the create is uncertain.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -26,15 +24,9 @@ from shared.ledger import decisions, log
 from shared.ledger.log_audit import verify_log
 from shared.ledger.states import TERMINAL, LocalState
 from tests.harness import rig
+from tests.support import as_role
 
 S = LocalState
-
-
-@contextlib.asynccontextmanager
-async def as_role(pool: Any, role: str) -> AsyncIterator[Any]:
-    async with pool.acquire() as conn, conn.transaction():
-        await conn.execute(f"SET LOCAL ROLE {role}")
-        yield conn
 
 
 async def _escalations(pool: Any, op_id: str) -> list[dict[str, Any]]:
