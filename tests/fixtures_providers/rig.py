@@ -227,3 +227,25 @@ def simulator_shaped(
     if result is not None:
         routes.append(Route("/results/{job_id}", result, methods=["GET"]))
     return Starlette(routes=routes)
+
+
+def simulator_rig(
+    pool: Any,
+    tmp_path: Path,
+    app: ASGIApp,
+    *,
+    clock: Clock = SYSTEM_CLOCK,
+    overrides: Mapping[str, Any] | None = None,
+    resolve: Resolver = system_resolver,
+) -> contextlib.AbstractAsyncContextManager[PresetRig]:
+    """`preset_rig` for a fixture app in the simulator preset's shape (no environment)."""
+    return preset_rig(
+        pool,
+        tmp_path,
+        app,
+        preset="simulator",
+        env={},
+        overrides=overrides,
+        clock=clock,
+        resolve=resolve,
+    )

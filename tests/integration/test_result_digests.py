@@ -25,7 +25,7 @@ from starlette.responses import JSONResponse, Response
 
 from bench.harness import TestClock
 from shared.ledger.states import LocalState
-from tests.fixtures_providers.rig import preset_rig, simulator_shaped
+from tests.fixtures_providers.rig import simulator_rig, simulator_shaped
 from tests.integration.test_url_review import run
 
 S = LocalState
@@ -65,9 +65,7 @@ def provider(digest_over: bytes, sent: bytes = SENT) -> Starlette:
 async def test_a_gzipped_result_is_checked_against_its_content_digest(
     pool: Any, tmp_path: Path, clock: TestClock, over: str
 ) -> None:
-    async with preset_rig(
-        pool, tmp_path, provider(DIGESTS_OVER[over]), preset="simulator", env={}, clock=clock
-    ) as r:
+    async with simulator_rig(pool, tmp_path, provider(DIGESTS_OVER[over]), clock=clock) as r:
         op_id = await r.submit({})
         state = await run(r, op_id, clock)
         stored = await pool.fetchrow(
@@ -96,7 +94,7 @@ async def test_a_gzipped_result_decodes_whole_or_not_at_all(
         SENT[:-12] if how == "cut" else gzip.compress(RESULT[:half]) + gzip.compress(RESULT[half:])
     )
     app = provider(sent, sent)
-    async with preset_rig(pool, tmp_path, app, preset="simulator", env={}, clock=clock) as r:
+    async with simulator_rig(pool, tmp_path, app, clock=clock) as r:
         op_id = await r.submit({})
         state = await run(r, op_id, clock)
         valid = await pool.fetchval(

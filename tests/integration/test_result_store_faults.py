@@ -16,7 +16,6 @@ from __future__ import annotations
 import hashlib
 import os
 import time
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -31,11 +30,10 @@ from reconciler.daemon import check_startup, prepare_results_dir
 from reconciler.steps.collect import MAX_RESULT_ATTEMPTS
 from shared.ledger.states import LocalState
 from shared.providers import ConfigError
-from shared.providers.config import deep_merge
 from shared.result_store import ResultStore, StoreFailed
 from shared.settings import Settings
-from tests.fixtures_providers.rig import PresetRig, preset_rig
-from tests.integration.test_url_review import NO_CHECKSUM, Provider, cause
+from tests.fixtures_providers.rig import PresetRig
+from tests.integration.test_url_review import Provider, cause, rig
 
 S = LocalState
 ROUND_SECONDS = 31.0
@@ -64,29 +62,11 @@ async def settle(r: PresetRig, op_id: str, clock: TestClock) -> LocalState:
     return await r.state(op_id)
 
 
-def rig(
-    pool: Any,
-    tmp_path: Path,
-    app: Starlette,
-    clock: TestClock,
-    overrides: Mapping[str, Any] | None = None,
-) -> Any:
-    return preset_rig(
-        pool,
-        tmp_path,
-        app,
-        preset="simulator",
-        env={},
-        overrides=deep_merge(NO_CHECKSUM, overrides or {}),
-        clock=clock,
-    )
-
-
 async def test_a_result_our_disk_refuses_is_fetched_again_then_escalated_with_the_cause(
     pool: Any, tmp_path: Path, clock: TestClock
 ) -> None:
     provider = Provider()
-    async with rig(pool, tmp_path, provider.app(), clock) as r:
+    async with rig(pool, tmp_path, provider, clock) as r:
         provider.result_url = r.url + "/results/job-1"
         break_results_dir(tmp_path)
         op_id = await r.submit({})
@@ -101,7 +81,7 @@ async def test_the_result_is_stored_once_the_disk_takes_it_again(
     pool: Any, tmp_path: Path, clock: TestClock
 ) -> None:
     provider = Provider()
-    async with rig(pool, tmp_path, provider.app(), clock) as r:
+    async with rig(pool, tmp_path, provider, clock) as r:
         provider.result_url = r.url + "/results/job-1"
         results = break_results_dir(tmp_path)
         op_id = await r.submit({})
@@ -127,7 +107,7 @@ async def test_a_one_shot_result_our_disk_refuses_goes_to_a_human_saying_so(
 ) -> None:
     provider = Provider()
     overrides = {"result": {"side_effects": True}}
-    async with rig(pool, tmp_path, provider.app(), clock, overrides) as r:
+    async with rig(pool, tmp_path, provider, clock, overrides) as r:
         provider.result_url = r.url + "/results/job-1"
         break_results_dir(tmp_path)
         op_id = await r.submit({})

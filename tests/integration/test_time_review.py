@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -26,7 +26,7 @@ from bench.harness import TestClock
 from shared.clock import SYSTEM_CLOCK, Clock, ShiftedClock
 from shared.ledger.states import LocalState
 from shared.providers import HttpResponse, ProviderAdapter, StatusFact
-from tests.fixtures_providers.rig import PresetRig, preset_rig, simulator_shaped
+from tests.fixtures_providers.rig import PresetRig, simulator_rig, simulator_shaped
 
 S = LocalState
 # parsedate_to_datetime raises OverflowError on both: a zone offset no
@@ -62,25 +62,15 @@ class ScriptedProvider:
         return simulator_shaped(create, status)
 
 
-@contextlib.asynccontextmanager
-async def scripted_rig(
+def scripted_rig(
     pool: Any,
     tmp_path: Path,
     provider: ScriptedProvider,
     *,
     clock: Clock = SYSTEM_CLOCK,
     overrides: Mapping[str, Any] | None = None,
-) -> AsyncIterator[PresetRig]:
-    async with preset_rig(
-        pool,
-        tmp_path,
-        provider.app(),
-        preset="simulator",
-        env={},
-        overrides=overrides,
-        clock=clock,
-    ) as r:
-        yield r
+) -> contextlib.AbstractAsyncContextManager[PresetRig]:
+    return simulator_rig(pool, tmp_path, provider.app(), clock=clock, overrides=overrides)
 
 
 async def status_answers(r: PresetRig, op_id: str) -> list[int | None]:

@@ -28,7 +28,7 @@ from reconciler.connect_guard import Resolver, system_resolver
 from shared.ledger.states import LocalState
 from shared.providers.config import deep_merge
 from shared.serve import serve_app
-from tests.fixtures_providers.rig import PresetRig, preset_rig, simulator_shaped
+from tests.fixtures_providers.rig import PresetRig, simulator_rig, simulator_shaped
 
 S = LocalState
 # Where the metadata stand-in listens: loopback, yet not the provider's host.
@@ -99,26 +99,18 @@ async def internal_service() -> AsyncIterator[tuple[str, Internal]]:
         yield url, service
 
 
-@contextlib.asynccontextmanager
-async def rig(
+def rig(
     pool: Any,
     tmp_path: Path,
-    provider: Provider,
+    provider: Provider | Starlette,
     clock: TestClock,
     overrides: Mapping[str, Any] | None = None,
     resolve: Resolver = system_resolver,
-) -> AsyncIterator[PresetRig]:
-    async with preset_rig(
-        pool,
-        tmp_path,
-        provider.app(),
-        preset="simulator",
-        env={},
-        overrides=deep_merge(NO_CHECKSUM, overrides or {}),
-        clock=clock,
-        resolve=resolve,
-    ) as r:
-        yield r
+) -> contextlib.AbstractAsyncContextManager[PresetRig]:
+    """The simulator preset on `provider` (a fixture app), its result checksum off."""
+    app = provider.app() if isinstance(provider, Provider) else provider
+    merged = deep_merge(NO_CHECKSUM, overrides or {})
+    return simulator_rig(pool, tmp_path, app, clock=clock, overrides=merged, resolve=resolve)
 
 
 async def run(r: PresetRig, op_id: str, clock: TestClock) -> LocalState:
