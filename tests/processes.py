@@ -27,8 +27,16 @@ def write_config(path: Path, sim_url: str, *, limits: dict[str, Any] | None = No
 
 
 def start_reconciler(
-    db_url: str, config: Path, tmp_path: Path, worker_id: str, **env_extra: str
+    db_url: str,
+    config: Path,
+    tmp_path: Path,
+    worker_id: str,
+    *,
+    pipe: bool = False,
+    **env_extra: str,
 ) -> subprocess.Popen[bytes]:
+    """The real `jobwarden reconciler`; its output goes to `<worker_id>.log` in
+    `tmp_path`, or (`pipe`) to its stdout pipe, for a test to read as it comes."""
     env = {
         **os.environ,
         "DATABASE_URL": db_url,
@@ -40,10 +48,11 @@ def start_reconciler(
         "JW_LOG_LEVEL": "WARNING",
         **env_extra,
     }
+    argv = [sys.executable, "-m", "shared.cli", "reconciler"]
+    if pipe:
+        return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     with open(tmp_path / f"{worker_id}.log", "ab") as log:  # the child keeps its own fd
-        return subprocess.Popen(
-            [sys.executable, "-m", "shared.cli", "reconciler"], env=env, stdout=log, stderr=log
-        )
+        return subprocess.Popen(argv, env=env, stdout=log, stderr=log)
 
 
 def kill9(proc: subprocess.Popen[bytes]) -> None:
