@@ -389,6 +389,8 @@ async def test_a_long_download_at_a_good_pace_holds_no_other_operation_back(
     status = finished_job()
     chunks = asyncio.Queue[int]()
     release = asyncio.Event()
+    # the download's pace is the fault: real seconds, as the lease it outlives is real
+    lease, every = 2.0, 0.25
 
     async def paced(method: str, target: str, w: asyncio.StreamWriter) -> bool:
         if not target.startswith("/r/"):
@@ -396,12 +398,12 @@ async def test_a_long_download_at_a_good_pace_holds_no_other_operation_back(
         w.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n")
         w.write(b"Transfer-Encoding: chunked\r\n\r\n1\r\n[\r\n")
         sent = 0
-        while not release.is_set():  # 80 KiB every 0.25 s: well above the 64 KiB/s floor
+        while not release.is_set():  # 80 KiB every `every` s: well above the 64 KiB/s floor
             w.write(b"%x\r\n" % (80 * 1024) + b" " * (80 * 1024) + b"\r\n")
             await w.drain()
             sent += 1
             chunks.put_nowait(sent)
-            await asyncio.sleep(0.25)
+            await asyncio.sleep(every)
         w.write(b"1\r\n]\r\n0\r\n\r\n")
         return True
 
@@ -414,7 +416,6 @@ async def test_a_long_download_at_a_good_pace_holds_no_other_operation_back(
         w.write(plain(202 if method == "POST" else 200, body))
         return True
 
-    lease, every = 2.0, 0.25
     async with serve(paced) as bp, serve(good) as gp:
         providers = {**sim_providers(bp.url, name="bad"), **sim_providers(gp.url, name="good")}
         async with reconciler(pool, tmp_path, providers, lease_seconds=lease) as rec:
