@@ -20,10 +20,11 @@ What it does, in one run on this machine:
    alternating rounds of their own, the bare endpoint and a receiver that
    has only ever been quiet take one delivery at a time (wrk -c1): each
    event its own group commit, its latency and PostgreSQL's work per event.
-   A third server joins the alternating rounds, the floor (`serve_floor`):
+   A third server joins the alternating rounds, the floor (`floor.serve`):
    only what no durable receiver may skip (the HMAC, a replay window, a
    unique-key INSERT committed before the answer, group commit), as plain
-   ASGI; what it reaches bounds any receiver on this stack and machine;
+   ASGI (bench/floor.py); what it reaches bounds any receiver on this stack
+   and machine;
 3. then events for the jobs of 1,000 existing operations: each is also an
    observation and a reconciler wake-up, in the same commit;
 4. sends a 10,000-delivery mixed load (20 % redeliveries of earlier events,
@@ -77,6 +78,7 @@ from typing import Any
 
 import httpx
 
+from bench import floor
 from bench.evidence_log import set_logging
 from bench.harness import CpuMeter, WaitMeter, bench_database, free_port, our_postgres_pids
 from bench.stack import describe, read_stack, record_stack, require_same_stack
@@ -381,117 +383,6 @@ def serve_bare(port: int, stack_file: Path, *, reuse_port: bool = False) -> None
     )
     record_stack(stack_file)
     run_loop(serve_forever(app, "127.0.0.1", port, log_level="warning", reuse_port=reuse_port))
-
-
-FLOOR_TABLE = "bench_floor_events"
-
-
-def serve_floor(port: int, database_url: str, stack_file: Path) -> None:
-    """The least a durable receiver can do, as a ceiling for the real one.
-
-    Only what no webhook receiver may skip: the Standard Webhooks HMAC checked
-    in constant time against a replay window, and the event's id and body
-    committed (durably, `synchronous_commit` on) under a unique key before the
-    answer, by one group-commit writer: one prepared `INSERT … ON CONFLICT DO
-    NOTHING` over arrays, on a connection of its own, for everything queued
-    while the last batch committed. Deliveries reach it as plain ASGI, as the
-    receiver's reach its endpoint past Starlette's layers; no JSON parsing, no
-    provider routing, no evidence log, no metrics, no logs, a 204 with no body.
-    What it reaches against the bare endpoint bounds what any receiver on this
-    stack and this machine can reach; the receiver's ratio over it says how
-    much of that it has.
-    """
-    import hashlib
-    import hmac
-
-    import asyncpg
-    from starlette.applications import Starlette
-    from starlette.responses import Response
-    from starlette.routing import Route
-    from starlette.types import Receive, Scope, Send
-
-    from shared import heap
-    from shared.serve import serve_forever
-
-    keyed = hmac.new(base64.b64decode(SECRET.removeprefix("whsec_")), digestmod=hashlib.sha256)
-    queue: list[tuple[str, bytes, asyncio.Future[None]]] = []
-    work = asyncio.Event()
-
-    async def write(conn: Any) -> None:
-        insert = await conn.prepare(
-            f"INSERT INTO {FLOOR_TABLE} (event_id, payload) "
-            "SELECT * FROM unnest($1::text[], $2::bytea[]) ON CONFLICT DO NOTHING"
-        )
-        while True:
-            await work.wait()
-            work.clear()
-            batch = queue[:]
-            del queue[:]
-            try:
-                await insert.fetch([b[0] for b in batch], [b[1] for b in batch])
-            except Exception as exc:  # answered 500, never left waiting
-                for _, _, future in batch:
-                    future.set_exception(exc)
-                continue
-            for _, _, future in batch:
-                future.set_result(None)
-
-    def verified(headers: dict[bytes, bytes], body: bytes) -> bool:
-        stamp = headers.get(b"webhook-timestamp", b"")
-        if not stamp.isdigit() or abs(time.time() - int(stamp)) > 300:
-            return False
-        mac = keyed.copy()
-        mac.update(headers.get(b"webhook-id", b"") + b"." + stamp + b".")
-        mac.update(body)
-        expected = base64.b64encode(mac.digest())
-        presented = headers.get(b"webhook-signature", b"").split()
-        return any(hmac.compare_digest(expected, p.partition(b",")[2]) for p in presented)
-
-    async def deliver(receive: Receive, send: Send, headers: dict[bytes, bytes]) -> None:
-        chunks = []
-        while True:
-            message = await receive()
-            chunks.append(message.get("body", b""))
-            if not message.get("more_body"):
-                break
-        body = b"".join(chunks)
-        status = 401
-        if verified(headers, body):
-            future = asyncio.get_running_loop().create_future()
-            queue.append((headers[b"webhook-id"].decode(), body, future))
-            work.set()
-            await future
-            status = 204
-        await send({"type": "http.response.start", "status": status, "headers": []})
-        await send({"type": "http.response.body", "body": b""})
-
-    class FloorApp(Starlette):
-        async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-            if scope["type"] == "http" and scope["path"].startswith("/webhooks/"):
-                await deliver(receive, send, dict(scope["headers"]))
-                return
-            await super().__call__(scope, receive, send)
-
-    async def healthz(request: Any) -> Response:
-        return Response(status_code=204)
-
-    @contextlib.asynccontextmanager
-    async def writing(app: Starlette) -> AsyncIterator[None]:
-        conn = await asyncpg.connect(
-            database_url, server_settings={"plan_cache_mode": "force_generic_plan"}
-        )
-        await conn.execute(
-            f"CREATE TABLE IF NOT EXISTS {FLOOR_TABLE} (event_id text PRIMARY KEY, payload bytea)"
-        )
-        writer = asyncio.create_task(write(conn))
-        heap.settle()  # as the receiver and the bare endpoint do once started
-        yield
-        writer.cancel()
-        await conn.close()
-
-    app = FloorApp(routes=[Route("/healthz", healthz, methods=["GET"])], lifespan=writing)
-    record_stack(stack_file)
-    run_loop(serve_forever(app, "127.0.0.1", port, log_level="warning"))
 
 
 def serve_receiver(
@@ -996,15 +887,15 @@ def _optional(value: float | None) -> str:
     return "" if value is None else f"{value:.1f}"
 
 
-def print_floor(first: Series, bare: Series, floor: Series) -> None:
+def print_floor(first: Series, bare: Series, ceiling: Series) -> None:
     """What the least a durable receiver does reaches, and how much of it the receiver has."""
     per_round = "  ".join(
-        f"{f.per_second / b.per_second:.2f}" for f, b in zip(floor.runs, bare.runs, strict=True)
+        f"{f.per_second / b.per_second:.2f}" for f, b in zip(ceiling.runs, bare.runs, strict=True)
     )
     print(
-        f"  the floor against the bare endpoint: {floor.per_second / bare.per_second:.2f} "
+        f"  the floor against the bare endpoint: {ceiling.per_second / bare.per_second:.2f} "
         f"(per round: {per_round}); the receiver against the floor: "
-        f"{first.per_second / floor.per_second:.2f}"
+        f"{first.per_second / ceiling.per_second:.2f}"
     )
 
 
@@ -1130,17 +1021,17 @@ async def run(round_seconds: int, warmup: int) -> int:
             with (
                 Server("bare", folder / "bare.log") as bare_server,
                 Server("receiver", folder / "receiver.log", database_url) as receiver,
-                Server("floor", folder / "floor.log", database_url) as floor,
+                Server("floor", folder / "floor.log", database_url) as floor_server,
                 sequencer_thread(database_url),
             ):
                 stacks = {
                     "bare": bare_server.stack,
                     "receiver": receiver.stack,
-                    "floor": floor.stack,
+                    "floor": floor_server.stack,
                 }
                 print(describe(stacks), file=sys.stderr)
                 require_same_stack(stacks)  # before a minute of load, not after
-                for server in (bare_server, receiver, floor):
+                for server in (bare_server, receiver, floor_server):
                     run_wrk("warmup", server, script, sets["warm"], warmup)
                 bare_runs: list[LoadResult] = []
                 new_runs: list[LoadResult] = []
@@ -1170,7 +1061,12 @@ async def run(round_seconds: int, warmup: int) -> int:
                     await set_logging(admin, True)
                     floor_runs.append(
                         run_wrk(
-                            "floor", floor, script, sets["new"], round_seconds, _past(floor_runs)
+                            "floor",
+                            floor_server,
+                            script,
+                            sets["new"],
+                            round_seconds,
+                            _past(floor_runs),
                         )
                     )
                 quiet_bare_runs, quiet_runs = quiet_rounds(
@@ -1190,7 +1086,7 @@ async def run(round_seconds: int, warmup: int) -> int:
                     (Series(QUIET, tuple(quiet_runs)), await count_events(database_url, "quiet")),
                     (
                         Series(FLOOR, tuple(floor_runs)),
-                        await count_events(database_url, "new", FLOOR_TABLE),
+                        await count_events(database_url, "new", floor.TABLE),
                     ),
                 ]
                 quiet_bare = Series("bare Starlette 204, one at a time", tuple(quiet_bare_runs))
@@ -1278,7 +1174,7 @@ def main(argv: list[str] | None = None) -> int:
         serve_bare(args.port, args.stack_file, reuse_port=args.reuse_port)
         return 0
     if args.serve == "floor":
-        serve_floor(args.port, args.database_url, args.stack_file)
+        floor.serve(args.port, args.database_url, args.stack_file, SECRET)
         return 0
     if args.serve in ("receiver", "naive"):
         serve_receiver(

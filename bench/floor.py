@@ -1,0 +1,151 @@
+"""The floor: the least a durable webhook receiver can do, as a ceiling for ours.
+
+Only what no receiver may skip: the Standard Webhooks HMAC checked in
+constant time against a replay window, and the event's id and body committed
+(durably, `synchronous_commit` on) under a unique key before the answer, by
+one group-commit writer: one prepared `INSERT … ON CONFLICT DO NOTHING` over
+arrays, on a connection of its own, for everything queued while the last
+batch committed. Deliveries reach it as plain ASGI, as the receiver's reach
+its endpoint past Starlette's layers; no JSON parsing, no provider routing,
+no evidence log, no metrics, no logs, a 204 with no body.
+
+`bench.receiver` serves it beside the bare endpoint and the receiver: what
+it reaches against the bare endpoint bounds what any receiver on this stack
+and this machine can reach, and the receiver's ratio over it says how much
+of that it has. `bench.receiver_handler` runs its delivery handler in
+process beside the receiver's, to compare the CPU each spends per delivery.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import hashlib
+import hmac
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from starlette.types import Receive, Scope, Send
+
+from bench.stack import record_stack
+from shared.serve import run as run_loop
+
+TABLE = "bench_floor_events"
+REPLAY_WINDOW_SECONDS = 300
+
+Store = Callable[[str, bytes], Awaitable[None]]
+Deliver = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+def delivery_handler(secret: str, store: Store) -> Deliver:
+    """An ASGI handler for one delivery: read, verify, `store(id, body)`, answer 204
+    (401 when the signature or its timestamp does not verify)."""
+    keyed = hmac.new(base64.b64decode(secret.removeprefix("whsec_")), digestmod=hashlib.sha256)
+
+    def verified(headers: dict[bytes, bytes], body: bytes) -> bool:
+        stamp = headers.get(b"webhook-timestamp", b"")
+        if not stamp.isdigit() or abs(time.time() - int(stamp)) > REPLAY_WINDOW_SECONDS:
+            return False
+        mac = keyed.copy()
+        mac.update(headers.get(b"webhook-id", b"") + b"." + stamp + b".")
+        mac.update(body)
+        expected = base64.b64encode(mac.digest())
+        presented = headers.get(b"webhook-signature", b"").split()
+        return any(hmac.compare_digest(expected, p.partition(b",")[2]) for p in presented)
+
+    async def deliver(scope: Scope, receive: Receive, send: Send) -> None:
+        headers = dict(scope["headers"])
+        chunks = []
+        while True:
+            message = await receive()
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body"):
+                break
+        body = b"".join(chunks)
+        status = 401
+        if verified(headers, body):
+            await store(headers[b"webhook-id"].decode(), body)
+            status = 204
+        await send({"type": "http.response.start", "status": status, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    return deliver
+
+
+class GroupCommit:
+    """One writer: everything queued while the last batch committed is the next batch."""
+
+    def __init__(self) -> None:
+        self._queue: list[tuple[str, bytes, asyncio.Future[None]]] = []
+        self._work = asyncio.Event()
+
+    async def store(self, event_id: str, body: bytes) -> None:
+        future = asyncio.get_running_loop().create_future()
+        self._queue.append((event_id, body, future))
+        self._work.set()
+        await future
+
+    async def write(self, conn: Any) -> None:
+        insert = await conn.prepare(
+            f"INSERT INTO {TABLE} (event_id, payload) "
+            "SELECT * FROM unnest($1::text[], $2::bytea[]) ON CONFLICT DO NOTHING"
+        )
+        while True:
+            await self._work.wait()
+            self._work.clear()
+            batch = self._queue[:]
+            del self._queue[:]
+            try:
+                await insert.fetch([b[0] for b in batch], [b[1] for b in batch])
+            except Exception as exc:  # answered 500 by the server, never left waiting
+                for _, _, future in batch:
+                    future.set_exception(exc)
+                continue
+            for _, _, future in batch:
+                future.set_result(None)
+
+
+def serve(port: int, database_url: str, stack_file: Path, secret: str) -> None:
+    """The floor on the stack every server here runs on (`shared.serve`)."""
+    import asyncpg
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import Route
+
+    from shared import heap
+    from shared.serve import serve_forever
+
+    writer = GroupCommit()
+    deliver = delivery_handler(secret, writer.store)
+
+    class FloorApp(Starlette):
+        async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+            if scope["type"] == "http" and scope["path"].startswith("/webhooks/"):
+                await deliver(scope, receive, send)
+                return
+            await super().__call__(scope, receive, send)
+
+    async def healthz(request: Request) -> Response:
+        return Response(status_code=204)
+
+    @contextlib.asynccontextmanager
+    async def writing(app: Starlette) -> AsyncIterator[None]:
+        conn = await asyncpg.connect(
+            database_url, server_settings={"plan_cache_mode": "force_generic_plan"}
+        )
+        await conn.execute(
+            f"CREATE TABLE IF NOT EXISTS {TABLE} (event_id text PRIMARY KEY, payload bytea)"
+        )
+        task = asyncio.create_task(writer.write(conn))
+        heap.settle()  # as the receiver and the bare endpoint do once started
+        yield
+        task.cancel()
+        await conn.close()
+
+    app = FloorApp(routes=[Route("/healthz", healthz, methods=["GET"])], lifespan=writing)
+    record_stack(stack_file)
+    run_loop(serve_forever(app, "127.0.0.1", port, log_level="warning"))
