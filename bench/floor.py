@@ -76,9 +76,15 @@ def delivery_handler(secret: str, store: Store) -> Deliver:
 
 
 class GroupCommit:
-    """One writer: everything queued while the last batch committed is the next batch."""
+    """One writer: everything queued while the last batch committed is the next batch.
 
-    def __init__(self) -> None:
+    `table` (event_id text PRIMARY KEY, payload bytea) is created by `start`.
+    """
+
+    def __init__(self, table: str = TABLE) -> None:
+        self._table = table
+        self._task: asyncio.Task[None] | None = None
+        self._conn: Any = None
         self._queue: list[tuple[str, bytes, asyncio.Future[None]]] = []
         self._work = asyncio.Event()
 
@@ -88,9 +94,27 @@ class GroupCommit:
         self._work.set()
         await future
 
-    async def write(self, conn: Any) -> None:
+    async def start(self, database_url: str) -> None:
+        """Connect (a connection of its own, one plan kept), create the table, write."""
+        import asyncpg
+
+        conn = await asyncpg.connect(
+            database_url, server_settings={"plan_cache_mode": "force_generic_plan"}
+        )
+        await conn.execute(
+            f"CREATE TABLE IF NOT EXISTS {self._table} (event_id text PRIMARY KEY, payload bytea)"
+        )
+        self._task = asyncio.create_task(self._write(conn))
+        self._conn = conn
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await self._conn.close()
+
+    async def _write(self, conn: Any) -> None:
         insert = await conn.prepare(
-            f"INSERT INTO {TABLE} (event_id, payload) "
+            f"INSERT INTO {self._table} (event_id, payload) "
             "SELECT * FROM unnest($1::text[], $2::bytea[]) ON CONFLICT DO NOTHING"
         )
         while True:
@@ -110,7 +134,6 @@ class GroupCommit:
 
 def serve(port: int, database_url: str, stack_file: Path, secret: str) -> None:
     """The floor on the stack every server here runs on (`shared.serve`)."""
-    import asyncpg
     from starlette.applications import Starlette
     from starlette.requests import Request
     from starlette.responses import Response
@@ -134,17 +157,10 @@ def serve(port: int, database_url: str, stack_file: Path, secret: str) -> None:
 
     @contextlib.asynccontextmanager
     async def writing(app: Starlette) -> AsyncIterator[None]:
-        conn = await asyncpg.connect(
-            database_url, server_settings={"plan_cache_mode": "force_generic_plan"}
-        )
-        await conn.execute(
-            f"CREATE TABLE IF NOT EXISTS {TABLE} (event_id text PRIMARY KEY, payload bytea)"
-        )
-        task = asyncio.create_task(writer.write(conn))
+        await writer.start(database_url)
         heap.settle()  # as the receiver and the bare endpoint do once started
         yield
-        task.cancel()
-        await conn.close()
+        await writer.stop()
 
     app = FloorApp(routes=[Route("/healthz", healthz, methods=["GET"])], lifespan=writing)
     record_stack(stack_file)

@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import itertools
 import math
 import os
 import shutil
@@ -39,6 +40,7 @@ from pathlib import Path
 
 import httpx
 
+from bench import floor
 from bench.harness import (
     PROVIDER,
     CpuMeter,
@@ -104,6 +106,7 @@ class Phase:
 # Row labels of the throughput table; the first two make the ratio.
 BARE = "bare GET loop on httpx's transport, a lane per task (baseline)"
 RECONCILER = "reconciler run_once loop"
+FLOOR = "floor: the bare loop, each read committed"
 BATCHED = "context: bare, in run_once's batches"
 SHARED_CLIENT = "context: bare, one shared client"
 CLIENT_PER_TASK = "context: bare, an httpx.AsyncClient per task"
@@ -189,6 +192,41 @@ async def run_gets_for(
             resp = await get(f"{sim_url}/v1/jobs/{jobs[i % len(jobs)]}")
             resp.raise_for_status()
             resp.json()
+            reads += 1
+            i += step
+
+    await asyncio.gather(*(worker(k, get) for k, get in enumerate(gets)))
+    return reads
+
+
+# Every read the floor stores is a new row, as every read the reconciler records is.
+_READ_KEYS = itertools.count()
+
+
+async def run_committed_gets_for(
+    gets: Sequence[Get], sim_url: str, jobs: Sequence[str], seconds: float, store: floor.Store
+) -> int:
+    """The floor: the bare loop, each answer stored under a key of its own and
+    committed (bench.floor's group commit) before its task reads again.
+
+    The least a durable poller does with a read: it keeps what the provider
+    said before it moves on. What it reaches against the bare loop bounds any
+    reconciler on this stack and machine; no claim, no lease, no state machine,
+    no evidence log, no schedule.
+    """
+    reads = 0
+    end = time.monotonic() + seconds
+    step = len(gets)
+
+    async def worker(offset: int, get: Get) -> None:
+        nonlocal reads
+        i = offset
+        while time.monotonic() < end:
+            job = jobs[i % len(jobs)]
+            resp = await get(f"{sim_url}/v1/jobs/{job}")
+            resp.raise_for_status()
+            resp.json()
+            await store(f"{job}:{next(_READ_KEYS)}", resp.content)
             reads += 1
             i += step
 
@@ -347,6 +385,7 @@ async def bench_throughput(quick: bool, workdir: Path) -> ThroughputResult:
             for name in (
                 BARE,
                 RECONCILER,
+                FLOOR,
                 BATCHED,
                 CLIENT_PER_TASK,
                 SHARED_CLIENT,
@@ -389,12 +428,22 @@ async def compare_with_bare(rig: Rig) -> None:
             async def through_the_client(s: float) -> int:
                 return await run_reconciler_for(layered, s)
 
-            for warm_up in (bare, reconciler, through_the_client):
+            committer = floor.GroupCommit("bench_floor_reads")
+            await committer.start(rig.db_url)
+            stack.push_async_callback(committer.stop)
+
+            async def committed(s: float) -> int:
+                return await run_committed_gets_for(
+                    on_lanes(lanes), rig.sim_url, rig.jobs, s, committer.store
+                )
+
+            for warm_up in (bare, reconciler, through_the_client, committed):
                 await warm_up(WARMUP_SECONDS)
             for _ in range(QUICK_ROUNDS if rig.quick else ROUNDS):
                 await rig.measure(BARE, bare)
                 await rig.measure(RECONCILER, reconciler)
                 await rig.measure(CLIENT_LAYER, through_the_client)
+                await rig.measure(FLOOR, committed)
     finally:
         await pool.close()
 
@@ -519,6 +568,11 @@ def report_throughput(r: ThroughputResult, command: str) -> None:
     ratio = r.phases[RECONCILER].rate / r.phases[BARE].rate
     verdict = "meets" if ratio >= TARGET_RATIO else "MISSES"
     print(f"ratio reconciler / bare loop = {ratio:.2f}  (target >= {TARGET_RATIO}: {verdict})")
+    ceiling = r.phases[FLOOR].rate
+    print(
+        f"the floor / bare loop = {ceiling / r.phases[BARE].rate:.2f}; "
+        f"reconciler / the floor = {r.phases[RECONCILER].rate / ceiling:.2f}"
+    )
     layered = r.phases[RECONCILER].rate / r.phases[CLIENT_LAYER].rate
     print(f"reconciler on its lanes / through httpx's client layer = {layered:.2f}")
     polls = max(r.polls_counted, 1)
@@ -538,6 +592,9 @@ def report_throughput(r: ThroughputResult, command: str) -> None:
         "AsyncClient.send, as before reconciler/lanes.py (alternating with the ratio's rows); "
         "'the provider answered in process' = the reconciler with every read answered by one "
         "recorded answer, no socket: its own work and PostgreSQL's per read; "
+        "'the floor' = the bare loop with each answer committed under a key of its own "
+        "(bench/floor.py's group commit) before its task reads again (alternating with the "
+        "ratio's rows); "
         "'default pool reset' = the same reconciler on a pool with asyncpg's reset query on "
         "every release (not the shipped configuration); "
         f"seeding {r.operations:,} operations took {r.seed_seconds:.1f} s"
