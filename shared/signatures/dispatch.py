@@ -38,7 +38,8 @@ def build_spec(scheme: str, options: Mapping[str, object]) -> Spec:
     builder = _BUILDERS.get(scheme)
     if builder is None:
         raise _unknown_scheme(scheme)
-    frozen = _freeze(options)
+    # No options (most presets) is the common case: skip freezing them.
+    frozen = _freeze(options) if options else ()
     if frozen is None:
         return builder(options)
     return _cached_spec(scheme, frozen)

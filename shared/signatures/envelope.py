@@ -29,7 +29,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from .errors import SignatureError
 from .formats import (
@@ -66,22 +67,53 @@ _PREFIX_FORBIDDEN = re.compile(r"[,\s]")
 
 @dataclass(frozen=True, slots=True)
 class Envelope:
-    """A validated layout; build with `parse_envelope`."""
+    """A validated layout; build with `parse_envelope`.
+
+    What every delivery would otherwise recompute from the layout (lowercased
+    header names, which placeholders the template needs) is derived once here;
+    those fields take no part in equality or hashing.
+    """
 
     signature_headers: tuple[str, ...]
     format: HeaderFormat
     template: Template
     timestamp_headers: tuple[str, ...] | None
     id_headers: tuple[str, ...] | None
+    # Lowercased, as HeaderView looks them up.
+    signature_keys: tuple[str, ...] = field(init=False, repr=False, compare=False)
+    timestamp_keys: tuple[str, ...] | None = field(init=False, repr=False, compare=False)
+    id_keys: tuple[str, ...] | None = field(init=False, repr=False, compare=False)
+    _needs_method: bool = field(init=False, repr=False, compare=False)
+    _needs_url: bool = field(init=False, repr=False, compare=False)
+    _id_signed: bool = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        signature_keys = tuple(name.lower() for name in self.signature_headers)
+        timestamp_keys = _lowered(self.timestamp_headers)
+        id_keys = _lowered(self.id_headers)
+        template = self.template
+        derived: dict[str, object] = {
+            "signature_keys": signature_keys,
+            "timestamp_keys": timestamp_keys,
+            "id_keys": id_keys,
+            "_needs_method": template.uses("method"),
+            "_needs_url": template.uses("url"),
+            "_id_signed": template.uses("id"),
+        }
+        for name, value in derived.items():
+            object.__setattr__(self, name, value)
 
     @property
     def id_signed(self) -> bool:
-        return self.template.uses("id")
+        return self._id_signed
 
 
-@dataclass(frozen=True, slots=True)
-class Opened:
-    """One request seen through an envelope: the signed bytes and what came with them."""
+class Opened(NamedTuple):
+    """One request seen through an envelope: the signed bytes and what came with them.
+
+    A named tuple rather than a frozen dataclass: one is made per delivery,
+    and a frozen dataclass costs a guarded attribute write per field.
+    """
 
     content: bytes
     signatures: SignatureList
@@ -160,32 +192,34 @@ def open_envelope(
     wiring problem on our side, reported as `bad_options` before anything from
     the request is looked at.
     """
-    template = envelope.template
-    if (template.uses("method") and method is None) or (template.uses("url") and url is None):
+    if (envelope._needs_method and method is None) or (envelope._needs_url and url is None):
         raise SignatureError("bad_options")
-    raw_signatures = headers.require_any(envelope.signature_headers)
-    raw_timestamp = (
-        headers.require_any(envelope.timestamp_headers) if envelope.timestamp_headers else None
-    )
+    raw_signatures = headers.require_any_key(envelope.signature_keys)
+    timestamp_keys = envelope.timestamp_keys
+    raw_timestamp = headers.require_any_key(timestamp_keys) if timestamp_keys else None
     event_id = _event_id(envelope, headers)
-    signatures = parse_signature_header(envelope.format, raw_signatures, labels)
-    if envelope.format.timestamp_key is not None:
+    fmt = envelope.format
+    signatures = parse_signature_header(fmt, raw_signatures, labels)
+    if fmt.timestamp_key is not None:
         raw_timestamp = signatures.timestamp
     timestamp = parse_unix_seconds(raw_timestamp) if raw_timestamp is not None else None
-    content = template.render(
-        {"body": body, "timestamp": raw_timestamp, "id": event_id, "method": method, "url": url}
-    )
-    return Opened(content=content, signatures=signatures, timestamp=timestamp, event_id=event_id)
+    content = envelope.template.render_request(body, raw_timestamp, event_id, method, url)
+    return Opened(content, signatures, timestamp, event_id)
 
 
 def _event_id(envelope: Envelope, headers: HeaderView) -> str | None:
-    if envelope.id_headers is None:
+    keys = envelope.id_keys
+    if keys is None:
         return None
     # A signed id is part of the signed content, so it must be present; an
     # unsigned one is merely informative.
-    if envelope.id_signed:
-        return headers.require_any(envelope.id_headers)
-    return headers.get_any(envelope.id_headers)
+    if envelope._id_signed:
+        return headers.require_any_key(keys)
+    return headers.get_any_key(keys)
+
+
+def _lowered(names: tuple[str, ...] | None) -> tuple[str, ...] | None:
+    return None if names is None else tuple(name.lower() for name in names)
 
 
 def _word(scheme: str, options: Mapping[str, object], key: str) -> str | None:

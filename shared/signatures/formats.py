@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 from collections.abc import Collection
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from .digests import MAX_SIGNATURES_PER_HEADER, decode_base64, decode_hex
 from .errors import SignatureError
@@ -52,9 +53,11 @@ class HeaderFormat:
     foreign_is_malformed: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class SignatureList:
-    """What a signature header carries: its timestamp (kv only) and decoded signatures."""
+class SignatureList(NamedTuple):
+    """What a signature header carries: its timestamp (kv only) and decoded signatures.
+
+    A named tuple rather than a frozen dataclass: one is made per delivery.
+    """
 
     timestamp: str | None
     entries: tuple[tuple[str, bytes], ...]
@@ -62,7 +65,11 @@ class SignatureList:
     def labelled(self, label: str) -> list[bytes]:
         """The signatures under `label` (a kv key or a version; "" for bare formats),
         each once: a header repeating one signature must not repeat the work."""
-        return list(dict.fromkeys(v for entry_label, v in self.entries if entry_label == label))
+        unique: dict[bytes, None] = {}
+        for entry_label, value in self.entries:
+            if entry_label == label:
+                unique[value] = None
+        return list(unique)
 
 
 def parse_signature_header(

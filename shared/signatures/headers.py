@@ -23,36 +23,28 @@ class HeaderView:
     Standard Webhooks library.
     """
 
-    __slots__ = ("_ambiguous", "_values")
+    __slots__ = ("_values",)
+
+    # Each kept name maps to its stripped value, or to None when its values
+    # disagree (ambiguous): one dictionary read answers both questions.
+    _values: dict[str, str | None]
 
     def __init__(self, headers: Mapping[str, str]) -> None:
-        values: dict[str, str] = {}
-        ambiguous: set[str] = set()
+        values: dict[str, str | None] = {}
         for name, value in headers.items():
             key = name.lower()
             stripped = value.strip()
-            if key in values and values[key] != stripped:
-                ambiguous.add(key)
-            values[key] = stripped
+            if values.setdefault(key, stripped) != stripped:
+                values[key] = None
         self._values = values
-        self._ambiguous = frozenset(ambiguous)
 
     def get(self, name: str) -> str | None:
         """The header's value, or None when absent or empty."""
-        key = name.lower()
-        if key in self._ambiguous:
-            raise SignatureError("malformed_header")
-        value = self._values.get(key) or None
-        if value is not None and len(value) > MAX_HEADER_CHARS:
-            raise SignatureError("malformed_header")
-        return value
+        return self.get_any_key((name.lower(),))
 
     def require(self, name: str) -> str:
         """The header's value; a missing header fails verification."""
-        value = self.get(name)
-        if value is None:
-            raise SignatureError("missing_header")
-        return value
+        return self.require_any_key((name.lower(),))
 
     def get_any(self, names: Sequence[str]) -> str | None:
         """The value under any of several alias names (`webhook-id` / `svix-id`).
@@ -61,19 +53,34 @@ class HeaderView:
         spellings of one name: which one we and a proxy read must not be the
         attacker's choice.
         """
+        return self.get_any_key([name.lower() for name in names])
+
+    def require_any(self, names: Sequence[str]) -> str:
+        """Like `get_any`, but none of the aliases present fails verification."""
+        return self.require_any_key([name.lower() for name in names])
+
+    def get_any_key(self, keys: Sequence[str]) -> str | None:
+        """`get_any` for names already lowercased, as a compiled envelope holds them.
+
+        One loop over dictionary reads, no call per alias: it runs for every
+        header of every delivery.
+        """
+        values = self._values
         found: str | None = None
-        for name in names:
-            value = self.get(name)
-            if value is None:
-                continue
-            if found is not None and value != found:
+        for key in keys:
+            value = values.get(key, "")
+            if not value:
+                if value is None:  # two different values under one name
+                    raise SignatureError("malformed_header")
+                continue  # absent or empty
+            if len(value) > MAX_HEADER_CHARS or (found is not None and value != found):
                 raise SignatureError("malformed_header")
             found = value
         return found
 
-    def require_any(self, names: Sequence[str]) -> str:
-        """Like `get_any`, but none of the aliases present fails verification."""
-        value = self.get_any(names)
+    def require_any_key(self, keys: Sequence[str]) -> str:
+        """Like `get_any_key`, but none of the aliases present fails verification."""
+        value = self.get_any_key(keys)
         if value is None:
             raise SignatureError("missing_header")
         return value

@@ -17,7 +17,7 @@ def usable_secrets(secrets: Sequence[str]) -> tuple[str, ...]:
         # A lone string is a Sequence[str] too; iterating it would make every
         # character of the secret a separate one-letter "secret".
         raise TypeError("secrets must be a sequence of strings, not a string")
-    usable = tuple(secret for secret in secrets if secret.strip())
+    usable = tuple([secret for secret in secrets if secret.strip()])  # no generator: hot path
     if not usable:
         raise SignatureError("no_secret")
     return usable

@@ -66,10 +66,13 @@ class Spec:
     checks: tuple[Check, ...]
     id_in_body: bool = False
     _hash: int = field(init=False, repr=False, compare=False)
+    # `Verified.id_signed` of every request this spec authenticates.
+    _id_signed: bool = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         fields = (self.scheme, self.envelope, self.checks, self.id_in_body)
         object.__setattr__(self, "_hash", hash(fields))
+        object.__setattr__(self, "_id_signed", self.envelope.id_signed or self.id_in_body)
 
     def __hash__(self) -> int:
         return self._hash
@@ -89,18 +92,20 @@ def verify_spec(
     labels, matchers = _plan(spec, tuple(secrets))
     if not matchers:
         raise SignatureError("no_secret")
-    opened = open_envelope(spec.envelope, headers, body, labels, method, url)
-    signatures = opened.signatures
-    if not any(matcher(opened.content, signatures.labelled(label)) for label, matcher in matchers):
-        raise SignatureError("bad_signature")
-    if opened.timestamp is not None:
-        check_freshness(opened.timestamp, now, tolerance_seconds)
-    return Verified(
-        scheme=spec.scheme,
-        event_id=opened.event_id,
-        id_signed=spec.envelope.id_signed or spec.id_in_body,
-        timestamp=opened.timestamp,
+    content, signatures, timestamp, event_id = open_envelope(
+        spec.envelope, headers, body, labels, method, url
     )
+    # A loop rather than any() over a generator: the same matchers in the same
+    # order, stopping at the first that matches, without a generator per call.
+    for label, matcher in matchers:
+        if matcher(content, signatures.labelled(label)):
+            break
+    else:
+        raise SignatureError("bad_signature")
+    if timestamp is not None:
+        check_freshness(timestamp, now, tolerance_seconds)
+    # Positional: a frozen dataclass's keyword call costs a third more.
+    return Verified(spec.scheme, event_id, spec._id_signed, timestamp)
 
 
 @functools.lru_cache(maxsize=64)
