@@ -38,8 +38,9 @@ def build_spec(scheme: str, options: Mapping[str, object]) -> Spec:
     builder = _BUILDERS.get(scheme)
     if builder is None:
         raise _unknown_scheme(scheme)
-    # No options (most presets) is the common case: skip freezing them.
-    frozen = _freeze(options) if options else ()
+    # No options (most presets) is the common case: skip freezing them. Only
+    # an empty dict: anything else that is not a mapping fails in _freeze.
+    frozen = () if type(options) is dict and not options else _freeze(options)
     if frozen is None:
         return builder(options)
     return _cached_spec(scheme, frozen)
