@@ -176,43 +176,25 @@ async def run_reconciler_for(rec: Reconciler, seconds: float) -> int:
 Get = Callable[[str], Awaitable[httpx.Response]]
 
 
-async def run_gets_for(
-    gets: Sequence[Get], sim_url: str, jobs: Sequence[str], seconds: float
-) -> int:
-    """A bare loop: one task per entry of `gets` doing GET /v1/jobs/{id}, the status
-    checked and the body parsed, as the reconciler does with each answer."""
-    reads = 0
-    end = time.monotonic() + seconds
-    step = len(gets)
-
-    async def worker(offset: int, get: Get) -> None:
-        nonlocal reads
-        i = offset
-        while time.monotonic() < end:
-            resp = await get(f"{sim_url}/v1/jobs/{jobs[i % len(jobs)]}")
-            resp.raise_for_status()
-            resp.json()
-            reads += 1
-            i += step
-
-    await asyncio.gather(*(worker(k, get) for k, get in enumerate(gets)))
-    return reads
-
-
 # Every read the floor stores is a new row, as every read the reconciler records is.
 _READ_KEYS = itertools.count()
 
 
-async def run_committed_gets_for(
-    gets: Sequence[Get], sim_url: str, jobs: Sequence[str], seconds: float, store: floor.Store
+async def run_gets_for(
+    gets: Sequence[Get],
+    sim_url: str,
+    jobs: Sequence[str],
+    seconds: float,
+    store: floor.Store | None = None,
 ) -> int:
-    """The floor: the bare loop, each answer stored under a key of its own and
-    committed (bench.floor's group commit) before its task reads again.
+    """A bare loop: one task per entry of `gets` doing GET /v1/jobs/{id}, the status
+    checked and the body parsed, as the reconciler does with each answer.
 
-    The least a durable poller does with a read: it keeps what the provider
-    said before it moves on. What it reaches against the bare loop bounds any
-    reconciler on this stack and machine; no claim, no lease, no state machine,
-    no evidence log, no schedule.
+    With `store`, the floor: each answer is also stored under a key of its own
+    and committed (bench.floor's group commit) before its task reads again,
+    the least a durable poller does with a read. What it reaches against the
+    bare loop bounds any reconciler on this stack and machine: no claim, no
+    lease, no state machine, no evidence log, no schedule.
     """
     reads = 0
     end = time.monotonic() + seconds
@@ -226,7 +208,8 @@ async def run_committed_gets_for(
             resp = await get(f"{sim_url}/v1/jobs/{job}")
             resp.raise_for_status()
             resp.json()
-            await store(f"{job}:{next(_READ_KEYS)}", resp.content)
+            if store is not None:
+                await store(f"{job}:{next(_READ_KEYS)}", resp.content)
             reads += 1
             i += step
 
@@ -433,7 +416,7 @@ async def compare_with_bare(rig: Rig) -> None:
             stack.push_async_callback(committer.stop)
 
             async def committed(s: float) -> int:
-                return await run_committed_gets_for(
+                return await run_gets_for(
                     on_lanes(lanes), rig.sim_url, rig.jobs, s, committer.store
                 )
 
