@@ -9,11 +9,12 @@ batch committed. Deliveries reach it as plain ASGI, as the receiver's reach
 its endpoint past Starlette's layers; no JSON parsing, no provider routing,
 no evidence log, no metrics, no logs, a 204 with no body.
 
-`bench.receiver` serves it beside the bare endpoint and the receiver: what
-it reaches against the bare endpoint bounds what any receiver on this stack
-and this machine can reach, and the receiver's ratio over it says how much
-of that it has. `bench.receiver_handler` runs its delivery handler in
-process beside the receiver's, to compare the CPU each spends per delivery.
+`bench.receiver` serves it beside the bare endpoint and the receiver: a
+reference design, not a proof of a bound. What it reaches against the bare
+endpoint shows whether the machine and the stack leave room for a target,
+and the receiver's ratio over it says how much of that room it uses.
+`bench.receiver_handler` runs its delivery handler in process beside the
+receiver's, to compare the CPU each spends per delivery.
 """
 
 from __future__ import annotations
@@ -46,15 +47,18 @@ def delivery_handler(secret: str, store: Store) -> Deliver:
     keyed = hmac.new(base64.b64decode(secret.removeprefix("whsec_")), digestmod=hashlib.sha256)
 
     def verified(headers: dict[bytes, bytes], body: bytes) -> bool:
+        event_id = headers.get(b"webhook-id", b"")
         stamp = headers.get(b"webhook-timestamp", b"")
-        if not stamp.isdigit() or abs(time.time() - int(stamp)) > REPLAY_WINDOW_SECONDS:
+        if not event_id.isascii() or not (stamp.isascii() and stamp.isdigit()):
+            return False
+        if abs(time.time() - int(stamp)) > REPLAY_WINDOW_SECONDS:
             return False
         mac = keyed.copy()
-        mac.update(headers.get(b"webhook-id", b"") + b"." + stamp + b".")
+        mac.update(event_id + b"." + stamp + b".")
         mac.update(body)
-        expected = base64.b64encode(mac.digest())
+        expected = b"v1," + base64.b64encode(mac.digest())
         presented = headers.get(b"webhook-signature", b"").split()
-        return any(hmac.compare_digest(expected, p.partition(b",")[2]) for p in presented)
+        return any(hmac.compare_digest(expected, signature) for signature in presented)
 
     async def deliver(scope: Scope, receive: Receive, send: Send) -> None:
         headers = dict(scope["headers"])
@@ -89,6 +93,8 @@ class GroupCommit:
         self._work = asyncio.Event()
 
     async def store(self, event_id: str, body: bytes) -> None:
+        if self._task is None or self._task.done():
+            raise RuntimeError("the floor's writer is not running")
         future = asyncio.get_running_loop().create_future()
         self._queue.append((event_id, body, future))
         self._work.set()
@@ -110,26 +116,43 @@ class GroupCommit:
     async def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
             await self._conn.close()
 
     async def _write(self, conn: Any) -> None:
-        insert = await conn.prepare(
-            f"INSERT INTO {self._table} (event_id, payload) "
-            "SELECT * FROM unnest($1::text[], $2::bytea[]) ON CONFLICT DO NOTHING"
-        )
-        while True:
-            await self._work.wait()
-            self._work.clear()
-            batch = self._queue[:]
-            del self._queue[:]
-            try:
-                await insert.fetch([b[0] for b in batch], [b[1] for b in batch])
-            except Exception as exc:  # answered 500 by the server, never left waiting
-                for _, _, future in batch:
-                    future.set_exception(exc)
-                continue
-            for _, _, future in batch:
-                future.set_result(None)
+        batch: list[tuple[str, bytes, asyncio.Future[None]]] = []
+        try:
+            insert = await conn.prepare(
+                f"INSERT INTO {self._table} (event_id, payload) "
+                "SELECT * FROM unnest($1::text[], $2::bytea[]) ON CONFLICT DO NOTHING"
+            )
+            while True:
+                await self._work.wait()
+                self._work.clear()
+                batch = self._queue[:]
+                del self._queue[:]
+                try:
+                    # executemany would be a round trip per row; this is one statement
+                    await insert.fetch([b[0] for b in batch], [b[1] for b in batch])
+                except Exception as exc:  # answered 500 by the server
+                    _settle(batch, exc)
+                else:
+                    _settle(batch, None)
+                batch = []
+        finally:  # the writer ended: nothing queued or in flight is left waiting
+            _settle(batch + self._queue, RuntimeError("the floor's writer stopped"))
+            self._queue.clear()
+
+
+def _settle(batch: list[tuple[str, bytes, asyncio.Future[None]]], error: Exception | None) -> None:
+    for _, _, future in batch:
+        if future.done():  # its request was cancelled (the client went away)
+            continue
+        if error is None:
+            future.set_result(None)
+        else:
+            future.set_exception(error)
 
 
 def serve(port: int, database_url: str, stack_file: Path, secret: str) -> None:

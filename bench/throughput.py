@@ -192,9 +192,9 @@ async def run_gets_for(
 
     With `store`, the floor: each answer is also stored under a key of its own
     and committed (bench.floor's group commit) before its task reads again,
-    the least a durable poller does with a read. What it reaches against the
-    bare loop bounds any reconciler on this stack and machine: no claim, no
-    lease, no state machine, no evidence log, no schedule.
+    the least a durable poller does with a read: no claim, no lease, no state
+    machine, no evidence log, no schedule. What it reaches against the bare
+    loop shows how much room this stack and machine leave a reconciler.
     """
     reads = 0
     end = time.monotonic() + seconds

@@ -193,3 +193,39 @@ def test_the_wait_meter_sees_a_process_kept_from_its_core() -> None:
             os.sched_setaffinity(0, before)
             rival.kill()
     assert waited > 0.0
+
+
+def test_receiver_report_sets_the_receiver_against_the_floor(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    def series(name: str, requests: int) -> bench_receiver.Series:
+        return bench_receiver.Series(
+            name, (bench_receiver.LoadResult(name, requests, 2.0, 1, 2, 0),)
+        )
+
+    receiver = series("receiver: new events, committed", 1000)
+    floor_row = series(bench_receiver.FLOOR, 3000)
+    bare = series("bare Starlette 204", 4000)
+    mixed = bench_receiver.MixedResult(
+        sent=1, unique_valid=1, duplicates=0, forged=0,
+        answers={"stored": 1, "duplicate": 0, "refused": 0, "other": 0},
+        stored_rows=1, forged_rows=0, duplicate_count=0, seconds=1.0, answered=1,
+    )  # fmt: skip
+    runs = [(receiver, 1000), (receiver, 1000), (floor_row, 3000)]
+    bench_receiver.print_report(bare, bare, bare, runs, mixed, 2, {"bare": FAST, "receiver": FAST})
+    out = capsys.readouterr().out
+    assert "the floor against the bare endpoint: 0.75 (per round: 0.75); " in out
+    assert "the receiver against the floor: 0.33" in out
+
+
+def test_a_row_that_sent_an_event_id_twice_fails_the_run(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A server that outran its request set got ids it had stored: fewer rows than answers."""
+    fresh = bench_receiver.Series("fresh", (bench_receiver.LoadResult("f", 1000, 2.0, 1, 2, 0),))
+    wrapped = bench_receiver.Series(
+        "wrapped", (bench_receiver.LoadResult("w", 1000, 2.0, 1, 2, 0),)
+    )
+    assert bench_receiver.all_new([(fresh, 1000), (fresh, 1003)])
+    assert not bench_receiver.all_new([(fresh, 1000), (wrapped, 640)])
+    assert "FAILED: wrapped: some event ids were sent twice" in capsys.readouterr().out
