@@ -56,7 +56,9 @@ Handler = Callable[[dict[str, Any], Any, Any], Any]
 class _SettledWriter:
     """The receiver's writer, settling every event at once as new and unmatched."""
 
-    _stored = Outcome("stored", 1, None, None, None)
+    _stored = Outcome(
+        status="stored", webhook_event_id=1, operation_id=None, trace_id=None, matched_by=None
+    )
 
     async def submit(self, event: Event) -> Outcome:
         return self._stored
