@@ -41,9 +41,10 @@ Store = Callable[[str, bytes], Awaitable[None]]
 Deliver = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
-def delivery_handler(secret: str, store: Store) -> Deliver:
+def delivery_handler(secret: str, store: Store, now: Callable[[], float] = time.time) -> Deliver:
     """An ASGI handler for one delivery: read, verify, `store(id, body)`, answer 204
-    (401 when the signature or its timestamp does not verify)."""
+    (401 when the signature or its timestamp does not verify). `now` is the
+    replay window's clock (unix seconds)."""
     keyed = hmac.new(base64.b64decode(secret.removeprefix("whsec_")), digestmod=hashlib.sha256)
 
     def verified(headers: dict[bytes, bytes], body: bytes) -> bool:
@@ -51,7 +52,7 @@ def delivery_handler(secret: str, store: Store) -> Deliver:
         stamp = headers.get(b"webhook-timestamp", b"")
         if not event_id.isascii() or not (stamp.isascii() and stamp.isdigit()):
             return False
-        if abs(time.time() - int(stamp)) > REPLAY_WINDOW_SECONDS:
+        if abs(now() - int(stamp)) > REPLAY_WINDOW_SECONDS:
             return False
         mac = keyed.copy()
         mac.update(event_id + b"." + stamp + b".")
@@ -110,23 +111,23 @@ class GroupCommit:
         await conn.execute(
             f"CREATE TABLE IF NOT EXISTS {self._table} (event_id text PRIMARY KEY, payload bytea)"
         )
-        self._task = asyncio.create_task(self._write(conn))
+        insert = await conn.prepare(
+            f"INSERT INTO {self._table} (event_id, payload) "
+            "SELECT * FROM unnest($1::text[], $2::bytea[]) ON CONFLICT DO NOTHING"
+        )
+        self._task = asyncio.create_task(self._write(insert))
         self._conn = conn
 
     async def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            # ended, whether cancelled here or by an error its requests were given
+            await asyncio.gather(self._task, return_exceptions=True)
             await self._conn.close()
 
-    async def _write(self, conn: Any) -> None:
+    async def _write(self, insert: Any) -> None:
         batch: list[tuple[str, bytes, asyncio.Future[None]]] = []
         try:
-            insert = await conn.prepare(
-                f"INSERT INTO {self._table} (event_id, payload) "
-                "SELECT * FROM unnest($1::text[], $2::bytea[]) ON CONFLICT DO NOTHING"
-            )
             while True:
                 await self._work.wait()
                 self._work.clear()
