@@ -49,10 +49,12 @@ QUIET_SAMPLES = 10  # timed claims per size when fewer rows are due than the bat
 PARKED = "2 hours"  # how far due rows are moved to make the table quiet
 WORKER = "bench-claim"
 LEASE_SECONDS = 60.0  # what the claim writes; every claim is rolled back anyway
+# The claim's index on the schedule (migration 029; operations_due on the row before).
+DUE_INDEX = "operation_schedule_due"
 # The shipped cut-off: an uncorrelated subquery, evaluated once, so an index bound.
-SHIPPED_CUTOFF = "next_poll_at <= (SELECT jw_now())"
+SHIPPED_CUTOFF = "s.next_poll_at <= (SELECT jw_now())"
 # The same comparison with the volatile jw_now() called per row: only a filter.
-VOLATILE_CUTOFF = "next_poll_at <= jw_now()"
+VOLATILE_CUTOFF = "s.next_poll_at <= jw_now()"
 
 
 @dataclass
@@ -146,7 +148,7 @@ async def explain_json(conn: Any, sql: str, args: Sequence[Any]) -> dict[str, An
 
 def due_scan(plan: Mapping[str, Any]) -> Mapping[str, Any] | None:
     for node in plan_nodes(plan["Plan"]):
-        if node.get("Index Name") == "operations_due":
+        if node.get("Index Name") == DUE_INDEX:
             return node
     return None
 
@@ -172,9 +174,7 @@ async def measure_busy(conn: Any, rows: int) -> ClaimSample:
         due_rows=await conn.fetchval(
             "SELECT count(*) FROM operations WHERE next_poll_at <= jw_now()"
         ),
-        indexed_rows=await conn.fetchval(
-            "SELECT count(*) FROM operations WHERE next_poll_at IS NOT NULL"
-        ),
+        indexed_rows=await conn.fetchval("SELECT count(*) FROM operation_schedule"),
         claimed=claimed,
         claim_times=claim_times,
         find_times=find_times,
@@ -246,7 +246,7 @@ def report_claim(samples: Sequence[ClaimSample], seconds: float, command: str) -
             p50_ms(s.find_times, 2),
             f"{s.scan_ms:.2f} ms",
             f"{s.buffers:,}",
-            "operations_due" if s.uses_index else "seq scan",
+            DUE_INDEX if s.uses_index else "seq scan",
         ]
         for s in samples
     ]
@@ -262,13 +262,13 @@ def report_claim(samples: Sequence[ClaimSample], seconds: float, command: str) -
     indexed = all(s.uses_index for s in samples if s.rows >= 100_000)
     print(
         f"claim p50 at {last.rows:,} / at {first.rows:,} rows = {busy:.2f}x "
-        f"({'flat' if busy < 2 and indexed else 'NOT flat'}; operations_due used from 100k "
+        f"({'flat' if busy < 2 and indexed else 'NOT flat'}; {DUE_INDEX} used from 100k "
         f"rows: {'yes' if indexed else 'NO'})"
     )
     print(
-        "scheduled = rows in operations_due; got = rows claimed; claim = the whole statement "
-        "through shared.ledger.leases.claim, client-timed; find = its `due` CTE alone; "
-        "index scan = server time of the operations_due node; buffers = pages the claim touched"
+        f"scheduled = rows in {DUE_INDEX}; got = rows claimed; claim = the whole statement "
+        "through shared.ledger.leases.claim, client-timed; find = its `scheduled` CTE alone; "
+        f"index scan = server time of the {DUE_INDEX} node; buffers = pages the claim touched"
     )
     quiet_rows = [
         [

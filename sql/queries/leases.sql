@@ -3,7 +3,8 @@
 -- name: claim_due
 -- Claim up to $2 due operations for worker $1 for $3 seconds. Claiming pushes
 -- next_poll_at to the lease expiry, so a leased row is not "due" again until
--- its lease lapses: the claim is an index range scan on operations_due, and
+-- its lease lapses: the claim is an index range scan on the schedule
+-- (operation_schedule_due, migration 029), and
 -- a crashed worker's rows come back by themselves (no separate rescuer). The
 -- fence counter goes up on every claim; writes carry it, so the previous
 -- holder can no longer write.
@@ -50,12 +51,24 @@ WITH woken AS (
     ORDER BY w.requested_at
     LIMIT $2
 ), scheduled AS (
-    SELECT o.operation_id, o.next_poll_at AS priority
-    FROM operations o
-    WHERE o.next_poll_at <= (SELECT jw_now())
-    ORDER BY o.next_poll_at
+    -- The schedule's rows in order (an index range scan on
+    -- operation_schedule_due, migration 029), each one's operation locked by
+    -- its key and skipped if another claim or writer holds it; the LIMIT
+    -- counts rows locked, so concurrent claims take different rows. The
+    -- schedule itself is not locked: only the holder of an operation's row
+    -- writes its schedule (the trigger), so a claim never waits there. A row
+    -- another claim moved meanwhile fails the cut-off on its new version.
+    SELECT s.operation_id, s.next_poll_at AS priority
+    FROM operation_schedule s
+    CROSS JOIN LATERAL (
+        SELECT o.operation_id
+        FROM operations o
+        WHERE o.operation_id = s.operation_id AND o.next_poll_at <= (SELECT jw_now())
+        FOR NO KEY UPDATE SKIP LOCKED
+    ) o
+    WHERE s.next_poll_at <= (SELECT jw_now())
+    ORDER BY s.next_poll_at
     LIMIT $2
-    FOR NO KEY UPDATE SKIP LOCKED
 ), picked AS (
     SELECT operation_id, min(priority) AS priority
     FROM (SELECT * FROM woken UNION ALL SELECT * FROM scheduled) AS both_sources
