@@ -172,7 +172,7 @@ async def measure_busy(conn: Any, rows: int) -> ClaimSample:
     return ClaimSample(
         rows=rows,
         due_rows=await conn.fetchval(
-            "SELECT count(*) FROM operations WHERE next_poll_at <= jw_now()"
+            "SELECT count(*) FROM operation_schedule WHERE next_poll_at <= jw_now()"
         ),
         indexed_rows=await conn.fetchval("SELECT count(*) FROM operation_schedule"),
         claimed=claimed,

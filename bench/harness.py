@@ -855,7 +855,8 @@ async def due_rows_parked(conn: Any, interval: str) -> AsyncIterator[int]:
     """
     parked = await conn.fetch(
         f"UPDATE operations SET next_poll_at = next_poll_at + interval '{interval}' "
-        "WHERE next_poll_at <= jw_now() RETURNING operation_id"
+        "WHERE operation_id IN (SELECT operation_id FROM operation_schedule"
+        " WHERE next_poll_at <= jw_now()) RETURNING operation_id"
     )
     await conn.execute("VACUUM ANALYZE operations")
     try:

@@ -269,8 +269,9 @@ async def create_working_set(db_url: str, config: Path, workdir: Path) -> tuple[
 
             async def all_observing() -> bool:
                 left = await conn.fetchval(
-                    "SELECT count(*) FROM operations WHERE remote_job_id IS NULL "
-                    "AND next_poll_at < jw_now() + make_interval(secs => $1)",
+                    "SELECT count(*) FROM operation_schedule s JOIN operations o "
+                    "USING (operation_id) WHERE o.remote_job_id IS NULL "
+                    "AND s.next_poll_at < jw_now() + make_interval(secs => $1)",
                     PARK_SECONDS / 2,
                 )
                 return bool(left == 0)
@@ -290,7 +291,7 @@ async def measure_claims(db_url: str, result: SizeResult, samples: int) -> None:
         await set_db_clock(conn, CLAIM_SHIFT_SECONDS)
         try:
             result.due_rows = await conn.fetchval(
-                "SELECT count(*) FROM operations WHERE next_poll_at <= jw_now()"
+                "SELECT count(*) FROM operation_schedule WHERE next_poll_at <= jw_now()"
             )
             for _ in range(samples + 3):  # three untimed: statement prepared, pages warm
                 tx = conn.transaction()

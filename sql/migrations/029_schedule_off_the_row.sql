@@ -21,8 +21,13 @@
 -- Working state, not evidence: the schedule is derived from the row, and
 -- nothing is logged from it.
 
+-- First the lock the index changes below take anyway: taken last, after the
+-- backfill's weaker locks, it deadlocked with a transition of a daemon still
+-- running (a second reader's experiment); taken first, daemons wait for it.
+LOCK TABLE operations IN ACCESS EXCLUSIVE MODE;
+
 CREATE TABLE operation_schedule (
-    operation_id text PRIMARY KEY REFERENCES operations (operation_id) ON DELETE CASCADE,
+    operation_id text PRIMARY KEY,
     next_poll_at timestamptz NOT NULL
 );
 COMMENT ON TABLE operation_schedule IS
@@ -32,6 +37,9 @@ CREATE INDEX operation_schedule_due ON operation_schedule (next_poll_at);
 
 INSERT INTO operation_schedule (operation_id, next_poll_at)
 SELECT operation_id, next_poll_at FROM operations WHERE next_poll_at IS NOT NULL;
+-- After the backfill: one check of all rows instead of one per row.
+ALTER TABLE operation_schedule ADD FOREIGN KEY (operation_id)
+    REFERENCES operations (operation_id) ON DELETE CASCADE;
 
 -- SECURITY DEFINER: every role that may move next_poll_at (the reconciler,
 -- the receiver bringing a look nearer, an operator) keeps the schedule
@@ -59,7 +67,9 @@ END $$;
 CREATE TRIGGER operations_schedule_insert AFTER INSERT ON operations
     FOR EACH ROW WHEN (NEW.next_poll_at IS NOT NULL)
     EXECUTE FUNCTION jw_schedule_follows();
-CREATE TRIGGER operations_schedule_update AFTER UPDATE OF next_poll_at ON operations
+-- Not `UPDATE OF next_poll_at`: that fires only when the statement's SET
+-- names the column, and would miss a BEFORE trigger that changed it.
+CREATE TRIGGER operations_schedule_update AFTER UPDATE ON operations
     FOR EACH ROW WHEN (NEW.next_poll_at IS DISTINCT FROM OLD.next_poll_at)
     EXECUTE FUNCTION jw_schedule_follows();
 -- Derived data: kept even by a session that turns ordinary triggers off

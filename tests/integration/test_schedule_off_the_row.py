@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import os
 from typing import Any
 
 from shared.db import pgjson
-from shared.db.connect import create_pool
+from shared.db.connect import connect, create_pool, with_database
+from shared.db.migrate import apply_migrations, load_migrations
 from shared.ledger import Operation, evidence, leases
 from shared.ledger.states import LocalState
+from tests.conftest import _drop
+from tests.integration.test_migrations import _empty_database
 from tests.integration.test_poll_writer import read
 from tests.support import drive, submit
 
@@ -136,3 +140,50 @@ async def test_concurrent_claims_take_different_rows_and_fill_their_batches(
     assert len(a) == len(b) == 4
     assert not a & b
     assert a | b <= set(ids)
+
+
+async def _waiting_lock(conn: Any, pid: int) -> str | None:
+    """The lock mode `pid` waits for on `operations`, if it waits for one there."""
+    mode: str | None = await conn.fetchval(
+        "SELECT mode FROM pg_locks WHERE pid = $1 AND NOT granted"
+        " AND relation = 'operations'::regclass",
+        pid,
+    )
+    return mode
+
+
+async def test_the_upgrade_waits_for_running_daemons_before_it_locks_a_row(
+    pg_server: Any,
+) -> None:
+    """A daemon's transaction in progress (a row locked, then an update) while 029
+    is applied: the migration waits for the table first, the daemon finishes,
+    the migration follows. Taking its table lock last (after its backfill had
+    locked rows) it deadlocked with the daemon and one of them was aborted."""
+    name = f"jw_mig_029_{os.getpid()}"
+    conn = await _empty_database(pg_server, name)
+    url = with_database(pg_server.admin_url, name)
+    daemon = await connect(url)
+    try:
+        migrations = load_migrations()
+        await apply_migrations(conn, [m for m in migrations if m.version < 29])
+        ids = [await submit(conn, ref=f"upgrade-{i}") for i in range(3)]
+        async with daemon.transaction():
+            await daemon.execute(
+                "SELECT 1 FROM operations WHERE operation_id = $1 FOR UPDATE", ids[0]
+            )
+            upgrade = asyncio.ensure_future(apply_migrations(conn, migrations))
+            pid = conn.get_server_pid()
+            async with asyncio.timeout(10):
+                while (mode := await _waiting_lock(daemon, pid)) is None:
+                    await asyncio.sleep(0.02)
+            assert mode == "AccessExclusiveLock"
+            assert not upgrade.done()
+            await daemon.execute(
+                "UPDATE operations SET last_error = NULL WHERE operation_id = $1", ids[1]
+            )
+        assert await asyncio.wait_for(upgrade, 10) == [migrations[-1].name]
+        await _schedule_matches_rows(conn)
+    finally:
+        await daemon.close()
+        await conn.close()
+        await _drop(pg_server.admin_url, name)
