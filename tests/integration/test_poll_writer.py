@@ -49,16 +49,22 @@ class CountingPool:
         return await self.pool.fetch(query, rows_json)
 
 
-async def leased(pool: Any, count: int) -> list[Operation]:
-    """`count` observing operations, claimed by us (fenced leases)."""
-    ids = [await submit(pool, ref=f"pw-{i}") for i in range(count)]
+async def observing_due(db: Any, count: int, prefix: str = "pw") -> list[str]:
+    """`count` observing operations, all due now."""
+    ids = [await submit(db, ref=f"{prefix}-{i}") for i in range(count)]
     for op_id in ids:
-        await drive(pool, op_id, LocalState.OBSERVING)
-    await pool.execute(
-        "UPDATE operations SET next_poll_at = now() - interval '1 second'"
+        await drive(db, op_id, LocalState.OBSERVING)
+    await db.execute(
+        "UPDATE operations SET next_poll_at = jw_now() - interval '1 second'"
         " WHERE operation_id = ANY($1)",
         ids,
     )
+    return ids
+
+
+async def leased(pool: Any, count: int) -> list[Operation]:
+    """`count` observing operations, claimed by us (fenced leases)."""
+    await observing_due(pool, count)
     claimed = await leases.claim(pool, "w1", count, 30.0)
     assert len(claimed) == count
     return [c.op for c in claimed]

@@ -20,23 +20,10 @@ from shared.ledger import Operation, evidence, leases
 from shared.ledger.states import LocalState
 from tests.conftest import _drop
 from tests.integration.test_migrations import _empty_database
-from tests.integration.test_poll_writer import read
+from tests.integration.test_poll_writer import observing_due, read
 from tests.support import drive, submit
 
 LEASE_SECONDS = 30.0
-
-
-async def _due(db: Any, count: int, prefix: str) -> list[str]:
-    """`count` observing operations, all due now."""
-    ids = [await submit(db, ref=f"{prefix}-{i}") for i in range(count)]
-    for op_id in ids:
-        await drive(db, op_id, LocalState.OBSERVING)
-    await db.execute(
-        "UPDATE operations SET next_poll_at = jw_now() - interval '1 second'"
-        " WHERE operation_id = ANY($1)",
-        ids,
-    )
-    return ids
 
 
 async def _schedule_matches_rows(db: Any) -> None:
@@ -75,7 +62,7 @@ async def test_the_schedule_follows_every_writer_of_next_poll_at(db: Any) -> Non
         await db.fetchval("SELECT count(*) FROM operation_schedule WHERE operation_id = $1", fresh)
         == 1
     )
-    due = await _due(db, 4, "follow")
+    due = await observing_due(db, 4, "follow")
     claimed = await leases.claim(db, "w1", 2, LEASE_SECONDS)  # moved to the lease's end
     assert len(claimed) == 2
     await leases.release(db, claimed[0].op.operation_id, claimed[0].op.lease_fence, 120.0)
@@ -100,7 +87,7 @@ async def test_claims_and_status_reads_rewrite_the_operation_in_place(db: Any) -
 
     With next_poll_at indexed on the row (before 029) none was.
     """
-    await _due(db, 6, "hot")
+    await observing_due(db, 6, "hot")
     await db.execute("VACUUM operations")  # the transitions' old versions gone
     claims = reads = 0
     while True:
@@ -124,7 +111,7 @@ async def test_concurrent_claims_take_different_rows_and_fill_their_batches(
 ) -> None:
     """The batch counts rows claimed, not schedule rows looked at: while one claim
     holds its rows, another takes the next ones rather than coming back short."""
-    ids = await _due(db, 10, "share")
+    ids = await observing_due(db, 10, "share")
     pool = await create_pool(db_url, min_size=2, max_size=2)
     try:
         async with pool.acquire() as first_conn, first_conn.transaction():
