@@ -129,14 +129,25 @@ async def test_concurrent_claims_take_different_rows_and_fill_their_batches(
     assert a | b <= set(ids)
 
 
-async def _waiting_lock(conn: Any, pid: int) -> str | None:
-    """The lock mode `pid` waits for on `operations`, if it waits for one there."""
-    mode: str | None = await conn.fetchval(
-        "SELECT mode FROM pg_locks WHERE pid = $1 AND NOT granted"
-        " AND relation = 'operations'::regclass",
-        pid,
+async def _lock_waits(conn: Any) -> asyncio.Queue[str]:
+    """What `conn`'s backend reports of each lock it waits for, as it waits.
+
+    PostgreSQL logs a lock wait that outlasts deadlock_timeout
+    (`log_lock_waits`): "process N still waiting for <mode> on <object>".
+    Sent to this client as well (client_min_messages), it is the event the
+    test waits on.
+    """
+    waits: asyncio.Queue[str] = asyncio.Queue()
+
+    def heard(_conn: Any, message: Any) -> None:
+        if "still waiting for" in message.message:
+            waits.put_nowait(message.message)
+
+    conn.add_log_listener(heard)
+    await conn.execute(
+        "SET log_lock_waits = on; SET deadlock_timeout = '10ms'; SET client_min_messages = log"
     )
-    return mode
+    return waits
 
 
 async def test_the_upgrade_waits_for_running_daemons_before_it_locks_a_row(
@@ -158,12 +169,10 @@ async def test_the_upgrade_waits_for_running_daemons_before_it_locks_a_row(
             await daemon.execute(
                 "SELECT 1 FROM operations WHERE operation_id = $1 FOR UPDATE", ids[0]
             )
+            waits = await _lock_waits(conn)
             upgrade = asyncio.ensure_future(apply_migrations(conn, migrations))
-            pid = conn.get_server_pid()
-            async with asyncio.timeout(10):
-                while (mode := await _waiting_lock(daemon, pid)) is None:
-                    await asyncio.sleep(0.02)
-            assert mode == "AccessExclusiveLock"
+            first_wait = await asyncio.wait_for(waits.get(), 10)
+            assert "AccessExclusiveLock on relation" in first_wait, first_wait
             assert not upgrade.done()
             await daemon.execute(
                 "UPDATE operations SET last_error = NULL WHERE operation_id = $1", ids[1]
