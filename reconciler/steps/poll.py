@@ -35,7 +35,7 @@ from shared.db.errors import db_error_context, db_error_reason
 from shared.ledger import evidence, webhooks
 from shared.ledger.errors import StaleTransition
 from shared.ledger.evidence import ROW_ERRORS, StatusRead
-from shared.ledger.states import Evidence, LocalState, RemoteState
+from shared.ledger.states import SCHEDULED, Evidence, LocalState, RemoteState
 from shared.providers import HttpRequest, RequestBuildError, StatusFact
 
 S = LocalState
@@ -113,6 +113,8 @@ async def step_poll(step: Step) -> Delay:
         return held  # the release drops the claim's mark: this read never left
     call_id = await _recorded_before_sending(step, req)
     sent = await step.send(req)
+    if sent.refused is not None:
+        return await _refused(step, req, sent, call_id)
     if sent.response is None:
         return await _unanswered(step, req, sent, call_id, deadline)
     fact = read_status(step, sent.response)
@@ -207,6 +209,29 @@ async def _unanswered(
     await step.ctx.polls.record(evidence.status_row(read, release_after=delay))
     step.released = True
     return delay
+
+
+async def _refused(step: Step, req: HttpRequest, sent: Sent, call_id: int | None) -> Delay:
+    """The connection guard refused the read's host: it resolves to an internal address.
+
+    Recorded as the connect failure it is; then the operation stops for a
+    human at once, as for such an address written out (`_cannot_read`): the
+    same DNS answers the same on every claim, and retrying until the
+    deadline (as for any connect failure, before) only delayed the human it
+    ended with. The read and the move commit together.
+    """
+    reason = f"the status read cannot be sent: {sent.refused}"
+    log.warning(
+        "status read refused by the connection guard; escalated",
+        extra={"ctx": {"operation_id": step.op.operation_id, "provider": step.op.provider}},
+    )
+    read = status_read(step.op, step.fence, step.worker, req, sent, None, call_id=call_id)
+    async with step.ctx.pool.acquire() as conn, conn.transaction():
+        await evidence.record_status_read(conn, read)
+        await step.reload(conn)
+        if step.op.state in SCHEDULED:  # else someone else already ended our part
+            await step.move(conn, S.NEEDS_ATTENTION, reason)
+    return None
 
 
 def _nothing_to_decide(step: Step, fact: StatusFact) -> bool:

@@ -92,6 +92,30 @@ async def test_a_result_url_whose_name_resolves_to_an_internal_address_is_never_
     assert all("result.allowed_hosts" in problem for problem in said)
 
 
+async def test_a_status_url_whose_name_resolves_to_an_internal_address_stops_at_once(
+    pool: Any, tmp_path: Path, clock: TestClock
+) -> None:
+    """Before, such a read was retried like any connect failure until the deadline:
+    the same DNS answered the same on every claim, and the human waited for it."""
+    async with internal_service() as (internal_url, internal):
+        port = httpx.URL(internal_url).port
+        provider = Provider(status_url=f"http://{NAME}:{port}/v1/jobs/job-1")
+        overrides = {"status": {"use_status_url": True}}
+        resolve = dns({NAME: [INTERNAL_HOST]})
+        async with rig(pool, tmp_path, provider, clock, overrides, resolve=resolve) as r:
+            op_id = await r.submit({})
+            state = await run(r, op_id, clock)
+            reads = await r.calls(op_id, "status")
+            escalation = await r.escalation(op_id)
+    assert internal.seen == []
+    assert state is S.NEEDS_ATTENTION
+    # one read, recorded as the connect failure it was (it never left)
+    assert [(c["error_category"], c["status_code"]) for c in reads] == [("connect", None)]
+    assert escalation["reason"].startswith(
+        f"the status read cannot be sent: {NAME} resolves to {INTERNAL_HOST}, a loopback address"
+    )
+
+
 async def test_the_machines_own_name_is_refused_through_the_system_resolver(
     pool: Any, tmp_path: Path, clock: TestClock
 ) -> None:
