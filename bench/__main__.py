@@ -4,9 +4,10 @@
     .venv/bin/python -m bench --quick    # smaller sizes, shorter windows
 
 Runs the reconciler benchmarks (bench/throughput.py, lag.py, claim.py and
-detection.py, through bench/reconciler.py) and, when present, the webhook
-receiver benchmark (bench/receiver.py). Each prints its own tables, with the
-exact command that reproduces it on top.
+detection.py, through bench/reconciler.py), the webhook receiver benchmark
+(bench/receiver.py, when present) and its two in-process splits: the handler
+(bench/receiver_handler.py) and the write (bench/receiver_write.py). Each
+prints its own tables, with the exact command that reproduces it on top.
 """
 
 from __future__ import annotations
@@ -27,12 +28,17 @@ def main(argv: list[str] | None = None) -> int:
     passed = ["--quick"] if args.quick else []
     status = reconciler.main(passed)
     try:
-        receiver = importlib.import_module("bench.receiver")
+        receivers = [
+            importlib.import_module(f"bench.{name}")
+            for name in ("receiver", "receiver_handler", "receiver_write")
+        ]
     except ImportError:
-        print("\n(bench/receiver.py not present: receiver benchmark skipped)")
+        print("\n(bench/receiver.py not present: receiver benchmarks skipped)")
         return status
-    print()
-    return status or int(receiver.main(passed))
+    for module in receivers:  # each runs whatever the one before it said
+        print(f"\n$ .venv/bin/python -m {module.__name__} {' '.join(passed)}".rstrip())
+        status = int(module.main(passed)) or status
+    return status
 
 
 if __name__ == "__main__":
