@@ -216,21 +216,25 @@ async def _refused(step: Step, req: HttpRequest, sent: Sent, call_id: int | None
 
     Recorded as the connect failure it is; then the operation stops for a
     human at once, as for such an address written out (`_cannot_read`): the
-    same DNS answers the same on every claim, and retrying until the
-    deadline (as for any connect failure, before) only delayed the human it
-    ended with. The read and the move commit together.
+    same DNS answers the same on every claim, and retrying (until the
+    deadline, or for ever while a cancel awaited confirmation) only delayed
+    the human it ended with. The read and the move commit together. If
+    someone moved the operation while the read was refused (an agent's
+    cancel), that move is acted on first, under the same lease: the cancel
+    goes to the provider's own host, which the guard never refuses.
     """
-    reason = f"the status read cannot be sent: {sent.refused}"
+    was = step.op.state
+    read = status_read(step.op, step.fence, step.worker, req, sent, None, call_id=call_id)
+    async with step.ctx.pool.acquire() as conn, conn.transaction():
+        await evidence.record_status_read(conn, read)
+        await step.reload(conn)  # the read's record locked the row: no move can follow it now
+        if step.op.state is not was:
+            return NOW if step.op.state in SCHEDULED else None
+        await step.move(conn, S.NEEDS_ATTENTION, f"the status read cannot be sent: {sent.refused}")
     log.warning(
         "status read refused by the connection guard; escalated",
         extra={"ctx": {"operation_id": step.op.operation_id, "provider": step.op.provider}},
     )
-    read = status_read(step.op, step.fence, step.worker, req, sent, None, call_id=call_id)
-    async with step.ctx.pool.acquire() as conn, conn.transaction():
-        await evidence.record_status_read(conn, read)
-        await step.reload(conn)
-        if step.op.state in SCHEDULED:  # else someone else already ended our part
-            await step.move(conn, S.NEEDS_ATTENTION, reason)
     return None
 
 

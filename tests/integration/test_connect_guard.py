@@ -21,6 +21,8 @@ from typing import Any
 import httpcore
 import httpx
 import pytest
+from starlette.requests import Request
+from starlette.responses import JSONResponse
 
 from bench.harness import TestClock
 from reconciler.connect_guard import ConnectRefused, GuardedBackend, trusted_hosts
@@ -28,6 +30,7 @@ from reconciler.lanes import Lane
 from shared.ledger.states import LocalState
 from shared.providers import load_preset
 from shared.serve import serve_app
+from tests.fixtures_providers.rig import simulator_shaped
 from tests.integration.test_url_review import (
     CREDENTIALS_PATH,
     INTERNAL_HOST,
@@ -114,6 +117,81 @@ async def test_a_status_url_whose_name_resolves_to_an_internal_address_stops_at_
     assert escalation["reason"].startswith(
         f"the status read cannot be sent: {NAME} resolves to {INTERNAL_HOST}, a loopback address"
     )
+
+
+def own_status_url_app() -> Any:
+    """A provider whose create answer names a status URL on its own host, job running."""
+
+    async def create(request: Request) -> JSONResponse:
+        url = str(request.base_url).rstrip("/") + "/v1/jobs/job-1"
+        return JSONResponse({"job_id": "job-1", "state": "queued", "status_url": url}, 202)
+
+    async def status(_request: Request) -> JSONResponse:
+        return JSONResponse({"job_id": "job-1", "state": "running"})
+
+    return simulator_shaped(create, status)
+
+
+async def observing_on_a_guarded_name(r: Any, pool: Any, clock: TestClock) -> str:
+    """An operation being observed whose recorded status URL now names NAME."""
+    op_id = await r.submit({}, result_deadline_s=36_000)
+    state = await run(r, op_id, clock)
+    assert state is S.OBSERVING
+    await pool.execute(
+        "UPDATE operations SET status_url = $2 WHERE operation_id = $1",
+        op_id,
+        f"http://{NAME}:9/v1/jobs/job-1",
+    )
+    await clock.advance(4_000)  # its next read is due
+    return op_id
+
+
+async def test_a_claimed_read_refused_by_the_guard_is_recorded_and_stops(
+    pool: Any, tmp_path: Path, clock: TestClock
+) -> None:
+    """The read the claim marked (no call row before it left) is completed, not lost."""
+    overrides = {"status": {"use_status_url": True}}
+    resolve = dns({NAME: [INTERNAL_HOST]})
+    async with rig(pool, tmp_path, own_status_url_app(), clock, overrides, resolve) as r:
+        op_id = await observing_on_a_guarded_name(r, pool, clock)
+        before = await r.calls(op_id, "status")
+        await r.reconciler.run_once()
+        reads = await r.calls(op_id, "status")
+        row = await pool.fetchrow(
+            "SELECT state::text, lease_owner, read_fence FROM operations WHERE operation_id = $1",
+            op_id,
+        )
+    assert len(reads) == len(before) + 1
+    assert (reads[-1]["error_category"], reads[-1]["status_code"]) == ("connect", None)
+    assert reads[-1]["finished_at"] is not None
+    assert dict(row) == {"state": "needs_attention", "lease_owner": None, "read_fence": None}
+
+
+async def test_a_cancel_that_arrives_while_the_read_is_refused_is_sent(
+    pool: Any, tmp_path: Path, clock: TestClock
+) -> None:
+    """An agent's cancel during the refused read goes out before anyone escalates."""
+    table = dns({NAME: [INTERNAL_HOST]})
+    pending: list[Any] = []
+
+    async def resolve(host: str, port: int) -> Sequence[str]:
+        while pending:  # the agent's cancel, committed while the read is in flight
+            await pending.pop()()
+        return await table(host, port)
+
+    overrides = {"status": {"use_status_url": True}}
+    async with rig(pool, tmp_path, own_status_url_app(), clock, overrides, resolve) as r:
+        op_id = await observing_on_a_guarded_name(r, pool, clock)
+        pending.append(lambda: r.cancel(op_id))
+        await r.reconciler.run_once()
+        cancels = await r.calls(op_id, "cancel")
+        history = await r.history(op_id)
+        escalation = await r.escalation(op_id)
+    # sent and answered (this provider has no such job: 404), then the read that
+    # would tell what happened is refused again, and a human takes over
+    assert [c["status_code"] for c in cancels] == [404]
+    assert history[-2:] == ["cancel_requested", "needs_attention"]
+    assert escalation["reason"].startswith("the status read cannot be sent")
 
 
 async def test_the_machines_own_name_is_refused_through_the_system_resolver(
