@@ -19,10 +19,13 @@ what a batch costs whatever its size (fixed) and what each event adds
   and a wake-up ("+ observation + wake-up");
 - new events with the evidence log's triggers disabled (`set_logging`).
 
-Every batch commits (`synchronous_commit` on), as the receiver's do. The CPU
-is the backend's own (/proc), so the commit's flush wait is in the wall time
-only; the evidence log's sequencer does not run (its appending is not here).
-Rows alternate within each round; each figure is the least of its rounds.
+Every batch commits, as the receiver's do (with the server's
+`synchronous_commit`, on unless its configuration says otherwise). The CPU
+is the backend's own (/proc schedstat, in nanoseconds), so the commit's
+flush wait is in the wall time only; the evidence log's sequencer does not
+run (its appending is not here).
+Rows take turns in a fixed order within each round; each figure is the least
+of its rounds.
 The fit is least squares over the sizes: cpu per batch = fixed + marginal * n.
 """
 
@@ -33,11 +36,12 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from bench import floor
 from bench.evidence_log import set_logging
-from bench.harness import CpuMeter, bench_database
+from bench.harness import bench_database
 from bench.receiver import OPERATIONS, PROVIDER, event_body, job_of, prepare_operations
 from receiver.webhooks.ingest import STATEMENT_TIMEOUT_SECONDS, create_writer_pool
 from shared.db.connect import connect
@@ -46,9 +50,8 @@ from shared.serve import run as run_loop
 
 SIZES, QUICK_SIZES = (1, 4, 16, 64, 256), (1, 16, 256)
 ROUNDS, QUICK_ROUNDS = 3, 1
-# Events a cell writes, in at least MIN and at most MAX batches: enough backend
-# CPU (half a second or more in a full run) for /proc's 10 ms ticks to be a
-# small error.
+# Events a cell writes, in at least MIN and at most MAX batches: a few thousand
+# events a cell, so that one slow batch is a small part of it.
 EVENTS, QUICK_EVENTS = 16_000, 4_000
 MIN_BATCHES, MAX_BATCHES = 20, 2_500
 ROWS = (
@@ -90,17 +93,38 @@ def columns(size: int, matched: bool, start: int) -> Columns:
     }
 
 
+def backend_cpu(pid: int) -> float:
+    """Seconds on a CPU of our PostgreSQL backend, to the nanosecond (/proc schedstat's
+    first field; /proc/<pid>/stat counts 10 ms ticks, too coarse for a cell).
+
+    The backend must be a process of this machine: a server elsewhere (another
+    host, a container) has no /proc entry here, or one of another process.
+    """
+    proc = Path(f"/proc/{pid}")
+    try:
+        name = (proc / "comm").read_text().strip()
+        on_cpu = int((proc / "schedstat").read_text().split()[0])
+    except (OSError, IndexError, ValueError):
+        raise SystemExit(
+            f"bench.receiver_write needs PostgreSQL on this machine: no /proc entry for "
+            f"backend {pid}"
+        ) from None
+    if name not in ("postgres", "postmaster"):
+        raise SystemExit(f"backend pid {pid} is {name!r} here, not PostgreSQL's: a remote server?")
+    return on_cpu / 1e9
+
+
 async def measure(
     backend: int, batches: Sequence[Columns], write: Callable[[Columns], Awaitable[None]]
 ) -> Cell:
-    """The backend's CPU (from /proc, so the commit's flush wait is not in it) and the
-    wall time, per batch."""
-    cpu_before = CpuMeter.cpu_seconds(backend) or 0.0
+    """The backend's CPU (not its waits: the commit's flush is in the wall time only)
+    and the wall time, per batch."""
+    cpu_before = backend_cpu(backend)
     started = time.perf_counter()
     for batch in batches:
         await write(batch)
     wall = time.perf_counter() - started
-    cpu = (CpuMeter.cpu_seconds(backend) or 0.0) - cpu_before
+    cpu = backend_cpu(backend) - cpu_before
     return Cell(cpu / len(batches) * 1e6, wall / len(batches) * 1e6)
 
 
@@ -115,6 +139,7 @@ def fit(points: Sequence[tuple[int, float]]) -> tuple[float, float]:
 
 
 async def run(sizes: Sequence[int], rounds: int, events: int) -> None:
+    """A fresh bench database with the operations matched events name; then the rows."""
     async with bench_database("receiver_write") as db:
         await prepare_operations(db.url)
         writers = await create_writer_pool(db.url)  # the receiver's writer, configured as it is
@@ -149,13 +174,18 @@ async def measure_rows(
         for write in (floor_write, receiver_write):
             await measure(backend, [columns(size, True, i) for i in range(5)], write)
     best: dict[tuple[str, int], Cell] = {}
+    logging_on = True
     for _ in range(rounds):
         for size in sizes:
             count = min(MAX_BATCHES, max(MIN_BATCHES, events // size))
             for row in ROWS:
                 batches = [columns(size, row == MATCHED, i * size) for i in range(count)]
                 write = floor_write if row == BASELINE else receiver_write
-                await set_logging(admin, row != NOLOG)
+                if (row != NOLOG) != logging_on:
+                    logging_on = row != NOLOG
+                    await set_logging(admin, logging_on)
+                    # ALTER TABLE drops the writer's cached plans: made again unmeasured
+                    await write(columns(size, False, 0))
                 cell = await measure(backend, batches, write)
                 if (row, size) not in best or cell.cpu_us < best[(row, size)].cpu_us:
                     best[(row, size)] = cell
@@ -164,6 +194,7 @@ async def measure_rows(
 
 
 def report(best: dict[tuple[str, int], Cell], sizes: Sequence[int], rounds: int) -> None:
+    """Each row by size, its fit, and its cost beyond the floor's (the baseline)."""
     print(
         f"receiver_store_events alone, one writer connection, {rounds} round(s); "
         "µs of the backend's CPU (wall time, commit included, in brackets)"
