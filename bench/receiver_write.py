@@ -103,15 +103,16 @@ def backend_cpu(pid: int) -> float:
     proc = Path(f"/proc/{pid}")
     try:
         name = (proc / "comm").read_text().strip()
-        on_cpu = int((proc / "schedstat").read_text().split()[0])
-    except (OSError, IndexError, ValueError):
+    except OSError:
         raise SystemExit(
-            f"bench.receiver_write needs PostgreSQL on this machine: no /proc entry for "
-            f"backend {pid}"
+            f"bench.receiver_write needs PostgreSQL on this machine: no process {pid} here"
         ) from None
     if name not in ("postgres", "postmaster"):
         raise SystemExit(f"backend pid {pid} is {name!r} here, not PostgreSQL's: a remote server?")
-    return on_cpu / 1e9
+    try:
+        return int((proc / "schedstat").read_text().split()[0]) / 1e9
+    except (OSError, IndexError, ValueError):
+        raise SystemExit("bench.receiver_write needs /proc/<pid>/schedstat (schedstats)") from None
 
 
 async def measure(
@@ -184,8 +185,9 @@ async def measure_rows(
                 if (row != NOLOG) != logging_on:
                     logging_on = row != NOLOG
                     await set_logging(admin, logging_on)
-                    # ALTER TABLE drops the writer's cached plans: made again unmeasured
-                    await write(columns(size, False, 0))
+                    # ALTER TABLE on the logged tables drops the receiver statement's
+                    # cached plan (never the floor's): made again, unmeasured
+                    await receiver_write(columns(size, False, 0))
                 cell = await measure(backend, batches, write)
                 if (row, size) not in best or cell.cpu_us < best[(row, size)].cpu_us:
                     best[(row, size)] = cell
