@@ -108,13 +108,7 @@ class GroupCommit:
         conn = await asyncpg.connect(
             database_url, server_settings={"plan_cache_mode": "force_generic_plan"}
         )
-        await conn.execute(
-            f"CREATE TABLE IF NOT EXISTS {self._table} (event_id text PRIMARY KEY, payload bytea)"
-        )
-        insert = await conn.prepare(
-            f"INSERT INTO {self._table} (event_id, payload) "
-            "SELECT * FROM unnest($1::text[], $2::bytea[]) ON CONFLICT DO NOTHING"
-        )
+        insert = await prepare_write(conn, self._table)
         self._task = asyncio.create_task(self._write(insert))
         self._conn = conn
 
@@ -144,6 +138,18 @@ class GroupCommit:
         finally:  # the writer ended: nothing queued or in flight is left waiting
             _settle(batch + self._queue, RuntimeError("the floor's writer stopped"))
             self._queue.clear()
+
+
+async def prepare_write(conn: Any, table: str = TABLE) -> Any:
+    """The floor's write on `conn`: its table made if missing, its INSERT prepared
+    (called with the ids and the bodies as two arrays)."""
+    await conn.execute(
+        f"CREATE TABLE IF NOT EXISTS {table} (event_id text PRIMARY KEY, payload bytea)"
+    )
+    return await conn.prepare(
+        f"INSERT INTO {table} (event_id, payload) "
+        "SELECT * FROM unnest($1::text[], $2::bytea[]) ON CONFLICT DO NOTHING"
+    )
 
 
 def _settle(batch: list[tuple[str, bytes, asyncio.Future[None]]], error: Exception | None) -> None:

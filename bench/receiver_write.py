@@ -158,11 +158,7 @@ async def measure_rows(
     conn: Any, admin: Any, sizes: Sequence[int], rounds: int, events: int
 ) -> dict[tuple[str, int], Cell]:
     """The least CPU per batch of each (row, size) over `rounds` alternating rounds."""
-    await conn.execute(f"CREATE TABLE {floor.TABLE} (event_id text PRIMARY KEY, payload bytea)")
-    insert = await conn.prepare(
-        f"INSERT INTO {floor.TABLE} (event_id, payload) "
-        "SELECT * FROM unnest($1::text[], $2::bytea[]) ON CONFLICT DO NOTHING"
-    )
+    insert = await floor.prepare_write(conn)
     backend = await conn.fetchval("SELECT pg_backend_pid()")
 
     async def floor_write(batch: Columns) -> None:
