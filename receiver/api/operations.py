@@ -43,6 +43,7 @@ from receiver.api.waiting import TooManyWaits, TransitionHub, WaitSlots
 from receiver.moves import traced_moves
 from shared import ledger
 from shared.db.errors import DATABASE_UNREACHABLE, db_error_reason
+from shared.db.migrate import MigrationError, pending_migrations
 from shared.db.queries import q
 from shared.ids import is_operation_id, trace_id_from_traceparent
 from shared.ledger import receipts
@@ -73,15 +74,31 @@ _CANCEL_PENDING = frozenset({LocalState.CANCEL_REQUESTED, LocalState.CANCELLING}
 # drops a response to a closed connection); nginx's code for "client closed
 # request", so a log that does record it says what happened.
 CLIENT_CLOSED_REQUEST = 499
+# What a statement meets when the schema is older than this code: a newer
+# receiver deployed before `jobwarden migrate` ran (a column, table or function
+# it uses missing, or a grant a later migration gives).
+SCHEMA_BEHIND = (
+    asyncpg.UndefinedTableError,
+    asyncpg.UndefinedColumnError,
+    asyncpg.UndefinedFunctionError,
+    asyncpg.InsufficientPrivilegeError,
+)
 T = TypeVar("T")
 
 Handler = Callable[[Request], Awaitable[Response]]
+SchemaCheck = Callable[[], Awaitable[bool]]
 # What a lost or unreachable database looks like from here (TimeoutError, a
 # pool acquire that gave up, is an OSError).
 
 
-def _problem_edge(handler: Handler) -> Handler:
-    """Render every failure as problem+json; never leak a traceback or a secret."""
+def _problem_edge(handler: Handler, migrations_pending: SchemaCheck) -> Handler:
+    """Render every failure as problem+json; never leak a traceback or a secret.
+
+    A statement the schema cannot run while migrations are pending is the
+    upgrade window, not a crash: 503 with Retry-After, so an agent retries
+    rather than giving up on a cancel (`/readyz` says `migrations_pending`
+    meanwhile). With nothing pending it is a real fault: 500, logged.
+    """
 
     name = getattr(handler, "__name__", "handler")
 
@@ -106,14 +123,27 @@ def _problem_edge(handler: Handler) -> Handler:
             log.warning("PostgreSQL refused a value in %s (SQLSTATE %s)", name, exc.sqlstate)
             refused = invalid("a value in this request cannot be stored (refused by PostgreSQL)")
             return refused.response(instance=instance)
+        except SCHEMA_BEHIND as exc:
+            if not await migrations_pending():
+                log.exception("unexpected error in %s %s", request.method, name)
+                return _crash().response(instance=instance)
+            log.warning(
+                "%s refused by a schema older than this receiver (SQLSTATE %s): "
+                "run `jobwarden migrate`",
+                name,
+                exc.sqlstate,
+            )
+            behind = unavailable("The database is being upgraded; retry shortly.")
+            return behind.response(instance=instance)
         except Exception:
             log.exception("unexpected error in %s %s", request.method, name)
-            crash = Problem(
-                500, "internal", "Internal error", "Unexpected server error; it was logged."
-            )
-            return crash.response(instance=instance)
+            return _crash().response(instance=instance)
 
     return endpoint
+
+
+def _crash() -> Problem:
+    return Problem(500, "internal", "Internal error", "Unexpected server error; it was logged.")
 
 
 def _instance(request: Request) -> str:
@@ -240,6 +270,15 @@ class OperationsApi:
             yield conn
         finally:
             await self.pool.release(conn)
+
+    async def migrations_pending(self) -> bool:
+        """Is the schema behind this code? False when that cannot be told (then a
+        refused statement stays a 500: nothing says it is the upgrade window)."""
+        try:
+            async with self.connection() as conn:
+                return bool(await pending_migrations(conn))
+        except (Problem, MigrationError, *DATABASE_UNREACHABLE, asyncpg.PostgresError):
+            return False
 
     async def caller(self, request: Request) -> Caller:
         async with self.connection() as conn:
@@ -584,7 +623,12 @@ class OperationsApi:
         ]
         document = openapi_document(self.settings.providers)["paths"]
         return [
-            Route(path, _MethodDispatch(handlers, _query_names(document.get(path, {}))))
+            Route(
+                path,
+                _MethodDispatch(
+                    handlers, _query_names(document.get(path, {})), self.migrations_pending
+                ),
+            )
             for path, handlers in table
         ]
 
@@ -608,9 +652,15 @@ class _MethodDispatch:
     """
 
     def __init__(
-        self, handlers: Mapping[str, Handler], query: Mapping[str, frozenset[str]]
+        self,
+        handlers: Mapping[str, Handler],
+        query: Mapping[str, frozenset[str]],
+        migrations_pending: SchemaCheck,
     ) -> None:
-        self._handlers = {method: _problem_edge(handler) for method, handler in handlers.items()}
+        self._handlers = {
+            method: _problem_edge(handler, migrations_pending)
+            for method, handler in handlers.items()
+        }
         self._allow = ", ".join(sorted(self._handlers))
         self._query = query
 
