@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import json
 from datetime import UTC, datetime, timedelta, timezone
@@ -9,6 +10,8 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from shared.ledger.leaves import (
     KINDS,
@@ -182,3 +185,85 @@ def test_an_archived_document_gives_the_digests_of_its_row(row: dict[str, Any]) 
 def test_a_document_that_is_not_a_row_is_refused(document: bytes) -> None:
     with pytest.raises(LeafError):
         digests_of_document(KINDS["decision"], document)
+
+
+# ------------------------------------------------------ the encoding, by its definition
+
+
+class LocalStateLike(enum.StrEnum):
+    RUNNING = "running"
+
+
+class Counted(enum.IntEnum):
+    TWO = 2
+
+
+_TEXT = st.text(st.characters(codec=None, exclude_categories=()), max_size=12)
+_SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(10**30), max_value=10**30)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | _TEXT
+)
+_JSON = st.recursive(
+    _SCALARS,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_TEXT, inner, max_size=3),
+    max_leaves=8,
+)
+_ZONES = st.sampled_from([UTC, timezone(timedelta(hours=-7, minutes=-30)), timezone.max])
+_COLUMN = (
+    _JSON
+    | st.decimals(allow_nan=False, allow_infinity=False, places=4)
+    | st.datetimes(timezones=_ZONES)
+    | st.sampled_from([LocalStateLike.RUNNING, Counted.TWO])  # str / int subclasses
+)
+
+
+@given(st.sampled_from(sorted(KINDS)), st.data())
+@settings(max_examples=400, deadline=None)
+def test_digests_are_the_hashes_of_the_canonical_json_the_module_docstring_defines(
+    name: str, data: st.DataObject
+) -> None:
+    """Digests.of joins each column's encoding into its documents; the bytes must be
+    json.dumps's of the same dict (sorted keys, no spaces, UTF-8), or every leaf
+    the log already holds would stop verifying."""
+    kind = KINDS[name]
+    row = {c: data.draw(_COLUMN, label=c) for c in kind.columns}
+    if kind.settled_when is not None and data.draw(st.booleans(), label="settled"):
+        row[kind.settled_when] = datetime(2026, 12, 2, tzinfo=UTC)
+    digests = Digests.of(kind, row)
+    document = row_document(kind, row)
+    parsed = json.loads(document.decode("utf-8", "surrogatepass"))
+
+    def by_definition(columns: tuple[str, ...]) -> bytes:
+        text = json.dumps(
+            {c: parsed[c] for c in columns},
+            sort_keys=True,
+            separators=(",", ":"),
+            ensure_ascii=False,
+            allow_nan=False,
+        )
+        return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
+
+    assert digests.row == by_definition(kind.columns)
+    assert digests.fixed == by_definition(kind.fixed)
+    assert digests.settled == (by_definition(kind.settled) if kind.is_settled(row) else None)
+
+
+@given(_TEXT, st.sampled_from(sorted(KINDS)), st.booleans())
+def test_a_leaf_is_the_canonical_json_of_what_it_names(
+    row_id: str, name: str, deleted: bool
+) -> None:
+    digest = hashlib.sha256(row_id.encode("utf-8", "surrogatepass")).digest()
+    digests = Digests(None, None, None) if deleted else Digests(digest, digest, None)
+    document = {
+        "kind": name,
+        "id": row_id,
+        "deleted": deleted,
+        "row": None if deleted else digest.hex(),
+        "fixed": None if deleted else digest.hex(),
+        "settled": None,
+    }
+    text = json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    assert leaf_data(name, row_id, digests) == LEAF_PREFIX + text.encode("utf-8", "surrogatepass")
