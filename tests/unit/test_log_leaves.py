@@ -215,7 +215,7 @@ _ZONES = st.sampled_from([UTC, timezone(timedelta(hours=-7, minutes=-30)), timez
 _COLUMN = (
     _JSON
     | st.decimals(allow_nan=False, allow_infinity=False, places=4)
-    | st.datetimes(timezones=_ZONES)
+    | st.datetimes(datetime(1900, 1, 1), datetime(2200, 1, 1), timezones=_ZONES)
     | st.sampled_from([LocalStateLike.RUNNING, Counted.TWO])  # str / int subclasses
 )
 
