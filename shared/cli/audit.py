@@ -65,6 +65,15 @@ def register(sub: Any) -> None:
         "row against its leaf",
     )
     verify.add_argument(
+        "--settle",
+        type=float,
+        default=log_audit.SETTLE_SECONDS,
+        metavar="SECONDS",
+        help="how long to wait for the sequencer to log the changes found queued (rows that "
+        "changed since their newest leaf): one it does not log is a problem (default "
+        f"{log_audit.SETTLE_SECONDS:.0f})",
+    )
+    verify.add_argument(
         "--no-record",
         action="store_true",
         help="do not note this verification in the database (audit_verifications, shown by "
@@ -216,7 +225,10 @@ async def cmd_verify(args: argparse.Namespace) -> int:
         began = time.monotonic()
         checked, breaks = await audit.verify(conn, args.operation)
         report = await log_audit.verify_log(
-            conn, checkpoint, archive_root=Path(args.archive) if args.archive else None
+            conn,
+            checkpoint,
+            archive_root=Path(args.archive) if args.archive else None,
+            settle_seconds=args.settle,
         )
         seconds = time.monotonic() - began
         ok = not breaks and report.ok
@@ -269,6 +281,7 @@ def _as_json(
         },
         "rows_checked": report.rows_checked,
         "pending": report.pending,
+        "logged_while_checking": report.settled,
         "problems": report.problems,
         "problem_count": report.problem_count,
         "unproven": report.unproven,
@@ -300,10 +313,11 @@ def _print(checked: int, breaks: list[audit.Break], report: log_audit.LogReport)
         else:  # the signed entries are intact; what is wrong is listed above
             verdict = "extends it, but the problems above were found"
         print(f"checkpoint {cp.origin} at size {cp.size} (signature verified): the log {verdict}")
-    if report.pending:
+    if report.excused:
         print(
-            f"{report.pending} change(s) not sequenced yet (oldest {report.oldest_pending}): "
-            "not covered by this check; `jobwarden audit sequence` appends them"
+            f"{len(report.excused)} row(s) changed since their newest leaf: "
+            f"{report.settled} logged by the sequencer while this check waited, their "
+            "versions checked"
         )
     if report.archived_rows and not report.archives_unchecked:
         print(

@@ -21,6 +21,8 @@ report says so rather than pretending otherwise.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -49,6 +51,11 @@ PREFETCH = 5000
 # A queued change older than this is a problem: the reconciler sequences
 # every log_interval (5 s by default).
 MAX_PENDING_AGE = 600.0
+# How long the check waits for the sequencer to log the changes it found
+# queued (their rows changed, or not yet logged): a few of its intervals.
+SETTLE_SECONDS = 30.0
+# How often it looks, meanwhile.
+SETTLE_POLL_SECONDS = 0.5
 # Problems listed in full; beyond this only counted (a wholesale rewrite
 # would otherwise print millions of lines).
 MAX_LISTED = 50
@@ -79,6 +86,11 @@ class LogReport:
     archived_rows: int = 0
     # archived rows whose content was not checked (no --archive given), in words
     archives_unchecked: str | None = None
+    # rows whose disagreement with the log only a queued change excused: each
+    # must be logged by the sequencer while the check waits (kind, row id)
+    excused: list[tuple[str, str]] = field(default_factory=list)
+    # of those, how many the sequencer logged during the wait
+    settled: int = 0
 
     def problem(self, text: str) -> None:
         self.problem_count += 1
@@ -115,14 +127,30 @@ async def verify_log(
     checkpoint: Checkpoint | None,
     max_pending_age: float = MAX_PENDING_AGE,
     archive_root: Path | None = None,
+    settle_seconds: float = SETTLE_SECONDS,
 ) -> LogReport:
     """Check the log (and, given one, against a checkpoint already verified by its key).
 
-    A change still queued longer than `max_pending_age` seconds is a problem:
-    the sequencer is stopped, or someone queues changes to pass edits off as
-    pending. Archived rows are checked against the archives under
-    `archive_root` when given (shared/ledger/archive_audit.py).
+    A row that disagrees with its newest leaf (or has none) is excused only
+    by a change the sequencer has yet to log, and only until it has: the
+    check then waits up to `settle_seconds` for the sequencer to log each
+    such row, and judges the versions it logged. Nothing the database holds
+    can stand in for that: a queue entry kept from the sequencer (a trigger,
+    a rule, a policy) and its `queued_at` kept young would otherwise excuse a
+    deleted or forged row for ever. A change still queued longer than
+    `max_pending_age` seconds is a problem too. Archived rows are checked
+    against the archives under `archive_root` when given
+    (shared/ledger/archive_audit.py).
     """
+    report = await _check_snapshot(conn, checkpoint, max_pending_age, archive_root)
+    if report.excused:
+        await _settle_excused(conn, report, settle_seconds)
+    return report
+
+
+async def _check_snapshot(
+    conn: Any, checkpoint: Checkpoint | None, max_pending_age: float, archive_root: Path | None
+) -> LogReport:
     report = LogReport(checkpoint=checkpoint, unproven=None if checkpoint else UNPROVEN)
     async with conn.transaction(isolation="repeatable_read", readonly=True):
         await _check_tree(conn, report)
@@ -206,15 +234,49 @@ async def _check_rows(conn: Any, kind: LeafKind, report: LogReport) -> None:
     async for row in conn.cursor(q(f"log_check_{kind.name}"), prefetch=PREFETCH):
         checked += 1
         problem = _row_problem(kind, row)
-        if problem:
+        if problem is _EXCUSED:
+            report.excused.append((kind.name, row["log_row_id"]))
+        elif problem:
             report.problem(f"{kind.table} {row['log_row_id']}: {problem}")
     report.rows_checked[kind.name] = checked
 
 
-async def _check_versions(conn: Any, report: LogReport) -> None:
-    """The rules every row's versions follow (stream of rows logged more than once)."""
+async def _settle_excused(conn: Any, report: LogReport, settle_seconds: float) -> None:
+    """Wait for the sequencer to log every excused row, then judge what it logged.
+
+    A row it never logs is a problem: the sequencer is stopped, or its queue
+    entry is kept from it. One it logs is judged as any logged row is (the
+    version rules: no deletion but the ledger's, no change to what never
+    changes); a row created meanwhile is dated by its leaf, as any is.
+    """
+    waiting = set(report.excused)
+    deadline = time.monotonic() + settle_seconds
+    while True:
+        kinds, ids = map(list, zip(*waiting, strict=True))
+        rows = await conn.fetch(q("log_logged_since"), report.tree_size, kinds, ids)
+        waiting -= {(r["kind"], r["row_id"]) for r in rows}
+        if not waiting or time.monotonic() >= deadline:
+            break
+        await asyncio.sleep(SETTLE_POLL_SECONDS)
+    logged = [key for key in report.excused if key not in waiting]
+    report.settled = len(logged)
+    for kind_name, row_id in sorted(waiting):
+        report.problem(
+            f"{KINDS[kind_name].table} {row_id}: differs from the log, and its queued change "
+            f"was not logged within {settle_seconds:.0f} s: the sequencer is not running, "
+            "or the queue is being used to hide a change"
+        )
+    if logged:
+        kinds, ids = map(list, zip(*logged, strict=True))
+        async with conn.transaction(isolation="repeatable_read", readonly=True):
+            await _check_versions(conn, report, q("log_versions_of"), kinds, ids)
+
+
+async def _check_versions(conn: Any, report: LogReport, query: str = "", *args: Any) -> None:
+    """The rules every row's versions follow (stream of rows logged more than once,
+    or of the rows `query` names)."""
     versions: list[Any] = []
-    async for row in conn.cursor(q("log_versions"), prefetch=PREFETCH):
+    async for row in conn.cursor(query or q("log_versions"), *args, prefetch=PREFETCH):
         if versions and (versions[0]["kind"], versions[0]["row_id"]) != (
             row["kind"],
             row["row_id"],
@@ -271,14 +333,20 @@ def _deletion_problem(kind: LeafKind, versions: list[Any], live: list[Any]) -> s
     return None
 
 
+# What _row_problem says of a row only a queued change excuses (see verify_log).
+_EXCUSED = "excused while its change is queued"
+
+
 def _row_problem(kind: LeafKind, row: Any) -> str | None:
     exists, queued = row["log_row_exists"], row["log_queued"]
     if row["log_leaf_hash"] is None:
-        return None if queued else "outside the log (no leaf, no queued change)"
+        return _EXCUSED if queued else "outside the log (no leaf, no queued change)"
     if not exists:
         # gone, its deletion logged or still queued (archived rows, updatable kinds)
-        if row["log_deleted"] or (queued and (kind.updatable or row["log_archived"])):
+        if row["log_deleted"]:
             return None
+        if queued and (kind.updatable or row["log_archived"]):
+            return _EXCUSED
         return "removed (its leaf is in the log, the row is gone)"
     if row["log_deleted"]:
         return "present, but the log records its deletion"
@@ -297,7 +365,7 @@ def _row_problem(kind: LeafKind, row: Any) -> str | None:
     logged_settled = _bytes(row["log_settled_sha256"])
     if logged_settled is not None and now.settled != logged_settled:
         return "altered (its settled part changed since it was logged)"
-    return None
+    return _EXCUSED
 
 
 __all__ = [

@@ -310,6 +310,23 @@ FROM log_leaves l JOIN multi m ON m.kind = l.kind AND m.row_id = l.row_id
 LEFT JOIN log_archived a ON a.kind = l.kind AND a.row_id = l.row_id
 ORDER BY l.kind, l.row_id, l.leaf_index;
 
+-- name: log_logged_since
+-- Which of the rows named by ($2 kind, $3 row id) have a leaf at index $1 or
+-- beyond: logged by the sequencer since a check saw the log at that size.
+SELECT DISTINCT l.kind, l.row_id
+FROM unnest($2::text[], $3::text[]) AS k (kind, row_id)
+JOIN log_leaves l ON l.kind = k.kind AND l.row_id = k.row_id AND l.leaf_index >= $1;
+
+-- name: log_versions_of
+-- Every leaf of the rows named by ($1 kind, $2 row id), in order per row: the
+-- version rules of shared/ledger/log_audit.py, for rows logged during a check.
+SELECT l.kind, l.row_id, l.leaf_index, l.deleted, l.fixed_sha256, l.settled_sha256,
+       a.leaf_index AS archived_leaf
+FROM unnest($1::text[], $2::text[]) AS k (kind, row_id)
+JOIN log_leaves l ON l.kind = k.kind AND l.row_id = k.row_id
+LEFT JOIN log_archived a ON a.kind = l.kind AND a.row_id = l.row_id
+ORDER BY l.kind, l.row_id, l.leaf_index;
+
 -- name: log_leaves_of_operation
 -- The newest leaf below a tree size of every evidence row of one operation
 -- (NULL leaf_index: none yet), in log order: what a receipt proves.

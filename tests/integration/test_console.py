@@ -28,7 +28,7 @@ from receiver.console.base import CONSOLE_LOGIN_REFUSED, RECEIVER_MAY_NOT_DECIDE
 from shared import ledger
 from shared.db.connect import ResolvedDatabase
 from shared.db.queries import q
-from shared.ledger import decisions, log_audit
+from shared.ledger import decisions, log, log_audit
 from shared.ledger.states import LocalState
 from tests.integration.agent_support import make_token
 from tests.integration.console_support import (
@@ -586,6 +586,7 @@ async def test_the_audit_page_shows_the_last_recorded_verification(
     before = html.unescape((await client.get(receiver.url("/console/audit"))).text)
     assert "None recorded." in before
     await drive(db, await submit(db), S.SUCCEEDED)
+    await log.sequence_all(db)  # as the reconciler's sequencer does: nothing left queued
     report = await log_audit.verify_log(db, None)
     await log_audit.record_verification(db, report, chains_checked=1, chain_breaks=0, seconds=0.25)
     after = html.unescape((await client.get(receiver.url("/console/audit"))).text)
