@@ -26,6 +26,8 @@ from shared.ledger.leaves import KINDS, Digests, LeafKind, leaf_data
 from shared.secret import Secret
 from shared.tlog import (
     Checkpoint,
+    CheckpointError,
+    NoteError,
     ProofError,
     Signer,
     consistency_proof,
@@ -266,12 +268,21 @@ async def checkpoint(db: Executor, signer: Signer, previous: Checkpoint | None =
     `previous`, the last checkpoint this signer published (read back from
     where it was published, outside the database), must be extended by the
     tree: the database proves it with a consistency proof checked here, so a
-    rewritten log is never signed. LogForked otherwise.
+    rewritten log is never signed. LogForked otherwise. So must the newest
+    checkpoint the database keeps that this key signed: a signer whose
+    published copy is gone (a new host, a lost directory) would otherwise
+    sign whatever log it found (a tester's rewrite was signed so). Only a
+    database that also lost those rows can still pass a rewrite off that way.
     """
+    # read before the head: a checkpoint another sequencer signed meanwhile is
+    # then never ahead of the head this one signs
+    kept = await _newest_signed(db, signer)
     size, root = await head(db)
     current = Checkpoint(signer.name, size, root)
-    if previous is not None:
-        problem = await consistency_problem(db, previous, current)
+    for earlier in (previous, kept):
+        if earlier is None:
+            continue
+        problem = await consistency_problem(db, earlier, current)
         if problem:
             raise LogForked(problem)
     note = sign(current.text(), [signer])
@@ -279,6 +290,23 @@ async def checkpoint(db: Executor, signer: Signer, previous: Checkpoint | None =
     if recorded is None or bytes(recorded["root_hash"]) != root:
         raise LogForked(f"log_checkpoints already holds another tree of size {size}")
     return note
+
+
+# How many of the newest checkpoint rows the signer looks through for its own:
+# rows its key does not verify (forged) are skipped, not trusted.
+SIGNED_CANDIDATES = 20
+
+
+async def _newest_signed(db: Executor, signer: Signer) -> Checkpoint | None:
+    """The newest checkpoint the database keeps that `signer` signed (None: none)."""
+    for row in await db.fetch(q("log_newest_checkpoints"), SIGNED_CANDIDATES):
+        try:
+            signed = Checkpoint.parse(open_note(row["note"], [signer.verifier]).text)
+        except (NoteError, CheckpointError):
+            continue
+        if signed.origin == signer.name:
+            return signed
+    return None
 
 
 async def consistency_problem(db: Executor, old: Checkpoint, new: Checkpoint) -> str | None:

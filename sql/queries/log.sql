@@ -65,6 +65,11 @@ UNION ALL
 SELECT root_hash FROM log_checkpoints WHERE tree_size = $1
 LIMIT 1;
 
+-- name: log_newest_checkpoints
+-- The newest checkpoint rows: the signer's own among them must be extended by
+-- what it signs next (shared/ledger/log.py checks each note's signature).
+SELECT tree_size, note FROM log_checkpoints ORDER BY tree_size DESC LIMIT $1;
+
 -- name: log_leaf_hashes
 -- Every leaf in log order with what it records, streamed by the verifier.
 SELECT leaf_index, kind, row_id, deleted, row_sha256, fixed_sha256, settled_sha256, leaf_hash

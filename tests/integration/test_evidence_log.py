@@ -486,6 +486,30 @@ async def test_the_signer_refuses_a_log_that_does_not_extend_what_it_published(
     assert (tmp_path / "checkpoint").read_text() == note  # nothing replaced
 
 
+async def test_a_signer_without_its_published_copy_still_refuses_a_rewritten_log(
+    pool: Any, signed: tuple[list[str], str]
+) -> None:
+    """A new host, or a checkpoint directory lost: nothing published to extend, but
+    the database keeps the checkpoint this key signed (a tester's run signed the
+    rewrite). Forged rows beside it, which the key does not verify, are skipped."""
+    ops, _ = signed
+    signer = Signer.from_key(SIGNER_KEY)
+    async with superuser(pool) as conn:
+        await _rewrite_consistently(conn, ops)
+        size = await conn.fetchval("SELECT count(*) FROM log_leaves")
+        note = await conn.fetchval("SELECT note FROM log_checkpoints WHERE tree_size = $1", size)
+        for extra in range(1, 4):  # newer rows, not signed by this key
+            await conn.execute(
+                "INSERT INTO log_checkpoints (tree_size, root_hash, note) VALUES ($1, $2, $3)",
+                size + extra,
+                b"\0" * 32,
+                note.replace("jobwarden.test/log", f"forged-{extra}"),
+            )
+    async with pool.acquire() as conn:
+        with pytest.raises(log.LogForked, match="two different trees"):
+            await log.checkpoint(conn, signer, None)
+
+
 async def test_the_verify_benchmarks_bulk_log_is_what_the_ledger_writes(pool: Any) -> None:
     """bench.evidence_log writes its million operations in bulk, triggers off; what
     verify checks must hold of them as of the ledger's rows, or the benchmark measures
