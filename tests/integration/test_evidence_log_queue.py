@@ -132,3 +132,17 @@ async def test_a_change_nobody_logs_is_a_problem_once_the_wait_is_over(
         report = await verify_log(conn, checkpoint, settle_seconds=0.0)
     assert not report.ok and report.settled == 0
     assert all("the sequencer is not running" in p for p in report.problems), report.problems
+
+
+async def test_a_backlog_too_large_to_wait_for_is_one_problem(
+    pool: Any, signed: tuple[list[str], str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rows excused past the bound are not held in memory; one problem says why."""
+    _, note = signed
+    monkeypatch.setattr(log_audit, "MAX_EXCUSED", 1)
+    await submit(pool)  # two rows not yet logged: one past the bound
+    checkpoint = open_checkpoint(note, [Verifier.from_key(VERIFIER_KEY)])
+    async with pool.acquire() as conn:
+        report = await verify_log(conn, checkpoint, settle_seconds=0.0)
+    assert len(report.excused) == 1 and report.excused_beyond >= 1
+    assert sum("a backlog this check does not wait for" in p for p in report.problems) == 1
