@@ -55,14 +55,20 @@ def read_cancel(step: Step, resp: HttpResponse) -> CancelFact:
     )
 
 
-def read_lookup(step: Step, resp: HttpResponse) -> LookupFact:
-    """A lookup page; unreadable, it proves nothing (never absence)."""
-    return _read(
-        step,
-        "lookup",
-        lambda: step.adapter.parse_lookup(resp, step.op.operation_id),
-        lambda why: LookupFact(resp.status_code, problem=why),
-    )
+def read_lookup(step: Step, resp: HttpResponse, page_token: str | None = None) -> LookupFact:
+    """A lookup page (asked for with `page_token`); unreadable, it proves nothing.
+
+    The page token is passed on only for numbered paging, which needs it to
+    count on: a plugin's parse_lookup written before it existed still runs.
+    """
+    op_id = step.op.operation_id
+
+    def parse() -> LookupFact:
+        if step.adapter.desc.lookup.numbered:
+            return step.adapter.parse_lookup(resp, op_id, page_token)
+        return step.adapter.parse_lookup(resp, op_id)
+
+    return _read(step, "lookup", parse, lambda why: LookupFact(resp.status_code, problem=why))
 
 
 def _read(step: Step, kind: str, parse: Callable[[], F], unreadable: Callable[[str], F]) -> F:

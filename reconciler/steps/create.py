@@ -132,6 +132,7 @@ async def _last_attempt_never_left(conn: Any, operation_id: str) -> bool:
 async def _deadline_passed(step: Step, conn: Any) -> Delay:
     """The create deadline passed: a last look (lookup) before a human is asked."""
     never_sent = step.op.create_attempts == 0
+    unread = None
     if not never_sent and step.adapter.desc.lookup.supported:
         found = await _lookup(step, conn)
         if found.job_ids is not None and len(found.job_ids) == 1:
@@ -139,10 +140,12 @@ async def _deadline_passed(step: Step, conn: Any) -> Delay:
         if found.job_ids is not None and len(found.job_ids) > 1:
             reason = f"lookup found {len(found.job_ids)} remote jobs for our reference"
             return await _conflict(step, conn, reason, found.job_ids)
+        unread = found.unread
     reason = (
         "create deadline passed before any create request was sent"
         if never_sent
         else "create deadline passed without proof that a remote job exists or not"
+        + (f" ({unread})" if unread else "")
     )
     async with conn.transaction():
         await step.reload(conn)
@@ -232,50 +235,75 @@ class Lookup:
     """What a lookup by our reference found.
 
     `job_ids` is None when it was inconclusive (no answer, a problem, or
-    back-pressure: `held_back`); `complete` says every page was read, so
-    the list is the provider's whole answer, not a prefix of it.
+    back-pressure: `held_back`; or no match before pages that may hold one
+    went unread); `complete` says every page was read, so the list is the
+    provider's whole answer, not a prefix of it. `unread` says why pages
+    were left unread (the page limit, a next page no one names), for the
+    human the operation may go to.
     """
 
     job_ids: list[str] | None
     call_id: int = 0
     complete: bool = False
     held_back: bool = False
+    unread: str | None = None
+
+
+# Why a lookup stopped short of the list's end, in the words a human reads.
+UNFOLLOWABLE = "the lookup answer says more pages exist but names no next page it can request"
 
 
 async def _lookup(step: Step, conn: Any) -> Lookup:
-    """Page through the provider's lookup, each page recorded before it is sent."""
+    """Page through the provider's lookup, each page recorded before it is sent.
+
+    The call that proves a job is the page that listed it, not the last page
+    read: a scan reads on to the end to see any second job for our reference.
+    """
     desc = step.adapter.desc
     ids: list[str] = []
     token: str | None = None
-    last_call = 0
+    listed = last_call = 0
     for _ in range(desc.lookup.max_pages):
         if step.held_back() is not None:
             return Lookup(None, held_back=True)
-        attempt = await ledger.bump_attempt(conn, "lookup", step.op.operation_id, fence=step.fence)
-        if attempt is None:
-            raise lease_lost(step.op.operation_id)
-        req = step.adapter.build_lookup(step.op.operation_id, step.op.idempotency_token, token)
-        last_call = await step.begin_call(conn, req, "lookup", attempt)
-        sent = await step.send(req, conn)
-        fact: LookupFact | None = None
-        if sent.response is not None:
-            fact = read_lookup(step, sent.response)
-        found = fact.found_job_ids if fact else ()
-        await step.end_call(
-            conn,
-            last_call,
-            sent,
-            remote_job_id=found[0] if len(found) == 1 else None,
-            wait=_retry_after(step, sent) if fact is not None and fact.back_pressure else None,
-        )
+        last_call, fact = await _lookup_page(step, conn, token)
         if fact is None or fact.problem or fact.back_pressure:
             return Lookup(None, last_call, held_back=bool(fact and fact.back_pressure))
-        ids.extend(j for j in found if j not in ids)
+        if fact.found_job_ids and not listed:
+            listed = last_call
+        ids.extend(j for j in fact.found_job_ids if j not in ids)
+        if fact.more_unreadable:
+            return Lookup(ids or None, listed or last_call, unread=UNFOLLOWABLE)
         if fact.next_page_token is None:
-            return Lookup(ids, last_call, complete=True)
+            return Lookup(ids, listed or last_call, complete=True)
         token = fact.next_page_token
-    # Out of pages: what was found is true, but not the whole answer.
-    return Lookup(ids or None, last_call)
+    # Out of pages: what was found is true, but not the whole answer, and
+    # finding nothing in it proves nothing.
+    pages = desc.lookup.max_pages
+    unread = f"the lookup read lookup.max_pages = {pages} pages and the list goes on"
+    return Lookup(ids or None, listed or last_call, unread=unread)
+
+
+async def _lookup_page(step: Step, conn: Any, token: str | None) -> tuple[int, LookupFact | None]:
+    """One lookup page asked for by `token`, on record: its call id and what it showed."""
+    attempt = await ledger.bump_attempt(conn, "lookup", step.op.operation_id, fence=step.fence)
+    if attempt is None:
+        raise lease_lost(step.op.operation_id)
+    req = step.adapter.build_lookup(step.op.operation_id, step.op.idempotency_token, token)
+    call_id = await step.begin_call(conn, req, "lookup", attempt)
+    sent = await step.send(req, conn)
+    fact: LookupFact | None = None
+    if sent.response is not None:
+        fact = read_lookup(step, sent.response, token)
+    found = fact.found_job_ids if fact else ()
+    await step.end_call(
+        conn,
+        call_id,
+        sent,
+        remote_job_id=found[0] if len(found) == 1 else None,
+        wait=_retry_after(step, sent) if fact is not None and fact.back_pressure else None,
+    )
+    return call_id, fact
 
 
 def _retry_after(step: Step, sent: Any) -> float | None:
@@ -574,10 +602,11 @@ async def step_cross_check(step: Step) -> Delay:
         )
         if tries < MAX_CROSS_CHECKS:
             return step.until_allowed(step.backoff(tries))
+        short = f"; {found.unread}" if found.unread else ""
         note = {
             "code": "cross_check_inconclusive",
             "message": f"the lookup never listed job {job_id} in a complete answer "
-            f"({tries} tries); the same-token answer stands unchecked",
+            f"({tries} tries{short}); the same-token answer stands unchecked",
         }
         await ledger.settle_follow_up(
             conn, step.op.operation_id, CROSS_CHECK, fence=step.fence, note=note

@@ -107,7 +107,9 @@ class ProviderPlugin(Protocol):
         page_token: str | None = None,
     ) -> HttpRequest: ...
 
-    def parse_lookup(self, resp: HttpResponse, client_reference: str) -> LookupFact: ...
+    def parse_lookup(
+        self, resp: HttpResponse, client_reference: str, page_token: str | None = None
+    ) -> LookupFact: ...
 
     def parse_webhook(
         self, body: bytes, headers: Mapping[str, str], query: Mapping[str, str]
@@ -257,8 +259,10 @@ class ProviderAdapter:
     ) -> HttpRequest:
         return requests.build_lookup(self.desc, client_reference, idempotency_token, page_token)
 
-    def parse_lookup(self, resp: HttpResponse, client_reference: str) -> LookupFact:
-        return responses.parse_lookup(self.desc, resp, client_reference)
+    def parse_lookup(
+        self, resp: HttpResponse, client_reference: str, page_token: str | None = None
+    ) -> LookupFact:
+        return responses.parse_lookup(self.desc, resp, client_reference, page_token)
 
     def parse_webhook(
         self, body: bytes, headers: Mapping[str, str], query: Mapping[str, str]

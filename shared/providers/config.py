@@ -14,6 +14,7 @@ Messages name environment variables and files, never secret values.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import math
 import os
@@ -45,6 +46,7 @@ from shared.providers.description import (
     CsvOptions,
     ErrorsSpec,
     Idempotency,
+    LastPage,
     Limits,
     LookupKind,
     LookupSpec,
@@ -216,6 +218,15 @@ def advisories(desc: ProviderDescription) -> list[str]:
             "status.counts_* are read but result.expect.item_count is not set: the result "
             "is only checked to hold no fewer items than the counts announce (set item_count = "
             '"from_status_counts" to hold it to the exact numbers)'
+        )
+    lookup = desc.lookup
+    scanned = lookup.supported and lookup.kind is LookupKind.LIST and not lookup.filtered
+    if scanned and not lookup.paged:
+        found.append(
+            "lookup describes no paging (next_page_token, page_param or offset_param) "
+            "and its request does not name our reference: only the first page is read, "
+            "so a job beyond it is missed and its absence is weak (a lost create may be "
+            "sent again)"
         )
     return found
 
@@ -1280,6 +1291,7 @@ def _lookup(table: _Table | None, create: CreateSpec) -> LookupSpec:
         max_pages=table.int_or("max_pages", DEFAULT_LOOKUP_PAGES),
         not_found_means_absent=table.boolean("not_found_means_absent", False),
     )
+    spec = dataclasses.replace(spec, **_lookup_paging(table, spec))
     if supported and listed:
         for key in ("list", "match", "job_id"):
             if getattr(spec, key) is None:
@@ -1290,6 +1302,114 @@ def _lookup(table: _Table | None, create: CreateSpec) -> LookupSpec:
         raise table.error("not_found_means_absent", "only meaningful with kind = get")
     table.finish()
     return spec
+
+
+# Keys that only numbered paging (page_param or offset_param) reads.
+_NUMBERED_ONLY = ("first_page", "last_page", "total")
+
+
+def _lookup_paging(table: _Table, spec: LookupSpec) -> dict[str, Any]:
+    """The numbered-paging keys of [lookup], refused when they contradict each other.
+
+    A contradiction refused here would otherwise be a lookup that reads the
+    wrong pages, and an absence it never proved is a second paid job.
+    """
+    page_param = table.opt_str("page_param")
+    offset_param = table.opt_str("offset_param")
+    page_size = table.opt_int("page_size", maximum=10_000)
+    page_size_param = table.str_or("page_size_param", "page_size")
+    if table.has("page_size_param") and page_size is None:
+        raise table.error("page_size_param", "meaningless without page_size")
+    if page_param is None and offset_param is None:
+        for key in _NUMBERED_ONLY:
+            if table.has(key):
+                raise table.error(key, "only meaningful with page_param or offset_param")
+        return {"page_size": page_size, "page_size_param": page_size_param}
+    numbered = "page_param" if page_param is not None else "offset_param"
+    _refuse_mixed_paging(table, spec, numbered, offset_param if page_param else None)
+    params = [p for p in (page_param, offset_param, spec.query_param) if p is not None]
+    if page_size is not None:
+        params.append(page_size_param)
+    _refuse_shared_params(table, spec, numbered, params)
+    total = table.path("total", RESPONSE)
+    last_page = table.choice("last_page", LastPage, LastPage.TOTAL if total else LastPage.EMPTY)
+    _check_last_page(table, last_page, total, page_size)
+    return {
+        "page_param": page_param,
+        "offset_param": offset_param,
+        "first_page": _first_page(table, page_param),
+        "page_size": page_size,
+        "page_size_param": page_size_param,
+        "last_page": last_page,
+        "total": total,
+    }
+
+
+def _refuse_mixed_paging(
+    table: _Table, spec: LookupSpec, numbered: str, offset_param: str | None
+) -> None:
+    """One way to the next page: a cursor, a page number or an offset, never two."""
+    if spec.kind is not LookupKind.LIST:
+        raise table.error(numbered, "only meaningful with kind = list")
+    if offset_param is not None:
+        raise table.error(
+            "offset_param", "contradicts page_param: a list pages by number or by offset"
+        )
+    if spec.next_page_token is not None:
+        raise table.error(
+            numbered, "contradicts next_page_token: a list pages by cursor or by number"
+        )
+    if spec.has_more is not None:
+        raise table.error(
+            "has_more", f"only meaningful with next_page_token (with {numbered}, see last_page)"
+        )
+    if table.has("page_token_param"):
+        raise table.error(
+            "page_token_param",
+            f"names a cursor's parameter; with {numbered} there is no cursor",
+        )
+
+
+def _refuse_shared_params(
+    table: _Table, spec: LookupSpec, numbered: str, params: list[str]
+) -> None:
+    """Each paging value needs a query parameter of its own, not one the path sets."""
+    if len(set(params)) < len(params):
+        raise table.error(numbered, "names a query parameter another lookup key already uses")
+    query = urlsplit(spec.path.text).query if spec.path is not None else ""
+    fixed = {pair.partition("=")[0] for pair in query.split("&") if pair}
+    clash = sorted(fixed & set(params))
+    if clash:
+        raise table.error(
+            numbered, f"path already sets ?{clash[0]}=: each page would send it twice"
+        )
+
+
+def _check_last_page(
+    table: _Table, last_page: LastPage, total: ValuePath | None, page_size: int | None
+) -> None:
+    if last_page is LastPage.TOTAL and total is None:
+        raise table.error("total", 'required with last_page = "total" (the list\'s item count)')
+    if last_page is not LastPage.TOTAL and total is not None:
+        raise table.error("total", f'contradicts last_page = "{last_page}"; set one of them')
+    if last_page is LastPage.SHORT and page_size is None:
+        raise table.error(
+            "page_size", 'required with last_page = "short" (a page shorter than it is the last)'
+        )
+
+
+def _first_page(table: _Table, page_param: str | None) -> int:
+    """The number of the first page: required, since a wrong guess skips page 0 or 1."""
+    if page_param is None:
+        if table.has("first_page"):
+            raise table.error("first_page", "only meaningful with page_param (offsets start at 0)")
+        return 0
+    first = table.opt_int("first_page", minimum=0, maximum=1)
+    if first is None:
+        raise table.error(
+            "first_page", "required with page_param (0 or 1: the number of the first page)"
+        )
+    return first
 
 
 def _webhooks(table: _Table | None, status: StatusSpec) -> WebhookSpec | None:

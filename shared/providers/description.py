@@ -67,7 +67,13 @@ a list of paths; *template* = text with ``{placeholders}``)::
     [lookup]   supported (true if the table exists), reason, kind = list|get, method,
                path (template: {client_reference}, {idempotency_token}), query_param,
                list, match, job_id, next_page_token, has_more, page_token_param,
-               max_pages (10), not_found_means_absent (kind = get)
+               max_pages (10), not_found_means_absent (kind = get);
+               numbered paging instead of a cursor (kind = list): page_param (the page
+               number's parameter) + first_page (required: 0 or 1), or offset_param
+               (items already read, from 0); last_page = empty|short|total (how the
+               end is known: an empty page, always; a page shorter than page_size; the
+               items read reaching `total`, a path; default total when `total` is set,
+               else empty); page_size + page_size_param ("page_size"), sent when set
     [webhooks] scheme = standard_webhooks|stripe|github|generic_hmac|static_header,
                [options] (checked by shared.signatures), secrets_env | secrets_file
                (one or a list: rotation), optional, tolerance_seconds (300), event_id,
@@ -222,6 +228,19 @@ class WebhookScheme(StrEnum):
 class LookupKind(StrEnum):
     LIST = "list"  # list endpoint filtered by (or scanned for) our client reference
     GET = "get"  # direct read by a client-chosen id; 404 can prove absence
+
+
+class LastPage(StrEnum):
+    """How a numbered lookup (page_param or offset_param) knows it read the last page.
+
+    An empty page always ends it, whatever the choice: `empty` costs one more
+    request than the others but cannot be misled by a provider that caps the
+    page size below the one asked for, which `short` can.
+    """
+
+    EMPTY = "empty"  # the first page without items
+    SHORT = "short"  # a page with fewer items than page_size
+    TOTAL = "total"  # the items read reach the count at `total`
 
 
 HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
@@ -407,11 +426,41 @@ class LookupSpec:
     job_id: ValuePath | None
     next_page_token: ValuePath | None
     # When set and false, there is no next page whatever next_page_token says
-    # (OpenAI lists carry `last_id` on every page, `has_more` says if it counts).
+    # (OpenAI lists carry `last_id` on every page, `has_more` says if it counts);
+    # true without a cursor, pages we cannot read: no absence is proven.
     has_more: ValuePath | None
     page_token_param: str
     max_pages: int
     not_found_means_absent: bool
+    # Numbered paging, instead of a cursor (Mistral: `?page=0&page_size=100`):
+    # the page number travels in page_param, counted from first_page; or the
+    # number of items already read travels in offset_param. One of
+    # next_page_token, page_param, offset_param at most.
+    page_param: str | None = None
+    offset_param: str | None = None
+    first_page: int = 0
+    page_size: int | None = None  # sent in page_size_param when set, in every paging
+    page_size_param: str = "page_size"
+    last_page: LastPage = LastPage.EMPTY
+    total: ValuePath | None = None  # the list's item count (last_page = total)
+
+    @property
+    def numbered(self) -> bool:
+        """Paged by page number or offset: the next page is ours to compute."""
+        return self.page_param is not None or self.offset_param is not None
+
+    @property
+    def paged(self) -> bool:
+        """Can a lookup read past its first page at all?"""
+        return self.numbered or self.next_page_token is not None
+
+    @property
+    def filtered(self) -> bool:
+        """Does the request name our reference (the provider filters the list for us)?"""
+        names = self.path.names if self.path is not None else frozenset()
+        return self.query_param is not None or bool(
+            names & {"client_reference", "idempotency_token"}
+        )
 
 
 @dataclass(frozen=True)

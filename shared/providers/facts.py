@@ -118,6 +118,9 @@ class LookupFact:
     settles the question by itself (last page, nothing matched; or a direct
     read answered 404 where configured); for a scan over several pages the
     caller must also have seen no match on the earlier pages.
+    `more_unreadable`: the answer says more pages exist, yet names none we
+    can request (`has_more: true` without a cursor): the list's end is
+    unread, so nothing found is no absence.
     """
 
     status_code: int
@@ -126,6 +129,7 @@ class LookupFact:
     next_page_token: str | None = None
     problem: str | None = None
     back_pressure: bool = False
+    more_unreadable: bool = False
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,9 @@ from shared.providers.description import (
     Checksum,
     ChecksumAlgorithm,
     Idempotency,
+    LastPage,
     LookupKind,
+    LookupSpec,
     ProviderDescription,
     ResultFormat,
     ResultSource,
@@ -89,10 +91,10 @@ def _lookup(desc: ProviderDescription) -> Guarantee:
         if spec.kind is LookupKind.GET:
             how = f"a direct read of {spec.method} {spec.path.text}"
         elif spec.query_param:
-            how = f"{spec.method} {spec.path.text}?{spec.query_param}=<operation id>"
+            how = f"{spec.method} {spec.path.text}?{spec.query_param}=<operation id> {_pages(spec)}"
         else:
             how = (
-                f"scanning {spec.method} {spec.path.text} (up to {spec.max_pages} pages) "
+                f"scanning {spec.method} {spec.path.text} {_pages(spec)} "
                 f"for our reference in {spec.match.text if spec.match else '?'}"
             )
         return name, True, f"the job is found by our operation id via {how}"
@@ -110,6 +112,37 @@ def _lookup(desc: ProviderDescription) -> Guarantee:
             "the operation escalates to an operator"
         ),
     )
+
+
+def _pages(spec: LookupSpec) -> str:
+    """Which pages a list lookup reads, as it will read them (see responses.parse_lookup)."""
+    size = f" of {spec.page_size}" if spec.page_size is not None else ""
+    limit = f"up to {spec.max_pages} pages{size}"
+    unread = "a scan cut short by that limit proves no absence: the create is not sent again"
+    if spec.page_param is not None:
+        first, last = spec.first_page, spec.first_page + spec.max_pages - 1
+        return (
+            f"(pages ?{spec.page_param}={first} to {last}, {limit}, until {_end(spec)}; {unread})"
+        )
+    if spec.offset_param is not None:
+        offsets = f"?{spec.offset_param}=0 on by the items read"
+        return f"({offsets}, {limit}, until {_end(spec)}; {unread})"
+    if spec.next_page_token is not None:
+        return (
+            f"(following the cursor at {spec.next_page_token.text} in ?{spec.page_token_param}=, "
+            f"{limit}; {unread})"
+        )
+    if spec.filtered:
+        return "(one page: the provider filters the list by our reference)"
+    return "(its first page only: no paging is described)"
+
+
+def _end(spec: LookupSpec) -> str:
+    if spec.last_page is LastPage.SHORT:
+        return f"a page of fewer than {spec.page_size} items"
+    if spec.last_page is LastPage.TOTAL and spec.total is not None:
+        return f"the items read reach {spec.total.text}"
+    return "an empty page"
 
 
 def _cancellable(desc: ProviderDescription) -> Guarantee:

@@ -25,7 +25,7 @@ from urllib.parse import SplitResult, parse_qsl, urlencode, urljoin, urlsplit, u
 
 import httpx
 
-from shared.providers.description import Idempotency, ProviderDescription
+from shared.providers.description import Idempotency, LookupSpec, ProviderDescription
 from shared.providers.errors import RequestBuildError
 from shared.providers.facts import StatusFact
 from shared.providers.messages import HttpRequest
@@ -291,9 +291,26 @@ def build_lookup(
     params: dict[str, str] = {}
     if spec.query_param:
         params[spec.query_param] = client_reference
-    if page_token:
-        params[spec.page_token_param] = page_token
+    params.update(_lookup_page(spec, page_token))
     return _request(desc, "lookup", spec.method, add_query(url, params), _base_headers(desc), None)
+
+
+def _lookup_page(spec: LookupSpec, page_token: str | None) -> dict[str, str]:
+    """Which page to send for: a numbered first page is named, never left to a default.
+
+    `page_token` is the cursor, or for numbered paging the page number or offset
+    that `responses.parse_lookup` computed from the page before.
+    """
+    params: dict[str, str] = {}
+    if spec.page_size is not None:
+        params[spec.page_size_param] = str(spec.page_size)
+    if spec.page_param is not None:
+        params[spec.page_param] = page_token or str(spec.first_page)
+    elif spec.offset_param is not None:
+        params[spec.offset_param] = page_token or "0"
+    elif page_token:
+        params[spec.page_token_param] = page_token
+    return params
 
 
 def resolve_url(desc: ProviderDescription, url: str) -> str:

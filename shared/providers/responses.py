@@ -30,7 +30,9 @@ from shared.jsonread import NOT_JSON
 from shared.ledger.states import RemoteState
 from shared.providers.description import (
     Idempotency,
+    LastPage,
     LookupKind,
+    LookupSpec,
     ProviderDescription,
     ResultSource,
     StatusSpec,
@@ -439,9 +441,16 @@ def parse_cancel(
 
 
 def parse_lookup(
-    desc: ProviderDescription, resp: HttpResponse, client_reference: str
+    desc: ProviderDescription,
+    resp: HttpResponse,
+    client_reference: str,
+    page_token: str | None = None,
 ) -> LookupFact:
-    """Job ids whose client reference is ours on this page; see LookupFact for absence."""
+    """Job ids whose client reference is ours on this page; see LookupFact for absence.
+
+    `page_token` is what this page was requested with (None: the first page);
+    numbered paging computes the next page from it.
+    """
     spec = desc.lookup
     code = resp.status_code
     if code == 404 and spec.kind is LookupKind.GET and spec.not_found_means_absent:
@@ -465,19 +474,59 @@ def parse_lookup(
         job_id = as_str(extract(spec.job_id, job)) if spec.job_id is not None else None
         if reference == client_reference and job_id is not None and job_id not in found:
             found.append(job_id)
+    if spec.numbered:
+        token, unreadable = _next_numbered(spec, resp, page_token, len(jobs)), False
+    else:
+        token, unreadable = _next_cursor(spec, resp)
+    return LookupFact(
+        status_code=code,
+        found_job_ids=tuple(found),
+        proven_absent=not found and token is None and not unreadable,
+        next_page_token=token,
+        more_unreadable=unreadable,
+    )
+
+
+def _next_cursor(spec: LookupSpec, resp: HttpResponse) -> tuple[str | None, bool]:
+    """The cursor of the next page, and whether more pages exist that none names.
+
+    `has_more: true` without a cursor is a list we cannot follow: its end was
+    never read, so its absence proves nothing.
+    """
+    body = resp.json_body
     # a page cursor may be a header (GitLab's X-Next-Page): read without the
     # headers it was always absent, and page 1 passed for the whole list
     token = (
         as_str(extract(spec.next_page_token, body, resp.headers)) if spec.next_page_token else None
     )
-    if spec.has_more is not None and extract(spec.has_more, body) is not True:
-        token = None
-    return LookupFact(
-        status_code=code,
-        found_job_ids=tuple(found),
-        proven_absent=not found and token is None,
-        next_page_token=token,
-    )
+    if spec.has_more is None:
+        return token, False
+    if extract(spec.has_more, body) is not True:
+        return None, False
+    return token, token is None
+
+
+def _next_numbered(
+    spec: LookupSpec, resp: HttpResponse, page_token: str | None, count: int
+) -> str | None:
+    """The page number or offset after this page of `count` items, or None at the end.
+
+    Page numbers count the items read as if every page held this page's count:
+    only the last page holds fewer, so this never ends a list early; an
+    unreadable `total` leaves the end to the empty page.
+    """
+    start = spec.first_page if spec.page_param is not None else 0
+    position = int(page_token) if page_token else start
+    if count == 0:
+        return None
+    if spec.last_page is LastPage.SHORT and spec.page_size is not None and count < spec.page_size:
+        return None
+    if spec.last_page is LastPage.TOTAL and spec.total is not None:
+        total = as_int(extract(spec.total, resp.json_body, resp.headers))
+        read = (position - start + 1) * count if spec.page_param is not None else position + count
+        if total is not None and read >= total:
+            return None
+    return str(position + 1 if spec.page_param is not None else position + count)
 
 
 # --------------------------------------------------------------------- errors pages

@@ -4,6 +4,10 @@
   pipeline, and nothing deduplicates it; the only handle a lookup has is the
   pipeline's name (our operation id). The list is paged by a response
   header, `X-Next-Page`, twenty to a page, and other pipelines fill page 1.
+- `BatchJobsFixture`: Mistral's batch jobs. Nothing deduplicates a create;
+  the job carries our operation id in its metadata, and the list is paged by
+  page number (`?page=0&page_size=100`, `{"data": [...], "total": N}`, no
+  cursor), oldest first: the jobs of others fill the first pages.
 - `RequestReplyFixture`: the asynchronous request-reply pattern. A create
   answers 202 with `Location: /queue/{id}`; the queue answers 200
   `{"status": "running"}` until the job is done, then either 303 See Other
@@ -36,6 +40,7 @@ from starlette.routing import Route
 from tests.fixtures_providers.common import Registry, hang, json_response
 
 PAGE_SIZE = 20
+BATCH_PAGE_SIZE = 100  # Mistral's default page_size
 # A pipeline or request-reply job is done after this many status reads.
 READS_TO_FINISH = 2
 SIGNATURE = "c2lnbmF0dXJl"
@@ -73,6 +78,44 @@ PIPELINES: dict[str, Any] = {
         "job_id": "/id",
         "next_page_token": "header:X-Next-Page",
         "page_token_param": "page",
+    },
+}
+
+
+BATCH_JOBS: dict[str, Any] = {
+    "create": {
+        "path": "/v1/batch/jobs",
+        "idempotency": "none",
+        "job_id": "/id",
+        "state": "/status",
+        "accepted_statuses": [200],
+        "set_body": {"metadata.jobwarden_operation_id": "{operation_id}"},
+    },
+    "status": {
+        "path": "/v1/batch/jobs/{job_id}",
+        "state": "/status",
+        "state_map": {
+            "QUEUED": "pending",
+            "RUNNING": "running",
+            "SUCCESS": "succeeded",
+            "FAILED": "failed",
+            "CANCELLED": "cancelled",
+        },
+    },
+    "result": {
+        "source": "path",
+        "path": "/v1/batch/jobs/{job_id}",
+        "expect": {"required_fields": ["/succeeded_requests"]},
+    },
+    "lookup": {
+        "path": "/v1/batch/jobs",
+        "list": "/data",
+        "match": "/metadata/jobwarden_operation_id",
+        "job_id": "/id",
+        "page_param": "page",
+        "first_page": 0,
+        "page_size": BATCH_PAGE_SIZE,
+        "total": "/total",
     },
 }
 
@@ -154,6 +197,80 @@ class PipelinesFixture:
 
     async def report(self, request: Request) -> Response:
         return json_response({"total_count": 3, "success_count": 3})
+
+
+class BatchJobsFixture:
+    """Mistral-like batch jobs behind `others` jobs of other callers.
+
+    `lose_first_create`: the first create is never answered in time; the job
+    it made is kept, or with `keep_lost = False` never made (the provider
+    failed after reading the request).
+    """
+
+    def __init__(
+        self, *, others: int, lose_first_create: bool = True, keep_lost: bool = True
+    ) -> None:
+        self.lose_first_create = lose_first_create
+        self.keep_lost = keep_lost
+        self.creates = 0
+        self.jobs: dict[str, dict[str, Any]] = {}
+        for i in range(others):
+            self._add({"metadata": {"jobwarden_operation_id": f"op_someone_else_{i}"}})
+        self.reads: dict[str, int] = {}
+        self.pages: list[int] = []
+
+    def app(self) -> Starlette:
+        return Starlette(
+            routes=[
+                Route("/v1/batch/jobs", self.create, methods=["POST"]),
+                Route("/v1/batch/jobs", self.listing),
+                Route("/v1/batch/jobs/{jid}", self.status),
+            ]
+        )
+
+    def ours(self, operation_id: str) -> list[str]:
+        """The ids of the jobs that carry `operation_id`."""
+        return [
+            jid
+            for jid, job in self.jobs.items()
+            if job["metadata"].get("jobwarden_operation_id") == operation_id
+        ]
+
+    def _add(self, body: dict[str, Any]) -> dict[str, Any]:
+        jid = f"b{len(self.jobs):05d}"
+        job = {"id": jid, "object": "batch", "status": "QUEUED", "metadata": body["metadata"]}
+        self.jobs[jid] = job
+        return job
+
+    async def create(self, request: Request) -> Response:
+        self.creates += 1
+        body = await request.json()
+        lost = self.lose_first_create and self.creates == 1
+        if lost and not self.keep_lost:
+            await hang()
+            return json_response({"message": "internal error"}, 500)
+        job = self._add(body)
+        if lost:
+            await hang()
+        return json_response(job)
+
+    async def listing(self, request: Request) -> Response:
+        """Page numbers from 0, oldest first; past the end an empty page."""
+        page = int(request.query_params.get("page", "0"))
+        size = int(request.query_params.get("page_size", str(BATCH_PAGE_SIZE)))
+        self.pages.append(page)
+        jobs = list(self.jobs.values())
+        return json_response(
+            {"data": jobs[page * size : (page + 1) * size], "object": "list", "total": len(jobs)}
+        )
+
+    async def status(self, request: Request) -> Response:
+        jid = request.path_params["jid"]
+        job = self.jobs[jid]
+        self.reads[jid] = self.reads.get(jid, 0) + 1
+        done = self.reads[jid] > READS_TO_FINISH
+        job.update(status="SUCCESS" if done else "RUNNING", succeeded_requests=1 if done else 0)
+        return json_response(job)
 
 
 class RequestReplyFixture:

@@ -5,7 +5,8 @@ Each case is one a reviewer found mishandled by running a provider jobwarden
 had never seen: a lookup paged by a response header read only page 1 and the
 create ran twice; a job finished by 303 See Other ended in needs_attention;
 a pre-signed result link read from a header was fetched as the call log
-stores it, its signature redacted; a CSV result paged by a header was stored
+stores it, its signature redacted; a lookup paged by page number (Mistral's
+batch jobs) read only page 0 and the create ran twice; a CSV result paged by a header was stored
 as a success with half its rows; a cancel that needs a body went empty and its
 400 was never surfaced; a result behind a redirect was declared unavailable.
 """
@@ -15,13 +16,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
+from bench.harness import TestClock
 from shared.ledger.states import LocalState
 from shared.serve import serve_app
 from tests.fixtures_providers.rig import preset_rig
 from tests.fixtures_providers.shapes import (
+    BATCH_JOBS,
     BLOB_SIGNATURE,
     LOGS_ZIP,
     PIPELINES,
+    BatchJobsFixture,
     BlobStore,
     BulkQueryFixture,
     PipelinesFixture,
@@ -58,6 +62,74 @@ async def test_a_lookup_paged_by_a_header_reads_every_page_before_creating_again
         op = await r.op(op_id)
         assert op.remote_job_id == "1001"
         assert "create_unknown" in await r.history(op_id)
+
+
+# 150 jobs of others ahead of ours: at 100 a page, ours is on page 1 (from 0).
+OTHERS = 150
+
+
+async def test_a_lookup_paged_by_page_number_finds_the_lost_job_behind_150_others(
+    pool: Any, tmp_path: Path
+) -> None:
+    """Mistral's batch jobs: page 0 holds only others; the lost job is adopted, not re-sent."""
+    fx = BatchJobsFixture(others=OTHERS)
+    async with preset_rig(
+        pool, tmp_path, fx.app(), preset=None, name="mistral", env={}, overrides=BATCH_JOBS
+    ) as r:
+        op_id = await r.submit({"model": "mistral-small-latest"})
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert fx.creates == 1  # never re-sent
+        assert fx.ours(op_id) == [(await r.op(op_id)).remote_job_id]
+        assert "create_unknown" in await r.history(op_id)
+        assert fx.pages[:3] == [0, 1, 2]  # found on page 1, read to the empty page 2
+        lookups = await r.calls(op_id, "lookup")
+        assert "page=1" in lookups[1]["url"] and "page_size=100" in lookups[1]["url"]
+
+
+async def test_a_lookup_that_reads_every_page_without_our_job_sends_the_create_once_more(
+    pool: Any, tmp_path: Path
+) -> None:
+    """The lost create made no job: absence is proven by the last page, so one re-send."""
+    fx = BatchJobsFixture(others=OTHERS, keep_lost=False)
+    async with preset_rig(
+        pool, tmp_path, fx.app(), preset=None, name="mistral", env={}, overrides=BATCH_JOBS
+    ) as r:
+        op_id = await r.submit({"model": "mistral-small-latest"})
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert fx.creates == 2  # the lost one, then once more
+        assert fx.ours(op_id) == [(await r.op(op_id)).remote_job_id]
+        # every scan, the re-send's cross-check too, read to the end
+        assert fx.pages.count(2) == len(fx.pages) // 3 and fx.pages.count(0) >= 2
+
+
+async def test_a_lookup_stopped_by_its_page_limit_proves_no_absence_and_never_re_sends(
+    pool: Any, tmp_path: Path, clock: TestClock
+) -> None:
+    """350 others, 3 pages allowed: the unread end may hold the job; a human decides."""
+    fx = BatchJobsFixture(others=350, keep_lost=False)
+    limited = {**BATCH_JOBS, "lookup": {**BATCH_JOBS["lookup"], "max_pages": 3}}
+    async with preset_rig(
+        pool,
+        tmp_path,
+        fx.app(),
+        preset=None,
+        name="mistral",
+        env={},
+        overrides=limited,
+        clock=clock,
+    ) as r:
+        op_id = await r.submit({"model": "mistral-small-latest"}, create_deadline_s=60.0)
+        await r.settle(op_id, {S.CREATE_UNKNOWN})
+        for _ in range(6):  # far past the settle window in which an empty list proves nothing
+            await clock.advance(5.0)
+            await r.reconciler.run_once()
+        assert fx.creates == 1
+        assert set(fx.pages) == {0, 1, 2} and len(fx.pages) >= 6  # scanned, never past page 2
+        await clock.advance(60.0)
+        assert await r.settle(op_id, ENDS) is S.NEEDS_ATTENTION
+        escalation = await r.escalation(op_id)
+        assert "lookup.max_pages = 3" in escalation["reason"], escalation["reason"]
+        assert fx.creates == 1
 
 
 async def _rendered(
