@@ -4,6 +4,11 @@
 a remote terminal state ends it — cancelled, or succeeded/failed if the job
 crossed its commit point first. A provider with no cancel endpoint sends the
 operation straight to cancellation_unconfirmed, saying why.
+
+A provider whose cancel harms a job that already ended (`cancel.read_first`:
+Runway's DELETE deletes a finished task and its output) has the job's status
+read under the same lease right before each cancel; a job that ended gets no
+cancel, and the read is acted on as any read would be.
 """
 
 from __future__ import annotations
@@ -13,7 +18,13 @@ from typing import Any
 from reconciler.calls import NEVER_LEFT, imposed_wait, recorded_response
 from reconciler.readings import read_cancel
 from reconciler.step import NOW, Delay, Step
-from reconciler.steps.poll import UNCONFIRMED_POLL_SECONDS, passed_deadline, step_poll
+from reconciler.steps.poll import (
+    UNCONFIRMED_POLL_SECONDS,
+    StillRunning,
+    passed_deadline,
+    read_before_cancel,
+    step_poll,
+)
 from shared import ledger
 from shared.db.queries import q
 from shared.ledger.states import Evidence, LocalState, RemoteState
@@ -112,6 +123,13 @@ class _ReadStatus:
 READ_STATUS = _ReadStatus()
 
 
+class _ReadFirst:
+    """Marker: a cancel is due, once a status read shows the job still running."""
+
+
+READ_FIRST = _ReadFirst()
+
+
 async def step_cancel(step: Step) -> Delay:
     # The connection is given back before a status read, which takes its own:
     # holding one while waiting for another could exhaust the pool.
@@ -122,12 +140,38 @@ async def step_cancel(step: Step) -> Delay:
         return held
     async with step.ctx.pool.acquire() as conn:
         outcome = await _cancel(step, conn)
+    if isinstance(outcome, _ReadFirst):
+        outcome = await _read_then_cancel(step)
     if isinstance(outcome, _ReadStatus):
         return await step_poll(step)
     return outcome
 
 
-async def _cancel(step: Step, conn: Any) -> Delay | _ReadStatus:
+async def _read_then_cancel(step: Step) -> Delay | _ReadStatus:
+    """`cancel.read_first`: a status read, under this lease, decides whether the cancel goes.
+
+    A cancel that deletes a finished job (and its billed result) must not
+    reach one: the read comes first, and only a job it shows pending or
+    running is cancelled. A job it shows ended is acted on as by any read (a
+    success is collected), and none is sent; a read that got no answer, a
+    miss, or an answer asking us to wait is tried again later, still before
+    any cancel. The window between the read's answer and the cancel's
+    arrival remains: narrowed, not closed.
+    """
+    read = await read_before_cancel(step)
+    if not isinstance(read, StillRunning):
+        return read
+    held = step.held_back()  # the read's answer may have asked us to wait
+    if held is not None:
+        return held
+    async with step.ctx.pool.acquire() as conn:
+        outcome = await _cancel(step, conn, read=True)
+    assert not isinstance(outcome, _ReadFirst)
+    return outcome
+
+
+async def _cancel(step: Step, conn: Any, *, read: bool = False) -> Delay | _ReadStatus | _ReadFirst:
+    """Send the cancel if one is due; `read`: the read `cancel.read_first` asks for is done."""
     desc = step.adapter.desc
     op = step.op
     assert op.remote_job_id is not None
@@ -151,6 +195,8 @@ async def _cancel(step: Step, conn: Any) -> Delay | _ReadStatus:
         # Sent before a crash, outcome unknown, and repeating it is not safe:
         # observe instead; the status read settles it.
         return READ_STATUS
+    if desc.cancel.read_first and not read:
+        return READ_FIRST
     assert op.remote_job_id is not None
     try:
         req = step.adapter.build_cancel(op.remote_job_id)

@@ -28,7 +28,7 @@ from typing import Any
 from reconciler import forecast
 from reconciler.calls import Sent, poll_hint, status_read
 from reconciler.readings import read_status
-from reconciler.step import NOW, Delay, Step
+from reconciler.step import NOW, Delay, Step, lease_lost
 from reconciler.steps.collect import Partial, collect_partial_output
 from shared.db import pgjson
 from shared.db.errors import db_error_context, db_error_reason
@@ -93,13 +93,41 @@ def passed_deadline(step: Step) -> Deadline | None:
     return None
 
 
+class StillRunning:
+    """Marker: the read before a cancel is on record and shows the job has not
+    ended; the lease is still held, so the cancel may go now."""
+
+
+STILL_RUNNING = StillRunning()
+
+
 async def step_poll(step: Step) -> Delay:
+    outcome = await _read(step)
+    assert not isinstance(outcome, StillRunning)
+    return outcome
+
+
+async def read_before_cancel(step: Step) -> Delay | StillRunning:
+    """The status read a `read_first` cancel waits for, under the step's lease.
+
+    It is the ordinary read, recorded as evidence like any other, and acted
+    on the same way: an end it shows moves the operation (a success goes on
+    to collection, as when a cancel's answer said "already finished"), a
+    miss or no answer is read again later. Only a read showing the job still
+    pending or running lets the cancel go (STILL_RUNNING). The cancel
+    deadline plays no part in this read, as in the cancel step itself: it
+    bounds the wait for the confirmation of a cancel sent, and none is yet.
+    """
+    return await _read(step, before_cancel=True)
+
+
+async def _read(step: Step, *, before_cancel: bool = False) -> Delay | StillRunning:
     assert step.op.remote_job_id is not None
     try:
         req = step.adapter.build_status(step.op.remote_job_id, step.op.status_url)
     except RequestBuildError as exc:
         return await _cannot_read(step, exc)
-    deadline = passed_deadline(step)
+    deadline = None if before_cancel else passed_deadline(step)
     held = step.held_back(read=True)
     if held is not None:
         if deadline is not None and not _can_wait(step, deadline, held):
@@ -121,6 +149,8 @@ async def step_poll(step: Step) -> Delay:
     read = status_read(step.op, step.fence, step.worker, req, sent, fact, call_id=call_id)
     step.note_wait(read.not_before_seconds)
     step.note_poll_hint(poll_hint(fact))
+    if before_cancel and _nothing_to_decide(step, fact):
+        return await _keep_before_cancel(step, read)
     if deadline is None and _nothing_to_decide(step, fact):
         # The common read: recorded, lease handed back, by the group-commit writer.
         delay = step.until_allowed(await _when_next(step, fact, step.ctx.pool), read=True)
@@ -145,12 +175,33 @@ async def step_poll(step: Step) -> Delay:
                 return await _facts_refused(step, conn, read, exc)
             try:
                 async with conn.transaction():  # a savepoint: a lost race spares the read
-                    return await _decide(step, conn, fact, written.observation_id, deadline)
+                    return await _decide(
+                        step, conn, fact, written.observation_id, deadline, before_cancel
+                    )
             except StaleTransition:
                 # Someone moved it meanwhile (an agent's cancel, an operator): the
                 # read stays on record; look again under the same lease.
                 await step.reload(conn)
                 return NOW
+
+
+async def _keep_before_cancel(step: Step, read: StatusRead) -> StillRunning:
+    """The read before a cancel showed nothing ended: recorded, the lease kept.
+
+    Facts the database refuses (see `_facts_refused`) keep the call without
+    its observation: the job was still shown running, and refusing the
+    cancel over a stored detail would refuse it on every claim.
+    """
+    async with step.ctx.pool.acquire() as conn, conn.transaction():
+        try:
+            async with conn.transaction():  # a savepoint: a refused row spares the call
+                await evidence.record_status_read(conn, read)
+        except ROW_ERRORS as exc:
+            row = evidence.call_only(evidence.status_row(read), db_error_reason(exc))
+            if step.op.operation_id not in await evidence.record_polls(conn, [pgjson.dumps(row)]):
+                raise lease_lost(step.op.operation_id) from exc
+        await step.reload(conn)
+    return STILL_RUNNING
 
 
 async def _cannot_read(step: Step, exc: RequestBuildError) -> Delay:
@@ -322,6 +373,7 @@ async def _decide(
     fact: StatusFact,
     observation_id: int | None,
     deadline: Deadline | None,
+    before_cancel: bool = False,
 ) -> Delay:
     assert observation_id is not None
     if step.op.state is S.ACCEPTED:
@@ -329,6 +381,10 @@ async def _decide(
     target = TERMINAL_TARGET.get(fact.remote_state) if fact.remote_state else None
     if target is not None:
         cause = f"status read: remote {fact.raw_state or fact.remote_state}"
+        if before_cancel:
+            cause += "; the job had already ended, so no cancel request was sent"
+        elif target is S.CANCELLED and step.op.cancel_sent_at is not None:
+            cause += _after_a_destructive_cancel(step)
         await step.move(conn, target, cause, (Evidence.OBSERVATION, observation_id))
         return NOW if target is S.RESULT_COLLECTING else None
     if deadline is not None:
@@ -344,11 +400,40 @@ async def _decide(
             conn, step.op.operation_id, step.adapter.desc.status.not_found_statuses
         )
         if misses >= NOT_FOUND_TOLERANCE:
-            await step.move(
-                conn, S.NEEDS_ATTENTION, f"provider says job {step.op.remote_job_id} does not exist"
-            )
+            gone = f"provider says job {step.op.remote_job_id} does not exist"
+            await step.move(conn, S.NEEDS_ATTENTION, gone + _after_our_cancel(step))
             return None
     return step.until_allowed(await _when_next(step, fact, conn), read=True)
+
+
+def _after_our_cancel(step: Step) -> str:
+    """Why a job may be gone: our own cancel, when one was sent (else nothing).
+
+    Some providers' cancel deletes the job (Runway's DELETE /v1/tasks/{id}):
+    "does not exist" alone hides that the deletion may have been ours.
+    """
+    sent = step.op.cancel_sent_at
+    cancel = step.adapter.desc.cancel
+    if sent is None or cancel.path is None:
+        return ""
+    return (
+        f", after our cancel request ({cancel.method} {cancel.path.text}) was sent at "
+        f"{sent:%Y-%m-%dT%H:%M:%SZ}: if that request deletes the job, it may have "
+        "deleted it, with any result it had"
+    )
+
+
+def _after_a_destructive_cancel(step: Step) -> str:
+    """What a "cancelled" read cannot tell for a provider whose cancel deletes a
+    finished job (`read_first`): a job that ended between our last read and the
+    cancel's arrival reads the same. Nothing for other providers."""
+    if not step.adapter.desc.cancel.read_first:
+        return ""
+    return (
+        " after our cancel request; this provider's cancel also deletes a job that had "
+        "finished, so a job that ended between the read before the cancel and its "
+        "arrival would read the same"
+    )
 
 
 async def _escalate(step: Step, deadline: Deadline, why: str) -> Delay:

@@ -959,6 +959,7 @@ def _cancel(table: _Table | None) -> CancelSpec:
         accepted_statuses=table.success_statuses("accepted_statuses", (200, 201, 202, 204)),
         state=table.path("state", BODY),
         body=_json_body(table, "body", CANCEL_VALUES),
+        read_first=table.boolean("read_first", False),
     )
     if spec.body is not None and spec.method == "GET":
         raise table.error("body", "a GET carries no body: set method (POST, PATCH...)")

@@ -38,6 +38,9 @@ a list of paths; *template* = text with ``{placeholders}``)::
                  the state when the body names none, e.g. an ARM `Location` URL)
     [cancel]   supported (true if the table exists), method (POST), path, idempotent,
                reason, accepted_statuses, state,
+               read_first (false; true: read the status under the same lease right before
+                 each cancel and send none once the job ended, for a cancel that deletes
+                 a finished job and its result, e.g. Runway's DELETE /v1/tasks/{id}),
                body = {..} (the JSON object sent with the cancel, e.g. Salesforce's
                  {state = "Aborted"}; its strings are templates: {job_id}; none = no body)
     [result]   source = inline|url|path|files|none (required), path (template:
@@ -357,6 +360,12 @@ class CancelSpec:
     # by changing the job's state (Salesforce: PATCH {"state": "Aborted"}), and
     # an empty body is refused with a 4xx the job outlives.
     body: TemplatedJson = None
+    # Read the job's status right before each cancel (same lease) and send none
+    # once it ended: some APIs' only cancel deletes a finished job and its
+    # result (Runway's DELETE /v1/tasks/{id}), which a cancel racing the end
+    # would otherwise destroy. It narrows that window to the read's answer
+    # and the cancel's arrival; it cannot close it.
+    read_first: bool = False
 
 
 @dataclass(frozen=True)

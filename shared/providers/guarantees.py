@@ -11,6 +11,7 @@ from __future__ import annotations
 from shared import signatures
 from shared.providers.checksums import source_label
 from shared.providers.description import (
+    CancelSpec,
     Checksum,
     ChecksumAlgorithm,
     Idempotency,
@@ -150,19 +151,42 @@ def _cancellable(desc: ProviderDescription) -> Guarantee:
     name = "cancellable"
     if not spec.supported or spec.path is None:
         return name, False, f"cancellation is unsupported: {spec.reason}"
-    repeat = (
-        "idempotent, safe to resend"
-        if spec.idempotent
-        else "not idempotent: sent once by the lease owner"
-    )
     return (
         name,
         True,
         (
-            f"{spec.method} {spec.path.text} ({repeat}); success is declared only when a status "
-            "read shows the job cancelled"
+            f"{spec.method} {spec.path.text} ({_cancel_repeat(spec)}); success is declared only "
+            f"when a status read shows the job cancelled{_read_first_note(spec)}"
         ),
     )
+
+
+def _cancel_repeat(spec: CancelSpec) -> str:
+    """How often the cancel may go. With read_first it harms an ended job: never "safe"."""
+    if spec.read_first:
+        sent = "sent, and resent after an uncertain answer," if spec.idempotent else "sent once,"
+        return (
+            f"read_first: {sent} only after a status read under the same lease shows the job "
+            "still running"
+        )
+    if spec.idempotent:
+        return "idempotent, safe to resend"
+    return "not idempotent: sent once by the lease owner"
+
+
+def _read_first_note(spec: CancelSpec) -> str:
+    """What read_first leaves open, or the key's hint for a DELETE without it."""
+    if spec.read_first:
+        return (
+            "; a job that ends between that read and the cancel's arrival is still hit by "
+            "it (the window is narrowed, not closed)"
+        )
+    if spec.method == "DELETE":
+        return (
+            "; if this DELETE also deletes a finished job and its result, set "
+            "cancel.read_first = true"
+        )
+    return ""
 
 
 def _webhooks(desc: ProviderDescription) -> Guarantee:

@@ -20,6 +20,9 @@
   locator. A job is aborted by `PATCH` with `{"state": "Aborted"}`; any other
   body is refused with 400 INVALIDJOB, and an abort after the job completed
   (`done_at_cancel`) too.
+- `TasksFixture`: Runway's tasks. The only cancel, `DELETE /v1/tasks/{id}`,
+  cancels a task still pending or running and deletes one that ended, its
+  output included; a deleted task then reads 404, or `CANCELLED`.
 - `RunLogsFixture`: GitHub Actions' run logs. `/runs/{id}/logs` answers 302 to
   a same-origin archive link, which answers 302 to a signed blob on another
   origin (`BlobStore`, served apart); `redirect` = "loop" redirects to itself,
@@ -525,3 +528,107 @@ class RunLogsFixture:
         rid = request.path_params["rid"]
         link = f"{self.blob_url}/blob/{rid}.zip?sig={BLOB_SIGNATURE}&expires=60"
         return Response(status_code=302, headers={"Location": link})
+
+
+# ------------------------------------------------------------------ Runway tasks
+
+TASK_OUTPUT = ["https://cdn.example.test/task-output.mp4"]
+
+
+def runway_tasks(*, read_first: bool, idempotent: bool = False) -> dict[str, Any]:
+    """The description a user writes for `TasksFixture` (`read_first`: the key under test)."""
+    cancel: dict[str, Any] = {
+        "method": "DELETE",
+        "path": "/v1/tasks/{job_id}",
+        "accepted_statuses": [204],
+        "idempotent": idempotent,
+    }
+    if read_first:
+        cancel["read_first"] = True
+    return {
+        "create": {"path": "/v1/image_to_video", "idempotency": "none", "job_id": "/id"},
+        "status": {
+            "path": "/v1/tasks/{job_id}",
+            "state": "/status",
+            "error": "/failure",
+            "state_map": {
+                "PENDING": "pending",
+                "THROTTLED": "pending",
+                "RUNNING": "running",
+                "SUCCEEDED": "succeeded",
+                "FAILED": "failed",
+                "CANCELLED": "cancelled",
+            },
+        },
+        "cancel": cancel,
+        "result": {"source": "inline", "inline": "/output"},
+    }
+
+
+class TasksFixture:
+    """Tasks that run until the test ends them; DELETE cancels or deletes them.
+
+    `requests` lists (method, the task's status when it arrived) in arrival
+    order; `deleted` the tasks a DELETE destroyed after they ended.
+    """
+
+    def __init__(
+        self, *, deleted_reads_as: Literal["404", "CANCELLED"] = "404", busy_deletes: int = 0
+    ) -> None:
+        self.registry = Registry("task-")
+        self.deleted_reads_as = deleted_reads_as
+        # this many DELETEs answer 503 without acting (an uncertain cancel)
+        self.busy_deletes = busy_deletes
+        self.requests: list[tuple[str, str]] = []
+        self.deleted: list[str] = []
+        # set by a test: the task succeeds right after answering its next read
+        self.end_after_next_read = False
+
+    def app(self) -> Starlette:
+        return Starlette(
+            routes=[
+                Route("/v1/image_to_video", self.create, methods=["POST"]),
+                Route("/v1/tasks/{tid}", self.status, methods=["GET"]),
+                Route("/v1/tasks/{tid}", self.delete, methods=["DELETE"]),
+            ]
+        )
+
+    def finish(self) -> None:
+        """The only task succeeds (its output is ready, and billed)."""
+        self.registry.only().extra["status"] = "SUCCEEDED"
+
+    async def create(self, request: Request) -> Response:
+        job = self.registry.add("task", await request.json(), dict(request.headers))
+        job.extra["status"] = "RUNNING"
+        self.requests.append(("POST", "RUNNING"))
+        return json_response({"id": job.job_id})
+
+    async def status(self, request: Request) -> Response:
+        job = self.registry.jobs[request.path_params["tid"]]
+        status = job.extra["status"]
+        self.requests.append(("GET", status))
+        if status == "DELETED":
+            if self.deleted_reads_as == "404":
+                return json_response({"error": "Task not found"}, 404)
+            status = "CANCELLED"
+        body: dict[str, Any] = {"id": job.job_id, "status": status}
+        if status == "SUCCEEDED":
+            body["output"] = TASK_OUTPUT
+        if status == "RUNNING" and self.end_after_next_read:
+            self.end_after_next_read = False
+            job.extra["status"] = "SUCCEEDED"  # after this answer: the window
+        return json_response(body)
+
+    async def delete(self, request: Request) -> Response:
+        job = self.registry.jobs[request.path_params["tid"]]
+        status = job.extra["status"]
+        self.requests.append(("DELETE", status))
+        if self.busy_deletes:
+            self.busy_deletes -= 1
+            return json_response({"error": "Service unavailable"}, 503)
+        if status in ("PENDING", "THROTTLED", "RUNNING"):
+            job.extra["status"] = "CANCELLED"
+        elif status != "DELETED":
+            job.extra["status"] = "DELETED"  # the task and its output, gone
+            self.deleted.append(job.job_id)
+        return Response(status_code=204)

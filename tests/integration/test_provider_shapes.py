@@ -8,13 +8,17 @@ a pre-signed result link read from a header was fetched as the call log
 stores it, its signature redacted; a lookup paged by page number (Mistral's
 batch jobs) read only page 0 and the create ran twice; a CSV result paged by a header was stored
 as a success with half its rows; a cancel that needs a body went empty and its
-400 was never surfaced; a result behind a redirect was declared unavailable.
+400 was never surfaced; a result behind a redirect was declared unavailable; a
+cancel that deletes a finished task (Runway's DELETE) was sent to one that had
+just succeeded, destroying its result, and the operation said "cancelled".
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any, Literal
+
+import pytest
 
 from bench.harness import TestClock
 from shared.ledger.states import LocalState
@@ -25,15 +29,18 @@ from tests.fixtures_providers.shapes import (
     BLOB_SIGNATURE,
     LOGS_ZIP,
     PIPELINES,
+    TASK_OUTPUT,
     BatchJobsFixture,
     BlobStore,
     BulkQueryFixture,
     PipelinesFixture,
     RequestReplyFixture,
     RunLogsFixture,
+    TasksFixture,
     bulk_query,
     request_reply,
     run_logs,
+    runway_tasks,
 )
 
 S = LocalState
@@ -279,6 +286,161 @@ async def test_a_cancel_refused_because_the_job_already_ended_is_no_escalation(
         await r.cancel(op_id)
         assert await r.settle(op_id, {S.CANCELLED, *ENDS}) is S.SUCCEEDED, await r.history(op_id)
         assert "cancellation_unconfirmed" not in await r.history(op_id)
+
+
+TASK = {"promptImage": "https://example.test/cat.png", "model": "gen4_turbo"}
+
+
+async def _cause(pool: Any, op_id: str, state: str) -> str:
+    cause = await pool.fetchval(
+        "SELECT cause FROM history WHERE operation_id = $1 AND to_state = $2", op_id, state
+    )
+    return str(cause)
+
+
+async def test_a_destructive_cancel_is_not_sent_to_a_task_that_already_succeeded(
+    pool: Any, tmp_path: Path
+) -> None:
+    """cancel.read_first: the read before the DELETE shows SUCCEEDED, so no DELETE
+    goes, the output is collected, and the operation says what happened."""
+    fx = TasksFixture()
+    overrides = runway_tasks(read_first=True)
+    async with preset_rig(
+        pool, tmp_path, fx.app(), preset=None, name="runway", env={}, overrides=overrides
+    ) as r:
+        op_id = await r.submit(TASK)
+        await r.settle(op_id, {S.OBSERVING})
+        fx.finish()
+        await r.cancel(op_id)
+        assert await r.settle(op_id, {S.CANCELLED, *ENDS}) is S.SUCCEEDED, await r.history(op_id)
+        assert [m for m, _ in fx.requests].count("DELETE") == 0
+        assert fx.deleted == []
+        assert await r.calls(op_id, "cancel") == []
+        history = await r.history(op_id)
+        assert history[-3:] == ["cancel_requested", "result_collecting", "succeeded"]
+        cause = await _cause(pool, op_id, "result_collecting")
+        assert "remote SUCCEEDED" in cause and "no cancel request was sent" in cause
+        result = await pool.fetchval(
+            "SELECT r.inline FROM results r JOIN operations o ON o.result_id = r.result_id"
+            " WHERE o.operation_id = $1",
+            op_id,
+        )
+        assert TASK_OUTPUT[0] in str(result)
+
+
+async def test_a_destructive_cancel_of_a_running_task_is_read_first_then_sent(
+    pool: Any, tmp_path: Path
+) -> None:
+    """Still running: the read, then the DELETE under the same lease; confirmed as before."""
+    fx = TasksFixture()
+    overrides = runway_tasks(read_first=True)
+    async with preset_rig(
+        pool, tmp_path, fx.app(), preset=None, name="runway", env={}, overrides=overrides
+    ) as r:
+        op_id = await r.submit(TASK)
+        await r.settle(op_id, {S.OBSERVING})
+        seen = len(fx.requests)
+        await r.cancel(op_id)
+        assert await r.settle(op_id, {S.CANCELLED, *ENDS}) is S.CANCELLED, await r.history(op_id)
+        assert fx.requests[seen : seen + 3] == [
+            ("GET", "RUNNING"),
+            ("DELETE", "RUNNING"),
+            ("GET", "CANCELLED"),
+        ]
+        assert fx.deleted == []
+        (cancel,) = await r.calls(op_id, "cancel")
+        before = [c for c in await r.calls(op_id, "status") if c["call_id"] < cancel["call_id"]]
+        assert before[-1]["fence"] == cancel["fence"]  # the same lease
+        assert before[-1]["status_code"] == 200
+        observed = await pool.fetchval(
+            "SELECT remote_state_raw FROM observations WHERE call_id = $1", before[-1]["call_id"]
+        )
+        assert observed == "RUNNING"  # the read before the cancel is evidence like any other
+        assert await r.history(op_id) == [
+            "create_pending",
+            "accepted",
+            "observing",
+            "cancel_requested",
+            "cancelling",
+            "cancelled",
+        ]
+
+
+async def test_a_destructive_cancel_resent_after_an_uncertain_answer_is_read_first_again(
+    pool: Any, tmp_path: Path
+) -> None:
+    """idempotent = true with read_first: a resend is a cancel too, so it waits for a
+    fresh read showing the task still running."""
+    fx = TasksFixture(busy_deletes=1)
+    overrides = runway_tasks(read_first=True, idempotent=True)
+    async with preset_rig(
+        pool, tmp_path, fx.app(), preset=None, name="runway", env={}, overrides=overrides
+    ) as r:
+        op_id = await r.submit(TASK)
+        await r.settle(op_id, {S.OBSERVING})
+        seen = len(fx.requests)
+        await r.cancel(op_id)
+        assert await r.settle(op_id, {S.CANCELLED, *ENDS}) is S.CANCELLED, await r.history(op_id)
+        assert fx.requests[seen : seen + 4] == [
+            ("GET", "RUNNING"),
+            ("DELETE", "RUNNING"),  # 503: outcome unknown
+            ("GET", "RUNNING"),
+            ("DELETE", "RUNNING"),
+        ]
+        assert len(await r.calls(op_id, "cancel")) == 2
+
+
+@pytest.mark.parametrize("deleted_reads_as", ["404", "CANCELLED"])
+async def test_a_task_that_ends_between_the_read_and_the_delete_is_reported_honestly(
+    pool: Any, tmp_path: Path, deleted_reads_as: Literal["404", "CANCELLED"]
+) -> None:
+    """The window read_first narrows but cannot close: the task succeeds right after the
+    read that let the DELETE go. The end said names our cancel as the possible cause."""
+    fx = TasksFixture(deleted_reads_as=deleted_reads_as)
+    overrides = runway_tasks(read_first=True)
+    async with preset_rig(
+        pool, tmp_path, fx.app(), preset=None, name="runway", env={}, overrides=overrides
+    ) as r:
+        op_id = await r.submit(TASK)
+        await r.settle(op_id, {S.OBSERVING})
+        fx.end_after_next_read = True
+        await r.cancel(op_id)
+        state = await r.settle(op_id, {S.CANCELLED, *ENDS})
+        (job,) = fx.registry.jobs.values()
+        assert fx.deleted == [job.job_id]
+        if deleted_reads_as == "404":
+            assert state is S.NEEDS_ATTENTION, await r.history(op_id)
+            cause = await _cause(pool, op_id, "needs_attention")
+            assert f"job {job.job_id} does not exist" in cause
+            assert "after our cancel request (DELETE /v1/tasks/{job_id}) was sent" in cause
+        else:
+            assert state is S.CANCELLED, await r.history(op_id)
+            cause = await _cause(pool, op_id, "cancelled")
+            assert "also deletes a job that had finished" in cause
+
+
+async def test_without_read_first_the_cancel_goes_unread_and_a_miss_names_it(
+    pool: Any, tmp_path: Path
+) -> None:
+    """The key is opt-in: without it the DELETE is sent at once, as before, and deletes
+    the finished task; the human the 404s stop at is told our cancel was sent."""
+    fx = TasksFixture()
+    overrides = runway_tasks(read_first=False)
+    async with preset_rig(
+        pool, tmp_path, fx.app(), preset=None, name="runway", env={}, overrides=overrides
+    ) as r:
+        op_id = await r.submit(TASK)
+        await r.settle(op_id, {S.OBSERVING})
+        seen = len(fx.requests)
+        fx.finish()
+        await r.cancel(op_id)
+        state = await r.settle(op_id, {S.CANCELLED, *ENDS})
+        assert state is S.NEEDS_ATTENTION, await r.history(op_id)
+        assert fx.requests[seen] == ("DELETE", "SUCCEEDED")  # no read before it
+        (job,) = fx.registry.jobs.values()
+        assert fx.deleted == [job.job_id]
+        cause = await _cause(pool, op_id, "needs_attention")
+        assert "after our cancel request (DELETE /v1/tasks/{job_id}) was sent" in cause
 
 
 async def test_a_result_behind_redirects_is_followed_without_our_token_off_origin(

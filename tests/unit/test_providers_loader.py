@@ -492,6 +492,15 @@ def test_a_status_or_cancel_path_that_names_no_job_is_refused() -> None:
     load(acme(status={"path": "/v1/{+job_id}"}))  # a name that is itself a path
 
 
+def test_read_first_is_an_opt_in_boolean_of_the_cancel() -> None:
+    """A cancel that deletes a finished job (Runway's DELETE) asks for a read first."""
+    assert not load(acme(cancel={"path": "/j/{job_id}"})).cancel.read_first
+    desc = load(acme(cancel={"method": "DELETE", "path": "/j/{job_id}", "read_first": True}))
+    assert desc.cancel.read_first
+    message = config_error(acme(cancel={"path": "/j/{job_id}", "read_first": "yes"}))
+    assert "providers.acme.cancel.read_first" in message
+
+
 def test_a_redirect_is_not_an_accepted_create_or_cancel() -> None:
     message = config_error(acme(create={"accepted_statuses": [202, 303]}))
     assert "create.accepted_statuses: only 2xx codes accept a request" in message

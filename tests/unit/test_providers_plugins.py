@@ -79,6 +79,23 @@ def test_no_idempotency_no_lookup_is_reported_plainly() -> None:
     assert lines["result integrity checked"][0] is False
 
 
+def test_a_cancel_read_first_is_never_called_safe_to_resend() -> None:
+    """An idempotent DELETE that deletes finished jobs: resending it deletes too."""
+    create = {**BASE["create"], "job_id": "/id"}
+    delete = {"method": "DELETE", "path": "/v1/exports/{job_id}", "idempotent": True}
+    destroys = provider({"create": create, "cancel": {**delete, "read_first": True}})
+    holds, why = report(destroys)["cancellable"]
+    assert holds
+    assert "safe to resend" not in why
+    assert "only after a status read under the same lease shows the job still running" in why
+    assert "narrowed, not closed" in why
+    holds, why = report(provider({"create": create, "cancel": delete}))["cancellable"]
+    assert "idempotent, safe to resend" in why  # unchanged without the key...
+    assert "set cancel.read_first = true" in why  # ...which a DELETE is told about
+    post = provider({"create": create, "cancel": {"path": "/v1/exports/{job_id}/cancel"}})
+    assert "read_first" not in report(post)["cancellable"][1]
+
+
 def test_static_header_webhooks_are_not_signatures() -> None:
     desc = provider(
         {
