@@ -3,13 +3,23 @@
 The ledger records every external call (SPEC §3) and must not become a second
 home for provider credentials or webhook signatures. The rule is name-based and
 deliberately broad: a harmless header redacted by mistake costs a little audit
-detail; a credential stored by mistake costs a rotation and an incident.
+detail; a credential stored by mistake costs a rotation and an incident. One
+rule looks at the value too: a query value that is a JWT (a signed download
+link's `?_jwt=eyJ...`, a grant under any name) is a bearer credential, so it is
+redacted whatever its parameter is called.
+
+Only the stored and shown copies are redacted: a request is sent, and a
+result fetched, from the URL as the provider gave it (`recorded_response`
+re-reads an answer whose stored copy was altered rather than act on it).
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import enum
 import functools
+import json
 import re
 from collections.abc import Iterable, Mapping
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -17,7 +27,17 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 REDACTED = "[redacted]"
 
 _ALWAYS = frozenset({"authorization", "proxy-authorization", "cookie", "set-cookie", "x-api-key"})
-_WORDS = ("key", "token", "secret", "signature", "auth", "password", "credential", "session")
+_WORDS = (
+    "key",
+    "token",
+    "secret",
+    "signature",
+    "auth",
+    "password",
+    "credential",
+    "session",
+    "jwt",  # Runway's signed links: `?_jwt=...`; Cloudflare Access's Cf-Access-Jwt-Assertion
+)
 # Idempotency tokens are audit data, not credentials: the ledger needs them to
 # prove which token a create carried, and knowing one grants no access.
 _KEEP = frozenset({"idempotency-key", "x-idempotency-key"})
@@ -33,6 +53,16 @@ _URL_HEADERS = frozenset({"location", "content-location", "link"})
 # Matching parameters rather than whole URLs also covers relative links and
 # JSON-escaped ones ("https:\/\/..."), and leaves everything else as it was.
 _QUERY_PARAM = re.compile(r"(?:[?&]|\\u0026)([A-Za-z0-9_.\-]+)=([^&\s\"'<>\\)#]+)")
+# A JWS in compact form (RFC 7515): header.payload.signature, base64url, the
+# signature empty for an unsecured JWT. The header is checked, decoded, only
+# for values of this shape; it must be a JSON object naming "alg".
+_JWT_SHAPE = re.compile(r"[A-Za-z0-9_-]{2,}\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*")
+# A JOSE header is a few dozen bytes: a first segment longer than this is not
+# taken for one, and not decoded (a value of megabytes costs one scan).
+_JWT_HEADER_CHARS = 2048
+# base64url of a JSON object's "{" followed by '"' or a space ("ey"), or by a
+# newline, tab or carriage return ("ew"): a header starts with one of these.
+_JSON_OBJECT_STARTS = frozenset({"ey", "ew"})
 
 
 def is_sensitive_header(name: str, extra: Iterable[str] = ()) -> bool:
@@ -125,10 +155,7 @@ def sanitize_url(url: str) -> str:
     if not parts.query:
         return urlunsplit(parts._replace(netloc=netloc))
     pairs = parse_qsl(parts.query, keep_blank_values=True)
-    cleaned = [
-        (name, REDACTED if any(w in name.lower() for w in _QUERY_WORDS) else value)
-        for name, value in pairs
-    ]
+    cleaned = [(name, REDACTED if _secret_param(name, value) else value) for name, value in pairs]
     return urlunsplit(parts._replace(netloc=netloc, query=urlencode(cleaned, safe="[]")))
 
 
@@ -166,10 +193,34 @@ def sanitize_text_urls(text: str) -> str:
 
 
 def _redact_param(match: re.Match[str]) -> str:
-    name = match.group(1).lower()
-    if not any(word in name for word in _QUERY_WORDS):
+    if not _secret_param(match.group(1), match.group(2)):
         return match.group(0)
     return match.group(0)[: match.start(2) - match.start(0)] + REDACTED
+
+
+def _secret_param(name: str, value: str) -> bool:
+    """Whether a query parameter carries a credential: by its name, or a JWT by its value."""
+    lowered = name.lower()
+    return any(word in lowered for word in _QUERY_WORDS) or looks_like_jwt(value)
+
+
+def looks_like_jwt(value: str) -> bool:
+    """Whether `value` is a compact JWT: three base64url segments joined by dots,
+    the first a JSON object with "alg" (RFC 7515's JOSE header).
+
+    Cheap on the values most queries hold: one count of dots rejects them
+    before any regular expression or decoding runs.
+    """
+    if value.count(".") != 2 or value[:2] not in _JSON_OBJECT_STARTS:
+        return False
+    head = value.partition(".")[0]
+    if len(head) > _JWT_HEADER_CHARS or not _JWT_SHAPE.fullmatch(value):
+        return False
+    try:
+        header = json.loads(base64.urlsafe_b64decode(head + "=" * (-len(head) % 4)))
+    except (binascii.Error, ValueError, RecursionError):  # not base64, UTF-8, JSON; too deep
+        return False
+    return isinstance(header, dict) and "alg" in header
 
 
 def stored_excerpt(body: bytes) -> str:

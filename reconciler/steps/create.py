@@ -4,7 +4,10 @@ The create is sent only from a stored operation with its stored token. An
 ambiguous outcome (timeout, reset, 5xx after sending) is `create_unknown`,
 resolved by a same-token retry or a lookup by our client reference — never by a
 new token. A provider that cannot deduplicate creates gets one attempt: after
-an uncertain one, only a lookup may continue, else a human decides. The same
+an uncertain one, only a lookup may continue, else a human decides. A refusal
+the description says creates nothing (`create.not_created_statuses`, e.g. a
+documented 429) is no uncertain attempt: it is back-pressure, and the same
+create goes out again after its Retry-After or the backoff. The same
 token answered with another job id is never overwritten: both answers stay on
 record and the operation stops for a human (needs_attention).
 
@@ -67,7 +70,7 @@ async def step_create(step: Step) -> Delay:
         if (
             op.state is S.CREATE_PENDING
             and op.create_attempts > 0
-            and not await _last_attempt_never_left(conn, op.operation_id)
+            and not await _last_attempt_made_nothing(step, conn)
         ):
             # An earlier attempt has no recorded answer (we died mid-call, or it
             # failed after the bytes may have left): we cannot know if a job exists.
@@ -92,21 +95,23 @@ async def _act_on_recorded_answer(step: Step, conn: Any) -> Delay | None:
     The answer itself is the recovery point: it is interpreted now, as it
     would have been then, instead of being treated as "no answer" (which would
     cost a retry, or a human for a provider that cannot deduplicate creates).
-    Returns None when there is nothing to act on: no answer, or an ambiguous
-    one (the usual retry or lookup follows).
+    Returns None when there is nothing to act on: no answer, an ambiguous one
+    (the usual retry or lookup follows), or one that created nothing (nobody
+    moves on from it, so it is never "acted on": the usual resend follows).
     """
     last = await conn.fetchrow(q("latest_create_call"), step.op.operation_id)
     if last is None or last["finished_at"] is None or last["acted_on"]:
         return None
     fact = _recorded_fact(step, last)
-    if fact is None or fact.kind == "ambiguous":
+    if fact is None or fact.kind in ("ambiguous", "not_created"):
         return None
     async with conn.transaction():
         await step.reload(conn)
         if step.op.state not in STATE_SETS["wants_create"] or step.op.remote_job_id:
             return None
+        retried = last["attempt"] > 1 and await _made_a_job_maybe(step, conn, last["call_id"])
         return await _interpret_create(
-            step, conn, fact, last["call_id"], last["attempt"], retried=last["attempt"] > 1
+            step, conn, fact, last["call_id"], last["attempt"], retried=retried
         )
 
 
@@ -123,17 +128,47 @@ def _recorded_fact(step: Step, call: Any) -> CreateFact | None:
     return None
 
 
-async def _last_attempt_never_left(conn: Any, operation_id: str) -> bool:
-    """The latest create failed to connect: nothing was sent, nothing is uncertain."""
-    last = await conn.fetchrow(q("latest_create_call"), operation_id)
-    return last is not None and last["error_category"] in NEVER_LEFT
+async def _last_attempt_made_nothing(step: Step, conn: Any) -> bool:
+    """The latest create made no job: it failed to connect (nothing was sent), or
+    the provider refused it with a status it documents as creating nothing.
+    Either way nothing is uncertain (earlier attempts were settled when they ended)."""
+    last = await conn.fetchrow(q("latest_create_call"), step.op.operation_id)
+    if last is None:
+        return False
+    refused = step.adapter.desc.create.not_created_statuses
+    return last["error_category"] in NEVER_LEFT or (
+        last["finished_at"] is not None and last["status_code"] in refused
+    )
+
+
+async def _made_a_job_maybe(step: Step, conn: Any, before_call: int | None) -> bool:
+    """Could a create of this operation before `before_call` (any, when None)
+    have made a job? Every attempt could, unless the description names refusals
+    that create nothing and each one was such a refusal (or never left)."""
+    refused = step.adapter.desc.create.not_created_statuses
+    if not refused:
+        return True  # no query on the usual path: the attempt count says it
+    return bool(
+        await conn.fetchval(
+            q("create_may_have_made_a_job"),
+            step.op.operation_id,
+            before_call,
+            list(NEVER_LEFT),
+            list(refused),
+        )
+    )
 
 
 async def _deadline_passed(step: Step, conn: Any) -> Delay:
-    """The create deadline passed: a last look (lookup) before a human is asked."""
+    """The create deadline passed: a last look (lookup) before a human is asked.
+
+    No look when no attempt can have made a job (none was sent, or each was
+    refused with a status that creates nothing): the human is told so.
+    """
     never_sent = step.op.create_attempts == 0
     unread = None
-    if not never_sent and step.adapter.desc.lookup.supported:
+    refused_only = not never_sent and not await _made_a_job_maybe(step, conn, None)
+    if not never_sent and not refused_only and step.adapter.desc.lookup.supported:
         found = await _lookup(step, conn)
         if found.job_ids is not None and len(found.job_ids) == 1:
             return await _accept(step, conn, found.job_ids[0], found.call_id, via="lookup")
@@ -141,12 +176,18 @@ async def _deadline_passed(step: Step, conn: Any) -> Delay:
             reason = f"lookup found {len(found.job_ids)} remote jobs for our reference"
             return await _conflict(step, conn, reason, found.job_ids)
         unread = found.unread
-    reason = (
-        "create deadline passed before any create request was sent"
-        if never_sent
-        else "create deadline passed without proof that a remote job exists or not"
-        + (f" ({unread})" if unread else "")
-    )
+    if never_sent:
+        reason = "create deadline passed before any create request was sent"
+    elif refused_only:
+        reason = (
+            f"create deadline passed: all {step.op.create_attempts} create attempt(s) were "
+            "refused with a status the provider documents as creating nothing "
+            "(create.not_created_statuses); no remote job exists"
+        )
+    else:
+        reason = "create deadline passed without proof that a remote job exists or not" + (
+            f" ({unread})" if unread else ""
+        )
     async with conn.transaction():
         await step.reload(conn)
         await step.move(conn, S.NEEDS_ATTENTION, reason, create_attempts=step.op.create_attempts)
@@ -393,7 +434,9 @@ async def _send_create(step: Step, conn: Any) -> Delay:
         # back-pressure holds every call; a 202's Retry-After only says when to read
         wait=imposed_wait(fact.retry_after_seconds) if fact.back_pressure else None,
     )
-    retried = attempt > 1 or step.op.create_attempts > 1
+    retried = (attempt > 1 or step.op.create_attempts > 1) and await _made_a_job_maybe(
+        step, conn, call_id
+    )
     async with conn.transaction():
         await step.reload(conn)
         return await _interpret_create(step, conn, fact, call_id, attempt, retried=retried)
@@ -458,6 +501,11 @@ async def _interpret_create(
             return None
         await step.move(conn, S.FAILED, f"create rejected: {fact.reason}", (Evidence.CALL, call_id))
         return None
+    if fact.kind == "not_created":
+        # Back-pressure, not doubt: no lookup, no human, no state change. The
+        # answer's Retry-After already holds every call (end_call); the resend
+        # waits for it, else for the backoff. The create deadline bounds this.
+        return step.until_allowed(step.backoff(attempt, fact.retry_after_seconds))
     # ambiguous: the provider may or may not hold a job
     if step.op.state is S.CREATE_PENDING:
         await step.move(conn, S.CREATE_UNKNOWN, f"create answer ambiguous: {fact.reason}")

@@ -885,11 +885,27 @@ def _create(table: _Table, status: StatusSpec, has_plugin: bool) -> CreateSpec:
         ),
         idempotency_format=table.choice("idempotency_format", TokenFormat, TokenFormat.TOKEN),
         min_result_deadline_seconds=table.int_or("min_result_deadline_seconds", 1),
+        not_created_statuses=_not_created_statuses(table),
     )
     if spec.state is not None and not status.state_map:
         raise table.error("state", "needs status.state_map to be read")
     table.finish()
     return spec
+
+
+def _not_created_statuses(table: _Table) -> frozenset[int]:
+    """`create.not_created_statuses`: refusals that prove no job exists.
+
+    Only an error answer can say "nothing was created": a 2xx is an answer
+    about a job, and a 1xx/3xx no answer at all (a redirect is not followed).
+    """
+    codes = table.statuses("not_created_statuses", ())
+    if any(not 400 <= code <= 599 for code in codes):
+        raise table.error(
+            "not_created_statuses",
+            "only 4xx/5xx codes can say that nothing was created",
+        )
+    return codes
 
 
 T = TypeVar("T")

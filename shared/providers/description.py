@@ -27,7 +27,10 @@ a list of paths; *template* = text with ``{placeholders}``)::
                job_id, state, status_url (paths; status_url may list fallbacks),
                accepted_statuses ([200,201,202]), sync_result_statuses ([]), sync_result,
                conflict_reject_codes ([]), error_code ("/error/code"),
-               error_message ("/error/message")
+               error_message ("/error/message"),
+               not_created_statuses ([]: 4xx/5xx codes the provider documents as "nothing
+                 was created", e.g. [429]; such an answer is back-pressure: the create is
+                 sent again after Retry-After or the backoff, never looked up or escalated)
     [status]   method (GET), path (template: {job_id} / {+job_id}), use_status_url,
                state + [status.state_map] | done (AIP-151) + cancelled_error_codes ([1]),
                error, error_code, error_message, progress_completed, progress_total,
@@ -296,6 +299,11 @@ class CreateSpec:
     error_code: ValuePath
     error_message: ValuePath
     idempotency_format: TokenFormat = TokenFormat.TOKEN
+    # Non-2xx codes the provider documents as "refused, nothing was created"
+    # (Runway's 429). Such an answer is back-pressure, not an uncertain create:
+    # the same create goes out again after its Retry-After (else the backoff).
+    # Empty by default: a 429 or 5xx may follow work the provider started.
+    not_created_statuses: frozenset[int] = frozenset()
     # The smallest `{result_deadline_seconds}` a create sends: a provider that
     # stops the job at that deadline may refuse a shorter one (Replicate's
     # Cancel-After: 5 s). Never less than 1: a deadline of 0 means "now" or "none".

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from shared.ledger.states import RemoteState
 
-CreateKind = Literal["accepted", "sync_result", "rejected", "ambiguous"]
+CreateKind = Literal["accepted", "sync_result", "rejected", "not_created", "ambiguous"]
 CancelKind = Literal["accepted", "rejected", "not_found", "ambiguous"]
 
 
@@ -42,6 +42,9 @@ class CreateFact:
       - accepted: the provider holds a job (`remote_job_id` is set);
       - sync_result: the result came inline and is final (`sync_result`);
       - rejected: a definitive contract error, no job was created;
+      - not_created: a refusal the description lists in
+        `create.not_created_statuses` (a documented "nothing was created",
+        e.g. Runway's 429): back-pressure, the same create is sent again;
       - ambiguous: we cannot tell whether a job exists (5xx, 408, 425, 429,
         a 409 that may mean "in progress", a 2xx without a job id).
     """

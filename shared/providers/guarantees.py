@@ -39,6 +39,26 @@ def describe_guarantees(desc: ProviderDescription) -> list[Guarantee]:
 
 
 def _at_most_once(desc: ProviderDescription) -> Guarantee:
+    name, holds, why = _token_guarantee(desc)
+    return name, holds, why + _not_created_note(desc)
+
+
+def _not_created_note(desc: ProviderDescription) -> str:
+    """What `create.not_created_statuses` changes, said where an operator weighs
+    duplicates: such a refusal is resent, so the claim must come from the docs."""
+    codes = sorted(desc.create.not_created_statuses)
+    if not codes:
+        return ""
+    listed = ", ".join(f"HTTP {code}" for code in codes)
+    return (
+        f"; {listed} to a create is taken as 'nothing was created' "
+        "(create.not_created_statuses): the create is sent again after its Retry-After "
+        "or the backoff, with no lookup and no escalation, so the provider's docs must "
+        "say that answer creates nothing"
+    )
+
+
+def _token_guarantee(desc: ProviderDescription) -> Guarantee:
     spec = desc.create
     name = "at-most-once create"
     form = " (as a UUID derived from it)" if spec.idempotency_format is TokenFormat.UUID else ""

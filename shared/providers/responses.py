@@ -7,6 +7,12 @@ Classification rules for a create response, and why:
 - 2xx listed in `accepted_statuses` with a job id: `accepted`.
 - 2xx without a job id, or a 2xx the description does not list: `ambiguous`
   — something may exist at the provider that we cannot name.
+- a 4xx/5xx listed in `not_created_statuses` (opt-in, empty by default):
+  `not_created`, flagged as back-pressure — the provider documents that
+  such an answer creates nothing (Runway: 429 "May retry? Yes"), so the
+  same create is sent again after its Retry-After, with no lookup and no
+  human. Checked before every rule below: the description's word about
+  its own API outranks our conservative reading of the code.
 - 408, 425, 429, 5xx: `ambiguous` — the provider may have started the work
   before failing to answer (429/503 are also flagged as back-pressure).
 - 409: `rejected` only when its error code is one of `conflict_reject_codes`
@@ -134,6 +140,13 @@ def parse_create(
     if 200 <= code < 300:
         return _parse_create_success(desc, resp, body, idempotency_token, common)
     error = error_info(body, None, spec.error_code, spec.error_message, resp.headers)
+    if code in spec.not_created_statuses:
+        return CreateFact(
+            "not_created",
+            reason=f"HTTP {code}: nothing created (create.not_created_statuses)",
+            error=error or _body_snippet(resp),
+            **{**common, "back_pressure": True},
+        )
     if code in AMBIGUOUS_CLIENT_STATUSES or code >= 500:
         return CreateFact(
             "ambiguous", reason=f"HTTP {code}: the job may exist", error=error, **common

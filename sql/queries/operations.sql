@@ -216,6 +216,19 @@ FROM provider_calls c
 WHERE c.operation_id = $1 AND c.call_kind = 'create'
 ORDER BY c.call_id DESC LIMIT 1;
 
+-- name: create_may_have_made_a_job
+-- Could a create call of operation $1 (before call $2; any when $2 is NULL)
+-- have made a job? Not one that never reached the provider ($3: those error
+-- categories), nor one it answered with a status it documents as creating
+-- nothing ($4: create.not_created_statuses). A call with no answer may have.
+SELECT EXISTS (
+    SELECT 1 FROM provider_calls
+    WHERE operation_id = $1 AND call_kind = 'create'
+      AND ($2::bigint IS NULL OR call_id < $2)
+      AND NOT coalesce(error_category = ANY ($3::text[]), false)
+      AND NOT (finished_at IS NOT NULL AND coalesce(status_code = ANY ($4::integer[]), false))
+);
+
 -- name: latest_poll_call
 -- The newest status read that said where the job is: a 2xx, or one of the
 -- codes $2 the provider's description maps to a state (a 303 at completion).

@@ -11,7 +11,9 @@ fetched and what it answered stored as the result, for the agent to read.
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import json
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +27,7 @@ from starlette.routing import Route
 
 from bench.harness import TestClock
 from reconciler.connect_guard import Resolver, system_resolver
+from shared.db.queries import q
 from shared.ledger.states import LocalState
 from shared.providers.config import deep_merge
 from shared.serve import serve_app
@@ -70,6 +73,7 @@ class Provider:
     status_url: str | None = None
     redirect_to: str | None = None  # the result on our host answers 302 to here
     result_reads: int = 0
+    result_queries: list[str] = field(default_factory=list)  # as each fetch sent them
 
     def app(self) -> Starlette:
         async def create(_request: Request) -> JSONResponse:
@@ -83,8 +87,9 @@ class Provider:
                 {"job_id": "job-1", "state": "succeeded", "result_url": self.result_url}
             )
 
-        async def result(_request: Request) -> Response:
+        async def result(request: Request) -> Response:
             self.result_reads += 1
+            self.result_queries.append(request.url.query)
             if self.redirect_to is not None:
                 return Response(status_code=302, headers={"Location": self.redirect_to})
             return JSONResponse({"items": []})
@@ -214,3 +219,38 @@ async def test_a_status_url_the_sender_would_refuse_escalates(
         reason = await cause(r, op_id)
     assert state is S.NEEDS_ATTENTION
     assert "status read cannot be built" in reason and len(reason) < 500
+
+
+def _jws(header: dict[str, Any], signature: str) -> str:
+    parts = (header, {"key": "out/task_1.mp4", "exp": 1767225600})
+    encoded = [
+        base64.urlsafe_b64encode(json.dumps(p).encode()).rstrip(b"=").decode() for p in parts
+    ]
+    return ".".join([*encoded, signature])
+
+
+async def test_a_signed_download_link_is_fetched_whole_and_kept_redacted(
+    pool: Any, tmp_path: Path, clock: TestClock
+) -> None:
+    """Runway's `?_jwt=...`, and a JWT under a name no rule knows: the fetch sends
+    both as given; the call log, the observations and `jobwarden show` keep neither."""
+    named = _jws({"alg": "HS256", "typ": "JWT"}, "c2lnbmVkLWJ5LXJ1bndheQ")
+    unnamed = _jws({"alg": "ES256"}, "Z3JhbnQtc2lnbmF0dXJl")
+    query = f"_jwt={named}&grant={unnamed}&v=2"
+    provider = Provider()
+    async with rig(pool, tmp_path, provider, clock) as r:
+        provider.result_url = f"{r.url}/results/job-1?{query}"
+        op_id = await r.submit({})
+        state = await run(r, op_id, clock)
+        rows = await pool.fetch(
+            "SELECT c::text FROM provider_calls c WHERE c.operation_id = $1"
+            " UNION ALL SELECT o::text FROM observations o WHERE o.operation_id = $1",
+            op_id,
+        )
+        shown = await pool.fetch(q("operator_timeline"), op_id, None)
+    assert state is S.SUCCEEDED
+    assert provider.result_queries and set(provider.result_queries) == {query}
+    stored = "\n".join([*(row[0] for row in rows), *(str(dict(row)) for row in shown)])
+    assert "_jwt=[redacted]" in stored and "grant=[redacted]" in stored and "v=2" in stored
+    for secret in ("c2lnbmVkLWJ5LXJ1bndheQ", "Z3JhbnQtc2lnbmF0dXJl"):
+        assert secret not in stored

@@ -119,6 +119,21 @@ async def test_check_reports_each_providers_guarantees_in_plain_words(
     assert SECRETS["OPENAI_API_KEY"] not in out
 
 
+async def test_check_says_which_create_refusals_are_taken_as_nothing_created(
+    env: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = CONFIG + "create = { not_created_statuses = [429] }\n"  # on transcripts
+    assert await cli_providers.cmd_check(ns(config=write(tmp_path, config), json=True)) == 0
+    by_name = {p["name"]: p for p in json.loads(capsys.readouterr().out)["providers"]}
+    said = {
+        name: next(g["why"] for g in p["guarantees"] if g["guarantee"] == "at-most-once create")
+        for name, p in by_name.items()
+    }
+    assert "HTTP 429 to a create is taken as 'nothing was created'" in said["transcripts"]
+    assert "create.not_created_statuses" in said["transcripts"]
+    assert "not_created_statuses" not in said["openai"]  # not set: not mentioned
+
+
 async def test_check_json(env: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert await cli_providers.cmd_check(ns(config=write(tmp_path, CONFIG), json=True)) == 0
     report = json.loads(capsys.readouterr().out)

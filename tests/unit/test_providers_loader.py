@@ -508,6 +508,18 @@ def test_a_redirect_is_not_an_accepted_create_or_cancel() -> None:
     assert "cancel.accepted_statuses: only 2xx codes" in message
 
 
+def test_not_created_statuses_are_error_codes_only_and_none_by_default() -> None:
+    assert load(acme()).create.not_created_statuses == frozenset()
+    assert load(acme(create={"not_created_statuses": [429, 503]})).create.not_created_statuses == {
+        429,
+        503,
+    }
+    refused: list[Any] = [[202], [429, 200], [303], [100], [600], ["429"], 429]
+    for codes in refused:
+        message = config_error(acme(create={"not_created_statuses": codes}))
+        assert message.startswith("config.toml: providers.acme.create.not_created_statuses:"), codes
+
+
 def test_a_content_type_other_than_json_is_refused() -> None:
     """The body is JSON whatever the header says: a form type would lie about it."""
     form = "application/x-www-form-urlencoded"

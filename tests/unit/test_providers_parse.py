@@ -149,6 +149,34 @@ def test_create_transient_statuses_are_ambiguous(status: int) -> None:
     assert parse_create(SIM, response(status)).kind == "ambiguous"
 
 
+# Runway's image_to_video, as its docs describe it: no idempotency, no lookup,
+# and a 429 that "may retry" because nothing was created.
+RUNWAY: dict[str, Any] = {
+    "base_url": "https://api.runway.example",
+    "create": {"path": "/v1/image_to_video", "idempotency": "none", "job_id": "/id"},
+    "status": {
+        "path": "/v1/tasks/{job_id}",
+        "state": "/status",
+        "state_map": {"PENDING": "pending", "RUNNING": "running", "SUCCEEDED": "succeeded"},
+    },
+    "result": {"source": "inline", "inline": "/output"},
+}
+
+
+def test_a_create_refusal_listed_as_not_created_is_back_pressure_not_doubt() -> None:
+    runway = provider({**RUNWAY, "create": {**RUNWAY["create"], "not_created_statuses": [429]}})
+    throttled = response(429, {"error": "You have exceeded the rate limit."}, {"Retry-After": "7"})
+    fact = parse_create(runway, throttled, now=NOW)
+    assert (fact.kind, fact.back_pressure, fact.retry_after_seconds) == ("not_created", True, 7.0)
+    assert fact.error is not None and "exceeded the rate limit" in (fact.error.message or "")
+    assert "not_created_statuses" in fact.reason
+    # only the listed codes: a 503 stays ambiguous, a 400 rejected
+    assert parse_create(runway, response(503)).kind == "ambiguous"
+    assert parse_create(runway, response(400, {"error": "bad"})).kind == "rejected"
+    # without the key, a 429 is what it always was
+    assert parse_create(provider(RUNWAY), throttled, now=NOW).kind == "ambiguous"
+
+
 def test_create_2xx_without_job_id_is_ambiguous() -> None:
     fact = parse_create(SIM, response(202, {"state": "queued"}))
     assert fact.kind == "ambiguous"

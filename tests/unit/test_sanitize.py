@@ -2,15 +2,35 @@
 
 from __future__ import annotations
 
+import base64
+import json
+from typing import Any
+
 from shared.redaction import (
     EXCERPT_BYTES,
     REDACTED,
+    looks_like_jwt,
     sanitize_headers,
     sanitize_text_urls,
+    sanitize_url,
     stored_excerpt,
 )
 
 SIGNED = "https://bucket.s3.amazonaws.com/out/r.jsonl?X-Amz-Expires=600&X-Amz-Signature=abc123"
+
+
+def b64url(document: Any) -> str:
+    return base64.urlsafe_b64encode(json.dumps(document).encode()).rstrip(b"=").decode()
+
+
+# A signed download grant as Runway's output links carry it (`?_jwt=eyJ...`).
+JWT = (
+    b64url({"alg": "HS256", "typ": "JWT"})
+    + "."
+    + b64url({"key": "out/task_1.mp4", "exp": 1767225600})
+    + ".dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk"
+)
+JWT_SIGNATURE = JWT.rsplit(".", 1)[1]
 
 
 def test_a_presigned_link_in_a_json_body_loses_its_signature_only() -> None:
@@ -62,3 +82,50 @@ def test_only_the_secret_values_change() -> None:
     assert sanitize_text_urls(text) == (
         f"see (https://x.example/f?q=x,y&sig={REDACTED}) or https://y.example/?y"
     )
+
+
+def test_a_parameter_named_for_a_jwt_is_redacted_in_urls_and_in_bodies() -> None:
+    url = f"https://cdn.example/out.mp4?_jwt={JWT}&v=2"
+    assert sanitize_url(url) == f"https://cdn.example/out.mp4?_jwt={REDACTED}&v=2"
+    body = f'{{"output": ["{url}"]}}'
+    assert sanitize_text_urls(body) == (
+        f'{{"output": ["https://cdn.example/out.mp4?_jwt={REDACTED}&v=2"]}}'
+    )
+    # by its name alone, whatever the value looks like
+    assert (
+        sanitize_url("https://cdn.example/f?jwt=opaque") == f"https://cdn.example/f?jwt={REDACTED}"
+    )
+
+
+def test_a_jwt_is_redacted_whatever_its_parameter_is_called() -> None:
+    url = f"https://cdn.example/out.mp4?grant={JWT}&page=2"
+    assert sanitize_url(url) == f"https://cdn.example/out.mp4?grant={REDACTED}&page=2"
+    text = sanitize_text_urls(f"see https://cdn.example/out.mp4?page=2&t={JWT} now")
+    assert text == f"see https://cdn.example/out.mp4?page=2&t={REDACTED} now"
+    assert JWT_SIGNATURE not in stored_excerpt(f'{{"u": "/r?x={JWT}"}}'.encode())
+    # an unsecured JWT (alg "none") has an empty signature: still a bearer grant
+    unsecured = b64url({"alg": "none"}) + "." + b64url({"sub": "a"}) + "."
+    assert sanitize_url(f"https://x.example/r?t={unsecured}") == f"https://x.example/r?t={REDACTED}"
+
+
+def test_dotted_values_that_are_not_jwts_are_kept() -> None:
+    kept = [
+        "1.2.3",
+        "report.final.csv",
+        "eyJ.not.base64json",  # the right start, a header that is not JSON
+        b64url({"typ": "JWT"}) + ".e30.sig",  # JSON, but no "alg": not a JOSE header
+        b64url(["alg"]) + ".e30.sig",  # JSON, not an object
+        b64url({"alg": "HS256"}) + ".e30.sig.extra",  # four segments
+        b64url({"alg": "HS256"}) + ".e30.si+g",  # not base64url
+    ]
+    for value in kept:
+        assert not looks_like_jwt(value), value
+        assert sanitize_url(f"https://x.example/r?v={value}&w=1").endswith(f"?v={value}&w=1")
+    assert looks_like_jwt(JWT)
+    # a first segment no JOSE header would need is not decoded at all
+    assert not looks_like_jwt("ey" + "A" * 5000 + ".e30.sig")
+
+
+def test_a_header_named_for_a_jwt_is_redacted() -> None:
+    headers = sanitize_headers({"Cf-Access-Jwt-Assertion": JWT, "X-Request-Id": "r1"})
+    assert headers == {"Cf-Access-Jwt-Assertion": REDACTED, "X-Request-Id": "r1"}
