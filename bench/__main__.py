@@ -6,8 +6,9 @@
 Runs the reconciler benchmarks (bench/throughput.py, lag.py, claim.py and
 detection.py, through bench/reconciler.py), the webhook receiver benchmark
 (bench/receiver.py) and its two in-process splits: the handler
-(bench/receiver_handler.py) and the write (bench/receiver_write.py), each
-under the command that reproduces it alone. One that fails is reported and
+(bench/receiver_handler.py) and the write (bench/receiver_write.py), and the
+evidence log's leaf encoding (bench/leaves.py), each under the command that
+reproduces it alone. One that fails is reported and
 the others still run; the exit status is then non-zero.
 """
 
@@ -27,7 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     passed = ["--quick"] if args.quick else []
     status = 0
-    for name in ("reconciler", "receiver", "receiver_handler", "receiver_write"):
+    for name in ("reconciler", "receiver", "receiver_handler", "receiver_write", "leaves"):
         print(f"\n$ .venv/bin/python -m bench.{name} {' '.join(passed)}".rstrip())
         status = _run(name, passed) or status
     return status
