@@ -149,7 +149,7 @@ async def _read(step: Step, *, before_cancel: bool = False) -> Delay | StillRunn
     read = status_read(step.op, step.fence, step.worker, req, sent, fact, call_id=call_id)
     step.note_wait(read.not_before_seconds)
     step.note_poll_hint(poll_hint(fact))
-    if before_cancel and _nothing_to_decide(step, fact):
+    if before_cancel and _still_running(step, fact):
         return await _keep_before_cancel(step, read)
     if deadline is None and _nothing_to_decide(step, fact):
         # The common read: recorded, lease handed back, by the group-commit writer.
@@ -287,6 +287,16 @@ async def _refused(step: Step, req: HttpRequest, sent: Sent, call_id: int | None
         extra={"ctx": {"operation_id": step.op.operation_id, "provider": step.op.provider}},
     )
     return None
+
+
+def _still_running(step: Step, fact: StatusFact) -> bool:
+    """A read that lets a `read_first` cancel go: it names the job pending or
+    running. Any other (no answer, an error, back-pressure, a body without a
+    state, not found) proves nothing about whether the job ended: it is
+    recorded and acted on as any read, and the cancel waits for the next."""
+    return fact.remote_state in (RemoteState.PENDING, RemoteState.RUNNING) and _nothing_to_decide(
+        step, fact
+    )
 
 
 def _nothing_to_decide(step: Step, fact: StatusFact) -> bool:

@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 import pytest
+from starlette.requests import Request
+from starlette.responses import Response
 
 from bench.harness import TestClock
 from shared.ledger.states import LocalState
@@ -326,6 +328,43 @@ async def test_a_destructive_cancel_is_not_sent_to_a_task_that_already_succeeded
             op_id,
         )
         assert TASK_OUTPUT[0] in str(result)
+
+
+class _UnreadableOnce(TasksFixture):
+    """A task server whose next status read fails with `code` (a body nobody can read)."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__()
+        self.code = code
+        self.failing = 0
+
+    async def status(self, request: Request) -> Response:
+        if self.failing:
+            self.failing -= 1
+            return Response(status_code=self.code, content=b"upstream error")
+        return await super().status(request)
+
+
+@pytest.mark.parametrize("code", [500, 429, 200])
+async def test_a_read_first_cancel_waits_for_a_read_that_shows_the_job_running(
+    pool: Any, tmp_path: Path, code: int
+) -> None:
+    """A read that shows no state (an error, back-pressure, a body without one)
+    proves nothing: the DELETE waits for the next read (a second reader found it
+    sent after such a read, to a task that had succeeded)."""
+    fx = _UnreadableOnce(code)
+    overrides = runway_tasks(read_first=True)
+    async with preset_rig(
+        pool, tmp_path, fx.app(), preset=None, name="runway", env={}, overrides=overrides
+    ) as r:
+        op_id = await r.submit(TASK)
+        await r.settle(op_id, {S.OBSERVING})
+        fx.finish()
+        fx.failing = 1
+        await r.cancel(op_id)
+        assert await r.settle(op_id, {S.CANCELLED, *ENDS}) is S.SUCCEEDED, await r.history(op_id)
+        assert fx.failing == 0 and fx.deleted == []
+        assert await r.calls(op_id, "cancel") == []
 
 
 async def test_a_destructive_cancel_of_a_running_task_is_read_first_then_sent(
