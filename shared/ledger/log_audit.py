@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -32,7 +32,13 @@ from typing import Any
 from shared.db.queries import q
 from shared.ledger.archive_audit import check_archives, unchecked_note
 from shared.ledger.leaves import KINDS, Digests, LeafError, LeafKind, leaf_data
-from shared.ledger.log import HashCache, LogCorrupt, consistency_problem, with_hashes
+from shared.ledger.log import (
+    HashCache,
+    LogCorrupt,
+    consistency_problem,
+    current_rows,
+    with_hashes,
+)
 from shared.tlog import (
     ALG_ED25519,
     EMPTY_ROOT,
@@ -161,18 +167,18 @@ async def verify_log(
     against the archives under `archive_root` when given
     (shared/ledger/archive_audit.py).
     """
-    report = await _check_snapshot(conn, checkpoint, max_pending_age, archive_root)
+    report, tree = await _check_snapshot(conn, checkpoint, max_pending_age, archive_root)
     if report.excused:
-        await _settle_excused(conn, report, settle_seconds)
+        await _settle_excused(conn, report, tree, settle_seconds)
     return report
 
 
 async def _check_snapshot(
     conn: Any, checkpoint: Checkpoint | None, max_pending_age: float, archive_root: Path | None
-) -> LogReport:
+) -> tuple[LogReport, RootAccumulator | None]:
     report = LogReport(checkpoint=checkpoint, unproven=None if checkpoint else UNPROVEN)
     async with conn.transaction(isolation="repeatable_read", readonly=True):
-        await _check_tree(conn, report)
+        tree = await _check_tree(conn, report)
         for kind in KINDS.values():
             await _check_rows(conn, kind, report)
         await _check_versions(conn, report)
@@ -186,19 +192,21 @@ async def _check_snapshot(
                 f"{report.pending} change(s) queued for {pending['age']:.0f} s (oldest): the "
                 "sequencer is not running, or the queue is being used to hide edits"
             )
-    return report
+    return report, tree
 
 
-async def _check_tree(conn: Any, report: LogReport) -> None:
+async def _check_tree(conn: Any, report: LogReport) -> RootAccumulator | None:
+    """The tree recomputed from its leaves; the accumulator to extend it with (None
+    when a leaf is missing: the log is broken, and nothing after it is bound)."""
     accumulator = RootAccumulator()
     wanted = report.checkpoint
-    async for row in conn.cursor(q("log_leaf_hashes"), prefetch=PREFETCH):
-        if row["leaf_index"] != accumulator.size:
-            report.problem(f"leaf {accumulator.size} is missing (next is {row['leaf_index']})")
-            return
-        accumulator.append(_recomputed_leaf(row, report))
-        if wanted is not None and accumulator.size == wanted.size:
+
+    def at_each(size: int) -> None:
+        if wanted is not None and size == wanted.size:
             _compare_checkpoint(accumulator.root(), wanted, report)
+
+    if not await _append_leaves(conn, report, accumulator, at_each):
+        return None
     report.tree_size, report.root = accumulator.size, accumulator.root()
     if wanted is not None and wanted.size == 0:
         _compare_checkpoint(EMPTY_ROOT, wanted, report)  # every tree extends the empty one
@@ -208,13 +216,37 @@ async def _check_tree(conn: Any, report: LogReport) -> None:
             f"the log has {accumulator.size} leaves, the checkpoint signed {wanted.size}: "
             "the newest entries were removed"
         )
+    await _check_stored_hashes(conn, report, accumulator)
+    return accumulator
+
+
+async def _append_leaves(
+    conn: Any,
+    report: LogReport,
+    accumulator: RootAccumulator,
+    at_each: Callable[[int], None] = lambda size: None,
+) -> bool:
+    """Every leaf from the accumulator's size on, recomputed and appended in order;
+    False (a problem) at the first index missing."""
+    query = q("log_leaf_hashes_from")
+    async for row in conn.cursor(query, accumulator.size, prefetch=PREFETCH):
+        if row["leaf_index"] != accumulator.size:
+            report.problem(f"leaf {accumulator.size} is missing (next is {row['leaf_index']})")
+            return False
+        accumulator.append(_recomputed_leaf(row, report))
+        at_each(accumulator.size)
+    return True
+
+
+async def _check_stored_hashes(conn: Any, report: LogReport, accumulator: RootAccumulator) -> None:
+    """The stored hashes proofs are built from must give the leaves' root."""
     cache = HashCache()
     try:
         stored = await with_hashes(conn, cache, lambda: tree_hash(accumulator.size, cache.read))
     except LogCorrupt as exc:
         report.problem(f"stored hashes: {exc}")
         return
-    if stored != report.root:
+    if stored != accumulator.root():
         report.problem("the stored hashes disagree with the leaves: proofs would not verify")
 
 
@@ -260,13 +292,19 @@ async def _check_rows(conn: Any, kind: LeafKind, report: LogReport) -> None:
     report.rows_checked[kind.name] = checked
 
 
-async def _settle_excused(conn: Any, report: LogReport, settle_seconds: float) -> None:
+async def _settle_excused(
+    conn: Any, report: LogReport, tree: RootAccumulator | None, settle_seconds: float
+) -> None:
     """Wait for the sequencer to log every excused row, then judge what it logged.
 
     A row it never logs is a problem: the sequencer is stopped, or its queue
-    entry is kept from it. One it logs is judged as any logged row is (the
-    version rules: no deletion but the ledger's, no change to what never
-    changes); a row created meanwhile is dated by its leaf, as any is.
+    entry is kept from it. What it logged is judged in one snapshot as the
+    first pass judged the log: the leaves appended since are recomputed into
+    the tree and must agree with the stored hashes (a leaf written beside the
+    tree, at any index, binds nothing); each logged row is judged against its
+    newest leaf again, and no longer excused if it is gone (its deletion must
+    be a leaf); its versions follow the version rules. A row created meanwhile
+    is dated by its leaf, as any is.
     """
     waiting = set(report.excused)
     deadline = time.monotonic() + settle_seconds
@@ -282,13 +320,38 @@ async def _settle_excused(conn: Any, report: LogReport, settle_seconds: float) -
     for kind_name, row_id in sorted(waiting):
         report.problem(
             f"{KINDS[kind_name].table} {row_id}: differs from the log, and its queued change "
-            f"was not logged within {settle_seconds:.0f} s: the sequencer is not running, "
+            f"was not logged within {settle_seconds:g} s: the sequencer is not running, "
             "or the queue is being used to hide a change"
         )
-    if logged:
+    if not logged:
+        return
+    async with conn.transaction(isolation="repeatable_read", readonly=True):
+        if tree is not None and await _append_leaves(conn, report, tree):
+            await _check_stored_hashes(conn, report, tree)
+        await _rejudge(conn, report, logged)
         kinds, ids = map(list, zip(*logged, strict=True))
-        async with conn.transaction(isolation="repeatable_read", readonly=True):
-            await _check_versions(conn, report, q("log_versions_of"), kinds, ids)
+        await _check_versions(conn, report, q("log_versions_of"), kinds, ids)
+
+
+async def _rejudge(conn: Any, report: LogReport, keys: Sequence[tuple[str, str]]) -> None:
+    """Each row the sequencer logged during the wait, against its newest leaf now.
+
+    As in the first pass, except that a row that is gone is no longer excused
+    by a change queued again: its deletion had time to be logged.
+    """
+    kinds, ids = map(list, zip(*keys, strict=True))
+    newest = await conn.fetch(q("log_newest_of"), kinds, ids)
+    leaves = {(r["log_kind"], r["log_row_id"]): dict(r) for r in newest}
+    rows = await current_rows(conn, [(KINDS[kind], row_id) for kind, row_id in keys])
+    for kind_name, row_id in keys:
+        kind, row = KINDS[kind_name], rows.get((kind_name, row_id))
+        judged = {**(dict(row) if row is not None else {}), **leaves[(kind_name, row_id)]}
+        judged["log_row_exists"] = row is not None
+        problem = _row_problem(kind, judged)
+        if problem is _EXCUSED and row is None:
+            problem = "removed (its leaf is in the log, the row is gone)"
+        if problem and problem is not _EXCUSED:
+            report.problem(f"{kind.table} {row_id}: {problem}")
 
 
 async def _check_versions(conn: Any, report: LogReport, query: str = "", *args: Any) -> None:

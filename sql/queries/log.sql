@@ -70,10 +70,11 @@ LIMIT 1;
 -- what it signs next (shared/ledger/log.py checks each note's signature).
 SELECT tree_size, note FROM log_checkpoints ORDER BY tree_size DESC LIMIT $1;
 
--- name: log_leaf_hashes
--- Every leaf in log order with what it records, streamed by the verifier.
+-- name: log_leaf_hashes_from
+-- Every leaf from index $1 on, in log order, with what it records: streamed
+-- by the verifier (from 0; then from where its first pass stopped).
 SELECT leaf_index, kind, row_id, deleted, row_sha256, fixed_sha256, settled_sha256, leaf_hash
-FROM log_leaves ORDER BY leaf_index;
+FROM log_leaves WHERE leaf_index >= $1 ORDER BY leaf_index;
 
 -- name: log_pending
 SELECT count(*) AS rows, min(queued_at) AS oldest,
@@ -321,6 +322,24 @@ ORDER BY l.kind, l.row_id, l.leaf_index;
 SELECT DISTINCT l.kind, l.row_id
 FROM unnest($2::text[], $3::text[]) AS k (kind, row_id)
 JOIN log_leaves l ON l.kind = k.kind AND l.row_id = k.row_id AND l.leaf_index >= $1;
+
+-- name: log_newest_of
+-- The rows named by ($1 kind, $2 row id) beside their newest leaf, shaped as
+-- the log_check_* queries shape them (the row's own columns aside): the
+-- verifier judges again the rows the sequencer logged while it waited.
+SELECT k.kind AS log_kind, k.row_id AS log_row_id, l.leaf_hash AS log_leaf_hash,
+       l.deleted AS log_deleted,
+       l.row_sha256 AS log_row_sha256, l.fixed_sha256 AS log_fixed_sha256,
+       l.settled_sha256 AS log_settled_sha256,
+       EXISTS (SELECT 1 FROM log_queue q WHERE q.kind = k.kind AND q.row_id = k.row_id)
+           AS log_queued,
+       EXISTS (SELECT 1 FROM log_archived a WHERE a.kind = k.kind AND a.row_id = k.row_id)
+           AS log_archived
+FROM unnest($1::text[], $2::text[]) AS k (kind, row_id)
+LEFT JOIN LATERAL (
+    SELECT leaf_hash, deleted, row_sha256, fixed_sha256, settled_sha256 FROM log_leaves
+    WHERE kind = k.kind AND row_id = k.row_id ORDER BY leaf_index DESC LIMIT 1
+) l ON true;
 
 -- name: log_versions_of
 -- Every leaf of the rows named by ($1 kind, $2 row id), in order per row: the

@@ -12,7 +12,7 @@ logged; nothing stored in the database stands in for that.
 
 from __future__ import annotations
 
-import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -49,42 +49,72 @@ async def _create_call(pool: Any, op_id: str) -> int:
 
 
 async def _verify_while_sequencing(
-    pool: Any, note: str, monkeypatch: pytest.MonkeyPatch
+    pool: Any,
+    note: str,
+    monkeypatch: pytest.MonkeyPatch,
+    meanwhile: Callable[[Any], Awaitable[None]] = log.sequence_all,
 ) -> LogReport:
-    """verify_log, with the sequencer run once its snapshot is taken (as the
-    reconciler's would, every few seconds): so a change it finds queued is
-    logged while it waits, never before it looked."""
-    looked = asyncio.Event()
+    """verify_log, with `meanwhile` run once its snapshot is taken: the sequencer,
+    as the reconciler's runs every few seconds (so a change it finds queued is
+    logged while it waits, never before it looked), or an attacker's move."""
     settle = log_audit._settle_excused
 
-    async def after_the_snapshot(conn: Any, report: LogReport, seconds: float) -> None:
-        looked.set()
-        await settle(conn, report, seconds)
+    async def after_the_snapshot(conn: Any, report: LogReport, *rest: Any) -> None:
+        async with pool.acquire() as other:
+            await meanwhile(other)
+        await settle(conn, report, *rest)
 
     monkeypatch.setattr(log_audit, "_settle_excused", after_the_snapshot)
     checkpoint = open_checkpoint(note, [Verifier.from_key(VERIFIER_KEY)])
     async with pool.acquire() as conn:
-        check = asyncio.ensure_future(verify_log(conn, checkpoint, settle_seconds=SETTLE_SECONDS))
-        waiter = asyncio.ensure_future(looked.wait())
-        await asyncio.wait({check, waiter}, return_when=asyncio.FIRST_COMPLETED)
-        waiter.cancel()
-        if looked.is_set():
-            async with pool.acquire() as sequencer:
-                await log.sequence_all(sequencer)
-        return await check
+        return await verify_log(conn, checkpoint, settle_seconds=SETTLE_SECONDS)
+
+
+async def _hide_a_deleted_call(pool: Any, ops: list[str]) -> int:
+    """The tester's attack: a logged call deleted, its queue entry kept from the sequencer."""
+    call_id = await _create_call(pool, ops[0])
+    async with pool.acquire() as conn:
+        await conn.execute(HIDE_FROM_THE_SEQUENCER.format(call_id=call_id))
+        await conn.execute("DELETE FROM provider_calls WHERE call_id = $1", call_id)
+        await log.sequence_all(conn)  # the sequencer runs on; the entry stays
+        await conn.execute("UPDATE log_queue SET queued_at = clock_timestamp()")
+    return call_id
+
+
+async def _copy_of_its_last_leaf(conn: Any, call_id: int, index: int | None) -> None:
+    """A leaf for the call written by hand (its last version again, not deleted):
+    at `index`, or appended at the log's end with the stored hashes it completes."""
+    last = await conn.fetchrow(
+        "SELECT * FROM log_leaves WHERE kind = 'call' AND row_id = $1"
+        " ORDER BY leaf_index DESC LIMIT 1",
+        str(call_id),
+    )
+    cache = log.HashCache()
+    if index is None:
+        index = int(await conn.fetchval("SELECT max(leaf_index) + 1 FROM log_leaves"))
+        await log._store(conn, cache, index, bytes(last["leaf_hash"]))
+    await conn.execute(
+        "INSERT INTO log_leaves (leaf_index, kind, row_id, leaf_hash, deleted, row_sha256,"
+        " fixed_sha256, settled_sha256) VALUES ($1, 'call', $2, $3, false, $4, $5, $6)",
+        index,
+        str(call_id),
+        last["leaf_hash"],
+        last["row_sha256"],
+        last["fixed_sha256"],
+        last["settled_sha256"],
+    )
+    await conn.execute(
+        "INSERT INTO log_hashes SELECT * FROM unnest($1::bigint[], $2::bytea[])",
+        list(cache.new),
+        list(cache.new.values()),
+    )
 
 
 async def test_a_queue_entry_kept_from_the_sequencer_no_longer_hides_a_deleted_call(
     pool: Any, signed: tuple[list[str], str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ops, note = signed
-    call_id = await _create_call(pool, ops[0])
-    async with pool.acquire() as conn:
-        await conn.execute(HIDE_FROM_THE_SEQUENCER.format(call_id=call_id))
-        await conn.execute("DELETE FROM provider_calls WHERE call_id = $1", call_id)
-        async with pool.acquire() as sequencer:
-            await log.sequence_all(sequencer)  # the sequencer runs on; the entry stays
-        await conn.execute("UPDATE log_queue SET queued_at = clock_timestamp()")
+    call_id = await _hide_a_deleted_call(pool, ops)
     report = await _verify_while_sequencing(pool, note, monkeypatch)
     assert report.excused == [("call", str(call_id))]
     assert not report.ok and report.extends is True
@@ -92,6 +122,28 @@ async def test_a_queue_entry_kept_from_the_sequencer_no_longer_hides_a_deleted_c
         p.startswith(f"provider_calls {call_id}:") and "was not logged within" in p
         for p in report.problems
     ), report.problems
+
+
+@pytest.mark.parametrize("where", ["far", "appended"])
+async def test_a_leaf_written_by_hand_while_the_check_waits_does_not_pass_for_the_sequencers(
+    pool: Any, signed: tuple[list[str], str], monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """A second reader's attack on the first version: the key "logged" by a leaf
+    the attacker wrote (far off, or appended with its stored hashes, a copy of
+    the row's last version) while the row stays deleted. The leaves since the
+    first pass are recomputed into the tree, and the row judged against its
+    newest leaf again."""
+    ops, note = signed
+    call_id = await _hide_a_deleted_call(pool, ops)
+    far = 10**15
+
+    async def forge(conn: Any) -> None:
+        await _copy_of_its_last_leaf(conn, call_id, far if where == "far" else None)
+
+    report = await _verify_while_sequencing(pool, note, monkeypatch, forge)
+    assert report.settled == 1 and not report.ok
+    expected = "is missing (next is" if where == "far" else f"provider_calls {call_id}: removed"
+    assert any(expected in p for p in report.problems), report.problems
 
 
 async def test_a_deletion_the_sequencer_logs_while_the_check_waits_is_judged(
