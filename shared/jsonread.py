@@ -10,11 +10,16 @@ MAX_FAST_BRACKETS opening brackets, and any body orjson refuses, is read by
 `json.loads` as before: orjson only makes a body faster to read, never read
 differently. The webhook receiver and the reconciler's provider answers
 both read this way.
+
+For what the standard library refuses yet is JSON, the receiver has two
+more readers here: `int_or_long` (an integer longer than `int()` reads, as a
+`LongInt`) and `top_level` (a text nested deeper than `json.loads` recurses).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -58,3 +63,112 @@ def loads(body: bytes, parse_constant: Callable[[str], Any] | None = None) -> An
         except orjson.JSONDecodeError:
             pass  # perhaps JSON to the standard library: it decides
     return json.loads(body, parse_constant=parse_constant)
+
+
+class LongInt(float):
+    """An integer literal too long for `int()`: infinite as a number, its digits as text.
+
+    Python refuses to read an integer of more than `sys.get_int_max_str_digits()`
+    digits (4,300 by default), yet such a body is JSON. As a number it is what
+    `json.loads` makes of any literal beyond a double's range (infinity, which
+    no encoder writes back); as text (`str`) it is exactly its digits, so an
+    id read from it is the one the sender wrote. A float by type only: it is
+    an integer, and `shared.providers.values.as_id` reads it as one.
+    """
+
+    __slots__ = ("_literal",)
+    _literal: str
+
+    def __new__(cls, literal: str) -> LongInt:
+        number = super().__new__(cls, literal)
+        number._literal = literal
+        return number
+
+    def __str__(self) -> str:
+        return self._literal
+
+    __repr__ = __str__
+
+
+def int_or_long(literal: str) -> int | float:
+    """`parse_int` for `json.loads`: an `int`, or a `LongInt` past what `int()` reads."""
+    try:
+        return int(literal)
+    except ValueError:  # more digits than int() reads
+        return LongInt(literal)
+
+
+# One JSON token after optional whitespace, for `top_level` (RFC 8259, as
+# `json.loads` reads it: ASCII digits, no control character inside a string,
+# and no NaN or Infinity, which the receiver refuses).
+_TOKEN = re.compile(
+    r"""[ \t\n\r]*(?:
+        (?P<open>[\[{])
+      | (?P<close>[\]}])
+      | (?P<comma>,)
+      | (?P<colon>:)
+      | (?P<string>"(?:[^"\\\x00-\x1f]++|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*+")
+      | (?P<scalar>-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?|true|false|null)
+    )""",
+    re.VERBOSE,
+)
+_TRAILING_SPACE = re.compile(r"[ \t\n\r]*")
+
+
+def top_level(body: bytes) -> str | None:
+    """What the one JSON text `body` holds ("object", "array" or "scalar"), however
+    deeply nested; None when `body` is not JSON.
+
+    For a body `json.loads` gave up on with RecursionError: its recursive
+    reader stops near a thousand levels, though the text may be JSON all the
+    same. This reads without recursion (an explicit stack of open brackets),
+    checking syntax only; it builds nothing, so any depth costs one pass.
+    """
+    try:
+        text = body.decode(json.detect_encoding(body), "surrogatepass")
+    except UnicodeDecodeError:
+        return None
+    first = _TOKEN.match(text)
+    if first is None or not _scan(text):
+        return None
+    opened = first.group("open")
+    return "scalar" if opened is None else "object" if opened == "{" else "array"
+
+
+def _scan(text: str) -> bool:
+    """Whether `text` is one JSON text: the grammar of `top_level`, token by token."""
+    stack: list[str] = []  # the open brackets: "[" or "{"
+    # what may come next: value | first (a value or "]") | key (or "}") |
+    # key_only (after a comma in an object) | colon | after (a value: "," or a close)
+    expect = "value"
+    position = 0
+    while True:
+        found = _TOKEN.match(text, position)
+        if found is None:
+            break
+        position = found.end()
+        kind = found.lastgroup
+        lexeme = found.group(kind) if kind else ""
+        if kind == "open" and expect in ("value", "first"):
+            stack.append(lexeme)
+            expect = "first" if lexeme == "[" else "key"
+        elif kind == "close" and (
+            (lexeme == "]" and stack[-1:] == ["["] and expect in ("after", "first"))
+            or (lexeme == "}" and stack[-1:] == ["{"] and expect in ("after", "key"))
+        ):
+            stack.pop()
+            expect = "after"
+        elif kind == "string" and expect in ("key", "key_only"):
+            expect = "colon"
+        elif kind in ("string", "scalar") and expect in ("value", "first"):
+            expect = "after"
+        elif kind == "colon" and expect == "colon":
+            expect = "value"
+        elif kind == "comma" and expect == "after" and stack:
+            expect = "value" if stack[-1] == "[" else "key_only"
+        else:
+            return False
+        if not stack and expect == "after":
+            break
+    end = _TRAILING_SPACE.match(text, position)
+    return expect == "after" and not stack and end is not None and end.end() == len(text)

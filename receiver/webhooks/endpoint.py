@@ -34,8 +34,11 @@ used before its signature verified:
    400, bad signature / stale / future timestamp 401; the body is only
    ``{"error": "rejected"}`` so a forger learns nothing);
 7. the body is parsed (malformed JSON after a valid signature: 400; an
-   integer too long for Python's `int` is JSON all the same, see
-   `_parse_json`);
+   integer too long for Python's `int` is JSON all the same, and so is an
+   object nested deeper than Python's reader recurses, see `_parse_json`.
+   Such a deep object is stored matched to nothing: nothing in it can be
+   read, so its dedupe key is the scheme's signed id or the body's hash and
+   its payload the body in base64, `unstorable_payload`);
 8. the event is handed to the group-commit writer (`ingest`) and the answer
    (200 stored / duplicate) is sent only after COMMIT; a database that cannot
    take it within the timeouts gives 503 with Retry-After, so the provider
@@ -57,8 +60,9 @@ PostgreSQL refuses would fail the event on every redelivery, and the event
 would never be stored): a reference (job id, operation id, client reference)
 that PostgreSQL cannot hold exactly (NUL, a lone surrogate) counts as absent,
 as the declarative adapter already does, because a cleaned copy would name
-another job; text that is only shown (the raw state, the scheme name) has
-NUL and lone surrogates replaced by U+FFFD, like the payload. The payload
+another job, and so does one written as a JSON float (`as_id`, below); text
+that is only shown (the raw state, the scheme name) has NUL and lone
+surrogates replaced by U+FFFD, like the payload. The payload
 itself is always stored (`storable_payload`; a number beyond PostgreSQL's
 numeric range is left for the database to find, off the hot path, see
 `ingest`).
@@ -70,6 +74,14 @@ Dedupe ids are always ones the signature covers:
 - else an id inside the signed body (Stripe's ``/id``, or the provider's
   ``event_id`` path when it points into the body);
 - else ``sha256:<hash of the raw body>``.
+
+An id in the body, like a reference, is text or a JSON integer (exact
+however long). A JSON float (a literal with a fraction or an exponent) is
+rounded to a double as it is read, so it names nothing exactly: 1e400 and
+2e400 would be one key ("inf"), and a job id of 1e400 would match the job
+"inf". Such an id counts as absent (`shared.providers.values.as_id`, used
+wherever an id or a reference is read from a body): the dedupe key is then
+the body's hash, which the signature covers, and the reference is not used.
 
 GitHub signs only the body: its `X-GitHub-Delivery` id is not covered, so it is
 never used as the dedupe key (an attacker replaying a captured body under a
@@ -122,7 +134,7 @@ from shared.providers.adapter import ProviderAdapter, parse_parsed_webhook
 from shared.providers.description import WebhookScheme, WebhookSpec
 from shared.providers.facts import WebhookFact
 from shared.providers.paths import PathSource, ValuePath, extract, parse_path
-from shared.providers.values import as_str, clip
+from shared.providers.values import as_id, as_str, clip
 from shared.signatures import SignatureError, Verified, signs_url
 from shared.signatures.dispatch import build_spec
 from shared.telemetry import spans
@@ -152,9 +164,25 @@ _SCHEME_BODY_ID: Mapping[WebhookScheme, ValuePath] = {
     WebhookScheme.STRIPE: parse_path("/id"),
     WebhookScheme.SLACK: parse_path("/event_id"),
 }
-# JSON escapes PostgreSQL's jsonb refuses (NUL) or may refuse (surrogates, which
-# are fine only in valid pairs): such bodies take the slow, re-encoding path.
-_RISKY_ESCAPE = re.compile(rb"\\u(?:0000|[dD][89a-fA-F])")
+# JSON escapes PostgreSQL's jsonb refuses: NUL, and a surrogate outside a valid
+# pair (a high one not followed by a low one, a low one not after a high one).
+# A valid pair is what any ASCII-escaping encoder writes for an emoji: such a
+# body is stored as sent. A body that matches takes the slow path. A backslash
+# before a match may be an escaped one (a body's `\\ud800` is a backslash and
+# the text "ud800"): the low surrogate's look-behind then refuses to vouch for
+# the pair before it, and the body goes the slow (exact, only slower) way.
+_HIGH = rb"\\u[dD][89abAB][0-9a-fA-F]{2}"
+_LOW = rb"\\u[dD][c-fC-F][0-9a-fA-F]{2}"
+# Every branch starts with the literal `\u`, which keeps the search cheap (the
+# low one looks behind only once it matched: a look-behind first costs 15x).
+_RISKY_ESCAPE = re.compile(
+    rb"\\u(?:0000|[dD][89abAB][0-9a-fA-F]{2}(?!" + _LOW + rb")"
+    rb"|[dD][c-fC-F][0-9a-fA-F]{2}(?<![^\\]" + _HIGH + _LOW + rb"))"
+)
+# The escapes the slow path reads, left to right so that an escaped backslash
+# is never taken for the start of an escape: an escaped backslash and a valid
+# pair are kept; NUL and a lone surrogate become U+FFFD (`_scrubbed_escape`).
+_ESCAPE = re.compile(rb"\\\\|" + _HIGH + _LOW + rb"|\\u0000|\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 # The content codings that leave a body as it is: none at all, or "identity".
 _IDENTITY = (b"", b"identity")
 # Most deliveries carry no query string; parsing an empty one costs more than
@@ -301,7 +329,10 @@ class WebhookEndpoint:
         verified = self._verify(provider, headers, body, scope)
         self._metrics.verified(provider.name)
         document = _parse_json(body)
-        event = self._event(provider, verified, headers, scope, body, document)
+        if document is None:  # JSON nested deeper than it can be read here
+            event = _too_deep_event(provider, verified, body)
+        else:
+            event = self._event(provider, verified, headers, scope, body, document)
         try:
             outcome = await self._ingestor.submit(event)
         except IngestUnavailable as exc:
@@ -493,8 +524,11 @@ def _parse(
 
 
 def _reference(value: object) -> str | None:
-    """A reference as PostgreSQL holds it exactly, else absent (module docstring)."""
-    text = as_str(value)
+    """A reference as PostgreSQL holds it exactly, else absent (module docstring).
+
+    Also for a plugin's fact: a float it hands over names nothing exactly (`as_id`).
+    """
+    text = as_id(value)
     if text is None or not holds_exactly(text):
         return None
     return clip(text)
@@ -622,57 +656,71 @@ def _reject_constant(name: str) -> NoReturn:
     raise ValueError(f"non-standard JSON constant {name}")
 
 
-class _LongInt(float):
-    """An integer literal too long for `int()`: infinite as a number, its digits as text.
-
-    Python refuses to read an integer of more than `sys.get_int_max_str_digits()`
-    digits (4,300 by default), yet such a body is JSON and the event authentic.
-    As a number it is what `json.loads` makes of any literal beyond a
-    double's range (infinity, which `storable_payload` never writes back);
-    as text (`str`, hence `as_str`) it is exactly its digits, so an id read
-    from it is the one the sender wrote.
-    """
-
-    __slots__ = ("_literal",)
-    _literal: str
-
-    def __new__(cls, literal: str) -> _LongInt:
-        number = super().__new__(cls, literal)
-        number._literal = literal
-        return number
-
-    def __str__(self) -> str:
-        return self._literal
-
-    __repr__ = __str__
-
-
-def _int_or_long(literal: str) -> int | float:
-    try:
-        return int(literal)
-    except ValueError:  # more digits than int() reads
-        return _LongInt(literal)
-
-
-def _parse_json(body: bytes) -> dict[str, Any]:
-    """The body as a JSON object; anything else is a 400 (the sender is authentic).
+def _parse_json(body: bytes) -> dict[str, Any] | None:
+    """The body as a JSON object, None for one too deep to read; anything else is a 400.
 
     Read as `json.loads` reads it, NaN and Infinity refused (RFC 8259), by
-    orjson where that reads it the same (`shared.jsonread`). A body that
-    fails that reading is read again with integers too long for `int()` as
-    `_LongInt`: a 400 for a JSON body would lose the event, as no provider
-    retries one. Only refused bodies pay for the second reading.
+    orjson where that reads it the same (`shared.jsonread`). A 400 for a JSON
+    body would lose the event (no provider retries one, and the sender is
+    authentic), so a body that fails that reading is read again with
+    integers too long for `int()` as `jsonread.LongInt`; and one that still
+    fails for its depth alone (RecursionError, near a thousand levels) is
+    checked without recursion (`_require_deep_object`). Only refused bodies
+    pay for these.
     """
     try:
         document = jsonread.loads(body, _reject_constant)
     except jsonread.NOT_JSON:
         try:
-            document = json.loads(body, parse_constant=_reject_constant, parse_int=_int_or_long)
-        except jsonread.NOT_JSON:
+            document = json.loads(
+                body, parse_constant=_reject_constant, parse_int=jsonread.int_or_long
+            )
+        except RecursionError:
+            _require_deep_object(body)
+            return None
+        except ValueError:
             raise _Refusal(400, "malformed_json", b'{"error":"malformed_json"}') from None
     if not isinstance(document, dict):
         raise _Refusal(400, "not_an_object", b'{"error":"malformed_json"}')
     return document
+
+
+def _require_deep_object(body: bytes) -> None:
+    """Refuse (400, as `_parse_json` does) a body too deep for `json.loads` unless
+    it is a JSON object.
+
+    Python's reader gives up on the depth, not on the text: a body that is
+    JSON all the same is an authentic event, to be stored (`_too_deep_event`).
+    A text that is not JSON, or not an object, is refused as any other.
+    """
+    kind = jsonread.top_level(body)
+    if kind is None:
+        raise _Refusal(400, "malformed_json", b'{"error":"malformed_json"}')
+    if kind != "object":
+        raise _Refusal(400, "not_an_object", b'{"error":"malformed_json"}')
+
+
+def _too_deep_event(provider: _Provider, verified: Verified, body: bytes) -> Event:
+    """An authentic JSON object too deep to read here, stored matched to nothing.
+
+    Nothing in it is read: no reference (so no match, and no plugin is asked,
+    as it would read the same body), its dedupe key the scheme's signed id or
+    else the body's hash (`dedupe_id` finds no id in an empty document), so a
+    redelivery is a duplicate. Its payload is the body exactly, in base64:
+    jsonb may refuse that depth too.
+    """
+    return Event(
+        provider=provider.name,
+        event_id=dedupe_id(provider.spec, verified, {}, body),
+        scheme=_shown(verified.scheme) or provider.spec.scheme.value,
+        id_signed=verified.id_signed,
+        remote_job_id=None,
+        operation_ref=None,
+        client_reference=None,
+        remote_state=None,
+        remote_state_raw=None,
+        payload=unstorable_payload(body),
+    )
 
 
 def signed_url(public_url: str, provider: str, scope: Scope) -> str | None:
@@ -704,7 +752,7 @@ def dedupe_id(spec: WebhookSpec, verified: Verified, document: Any, body: bytes)
         path = spec.event_id or _SCHEME_BODY_ID.get(spec.scheme)
         body_signed = spec.scheme is not WebhookScheme.STATIC_HEADER
         if path is not None and path.source is PathSource.BODY and body_signed:
-            candidate = as_str(extract(path, document))
+            candidate = as_id(extract(path, document))  # a JSON float: absent
     if not candidate:
         return "sha256:" + hashlib.sha256(body).hexdigest()
     if len(candidate) > MAX_EVENT_ID_CHARS or not holds_exactly(candidate):
@@ -716,32 +764,48 @@ def storable_payload(body: bytes, document: Any) -> str:
     """JSON text for the jsonb column, equal in content to the signed body.
 
     The raw text is stored as is when PostgreSQL can take it (the common case,
-    and the cheapest). Otherwise the parsed document is re-encoded with NUL
-    and unpaired surrogates replaced by U+FFFD: jsonb cannot hold them, and a
-    batch must never fail because one authentic event carried them. So is a
-    body that is not UTF-8 text: with a BOM, or UTF-16/32 (the standard
-    library reads those; a raw NUL byte is how one without a BOM shows, as
-    no JSON in UTF-8 holds one). A document that cannot be re-encoded (a
-    number beyond a double's range, read as infinity; extreme nesting) is
-    stored as `unstorable_payload`, which keeps the body exactly.
+    and the cheapest). A UTF-8 body holding escapes jsonb refuses (NUL, an
+    unpaired surrogate: `_RISKY_ESCAPE`) is stored as its text with just
+    those escapes replaced by U+FFFD's: a batch must never fail because one
+    authentic event carried them, and every other character, numbers
+    included, stays as sent (re-encoding the parsed document would round
+    12345678901234567.89 through a double). A body that is not UTF-8 text
+    (with a BOM, or UTF-16/32, which the standard library reads; a raw NUL
+    byte is how one without a BOM shows, as no JSON in UTF-8 holds one) is
+    re-encoded from the parsed document, scrubbed the same way. A document
+    that cannot be re-encoded (a number beyond a double's range, read as
+    infinity; extreme nesting) is stored as `unstorable_payload`, which
+    keeps the body exactly.
 
     Numbers beyond PostgreSQL's numeric range (`1e200000`, 20,000 digits
     after the point) in raw text are not looked for here: that would be a
     scan of every body for what almost none holds. The database refuses
     such a payload and the writer stores it as `unstorable_payload` (`ingest`).
     """
-    if b"\x00" not in body and not _RISKY_ESCAPE.search(body):
+    if b"\x00" not in body:
         try:
             text = body.decode("utf-8")
         except UnicodeDecodeError:
             pass
         else:
             if not text.startswith("\ufeff"):
-                return text
+                risky = _RISKY_ESCAPE.search(body)
+                return text if risky is None else _scrub_escapes(body).decode("utf-8")
     try:
         return json.dumps(scrub(document), ensure_ascii=False, allow_nan=False)
     except (ValueError, RecursionError):  # e.g. 1e999 parsed as inf; extreme nesting
         return unstorable_payload(body)
+
+
+def _scrub_escapes(body: bytes) -> bytes:
+    """`body` (JSON text) with its NUL and lone surrogate escapes replaced by U+FFFD's."""
+    return _ESCAPE.sub(_scrubbed_escape, body)
+
+
+def _scrubbed_escape(found: re.Match[bytes]) -> bytes:
+    """An `_ESCAPE` token as jsonb takes it: kept (an escaped backslash, a pair), else U+FFFD."""
+    token = found.group()
+    return token if token == b"\\\\" or len(token) == 12 else b"\\ufffd"
 
 
 def _request_trace_id(headers: Headers) -> str:

@@ -61,8 +61,10 @@ from shared.providers.paths import ValuePath, extract, parse_path
 from shared.providers.timing import parse_retry_after
 from shared.providers.tokens import create_token
 from shared.providers.values import (
+    as_code,
     as_datetime,
     as_float,
+    as_id,
     as_int,
     as_seconds,
     as_str,
@@ -109,8 +111,9 @@ def map_state(
     if text is None:
         return None, None
     state = state_map.get(text)
-    if state is None and isinstance(raw, float) and raw.is_integer() and abs(raw) < 2**53:
-        state = state_map.get(str(int(raw)))  # a code sent as 2.0 is the state map's "2"
+    code = as_code(raw) if state is None and isinstance(raw, float) else None
+    if code is not None:
+        state = state_map.get(code)  # a code sent as 2.0 is the state map's "2"
     return state, clip(text)
 
 
@@ -339,7 +342,8 @@ def _state_of(
     done = extract(spec.done, body, headers)
     if done is not True:
         return RemoteState.RUNNING, "done=false"
-    code = as_str(extract(spec.error_code, body, headers)) if spec.error_code else None
+    # as_code: a code sent as 1.0 is 1, as map_state reads a state sent as 2.0
+    code = as_code(extract(spec.error_code, body, headers)) if spec.error_code else None
     if code is None or code == "0":  # google.rpc.Code 0 is OK
         # ...but an error that is there at all is the result "in case of failure or
         # cancellation" (google.longrunning.Operation): proto3 JSON leaves a code of 0 out.
@@ -581,7 +585,9 @@ def parse_webhook(
 
     The event id comes from the configured path, else from the scheme (the
     Standard Webhooks `webhook-id` header...), else it is the body's sha256 so
-    an exact redelivery still deduplicates.
+    an exact redelivery still deduplicates. An id or reference written as a
+    JSON float (a fraction or an exponent) was rounded as it was read, so it
+    names nothing exactly and counts as absent (`as_id`); integers are exact.
 
     The references (operation id, client reference, job id) are read as
     given, or not at all: one holding NUL or a lone surrogate cannot name
@@ -629,8 +635,8 @@ def webhook_fact(
     state, raw = map_state(spec.state_map, get(spec.state)) if spec.state else (None, None)
     event_path = spec.event_id or _SCHEME_EVENT_ID.get(spec.scheme)
     event_id = (
-        as_str(get(event_path))
-        or (as_str(get(_SVIX_EVENT_ID)) if spec.scheme is WebhookScheme.STANDARD_WEBHOOKS else None)
+        as_id(get(event_path))
+        or (as_id(get(_SVIX_EVENT_ID)) if spec.scheme is WebhookScheme.STANDARD_WEBHOOKS else None)
         or "sha256:" + hashlib.sha256(body).hexdigest()
     )
     return WebhookFact(
@@ -645,8 +651,11 @@ def webhook_fact(
 
 
 def _webhook_reference(value: Any) -> str | None:
-    """A reference an event carries, as text PostgreSQL can hold exactly; else None."""
-    text = as_str(value)
+    """A reference an event carries, as text PostgreSQL can hold exactly; else None.
+
+    A JSON float names nothing exactly (`as_id`): it counts as absent too.
+    """
+    text = as_id(value)
     if text is None or "\x00" in text:
         return None
     try:

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from shared.jsonread import LongInt
 from shared.providers.facts import ErrorInfo, ItemFailure
 from shared.providers.paths import ValuePath, extract
 
@@ -32,6 +33,33 @@ def as_str(value: Any) -> str | None:
     if isinstance(value, int | float):
         return str(value)
     return None
+
+
+def as_id(value: Any) -> str | None:
+    """An id or reference (an event id, a job id...) as text, or None when it names nothing.
+
+    A JSON float (a literal with a fraction or an exponent) names nothing
+    exactly: it was rounded to a double as it was read, so two different ids
+    (1e400 and 2e400, 9007199254740993.0 and 9007199254740992.0) would read
+    as one, and 1e400 would name the job "inf". It counts as absent. Integers
+    are exact however long (a `LongInt` is an integer by its digits); text
+    is as given.
+    """
+    if isinstance(value, float) and not isinstance(value, LongInt):
+        return None
+    return as_str(value)
+
+
+def as_code(value: Any) -> str | None:
+    """A code (an error code, a numeric state) as text; an integral float is its integer's.
+
+    A provider that writes the code 1 as 1.0 means 1: both read as "1", so a
+    code sent either way matches the same configured codes. Past 2**53 a
+    float is no longer exactly the integer that was sent, so it stays as is.
+    """
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        return str(int(value))
+    return as_str(value)
 
 
 def raw_text(value: Any) -> str | None:

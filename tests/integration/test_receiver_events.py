@@ -123,8 +123,14 @@ def test_utf16_and_bom_bodies_are_reencoded_as_utf8_text() -> None:
 
 
 def test_a_number_beyond_float_range_in_a_reencoded_body_keeps_the_body_in_base64() -> None:
-    body = b'{"a": "\\u0000", "big": 1e999}'
+    body = '{"a": "\\u0000", "big": 1e999}'.encode("utf-16-le")
     assert json.loads(storable_payload(body, json.loads(body))) == {
         "jobwarden": "payload not representable as jsonb",
         "body_base64": base64.b64encode(body).decode(),
     }
+
+
+def test_a_number_beyond_float_range_beside_a_nul_escape_stays_as_sent() -> None:
+    # only the escape is replaced: 1e999 is a number jsonb holds (no double involved)
+    body = b'{"a": "\\u0000", "big": 1e999}'
+    assert storable_payload(body, json.loads(body)) == '{"a": "\\ufffd", "big": 1e999}'

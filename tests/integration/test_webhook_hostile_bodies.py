@@ -6,7 +6,10 @@ server (`serve_app`). For every authentic event the test checks the answer,
 that exactly one row holds it, and that a forged copy stored nothing:
 
 - bodies PostgreSQL will not hold as they came (a number beyond its numeric
-  range, UTF-16 without a BOM) and an integer longer than Python reads;
+  range, UTF-16 without a BOM), an integer longer than Python reads, and an
+  object nested deeper than Python reads;
+- ids written as JSON floats that one double holds (two events, not one),
+  and numbers beside an escaped emoji (kept as sent, not rounded);
 - a poison event in a group-commit batch with neighbours;
 - a non-ASCII header the receiver does not read;
 - a compressed body (415, never decompressed), a wrong content type under
@@ -34,6 +37,8 @@ from starlette.types import Message
 
 from receiver.app import build_app
 from receiver.webhooks.ingest import BatchReport, Event, Ingestor, Outcome
+from shared import ledger
+from shared.ledger import RequestSpec
 from shared.providers import ProviderDescription, parse_providers
 from shared.providers.adapter import ProviderAdapter
 from shared.providers.facts import WebhookFact
@@ -289,6 +294,92 @@ async def test_a_long_integer_job_id_is_read_digit_for_digit(db: Any, pool: Any)
     assert resp.json() == {"status": "stored", "matched": False}
     [event] = await _rows(db)
     assert event[1] is not None and digits.startswith(event[1].rstrip("\u2026"))
+
+
+def _body_hash(body: bytes) -> str:
+    return "sha256:" + hashlib.sha256(body).hexdigest()
+
+
+@pytest.mark.parametrize("depth", [1000, 10_000])
+@pytest.mark.parametrize("scheme", sorted(SENDERS))
+async def test_an_object_nested_deeper_than_python_reads_is_stored_once_unread(
+    db: Any, pool: Any, scheme: str, depth: int
+) -> None:
+    sender = SENDERS[scheme]
+    nested = "[" * depth + "]" * depth
+    body = _text("evt_1", nested).encode()
+    forged = _text("evt_forged", nested).encode()
+    answers = await _deliver_twice_and_forge(pool, sender, body, forged)
+    assert answers == STORED_TWICE_FORGED_ONCE
+    [(event_id, job_id, payload)] = await _rows(db)
+    # nothing in the body is read: no job id, and no id from it (Stripe's /id)
+    signed_id = scheme in ("standard_webhooks", "generic_hmac")
+    assert (event_id, job_id) == ("evt_1" if signed_id else _body_hash(body), None)
+    assert _kept_body(payload) == body
+
+
+async def test_a_deep_text_that_is_not_json_is_still_refused(db: Any, pool: Any) -> None:
+    body = b'{"job_id": "job_1", "deep": ' + b"[" * 5000 + b"}"
+    async with served(pool) as rx:
+        resp = await rx.post(body, standard_headers(body, "evt_1"))
+    assert (resp.status_code, resp.json()) == (400, {"error": "malformed_json"})
+    assert await stored_events(db) == []
+
+
+def _kept_body(payload: str) -> bytes:
+    kept = json.loads(payload)
+    assert kept["jobwarden"] == UNSTORABLE_MARKER
+    return base64.b64decode(kept["body_base64"])
+
+
+# ------------------------------------------------- ids written as JSON floats
+
+
+async def _operation_with_job(db: Any, provider: str, job_id: str) -> str:
+    spec = RequestSpec("POST", "/jobs", {"n": 1})
+    sub = await ledger.submit_operation(
+        db, provider=provider, kind="export", request=spec, requested_by="agent:test"
+    )
+    await ledger.record_remote_job(db, sub.operation_id, job_id, create_mode="async")
+    return sub.operation_id
+
+
+async def test_two_float_ids_one_double_holds_are_two_events_naming_no_job(
+    db: Any, pool: Any
+) -> None:
+    """Stripe's signed /id and the job id as 1e400 then 2e400: both "inf" to a double."""
+    sender = SENDERS["stripe"]
+    inf_operation = await _operation_with_job(db, sender.provider, "inf")
+    bodies = [
+        f'{{"id": {n}, "type": "job.updated", "job_id": {n}}}'.encode() for n in ("1e400", "2e400")
+    ]
+    async with served(pool) as rx:
+        answers = [await rx.post(b, sender.headers(b, "-"), sender.provider) for b in bodies]
+        again = await rx.post(bodies[1], sender.headers(bodies[1], "-"), sender.provider)
+    stored = {"status": "stored", "matched": False}
+    assert [(a.status_code, a.json()) for a in answers] == [(200, stored), (200, stored)]
+    assert again.json() == {"status": "duplicate"}  # each still deduplicates by its hash
+    assert [r[:2] for r in await _rows(db)] == [(_body_hash(b), None) for b in bodies]
+    attached = "SELECT count(*) FROM webhook_events WHERE operation_id = $1"
+    assert await db.fetchval(attached, inf_operation) == 0
+
+
+async def test_numbers_beside_an_escaped_emoji_are_stored_as_sent(db: Any, pool: Any) -> None:
+    numbers = '"amount": 12345678901234567.89, "price": 10.50'
+    emoji = f'{{"job_id": "job_1", "name": "\\ud83d\\ude00", {numbers}}}'.encode()
+    lone = f'{{"job_id": "job_1", "name": "\\ud800 \\u0000", {numbers}}}'.encode()
+    async with served(pool) as rx:
+        for event_id, body in (("msg_emoji", emoji), ("msg_lone", lone)):
+            resp = await rx.post(body, standard_headers(body, event_id))
+            assert resp.json() == {"status": "stored", "matched": False}
+    rows = await db.fetch(
+        "SELECT event_id, payload->>'name' AS name, (payload->'amount')::text AS amount,"
+        " (payload->'price')::text AS price FROM webhook_events ORDER BY event_id"
+    )
+    assert [tuple(r) for r in rows] == [
+        ("msg_emoji", "\U0001f600", "12345678901234567.89", "10.50"),
+        ("msg_lone", "\ufffd \ufffd", "12345678901234567.89", "10.50"),
+    ]
 
 
 # --------------------------------------------------- a poison event in a batch

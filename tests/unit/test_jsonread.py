@@ -106,3 +106,67 @@ def test_the_guard_is_exactly_a_digit_run_or_a_bracket_count() -> None:
         assert jsonread.fast_path_safe(body) is not (long_run or many)
         seen.add((long_run, many))
     assert seen >= {(False, False), (True, False), (False, True)}
+
+
+# ------------------------------------------------------------- top_level
+
+
+@pytest.mark.parametrize(
+    ("body", "kind"),
+    [
+        (b' {"a": [1, -2.5e3, "x\\u00e9\\"", true, false, null, {}]} ', "object"),
+        (b"[" * 100_000 + b"]" * 100_000, "array"),
+        (b'{"a": ' + b'[{"b": ' * 50_000 + b"1" + b"}]" * 50_000 + b"}", "object"),
+        (b'"text"', "scalar"),
+        (b"\xef\xbb\xbf{}", "object"),  # a UTF-8 BOM, as json.loads takes it
+        ('{"a": "\u00e9"}'.encode("utf-16"), "object"),
+    ],
+)
+def test_top_level_reads_json_of_any_depth(body: bytes, kind: str) -> None:
+    assert jsonread.top_level(body) == kind
+
+
+def test_top_level_agrees_with_the_standard_library_on_what_is_json() -> None:
+    """Random documents and every one-byte edit of them: JSON to one, JSON to the other."""
+    rng = random.Random(11)
+    checked = 0
+    for body, _ in random_bodies(11, 300):
+        for _ in range(4):
+            edited = bytearray(body)
+            at = rng.randrange(len(edited) + 1)
+            edited[at:at] = bytes([rng.choice(b'[]{},:"\\ 0-.eEtrufalsnx\x00\x1f')])
+            if rng.random() < 0.5 and len(edited) > 1:
+                del edited[rng.randrange(len(edited))]
+            try:
+                json.loads(bytes(edited), parse_constant=_refuse, parse_int=jsonread.int_or_long)
+                expected = True
+            except ValueError:
+                expected = False
+            assert (jsonread.top_level(bytes(edited)) is not None) == expected, bytes(edited)
+            checked += 1
+    assert checked > 1000
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"",
+        b"  ",
+        b"[" * 100_000,
+        b"[1,]",
+        b'{"a" 1}',
+        b'{"a": 1,}',
+        b"[01]",
+        b"[1.]",
+        b"[NaN]",
+        b"[Infinity]",
+        b'["\\x"]',
+        b'["a\tb"]',
+        b"[true false]",
+        b'{"a": 1} {}',
+        b"\xef\xbb\xbf\xef\xbb\xbf{}",
+        b'{"a": "\xff"}',
+    ],
+)
+def test_top_level_refuses_what_is_not_json(body: bytes) -> None:
+    assert jsonread.top_level(body) is None

@@ -29,6 +29,7 @@ from shared.providers import (
 from shared.providers.adapter import ProviderAdapter, parse_parsed_webhook
 from shared.providers.description import ProviderDescription
 from shared.providers.facts import WebhookFact
+from shared.providers.responses import map_state
 
 NOW = datetime(2025, 1, 6, 12, 0, 0, tzinfo=UTC)
 SIM = load_preset("simulator", env={"JW_SIM_WEBHOOK_SECRET": "whsec_dGVzdA=="})
@@ -320,6 +321,41 @@ def test_aip151_error_code_1_is_cancelled() -> None:
     fact = parse_status(AIP151, response(200, body))
     assert fact.remote_state is RemoteState.CANCELLED
     assert fact.error is not None and fact.error.code == "1"
+
+
+@pytest.mark.parametrize(
+    ("code", "state", "raw"),
+    [
+        (1.0, RemoteState.CANCELLED, "done=true error=1"),
+        (13.0, RemoteState.FAILED, "done=true error=13"),
+        (0.0, RemoteState.FAILED, "done=true error=0"),  # OK, yet an error object is there
+        (1.5, RemoteState.FAILED, "done=true error=1.5"),
+    ],
+)
+def test_aip151_an_error_code_sent_as_a_float_reads_as_its_integer(
+    code: float, state: RemoteState, raw: str
+) -> None:
+    body = {"name": "operations/1", "done": True, "error": {"code": code}}
+    fact = parse_status(AIP151, response(200, body))
+    assert (fact.remote_state, fact.raw_state) == (state, raw)
+
+
+def test_google_lro_reads_a_cancelled_code_sent_as_1_0_as_cancelled() -> None:
+    google = load_preset("google_lro", env={"GOOGLE_ACCESS_TOKEN": "x"})
+    for body in (
+        b'{"done": true, "error": {"code": 1.0}}',
+        b'{"done": true, "error": {"code": 1}}',
+    ):
+        fact = parse_status(google, HttpResponse(200, {}, body))
+        assert (fact.remote_state, fact.raw_state) == (RemoteState.CANCELLED, "done=true error=1")
+
+
+def test_a_float_code_reads_alike_in_the_state_map_and_the_error_code() -> None:
+    # map_state and the AIP-151 error code share as_code: 2.0 is "2", 1.0 is "1"
+    assert map_state({"2": RemoteState.RUNNING}, 2.0) == (RemoteState.RUNNING, "2.0")
+    assert map_state({"1": RemoteState.CANCELLED}, 1.0)[0] is RemoteState.CANCELLED
+    assert map_state({"1": RemoteState.CANCELLED}, 1.5)[0] is None
+    assert map_state({str(2**53): RemoteState.RUNNING}, float(2**53))[0] is None
 
 
 def test_aip151_other_error_code_is_failed() -> None:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from shared.providers.values import as_datetime, as_float, as_int, as_seconds
+from shared.providers.values import as_code, as_datetime, as_float, as_int, as_seconds
 
 
 def test_an_integer_past_what_a_double_holds_stays_exact() -> None:
@@ -54,3 +54,16 @@ def test_a_poll_hint_reads_iso_8601_durations() -> None:
     assert as_seconds("pt1m30s") == 90.0 and as_seconds("30s") == 30.0 and as_seconds(45) == 45.0
     assert as_seconds("P") is None and as_seconds("PT") is None and as_seconds("P1Y") is None
     assert as_seconds("soon") is None and as_seconds(None) is None
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [(1.0, "1"), (-3.0, "-3"), (-0.0, "0"), (1, "1"), ("1.0", "1.0"), (1.5, "1.5"), (None, None)],
+)
+def test_a_code_sent_as_an_integral_float_is_its_integers_text(value: Any, expected: str) -> None:
+    assert as_code(value) == expected
+
+
+def test_a_float_past_what_a_double_holds_exactly_is_no_integer_code() -> None:
+    assert as_code(float(2**53)) == str(float(2**53))
+    assert as_code(float("inf")) == "inf"

@@ -15,6 +15,9 @@ from receiver.webhooks.endpoint import _parse_json
 from shared import jsonread
 from tests.json_documents import random_bodies
 
+# A JSON object nested deeper than `json.loads` reads (RecursionError).
+DEEP_OBJECT = b'{"job_id": "j", "a": ' + b"[" * 1000 + b"]" * 1000 + b"}"
+
 
 def _refusal(body: bytes) -> str:
     with pytest.raises(Exception) as caught:
@@ -54,13 +57,29 @@ def test_a_body_reads_as_the_standard_library_reads_it(body: bytes) -> None:
         (b'["job_1"]', "not_an_object"),
         (b'"job_1"', "not_an_object"),
         (b"{" * 5000, "malformed_json"),
-        # deeper than the standard library reads, though orjson would (to 1,023)
-        (b'{"a": ' + b"[" * 1000 + b"]" * 1000 + b"}", "malformed_json"),
-        (b'{"a": ' + b"[" * 1022 + b"]" * 1022 + b"}", "malformed_json"),
+        # too deep for the standard library, and not JSON (or no object) either
+        (b"[" * 5000, "malformed_json"),
+        (DEEP_OBJECT.replace(b"}", b""), "malformed_json"),
+        (DEEP_OBJECT.replace(b"[]", b"[NaN]"), "malformed_json"),
+        (DEEP_OBJECT.replace(b"]]", b"],]", 1), "malformed_json"),
+        (DEEP_OBJECT + b"{}", "malformed_json"),
+        (b"[" * 1000 + b"]" * 1000, "not_an_object"),
     ],
 )
 def test_what_is_not_a_json_object_is_refused(body: bytes, reason: str) -> None:
     assert _refusal(body) == reason
+
+
+@pytest.mark.parametrize("depth", [1000, 1022, 10_000, 100_000])
+@pytest.mark.parametrize("encoding", ["utf-8", "utf-16"])
+def test_an_object_deeper_than_the_standard_library_reads_is_json_all_the_same(
+    depth: int, encoding: str
+) -> None:
+    # None: authentic JSON the receiver stores unread (orjson would read to 1,023)
+    body = (b'{"job_id": "j", "a": ' + b"[" * depth + b"]" * depth + b"}").decode()
+    with pytest.raises(RecursionError):
+        json.loads(body)
+    assert _parse_json(body.encode(encoding)) is None
 
 
 def test_random_documents_read_the_same_both_ways() -> None:
