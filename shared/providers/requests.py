@@ -298,14 +298,17 @@ def build_lookup(
 def _lookup_page(spec: LookupSpec, page_token: str | None) -> dict[str, str]:
     """Which page to send for: a numbered first page is named, never left to a default.
 
-    `page_token` is the cursor, or for numbered paging the page number or offset
-    that `responses.parse_lookup` computed from the page before.
+    `page_token` is the cursor, or for numbered paging what
+    `responses.parse_lookup` computed from the page before: the offset, or
+    "<page number>:<items read>".
     """
     params: dict[str, str] = {}
     if spec.page_size is not None:
         params[spec.page_size_param] = str(spec.page_size)
     if spec.page_param is not None:
-        params[spec.page_param] = page_token or str(spec.first_page)
+        params[spec.page_param] = (
+            page_token.partition(":")[0] if page_token else str(spec.first_page)
+        )
     elif spec.offset_param is not None:
         params[spec.offset_param] = page_token or "0"
     elif page_token:

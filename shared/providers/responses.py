@@ -526,24 +526,36 @@ def _next_cursor(spec: LookupSpec, resp: HttpResponse) -> tuple[str | None, bool
 def _next_numbered(
     spec: LookupSpec, resp: HttpResponse, page_token: str | None, count: int
 ) -> str | None:
-    """The page number or offset after this page of `count` items, or None at the end.
+    """The token of the page after this page of `count` items, or None at the end.
 
-    Page numbers count the items read as if every page held this page's count:
-    only the last page holds fewer, so this never ends a list early; an
-    unreadable `total` leaves the end to the empty page.
+    For an offset it is the number of items read, the next offset. For a page
+    number it is "<next page>:<items read>": the items read are counted,
+    page by page, so a `total` ends the scan only once that many were read
+    (pages of uneven sizes, one capped below page_size, never end it early:
+    that would take an unread job for an absent one). An unreadable `total`
+    leaves the end to the empty page.
     """
-    start = spec.first_page if spec.page_param is not None else 0
-    position = int(page_token) if page_token else start
+    position, read = _numbered_position(spec, page_token)
+    read += count
     if count == 0:
         return None
     if spec.last_page is LastPage.SHORT and spec.page_size is not None and count < spec.page_size:
         return None
     if spec.last_page is LastPage.TOTAL and spec.total is not None:
         total = as_int(extract(spec.total, resp.json_body, resp.headers))
-        read = (position - start + 1) * count if spec.page_param is not None else position + count
         if total is not None and read >= total:
             return None
-    return str(position + 1 if spec.page_param is not None else position + count)
+    return f"{position + 1}:{read}" if spec.page_param is not None else str(read)
+
+
+def _numbered_position(spec: LookupSpec, page_token: str | None) -> tuple[int, int]:
+    """(page number or offset, items read before it) of the page `page_token` asked for."""
+    if page_token is None:
+        return (spec.first_page if spec.page_param is not None else 0), 0
+    page, _, read = page_token.partition(":")
+    if spec.page_param is None:
+        return int(page), int(page)
+    return int(page), int(read or 0)
 
 
 # --------------------------------------------------------------------- errors pages

@@ -149,7 +149,7 @@ def test_contradictory_or_invalid_paging_is_refused_naming_the_key(
 def test_every_page_is_asked_for_by_number_the_first_one_too() -> None:
     desc = provider(PAGES)
     assert query(desc) == {"page": ["0"], "page_size": ["100"]}
-    assert query(desc, "3") == {"page": ["3"], "page_size": ["100"]}
+    assert query(desc, "3:300") == {"page": ["3"], "page_size": ["100"]}
     one_based = provider({**PAGES, "first_page": 1})
     assert query(one_based)["page"] == ["1"]
 
@@ -165,28 +165,41 @@ def test_offsets_start_at_zero_and_a_cursor_travels_as_before() -> None:
 
 def test_page_numbers_go_on_until_an_empty_page() -> None:
     desc = provider(PAGES)
-    assert parse_lookup(desc, page(100), OP).next_page_token == "1"
-    fact = parse_lookup(desc, page(40, ours=True), OP, "1")
-    assert fact.found_job_ids == ("b_ours",) and fact.next_page_token == "2"
-    last = parse_lookup(desc, page(0), OP, "2")
+    assert parse_lookup(desc, page(100), OP).next_page_token == "1:100"
+    fact = parse_lookup(desc, page(40, ours=True), OP, "1:100")
+    assert fact.found_job_ids == ("b_ours",) and fact.next_page_token == "2:140"
+    last = parse_lookup(desc, page(0), OP, "2:140")
     assert last.next_page_token is None and last.proven_absent
 
 
 def test_a_short_page_ends_only_when_told() -> None:
     short = provider({**PAGES, "last_page": "short"})
-    fact = parse_lookup(short, page(40), OP, "1")
+    fact = parse_lookup(short, page(40), OP, "1:100")
     assert fact.next_page_token is None and fact.proven_absent
-    assert parse_lookup(short, page(100), OP, "1").next_page_token == "2"
+    assert parse_lookup(short, page(100), OP, "1:100").next_page_token == "2:200"
 
 
 def test_total_ends_the_scan_when_the_pages_read_hold_it() -> None:
     desc = provider({**PAGES, "total": "/total"})
-    assert parse_lookup(desc, page(100, total=250), OP).next_page_token == "1"
-    assert parse_lookup(desc, page(100, total=200), OP, "1").next_page_token is None
-    # a last page holds fewer: counting it as full would end early, so read on
-    assert parse_lookup(desc, page(50, total=250), OP, "2").next_page_token == "3"
+    assert parse_lookup(desc, page(100, total=250), OP).next_page_token == "1:100"
+    assert parse_lookup(desc, page(100, total=200), OP, "1:100").next_page_token is None
+    # a last page holding fewer ends it once the items read reach the total
+    assert parse_lookup(desc, page(50, total=250), OP, "2:200").next_page_token is None
+    assert parse_lookup(desc, page(50, total=300), OP, "2:200").next_page_token == "3:250"
     # without a readable total, the empty page still ends it
-    assert parse_lookup(desc, page(100), OP, "5").next_page_token == "6"
+    assert parse_lookup(desc, page(100), OP, "5:500").next_page_token == "6:600"
+
+
+def test_total_counts_the_items_read_whatever_each_page_held() -> None:
+    """A provider that capped the first page below page_size, then sent full
+    pages: counting pages times the last page's size read 200 of a total of 150
+    after two pages, and took the 40 unread for absent (a second reader)."""
+    desc = provider({**PAGES, "total": "/total"})
+    first = parse_lookup(desc, page(10, total=150), OP)
+    second = parse_lookup(desc, page(100, total=150), OP, first.next_page_token)
+    assert second.next_page_token == "2:110" and not second.proven_absent
+    third = parse_lookup(desc, page(40, total=150), OP, second.next_page_token)
+    assert third.next_page_token is None and third.proven_absent
 
 
 def test_offsets_advance_by_the_items_read() -> None:
