@@ -28,33 +28,18 @@ from shared.clock import SYSTEM_CLOCK, Clock
 from shared.ledger.states import LocalState
 from shared.providers.config import deep_merge
 from tests.fixtures_providers.rig import PresetRig, preset_rig
+from tests.fixtures_providers.shapes import runway_tasks
 
 S = LocalState
 ENDS = {S.SUCCEEDED, S.FAILED, S.NEEDS_ATTENTION}
 THROTTLED = {"error": "You have exceeded the rate limit for this integration."}
 
-# Runway's image_to_video as its docs describe it, TOML-only (no preset).
-RUNWAY: dict[str, Any] = {
-    "create": {
-        "path": "/v1/image_to_video",
-        "idempotency": "none",
-        "job_id": "/id",
-        "error_message": "/error",
-    },
-    "status": {
-        "path": "/v1/tasks/{job_id}",
-        "state": "/status",
-        "state_map": {
-            "PENDING": "pending",
-            "THROTTLED": "pending",
-            "RUNNING": "running",
-            "SUCCEEDED": "succeeded",
-            "FAILED": "failed",
-            "CANCELLED": "cancelled",
-        },
-    },
-    "result": {"source": "inline", "inline": "/output"},
-}
+# Runway's image_to_video as its docs describe it, TOML-only (no preset): the
+# task server's description (tests/fixtures_providers/shapes.py), its create's
+# error read from `/error` as Runway's 4xx bodies carry it.
+RUNWAY: dict[str, Any] = deep_merge(
+    runway_tasks(read_first=False), {"create": {"error_message": "/error"}}
+)
 NOT_CREATED: dict[str, Any] = {"create": {"not_created_statuses": [429]}}
 # A lookup by our reference, for the case that must not use it.
 WITH_LOOKUP: dict[str, Any] = {

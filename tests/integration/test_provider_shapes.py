@@ -15,6 +15,8 @@ just succeeded, destroying its result, and the operation said "cancelled".
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -25,7 +27,7 @@ from starlette.responses import Response
 from bench.harness import TestClock
 from shared.ledger.states import LocalState
 from shared.serve import serve_app
-from tests.fixtures_providers.rig import preset_rig
+from tests.fixtures_providers.rig import PresetRig, preset_rig
 from tests.fixtures_providers.shapes import (
     BATCH_JOBS,
     BLOB_SIGNATURE,
@@ -301,18 +303,27 @@ async def _cause(pool: Any, op_id: str, state: str) -> str:
     return str(cause)
 
 
+@contextlib.asynccontextmanager
+async def observing_task(
+    pool: Any, tmp_path: Path, fx: TasksFixture, **cancel: bool
+) -> AsyncIterator[tuple[PresetRig, str]]:
+    """A Runway-like task submitted through the real reconciler, observed running."""
+    overrides = runway_tasks(**cancel)
+    async with preset_rig(
+        pool, tmp_path, fx.app(), preset=None, name="runway", env={}, overrides=overrides
+    ) as r:
+        op_id = await r.submit(TASK)
+        await r.settle(op_id, {S.OBSERVING})
+        yield r, op_id
+
+
 async def test_a_destructive_cancel_is_not_sent_to_a_task_that_already_succeeded(
     pool: Any, tmp_path: Path
 ) -> None:
     """cancel.read_first: the read before the DELETE shows SUCCEEDED, so no DELETE
     goes, the output is collected, and the operation says what happened."""
     fx = TasksFixture()
-    overrides = runway_tasks(read_first=True)
-    async with preset_rig(
-        pool, tmp_path, fx.app(), preset=None, name="runway", env={}, overrides=overrides
-    ) as r:
-        op_id = await r.submit(TASK)
-        await r.settle(op_id, {S.OBSERVING})
+    async with observing_task(pool, tmp_path, fx, read_first=True) as (r, op_id):
         fx.finish()
         await r.cancel(op_id)
         assert await r.settle(op_id, {S.CANCELLED, *ENDS}) is S.SUCCEEDED, await r.history(op_id)
@@ -354,12 +365,7 @@ async def test_a_read_first_cancel_waits_for_a_read_that_shows_the_job_running(
     proves nothing: the DELETE waits for the next read (a second reader found it
     sent after such a read, to a task that had succeeded)."""
     fx = _UnreadableOnce(code)
-    overrides = runway_tasks(read_first=True)
-    async with preset_rig(
-        pool, tmp_path, fx.app(), preset=None, name="runway", env={}, overrides=overrides
-    ) as r:
-        op_id = await r.submit(TASK)
-        await r.settle(op_id, {S.OBSERVING})
+    async with observing_task(pool, tmp_path, fx, read_first=True) as (r, op_id):
         fx.finish()
         fx.failing = 1
         await r.cancel(op_id)
@@ -373,12 +379,7 @@ async def test_a_destructive_cancel_of_a_running_task_is_read_first_then_sent(
 ) -> None:
     """Still running: the read, then the DELETE under the same lease; confirmed as before."""
     fx = TasksFixture()
-    overrides = runway_tasks(read_first=True)
-    async with preset_rig(
-        pool, tmp_path, fx.app(), preset=None, name="runway", env={}, overrides=overrides
-    ) as r:
-        op_id = await r.submit(TASK)
-        await r.settle(op_id, {S.OBSERVING})
+    async with observing_task(pool, tmp_path, fx, read_first=True) as (r, op_id):
         seen = len(fx.requests)
         await r.cancel(op_id)
         assert await r.settle(op_id, {S.CANCELLED, *ENDS}) is S.CANCELLED, await r.history(op_id)
@@ -412,12 +413,7 @@ async def test_a_destructive_cancel_resent_after_an_uncertain_answer_is_read_fir
     """idempotent = true with read_first: a resend is a cancel too, so it waits for a
     fresh read showing the task still running."""
     fx = TasksFixture(busy_deletes=1)
-    overrides = runway_tasks(read_first=True, idempotent=True)
-    async with preset_rig(
-        pool, tmp_path, fx.app(), preset=None, name="runway", env={}, overrides=overrides
-    ) as r:
-        op_id = await r.submit(TASK)
-        await r.settle(op_id, {S.OBSERVING})
+    async with observing_task(pool, tmp_path, fx, read_first=True, idempotent=True) as (r, op_id):
         seen = len(fx.requests)
         await r.cancel(op_id)
         assert await r.settle(op_id, {S.CANCELLED, *ENDS}) is S.CANCELLED, await r.history(op_id)
@@ -437,12 +433,7 @@ async def test_a_task_that_ends_between_the_read_and_the_delete_is_reported_hone
     """The window read_first narrows but cannot close: the task succeeds right after the
     read that let the DELETE go. The end said names our cancel as the possible cause."""
     fx = TasksFixture(deleted_reads_as=deleted_reads_as)
-    overrides = runway_tasks(read_first=True)
-    async with preset_rig(
-        pool, tmp_path, fx.app(), preset=None, name="runway", env={}, overrides=overrides
-    ) as r:
-        op_id = await r.submit(TASK)
-        await r.settle(op_id, {S.OBSERVING})
+    async with observing_task(pool, tmp_path, fx, read_first=True) as (r, op_id):
         fx.end_after_next_read = True
         await r.cancel(op_id)
         state = await r.settle(op_id, {S.CANCELLED, *ENDS})
@@ -465,12 +456,7 @@ async def test_without_read_first_the_cancel_goes_unread_and_a_miss_names_it(
     """The key is opt-in: without it the DELETE is sent at once, as before, and deletes
     the finished task; the human the 404s stop at is told our cancel was sent."""
     fx = TasksFixture()
-    overrides = runway_tasks(read_first=False)
-    async with preset_rig(
-        pool, tmp_path, fx.app(), preset=None, name="runway", env={}, overrides=overrides
-    ) as r:
-        op_id = await r.submit(TASK)
-        await r.settle(op_id, {S.OBSERVING})
+    async with observing_task(pool, tmp_path, fx, read_first=False) as (r, op_id):
         seen = len(fx.requests)
         fx.finish()
         await r.cancel(op_id)
