@@ -222,6 +222,7 @@ async def cmd_verify(args: argparse.Namespace) -> int:
         except (NoteError, CheckpointError, ValueError) as exc:
             return _fail(f"the checkpoint does not verify with that key: {exc}")
     async with cli_operator.app_connection() as conn:
+        await conn.execute(q("audit_pin_search_path"))
         began = time.monotonic()
         checked, breaks = await audit.verify(conn, args.operation)
         report = await log_audit.verify_log(

@@ -29,3 +29,9 @@ INSERT INTO audit_verifications (ok, tree_size, root_hash, checkpoint_origin, ch
                                  seconds)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
 RETURNING verification_id, verified_at, verified_by;
+
+-- name: audit_pin_search_path
+-- `audit verify` reads the schema the daemons write, whatever search_path its
+-- login was given: a per-role setting (ALTER ROLE ... SET search_path) naming
+-- a schema of pristine copies first would otherwise show the verifier those.
+SELECT set_config('search_path', 'public', false);

@@ -639,3 +639,33 @@ def _unmatched_events(prefix: str, count: int) -> dict[str, list[Any]]:
     columns = {name: [value] * count for name, value in values.items()}
     columns["event_id"] = [f"{prefix}_{i}" for i in range(count)]
     return columns
+
+
+async def test_verify_reads_the_daemons_schema_whatever_search_path_its_login_has(
+    pool: Any,
+    db_url: str,
+    signed: tuple[list[str], str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A tester's attack: pristine copies in a schema the auditor's login searches
+    first (as ALTER ROLE ... SET search_path would make it), the real rows altered:
+    verify said OK. It now pins search_path to the schema the daemons write."""
+    ops, note = signed
+    async with pool.acquire() as conn:
+        await conn.execute("CREATE SCHEMA shadow")
+        await conn.execute("CREATE TABLE shadow.provider_calls AS TABLE public.provider_calls")
+        await conn.execute("GRANT USAGE ON SCHEMA shadow TO jobwarden_operator")
+        await conn.execute("GRANT SELECT ON shadow.provider_calls TO jobwarden_operator")
+    async with superuser(pool) as conn:
+        await _alter_evidence(conn, ops[1])
+    checkpoint, key = tmp_path / "checkpoint", tmp_path / "log.pub"
+    checkpoint.write_text(note)
+    key.write_text(VERIFIER_KEY + "\n")
+    sep = "&" if "?" in db_url else "?"
+    shadowed = f"{db_url}{sep}role=jobwarden_operator&search_path=shadow%2Cpublic"
+    monkeypatch.setenv("DATABASE_URL", shadowed)
+    verify = ("audit", "verify", "--checkpoint", str(checkpoint), "--key", str(key), "--no-record")
+    assert await jobwarden(*verify) == 1
+    assert "TAMPERED provider_calls" in capsys.readouterr().out
