@@ -107,3 +107,28 @@ async def test_a_schema_error_is_the_upgrade_window_only_while_migrations_are_pe
     response = await edge(Request(scope))
     assert response.status_code == status
     assert (response.headers.get("retry-after") is not None) == pending
+
+
+async def test_a_migrations_check_that_fails_leaves_the_refusal_a_500_problem(
+    behind: tuple[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The check is a diagnosis: if it cannot tell, the answer stays what it was."""
+    url, owner = behind
+
+    async def cannot_tell(_conn: Any) -> list[str]:
+        raise RuntimeError("the check itself failed")
+
+    monkeypatch.setattr(operations, "pending_migrations", cannot_tell)
+    alice = {"Authorization": f"Bearer {await make_token(owner, 'alice')}"}
+    async with receiver_pool(url) as pool:
+        app = Starlette(routes=OperationsApi(sim_settings(), pool).routes())
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://api") as http:
+            submitted = await http.post("/v1/operations", json=JOB, headers=alice)
+            op_id = submitted.json()["operation_id"]
+            await drive(owner, op_id, LocalState.OBSERVING)
+            refused = await http.post(
+                f"/v1/operations/{op_id}:cancel", json={"reason": "x"}, headers=alice
+            )
+    assert refused.status_code == 500 and refused.headers["content-type"] == PROBLEM
+    assert refused.json()["type"] == "urn:jobwarden:problem:internal"
