@@ -57,6 +57,11 @@ _QUERY_PARAM = re.compile(r"(?:[?&]|\\u0026)([A-Za-z0-9_.\-]+)=([^&\s\"'<>\\)#]+
 # signature empty for an unsecured JWT. The header is checked, decoded, only
 # for values of this shape; it must be a JSON object naming "alg".
 _JWT_SHAPE = re.compile(r"[A-Za-z0-9_-]{2,}\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*")
+# A JWE in compact form (RFC 7516): header.encrypted_key.iv.ciphertext.tag, the
+# key empty for direct encryption; an encrypted grant is a bearer grant too.
+_JWE_SHAPE = re.compile(
+    r"[A-Za-z0-9_-]{2,}\.[A-Za-z0-9_-]*\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+"
+)
 # A JOSE header is a few dozen bytes: a first segment longer than this is not
 # taken for one, and not decoded (a value of megabytes costs one scan).
 _JWT_HEADER_CHARS = 2048
@@ -205,16 +210,18 @@ def _secret_param(name: str, value: str) -> bool:
 
 
 def looks_like_jwt(value: str) -> bool:
-    """Whether `value` is a compact JWT: three base64url segments joined by dots,
-    the first a JSON object with "alg" (RFC 7515's JOSE header).
+    """Whether `value` is a compact JWT: three base64url segments joined by dots
+    (a JWS), or five (a JWE), the first a JSON object with "alg" (RFC 7515's
+    JOSE header).
 
     Cheap on the values most queries hold: one count of dots rejects them
     before any regular expression or decoding runs.
     """
-    if value.count(".") != 2 or value[:2] not in _JSON_OBJECT_STARTS:
+    shape = {2: _JWT_SHAPE, 4: _JWE_SHAPE}.get(value.count("."))
+    if shape is None or value[:2] not in _JSON_OBJECT_STARTS:
         return False
     head = value.partition(".")[0]
-    if len(head) > _JWT_HEADER_CHARS or not _JWT_SHAPE.fullmatch(value):
+    if len(head) > _JWT_HEADER_CHARS or not shape.fullmatch(value):
         return False
     try:
         header = json.loads(base64.urlsafe_b64decode(head + "=" * (-len(head) % 4)))

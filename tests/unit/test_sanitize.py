@@ -31,6 +31,11 @@ JWT = (
     + ".dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk"
 )
 JWT_SIGNATURE = JWT.rsplit(".", 1)[1]
+# The same grant encrypted (a JWE, direct encryption: its key segment empty).
+JWE = (
+    b64url({"alg": "dir", "enc": "A256GCM"})
+    + "..48V1_ALb6US04U3b.5eym8TW_c8SuK0ltJ3rp.XFBoMYUZodetZdvTiFvSkQ"
+)
 
 
 def test_a_presigned_link_in_a_json_body_loses_its_signature_only() -> None:
@@ -122,6 +127,11 @@ def test_dotted_values_that_are_not_jwts_are_kept() -> None:
         assert not looks_like_jwt(value), value
         assert sanitize_url(f"https://x.example/r?v={value}&w=1").endswith(f"?v={value}&w=1")
     assert looks_like_jwt(JWT)
+    assert looks_like_jwt(JWE)
+    url = f"https://cdn.example/out.mp4?grant={JWE}&page=2"
+    assert sanitize_url(url) == f"https://cdn.example/out.mp4?grant={REDACTED}&page=2"
+    assert not looks_like_jwt("a.b.c.d.e")  # five segments, no JOSE header
+    assert not looks_like_jwt(JWE + ".more")  # six segments: neither form
     # a first segment no JOSE header would need is not decoded at all
     assert not looks_like_jwt("ey" + "A" * 5000 + ".e30.sig")
 
