@@ -179,7 +179,7 @@ def error_info(
                 code_value = container.get("type")
             if message_value is None:
                 message_value = container.get("message")
-    code_text = clip(as_str(code_value))
+    code_text = clip(as_code(code_value))  # 409 codes, failures: 1.0 is the code 1
     message_text = clip(message_value if isinstance(message_value, str) else as_str(message_value))
     if code_text is None and message_text is None:
         return None

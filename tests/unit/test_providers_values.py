@@ -7,7 +7,15 @@ from typing import Any
 
 import pytest
 
-from shared.providers.values import as_code, as_datetime, as_float, as_int, as_seconds
+from shared.providers.paths import parse_path
+from shared.providers.values import (
+    as_code,
+    as_datetime,
+    as_float,
+    as_int,
+    as_seconds,
+    error_info,
+)
 
 
 def test_an_integer_past_what_a_double_holds_stays_exact() -> None:
@@ -67,3 +75,13 @@ def test_a_code_sent_as_an_integral_float_is_its_integers_text(value: Any, expec
 def test_a_float_past_what_a_double_holds_exactly_is_no_integer_code() -> None:
     assert as_code(float(2**53)) == str(float(2**53))
     assert as_code(float("inf")) == "inf"
+
+
+def test_an_error_code_sent_as_an_integral_float_is_its_integer() -> None:
+    """As a state code is (as_code): a 409's code 1.0 matches a configured "1"."""
+    error = error_info(
+        {"error": {"code": 1.0, "message": "busy"}}, parse_path("/error"), None, None
+    )
+    assert error is not None and (error.code, error.message) == ("1", "busy")
+    kept = error_info({"code": 1.5}, None, parse_path("/code"), None)
+    assert kept is not None and kept.code == "1.5"
