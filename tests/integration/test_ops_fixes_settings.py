@@ -37,10 +37,24 @@ def _daemon(command: str, config: Path, *, as_nobody: bool) -> subprocess.Comple
     }
     argv = [sys.executable, "-m", "shared.cli", command]
     if as_nobody:
+        _traversable(Path(sys.executable).parent, ROOT)
         argv = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", *argv]
     return subprocess.run(
         argv, cwd="/", env=env, capture_output=True, text=True, timeout=120, check=False
     )
+
+
+def _traversable(*folders: Path) -> None:
+    """Let `nobody` reach the interpreter and the code: each folder and its parents
+    get the others' search bit (no listing), as the embedded PostgreSQL's own setup
+    does for its data. A checkout in a private temporary folder (a fresh clone's
+    `mktemp -d`, mode 0700) ran this test before or after that setup, by the
+    scheduling of the test workers: "No module named 'shared'" when before."""
+    for folder in folders:
+        for path in (folder, *folder.parents):
+            mode = path.stat().st_mode
+            if not mode & 0o001:
+                path.chmod(mode | 0o001)
 
 
 def _one_line(done: subprocess.CompletedProcess[str]) -> str:
