@@ -300,6 +300,20 @@ async def test_a_second_version_of_a_write_once_row_is_tampering(
     assert any("written once" in p for p in report.problems), report.problems
 
 
+def _as_the_auditor(monkeypatch: pytest.MonkeyPatch, db_url: str, settings: str = "") -> None:
+    """`jobwarden` commands from here on log in as the operator role (the auditor's)."""
+    sep = "&" if "?" in db_url else "?"
+    monkeypatch.setenv("DATABASE_URL", f"{db_url}{sep}role=jobwarden_operator{settings}")
+
+
+def _kept_off_the_host(tmp_path: Path, note: str) -> tuple[Path, Path]:
+    """The checkpoint and the log's public key, as files an auditor keeps."""
+    checkpoint, key = tmp_path / "checkpoint", tmp_path / "log.pub"
+    checkpoint.write_text(note)
+    key.write_text(VERIFIER_KEY + "\n")
+    return checkpoint, key
+
+
 async def test_audit_verify_on_the_command_line(
     pool: Any,
     db_url: str,
@@ -309,11 +323,8 @@ async def test_audit_verify_on_the_command_line(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     ops, note = signed
-    sep = "&" if "?" in db_url else "?"
-    monkeypatch.setenv("DATABASE_URL", f"{db_url}{sep}role=jobwarden_operator")
-    checkpoint, key = tmp_path / "checkpoint", tmp_path / "log.pub"
-    checkpoint.write_text(note)
-    key.write_text(VERIFIER_KEY + "\n")
+    _as_the_auditor(monkeypatch, db_url)
+    checkpoint, key = _kept_off_the_host(tmp_path, note)
     assert (
         await jobwarden("audit", "verify", "--checkpoint", str(checkpoint), "--key", str(key)) == 0
     )
@@ -660,12 +671,8 @@ async def test_verify_reads_the_daemons_schema_whatever_search_path_its_login_ha
         await conn.execute("GRANT SELECT ON shadow.provider_calls TO jobwarden_operator")
     async with superuser(pool) as conn:
         await _alter_evidence(conn, ops[1])
-    checkpoint, key = tmp_path / "checkpoint", tmp_path / "log.pub"
-    checkpoint.write_text(note)
-    key.write_text(VERIFIER_KEY + "\n")
-    sep = "&" if "?" in db_url else "?"
-    shadowed = f"{db_url}{sep}role=jobwarden_operator&search_path=shadow%2Cpublic"
-    monkeypatch.setenv("DATABASE_URL", shadowed)
+    checkpoint, key = _kept_off_the_host(tmp_path, note)
+    _as_the_auditor(monkeypatch, db_url, "&search_path=shadow%2Cpublic")
     verify = ("audit", "verify", "--checkpoint", str(checkpoint), "--key", str(key), "--no-record")
     assert await jobwarden(*verify) == 1
     assert "TAMPERED provider_calls" in capsys.readouterr().out
