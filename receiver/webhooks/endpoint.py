@@ -414,18 +414,7 @@ class WebhookEndpoint:
         raw_query = scope.get("query_string", b"")
         query = QueryParams(raw_query) if raw_query else _NO_QUERY
         fact = _parse(provider, document, body, headers, query)
-        return Event(
-            provider=provider.name,
-            event_id=event_id,
-            scheme=_shown(verified.scheme) or provider.spec.scheme.value,
-            id_signed=verified.id_signed,
-            remote_job_id=_reference(fact.remote_job_id) if fact else None,
-            operation_ref=_reference(fact.operation_ref) if fact else None,
-            client_reference=_reference(fact.client_reference) if fact else None,
-            remote_state=_remote_state(fact.remote_state) if fact else None,
-            remote_state_raw=_shown(fact.raw_state) if fact else None,
-            payload=storable_payload(body, document),
-        )
+        return _stored(provider, verified, event_id, fact, storable_payload(body, document))
 
     def _answer(
         self, provider: _Provider, event: Event, outcome: Outcome, headers: Headers
@@ -709,17 +698,30 @@ def _too_deep_event(provider: _Provider, verified: Verified, body: bytes) -> Eve
     redelivery is a duplicate. Its payload is the body exactly, in base64:
     jsonb may refuse that depth too.
     """
+    event_id = dedupe_id(provider.spec, verified, {}, body)
+    return _stored(provider, verified, event_id, None, unstorable_payload(body))
+
+
+def _stored(
+    provider: _Provider,
+    verified: Verified,
+    event_id: str,
+    fact: WebhookFact | None,
+    payload: str,
+) -> Event:
+    """The event as the writer stores it: what `fact` says, made storable (module
+    docstring); None (nothing read, or nothing readable) names nothing."""
     return Event(
         provider=provider.name,
-        event_id=dedupe_id(provider.spec, verified, {}, body),
+        event_id=event_id,
         scheme=_shown(verified.scheme) or provider.spec.scheme.value,
         id_signed=verified.id_signed,
-        remote_job_id=None,
-        operation_ref=None,
-        client_reference=None,
-        remote_state=None,
-        remote_state_raw=None,
-        payload=unstorable_payload(body),
+        remote_job_id=_reference(fact.remote_job_id) if fact else None,
+        operation_ref=_reference(fact.operation_ref) if fact else None,
+        client_reference=_reference(fact.client_reference) if fact else None,
+        remote_state=_remote_state(fact.remote_state) if fact else None,
+        remote_state_raw=_shown(fact.raw_state) if fact else None,
+        payload=payload,
     )
 
 
