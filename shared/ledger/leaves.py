@@ -364,16 +364,9 @@ def _encoded_row(kind: LeafKind, row: Mapping[str, Any]) -> dict[str, str]:
         raise LeafError(f"{kind.name}: the row has no column {exc}") from None
 
 
-def _part(kind: LeafKind, row: Mapping[str, Any], columns: tuple[str, ...]) -> dict[str, Any]:
-    try:
-        return {c: _value(kind, c, row[c]) for c in columns}
-    except KeyError as exc:
-        raise LeafError(f"{kind.name}: the row has no column {exc}") from None
-
-
 def row_document(kind: LeafKind, row: Mapping[str, Any]) -> bytes:
     """The row version as the log covers it (what a receipt shows)."""
-    return _canonical(_part(kind, row, kind.columns))
+    return kind._document(_encoded_row(kind, row), kind.columns)
 
 
 @dataclass(frozen=True)
