@@ -25,7 +25,6 @@ import asyncio
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -88,7 +87,6 @@ class LogReport:
     extends: bool | None = None
     rows_checked: dict[str, int] = field(default_factory=dict)
     pending: int = 0
-    oldest_pending: datetime | None = None
     problems: list[str] = field(default_factory=list)
     problem_count: int = 0
     unproven: str | None = None
@@ -186,7 +184,7 @@ async def _check_snapshot(
         if report.archived_rows and archive_root is None:
             report.archives_unchecked = unchecked_note(report.archives, report.archived_rows)
         pending = await conn.fetchrow(q("log_pending"))
-        report.pending, report.oldest_pending = int(pending["rows"]), pending["oldest"]
+        report.pending = int(pending["rows"])
         if report.pending and pending["age"] > max_pending_age:
             report.problem(
                 f"{report.pending} change(s) queued for {pending['age']:.0f} s (oldest): the "
@@ -354,7 +352,9 @@ async def _rejudge(conn: Any, report: LogReport, keys: Sequence[tuple[str, str]]
             report.problem(f"{kind.table} {row_id}: {problem}")
 
 
-async def _check_versions(conn: Any, report: LogReport, query: str = "", *args: Any) -> None:
+async def _check_versions(
+    conn: Any, report: LogReport, query: str | None = None, *args: Any
+) -> None:
     """The rules every row's versions follow (stream of rows logged more than once,
     or of the rows `query` names)."""
     versions: list[Any] = []
