@@ -434,8 +434,12 @@ async def _send_create(step: Step, conn: Any) -> Delay:
         # back-pressure holds every call; a 202's Retry-After only says when to read
         wait=imposed_wait(fact.retry_after_seconds) if fact.back_pressure else None,
     )
-    retried = (attempt > 1 or step.op.create_attempts > 1) and await _made_a_job_maybe(
-        step, conn, call_id
+    # only an acceptance (its cross-check) or a rejection asks whether an earlier
+    # attempt may have made a job: a not_created resend never pays that query
+    retried = (
+        fact.kind in ("accepted", "rejected")
+        and (attempt > 1 or step.op.create_attempts > 1)
+        and await _made_a_job_maybe(step, conn, call_id)
     )
     async with conn.transaction():
         await step.reload(conn)
