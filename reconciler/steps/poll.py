@@ -197,8 +197,7 @@ async def _keep_before_cancel(step: Step, read: StatusRead) -> StillRunning:
             async with conn.transaction():  # a savepoint: a refused row spares the call
                 await evidence.record_status_read(conn, read)
         except ROW_ERRORS as exc:
-            row = evidence.call_only(evidence.status_row(read), db_error_reason(exc))
-            if step.op.operation_id not in await evidence.record_polls(conn, [pgjson.dumps(row)]):
+            if not await _call_only(step, conn, read, exc):
                 raise lease_lost(step.op.operation_id) from exc
         await step.reload(conn)
     return STILL_RUNNING
@@ -467,13 +466,24 @@ async def _facts_refused(step: Step, conn: Any, read: StatusRead, exc: Exception
     raw values) is written again without its observation, named as an
     anomaly, and the operation is read again later instead of stalling.
     """
+    delay = step.until_allowed(step.backoff(step.op.poll_attempts), read=True)
+    if await _call_only(step, conn, read, exc, release_after=delay):
+        step.released = True
+    return delay
+
+
+async def _call_only(
+    step: Step, conn: Any, read: StatusRead, exc: Exception, release_after: float | None = None
+) -> bool:
+    """The read's call written again without the facts the database refused, named
+    as an anomaly (and the lease handed back when `release_after`); False when the
+    lease was no longer ours."""
     log.warning(
         "status read facts refused by the database; call kept without its observation",
         extra={"ctx": {"operation_id": step.op.operation_id, **db_error_context(exc)}},
     )
-    delay = step.until_allowed(step.backoff(step.op.poll_attempts), read=True)
-    row = evidence.call_only(evidence.status_row(read, release_after=delay), db_error_reason(exc))
-    written = await evidence.record_polls(conn, [pgjson.dumps(row)])
-    if step.op.operation_id in written:
-        step.released = True
-    return delay
+    row = evidence.status_row(read, release_after=release_after)
+    written = await evidence.record_polls(
+        conn, [pgjson.dumps(evidence.call_only(row, db_error_reason(exc)))]
+    )
+    return step.op.operation_id in written
