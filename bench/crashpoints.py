@@ -302,6 +302,9 @@ class Scenario:
     # End states a fault may lead to besides the fault-free one, each a
     # documented escalation (README, "Crash points").
     escalations: frozenset[LocalState] = frozenset()
+    # The job ended before the cancel was asked for: no cancel may reach it
+    # (a provider whose cancel deletes a finished job, `cancel.read_first`).
+    no_cancel_sent: bool = False
 
 
 async def submit(world: World, scenario: Scenario) -> str:
@@ -403,6 +406,19 @@ async def cancel_requested(world: World, rec: Reconciler) -> None:
     )
 
 
+def cancel_asked_after(seconds: float) -> Callable[[World, Reconciler], Awaitable[None]]:
+    """Observing; `seconds` later, with no read since, an agent asks to cancel."""
+
+    async def prime(world: World, rec: Reconciler) -> None:
+        await run_until(world, rec, {S.OBSERVING})
+        await world.clock.advance(seconds)
+        await ledger.request_cancel(
+            world.db, world.operation_id, requested_by="agent:crashpoints", reason="stop"
+        )
+
+    return prime
+
+
 async def cancelled_with_output(world: World, rec: Reconciler) -> None:
     """Cancelling; then the provider cancels, keeping the output made so far."""
     await cancel_requested(world, rec)
@@ -439,6 +455,10 @@ async def past_the_deadline(world: World, rec: Reconciler) -> None:
     )
     await world.clock.advance(float(deadline) + 1.0)
 
+
+_READ_FIRST: Mapping[str, Any] = {"cancel": {"read_first": True}}
+# Past a 2 s job's end, short of its next scheduled read.
+JOB_OVER_SECONDS = 5.0
 
 SCENARIOS: dict[str, Scenario] = {
     s.kind: s
@@ -479,6 +499,22 @@ SCENARIOS: dict[str, Scenario] = {
         ),
         Scenario(
             "cancel", "cancellable", {"duration": 600.0, "cancel_delay": 1.0}, cancel_requested
+        ),
+        # a cancel that harms a finished job: a status read under the lease comes first
+        Scenario(
+            "cancel_read_first",
+            "cancellable",
+            {"duration": 600.0, "cancel_delay": 1.0},
+            cancel_asked_after(1.0),
+            overrides=_READ_FIRST,
+        ),
+        Scenario(
+            "cancel_after_the_end",
+            "success",
+            {"duration": 2.0},
+            cancel_asked_after(JOB_OVER_SECONDS),
+            overrides=_READ_FIRST,
+            no_cancel_sent=True,
         ),
         Scenario("collect", "success", {"duration": 2.0}, result_collecting),
         Scenario("sync_result", "sync", {}, nothing),
@@ -617,12 +653,45 @@ async def check(world: World, end: LocalState, scenario: Scenario) -> list[str]:
     if op.read_fence is not None:
         failures.append(f"a marked read (fence {op.read_fence}) was left unrecorded")
     failures += await _every_call_on_record(world, requests)
+    failures += await _cancels_after_a_read(world, requests, scenario)
     _, breaks = await audit.verify(world.db)
     if breaks:
         failures.append(f"history chain broken: {breaks[0]}")
     if max(stats["max_overlapping_status_calls"].values(), default=0) > 1:
         failures.append("two status reads of one job overlapped")
     return failures
+
+
+async def _cancels_after_a_read(
+    world: World, requests: Sequence[Mapping[str, Any]], scenario: Scenario
+) -> list[str]:
+    """`cancel.read_first`: each cancel the provider got came right after a read
+    it answered, made since the cancel was asked for.
+
+    The provider's own log, not ours: a cancel whose preceding request was
+    not such a read (or, for a job that had ended, any cancel at all)
+    reached a job nobody had just seen running.
+    """
+    cancels = [i for i, r in enumerate(requests) if r["kind"] == "cancel"]
+    if scenario.no_cancel_sent and cancels:
+        return [f"{len(cancels)} cancel request(s) reached a job that had ended"]
+    if not cancels or not scenario.overrides.get("cancel", {}).get("read_first"):
+        return []
+    asked = await world.db.fetchval(
+        "SELECT extract(epoch FROM min(at)) FROM history"
+        " WHERE operation_id = $1 AND to_state = 'cancel_requested'",
+        world.operation_id,
+    )
+    unread = [
+        i
+        for i in cancels
+        if i == 0
+        or requests[i - 1]["kind"] != "status"
+        or requests[i - 1]["job_id"] != requests[i]["job_id"]
+        or requests[i - 1]["status_code"] != 200
+        or requests[i - 1]["at"] < float(asked)
+    ]
+    return [f"cancel request {requests[i]['seq']} not right after a status read" for i in unread]
 
 
 async def _duplicates_are_on_record(world: World, end: LocalState, jobs: int) -> list[str]:

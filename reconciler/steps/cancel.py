@@ -123,13 +123,6 @@ class _ReadStatus:
 READ_STATUS = _ReadStatus()
 
 
-class _ReadFirst:
-    """Marker: a cancel is due, once a status read shows the job still running."""
-
-
-READ_FIRST = _ReadFirst()
-
-
 async def step_cancel(step: Step) -> Delay:
     # The connection is given back before a status read, which takes its own:
     # holding one while waiting for another could exhaust the pool.
@@ -138,9 +131,12 @@ async def step_cancel(step: Step) -> Delay:
     held = step.held_back()
     if held is not None:
         return held
+    read_first = step.adapter.desc.cancel.read_first
     async with step.ctx.pool.acquire() as conn:
-        outcome = await _cancel(step, conn)
-    if isinstance(outcome, _ReadFirst):
+        outcome = await _cancel_due(step, conn)
+        if outcome is None and not read_first:
+            outcome = await _send_cancel(step, conn)
+    if outcome is None:
         outcome = await _read_then_cancel(step)
     if isinstance(outcome, _ReadStatus):
         return await step_poll(step)
@@ -165,22 +161,22 @@ async def _read_then_cancel(step: Step) -> Delay | _ReadStatus:
     if held is not None:
         return held
     async with step.ctx.pool.acquire() as conn:
-        outcome = await _cancel(step, conn, read=True)
-    assert not isinstance(outcome, _ReadFirst)
-    return outcome
+        return await _send_cancel(step, conn)
 
 
-async def _cancel(step: Step, conn: Any, *, read: bool = False) -> Delay | _ReadStatus | _ReadFirst:
-    """Send the cancel if one is due; `read`: the read `cancel.read_first` asks for is done."""
+async def _cancel_due(step: Step, conn: Any) -> Delay | _ReadStatus | None:
+    """What to do instead of sending a cancel, or None when one is due.
+
+    A cancel on record is acted on first (its answer, or its deadline); a
+    provider without a cancel endpoint, or one whose cancel is unsafe to
+    repeat, is observed instead.
+    """
     desc = step.adapter.desc
-    op = step.op
-    assert op.remote_job_id is not None
-    if op.cancel_sent_at is not None:
+    if step.op.cancel_sent_at is not None:
         acted = await _act_on_recorded_cancel(step, conn)
         if acted is not None:
             return acted
-        op = step.op
-        assert op.remote_job_id is not None
+    op = step.op
     if op.cancel_sent_at is not None and op.cancel_deadline and step.now() >= op.cancel_deadline:
         return READ_STATUS  # the poll step reads, then applies the cancel deadline
     if not desc.cancel.supported:
@@ -195,8 +191,13 @@ async def _cancel(step: Step, conn: Any, *, read: bool = False) -> Delay | _Read
         # Sent before a crash, outcome unknown, and repeating it is not safe:
         # observe instead; the status read settles it.
         return READ_STATUS
-    if desc.cancel.read_first and not read:
-        return READ_FIRST
+    return None
+
+
+async def _send_cancel(step: Step, conn: Any) -> Delay | _ReadStatus:
+    """Send the cancel that `_cancel_due` found due, and act on its answer."""
+    desc = step.adapter.desc
+    op = step.op
     assert op.remote_job_id is not None
     try:
         req = step.adapter.build_cancel(op.remote_job_id)
