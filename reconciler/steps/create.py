@@ -55,8 +55,10 @@ async def step_create(step: Step) -> Delay:
         return held
     async with step.ctx.pool.acquire() as conn:
         op = step.op
+        last = None
         if op.create_attempts > 0:
-            acted = await _act_on_recorded_answer(step, conn)
+            last = await conn.fetchrow(q("latest_create_call"), op.operation_id)
+            acted = await _act_on_recorded_answer(step, conn, last)
             if acted is not None:
                 return acted
         if op.state is S.CANCEL_REQUESTED and op.create_attempts == 0:
@@ -70,7 +72,7 @@ async def step_create(step: Step) -> Delay:
         if (
             op.state is S.CREATE_PENDING
             and op.create_attempts > 0
-            and not await _last_attempt_made_nothing(step, conn)
+            and not _made_nothing(step, last)
         ):
             # An earlier attempt has no recorded answer (we died mid-call, or it
             # failed after the bytes may have left): we cannot know if a job exists.
@@ -89,7 +91,7 @@ async def step_create(step: Step) -> Delay:
         return await _send_create(step, conn)
 
 
-async def _act_on_recorded_answer(step: Step, conn: Any) -> Delay | None:
+async def _act_on_recorded_answer(step: Step, conn: Any, last: Any) -> Delay | None:
     """A decisive create answer on record that nobody acted on (we died between the two).
 
     The answer itself is the recovery point: it is interpreted now, as it
@@ -98,8 +100,8 @@ async def _act_on_recorded_answer(step: Step, conn: Any) -> Delay | None:
     Returns None when there is nothing to act on: no answer, an ambiguous one
     (the usual retry or lookup follows), or one that created nothing (nobody
     moves on from it, so it is never "acted on": the usual resend follows).
+    `last`: the latest create call on record, or None.
     """
-    last = await conn.fetchrow(q("latest_create_call"), step.op.operation_id)
     if last is None or last["finished_at"] is None or last["acted_on"]:
         return None
     fact = _recorded_fact(step, last)
@@ -128,11 +130,11 @@ def _recorded_fact(step: Step, call: Any) -> CreateFact | None:
     return None
 
 
-async def _last_attempt_made_nothing(step: Step, conn: Any) -> bool:
-    """The latest create made no job: it failed to connect (nothing was sent), or
-    the provider refused it with a status it documents as creating nothing.
-    Either way nothing is uncertain (earlier attempts were settled when they ended)."""
-    last = await conn.fetchrow(q("latest_create_call"), step.op.operation_id)
+def _made_nothing(step: Step, last: Any) -> bool:
+    """The latest create (`last`) made no job: it failed to connect (nothing was
+    sent), or the provider refused it with a status it documents as creating
+    nothing. Either way nothing is uncertain (earlier attempts were settled
+    when they ended)."""
     if last is None:
         return False
     refused = step.adapter.desc.create.not_created_statuses
