@@ -332,5 +332,5 @@ def parse_cancel(raw: Any) -> str:
     return validated(CancelRequest, raw).reason
 
 
-def parse_claim(raw: Any) -> str:
-    return validated(ClaimRequest, raw).consumer
+def parse_claim(raw: Any) -> ClaimRequest:
+    return validated(ClaimRequest, raw)

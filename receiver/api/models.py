@@ -118,6 +118,16 @@ class CancelRequest(_Strict):
 
 class ClaimRequest(_Strict):
     consumer: Annotated[Consumer, Field(description="Who acts on the result (one claim each).")]
+    claim_token: Annotated[
+        Reference | None,
+        Field(
+            description=(
+                "A token of your choosing, the same on every retry of this claim: a retry "
+                "whose first answer was lost is then answered claimed=true again (it is the "
+                "same claim). Without it, a lost answer cannot be told from another's claim."
+            )
+        ),
+    ] = None
 
 
 BODY_MODELS: tuple[type[BaseModel], ...] = (SubmitRequest, CancelRequest, ClaimRequest)

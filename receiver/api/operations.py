@@ -42,6 +42,7 @@ from receiver.api.resources import API_PREFIX, operation_resource, transition_ev
 from receiver.api.waiting import TooManyWaits, TransitionHub, WaitSlots
 from receiver.moves import traced_moves
 from shared import ledger
+from shared.db import pooled
 from shared.db.errors import DATABASE_UNREACHABLE, db_error_reason
 from shared.db.migrate import pending_migrations
 from shared.db.queries import q
@@ -269,7 +270,7 @@ class OperationsApi:
         try:
             yield conn
         finally:
-            await self.pool.release(conn)
+            await pooled.release(self.pool, conn)
 
     async def migrations_pending(self) -> bool:
         """Is the schema behind this code? False when that cannot be told (then a
@@ -303,7 +304,10 @@ class OperationsApi:
         raw = await bodies.read_json(request, self.settings.max_body_bytes)
         spec = bodies.parse_submit(raw, self.settings.providers)
         desc = self.settings.providers[spec.provider]
-        async with self.connection() as conn:
+        # One transaction: a read failing after the insert undoes it, so a 503
+        # never hides an operation that was made (a retry without a
+        # client_reference would make a second one).
+        async with self.connection() as conn, conn.transaction():
             try:
                 submitted = await ledger.submit_operation(
                     conn,
@@ -504,10 +508,14 @@ class OperationsApi:
     async def claim(self, request: Request) -> Response:
         operation_id = _operation_id(request)
         caller = await self.caller(request)
-        consumer = bodies.parse_claim(await bodies.read_json(request, self.settings.max_body_bytes))
-        async with self.connection() as conn:
+        body = bodies.parse_claim(await bodies.read_json(request, self.settings.max_body_bytes))
+        consumer = body.consumer
+        # One transaction: a read failing after the claim undoes it, so a 503
+        # never hides a claim that was made (a lost COMMIT answer is what the
+        # claim token is for).
+        async with self.connection() as conn, conn.transaction():
             await self.visible(conn, operation_id, caller)
-            claimed = await ledger.claim_completion(conn, operation_id, consumer)
+            claimed = await ledger.claim_completion(conn, operation_id, consumer, body.claim_token)
             row = await self.visible(conn, operation_id, caller)
         if claimed:
             reason, message = None, "Claimed: you are the only consumer to act on this completion."

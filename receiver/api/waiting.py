@@ -17,6 +17,8 @@ import logging
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
+from shared.db import pooled
+
 CHANNEL = "jobwarden_transition"
 # Subscribing to this "operation id" rings on every transition (the operator
 # console's live list); no operation id has this shape.
@@ -133,7 +135,7 @@ class TransitionHub:
         except Exception:  # the pool's reset closes a broken connection anyway
             log.debug("could not UNLISTEN before release", exc_info=True)
         finally:
-            await self._pool.release(conn)
+            await pooled.release(self._pool, conn)
 
     def _on_notify(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
         operation_id = payload.split(" ", 1)[0]

@@ -25,6 +25,7 @@ from receiver.api.waiting import TransitionHub
 from receiver.console import sessions
 from receiver.console.render import page, with_headers
 from receiver.console.sessions import Session
+from shared.db import pooled
 from shared.db.connect import create_pool
 from shared.db.errors import DATABASE_DOWN
 from shared.settings import Settings
@@ -97,7 +98,7 @@ class Console:
         try:
             yield conn
         finally:
-            await self.pool.release(conn)
+            await pooled.release(self.pool, conn)
 
     @contextlib.asynccontextmanager
     async def deciding(self) -> AsyncIterator[Any]:
@@ -132,7 +133,7 @@ class Console:
             message = CONSOLE_LOGIN_MAY_NOT_DECIDE if own_login else RECEIVER_MAY_NOT_DECIDE
             raise Refused(503, message) from None
         finally:
-            await pool.release(conn)
+            await pooled.release(pool, conn)
 
     async def _pool_for_decisions(self) -> Any:
         async with self._decisions_lock:

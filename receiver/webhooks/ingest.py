@@ -40,6 +40,7 @@ from typing import Any, Literal
 
 import asyncpg
 
+from shared.db import pooled
 from shared.db.connect import create_pool
 from shared.db.errors import db_error_context
 from shared.failure_streak import FailureStreak
@@ -335,13 +336,7 @@ class Ingestor:
         return healthy
 
     async def _release(self, conn: Any) -> None:
-        try:
-            await self._pool.release(conn, timeout=STATEMENT_TIMEOUT_SECONDS)
-        except Exception as exc:  # the pool discards a connection it cannot reset
-            logger.warning(
-                "could not return a database connection to the pool",
-                extra={"ctx": db_error_context(exc)},
-            )
+        await pooled.release(self._pool, conn, reset_seconds=STATEMENT_TIMEOUT_SECONDS)
 
     def _writer_stopped(self, task: asyncio.Task[None]) -> None:
         """Fail whatever is queued if a writer ever ends (normally only at close)."""

@@ -14,8 +14,11 @@ MCP server turns into progress notifications.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import secrets
+import time
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -40,6 +43,9 @@ PENDING_PAGE_SIZE = 200
 # The API sends a keep-alive comment every 15 s on an idle event stream; a
 # stream silent for three of those is dead, not idle.
 EVENTS_READ_TIMEOUT_SECONDS = 45.0
+# A claim whose answer is lost (no answer, a 5xx, a 429) is sent again with its
+# token after each of these pauses, then given up (the caller is told so).
+CLAIM_RESEND_SECONDS = (0.2, 0.5, 1.0)
 
 
 class JobwardenError(Exception):
@@ -148,8 +154,19 @@ def _cancel_call(operation_id: str, reason: str) -> _Call:
     return _Call("POST", operation_path(operation_id, ":cancel"), body={"reason": reason})
 
 
-def _claim_call(operation_id: str, consumer: str) -> _Call:
-    return _Call("POST", operation_path(operation_id, ":claim"), body={"consumer": consumer})
+def _claim_call(operation_id: str, consumer: str, claim_token: str) -> _Call:
+    body = {"consumer": consumer, "claim_token": claim_token}
+    return _Call("POST", operation_path(operation_id, ":claim"), body=body)
+
+
+def new_claim_token() -> str:
+    """A token naming one claim (and its resends), unguessable by any other claimer."""
+    return secrets.token_urlsafe(16)
+
+
+def _claim_lost(exc: JobwardenError) -> bool:
+    """The claim may have been made without our hearing it: send it again."""
+    return isinstance(exc, ApiUnreachable) or (isinstance(exc, ApiProblem) and exc.retryable)
 
 
 def _failed_items_call(operation_id: str, page_size: int, page_token: str | None) -> _Call:
@@ -315,9 +332,24 @@ class JobwardenClient:
         result: dict[str, Any] = self._send(_cancel_call(operation_id, reason))
         return result
 
-    def claim_completion(self, operation_id: str, consumer: str) -> bool:
-        """True exactly once per (operation, consumer): act only then."""
-        return bool(self._send(_claim_call(operation_id, consumer))["claimed"])
+    def claim_completion(
+        self, operation_id: str, consumer: str, *, claim_token: str | None = None
+    ) -> bool:
+        """True exactly once per (operation, consumer): act only then.
+
+        The claim carries a token of its own and is sent again with it when
+        its answer is lost, so a claim made unheard is still answered True
+        (to this call only). Raises when every resend went unanswered.
+        """
+        call = _claim_call(operation_id, consumer, claim_token or new_claim_token())
+        for pause in CLAIM_RESEND_SECONDS:
+            try:
+                return bool(self._send(call)["claimed"])
+            except JobwardenError as exc:
+                if not _claim_lost(exc):
+                    raise
+            time.sleep(pause)
+        return bool(self._send(call)["claimed"])
 
     def list_operations(self, **filters: Any) -> dict[str, Any]:
         result: dict[str, Any] = self._send(_list_call(filters))
@@ -420,8 +452,18 @@ class AsyncJobwardenClient(ClosedOnExit):
         result: dict[str, Any] = await self._send(_cancel_call(operation_id, reason))
         return result
 
-    async def claim_completion(self, operation_id: str, consumer: str) -> bool:
-        return bool((await self._send(_claim_call(operation_id, consumer)))["claimed"])
+    async def claim_completion(
+        self, operation_id: str, consumer: str, *, claim_token: str | None = None
+    ) -> bool:
+        call = _claim_call(operation_id, consumer, claim_token or new_claim_token())
+        for pause in CLAIM_RESEND_SECONDS:
+            try:
+                return bool((await self._send(call))["claimed"])
+            except JobwardenError as exc:
+                if not _claim_lost(exc):
+                    raise
+            await asyncio.sleep(pause)
+        return bool((await self._send(call))["claimed"])
 
     async def list_operations(self, **filters: Any) -> dict[str, Any]:
         result: dict[str, Any] = await self._send(_list_call(filters))

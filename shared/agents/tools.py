@@ -239,8 +239,10 @@ def _job_words(job_id: str | None) -> str:
 def _with_claim(result: ToolResult, claimed: bool | None, consumer: str) -> ToolResult:
     if claimed is None:
         note = (
-            f" Could not record the claim for {consumer!r}: do not act on this result yet; "
-            "call again to claim it."
+            f" Could not confirm the claim for {consumer!r} (the service did not answer, "
+            "even when asked again): do not act on this result yet; call again later. If "
+            "that answer says it was already claimed, the claim may be this one, made "
+            "unheard: ask a human before acting."
         )
     elif claimed:
         note = f" Claimed for {consumer!r}: you are the only one to act on it."

@@ -360,9 +360,15 @@ async def transition(
     return int(seq)
 
 
-async def claim_completion(db: Executor, operation_id: str, consumer: str) -> bool:
-    """True exactly once per (operation, consumer), and only for a succeeded operation."""
-    return await db.fetchval(q("claim_completion"), operation_id, consumer) is not None
+async def claim_completion(
+    db: Executor, operation_id: str, consumer: str, claim_token: str | None = None
+) -> bool:
+    """True once per (operation, consumer), and only for a succeeded operation.
+
+    A caller that sends the same `claim_token` again (its first answer was
+    lost) is answered True again: it is the same claim, not a second one.
+    """
+    return await db.fetchval(q("claim_completion"), operation_id, consumer, claim_token) is not None
 
 
 async def state_edges_in_db(db: Executor) -> dict[tuple[str, str], frozenset[str]]:

@@ -73,11 +73,19 @@ RETURNING state, create_attempts;
 SELECT jw_request_wake($1);
 
 -- name: claim_completion
-INSERT INTO completion_claims (operation_id, consumer)
-SELECT operation_id, $2 FROM operations
-WHERE operation_id = $1 AND state = 'succeeded'
-ON CONFLICT DO NOTHING
-RETURNING claimed_at;
+-- True when this call won the claim, or repeats the call that won it (the same
+-- non-null token, $3: its answer may have been lost); NULL otherwise.
+WITH won AS (
+    INSERT INTO completion_claims (operation_id, consumer, claim_token)
+    SELECT operation_id, $2, $3 FROM operations
+    WHERE operation_id = $1 AND state = 'succeeded'
+    ON CONFLICT DO NOTHING
+    RETURNING true AS claimed
+)
+SELECT claimed FROM won
+UNION ALL
+SELECT true FROM completion_claims
+WHERE operation_id = $1 AND consumer = $2 AND claim_token = $3;
 
 -- name: state_edges
 SELECT from_state::text, to_state::text, evidence FROM state_edges;

@@ -47,6 +47,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from shared.agents.inprocess import InProcessTransport
 from shared.agents.mcp.server import build_server
 from shared.agents.mcp.sources import TokenClientSource
+from shared.db import pooled
 from shared.db.errors import DATABASE_UNREACHABLE
 from shared.ledger import tokens
 from shared.ledger.tokens import requested_by
@@ -84,7 +85,7 @@ class LedgerTokenVerifier:
             try:
                 found = await tokens.authenticate(conn, token)
             finally:
-                await self._pool.release(conn)
+                await pooled.release(self._pool, conn)
         except DATABASE_UNREACHABLE as exc:
             raise DatabaseUnavailable("the database is unavailable") from exc
         if found is None:
