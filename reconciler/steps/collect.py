@@ -200,12 +200,26 @@ async def _collect(step: Step, conn: Any) -> Delay:
             )
         return step.until_allowed(step.backoff(attempt))
     status = read_status(step, status_resp)
+    if status.remote_state is None:
+        # An answer that names no state (GraphQL's 200 carrying `errors`, a
+        # throttle in the body) says nothing about the job: read again, as
+        # after a 5xx, rather than send a finished job to a human.
+        if attempt >= MAX_RESULT_ATTEMPTS:
+            return await _give_up(
+                step,
+                conn,
+                S.RESULT_UNAVAILABLE,
+                f"no usable status read after {attempt} attempts "
+                f"(the last: {status.problem or 'no state in the answer'})",
+            )
+        return step.until_allowed(step.backoff(attempt, status.retry_after_seconds))
     if status.remote_state not in (RemoteState.SUCCEEDED, RemoteState.PARTIALLY_SUCCEEDED):
         return await _give_up(
             step,
             conn,
             S.NEEDS_ATTENTION,
-            f"collecting a result, but the provider now reports {status.raw_state!r}",
+            "collecting a result, but the provider now reports "
+            f"{status.raw_state or status.remote_state.value!r}",
         )
     desc = step.adapter.desc
     if desc.result.side_effects and await conn.fetchval(

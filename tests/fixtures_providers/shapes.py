@@ -367,8 +367,16 @@ class BulkQueryFixture:
         page_size: int = 3,
         done_at_cancel: bool = False,
         unreadable_after_cancel: int = 0,
+        busy_results: int = 0,
+        error_reads_after_done: int = 0,
     ) -> None:
         self.registry = Registry("750")
+        # this many result fetches answer 503 (the collection then reads the status afresh)
+        self.busy_results = busy_results
+        # this many status reads after the first that showed the job complete answer
+        # 200 with an error body naming no state (GraphQL's `errors`, a throttle)
+        self.error_reads_after_done = error_reads_after_done
+        self.error_reads_served = 0
         self.reads_to_finish = reads_to_finish
         self.page_size = page_size
         self.done_at_cancel = done_at_cancel
@@ -401,6 +409,10 @@ class BulkQueryFixture:
                 self.unreadable_served.set()
             return json_response({"errorCode": "SERVER_UNAVAILABLE"}, 503)
         job.reads += 1
+        if job.extra["state"] == "JobComplete" and self.error_reads_after_done:
+            self.error_reads_after_done -= 1
+            self.error_reads_served += 1
+            return json_response({"errors": [{"message": "Internal error", "code": "INTERNAL"}]})
         if job.extra["state"] in ("UploadComplete", "InProgress"):
             done = job.reads > self.reads_to_finish
             job.extra["state"] = "JobComplete" if done else "InProgress"
@@ -423,6 +435,9 @@ class BulkQueryFixture:
         return json_response({"id": job.job_id, "state": "Aborted"})
 
     async def results(self, request: Request) -> Response:
+        if self.busy_results:
+            self.busy_results -= 1
+            return json_response({"errorCode": "SERVER_UNAVAILABLE"}, 503)
         locator = request.query_params.get("locator")
         self.locators.append(locator)
         start = 0 if locator is None else int(locator == BULK_LOCATOR) * self.page_size

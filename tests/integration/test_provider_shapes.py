@@ -200,6 +200,22 @@ async def test_a_result_holding_fewer_items_than_the_status_counts_is_not_valid(
         assert (await r.op(op_id)).result_id is None
 
 
+async def test_a_final_read_naming_no_state_is_read_again_not_escalated(
+    pool: Any, tmp_path: Path
+) -> None:
+    """The result fetch answers 503, so the collection reads the status afresh, and
+    that read is a 200 whose body names no state (GraphQL's `errors`): this went to
+    needs_attention, "collecting a result, but the provider now reports None"."""
+    fx = BulkQueryFixture(page_size=10, busy_results=1, error_reads_after_done=1)
+    async with preset_rig(
+        pool, tmp_path, fx.app(), preset=None, name="sfbulk", env={}, overrides=bulk_query()
+    ) as r:
+        op_id = await r.submit({"query": "SELECT Id, Name FROM Account"})
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert fx.error_reads_served == 1
+        assert "needs_attention" not in await r.history(op_id)
+
+
 async def test_a_result_whose_rows_match_the_status_counts_still_succeeds(
     pool: Any, tmp_path: Path
 ) -> None:
