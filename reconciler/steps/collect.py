@@ -322,31 +322,78 @@ async def _fetch(
         return Collected(check, _canonical(value), "result", _counts(check, status))
     responses: list[HttpResponse] = []
     for req in reqs:
-        fetched = await _fetch_result(step, conn, req, attempt)
-        resp = fetched.response
-        transient = resp is None or resp.status_code >= 500 or resp.status_code == 429
-        if transient:
-            if attempt >= MAX_RESULT_ATTEMPTS:
-                return await _give_up(
-                    step,
-                    conn,
-                    S.RESULT_UNAVAILABLE,
-                    f"result fetch kept failing after {attempt} attempts",
-                )
-            return step.until_allowed(step.backoff(attempt))
-        assert resp is not None
-        if fetched.unfollowed is not None:
-            # the result is there, behind a link: not unavailable, and no content to judge
-            return await _give_up(
-                step,
-                conn,
-                S.NEEDS_ATTENTION,
-                f"result fetch answered HTTP {resp.status_code}: {fetched.unfollowed}",
-            )
-        responses.append(resp)
+        parts = await _fetched_pages(step, conn, req, attempt)
+        if isinstance(parts, _Stop):
+            return parts.delay
+        responses.extend(parts)
     check = step.adapter.validate_result(responses if len(responses) > 1 else responses[0], status)
     content = _stored_content(step, check, responses)
     return Collected(check, content, "result", _counts(check, status), check.failed_items)
+
+
+@dataclass(frozen=True)
+class _Stop:
+    """The collection ends this step here, with this delay (a retry, or None)."""
+
+    delay: Delay
+
+
+async def _fetched_pages(
+    step: Step, conn: Any, first: HttpRequest, attempt: int
+) -> list[HttpResponse] | _Stop:
+    """One result fetch, and, for a paged result (`result.pages`), every page after it.
+
+    A result whose pages do not all arrive is not collected from the ones
+    that did: a page missing would be a truncated result stored as whole.
+    A page that answers other than 200 ends the paging, and validation
+    judges it with the rest.
+    """
+    got = await _fetched_part(step, conn, first, attempt)
+    if isinstance(got, _Stop):
+        return got
+    parts = [got]
+    pages = step.adapter.desc.result.pages
+    token = step.adapter.result_next_page(got) if pages is not None else None
+    seen: set[str] = set()
+    while token is not None and got.status_code == 200:
+        assert pages is not None
+        if len(parts) >= pages.max_pages or token in seen:
+            why = (
+                f"more than {pages.max_pages} pages (result.pages.max_pages)"
+                if token not in seen
+                else "its pages loop (a page named one already read)"
+            )
+            return _Stop(await _give_up(step, conn, S.RESULT_UNAVAILABLE, f"the result has {why}"))
+        seen.add(token)
+        try:
+            req = step.adapter.build_result_page(first, token)
+        except RequestBuildError as exc:
+            reason = f"cannot request page {len(parts) + 1} of the result: {exc}"
+            return _Stop(await _give_up(step, conn, S.RESULT_UNAVAILABLE, reason))
+        got = await _fetched_part(step, conn, req, attempt)
+        if isinstance(got, _Stop):
+            return got
+        parts.append(got)
+        token = step.adapter.result_next_page(got)
+    return parts
+
+
+async def _fetched_part(
+    step: Step, conn: Any, req: HttpRequest, attempt: int
+) -> HttpResponse | _Stop:
+    """One fetch's answer, or how the step ends when there is none to judge."""
+    fetched = await _fetch_result(step, conn, req, attempt)
+    resp = fetched.response
+    if resp is None or resp.status_code >= 500 or resp.status_code == 429:
+        if attempt >= MAX_RESULT_ATTEMPTS:
+            reason = f"result fetch kept failing after {attempt} attempts"
+            return _Stop(await _give_up(step, conn, S.RESULT_UNAVAILABLE, reason))
+        return _Stop(step.until_allowed(step.backoff(attempt)))
+    if fetched.unfollowed is not None:
+        # the result is there, behind a link: not unavailable, and no content to judge
+        reason = f"result fetch answered HTTP {resp.status_code}: {fetched.unfollowed}"
+        return _Stop(await _give_up(step, conn, S.NEEDS_ATTENTION, reason))
+    return resp
 
 
 def _stored_content(step: Step, check: ResultCheck, responses: Sequence[HttpResponse]) -> bytes:

@@ -98,6 +98,10 @@ class ProviderPlugin(Protocol):
 
     def build_errors_page(self, errors_url: str, page_token: str | None = None) -> HttpRequest: ...
 
+    def build_result_page(self, first: HttpRequest, page_token: str) -> HttpRequest: ...
+
+    def result_next_page(self, resp: HttpResponse) -> str | None: ...
+
     def parse_errors_page(self, resp: HttpResponse) -> ErrorsPage: ...
 
     def build_lookup(
@@ -247,6 +251,12 @@ class ProviderAdapter:
 
     def build_errors_page(self, errors_url: str, page_token: str | None = None) -> HttpRequest:
         return requests.build_errors_page(self.desc, errors_url, page_token)
+
+    def build_result_page(self, first: HttpRequest, page_token: str) -> HttpRequest:
+        return requests.build_result_page(self.desc, first, page_token)
+
+    def result_next_page(self, resp: HttpResponse) -> str | None:
+        return responses.result_next_page(self.desc, resp)
 
     def parse_errors_page(self, resp: HttpResponse) -> ErrorsPage:
         return responses.parse_errors_page(self.desc, resp)

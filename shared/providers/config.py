@@ -53,6 +53,7 @@ from shared.providers.description import (
     ProviderDescription,
     ResultExpect,
     ResultFormat,
+    ResultPages,
     ResultSource,
     ResultSpec,
     StatusSpec,
@@ -130,6 +131,10 @@ DEFAULT_MAX_RESULT_BYTES = 50 * 1024 * 1024
 # A query parameter name, not a credential.
 DEFAULT_PAGE_TOKEN_PARAM = "page_token"  # noqa: S105
 DEFAULT_LOOKUP_PAGES = 10  # scanning deeper than this rarely finds a job created minutes ago
+# A paged result with more pages than this is not collected (the description
+# may raise it): every page is a call on record.
+DEFAULT_RESULT_PAGES = 1000
+MAX_RESULT_PAGES = 100_000
 
 
 # --------------------------------------------------------------------- public API
@@ -1062,11 +1067,41 @@ def _result(table: _Table, status: StatusSpec) -> ResultSpec:
         csv=_csv(table.sub("csv"), fmt),
         follow_redirects=table.boolean("follow_redirects", False),
         allowed_hosts=_allowed_hosts(table),
+        pages=_pages(table.sub("pages"), source, fmt),
     )
     if spec.item_success is not None and not spec.item_success_values:
         raise table.error("item_success_values", "required with item_success")
     if spec.follow_redirects and source in (ResultSource.INLINE, ResultSource.NONE):
         raise table.error("follow_redirects", f"nothing is fetched with source = {source}")
+    table.finish()
+    return spec
+
+
+# Results that can be served in pages and joined into one document.
+_PAGED_FORMATS = (ResultFormat.CSV, ResultFormat.JSON, ResultFormat.JSONL)
+_PAGED_SOURCES = (ResultSource.URL, ResultSource.PATH)
+
+
+def _pages(
+    table: _Table | None, source: ResultSource | None, fmt: ResultFormat
+) -> ResultPages | None:
+    if table is None:
+        return None
+    if source not in _PAGED_SOURCES:
+        raise table.error(None, f"pages are fetched only with source = url or path, not {source}")
+    if fmt not in _PAGED_FORMATS:
+        raise table.error(None, f"a {fmt} result cannot be joined from pages (csv, json, jsonl)")
+    token = table.req_path("next_page_token", RESPONSE)
+    if token.source is PathSource.BODY and fmt is not ResultFormat.JSON:
+        raise table.error("next_page_token", f"a {fmt} page has no body path: use header:NAME")
+    spec = ResultPages(
+        next_page_token=token,
+        page_token_param=table.str_or("page_token_param", DEFAULT_PAGE_TOKEN_PARAM),
+        end_values=frozenset(table.strings("end_values")),
+        max_pages=table.int_or(
+            "max_pages", DEFAULT_RESULT_PAGES, minimum=2, maximum=MAX_RESULT_PAGES
+        ),
+    )
     table.finish()
     return spec
 

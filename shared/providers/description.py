@@ -67,6 +67,12 @@ a list of paths; *template* = text with ``{placeholders}``)::
                item_count = "from_status_counts"|path (path: json/jsonl only; without it
                  the status counts are still a floor: a result whose items cannot reach
                  counts_total, or its announced successes, is not valid)
+    [result.pages]  (a result served a page at a time; format csv, json or jsonl)
+               next_page_token (required: where a page names the next, e.g.
+               "header:Sforce-Locator" or "/next_cursor"), page_token_param ("page_token":
+               the query parameter the next fetch carries it in), end_values ([]: token
+               values meaning "last page", e.g. ["null"]), max_pages (1000: a result with
+               more is not collected)
     [result.errors]  items (required), next_page_token, page_token_param ("page_token"),
                page_size, page_size_param ("page_size"), item_index, item_id, item_code,
                item_message
@@ -403,6 +409,20 @@ class ErrorsSpec:
 
 
 @dataclass(frozen=True)
+class ResultPages:
+    """A result served a page at a time, each page naming the next (Salesforce Bulk
+    2.0's `Sforce-Locator` header, a body cursor): every page is fetched, and the
+    result is their parts joined, or it is not collected at all."""
+
+    next_page_token: ValuePath
+    page_token_param: str
+    # Token values that mean "no next page" besides an absent or empty one
+    # (Salesforce sends the text "null" on the last page).
+    end_values: frozenset[str]
+    max_pages: int
+
+
+@dataclass(frozen=True)
 class ResultSpec:
     source: ResultSource
     path: Template | None
@@ -428,6 +448,7 @@ class ResultSpec:
     # other internal host is refused, the base_url's and auth.extra_hosts'
     # aside: a result URL is often the submitter's, echoed back.
     allowed_hosts: tuple[str, ...] = ()
+    pages: ResultPages | None = None
 
 
 @dataclass(frozen=True)

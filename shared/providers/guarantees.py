@@ -256,6 +256,11 @@ def _result_integrity(desc: ProviderDescription) -> Guarantee:
         checks.append("CSV rows well-formed")
     elif spec.format is ResultFormat.TEXT:
         checks.append("UTF-8 text")
+    if spec.pages is not None:
+        checks.append(
+            f"every page (the next named by {spec.pages.next_page_token.text}, "
+            f"at most {spec.pages.max_pages})"
+        )
     side = "; fetching it has side effects, so it is fetched once" if spec.side_effects else ""
     listed = ", ".join(checks)
     if expect.checksum is Checksum.NONE:

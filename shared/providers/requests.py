@@ -220,6 +220,26 @@ def build_result_requests(
     ]
 
 
+def build_result_page(
+    desc: ProviderDescription, first: HttpRequest, page_token: str
+) -> HttpRequest:
+    """The next page of a paged result (`result.pages`): the first page's URL
+    with the token the previous page named in `page_token_param` (replacing
+    any value the URL had for it)."""
+    spec = desc.result.pages
+    if spec is None:
+        raise RequestBuildError(f"provider {desc.name}: the result is not paged")
+    parts = urlsplit(first.url)
+    kept = [
+        (k, v)
+        for k, v in parse_qsl(parts.query, keep_blank_values=True)
+        if k != spec.page_token_param
+    ]
+    query = urlencode([*kept, (spec.page_token_param, page_token)])
+    url = urlunsplit(parts._replace(query=query))
+    return _request(desc, "result", "GET", url, _base_headers(desc, accept=None), None)
+
+
 def build_redirect(desc: ProviderDescription, previous: HttpRequest, location: str) -> HttpRequest:
     """The next hop of a result fetch answered by a redirect to `location`.
 

@@ -57,7 +57,7 @@ from shared.providers.facts import (
     WebhookFact,
 )
 from shared.providers.messages import HttpResponse
-from shared.providers.paths import ValuePath, extract, parse_path
+from shared.providers.paths import PathSource, ValuePath, extract, parse_path
 from shared.providers.timing import parse_retry_after
 from shared.providers.tokens import create_token
 from shared.providers.values import (
@@ -582,6 +582,20 @@ def parse_errors_page(desc: ProviderDescription, resp: HttpResponse) -> ErrorsPa
         as_str(extract(spec.next_page_token, body, resp.headers)) if spec.next_page_token else None
     )
     return ErrorsPage(items=failures, next_page_token=token)
+
+
+def result_next_page(desc: ProviderDescription, resp: HttpResponse) -> str | None:
+    """The token of a paged result's next page, or None on the last page (no
+    token, an empty one, or one of `end_values`: Salesforce's "null")."""
+    spec = desc.result.pages
+    if spec is None:
+        return None
+    path = spec.next_page_token
+    body = resp.json_body if path.source is PathSource.BODY else None
+    token = as_str(extract(path, body, resp.headers))
+    if token is None or not token.strip() or token in spec.end_values:
+        return None
+    return token
 
 
 # --------------------------------------------------------------------- webhooks

@@ -320,11 +320,31 @@ BULK_ROWS = [f"001{n:03d},Account {n}" for n in range(6)]
 BULK_LOCATOR = "MTAwMDA"
 
 
-def bulk_query(cancel_body: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The description a user writes for `BulkQueryFixture` (no item_count: the reviewer's)."""
+# Salesforce's paging of query results, as a user describes it.
+BULK_PAGES = {
+    "next_page_token": "header:Sforce-Locator",
+    "page_token_param": "locator",
+    "end_values": ["null"],
+}
+
+
+def bulk_query(
+    cancel_body: dict[str, Any] | None = None, *, paged: bool = False, counts: bool = True
+) -> dict[str, Any]:
+    """The description a user writes for `BulkQueryFixture` (no item_count: the reviewer's);
+    `paged`: with `[result.pages]`; `counts`: with the status's record count."""
     cancel: dict[str, Any] = {"method": "PATCH", "path": "/jobs/query/{job_id}", "state": "/state"}
     if cancel_body is not None:
         cancel["body"] = cancel_body
+    described = _bulk_query(cancel)
+    if paged:
+        described["result"]["pages"] = dict(BULK_PAGES)
+    if not counts:
+        del described["status"]["counts_total"]
+    return described
+
+
+def _bulk_query(cancel: dict[str, Any]) -> dict[str, Any]:
     return {
         "create": {
             "path": "/jobs/query",
@@ -369,7 +389,10 @@ class BulkQueryFixture:
         unreadable_after_cancel: int = 0,
         busy_results: int = 0,
         error_reads_after_done: int = 0,
+        locator_loops: bool = False,
     ) -> None:
+        # every page names the same next page (a provider's paging bug)
+        self.locator_loops = locator_loops
         self.registry = Registry("750")
         # this many result fetches answer 503 (the collection then reads the status afresh)
         self.busy_results = busy_results
@@ -442,7 +465,7 @@ class BulkQueryFixture:
         self.locators.append(locator)
         start = 0 if locator is None else int(locator == BULK_LOCATOR) * self.page_size
         rows = BULK_ROWS[start : start + self.page_size]
-        more = start + self.page_size < len(BULK_ROWS)
+        more = self.locator_loops or start + self.page_size < len(BULK_ROWS)
         body = "Id,Name\n" + "".join(f"{row}\n" for row in rows)
         headers = {"Sforce-Locator": BULK_LOCATOR if more else "null"}
         return Response(body, media_type="text/csv", headers=headers)

@@ -31,6 +31,8 @@ from tests.fixtures_providers.rig import PresetRig, preset_rig
 from tests.fixtures_providers.shapes import (
     BATCH_JOBS,
     BLOB_SIGNATURE,
+    BULK_LOCATOR,
+    BULK_ROWS,
     LOGS_ZIP,
     PIPELINES,
     TASK_OUTPUT,
@@ -214,6 +216,42 @@ async def test_a_final_read_naming_no_state_is_read_again_not_escalated(
         assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
         assert fx.error_reads_served == 1
         assert "needs_attention" not in await r.history(op_id)
+
+
+@pytest.mark.parametrize("counts", [True, False], ids=["with_counts", "without_counts"])
+async def test_a_result_paged_by_a_header_is_collected_whole(
+    pool: Any, tmp_path: Path, counts: bool
+) -> None:
+    """Salesforce's Sforce-Locator, `[result.pages]`: both pages fetched, one CSV stored.
+    Without it the first page alone was the result: with the status's count a
+    validation failure no fix could mend, without it a success with half the rows."""
+    fx = BulkQueryFixture()
+    described = bulk_query(paged=True, counts=counts)
+    async with preset_rig(
+        pool, tmp_path, fx.app(), preset=None, name="sfbulk", env={}, overrides=described
+    ) as r:
+        op_id = await r.submit({"query": "SELECT Id, Name FROM Account"})
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert fx.locators == [None, BULK_LOCATOR]
+        op = await r.op(op_id)
+        assert (op.result_summary["items_total"], op.result_summary["items_succeeded"]) == (6, 6)
+        ref = await pool.fetchval(
+            "SELECT storage_ref FROM results WHERE result_id = $1", op.result_id
+        )
+        stored = Path(ref.removeprefix("file:")).read_bytes()
+        assert stored == ("Id,Name\n" + "".join(f"{row}\n" for row in BULK_ROWS)).encode()
+
+
+async def test_a_result_whose_pages_loop_is_not_collected(pool: Any, tmp_path: Path) -> None:
+    fx = BulkQueryFixture(locator_loops=True)
+    described = bulk_query(paged=True, counts=False)
+    async with preset_rig(
+        pool, tmp_path, fx.app(), preset=None, name="sfbulk", env={}, overrides=described
+    ) as r:
+        op_id = await r.submit({"query": "SELECT Id, Name FROM Account"})
+        assert await r.settle(op_id, ENDS) is S.RESULT_UNAVAILABLE, await r.history(op_id)
+        assert "pages loop" in (await r.escalation(op_id))["reason"]
+        assert fx.locators == [None, BULK_LOCATOR]  # page 2 named itself: not fetched again
 
 
 async def test_a_result_whose_rows_match_the_status_counts_still_succeeds(
