@@ -363,7 +363,13 @@ class Step:
     def backoff(
         self, attempt: int, retry_after: float | None = None, poll_after: float | None = None
     ) -> float:
+        """When to read the job's status again (with webhooks: the backstop's at least)."""
         return self.adapter.next_poll_delay(attempt, retry_after, poll_after, self.ctx.rng)
+
+    def retry(self, attempt: int, retry_after: float | None = None) -> float:
+        """When to make a failed or uncertain call again (a create, cancel, lookup,
+        result fetch): the backoff alone, whatever webhooks would announce."""
+        return self.adapter.retry_delay(attempt, retry_after, self.ctx.rng)
 
     def until_allowed(self, delay: float, *, read: bool = False) -> float:
         """`delay`, or longer if the provider's back-pressure window ends later."""

@@ -227,7 +227,7 @@ async def _send_cancel(step: Step, conn: Any) -> Delay | _ReadStatus:
             # not "sent" and may be made again.
             await ledger.record_cancel_not_sent(conn, op.operation_id, fence=step.fence)
     if never_left:
-        return step.until_allowed(step.backoff(attempt))
+        return step.until_allowed(step.retry(attempt))
     if fact is not None and fact.kind == "accepted":
         async with conn.transaction():
             await step.reload(conn)
@@ -241,7 +241,7 @@ async def _send_cancel(step: Step, conn: Any) -> Delay | _ReadStatus:
     uncertain = fact is None or fact.kind == "ambiguous"
     if uncertain and desc.cancel.idempotent:
         retry_after = fact.retry_after_seconds if fact else None
-        return step.until_allowed(step.backoff(attempt, retry_after))
+        return step.until_allowed(step.retry(attempt, retry_after))
     # rejected (e.g. already finished) or not found: a status read tells what happened
     if step.held_back() is not None:
         return step.until_allowed(NOW)

@@ -198,7 +198,7 @@ async def _collect(step: Step, conn: Any) -> Delay:
                 S.RESULT_UNAVAILABLE,
                 f"no usable status read after {attempt} attempts",
             )
-        return step.until_allowed(step.backoff(attempt))
+        return step.until_allowed(step.retry(attempt))
     status = read_status(step, status_resp)
     if status.remote_state is None:
         # An answer that names no state (GraphQL's 200 carrying `errors`, a
@@ -212,7 +212,7 @@ async def _collect(step: Step, conn: Any) -> Delay:
                 f"no usable status read after {attempt} attempts "
                 f"(the last: {status.problem or 'no state in the answer'})",
             )
-        return step.until_allowed(step.backoff(attempt, status.retry_after_seconds))
+        return step.until_allowed(step.retry(attempt, status.retry_after_seconds))
     if status.remote_state not in (RemoteState.SUCCEEDED, RemoteState.PARTIALLY_SUCCEEDED):
         return await _give_up(
             step,
@@ -388,7 +388,7 @@ async def _fetched_part(
         if attempt >= MAX_RESULT_ATTEMPTS:
             reason = f"result fetch kept failing after {attempt} attempts"
             return _Stop(await _give_up(step, conn, S.RESULT_UNAVAILABLE, reason))
-        return _Stop(step.until_allowed(step.backoff(attempt)))
+        return _Stop(step.until_allowed(step.retry(attempt)))
     if fetched.unfollowed is not None:
         # the result is there, behind a link: not unavailable, and no content to judge
         reason = f"result fetch answered HTTP {resp.status_code}: {fetched.unfollowed}"
@@ -499,7 +499,7 @@ async def _not_stored(step: Step, conn: Any, exc: StoreFailed, attempt: int) -> 
         "result not stored; fetched again later",
         extra={"ctx": {"operation_id": step.op.operation_id, "problem": str(exc)}},
     )
-    return step.until_allowed(step.backoff(attempt))
+    return step.until_allowed(step.retry(attempt))
 
 
 async def _give_up(step: Step, conn: Any, dst: LocalState, reason: str) -> Delay:

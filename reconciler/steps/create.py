@@ -235,7 +235,7 @@ async def _resolve_uncertain(step: Step, conn: Any) -> tuple[bool, Delay]:
         return True, None
     found = await _lookup(step, conn)
     if found.job_ids is None:
-        return True, step.until_allowed(step.backoff(step.op.lookup_attempts))
+        return True, step.until_allowed(step.retry(step.op.lookup_attempts))
     job_ids, call_id = found.job_ids, found.call_id
     if len(job_ids) == 1:
         return True, await _accept(step, conn, job_ids[0], call_id, via="lookup")
@@ -246,7 +246,7 @@ async def _resolve_uncertain(step: Step, conn: Any) -> tuple[bool, Delay]:
     if not found.complete or not await _absence_settled(step, conn):
         # A list can lag behind a create it has not indexed yet: an empty answer
         # soon after the create proves nothing. Look again later.
-        return True, step.backoff(step.op.lookup_attempts)
+        return True, step.retry(step.op.lookup_attempts)
     if step.op.state is S.CANCEL_REQUESTED:
         # Nothing to cancel, as far as the provider can tell; creating the job
         # only to cancel it would be absurd. A human closes it.
@@ -423,7 +423,7 @@ async def _send_create(step: Step, conn: Any) -> Delay:
                     {"category": sent.error_category},
                     fence=step.fence,
                 )
-        return step.until_allowed(step.backoff(attempt))
+        return step.until_allowed(step.retry(attempt))
     fact = read_create(step, sent.response)
     # The answer is on record before we act on it: even if our lease was lost
     # meanwhile, whoever continues can see the job id the provider gave.
@@ -511,11 +511,11 @@ async def _interpret_create(
         # Back-pressure, not doubt: no lookup, no human, no state change. The
         # answer's Retry-After already holds every call (end_call); the resend
         # waits for it, else for the backoff. The create deadline bounds this.
-        return step.until_allowed(step.backoff(attempt, fact.retry_after_seconds))
+        return step.until_allowed(step.retry(attempt, fact.retry_after_seconds))
     # ambiguous: the provider may or may not hold a job
     if step.op.state is S.CREATE_PENDING:
         await step.move(conn, S.CREATE_UNKNOWN, f"create answer ambiguous: {fact.reason}")
-    return step.until_allowed(step.backoff(attempt, fact.retry_after_seconds))
+    return step.until_allowed(step.retry(attempt, fact.retry_after_seconds))
 
 
 async def _accept(
@@ -655,7 +655,7 @@ async def step_cross_check(step: Step) -> Delay:
             conn, step.op.operation_id, CROSS_CHECK, fence=step.fence
         )
         if tries < MAX_CROSS_CHECKS:
-            return step.until_allowed(step.backoff(tries))
+            return step.until_allowed(step.retry(tries))
         short = f"; {found.unread}" if found.unread else ""
         note = {
             "code": "cross_check_inconclusive",

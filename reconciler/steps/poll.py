@@ -163,7 +163,7 @@ async def _read(step: Step, *, before_cancel: bool = False) -> Delay | StillRunn
         if _offers_partial_output(fact) and (
             await collect_partial_output(step, conn, fact) is Partial.RETRY
         ):
-            delay = step.until_allowed(step.backoff(step.op.result_attempts), read=True)
+            delay = step.until_allowed(step.retry(step.op.result_attempts), read=True)
             await evidence.record_status_read(conn, read, release_after=delay)
             step.released = True
             return delay

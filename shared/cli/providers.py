@@ -80,7 +80,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "daemon's user, with its environment",
     )
     check.add_argument(
-        "--provider", metavar="NAME", help="the provider a capture is for (if several)"
+        "--provider",
+        metavar="NAME",
+        help="report this provider only (the whole file is still checked); the one a "
+        "capture is for, when the file has several",
     )
     check.add_argument(
         "--delivery",
@@ -162,6 +165,8 @@ async def cmd_check(args: argparse.Namespace) -> int:
         signing = _startup_checks(settings) if daemon == "reconciler" else None
         providers = settings.providers
         proofs = _proofs(args, providers)
+        if args.provider is not None:
+            providers = {args.provider: _named(providers, args.provider)}
     except (ConfigError, CaptureError) as exc:
         if args.json:
             print(json.dumps({"config": str(path), "valid": False, "error": str(exc)}, indent=2))
@@ -238,6 +243,12 @@ def _render_signing(signing: Mapping[str, Any] | None) -> str:
     return "\n".join(lines)
 
 
+def _named(providers: Mapping[str, ProviderDescription], name: str) -> ProviderDescription:
+    if name not in providers:
+        raise CaptureError(f"no provider {name!r} in the config ({', '.join(providers)})")
+    return providers[name]
+
+
 def _proofs(
     args: argparse.Namespace, providers: Mapping[str, ProviderDescription]
 ) -> dict[str, dict[str, Any]]:
@@ -251,9 +262,7 @@ def _proofs(
         if len(providers) != 1:
             raise CaptureError(f"--provider NAME is needed: {', '.join(providers)}")
         [name] = providers
-    if name not in providers:
-        raise CaptureError(f"no provider {name!r} in the config ({', '.join(providers)})")
-    desc = providers[name]
+    desc = _named(providers, name)
     proof: dict[str, Any] = {}
     if args.delivery is not None:
         proof["delivery"] = prove_delivery(

@@ -127,6 +127,8 @@ class ProviderPlugin(Protocol):
         rng: random.Random,
     ) -> float: ...
 
+    def retry_delay(self, attempt: int, retry_after: float | None, rng: random.Random) -> float: ...
+
     def confirming_poll_delay(
         self,
         attempt: int,
@@ -294,6 +296,9 @@ class ProviderAdapter:
             rng,
             webhooks_configured=self.desc.webhooks is not None,
         )
+
+    def retry_delay(self, attempt: int, retry_after: float | None, rng: random.Random) -> float:
+        return timing.retry_delay(self.desc.limits, attempt, retry_after, rng)
 
     def confirming_poll_delay(
         self,

@@ -107,13 +107,35 @@ def next_poll_delay(
     elif limits.default_poll_after_seconds is not None:
         delay = limits.default_poll_after_seconds
     else:
-        ceiling = backoff_ceiling(limits, attempt)
-        # the ceiling never shrinks (backoff_factor >= 1): WIDE_DRAWS_AT_CAP draws
-        # ago it was already the cap
-        earlier = attempt - WIDE_DRAWS_AT_CAP
-        narrow = earlier >= 0 and backoff_ceiling(limits, earlier) >= limits.backoff_cap
-        spread = CAP_JITTER if narrow else 0.5
-        delay = max(rng.uniform(ceiling * (1 - spread), ceiling), floor)
+        delay = _jittered(limits, attempt, rng)
     if webhooks_configured:
         delay = max(delay, limits.webhook_backstop_poll_seconds)
     return delay
+
+
+def retry_delay(
+    limits: Limits, attempt: int, retry_after: float | None, rng: random.Random
+) -> float:
+    """Seconds until a failed or uncertain call is made again (a create, cancel,
+    lookup or result fetch; not a status read).
+
+    The jittered backoff, or the provider's Retry-After. Neither the webhook
+    backstop nor a fixed poll interval applies: a delivery announces a job's
+    state, never that a call can be retried, so a retry with webhooks waited
+    `webhook_backstop_poll_seconds` (300 s) for nothing, an operation sitting
+    in `create_unknown` meanwhile.
+    """
+    if retry_after is not None:
+        return max(min(retry_after, MAX_HONOURED_DELAY), backoff_floor(limits))
+    return _jittered(limits, attempt, rng)
+
+
+def _jittered(limits: Limits, attempt: int, rng: random.Random) -> float:
+    """The backoff's draw for `attempt`: full jitter below the cap, narrower at it."""
+    ceiling = backoff_ceiling(limits, attempt)
+    # the ceiling never shrinks (backoff_factor >= 1): WIDE_DRAWS_AT_CAP draws
+    # ago it was already the cap
+    earlier = attempt - WIDE_DRAWS_AT_CAP
+    narrow = earlier >= 0 and backoff_ceiling(limits, earlier) >= limits.backoff_cap
+    spread = CAP_JITTER if narrow else 0.5
+    return max(rng.uniform(ceiling * (1 - spread), ceiling), backoff_floor(limits))

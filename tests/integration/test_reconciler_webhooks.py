@@ -116,3 +116,25 @@ async def test_a_webhook_naming_only_the_client_reference_triggers_the_final_rea
             (e["remote_job_id"], e["operation_ref"], e["client_reference"]) == (None, None, op_id)
             for e in events
         )
+
+
+async def test_a_lost_create_answer_is_resent_on_the_backoff_not_the_backstop(
+    pool: Any, tmp_path: Path
+) -> None:
+    """With webhooks configured every retry waited the status backstop (30 s in
+    this rig, 300 s by default): a delivery announces a job's state, never that
+    a create, cancel or fetch may be tried again."""
+    async with webhook_rig(pool, tmp_path) as r:
+        op_id = await r.submit("lost_create_response", duration=120.0)
+        started = time.monotonic()
+        assert await r.settle(op_id, {S.ACCEPTED, S.OBSERVING}, timeout=20) in {
+            S.ACCEPTED,
+            S.OBSERVING,
+        }
+        assert time.monotonic() - started < 20
+        history = await pool.fetch(
+            "SELECT to_state::text FROM history WHERE operation_id = $1 ORDER BY seq", op_id
+        )
+        assert "create_unknown" in [h[0] for h in history]  # the answer was lost, then resent
+        stats = await r.stats()
+        assert max(stats["creates_per_token"].values()) == 1  # the same token: one job

@@ -162,7 +162,7 @@ async def test_the_upgrade_waits_for_running_daemons_before_it_locks_a_row(
     url = with_database(pg_server.admin_url, name)
     daemon = await connect(url)
     try:
-        migrations = load_migrations()
+        migrations = [m for m in load_migrations() if m.version <= 29]  # later ones aside
         await apply_migrations(conn, [m for m in migrations if m.version < 29])
         ids = [await submit(conn, ref=f"upgrade-{i}") for i in range(3)]
         async with daemon.transaction():

@@ -119,6 +119,19 @@ async def test_check_reports_each_providers_guarantees_in_plain_words(
     assert SECRETS["OPENAI_API_KEY"] not in out
 
 
+async def test_check_of_one_provider_reports_that_one_only(
+    env: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write(tmp_path, CONFIG)
+    assert await cli_providers.cmd_check(ns(config=path, provider="transcripts")) == 0
+    out = capsys.readouterr().out
+    assert "valid, 1 provider(s)" in out
+    assert "transcripts (preset assemblyai)" in out
+    assert "openai (preset" not in out and "anthropic (preset" not in out
+    assert await cli_providers.cmd_check(ns(config=path, provider="nope")) == 1
+    assert "no provider 'nope' in the config" in capsys.readouterr().err
+
+
 async def test_check_says_which_create_refusals_are_taken_as_nothing_created(
     env: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

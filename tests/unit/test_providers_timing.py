@@ -9,7 +9,7 @@ import pytest
 
 from shared.providers import next_poll_delay, parse_retry_after
 from shared.providers.description import Limits
-from shared.providers.timing import backoff_ceiling
+from shared.providers.timing import backoff_ceiling, retry_delay
 
 NOW = datetime(2025, 1, 6, 12, 0, 0, tzinfo=UTC)
 LIMITS = Limits(
@@ -132,3 +132,28 @@ def test_webhooks_make_polling_a_slow_backstop() -> None:
     assert next_poll_delay(LIMITS, 0, None, 2.0, random.Random(1), True) == 300.0
     # ...but a longer Retry-After is still honoured.
     assert next_poll_delay(LIMITS, 0, 900.0, None, random.Random(1), True) == 900.0
+
+
+def test_a_retry_follows_the_backoff_whatever_the_webhooks_or_the_poll_interval() -> None:
+    """A retry is not a status read: neither the backstop nor a fixed poll interval."""
+    fixed = Limits(
+        backoff_base=2.0,
+        backoff_factor=2.0,
+        backoff_cap=60.0,
+        webhook_backstop_poll_seconds=300.0,
+        default_poll_after_seconds=120.0,
+    )
+    for attempt in range(12):
+        rng, same = random.Random(attempt), random.Random(attempt)
+        delay = retry_delay(fixed, attempt, None, rng)
+        assert fixed.backoff_base / 2 <= delay <= backoff_ceiling(fixed, attempt)
+        # the same draw as a status read of a provider with neither
+        assert delay == next_poll_delay(LIMITS, attempt, None, None, same, False)
+    assert next_poll_delay(fixed, 0, None, None, random.Random(0), True) == 300.0
+
+
+def test_a_retry_honours_retry_after_capped_to_a_day_and_floored() -> None:
+    rng = random.Random(1)
+    assert retry_delay(LIMITS, 0, 90.0, rng) == 90.0
+    assert retry_delay(LIMITS, 0, 0.0, rng) == LIMITS.backoff_base / 2
+    assert retry_delay(LIMITS, 0, 10**9, rng) == 86400.0
