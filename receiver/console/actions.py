@@ -131,6 +131,14 @@ async def resolve(
             f"{op.state.value} → {target.value} is not an operator move (it may have changed "
             f"state meanwhile); allowed from {op.state.value}: {names}."
         )
+    if decisions.needs_a_job_id(op, target):
+        # Adopting a job id found at the provider is final (the id is never
+        # replaced) and needs the provider's configuration: the CLI does it.
+        raise ActionRefused(
+            f"{operation_id} has no job on record to observe; nothing was done. If you found "
+            "the job in the provider's console, adopt it from the command line: jobwarden "
+            f'resolve {operation_id} --decision observing --job-id JOB --reason "...".'
+        )
     try:
         decided = await decisions.decide(
             conn,
@@ -152,10 +160,11 @@ async def reconcile(
     if op.state in TERMINAL:
         raise ActionRefused(f"{operation_id} is already {op.state.value}: nothing to reconcile.")
     target = resume_target(op)
-    if target is S.OBSERVING and op.remote_job_id is None and op.create_mode != "sync":
+    if target is not None and decisions.needs_a_job_id(op, target):
         names = ", ".join(s.value for s in operator_targets(op.state))
         raise ActionRefused(
-            f"{operation_id} has no remote job id to read; resolve it instead (allowed: {names})."
+            f"{operation_id} has no remote job id to read; resolve it instead (allowed: {names}),"
+            " or adopt a job found at the provider with jobwarden resolve --job-id."
         )
     try:
         if target is None:  # keep the state, read again (cancellation_unconfirmed, ...)

@@ -30,11 +30,11 @@ from reconciler.steps.collect import store_sync_result
 from shared import ledger
 from shared.db.queries import q
 from shared.ledger.errors import StaleTransition
+from shared.ledger.operations import unstorable_job_id
 from shared.ledger.states import STATE_SETS, Evidence, LocalState
 from shared.providers import CreateFact, HttpRequest, LookupFact, RequestBuildError
 from shared.providers.delivery import may_have_been_delivered
 from shared.providers.description import Idempotency
-from shared.text import scrub_text
 
 S = LocalState
 CROSS_CHECK = "cross_check"
@@ -532,7 +532,7 @@ async def _accept(
     """Record the job id (with the status read to send, and any cross-check to run next);
     `retry_after`: when the answer said to read it (no status read comes sooner,
     unless a cross-check follows: see `_first_read`)."""
-    unstorable = _unstorable(job_id)
+    unstorable = unstorable_job_id(job_id)
     if unstorable is not None:
         # Storing it altered would point every later call at the wrong job.
         return await _conflict(
@@ -598,19 +598,6 @@ def _first_read(
     if readable and not cross_check and step.op.state is S.ACCEPTED:
         return step.backoff(0, retry_after)
     return NOW
-
-
-# operations.remote_job_id CHECK: a job id is 1 to 500 characters.
-MAX_JOB_ID_LENGTH = 500
-
-
-def _unstorable(job_id: str) -> str | None:
-    """Why PostgreSQL could not hold `job_id` exactly, or None."""
-    if not 1 <= len(job_id) <= MAX_JOB_ID_LENGTH:
-        return f"{len(job_id)} characters; 1 to {MAX_JOB_ID_LENGTH} are storable"
-    if scrub_text(job_id) != job_id:
-        return "it contains NUL or an unpaired surrogate"
-    return None
 
 
 async def _conflict(step: Step, conn: Any, reason: str, job_ids: list[str]) -> Delay:

@@ -402,6 +402,20 @@ async def _decide(
             step, conn, deadline, f"the status read #{observation_id} still shows {shown!r}"
         )
     if fact.not_found:
+        adopted = await evidence.adopted_job_unseen(conn, step.op.operation_id)
+        if adopted is not None:
+            # No provider answer named this id: an operator typed it (decision
+            # #adopted). A read racing the job's creation is not the likely
+            # cause, a wrong id is; waiting for more misses (hours apart with
+            # webhooks) would hide it. The operator can `reconcile` to read again.
+            await step.move(
+                conn,
+                S.NEEDS_ATTENTION,
+                f"provider says job {step.op.remote_job_id} does not exist: the job id was "
+                f"adopted by an operator (decision #{adopted}) and no status read has ever "
+                "seen it; check the id (and the account or region) in the provider's console",
+            )
+            return None
         # In a row, this read included: counting every read since the create
         # (poll_attempts) sent a job read fine many times to a human on its
         # first transient 404.

@@ -37,7 +37,7 @@ from shared.db.queries import q
 from shared.db.runtime import migrated_connection
 from shared.ledger import RequestSpec, decisions, tokens
 from shared.ledger.decisions import operator_targets
-from shared.ledger.errors import LedgerError, RequestMismatch, UnknownOperation
+from shared.ledger.errors import AdoptionRefused, LedgerError, RequestMismatch, UnknownOperation
 from shared.ledger.states import TERMINAL, LocalState
 from shared.ledger.tokens import CALLER_NAME, Scope, mint_token
 
@@ -482,7 +482,51 @@ def _refused_by_db(exc: Exception) -> CommandError:
     return CommandError(f"the database refused the move ({detail})")
 
 
+async def _resume_extension(conn: Any, op: ledger.Operation, requested: float | None) -> float:
+    """How far to push the result deadline when observation resumes: as asked, else
+    DEFAULT_RESUME_EXTENSION_SECONDS once it has passed (the reconciler would time
+    the operation out again on its next sweep), else nothing (0)."""
+    if requested is not None:
+        return requested
+    if op.result_deadline <= await ledger.clock_now(conn):
+        return DEFAULT_RESUME_EXTENSION_SECONDS
+    return 0.0
+
+
+def _adopted_status_request(provider: str, job_id: str) -> dict[str, Any]:
+    """The status read a worker will send for `job_id`, as the create step records it
+    (`reconciler/steps/create.py` `_accept`): built by the provider's adapter."""
+    from shared.providers import ConfigError, RequestBuildError
+    from shared.providers.adapter import adapter_for
+    from shared.settings import load_settings
+
+    try:
+        desc = load_settings(credentials=False).providers.get(provider)
+    except ConfigError as exc:
+        raise CommandError(
+            f"cannot adopt a job id: the configuration does not load ({exc})",
+            hint="run this where the reconciler's configuration (JW_CONFIG) is readable",
+        ) from None
+    if desc is None:
+        raise CommandError(
+            f"cannot adopt a job id: provider {provider!r} is not in this configuration",
+            hint="run this where the reconciler's configuration (JW_CONFIG) is readable",
+        )
+    try:
+        status = adapter_for(desc).build_status(job_id)
+    except RequestBuildError as exc:
+        raise CommandError(
+            f"cannot adopt job {job_id!r}: no status read can be built ({exc})"
+        ) from None
+    return {
+        "method": status.method,
+        "url": status.sanitized_url(),
+        "headers": status.sanitized_headers(),
+    }
+
+
 async def cmd_resolve(args: argparse.Namespace) -> int:
+    job_id: str | None = args.job_id
     async with app_connection() as conn:
         op = await _load(conn, args.operation_id)
         allowed = operator_targets(op.state)
@@ -493,23 +537,64 @@ async def cmd_resolve(args: argparse.Namespace) -> int:
             raise CommandError(
                 f"unknown state {args.decision!r}; from {op.state.value}: {names}", USAGE
             ) from None
-        if target not in allowed:
+        if job_id is not None and target is not S.OBSERVING:
+            raise CommandError(
+                f"--job-id adopts a job found at the provider, and only --decision observing "
+                f"takes one (not {target.value}); nothing was changed",
+                USAGE,
+            )
+        if args.extend_deadline is not None and target is not S.OBSERVING:
+            raise CommandError(
+                "--extend-deadline applies only when observation resumes (--decision "
+                "observing); nothing was changed",
+                USAGE,
+            )
+        if job_id is not None:
+            refusal = decisions.adoption_refusal(op, job_id)
+            if refusal is not None:
+                raise CommandError(f"{refusal}; nothing was changed")
+        elif target not in allowed:
             raise CommandError(
                 f"{op.state.value} -> {target.value} is not an operator move; "
                 f"allowed from {op.state.value}: {names}",
                 USAGE,
             )
-        try:
-            decided = await decisions.decide(
-                conn,
-                op,
-                target,
-                actor=operator_actor(args),
-                reason=args.reason,
-                cancel_deadline_s=(
-                    _cancel_deadline(op.provider) if target is S.CANCEL_REQUESTED else None
+        elif decisions.needs_a_job_id(op, target):
+            raise CommandError(
+                f"{op.operation_id} has no remote job id on record: there is no job to observe",
+                hint=(
+                    "if you found the job at the provider, adopt it: jobwarden resolve "
+                    f"{op.operation_id} --decision observing --job-id JOB --reason ..."
                 ),
             )
+        extension = None
+        if target is S.OBSERVING:
+            extension = await _resume_extension(conn, op, args.extend_deadline) or None
+        try:
+            if job_id is not None:
+                decided = await decisions.adopt_job(
+                    conn,
+                    op,
+                    job_id,
+                    status_request=_adopted_status_request(op.provider, job_id),
+                    actor=operator_actor(args),
+                    reason=args.reason,
+                    extend_result_deadline_s=extension,
+                )
+            else:
+                decided = await decisions.decide(
+                    conn,
+                    op,
+                    target,
+                    actor=operator_actor(args),
+                    reason=args.reason,
+                    extend_result_deadline_s=extension,
+                    cancel_deadline_s=(
+                        _cancel_deadline(op.provider) if target is S.CANCEL_REQUESTED else None
+                    ),
+                )
+        except AdoptionRefused as exc:
+            raise CommandError(f"{exc}; nothing was changed") from None
         except (LedgerError, asyncpg.IntegrityConstraintViolationError) as exc:
             raise _refused_by_db(exc) from None
         decision_id = decided.decision_id
@@ -518,12 +603,25 @@ async def cmd_resolve(args: argparse.Namespace) -> int:
         "from": op.state.value,
         "to": target.value,
         "decision_id": decision_id,
+        "remote_job_id": job_id or op.remote_job_id,
+        "result_deadline": decided.result_deadline,
     }
     if args.json:
         print_json(result)
     else:
+        adopted = f"; job {job_id} adopted, the reconciler reads it now" if job_id else ""
+        extra = (
+            f"; result deadline now {_when(decided.result_deadline)}"
+            if decided.result_deadline
+            else ""
+        )
         _console().print(
-            f"{op.operation_id}: {op.state.value} → {target.value} (decision #{decision_id})"
+            Text(
+                printable(
+                    f"{op.operation_id}: {op.state.value} → {target.value} "
+                    f"(decision #{decision_id}){adopted}{extra}"
+                )
+            )
         )
     return 0
 
@@ -538,11 +636,12 @@ async def cmd_reconcile(args: argparse.Namespace) -> int:
                 f"{op.operation_id} is already {op.state.value}: nothing to reconcile"
             )
         target = _RESUME_TO.get(op.state)
-        if target is S.OBSERVING and op.remote_job_id is None and op.create_mode != "sync":
+        if target is not None and decisions.needs_a_job_id(op, target):
             raise CommandError(
                 f"{op.operation_id} has no remote job id to read; decide with "
                 f"`jobwarden resolve` (allowed: "
-                f"{', '.join(s.value for s in operator_targets(op.state))})"
+                f"{', '.join(s.value for s in operator_targets(op.state))}; to observe a job "
+                "found at the provider: --decision observing --job-id JOB)"
             )
         if args.extend_deadline is not None and target is not S.OBSERVING:
             # it was dropped without a word: the operation then timed out on schedule
@@ -563,9 +662,7 @@ async def cmd_reconcile(args: argparse.Namespace) -> int:
             else:
                 extension = None
                 if target is S.OBSERVING:
-                    extension = args.extend_deadline
-                    if extension is None and op.result_deadline <= await ledger.clock_now(conn):
-                        extension = DEFAULT_RESUME_EXTENSION_SECONDS
+                    extension = await _resume_extension(conn, op, args.extend_deadline) or None
                 decided = await decisions.decide(
                     conn, op, target, actor=actor, reason=reason, extend_result_deadline_s=extension
                 )
@@ -749,11 +846,38 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(handler=_guard(cmd_inbox))
 
     p = sub.add_parser(
-        "resolve", help="record a decision and move an operation where the machine allows"
+        "resolve",
+        help="record a decision and move an operation where the machine allows",
+        description=(
+            "Record a decision and move an operation where the state machine allows. "
+            "With --job-id, adopt a job found in the provider's console for an operation "
+            "with no job on record (needs_attention, create_unknown: a create whose answer "
+            "was lost at a provider that cannot deduplicate or look up): the job id is "
+            "recorded for good, webhooks already stored for it are attached, and the "
+            "reconciler reads it next; a provider answering that it does not know the job "
+            "sends the operation back to the inbox."
+        ),
     )
     p.add_argument("operation_id", metavar="ID")
     p.add_argument("--decision", required=True, metavar="STATE", help="target state")
     p.add_argument("--reason", required=True, help="why (at least 3 characters), recorded")
+    p.add_argument(
+        "--job-id",
+        metavar="JOB",
+        help=(
+            "with --decision observing: the provider's job id for an operation that has none "
+            "on record, exactly as the provider shows it (recorded for good, never replaced)"
+        ),
+    )
+    p.add_argument(
+        "--extend-deadline",
+        type=parse_duration,
+        metavar="DURATION",
+        help=(
+            "with --decision observing: push the result deadline this far from now "
+            "(default 1h if it has passed)"
+        ),
+    )
     _as_flag(p)
     json_flag(p)
     p.set_defaults(handler=_guard(cmd_resolve))

@@ -12,19 +12,22 @@ transaction as what it causes.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from shared.db.connect import Executor
 from shared.db.queries import q
-from shared.ledger.errors import StaleTransition
+from shared.ledger.errors import AdoptionRefused, StaleTransition
 from shared.ledger.operations import (
     DEFAULT_CANCEL_DEADLINE_S,
     Operation,
     ledger_errors,
+    record_remote_job,
     request_wake,
     transition,
+    unstorable_job_id,
 )
 from shared.ledger.states import EDGES, ESCALATED, Evidence, LocalState
 
@@ -134,6 +137,132 @@ async def decide(
         )
         await request_wake(conn, op.operation_id)
     return Decided(decision_id, deadline)
+
+
+# Where an operator may adopt a job id found at the provider: an operation
+# stopped for a human with no job on record (a create whose answer was lost at
+# a provider that cannot deduplicate or look up), or one whose create is still
+# uncertain (the adoption stops its create retries and lookups first).
+ADOPTABLE = (S.NEEDS_ATTENTION, S.CREATE_UNKNOWN)
+
+
+def job_id_problem(job_id: str) -> str | None:
+    """Why an operator's `job_id` cannot be adopted as typed, or None.
+
+    Besides what the column cannot hold exactly, an id with leading or
+    trailing whitespace is refused rather than trimmed: it is what a paste
+    picks up, and a job id is recorded exactly as given, for good.
+    """
+    problem = unstorable_job_id(job_id)
+    if problem is None and job_id != job_id.strip():
+        problem = "it begins or ends with whitespace; give the id exactly as the provider shows it"
+    return problem
+
+
+def adoption_refusal(op: Operation, job_id: str) -> str | None:
+    """Why `op` cannot adopt `job_id` (before anything is written), or None."""
+    problem = job_id_problem(job_id)
+    if problem is not None:
+        return f"job id {job_id!r} refused: {problem}"
+    if op.remote_job_id is not None:
+        return (
+            f"{op.operation_id} already has remote job id {op.remote_job_id!r} on record, "
+            "and a recorded job id is never replaced"
+        )
+    if op.state not in ADOPTABLE:
+        return (
+            f"{op.operation_id} is {op.state.value}: a job id is adopted only by an operation "
+            f"stopped with no job on record ({', '.join(s.value for s in ADOPTABLE)})"
+        )
+    return None
+
+
+async def adopt_job(
+    conn: Any,  # a connection: decision, job id, moves and wake-up share one transaction
+    op: Operation,
+    job_id: str,
+    *,
+    status_request: Mapping[str, Any] | None,
+    actor: str,
+    reason: str,
+    extend_result_deadline_s: float | None = None,
+) -> Decided:
+    """An operator's decision that `job_id`, found at the provider, is this operation's job.
+
+    In one transaction: the decision (naming the job id), the job id recorded
+    as the reconciler records one from a create answer (with the status read
+    a worker will send, and the webhook events already stored for that job
+    attached by the same trigger), and the move to `observing` citing the
+    decision, so the history row carries the job id. From `create_unknown`
+    the operation first stops (`needs_attention`), which ends its create
+    retries and lookups. The reconciler reads the job next: its answer
+    decides (running, finished, or not found: a human again, told that the
+    adopted id was not found). Raises AdoptionRefused, with nothing written,
+    for an id that cannot be adopted.
+    """
+    refusal = adoption_refusal(op, job_id)
+    if refusal is not None:
+        raise AdoptionRefused(refusal)
+    deadline = None
+    async with conn.transaction():
+        row = await conn.fetchrow(q("lock_for_adoption"), op.operation_id)
+        if row["state"] != op.state.value:
+            raise StaleTransition(
+                f"operation {op.operation_id} is {row['state']}, not {op.state.value} "
+                "(concurrent or stale decision)"
+            )
+        if row["remote_job_id"] is not None:
+            raise AdoptionRefused(
+                f"{op.operation_id} already has remote job id {row['remote_job_id']!r} on "
+                "record, and a recorded job id is never replaced"
+            )
+        if op.state is S.CREATE_UNKNOWN and row["leased"]:
+            raise AdoptionRefused(
+                f"a reconciler is working on {op.operation_id}'s uncertain create right now "
+                "(a retry or a lookup whose answer could name another job); try again in a "
+                "moment, or stop it first with --decision needs_attention"
+            )
+        if extend_result_deadline_s:
+            deadline = await conn.fetchval(
+                q("extend_result_deadline"), op.operation_id, extend_result_deadline_s
+            )
+        decision_id = await record_decision(
+            conn,
+            op.operation_id,
+            actor=actor,
+            decision=f"{op.state.value} -> {S.OBSERVING.value}, adopting job {job_id}",
+            reason=reason,
+        )
+        cause = f"operator decision #{decision_id}: adopting job {job_id} found at the provider"
+        if op.state is S.CREATE_UNKNOWN:
+            await transition(
+                conn,
+                op.operation_id,
+                S.CREATE_UNKNOWN,
+                S.NEEDS_ATTENTION,
+                actor=actor,
+                cause=f"{cause}; the uncertain create is settled by hand: {reason}",
+            )
+        await record_remote_job(
+            conn, op.operation_id, job_id, create_mode="async", status_request=status_request
+        )
+        await conn.fetchval(q("close_escalation"), op.operation_id, decision_id)
+        await transition(
+            conn,
+            op.operation_id,
+            S.NEEDS_ATTENTION,
+            S.OBSERVING,
+            actor=actor,
+            cause=f"{cause}: {reason}",
+            evidence=(Evidence.DECISION, decision_id),
+        )
+        await request_wake(conn, op.operation_id)
+    return Decided(decision_id, deadline)
+
+
+def needs_a_job_id(op: Operation, target: LocalState) -> bool:
+    """A move to `target` that would observe a job `op` does not have on record."""
+    return target is S.OBSERVING and op.remote_job_id is None and op.create_mode != "sync"
 
 
 async def request_read(

@@ -35,6 +35,10 @@ class ImmutableFact(LedgerError):
     """A recorded fact (intent, remote job id, result) cannot be rewritten."""
 
 
+class AdoptionRefused(LedgerError):
+    """An operator's job id was not adopted (nothing was written); the message says why."""
+
+
 class RequestMismatch(LedgerError):
     """A resubmission reused a client reference for a different request."""
 

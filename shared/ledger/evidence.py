@@ -423,6 +423,14 @@ async def record_status_read(
     return written[read.operation_id]
 
 
+async def adopted_job_unseen(db: Executor, operation_id: str) -> int | None:
+    """The decision by which an operator adopted the job id on record, while no
+    status read has ever seen that job; None for a job a provider's answer
+    named, or one a read has seen."""
+    decision_id = await db.fetchval(q("adopted_job_unseen"), operation_id)
+    return int(decision_id) if decision_id is not None else None
+
+
 async def status_misses_in_a_row(
     db: Executor, operation_id: str, not_found_statuses: Collection[int]
 ) -> int:

@@ -383,6 +383,23 @@ async def _fenced_update(db: Executor, query: str, operation_id: str, *args: Any
         raise LeaseLost(f"write to {operation_id} refused: lease lost or operation missing")
 
 
+# operations.remote_job_id CHECK: a job id is 1 to 500 characters.
+MAX_JOB_ID_LENGTH = 500
+
+
+def unstorable_job_id(job_id: str) -> str | None:
+    """Why PostgreSQL could not hold `job_id` exactly, or None.
+
+    A job id stored altered would point every later call at the wrong job:
+    whoever names one (a provider's answer, an operator) is refused instead.
+    """
+    if not 1 <= len(job_id) <= MAX_JOB_ID_LENGTH:
+        return f"{len(job_id)} characters; 1 to {MAX_JOB_ID_LENGTH} are storable"
+    if scrub_text(job_id) != job_id:
+        return "it contains NUL or an unpaired surrogate"
+    return None
+
+
 async def record_remote_job(
     db: Executor,
     operation_id: str,

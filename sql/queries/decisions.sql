@@ -75,3 +75,11 @@ RETURNING operation_id;
 -- deadlock, a traceback). The second now waits here, then reads the state the
 -- first left.
 SELECT state FROM operations WHERE operation_id = $1 FOR UPDATE;
+
+-- name: lock_for_adoption
+-- As lock_for_decision, for an operator adopting a job id found at the
+-- provider: also the job id on record (one is never replaced) and whether a
+-- reconciler holds the row's lease now (in create_unknown it may be sending
+-- a same-token retry or a lookup whose answer would contradict the adoption).
+SELECT state, remote_job_id, coalesce(lease_expires_at > jw_now(), false) AS leased
+FROM operations WHERE operation_id = $1 FOR UPDATE;

@@ -222,6 +222,20 @@ INSERT INTO result_item_failures (result_id, item_key, code, message)
 SELECT $1, k, c, m FROM unnest($2::text[], $3::text[], $4::text[]) AS f (k, c, m)
 ON CONFLICT DO NOTHING;
 
+-- name: adopted_job_unseen
+-- The decision by which an operator adopted operation $1's job id (the first
+-- history row carrying the id cites it: no provider answer of ours named the
+-- job), while no status read has ever seen that job (a 2xx); no row otherwise.
+SELECT first.evidence_id FROM (
+    SELECT h.evidence_kind, h.evidence_id FROM history h
+    WHERE h.operation_id = $1 AND h.remote_job_id IS NOT NULL
+    ORDER BY h.seq LIMIT 1
+) first
+WHERE first.evidence_kind = 'decision'
+  AND NOT EXISTS (SELECT 1 FROM provider_calls s
+                  WHERE s.operation_id = $1 AND s.call_kind = 'status'
+                    AND s.status_code BETWEEN 200 AND 299);
+
 -- name: status_misses_in_a_row
 -- How many of operation $1's status reads in a row, newest first, answered
 -- "no such job" (a status code in $2): those since its newest read that saw

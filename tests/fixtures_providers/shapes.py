@@ -390,6 +390,7 @@ class BulkQueryFixture:
         busy_results: int = 0,
         error_reads_after_done: int = 0,
         locator_loops: bool = False,
+        lose_first_create: bool = False,
     ) -> None:
         # every page names the same next page (a provider's paging bug)
         self.locator_loops = locator_loops
@@ -400,6 +401,8 @@ class BulkQueryFixture:
         # 200 with an error body naming no state (GraphQL's `errors`, a throttle)
         self.error_reads_after_done = error_reads_after_done
         self.error_reads_served = 0
+        # the first create makes its job, its answer never comes in time
+        self.lose_first_create = lose_first_create
         self.reads_to_finish = reads_to_finish
         self.page_size = page_size
         self.done_at_cancel = done_at_cancel
@@ -420,12 +423,21 @@ class BulkQueryFixture:
         )
 
     async def create(self, request: Request) -> Response:
+        self.registry.count("create")
         job = self.registry.add("query", await request.json(), dict(request.headers))
         job.extra["state"] = "UploadComplete"
+        if self.lose_first_create and self.registry.calls["create"] == 1:
+            await hang()
         return json_response({"id": job.job_id, "operation": "query", "state": "UploadComplete"})
 
     async def status(self, request: Request) -> Response:
-        job = self.registry.jobs[request.path_params["jid"]]
+        self.registry.count("status")
+        job = self.registry.jobs.get(request.path_params["jid"])
+        if job is None:  # Salesforce's answer for a job id it does not know
+            return json_response(
+                [{"errorCode": "NOT_FOUND", "message": "The requested resource does not exist"}],
+                404,
+            )
         if self.cancel_bodies and self.unreadable_after_cancel:
             self.unreadable_after_cancel -= 1
             if not self.unreadable_after_cancel:

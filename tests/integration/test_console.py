@@ -416,6 +416,22 @@ async def test_a_move_the_machine_forbids_is_a_clear_refusal_not_a_500(
     assert await db.fetchval("SELECT count(*) FROM decisions") == 0
 
 
+async def test_observing_with_no_job_on_record_points_to_the_cli_to_adopt_one(
+    receiver: Receiver, client: httpx.AsyncClient, operator: str, db: Any
+) -> None:
+    """Was "the ledger refused the move (constraint remote_states_have_job_id)"."""
+    op_id = await escalated(db, "a create with no answer and no way to look it up")
+    await signed_in(client, receiver, operator)
+    page = await client.get(receiver.url(f"/console/operations/{op_id}"))
+    refused = await client.post(
+        receiver.url(f"/console/operations/{op_id}/resolve"),
+        data={**action_form(page.text), "target": "observing", "reason": "found the job"},
+    )
+    assert refused.status_code == 409 and "has no job on record to observe" in refused.text
+    assert f"jobwarden resolve {op_id} --decision observing --job-id JOB" in refused.text
+    assert await db.fetchval("SELECT count(*) FROM decisions") == 0
+
+
 async def test_reconcile_now_resumes_observation_with_an_extended_deadline(
     receiver: Receiver, client: httpx.AsyncClient, operator: str, db: Any
 ) -> None:

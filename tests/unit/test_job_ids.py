@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from reconciler.steps.create import MAX_JOB_ID_LENGTH, _unstorable
+from shared.ledger.operations import MAX_JOB_ID_LENGTH
+from shared.ledger.operations import unstorable_job_id as _unstorable
 
 
 def test_an_ordinary_job_id_is_storable() -> None:
