@@ -138,27 +138,36 @@ def _made_nothing(step: Step, last: Any) -> bool:
     if last is None:
         return False
     refused = step.adapter.desc.create.not_created_statuses
-    return last["error_category"] in NEVER_LEFT or (
-        last["finished_at"] is not None and last["status_code"] in refused
+    return (
+        last["error_category"] in NEVER_LEFT
+        or (last["finished_at"] is not None and last["status_code"] in refused)
+        or _refused_by_code(step, last)
     )
+
+
+def _refused_by_code(step: Step, call: Any) -> bool:
+    """A create answered with an error code the provider documents as creating
+    nothing (`create.not_created_codes`), read again from its recorded answer
+    (an answer kept only in part proves nothing)."""
+    if not step.adapter.desc.create.not_created_codes or call["finished_at"] is None:
+        return False
+    fact = _recorded_fact(step, call)
+    return fact is not None and fact.kind == "not_created"
 
 
 async def _made_a_job_maybe(step: Step, conn: Any, before_call: int | None) -> bool:
     """Could a create of this operation before `before_call` (any, when None)
     have made a job? Every attempt could, unless the description names refusals
     that create nothing and each one was such a refusal (or never left)."""
-    refused = step.adapter.desc.create.not_created_statuses
-    if not refused:
+    spec = step.adapter.desc.create
+    if not spec.not_created_statuses and not spec.not_created_codes:
         return True  # no query on the usual path: the attempt count says it
-    return bool(
-        await conn.fetchval(
-            q("create_may_have_made_a_job"),
-            step.op.operation_id,
-            before_call,
-            list(NEVER_LEFT),
-            list(refused),
-        )
-    )
+    args = (step.op.operation_id, before_call, list(NEVER_LEFT), list(spec.not_created_statuses))
+    if not spec.not_created_codes:
+        return bool(await conn.fetchval(q("create_may_have_made_a_job"), *args))
+    # a refusal by code is in the answer's body: each remaining call is read again
+    calls = await conn.fetch(q("create_calls_not_refused"), *args)
+    return not all(_refused_by_code(step, call) for call in calls)
 
 
 async def _deadline_passed(step: Step, conn: Any) -> Delay:
@@ -183,8 +192,8 @@ async def _deadline_passed(step: Step, conn: Any) -> Delay:
     elif refused_only:
         reason = (
             f"create deadline passed: all {step.op.create_attempts} create attempt(s) were "
-            "refused with a status the provider documents as creating nothing "
-            "(create.not_created_statuses); no remote job exists"
+            "refused with a status or code the provider documents as creating nothing "
+            "(create.not_created_statuses, not_created_codes); no remote job exists"
         )
     else:
         reason = "create deadline passed without proof that a remote job exists or not" + (

@@ -891,6 +891,7 @@ def _create(table: _Table, status: StatusSpec, has_plugin: bool) -> CreateSpec:
         idempotency_format=table.choice("idempotency_format", TokenFormat, TokenFormat.TOKEN),
         min_result_deadline_seconds=table.int_or("min_result_deadline_seconds", 1),
         not_created_statuses=_not_created_statuses(table),
+        not_created_codes=_not_created_codes(table),
     )
     if spec.state is not None and not status.state_map:
         raise table.error("state", "needs status.state_map to be read")
@@ -911,6 +912,28 @@ def _not_created_statuses(table: _Table) -> frozenset[int]:
             "only 4xx/5xx codes can say that nothing was created",
         )
     return codes
+
+
+def _not_created_codes(table: _Table) -> tuple[tuple[ValuePath, frozenset[str]], ...]:
+    """`[create.not_created_codes]`: a path of the answer, and the error codes found
+    there that the provider documents as creating nothing."""
+    found = []
+    for text, codes in table.mapping("not_created_codes").items():
+        where = f"not_created_codes.{text}"
+        try:
+            path = parse_path(text)
+        except PathSyntaxError as exc:
+            raise table.error(where, f"bad path {exc}") from None
+        if path.source not in RESPONSE:
+            raise table.error(where, "reads the answer's body or a header only")
+        if (
+            not isinstance(codes, list)
+            or not codes
+            or not all(isinstance(c, str | int) and not isinstance(c, bool) for c in codes)
+        ):
+            raise table.error(where, "must be a non-empty list of codes (strings or integers)")
+        found.append((path, frozenset(str(c) for c in codes)))
+    return tuple(found)
 
 
 T = TypeVar("T")

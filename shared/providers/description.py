@@ -30,7 +30,10 @@ a list of paths; *template* = text with ``{placeholders}``)::
                error_message ("/error/message"),
                not_created_statuses ([]: 4xx/5xx codes the provider documents as "nothing
                  was created", e.g. [429]; such an answer is back-pressure: the create is
-                 sent again after Retry-After or the backoff, never looked up or escalated)
+                 sent again after Retry-After or the backoff, never looked up or escalated),
+               [not_created_codes] (path = [codes]: error codes documented as "nothing was
+                 created", read at that path of any answer without a job id, e.g.
+                 "/errors/0/extensions/code" = ["THROTTLED"]; the same back-pressure)
     [status]   method (GET), path (template: {job_id} / {+job_id}), use_status_url,
                state + [status.state_map] | done (AIP-151) + cancelled_error_codes ([1]),
                error, error_code, error_message, progress_completed, progress_total,
@@ -310,6 +313,11 @@ class CreateSpec:
     # the same create goes out again after its Retry-After (else the backoff).
     # Empty by default: a 429 or 5xx may follow work the provider started.
     not_created_statuses: frozenset[int] = frozenset()
+    # Error codes the provider documents as "nothing was created", each read at
+    # its own path of the answer, whatever its status (GraphQL answers 200 with
+    # `userErrors` OPERATION_IN_PROGRESS, or `errors` THROTTLED): the same
+    # back-pressure as not_created_statuses. Pairs (path, codes as text).
+    not_created_codes: tuple[tuple[ValuePath, frozenset[str]], ...] = ()
     # The smallest `{result_deadline_seconds}` a create sends: a provider that
     # stops the job at that deadline may refuse a shorter one (Replicate's
     # Cancel-After: 5 s). Never less than 1: a deadline of 0 means "now" or "none".

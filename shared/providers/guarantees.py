@@ -46,15 +46,18 @@ def _at_most_once(desc: ProviderDescription) -> Guarantee:
 def _not_created_note(desc: ProviderDescription) -> str:
     """What `create.not_created_statuses` changes, said where an operator weighs
     duplicates: such a refusal is resent, so the claim must come from the docs."""
-    codes = sorted(desc.create.not_created_statuses)
-    if not codes:
+    spec = desc.create
+    listed = [f"HTTP {code}" for code in sorted(spec.not_created_statuses)]
+    listed += [
+        f"{'/'.join(sorted(codes))} at {path.text}" for path, codes in spec.not_created_codes
+    ]
+    if not listed:
         return ""
-    listed = ", ".join(f"HTTP {code}" for code in codes)
     return (
-        f"; {listed} to a create is taken as 'nothing was created' "
-        "(create.not_created_statuses): the create is sent again after its Retry-After "
-        "or the backoff, with no lookup and no escalation, so the provider's docs must "
-        "say that answer creates nothing"
+        f"; {', '.join(listed)} to a create is taken as 'nothing was created' "
+        "(create.not_created_statuses, not_created_codes): the create is sent again after "
+        "its Retry-After or the backoff, with no lookup and no escalation, so the provider's "
+        "docs must say that answer creates nothing"
     )
 
 

@@ -35,6 +35,7 @@ from typing import Any
 from shared.jsonread import NOT_JSON
 from shared.ledger.states import RemoteState
 from shared.providers.description import (
+    CreateSpec,
     Idempotency,
     LastPage,
     LookupKind,
@@ -150,6 +151,9 @@ def parse_create(
             error=error or _body_snippet(resp),
             **{**common, "back_pressure": True},
         )
+    said = _not_created_code(spec, body, resp)
+    if said is not None:
+        return _not_created_by_code(code, said, error or _body_snippet(resp), common)
     if code in AMBIGUOUS_CLIENT_STATUSES or code >= 500:
         return CreateFact(
             "ambiguous", reason=f"HTTP {code}: the job may exist", error=error, **common
@@ -235,8 +239,12 @@ def _parse_create_success(
         where = spec.job_id.text if spec.job_id else "the response"
         # A 2xx that carries an error instead of a job (GraphQL's `userErrors`,
         # a throttle in `errors`): still ambiguous, never "rejected" on a 2xx,
-        # but the error goes on record where an operator reads why.
+        # unless the description names its code as creating nothing; the error
+        # goes on record where an operator reads why.
         error = error_info(body, None, spec.error_code, spec.error_message, resp.headers)
+        said = _not_created_code(spec, body, resp)
+        if said is not None:
+            return _not_created_by_code(code, said, error, common)
         said = f": {error.code or error.message}" if error and (error.code or error.message) else ""
         return CreateFact(
             "ambiguous",
@@ -246,6 +254,26 @@ def _parse_create_success(
             **common,
         )
     return CreateFact("accepted", reason=f"HTTP {code} with job id", **known, **common)
+
+
+def _not_created_code(spec: CreateSpec, body: Any, resp: HttpResponse) -> str | None:
+    """`path = code` when the answer carries a code `create.not_created_codes` lists."""
+    for path, codes in spec.not_created_codes:
+        found = as_code(extract(path, body, resp.headers))
+        if found is not None and found in codes:
+            return f"{path.text} = {found}"
+    return None
+
+
+def _not_created_by_code(
+    code: int, said: str, error: ErrorInfo | None, common: dict[str, Any]
+) -> CreateFact:
+    return CreateFact(
+        "not_created",
+        reason=f"HTTP {code}, {said}: nothing created (create.not_created_codes)",
+        error=error or ErrorInfo(code=clip(said.rpartition(" = ")[2]), message=None),
+        **{**common, "back_pressure": True},
+    )
 
 
 def _body_snippet(resp: HttpResponse) -> ErrorInfo | None:

@@ -237,6 +237,18 @@ SELECT EXISTS (
       AND NOT (finished_at IS NOT NULL AND coalesce(status_code = ANY ($4::integer[]), false))
 );
 
+-- name: create_calls_not_refused
+-- Operation $1's create calls (before call $2; any when $2 is NULL) that
+-- create_may_have_made_a_job cannot exclude by their error category ($3) or
+-- status ($4): their recorded answers are read again for an error code the
+-- provider documents as creating nothing (create.not_created_codes).
+SELECT * FROM provider_calls
+WHERE operation_id = $1 AND call_kind = 'create'
+  AND ($2::bigint IS NULL OR call_id < $2)
+  AND NOT coalesce(error_category = ANY ($3::text[]), false)
+  AND NOT (finished_at IS NOT NULL AND coalesce(status_code = ANY ($4::integer[]), false))
+ORDER BY call_id;
+
 -- name: latest_poll_call
 -- The newest status read that said where the job is: a 2xx, or one of the
 -- codes $2 the provider's description maps to a state (a 303 at completion).

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -41,6 +42,14 @@ RUNWAY: dict[str, Any] = deep_merge(
     runway_tasks(read_first=False), {"create": {"error_message": "/error"}}
 )
 NOT_CREATED: dict[str, Any] = {"create": {"not_created_statuses": [429]}}
+# The same refusal as a GraphQL API words it: HTTP 200, the code in `errors`
+# (Shopify's THROTTLED, its OPERATION_IN_PROGRESS in `userErrors`).
+GRAPHQL_THROTTLED = {"data": {"create": None}, "errors": [{"extensions": {"code": "THROTTLED"}}]}
+NOT_CREATED_CODES: dict[str, Any] = {
+    "create": {"not_created_codes": {"/errors/0/extensions/code": ["THROTTLED"]}}
+}
+# How the provider says "throttled, nothing created", and the key that says so.
+REFUSALS = {"http_429": NOT_CREATED, "graphql_200": NOT_CREATED_CODES}
 # A lookup by our reference, for the case that must not use it.
 WITH_LOOKUP: dict[str, Any] = {
     "create": {"client_reference_field": "metadata.reference"},
@@ -62,6 +71,8 @@ class Runway:
     throttled: int = 0
     retry_after: str | None = None
     refuse: bool = False
+    # "http_429", or "graphql_200": the refusal a 200 whose `errors` name THROTTLED
+    refusal: str = "http_429"
     creates: int = 0
     lookups: int = 0
     jobs: list[str] = field(default_factory=list)
@@ -71,6 +82,8 @@ class Runway:
             self.creates += 1
             if self.creates <= self.throttled:
                 headers = {"Retry-After": self.retry_after} if self.retry_after else {}
+                if self.refusal == "graphql_200":
+                    return JSONResponse(GRAPHQL_THROTTLED, headers=headers)
                 return JSONResponse(THROTTLED, status_code=429, headers=headers)
             if self.refuse:
                 return JSONResponse({"error": "promptImage: not a URL"}, status_code=400)
@@ -117,11 +130,12 @@ async def create_codes(r: PresetRig, op_id: str) -> list[int | None]:
     return [c["status_code"] for c in await r.calls(op_id, "create")]
 
 
+@pytest.mark.parametrize("refusal", sorted(REFUSALS))
 async def test_a_429_that_created_nothing_is_sent_again_and_the_job_runs_once(
-    pool: Any, tmp_path: Path
+    pool: Any, tmp_path: Path, refusal: str
 ) -> None:
-    fx = Runway(throttled=1)
-    async with runway(pool, tmp_path, fx, NOT_CREATED) as r:
+    fx = Runway(throttled=1, refusal=refusal)
+    async with runway(pool, tmp_path, fx, REFUSALS[refusal]) as r:
         op_id = await r.submit({"promptImage": "https://x.example/a.png"})
         assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
         history = await r.history(op_id)
@@ -132,8 +146,9 @@ async def test_a_429_that_created_nothing_is_sent_again_and_the_job_runs_once(
         assert (op.remote_job_id, op.create_attempts) == ("task_1", 2)
         # the 429 is on record like any call: its answer, the provider's words
         throttled, taken = await r.calls(op_id, "create")
-        assert (throttled["status_code"], taken["status_code"]) == (429, 202)
-        assert throttled["attempt"] == 1 and "exceeded the rate limit" in throttled["response_body"]
+        said = {"http_429": (429, "exceeded the rate limit"), "graphql_200": (200, "THROTTLED")}
+        assert (throttled["status_code"], taken["status_code"]) == (said[refusal][0], 202)
+        assert throttled["attempt"] == 1 and said[refusal][1] in throttled["response_body"]
         assert throttled["idempotency_token"] == taken["idempotency_token"]
 
 
@@ -157,36 +172,39 @@ async def test_the_resend_waits_for_the_429s_retry_after(
         assert (taken["started_at"] - throttled["finished_at"]).total_seconds() >= 7.0
 
 
+@pytest.mark.parametrize("refusal", sorted(REFUSALS))
 async def test_without_the_key_a_429_is_still_ambiguous_and_goes_to_a_human(
-    pool: Any, tmp_path: Path
+    pool: Any, tmp_path: Path, refusal: str
 ) -> None:
-    fx = Runway(throttled=1)
+    fx = Runway(throttled=1, refusal=refusal)
     async with runway(pool, tmp_path, fx) as r:
         op_id = await r.submit({"promptImage": "https://x.example/a.png"})
         assert await r.settle(op_id, ENDS) is S.NEEDS_ATTENTION
         assert await r.history(op_id) == ["create_pending", "create_unknown", "needs_attention"]
         assert "cannot deduplicate creates" in (await r.escalation(op_id))["reason"]
-        assert fx.creates == 1 and await create_codes(r, op_id) == [429]
+        assert fx.creates == 1 and len(await create_codes(r, op_id)) == 1
 
 
+@pytest.mark.parametrize("refusal", sorted(REFUSALS))
 async def test_a_refusal_after_a_429_that_created_nothing_fails_the_operation(
-    pool: Any, tmp_path: Path
+    pool: Any, tmp_path: Path, refusal: str
 ) -> None:
     """No earlier attempt can have made a job, so a 400 is the final word (before,
     any retried create that was refused went to a human)."""
-    fx = Runway(throttled=1, refuse=True)
-    async with runway(pool, tmp_path, fx, NOT_CREATED) as r:
+    fx = Runway(throttled=1, refuse=True, refusal=refusal)
+    async with runway(pool, tmp_path, fx, REFUSALS[refusal]) as r:
         op_id = await r.submit({"promptImage": "not a url"})
         assert await r.settle(op_id, ENDS) is S.FAILED
         assert await r.history(op_id) == ["create_pending", "failed"]
-        assert await create_codes(r, op_id) == [429, 400]
+        assert (await create_codes(r, op_id))[1:] == [400]
 
 
+@pytest.mark.parametrize("refusal", sorted(REFUSALS))
 async def test_rate_limited_past_the_create_deadline_asks_a_human_without_a_lookup(
-    pool: Any, tmp_path: Path, clock: TestClock
+    pool: Any, tmp_path: Path, clock: TestClock, refusal: str
 ) -> None:
-    fx = Runway(throttled=1000, retry_after="7")
-    async with runway(pool, tmp_path, fx, NOT_CREATED, WITH_LOOKUP, clock=clock) as r:
+    fx = Runway(throttled=1000, retry_after="7", refusal=refusal)
+    async with runway(pool, tmp_path, fx, REFUSALS[refusal], WITH_LOOKUP, clock=clock) as r:
         op_id = await r.submit({"promptImage": "https://x.example/a.png"}, create_deadline_s=20)
         for _ in range(5):
             await r.reconciler.run_once()

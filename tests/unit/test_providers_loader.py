@@ -520,6 +520,28 @@ def test_not_created_statuses_are_error_codes_only_and_none_by_default() -> None
         assert message.startswith("config.toml: providers.acme.create.not_created_statuses:"), codes
 
 
+def test_not_created_codes_name_a_path_and_its_codes() -> None:
+    assert load(acme()).create.not_created_codes == ()
+    codes = {"/errors/0/extensions/code": ["THROTTLED", 42], "header:X-Error": ["busy"]}
+    found = dict(load(acme(create={"not_created_codes": codes})).create.not_created_codes)
+    assert {path.text: value for path, value in found.items()} == {
+        "/errors/0/extensions/code": {"THROTTLED", "42"},
+        "header:X-Error": {"busy"},
+    }
+    refused: list[Any] = [
+        {"/e": []},
+        {"/e": "THROTTLED"},
+        {"/e": [True]},
+        {"/e": [1.5]},
+        {"query:x": ["a"]},
+        {"nope:x": ["a"]},
+        ["THROTTLED"],
+    ]
+    for bad in refused:
+        message = config_error(acme(create={"not_created_codes": bad}))
+        assert message.startswith("config.toml: providers.acme.create.not_created_codes"), bad
+
+
 def test_a_content_type_other_than_json_is_refused() -> None:
     """The body is JSON whatever the header says: a form type would lie about it."""
     form = "application/x-www-form-urlencoded"
