@@ -49,9 +49,7 @@ RefusalReason = Literal[
     "bad_signature",  # 401
     "stale_timestamp",  # 401
     "future_timestamp",  # 401
-    # an authentic body we cannot read
-    "malformed_json",  # 400
-    "not_an_object",  # 400
+    "body_timeout",  # 408: the body was not complete within body_timeout
     # our side: configuration, plugins, the database
     "no_secret",  # 500: the provider has no usable secret
     "bad_options",  # 500: the verifier's options (or a verifier plugin) failed

@@ -11,15 +11,14 @@ MAX_FAST_BRACKETS opening brackets, and any body orjson refuses, is read by
 differently. The webhook receiver and the reconciler's provider answers
 both read this way.
 
-For what the standard library refuses yet is JSON, the receiver has two
-more readers here: `int_or_long` (an integer longer than `int()` reads, as a
-`LongInt`) and `top_level` (a text nested deeper than `json.loads` recurses).
+For what the standard library refuses yet is JSON, the receiver has one
+more reader here: `int_or_long` (an integer longer than `int()` reads, as a
+`LongInt`).
 """
 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable
 from typing import Any
 
@@ -96,79 +95,3 @@ def int_or_long(literal: str) -> int | float:
         return int(literal)
     except ValueError:  # more digits than int() reads
         return LongInt(literal)
-
-
-# One JSON token after optional whitespace, for `top_level` (RFC 8259, as
-# `json.loads` reads it: ASCII digits, no control character inside a string,
-# and no NaN or Infinity, which the receiver refuses).
-_TOKEN = re.compile(
-    r"""[ \t\n\r]*(?:
-        (?P<open>[\[{])
-      | (?P<close>[\]}])
-      | (?P<comma>,)
-      | (?P<colon>:)
-      | (?P<string>"(?:[^"\\\x00-\x1f]++|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*+")
-      | (?P<scalar>-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?|true|false|null)
-    )""",
-    re.VERBOSE,
-)
-_TRAILING_SPACE = re.compile(r"[ \t\n\r]*")
-
-
-def top_level(body: bytes) -> str | None:
-    """What the one JSON text `body` holds ("object", "array" or "scalar"), however
-    deeply nested; None when `body` is not JSON.
-
-    For a body `json.loads` gave up on with RecursionError: its recursive
-    reader stops near a thousand levels, though the text may be JSON all the
-    same. This reads without recursion (an explicit stack of open brackets),
-    checking syntax only; it builds nothing, so any depth costs one pass.
-    """
-    try:
-        text = body.decode(json.detect_encoding(body), "surrogatepass")
-    except UnicodeDecodeError:
-        return None
-    first = _TOKEN.match(text)
-    if first is None or not _scan(text):
-        return None
-    opened = first.group("open")
-    return "scalar" if opened is None else "object" if opened == "{" else "array"
-
-
-def _scan(text: str) -> bool:
-    """Whether `text` is one JSON text: the grammar of `top_level`, token by token."""
-    stack: list[str] = []  # the open brackets: "[" or "{"
-    # what may come next: value | first (a value or "]") | key (or "}") |
-    # key_only (after a comma in an object) | colon | after (a value: "," or a close)
-    expect = "value"
-    position = 0
-    while True:
-        found = _TOKEN.match(text, position)
-        if found is None:
-            break
-        position = found.end()
-        kind = found.lastgroup
-        lexeme = found.group(kind) if kind else ""
-        if kind == "open" and expect in ("value", "first"):
-            stack.append(lexeme)
-            expect = "first" if lexeme == "[" else "key"
-        elif kind == "close" and (
-            (lexeme == "]" and stack[-1:] == ["["] and expect in ("after", "first"))
-            or (lexeme == "}" and stack[-1:] == ["{"] and expect in ("after", "key"))
-        ):
-            stack.pop()
-            expect = "after"
-        elif kind == "string" and expect in ("key", "key_only"):
-            expect = "colon"
-        elif kind in ("string", "scalar") and expect in ("value", "first"):
-            expect = "after"
-        elif kind == "colon" and expect == "colon":
-            expect = "value"
-        elif kind == "comma" and expect == "after" and stack:
-            expect = "value" if stack[-1] == "[" else "key_only"
-        else:
-            return False
-        if not stack and expect == "after":
-            break
-    end = _TRAILING_SPACE.match(text, position)
-    return expect == "after" and not stack and end is not None and end.end() == len(text)

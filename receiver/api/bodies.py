@@ -10,6 +10,7 @@ purpose: an unknown key is refused rather than ignored, so an agent's typo
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import re
@@ -69,8 +70,9 @@ def declared_length(request: Request) -> int | None:
     return int(declared)
 
 
-async def read_json(request: Request, limit: int) -> Any:
-    """The JSON body, refusing more than `limit` bytes before reading them all.
+async def read_json(request: Request, limit: int, within_seconds: float) -> Any:
+    """The JSON body, refusing more than `limit` bytes before reading them all,
+    and a body not complete within `within_seconds` (408).
 
     The parsed value is checked whole (`check_json`) before any handler sees
     it, so no string PostgreSQL cannot store and no number it cannot hold gets
@@ -79,6 +81,19 @@ async def read_json(request: Request, limit: int) -> Any:
     declared = declared_length(request)
     if declared is not None and declared > limit:
         raise invalid(f"body larger than {limit} bytes", status=413)
+    try:
+        async with asyncio.timeout(within_seconds):
+            raw = await _read_capped(request, limit)
+    except TimeoutError:
+        raise invalid(f"body not complete within {within_seconds:g} s", status=408) from None
+    if not raw.strip():
+        return {}
+    value = parse_json(raw)
+    check_json(value)
+    return value
+
+
+async def _read_capped(request: Request, limit: int) -> bytes:
     chunks: list[bytes] = []
     size = 0
     async for chunk in request.stream():
@@ -86,12 +101,7 @@ async def read_json(request: Request, limit: int) -> Any:
         if size > limit:
             raise invalid(f"body larger than {limit} bytes", status=413)
         chunks.append(chunk)
-    raw = b"".join(chunks)
-    if not raw.strip():
-        return {}
-    value = parse_json(raw)
-    check_json(value)
-    return value
+    return b"".join(chunks)
 
 
 def _refuse_constant(name: str) -> Any:

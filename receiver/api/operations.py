@@ -272,6 +272,11 @@ class OperationsApi:
         finally:
             await pooled.release(self.pool, conn)
 
+    async def _body(self, request: Request) -> Any:
+        return await bodies.read_json(
+            request, self.settings.max_body_bytes, self.settings.body_timeout
+        )
+
     async def migrations_pending(self) -> bool:
         """Is the schema behind this code? False when that cannot be told (then a
         refused statement stays a 500: nothing says it is the upgrade window)."""
@@ -301,7 +306,7 @@ class OperationsApi:
     async def submit(self, request: Request) -> Response:
         started = spans.clock()  # 0 unless tracing is on
         caller = await self.caller(request)
-        raw = await bodies.read_json(request, self.settings.max_body_bytes)
+        raw = await self._body(request)
         spec = bodies.parse_submit(raw, self.settings.providers)
         desc = self.settings.providers[spec.provider]
         # One transaction: a read failing after the insert undoes it, so a 503
@@ -472,7 +477,7 @@ class OperationsApi:
     async def cancel(self, request: Request) -> Response:
         operation_id = _operation_id(request)
         caller = await self.caller(request)
-        reason = bodies.parse_cancel(await bodies.read_json(request, self.settings.max_body_bytes))
+        reason = bodies.parse_cancel(await self._body(request))
         async with self.connection() as conn:
             row = await self.visible(conn, operation_id, caller)
             deadline = self.settings.cancel_deadline_for(row["provider"])
@@ -508,7 +513,7 @@ class OperationsApi:
     async def claim(self, request: Request) -> Response:
         operation_id = _operation_id(request)
         caller = await self.caller(request)
-        body = bodies.parse_claim(await bodies.read_json(request, self.settings.max_body_bytes))
+        body = bodies.parse_claim(await self._body(request))
         consumer = body.consumer
         # One transaction: a read failing after the claim undoes it, so a 503
         # never hides a claim that was made (a lost COMMIT answer is what the

@@ -104,6 +104,7 @@ body.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import logging
@@ -281,6 +282,7 @@ class WebhookEndpoint:
         max_body_bytes: int,
         now: Callable[[], float],
         public_url: str = "",
+        body_timeout: float = 30.0,
     ) -> None:
         self._providers = {
             name: _provider(name, desc.webhooks, adapter_for(desc))
@@ -297,6 +299,7 @@ class WebhookEndpoint:
         self._metrics = metrics
         self._refusals = refusals
         self._max_body_bytes = max_body_bytes
+        self._body_timeout = body_timeout
         self._now = now
         self._public_url = public_url
         # One bucket per reason, created on first use (at most one per
@@ -330,8 +333,8 @@ class WebhookEndpoint:
         verified = self._verify(provider, headers, body, scope)
         self._metrics.verified(provider.name)
         document = _parse_json(body)
-        if document is None:  # JSON nested deeper than it can be read here
-            event = _too_deep_event(provider, verified, body)
+        if document is None:  # authentic, but no JSON object this endpoint can read
+            event = _unread_event(provider, verified, body)
         else:
             event = self._event(provider, verified, headers, scope, body, document)
         try:
@@ -371,7 +374,12 @@ class WebhookEndpoint:
             headers = Headers(scope=scope)
             if not _is_json(headers.get("content-type")):
                 raise _Refusal(415, "unsupported_media_type", b'{"error":"unsupported_media_type"}')
-            return provider, headers, await _read_capped(headers, receive, self._max_body_bytes)
+            try:
+                async with asyncio.timeout(self._body_timeout):
+                    body = await _read_capped(headers, receive, self._max_body_bytes)
+            except TimeoutError:
+                raise _Refusal(408, "body_timeout", b'{"error":"timeout"}') from None
+            return provider, headers, body
         except _Refusal as refusal:
             refusal.close = True
             raise
@@ -647,16 +655,16 @@ def _reject_constant(name: str) -> NoReturn:
 
 
 def _parse_json(body: bytes) -> dict[str, Any] | None:
-    """The body as a JSON object, None for one too deep to read; anything else is a 400.
+    """The body as a JSON object; None for one that is not a JSON object this
+    endpoint can read (nested too deep, an array or a scalar, not JSON, not UTF-8).
 
     Read as `json.loads` reads it, NaN and Infinity refused (RFC 8259), by
-    orjson where that reads it the same (`shared.jsonread`). A 400 for a JSON
-    body would lose the event (no provider retries one, and the sender is
-    authentic), so a body that fails that reading is read again with
-    integers too long for `int()` as `jsonread.LongInt`; and one that still
-    fails for its depth alone (RecursionError, near a thousand levels) is
-    checked without recursion (`_require_deep_object`). Only refused bodies
-    pay for these.
+    orjson where that reads it the same (`shared.jsonread`); a body that
+    fails that reading is read again with integers too long for `int()` as
+    `jsonread.LongInt`. Only such bodies pay for the second reading. None is
+    never a refusal: the body is authentic (its signature checked), and a 400
+    would lose it, no provider resending one (SendGrid posts an array of
+    events, a sender may have a bug): it is stored as it came (`_unread_event`).
     """
     try:
         document = jsonread.loads(body, _reject_constant)
@@ -665,39 +673,19 @@ def _parse_json(body: bytes) -> dict[str, Any] | None:
             document = json.loads(
                 body, parse_constant=_reject_constant, parse_int=jsonread.int_or_long
             )
-        except RecursionError:
-            _require_deep_object(body)
+        except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
             return None
-        except ValueError:
-            raise _Refusal(400, "malformed_json", b'{"error":"malformed_json"}') from None
-    if not isinstance(document, dict):
-        raise _Refusal(400, "not_an_object", b'{"error":"malformed_json"}')
-    return document
+    return document if isinstance(document, dict) else None
 
 
-def _require_deep_object(body: bytes) -> None:
-    """Refuse (400, as `_parse_json` does) a body too deep for `json.loads` unless
-    it is a JSON object.
-
-    Python's reader gives up on the depth, not on the text: a body that is
-    JSON all the same is an authentic event, to be stored (`_too_deep_event`).
-    A text that is not JSON, or not an object, is refused as any other.
-    """
-    kind = jsonread.top_level(body)
-    if kind is None:
-        raise _Refusal(400, "malformed_json", b'{"error":"malformed_json"}')
-    if kind != "object":
-        raise _Refusal(400, "not_an_object", b'{"error":"malformed_json"}')
-
-
-def _too_deep_event(provider: _Provider, verified: Verified, body: bytes) -> Event:
-    """An authentic JSON object too deep to read here, stored matched to nothing.
+def _unread_event(provider: _Provider, verified: Verified, body: bytes) -> Event:
+    """An authentic body that is no JSON object readable here, stored matched to nothing.
 
     Nothing in it is read: no reference (so no match, and no plugin is asked,
     as it would read the same body), its dedupe key the scheme's signed id or
     else the body's hash (`dedupe_id` finds no id in an empty document), so a
-    redelivery is a duplicate. Its payload is the body exactly, in base64:
-    jsonb may refuse that depth too.
+    redelivery is a duplicate. Its payload is the body exactly, in base64
+    (jsonb may refuse it). Operators find it among the unmatched events.
     """
     event_id = dedupe_id(provider.spec, verified, {}, body)
     return _stored(provider, verified, event_id, None, unstorable_payload(body))

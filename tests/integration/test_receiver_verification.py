@@ -7,6 +7,7 @@ by reason, and leaves no row behind.
 from __future__ import annotations
 
 import asyncio
+import base64
 import hashlib
 import hmac
 import json
@@ -319,31 +320,50 @@ async def test_json_media_types_with_parameters_are_accepted(db: Any, pool: Any)
     assert (first.status_code, second.status_code) == (200, 200)
 
 
-async def test_malformed_json_after_a_valid_signature_is_400(db: Any, pool: Any) -> None:
-    body = b'{"job_id": "job_1", "state": '
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"job_id": "job_1", "state": ',  # cut short
+        b'["job_1", "succeeded"]',  # an array: SendGrid's event webhook posts one
+        b'{"job_id": "caf\xe9"}',  # latin-1, not UTF-8
+    ],
+)
+async def test_an_authentic_body_that_is_no_json_object_is_stored_unread(
+    db: Any, pool: Any, body: bytes
+) -> None:
+    """It was answered 400 and lost (no provider resends a 400): now it is kept,
+    as it came, matched to nothing, and its redelivery is a duplicate."""
     async with running_receiver(pool) as rx:
-        resp = await rx.post(body, standard_headers(body))
-        assert resp.status_code == 400 and resp.json() == {"error": "malformed_json"}
-        assert rx.metric("jobwarden_webhook_events_verified_total", {"provider": PROVIDER}) == 1
-        labels = {"provider": PROVIDER, "reason": "malformed_json"}
-        assert rx.metric("jobwarden_webhook_events_rejected_total", labels) == 1
-    assert await stored_events(db) == []
+        first = await rx.post(body, standard_headers(body, "evt_unread"))
+        again = await rx.post(body, standard_headers(body, "evt_unread"))
+        assert rx.metric("jobwarden_webhook_events_verified_total", {"provider": PROVIDER}) == 2
+    assert (first.status_code, first.json()) == (200, {"status": "stored", "matched": False})
+    assert (again.status_code, again.json()) == (200, {"status": "duplicate"})
+    [event] = await stored_events(db)
+    assert (event["event_id"], event["operation_id"], event["remote_job_id"]) == (
+        "evt_unread",
+        None,
+        None,
+    )
+    assert _kept_body(event["payload"]) == body
 
 
-async def test_json_that_is_not_an_object_is_400(db: Any, pool: Any) -> None:
-    body = b'["job_1", "succeeded"]'
-    async with running_receiver(pool) as rx:
-        resp = await rx.post(body, standard_headers(body))
-    assert resp.status_code == 400
-    assert await stored_events(db) == []
-
-
-async def test_nan_is_not_json(db: Any, pool: Any) -> None:
+async def test_nan_is_not_json_and_names_nothing(db: Any, pool: Any) -> None:
+    """Read as JSON it would claim job_1 succeeded: NaN is not JSON (RFC 8259), so
+    nothing in it is read; the authentic body is kept, matched to nothing."""
     body = b'{"job_id": "job_1", "state": "succeeded", "progress": NaN}'
     async with running_receiver(pool) as rx:
         resp = await rx.post(body, standard_headers(body))
-    assert resp.status_code == 400
-    assert await stored_events(db) == []
+    assert (resp.status_code, resp.json()) == (200, {"status": "stored", "matched": False})
+    [event] = await stored_events(db)
+    assert (event["remote_job_id"], event["remote_state"]) == (None, None)
+    assert _kept_body(event["payload"]) == body
+
+
+def _kept_body(payload: Any) -> bytes:
+    """The body an unread event keeps, as it came (base64 in the payload)."""
+    kept = json.loads(payload) if isinstance(payload, str) else payload
+    return base64.b64decode(kept["body_base64"])
 
 
 async def test_duplicated_signature_header_with_different_values_is_400(db: Any, pool: Any) -> None:
@@ -422,7 +442,10 @@ async def test_github_documented_example_verifies_then_fails_as_json(db: Any, po
     async with running_receiver(pool, settings_for(_github_providers())) as rx:
         resp = await rx.post(b"Hello, World!", headers, provider="gh")
         assert rx.metric("jobwarden_webhook_events_verified_total", {"provider": "gh"}) == 1
-    assert resp.status_code == 400 and resp.json() == {"error": "malformed_json"}
+    # authentic: kept as it came, matched to nothing
+    assert (resp.status_code, resp.json()) == (200, {"status": "stored", "matched": False})
+    [event] = await stored_events(db)
+    assert _kept_body(event["payload"]) == b"Hello, World!"
 
 
 async def test_github_dedupes_on_the_body_not_the_unsigned_delivery_id(db: Any, pool: Any) -> None:
