@@ -541,6 +541,16 @@ async def _accept(
     """Record the job id (with the status read to send, and any cross-check to run next);
     `retry_after`: when the answer said to read it (no status read comes sooner,
     unless a cross-check follows: see `_first_read`)."""
+    holder = await ledger.holder_of_job(conn, step.op.provider, job_id, step.op.operation_id)
+    if holder is not None:
+        return await _conflict(
+            step,
+            conn,
+            f"the provider's {via} answer names job {job_id}, which is already operation "
+            f"{holder}'s: two operations must not share a job (ids reused, or a lookup "
+            "matching another operation's job); nothing was recorded",
+            [job_id],
+        )
     unstorable = unstorable_job_id(job_id)
     if unstorable is not None:
         # Storing it altered would point every later call at the wrong job.

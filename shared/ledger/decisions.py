@@ -23,6 +23,7 @@ from shared.ledger.errors import AdoptionRefused, StaleTransition
 from shared.ledger.operations import (
     DEFAULT_CANCEL_DEADLINE_S,
     Operation,
+    holder_of_job,
     ledger_errors,
     record_remote_job,
     request_wake,
@@ -215,6 +216,12 @@ async def adopt_job(
             raise AdoptionRefused(
                 f"{op.operation_id} already has remote job id {row['remote_job_id']!r} on "
                 "record, and a recorded job id is never replaced"
+            )
+        holder = await holder_of_job(conn, op.provider, job_id, op.operation_id)
+        if holder is not None:
+            raise AdoptionRefused(
+                f"job {job_id!r} is already operation {holder}'s: two operations must not "
+                "share a job"
             )
         if op.state is S.CREATE_UNKNOWN and row["leased"]:
             raise AdoptionRefused(

@@ -400,6 +400,20 @@ def unstorable_job_id(job_id: str) -> str | None:
     return None
 
 
+async def holder_of_job(
+    db: Executor, provider: str, remote_job_id: str, operation_id: str
+) -> str | None:
+    """The other operation of `provider` that has `remote_job_id` on record, or None.
+
+    Two operations sharing a job would both collect its result, and one's
+    cancel would stop the other's work: a provider that names a job twice (ids
+    reused, a lookup matching another operation's job, an operator's paste)
+    is stopped before the second records it.
+    """
+    found = await db.fetchval(q("operation_holding_job"), provider, remote_job_id, operation_id)
+    return str(found) if found is not None else None
+
+
 async def record_remote_job(
     db: Executor,
     operation_id: str,

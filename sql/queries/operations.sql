@@ -114,6 +114,13 @@ WHERE operation_id = $1
   AND ($5::bigint IS NULL OR (lease_fence = $5 AND lease_expires_at > jw_now()))
 RETURNING operation_id;
 
+-- name: operation_holding_job
+-- Another operation of provider $1 that has job $2 on record ($3: the asking
+-- operation), if any: two operations must never share one remote job.
+SELECT operation_id FROM operations
+WHERE provider = $1 AND remote_job_id = $2 AND operation_id <> $3
+LIMIT 1;
+
 -- name: settle_follow_up
 -- The follow-up ran to a conclusion: clear it (and say why, when it was
 -- given up rather than concluded). Fenced: only the lease holder concludes.
