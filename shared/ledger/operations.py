@@ -368,7 +368,11 @@ async def claim_completion(
     A caller that sends the same `claim_token` again (its first answer was
     lost) is answered True again: it is the same claim, not a second one.
     """
-    return await db.fetchval(q("claim_completion"), operation_id, consumer, claim_token) is not None
+    if await db.fetchval(q("claim_completion"), operation_id, consumer, claim_token) is not None:
+        return True
+    if claim_token is None:
+        return False
+    return bool(await db.fetchval(q("claim_repeated"), operation_id, consumer, claim_token))
 
 
 async def state_edges_in_db(db: Executor) -> dict[tuple[str, str], frozenset[str]]:

@@ -73,17 +73,18 @@ RETURNING state, create_attempts;
 SELECT jw_request_wake($1);
 
 -- name: claim_completion
--- True when this call won the claim, or repeats the call that won it (the same
--- non-null token, $3: its answer may have been lost); NULL otherwise.
-WITH won AS (
-    INSERT INTO completion_claims (operation_id, consumer, claim_token)
-    SELECT operation_id, $2, $3 FROM operations
-    WHERE operation_id = $1 AND state = 'succeeded'
-    ON CONFLICT DO NOTHING
-    RETURNING true AS claimed
-)
-SELECT claimed FROM won
-UNION ALL
+-- The claim, when nobody made one for ($1, $2) yet; $3: its token, or NULL.
+INSERT INTO completion_claims (operation_id, consumer, claim_token)
+SELECT operation_id, $2, $3 FROM operations
+WHERE operation_id = $1 AND state = 'succeeded'
+ON CONFLICT DO NOTHING
+RETURNING claimed_at;
+
+-- name: claim_repeated
+-- Whether the claim on record for ($1, $2) is the one token $3 names: a resend
+-- of the call that won (its answer lost). A statement of its own, after
+-- claim_completion: its snapshot sees a claim that committed while that
+-- INSERT waited for it, which the INSERT's own statement could not.
 SELECT true FROM completion_claims
 WHERE operation_id = $1 AND consumer = $2 AND claim_token = $3;
 

@@ -21,8 +21,10 @@ import pytest
 import pytest_asyncio
 
 from bench.pgproxy import Fault, PgProxy
+from shared import ledger
 from shared.agents.client import AsyncJobwardenClient
 from shared.agents.tools import ToolResult, claim_if_succeeded_async
+from shared.db.connect import connect
 from shared.serve import serve_app
 from tests.integration.agent_support import (
     api_app,
@@ -173,3 +175,34 @@ async def test_a_body_that_never_completes_is_answered_408(db: Any, db_url: str)
         await writer.wait_closed()
     assert head.startswith(b"HTTP/1.1 408 "), head
     assert await db.fetchval("SELECT count(*) FROM operations") == 0
+
+
+async def test_a_resent_claim_waiting_on_the_first_ones_commit_is_still_the_callers(
+    db: Any, db_url: str, api: Api
+) -> None:
+    """The resend arrives while the first claim's transaction has not committed
+    (the client gave up waiting): its INSERT waits, then finds the row; the
+    token must be read in a statement of its own, whose snapshot sees it."""
+    op_id = await succeeded_operation(db, api)
+    first, resend = await connect(db_url), await connect(db_url)
+    try:
+        async with first.transaction():
+            assert await ledger.claim_completion(first, op_id, "billing", "tok-1")
+            waiting = asyncio.ensure_future(
+                ledger.claim_completion(resend, op_id, "billing", "tok-1")
+            )
+            await _blocked_on_a_lock(db, resend.get_server_pid())
+        assert await asyncio.wait_for(waiting, 10) is True
+        assert not await ledger.claim_completion(db, op_id, "billing", "tok-2")
+    finally:
+        await first.close()
+        await resend.close()
+
+
+async def _blocked_on_a_lock(db: Any, pid: int) -> None:
+    """Until backend `pid` waits for a lock (the first claim's row)."""
+    async with asyncio.timeout(10):
+        while not await db.fetchval(
+            "SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = $1", pid
+        ):
+            await asyncio.sleep(0.01)

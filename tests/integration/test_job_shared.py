@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import pytest
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -20,6 +21,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from shared import ledger
+from shared.db.connect import connect
 from shared.ledger import decisions
 from shared.ledger.errors import AdoptionRefused
 from shared.ledger.states import LocalState
@@ -70,3 +72,47 @@ async def test_a_job_id_another_operation_holds_is_not_recorded_twice(
                     conn, op, SAME, status_request=None, actor="operator:t", reason="found it"
                 )
         assert (await r.op(second)).remote_job_id is None
+
+
+async def test_an_operator_session_sets_a_job_id_only_with_the_decision_adopting_it(
+    db: Any, db_url: str
+) -> None:
+    """Migration 031 let the attaching trigger write evidence for any session;
+    a bare UPDATE of remote_job_id by the operator role, with no decision,
+    then recorded the id and attached stored events as observations."""
+    sub = await ledger.submit_operation(
+        db,
+        provider="runway",
+        kind="video",
+        request=ledger.RequestSpec("POST", "/v1/image_to_video", {"a": 1}),
+        requested_by="agent:t",
+    )
+    sep = "&" if "?" in db_url else "?"
+    operator = await connect(f"{db_url}{sep}options=-crole%3Djobwarden_operator")
+    try:
+        with pytest.raises(asyncpg.InsufficientPrivilegeError, match="adopts it"):
+            await operator.execute(
+                "UPDATE operations SET remote_job_id = 'job-X' WHERE operation_id = $1",
+                sub.operation_id,
+            )
+        async with operator.transaction():  # a decision naming another job is not enough
+            await ledger.record_decision(
+                operator,
+                sub.operation_id,
+                actor="operator:t",
+                decision="needs_attention -> observing, adopting job job-Y",
+                reason="a test",
+            )
+            with pytest.raises(asyncpg.InsufficientPrivilegeError):
+                await operator.execute(
+                    "UPDATE operations SET remote_job_id = 'job-X' WHERE operation_id = $1",
+                    sub.operation_id,
+                )
+    finally:
+        await operator.close()
+    assert (
+        await db.fetchval(
+            "SELECT remote_job_id FROM operations WHERE operation_id = $1", sub.operation_id
+        )
+        is None
+    )

@@ -592,7 +592,8 @@ async def test_a_redirect_loop_or_a_non_http_target_is_not_followed(
             tmp_path,
             fx.app(),
             preset=None,
-            name="ghruns",
+            # one provider each: both fixtures number their runs from 0001
+            name=f"ghruns_{redirect}",
             env=GH_ENV,
             overrides=run_logs(follow_redirects=True),
         ) as r:
