@@ -138,7 +138,6 @@ def build_app(
         metrics,
         refused,
         max_body_bytes=settings.max_body_bytes,
-        body_timeout=settings.body_timeout,
         now=now,
         public_url=settings.public_webhook_url,
     )

@@ -49,7 +49,6 @@ RefusalReason = Literal[
     "bad_signature",  # 401
     "stale_timestamp",  # 401
     "future_timestamp",  # 401
-    "body_timeout",  # 408: the body was not complete within body_timeout
     # our side: configuration, plugins, the database
     "no_secret",  # 500: the provider has no usable secret
     "bad_options",  # 500: the verifier's options (or a verifier plugin) failed

@@ -17,7 +17,8 @@ missing bounds added; shared/serve.py builds every server with them:
 - a head not complete HEAD_TIMEOUT_SECONDS after the connection opened, or
   after the previous response on a keep-alive connection, is answered 408
   (or, if not a byte of it came, the connection is just closed); a request
-  the app is still answering is never cut;
+  the app is still answering is never cut, unless its body is still awaited
+  BODY_TIMEOUT_SECONDS after that (408, and the connection closed);
 - past MAX_CONCURRENCY connections or requests in progress, uvicorn answers
   503 (its `limit_concurrency`);
 - uvicorn's warnings about what clients send (malformed requests, refusals)
@@ -60,6 +61,12 @@ MAX_HEAD_BYTES = 64 * 1024
 # what Apache's mod_reqtimeout allows by default, while a client trickling a
 # byte every few seconds loses its connection within it.
 HEAD_TIMEOUT_SECONDS = 20.0
+# How much longer its body may take: a request not complete, body included,
+# HEAD_TIMEOUT_SECONDS + BODY_TIMEOUT_SECONDS after its clock started is cut
+# (a client declaring more body than it sends held its connection, and the
+# handler awaiting the rest, for as long as it liked). 1 MiB, the largest
+# body accepted, in 30 s is 35 KB/s.
+BODY_TIMEOUT_SECONDS = 30.0
 # Connections (or requests in progress) beyond which uvicorn answers 503.
 # The benchmarks drive 32-64 connections at the receiver; a reconciler opens
 # at most 2 per provider slot at the simulator (128 at the default
@@ -79,6 +86,7 @@ WARNING_WINDOW_SECONDS = 60.0
 UVICORN_ERROR_LOGGER = "uvicorn.error"
 HEAD_TOO_LARGE = "Request head too large."
 HEAD_TOO_SLOW = "Request head not received in time."
+BODY_TOO_SLOW = "Request body not received in time."
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,12 +95,18 @@ class ServerLimits:
 
     max_head_bytes: int = MAX_HEAD_BYTES
     head_timeout: float = HEAD_TIMEOUT_SECONDS
+    body_timeout: float = BODY_TIMEOUT_SECONDS
     max_concurrency: int = MAX_CONCURRENCY
     warning_lines: int = WARNING_LINES
     warning_window: float = WARNING_WINDOW_SECONDS
 
     def __post_init__(self) -> None:
-        if self.max_head_bytes < 1 or self.head_timeout <= 0 or self.max_concurrency < 1:
+        if (
+            self.max_head_bytes < 1
+            or self.head_timeout <= 0
+            or self.body_timeout <= 0
+            or self.max_concurrency < 1
+        ):
             raise ValueError(f"limits must be positive: {self}")
         if self.warning_lines < 0 or self.warning_window <= 0:
             raise ValueError(f"bad warning budget: {self}")
@@ -249,6 +263,7 @@ class _Limits(asyncio.Protocol):
     logger: logging.Logger
 
     _head_timeout: float
+    _body_timeout: float
     _head_since: float | None
     _head_timer: asyncio.TimerHandle | None
 
@@ -259,6 +274,7 @@ class _Limits(asyncio.Protocol):
         else:  # a bare uvicorn config (unit tests): the default limits, no budget
             limits = _DEFAULT_LIMITS
         self._head_timeout = limits.head_timeout
+        self._body_timeout = limits.body_timeout
         self._head_since = None
         self._head_timer = None
         return limits
@@ -276,6 +292,11 @@ class _Limits(asyncio.Protocol):
 
     def _response_in_flight(self) -> bool:
         raise NotImplementedError
+
+    def _body_pending(self) -> bool:
+        """The request in flight still awaits body bytes, and no answer has begun."""
+        cycle: Any = getattr(self, "cycle", None)
+        return cycle is not None and cycle.more_body and not cycle.response_started
 
     def _start_head_clock(self) -> None:
         self._head_since = self.loop.time()
@@ -299,6 +320,9 @@ class _Limits(asyncio.Protocol):
             return
         progress = self._head_progress()
         if progress is HeadProgress.IN_FLIGHT:
+            if self._body_pending():
+                self._body_deadline(since)
+                return
             self._head_since = None
             return
         left = since + self._head_timeout - self.loop.time()
@@ -312,6 +336,19 @@ class _Limits(asyncio.Protocol):
         else:
             self.transport.close()
 
+    def _body_deadline(self, since: float) -> None:
+        """The head came in time and its body has not yet: wait the body's
+        allowance, then answer 408 and close (the handler awaiting the rest
+        sees the client gone). Checked only when the head clock's timer fires,
+        so a served request pays nothing for it."""
+        left = since + self._head_timeout + self._body_timeout - self.loop.time()
+        if left > 0:
+            self._head_timer = self.loop.call_later(left, self._head_deadline)
+            return
+        self._head_since = None
+        self.logger.warning(BODY_TOO_SLOW)
+        self._answer_and_close(http.HTTPStatus.REQUEST_TIMEOUT)
+
     def _refuse(self, status: http.HTTPStatus) -> None:
         """Answer `status` with Connection: close, and close.
 
@@ -319,15 +356,21 @@ class _Limits(asyncio.Protocol):
         written, ours would land inside it: the connection is only closed.
         """
         if not self._response_in_flight():
-            text = status.phrase.encode("ascii")
-            content = [b"HTTP/1.1 %d %s\r\n" % (status.value, text)]
-            for name, value in self.server_state.default_headers:
-                content.extend([name, b": ", value, b"\r\n"])
-            content.append(
-                b"content-type: text/plain; charset=utf-8\r\n"
-                b"content-length: %d\r\nconnection: close\r\n\r\n%s" % (len(text), text)
-            )
-            self.transport.write(b"".join(content))
+            self._answer_and_close(status)
+            return
+        self.transport.close()
+
+    def _answer_and_close(self, status: http.HTTPStatus) -> None:
+        """Write `status` with Connection: close (no response of the app has begun), and close."""
+        text = status.phrase.encode("ascii")
+        content = [b"HTTP/1.1 %d %s\r\n" % (status.value, text)]
+        for name, value in self.server_state.default_headers:
+            content.extend([name, b": ", value, b"\r\n"])
+        content.append(
+            b"content-type: text/plain; charset=utf-8\r\n"
+            b"content-length: %d\r\nconnection: close\r\n\r\n%s" % (len(text), text)
+        )
+        self.transport.write(b"".join(content))
         self.transport.close()
 
 

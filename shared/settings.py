@@ -42,10 +42,6 @@ class Settings:
     receiver_host: str = "127.0.0.1"
     receiver_port: int = 8080
     max_body_bytes: int = 1024 * 1024
-    # A request body not complete this long after its head is answered 408 and
-    # the connection closed: a client trickling a body (or declaring more than
-    # it sends) holds a connection and a task no longer than this.
-    body_timeout: float = 30.0
     webhook_retention_days: int = 14  # providers retry for up to 3 days; keep dedupe rows longer
     db_acquire_timeout: float = 2.0  # then answer 503 so the provider retries
     # Our receiver as providers reach it, e.g. https://hooks.example.com/webhooks/{provider};
@@ -93,7 +89,6 @@ _ENV = {
     "receiver_host": "JW_RECEIVER_HOST",
     "receiver_port": "JW_RECEIVER_PORT",
     "max_body_bytes": "JW_MAX_BODY_BYTES",
-    "body_timeout": "JW_BODY_TIMEOUT",
     "webhook_retention_days": "JW_WEBHOOK_RETENTION_DAYS",
     "db_acquire_timeout": "JW_DB_ACQUIRE_TIMEOUT",
     "public_webhook_url": "JW_PUBLIC_WEBHOOK_URL",

@@ -10,7 +10,6 @@ purpose: an unknown key is refused rather than ignored, so an agent's typo
 
 from __future__ import annotations
 
-import asyncio
 import json
 import math
 import re
@@ -70,9 +69,8 @@ def declared_length(request: Request) -> int | None:
     return int(declared)
 
 
-async def read_json(request: Request, limit: int, within_seconds: float) -> Any:
-    """The JSON body, refusing more than `limit` bytes before reading them all,
-    and a body not complete within `within_seconds` (408).
+async def read_json(request: Request, limit: int) -> Any:
+    """The JSON body, refusing more than `limit` bytes before reading them all.
 
     The parsed value is checked whole (`check_json`) before any handler sees
     it, so no string PostgreSQL cannot store and no number it cannot hold gets
@@ -81,11 +79,7 @@ async def read_json(request: Request, limit: int, within_seconds: float) -> Any:
     declared = declared_length(request)
     if declared is not None and declared > limit:
         raise invalid(f"body larger than {limit} bytes", status=413)
-    try:
-        async with asyncio.timeout(within_seconds):
-            raw = await _read_capped(request, limit)
-    except TimeoutError:
-        raise invalid(f"body not complete within {within_seconds:g} s", status=408) from None
+    raw = await _read_capped(request, limit)
     if not raw.strip():
         return {}
     value = parse_json(raw)

@@ -273,9 +273,7 @@ class OperationsApi:
             await pooled.release(self.pool, conn)
 
     async def _body(self, request: Request) -> Any:
-        return await bodies.read_json(
-            request, self.settings.max_body_bytes, self.settings.body_timeout
-        )
+        return await bodies.read_json(request, self.settings.max_body_bytes)
 
     async def migrations_pending(self) -> bool:
         """Is the schema behind this code? False when that cannot be told (then a

@@ -104,7 +104,6 @@ body.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import logging
@@ -282,7 +281,6 @@ class WebhookEndpoint:
         max_body_bytes: int,
         now: Callable[[], float],
         public_url: str = "",
-        body_timeout: float = 30.0,
     ) -> None:
         self._providers = {
             name: _provider(name, desc.webhooks, adapter_for(desc))
@@ -299,7 +297,6 @@ class WebhookEndpoint:
         self._metrics = metrics
         self._refusals = refusals
         self._max_body_bytes = max_body_bytes
-        self._body_timeout = body_timeout
         self._now = now
         self._public_url = public_url
         # One bucket per reason, created on first use (at most one per
@@ -374,12 +371,7 @@ class WebhookEndpoint:
             headers = Headers(scope=scope)
             if not _is_json(headers.get("content-type")):
                 raise _Refusal(415, "unsupported_media_type", b'{"error":"unsupported_media_type"}')
-            try:
-                async with asyncio.timeout(self._body_timeout):
-                    body = await _read_capped(headers, receive, self._max_body_bytes)
-            except TimeoutError:
-                raise _Refusal(408, "body_timeout", b'{"error":"timeout"}') from None
-            return provider, headers, body
+            return provider, headers, await _read_capped(headers, receive, self._max_body_bytes)
         except _Refusal as refusal:
             refusal.close = True
             raise

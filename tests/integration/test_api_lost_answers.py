@@ -9,12 +9,10 @@ a claim made without its caller hearing it is still the caller's.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -153,28 +151,6 @@ async def test_a_connection_that_cannot_be_reset_does_not_undo_the_answer(
     # and the API goes on with a fresh connection
     listed = await api.post("/v1/operations", {**SUBMIT, "client_reference": "next"})
     assert listed.status_code == 202, listed.text
-
-
-async def test_a_body_that_never_completes_is_answered_408(db: Any, db_url: str) -> None:
-    """A client declaring more than it sends held a connection and a task for as
-    long as it kept the connection open; now body_timeout bounds it."""
-    settings = dataclasses.replace(sim_settings(), body_timeout=0.5)
-    async with receiver_pool(db_url) as pool, serve_app(api_app(settings, pool)) as url:
-        token = await make_token(db, "agent1")
-        parts = urlsplit(url)
-        assert parts.hostname is not None and parts.port is not None
-        reader, writer = await asyncio.open_connection(parts.hostname, parts.port)
-        writer.write(
-            "POST /v1/operations HTTP/1.1\r\nhost: api\r\ncontent-type: application/json\r\n"
-            f"authorization: Bearer {token}\r\ncontent-length: 100\r\n\r\n"
-            '{"provider":'.encode()
-        )
-        await writer.drain()
-        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
-        writer.close()
-        await writer.wait_closed()
-    assert head.startswith(b"HTTP/1.1 408 "), head
-    assert await db.fetchval("SELECT count(*) FROM operations") == 0
 
 
 async def test_a_resent_claim_waiting_on_the_first_ones_commit_is_still_the_callers(

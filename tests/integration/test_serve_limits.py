@@ -261,6 +261,40 @@ async def test_a_request_the_app_is_still_answering_outlives_the_deadline(parser
     assert (answer.status, again.status) == (200, 200)
 
 
+# ------------------------------------------------------------------ body deadline
+
+
+def _posting(declared: int, sent: bytes) -> bytes:
+    return (b"POST / HTTP/1.1\r\nhost: t\r\ncontent-length: %d\r\n\r\n" % declared) + sent
+
+
+async def test_a_body_that_never_completes_is_answered_408_and_the_connection_closed(
+    parser: str,
+) -> None:
+    """A client declaring more body than it sends held the connection, and the
+    handler awaiting the rest, for as long as it kept the socket open."""
+    limits = ServerLimits(head_timeout=SHORT_DEADLINE, body_timeout=SHORT_DEADLINE)
+    async with serve_app(App(), limits=limits) as url, connect(url) as client:
+        await client.send(_posting(100, b'{"job_id":'))
+        answer = await client.closed_after()
+    assert answer.status == 408
+
+
+async def test_a_body_that_arrives_within_its_allowance_is_served(parser: str) -> None:
+    """Past the head's deadline but within the body's: served (and the head
+    clock starts again for the next request on the connection)."""
+    limits = ServerLimits(head_timeout=SHORT_DEADLINE, body_timeout=WAIT_SECONDS)
+    async with serve_app(App(), limits=limits) as url, connect(url) as client:
+        await client.send(_posting(20, b"0123456789"))
+        async with connect(url) as probe:
+            assert await probe.eof() == b""  # the head's deadline has passed meanwhile
+        await client.send(b"0123456789")
+        answer = await client.response()
+        await client.send(_get())
+        again = await client.response()
+    assert (answer.status, answer.body, again.status) == (200, b"20", 200)
+
+
 # ------------------------------------------------------------------ connection cap
 
 

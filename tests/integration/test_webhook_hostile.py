@@ -403,23 +403,6 @@ async def _incomplete_body(env: Env) -> tuple[int, str]:
     return 400, PROVIDER
 
 
-async def _body_timeout(env: Env) -> tuple[int, str]:
-    # The client announces 100 bytes, sends 10 and goes quiet, connection open:
-    # the body never completes, and the answer comes at body_timeout.
-    parts = urlsplit(env.url)
-    assert parts.hostname is not None and parts.port is not None
-    reader, writer = await asyncio.open_connection(parts.hostname, parts.port)
-    writer.write(
-        f"POST /webhooks/{PROVIDER} HTTP/1.1\r\nhost: rx\r\ncontent-type: application/json\r\n"
-        'content-length: 100\r\n\r\n{"job_id":'.encode()
-    )
-    await writer.drain()
-    answer = await asyncio.wait_for(reader.read(), 10)  # read to the close it ends with
-    writer.close()
-    await writer.wait_closed()
-    return int(answer.split(b" ", 2)[1]), PROVIDER
-
-
 async def _unsupported_encoding(env: Env) -> tuple[int, str]:
     body, headers = delivery()
     return _status(await env.rx.post(body, {**headers, "content-encoding": "gzip"}))
@@ -509,7 +492,6 @@ SCENARIOS: Mapping[str, Scenario] = {
     "bad_content_length": _bad_content_length,
     "body_too_large": _body_too_large,
     "incomplete_body": _incomplete_body,
-    "body_timeout": _body_timeout,
     "unsupported_encoding": _unsupported_encoding,
     "unsupported_media_type": _unsupported_media_type,
     "missing_header": _missing_header,
@@ -529,7 +511,6 @@ STATUS = {
     "unknown_provider": 404,
     "method_not_allowed": 405,
     "body_too_large": 413,
-    "body_timeout": 408,
     "unsupported_encoding": 415,
     "unsupported_media_type": 415,
     "bad_signature": 401,
@@ -551,7 +532,7 @@ async def test_each_refusal_reason_is_a_metric_label_and_a_log_line(
     # Two connections: the writer's and one spare, so holding both is an outage.
     pool = await create_pool(db_url, min_size=1, max_size=2)
     try:
-        async with served(pool, _settings(db_acquire_timeout=0.2, body_timeout=0.5)) as rx:
+        async with served(pool, _settings(db_acquire_timeout=0.2)) as rx:
             env = Env(rx, db, pool, str(rx.client.base_url), monkeypatch)
             status, provider = await SCENARIOS[reason](env)
             line = await refusals.wait_for(reason)
