@@ -158,6 +158,13 @@ class ReceiverMetrics:
             ("provider", "matched"),
             r,
         )
+        self._unread = _Tally(
+            "jobwarden_webhook_events_unread",
+            "Authentic deliveries stored unread: no JSON object this receiver reads "
+            "(an array, not JSON, not UTF-8, nested too deep); also counted as stored",
+            ("provider",),
+            r,
+        )
         self._unavailable = _Tally(
             "jobwarden_webhook_events_unavailable",
             "Verified deliveries answered 503 (also counted under the rejected reasons "
@@ -202,7 +209,7 @@ class ReceiverMetrics:
         for name in (*known, UNKNOWN_PROVIDER):
             self._received.series(name)
         for name in known:
-            for tally in (self._verified, self._duplicates, self._unavailable):
+            for tally in (self._verified, self._duplicates, self._unread, self._unavailable):
                 tally.series(name)
             for matched in _MATCHED.values():
                 self._stored.series(name, matched)
@@ -229,6 +236,9 @@ class ReceiverMetrics:
 
     def stored(self, provider: str, matched: bool) -> None:
         self._stored.inc((provider, _MATCHED[matched]))
+
+    def unread(self, provider: str) -> None:
+        self._unread.inc((provider,))
 
     def unavailable(self, provider: str) -> None:
         self._unavailable.inc((provider,))

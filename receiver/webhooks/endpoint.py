@@ -331,6 +331,7 @@ class WebhookEndpoint:
         self._metrics.verified(provider.name)
         document = _parse_json(body)
         if document is None:  # authentic, but no JSON object this endpoint can read
+            self._metrics.unread(provider.name)
             event = _unread_event(provider, verified, body)
         else:
             event = self._event(provider, verified, headers, scope, body, document)

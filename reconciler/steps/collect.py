@@ -200,7 +200,7 @@ async def _collect(step: Step, conn: Any) -> Delay:
             )
         return step.until_allowed(step.retry(attempt))
     status = read_status(step, status_resp)
-    if status.remote_state is None:
+    if status.remote_state is None and status.raw_state is None:
         # An answer that names no state (GraphQL's 200 carrying `errors`, a
         # throttle in the body) says nothing about the job: read again, as
         # after a 5xx, rather than send a finished job to a human.
@@ -219,7 +219,7 @@ async def _collect(step: Step, conn: Any) -> Delay:
             conn,
             S.NEEDS_ATTENTION,
             "collecting a result, but the provider now reports "
-            f"{status.raw_state or status.remote_state.value!r}",
+            f"{status.raw_state or (status.remote_state and status.remote_state.value)!r}",
         )
     desc = step.adapter.desc
     if desc.result.side_effects and await conn.fetchval(
@@ -345,8 +345,10 @@ async def _fetched_pages(
 
     A result whose pages do not all arrive is not collected from the ones
     that did: a page missing would be a truncated result stored as whole.
-    A page that answers other than 200 ends the paging, and validation
-    judges it with the rest.
+    A page that answers other than 2xx ends the paging, and validation
+    judges it with the rest (refused: a result part must be a success);
+    so does a result already past `max_bytes` (refused as too large, the
+    rest never fetched).
     """
     got = await _fetched_part(step, conn, first, attempt)
     if isinstance(got, _Stop):
@@ -355,7 +357,9 @@ async def _fetched_pages(
     pages = step.adapter.desc.result.pages
     token = step.adapter.result_next_page(got) if pages is not None else None
     seen: set[str] = set()
-    while token is not None and got.status_code == 200:
+    size = len(got.body)
+    max_bytes = step.adapter.desc.result.expect.max_bytes
+    while token is not None and 200 <= got.status_code < 300 and size <= max_bytes:
         assert pages is not None
         if len(parts) >= pages.max_pages or token in seen:
             why = (
@@ -374,6 +378,7 @@ async def _fetched_pages(
         if isinstance(got, _Stop):
             return got
         parts.append(got)
+        size += len(got.body)
         token = step.adapter.result_next_page(got)
     return parts
 

@@ -391,7 +391,10 @@ class BulkQueryFixture:
         error_reads_after_done: int = 0,
         locator_loops: bool = False,
         lose_first_create: bool = False,
+        busy_later_pages: int = 0,
     ) -> None:
+        # this many fetches of a page after the first answer 503
+        self.busy_later_pages = busy_later_pages
         # every page names the same next page (a provider's paging bug)
         self.locator_loops = locator_loops
         self.registry = Registry("750")
@@ -475,6 +478,9 @@ class BulkQueryFixture:
             return json_response({"errorCode": "SERVER_UNAVAILABLE"}, 503)
         locator = request.query_params.get("locator")
         self.locators.append(locator)
+        if locator is not None and self.busy_later_pages:
+            self.busy_later_pages -= 1
+            return json_response({"errorCode": "SERVER_UNAVAILABLE"}, 503)
         start = 0 if locator is None else int(locator == BULK_LOCATOR) * self.page_size
         rows = BULK_ROWS[start : start + self.page_size]
         more = self.locator_loops or start + self.page_size < len(BULK_ROWS)

@@ -242,6 +242,37 @@ async def test_a_result_paged_by_a_header_is_collected_whole(
         assert stored == ("Id,Name\n" + "".join(f"{row}\n" for row in BULK_ROWS)).encode()
 
 
+async def test_a_page_that_fails_retries_the_whole_collection(pool: Any, tmp_path: Path) -> None:
+    """Page 2 answers 503: no partial result is kept; the next attempt reads from page 1."""
+    fx = BulkQueryFixture(busy_later_pages=1)
+    described = bulk_query(paged=True)
+    async with preset_rig(
+        pool, tmp_path, fx.app(), preset=None, name="sfbulk", env={}, overrides=described
+    ) as r:
+        op_id = await r.submit({"query": "SELECT Id, Name FROM Account"})
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert fx.locators == [None, BULK_LOCATOR, None, BULK_LOCATOR]
+        summary = (await r.op(op_id)).result_summary
+        assert (summary["items_total"], summary["items_succeeded"]) == (6, 6)
+
+
+async def test_a_paged_result_past_max_bytes_is_not_fetched_further(
+    pool: Any, tmp_path: Path
+) -> None:
+    """The size limit holds for the pages together, checked as they come: the
+    pages after the one that crosses it are never fetched."""
+    fx = BulkQueryFixture()
+    described = bulk_query(paged=True, counts=False)
+    described["result"]["expect"] = {"max_bytes": 40}  # page 1 alone is 46 bytes
+    async with preset_rig(
+        pool, tmp_path, fx.app(), preset=None, name="sfbulk", env={}, overrides=described
+    ) as r:
+        op_id = await r.submit({"query": "SELECT Id, Name FROM Account"})
+        end = await r.settle(op_id, ENDS)
+        assert end is S.RESULT_VALIDATION_FAILED, await r.history(op_id)
+        assert fx.locators == [None]
+
+
 async def test_a_result_whose_pages_loop_is_not_collected(pool: Any, tmp_path: Path) -> None:
     fx = BulkQueryFixture(locator_loops=True)
     described = bulk_query(paged=True, counts=False)

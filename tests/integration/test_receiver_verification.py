@@ -337,6 +337,8 @@ async def test_an_authentic_body_that_is_no_json_object_is_stored_unread(
         first = await rx.post(body, standard_headers(body, "evt_unread"))
         again = await rx.post(body, standard_headers(body, "evt_unread"))
         assert rx.metric("jobwarden_webhook_events_verified_total", {"provider": PROVIDER}) == 2
+        # both read as nothing; the second is then a duplicate
+        assert rx.metric("jobwarden_webhook_events_unread_total", {"provider": PROVIDER}) == 2
     assert (first.status_code, first.json()) == (200, {"status": "stored", "matched": False})
     assert (again.status_code, again.json()) == (200, {"status": "duplicate"})
     [event] = await stored_events(db)
