@@ -516,7 +516,14 @@ def _adopted_status_request(provider: str, job_id: str) -> dict[str, Any]:
         status = adapter_for(desc).build_status(job_id)
     except RequestBuildError as exc:
         raise CommandError(
-            f"cannot adopt job {job_id!r}: no status read can be built ({exc})"
+            f"cannot adopt job {job_id!r}: no status read can be built ({exc})",
+            hint=(
+                "a provider that reads status only from the URL its create answer gave "
+                "(status.use_status_url) needs status.path too, as the fallback a job "
+                "known by its id alone is read at"
+            )
+            if desc.status.use_status_url
+            else "",
         ) from None
     return {
         "method": status.method,

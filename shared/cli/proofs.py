@@ -15,9 +15,9 @@ import time
 from typing import Any
 
 from receiver.webhooks.endpoint import dedupe_id
-from shared import signatures
 from shared.cli.captures import Capture
 from shared.providers import HttpResponse, ProviderDescription, WebhookParseError, adapter_for
+from shared.providers.adapter import ProviderAdapter
 from shared.signatures import SignatureError
 
 # What to look at when a captured delivery is refused, per reason word.
@@ -47,15 +47,14 @@ def prove_delivery(
         }
     now = time.time() if at is None else at
     target = url or (capture.target if capture.target and "://" in capture.target else None)
+    adapter = adapter_for(desc)
     try:
-        verified = signatures.verify(
-            spec.scheme.value,
-            spec.options,
+        # as the receiver verifies: the adapter's, so a plugin's own verifier too
+        verified = adapter.verify_webhook(
             capture.headers,
             capture.body,
             [secret.reveal() for secret in spec.secrets],
             now,
-            spec.tolerance_seconds,
             method=capture.method or "POST",
             url=target,
         )
@@ -76,13 +75,17 @@ def prove_delivery(
     report: dict[str, Any] = {
         "verified": True,
         "fresh": True,
-        "why": f"verifies with the {spec.scheme.value} scheme",
+        "why": (
+            f"verifies with the {spec.scheme.value} scheme"
+            if type(adapter).verify_webhook is ProviderAdapter.verify_webhook
+            else f"verifies with the plugin's verify_webhook ({type(adapter).__name__})"
+        ),
         "event_id": dedupe_key,
         "claimed_event_id": None,
         "event_id_signed": dedupe_key != "sha256:" + hashlib.sha256(capture.body).hexdigest(),
     }
     try:
-        fact = adapter_for(desc).parse_webhook(capture.body, capture.headers, capture.query)
+        fact = adapter.parse_webhook(capture.body, capture.headers, capture.query)
     except WebhookParseError as exc:
         report["records"] = None
         report["parse_error"] = str(exc)

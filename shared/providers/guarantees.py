@@ -9,6 +9,7 @@ corrupted result would be caught. Each line is (guarantee, holds?, why).
 from __future__ import annotations
 
 from shared import signatures
+from shared.ledger.states import RemoteState
 from shared.providers.checksums import source_label
 from shared.providers.description import (
     CancelSpec,
@@ -174,6 +175,15 @@ def _cancellable(desc: ProviderDescription) -> Guarantee:
     name = "cancellable"
     if not spec.supported or spec.path is None:
         return name, False, f"cancellation is unsupported: {spec.reason}"
+    if not _reads_cancelled(desc):
+        return (
+            name,
+            False,
+            f"{spec.method} {spec.path.text} is sent, but no status the description reads "
+            "means cancelled (status.state_map, state_from_http_status, done + "
+            "cancelled_error_codes): a cancel can never be confirmed; the operation ends "
+            "with the job (or cancellation_unconfirmed at the cancel deadline)",
+        )
     return (
         name,
         True,
@@ -181,6 +191,17 @@ def _cancellable(desc: ProviderDescription) -> Guarantee:
             f"{spec.method} {spec.path.text} ({_cancel_repeat(spec)}); success is declared only "
             f"when a status read shows the job cancelled{_read_first_note(spec)}"
         ),
+    )
+
+
+def _reads_cancelled(desc: ProviderDescription) -> bool:
+    """Can a status read show the job cancelled? (A plugin may read it its own way.)"""
+    status = desc.status
+    if desc.plugin_class is not None:
+        return True
+    states = {*status.state_map.values(), *status.state_from_http_status.values()}
+    return RemoteState.CANCELLED in states or (
+        status.done is not None and bool(status.cancelled_error_codes)
     )
 
 

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pytest
 
+from shared.cli.captures import Capture
+from shared.cli.proofs import prove_delivery
 from shared.providers import (
     ConfigError,
     HttpResponse,
@@ -19,6 +22,8 @@ from shared.providers import (
 )
 from shared.providers.description import ProviderDescription
 from shared.providers.example_plugin import LocationJobIdPlugin
+from shared.signatures import SignatureError
+from shared.signatures.verified import Verified
 
 BASE: dict[str, Any] = {
     "base_url": "https://api.example.test",
@@ -26,7 +31,7 @@ BASE: dict[str, Any] = {
     "status": {
         "path": "/v1/exports/{job_id}",
         "state": "/state",
-        "state_map": {"done": "succeeded", "working": "running"},
+        "state_map": {"done": "succeeded", "working": "running", "stopped": "cancelled"},
     },
     "result": {"source": "none"},
 }
@@ -94,6 +99,18 @@ def test_a_cancel_read_first_is_never_called_safe_to_resend() -> None:
     assert "set cancel.read_first = true" in why  # ...which a DELETE is told about
     post = provider({"create": create, "cancel": {"path": "/v1/exports/{job_id}/cancel"}})
     assert "read_first" not in report(post)["cancellable"][1]
+
+
+def test_a_cancel_no_status_can_confirm_is_not_called_cancellable() -> None:
+    """fal.ai answers COMPLETED for a cancelled request: no state reads cancelled,
+    so a cancel is sent but never confirmed; check said "cancellable? yes"."""
+    create = {**BASE["create"], "job_id": "/id"}
+    status = {**BASE["status"], "state_map": {"COMPLETED": "succeeded", "IN_QUEUE": "pending"}}
+    desc = provider({"create": create, "status": status, "cancel": {"path": "/c/{job_id}"}})
+    holds, why = report(desc)["cancellable"]
+    assert not holds
+    assert "no status the description reads means cancelled" in why
+    assert report(provider({"create": create, "cancel": {"path": "/c/{job_id}"}}))["cancellable"][0]
 
 
 def test_static_header_webhooks_are_not_signatures() -> None:
@@ -183,3 +200,44 @@ def test_plugin_options_are_checked_at_load() -> None:
 def test_declarative_provider_still_needs_a_job_id_path() -> None:
     with pytest.raises(ConfigError, match=r"providers\.p\.create\.job_id: required"):
         provider({})
+
+
+class HeaderTokenPlugin(ProviderAdapter):
+    """Verifies by a fixed token header (a sender no scheme option describes)."""
+
+    def verify_webhook(
+        self,
+        headers: Mapping[str, str],
+        body: bytes,
+        secrets: Sequence[str],
+        now: float,
+        *,
+        method: str | None = None,
+        url: str | None = None,
+    ) -> Verified:
+        if headers.get("x-token") not in secrets:
+            raise SignatureError("bad_signature")
+        return Verified(scheme="header_token", event_id=None, id_signed=False, timestamp=None)
+
+
+def test_providers_check_delivery_verifies_with_the_plugins_own_verifier() -> None:
+    """`providers check --delivery` checked the configured scheme only: a delivery
+    the receiver accepts through the plugin was reported REFUSED."""
+    webhooks = {
+        "scheme": "static_header",
+        "options": {"header": "x-other"},
+        "secrets_env": "HOOK_SECRET",
+        "job_id": "/id",
+    }
+    desc = provider(
+        {"plugin": f"{__name__}:HeaderTokenPlugin", "webhooks": webhooks},
+        env={"HOOK_SECRET": "s3cret"},
+    )
+    body = b'{"id": "job_1"}'
+    good = Capture(method="POST", target="/webhooks/p", headers={"x-token": "s3cret"}, body=body)
+    report = prove_delivery(desc, good, at=None, url=None)
+    assert report["verified"] is True, report
+    assert "plugin's verify_webhook (HeaderTokenPlugin)" in report["why"]
+    assert report["records"]["job_id"] == "job_1"
+    forged = Capture(method="POST", target="/webhooks/p", headers={"x-token": "nope"}, body=body)
+    assert prove_delivery(desc, forged, at=None, url=None)["verified"] is False
