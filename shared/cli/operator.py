@@ -466,6 +466,14 @@ def _inbox_record(r: Any) -> Record:
     why = r["escalation_reason"] or (r["error"] or {}).get("message") or "-"
     since, job = _age(r["since"]), r["remote_job_id"] or "-"
     show = f"jobwarden show {r['operation_id']}"
+    named = r["webhook_job_id"]
+    if named is not None:
+        # a signed delivery names the job the lost create made: a lead, not proof
+        job = f"- (a webhook names {named})"
+        show = (
+            f"check job {named} at the provider, then: jobwarden resolve {r['operation_id']} "
+            f"--decision observing --job-id {named} --reason ..."
+        )
     return Record(
         cells=(since, r["operation_id"], r["state"], r["provider"], job, why, show),
         head=(r["operation_id"], r["state"], f"for {since}"),

@@ -127,7 +127,14 @@ SELECT a.operation_id, a.provider, a.kind, a.state, a.remote_state, a.remote_job
        o.last_error, e.escalation_id, e.opened_at, e.reason AS escalation_reason,
        e.details AS escalation_details,
        (SELECT max(h.at) FROM history h WHERE h.operation_id = o.operation_id) AS since,
-       o.history_seq
+       o.history_seq,
+       -- for an operation with no job on record (a create whose answer was
+       -- lost), the job id the newest signed webhook attached to it names:
+       -- what an operator checks at the provider, then adopts
+       (SELECT w.remote_job_id FROM webhook_events w
+        WHERE o.remote_job_id IS NULL AND w.operation_id = o.operation_id
+          AND w.remote_job_id IS NOT NULL
+        ORDER BY w.webhook_event_id DESC LIMIT 1) AS webhook_job_id
 FROM operations_overview a
 JOIN operations o ON o.operation_id = a.operation_id
 LEFT JOIN escalations e ON e.operation_id = o.operation_id AND e.resolved_at IS NULL

@@ -13,7 +13,7 @@ import pytest
 
 from shared import ledger
 from shared.cli import operator as cli_operator
-from shared.ledger import decisions
+from shared.ledger import decisions, webhooks
 from shared.ledger.states import LocalState
 from shared.ledger.tokens import token_digest
 from tests.integration.agent_support import finish_with_result
@@ -235,6 +235,40 @@ async def test_inbox_lists_escalations_oldest_first(
     assert inbox[1]["remote_job_id"] is not None
     assert await run("inbox") == 0
     assert "result deadline passed" in capsys.readouterr().out
+
+
+async def test_the_inbox_names_the_job_a_webhook_gave_an_operation_with_none(
+    db: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A lost create at a provider with no lookup: the completion webhook (our
+    operation id in its URL) reached the stranded operation carrying the job id,
+    and the inbox said `job -`; it is the lead an operator adopts."""
+    op_id = await submit(db)
+    await drive(db, op_id, S.NEEDS_ATTENTION)
+    columns = dict.fromkeys(webhooks.EVENT_COLUMNS)
+    values = {
+        "provider": "sim",
+        "event_id": "evt_1",
+        "scheme": "standard_webhooks",
+        "id_signed": True,
+        "remote_job_id": "job_w",
+        "operation_ref": op_id,
+        "client_reference": None,
+        "remote_state": "succeeded",
+        "remote_state_raw": "succeeded",
+        "payload": "{}",
+        "extra": 0,
+    }
+    columns.update({name: [value] for name, value in values.items()})
+    [stored] = await webhooks.store_events(db, columns)
+    assert stored["operation_id"] == op_id
+    assert await run("inbox", "--json") == 0
+    [row] = output(capsys)
+    assert (row["remote_job_id"], row["webhook_job_id"]) == (None, "job_w")
+    assert await run("inbox") == 0
+    text = " ".join(capsys.readouterr().out.split())  # the details wrap between words
+    assert "a webhook names job_w" in text
+    assert "--decision observing --job-id job_w" in text
 
 
 # ------------------------------------------------------------------ resolve / reconcile
