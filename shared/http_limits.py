@@ -294,7 +294,14 @@ class _Limits(asyncio.Protocol):
         raise NotImplementedError
 
     def _body_pending(self) -> bool:
-        """The request in flight still awaits body bytes, and no answer has begun."""
+        """The request in flight still awaits body bytes, and no answer has begun.
+
+        Not while requests are pipelined (httptools queues them): the newest
+        parsed request's body waits, by design, for the one being answered
+        ahead of it (a long-poll may hold it for minutes).
+        """
+        if getattr(self, "pipeline", None):
+            return False
         cycle: Any = getattr(self, "cycle", None)
         return cycle is not None and cycle.more_body and not cycle.response_started
 

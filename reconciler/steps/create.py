@@ -541,16 +541,6 @@ async def _accept(
     """Record the job id (with the status read to send, and any cross-check to run next);
     `retry_after`: when the answer said to read it (no status read comes sooner,
     unless a cross-check follows: see `_first_read`)."""
-    holder = await ledger.holder_of_job(conn, step.op.provider, job_id, step.op.operation_id)
-    if holder is not None:
-        return await _conflict(
-            step,
-            conn,
-            f"the provider's {via} answer names job {job_id}, which is already operation "
-            f"{holder}'s: two operations must not share a job (ids reused, or a lookup "
-            "matching another operation's job); nothing was recorded",
-            [job_id],
-        )
     unstorable = unstorable_job_id(job_id)
     if unstorable is not None:
         # Storing it altered would point every later call at the wrong job.
@@ -573,6 +563,11 @@ async def _accept(
         }
     # Inside a caller's transaction this is a savepoint; on its own, a transaction.
     async with conn.transaction():
+        # in the transaction that records it: a concurrent recording of the same
+        # job waits for this one, then sees it (holder_of_job's lock)
+        holder = await ledger.holder_of_job(conn, step.op.provider, job_id, step.op.operation_id)
+        if holder is not None:
+            return await _shared_job(step, conn, job_id, holder, via)
         await ledger.record_remote_job(
             conn,
             step.op.operation_id,
@@ -594,6 +589,17 @@ async def _accept(
         # in cancel_requested the job id is all we needed: the cancel goes out next
     return step.until_allowed(
         _first_read(step, cross_check, retry_after, readable=request is not None)
+    )
+
+
+async def _shared_job(step: Step, conn: Any, job_id: str, holder: str, via: str) -> Delay:
+    return await _conflict(
+        step,
+        conn,
+        f"the provider's {via} answer names job {job_id}, which is already operation "
+        f"{holder}'s: two operations must not share a job (ids reused, or a lookup "
+        "matching another operation's job); nothing was recorded",
+        [job_id],
     )
 
 

@@ -610,7 +610,11 @@ async def cmd_resolve(args: argparse.Namespace) -> int:
                 )
         except AdoptionRefused as exc:
             raise CommandError(f"{exc}; nothing was changed") from None
-        except (LedgerError, asyncpg.IntegrityConstraintViolationError) as exc:
+        except (
+            LedgerError,
+            asyncpg.IntegrityConstraintViolationError,
+            asyncpg.InsufficientPrivilegeError,  # a guard trigger's refusal (migration 033)
+        ) as exc:
             raise _refused_by_db(exc) from None
         decision_id = decided.decision_id
     result = {

@@ -412,8 +412,11 @@ async def holder_of_job(
     Two operations sharing a job would both collect its result, and one's
     cancel would stop the other's work: a provider that names a job twice (ids
     reused, a lookup matching another operation's job, an operator's paste)
-    is stopped before the second records it.
+    is stopped before the second records it. Call it inside the transaction
+    that records the job id: it holds a lock on (provider, job id) until that
+    transaction ends, so two recordings of one job cannot both pass.
     """
+    await db.execute(q("lock_job_id"), provider, remote_job_id)
     found = await db.fetchval(q("operation_holding_job"), provider, remote_job_id, operation_id)
     return str(found) if found is not None else None
 

@@ -298,11 +298,12 @@ class ProviderAdapter:
         )
 
     def retry_delay(self, attempt: int, retry_after: float | None, rng: random.Random) -> float:
-        """The built-in retry backoff; a plugin that sets its own schedule
-        (overrides `next_poll_delay`) keeps it for retries too, as for
-        `confirming_poll_delay`."""
-        if type(self).next_poll_delay is not ProviderAdapter.next_poll_delay:
-            return self.next_poll_delay(attempt, retry_after, None, rng)
+        """When a failed or uncertain call (not a status read) is made again.
+
+        A plugin's own `next_poll_delay` schedules status reads only: used for
+        retries, its built-in part brings the webhook backstop (300 s) back.
+        A plugin overrides this hook itself to schedule its retries.
+        """
         return timing.retry_delay(self.desc.limits, attempt, retry_after, rng)
 
     def confirming_poll_delay(

@@ -200,8 +200,11 @@ def _reads_cancelled(desc: ProviderDescription) -> bool:
     if desc.plugin_class is not None:
         return True
     states = {*status.state_map.values(), *status.state_from_http_status.values()}
-    return RemoteState.CANCELLED in states or (
-        status.done is not None and bool(status.cancelled_error_codes)
+    return (
+        RemoteState.CANCELLED in states
+        or (status.done is not None and bool(status.cancelled_error_codes))
+        # a batch whose items all read cancelled (Anthropic's request_counts)
+        or (status.outcome_from_counts and bool(status.counts_cancelled))
     )
 
 

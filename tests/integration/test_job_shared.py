@@ -27,6 +27,7 @@ from shared.ledger.errors import AdoptionRefused
 from shared.ledger.states import LocalState
 from tests.fixtures_providers.rig import preset_rig
 from tests.fixtures_providers.shapes import runway_tasks
+from tests.support import drive
 
 S = LocalState
 SAME = "task_reused"
@@ -74,45 +75,65 @@ async def test_a_job_id_another_operation_holds_is_not_recorded_twice(
         assert (await r.op(second)).remote_job_id is None
 
 
-async def test_an_operator_session_sets_a_job_id_only_with_the_decision_adopting_it(
+async def test_an_operator_session_sets_a_job_id_only_as_an_adoption_would(
     db: Any, db_url: str
 ) -> None:
     """Migration 031 let the attaching trigger write evidence for any session;
-    a bare UPDATE of remote_job_id by the operator role, with no decision,
-    then recorded the id and attached stored events as observations."""
+    032 then asked for a decision naming the job, which the operator role can
+    write itself. 033: a bare UPDATE of remote_job_id by the operator role also
+    needs what an adoption checks: the operation stopped in needs_attention,
+    the session's latest decision adopting this job for it, no other holder."""
+    taken = await _operation(db, "taken")
+    await db.execute(
+        "UPDATE operations SET remote_job_id = 'job-S' WHERE operation_id = $1", taken
+    )  # as the owner, as the reconciler records one
+    pending = await _operation(db, "pending")
+    stopped = await _operation(db, "stopped")
+    await drive(db, stopped, S.NEEDS_ATTENTION)
+    update = "UPDATE operations SET remote_job_id = $2 WHERE operation_id = $1"
+    sep = "&" if "?" in db_url else "?"
+    operator = await connect(f"{db_url}{sep}options=-crole%3Djobwarden_operator")
+    try:
+        with pytest.raises(asyncpg.InsufficientPrivilegeError, match="stopped in needs_attention"):
+            await operator.execute(update, pending, "job-X")
+        with pytest.raises(asyncpg.InsufficientPrivilegeError, match="adopts it"):
+            await operator.execute(update, stopped, "job-X")  # no decision
+        for named, refusal in (("job-Y", "adopts it"), ("job-S", f"already operation {taken}")):
+            async with operator.transaction():
+                await _decide(operator, stopped, named)
+                with pytest.raises(asyncpg.InsufficientPrivilegeError, match=refusal):
+                    await operator.execute(update, stopped, "job-X" if named == "job-Y" else named)
+        async with operator.transaction(), operator.transaction():  # a savepoint: still allowed
+            await _decide(operator, stopped, "job-Z")
+            await operator.execute(update, stopped, "job-Z")
+    finally:
+        await operator.close()
+    rows = await db.fetch(
+        "SELECT operation_id, remote_job_id FROM operations WHERE operation_id = ANY($1)",
+        [pending, stopped],
+    )
+    assert {r["operation_id"]: r["remote_job_id"] for r in rows} == {
+        pending: None,
+        stopped: "job-Z",
+    }
+
+
+async def _operation(db: Any, name: str) -> str:
     sub = await ledger.submit_operation(
         db,
         provider="runway",
         kind="video",
-        request=ledger.RequestSpec("POST", "/v1/image_to_video", {"a": 1}),
+        request=ledger.RequestSpec("POST", "/v1/image_to_video", {"n": name}),
         requested_by="agent:t",
     )
-    sep = "&" if "?" in db_url else "?"
-    operator = await connect(f"{db_url}{sep}options=-crole%3Djobwarden_operator")
-    try:
-        with pytest.raises(asyncpg.InsufficientPrivilegeError, match="adopts it"):
-            await operator.execute(
-                "UPDATE operations SET remote_job_id = 'job-X' WHERE operation_id = $1",
-                sub.operation_id,
-            )
-        async with operator.transaction():  # a decision naming another job is not enough
-            await ledger.record_decision(
-                operator,
-                sub.operation_id,
-                actor="operator:t",
-                decision="needs_attention -> observing, adopting job job-Y",
-                reason="a test",
-            )
-            with pytest.raises(asyncpg.InsufficientPrivilegeError):
-                await operator.execute(
-                    "UPDATE operations SET remote_job_id = 'job-X' WHERE operation_id = $1",
-                    sub.operation_id,
-                )
-    finally:
-        await operator.close()
-    assert (
-        await db.fetchval(
-            "SELECT remote_job_id FROM operations WHERE operation_id = $1", sub.operation_id
-        )
-        is None
+    return sub.operation_id
+
+
+async def _decide(conn: Any, operation_id: str, job_id: str) -> None:
+    await ledger.record_decision(
+        conn,
+        operation_id,
+        actor="operator:t",
+        decision=f"needs_attention -> observing, adopting job {job_id}",
+        reason="a test",
     )

@@ -295,6 +295,26 @@ async def test_a_body_that_arrives_within_its_allowance_is_served(parser: str) -
     assert (answer.status, answer.body, again.status) == (200, b"20", 200)
 
 
+async def test_a_pipelined_body_waiting_behind_a_held_request_is_not_cut(parser: str) -> None:
+    """The second request's body cannot be read while the first is answered
+    (httptools pauses reading): it is not late, and neither request is cut.
+    (The first version cut the held request and reset the connection.)"""
+    app = App()
+    limits = ServerLimits(head_timeout=SHORT_DEADLINE, body_timeout=SHORT_DEADLINE)
+    async with serve_app(app, limits=limits) as url, connect(url) as client:
+        await client.send(_get("/hold") + _posting(200_000, b""))
+        async with asyncio.timeout(WAIT_SECONDS):
+            await app.held.arrived.wait()
+        await client.send(b"a" * 200_000)
+        for _ in range(3):  # each closed at the head's deadline: both have passed meanwhile
+            async with connect(url) as probe:
+                assert await probe.eof() == b""
+        app.held.release.set()
+        first = await client.response()
+        second = await client.response()
+    assert (first.status, first.body, second.status, second.body) == (200, b"0", 200, b"200000")
+
+
 # ------------------------------------------------------------------ connection cap
 
 
