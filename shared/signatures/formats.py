@@ -7,14 +7,17 @@
   extras).
 - `versioned`: space-separated `<version>,<value>` entries,
   `v1,<b64> v1a,<b64>` (Standard Webhooks). Unknown versions are ignored so a
-  sender can add new ones.
+  sender can add new ones, and so is an entry we cannot read beside one we
+  can (the specification's rule); only a header of unreadable entries is
+  malformed.
 - `hex` / `base64`: bare values, several separated by commas or whitespace,
   each optionally behind a prefix such as `sha256=` or `v0=`.
 
 Several signatures appear while a sender rotates its secret; any one matching
-is enough (checked by the caller). An entry we would check that does not
-decode makes the header malformed; so does any entry without `key=` or
-`version,` structure, and more entries than MAX_SIGNATURES_PER_HEADER.
+is enough (checked by the caller). For `kv` and the bare formats an entry we
+would check that does not decode makes the header malformed, and so does any
+entry without `key=` structure; for all, more entries than
+MAX_SIGNATURES_PER_HEADER.
 """
 
 from __future__ import annotations
@@ -110,16 +113,26 @@ def _parse_kv(fmt: HeaderFormat, header: str, labels: Collection[str]) -> Signat
 
 
 def _parse_versioned(fmt: HeaderFormat, header: str, labels: Collection[str]) -> SignatureList:
+    """Standard Webhooks: verify any entry we can read and ignore the others, as
+    the specification and its reference verifiers do (an entry of a version
+    we do not know, or one we cannot decode, beside a valid one). A header of
+    nothing but unreadable entries is still malformed."""
     items = header.split()
     if len(items) > MAX_SIGNATURES_PER_HEADER:
         raise SignatureError("malformed_header")
     entries: list[tuple[str, bytes]] = []
+    unreadable = False
     for item in items:
         version, comma, value = item.partition(",")
         if not comma or not version:
-            raise SignatureError("malformed_header")
-        if version in labels:
-            entries.append((version, _decode(fmt.encoding, value)))
+            unreadable = True
+        elif version in labels:
+            try:
+                entries.append((version, _decode(fmt.encoding, value)))
+            except SignatureError:
+                unreadable = True
+    if unreadable and not entries:
+        raise SignatureError("malformed_header")
     return SignatureList(None, tuple(entries))
 
 

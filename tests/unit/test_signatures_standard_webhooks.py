@@ -5,8 +5,11 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import time
+from datetime import UTC, datetime
 
 import pytest
+import standardwebhooks
 from starlette.datastructures import Headers
 
 from shared.signatures import (
@@ -178,6 +181,23 @@ def test_several_signatures_in_header() -> None:
         ).timestamp
         == TIMESTAMP
     )
+
+
+@pytest.mark.parametrize("beside", ["v1,@@@", "v1,", "v2", ",abc", "v1,***"])
+def test_an_unreadable_entry_beside_a_valid_one_is_ignored(beside: str) -> None:
+    """As the specification and the reference verifier say: the delivery was
+    refused as malformed (400) for an entry nobody needed to read."""
+    official = standardwebhooks.Webhook(SECRET)
+    now = int(time.time())  # the reference verifier reads the real clock
+    signed = official.sign(MSG_ID, datetime.fromtimestamp(now, UTC), BODY.decode())
+    headers = {
+        "webhook-id": MSG_ID,
+        "webhook-timestamp": str(now),
+        "webhook-signature": f"{beside} {signed}",
+    }
+    assert verify("standard_webhooks", {}, headers, BODY, [SECRET], now).timestamp == now
+    assert official.verify(BODY, headers) is not None  # the reference agrees
+    assert reason(make_headers(signature=beside)) in ("malformed_header", "bad_signature")
 
 
 def test_unknown_versions_alone_do_not_verify() -> None:
