@@ -6,6 +6,7 @@ results, decisions) so the database's checks apply in full.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 from collections import deque
@@ -220,3 +221,24 @@ async def as_role(pool: Any, role: str) -> AsyncIterator[Any]:
     async with pool.acquire() as conn, conn.transaction():
         await conn.execute(f"SET LOCAL ROLE {role}")
         yield conn
+
+
+async def lock_waits(conn: Any) -> asyncio.Queue[str]:
+    """What `conn`'s backend reports of each lock it waits for, as it waits.
+
+    PostgreSQL logs a lock wait that outlasts deadlock_timeout
+    (`log_lock_waits`): "process N still waiting for <mode> on <object>".
+    Sent to this client as well (client_min_messages), it is the event the
+    test waits on.
+    """
+    waits: asyncio.Queue[str] = asyncio.Queue()
+
+    def heard(_conn: Any, message: Any) -> None:
+        if "still waiting for" in message.message:
+            waits.put_nowait(message.message)
+
+    conn.add_log_listener(heard)
+    await conn.execute(
+        "SET log_lock_waits = on; SET deadlock_timeout = '10ms'; SET client_min_messages = log"
+    )
+    return waits

@@ -11,7 +11,6 @@ CLI (as the operator role), the provider a real HTTP server on loopback.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from datetime import timedelta
 from pathlib import Path
@@ -19,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from bench.harness import TestClock
 from shared import ledger
 from shared.ledger import log
 from shared.ledger.states import LocalState
@@ -108,10 +108,18 @@ async def test_a_lost_create_at_a_provider_that_cannot_deduplicate_is_adopted_an
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
+    clock: TestClock,
 ) -> None:
     fx = BulkQueryFixture(page_size=10, lose_first_create=True)
     async with preset_rig(
-        pool, tmp_path, fx.app(), preset=None, name="sfbulk", env={}, overrides=bulk_query()
+        pool,
+        tmp_path,
+        fx.app(),
+        preset=None,
+        name="sfbulk",
+        env={},
+        overrides=bulk_query(),
+        clock=clock,
     ) as r:
         op_id = await r.submit({"query": "SELECT Id, Name FROM Account"}, result_deadline_s=3.0)
         assert await r.settle(op_id, ENDS) is S.NEEDS_ATTENTION, await r.history(op_id)
@@ -123,8 +131,8 @@ async def test_a_lost_create_at_a_provider_that_cannot_deduplicate_is_adopted_an
         err = capsys.readouterr().err
         assert "no remote job id on record" in err and "--job-id" in err
         # the result deadline passes while the operator looks for the job
-        while (await r.op(op_id)).result_deadline > await ledger.clock_now(pool):
-            await asyncio.sleep(0.1)
+        await clock.advance(4.0)
+        assert (await r.op(op_id)).result_deadline < await ledger.clock_now(pool)
         assert await adopt(op_id, job.job_id, "--json") == 0
         answer = json.loads(capsys.readouterr().out)
         assert (answer["from"], answer["to"], answer["remote_job_id"]) == (

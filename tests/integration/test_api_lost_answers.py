@@ -31,6 +31,7 @@ from tests.integration.agent_support import (
     receiver_pool,
     sim_settings,
 )
+from tests.support import lock_waits
 
 SUBMIT = {"provider": "sim", "kind": "export", "request": {"body": {"rows": 3}}}
 CLAIM_INSERT = re.compile(r"INSERT INTO completion_claims")
@@ -161,24 +162,16 @@ async def test_a_resent_claim_waiting_on_the_first_ones_commit_is_still_the_call
     token must be read in a statement of its own, whose snapshot sees it."""
     op_id = await succeeded_operation(db, api)
     first, resend = await connect(db_url), await connect(db_url)
+    waits = await lock_waits(resend)
     try:
         async with first.transaction():
             assert await ledger.claim_completion(first, op_id, "billing", "tok-1")
             waiting = asyncio.ensure_future(
                 ledger.claim_completion(resend, op_id, "billing", "tok-1")
             )
-            await _blocked_on_a_lock(db, resend.get_server_pid())
+            await asyncio.wait_for(waits.get(), 10)  # the resend waits for the claim's row
         assert await asyncio.wait_for(waiting, 10) is True
         assert not await ledger.claim_completion(db, op_id, "billing", "tok-2")
     finally:
         await first.close()
         await resend.close()
-
-
-async def _blocked_on_a_lock(db: Any, pid: int) -> None:
-    """Until backend `pid` waits for a lock (the first claim's row)."""
-    async with asyncio.timeout(10):
-        while not await db.fetchval(
-            "SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = $1", pid
-        ):
-            await asyncio.sleep(0.01)

@@ -21,7 +21,7 @@ from shared.ledger.states import LocalState
 from tests.conftest import _drop
 from tests.integration.test_migrations import _empty_database
 from tests.integration.test_poll_writer import observing_due, read
-from tests.support import drive, submit
+from tests.support import drive, lock_waits, submit
 
 LEASE_SECONDS = 30.0
 
@@ -129,27 +129,6 @@ async def test_concurrent_claims_take_different_rows_and_fill_their_batches(
     assert a | b <= set(ids)
 
 
-async def _lock_waits(conn: Any) -> asyncio.Queue[str]:
-    """What `conn`'s backend reports of each lock it waits for, as it waits.
-
-    PostgreSQL logs a lock wait that outlasts deadlock_timeout
-    (`log_lock_waits`): "process N still waiting for <mode> on <object>".
-    Sent to this client as well (client_min_messages), it is the event the
-    test waits on.
-    """
-    waits: asyncio.Queue[str] = asyncio.Queue()
-
-    def heard(_conn: Any, message: Any) -> None:
-        if "still waiting for" in message.message:
-            waits.put_nowait(message.message)
-
-    conn.add_log_listener(heard)
-    await conn.execute(
-        "SET log_lock_waits = on; SET deadlock_timeout = '10ms'; SET client_min_messages = log"
-    )
-    return waits
-
-
 async def test_the_upgrade_waits_for_running_daemons_before_it_locks_a_row(
     pg_server: Any,
 ) -> None:
@@ -169,7 +148,7 @@ async def test_the_upgrade_waits_for_running_daemons_before_it_locks_a_row(
             await daemon.execute(
                 "SELECT 1 FROM operations WHERE operation_id = $1 FOR UPDATE", ids[0]
             )
-            waits = await _lock_waits(conn)
+            waits = await lock_waits(conn)
             upgrade = asyncio.ensure_future(apply_migrations(conn, migrations))
             first_wait = await asyncio.wait_for(waits.get(), 10)
             assert "AccessExclusiveLock on relation" in first_wait, first_wait
