@@ -96,7 +96,6 @@ async def decide(
     the escalated states; the row is due for the reconciler at once (the history trigger schedules
     it, respecting not_before; the wake-up only hurries it).
     """
-    deadline = None
     async with conn.transaction():
         await _lock_as_seen(conn, op)
         if target is S.CANCEL_REQUESTED:
@@ -109,16 +108,13 @@ async def decide(
                 reason,
                 cancel_deadline_s or DEFAULT_CANCEL_DEADLINE_S,
             )
-        if extend_result_deadline_s:
-            deadline = await conn.fetchval(
-                q("extend_result_deadline"), op.operation_id, extend_result_deadline_s
-            )
-        decision_id = await record_decision(
+        decision_id, deadline = await _decided(
             conn,
-            op.operation_id,
+            op,
+            f"{op.state.value} -> {target.value}",
             actor=actor,
-            decision=f"{op.state.value} -> {target.value}",
             reason=reason,
+            extend_result_deadline_s=extend_result_deadline_s,
         )
         kinds = EDGES[(op.state, target)]
         evidence = (Evidence.DECISION, decision_id) if Evidence.DECISION in kinds else None
@@ -138,6 +134,27 @@ async def decide(
         )
         await request_wake(conn, op.operation_id)
     return Decided(decision_id, deadline)
+
+
+async def _decided(
+    conn: Any,
+    op: Operation,
+    decision: str,
+    *,
+    actor: str,
+    reason: str,
+    extend_result_deadline_s: float | None,
+) -> tuple[int, datetime | None]:
+    """The decision row, and the result deadline it pushed on (None: not asked to)."""
+    deadline = None
+    if extend_result_deadline_s:
+        deadline = await conn.fetchval(
+            q("extend_result_deadline"), op.operation_id, extend_result_deadline_s
+        )
+    decision_id = await record_decision(
+        conn, op.operation_id, actor=actor, decision=decision, reason=reason
+    )
+    return decision_id, deadline
 
 
 # Where an operator may adopt a job id found at the provider: an operation
@@ -204,7 +221,6 @@ async def adopt_job(
     refusal = adoption_refusal(op, job_id)
     if refusal is not None:
         raise AdoptionRefused(refusal)
-    deadline = None
     async with conn.transaction():
         row = await conn.fetchrow(q("lock_for_adoption"), op.operation_id)
         if row["state"] != op.state.value:
@@ -229,16 +245,13 @@ async def adopt_job(
                 "(a retry or a lookup whose answer could name another job); try again in a "
                 "moment, or stop it first with --decision needs_attention"
             )
-        if extend_result_deadline_s:
-            deadline = await conn.fetchval(
-                q("extend_result_deadline"), op.operation_id, extend_result_deadline_s
-            )
-        decision_id = await record_decision(
+        decision_id, deadline = await _decided(
             conn,
-            op.operation_id,
+            op,
+            f"{op.state.value} -> {S.OBSERVING.value}, adopting job {job_id}",
             actor=actor,
-            decision=f"{op.state.value} -> {S.OBSERVING.value}, adopting job {job_id}",
             reason=reason,
+            extend_result_deadline_s=extend_result_deadline_s,
         )
         cause = f"operator decision #{decision_id}: adopting job {job_id} found at the provider"
         if op.state is S.CREATE_UNKNOWN:
