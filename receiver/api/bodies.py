@@ -79,15 +79,6 @@ async def read_json(request: Request, limit: int) -> Any:
     declared = declared_length(request)
     if declared is not None and declared > limit:
         raise invalid(f"body larger than {limit} bytes", status=413)
-    raw = await _read_capped(request, limit)
-    if not raw.strip():
-        return {}
-    value = parse_json(raw)
-    check_json(value)
-    return value
-
-
-async def _read_capped(request: Request, limit: int) -> bytes:
     chunks: list[bytes] = []
     size = 0
     async for chunk in request.stream():
@@ -95,7 +86,12 @@ async def _read_capped(request: Request, limit: int) -> bytes:
         if size > limit:
             raise invalid(f"body larger than {limit} bytes", status=413)
         chunks.append(chunk)
-    return b"".join(chunks)
+    raw = b"".join(chunks)
+    if not raw.strip():
+        return {}
+    value = parse_json(raw)
+    check_json(value)
+    return value
 
 
 def _refuse_constant(name: str) -> Any:

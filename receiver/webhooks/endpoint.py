@@ -21,8 +21,8 @@ used before its signature verified:
 3. the body is in no content coding (415 ``unsupported_encoding``, with
    `Accept-Encoding: identity`): nothing is decompressed (a small compressed
    body can inflate without bound), and the signature covers the bytes sent,
-   so a gzipped body could only fail later as malformed JSON, a 400 no
-   provider retries;
+   so a gzipped body could only be stored unread (step 7), its events never
+   matched;
 4. the content type is JSON (415 ``unsupported_media_type``);
 5. the body is read with a hard cap (413), whatever Content-Length claims.
    Steps 1-4 come first so that a sender waiting on `Expect: 100-continue`
@@ -33,12 +33,13 @@ used before its signature verified:
 6. the signature is verified on the raw bytes (missing or malformed headers
    400, bad signature / stale / future timestamp 401; the body is only
    ``{"error": "rejected"}`` so a forger learns nothing);
-7. the body is parsed (malformed JSON after a valid signature: 400; an
-   integer too long for Python's `int` is JSON all the same, and so is an
-   object nested deeper than Python's reader recurses, see `_parse_json`.
-   Such a deep object is stored matched to nothing: nothing in it can be
-   read, so its dedupe key is the scheme's signed id or the body's hash and
-   its payload the body in base64, `unstorable_payload`);
+7. the body is parsed (an integer too long for Python's `int` is JSON all
+   the same, see `_parse_json`). An authentic body that is no JSON object
+   read here (an array, a scalar, not JSON, not UTF-8, an object nested
+   deeper than Python's reader recurses) is never refused, a 400 no provider
+   resends: it is stored matched to nothing, its dedupe key the scheme's
+   signed id or the body's hash and its payload the body in base64
+   (`_unread_event`, `unstorable_payload`), and counted as unread;
 8. the event is handed to the group-commit writer (`ingest`) and the answer
    (200 stored / duplicate) is sent only after COMMIT; a database that cannot
    take it within the timeouts gives 503 with Retry-After, so the provider
