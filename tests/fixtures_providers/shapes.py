@@ -392,7 +392,10 @@ class BulkQueryFixture:
         locator_loops: bool = False,
         lose_first_create: bool = False,
         busy_later_pages: int = 0,
+        odd_state_after_done: str | None = None,
     ) -> None:
+        # the reads after the first that showed the job complete name this state instead
+        self.odd_state_after_done = odd_state_after_done
         # this many fetches of a page after the first answer 503
         self.busy_later_pages = busy_later_pages
         # every page names the same next page (a provider's paging bug)
@@ -447,6 +450,8 @@ class BulkQueryFixture:
                 self.unreadable_served.set()
             return json_response({"errorCode": "SERVER_UNAVAILABLE"}, 503)
         job.reads += 1
+        if job.extra["state"] == "JobComplete" and self.odd_state_after_done:
+            return json_response({"id": job.job_id, "state": self.odd_state_after_done})
         if job.extra["state"] == "JobComplete" and self.error_reads_after_done:
             self.error_reads_after_done -= 1
             self.error_reads_served += 1

@@ -285,6 +285,21 @@ async def test_a_result_whose_pages_loop_is_not_collected(pool: Any, tmp_path: P
         assert fx.locators == [None, BULK_LOCATOR]  # page 2 named itself: not fetched again
 
 
+async def test_a_final_read_naming_an_unmapped_state_goes_to_a_human_naming_it(
+    pool: Any, tmp_path: Path
+) -> None:
+    """Only an answer naming no state is read again: a state the description does
+    not map (a new one at the provider) is a human's, and the cause names it."""
+    fx = BulkQueryFixture(page_size=10, busy_results=1, odd_state_after_done="Archived")
+    async with preset_rig(
+        pool, tmp_path, fx.app(), preset=None, name="sfbulk", env={}, overrides=bulk_query()
+    ) as r:
+        op_id = await r.submit({"query": "SELECT Id, Name FROM Account"})
+        assert await r.settle(op_id, ENDS) is S.NEEDS_ATTENTION, await r.history(op_id)
+        reason = (await r.escalation(op_id))["reason"]
+        assert "collecting a result, but the provider now reports 'Archived'" in reason
+
+
 async def test_a_result_whose_rows_match_the_status_counts_still_succeeds(
     pool: Any, tmp_path: Path
 ) -> None:
