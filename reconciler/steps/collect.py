@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Literal
 
-from reconciler.calls import imposed_wait, recorded_response
+from reconciler.calls import imposed_wait, observed_of, recorded_response
 from reconciler.readings import read_status
 from reconciler.step import Delay, Step, lease_lost
 from shared import ledger
@@ -281,8 +281,15 @@ async def _recorded_call(
     step: Step, conn: Any, req: HttpRequest, kind: str, attempt: int
 ) -> HttpResponse | None:
     """One call recorded before it leaves and completed after; the response, if any."""
+    return (await _recorded_exchange(step, conn, req, kind, attempt))[1]
+
+
+async def _recorded_exchange(
+    step: Step, conn: Any, req: HttpRequest, kind: str, attempt: int
+) -> tuple[int | None, HttpResponse | None]:
+    """`_recorded_call`, with the call's id (None: held back, nothing sent or recorded)."""
     if step.held_back() is not None:
-        return None
+        return None, None
     call_id = await step.begin_call(conn, req, kind, attempt)
     sent = await step.send(req, conn)
     wait = None
@@ -291,7 +298,7 @@ async def _recorded_call(
     await step.end_call(conn, call_id, sent, wait=wait)
     if sent.refused is not None:
         raise _Refused(sent.refused)
-    return sent.response
+    return call_id, sent.response
 
 
 class _Refused(Exception):
@@ -350,7 +357,7 @@ async def _fetched_pages(
     so does a result already past `max_bytes` (refused as too large, the
     rest never fetched).
     """
-    got = await _fetched_part(step, conn, first, attempt)
+    got = await _fetched_part(step, conn, first, attempt, verdict=True)
     if isinstance(got, _Stop):
         return got
     parts = [got]
@@ -384,11 +391,20 @@ async def _fetched_pages(
 
 
 async def _fetched_part(
-    step: Step, conn: Any, req: HttpRequest, attempt: int
+    step: Step, conn: Any, req: HttpRequest, attempt: int, *, verdict: bool = False
 ) -> HttpResponse | _Stop:
-    """One fetch's answer, or how the step ends when there is none to judge."""
+    """One fetch's answer, or how the step ends when there is none to judge.
+
+    With `verdict` (a result's first fetch), an answer `[result.failed]`
+    names ends the job as failed: it is the provider's verdict, not a
+    result to judge, nor, for a 5xx it names, a fetch to retry.
+    """
     fetched = await _fetch_result(step, conn, req, attempt)
     resp = fetched.response
+    if verdict and resp is not None and fetched.call_id is not None:
+        failure = step.adapter.result_failure(resp)
+        if failure is not None:
+            return _Stop(await _failed_by_answer(step, conn, failure, fetched.call_id))
     if resp is None or resp.status_code >= 500 or resp.status_code == 429:
         if attempt >= MAX_RESULT_ATTEMPTS:
             reason = f"result fetch kept failing after {attempt} attempts"
@@ -415,6 +431,7 @@ class _Fetched:
 
     response: HttpResponse | None
     unfollowed: str | None = None
+    call_id: int | None = None  # the call that got `response`
 
 
 async def _fetch_result(step: Step, conn: Any, req: HttpRequest, attempt: int) -> _Fetched:
@@ -425,23 +442,45 @@ async def _fetch_result(step: Step, conn: Any, req: HttpRequest, attempt: int) -
     credential goes no further than the provider's origin (`build_redirect`).
     """
     desc = step.adapter.desc
-    resp = await _recorded_call(step, conn, req, "result", attempt)
+    call_id, resp = await _recorded_exchange(step, conn, req, "result", attempt)
     hops = 0
     while resp is not None and 300 <= resp.status_code < 400:
         location = resp.header("location")
         if not desc.result.follow_redirects:
-            return _Fetched(resp, REDIRECT_NOT_FOLLOWED)
+            return _Fetched(resp, REDIRECT_NOT_FOLLOWED, call_id)
         if not location:
-            return _Fetched(resp, "a redirect without a Location")
+            return _Fetched(resp, "a redirect without a Location", call_id)
         if hops >= MAX_RESULT_REDIRECTS:
-            return _Fetched(resp, f"more than {MAX_RESULT_REDIRECTS} redirects; not followed")
+            return _Fetched(
+                resp, f"more than {MAX_RESULT_REDIRECTS} redirects; not followed", call_id
+            )
         try:
             req = build_redirect(desc, req, location)
         except RequestBuildError as exc:
-            return _Fetched(resp, f"redirect not followed: {exc}")
+            return _Fetched(resp, f"redirect not followed: {exc}", call_id)
         hops += 1
-        resp = await _recorded_call(step, conn, req, "result", attempt)
-    return _Fetched(resp)
+        call_id, resp = await _recorded_exchange(step, conn, req, "result", attempt)
+    return _Fetched(resp, call_id=call_id)
+
+
+async def _failed_by_answer(step: Step, conn: Any, failure: StatusFact, call_id: int) -> Delay:
+    """The job failed, as the result fetch's answer (`call_id`) says: that answer
+    observed, and the move to failed citing it, in one transaction."""
+    error = failure.error
+    said = (error.message or error.code) if error is not None else None
+    cause = f"the result fetch answered {failure.raw_state}: the job failed"
+    async with conn.transaction():
+        await step.reload(conn)
+        observation_id = await evidence.record_result_verdict(
+            conn, step.op.operation_id, call_id, observed_of(failure), fence=step.fence
+        )
+        await step.move(
+            conn,
+            S.FAILED,
+            f"{cause} ({said})" if said else cause,
+            (Evidence.OBSERVATION, observation_id),
+        )
+    return None
 
 
 async def _error_pages(step: Step, conn: Any, errors_url: str) -> list[ItemFailure]:

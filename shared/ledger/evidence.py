@@ -423,6 +423,26 @@ async def record_status_read(
     return written[read.operation_id]
 
 
+async def record_result_verdict(
+    db: Executor, operation_id: str, call_id: int, observed: Observed, *, fence: int | None
+) -> int:
+    """What a result fetch's answer (`call_id`, on record) showed of the job, as an
+    observation citing that call: the provider's verdict that it failed, which
+    the move out of result_collecting then cites. LeaseLost once the lease is gone."""
+    row = {
+        "operation_id": operation_id,
+        "fence": fence,
+        "call_id": call_id,
+        "remote_state": observed.remote_state,
+        "remote_state_raw": _text(observed.remote_state_raw),
+        "error": _error_doc(observed),
+    }
+    observation_id = await db.fetchval(q("observe_result_answer"), pgjson.dumps(row))
+    if observation_id is None:
+        raise LeaseLost(f"lease on {operation_id} lost before the result's verdict was recorded")
+    return int(observation_id)
+
+
 async def adopted_job_unseen(db: Executor, operation_id: str) -> int | None:
     """The decision by which an operator adopted the job id on record, while no
     status read has ever seen that job; None for a job a provider's answer

@@ -177,6 +177,8 @@ EDGES: dict[tuple[LocalState, LocalState], frozenset[Evidence]] = {
     (S.OBSERVING, S.CANCEL_REQUESTED): _NONE,
     (S.OBSERVING, S.NEEDS_ATTENTION): _NONE,
     (S.RESULT_COLLECTING, S.SUCCEEDED): frozenset({E.RESULT}),
+    # the result fetch's answer is the verdict (result.failed, migration 034)
+    (S.RESULT_COLLECTING, S.FAILED): _OBS,
     (S.RESULT_COLLECTING, S.RESULT_UNAVAILABLE): _NONE,
     (S.RESULT_COLLECTING, S.RESULT_VALIDATION_FAILED): _NONE,
     (S.RESULT_COLLECTING, S.NEEDS_ATTENTION): _NONE,

@@ -102,6 +102,8 @@ class ProviderPlugin(Protocol):
 
     def result_next_page(self, resp: HttpResponse) -> str | None: ...
 
+    def result_failure(self, resp: HttpResponse) -> StatusFact | None: ...
+
     def parse_errors_page(self, resp: HttpResponse) -> ErrorsPage: ...
 
     def build_lookup(
@@ -259,6 +261,9 @@ class ProviderAdapter:
 
     def result_next_page(self, resp: HttpResponse) -> str | None:
         return responses.result_next_page(self.desc, resp)
+
+    def result_failure(self, resp: HttpResponse) -> StatusFact | None:
+        return responses.result_failure(self.desc, resp)
 
     def parse_errors_page(self, resp: HttpResponse) -> ErrorsPage:
         return responses.parse_errors_page(self.desc, resp)

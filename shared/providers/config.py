@@ -52,6 +52,7 @@ from shared.providers.description import (
     LookupSpec,
     ProviderDescription,
     ResultExpect,
+    ResultFailed,
     ResultFormat,
     ResultPages,
     ResultSource,
@@ -1091,6 +1092,7 @@ def _result(table: _Table, status: StatusSpec) -> ResultSpec:
         follow_redirects=table.boolean("follow_redirects", False),
         allowed_hosts=_allowed_hosts(table),
         pages=_pages(table.sub("pages"), source, fmt),
+        failed=_failed(table.sub("failed"), source),
     )
     if spec.item_success is not None and not spec.item_success_values:
         raise table.error("item_success_values", "required with item_success")
@@ -1124,6 +1126,37 @@ def _pages(
         max_pages=table.int_or(
             "max_pages", DEFAULT_RESULT_PAGES, minimum=2, maximum=MAX_RESULT_PAGES
         ),
+    )
+    table.finish()
+    return spec
+
+
+# Sources whose result is fetched by a call of its own, whose answer can fail.
+_FETCHED_SOURCES = (ResultSource.URL, ResultSource.PATH, ResultSource.FILES)
+
+
+def _failed(table: _Table | None, source: ResultSource | None) -> ResultFailed | None:
+    """`[result.failed]`: the result fetch's answers that say the job failed.
+
+    Only an error answer can: a 2xx is the result, and 429 asks us to wait,
+    which says nothing about the job.
+    """
+    if table is None:
+        return None
+    if source not in _FETCHED_SOURCES:
+        raise table.error(None, f"nothing is fetched with source = {source}")
+    statuses = table.statuses("statuses", ())
+    if not statuses:
+        raise table.error("statuses", "required: the answers that mean the job failed")
+    if any(not 400 <= code <= 599 or code == 429 for code in statuses):
+        raise table.error(
+            "statuses", "only 4xx/5xx codes other than 429 (a wait, not a verdict) can say so"
+        )
+    spec = ResultFailed(
+        statuses=statuses,
+        error=table.path("error", RESPONSE),
+        error_code=table.path("error_code", RESPONSE),
+        error_message=table.path("error_message", RESPONSE),
     )
     table.finish()
     return spec

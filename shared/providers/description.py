@@ -431,6 +431,19 @@ class ResultPages:
 
 
 @dataclass(frozen=True)
+class ResultFailed:
+    """Answers of the result fetch that are the provider's verdict that the job
+    failed (`[result.failed]`). Some APIs say "done" on every status read, a
+    failure included, and tell it only in the result's answer (fal.ai's queue:
+    `COMPLETED`, then the runner's 422 or 500 from the response URL)."""
+
+    statuses: frozenset[int]
+    error: ValuePath | None = None
+    error_code: ValuePath | None = None
+    error_message: ValuePath | None = None
+
+
+@dataclass(frozen=True)
 class ResultSpec:
     source: ResultSource
     path: Template | None
@@ -457,6 +470,7 @@ class ResultSpec:
     # aside: a result URL is often the submitter's, echoed back.
     allowed_hosts: tuple[str, ...] = ()
     pages: ResultPages | None = None
+    failed: ResultFailed | None = None
 
 
 @dataclass(frozen=True)

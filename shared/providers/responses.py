@@ -626,6 +626,28 @@ def result_next_page(desc: ProviderDescription, resp: HttpResponse) -> str | Non
     return token
 
 
+def result_failure(desc: ProviderDescription, resp: HttpResponse) -> StatusFact | None:
+    """The job's failure, when the result fetch's answer is one `[result.failed]`
+    names; None for any other answer (the result, or a fetch to judge or retry).
+
+    The error is read by the table's paths, else it is the body's first 200
+    characters: the agent is told why, whatever the shape.
+    """
+    spec = desc.result.failed
+    code = resp.status_code
+    if spec is None or code not in spec.statuses:
+        return None
+    body = resp.json_body
+    error = error_info(body, spec.error, spec.error_code, spec.error_message, resp.headers)
+    return StatusFact(
+        remote_state=RemoteState.FAILED,
+        raw_state=f"HTTP {code} (result)",
+        status_code=code,
+        error=error or _body_snippet(resp),
+        provider_request_id=provider_request_id(desc, resp),
+    )
+
+
 # --------------------------------------------------------------------- webhooks
 
 

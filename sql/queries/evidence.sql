@@ -204,6 +204,35 @@ WITH r AS (
 SELECT call.operation_id, call.call_id, observed.observation_id
 FROM call JOIN op USING (operation_id) LEFT JOIN observed USING (operation_id);
 
+-- name: observe_result_answer
+-- What a result fetch's answer showed about the job, when that answer is the
+-- provider's verdict (`[result.failed]`: the job failed): an observation of
+-- source 'result' citing that fetch's call ($1 as in record_polls' rows), and
+-- the operation's observed state and error as after a status read. Fenced
+-- like a status read: once the lease is lost nothing is written and no row
+-- is returned.
+WITH r AS (
+    SELECT * FROM jsonb_to_record($1::text::jsonb) AS r (
+        operation_id text, fence bigint, call_id bigint, remote_state jw_remote_state,
+        remote_state_raw text, error jsonb)
+), op AS (
+    UPDATE operations o SET
+        remote_state = r.remote_state,
+        remote_state_raw = r.remote_state_raw,
+        last_error = r.error
+    FROM r
+    WHERE o.operation_id = r.operation_id
+      AND (r.fence IS NULL OR (o.lease_fence = r.fence AND o.lease_expires_at > jw_now()))
+    RETURNING o.operation_id
+)
+INSERT INTO observations (operation_id, source, call_id, remote_state, remote_state_raw, error)
+SELECT r.operation_id, 'result', c.call_id, r.remote_state, r.remote_state_raw, r.error
+FROM r
+JOIN op USING (operation_id)
+JOIN provider_calls c ON c.call_id = r.call_id AND c.operation_id = r.operation_id
+                     AND c.call_kind = 'result' AND c.status_code IS NOT NULL
+RETURNING observation_id;
+
 -- name: insert_result
 INSERT INTO results (operation_id, call_id, valid, reason, content_type, size_bytes, sha256,
                      storage_ref, inline, items_total, items_succeeded, items_failed)

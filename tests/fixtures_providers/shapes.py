@@ -23,6 +23,9 @@
 - `TasksFixture`: Runway's tasks. The only cancel, `DELETE /v1/tasks/{id}`,
   cancels a task still pending or running and deletes one that ended, its
   output included; a deleted task then reads 404, or `CANCELLED`.
+- `QueueFixture`: fal.ai's queue. Every job ends `COMPLETED`, a failed one
+  too: the failure is told only by the response URL, which answers the
+  runner's 422 (`{"detail": [...]}`) or 500 (`X-Fal-Error-Type`).
 - `RunLogsFixture`: GitHub Actions' run logs. `/runs/{id}/logs` answers 302 to
   a same-origin archive link, which answers 302 to a signed blob on another
   origin (`BlobStore`, served apart); `redirect` = "loop" redirects to itself,
@@ -693,3 +696,87 @@ class TasksFixture:
             job.extra["status"] = "DELETED"  # the task and its output, gone
             self.deleted.append(job.job_id)
         return Response(status_code=204)
+
+
+FAL_IMAGES = {"images": [{"url": "https://cdn.example/1.png", "width": 1024}], "seed": 7}
+FAL_VALIDATION = {
+    "detail": [{"loc": ["body", "prompt"], "msg": "field required", "type": "value_error.missing"}]
+}
+FalOutcome = Literal["ok", "422", "500"]
+
+
+def fal_queue(*, failed: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The description a user writes for `QueueFixture` (`failed`: `[result.failed]`)."""
+    result: dict[str, Any] = {
+        "source": "path",
+        "path": "/fal-ai/flux/requests/{job_id}",
+        "expect": {"required_fields": ["/images"]},
+    }
+    if failed is not None:
+        result["failed"] = failed
+    return {
+        "create": {"path": "/fal-ai/flux", "idempotency": "none", "job_id": "/request_id"},
+        "status": {
+            "path": "/fal-ai/flux/requests/{job_id}/status",
+            "state": "/status",
+            "state_map": {
+                "IN_QUEUE": "pending",
+                "IN_PROGRESS": "running",
+                "COMPLETED": "succeeded",
+            },
+        },
+        "result": result,
+    }
+
+
+class QueueFixture:
+    """fal.ai's queue: a job reads IN_PROGRESS once, then COMPLETED, whatever its
+    outcome (the body's `outcome`: "ok", "422" or "500"); the response URL tells it.
+    `responses` counts the response URL's answers."""
+
+    def __init__(self) -> None:
+        self.registry = Registry("req-")
+        self.responses = 0
+
+    def app(self) -> Starlette:
+        return Starlette(
+            routes=[
+                Route("/fal-ai/flux", self.submit, methods=["POST"]),
+                Route("/fal-ai/flux/requests/{rid}/status", self.status, methods=["GET"]),
+                Route("/fal-ai/flux/requests/{rid}", self.response, methods=["GET"]),
+            ]
+        )
+
+    async def submit(self, request: Request) -> Response:
+        body = await request.json()
+        job = self.registry.add("queue", body, dict(request.headers))
+        base = f"{request.base_url}fal-ai/flux/requests/{job.job_id}"
+        return json_response(
+            {
+                "request_id": job.job_id,
+                "response_url": base,
+                "status_url": f"{base}/status",
+                "cancel_url": f"{base}/cancel",
+            }
+        )
+
+    async def status(self, request: Request) -> Response:
+        job = self.registry.jobs[request.path_params["rid"]]
+        job.reads += 1
+        if job.reads == 1:
+            return json_response({"status": "IN_PROGRESS", "logs": None})
+        return json_response({"status": "COMPLETED", "metrics": {"inference_time": 1.2}})
+
+    async def response(self, request: Request) -> Response:
+        job = self.registry.jobs[request.path_params["rid"]]
+        self.responses += 1
+        outcome: FalOutcome = job.request.get("outcome", "ok")
+        if outcome == "422":
+            return json_response(FAL_VALIDATION, 422)
+        if outcome == "500":
+            return json_response(
+                {"detail": "CUDA out of memory", "error_type": "runner_server_error"},
+                500,
+                {"X-Fal-Error-Type": "runner_server_error"},
+            )
+        return json_response(FAL_IMAGES)

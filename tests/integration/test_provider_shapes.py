@@ -25,6 +25,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from bench.harness import TestClock
+from shared.ledger import audit, log, log_audit
 from shared.ledger.states import LocalState
 from shared.serve import serve_app
 from tests.fixtures_providers.rig import PresetRig, preset_rig
@@ -40,10 +41,12 @@ from tests.fixtures_providers.shapes import (
     BlobStore,
     BulkQueryFixture,
     PipelinesFixture,
+    QueueFixture,
     RequestReplyFixture,
     RunLogsFixture,
     TasksFixture,
     bulk_query,
+    fal_queue,
     request_reply,
     run_logs,
     runway_tasks,
@@ -647,3 +650,111 @@ async def test_a_redirect_loop_or_a_non_http_target_is_not_followed(
             assert await r.settle(op_id, ENDS) is S.NEEDS_ATTENTION, await r.history(op_id)
             assert why in (await r.escalation(op_id))["reason"]
             assert len(fx.seen) == hops
+
+
+FAL_FAILED = {
+    "statuses": [422, 500],
+    "error_code": "header:X-Fal-Error-Type",
+    "error_message": "/detail",
+}
+
+
+@pytest.mark.parametrize(
+    ("outcome", "code", "message"),
+    [
+        ("422", "failed", '{"detail":[{"loc":["body","prompt"],"msg":"field required"'),
+        ("500", "runner_server_error", "CUDA out of memory"),
+    ],
+)
+async def test_a_failure_told_only_by_the_result_answer_is_failed_with_its_error(
+    pool: Any, tmp_path: Path, outcome: str, code: str | None, message: str
+) -> None:
+    """fal.ai's queue reads COMPLETED of a failed job too; its response URL answers
+    the runner's 422 or 500. With `[result.failed]` that answer is the verdict: the
+    operation is failed, its error shown to the agent, at the first fetch (a 500
+    listed is not retried). Before, a 422 was result_unavailable at once and a 500
+    was retried six times into result_unavailable, both for a human, without the
+    error."""
+    fx = QueueFixture()
+    async with preset_rig(
+        pool,
+        tmp_path,
+        fx.app(),
+        preset=None,
+        name="fal",
+        env={},
+        overrides=fal_queue(failed=FAL_FAILED),
+    ) as r:
+        op_id = await r.submit({"prompt": "a cat", "outcome": outcome})
+        assert await r.settle(op_id, ENDS) is S.FAILED, await r.history(op_id)
+        assert fx.responses == 1
+        (fetch,) = await r.calls(op_id, "result")
+        assert fetch["status_code"] == int(outcome)
+        moved = await pool.fetchrow(
+            "SELECT h.from_state, h.evidence_kind, o.source, o.call_id, o.remote_state"
+            " FROM history h JOIN observations o ON o.observation_id = h.evidence_id"
+            " WHERE h.operation_id = $1 AND h.to_state = 'failed'",
+            op_id,
+        )
+        assert dict(moved) == {
+            "from_state": "result_collecting",
+            "evidence_kind": "observation",
+            "source": "result",
+            "call_id": fetch["call_id"],
+            "remote_state": "failed",
+        }
+        seen = await pool.fetchrow(
+            "SELECT state, outcome, error FROM agent_operations WHERE operation_id = $1", op_id
+        )
+        assert (seen["state"], seen["outcome"]) == ("failed", "failed")
+        error = seen["error"]
+        assert error["code"] == code
+        assert error["message"].startswith(message), error
+        assert (
+            await pool.fetchval("SELECT count(*) FROM escalations WHERE operation_id = $1", op_id)
+            == 0
+        )
+        # the new kind of observation is evidence like any other: logged, and verified
+        async with pool.acquire() as conn:
+            await log.sequence_all(conn)
+            assert await audit.verify(conn, op_id) == (1, [])
+            report = await log_audit.verify_log(conn, None, settle_seconds=0)
+        assert report.problems == [] and report.pending == 0
+        assert report.rows_checked["observation"] >= 2
+
+
+@pytest.mark.parametrize(
+    ("failed", "outcome", "end", "fetches"),
+    [
+        (None, "422", S.RESULT_UNAVAILABLE, 1),
+        (None, "500", S.RESULT_UNAVAILABLE, 6),
+        (FAL_FAILED, "ok", S.SUCCEEDED, 1),
+        ({"statuses": [422]}, "500", S.RESULT_UNAVAILABLE, 6),
+    ],
+    ids=["422_not_listed", "500_not_listed", "success", "500_retried"],
+)
+async def test_a_result_answer_not_listed_in_result_failed_is_judged_as_before(
+    pool: Any,
+    tmp_path: Path,
+    failed: dict[str, Any] | None,
+    outcome: str,
+    end: LocalState,
+    fetches: int,
+) -> None:
+    """Only the answers `[result.failed]` lists are a verdict: without the table a
+    failed job's 4xx is "result unavailable" (a human decides), an unlisted 5xx is
+    retried to its limit, and a success is collected whatever the table says."""
+    fx = QueueFixture()
+    async with preset_rig(
+        pool,
+        tmp_path,
+        fx.app(),
+        preset=None,
+        name="fal",
+        env={},
+        overrides=fal_queue(failed=failed),
+    ) as r:
+        op_id = await r.submit({"prompt": "a cat", "outcome": outcome})
+        assert await r.settle(op_id, ENDS) is end, await r.history(op_id)
+        assert "failed" not in await r.history(op_id)
+        assert fx.responses == fetches

@@ -565,3 +565,30 @@ def test_a_process_that_never_calls_providers_needs_no_api_key() -> None:
         {"providers": {"acme": table}}, "config.toml", {"ACME_API_KEY": "k"}, credentials=False
     )
     assert with_key["acme"].auth is not None
+
+
+def test_result_failed_names_error_answers_of_a_fetched_result_only() -> None:
+    """`[result.failed]`: 4xx/5xx but 429, on a result that is fetched; paths may name headers."""
+    fetched = {"source": "path", "path": "/v1/jobs/{job_id}/result"}
+    failed = load(
+        acme(
+            result={
+                **fetched,
+                "failed": {"statuses": [422, 500], "error_code": "header:X-Fal-Error-Type"},
+            }
+        )
+    ).result.failed
+    assert failed.statuses == {422, 500}
+    assert failed.error_code.text == "header:X-Fal-Error-Type"
+    assert failed.error_message is None
+    assert load(acme(result=fetched)).result.failed is None
+    refused: list[Any] = [[], [200], [429], [302], [422, 204], ["422"]]
+    for codes in refused:
+        message = config_error(acme(result={**fetched, "failed": {"statuses": codes}}))
+        assert message.startswith("config.toml: providers.acme.result.failed.statuses:"), codes
+    message = config_error(acme(result={**fetched, "failed": {}}))
+    assert "result.failed.statuses: required" in message
+    message = config_error(acme(result={**fetched, "failed": {"statuses": [422], "code": "/x"}}))
+    assert "code" in message
+    inline = {"source": "inline", "inline": "/output", "failed": {"statuses": [422]}}
+    assert "nothing is fetched with source = inline" in config_error(acme(result=inline))
