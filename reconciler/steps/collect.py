@@ -40,7 +40,12 @@ from shared.providers import (
 )
 from shared.providers.description import ResultSource
 from shared.providers.requests import build_redirect
-from shared.providers.results import REDIRECT_NOT_FOLLOWED, result_content
+from shared.providers.results import (
+    REDIRECT_NOT_FOLLOWED,
+    is_empty_result,
+    result_content,
+    validate_empty_result,
+)
 from shared.result_store import INLINE_MAX_BYTES, StoreFailed
 
 S = LocalState
@@ -316,6 +321,9 @@ async def _fetch(
 ) -> Collected | Delay:
     desc = step.adapter.desc
     assert step.op.remote_job_id is not None
+    if is_empty_result(desc, status):
+        check = validate_empty_result(desc, status)
+        return Collected(check, b"", "result", _counts(check, status))
     try:
         reqs = step.adapter.build_result_requests(step.op.remote_job_id, status)
     except RequestBuildError as exc:

@@ -1093,6 +1093,7 @@ def _result(table: _Table, status: StatusSpec) -> ResultSpec:
         allowed_hosts=_allowed_hosts(table),
         pages=_pages(table.sub("pages"), source, fmt),
         failed=_failed(table.sub("failed"), source),
+        empty_without_url=_empty_without_url(table, status, source, fmt, expect),
     )
     if spec.item_success is not None and not spec.item_success_values:
         raise table.error("item_success_values", "required with item_success")
@@ -1129,6 +1130,31 @@ def _pages(
     )
     table.finish()
     return spec
+
+
+def _empty_without_url(
+    table: _Table, status: StatusSpec, source: ResultSource, fmt: ResultFormat, expect: ResultExpect
+) -> bool:
+    """`result.empty_without_url`: no URL and counts of 0 is an empty result.
+
+    Only where an empty document is one (not JSON), and where nothing would
+    be checked that only a fetch carries (a required checksum).
+    """
+    if not table.boolean("empty_without_url", False):
+        return False
+    if source is not ResultSource.URL:
+        raise table.error("empty_without_url", f"only with source = url, not {source}")
+    if not status.counts_total:
+        raise table.error(
+            "empty_without_url", "needs status.counts_total (the count that says it is empty)"
+        )
+    if fmt is ResultFormat.JSON:
+        raise table.error("empty_without_url", "an empty document is no JSON: jsonl, csv, text")
+    if expect.checksum is not Checksum.NONE and expect.checksum_options.required:
+        raise table.error(
+            "empty_without_url", "an empty result has no checksum (set checksum.required = false)"
+        )
+    return True
 
 
 # Sources whose result is fetched by a call of its own, whose answer can fail.

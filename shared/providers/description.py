@@ -471,6 +471,10 @@ class ResultSpec:
     allowed_hosts: tuple[str, ...] = ()
     pages: ResultPages | None = None
     failed: ResultFailed | None = None
+    # The provider gives no result URL for a job that produced nothing
+    # (Shopify's bulk operations: `url: null`, `objectCount: "0"`): a final
+    # status without a URL whose item counts total 0 is an empty result.
+    empty_without_url: bool = False
 
 
 @dataclass(frozen=True)

@@ -194,6 +194,44 @@ def validate_inline_result(
     )
 
 
+def is_empty_result(desc: ProviderDescription, status: StatusFact) -> bool:
+    """A final status that says the job produced nothing: no result URL, and item
+    counts totalling 0, where the description says that is how the provider
+    tells it (`result.empty_without_url`)."""
+    counts = status.counts
+    return (
+        desc.result.empty_without_url
+        and not status.result_url
+        and counts is not None
+        and counts.total == 0
+    )
+
+
+def validate_empty_result(desc: ProviderDescription, status: StatusFact) -> ResultCheck:
+    """The empty result `is_empty_result` found, judged by its content rules alone:
+    nothing was fetched, so there is no answer, content type or digest to check."""
+    body = b""
+    base: dict[str, Any] = {
+        "sha256": hashlib.sha256(body).hexdigest(),
+        "size": 0,
+        "content_type": None,
+    }
+    try:
+        decoded = _decode_parts(desc.result, [HttpResponse(200, body=body)])
+        items, notes = _check_content(desc.result, decoded, status)
+    except _Invalid as exc:
+        return ResultCheck(ok=False, reason=exc.reason, **base)
+    return ResultCheck(
+        ok=True,
+        reason="valid",
+        items_total=items.total,
+        items_succeeded=items.succeeded,
+        items_failed=items.failed,
+        notes=("empty: the status gave no result URL and counted 0 items", *notes),
+        **base,
+    )
+
+
 # --------------------------------------------------------------------- transport checks
 
 

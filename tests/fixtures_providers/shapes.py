@@ -26,6 +26,10 @@
 - `QueueFixture`: fal.ai's queue. Every job ends `COMPLETED`, a failed one
   too: the failure is told only by the response URL, which answers the
   runner's 422 (`{"detail": [...]}`) or 500 (`X-Fal-Error-Type`).
+- `BulkExportFixture`: Shopify's bulk operations, their fields over REST (the
+  GraphQL envelope aside): a finished export names its JSONL file in `url`
+  and counts its lines in `objectCount` (a string); one that matched
+  nothing reads `url: null`, `objectCount: "0"`.
 - `RunLogsFixture`: GitHub Actions' run logs. `/runs/{id}/logs` answers 302 to
   a same-origin archive link, which answers 302 to a signed blob on another
   origin (`BlobStore`, served apart); `redirect` = "loop" redirects to itself,
@@ -43,7 +47,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from tests.fixtures_providers.common import Registry, hang, json_response
+from tests.fixtures_providers.common import Registry, hang, json_response, jsonl
 
 PAGE_SIZE = 20
 BATCH_PAGE_SIZE = 100  # Mistral's default page_size
@@ -780,3 +784,70 @@ class QueueFixture:
                 {"X-Fal-Error-Type": "runner_server_error"},
             )
         return json_response(FAL_IMAGES)
+
+
+BULK_LINES = [{"id": "gid://shopify/Product/1"}, {"id": "gid://shopify/Product/2"}]
+
+
+def bulk_export(*, empty_without_url: bool) -> dict[str, Any]:
+    """The description a user writes for `BulkExportFixture`."""
+    result: dict[str, Any] = {
+        "source": "url",
+        "format": "jsonl",
+        "expect": {"item_count": "from_status_counts"},
+    }
+    if empty_without_url:
+        result["empty_without_url"] = True
+    return {
+        "create": {"path": "/bulk_operations", "idempotency": "none", "job_id": "/id"},
+        "status": {
+            "path": "/bulk_operations/{job_id}",
+            "state": "/status",
+            "state_map": {
+                "CREATED": "pending",
+                "RUNNING": "running",
+                "COMPLETED": "succeeded",
+                "FAILED": "failed",
+                "CANCELED": "cancelled",
+            },
+            "result_url": "/url",
+            "counts_total": "/objectCount",
+        },
+        "result": result,
+    }
+
+
+class BulkExportFixture:
+    """Exports that finish at their second read; the body's `matches` (0 or more)
+    says how many lines the export finds. `files` counts the file fetches."""
+
+    def __init__(self) -> None:
+        self.registry = Registry("")
+        self.files = 0
+
+    def app(self) -> Starlette:
+        return Starlette(
+            routes=[
+                Route("/bulk_operations", self.create, methods=["POST"]),
+                Route("/bulk_operations/{bid}", self.status, methods=["GET"]),
+                Route("/files/{bid}.jsonl", self.file, methods=["GET"]),
+            ]
+        )
+
+    async def create(self, request: Request) -> Response:
+        job = self.registry.add("bulk", await request.json(), dict(request.headers))
+        return json_response({"id": job.job_id, "status": "CREATED"})
+
+    async def status(self, request: Request) -> Response:
+        job = self.registry.jobs[request.path_params["bid"]]
+        job.reads += 1
+        if job.reads < READS_TO_FINISH:
+            return json_response({"id": job.job_id, "status": "RUNNING", "objectCount": "0"})
+        matches = int(job.request.get("matches", len(BULK_LINES)))
+        url = f"{request.base_url}files/{job.job_id}.jsonl" if matches else None
+        body = {"id": job.job_id, "status": "COMPLETED", "objectCount": str(matches), "url": url}
+        return json_response(body)
+
+    async def file(self, request: Request) -> Response:
+        self.files += 1
+        return Response(jsonl(BULK_LINES), media_type="application/jsonl")

@@ -16,6 +16,7 @@ just succeeded, destroying its result, and the operation said "cancelled".
 from __future__ import annotations
 
 import contextlib
+import hashlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, Literal
@@ -39,12 +40,14 @@ from tests.fixtures_providers.shapes import (
     TASK_OUTPUT,
     BatchJobsFixture,
     BlobStore,
+    BulkExportFixture,
     BulkQueryFixture,
     PipelinesFixture,
     QueueFixture,
     RequestReplyFixture,
     RunLogsFixture,
     TasksFixture,
+    bulk_export,
     bulk_query,
     fal_queue,
     request_reply,
@@ -758,3 +761,48 @@ async def test_a_result_answer_not_listed_in_result_failed_is_judged_as_before(
         assert await r.settle(op_id, ENDS) is end, await r.history(op_id)
         assert "failed" not in await r.history(op_id)
         assert fx.responses == fetches
+
+
+@pytest.mark.parametrize(
+    ("matches", "empty_without_url", "end"),
+    [(0, True, S.SUCCEEDED), (2, True, S.SUCCEEDED), (0, False, S.RESULT_UNAVAILABLE)],
+    ids=["empty", "two_lines", "empty_not_described"],
+)
+async def test_an_export_that_found_nothing_is_an_empty_result_not_an_unavailable_one(
+    pool: Any, tmp_path: Path, matches: int, empty_without_url: bool, end: LocalState
+) -> None:
+    """Shopify's bulk operation that matched nothing ends COMPLETED with `url: null`
+    and `objectCount: "0"`: with `result.empty_without_url` that is an empty result,
+    stored and verified (sha256 of no bytes), fetched from nowhere; it went to
+    result_unavailable ("the final status gave no result URL") for a human."""
+    fx = BulkExportFixture()
+    async with preset_rig(
+        pool,
+        tmp_path,
+        fx.app(),
+        preset=None,
+        name="shopify",
+        env={},
+        overrides=bulk_export(empty_without_url=empty_without_url),
+    ) as r:
+        op_id = await r.submit(
+            {"query": "{ products { edges { node { id } } } }", "matches": matches}
+        )
+        assert await r.settle(op_id, ENDS) is end, await r.history(op_id)
+        assert fx.files == (1 if matches else 0)
+        if end is not S.SUCCEEDED:
+            return
+        op = await r.op(op_id)
+        assert op.result_summary["items_total"] == matches
+        assert op.result_summary["items_succeeded"] == matches
+        stored = await pool.fetchrow(
+            "SELECT sha256, size_bytes, call_id, valid FROM results WHERE result_id = $1",
+            op.result_id,
+        )
+        if matches == 0:
+            assert dict(stored) == {
+                "sha256": hashlib.sha256(b"").hexdigest(),
+                "size_bytes": 0,
+                "call_id": None,
+                "valid": True,
+            }

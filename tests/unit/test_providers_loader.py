@@ -592,3 +592,23 @@ def test_result_failed_names_error_answers_of_a_fetched_result_only() -> None:
     assert "code" in message
     inline = {"source": "inline", "inline": "/output", "failed": {"statuses": [422]}}
     assert "nothing is fetched with source = inline" in config_error(acme(result=inline))
+
+
+def test_empty_without_url_needs_a_url_source_a_total_and_a_format_that_can_be_empty() -> None:
+    status = {"result_url": "/url", "counts_total": "/objectCount"}
+    jsonl_url = {"source": "url", "format": "jsonl", "empty_without_url": True}
+    assert load(acme(status=status, result=jsonl_url)).result.empty_without_url
+    assert not load(acme(status=status, result={"source": "url"})).result.empty_without_url
+    cases = {
+        "only with source = url": ({"source": "path", "path": "/r/{job_id}"}, status),
+        "needs status.counts_total": ({"source": "url", "format": "jsonl"}, {"result_url": "/url"}),
+        "an empty document is no JSON": ({"source": "url"}, status),
+        "has no checksum": (
+            {"source": "url", "format": "jsonl", "expect": {"checksum": "content-digest"}},
+            status,
+        ),
+    }
+    for said, (result, status_table) in cases.items():
+        table = acme(status=status_table, result={**result, "empty_without_url": True})
+        message = config_error(table)
+        assert "result.empty_without_url:" in message and said in message, message
