@@ -66,6 +66,8 @@ FAST_LIMITS = {
     "backoff_cap": 0.3,
     "request_timeout": 1.0,
     "webhook_backstop_poll_seconds": 0.5,
+    # a collection gives up after its six tries, not after an hour of them
+    "result_retry_seconds": 0.1,
 }
 # A signing secret for the simulator's webhooks in tests and the crash-point
 # runs; generated for them, never a deployment's.

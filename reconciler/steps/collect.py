@@ -50,8 +50,9 @@ from shared.result_store import INLINE_MAX_BYTES, StoreFailed
 
 S = LocalState
 log = logging.getLogger("jobwarden.reconciler")
-# Transient fetch failures (5xx, timeouts) are retried this many times before
-# the result is declared unavailable and a human is asked.
+# Transient fetch failures (5xx, timeouts) are retried at least this many
+# times, and for limits.result_retry_seconds, before the result is declared
+# unavailable and a human is asked (`_out_of_retries`).
 MAX_RESULT_ATTEMPTS = 6
 # Failed items are kept page by page; past this many pages the rest stays at the
 # provider (the summary says how many failed, the reference says where).
@@ -196,7 +197,7 @@ async def _collect(step: Step, conn: Any) -> Delay:
             conn, f"the final status read cannot be built from what is on record: {exc}"
         )
     if status_resp is None:
-        if attempt >= MAX_RESULT_ATTEMPTS:
+        if await _out_of_retries(step, conn, attempt):
             return await _give_up(
                 step,
                 conn,
@@ -209,7 +210,7 @@ async def _collect(step: Step, conn: Any) -> Delay:
         # An answer that names no state (GraphQL's 200 carrying `errors`, a
         # throttle in the body) says nothing about the job: read again, as
         # after a 5xx, rather than send a finished job to a human.
-        if attempt >= MAX_RESULT_ATTEMPTS:
+        if await _out_of_retries(step, conn, attempt):
             return await _give_up(
                 step,
                 conn,
@@ -258,6 +259,22 @@ async def _collect(step: Step, conn: Any) -> Delay:
             fetched.call_id,
         )
     return await _store_and_move(step, conn, fetched, attempt)
+
+
+async def _out_of_retries(step: Step, conn: Any, attempt: int) -> bool:
+    """Has this collection retried what may pass long enough to give up?
+
+    MAX_RESULT_ATTEMPTS tries at least, and `limits.result_retry_seconds` since
+    the operation entered result_collecting: a provider's result outlives its
+    outages, and six tries (about a minute) sent a five-minute one to a human.
+    """
+    if attempt < MAX_RESULT_ATTEMPTS:
+        return False
+    since = await ledger.state_entered_at(conn, step.op.operation_id, S.RESULT_COLLECTING)
+    if since is None:
+        return True
+    budget = step.adapter.desc.limits.result_retry_seconds
+    return (step.now() - since).total_seconds() >= budget
 
 
 async def _final_status(step: Step, conn: Any, attempt: int, *, fresh: bool) -> HttpResponse | None:
@@ -414,7 +431,7 @@ async def _fetched_part(
         if failure is not None:
             return _Stop(await _failed_by_answer(step, conn, failure, fetched.call_id))
     if resp is None or resp.status_code >= 500 or resp.status_code == 429:
-        if attempt >= MAX_RESULT_ATTEMPTS:
+        if await _out_of_retries(step, conn, attempt):
             reason = f"result fetch kept failing after {attempt} attempts"
             return _Stop(await _give_up(step, conn, S.RESULT_UNAVAILABLE, reason))
         return _Stop(step.until_allowed(step.retry(attempt)))

@@ -497,6 +497,12 @@ async def bump_attempt(db: Executor, kind: str, operation_id: str, *, fence: int
     return int(value) if value is not None else None
 
 
+async def state_entered_at(db: Executor, operation_id: str, state: LocalState) -> datetime | None:
+    """When the operation last moved into `state` (None: never), by the database's clock."""
+    at: datetime | None = await db.fetchval(q("state_entered_at"), operation_id, state.value)
+    return at
+
+
 async def unbump_create_attempt(db: Executor, operation_id: str, *, fence: int) -> None:
     """The create just recorded never left this host: it does not count as an attempt."""
     await _fenced_update(db, "unbump_create_attempt", operation_id, fence)

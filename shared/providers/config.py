@@ -737,6 +737,7 @@ def _limits(table: _Table | None) -> Limits:
         default_poll_after_seconds=table.opt_number(
             "default_poll_after_seconds", maximum=MAX_DELAY_SECONDS
         ),
+        result_retry_seconds=deadline("result_retry_seconds", d.result_retry_seconds),
     )
     if limits.backoff_factor < 1:
         raise table.error("backoff_factor", "must be at least 1 (the delay never shrinks)")

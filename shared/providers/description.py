@@ -106,7 +106,7 @@ a list of paths; *template* = text with ``{placeholders}``)::
     [limits]   backoff_base (2), backoff_factor (2), backoff_cap (60), max_concurrency (8),
                request_timeout (10), create_deadline_seconds, result_deadline_seconds,
                cancel_deadline_seconds, webhook_backstop_poll_seconds (300),
-               default_poll_after_seconds
+               default_poll_after_seconds, result_retry_seconds (3600)
 """
 
 from __future__ import annotations
@@ -561,6 +561,13 @@ class Limits:
     # Fixed delay when the provider gives no hint, instead of backoff (Azure
     # documents 60 s when Retry-After is absent). None = capped backoff.
     default_poll_after_seconds: float | None = None
+    # How long a collection keeps retrying what may pass (a 5xx, a 429, no
+    # answer, a final read naming no state) before the result is declared
+    # unavailable, counted from its entry into result_collecting; at least
+    # MAX_RESULT_ATTEMPTS tries whatever it says. A provider's result usually
+    # outlives its outages by days: six tries (about a minute) sent a
+    # five-minute outage to a human.
+    result_retry_seconds: float = 3600.0
 
 
 @dataclass(frozen=True)

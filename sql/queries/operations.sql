@@ -209,6 +209,10 @@ UPDATE operations SET lookup_attempts = lookup_attempts + 1
 WHERE operation_id = $1 AND lease_fence = $2 AND lease_expires_at > jw_now()
 RETURNING lookup_attempts;
 
+-- name: state_entered_at
+-- When operation $1 last moved into state $2 (the database's clock; NULL: never).
+SELECT max(at) FROM history WHERE operation_id = $1 AND to_state = $2::jw_state;
+
 -- name: bump_result_attempt
 UPDATE operations SET result_attempts = result_attempts + 1
 WHERE operation_id = $1 AND lease_fence = $2 AND lease_expires_at > jw_now()

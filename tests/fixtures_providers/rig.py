@@ -48,6 +48,8 @@ TEST_LIMITS: dict[str, Any] = {
     # With webhooks configured polling is a backstop this slow, so a test that
     # settles quickly proves the webhook woke the reconciler.
     "webhook_backstop_poll_seconds": 30.0,
+    # a collection gives up after its six tries, not after an hour of them
+    "result_retry_seconds": 0.1,
 }
 # How long a test waits for an operation to reach a state before failing.
 SETTLE_TIMEOUT_SECONDS = 10.0

@@ -741,6 +741,8 @@ class QueueFixture:
     def __init__(self) -> None:
         self.registry = Registry("req-")
         self.responses = 0
+        # while set, the response URL answers 503 (an outage of the result store)
+        self.busy = False
 
     def app(self) -> Starlette:
         return Starlette(
@@ -774,6 +776,8 @@ class QueueFixture:
     async def response(self, request: Request) -> Response:
         job = self.registry.jobs[request.path_params["rid"]]
         self.responses += 1
+        if self.busy:
+            return json_response({"detail": "Service Unavailable"}, 503)
         outcome: FalOutcome = job.request.get("outcome", "ok")
         if outcome == "422":
             return json_response(FAL_VALIDATION, 422)

@@ -806,3 +806,56 @@ async def test_an_export_that_found_nothing_is_an_empty_result_not_an_unavailabl
                 "call_id": None,
                 "valid": True,
             }
+
+
+async def _collect_through_an_outage(
+    r: PresetRig, fx: QueueFixture, clock: TestClock, op_id: str, fetches: int
+) -> None:
+    """Drive the collection until the response URL has answered 503 `fetches` times,
+    the test's clock moved past each retry's backoff."""
+    fx.busy = True
+    for _ in range(50 * fetches):
+        if fx.responses >= fetches:
+            return
+        await r.reconciler.run_once()
+        await clock.advance(1.0)  # past the rig's capped backoff
+    raise AssertionError(f"{fx.responses} fetches, wanted {fetches}: {await r.history(op_id)}")
+
+
+async def test_a_result_store_outage_longer_than_six_tries_is_ridden_out(
+    pool: Any, tmp_path: Path, clock: TestClock
+) -> None:
+    """The response URL answers 503 for nine fetches, then the result: collected.
+    The six tries, about a minute with the default backoff, once sent such an outage
+    to a human (result_unavailable); the hour of `limits.result_retry_seconds` has not
+    passed, so the fetches go on."""
+    fx = QueueFixture()
+    described = {**fal_queue(), "limits": {"result_retry_seconds": 3600}}
+    async with preset_rig(
+        pool, tmp_path, fx.app(), preset=None, name="fal", env={}, overrides=described, clock=clock
+    ) as r:
+        op_id = await r.submit({"prompt": "a cat"})
+        await _collect_through_an_outage(r, fx, clock, op_id, fetches=9)
+        assert await r.state(op_id) is S.RESULT_COLLECTING
+        fx.busy = False
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert "result_unavailable" not in await r.history(op_id)
+
+
+async def test_a_result_store_down_past_result_retry_seconds_is_result_unavailable(
+    pool: Any, tmp_path: Path, clock: TestClock
+) -> None:
+    """Still 503 once `limits.result_retry_seconds` has passed since the collection
+    began: the next failure gives up, result_unavailable, for a human."""
+    fx = QueueFixture()
+    described = {**fal_queue(), "limits": {"result_retry_seconds": 3600}}
+    async with preset_rig(
+        pool, tmp_path, fx.app(), preset=None, name="fal", env={}, overrides=described, clock=clock
+    ) as r:
+        op_id = await r.submit({"prompt": "a cat"})
+        await _collect_through_an_outage(r, fx, clock, op_id, fetches=7)
+        assert await r.state(op_id) is S.RESULT_COLLECTING
+        await clock.advance(3600.0)
+        assert await r.settle(op_id, ENDS) is S.RESULT_UNAVAILABLE, await r.history(op_id)
+        escalation = await r.escalation(op_id)
+        assert "result fetch kept failing after" in escalation["reason"], escalation["reason"]

@@ -221,7 +221,9 @@ def test_type_error_is_named() -> None:
 
 
 @pytest.mark.parametrize("value", [math.inf, -math.inf, math.nan])
-@pytest.mark.parametrize("key", ["result_deadline_seconds", "backoff_cap", "backoff_factor"])
+@pytest.mark.parametrize(
+    "key", ["result_deadline_seconds", "backoff_cap", "backoff_factor", "result_retry_seconds"]
+)
 def test_a_limit_toml_spells_as_inf_or_nan_is_refused(key: str, value: float) -> None:
     message = config_error(acme(limits={key: value}))
     assert message == f"config.toml: providers.acme.limits.{key}: must be a finite number"
@@ -237,6 +239,7 @@ def test_a_limit_toml_spells_as_inf_or_nan_is_refused(key: str, value: float) ->
         ("webhook_backstop_poll_seconds", 1e9, "86400"),
         ("default_poll_after_seconds", 1e9, "86400"),
         ("backoff_factor", 11.0, "10"),
+        ("result_retry_seconds", 31 * 86400.0, "2592000"),
     ],
 )
 def test_a_limit_beyond_what_any_job_needs_is_refused(key: str, value: float, most: str) -> None:
