@@ -95,16 +95,33 @@ def answer_reading(desc: ProviderDescription, action: str) -> Reading:
     """How much of an answer (not a download) is read: MAX_ANSWER_BYTES decoded.
 
     An answer that may carry the result itself (a status read when the
-    result is inline, a create that can answer synchronously) may also be
-    as large as the result may be (max_bytes), on top: past that, the
-    result would be refused anyway.
+    result is inline or at the status URL, a create that can answer
+    synchronously) may also be as large as the result may be (max_bytes),
+    on top: past that, the result would be refused anyway.
     """
-    carries = (action == "status" and desc.result.source is ResultSource.INLINE) or (
+    carries = (action == "status" and _status_carries_result(desc)) or (
         action == "create" and bool(desc.create.sync_result_statuses)
     )
     if not carries:
         return ANSWER
     return Reading(keep=MAX_ANSWER_BYTES + desc.result.expect.max_bytes)
+
+
+def _status_carries_result(desc: ProviderDescription) -> bool:
+    """Can a status read's answer be the result itself? An inline result, or a
+    result fetched from the status URL (Stability's `/v2beta/results/{id}`
+    answers 202 while the job runs, then 200 with the video): such a read of
+    a finished job answered past MAX_ANSWER_BYTES, failed as `protocol`, and
+    the job was read as running until its deadline."""
+    result, status = desc.result, desc.status
+    if result.source is ResultSource.INLINE:
+        return True
+    return (
+        result.source is ResultSource.PATH
+        and result.path is not None
+        and status.path is not None
+        and result.path.text == status.path.text
+    )
 
 
 # Calls whose delivery matters (a create or cancel that may have arrived must

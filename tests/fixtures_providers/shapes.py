@@ -30,6 +30,10 @@
   GraphQL envelope aside): a finished export names its JSONL file in `url`
   and counts its lines in `objectCount` (a string); one that matched
   nothing reads `url: null`, `objectCount: "0"`.
+- `ResultsFixture`: Stability AI's v2beta generations. The status URL is the
+  result's: `/v2beta/results/{id}` answers 202 while the job runs, then 200
+  with the video itself (`finish-reason: SUCCESS`), which may be larger than
+  any status answer is read.
 - `RunLogsFixture`: GitHub Actions' run logs. `/runs/{id}/logs` answers 302 to
   a same-origin archive link, which answers 302 to a signed blob on another
   origin (`BlobStore`, served apart); `redirect` = "loop" redirects to itself,
@@ -855,3 +859,55 @@ class BulkExportFixture:
     async def file(self, request: Request) -> Response:
         self.files += 1
         return Response(jsonl(BULK_LINES), media_type="application/jsonl")
+
+
+# Past the 8 MiB any other answer is read up to (reconciler.lanes.MAX_ANSWER_BYTES).
+VIDEO = b"\x00\x00\x00\x18ftypmp42" + bytes(range(256)) * (9 * 4096)
+
+
+def stability_results() -> dict[str, Any]:
+    """The description a user writes for `ResultsFixture`."""
+    return {
+        "headers": {"Accept": "video/*"},
+        "create": {"path": "/v2beta/image-to-video", "idempotency": "none", "job_id": "/id"},
+        "status": {
+            "path": "/v2beta/results/{job_id}",
+            "state": "header:finish-reason",
+            "state_map": {"SUCCESS": "succeeded", "CONTENT_FILTERED": "failed"},
+            "state_from_http_status": {"202": "running"},
+        },
+        "result": {
+            "source": "path",
+            "path": "/v2beta/results/{job_id}",
+            "format": "binary",
+            "expect": {"content_types": ["video/mp4"]},
+        },
+    }
+
+
+class ResultsFixture:
+    """Generations done at their second read; `reads` counts the result URL's answers."""
+
+    def __init__(self) -> None:
+        self.registry = Registry("gen-")
+        self.reads = 0
+
+    def app(self) -> Starlette:
+        return Starlette(
+            routes=[
+                Route("/v2beta/image-to-video", self.create, methods=["POST"]),
+                Route("/v2beta/results/{gid}", self.result, methods=["GET"]),
+            ]
+        )
+
+    async def create(self, request: Request) -> Response:
+        job = self.registry.add("video", await request.json(), dict(request.headers))
+        return json_response({"id": job.job_id})
+
+    async def result(self, request: Request) -> Response:
+        job = self.registry.jobs[request.path_params["gid"]]
+        job.reads += 1
+        self.reads += 1
+        if job.reads < READS_TO_FINISH:
+            return json_response({"id": job.job_id, "status": "in-progress"}, 202)
+        return Response(VIDEO, media_type="video/mp4", headers={"finish-reason": "SUCCESS"})

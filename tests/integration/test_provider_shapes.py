@@ -38,6 +38,7 @@ from tests.fixtures_providers.shapes import (
     LOGS_ZIP,
     PIPELINES,
     TASK_OUTPUT,
+    VIDEO,
     BatchJobsFixture,
     BlobStore,
     BulkExportFixture,
@@ -45,6 +46,7 @@ from tests.fixtures_providers.shapes import (
     PipelinesFixture,
     QueueFixture,
     RequestReplyFixture,
+    ResultsFixture,
     RunLogsFixture,
     TasksFixture,
     bulk_export,
@@ -53,6 +55,7 @@ from tests.fixtures_providers.shapes import (
     request_reply,
     run_logs,
     runway_tasks,
+    stability_results,
 )
 
 S = LocalState
@@ -859,3 +862,31 @@ async def test_a_result_store_down_past_result_retry_seconds_is_result_unavailab
         assert await r.settle(op_id, ENDS) is S.RESULT_UNAVAILABLE, await r.history(op_id)
         escalation = await r.escalation(op_id)
         assert "result fetch kept failing after" in escalation["reason"], escalation["reason"]
+
+
+async def test_a_status_url_that_answers_with_a_large_result_is_read_whole(
+    pool: Any, tmp_path: Path
+) -> None:
+    """Stability's result URL is also its status URL: 202 while running, then 200 with
+    the video. A 9 MiB video made every read of the finished job fail as `protocol`
+    (past the 8 MiB any answer is read up to), and the job was read as running until
+    its deadline, `result_timed_out`. A status read at the result's URL is now read up
+    to the result's max_bytes: the job succeeds, its video stored byte for byte."""
+    fx = ResultsFixture()
+    async with preset_rig(
+        pool,
+        tmp_path,
+        fx.app(),
+        preset=None,
+        name="stability",
+        env={},
+        overrides=stability_results(),
+    ) as r:
+        op_id = await r.submit({"image": "https://example.com/cat.png"})
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        statuses = await r.calls(op_id, "status")
+        assert [c["status_code"] for c in statuses][:2] == [202, 200]
+        assert all(c["error_category"] is None for c in statuses)
+        op = await r.op(op_id)
+        stored = Path(op.result_ref.removeprefix("file:")).read_bytes()
+        assert stored == VIDEO
