@@ -439,7 +439,23 @@ async def _fetched_part(
         # the result is there, behind a link: not unavailable, and no content to judge
         reason = f"result fetch answered HTTP {resp.status_code}: {fetched.unfollowed}"
         return _Stop(await _give_up(step, conn, S.NEEDS_ATTENTION, reason))
+    if verdict and attempt == 1 and _link_refused(step, resp):
+        # The link came from the read that decided success, perhaps long ago
+        # (a backstop read, a claim that waited): a pre-signed link expires
+        # (HeyGen's video_url, S3's 403 "Request has expired"). The next
+        # attempt reads the status afresh, which names a fresh link.
+        log.warning(
+            "result link refused; the status is read again for a fresh one",
+            extra={"ctx": {"operation_id": step.op.operation_id, "status": resp.status_code}},
+        )
+        return _Stop(step.until_allowed(step.retry(attempt)))
     return resp
+
+
+def _link_refused(step: Step, resp: HttpResponse) -> bool:
+    """A 4xx from a result URL the status named (`source = url`): an expired or
+    revoked link as likely as a missing result."""
+    return step.adapter.desc.result.source is ResultSource.URL and 400 <= resp.status_code < 500
 
 
 def _stored_content(step: Step, check: ResultCheck, responses: Sequence[HttpResponse]) -> bytes:

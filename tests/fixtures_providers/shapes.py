@@ -34,6 +34,9 @@
   result's: `/v2beta/results/{id}` answers 202 while the job runs, then 200
   with the video itself (`finish-reason: SUCCESS`), which may be larger than
   any status answer is read.
+- `VideosFixture`: HeyGen's videos. A finished video's status names a
+  pre-signed `video_url` minted at each read; a link minted before
+  `first_valid_read` has expired (403), as one read long before the fetch has.
 - `RunLogsFixture`: GitHub Actions' run logs. `/runs/{id}/logs` answers 302 to
   a same-origin archive link, which answers 302 to a signed blob on another
   origin (`BlobStore`, served apart); `redirect` = "loop" redirects to itself,
@@ -911,3 +914,67 @@ class ResultsFixture:
         if job.reads < READS_TO_FINISH:
             return json_response({"id": job.job_id, "status": "in-progress"}, 202)
         return Response(VIDEO, media_type="video/mp4", headers={"finish-reason": "SUCCESS"})
+
+
+HEYGEN_VIDEO = b"\x00\x00\x00\x18ftypmp42 heygen"
+
+
+def heygen_videos() -> dict[str, Any]:
+    """The description a user writes for `VideosFixture`."""
+    return {
+        "create": {"path": "/v2/video/generate", "idempotency": "none", "job_id": "/data/video_id"},
+        "status": {
+            "path": "/v1/videos/{job_id}",
+            "state": "/data/status",
+            "state_map": {
+                "pending": "pending",
+                "processing": "running",
+                "completed": "succeeded",
+                "failed": "failed",
+            },
+            "result_url": "/data/video_url",
+        },
+        "result": {"source": "url", "format": "binary"},
+    }
+
+
+class VideosFixture:
+    """Videos done at their second read. `fetches` lists each fetch's link read
+    number and the answer's status code."""
+
+    def __init__(self, first_valid_read: int = 1) -> None:
+        self.registry = Registry("vid")
+        self.first_valid_read = first_valid_read
+        self.status_reads = 0
+        self.fetches: list[tuple[int, int]] = []
+
+    def app(self) -> Starlette:
+        return Starlette(
+            routes=[
+                Route("/v2/video/generate", self.create, methods=["POST"]),
+                Route("/v1/videos/{vid}", self.status, methods=["GET"]),
+                Route("/files/{vid}.mp4", self.file, methods=["GET"]),
+            ]
+        )
+
+    async def create(self, request: Request) -> Response:
+        job = self.registry.add("video", await request.json(), dict(request.headers))
+        return json_response({"error": None, "data": {"video_id": job.job_id}})
+
+    async def status(self, request: Request) -> Response:
+        job = self.registry.jobs[request.path_params["vid"]]
+        job.reads += 1
+        self.status_reads += 1
+        if job.reads < READS_TO_FINISH:
+            return json_response({"code": 100, "data": {"id": job.job_id, "status": "processing"}})
+        link = f"{request.base_url}files/{job.job_id}.mp4?Expires={self.status_reads}&Signature=s"
+        data = {"id": job.job_id, "status": "completed", "video_url": link}
+        return json_response({"code": 100, "data": data})
+
+    async def file(self, request: Request) -> Response:
+        minted = int(request.query_params["Expires"])
+        if minted < self.first_valid_read:
+            self.fetches.append((minted, 403))
+            return Response(b"<Error><Code>AccessDenied</Code></Error>", 403)
+        self.fetches.append((minted, 200))
+        return Response(HEYGEN_VIDEO, media_type="video/mp4")

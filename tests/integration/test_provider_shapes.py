@@ -35,6 +35,7 @@ from tests.fixtures_providers.shapes import (
     BLOB_SIGNATURE,
     BULK_LOCATOR,
     BULK_ROWS,
+    HEYGEN_VIDEO,
     LOGS_ZIP,
     PIPELINES,
     TASK_OUTPUT,
@@ -49,9 +50,11 @@ from tests.fixtures_providers.shapes import (
     ResultsFixture,
     RunLogsFixture,
     TasksFixture,
+    VideosFixture,
     bulk_export,
     bulk_query,
     fal_queue,
+    heygen_videos,
     request_reply,
     run_logs,
     runway_tasks,
@@ -890,3 +893,35 @@ async def test_a_status_url_that_answers_with_a_large_result_is_read_whole(
         op = await r.op(op_id)
         stored = Path(op.result_ref.removeprefix("file:")).read_bytes()
         assert stored == VIDEO
+
+
+async def test_an_expired_result_link_is_fetched_again_from_a_fresh_status_read(
+    pool: Any, tmp_path: Path
+) -> None:
+    """HeyGen's video_url is pre-signed and expires. The collection's final read (read
+    3: the deciding read's link is stored redacted) names a link refused (403) when
+    fetched. The status is read once more, its fresh link fetched: the video is
+    collected. Before, the 403 was result_unavailable at once, for a human whose only
+    fix was to ask for that read."""
+    fx = VideosFixture(first_valid_read=4)
+    async with preset_rig(
+        pool, tmp_path, fx.app(), preset=None, name="heygen", env={}, overrides=heygen_videos()
+    ) as r:
+        op_id = await r.submit({"video_inputs": []})
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert fx.fetches == [(3, 403), (4, 200)]
+        op = await r.op(op_id)
+        assert Path(op.result_ref.removeprefix("file:")).read_bytes() == HEYGEN_VIDEO
+
+
+async def test_a_result_link_refused_again_after_a_fresh_read_is_result_unavailable(
+    pool: Any, tmp_path: Path
+) -> None:
+    """Refused by a freshly minted link too: one retry only, then result_unavailable."""
+    fx = VideosFixture(first_valid_read=100)
+    async with preset_rig(
+        pool, tmp_path, fx.app(), preset=None, name="heygen", env={}, overrides=heygen_videos()
+    ) as r:
+        op_id = await r.submit({"video_inputs": []})
+        assert await r.settle(op_id, ENDS) is S.RESULT_UNAVAILABLE, await r.history(op_id)
+        assert fx.fetches == [(3, 403), (4, 403)]
