@@ -29,6 +29,7 @@ from reconciler.step import NOW, Delay, Step, lease_lost
 from reconciler.steps.collect import store_sync_result
 from shared import ledger
 from shared.db.queries import q
+from shared.ledger import webhooks
 from shared.ledger.errors import StaleTransition
 from shared.ledger.operations import unstorable_job_id
 from shared.ledger.states import STATE_SETS, Evidence, LocalState
@@ -587,6 +588,14 @@ async def _accept(
                 conn, S.ACCEPTED, f"{via} answered with job {job_id}", (Evidence.CALL, call_id)
             )
         # in cancel_requested the job id is all we needed: the cancel goes out next
+        # A delivery that came before the job id (the create's answer lost, the
+        # job found by a lookup later) woke a step that could not read the job:
+        # it is read now rather than at the backstop's time.
+        delivered = step.adapter.desc.webhooks is not None and await webhooks.delivered_for(
+            conn, step.op.operation_id
+        )
+    if delivered and request is not None and not cross_check and step.op.state is S.ACCEPTED:
+        return step.until_allowed(NOW, read=True)
     return step.until_allowed(
         _first_read(step, cross_check, retry_after, readable=request is not None)
     )

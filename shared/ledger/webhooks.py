@@ -153,6 +153,11 @@ async def end_announced(
     return bool(found)
 
 
+async def delivered_for(db: Executor, operation_id: str) -> bool:
+    """Whether any delivery was matched to this operation (a webhook observation)."""
+    return bool(await db.fetchval(q("webhook_delivered_for"), operation_id))
+
+
 async def purge_webhook_events(db: Executor, retention_days: int) -> int:
     """Delete unattached events older than `retention_days`; returns how many.
 

@@ -246,3 +246,10 @@ SELECT EXISTS (
 -- name: receiver_writer_ping
 -- Readiness: the group-commit writers' own connections answer.
 SELECT 1;
+
+-- name: webhook_delivered_for
+-- Has a delivery for operation $1 been stored and matched to it (by its id or
+-- reference, or by the job id just recorded: jw_attach_early_events)?
+SELECT EXISTS (
+    SELECT 1 FROM observations WHERE operation_id = $1 AND source = 'webhook'
+);

@@ -17,10 +17,13 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, Literal
 
+import httpx
 import pytest
 from starlette.requests import Request
 from starlette.responses import Response
@@ -29,6 +32,7 @@ from bench.harness import TestClock
 from shared.ledger import audit, log, log_audit
 from shared.ledger.states import LocalState
 from shared.serve import serve_app
+from shared.signatures.signing import sign_standard_webhooks
 from tests.fixtures_providers.rig import PresetRig, preset_rig
 from tests.fixtures_providers.shapes import (
     BATCH_JOBS,
@@ -925,3 +929,52 @@ async def test_a_result_link_refused_again_after_a_fresh_read_is_result_unavaila
         op_id = await r.submit({"video_inputs": []})
         assert await r.settle(op_id, ENDS) is S.RESULT_UNAVAILABLE, await r.history(op_id)
         assert fx.fetches == [(3, 403), (4, 403)]
+
+
+async def test_a_delivery_before_the_job_is_found_is_read_at_once_after_the_lookup(
+    pool: Any, tmp_path: Path
+) -> None:
+    """The create's answer is lost; the pipeline's success webhook arrives and is matched
+    by our operation id while no job id is known; the lookup then finds the pipeline.
+    The delivery's wake-up was spent on the lookup, so the job was first read at the
+    webhook backstop (300 s by default; 30 s here, past this test's wait). It is now
+    read at once: a delivery already on record is news the acceptance must not sit on."""
+    fx = PipelinesFixture(lose_first_create=True)
+    secret = "whsec_" + "cGlwZWxpbmUtaG9vay1zZWNyZXQ="
+    described = {
+        **PIPELINES,
+        "webhooks": {
+            "scheme": "standard_webhooks",
+            "secrets_env": "GITLAB_HOOK_SECRET",
+            "job_id": "/id",
+            "state": "/status",
+            "operation_id": "/name",
+        },
+    }
+    async with preset_rig(
+        pool,
+        tmp_path,
+        fx.app(),
+        preset=None,
+        name="gitlab",
+        env={"GITLAB_HOOK_SECRET": secret},
+        overrides=described,
+        with_receiver=True,
+    ) as r:
+        op_id = await r.submit({})
+        assert await r.settle(op_id, {S.CREATE_UNKNOWN}) is S.CREATE_UNKNOWN
+        (lost,) = [p for p in fx.pipelines.values() if p["name"] == op_id]
+        body = json.dumps({"id": lost["id"], "name": op_id, "status": "success"}).encode()
+        now = int(time.time())
+        headers = {
+            "content-type": "application/json",
+            "webhook-id": "msg_pipeline_1",
+            "webhook-timestamp": str(now),
+            "webhook-signature": sign_standard_webhooks(secret, "msg_pipeline_1", now, body),
+        }
+        async with httpx.AsyncClient() as client:
+            answer = await client.post(r.hook_url, content=body, headers=headers)
+        assert answer.json() == {"status": "stored", "matched": True}
+        lost["status"] = "success"
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert fx.registry.calls["create"] == 1
