@@ -180,12 +180,13 @@ async def _cancel_due(step: Step, conn: Any) -> Delay | _ReadStatus | None:
     if op.cancel_sent_at is not None and op.cancel_deadline and step.now() >= op.cancel_deadline:
         return READ_STATUS  # the poll step reads, then applies the cancel deadline
     if not desc.cancel.supported:
-        async with conn.transaction():
-            await step.move(
-                conn,
-                S.CANCELLATION_UNCONFIRMED,
-                f"provider {desc.name} has no cancel endpoint: {desc.cancel.reason or 'n/a'}",
-            )
+        # Nothing can be sent. The job is read as before, in cancel_requested:
+        # an end it reaches by itself is reported as it is (a success
+        # collected, a failure), and the cancel deadline, once passed, stops
+        # it for a human, saying why (poll.passed_deadline). It went to
+        # cancellation_unconfirmed at once: "not confirmed before the
+        # deadline" and `done` to the agent, then moved on its own when the
+        # job ended, which `done` promises never happens.
         return READ_STATUS
     if op.cancel_sent_at is not None and not desc.cancel.idempotent:
         # Sent before a crash, outcome unknown, and repeating it is not safe:

@@ -85,11 +85,15 @@ def passed_deadline(step: Step) -> Deadline | None:
     cancel_by = op.cancel_deadline
     cancelling = op.state in (S.CANCEL_REQUESTED, S.CANCELLING)
     if cancelling and cancel_by is not None and now >= cancel_by:
-        return Deadline(
-            cancel_by,
-            S.CANCELLATION_UNCONFIRMED,
-            "cancel deadline passed without a remote confirmation",
-        )
+        cancel = step.adapter.desc.cancel
+        cause = "cancel deadline passed without a remote confirmation"
+        if not cancel.supported:
+            cause = (
+                f"cancel deadline passed and the job has not ended: provider "
+                f"{step.adapter.desc.name} has no cancel endpoint ({cancel.reason or 'n/a'}), "
+                "so no cancel was sent"
+            )
+        return Deadline(cancel_by, S.CANCELLATION_UNCONFIRMED, cause)
     return None
 
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import httpx
 
+from bench.harness import TestClock
 from shared.ledger.states import LocalState
 from shared.providers import describe_guarantees, load_preset
 from tests.fixtures_providers.assemblyai import API_KEY, TEXT, AssemblyAIFixture
@@ -63,17 +64,61 @@ async def test_completed_transcript_without_text_fails_validation(
         assert "missing required field text" in (await r.escalation(op_id))["reason"]
 
 
-async def test_cancel_is_unsupported_and_says_why(pool: Any, tmp_path: Path) -> None:
+async def _reads_after_cancel(r: Any, clock: TestClock, op_id: str, reads: int) -> None:
+    """Drive the reconciler (the test's clock past each backoff) until `reads` more
+    status reads were made after the cancel request."""
+    before = len(await r.calls(op_id, "status"))
+    for _ in range(50 * reads):
+        if len(await r.calls(op_id, "status")) >= before + reads:
+            return
+        await r.reconciler.run_once()
+        await clock.advance(1.0)
+    raise AssertionError(f"no {reads} reads after the cancel: {await r.history(op_id)}")
+
+
+async def test_cancel_is_unsupported_the_job_is_read_until_the_deadline_then_says_why(
+    pool: Any, tmp_path: Path, clock: TestClock
+) -> None:
+    """No cancel endpoint: nothing is sent, and the job is read on, in cancel_requested
+    (not escalated: it may still end by itself). At the cancel deadline it stops for
+    a human, saying why. It went to cancellation_unconfirmed at once, which tells an
+    agent `done` and "not confirmed before the deadline", and then moved on its own."""
     fx = AssemblyAIFixture()
-    async with rig(pool, tmp_path, fx) as r:
+    async with rig(pool, tmp_path, fx, clock=clock) as r:
         op_id = await r.submit(audio("slow"))
         await r.settle(op_id, {S.OBSERVING})
-        await r.cancel(op_id)
+        await r.cancel(op_id, cancel_deadline_s=30.0)
+        await _reads_after_cancel(r, clock, op_id, reads=3)
+        assert await r.state(op_id) is S.CANCEL_REQUESTED
+        assert await r.escalation(op_id) is None
+        seen = await pool.fetchrow(
+            "SELECT done, outcome FROM agent_operations WHERE operation_id = $1", op_id
+        )
+        assert (seen["done"], seen["outcome"]) == (False, None)
+        await clock.advance(30.0)
         final = await r.settle(op_id, {S.CANCELLATION_UNCONFIRMED, S.CANCELLED})
         assert final is S.CANCELLATION_UNCONFIRMED
-        escalation = await r.escalation(op_id)
-        assert "has no endpoint to stop a transcript in progress" in escalation["reason"]
+        reason = (await r.escalation(op_id))["reason"]
+        assert "cancel deadline passed and the job has not ended" in reason, reason
+        assert "has no endpoint to stop a transcript in progress" in reason, reason
         assert await r.calls(op_id, "cancel") == []  # nothing was sent
+
+
+async def test_a_job_that_cannot_be_cancelled_and_ends_by_itself_is_reported_as_it_ended(
+    pool: Any, tmp_path: Path, clock: TestClock
+) -> None:
+    """The transcript completes before the cancel deadline: it is collected, a success
+    as it is, and no human was ever asked."""
+    fx = AssemblyAIFixture()
+    async with rig(pool, tmp_path, fx, clock=clock) as r:
+        op_id = await r.submit(audio("held"))
+        await r.settle(op_id, {S.OBSERVING})
+        await r.cancel(op_id, cancel_deadline_s=30.0)
+        await _reads_after_cancel(r, clock, op_id, reads=1)
+        fx.registry.only().hold = False
+        assert await r.settle(op_id, {S.SUCCEEDED, S.CANCELLATION_UNCONFIRMED}) is S.SUCCEEDED
+        assert "cancellation_unconfirmed" not in await r.history(op_id)
+        assert await r.calls(op_id, "cancel") == []
 
 
 async def test_lost_create_response_escalates_instead_of_creating_twice(
