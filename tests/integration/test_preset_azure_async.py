@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from bench.harness import TestClock
 from shared.ledger.states import LocalState
 from shared.providers import describe_guarantees, parse_providers
 from tests.fixtures_providers.azure import ACCESS_TOKEN, CREATE_PATH, AzureFixture
@@ -25,7 +26,11 @@ def analyze(scenario: str) -> dict[str, Any]:
 
 
 def rig(
-    pool: Any, tmp_path: Path, fixture: AzureFixture, overrides: dict[str, Any] | None = None
+    pool: Any,
+    tmp_path: Path,
+    fixture: AzureFixture,
+    overrides: dict[str, Any] | None = None,
+    **kwargs: Any,
 ) -> Any:
     return preset_rig(
         pool,
@@ -35,6 +40,7 @@ def rig(
         name="widgets",
         env=ENV,
         overrides=overrides or {"create": {"path": CREATE_PATH}},
+        **kwargs,
     )
 
 
@@ -117,15 +123,23 @@ async def test_arm_location_is_polled_by_http_status(pool: Any, tmp_path: Path) 
         assert fx.registry.calls["location"] >= 2
 
 
-async def test_cancel_is_unsupported_by_default(pool: Any, tmp_path: Path) -> None:
+async def test_cancel_is_unsupported_by_default(
+    pool: Any, tmp_path: Path, clock: TestClock
+) -> None:
+    """Nothing is sent; the job is read on until the cancel deadline, then a human is
+    asked, told why."""
     fx = AzureFixture()
-    async with rig(pool, tmp_path, fx) as r:
+    async with rig(pool, tmp_path, fx, clock=clock) as r:
         op_id = await r.submit(analyze("slow"))
         await r.settle(op_id, {S.OBSERVING})
-        await r.cancel(op_id)
+        await r.cancel(op_id, cancel_deadline_s=30.0)
+        await r.reconciler.run_once()
+        assert await r.state(op_id) is S.CANCEL_REQUESTED  # read on, not escalated
+        await clock.advance(31.0)
         final = await r.settle(op_id, {S.CANCELLATION_UNCONFIRMED, S.CANCELLED})
         assert final is S.CANCELLATION_UNCONFIRMED
         assert "defines no standard cancel" in (await r.escalation(op_id))["reason"]
+        assert await r.calls(op_id, "cancel") == []
 
 
 def test_guarantees_client_chosen_id() -> None:
