@@ -17,10 +17,10 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from reconciler.calls import imposed_wait, observed_of, recorded_response
 from reconciler.readings import read_status
@@ -385,6 +385,34 @@ async def _fetched_pages(
     got = await _fetched_part(step, conn, first, attempt, verdict=True)
     if isinstance(got, _Stop):
         return got
+
+    async def part(req: HttpRequest) -> HttpResponse | _Stop:
+        return await _fetched_part(step, conn, req, attempt)
+
+    parts = await _pages_after(step, first, got, part)
+    if isinstance(parts, _PagesCut):
+        return _Stop(await _give_up(step, conn, S.RESULT_UNAVAILABLE, parts.reason))
+    return parts
+
+
+@dataclass(frozen=True)
+class _PagesCut:
+    """The pages cannot all be read (too many, a loop, a page no request can name)."""
+
+    reason: str
+
+
+_T = TypeVar("_T")
+
+
+async def _pages_after(
+    step: Step,
+    first: HttpRequest,
+    got: HttpResponse,
+    part: Callable[[HttpRequest], Awaitable[HttpResponse | _T]],
+) -> list[HttpResponse] | _PagesCut | _T:
+    """`got` (the first page's answer) and every page it leads to (`result.pages`),
+    each fetched by `part`, which may end the paging with a value of its own."""
     parts = [got]
     pages = step.adapter.desc.result.pages
     token = step.adapter.result_next_page(got) if pages is not None else None
@@ -399,16 +427,16 @@ async def _fetched_pages(
                 if token not in seen
                 else "its pages loop (a page named one already read)"
             )
-            return _Stop(await _give_up(step, conn, S.RESULT_UNAVAILABLE, f"the result has {why}"))
+            return _PagesCut(f"the result has {why}")
         seen.add(token)
         try:
             req = step.adapter.build_result_page(first, token)
         except RequestBuildError as exc:
-            reason = f"cannot request page {len(parts) + 1} of the result: {exc}"
-            return _Stop(await _give_up(step, conn, S.RESULT_UNAVAILABLE, reason))
-        got = await _fetched_part(step, conn, req, attempt)
-        if isinstance(got, _Stop):
-            return got
+            return _PagesCut(f"cannot request page {len(parts) + 1} of the result: {exc}")
+        answer = await part(req)
+        if not isinstance(answer, HttpResponse):
+            return answer
+        got = answer
         parts.append(got)
         size += len(got.body)
         token = step.adapter.result_next_page(got)
@@ -665,7 +693,8 @@ async def collect_partial_output(step: Step, conn: Any, status: StatusFact) -> P
     if attempt > MAX_RESULT_ATTEMPTS:
         return Partial.NONE
     responses: list[HttpResponse] = []
-    for req in reqs:
+
+    async def part(req: HttpRequest) -> HttpResponse | Partial:
         if step.held_back() is not None:
             return Partial.RETRY
         try:
@@ -674,9 +703,23 @@ async def collect_partial_output(step: Step, conn: Any, status: StatusFact) -> P
             return Partial.NONE
         if resp is None or resp.status_code >= 500 or resp.status_code == 429:
             return Partial.RETRY
-        if resp.status_code != 200:
+        return resp if resp.status_code == 200 else Partial.NONE
+
+    for req in reqs:
+        first = await part(req)
+        if isinstance(first, Partial):
+            return first
+        # every page, as for a result: part of a page is never kept as the output
+        parts = await _pages_after(step, req, first, part)
+        if isinstance(parts, _PagesCut):
+            log.warning(
+                "partial output of a cancelled job cannot be read whole; not kept",
+                extra={"ctx": {"operation_id": step.op.operation_id, "reason": parts.reason}},
+            )
             return Partial.NONE
-        responses.append(resp)
+        if isinstance(parts, Partial):
+            return parts
+        responses.extend(parts)
     check = step.adapter.validate_result(responses if len(responses) > 1 else responses[0], status)
     if not check.ok:
         log.warning(

@@ -37,6 +37,10 @@
 - `VideosFixture`: HeyGen's videos. A finished video's status names a
   pre-signed `video_url` minted at each read; a link minted before
   `first_valid_read` has expired (403), as one read long before the fetch has.
+- `CancelledOutputFixture`: a job that keeps what it made when cancelled
+  (OpenAI's batches do): the cancelled status names its output, CSV served
+  three rows a page, the next page's cursor in `Next-Cursor` ("null" on the
+  last); `looping` names page 2 again and again.
 - `RunLogsFixture`: GitHub Actions' run logs. `/runs/{id}/logs` answers 302 to
   a same-origin archive link, which answers 302 to a signed blob on another
   origin (`BlobStore`, served apart); `redirect` = "loop" redirects to itself,
@@ -978,3 +982,81 @@ class VideosFixture:
             return Response(b"<Error><Code>AccessDenied</Code></Error>", 403)
         self.fetches.append((minted, 200))
         return Response(HEYGEN_VIDEO, media_type="video/mp4")
+
+
+OUTPUT_ROWS = [f"R{n:03d},Item {n}" for n in range(6)]
+
+
+def cancelled_output() -> dict[str, Any]:
+    """The description a user writes for `CancelledOutputFixture`."""
+    return {
+        "create": {"path": "/jobs", "idempotency": "none", "job_id": "/id"},
+        "status": {
+            "path": "/jobs/{job_id}",
+            "state": "/state",
+            "result_url": "/output_url",
+            "state_map": {
+                "running": "running",
+                "done": "succeeded",
+                "cancelled": "cancelled",
+            },
+        },
+        "cancel": {"method": "POST", "path": "/jobs/{job_id}/cancel", "state": "/state"},
+        "result": {
+            "source": "url",
+            "format": "csv",
+            "pages": {
+                "next_page_token": "header:Next-Cursor",
+                "page_token_param": "cursor",
+                "end_values": ["null"],
+            },
+        },
+    }
+
+
+class CancelledOutputFixture:
+    """Jobs that run until cancelled; `cursors` lists each output fetch's cursor."""
+
+    def __init__(self, *, looping: bool = False) -> None:
+        self.registry = Registry("job-")
+        self.looping = looping
+        self.cursors: list[str | None] = []
+
+    def app(self) -> Starlette:
+        return Starlette(
+            routes=[
+                Route("/jobs", self.create, methods=["POST"]),
+                Route("/jobs/{jid}", self.status, methods=["GET"]),
+                Route("/jobs/{jid}/cancel", self.cancel, methods=["POST"]),
+                Route("/out/{jid}", self.output, methods=["GET"]),
+            ]
+        )
+
+    async def create(self, request: Request) -> Response:
+        job = self.registry.add("job", await request.json(), dict(request.headers))
+        job.extra["state"] = "running"
+        return json_response({"id": job.job_id, "state": "running"})
+
+    async def status(self, request: Request) -> Response:
+        job = self.registry.jobs[request.path_params["jid"]]
+        body: dict[str, Any] = {"id": job.job_id, "state": job.extra["state"]}
+        if job.extra["state"] == "cancelled":
+            body["output_url"] = f"{request.base_url}out/{job.job_id}"
+        return json_response(body)
+
+    async def cancel(self, request: Request) -> Response:
+        job = self.registry.jobs[request.path_params["jid"]]
+        job.extra["state"] = "cancelled"
+        return json_response({"id": job.job_id, "state": "cancelled"})
+
+    async def output(self, request: Request) -> Response:
+        cursor = request.query_params.get("cursor")
+        self.cursors.append(cursor)
+        page = 0 if cursor is None else int(cursor.removeprefix("c"))
+        rows = OUTPUT_ROWS[page * 3 : (page + 1) * 3]
+        following = "c1" if page == 0 or self.looping else "null"
+        return Response(
+            "Id,Name\n" + "".join(f"{row}\n" for row in rows),
+            media_type="text/csv",
+            headers={"Next-Cursor": following},
+        )

@@ -41,6 +41,7 @@ from tests.fixtures_providers.shapes import (
     BULK_ROWS,
     HEYGEN_VIDEO,
     LOGS_ZIP,
+    OUTPUT_ROWS,
     PIPELINES,
     TASK_OUTPUT,
     VIDEO,
@@ -48,6 +49,7 @@ from tests.fixtures_providers.shapes import (
     BlobStore,
     BulkExportFixture,
     BulkQueryFixture,
+    CancelledOutputFixture,
     PipelinesFixture,
     QueueFixture,
     RequestReplyFixture,
@@ -57,6 +59,7 @@ from tests.fixtures_providers.shapes import (
     VideosFixture,
     bulk_export,
     bulk_query,
+    cancelled_output,
     fal_queue,
     heygen_videos,
     request_reply,
@@ -978,3 +981,33 @@ async def test_a_delivery_before_the_job_is_found_is_read_at_once_after_the_look
         lost["status"] = "success"
         assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
         assert fx.registry.calls["create"] == 1
+
+
+@pytest.mark.parametrize("looping", [False, True], ids=["two_pages", "pages_loop"])
+async def test_a_cancelled_jobs_partial_output_is_kept_whole_or_not_at_all(
+    pool: Any, tmp_path: Path, looping: bool
+) -> None:
+    """A cancelled job's output, paged (`[result.pages]`): every page is fetched and the
+    output kept whole. Only page 1 was fetched, and 3 of the 6 rows were kept as the
+    partial output an agent reads (an outside crash-point sweep). Pages that loop:
+    nothing is kept, and the job still ends cancelled."""
+    fx = CancelledOutputFixture(looping=looping)
+    async with preset_rig(
+        pool, tmp_path, fx.app(), preset=None, name="pager", env={}, overrides=cancelled_output()
+    ) as r:
+        op_id = await r.submit({})
+        assert await r.settle(op_id, {S.OBSERVING}) is S.OBSERVING
+        await r.cancel(op_id)
+        assert await r.settle(op_id, {S.CANCELLED, *ENDS}) is S.CANCELLED, await r.history(op_id)
+        kept = await pool.fetchrow(
+            "SELECT items_total, storage_ref FROM results WHERE operation_id = $1 AND valid",
+            op_id,
+        )
+        if looping:
+            assert kept is None
+            assert fx.cursors[:2] == [None, "c1"]
+            return
+        assert fx.cursors == [None, "c1"]
+        assert kept["items_total"] == 6
+        stored = Path(kept["storage_ref"].removeprefix("file:")).read_text()
+        assert stored == "Id,Name\n" + "".join(f"{row}\n" for row in OUTPUT_ROWS)
