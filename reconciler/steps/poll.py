@@ -401,9 +401,13 @@ async def _decide(
         await step.move(conn, target, cause, (Evidence.OBSERVATION, observation_id))
         return NOW if target is S.RESULT_COLLECTING else None
     if deadline is not None:
-        shown = fact.raw_state or (fact.remote_state.value if fact.remote_state else "no state")
+        shown = fact.raw_state or (fact.remote_state.value if fact.remote_state else None)
+        # an answer naming no state says what it was (an HTTP 500, a body not JSON)
+        said = (
+            repr(shown) if shown else f"no state ({fact.problem})" if fact.problem else "no state"
+        )
         return await _escalate_on(
-            step, conn, deadline, f"the status read #{observation_id} still shows {shown!r}"
+            step, conn, deadline, f"the status read #{observation_id} still shows {said}"
         )
     if fact.not_found:
         adopted = await evidence.adopted_job_unseen(conn, step.op.operation_id)

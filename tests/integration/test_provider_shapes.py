@@ -1011,3 +1011,28 @@ async def test_a_cancelled_jobs_partial_output_is_kept_whole_or_not_at_all(
         assert kept["items_total"] == 6
         stored = Path(kept["storage_ref"].removeprefix("file:")).read_text()
         assert stored == "Id,Name\n" + "".join(f"{row}\n" for row in OUTPUT_ROWS)
+
+
+async def test_a_deadline_met_by_a_failing_read_names_the_answer_not_just_no_state(
+    pool: Any, tmp_path: Path, clock: TestClock
+) -> None:
+    """The result deadline passes while the task's reads answer 500: the escalation says
+    "no state (HTTP 500)", where it said "still shows 'no state'" of an HTTP error."""
+    fx = _UnreadableOnce(500)
+    async with preset_rig(
+        pool,
+        tmp_path,
+        fx.app(),
+        preset=None,
+        name="runway",
+        env={},
+        overrides=runway_tasks(read_first=False),
+        clock=clock,
+    ) as r:
+        op_id = await r.submit({}, result_deadline_s=60)
+        assert await r.settle(op_id, {S.OBSERVING}) is S.OBSERVING
+        fx.failing = 1_000
+        await clock.advance(61.0)
+        assert await r.settle(op_id, {S.RESULT_TIMED_OUT}) is S.RESULT_TIMED_OUT
+        reason = (await r.escalation(op_id))["reason"]
+        assert "still shows no state (HTTP 500)" in reason, reason
