@@ -895,11 +895,17 @@ async def test_a_status_url_that_answers_with_a_large_result_is_read_whole(
         op_id = await r.submit({"image": "https://example.com/cat.png"})
         assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
         statuses = await r.calls(op_id, "status")
-        assert [c["status_code"] for c in statuses][:2] == [202, 200]
+        assert [c["status_code"] for c in statuses] == [202, 200, 200]
         assert all(c["error_category"] is None for c in statuses)
         op = await r.op(op_id)
         stored = Path(op.result_ref.removeprefix("file:")).read_bytes()
         assert stored == VIDEO
+        # the collection's final read is the result (same URL, same headers): the
+        # video is not downloaded a third time by a fetch of its own
+        assert await r.calls(op_id, "result") == []
+        assert fx.reads == 3
+        final_read = statuses[-1]
+        assert final_read["response_sha256"] == hashlib.sha256(VIDEO).hexdigest()
 
 
 async def test_an_expired_result_link_is_fetched_again_from_a_fresh_status_read(
