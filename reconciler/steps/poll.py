@@ -43,6 +43,11 @@ log = logging.getLogger("jobwarden.reconciler")
 # A job the provider says does not exist may be a read racing its creation;
 # a few misses in a row is a contradiction a human must look at.
 NOT_FOUND_TOLERANCE = 3
+# Answers (2xx) naming no state the description maps, in a row: a throttle
+# carried in the body passes, a description that reads the wrong place (a
+# path, an Accept header) never does, and the agent was told "running" until
+# the result deadline, a day by default.
+STATELESS_READS_TOLERANCE = 10
 # Once cancellation is unconfirmed we keep reading, slowly, in case it settles.
 UNCONFIRMED_POLL_SECONDS = 300.0
 # How long past a deadline the owner keeps trying to read before escalating:
@@ -155,7 +160,7 @@ async def _read(step: Step, *, before_cancel: bool = False) -> Delay | StillRunn
     step.note_poll_hint(poll_hint(fact))
     if before_cancel and _still_running(step, fact):
         return await _keep_before_cancel(step, read)
-    if deadline is None and _nothing_to_decide(step, fact):
+    if deadline is None and _nothing_to_decide(step, fact) and not _names_no_state(fact):
         # The common read: recorded, lease handed back, by the group-commit writer.
         delay = step.until_allowed(await _when_next(step, fact, step.ctx.pool), read=True)
         await step.ctx.polls.record(evidence.status_row(read, release_after=delay))
@@ -434,7 +439,31 @@ async def _decide(
             gone = f"provider says job {step.op.remote_job_id} does not exist"
             await step.move(conn, S.NEEDS_ATTENTION, gone + _after_our_cancel(step))
             return None
+    if _names_no_state(fact) and step.op.state is S.OBSERVING:
+        reads = await evidence.stateless_reads_in_a_row(conn, step.op.operation_id)
+        if reads >= STATELESS_READS_TOLERANCE:
+            await step.move(conn, S.NEEDS_ATTENTION, _stateless_cause(step, fact, reads))
+            return None
     return step.until_allowed(await _when_next(step, fact, conn), read=True)
+
+
+def _names_no_state(fact: StatusFact) -> bool:
+    """A success answer (2xx) that names no state the description maps: nothing
+    to act on, and, many times in a row, a description reading the wrong place."""
+    return 200 <= fact.status_code < 300 and fact.remote_state is None and not fact.not_found
+
+
+def _stateless_cause(step: Step, fact: StatusFact, reads: int) -> str:
+    status = step.adapter.desc.status
+    where = status.state.text if status.state is not None else "status.done"
+    if fact.raw_state is not None:
+        shown = f"state {fact.raw_state!r}, which status.state_map does not map"
+    else:
+        shown = f"no state at {where} ({fact.problem or 'none found'})"
+    return (
+        f"the last {reads} status reads answered HTTP {fact.status_code} with {shown}: "
+        "check the provider's description (the path, the state map, the Accept header)"
+    )
 
 
 def _after_our_cancel(step: Step) -> str:

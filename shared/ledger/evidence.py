@@ -451,6 +451,12 @@ async def adopted_job_unseen(db: Executor, operation_id: str) -> int | None:
     return int(decision_id) if decision_id is not None else None
 
 
+async def stateless_reads_in_a_row(db: Executor, operation_id: str) -> int:
+    """How many status reads in a row, up to the newest, answered a success naming
+    no state the description maps (since the newest observation that named one)."""
+    return int(await db.fetchval(q("stateless_reads_in_a_row"), operation_id))
+
+
 async def status_misses_in_a_row(
     db: Executor, operation_id: str, not_found_statuses: Collection[int]
 ) -> int:

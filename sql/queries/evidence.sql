@@ -265,6 +265,20 @@ WHERE first.evidence_kind = 'decision'
                   WHERE s.operation_id = $1 AND s.call_kind = 'status'
                     AND s.status_code BETWEEN 200 AND 299);
 
+-- name: stateless_reads_in_a_row
+-- How many of operation $1's status reads in a row, newest first, answered a
+-- success (2xx) naming no state the description maps: those since its
+-- newest observation that named one. Reads answered otherwise (an error, no
+-- answer) neither count nor break the run.
+SELECT count(*) FROM observations o
+JOIN provider_calls c ON c.call_id = o.call_id
+WHERE o.operation_id = $1 AND o.source = 'poll' AND o.remote_state IS NULL
+  AND c.status_code BETWEEN 200 AND 299
+  AND o.observation_id > coalesce((
+      SELECT max(s.observation_id) FROM observations s
+      WHERE s.operation_id = $1 AND s.remote_state IS NOT NULL
+        AND s.source IN ('poll', 'lookup', 'create')), 0);
+
 -- name: status_misses_in_a_row
 -- How many of operation $1's status reads in a row, newest first, answered
 -- "no such job" (a status code in $2): those since its newest read that saw

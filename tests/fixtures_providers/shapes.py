@@ -754,6 +754,8 @@ class QueueFixture:
         self.responses = 0
         # while set, the response URL answers 503 (an outage of the result store)
         self.busy = False
+        # this many status reads answer a 200 naming no state (a throttle in the body)
+        self.blank_reads = 0
 
     def app(self) -> Starlette:
         return Starlette(
@@ -779,6 +781,9 @@ class QueueFixture:
 
     async def status(self, request: Request) -> Response:
         job = self.registry.jobs[request.path_params["rid"]]
+        if self.blank_reads:
+            self.blank_reads -= 1
+            return json_response({"detail": "Rate limited, try again"})
         job.reads += 1
         if job.reads == 1:
             return json_response({"status": "IN_PROGRESS", "logs": None})

@@ -1042,3 +1042,39 @@ async def test_a_deadline_met_by_a_failing_read_names_the_answer_not_just_no_sta
         assert await r.settle(op_id, {S.RESULT_TIMED_OUT}) is S.RESULT_TIMED_OUT
         reason = (await r.escalation(op_id))["reason"]
         assert "still shows no state (HTTP 500)" in reason, reason
+
+
+async def test_status_answers_naming_no_state_ten_times_in_a_row_go_to_a_human(
+    pool: Any, tmp_path: Path
+) -> None:
+    """A description reading the state in the wrong place (`/state` where fal.ai says
+    `/status`): every read is a 200 naming no state, and the agent was told "running"
+    until the result deadline (a day by default). After ten in a row, a human is told
+    what the answers lacked."""
+    fx = QueueFixture()
+    described = fal_queue()
+    described["status"] = {**described["status"], "state": "/state"}
+    async with preset_rig(
+        pool, tmp_path, fx.app(), preset=None, name="fal", env={}, overrides=described
+    ) as r:
+        op_id = await r.submit({"prompt": "a cat"})
+        assert await r.settle(op_id, ENDS) is S.NEEDS_ATTENTION, await r.history(op_id)
+        reason = (await r.escalation(op_id))["reason"]
+        assert reason.startswith(
+            "the last 10 status reads answered HTTP 200 with no state at /state"
+        ), reason
+        assert len(await r.calls(op_id, "status")) == 10
+
+
+async def test_a_few_answers_naming_no_state_between_real_ones_are_read_past(
+    pool: Any, tmp_path: Path
+) -> None:
+    """Nine throttles carried in a 200 body, then the job's state: nothing escalates."""
+    fx = QueueFixture()
+    fx.blank_reads = 9
+    async with preset_rig(
+        pool, tmp_path, fx.app(), preset=None, name="fal", env={}, overrides=fal_queue()
+    ) as r:
+        op_id = await r.submit({"prompt": "a cat"})
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert fx.blank_reads == 0
