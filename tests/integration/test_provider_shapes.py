@@ -668,6 +668,15 @@ async def test_a_redirect_loop_or_a_non_http_target_is_not_followed(
             assert len(fx.seen) == hops
 
 
+def shaped(
+    pool: Any, tmp_path: Path, app: Any, name: str, described: dict[str, Any], **kwargs: Any
+) -> Any:
+    """`preset_rig` for a provider described in full by the test (no preset, no secret)."""
+    return preset_rig(
+        pool, tmp_path, app, preset=None, name=name, env={}, overrides=described, **kwargs
+    )
+
+
 FAL_FAILED = {
     "statuses": [422, 500],
     "error_code": "header:X-Fal-Error-Type",
@@ -692,15 +701,7 @@ async def test_a_failure_told_only_by_the_result_answer_is_failed_with_its_error
     was retried six times into result_unavailable, both for a human, without the
     error."""
     fx = QueueFixture()
-    async with preset_rig(
-        pool,
-        tmp_path,
-        fx.app(),
-        preset=None,
-        name="fal",
-        env={},
-        overrides=fal_queue(failed=FAL_FAILED),
-    ) as r:
+    async with shaped(pool, tmp_path, fx.app(), "fal", fal_queue(failed=FAL_FAILED)) as r:
         op_id = await r.submit({"prompt": "a cat", "outcome": outcome})
         assert await r.settle(op_id, ENDS) is S.FAILED, await r.history(op_id)
         assert fx.responses == 1
@@ -761,15 +762,7 @@ async def test_a_result_answer_not_listed_in_result_failed_is_judged_as_before(
     failed job's 4xx is "result unavailable" (a human decides), an unlisted 5xx is
     retried to its limit, and a success is collected whatever the table says."""
     fx = QueueFixture()
-    async with preset_rig(
-        pool,
-        tmp_path,
-        fx.app(),
-        preset=None,
-        name="fal",
-        env={},
-        overrides=fal_queue(failed=failed),
-    ) as r:
+    async with shaped(pool, tmp_path, fx.app(), "fal", fal_queue(failed=failed)) as r:
         op_id = await r.submit({"prompt": "a cat", "outcome": outcome})
         assert await r.settle(op_id, ENDS) is end, await r.history(op_id)
         assert "failed" not in await r.history(op_id)
@@ -789,14 +782,8 @@ async def test_an_export_that_found_nothing_is_an_empty_result_not_an_unavailabl
     stored and verified (sha256 of no bytes), fetched from nowhere; it went to
     result_unavailable ("the final status gave no result URL") for a human."""
     fx = BulkExportFixture()
-    async with preset_rig(
-        pool,
-        tmp_path,
-        fx.app(),
-        preset=None,
-        name="shopify",
-        env={},
-        overrides=bulk_export(empty_without_url=empty_without_url),
+    async with shaped(
+        pool, tmp_path, fx.app(), "shopify", bulk_export(empty_without_url=empty_without_url)
     ) as r:
         op_id = await r.submit(
             {"query": "{ products { edges { node { id } } } }", "matches": matches}
@@ -844,9 +831,7 @@ async def test_a_result_store_outage_longer_than_six_tries_is_ridden_out(
     passed, so the fetches go on."""
     fx = QueueFixture()
     described = {**fal_queue(), "limits": {"result_retry_seconds": 3600}}
-    async with preset_rig(
-        pool, tmp_path, fx.app(), preset=None, name="fal", env={}, overrides=described, clock=clock
-    ) as r:
+    async with shaped(pool, tmp_path, fx.app(), "fal", described, clock=clock) as r:
         op_id = await r.submit({"prompt": "a cat"})
         await _collect_through_an_outage(r, fx, clock, op_id, fetches=9)
         assert await r.state(op_id) is S.RESULT_COLLECTING
@@ -862,9 +847,7 @@ async def test_a_result_store_down_past_result_retry_seconds_is_result_unavailab
     began: the next failure gives up, result_unavailable, for a human."""
     fx = QueueFixture()
     described = {**fal_queue(), "limits": {"result_retry_seconds": 3600}}
-    async with preset_rig(
-        pool, tmp_path, fx.app(), preset=None, name="fal", env={}, overrides=described, clock=clock
-    ) as r:
+    async with shaped(pool, tmp_path, fx.app(), "fal", described, clock=clock) as r:
         op_id = await r.submit({"prompt": "a cat"})
         await _collect_through_an_outage(r, fx, clock, op_id, fetches=7)
         assert await r.state(op_id) is S.RESULT_COLLECTING
@@ -883,15 +866,7 @@ async def test_a_status_url_that_answers_with_a_large_result_is_read_whole(
     its deadline, `result_timed_out`. A status read at the result's URL is now read up
     to the result's max_bytes: the job succeeds, its video stored byte for byte."""
     fx = ResultsFixture()
-    async with preset_rig(
-        pool,
-        tmp_path,
-        fx.app(),
-        preset=None,
-        name="stability",
-        env={},
-        overrides=stability_results(),
-    ) as r:
+    async with shaped(pool, tmp_path, fx.app(), "stability", stability_results()) as r:
         op_id = await r.submit({"image": "https://example.com/cat.png"})
         assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
         statuses = await r.calls(op_id, "status")
@@ -917,9 +892,7 @@ async def test_an_expired_result_link_is_fetched_again_from_a_fresh_status_read(
     collected. Before, the 403 was result_unavailable at once, for a human whose only
     fix was to ask for that read."""
     fx = VideosFixture(first_valid_read=4)
-    async with preset_rig(
-        pool, tmp_path, fx.app(), preset=None, name="heygen", env={}, overrides=heygen_videos()
-    ) as r:
+    async with shaped(pool, tmp_path, fx.app(), "heygen", heygen_videos()) as r:
         op_id = await r.submit({"video_inputs": []})
         assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
         assert fx.fetches == [(3, 403), (4, 200)]
@@ -932,9 +905,7 @@ async def test_a_result_link_refused_again_after_a_fresh_read_is_result_unavaila
 ) -> None:
     """Refused by a freshly minted link too: one retry only, then result_unavailable."""
     fx = VideosFixture(first_valid_read=100)
-    async with preset_rig(
-        pool, tmp_path, fx.app(), preset=None, name="heygen", env={}, overrides=heygen_videos()
-    ) as r:
+    async with shaped(pool, tmp_path, fx.app(), "heygen", heygen_videos()) as r:
         op_id = await r.submit({"video_inputs": []})
         assert await r.settle(op_id, ENDS) is S.RESULT_UNAVAILABLE, await r.history(op_id)
         assert fx.fetches == [(3, 403), (4, 403)]
@@ -998,9 +969,7 @@ async def test_a_cancelled_jobs_partial_output_is_kept_whole_or_not_at_all(
     partial output an agent reads (an outside crash-point sweep). Pages that loop:
     nothing is kept, and the job still ends cancelled."""
     fx = CancelledOutputFixture(looping=looping)
-    async with preset_rig(
-        pool, tmp_path, fx.app(), preset=None, name="pager", env={}, overrides=cancelled_output()
-    ) as r:
+    async with shaped(pool, tmp_path, fx.app(), "pager", cancelled_output()) as r:
         op_id = await r.submit({})
         assert await r.settle(op_id, {S.OBSERVING}) is S.OBSERVING
         await r.cancel(op_id)
@@ -1025,15 +994,8 @@ async def test_a_deadline_met_by_a_failing_read_names_the_answer_not_just_no_sta
     """The result deadline passes while the task's reads answer 500: the escalation says
     "no state (HTTP 500)", where it said "still shows 'no state'" of an HTTP error."""
     fx = _UnreadableOnce(500)
-    async with preset_rig(
-        pool,
-        tmp_path,
-        fx.app(),
-        preset=None,
-        name="runway",
-        env={},
-        overrides=runway_tasks(read_first=False),
-        clock=clock,
+    async with shaped(
+        pool, tmp_path, fx.app(), "runway", runway_tasks(read_first=False), clock=clock
     ) as r:
         op_id = await r.submit({}, result_deadline_s=60)
         assert await r.settle(op_id, {S.OBSERVING}) is S.OBSERVING
@@ -1054,9 +1016,7 @@ async def test_status_answers_naming_no_state_ten_times_in_a_row_go_to_a_human(
     fx = QueueFixture()
     described = fal_queue()
     described["status"] = {**described["status"], "state": "/state"}
-    async with preset_rig(
-        pool, tmp_path, fx.app(), preset=None, name="fal", env={}, overrides=described
-    ) as r:
+    async with shaped(pool, tmp_path, fx.app(), "fal", described) as r:
         op_id = await r.submit({"prompt": "a cat"})
         assert await r.settle(op_id, ENDS) is S.NEEDS_ATTENTION, await r.history(op_id)
         reason = (await r.escalation(op_id))["reason"]
@@ -1072,9 +1032,7 @@ async def test_a_few_answers_naming_no_state_between_real_ones_are_read_past(
     """Nine throttles carried in a 200 body, then the job's state: nothing escalates."""
     fx = QueueFixture()
     fx.blank_reads = 9
-    async with preset_rig(
-        pool, tmp_path, fx.app(), preset=None, name="fal", env={}, overrides=fal_queue()
-    ) as r:
+    async with shaped(pool, tmp_path, fx.app(), "fal", fal_queue()) as r:
         op_id = await r.submit({"prompt": "a cat"})
         assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
         assert fx.blank_reads == 0
