@@ -377,7 +377,12 @@ def _the_read_answered(step: Step, req: HttpRequest, status_resp: HttpResponse) 
         read = step.adapter.build_status(step.op.remote_job_id, step.op.status_url)
     except RequestBuildError:
         return False
-    return (read.method, read.url, read.headers) == (req.method, req.url, req.headers)
+    return (read.method, read.url, read.headers, read.json) == (
+        req.method,
+        req.url,
+        req.headers,
+        req.json,
+    )
 
 
 @dataclass(frozen=True)

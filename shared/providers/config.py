@@ -124,7 +124,7 @@ CREATE_VALUES = frozenset(
 MAX_DELAY_SECONDS = MAX_HONOURED_DELAY
 MAX_BACKOFF_FACTOR = 10.0
 MAX_NUMBER = 1e15
-# Values a cancel body may use: the cancel knows its job and nothing else.
+# Values a cancel or status body may use: they know their job and nothing else.
 CANCEL_VALUES = frozenset({"job_id"})
 # A result bigger than this is refused unless the description says otherwise:
 # results are stored durably and small ones inline, so unbounded is not an option.
@@ -759,17 +759,38 @@ def _state_map(table: _Table, key: str) -> dict[str, RemoteState]:
     return mapping
 
 
-def _job_path(table: _Table, *, required: bool) -> Template | None:
+def _job_path(table: _Table, *, required: bool, body: Any = None) -> Template | None:
     """A path that acts on one job: without {job_id} every operation would read
-    (or cancel) the same resource."""
+    (or cancel) the same resource, unless the request's `body` names the job
+    (a GraphQL endpoint: one path, the job in the query's variables)."""
     path = table.template("path", {"job_id"}, required=required)
-    if path is not None and "job_id" not in path.names:
-        raise table.error("path", f"'{path.text}' must name the job: {{job_id}} or {{+job_id}}")
+    if path is not None and "job_id" not in path.names and not _names_job(body):
+        raise table.error(
+            "path",
+            f"'{path.text}' must name the job: {{job_id}} or {{+job_id}} "
+            "(or the body must, for a GraphQL endpoint)",
+        )
     return path
 
 
+def _names_placeholder(text: str, allowed: frozenset[str]) -> bool:
+    return any(f"{{{name}}}" in text or f"{{+{name}}}" in text for name in allowed)
+
+
+def _names_job(value: Any) -> bool:
+    """Does a templated JSON body (`_json_body`) name the job somewhere?"""
+    if isinstance(value, Template):
+        return "job_id" in value.names
+    if isinstance(value, Mapping):
+        return any(_names_job(item) for item in value.values())
+    if isinstance(value, list):
+        return any(_names_job(item) for item in value)
+    return False
+
+
 def _status(table: _Table) -> StatusSpec:
-    path = _job_path(table, required=False)
+    body = _json_body(table, "body", CANCEL_VALUES)
+    path = _job_path(table, required=False, body=body)
     use_status_url = table.boolean("use_status_url", False)
     if path is None and not use_status_url:
         raise table.error("path", "required (or use_status_url = true)")
@@ -823,7 +844,10 @@ def _status(table: _Table) -> StatusSpec:
         outcome_from_counts_states=frozenset(outcome_states) if outcome_states else None,
         not_found_statuses=table.statuses("not_found_statuses", (404, 410)),
         state_from_http_status=_http_state_map(table),
+        body=body,
     )
+    if spec.body is not None and spec.method == "GET":
+        raise table.error("body", "a GET carries no body: set method = \"POST\" (GraphQL)")
     table.finish()
     return spec
 
@@ -996,15 +1020,16 @@ def _cancel(table: _Table | None) -> CancelSpec:
             state=None,
         )
     supported = table.boolean("supported", True)
+    body = _json_body(table, "body", CANCEL_VALUES)
     spec = CancelSpec(
         supported=supported,
         method=table.method("method", "POST"),
-        path=_job_path(table, required=supported),
+        path=_job_path(table, required=supported, body=body),
         idempotent=table.boolean("idempotent", False),
         reason=table.str_or("reason", "the provider has no cancel endpoint"),
         accepted_statuses=table.success_statuses("accepted_statuses", (200, 201, 202, 204)),
         state=table.path("state", BODY),
-        body=_json_body(table, "body", CANCEL_VALUES),
+        body=body,
         read_first=table.boolean("read_first", False),
     )
     if spec.body is not None and spec.method == "GET":
@@ -1027,8 +1052,16 @@ def _json_body(table: _Table, key: str, allowed: frozenset[str]) -> Any:
     return _templated(table, key, value, allowed)
 
 
+# A whole string that is one placeholder: a typo'd one is refused, not sent as text.
+_LONE_PLACEHOLDER = re.compile(r"\{\+?[A-Za-z_][A-Za-z0-9_]*\}")
+
+
 def _templated(table: _Table, where: str, value: Any, allowed: frozenset[str]) -> Any:
     if isinstance(value, str):
+        if not _names_placeholder(value, allowed) and not _LONE_PLACEHOLDER.fullmatch(value):
+            # No placeholder of ours: the text as written, braces and all (a
+            # GraphQL query, which names the job in its variables instead).
+            return value
         try:
             return parse_template(value, allowed)
         except TemplateError as exc:

@@ -357,6 +357,9 @@ class StatusSpec:
     # State read from the HTTP status code when the body carries none: polling an
     # ARM `Location` URL answers 202 until done, then 200/204 with no status field.
     state_from_http_status: Mapping[int, RemoteState] = field(default_factory=dict)
+    # The JSON object a status read sends (with method = POST): a GraphQL
+    # query naming the job in its variables (Shopify's `node(id:)`); None: none.
+    body: TemplatedJson = None
 
     def answers(self, status_code: int) -> bool:
         """Whether a status read with this code says where the job is (a 2xx, or a

@@ -166,7 +166,8 @@ def build_status(
             f"provider {desc.name}: status reads go to the status URL a create answer "
             "gives, and there is no status URL on record (the answer named none)"
         )
-    return _request(desc, "status", spec.method, url, _base_headers(desc), None)
+    payload = _render_json(spec.body, {"job_id": remote_job_id})
+    return _request(desc, "status", spec.method, url, _base_headers(desc), payload)
 
 
 def build_cancel(

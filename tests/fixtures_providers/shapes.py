@@ -41,6 +41,10 @@
   (OpenAI's batches do): the cancelled status names its output, CSV served
   three rows a page, the next page's cursor in `Next-Cursor` ("null" on the
   last); `looping` names page 2 again and again.
+- `GraphqlBulkFixture`: Shopify's bulk operations as they are: one GraphQL
+  endpoint, a `bulkOperationRunQuery` mutation to start, a `node(id:)` query
+  (a POST with the id in its variables) to read, `bulkOperationCancel` to
+  cancel; `throttled_reads` answers a 200 carrying only `errors` (THROTTLED).
 - `RunLogsFixture`: GitHub Actions' run logs. `/runs/{id}/logs` answers 302 to
   a same-origin archive link, which answers 302 to a signed blob on another
   origin (`BlobStore`, served apart); `redirect` = "loop" redirects to itself,
@@ -58,7 +62,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from tests.fixtures_providers.common import Registry, hang, json_response, jsonl
+from tests.fixtures_providers.common import Job, Registry, hang, json_response, jsonl
 
 PAGE_SIZE = 20
 BATCH_PAGE_SIZE = 100  # Mistral's default page_size
@@ -1065,3 +1069,108 @@ class CancelledOutputFixture:
             media_type="text/csv",
             headers={"Next-Cursor": following},
         )
+
+
+SHOPIFY_GRAPHQL = "/admin/api/2025-01/graphql.json"
+NODE_QUERY = (
+    "query($id: ID!) { node(id: $id) { ... on BulkOperation { id status errorCode "
+    "objectCount url } } }"
+)
+
+
+def shopify_bulk() -> dict[str, Any]:
+    """The description a user writes for `GraphqlBulkFixture` (no plugin)."""
+    node = "/data/node"
+    return {
+        "create": {
+            "path": SHOPIFY_GRAPHQL,
+            "idempotency": "none",
+            "job_id": "/data/bulkOperationRunQuery/bulkOperation/id",
+            "accepted_statuses": [200],
+        },
+        "status": {
+            "method": "POST",
+            "path": SHOPIFY_GRAPHQL,
+            "body": {"query": NODE_QUERY, "variables": {"id": "{job_id}"}},
+            "state": f"{node}/status",
+            "state_map": {
+                "CREATED": "pending",
+                "RUNNING": "running",
+                "COMPLETED": "succeeded",
+                "FAILED": "failed",
+                "CANCELING": "running",
+                "CANCELED": "cancelled",
+            },
+            "error_code": f"{node}/errorCode",
+            "result_url": f"{node}/url",
+            "counts_total": f"{node}/objectCount",
+        },
+        "cancel": {
+            "method": "POST",
+            "path": SHOPIFY_GRAPHQL,
+            "body": {
+                "query": "mutation($id: ID!) { bulkOperationCancel(id: $id) { userErrors "
+                "{ message } } }",
+                "variables": {"id": "{job_id}"},
+            },
+            "accepted_statuses": [200],
+        },
+        "result": {
+            "source": "url",
+            "format": "jsonl",
+            "empty_without_url": True,
+            "expect": {"item_count": "from_status_counts"},
+        },
+    }
+
+
+class GraphqlBulkFixture:
+    """Bulk operations done at their second read; the mutation's query text says how
+    many lines the export finds (`matches:N`). `reads` lists each node query's id."""
+
+    def __init__(self, *, throttled_reads: int = 0) -> None:
+        self.registry = Registry("gid://shopify/BulkOperation/")
+        self.throttled_reads = throttled_reads
+        self.reads: list[str] = []
+
+    def app(self) -> Starlette:
+        return Starlette(
+            routes=[
+                Route(SHOPIFY_GRAPHQL, self.graphql, methods=["POST"]),
+                Route("/files/{n}.jsonl", self.file, methods=["GET"]),
+            ]
+        )
+
+    async def graphql(self, request: Request) -> Response:
+        body = await request.json()
+        query = body["query"]
+        if "bulkOperationRunQuery" in query:
+            job = self.registry.add("bulk", body, dict(request.headers), status="CREATED")
+            operation = {"id": job.job_id, "status": "CREATED"}
+            payload = {"bulkOperation": operation, "userErrors": []}
+            return json_response({"data": {"bulkOperationRunQuery": payload}})
+        job = self.registry.jobs[body["variables"]["id"]]
+        if "bulkOperationCancel" in query:
+            job.extra["status"] = "CANCELED"
+            return json_response({"data": {"bulkOperationCancel": {"userErrors": []}}})
+        self.reads.append(job.job_id)
+        if self.throttled_reads:
+            self.throttled_reads -= 1
+            error = {"message": "Throttled", "extensions": {"code": "THROTTLED"}}
+            return json_response({"errors": [error]})
+        return json_response({"data": {"node": self._node(request, job)}})
+
+    def _node(self, request: Request, job: Job) -> dict[str, Any]:
+        job.reads += 1
+        if job.reads >= READS_TO_FINISH and job.extra["status"] == "CREATED":
+            job.extra["status"] = "COMPLETED"
+        status = job.extra["status"]
+        matches = int(job.request["query"].rpartition("matches:")[2].split()[0])
+        done = status == "COMPLETED"
+        number = job.job_id.rpartition("/")[2]
+        url = f"{request.base_url}files/{number}.jsonl" if done and matches else None
+        count = str(matches if done else 0)
+        return {"id": job.job_id, "status": status, "objectCount": count, "url": url}
+
+    async def file(self, request: Request) -> Response:
+        return Response(jsonl(BULK_LINES), media_type="application/jsonl")

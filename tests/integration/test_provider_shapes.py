@@ -50,6 +50,7 @@ from tests.fixtures_providers.shapes import (
     BulkExportFixture,
     BulkQueryFixture,
     CancelledOutputFixture,
+    GraphqlBulkFixture,
     PipelinesFixture,
     QueueFixture,
     RequestReplyFixture,
@@ -65,6 +66,7 @@ from tests.fixtures_providers.shapes import (
     request_reply,
     run_logs,
     runway_tasks,
+    shopify_bulk,
     stability_results,
 )
 
@@ -1036,3 +1038,37 @@ async def test_a_few_answers_naming_no_state_between_real_ones_are_read_past(
         op_id = await r.submit({"prompt": "a cat"})
         assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
         assert fx.blank_reads == 0
+
+
+@pytest.mark.parametrize("matches", [2, 0])
+async def test_a_graphql_status_read_posts_its_query_with_the_job_in_its_variables(
+    pool: Any, tmp_path: Path, matches: int
+) -> None:
+    """Shopify's bulk operations in TOML alone: `status.method = "POST"` with
+    `status.body` (the node query, the job id in its variables). Without a status
+    body only a plugin could read a GraphQL job. Two throttles carried in a 200
+    (`errors` only) are read past; an export that found nothing is an empty result."""
+    fx = GraphqlBulkFixture(throttled_reads=2)
+    async with shaped(pool, tmp_path, fx.app(), "shopify", shopify_bulk()) as r:
+        mutation = f'mutation {{ bulkOperationRunQuery(query: "matches:{matches} ") {{ }} }}'
+        op_id = await r.submit({"query": mutation})
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        job_id = (await r.op(op_id)).remote_job_id
+        assert job_id == "gid://shopify/BulkOperation/0001"
+        assert set(fx.reads) == {job_id} and len(fx.reads) >= 4
+        reads = await r.calls(op_id, "status")
+        assert {c["method"] for c in reads} == {"POST"}
+        assert (await r.op(op_id)).result_summary["items_total"] == matches
+
+
+async def test_a_graphql_cancel_and_the_read_that_confirms_it(pool: Any, tmp_path: Path) -> None:
+    """The cancel mutation, then node reads until CANCELED: cancelled, confirmed by a read."""
+    fx = GraphqlBulkFixture()
+    async with shaped(pool, tmp_path, fx.app(), "shopify", shopify_bulk()) as r:
+        op_id = await r.submit({"query": "bulkOperationRunQuery matches:1 "})
+        fx.registry.count("create")
+        assert await r.settle(op_id, {S.OBSERVING, *ENDS}) is S.OBSERVING
+        fx.registry.only().extra["status"] = "RUNNING"  # it does not finish on its own
+        await r.cancel(op_id)
+        assert await r.settle(op_id, {S.CANCELLED, *ENDS}) is S.CANCELLED, await r.history(op_id)
+        assert len(await r.calls(op_id, "cancel")) == 1

@@ -14,6 +14,7 @@ from shared.ledger.states import RemoteState
 from shared.providers import ConfigError, load_preset, load_providers, parse_providers
 from shared.providers.config import deep_merge, preset_names
 from shared.providers.description import Checksum, Idempotency, LookupKind, ResultSource
+from shared.providers.requests import build_status
 
 SECRET_VALUE = "sk-live-DO-NOT-PRINT-4242"
 
@@ -615,3 +616,27 @@ def test_empty_without_url_needs_a_url_source_a_total_and_a_format_that_can_be_e
         table = acme(status=status_table, result={**result, "empty_without_url": True})
         message = config_error(table)
         assert "result.empty_without_url:" in message and said in message, message
+
+
+def test_a_status_body_names_the_job_for_a_graphql_endpoint() -> None:
+    """`status.body` (POST): its strings with no placeholder of ours are sent as written
+    (a GraphQL query's braces); the path may then omit {job_id} if the body names it."""
+    query = "query($id: ID!) { node(id: $id) { ... on BulkOperation { status } } }"
+    graphql = {
+        "method": "POST",
+        "path": "/graphql.json",
+        "body": {"query": query, "variables": {"id": "{job_id}"}},
+    }
+    desc = load(acme(status=graphql))
+    assert desc.status.body["query"] == query
+    request = build_status(desc, "gid://shopify/BulkOperation/7")
+    assert request.method == "POST" and request.url.endswith("/graphql.json")
+    assert request.json == {"query": query, "variables": {"id": "gid://shopify/BulkOperation/7"}}
+    cases = {
+        "a GET carries no body": {**graphql, "method": "GET"},
+        "must name the job": {**graphql, "body": {"query": query}},
+        "unknown placeholder {jobid}": {**graphql, "body": {"variables": {"id": "{jobid}"}}},
+    }
+    for said, status in cases.items():
+        message = config_error(acme(status=status))
+        assert "providers.acme.status." in message and said in message, message
