@@ -476,7 +476,18 @@ async def _fetched_part(
     """
     fetched = await _fetch_result(step, conn, req, attempt)
     resp = fetched.response
-    if verdict and resp is not None and fetched.call_id is not None:
+    if verdict and attempt == 1 and resp is not None and _link_refused(step, resp):
+        # The link came from the read that decided success, perhaps long ago
+        # (a backstop read, a claim that waited): a pre-signed link expires
+        # (HeyGen's video_url, S3's 403 "Request has expired"). The next
+        # attempt reads the status afresh, which names a fresh link.
+        log.warning(
+            "result link refused; the status is read again for a fresh one",
+            extra={"ctx": {"operation_id": step.op.operation_id, "status": resp.status_code}},
+        )
+        return _Stop(step.until_allowed(step.retry(attempt)))
+    # a verdict is the provider's own answer, not a redirect target's
+    if verdict and resp is not None and fetched.call_id is not None and not fetched.hops:
         failure = step.adapter.result_failure(resp)
         if failure is not None:
             return _Stop(await _failed_by_answer(step, conn, failure, fetched.call_id))
@@ -489,23 +500,20 @@ async def _fetched_part(
         # the result is there, behind a link: not unavailable, and no content to judge
         reason = f"result fetch answered HTTP {resp.status_code}: {fetched.unfollowed}"
         return _Stop(await _give_up(step, conn, S.NEEDS_ATTENTION, reason))
-    if verdict and attempt == 1 and _link_refused(step, resp):
-        # The link came from the read that decided success, perhaps long ago
-        # (a backstop read, a claim that waited): a pre-signed link expires
-        # (HeyGen's video_url, S3's 403 "Request has expired"). The next
-        # attempt reads the status afresh, which names a fresh link.
-        log.warning(
-            "result link refused; the status is read again for a fresh one",
-            extra={"ctx": {"operation_id": step.op.operation_id, "status": resp.status_code}},
-        )
-        return _Stop(step.until_allowed(step.retry(attempt)))
     return resp
 
 
 def _link_refused(step: Step, resp: HttpResponse) -> bool:
     """A 4xx from a result URL the status named (`source = url`): an expired or
-    revoked link as likely as a missing result."""
-    return step.adapter.desc.result.source is ResultSource.URL and 400 <= resp.status_code < 500
+    revoked link as likely as a missing result. Not for a fetch with side
+    effects: its retry would be refused as possibly consumed."""
+    result = step.adapter.desc.result
+    return (
+        result.source is ResultSource.URL
+        and not result.side_effects
+        and 400 <= resp.status_code < 500
+        and resp.status_code != 429
+    )
 
 
 def _stored_content(step: Step, check: ResultCheck, responses: Sequence[HttpResponse]) -> bytes:
@@ -523,6 +531,7 @@ class _Fetched:
     response: HttpResponse | None
     unfollowed: str | None = None
     call_id: int | None = None  # the call that got `response`
+    hops: int = 0  # redirects followed to get it
 
 
 async def _fetch_result(step: Step, conn: Any, req: HttpRequest, attempt: int) -> _Fetched:
@@ -551,7 +560,7 @@ async def _fetch_result(step: Step, conn: Any, req: HttpRequest, attempt: int) -
             return _Fetched(resp, f"redirect not followed: {exc}", call_id)
         hops += 1
         call_id, resp = await _recorded_exchange(step, conn, req, "result", attempt)
-    return _Fetched(resp, call_id=call_id)
+    return _Fetched(resp, call_id=call_id, hops=hops)
 
 
 async def _failed_by_answer(step: Step, conn: Any, failure: StatusFact, call_id: int) -> Delay:

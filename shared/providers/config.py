@@ -847,7 +847,7 @@ def _status(table: _Table) -> StatusSpec:
         body=body,
     )
     if spec.body is not None and spec.method == "GET":
-        raise table.error("body", "a GET carries no body: set method = \"POST\" (GraphQL)")
+        raise table.error("body", 'a GET carries no body: set method = "POST" (GraphQL)')
     table.finish()
     return spec
 
@@ -1208,9 +1208,11 @@ def _failed(table: _Table | None, source: ResultSource | None) -> ResultFailed |
     statuses = table.statuses("statuses", ())
     if not statuses:
         raise table.error("statuses", "required: the answers that mean the job failed")
-    if any(not 400 <= code <= 599 or code == 429 for code in statuses):
+    if any(not 400 <= code <= 599 or code in _NEVER_A_VERDICT for code in statuses):
         raise table.error(
-            "statuses", "only 4xx/5xx codes other than 429 (a wait, not a verdict) can say so"
+            "statuses",
+            "only 4xx/5xx codes other than 429, 502, 503 and 504 (a wait or a gateway's "
+            "answer, never the job's) can say so",
         )
     spec = ResultFailed(
         statuses=statuses,
@@ -1218,8 +1220,18 @@ def _failed(table: _Table | None, source: ResultSource | None) -> ResultFailed |
         error_code=table.path("error_code", RESPONSE),
         error_message=table.path("error_message", RESPONSE),
     )
+    if any(code >= 500 for code in statuses) and not spec.markers:
+        raise table.error(
+            "statuses",
+            "a 5xx is the job's verdict only when it carries the provider's error: name "
+            "where (error, error_code or error_message), or a proxy's 500 would fail the job",
+        )
     table.finish()
     return spec
+
+
+# Answers that are back-pressure or a gateway's, whatever a provider's job did.
+_NEVER_A_VERDICT = frozenset({429, 502, 503, 504})
 
 
 def _allowed_hosts(table: _Table) -> tuple[str, ...]:

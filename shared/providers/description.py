@@ -445,6 +445,12 @@ class ResultFailed:
     error_code: ValuePath | None = None
     error_message: ValuePath | None = None
 
+    @property
+    def markers(self) -> tuple[ValuePath, ...]:
+        """Where the provider's error is; when any is named, an answer carrying none of
+        them is no verdict (a proxy's HTML 500 on the way)."""
+        return tuple(p for p in (self.error, self.error_code, self.error_message) if p)
+
 
 @dataclass(frozen=True)
 class ResultSpec:

@@ -631,13 +631,16 @@ def result_failure(desc: ProviderDescription, resp: HttpResponse) -> StatusFact 
     names; None for any other answer (the result, or a fetch to judge or retry).
 
     The error is read by the table's paths, else it is the body's first 200
-    characters: the agent is told why, whatever the shape.
+    characters: the agent is told why, whatever the shape. With paths named,
+    an answer carrying none of them is no verdict.
     """
     spec = desc.result.failed
     code = resp.status_code
     if spec is None or code not in spec.statuses:
         return None
     body = resp.json_body
+    if spec.markers and all(extract(p, body, resp.headers) is None for p in spec.markers):
+        return None  # not the provider's own answer: judged or retried as any other
     error = error_info(body, spec.error, spec.error_code, spec.error_message, resp.headers)
     return StatusFact(
         remote_state=RemoteState.FAILED,

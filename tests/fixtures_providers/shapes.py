@@ -760,6 +760,8 @@ class QueueFixture:
         self.busy = False
         # this many status reads answer a 200 naming no state (a throttle in the body)
         self.blank_reads = 0
+        # this many response fetches meet a proxy's HTML 500 (not fal's own answer)
+        self.proxy_errors = 0
 
     def app(self) -> Starlette:
         return Starlette(
@@ -798,6 +800,10 @@ class QueueFixture:
         self.responses += 1
         if self.busy:
             return json_response({"detail": "Service Unavailable"}, 503)
+        if self.proxy_errors:
+            self.proxy_errors -= 1
+            page = b"<html><body><h1>500 Internal Server Error</h1></body></html>"
+            return Response(page, 500, media_type="text/html")
         outcome: FalOutcome = job.request.get("outcome", "ok")
         if outcome == "422":
             return json_response(FAL_VALIDATION, 422)

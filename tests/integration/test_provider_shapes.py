@@ -1072,3 +1072,32 @@ async def test_a_graphql_cancel_and_the_read_that_confirms_it(pool: Any, tmp_pat
         await r.cancel(op_id)
         assert await r.settle(op_id, {S.CANCELLED, *ENDS}) is S.CANCELLED, await r.history(op_id)
         assert len(await r.calls(op_id, "cancel")) == 1
+
+
+async def test_a_proxys_500_without_the_providers_error_is_no_verdict(
+    pool: Any, tmp_path: Path
+) -> None:
+    """`[result.failed]` lists 500 with where fal's error is: an HTML 500 from a proxy
+    on the way carries neither the header nor `/detail`, so it is retried like any
+    5xx, and the next fetch collects the result. It failed the job for good."""
+    fx = QueueFixture()
+    fx.proxy_errors = 1
+    async with shaped(pool, tmp_path, fx.app(), "fal", fal_queue(failed=FAL_FAILED)) as r:
+        op_id = await r.submit({"prompt": "a cat"})
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert fx.responses == 2
+
+
+async def test_an_expired_link_is_refreshed_before_a_listed_4xx_is_taken_as_a_failure(
+    pool: Any, tmp_path: Path
+) -> None:
+    """HeyGen's expired link answers 403, which `[result.failed]` also lists: at the
+    first fetch the link is refreshed by a fresh read first; the video is collected.
+    The 403 failed the job at once."""
+    fx = VideosFixture(first_valid_read=4)
+    described = heygen_videos()
+    described["result"] = {**described["result"], "failed": {"statuses": [403, 404]}}
+    async with shaped(pool, tmp_path, fx.app(), "heygen", described) as r:
+        op_id = await r.submit({"video_inputs": []})
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert fx.fetches == [(3, 403), (4, 200)]

@@ -586,7 +586,7 @@ def test_result_failed_names_error_answers_of_a_fetched_result_only() -> None:
     assert failed.error_code.text == "header:X-Fal-Error-Type"
     assert failed.error_message is None
     assert load(acme(result=fetched)).result.failed is None
-    refused: list[Any] = [[], [200], [429], [302], [422, 204], ["422"]]
+    refused: list[Any] = [[], [200], [429], [302], [422, 204], ["422"], [503], [502], [504]]
     for codes in refused:
         message = config_error(acme(result={**fetched, "failed": {"statuses": codes}}))
         assert message.startswith("config.toml: providers.acme.result.failed.statuses:"), codes
@@ -594,6 +594,8 @@ def test_result_failed_names_error_answers_of_a_fetched_result_only() -> None:
     assert "result.failed.statuses: required" in message
     message = config_error(acme(result={**fetched, "failed": {"statuses": [422], "code": "/x"}}))
     assert "code" in message
+    bare_500 = {**fetched, "failed": {"statuses": [422, 500]}}
+    assert "carries the provider's error" in config_error(acme(result=bare_500))
     inline = {"source": "inline", "inline": "/output", "failed": {"statuses": [422]}}
     assert "nothing is fetched with source = inline" in config_error(acme(result=inline))
 
