@@ -2,8 +2,10 @@
 
 `cancelling` means the provider accepted our request; only an observation of
 a remote terminal state ends it — cancelled, or succeeded/failed if the job
-crossed its commit point first. A provider with no cancel endpoint sends the
-operation straight to cancellation_unconfirmed, saying why.
+crossed its commit point first. For a provider with no cancel endpoint
+nothing is sent: the job is read on in cancel_requested until it ends by
+itself or the cancel deadline passes (then cancellation_unconfirmed, saying
+why).
 
 A provider whose cancel harms a job that already ended (`cancel.read_first`:
 Runway's DELETE deletes a finished task and its output) has the job's status

@@ -265,16 +265,20 @@ async def _out_of_retries(step: Step, conn: Any, attempt: int) -> bool:
     """Has this collection retried what may pass long enough to give up?
 
     MAX_RESULT_ATTEMPTS tries at least, and `limits.result_retry_seconds` since
-    the operation entered result_collecting: a provider's result outlives its
-    outages, and six tries (about a minute) sent a five-minute one to a human.
+    the operation entered result_collecting, or until its result deadline if
+    that comes first: a provider's result outlives its outages, and six tries
+    (about a minute) sent a five-minute one to a human.
     """
     if attempt < MAX_RESULT_ATTEMPTS:
         return False
+    now = step.now()
+    if now >= step.op.result_deadline:
+        return True  # the agent's own bound on waiting for the result
     since = await ledger.state_entered_at(conn, step.op.operation_id, S.RESULT_COLLECTING)
     if since is None:
         return True
     budget = step.adapter.desc.limits.result_retry_seconds
-    return (step.now() - since).total_seconds() >= budget
+    return (now - since).total_seconds() >= budget
 
 
 async def _final_status(step: Step, conn: Any, attempt: int, *, fresh: bool) -> HttpResponse | None:
@@ -634,7 +638,7 @@ async def _not_stored(step: Step, conn: Any, exc: StoreFailed, attempt: int) -> 
     attempts run out; at once for a result whose fetch consumes it (no second fetch
     would get it, and the reason must say it was ours, not the provider's)."""
     side_effects = step.adapter.desc.result.side_effects
-    if side_effects or attempt >= MAX_RESULT_ATTEMPTS:
+    if side_effects or await _out_of_retries(step, conn, attempt):
         reason = f"the result was fetched and validated, but {exc}"
         if side_effects:
             reason += "; fetching it has side effects, so it is not fetched again"

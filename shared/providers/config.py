@@ -1184,6 +1184,12 @@ def _empty_without_url(
         )
     if fmt is ResultFormat.JSON:
         raise table.error("empty_without_url", "an empty document is no JSON: jsonl, csv, text")
+    csv_options = table.data.get("csv")
+    header = csv_options.get("header", True) if isinstance(csv_options, Mapping) else True
+    if fmt is ResultFormat.CSV and header is not False:
+        raise table.error(
+            "empty_without_url", "an empty CSV has no header row: set result.csv.header = false"
+        )
     if expect.checksum is not Checksum.NONE and expect.checksum_options.required:
         raise table.error(
             "empty_without_url", "an empty result has no checksum (set checksum.required = false)"

@@ -1101,3 +1101,18 @@ async def test_an_expired_link_is_refreshed_before_a_listed_4xx_is_taken_as_a_fa
         op_id = await r.submit({"video_inputs": []})
         assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
         assert fx.fetches == [(3, 403), (4, 200)]
+
+
+async def test_a_result_store_down_past_the_result_deadline_stops_before_the_budget(
+    pool: Any, tmp_path: Path, clock: TestClock
+) -> None:
+    """The agent's result deadline (2 minutes) comes before the hour of retries: the
+    collection stops there, result_unavailable. It went on past the deadline."""
+    fx = QueueFixture()
+    described = {**fal_queue(), "limits": {"result_retry_seconds": 3600}}
+    async with shaped(pool, tmp_path, fx.app(), "fal", described, clock=clock) as r:
+        op_id = await r.submit({"prompt": "a cat"}, result_deadline_s=120)
+        await _collect_through_an_outage(r, fx, clock, op_id, fetches=7)
+        assert await r.state(op_id) is S.RESULT_COLLECTING
+        await clock.advance(120.0)
+        assert await r.settle(op_id, ENDS) is S.RESULT_UNAVAILABLE, await r.history(op_id)

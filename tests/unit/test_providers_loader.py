@@ -604,11 +604,14 @@ def test_empty_without_url_needs_a_url_source_a_total_and_a_format_that_can_be_e
     status = {"result_url": "/url", "counts_total": "/objectCount"}
     jsonl_url = {"source": "url", "format": "jsonl", "empty_without_url": True}
     assert load(acme(status=status, result=jsonl_url)).result.empty_without_url
+    bare_csv = {**jsonl_url, "format": "csv", "csv": {"header": False}}
+    assert load(acme(status=status, result=bare_csv)).result.empty_without_url
     assert not load(acme(status=status, result={"source": "url"})).result.empty_without_url
     cases = {
         "only with source = url": ({"source": "path", "path": "/r/{job_id}"}, status),
         "needs status.counts_total": ({"source": "url", "format": "jsonl"}, {"result_url": "/url"}),
         "an empty document is no JSON": ({"source": "url"}, status),
+        "an empty CSV has no header row": ({"source": "url", "format": "csv"}, status),
         "has no checksum": (
             {"source": "url", "format": "jsonl", "expect": {"checksum": "content-digest"}},
             status,
