@@ -1106,6 +1106,12 @@ def _result(table: _Table, status: StatusSpec) -> ResultSpec:
     if source is ResultSource.INLINE and inline is None:
         raise table.error("inline", "required with source = inline ('' = the whole body)")
     fmt = _result_format(table, source)
+    if fmt is ResultFormat.BINARY and len(file_ids) > 1:
+        raise table.error(
+            "file_ids",
+            "a binary result is one file: several laid end to end could not be told apart "
+            "(name one, or use a plugin)",
+        )
     expect = _expect(table.sub("expect"), status, source, fmt)
     errors = _errors(table.sub("errors"), status)
     spec = ResultSpec(

@@ -336,7 +336,8 @@ def _status_from_body(
     file_ids = tuple(
         dict.fromkeys(
             value
-            for value in (as_str(extract(p, body, headers)) for p in desc.result.file_ids)
+            for path in desc.result.file_ids
+            for value in _ids_at(extract(path, body, headers))
             if value is not None
         )
     )
@@ -358,6 +359,12 @@ def _status_from_body(
         problem=None if raw is not None else "no state in the status body",
         **common,
     )
+
+
+def _ids_at(found: Any) -> list[str | None]:
+    """The ids a path names: one value, or each of a list (ElevenLabs' dub names its
+    languages, one audio file each, as `target_languages: ["es", "fr"]`)."""
+    return [as_str(item) for item in found] if isinstance(found, list) else [as_str(found)]
 
 
 def _state_of(

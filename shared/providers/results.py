@@ -103,6 +103,8 @@ def validate_result(
     numbers when the description says `item_count = "from_status_counts"`.
     """
     parts = [resp] if isinstance(resp, HttpResponse) else list(resp)
+    if desc.result.format is ResultFormat.BINARY and len(parts) > 1:
+        return _not_one_document(parts)
     digests = tuple(hashlib.sha256(p.body).hexdigest() for p in parts)
     whole = hashlib.sha256(b"".join(p.body for p in parts)).hexdigest()
     size = sum(len(p.body) for p in parts)
@@ -141,6 +143,23 @@ def validate_result(
         parsed=_parsed(desc.result, decoded) if size <= PARSED_MAX_BYTES else None,
         part_sha256=digests,
         notes=checksum_notes + notes,
+    )
+
+
+def _not_one_document(parts: Sequence[HttpResponse]) -> ResultCheck:
+    """Several binary files: laid end to end they are one file no one can split again
+    (two audio tracks glued together), so they are not stored as one."""
+    whole = b"".join(p.body for p in parts)
+    return ResultCheck(
+        ok=False,
+        reason=(
+            f"a binary result is one file, and the status named {len(parts)}: several "
+            "cannot be stored as one (describe one file per operation, or use a plugin)"
+        ),
+        sha256=hashlib.sha256(whole).hexdigest(),
+        size=len(whole),
+        content_type=parts[0].content_type,
+        part_sha256=tuple(hashlib.sha256(p.body).hexdigest() for p in parts),
     )
 
 

@@ -45,6 +45,8 @@
   endpoint, a `bulkOperationRunQuery` mutation to start, a `node(id:)` query
   (a POST with the id in its variables) to read, `bulkOperationCancel` to
   cancel; `throttled_reads` answers a 200 carrying only `errors` (THROTTLED).
+- `DubbingFixture`: ElevenLabs' dubbing. A dub names its languages as a list
+  (`target_languages`), one audio file each at `/audio/{language}`.
 - `RunLogsFixture`: GitHub Actions' run logs. `/runs/{id}/logs` answers 302 to
   a same-origin archive link, which answers 302 to a signed blob on another
   origin (`BlobStore`, served apart); `redirect` = "loop" redirects to itself,
@@ -1180,3 +1182,61 @@ class GraphqlBulkFixture:
 
     async def file(self, request: Request) -> Response:
         return Response(jsonl(BULK_LINES), media_type="application/jsonl")
+
+
+def dub_audio(language: str) -> bytes:
+    return b"ID3\x04\x00" + language.encode() * 64
+
+
+def elevenlabs_dubbing() -> dict[str, Any]:
+    """The description a user writes for `DubbingFixture`."""
+    return {
+        "create": {"path": "/v1/dubbing", "idempotency": "none", "job_id": "/dubbing_id"},
+        "status": {
+            "path": "/v1/dubbing/{job_id}",
+            "state": "/status",
+            "state_map": {"dubbing": "running", "dubbed": "succeeded", "failed": "failed"},
+            "error": "/error",
+        },
+        "result": {
+            "source": "files",
+            "path": "/v1/dubbing/{job_id}/audio/{file_id}",
+            "file_ids": "/target_languages",
+            "format": "binary",
+        },
+    }
+
+
+class DubbingFixture:
+    """Dubs done at their second read, into the body's `target_langs` (a list)."""
+
+    def __init__(self) -> None:
+        self.registry = Registry("dub")
+        self.audio_fetches: list[str] = []
+
+    def app(self) -> Starlette:
+        return Starlette(
+            routes=[
+                Route("/v1/dubbing", self.create, methods=["POST"]),
+                Route("/v1/dubbing/{did}", self.status, methods=["GET"]),
+                Route("/v1/dubbing/{did}/audio/{lang}", self.audio, methods=["GET"]),
+            ]
+        )
+
+    async def create(self, request: Request) -> Response:
+        job = self.registry.add("dub", await request.json(), dict(request.headers))
+        return json_response({"dubbing_id": job.job_id, "expected_duration_sec": 30})
+
+    async def status(self, request: Request) -> Response:
+        job = self.registry.jobs[request.path_params["did"]]
+        job.reads += 1
+        status = "dubbed" if job.reads >= READS_TO_FINISH else "dubbing"
+        languages = job.request["target_langs"]
+        return json_response(
+            {"dubbing_id": job.job_id, "status": status, "target_languages": languages}
+        )
+
+    async def audio(self, request: Request) -> Response:
+        language = request.path_params["lang"]
+        self.audio_fetches.append(language)
+        return Response(dub_audio(language), media_type="audio/mpeg")

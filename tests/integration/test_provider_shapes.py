@@ -50,6 +50,7 @@ from tests.fixtures_providers.shapes import (
     BulkExportFixture,
     BulkQueryFixture,
     CancelledOutputFixture,
+    DubbingFixture,
     GraphqlBulkFixture,
     PipelinesFixture,
     QueueFixture,
@@ -61,6 +62,8 @@ from tests.fixtures_providers.shapes import (
     bulk_export,
     bulk_query,
     cancelled_output,
+    dub_audio,
+    elevenlabs_dubbing,
     fal_queue,
     heygen_videos,
     request_reply,
@@ -1116,3 +1119,32 @@ async def test_a_result_store_down_past_the_result_deadline_stops_before_the_bud
         assert await r.state(op_id) is S.RESULT_COLLECTING
         await clock.advance(120.0)
         assert await r.settle(op_id, ENDS) is S.RESULT_UNAVAILABLE, await r.history(op_id)
+
+
+async def test_a_file_id_path_naming_a_list_fetches_each_file(pool: Any, tmp_path: Path) -> None:
+    """ElevenLabs names a dub's languages as a list (`file_ids = "/target_languages"`):
+    each names a file. The list was read as no id at all, and every dub ended
+    result_unavailable, "the final status named no result files"."""
+    fx = DubbingFixture()
+    async with shaped(pool, tmp_path, fx.app(), "elevenlabs", elevenlabs_dubbing()) as r:
+        op_id = await r.submit({"source_url": "https://example.com/a.mp4", "target_langs": ["es"]})
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert fx.audio_fetches == ["es"]
+        op = await r.op(op_id)
+        assert Path(op.result_ref.removeprefix("file:")).read_bytes() == dub_audio("es")
+
+
+async def test_several_binary_files_are_not_stored_glued_into_one(
+    pool: Any, tmp_path: Path
+) -> None:
+    """Two languages, two audio files, one binary result: laid end to end they were
+    stored and reported a success no one could split again. Now the result is refused,
+    saying why, and a human decides."""
+    fx = DubbingFixture()
+    async with shaped(pool, tmp_path, fx.app(), "elevenlabs", elevenlabs_dubbing()) as r:
+        body = {"source_url": "https://example.com/a.mp4", "target_langs": ["es", "fr"]}
+        op_id = await r.submit(body)
+        assert await r.settle(op_id, ENDS) is S.RESULT_VALIDATION_FAILED, await r.history(op_id)
+        reason = (await r.escalation(op_id))["reason"]
+        assert "a binary result is one file, and the status named 2" in reason, reason
+        assert (await r.op(op_id)).result_ref is None

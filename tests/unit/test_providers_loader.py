@@ -645,3 +645,15 @@ def test_a_status_body_names_the_job_for_a_graphql_endpoint() -> None:
     for said, status in cases.items():
         message = config_error(acme(status=status))
         assert "providers.acme.status." in message and said in message, message
+
+
+def test_a_binary_result_names_one_file() -> None:
+    files = {
+        "source": "files",
+        "path": "/jobs/{job_id}/files/{file_id}",
+        "format": "binary",
+        "file_ids": ["/audio_id", "/video_id"],
+    }
+    message = config_error(acme(result=files))
+    assert "providers.acme.result.file_ids: a binary result is one file" in message
+    assert load(acme(result={**files, "file_ids": "/audio_id"})).result.file_ids

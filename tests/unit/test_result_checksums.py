@@ -164,7 +164,7 @@ def test_named_header_per_part_names_the_part() -> None:
                 "source": "files",
                 "path": "/v1/files/{file_id}",
                 "file_ids": "/file_ids",
-                "format": "binary",
+                "format": "text",  # binary: one file only
                 "expect": {
                     "checksum": {"source": "header", "header": "X-Sha", "algorithm": "sha256"}
                 },
