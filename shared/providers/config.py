@@ -788,7 +788,23 @@ def _names_job(value: Any) -> bool:
     return False
 
 
+def _not_found_statuses(table: _Table, by_code: Mapping[int, RemoteState]) -> frozenset[int]:
+    """Codes meaning "no such job" (404, 410 by default), less any that
+    `state_from_http_status` maps: a 404 mapped to cancelled (a provider whose
+    cancel deletes the job) was read as a miss all the same."""
+    explicit = table.raw("not_found_statuses") is not _MISSING
+    codes = table.statuses("not_found_statuses", (404, 410))
+    both = sorted(codes & by_code.keys())
+    if explicit and both:
+        raise table.error(
+            "not_found_statuses",
+            f"{both} also mapped by state_from_http_status: one meaning per code",
+        )
+    return codes - by_code.keys()
+
+
 def _status(table: _Table) -> StatusSpec:
+    by_code = _http_state_map(table)
     body = _json_body(table, "body", CANCEL_VALUES)
     path = _job_path(table, required=False, body=body)
     use_status_url = table.boolean("use_status_url", False)
@@ -842,8 +858,8 @@ def _status(table: _Table) -> StatusSpec:
         counts_cancelled=counts["cancelled"],
         outcome_from_counts=outcome_from_counts,
         outcome_from_counts_states=frozenset(outcome_states) if outcome_states else None,
-        not_found_statuses=table.statuses("not_found_statuses", (404, 410)),
-        state_from_http_status=_http_state_map(table),
+        not_found_statuses=_not_found_statuses(table, by_code),
+        state_from_http_status=by_code,
         body=body,
     )
     if spec.body is not None and spec.method == "GET":

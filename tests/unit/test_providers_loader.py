@@ -14,7 +14,9 @@ from shared.ledger.states import RemoteState
 from shared.providers import ConfigError, load_preset, load_providers, parse_providers
 from shared.providers.config import deep_merge, preset_names
 from shared.providers.description import Checksum, Idempotency, LookupKind, ResultSource
+from shared.providers.messages import HttpResponse
 from shared.providers.requests import build_status
+from shared.providers.responses import parse_status
 
 SECRET_VALUE = "sk-live-DO-NOT-PRINT-4242"
 
@@ -657,3 +659,17 @@ def test_a_binary_result_names_one_file() -> None:
     message = config_error(acme(result=files))
     assert "providers.acme.result.file_ids: a binary result is one file" in message
     assert load(acme(result={**files, "file_ids": "/audio_id"})).result.file_ids
+
+
+def test_a_code_mapped_to_a_state_is_no_longer_a_miss() -> None:
+    """`state_from_http_status = {"404" = "cancelled"}` (a cancel that deletes): the
+    default not-found codes leave 404 to it; naming it in both is refused."""
+    mapped = {"state_from_http_status": {"404": "cancelled"}}
+    status = load(acme(status=mapped)).status
+    assert status.not_found_statuses == {410}
+    assert status.state_from_http_status == {404: RemoteState.CANCELLED}
+    fact = parse_status(load(acme(status=mapped)), HttpResponse(404, body=b"{}"))
+    assert (fact.remote_state, fact.not_found) == (RemoteState.CANCELLED, False)
+    both = {**mapped, "not_found_statuses": [404]}
+    message = config_error(acme(status=both))
+    assert "status.not_found_statuses: [404] also mapped by state_from_http_status" in message
