@@ -14,7 +14,7 @@ import hashlib
 import logging
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import httpx
@@ -23,6 +23,7 @@ from reconciler.connect_guard import ConnectRefused
 from reconciler.lanes import (
     ANSWER,
     MAX_ANSWER_BYTES,
+    MIN_TRANSFER_RATE,
     SENT_DIGESTS,
     BodyTooLarge,
     Lane,
@@ -99,7 +100,7 @@ def answer_reading(desc: ProviderDescription, action: str) -> Reading:
     synchronously) may also be as large as the result may be (max_bytes),
     on top: past that, the result would be refused anyway.
     """
-    carries = (action == "status" and _status_carries_result(desc)) or (
+    carries = (action == "status" and status_carries_result(desc)) or (
         action == "create" and bool(desc.create.sync_result_statuses)
     )
     if not carries:
@@ -107,7 +108,15 @@ def answer_reading(desc: ProviderDescription, action: str) -> Reading:
     return Reading(keep=MAX_ANSWER_BYTES + desc.result.expect.max_bytes)
 
 
-def _status_carries_result(desc: ProviderDescription) -> bool:
+def paced(reading: Reading, request_timeout: float, lease_seconds: float) -> Reading:
+    """`reading` bounded by its pace, as a result download is (`lanes.download`):
+    for a status read that may carry the result, which a whole-call timeout
+    cut short when the result was large or the link slow."""
+    grace = request_timeout + lease_seconds
+    return replace(reading, min_rate=MIN_TRANSFER_RATE, allowance=grace)
+
+
+def status_carries_result(desc: ProviderDescription) -> bool:
     """Can a status read's answer be the result itself? An inline result, or a
     result fetched from the status URL (Stability's `/v2beta/results/{id}`
     answers 202 while the job runs, then 200 with the video): such a read of
@@ -190,7 +199,8 @@ async def _send(
     departure = _Departure() if req.action in DELIVERY_MATTERS else None
     started = time.perf_counter()
     try:
-        async with asyncio.timeout(None if req.action in TRANSFERS else req.timeout):
+        # a paced answer (a download) is bounded by its pace, not as a whole
+        async with asyncio.timeout(None if reading.min_rate is not None else req.timeout):
             resp = await lane.call(
                 req.method,
                 req.url,

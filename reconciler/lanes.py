@@ -80,7 +80,8 @@ class Reading:
     other call fails with `BodyTooLarge`. Nothing past `keep` (and one read
     or decoding step) is held in memory, however large the answer.
 
-    `min_rate` (downloads only): the whole exchange, from connecting to the
+    `min_rate` (downloads, and status reads that may carry the result: the
+    step's `_transfer`): the whole exchange, from connecting to the
     body's end, must finish within `allowance` seconds plus one second per
     `min_rate` bytes received so far, or it fails as a timeout. A stalled or
     trickling download (or an endless run of `100 Continue` heads) thus ends

@@ -17,10 +17,12 @@ from reconciler.calls import (
     answer_reading,
     call_start,
     not_sent,
+    paced,
     send,
+    status_carries_result,
 )
 from reconciler.context import Context
-from reconciler.lanes import Lane, download
+from reconciler.lanes import Lane, Reading, download
 from shared import ledger
 from shared.db.connect import connect
 from shared.db.errors import DATABASE_DOWN
@@ -144,9 +146,14 @@ class Step:
             ):
                 # checked after every wait (the slot, the process-wide bound)
                 if self._lease_left() > need:
+                    desc, lease = self.adapter.desc, self.ctx.settings.lease_seconds
                     if req.action in TRANSFERS:
-                        return await self._transfer(lane, req, db)
-                    reading = answer_reading(self.adapter.desc, req.action)
+                        reading = download(desc.result.expect.max_bytes, req.timeout, lease)
+                        return await self._transfer(lane, req, db, reading)
+                    reading = answer_reading(desc, req.action)
+                    if req.action == "status" and status_carries_result(desc):
+                        paced_reading = paced(reading, req.timeout, lease)
+                        return await self._transfer(lane, req, db, paced_reading)
                     return await send(lane, req, self.op.trace_id, reading)
         log.warning(
             "no provider slot within the lease; call not sent",
@@ -235,7 +242,7 @@ class Step:
         finally:
             conn.terminate()  # one write, then gone: no goodbye to wait for
 
-    async def _transfer(self, lane: Lane, req: HttpRequest, db: Any) -> Sent:
+    async def _transfer(self, lane: Lane, req: HttpRequest, db: Any, reading: Reading) -> Sent:
         """A download, which may outlast a lease: the lease is renewed while it runs.
 
         Without this, a result larger than a lease's worth of transfer could
@@ -252,8 +259,6 @@ class Step:
         waits for it, for ever. At most max_bytes + 1 bytes are read: past
         max_bytes the validation refuses the result.
         """
-        max_bytes = self.adapter.desc.result.expect.max_bytes
-        reading = download(max_bytes, req.timeout, self.ctx.settings.lease_seconds)
         transfer = asyncio.ensure_future(send(lane, req, self.op.trace_id, reading))
         try:
             while True:

@@ -57,11 +57,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import AsyncIterator
 from typing import Any, Literal
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from tests.fixtures_providers.common import Job, Registry, hang, json_response, jsonl
@@ -912,9 +913,11 @@ def stability_results() -> dict[str, Any]:
 class ResultsFixture:
     """Generations done at their second read; `reads` counts the result URL's answers."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, chunk_delay: float = 0.0) -> None:
         self.registry = Registry("gen-")
         self.reads = 0
+        # the video streamed in 8 chunks this far apart (a slow link)
+        self.chunk_delay = chunk_delay
 
     def app(self) -> Starlette:
         return Starlette(
@@ -934,7 +937,16 @@ class ResultsFixture:
         self.reads += 1
         if job.reads < READS_TO_FINISH:
             return json_response({"id": job.job_id, "status": "in-progress"}, 202)
-        return Response(VIDEO, media_type="video/mp4", headers={"finish-reason": "SUCCESS"})
+        headers = {"finish-reason": "SUCCESS"}
+        if not self.chunk_delay:
+            return Response(VIDEO, media_type="video/mp4", headers=headers)
+        return StreamingResponse(self._slowly(), media_type="video/mp4", headers=headers)
+
+    async def _slowly(self) -> AsyncIterator[bytes]:
+        size = len(VIDEO) // 8 + 1
+        for start in range(0, len(VIDEO), size):
+            await asyncio.sleep(self.chunk_delay)
+            yield VIDEO[start : start + size]
 
 
 HEYGEN_VIDEO = b"\x00\x00\x00\x18ftypmp42 heygen"

@@ -862,15 +862,18 @@ async def test_a_result_store_down_past_result_retry_seconds_is_result_unavailab
         assert "result fetch kept failing after" in escalation["reason"], escalation["reason"]
 
 
+@pytest.mark.parametrize("chunk_delay", [0.0, 0.1], ids=["fast", "slower_than_a_call"])
 async def test_a_status_url_that_answers_with_a_large_result_is_read_whole(
-    pool: Any, tmp_path: Path
+    pool: Any, tmp_path: Path, chunk_delay: float
 ) -> None:
     """Stability's result URL is also its status URL: 202 while running, then 200 with
     the video. A 9 MiB video made every read of the finished job fail as `protocol`
     (past the 8 MiB any answer is read up to), and the job was read as running until
     its deadline, `result_timed_out`. A status read at the result's URL is now read up
-    to the result's max_bytes: the job succeeds, its video stored byte for byte."""
-    fx = ResultsFixture()
+    to the result's max_bytes, bounded by its pace as a download is (streamed over
+    longer than the rig's request_timeout, 0.5 s, it timed out): the job succeeds,
+    its video stored byte for byte."""
+    fx = ResultsFixture(chunk_delay=chunk_delay)
     async with shaped(pool, tmp_path, fx.app(), "stability", stability_results()) as r:
         op_id = await r.submit({"image": "https://example.com/cat.png"})
         assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
