@@ -118,13 +118,16 @@ def paced(reading: Reading, request_timeout: float, lease_seconds: float) -> Rea
 
 def status_carries_result(desc: ProviderDescription) -> bool:
     """Can a status read's answer be the result itself? An inline result, or a
-    result fetched from the status URL (Stability's `/v2beta/results/{id}`
-    answers 202 while the job runs, then 200 with the video): such a read of
-    a finished job answered past MAX_ANSWER_BYTES, failed as `protocol`, and
-    the job was read as running until its deadline."""
+    result fetched from the status URL (`status_downloads_result`)."""
+    return desc.result.source is ResultSource.INLINE or status_downloads_result(desc)
+
+
+def status_downloads_result(desc: ProviderDescription) -> bool:
+    """Is the status URL the result's (Stability's `/v2beta/results/{id}` answers
+    202 while the job runs, then 200 with the video)? Such a read of a finished
+    job answered past MAX_ANSWER_BYTES, failed as `protocol`, and the job was
+    read as running until its deadline; it is a download, bounded by its pace."""
     result, status = desc.result, desc.status
-    if result.source is ResultSource.INLINE:
-        return True
     return (
         result.source is ResultSource.PATH
         and result.path is not None

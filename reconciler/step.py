@@ -19,7 +19,7 @@ from reconciler.calls import (
     not_sent,
     paced,
     send,
-    status_carries_result,
+    status_downloads_result,
 )
 from reconciler.context import Context
 from reconciler.lanes import Lane, Reading, download
@@ -151,7 +151,7 @@ class Step:
                         reading = download(desc.result.expect.max_bytes, req.timeout, lease)
                         return await self._transfer(lane, req, db, reading)
                     reading = answer_reading(desc, req.action)
-                    if req.action == "status" and status_carries_result(desc):
+                    if req.action == "status" and status_downloads_result(desc):
                         paced_reading = paced(reading, req.timeout, lease)
                         return await self._transfer(lane, req, db, paced_reading)
                     return await send(lane, req, self.op.trace_id, reading)
