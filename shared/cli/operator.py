@@ -319,9 +319,10 @@ def _timeline_text(kind: str, details: Mapping[str, Any]) -> tuple[str, str]:
         return what, ""
     if kind == "call":
         status = d.get("status_code") or d.get("error_category") or "no answer"
+        took = d.get("duration_ms")  # 0 ms is a duration (a loopback answer), None is none
         what = (
             f"{d['call_kind']} #{d['attempt']} {d['method']} {d['url']} → {status}"
-            f" ({d.get('duration_ms') or '?'} ms)"
+            f" ({'?' if took is None else took} ms)"
         )
         if d.get("not_before"):
             what += f"; provider asked to wait until {d['not_before']}"

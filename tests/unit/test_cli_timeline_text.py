@@ -14,3 +14,19 @@ def test_an_escalation_is_open_resolved_by_a_decision_or_settled_by_a_move() -> 
     settled = {**BASE, "resolved_at": "2026-12-04T12:00:00Z", "decision_id": None}
     text = _timeline_text("escalation", settled)[0]
     assert "decision #None" not in text and "the operation moved on" in text
+
+
+CALL = {
+    "call_kind": "status",
+    "attempt": 4,
+    "method": "GET",
+    "url": "https://api.example/v1/jobs/1",
+    "status_code": 404,
+    "trace_id": "t",
+}
+
+
+def test_a_call_answered_in_0_ms_says_0_not_unknown() -> None:
+    """A loopback answer takes 0 ms; only a call with no duration on record is '?'."""
+    assert _timeline_text("call", {**CALL, "duration_ms": 0})[0].endswith("→ 404 (0 ms)")
+    assert _timeline_text("call", {**CALL, "duration_ms": None})[0].endswith("→ 404 (? ms)")
