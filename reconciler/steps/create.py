@@ -197,13 +197,30 @@ async def _deadline_passed(step: Step, conn: Any) -> Delay:
             "(create.not_created_statuses, not_created_codes); no remote job exists"
         )
     else:
-        reason = "create deadline passed without proof that a remote job exists or not" + (
-            f" ({unread})" if unread else ""
+        last = await conn.fetchrow(q("latest_create_call"), step.op.operation_id)
+        reason = (
+            "create deadline passed without proof that a remote job exists or not"
+            + (f" ({unread})" if unread else "")
+            + _last_create_answer(last)
         )
     async with conn.transaction():
         await step.reload(conn)
         await step.move(conn, S.NEEDS_ATTENTION, reason, create_attempts=step.op.create_attempts)
     return None
+
+
+def _last_create_answer(call: Any) -> str:
+    """What the uncertain create got, for the human it goes to (a 429 whose
+    provider does not document it as creating nothing, a timeout...)."""
+    if call is None:
+        return ""
+    if call["status_code"] is not None:
+        answer = f"HTTP {call['status_code']}"
+        if call["not_before"] is not None:
+            answer += f", asking to wait until {call['not_before']:%Y-%m-%dT%H:%M:%SZ}"
+    else:
+        answer = f"no answer ({call['error_category'] or 'unknown'})"
+    return f"; the last create got {answer}"
 
 
 async def _resolve_uncertain(step: Step, conn: Any) -> tuple[bool, Delay]:
@@ -234,12 +251,15 @@ async def _resolve_uncertain(step: Step, conn: Any) -> tuple[bool, Delay]:
             )
         return True, None
     if not desc.lookup.supported:
+        said = _last_create_answer(
+            await conn.fetchrow(q("latest_create_call"), step.op.operation_id)
+        )
         async with conn.transaction():
             await step.move(
                 conn,
                 S.NEEDS_ATTENTION,
                 f"provider {desc.name} cannot deduplicate creates and offers no lookup: an "
-                "uncertain create cannot be retried safely (it might run twice)",
+                f"uncertain create cannot be retried safely (it might run twice){said}",
                 create_attempts=step.op.create_attempts,
             )
         return True, None

@@ -765,6 +765,8 @@ class QueueFixture:
         self.blank_reads = 0
         # this many response fetches meet a proxy's HTML 500 (not fal's own answer)
         self.proxy_errors = 0
+        # this many submits answer 429 with Retry-After (whether a job was made: unsaid)
+        self.throttled_submits = 0
 
     def app(self) -> Starlette:
         return Starlette(
@@ -777,6 +779,9 @@ class QueueFixture:
 
     async def submit(self, request: Request) -> Response:
         body = await request.json()
+        if self.throttled_submits:
+            self.throttled_submits -= 1
+            return json_response({"detail": "Too many requests"}, 429, {"Retry-After": "30"})
         job = self.registry.add("queue", body, dict(request.headers))
         base = f"{request.base_url}fal-ai/flux/requests/{job.job_id}"
         return json_response(

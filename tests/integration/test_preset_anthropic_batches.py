@@ -145,6 +145,8 @@ async def test_lost_create_response_needs_a_human_and_is_never_retried(
         escalation = await r.escalation(op_id)
         assert escalation["state"] == "needs_attention"
         assert "cannot deduplicate creates and offers no lookup" in escalation["reason"]
+        # what the create got, for the human (its answer was lost: a timeout)
+        assert escalation["reason"].endswith("; the last create got no answer (timeout)")
 
 
 def test_guarantees_say_a_lost_create_cannot_be_reconciled() -> None:

@@ -1151,3 +1151,20 @@ async def test_several_binary_files_are_not_stored_glued_into_one(
         reason = (await r.escalation(op_id))["reason"]
         assert "a binary result is one file, and the status named 2" in reason, reason
         assert (await r.op(op_id)).result_ref is None
+
+
+async def test_an_uncertain_create_sent_to_a_human_says_what_the_create_got(
+    pool: Any, tmp_path: Path, clock: TestClock
+) -> None:
+    """fal.ai cannot deduplicate and offers no lookup; a 429 it does not document as
+    creating nothing goes to a human. The reason said only "an uncertain create";
+    it now says the create got HTTP 429 and until when it was asked to wait."""
+    fx = QueueFixture()
+    fx.throttled_submits = 1
+    async with shaped(pool, tmp_path, fx.app(), "fal", fal_queue(), clock=clock) as r:
+        op_id = await r.submit({"prompt": "a cat"}, create_deadline_s=300)
+        assert await r.settle(op_id, {S.CREATE_UNKNOWN}) is S.CREATE_UNKNOWN
+        await clock.advance(31.0)  # past the 429's Retry-After
+        assert await r.settle(op_id, ENDS) is S.NEEDS_ATTENTION, await r.history(op_id)
+        reason = (await r.escalation(op_id))["reason"]
+        assert "; the last create got HTTP 429, asking to wait until 20" in reason, reason
