@@ -21,7 +21,7 @@ would be refused the same way on every claim, deadline or not.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -154,7 +154,7 @@ async def _read(step: Step, *, before_cancel: bool = False) -> Delay | StillRunn
         return await _refused(step, req, sent, call_id)
     if sent.response is None:
         return await _unanswered(step, req, sent, call_id, deadline)
-    fact = read_status(step, sent.response)
+    fact = _gone_by_our_cancel(step, read_status(step, sent.response))
     read = status_read(step.op, step.fence, step.worker, req, sent, fact, call_id=call_id)
     step.note_wait(read.not_before_seconds)
     step.note_poll_hint(poll_hint(fact))
@@ -445,6 +445,22 @@ async def _decide(
             await step.move(conn, S.NEEDS_ATTENTION, _stateless_cause(step, fact, reads))
             return None
     return step.until_allowed(await _when_next(step, fact, conn), read=True)
+
+
+def _gone_by_our_cancel(step: Step, fact: StatusFact) -> StatusFact:
+    """A miss after our cancel was accepted, at a provider whose cancel deletes the
+    job (`cancel.deletes_job`): the job was cancelled, by us; recorded so."""
+    if not (
+        fact.not_found and step.op.state is S.CANCELLING and step.adapter.desc.cancel.deletes_job
+    ):
+        return fact
+    return replace(
+        fact,
+        not_found=False,
+        remote_state=RemoteState.CANCELLED,
+        raw_state=f"HTTP {fact.status_code}: gone after our accepted cancel (cancel.deletes_job)",
+        problem=None,
+    )
 
 
 def _names_no_state(fact: StatusFact) -> bool:

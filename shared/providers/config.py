@@ -1047,9 +1047,12 @@ def _cancel(table: _Table | None) -> CancelSpec:
         state=table.path("state", BODY),
         body=body,
         read_first=table.boolean("read_first", False),
+        deletes_job=table.boolean("deletes_job", False),
     )
     if spec.body is not None and spec.method == "GET":
         raise table.error("body", "a GET carries no body: set method (POST, PATCH...)")
+    if spec.deletes_job and not supported:
+        raise table.error("deletes_job", "there is no cancel to delete the job")
     table.finish()
     return spec
 

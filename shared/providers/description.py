@@ -391,6 +391,10 @@ class CancelSpec:
     # would otherwise destroy. It narrows that window to the read's answer
     # and the cancel's arrival; it cannot close it.
     read_first: bool = False
+    # The cancel deletes the job (Luma's DELETE /generations/{id}): once it was
+    # accepted, a status read answering "no such job" is the job cancelled by
+    # us, not a job lost. Without it, such a miss went to a human.
+    deletes_job: bool = False
 
 
 @dataclass(frozen=True)

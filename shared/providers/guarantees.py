@@ -175,7 +175,7 @@ def _cancellable(desc: ProviderDescription) -> Guarantee:
     name = "cancellable"
     if not spec.supported or spec.path is None:
         return name, False, f"cancellation is unsupported: {spec.reason}"
-    if not _reads_cancelled(desc):
+    if not _reads_cancelled(desc) and not spec.deletes_job:
         return (
             name,
             False,
@@ -189,7 +189,9 @@ def _cancellable(desc: ProviderDescription) -> Guarantee:
         True,
         (
             f"{spec.method} {spec.path.text} ({_cancel_repeat(spec)}); success is declared only "
-            f"when a status read shows the job cancelled{_read_first_note(spec)}"
+            f"when a status read shows the job cancelled"
+            f"{' (deletes_job: or gone, after our accepted cancel)' if spec.deletes_job else ''}"
+            f"{_read_first_note(spec)}"
         ),
     )
 

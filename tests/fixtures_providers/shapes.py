@@ -669,6 +669,8 @@ class TasksFixture:
         self.deleted: list[str] = []
         # set by a test: the task succeeds right after answering its next read
         self.end_after_next_read = False
+        # set by a test: a DELETE deletes a running task too (Luma's generations)
+        self.deletes_running = False
 
     def app(self) -> Starlette:
         return Starlette(
@@ -712,7 +714,7 @@ class TasksFixture:
         if self.busy_deletes:
             self.busy_deletes -= 1
             return json_response({"error": "Service unavailable"}, 503)
-        if status in ("PENDING", "THROTTLED", "RUNNING"):
+        if status in ("PENDING", "THROTTLED", "RUNNING") and not self.deletes_running:
             job.extra["status"] = "CANCELLED"
         elif status != "DELETED":
             job.extra["status"] = "DELETED"  # the task and its output, gone

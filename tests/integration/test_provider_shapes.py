@@ -1168,3 +1168,29 @@ async def test_an_uncertain_create_sent_to_a_human_says_what_the_create_got(
         assert await r.settle(op_id, ENDS) is S.NEEDS_ATTENTION, await r.history(op_id)
         reason = (await r.escalation(op_id))["reason"]
         assert "; the last create got HTTP 429, asking to wait until 20" in reason, reason
+
+
+@pytest.mark.parametrize("deletes_job", [True, False])
+async def test_a_job_gone_after_our_accepted_deleting_cancel_is_cancelled(
+    pool: Any, tmp_path: Path, deletes_job: bool
+) -> None:
+    """Luma's only cancel deletes the generation, running or not; the next read is a
+    404. With `cancel.deletes_job` that is the job cancelled, by us: `cancelled`.
+    Without it, a human is asked (a job gone, our cancel named as the likely cause)."""
+    fx = TasksFixture()
+    fx.deletes_running = True
+    described = runway_tasks(read_first=True)
+    described["cancel"] = {**described["cancel"], "deletes_job": deletes_job}
+    async with shaped(pool, tmp_path, fx.app(), "luma", described) as r:
+        op_id = await r.submit({})
+        assert await r.settle(op_id, {S.OBSERVING}) is S.OBSERVING
+        await r.cancel(op_id)
+        end = S.CANCELLED if deletes_job else S.NEEDS_ATTENTION
+        assert await r.settle(op_id, {S.CANCELLED, *ENDS}) is end, await r.history(op_id)
+        assert [m for m, _ in fx.requests].count("DELETE") == 1
+        if deletes_job:
+            assert "cancellation_unconfirmed" not in await r.history(op_id)
+            seen = await pool.fetchrow(
+                "SELECT outcome, done FROM agent_operations WHERE operation_id = $1", op_id
+            )
+            assert (seen["outcome"], seen["done"]) == ("cancelled", True)

@@ -673,3 +673,10 @@ def test_a_code_mapped_to_a_state_is_no_longer_a_miss() -> None:
     both = {**mapped, "not_found_statuses": [404]}
     message = config_error(acme(status=both))
     assert "status.not_found_statuses: [404] also mapped by state_from_http_status" in message
+
+
+def test_deletes_job_needs_a_cancel() -> None:
+    delete = {"method": "DELETE", "path": "/v1/jobs/{job_id}", "deletes_job": True}
+    assert load(acme(cancel=delete)).cancel.deletes_job
+    off = {"supported": False, "deletes_job": True}
+    assert "there is no cancel to delete the job" in config_error(acme(cancel=off))
