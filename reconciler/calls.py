@@ -202,8 +202,9 @@ async def _send(
     departure = _Departure() if req.action in DELIVERY_MATTERS else None
     started = time.perf_counter()
     try:
-        # a paced answer (a download) is bounded by its pace, not as a whole
-        async with asyncio.timeout(None if reading.min_rate is not None else req.timeout):
+        # a download (or a paced answer) is bounded by its pace, not as a whole
+        paced_read = req.action in TRANSFERS or reading.min_rate is not None
+        async with asyncio.timeout(None if paced_read else req.timeout):
             resp = await lane.call(
                 req.method,
                 req.url,
