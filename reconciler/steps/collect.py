@@ -38,7 +38,7 @@ from shared.providers import (
     ResultCheck,
     StatusFact,
 )
-from shared.providers.description import ResultSource
+from shared.providers.description import Checksum, ResultSource
 from shared.providers.requests import build_redirect
 from shared.providers.results import (
     REDIRECT_NOT_FOLLOWED,
@@ -57,6 +57,9 @@ MAX_RESULT_ATTEMPTS = 6
 # Failed items are kept page by page; past this many pages the rest stays at the
 # provider (the summary says how many failed, the reference says where).
 MAX_ERROR_PAGES = 50
+# Files one result may be made of (source = files): a status naming more (a
+# list path can name any number) is refused, not fetched one by one.
+MAX_RESULT_FILES = 100
 # Redirects a result fetch follows (result.follow_redirects), as browsers bound
 # theirs: enough for a signed-link hop or two, not a loop.
 MAX_RESULT_REDIRECTS = 5
@@ -356,14 +359,21 @@ async def _fetch(
             value = step.adapter.inline_result(status_resp)
         check = step.adapter.validate_inline_result(value, status)
         return Collected(check, _canonical(value), "result", _counts(check, status))
+    if len(reqs) > MAX_RESULT_FILES:
+        reason = f"the final status names {len(reqs)} result files, more than {MAX_RESULT_FILES}"
+        return await _give_up(step, conn, S.RESULT_VALIDATION_FAILED, reason)
     responses: list[HttpResponse] = []
     if len(reqs) == 1 and _the_read_answered(step, reqs[0], status_resp):
         responses.append(status_resp)
+    size = 0
     for req in reqs if not responses else ():
+        if size > desc.result.expect.max_bytes:
+            break  # already too large: the rest is never fetched, validation refuses it
         parts = await _fetched_pages(step, conn, req, attempt)
         if isinstance(parts, _Stop):
             return parts.delay
         responses.extend(parts)
+        size += sum(len(part.body) for part in parts)
     check = step.adapter.validate_result(responses if len(responses) > 1 else responses[0], status)
     content = _stored_content(step, check, responses)
     return Collected(check, content, "result", _counts(check, status), check.failed_items)
@@ -373,8 +383,14 @@ def _the_read_answered(step: Step, req: HttpRequest, status_resp: HttpResponse) 
     """Is the final read's answer the result itself? The result is at the status URL and
     asked for alike (same method, URL and headers: Stability's read of a finished job
     answers 200 with the video), in one page: fetching it again downloaded the same
-    bytes a second time, and a result served once was lost to the read."""
-    if step.adapter.desc.result.pages is not None or not 200 <= status_resp.status_code < 300:
+    bytes a second time, and a result served once was lost to the read. Not with a
+    checksum to check, nor for a compressed answer: those are fetched as ever."""
+    result = step.adapter.desc.result
+    if result.pages is not None or not 200 <= status_resp.status_code < 300:
+        return False
+    if result.expect.checksum is not Checksum.NONE or status_resp.header("content-encoding"):
+        # a read keeps no digest of the bytes as sent (a download does), and one
+        # rebuilt from the call log may lack a header a checksum names: fetched
         return False
     assert step.op.remote_job_id is not None
     try:

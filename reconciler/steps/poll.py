@@ -466,7 +466,12 @@ def _gone_by_our_cancel(step: Step, fact: StatusFact) -> StatusFact:
 def _names_no_state(fact: StatusFact) -> bool:
     """A success answer (2xx) that names no state the description maps: nothing
     to act on, and, many times in a row, a description reading the wrong place."""
-    return 200 <= fact.status_code < 300 and fact.remote_state is None and not fact.not_found
+    return (
+        200 <= fact.status_code < 300
+        and fact.remote_state is None
+        and not fact.not_found
+        and not fact.request_failed  # a throttle carried in a 200 (GraphQL's `errors`)
+    )
 
 
 def _stateless_cause(step: Step, fact: StatusFact, reads: int) -> str:
@@ -478,7 +483,8 @@ def _stateless_cause(step: Step, fact: StatusFact, reads: int) -> str:
         shown = f"no state at {where} ({fact.problem or 'none found'})"
     return (
         f"the last {reads} status reads answered HTTP {fact.status_code} with {shown}: "
-        "check the provider's description (the path, the state map, the Accept header)"
+        "check the provider's description (the path, the state map, the Accept header), "
+        "or whether the job is gone (a GraphQL node read as null)"
     )
 
 

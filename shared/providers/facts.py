@@ -92,6 +92,9 @@ class StatusFact:
     # Why this read gave no usable state (HTTP 500, body not JSON...), in plain words.
     problem: str | None = None
     provider_request_id: str | None = None
+    # A success (2xx) that carries only `errors` (GraphQL: a throttle, a
+    # timeout): the request failed, whatever its status; no answer about the job.
+    request_failed: bool = False
 
     @property
     def is_terminal(self) -> bool:

@@ -312,6 +312,9 @@ def parse_status(
         return replace(fact, remote_state=by_code, raw_state=f"HTTP {code}", problem=None)
     if not isinstance(body, dict) and fact.raw_state is None:
         return replace(fact, problem="status body is not a JSON object")
+    if fact.raw_state is None and isinstance(body, dict) and body.get("errors"):
+        # GraphQL's failed request (THROTTLED, a timeout) answers 200 with `errors`
+        return replace(fact, request_failed=True, problem="the answer carries errors, no state")
     return fact
 
 
@@ -363,8 +366,20 @@ def _status_from_body(
 
 def _ids_at(found: Any) -> list[str | None]:
     """The ids a path names: one value, or each of a list (ElevenLabs' dub names its
-    languages, one audio file each, as `target_languages: ["es", "fr"]`)."""
-    return [as_str(item) for item in found] if isinstance(found, list) else [as_str(found)]
+    languages, one audio file each, as `target_languages: ["es", "fr"]`).
+
+    A list with an item that names no id (an object, a list, null, a boolean, a
+    float) names none at all: fetching the files it does name would store
+    part of a result as the whole."""
+    if not isinstance(found, list):
+        return [as_id(found)]
+    ids = [_listed_id(item) for item in found]
+    return [] if None in ids else ids
+
+
+def _listed_id(item: Any) -> str | None:
+    usable = isinstance(item, str | int) and not isinstance(item, bool)
+    return as_id(item) if usable else None
 
 
 def _state_of(

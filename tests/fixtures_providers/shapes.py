@@ -56,6 +56,9 @@
 from __future__ import annotations
 
 import asyncio
+import base64
+import gzip
+import hashlib
 import json
 from collections.abc import AsyncIterator
 from typing import Any, Literal
@@ -920,11 +923,13 @@ def stability_results() -> dict[str, Any]:
 class ResultsFixture:
     """Generations done at their second read; `reads` counts the result URL's answers."""
 
-    def __init__(self, *, chunk_delay: float = 0.0) -> None:
+    def __init__(self, *, chunk_delay: float = 0.0, gzipped: bool = False) -> None:
         self.registry = Registry("gen-")
         self.reads = 0
         # the video streamed in 8 chunks this far apart (a slow link)
         self.chunk_delay = chunk_delay
+        # the video sent gzipped, its Content-Digest over the bytes as sent (RFC 9530)
+        self.gzipped = gzipped
 
     def app(self) -> Starlette:
         return Starlette(
@@ -945,6 +950,11 @@ class ResultsFixture:
         if job.reads < READS_TO_FINISH:
             return json_response({"id": job.job_id, "status": "in-progress"}, 202)
         headers = {"finish-reason": "SUCCESS"}
+        if self.gzipped:
+            sent = gzip.compress(VIDEO)
+            digest = base64.b64encode(hashlib.sha256(sent).digest()).decode()
+            headers |= {"Content-Encoding": "gzip", "Content-Digest": f"sha-256=:{digest}:"}
+            return Response(sent, media_type="video/mp4", headers=headers)
         if not self.chunk_delay:
             return Response(VIDEO, media_type="video/mp4", headers=headers)
         return StreamingResponse(self._slowly(), media_type="video/mp4", headers=headers)

@@ -1194,3 +1194,62 @@ async def test_a_job_gone_after_our_accepted_deleting_cancel_is_cancelled(
                 "SELECT outcome, done FROM agent_operations WHERE operation_id = $1", op_id
             )
             assert (seen["outcome"], seen["done"]) == ("cancelled", True)
+
+
+async def test_a_compressed_result_at_the_status_url_is_fetched_and_its_digest_checked(
+    pool: Any, tmp_path: Path
+) -> None:
+    """The video sent gzipped, its Content-Digest over the bytes as sent: the final
+    read keeps no digest of those bytes (a download does), so it is not reused as
+    the result; the result is fetched and verified. Reused, it failed its digest."""
+    fx = ResultsFixture(gzipped=True)
+    described = stability_results()
+    described["result"] = {
+        **described["result"],
+        "expect": {"content_types": ["video/mp4"], "checksum": "content-digest"},
+    }
+    async with shaped(pool, tmp_path, fx.app(), "stability", described) as r:
+        op_id = await r.submit({"image": "https://example.com/cat.png"})
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert len(await r.calls(op_id, "result")) == 1
+        op = await r.op(op_id)
+        assert Path(op.result_ref.removeprefix("file:")).read_bytes() == VIDEO
+
+
+@pytest.mark.parametrize(
+    ("languages", "end", "said"),
+    [
+        ([f"l{n:03d}" for n in range(101)], S.RESULT_VALIDATION_FAILED, "names 101 result files"),
+        (["es", {"code": "fr"}], S.RESULT_UNAVAILABLE, "named no result files"),
+        (["es", None], S.RESULT_UNAVAILABLE, "named no result files"),
+    ],
+    ids=["too_many", "an_object", "a_null"],
+)
+async def test_a_list_of_file_ids_is_bounded_and_whole_or_names_nothing(
+    pool: Any, tmp_path: Path, languages: list[Any], end: LocalState, said: str
+) -> None:
+    """A status listing 101 files is refused before any is fetched (the list was
+    unbounded: every file fetched and held); a list with an item naming no id names
+    none (the usable ones were fetched and stored as the whole result)."""
+    fx = DubbingFixture()
+    described = elevenlabs_dubbing()
+    described["result"] = {**described["result"], "format": "jsonl"}
+    async with shaped(pool, tmp_path, fx.app(), "elevenlabs", described) as r:
+        op_id = await r.submit(
+            {"source_url": "https://example.com/a.mp4", "target_langs": languages}
+        )
+        assert await r.settle(op_id, ENDS) is end, await r.history(op_id)
+        assert said in (await r.escalation(op_id))["reason"]
+        assert fx.audio_fetches == []
+
+
+async def test_graphql_throttles_in_a_row_are_not_a_misdescribed_provider(
+    pool: Any, tmp_path: Path
+) -> None:
+    """Ten THROTTLED answers (200, `errors` only) in a row: failed requests, not answers
+    naming no state; the job is read on and collected, no human asked."""
+    fx = GraphqlBulkFixture(throttled_reads=12)
+    async with shaped(pool, tmp_path, fx.app(), "shopify", shopify_bulk()) as r:
+        op_id = await r.submit({"query": "bulkOperationRunQuery matches:2 "})
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert "needs_attention" not in await r.history(op_id)
