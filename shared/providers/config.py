@@ -1075,8 +1075,18 @@ def _json_body(table: _Table, key: str, allowed: frozenset[str]) -> Any:
 _LONE_PLACEHOLDER = re.compile(r"\{\+?[A-Za-z_][A-Za-z0-9_]*\}")
 
 
+# A placeholder of ours misspelt inside longer text ({jobid}, {jobId}, {job-id}):
+# refused, where any other braces in such text are sent as written.
+_MISSPELT_JOB_ID = re.compile(r"\{\+?job[_\-]?id\}", re.IGNORECASE)
+
+
 def _templated(table: _Table, where: str, value: Any, allowed: frozenset[str]) -> Any:
     if isinstance(value, str):
+        misspelt = [
+            m for m in _MISSPELT_JOB_ID.findall(value) if m not in ("{job_id}", "{+job_id}")
+        ]
+        if misspelt:
+            raise table.error(where, f"{misspelt[0]} is no placeholder: did you mean {{job_id}}?")
         if not _names_placeholder(value, allowed) and not _LONE_PLACEHOLDER.fullmatch(value):
             # No placeholder of ours: the text as written, braces and all (a
             # GraphQL query, which names the job in its variables instead).

@@ -642,7 +642,9 @@ def test_a_status_body_names_the_job_for_a_graphql_endpoint() -> None:
     cases = {
         "a GET carries no body": {**graphql, "method": "GET"},
         "must name the job": {**graphql, "body": {"query": query}},
-        "unknown placeholder {jobid}": {**graphql, "body": {"variables": {"id": "{jobid}"}}},
+        "{jobid} is no placeholder": {**graphql, "body": {"variables": {"id": "{jobid}"}}},
+        "unknown placeholder {task}": {**graphql, "body": {"variables": {"id": "{task}"}}},
+        "{jobId} is no placeholder": {**graphql, "body": {"note": "job {jobId} please"}},
     }
     for said, status in cases.items():
         message = config_error(acme(status=status))
