@@ -359,9 +359,9 @@ async def _fetch(
             value = step.adapter.inline_result(status_resp)
         check = step.adapter.validate_inline_result(value, status)
         return Collected(check, _canonical(value), "result", _counts(check, status))
-    if len(reqs) > MAX_RESULT_FILES:
-        reason = f"the final status names {len(reqs)} result files, more than {MAX_RESULT_FILES}"
-        return await _give_up(step, conn, S.RESULT_VALIDATION_FAILED, reason)
+    too_many = _too_many_files(reqs)
+    if too_many is not None:
+        return await _give_up(step, conn, S.RESULT_VALIDATION_FAILED, too_many)
     responses: list[HttpResponse] = []
     if len(reqs) == 1 and _the_read_answered(step, reqs[0], status_resp):
         responses.append(status_resp)
@@ -377,6 +377,14 @@ async def _fetch(
     check = step.adapter.validate_result(responses if len(responses) > 1 else responses[0], status)
     content = _stored_content(step, check, responses)
     return Collected(check, content, "result", _counts(check, status), check.failed_items)
+
+
+def _too_many_files(reqs: Sequence[HttpRequest]) -> str | None:
+    """Why a result of this many files is not fetched (a list path can name any
+    number), for a result and a partial output alike; None: not too many."""
+    if len(reqs) <= MAX_RESULT_FILES:
+        return None
+    return f"the final status names {len(reqs)} result files, more than {MAX_RESULT_FILES}"
 
 
 def _the_read_answered(step: Step, req: HttpRequest, status_resp: HttpResponse) -> bool:
@@ -737,6 +745,13 @@ async def collect_partial_output(step: Step, conn: Any, status: StatusFact) -> P
         )
         return Partial.NONE
     if not reqs:
+        return Partial.NONE
+    too_many = _too_many_files(reqs)
+    if too_many is not None:
+        log.warning(
+            "partial output of a cancelled job not kept",
+            extra={"ctx": {"operation_id": step.op.operation_id, "reason": too_many}},
+        )
         return Partial.NONE
     attempt = await ledger.bump_attempt(conn, "result", step.op.operation_id, fence=step.fence)
     if attempt is None:

@@ -160,7 +160,7 @@ async def _read(step: Step, *, before_cancel: bool = False) -> Delay | StillRunn
     step.note_poll_hint(poll_hint(fact))
     if before_cancel and _still_running(step, fact):
         return await _keep_before_cancel(step, read)
-    if deadline is None and _nothing_to_decide(step, fact) and not _names_no_state(fact):
+    if deadline is None and _nothing_to_decide(step, fact) and not _misdescribed_maybe(step, fact):
         # The common read: recorded, lease handed back, by the group-commit writer.
         delay = step.until_allowed(await _when_next(step, fact, step.ctx.pool), read=True)
         await step.ctx.polls.record(evidence.status_row(read, release_after=delay))
@@ -439,7 +439,7 @@ async def _decide(
             gone = f"provider says job {step.op.remote_job_id} does not exist"
             await step.move(conn, S.NEEDS_ATTENTION, gone + _after_our_cancel(step))
             return None
-    if _names_no_state(fact) and step.op.state is S.OBSERVING:
+    if _misdescribed_maybe(step, fact):
         reads = await evidence.stateless_reads_in_a_row(conn, step.op.operation_id)
         if reads >= STATELESS_READS_TOLERANCE:
             await step.move(conn, S.NEEDS_ATTENTION, _stateless_cause(step, fact, reads))
@@ -463,11 +463,14 @@ def _gone_by_our_cancel(step: Step, fact: StatusFact) -> StatusFact:
     )
 
 
-def _names_no_state(fact: StatusFact) -> bool:
-    """A success answer (2xx) that names no state the description maps: nothing
-    to act on, and, many times in a row, a description reading the wrong place."""
+def _misdescribed_maybe(step: Step, fact: StatusFact) -> bool:
+    """A read that counts toward STATELESS_READS_TOLERANCE: while observing, a
+    success answer (2xx) that names no state the description maps. Only such a
+    read leaves the group-commit writer, to be counted; in any other state it is
+    read past as before."""
     return (
-        200 <= fact.status_code < 300
+        step.op.state is S.OBSERVING
+        and 200 <= fact.status_code < 300
         and fact.remote_state is None
         and not fact.not_found
         and not fact.request_failed  # a throttle carried in a 200 (GraphQL's `errors`)
