@@ -960,6 +960,10 @@ class ResultsFixture:
         return StreamingResponse(self._slowly(), media_type="video/mp4", headers=headers)
 
     async def _slowly(self) -> AsyncIterator[bytes]:
+        # Real time on purpose: what is under test is the client's wall-clock
+        # bound (asyncio.timeout on the loop's clock, which no test clock
+        # moves), so the answer must take longer than request_timeout. A slower
+        # machine only makes it slower; nothing asserts a duration.
         size = len(VIDEO) // 8 + 1
         for start in range(0, len(VIDEO), size):
             await asyncio.sleep(self.chunk_delay)
