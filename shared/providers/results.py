@@ -199,6 +199,12 @@ def validate_inline_result(
     except _Invalid as exc:
         return ResultCheck(ok=False, reason=exc.reason, **base)
     parsed = value if fmt.is_json else _parsed(desc.result, decoded)
+    return _valid(items, notes, base, parsed if len(body) <= PARSED_MAX_BYTES else None)
+
+
+def _valid(items: _Items, notes: tuple[str, ...], base: dict[str, Any], parsed: Any) -> ResultCheck:
+    """The verdict on a result found in a response, or on no result at all, that
+    passed its content rules."""
     return ResultCheck(
         ok=True,
         reason="valid",
@@ -207,7 +213,7 @@ def validate_inline_result(
         items_failed=items.failed,
         failed_items=items.failures,
         failed_items_truncated=items.truncated,
-        parsed=parsed if len(body) <= PARSED_MAX_BYTES else None,
+        parsed=parsed,
         notes=notes,
         **base,
     )
@@ -240,15 +246,8 @@ def validate_empty_result(desc: ProviderDescription, status: StatusFact) -> Resu
         items, notes = _check_content(desc.result, decoded, status)
     except _Invalid as exc:
         return ResultCheck(ok=False, reason=exc.reason, **base)
-    return ResultCheck(
-        ok=True,
-        reason="valid",
-        items_total=items.total,
-        items_succeeded=items.succeeded,
-        items_failed=items.failed,
-        notes=("empty: the status gave no result URL and counted 0 items", *notes),
-        **base,
-    )
+    said = "empty: the status gave no result URL and counted 0 items"
+    return _valid(items, (said, *notes), base, None)
 
 
 # --------------------------------------------------------------------- transport checks
