@@ -577,11 +577,7 @@ async def _accept(
         # read, which cannot be built either, stops the operation for a human.
         request = None
     else:
-        request = {
-            "method": status.method,
-            "url": status.sanitized_url(),
-            "headers": status.sanitized_headers(),
-        }
+        request = status.on_record()
     # Inside a caller's transaction this is a savepoint; on its own, a transaction.
     async with conn.transaction():
         # in the transaction that records it: a concurrent recording of the same

@@ -491,15 +491,17 @@ def _refused_by_db(exc: Exception) -> CommandError:
     return CommandError(f"the database refused the move ({detail})")
 
 
-async def _resume_extension(conn: Any, op: ledger.Operation, requested: float | None) -> float:
+async def _resume_extension(
+    conn: Any, op: ledger.Operation, requested: float | None
+) -> float | None:
     """How far to push the result deadline when observation resumes: as asked, else
     DEFAULT_RESUME_EXTENSION_SECONDS once it has passed (the reconciler would time
-    the operation out again on its next sweep), else nothing (0)."""
+    the operation out again on its next sweep), else not at all (None; so is 0)."""
     if requested is not None:
-        return requested
+        return requested or None
     if op.result_deadline <= await ledger.clock_now(conn):
         return DEFAULT_RESUME_EXTENSION_SECONDS
-    return 0.0
+    return None
 
 
 def _adopted_status_request(provider: str, job_id: str) -> dict[str, Any]:
@@ -534,11 +536,7 @@ def _adopted_status_request(provider: str, job_id: str) -> dict[str, Any]:
             if desc.status.use_status_url
             else "",
         ) from None
-    return {
-        "method": status.method,
-        "url": status.sanitized_url(),
-        "headers": status.sanitized_headers(),
-    }
+    return status.on_record()
 
 
 async def cmd_resolve(args: argparse.Namespace) -> int:
@@ -585,7 +583,7 @@ async def cmd_resolve(args: argparse.Namespace) -> int:
             )
         extension = None
         if target is S.OBSERVING:
-            extension = await _resume_extension(conn, op, args.extend_deadline) or None
+            extension = await _resume_extension(conn, op, args.extend_deadline)
         try:
             if job_id is not None:
                 decided = await decisions.adopt_job(
@@ -682,7 +680,7 @@ async def cmd_reconcile(args: argparse.Namespace) -> int:
             else:
                 extension = None
                 if target is S.OBSERVING:
-                    extension = await _resume_extension(conn, op, args.extend_deadline) or None
+                    extension = await _resume_extension(conn, op, args.extend_deadline)
                 decided = await decisions.decide(
                     conn, op, target, actor=actor, reason=reason, extend_result_deadline_s=extension
                 )

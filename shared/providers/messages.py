@@ -104,6 +104,15 @@ class HttpRequest:
     def sanitized_url(self) -> str:
         return sanitize_url(self.url)
 
+    def on_record(self) -> dict[str, Any]:
+        """This request as the ledger records a status read to send (method, URL and
+        headers, sanitized): what a claim's marked read is filed with."""
+        return {
+            "method": self.method,
+            "url": self.sanitized_url(),
+            "headers": self.sanitized_headers(),
+        }
+
     def __repr__(self) -> str:
         # The default dataclass repr would print the Authorization header.
         return (
