@@ -205,8 +205,14 @@ def _redact_param(match: re.Match[str]) -> str:
 
 def _secret_param(name: str, value: str) -> bool:
     """Whether a query parameter carries a credential: by its name, or a JWT by its value."""
+    return is_secret_param(name) or looks_like_jwt(value)
+
+
+def is_secret_param(name: str) -> bool:
+    """Whether a query parameter's name marks it as a credential (its value is
+    redacted from every stored and shown copy of a URL, whatever the value)."""
     lowered = name.lower()
-    return any(word in lowered for word in _QUERY_WORDS) or looks_like_jwt(value)
+    return any(word in lowered for word in _QUERY_WORDS)
 
 
 def looks_like_jwt(value: str) -> bool:

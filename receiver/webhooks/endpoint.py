@@ -137,7 +137,7 @@ from shared.providers.description import WebhookScheme, WebhookSpec
 from shared.providers.facts import WebhookFact
 from shared.providers.paths import PathSource, ValuePath, extract, parse_path
 from shared.providers.values import as_id, as_str, clip
-from shared.signatures import SignatureError, Verified, signs_url
+from shared.signatures import SignatureError, Verified, signs_url, static_header
 from shared.signatures.dispatch import build_spec
 from shared.telemetry import spans
 from shared.text import holds_exactly, scrub_text
@@ -243,6 +243,7 @@ class _Provider:
     spec: WebhookSpec
     adapter: ProviderAdapter
     signs_url: bool  # the scheme signs {url}: public_webhook_url is required
+    token_in_url: bool  # static_header's token in the query string: scrubbed from bodies
     # Lowercase names of the headers verification and extraction read; None: any.
     reads_headers: frozenset[bytes] | None
 
@@ -290,8 +291,13 @@ class WebhookEndpoint:
         }
         for provider in self._providers.values():
             if provider.signs_url and not public_url:
+                what = (
+                    "reads its token from the URL's query string"
+                    if provider.token_in_url
+                    else "signs {url}"
+                )
                 raise ValueError(
-                    f"provider {provider.name}: its webhook scheme signs {{url}}; set "
+                    f"provider {provider.name}: its webhook scheme {what}; set "
                     "public_webhook_url to the address the provider sends to"
                 )
         self._ingestor = ingestor
@@ -330,6 +336,8 @@ class WebhookEndpoint:
         provider, headers, body = await self._request(scope, receive, provider)
         verified = self._verify(provider, headers, body, scope)
         self._metrics.verified(provider.name)
+        if provider.token_in_url:  # echoed in the body, it must not be stored with it
+            body = static_header.scrub(body, [secret.reveal() for secret in provider.spec.secrets])
         document = _parse_json(body)
         if document is None:  # authentic, but no JSON object this endpoint can read
             self._metrics.unread(provider.name)
@@ -488,6 +496,7 @@ def _provider(name: str, spec: WebhookSpec, adapter: ProviderAdapter) -> _Provid
         spec,
         adapter,
         signs_url(spec.scheme.value, spec.options),
+        spec.scheme is WebhookScheme.STATIC_HEADER and static_header.in_query(spec.options),
         _headers_read(adapter, spec),
     )
 
@@ -552,7 +561,8 @@ def _headers_read(adapter: ProviderAdapter, spec: WebhookSpec) -> frozenset[byte
         return None
     names: list[str] = []
     if spec.scheme is WebhookScheme.STATIC_HEADER:
-        names.append(str(spec.options["header"]))
+        if not static_header.in_query(spec.options):
+            names.append(str(spec.options["header"]))
     else:
         envelope = build_spec(spec.scheme.value, spec.options).envelope
         names += envelope.signature_headers

@@ -30,7 +30,8 @@ _HINTS: dict[str, str] = {
     "another signed_content template or key_encoding, or a capture tool that re-encoded the "
     "body (it must be the bytes as sent)",
     "no_secret": "no configured secret is usable by this scheme (see secrets_env/secrets_file)",
-    "bad_options": "the scheme needs what the capture lacks (a {url} template needs --url)",
+    "bad_options": "the scheme needs what the capture lacks (a {url} template, or a token in "
+    "the query string, needs --url)",
 }
 
 

@@ -90,7 +90,8 @@ a list of paths; *template* = text with ``{placeholders}``)::
                items read reaching `total`, a path; default total when `total` is set,
                else empty); page_size + page_size_param ("page_size"), sent when set
     [webhooks] scheme = standard_webhooks|stripe|github|generic_hmac|static_header,
-               [options] (checked by shared.signatures), secrets_env | secrets_file
+               [options] (checked by shared.signatures; static_header: header, or
+               query for a token in the callback URL), secrets_env | secrets_file
                (one or a list: rotation), optional, tolerance_seconds (300), event_id,
                state, [state_map] (over status.state_map), thin; and where the event
                names its operation, at least one of (paths; tried in this order):

@@ -245,11 +245,16 @@ def _webhooks(desc: ProviderDescription) -> Guarantee:
         return name, False, "no webhooks configured (or no secret available): polling only"
     rotation = f"{len(spec.secrets)} active secret(s)"
     if spec.scheme is WebhookScheme.STATIC_HEADER:
+        where = (
+            f"token in the URL's query parameter {spec.options['query']!r}"
+            if "query" in spec.options
+            else "header"
+        )
         return (
             name,
             False,
             (
-                f"authenticated by a static shared header ({rotation}), not a signature over "
+                f"authenticated by a static shared {where} ({rotation}), not a signature over "
                 "the body, no replay protection; every event is confirmed by our own status read"
             ),
         )

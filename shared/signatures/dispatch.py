@@ -58,8 +58,11 @@ def signs_timestamp(scheme: str, options: Mapping[str, object]) -> bool:
 
 
 def signs_url(scheme: str, options: Mapping[str, object]) -> bool:
-    """Whether the scheme signs the request URL, which the receiver must then know
-    as the sender addressed it (`public_webhook_url`), not from the Host header."""
+    """Whether the scheme signs the request URL, or reads its secret from the URL's
+    query string, which the receiver must then know as the sender addressed it
+    (`public_webhook_url`), not from the Host header."""
+    if scheme == static_header.SCHEME:
+        return static_header.in_query(options)
     if scheme not in _BUILDERS:
         return False
     return build_spec(scheme, options).envelope.template.uses("url")
@@ -112,6 +115,7 @@ def check_secret(scheme: str, secret: str, options: Mapping[str, object] | None 
     if not secret.strip():
         raise ValueError(f"{scheme}: a secret must not be blank (anyone can sign with it)")
     if scheme == static_header.SCHEME:
+        static_header.check_secret(secret, options)
         return
     try:
         spec = build_spec(scheme, {} if options is None else options)
@@ -167,7 +171,7 @@ def verify(
     usable = usable_secrets(secrets)
     view = HeaderView(headers)
     if spec is None:
-        return static_header.verify(options, view, body, usable, now, tolerance_seconds)
+        return static_header.verify(options, view, body, usable, now, tolerance_seconds, url)
     return verify_spec(spec, view, body, usable, now, tolerance_seconds, method, url)
 
 

@@ -1,11 +1,20 @@
-"""A shared secret sent verbatim in a header we chose (AssemblyAI-style).
+"""A shared secret sent verbatim in a header we chose (AssemblyAI-style), or in
+the callback URL's query string (Luma, Rev.ai: providers that sign nothing).
 
 Some providers let the caller name a header and a value at job creation and
-echo them on the webhook. Nothing is signed: the value is a bearer token, so
-anyone who sees one request (logs, a proxy) can forge any later request, the
-body is not protected, and there is no event id or replay window. Use only
-where the provider offers nothing better, over HTTPS, and treat the event as
-a hint that triggers a status read.
+echo them on the webhook; others only call back the URL they were given, so
+the secret can only travel in that URL (`{webhook_url}?token={webhook_secret}`
+in the create's body). Nothing is signed: the value is a bearer token, so
+anyone who sees one request (logs, a proxy, the provider's own dashboard) can
+forge any later request, the body is not protected, and there is no event id
+or replay window. Use only where the provider offers nothing better, over
+HTTPS, and treat the event as a hint that triggers a status read.
+
+A token in a URL is echoed more than one in a header: providers return the
+callback URL in their job objects. So the query parameter's name must be one
+the stored copies redact by name (`shared.redaction`: token, key, secret, ...),
+the receiver scrubs the token from a delivery's stored payload by value
+(`scrub`), and the token must be URL-safe and long enough not to be guessed.
 
 The comparison is between SHA-256 digests of the presented and the configured
 value: `hmac.compare_digest` returns early on a length mismatch, so comparing
@@ -15,21 +24,72 @@ the raw values would leak the secret's length; digests are always 32 bytes.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Mapping, Sequence
+from urllib.parse import parse_qsl, urlsplit
+
+from shared.redaction import REDACTED, is_secret_param
 
 from .digests import any_match
 from .errors import SignatureError
-from .headers import HeaderView
-from .options import header_name, reject_unknown
+from .headers import MAX_HEADER_CHARS, HeaderView
+from .options import header_name, optional_str, reject_unknown
 from .verified import Verified
 
 SCHEME = "static_header"
+# A query parameter's name as it may appear unescaped in a URL.
+_PARAM_NAME = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
+# A token that travels in a URL: inserted there as written, so only characters
+# that need no escaping (RFC 3986 unreserved), and long enough not to be guessed.
+_URL_TOKEN = re.compile(r"[A-Za-z0-9._~\-]+")
+MIN_URL_TOKEN_CHARS, MAX_URL_TOKEN_CHARS = 24, 256
+_REDACTED = REDACTED.encode()
 
 
 def check_options(options: Mapping[str, object]) -> None:
-    """`header` (required) names the header carrying the secret."""
-    reject_unknown(SCHEME, options, ("header",))
-    header_name(SCHEME, options, "header", required=True)
+    """`header` names the header carrying the secret, or `query` the URL's query
+    parameter (exactly one of them)."""
+    reject_unknown(SCHEME, options, ("header", "query"))
+    if "query" not in options:
+        header_name(SCHEME, options, "header", required=True)
+        return
+    if "header" in options:
+        raise ValueError(f"{SCHEME}: options 'header' and 'query' exclude each other")
+    name = optional_str(SCHEME, options, "query")
+    if name is None or _PARAM_NAME.fullmatch(name) is None:
+        raise ValueError(
+            f"{SCHEME}: option 'query' must be a query parameter name "
+            "(1-64 letters, digits, '_', '.', '-')"
+        )
+    if not is_secret_param(name):
+        raise ValueError(
+            f"{SCHEME}: option 'query' must name the parameter as a credential "
+            "(containing token, key, secret, sig or auth, e.g. 'token'): providers echo "
+            "the callback URL in their answers, and stored copies redact such a "
+            "parameter by its name"
+        )
+
+
+def in_query(options: Mapping[str, object]) -> bool:
+    """Whether the secret travels in the URL's query string (the receiver must
+    then know the URL: `public_webhook_url`)."""
+    return "query" in options
+
+
+def check_secret(secret: str, options: Mapping[str, object] | None) -> None:
+    """A token for the query string: URL-safe as written, and not guessable."""
+    if options is None or not in_query(options):
+        return
+    if _URL_TOKEN.fullmatch(secret) is None:
+        raise ValueError(
+            f"{SCHEME}: a token sent in the URL must hold only letters, digits, "
+            "'-', '_', '.' and '~' (it is inserted in the callback URL as written)"
+        )
+    if not MIN_URL_TOKEN_CHARS <= len(secret) <= MAX_URL_TOKEN_CHARS:
+        raise ValueError(
+            f"{SCHEME}: a token sent in the URL must be {MIN_URL_TOKEN_CHARS} to "
+            f"{MAX_URL_TOKEN_CHARS} characters long (e.g. `openssl rand -hex 24`)"
+        )
 
 
 def verify(
@@ -39,14 +99,44 @@ def verify(
     secrets: Sequence[str],
     now: float,
     tolerance_seconds: int,
+    url: str | None = None,
 ) -> Verified:
-    """Authenticate one request; the body, `now` and the tolerance are unused."""
-    name = options["header"]
+    """Authenticate one request; the body, `now` and the tolerance are unused.
+
+    `url` is the URL as the sender addressed it (query included), needed only
+    with the `query` option.
+    """
+    name = options.get("query") or options["header"]
     assert isinstance(name, str)  # checked by dispatch.verify (check_options) first
-    presented = _fingerprint(headers.require(name))
+    value = _from_query(url, name) if in_query(options) else headers.require(name)
+    presented = _fingerprint(value)
     if not any_match((_fingerprint(secret) for secret in secrets), [presented]):
         raise SignatureError("bad_signature")
     return Verified(scheme=SCHEME, event_id=None, id_signed=False, timestamp=None)
+
+
+def _from_query(url: str | None, name: str) -> str:
+    if url is None:
+        raise SignatureError("bad_options")  # the receiver was not told its own URL
+    values = [v for k, v in parse_qsl(urlsplit(url).query, keep_blank_values=True) if k == name]
+    if not values or not values[0].strip():
+        raise SignatureError("missing_header")
+    # one spelling: which of two values we read must not be the sender's choice
+    if len(values) > 1 or len(values[0]) > MAX_HEADER_CHARS:
+        raise SignatureError("malformed_header")
+    return values[0]
+
+
+def scrub(body: bytes, secrets: Sequence[str]) -> bytes:
+    """`body` with every configured token replaced by REDACTED: a delivery that
+    echoes its callback URL must not store the token with it. Tokens in the URL
+    are unreserved characters (`check_secret`), so they read the same
+    percent-encoded, in JSON text and in UTF-8."""
+    for secret in secrets:
+        token = secret.encode("utf-8", "surrogatepass")
+        if token and token in body:
+            body = body.replace(token, _REDACTED)
+    return body
 
 
 def _fingerprint(value: str) -> bytes:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import socket
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
@@ -202,10 +203,22 @@ async def preset_rig(
 async def running_receiver(
     pool: Any, providers: Mapping[str, ProviderDescription]
 ) -> AsyncIterator[str]:
-    """The real webhook receiver; yields the URL template for `Context.webhook_url`."""
-    settings = replace(Settings(), providers=providers)
-    async with serve_app(build_receiver(settings, pool)) as url:
-        yield url + "/webhooks/{provider}"
+    """The real webhook receiver; yields the URL template for `Context.webhook_url`.
+
+    It is told that URL (`public_webhook_url`), as a deployment's is: a scheme
+    that reads the URL (a token in its query string) needs it.
+    """
+    port = _free_port()
+    public = f"http://127.0.0.1:{port}/webhooks/{{provider}}"
+    settings = replace(Settings(), providers=providers, public_webhook_url=public)
+    async with serve_app(build_receiver(settings, pool), port=port):
+        yield public
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 # A route's handler.

@@ -20,7 +20,9 @@ import stripe
 import svix.webhooks
 from slack_sdk.signature import SignatureVerifier
 
+from shared.providers import ProviderDescription
 from shared.providers.adapter import ProviderAdapter
+from shared.providers.errors import ConfigError
 from shared.signatures import (
     SignatureError,
     Verified,
@@ -657,6 +659,54 @@ async def test_a_scheme_that_signs_the_url_needs_the_public_url(db: Any, pool: A
     with pytest.raises(ValueError, match="public_webhook_url"):
         async with running_receiver(pool, settings_for(providers)):
             pass
+
+
+QUERY_TOKEN = "q-token-0123456789abcdef0123"
+
+
+def _query_token_provider(secret: str = QUERY_TOKEN) -> dict[str, ProviderDescription]:
+    return describe(
+        _provider_toml(
+            "unsigned",
+            'scheme = "static_header"\nsecrets_env = "Q"\njob_id = "/job"\n'
+            '[providers.unsigned.webhooks.options]\nquery = "token"',
+        ),
+        {"Q": secret},
+    )
+
+
+async def test_a_token_in_the_query_string_needs_the_public_url(db: Any, pool: Any) -> None:
+    # the token is read from the URL as the sender addressed it, as {url} is
+    with pytest.raises(ValueError, match="reads its token from the URL's query string"):
+        async with running_receiver(pool, settings_for(_query_token_provider())):
+            pass
+
+
+async def test_a_query_token_authenticates_and_is_scrubbed_from_the_stored_body(
+    db: Any, pool: Any
+) -> None:
+    public = "https://hooks.example.test/webhooks/{provider}"
+    echoed = f"https://hooks.example.test/webhooks/unsigned?token={QUERY_TOKEN}"
+    body = json.dumps({"job": "j9", "callback_url": echoed}).encode()
+    settings = settings_for(_query_token_provider(), public_webhook_url=public)
+    async with running_receiver(pool, settings) as rx:
+        good = await rx.post(body, JSON_HEADERS, "unsigned", f"?token={QUERY_TOKEN}")
+        forged = await rx.post(body, JSON_HEADERS, "unsigned", "?token=guess")
+        missing = await rx.post(body, JSON_HEADERS, "unsigned")
+        header = await rx.post(body, {**JSON_HEADERS, "token": QUERY_TOKEN}, "unsigned")
+    assert (good.status_code, forged.status_code) == (200, 401)
+    assert (missing.status_code, header.status_code) == (400, 400)
+    [event] = await stored_events(db)
+    assert event["remote_job_id"] == "j9"
+    assert QUERY_TOKEN not in json.dumps(event["payload"])
+    assert event["payload"]["callback_url"].endswith("?token=[redacted]")
+
+
+def test_a_short_or_url_unsafe_query_token_is_refused_at_load() -> None:
+    for secret in ("short", "has space but long enough to pass"):
+        with pytest.raises(ConfigError, match="token sent in the URL") as info:
+            _query_token_provider(secret)
+        assert secret not in str(info.value)
 
 
 async def test_a_plugin_verifies_what_no_scheme_can_describe(db: Any, pool: Any) -> None:

@@ -1,10 +1,20 @@
-"""Static shared secret in a header (AssemblyAI-style)."""
+"""Static shared secret in a header (AssemblyAI-style) or in the URL's query (Luma)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from shared.signatures import SignatureError, Verified, check_options, verify
+from shared.signatures import (
+    SignatureError,
+    Verified,
+    check_options,
+    check_secret,
+    signs_url,
+    verify,
+)
+from shared.signatures.static_header import scrub
 
 OPTIONS: dict[str, object] = {"header": "X-Webhook-Token"}
 SECRET = "tok_9f2c1e7a4b6d"
@@ -87,3 +97,101 @@ def test_invalid_options_fail_verification_as_bad_options() -> None:
 def test_check_options_names_the_bad_key(options: dict[str, object], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         check_options("static_header", options)
+
+
+# ------------------------------------------------------------ the token in the URL's query
+
+QUERY: dict[str, object] = {"query": "token"}
+URL_TOKEN = "t0k-9f2c1e7a4b6d8e0f1a2b3c4d"
+HOOK = "https://hooks.example.com/webhooks/luma"
+
+
+def query_reason(url: str | None, secrets: tuple[str, ...] = (URL_TOKEN,)) -> str:
+    with pytest.raises(SignatureError) as info:
+        verify("static_header", QUERY, {}, BODY, secrets, NOW, url=url)
+    return info.value.reason
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        f"{HOOK}?token={URL_TOKEN}",
+        f"{HOOK}?op=op_1&token={URL_TOKEN}",
+        f"{HOOK}?token=%74{URL_TOKEN[1:]}",  # percent-encoded by the sender
+    ],
+)
+def test_a_token_in_the_query_verifies(url: str) -> None:
+    result = verify("static_header", QUERY, {}, BODY, [URL_TOKEN], NOW, url=url)
+    assert result == Verified(
+        scheme="static_header", event_id=None, id_signed=False, timestamp=None
+    )
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        (f"{HOOK}?token=guess", "bad_signature"),
+        (f"{HOOK}?token={URL_TOKEN[:-1]}", "bad_signature"),
+        (HOOK, "missing_header"),
+        (f"{HOOK}?token=", "missing_header"),
+        (f"{HOOK}?Token={URL_TOKEN}", "missing_header"),  # names are case-sensitive
+        # two values: which one we read must not be the sender's choice
+        (f"{HOOK}?token={URL_TOKEN}&token=guess", "malformed_header"),
+        (f"{HOOK}?token={URL_TOKEN}&token={URL_TOKEN}", "malformed_header"),
+        (None, "bad_options"),  # the receiver was not told its URL
+    ],
+)
+def test_a_wrong_missing_or_doubled_query_token_fails(url: str | None, expected: str) -> None:
+    assert query_reason(url) == expected
+
+
+def test_the_header_is_not_read_when_the_token_travels_in_the_query() -> None:
+    with pytest.raises(SignatureError) as info:
+        verify("static_header", QUERY, {"token": URL_TOKEN}, BODY, [URL_TOKEN], NOW, url=HOOK)
+    assert info.value.reason == "missing_header"
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"query": "token", "header": "X-Token"}, "exclude each other"),
+        ({"query": "op"}, "as a credential"),  # its echoes would be stored unredacted
+        ({"query": "to ken"}, "query parameter name"),
+        ({"query": ""}, "query parameter name"),
+        ({"query": 7}, "must be a string"),
+    ],
+)
+def test_check_options_of_a_query_token(options: dict[str, object], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        check_options("static_header", options)
+
+
+@pytest.mark.parametrize(
+    ("secret", "message"),
+    [
+        ("short-token-123", "24 to 256"),
+        ("a" * 257, "24 to 256"),
+        ("tok/with?url&chars=" + "x" * 20, "as written"),
+        ("tok with spaces " + "x" * 20, "as written"),
+    ],
+)
+def test_a_query_token_must_be_url_safe_and_long(secret: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        check_secret("static_header", secret, QUERY)
+    check_secret("static_header", secret.strip() or "x", OPTIONS)  # a header's is not bound
+
+
+def test_the_query_token_needs_the_receivers_url() -> None:
+    assert signs_url("static_header", QUERY) and not signs_url("static_header", OPTIONS)
+
+
+def test_scrub_replaces_every_echo_of_the_token() -> None:
+    body = json.dumps(
+        {"request": {"callback_url": f"{HOOK}?token={URL_TOKEN}"}, "note": URL_TOKEN}
+    ).encode()
+    scrubbed = scrub(body, [OTHER_SECRET, URL_TOKEN])
+    assert URL_TOKEN.encode() not in scrubbed
+    assert json.loads(scrubbed) == {
+        "request": {"callback_url": f"{HOOK}?token=[redacted]"},
+        "note": "[redacted]",
+    }
