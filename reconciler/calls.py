@@ -369,11 +369,23 @@ def status_read(
         method=req.method,
         url=req.sanitized_url(),
         request_headers=req.sanitized_headers(),
-        answer=answer_of(sent, fact.provider_request_id if fact else None),
+        answer=_failed_request(answer_of(sent, fact.provider_request_id if fact else None), fact),
         observed=observed_of(fact) if fact is not None else None,
         call_id=call_id,
         not_before_seconds=back_pressure_wait(fact) if fact else None,
     )
+
+
+# A 200 whose body says the request failed (GraphQL's `errors` alone: THROTTLED,
+# a timeout): recorded as a failed call, as a 429 is, so that counts of answers
+# (evidence.stateless_reads_in_a_row) read past it.
+REQUEST_FAILED = "request_failed"
+
+
+def _failed_request(answer: CallAnswer, fact: StatusFact | None) -> CallAnswer:
+    if fact is None or not fact.request_failed or answer.error_category is not None:
+        return answer
+    return replace(answer, error_category=REQUEST_FAILED)
 
 
 def recorded_response(

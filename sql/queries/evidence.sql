@@ -269,11 +269,12 @@ WHERE first.evidence_kind = 'decision'
 -- How many of operation $1's status reads in a row, newest first, answered a
 -- success (2xx) naming no state the description maps: those since its
 -- newest observation that named one. Reads answered otherwise (an error, no
--- answer) neither count nor break the run.
+-- answer, a 200 saying the request failed: error_category 'request_failed')
+-- neither count nor break the run.
 SELECT count(*) FROM observations o
 JOIN provider_calls c ON c.call_id = o.call_id
 WHERE o.operation_id = $1 AND o.source = 'poll' AND o.remote_state IS NULL
-  AND c.status_code BETWEEN 200 AND 299
+  AND c.status_code BETWEEN 200 AND 299 AND c.error_category IS NULL
   AND o.observation_id > coalesce((
       SELECT max(s.observation_id) FROM observations s
       WHERE s.operation_id = $1 AND s.remote_state IS NOT NULL

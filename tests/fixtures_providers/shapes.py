@@ -1167,11 +1167,14 @@ def shopify_bulk() -> dict[str, Any]:
 
 class GraphqlBulkFixture:
     """Bulk operations done at their second read; the mutation's query text says how
-    many lines the export finds (`matches:N`). `reads` lists each node query's id."""
+    many lines the export finds (`matches:N`). `reads` lists each node query's id.
+    The first `throttled_reads` reads are THROTTLED (`errors` only), the next
+    `stateless_reads` name a node without its status."""
 
-    def __init__(self, *, throttled_reads: int = 0) -> None:
+    def __init__(self, *, throttled_reads: int = 0, stateless_reads: int = 0) -> None:
         self.registry = Registry("gid://shopify/BulkOperation/")
         self.throttled_reads = throttled_reads
+        self.stateless_reads = stateless_reads
         self.reads: list[str] = []
 
     def app(self) -> Starlette:
@@ -1199,6 +1202,9 @@ class GraphqlBulkFixture:
             self.throttled_reads -= 1
             error = {"message": "Throttled", "extensions": {"code": "THROTTLED"}}
             return json_response({"errors": [error]})
+        if self.stateless_reads:
+            self.stateless_reads -= 1
+            return json_response({"data": {"node": {"id": job.job_id}}})
         return json_response({"data": {"node": self._node(request, job)}})
 
     def _node(self, request: Request, job: Job) -> dict[str, Any]:

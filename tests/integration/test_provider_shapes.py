@@ -1243,6 +1243,22 @@ async def test_a_list_of_file_ids_is_bounded_and_whole_or_names_nothing(
         assert fx.audio_fetches == []
 
 
+async def test_graphql_throttles_do_not_count_toward_answers_naming_no_state(
+    pool: Any, tmp_path: Path
+) -> None:
+    """Nine THROTTLED reads, then one answer naming no state: one such answer, not
+    ten. The count of answers naming no state counted the throttles before it
+    (they are 200s without a state too) and sent the job to a human."""
+    fx = GraphqlBulkFixture(throttled_reads=9, stateless_reads=1)
+    async with shaped(pool, tmp_path, fx.app(), "shopify", shopify_bulk()) as r:
+        op_id = await r.submit({"query": "bulkOperationRunQuery matches:2 "})
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert "needs_attention" not in await r.history(op_id)
+        assert fx.stateless_reads == 0
+        categories = [c["error_category"] for c in await r.calls(op_id, "status")]
+        assert categories[:10] == ["request_failed"] * 9 + [None], categories
+
+
 async def test_graphql_throttles_in_a_row_are_not_a_misdescribed_provider(
     pool: Any, tmp_path: Path
 ) -> None:
