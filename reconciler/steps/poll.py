@@ -349,7 +349,7 @@ def _next_read(step: Step, fact: StatusFact) -> float:
     now = step.now()
     said = (fact.progress_completed, fact.progress_total, fact.progress_percent)
     done, step_size = forecast.fraction(*said), forecast.resolution(*said)
-    end = _forecast_end(step, fact, now, done, step_size)
+    end = _provider_estimate(fact, now) or _forecast_end(step, fact, now, done, step_size)
     desc = step.adapter.desc
     return forecast.next_read(
         scheduled,
@@ -362,6 +362,18 @@ def _next_read(step: Step, fact: StatusFact) -> float:
         poll_after=fact.poll_after_seconds,
         quiet=forecast.quiet(done, step_size),
     )
+
+
+def _provider_estimate(fact: StatusFact, now: datetime) -> forecast.Forecast | None:
+    """The end the provider expects (`status.estimated_end`), read as a measured
+    forecast with no width: the next read just after it, as for a narrow window
+    of our own, and bounded the same way (no wait longer than the job's age or
+    the backoff cap, so a wrong estimate costs at most a doubling). One the job
+    has outlived says nothing: our own forecast, or the backoff, decides."""
+    end = fact.estimated_end
+    if end is None or end <= now:
+        return None
+    return forecast.Forecast(end, end)
 
 
 def _forecast_end(

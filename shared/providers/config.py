@@ -861,7 +861,13 @@ def _status(table: _Table) -> StatusSpec:
         not_found_statuses=_not_found_statuses(table, by_code),
         state_from_http_status=by_code,
         body=body,
+        estimated_end=table.path("estimated_end", RESPONSE),
+        estimated_seconds_left=table.path("estimated_seconds_left", RESPONSE),
     )
+    if spec.estimated_end is not None and spec.estimated_seconds_left is not None:
+        raise table.error(
+            "estimated_seconds_left", "estimated_end and estimated_seconds_left exclude each other"
+        )
     if spec.body is not None and spec.method == "GET":
         raise table.error("body", 'a GET carries no body: set method = "POST" (GraphQL)')
     table.finish()

@@ -37,7 +37,8 @@ a list of paths; *template* = text with ``{placeholders}``)::
     [status]   method (GET), path (template: {job_id} / {+job_id}), use_status_url,
                state + [status.state_map] | done (AIP-151) + cancelled_error_codes ([1]),
                error, error_code, error_message, progress_completed, progress_total,
-               progress_percent, updated_at, poll_after_seconds, result_url, errors_url,
+               progress_percent, updated_at, poll_after_seconds, estimated_end (a
+               timestamp) | estimated_seconds_left (from the answer), result_url, errors_url,
                counts_total, counts_succeeded, counts_failed, counts_cancelled (paths),
                outcome_from_counts, outcome_from_counts_states, not_found_statuses,
                [status.state_from_http_status] ({"202" = "running", "200" = "succeeded"}:
@@ -361,6 +362,10 @@ class StatusSpec:
     # The JSON object a status read sends (with method = POST): a GraphQL
     # query naming the job in its variables (Shopify's `node(id:)`); None: none.
     body: TemplatedJson = None
+    # When the provider expects the job to end: a timestamp (OpenAI fine-tuning's
+    # `estimated_finish`), or seconds from its answer; the poller reads near it.
+    estimated_end: ValuePath | None = None
+    estimated_seconds_left: ValuePath | None = None
 
     def answers(self, status_code: int) -> bool:
         """Whether a status read with this code says where the job is (a 2xx, or a

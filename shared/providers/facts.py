@@ -79,6 +79,9 @@ class StatusFact:
     provider_updated_at: datetime | None = None
     poll_after_seconds: float | None = None
     retry_after_seconds: float | None = None
+    # When the provider expects the job to end (status.estimated_end, or
+    # estimated_seconds_left from the answer's time): a forecast, not a promise.
+    estimated_end: datetime | None = None
     error: ErrorInfo | None = None
     result_url: str | None = None
     errors_url: str | None = None

@@ -29,7 +29,7 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from shared.jsonread import NOT_JSON
@@ -75,6 +75,9 @@ from shared.providers.values import (
     raw_text,
 )
 from shared.text import scrub_text
+
+# A provider's "seconds left" past a month is no estimate (deadlines stop there).
+MAX_ESTIMATE_SECONDS = 30 * 86400.0
 
 AMBIGUOUS_CLIENT_STATUSES = frozenset({408, 425, 429})
 BACK_PRESSURE_STATUSES = frozenset({429, 503})
@@ -304,7 +307,7 @@ def parse_status(
     body = resp.json_body
     # Header paths apply whatever the body is: a 303 whose Location is the
     # result, a 200 with an empty body and the state in a header.
-    fact = _status_from_body(desc, body if isinstance(body, dict) else {}, resp, common)
+    fact = _status_from_body(desc, body if isinstance(body, dict) else {}, resp, common, now)
     if by_code is not None and (fact.raw_state is None or not 200 <= code < 300):
         # The code decides a non-2xx answer it is mapped for; a 2xx one only when
         # the answer names no state at all: an unknown state in the body stays
@@ -319,7 +322,11 @@ def parse_status(
 
 
 def _status_from_body(
-    desc: ProviderDescription, body: dict[str, Any], resp: HttpResponse, common: dict[str, Any]
+    desc: ProviderDescription,
+    body: dict[str, Any],
+    resp: HttpResponse,
+    common: dict[str, Any],
+    now: datetime | None = None,
 ) -> StatusFact:
     spec = desc.status
     headers = resp.headers
@@ -353,6 +360,7 @@ def _status_from_body(
         progress_percent=percent,
         provider_updated_at=as_datetime(get(spec.updated_at)),
         poll_after_seconds=as_seconds(get(spec.poll_after_seconds)),
+        estimated_end=_estimated_end(spec, body, headers, now),
         error=error_info(body, spec.error, spec.error_code, spec.error_message, headers),
         result_url=as_str(get(spec.result_url)),
         errors_url=as_str(get(spec.errors_url)),
@@ -362,6 +370,21 @@ def _status_from_body(
         problem=None if raw is not None else "no state in the status body",
         **common,
     )
+
+
+def _estimated_end(
+    spec: StatusSpec, body: Any, headers: Mapping[str, str], now: datetime | None
+) -> datetime | None:
+    """When the provider expects the job to end: its timestamp, or its seconds
+    left counted from now (the answer's time); None when it says nothing usable."""
+    if spec.estimated_end is not None:
+        return as_datetime(extract(spec.estimated_end, body, headers))
+    if spec.estimated_seconds_left is None:
+        return None
+    left = as_seconds(extract(spec.estimated_seconds_left, body, headers))
+    if left is None or not 0 <= left <= MAX_ESTIMATE_SECONDS:
+        return None
+    return _now(now) + timedelta(seconds=left)
 
 
 def _ids_at(found: Any) -> list[str | None]:

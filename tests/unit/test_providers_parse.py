@@ -776,3 +776,58 @@ def test_an_integral_float_state_is_the_state_maps_integer_code() -> None:
     assert fact.remote_state is RemoteState.SUCCEEDED and fact.raw_state == "2.0"
     assert fact.poll_after_seconds == 30.0
     assert parse_status(desc, response(200, {"status": 2.5})).remote_state is None
+
+
+def estimating(key: str) -> ProviderDescription:
+    """A provider whose status says when it expects the job to end, at `/eta`."""
+    return provider(
+        {
+            "base_url": "https://ft.example.test",
+            "create": {"path": "/jobs", "idempotency": "none", "job_id": "/id"},
+            "status": {
+                "path": "/jobs/{job_id}",
+                "state": "/status",
+                "state_map": {"running": "running"},
+                key: "/eta",
+            },
+            "result": {"source": "none"},
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    ("key", "eta", "expected"),
+    [
+        ("estimated_end", int(NOW.timestamp()) + 600, NOW.replace(minute=10)),  # Unix seconds
+        ("estimated_end", "2025-01-06T12:10:00Z", NOW.replace(minute=10)),
+        ("estimated_end", "soon", None),
+        ("estimated_end", None, None),
+        ("estimated_seconds_left", 600, NOW.replace(minute=10)),  # from the answer's time
+        ("estimated_seconds_left", "PT10M", NOW.replace(minute=10)),
+        ("estimated_seconds_left", -5, None),
+        ("estimated_seconds_left", 1e300, None),  # no estimate past a month
+        ("estimated_seconds_left", "NaN", None),
+    ],
+)
+def test_a_status_reads_the_providers_estimated_end(key: str, eta: Any, expected: Any) -> None:
+    fact = parse_status(estimating(key), response(200, {"status": "running", "eta": eta}), NOW)
+    assert fact.remote_state is RemoteState.RUNNING
+    assert fact.estimated_end == expected
+
+
+def test_estimated_end_and_seconds_left_exclude_each_other() -> None:
+    with pytest.raises(ValueError, match="exclude each other"):
+        provider(
+            {
+                "base_url": "https://ft.example.test",
+                "create": {"path": "/jobs", "idempotency": "none", "job_id": "/id"},
+                "status": {
+                    "path": "/jobs/{job_id}",
+                    "state": "/status",
+                    "state_map": {"running": "running"},
+                    "estimated_end": "/a",
+                    "estimated_seconds_left": "/b",
+                },
+                "result": {"source": "none"},
+            }
+        )

@@ -1,0 +1,133 @@
+"""A provider's own estimate of a job's end (`status.estimated_end`,
+`status.estimated_seconds_left`): the poller reads near it, on a clock the test moves.
+
+OpenAI's fine-tuning jobs say when they expect to finish (`estimated_finish`,
+Unix seconds). Without reading it, a job an hour long was read on the backoff's
+cap (a minute) all along; with it, the next read is just after the estimate,
+never further than the job's age (a wrong estimate costs at most a doubling),
+and an estimate the job has outlived is read past.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from bench.harness import TestClock
+from shared.ledger.states import LocalState as S
+from tests.fixtures_providers.rig import TEST_LIMITS, PresetRig, preset_rig
+
+CAP = TEST_LIMITS["backoff_cap"]
+# The job's estimated length, from its creation.
+ESTIMATE = 1200.0
+
+
+def fine_tuning(estimate_key: str) -> dict[str, Any]:
+    """The description a user writes for `FineTuningFixture`."""
+    return {
+        "create": {"path": "/fine_tuning/jobs", "idempotency": "none", "job_id": "/id"},
+        "status": {
+            "path": "/fine_tuning/jobs/{job_id}",
+            "state": "/status",
+            "state_map": {
+                "validating_files": "pending",
+                "queued": "pending",
+                "running": "running",
+                "succeeded": "succeeded",
+                "failed": "failed",
+                "cancelled": "cancelled",
+            },
+            estimate_key: "/estimated_finish" if estimate_key == "estimated_end" else "/eta_s",
+        },
+        "result": {"source": "inline", "inline": "/fine_tuned_model"},
+    }
+
+
+class FineTuningFixture:
+    """Fine-tuning jobs that run until the test ends; each answer says when the job
+    should finish (`estimated_finish`, Unix seconds) and how long that is from now
+    (`eta_s`), from the test's clock."""
+
+    def __init__(self, clock: TestClock) -> None:
+        self.clock = clock
+        self.created: dict[str, float] = {}
+
+    def app(self) -> Starlette:
+        return Starlette(
+            routes=[
+                Route("/fine_tuning/jobs", self.create, methods=["POST"]),
+                Route("/fine_tuning/jobs/{jid}", self.status),
+            ]
+        )
+
+    async def create(self, request: Request) -> Response:
+        jid = f"ftjob-{len(self.created) + 1}"
+        self.created[jid] = self.clock.now().timestamp()
+        return JSONResponse({"id": jid, "status": "validating_files"})
+
+    async def status(self, request: Request) -> Response:
+        jid = request.path_params["jid"]
+        finish = self.created[jid] + ESTIMATE
+        now = self.clock.now().timestamp()
+        return JSONResponse(
+            {"id": jid, "status": "running", "estimated_finish": int(finish), "eta_s": finish - now}
+        )
+
+
+async def wait_after_last_read(r: PresetRig, op_id: str) -> float:
+    """Seconds from the row's last write (the read's release) to its next read."""
+    return float(
+        await r.pool.fetchval(
+            "SELECT extract(epoch FROM next_poll_at - updated_at) FROM operations"
+            " WHERE operation_id = $1",
+            op_id,
+        )
+    )
+
+
+async def read_at_age(r: PresetRig, clock: TestClock, op_id: str, age: float) -> float:
+    """Move the clock to `age` seconds after the create, read once, return the next wait."""
+    created = (await r.op(op_id)).created_at.timestamp()
+    await clock.advance(created + age - clock.now().timestamp())
+    reads = len(await r.calls(op_id, "status"))
+    await r.reconciler.run_once()
+    assert len(await r.calls(op_id, "status")) == reads + 1, await r.history(op_id)
+    return await wait_after_last_read(r, op_id)
+
+
+@pytest.mark.parametrize("estimate_key", ["estimated_end", "estimated_seconds_left"])
+async def test_the_next_read_is_near_the_providers_estimated_end(
+    pool: Any, tmp_path: Path, clock: TestClock, estimate_key: str
+) -> None:
+    fx = FineTuningFixture(clock)
+    async with preset_rig(
+        pool,
+        tmp_path,
+        fx.app(),
+        preset=None,
+        name="openai_ft",
+        env={},
+        overrides=fine_tuning(estimate_key),
+        clock=clock,
+    ) as r:
+        op_id = await r.submit(
+            {"model": "gpt-4o-mini", "training_file": "file-1"}, result_deadline_s=3 * ESTIMATE
+        )
+        await r.reconciler.run_once()  # the create
+        assert await r.state(op_id) is S.ACCEPTED
+        # early on, the estimate is far off: no wait longer than the job's age
+        early = await read_at_age(r, clock, op_id, 100.0)
+        assert await r.state(op_id) is S.OBSERVING
+        assert 99.0 <= early <= 101.0, early
+        # near it, the next read is just after it (2 % and half the backoff base late)
+        near = await read_at_age(r, clock, op_id, 1000.0)
+        assert ESTIMATE - 1000.0 <= near <= (ESTIMATE - 1000.0) * 1.03 + 1.0, near
+        # outlived, the estimate says nothing: the backoff's cap again
+        late = await read_at_age(r, clock, op_id, ESTIMATE + 300.0)
+        assert late <= CAP, late
