@@ -172,7 +172,11 @@ async def cmd_check(args: argparse.Namespace) -> int:
             print(json.dumps({"config": str(path), "valid": False, "error": str(exc)}, indent=2))
             return 1
         return _fail(f"invalid: {exc}")
-    report = [_provider_report(desc, proofs.get(name, {})) for name, desc in providers.items()]
+    public_url = settings.public_webhook_url if daemon == "reconciler" else None
+    report = [
+        _provider_report(desc, proofs.get(name, {}), public_url)
+        for name, desc in providers.items()
+    ]
     failed = any(_proof_failed(p) for p in proofs.values())
     if args.json:
         document = {"config": str(path), "valid": True, "daemon": daemon}
@@ -293,7 +297,10 @@ def _guarantees(desc: ProviderDescription) -> list[dict[str, Any]]:
     ]
 
 
-def _provider_report(desc: ProviderDescription, proof: Mapping[str, Any]) -> dict[str, Any]:
+def _provider_report(
+    desc: ProviderDescription, proof: Mapping[str, Any], public_url: str | None = None
+) -> dict[str, Any]:
+    """`public_url`: the reconciler's public_webhook_url (None: not the reconciler's check)."""
     guarantees = _guarantees(desc)
     delivery = proof.get("delivery")
     for g in guarantees:
@@ -309,7 +316,7 @@ def _provider_report(desc: ProviderDescription, proof: Mapping[str, Any]) -> dic
         "preset": desc.preset,
         "base_url": desc.base_url,
         "guarantees": guarantees,
-        "warnings": _warnings(desc),
+        "warnings": _warnings(desc) + _callback_warnings(desc, public_url),
         **proof,
     }
 
@@ -331,6 +338,29 @@ def _warnings(desc: ProviderDescription) -> list[str]:
             "our operation id: set webhooks.operation_id to that path instead"
         )
     found.extend(advisories(desc))
+    return found
+
+
+def _callback_warnings(desc: ProviderDescription, public_url: str | None) -> list[str]:
+    """A create field or header naming `{webhook_url}` or `{webhook_secret}` that the
+    reconciler will leave out (a value it does not know is not sent): the provider
+    is never told where to call back, and nothing else says so."""
+    spec = desc.create
+    named = [(f"set_body {f.path.text}", f.template.names) for f in spec.set_body if f.template]
+    named += [(f"set_headers {name}", template.names) for name, template in spec.set_headers]
+    found = []
+    for where, names in named:
+        if desc.webhooks is None and {"webhook_url", "webhook_secret"} & set(names):
+            found.append(
+                f"create.{where} names {{webhook_url}} or {{webhook_secret}}, but this "
+                "provider has no webhooks (or their secret is not set): it is left out of "
+                "every create, and the provider never calls back"
+            )
+        elif public_url == "" and "webhook_url" in names:
+            found.append(
+                f"create.{where} names {{webhook_url}}, but public_webhook_url is not set: "
+                "it is left out of every create, and the provider never calls back"
+            )
     return found
 
 

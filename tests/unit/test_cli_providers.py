@@ -200,3 +200,53 @@ def test_register_wires_the_three_actions() -> None:
     assert args.handler is cli_providers.cmd_check and args.config == "x.toml" and args.json
     assert parser.parse_args(["providers", "list"]).handler is cli_providers.cmd_list
     assert parser.parse_args(["providers", "show", "replicate"]).name == "replicate"
+
+
+LUMA = """
+[jobwarden]
+public_webhook_url = "PUBLIC"
+
+[providers.luma]
+base_url = "https://api.lumalabs.ai/dream-machine/v1"
+create = { path = "/generations", idempotency = "none", job_id = "/id", set_body = { "/callback_url" = "{webhook_url}?token={webhook_secret}" } }
+status = { path = "/generations/{job_id}", state = "/state", state_map = { completed = "succeeded" } }
+result = { source = "none" }
+auth = { secret_env = "LUMA_API_KEY" }
+WEBHOOKS
+"""
+LUMA_HOOKS = """[providers.luma.webhooks]
+scheme = "static_header"
+options = { query = "token" }
+secrets_env = "LUMA_CALLBACK_TOKEN"
+job_id = "/id"
+"""
+
+
+@pytest.mark.parametrize(
+    ("public", "hooks", "warned"),
+    [
+        ("https://hooks.example.com/webhooks/{provider}", LUMA_HOOKS, None),
+        ("", LUMA_HOOKS, "but public_webhook_url is not set"),
+        ("https://hooks.example.com/webhooks/{provider}", "", "but this provider has no webhooks"),
+    ],
+)
+async def test_check_warns_about_a_callback_url_every_create_would_leave_out(
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    public: str,
+    hooks: str,
+    warned: str | None,
+) -> None:
+    """A create field naming {webhook_url} that the reconciler cannot fill is left out
+    of every create: the provider never calls back, and nothing said so."""
+    monkeypatch.setenv("LUMA_API_KEY", "luma-key")
+    monkeypatch.setenv("LUMA_CALLBACK_TOKEN", "t" * 32)
+    config = write(tmp_path, LUMA.replace("PUBLIC", public).replace("WEBHOOKS", hooks))
+    assert await cli_providers.cmd_check(ns(config=config)) == 0
+    warnings = [line for line in capsys.readouterr().out.splitlines() if "set_body" in line]
+    if warned is None:
+        assert warnings == []
+    else:
+        assert len(warnings) == 1 and warned in warnings[0], warnings
+        assert "create.set_body /callback_url names {webhook_url}" in warnings[0]
