@@ -208,10 +208,19 @@ public_webhook_url = "PUBLIC"
 
 [providers.luma]
 base_url = "https://api.lumalabs.ai/dream-machine/v1"
-create = { path = "/generations", idempotency = "none", job_id = "/id", set_body = { "/callback_url" = "{webhook_url}?token={webhook_secret}" } }
-status = { path = "/generations/{job_id}", state = "/state", state_map = { completed = "succeeded" } }
 result = { source = "none" }
 auth = { secret_env = "LUMA_API_KEY" }
+
+[providers.luma.create]
+path = "/generations"
+idempotency = "none"
+job_id = "/id"
+set_body = { "/callback_url" = "{webhook_url}?token={webhook_secret}" }
+
+[providers.luma.status]
+path = "/generations/{job_id}"
+state = "/state"
+state_map = { completed = "succeeded" }
 WEBHOOKS
 """
 LUMA_HOOKS = """[providers.luma.webhooks]
