@@ -174,8 +174,7 @@ async def cmd_check(args: argparse.Namespace) -> int:
         return _fail(f"invalid: {exc}")
     public_url = settings.public_webhook_url if daemon == "reconciler" else None
     report = [
-        _provider_report(desc, proofs.get(name, {}), public_url)
-        for name, desc in providers.items()
+        _provider_report(desc, proofs.get(name, {}), public_url) for name, desc in providers.items()
     ]
     failed = any(_proof_failed(p) for p in proofs.values())
     if args.json:
