@@ -88,12 +88,27 @@ async def apply_migrations(
                         f"{migration.checksum[:12]}…); add a new migration instead"
                     )
                 continue
-            await conn.execute(migration.sql)
+            try:
+                await conn.execute(migration.sql)
+            except asyncpg.RaiseError as exc:  # the file refused the data it found
+                raise MigrationError(_refusal(migration, exc)) from exc
             await conn.execute(
                 q("migrations_record"), migration.version, migration.name, migration.checksum
             )
             applied_now.append(migration.name)
     return applied_now
+
+
+def _refusal(migration: Migration, exc: asyncpg.RaiseError) -> str:
+    """What a migration's RAISE EXCEPTION says, whole: message, detail and hint.
+
+    A migration raises one to refuse data it cannot migrate without a human
+    deciding; the whole run is rolled back, and the command line says this
+    (migration_refused) instead of a traceback.
+    """
+    said = [f"{migration.name} refused: {exc.message}"]
+    said += [part for part in (exc.detail, exc.hint) if part]
+    return "; ".join(said)
 
 
 async def pending_migrations(conn: asyncpg.Connection) -> list[str]:

@@ -103,3 +103,21 @@ async def test_a_failing_migration_leaves_nothing_applied(db: Any) -> None:
         await apply_migrations(db, broken)
     assert await db.fetchval("SELECT to_regclass('public.x')") is None
     assert await db.fetchval("SELECT max(version) FROM schema_migrations") == len(load_migrations())
+
+
+async def test_a_migration_refusing_its_data_is_a_migration_error_saying_all_it_said(
+    db: Any,
+) -> None:
+    refusing = [
+        *load_migrations(),
+        Migration(
+            999,
+            "999_refusing.sql",
+            "CREATE TABLE x (); DO $$ BEGIN RAISE EXCEPTION 'rows % and %', 1, 2 "
+            "USING DETAIL = 'the rows', HINT = 'repair them'; END $$;",
+        ),
+    ]
+    with pytest.raises(MigrationError) as refused:
+        await apply_migrations(db, refusing)
+    assert str(refused.value) == "999_refusing.sql refused: rows 1 and 2; the rows; repair them"
+    assert await db.fetchval("SELECT to_regclass('public.x')") is None
