@@ -685,11 +685,20 @@ async def _give_up(step: Step, conn: Any, dst: LocalState, reason: str) -> Delay
 
 
 async def store_sync_result(step: Step, conn: Any, fact: CreateFact, call_id: int) -> Delay:
-    """A synchronous 200/201: the result came with the create answer (caller's transaction)."""
+    """A synchronous 200/201: the result came with the create answer (caller's transaction).
+
+    Raises JobShared, with nothing written and the caller's transaction still
+    usable, when another operation holds the job id the answer names.
+    """
     if fact.remote_job_id:
-        await ledger.record_remote_job(
-            conn, step.op.operation_id, fact.remote_job_id, create_mode="sync", fence=step.fence
-        )
+        async with conn.transaction():  # a savepoint: JobShared rolls back only this
+            await ledger.record_remote_job(
+                conn,
+                step.op.operation_id,
+                fact.remote_job_id,
+                create_mode="sync",
+                fence=step.fence,
+            )
     else:
         await ledger.record_sync_mode(conn, step.op.operation_id, fence=step.fence)
     await step.reload(conn)

@@ -30,7 +30,7 @@ from reconciler.steps.collect import store_sync_result
 from shared import ledger
 from shared.db.queries import q
 from shared.ledger import webhooks
-from shared.ledger.errors import StaleTransition
+from shared.ledger.errors import JobShared, StaleTransition
 from shared.ledger.operations import unstorable_job_id
 from shared.ledger.states import STATE_SETS, Evidence, LocalState
 from shared.providers import CreateFact, HttpRequest, LookupFact, RequestBuildError
@@ -507,7 +507,11 @@ async def _interpret_create(
             retry_after=fact.retry_after_seconds,
         )
     if fact.kind == "sync_result":
-        return await store_sync_result(step, conn, fact, call_id)
+        try:
+            return await store_sync_result(step, conn, fact, call_id)
+        except JobShared:  # refused in a savepoint of its own: this transaction goes on
+            assert fact.remote_job_id is not None
+            return await _shared_job(step, conn, fact.remote_job_id, "create")
     if fact.kind == "rejected":
         error = {
             "status": fact.status_code,
@@ -578,38 +582,38 @@ async def _accept(
         request = None
     else:
         request = status.on_record()
-    # Inside a caller's transaction this is a savepoint; on its own, a transaction.
-    async with conn.transaction():
-        # in the transaction that records it: a concurrent recording of the same
-        # job waits for this one, then sees it (holder_of_job's lock)
-        holder = await ledger.holder_of_job(conn, step.op.provider, job_id, step.op.operation_id)
-        if holder is not None:
-            return await _shared_job(step, conn, job_id, holder, via)
-        await ledger.record_remote_job(
-            conn,
-            step.op.operation_id,
-            job_id,
-            status_url=status_url,
-            create_mode="async",
-            fence=step.fence,
-            status_request=request,
-            follow_up=CROSS_CHECK if cross_check else None,
-            # A cross-check that follows is a lookup, not a read: its retries
-            # must not wait for the hint (the row's hint holds every release).
-            read_after_seconds=None if cross_check else retry_after,
-        )
-        await step.reload(conn)
-        if step.op.state in (S.CREATE_PENDING, S.CREATE_UNKNOWN):
-            await step.move(
-                conn, S.ACCEPTED, f"{via} answered with job {job_id}", (Evidence.CALL, call_id)
+    try:
+        # Inside a caller's transaction this is a savepoint; on its own, a transaction.
+        async with conn.transaction():
+            await ledger.record_remote_job(
+                conn,
+                step.op.operation_id,
+                job_id,
+                status_url=status_url,
+                create_mode="async",
+                fence=step.fence,
+                status_request=request,
+                follow_up=CROSS_CHECK if cross_check else None,
+                # A cross-check that follows is a lookup, not a read: its retries
+                # must not wait for the hint (the row's hint holds every release).
+                read_after_seconds=None if cross_check else retry_after,
             )
-        # in cancel_requested the job id is all we needed: the cancel goes out next
-        # A delivery that came before the job id (the create's answer lost, the
-        # job found by a lookup later) woke a step that could not read the job:
-        # it is read now rather than at the backstop's time.
-        delivered = step.adapter.desc.webhooks is not None and await webhooks.delivered_for(
-            conn, step.op.operation_id
-        )
+            await step.reload(conn)
+            if step.op.state in (S.CREATE_PENDING, S.CREATE_UNKNOWN):
+                await step.move(
+                    conn, S.ACCEPTED, f"{via} answered with job {job_id}", (Evidence.CALL, call_id)
+                )
+            # in cancel_requested the job id is all we needed: the cancel goes out next
+            # A delivery that came before the job id (the create's answer lost, the
+            # job found by a lookup later) woke a step that could not read the job:
+            # it is read now rather than at the backstop's time.
+            delivered = step.adapter.desc.webhooks is not None and await webhooks.delivered_for(
+                conn, step.op.operation_id
+            )
+    except JobShared:
+        # the database refused the job id (its first statement above): the
+        # savepoint or transaction is rolled back, nothing of it was written
+        return await _shared_job(step, conn, job_id, via)
     if delivered and request is not None and not cross_check and step.op.state is S.ACCEPTED:
         return step.until_allowed(NOW, read=True)
     return step.until_allowed(
@@ -617,13 +621,17 @@ async def _accept(
     )
 
 
-async def _shared_job(step: Step, conn: Any, job_id: str, holder: str, via: str) -> Delay:
+async def _shared_job(step: Step, conn: Any, job_id: str, via: str) -> Delay:
+    """Another operation holds `job_id` (the database refused it: JobShared): a
+    human's, with the holder named. `conn` must not be in the aborted transaction."""
+    holder = await ledger.holder_of_job(conn, step.op.provider, job_id, step.op.operation_id)
+    whose = f"operation {holder}'s" if holder else "another operation's"
     return await _conflict(
         step,
         conn,
-        f"the provider's {via} answer names job {job_id}, which is already operation "
-        f"{holder}'s: two operations must not share a job (ids reused, or a lookup "
-        "matching another operation's job); nothing was recorded",
+        f"the provider's {via} answer names job {job_id}, which is already {whose}: two "
+        "operations must not share a job (ids reused, or a lookup matching another "
+        "operation's job); nothing was recorded",
         [job_id],
     )
 

@@ -11,6 +11,7 @@ no named write query is used anywhere else.
 from shared.ledger.decisions import record_decision
 from shared.ledger.errors import (
     ImmutableFact,
+    JobShared,
     LeaseLost,
     LedgerError,
     RequestMismatch,
@@ -52,6 +53,7 @@ __all__ = [
     "DEFAULT_CREATE_DEADLINE_S",
     "DEFAULT_RESULT_DEADLINE_S",
     "ImmutableFact",
+    "JobShared",
     "LeaseLost",
     "LedgerError",
     "Operation",

@@ -19,7 +19,7 @@ from typing import Any
 
 from shared.db.connect import Executor
 from shared.db.queries import q
-from shared.ledger.errors import AdoptionRefused, StaleTransition
+from shared.ledger.errors import AdoptionRefused, JobShared, StaleTransition
 from shared.ledger.operations import (
     DEFAULT_CANCEL_DEADLINE_S,
     Operation,
@@ -216,67 +216,71 @@ async def adopt_job(
     retries and lookups. The reconciler reads the job next: its answer
     decides (running, finished, or not found: a human again, told that the
     adopted id was not found). Raises AdoptionRefused, with nothing written,
-    for an id that cannot be adopted.
+    for an id that cannot be adopted, one another operation holds included
+    (the unique index of migration 035 refuses it at the recording: JobShared).
     """
     refusal = adoption_refusal(op, job_id)
     if refusal is not None:
         raise AdoptionRefused(refusal)
-    async with conn.transaction():
-        row = await conn.fetchrow(q("lock_for_adoption"), op.operation_id)
-        if row["state"] != op.state.value:
-            raise StaleTransition(
-                f"operation {op.operation_id} is {row['state']}, not {op.state.value} "
-                "(concurrent or stale decision)"
+    try:
+        async with conn.transaction():
+            row = await conn.fetchrow(q("lock_for_adoption"), op.operation_id)
+            if row["state"] != op.state.value:
+                raise StaleTransition(
+                    f"operation {op.operation_id} is {row['state']}, not {op.state.value} "
+                    "(concurrent or stale decision)"
+                )
+            if row["remote_job_id"] is not None:
+                raise AdoptionRefused(
+                    f"{op.operation_id} already has remote job id {row['remote_job_id']!r} on "
+                    "record, and a recorded job id is never replaced"
+                )
+            if op.state is S.CREATE_UNKNOWN and row["leased"]:
+                raise AdoptionRefused(
+                    f"a reconciler is working on {op.operation_id}'s uncertain create right now "
+                    "(a retry or a lookup whose answer could name another job); try again in a "
+                    "moment, or stop it first with --decision needs_attention"
+                )
+            decision_id, deadline = await _decided(
+                conn,
+                op,
+                f"{op.state.value} -> {S.OBSERVING.value}, adopting job {job_id}",
+                actor=actor,
+                reason=reason,
+                extend_result_deadline_s=extend_result_deadline_s,
             )
-        if row["remote_job_id"] is not None:
-            raise AdoptionRefused(
-                f"{op.operation_id} already has remote job id {row['remote_job_id']!r} on "
-                "record, and a recorded job id is never replaced"
+            cause = f"operator decision #{decision_id}: adopting job {job_id} found at the provider"
+            if op.state is S.CREATE_UNKNOWN:
+                await transition(
+                    conn,
+                    op.operation_id,
+                    S.CREATE_UNKNOWN,
+                    S.NEEDS_ATTENTION,
+                    actor=actor,
+                    cause=f"{cause}; the uncertain create is settled by hand: {reason}",
+                )
+            await record_remote_job(
+                conn, op.operation_id, job_id, create_mode="async", status_request=status_request
             )
-        holder = await holder_of_job(conn, op.provider, job_id, op.operation_id)
-        if holder is not None:
-            raise AdoptionRefused(
-                f"job {job_id!r} is already operation {holder}'s: two operations must not "
-                "share a job"
-            )
-        if op.state is S.CREATE_UNKNOWN and row["leased"]:
-            raise AdoptionRefused(
-                f"a reconciler is working on {op.operation_id}'s uncertain create right now "
-                "(a retry or a lookup whose answer could name another job); try again in a "
-                "moment, or stop it first with --decision needs_attention"
-            )
-        decision_id, deadline = await _decided(
-            conn,
-            op,
-            f"{op.state.value} -> {S.OBSERVING.value}, adopting job {job_id}",
-            actor=actor,
-            reason=reason,
-            extend_result_deadline_s=extend_result_deadline_s,
-        )
-        cause = f"operator decision #{decision_id}: adopting job {job_id} found at the provider"
-        if op.state is S.CREATE_UNKNOWN:
+            await conn.fetchval(q("close_escalation"), op.operation_id, decision_id)
             await transition(
                 conn,
                 op.operation_id,
-                S.CREATE_UNKNOWN,
                 S.NEEDS_ATTENTION,
+                S.OBSERVING,
                 actor=actor,
-                cause=f"{cause}; the uncertain create is settled by hand: {reason}",
+                cause=f"{cause}: {reason}",
+                evidence=(Evidence.DECISION, decision_id),
             )
-        await record_remote_job(
-            conn, op.operation_id, job_id, create_mode="async", status_request=status_request
-        )
-        await conn.fetchval(q("close_escalation"), op.operation_id, decision_id)
-        await transition(
-            conn,
-            op.operation_id,
-            S.NEEDS_ATTENTION,
-            S.OBSERVING,
-            actor=actor,
-            cause=f"{cause}: {reason}",
-            evidence=(Evidence.DECISION, decision_id),
-        )
-        await request_wake(conn, op.operation_id)
+            await request_wake(conn, op.operation_id)
+    except JobShared:
+        # the index refused the job id: the whole adoption is rolled back (the
+        # decision and any move with it), and the holder is named from outside it
+        holder = await holder_of_job(conn, op.provider, job_id, op.operation_id)
+        whose = f"operation {holder}'s" if holder else "another operation's"
+        raise AdoptionRefused(
+            f"job {job_id!r} is already {whose}: two operations must not share a job"
+        ) from None
     return Decided(decision_id, deadline)
 
 

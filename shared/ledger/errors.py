@@ -35,6 +35,12 @@ class ImmutableFact(LedgerError):
     """A recorded fact (intent, remote job id, result) cannot be rewritten."""
 
 
+class JobShared(LedgerError):
+    """The job id is another operation's already: the unique index of migration 035
+    (operations_one_per_job) refused it. The transaction (or savepoint) that tried
+    is aborted: the caller handles this outside it, where nothing of it was written."""
+
+
 class AdoptionRefused(LedgerError):
     """An operator's job id was not adopted (nothing was written); the message says why."""
 

@@ -23,6 +23,7 @@ from shared.fingerprint import canonical_json, request_fingerprint
 from shared.ids import new_idempotency_token, new_operation_id, new_trace_id
 from shared.ledger.errors import (
     SQLSTATE_ERRORS,
+    JobShared,
     LeaseLost,
     LedgerError,
     RequestMismatch,
@@ -404,19 +405,22 @@ def unstorable_job_id(job_id: str) -> str | None:
     return None
 
 
+# The unique index (migration 035) that keeps one operation per remote job.
+ONE_OPERATION_PER_JOB = "operations_one_per_job"
+
+
 async def holder_of_job(
     db: Executor, provider: str, remote_job_id: str, operation_id: str
 ) -> str | None:
     """The other operation of `provider` that has `remote_job_id` on record, or None.
 
     Two operations sharing a job would both collect its result, and one's
-    cancel would stop the other's work: a provider that names a job twice (ids
-    reused, a lookup matching another operation's job, an operator's paste)
-    is stopped before the second records it. Call it inside the transaction
-    that records the job id: it holds a lock on (provider, job id) until that
-    transaction ends, so two recordings of one job cannot both pass.
+    cancel would stop the other's work. The database refuses a second holder
+    (record_remote_job raises JobShared); this only names the first, for the
+    human told of the refusal. Ask it outside the aborted transaction: there
+    the holder, committed (the index waited for it), is seen, and stays (a
+    recorded job id is never rewritten).
     """
-    await db.execute(q("lock_job_id"), provider, remote_job_id)
     found = await db.fetchval(q("operation_holding_job"), provider, remote_job_id, operation_id)
     return str(found) if found is not None else None
 
@@ -433,25 +437,39 @@ async def record_remote_job(
     follow_up: str | None = None,
     read_after_seconds: float | None = None,
 ) -> None:
-    """Record the provider's job id; raises ImmutableFact if a different one is on record.
+    """Record the provider's job id; raises ImmutableFact if a different one is on record,
+    JobShared if another operation of the provider holds this one.
+
+    JobShared aborts the caller's transaction: a caller that must go on (to
+    stop the operation for a human, say) records the job id in a savepoint of
+    its own and handles JobShared outside it. A concurrent recording of the
+    same job by another transaction is waited for: this one is refused if
+    that one commits, and goes on if it rolls back.
 
     `status_request` is the (sanitized) status read a worker will send for
     this job; `follow_up` a recovery point to set in the same statement;
     `read_after_seconds` how long the accepting answer said to wait before
     reading the job (kept as its poll hint, capped like every provider wait).
     """
-    await _fenced_update(
-        db,
-        "set_remote_job",
-        operation_id,
-        remote_job_id,
-        status_url,
-        create_mode,
-        fence,
-        dict(status_request) if status_request is not None else None,
-        follow_up,
-        bounded_wait(read_after_seconds),
-    )
+    try:
+        await _fenced_update(
+            db,
+            "set_remote_job",
+            operation_id,
+            remote_job_id,
+            status_url,
+            create_mode,
+            fence,
+            dict(status_request) if status_request is not None else None,
+            follow_up,
+            bounded_wait(read_after_seconds),
+        )
+    except asyncpg.UniqueViolationError as exc:
+        if exc.constraint_name != ONE_OPERATION_PER_JOB:
+            raise
+        raise JobShared(
+            f"job {remote_job_id} is already another operation's: {operation_id} did not record it"
+        ) from exc
 
 
 async def settle_follow_up(

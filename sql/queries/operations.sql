@@ -115,16 +115,10 @@ WHERE operation_id = $1
   AND ($5::bigint IS NULL OR (lease_fence = $5 AND lease_expires_at > jw_now()))
 RETURNING operation_id;
 
--- name: lock_job_id
--- Serialise every recording of job $2 at provider $1 until the transaction
--- ends, so the holder check that follows sees a concurrent recording that
--- committed (operations_remote_job is not unique: two transactions checking
--- at once would both find no holder).
-SELECT pg_advisory_xact_lock(hashtextextended($1 || chr(31) || $2, 0));
-
 -- name: operation_holding_job
 -- Another operation of provider $1 that has job $2 on record ($3: the asking
--- operation), if any: two operations must never share one remote job.
+-- operation), if any: named when the unique index operations_one_per_job
+-- (migration 035) refuses a second holder.
 SELECT operation_id FROM operations
 WHERE provider = $1 AND remote_job_id = $2 AND operation_id <> $3
 LIMIT 1;

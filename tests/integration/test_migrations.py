@@ -18,6 +18,7 @@ from shared.db.migrate import (
     pending_migrations,
 )
 from tests.conftest import _drop
+from tests.support import submit
 
 SNAPSHOT = Path(__file__).with_name("schema_snapshot.txt")
 
@@ -121,3 +122,48 @@ async def test_a_migration_refusing_its_data_is_a_migration_error_saying_all_it_
         await apply_migrations(db, refusing)
     assert str(refused.value) == "999_refusing.sql refused: rows 1 and 2; the rows; repair them"
     assert await db.fetchval("SELECT to_regclass('public.x')") is None
+
+
+async def test_035_refuses_operations_already_sharing_a_job_and_changes_nothing(
+    pg_server: Any,
+) -> None:
+    """Before the check (7828793), and for a synchronous create's job id after
+    it, two operations could record one job. Which one holds it is a human's
+    call, and a recorded job id is never rewritten: 035 refuses, naming them,
+    and the whole run is rolled back. Once the rows are repaired, it applies."""
+    name = f"jw_mig_shared_{os.getpid()}"
+    conn = await _empty_database(pg_server, name)
+    try:
+        await apply_migrations(conn, [m for m in load_migrations() if m.version < 35])
+        a, b, c, d = [await submit(conn, body={"n": n}) for n in range(4)]
+        update = "UPDATE operations SET remote_job_id = $2 WHERE operation_id = $1"
+        for op_id, job in ((a, "job_twice"), (b, "job_twice"), (c, "job_once")):
+            await conn.execute(update, op_id, job)  # as the owner could, before 035
+        await conn.execute(update, d, "job_once")
+        before = await conn.fetch("SELECT * FROM operations ORDER BY operation_id")
+        with pytest.raises(MigrationError) as refused:
+            await apply_migrations(conn)
+        said = str(refused.value)
+        assert said.startswith(
+            "035_one_operation_per_job.sql refused: 2 remote job(s) are each recorded by more "
+            "than one operation"
+        )
+        assert f"sim job 'job_once': {c} (create_pending), {d} (create_pending)" in said
+        assert f"sim job 'job_twice': {a} (create_pending), {b} (create_pending)" in said
+        assert "nothing was migrated" in said
+        assert await conn.fetchval("SELECT max(version) FROM schema_migrations") == 34
+        assert await conn.fetchval("SELECT to_regclass('operations_one_per_job')") is None
+        assert await conn.fetchval("SELECT to_regclass('operations_remote_job')") is not None
+        assert await conn.fetch("SELECT * FROM operations ORDER BY operation_id") == before
+        # the schema owner's repair (a recorded job id is immutable to every writer)
+        await conn.execute("SET session_replication_role = replica")
+        await conn.execute(
+            "UPDATE operations SET remote_job_id = NULL WHERE operation_id = ANY($1)", [b, d]
+        )
+        await conn.execute("RESET session_replication_role")
+        assert await apply_migrations(conn) == [
+            m.name for m in load_migrations() if m.version >= 35
+        ]
+    finally:
+        await conn.close()
+        await _drop(pg_server.admin_url, name)

@@ -123,7 +123,7 @@ async def _operations_index_scans(conn: Any) -> list[str]:
 
 
 # One probe per reference, each on its own index: never a provider's operations walked.
-PROBES = ["operations_client_reference", "operations_pkey", "operations_remote_job"]
+PROBES = ["operations_client_reference", "operations_one_per_job", "operations_pkey"]
 
 
 async def test_a_plan_made_on_an_empty_table_probes_each_reference_by_its_index(
