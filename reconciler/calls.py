@@ -48,6 +48,7 @@ from shared.providers import (
 from shared.providers.delivery import TransportCategory
 from shared.providers.description import ResultSource
 from shared.redaction import CUT, MORE_HEADERS, REDACTED, stored_headers
+from shared.signatures import static_header
 from shared.telemetry import spans
 
 log = logging.getLogger("jobwarden.reconciler")
@@ -215,6 +216,8 @@ async def _send(
                 reading=reading,
             )
             body = resp.content
+            if req.answer_secrets:  # a callback token echoed: gone before anything reads it
+                body = static_header.scrub(body, [s.reveal() for s in req.answer_secrets])
     except (httpx.HTTPError, TimeoutError) as exc:
         elapsed = int((time.perf_counter() - started) * 1000)
         category = classify_transport_error(exc)

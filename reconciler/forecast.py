@@ -219,6 +219,19 @@ def next_read(
     return max(min(wait, longest), floor)
 
 
+def backoff_reads_by(age: float, limits: Limits) -> int:
+    """How many reads the plain schedule makes in a job's first `age` seconds: the
+    fixed interval, or the capped backoff at its ceilings (its fewest reads)."""
+    fixed = limits.default_poll_after_seconds
+    if fixed:
+        return int(age // fixed)
+    elapsed, reads, wait = 0.0, 0, limits.backoff_base
+    while wait < limits.backoff_cap and elapsed + wait <= age and reads < 64:
+        elapsed, reads, wait = elapsed + wait, reads + 1, wait * limits.backoff_factor
+    wait = min(wait, limits.backoff_cap)
+    return reads + (int((age - elapsed) // wait) if age > elapsed and wait > 0 else 0)
+
+
 def _hint(poll_after: float | None) -> float | None:
     """A provider's poll hint as the adapter honours it (at most a day; junk ignored)."""
     if poll_after is None or not math.isfinite(poll_after) or poll_after <= 0:

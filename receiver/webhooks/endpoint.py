@@ -291,13 +291,8 @@ class WebhookEndpoint:
         }
         for provider in self._providers.values():
             if provider.signs_url and not public_url:
-                what = (
-                    "reads its token from the URL's query string"
-                    if provider.token_in_url
-                    else "signs {url}"
-                )
                 raise ValueError(
-                    f"provider {provider.name}: its webhook scheme {what}; set "
+                    f"provider {provider.name}: its webhook scheme signs {{url}}; set "
                     "public_webhook_url to the address the provider sends to"
                 )
         self._ingestor = ingestor
@@ -395,7 +390,10 @@ class WebhookEndpoint:
                 [secret.reveal() for secret in spec.secrets],
                 self._now(),
                 method=scope["method"],
-                url=signed_url(self._public_url, provider.name, scope),
+                # a token in the query is the request's own, never one of our config's
+                url=_target(scope)
+                if provider.token_in_url
+                else signed_url(self._public_url, provider.name, scope),
             )
         except SignatureError as exc:
             status = _SIGNATURE_STATUS.get(exc.reason)
@@ -716,6 +714,16 @@ def _stored(
         remote_state_raw=_shown(fact.raw_state) if fact else None,
         payload=payload,
     )
+
+
+def _target(scope: Scope) -> str:
+    """The request's own path and query, as it reached us: where a token sent in
+    the callback URL is read from (`static_header` with `query`). Not
+    `signed_url`: a query in `public_webhook_url` would then be read as the
+    sender's, and a request with no token at all would present ours."""
+    query = scope.get("query_string", b"").decode("latin-1")
+    path: str = scope.get("path", "")
+    return path + (f"?{query}" if query else "")
 
 
 def signed_url(public_url: str, provider: str, scope: Scope) -> str | None:

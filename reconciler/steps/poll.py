@@ -349,31 +349,46 @@ def _next_read(step: Step, fact: StatusFact) -> float:
     now = step.now()
     said = (fact.progress_completed, fact.progress_total, fact.progress_percent)
     done, step_size = forecast.fraction(*said), forecast.resolution(*said)
-    end = _provider_estimate(fact, now) or _forecast_end(step, fact, now, done, step_size)
     desc = step.adapter.desc
-    return forecast.next_read(
+    age = (now - step.op.created_at).total_seconds()
+    estimate = _provider_estimate(fact, now, webhooks=desc.webhooks is not None)
+    end = estimate or _forecast_end(step, fact, now, done, step_size)
+    wait = forecast.next_read(
         scheduled,
         None if end is None or end.earliest is None else (end.earliest - now).total_seconds(),
         None if end is None else (end.latest - now).total_seconds(),
-        age=(now - step.op.created_at).total_seconds(),
+        age=age,
         limits=desc.limits,
         webhooks=desc.webhooks is not None,
         imposed=fact.retry_after_seconds is not None,
         poll_after=fact.poll_after_seconds,
         quiet=forecast.quiet(done, step_size),
     )
+    # An estimate that never runs out ("1 s left" on every answer) must not read
+    # faster than the backoff alone would have, read for read.
+    reads = step.op.poll_attempts + 1
+    shortened = estimate is not None and wait < scheduled
+    if shortened and reads >= forecast.backoff_reads_by(age, desc.limits):
+        return scheduled
+    return wait
 
 
-def _provider_estimate(fact: StatusFact, now: datetime) -> forecast.Forecast | None:
+def _provider_estimate(
+    fact: StatusFact, now: datetime, *, webhooks: bool
+) -> forecast.Forecast | None:
     """The end the provider expects (`status.estimated_end`), read as a measured
     forecast with no width: the next read just after it, as for a narrow window
     of our own, and bounded the same way (no wait longer than the job's age or
     the backoff cap, so a wrong estimate costs at most a doubling). One the job
-    has outlived says nothing: our own forecast, or the backoff, decides."""
+    has outlived says nothing: our own forecast, or the backoff, decides.
+
+    With webhooks it is not measured: a backstop waits for a lost delivery, as
+    long as the job's age says, and an estimate (a date years away, milliseconds
+    read as seconds) must not push it out to the longest backstop."""
     end = fact.estimated_end
     if end is None or end <= now:
         return None
-    return forecast.Forecast(end, end)
+    return forecast.Forecast(None if webhooks else end, end)
 
 
 def _forecast_end(

@@ -1682,8 +1682,25 @@ def _webhooks(table: _Table | None, status: StatusSpec) -> WebhookSpec | None:
         thin=table.boolean("thin", False),
         client_reference=client_reference,
     )
+    _no_path_reads_the_token(table, spec)
     table.finish()
     return spec if secrets else None
+
+
+def _no_path_reads_the_token(table: _Table, spec: WebhookSpec) -> None:
+    """A `query:` path naming the token's own parameter would store the token as the
+    event's job id, reference or event id."""
+    token = spec.options.get("query") if spec.scheme is WebhookScheme.STATIC_HEADER else None
+    paths = {
+        "event_id": spec.event_id,
+        "job_id": spec.job_id,
+        "state": spec.state,
+        "operation_id": spec.operation_ref,
+        "client_reference": spec.client_reference,
+    }
+    for key, path in paths.items():
+        if token and path is not None and path.source is PathSource.QUERY and path.name == token:
+            raise table.error(key, f"reads query parameter {token!r}, the token: it is no id")
 
 
 def _webhook_operation_id(table: _Table) -> ValuePath | None:

@@ -18,6 +18,7 @@ from typing import Any
 from shared import jsonread
 from shared.providers.paths import ValuePath, extract, set_value
 from shared.redaction import REDACTED, sanitize_headers, sanitize_url
+from shared.secret import Secret
 
 
 class Headers(Mapping[str, str]):
@@ -76,7 +77,9 @@ class HttpRequest:
     errors_page, lookup) so the ledger can file it without re-deriving it.
     `secret_headers` names headers that must be redacted whatever their name;
     `secret_fields` are body fields holding a secret (a webhook secret we hand
-    to the provider at create time).
+    to the provider at create time); `answer_secrets` are values scrubbed from
+    the answer's body as soon as it is read (a callback token the provider
+    echoes with the callback URL), before anything parses or records it.
     """
 
     action: str
@@ -87,6 +90,7 @@ class HttpRequest:
     timeout: float = 10.0
     secret_headers: frozenset[str] = frozenset()
     secret_fields: tuple[ValuePath, ...] = ()
+    answer_secrets: tuple[Secret, ...] = ()
 
     def sanitized_headers(self) -> dict[str, str]:
         return sanitize_headers(self.headers, self.secret_headers)

@@ -25,13 +25,20 @@ from urllib.parse import SplitResult, parse_qsl, urlencode, urljoin, urlsplit, u
 
 import httpx
 
-from shared.providers.description import Idempotency, LookupSpec, ProviderDescription
+from shared.providers.description import (
+    Idempotency,
+    LookupSpec,
+    ProviderDescription,
+    WebhookScheme,
+)
 from shared.providers.errors import RequestBuildError
 from shared.providers.facts import StatusFact
 from shared.providers.messages import HttpRequest
 from shared.providers.paths import PathSyntaxError, ValuePath, set_value
 from shared.providers.templates import Template, check_path_value, fill_path, fill_text
 from shared.providers.tokens import create_token
+from shared.secret import Secret
+from shared.signatures import static_header
 
 # The create template values a caller supplies in `context` (the reconciler's
 # `_create_request` in reconciler/steps/create.py); build_create fills the rest
@@ -592,7 +599,18 @@ def _request(
         timeout=desc.limits.request_timeout,
         secret_headers=secret_headers,
         secret_fields=secret_fields,
+        answer_secrets=_echoed_secrets(desc, action),
     )
+
+
+def _echoed_secrets(desc: ProviderDescription, action: str) -> tuple[Secret, ...]:
+    """The callback token a provider echoes in its answers (with the callback URL
+    it was given: `static_header` with `query`), scrubbed from every answer but a
+    result's, whose bytes are the result (and are checked against digests)."""
+    hooks = desc.webhooks
+    if action == "result" or hooks is None or hooks.scheme is not WebhookScheme.STATIC_HEADER:
+        return ()
+    return hooks.secrets if static_header.in_query(hooks.options) else ()
 
 
 def _may_receive_credential(desc: ProviderDescription, url: str) -> bool:

@@ -58,11 +58,8 @@ def signs_timestamp(scheme: str, options: Mapping[str, object]) -> bool:
 
 
 def signs_url(scheme: str, options: Mapping[str, object]) -> bool:
-    """Whether the scheme signs the request URL, or reads its secret from the URL's
-    query string, which the receiver must then know as the sender addressed it
-    (`public_webhook_url`), not from the Host header."""
-    if scheme == static_header.SCHEME:
-        return static_header.in_query(options)
+    """Whether the scheme signs the request URL, which the receiver must then know
+    as the sender addressed it (`public_webhook_url`), not from the Host header."""
     if scheme not in _BUILDERS:
         return False
     return build_spec(scheme, options).envelope.template.uses("url")

@@ -40,10 +40,10 @@ SCHEME = "static_header"
 # A query parameter's name as it may appear unescaped in a URL.
 _PARAM_NAME = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
 # A token that travels in a URL: inserted there as written, so only characters
-# that need no escaping (RFC 3986 unreserved), and long enough not to be guessed.
-_URL_TOKEN = re.compile(r"[A-Za-z0-9._~\-]+")
+# no encoder escapes (URL, JSON, HTML: `~` and `.` are percent-encoded by some),
+# so that every echo of it reads the same; long enough not to be guessed.
+_URL_TOKEN = re.compile(r"[A-Za-z0-9_\-]+")
 MIN_URL_TOKEN_CHARS, MAX_URL_TOKEN_CHARS = 24, 256
-_REDACTED = REDACTED.encode()
 
 
 def check_options(options: Mapping[str, object]) -> None:
@@ -71,8 +71,7 @@ def check_options(options: Mapping[str, object]) -> None:
 
 
 def in_query(options: Mapping[str, object]) -> bool:
-    """Whether the secret travels in the URL's query string (the receiver must
-    then know the URL: `public_webhook_url`)."""
+    """Whether the secret travels in the URL's query string."""
     return "query" in options
 
 
@@ -82,8 +81,9 @@ def check_secret(secret: str, options: Mapping[str, object] | None) -> None:
         return
     if _URL_TOKEN.fullmatch(secret) is None:
         raise ValueError(
-            f"{SCHEME}: a token sent in the URL must hold only letters, digits, "
-            "'-', '_', '.' and '~' (it is inserted in the callback URL as written)"
+            f"{SCHEME}: a token sent in the URL must hold only letters, digits, '-' and "
+            "'_' (it is inserted in the callback URL as written, and read back from "
+            "every echo of it)"
         )
     if not MIN_URL_TOKEN_CHARS <= len(secret) <= MAX_URL_TOKEN_CHARS:
         raise ValueError(
@@ -103,8 +103,9 @@ def verify(
 ) -> Verified:
     """Authenticate one request; the body, `now` and the tolerance are unused.
 
-    `url` is the URL as the sender addressed it (query included), needed only
-    with the `query` option.
+    `url` is the request's target as it reached us (its path and query; the
+    receiver never adds a query of its own configuration), needed only with
+    the `query` option.
     """
     name = options.get("query") or options["header"]
     assert isinstance(name, str)  # checked by dispatch.verify (check_options) first
@@ -127,15 +128,22 @@ def _from_query(url: str | None, name: str) -> str:
     return values[0]
 
 
+# The encodings a JSON body may come in (RFC 8259 and the BOM-led ones the
+# standard library reads): a token echoed in any of them is found.
+_ENCODINGS = ("utf-8", "utf-16-le", "utf-16-be", "utf-32-le", "utf-32-be")
+
+
 def scrub(body: bytes, secrets: Sequence[str]) -> bytes:
-    """`body` with every configured token replaced by REDACTED: a delivery that
-    echoes its callback URL must not store the token with it. Tokens in the URL
-    are unreserved characters (`check_secret`), so they read the same
-    percent-encoded, in JSON text and in UTF-8."""
+    """`body` with every configured token replaced by REDACTED: an answer or a
+    delivery that echoes the callback URL must not be stored with the token.
+    Tokens are letters, digits, '-' and '_' (`check_secret`), which no URL or
+    JSON encoder escapes, so each echo holds them as written, in the body's
+    encoding."""
     for secret in secrets:
-        token = secret.encode("utf-8", "surrogatepass")
-        if token and token in body:
-            body = body.replace(token, _REDACTED)
+        for encoding in _ENCODINGS:
+            token = secret.encode(encoding, "surrogatepass")
+            if token and token in body:
+                body = body.replace(token, REDACTED.encode(encoding))
     return body
 
 

@@ -263,7 +263,7 @@ SELECT first.evidence_id FROM (
 WHERE first.evidence_kind = 'decision'
   AND NOT EXISTS (SELECT 1 FROM provider_calls s
                   WHERE s.operation_id = $1 AND s.call_kind = 'status'
-                    AND s.status_code BETWEEN 200 AND 299);
+                    AND s.status_code BETWEEN 200 AND 299 AND s.error_category IS NULL);
 
 -- name: stateless_reads_in_a_row
 -- How many of operation $1's status reads in a row, newest first, answered a
@@ -283,11 +283,12 @@ WHERE o.operation_id = $1 AND o.source = 'poll' AND o.remote_state IS NULL
 -- name: status_misses_in_a_row
 -- How many of operation $1's status reads in a row, newest first, answered
 -- "no such job" (a status code in $2): those since its newest read that saw
--- the job (a 2xx). Reads with no answer, or held back, neither prove nor
--- disprove the job, and neither count nor break the run.
+-- the job (a 2xx that is no failed request: a GraphQL throttle, error_category
+-- 'request_failed', saw nothing). Reads with no answer, or held back, neither
+-- prove nor disprove the job, and neither count nor break the run.
 SELECT count(*) FROM provider_calls c
 WHERE c.operation_id = $1 AND c.call_kind = 'status' AND c.status_code = ANY ($2::int[])
   AND c.call_id > coalesce((
       SELECT max(s.call_id) FROM provider_calls s
       WHERE s.operation_id = $1 AND s.call_kind = 'status'
-        AND s.status_code BETWEEN 200 AND 299), 0);
+        AND s.status_code BETWEEN 200 AND 299 AND s.error_category IS NULL), 0);

@@ -20,6 +20,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from bench.harness import TestClock
+from reconciler.forecast import backoff_reads_by
 from shared.ledger.states import LocalState as S
 from tests.fixtures_providers.rig import TEST_LIMITS, PresetRig, preset_rig
 
@@ -54,8 +55,9 @@ class FineTuningFixture:
     should finish (`estimated_finish`, Unix seconds) and how long that is from now
     (`eta_s`), from the test's clock."""
 
-    def __init__(self, clock: TestClock) -> None:
+    def __init__(self, clock: TestClock, *, stuck: bool = False) -> None:
         self.clock = clock
+        self.stuck = stuck  # "a second left", whenever asked
         self.created: dict[str, float] = {}
 
     def app(self) -> Starlette:
@@ -73,8 +75,8 @@ class FineTuningFixture:
 
     async def status(self, request: Request) -> Response:
         jid = request.path_params["jid"]
-        finish = self.created[jid] + ESTIMATE
         now = self.clock.now().timestamp()
+        finish = now + 1.0 if self.stuck else self.created[jid] + ESTIMATE
         return JSONResponse(
             {"id": jid, "status": "running", "estimated_finish": int(finish), "eta_s": finish - now}
         )
@@ -131,3 +133,74 @@ async def test_the_next_read_is_near_the_providers_estimated_end(
         # outlived, the estimate says nothing: the backoff's cap again
         late = await read_at_age(r, clock, op_id, ESTIMATE + 300.0)
         assert late <= CAP, late
+
+
+async def test_with_webhooks_an_estimate_does_not_push_the_backstop_out(
+    pool: Any, tmp_path: Path, clock: TestClock
+) -> None:
+    """The backstop waits for a lost delivery as long as the job's age says (twice
+    it): an estimate far ahead (a wrong date, milliseconds read as seconds) must
+    not stretch it to the estimate, up to six hours."""
+    described = fine_tuning("estimated_end")
+    described["webhooks"] = {
+        "scheme": "static_header",
+        "options": {"header": "X-Token"},
+        "secrets_env": "FT_HOOK",
+        "job_id": "/id",
+    }
+    fx = FineTuningFixture(clock)
+    async with preset_rig(
+        pool,
+        tmp_path,
+        fx.app(),
+        preset=None,
+        name="openai_ft",
+        env={"FT_HOOK": "hook-token"},
+        overrides=described,
+        clock=clock,
+    ) as r:
+        op_id = await r.submit({"model": "m"}, result_deadline_s=3 * ESTIMATE)
+        await r.reconciler.run_once()  # the create
+        wait = await read_at_age(r, clock, op_id, 100.0)
+        assert await r.state(op_id) is S.OBSERVING
+        assert wait <= 2 * 100.0 + 1.0, wait  # not ESTIMATE - 100, stretched
+
+
+async def test_an_estimate_that_never_runs_out_reads_no_more_than_the_backoff(
+    pool: Any, tmp_path: Path, clock: TestClock
+) -> None:
+    """A job saying "a second left" on every answer is never outlived: read near
+    each estimate, it was read every few seconds for ever. Read for read, an
+    estimate makes no more reads than the backoff alone would have."""
+    described = fine_tuning("estimated_seconds_left")
+    limits = {"backoff_base": 2.0, "backoff_factor": 2.0, "backoff_cap": 60.0}
+    described["limits"] = limits
+    fx = FineTuningFixture(clock, stuck=True)
+    async with preset_rig(
+        pool,
+        tmp_path,
+        fx.app(),
+        preset=None,
+        name="openai_ft",
+        env={},
+        overrides=described,
+        clock=clock,
+    ) as r:
+        op_id = await r.submit({"model": "m"}, result_deadline_s=3 * ESTIMATE)
+        await r.reconciler.run_once()  # the create
+        created = (await r.op(op_id)).created_at.timestamp()
+        horizon = 1800.0
+        # the backoff's reads at its ceilings, and what its jitter adds (the
+        # draws near the cap are within its top tenth)
+        bound = int(backoff_reads_by(horizon, r.desc.limits) * 1.1) + 2
+        reads = 0
+        while reads <= bound:
+            wait = await wait_after_last_read(r, op_id)
+            if clock.now().timestamp() + wait - created > horizon:
+                break
+            await clock.advance(wait)
+            await r.reconciler.run_once()
+            reads = len(await r.calls(op_id, "status"))
+        assert await r.state(op_id) is S.OBSERVING
+        assert reads <= bound, (reads, bound)
+        assert reads >= backoff_reads_by(horizon, r.desc.limits), reads  # not slower either

@@ -675,11 +675,34 @@ def _query_token_provider(secret: str = QUERY_TOKEN) -> dict[str, ProviderDescri
     )
 
 
-async def test_a_token_in_the_query_string_needs_the_public_url(db: Any, pool: Any) -> None:
-    # the token is read from the URL as the sender addressed it, as {url} is
-    with pytest.raises(ValueError, match="reads its token from the URL's query string"):
-        async with running_receiver(pool, settings_for(_query_token_provider())):
-            pass
+@pytest.mark.parametrize(
+    "public", ["", f"https://hooks.example.test/webhooks/{{provider}}?token={QUERY_TOKEN}"]
+)
+async def test_a_query_token_is_the_requests_own_never_the_public_urls(
+    db: Any, pool: Any, public: str
+) -> None:
+    """An operator who wrote the token into public_webhook_url (meaning it for the
+    provider) must not have it presented on every request's behalf: a request
+    without a token was taken. No public URL is needed either."""
+    body = json.dumps({"job": "j9"}).encode()
+    settings = settings_for(_query_token_provider(), public_webhook_url=public)
+    async with running_receiver(pool, settings) as rx:
+        bare = await rx.post(body, JSON_HEADERS, "unsigned")
+        other = await rx.post(body, JSON_HEADERS, "unsigned", "?x=1")
+        good = await rx.post(body, JSON_HEADERS, "unsigned", f"?token={QUERY_TOKEN}")
+    assert (bare.status_code, other.status_code, good.status_code) == (400, 400, 200)
+
+
+def test_a_query_path_reading_the_token_is_refused_at_load() -> None:
+    with pytest.raises(ConfigError, match="the token: it is no id"):
+        describe(
+            _provider_toml(
+                "unsigned",
+                'scheme = "static_header"\nsecrets_env = "Q"\njob_id = "query:token"\n'
+                '[providers.unsigned.webhooks.options]\nquery = "token"',
+            ),
+            {"Q": QUERY_TOKEN},
+        )
 
 
 async def test_a_query_token_authenticates_and_is_scrubbed_from_the_stored_body(

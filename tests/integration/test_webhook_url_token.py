@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 from starlette.applications import Starlette
@@ -81,7 +82,11 @@ class GenerationsFixture:
         return JSONResponse(self.jobs[gid], status_code=201)
 
     async def status(self, request: Request) -> Response:
-        return JSONResponse(self.jobs[request.path_params["gid"]])
+        job = self.jobs[request.path_params["gid"]]
+        callback = job["request"].get("callback_url", "")
+        # echoes no rule by name catches: percent-encoded, split into its parameters
+        echoes = {"encoded": quote(callback, safe=""), "params": {"t": callback[-len(TOKEN) :]}}
+        return JSONResponse({**job, "echo": echoes})
 
     def complete(self, gid: str) -> bytes:
         """The generation done; the callback's body, as Luma posts it."""
@@ -142,4 +147,7 @@ async def test_a_callback_with_the_token_in_its_url_is_taken_and_the_token_never
         assert event["payload"]["request"]["callback_url"] == (f"{r.hook_url}?token=[redacted]")
         (create,) = await r.calls(op_id, "create")
         assert TOKEN not in json.dumps(dict(create), default=str)
+        # each read's answer is kept without the token, however it was echoed
+        reads = await r.calls(op_id, "status")
+        assert reads and all('"t":"[redacted]"' in c["response_body"] for c in reads), reads
     assert await rows_holding(pool, TOKEN) == []

@@ -173,6 +173,9 @@ def test_check_options_of_a_query_token(options: dict[str, object], message: str
         ("a" * 257, "24 to 256"),
         ("tok/with?url&chars=" + "x" * 20, "as written"),
         ("tok with spaces " + "x" * 20, "as written"),
+        # some encoders percent-encode `~` (and `.`): its echoes would read otherwise
+        ("tok~" + "x" * 24, "as written"),
+        ("tok." + "x" * 24, "as written"),
     ],
 )
 def test_a_query_token_must_be_url_safe_and_long(secret: str, message: str) -> None:
@@ -181,8 +184,9 @@ def test_a_query_token_must_be_url_safe_and_long(secret: str, message: str) -> N
     check_secret("static_header", secret.strip() or "x", OPTIONS)  # a header's is not bound
 
 
-def test_the_query_token_needs_the_receivers_url() -> None:
-    assert signs_url("static_header", QUERY) and not signs_url("static_header", OPTIONS)
+def test_a_query_token_signs_no_url() -> None:
+    # read from the request's own query, never from a configured URL
+    assert not signs_url("static_header", QUERY) and not signs_url("static_header", OPTIONS)
 
 
 def test_scrub_replaces_every_echo_of_the_token() -> None:
@@ -195,3 +199,11 @@ def test_scrub_replaces_every_echo_of_the_token() -> None:
         "request": {"callback_url": f"{HOOK}?token=[redacted]"},
         "note": "[redacted]",
     }
+
+
+@pytest.mark.parametrize("encoding", ["utf-8", "utf-16", "utf-16-be", "utf-32"])
+def test_scrub_finds_the_token_in_every_json_encoding(encoding: str) -> None:
+    body = json.dumps({"callback_url": f"{HOOK}?token={URL_TOKEN}"}).encode(encoding)
+    scrubbed = scrub(body, [URL_TOKEN])
+    assert URL_TOKEN not in scrubbed.decode(encoding)
+    assert json.loads(scrubbed.decode(encoding)) == {"callback_url": f"{HOOK}?token=[redacted]"}
