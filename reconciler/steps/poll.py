@@ -37,6 +37,7 @@ from shared.ledger.errors import StaleTransition
 from shared.ledger.evidence import ROW_ERRORS, StatusRead
 from shared.ledger.states import SCHEDULED, Evidence, LocalState, RemoteState
 from shared.providers import HttpRequest, RequestBuildError, StatusFact
+from shared.providers.description import ResultSource
 
 S = LocalState
 log = logging.getLogger("jobwarden.reconciler")
@@ -169,7 +170,7 @@ async def _read(step: Step, *, before_cancel: bool = False) -> Delay | StillRunn
     async with step.ctx.pool.acquire() as conn:
         # The cancel settles once its output is kept (or given up), not before:
         # a terminal `cancelled` would never be read again.
-        if _offers_partial_output(fact) and (
+        if _offers_partial_output(step, fact) and (
             await collect_partial_output(step, conn, fact) is Partial.RETRY
         ):
             delay = step.until_allowed(step.retry(step.op.result_attempts), read=True)
@@ -224,10 +225,15 @@ async def _cannot_read(step: Step, exc: RequestBuildError) -> Delay:
         )
 
 
-def _offers_partial_output(fact: StatusFact) -> bool:
-    return fact.remote_state is RemoteState.CANCELLED and bool(
-        fact.result_url or fact.result_file_ids
-    )
+def _offers_partial_output(step: Step, fact: StatusFact) -> bool:
+    """A cancelled job's output to keep: one its status names (a link, file ids),
+    or whatever the job's own result path holds (`result.source = "path"`: an
+    Apify run aborted keeps the dataset items it wrote; a path with nothing
+    there answers 404, and nothing is kept)."""
+    if fact.remote_state is not RemoteState.CANCELLED:
+        return False
+    on_path = step.adapter.desc.result.source is ResultSource.PATH
+    return bool(fact.result_url or fact.result_file_ids) or on_path
 
 
 def _can_wait(step: Step, deadline: Deadline, held: float) -> bool:

@@ -1037,8 +1037,15 @@ class VideosFixture:
 OUTPUT_ROWS = [f"R{n:03d},Item {n}" for n in range(6)]
 
 
-def cancelled_output() -> dict[str, Any]:
-    """The description a user writes for `CancelledOutputFixture`."""
+def cancelled_output(*, on_path: bool = False) -> dict[str, Any]:
+    """The description a user writes for `CancelledOutputFixture` (`on_path`: the
+    output read at the job's own path, as Apify's dataset items, not at the link
+    the status names)."""
+    if on_path:
+        described = cancelled_output()
+        del described["status"]["result_url"]
+        described["result"] = {**described["result"], "source": "path", "path": "/out/{job_id}"}
+        return described
     return {
         "create": {"path": "/jobs", "idempotency": "none", "job_id": "/id"},
         "status": {

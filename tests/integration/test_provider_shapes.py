@@ -996,6 +996,25 @@ async def test_a_cancelled_jobs_partial_output_is_kept_whole_or_not_at_all(
         assert stored == "Id,Name\n" + "".join(f"{row}\n" for row in OUTPUT_ROWS)
 
 
+async def test_a_cancelled_jobs_output_at_its_result_path_is_kept(
+    pool: Any, tmp_path: Path
+) -> None:
+    """An Apify run aborted keeps the dataset items it wrote, read at the run's own
+    result path (`result.source = "path"`), which no status names: it was never
+    fetched, and the agent was told there is no result."""
+    fx = CancelledOutputFixture()
+    async with shaped(pool, tmp_path, fx.app(), "pager", cancelled_output(on_path=True)) as r:
+        op_id = await r.submit({})
+        assert await r.settle(op_id, {S.OBSERVING}) is S.OBSERVING
+        await r.cancel(op_id)
+        assert await r.settle(op_id, {S.CANCELLED, *ENDS}) is S.CANCELLED, await r.history(op_id)
+        kept = await pool.fetchrow(
+            "SELECT items_total FROM results WHERE operation_id = $1 AND valid", op_id
+        )
+        assert fx.cursors == [None, "c1"]
+        assert kept is not None and kept["items_total"] == 6, kept
+
+
 async def test_a_deadline_met_by_a_failing_read_names_the_answer_not_just_no_state(
     pool: Any, tmp_path: Path, clock: TestClock
 ) -> None:
