@@ -20,6 +20,7 @@ would be refused the same way on every claim, deadline or not.
 
 from __future__ import annotations
 
+import enum
 import logging
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
@@ -49,6 +50,12 @@ NOT_FOUND_TOLERANCE = 3
 # path, an Accept header) never does, and the agent was told "running" until
 # the result deadline, a day by default.
 STATELESS_READS_TOLERANCE = 10
+# Status reads refused (a 4xx that is no "not found" and no throttle: a revoked
+# key's 401, a 406 for an Accept the provider will not serve), in a row: the
+# agent was told "running" until the result deadline. As many as above.
+REFUSED_READS_TOLERANCE = STATELESS_READS_TOLERANCE
+# 4xx codes that say nothing lasting about our reads: a timeout, too early, a throttle.
+PASSING_CLIENT_STATUSES = frozenset({408, 425, 429})
 # Once cancellation is unconfirmed we keep reading, slowly, in case it settles.
 UNCONFIRMED_POLL_SECONDS = 300.0
 # How long past a deadline the owner keeps trying to read before escalating:
@@ -161,7 +168,7 @@ async def _read(step: Step, *, before_cancel: bool = False) -> Delay | StillRunn
     step.note_poll_hint(poll_hint(fact))
     if before_cancel and _still_running(step, fact):
         return await _keep_before_cancel(step, read)
-    if deadline is None and _nothing_to_decide(step, fact) and not _misdescribed_maybe(step, fact):
+    if deadline is None and _nothing_to_decide(step, fact) and not _suspect(step, fact):
         # The common read: recorded, lease handed back, by the group-commit writer.
         delay = step.until_allowed(await _when_next(step, fact, step.ctx.pool), read=True)
         await step.ctx.polls.record(evidence.status_row(read, release_after=delay))
@@ -336,7 +343,13 @@ async def _when_next(step: Step, fact: StatusFact, db: Any) -> float:
     if step.adapter.desc.webhooks is None or step.op.state not in (S.OBSERVING, S.CANCELLING):
         return scheduled
     op_id = step.op.operation_id
-    if not await webhooks.end_announced(db, op_id, ANNOUNCED_ENDS, CONFIRMING_READS):
+    # A read that counts toward a human (naming no state, refused) is read again
+    # on the backoff too: at the backstop's pace, ten of them took longer than
+    # the result deadline, and the agent was told "running" all along.
+    suspect = _suspect(step, fact) is not None
+    if not suspect and not await webhooks.end_announced(
+        db, op_id, ANNOUNCED_ENDS, CONFIRMING_READS
+    ):
         return scheduled
     confirming = step.adapter.confirming_poll_delay(
         step.op.poll_attempts, fact.retry_after_seconds, fact.poll_after_seconds, step.ctx.rng
@@ -472,10 +485,18 @@ async def _decide(
             gone = f"provider says job {step.op.remote_job_id} does not exist"
             await step.move(conn, S.NEEDS_ATTENTION, gone + _after_our_cancel(step))
             return None
-    if _misdescribed_maybe(step, fact):
+    suspect = _suspect(step, fact)
+    if suspect is _Suspect.STATELESS:
         reads = await evidence.stateless_reads_in_a_row(conn, step.op.operation_id)
         if reads >= STATELESS_READS_TOLERANCE:
             await step.move(conn, S.NEEDS_ATTENTION, _stateless_cause(step, fact, reads))
+            return None
+    elif suspect is _Suspect.REFUSED:
+        reads = await evidence.refused_reads_in_a_row(
+            conn, step.op.operation_id, _passing_codes(step)
+        )
+        if reads >= REFUSED_READS_TOLERANCE:
+            await step.move(conn, S.NEEDS_ATTENTION, _refused_cause(fact, reads))
             return None
     return step.until_allowed(await _when_next(step, fact, conn), read=True)
 
@@ -496,17 +517,46 @@ def _gone_by_our_cancel(step: Step, fact: StatusFact) -> StatusFact:
     )
 
 
-def _misdescribed_maybe(step: Step, fact: StatusFact) -> bool:
-    """A read that counts toward STATELESS_READS_TOLERANCE: while observing, a
-    success answer (2xx) that names no state the description maps. Only such a
-    read leaves the group-commit writer, to be counted; in any other state it is
-    read past as before."""
+class _Suspect(enum.Enum):
+    """A read that counts toward a human: see `_suspect`."""
+
+    STATELESS = "stateless"
+    REFUSED = "refused"
+
+
+def _suspect(step: Step, fact: StatusFact) -> _Suspect | None:
+    """A read that counts toward a human while observing: a success (2xx) naming
+    no state the description maps (STATELESS_READS_TOLERANCE), or a refusal (a
+    4xx that is no "not found", no throttle and no state of its own:
+    REFUSED_READS_TOLERANCE). Only such a read leaves the group-commit writer,
+    to be counted; in any other state it is read past as before."""
+    if step.op.state is not S.OBSERVING or fact.remote_state is not None or fact.not_found:
+        return None
+    code = fact.status_code
+    if 200 <= code < 300:
+        # a throttle carried in a 200 (GraphQL's `errors`) is no answer
+        return None if fact.request_failed else _Suspect.STATELESS
+    if 400 <= code < 500 and code not in _passing_codes(step):
+        return _Suspect.REFUSED
+    return None
+
+
+def _passing_codes(step: Step) -> list[int]:
+    """4xx codes that do not count as a refused read: a timeout, too early, a
+    throttle, and the codes the description reads as "not found" or as a state."""
+    status = step.adapter.desc.status
+    return sorted(
+        PASSING_CLIENT_STATUSES | status.not_found_statuses | set(status.state_from_http_status)
+    )
+
+
+def _refused_cause(fact: StatusFact, reads: int) -> str:
     return (
-        step.op.state is S.OBSERVING
-        and 200 <= fact.status_code < 300
-        and fact.remote_state is None
-        and not fact.not_found
-        and not fact.request_failed  # a throttle carried in a 200 (GraphQL's `errors`)
+        f"the last {reads} status reads were refused (the latest with HTTP "
+        f"{fact.status_code}): check the provider credential ([auth]: a revoked or "
+        "expired key answers 401 or 403) and what the read sends (status.path, "
+        "headers, an Accept the provider will not serve answers 406); the job may "
+        "still be running"
     )
 
 

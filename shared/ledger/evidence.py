@@ -457,6 +457,15 @@ async def stateless_reads_in_a_row(db: Executor, operation_id: str) -> int:
     return int(await db.fetchval(q("stateless_reads_in_a_row"), operation_id))
 
 
+async def refused_reads_in_a_row(
+    db: Executor, operation_id: str, passing_codes: Collection[int]
+) -> int:
+    """How many status reads in a row, up to the newest, were refused with a 4xx
+    other than `passing_codes` (since the newest read that saw the job)."""
+    refused = await db.fetchval(q("refused_reads_in_a_row"), operation_id, sorted(passing_codes))
+    return int(refused)
+
+
 async def status_misses_in_a_row(
     db: Executor, operation_id: str, not_found_statuses: Collection[int]
 ) -> int:

@@ -280,6 +280,19 @@ WHERE o.operation_id = $1 AND o.source = 'poll' AND o.remote_state IS NULL
       WHERE s.operation_id = $1 AND s.remote_state IS NOT NULL
         AND s.source IN ('poll', 'lookup', 'create')), 0);
 
+-- name: refused_reads_in_a_row
+-- How many of operation $1's status reads in a row, newest first, were refused
+-- with a 4xx not in $2 (a revoked key's 401, a 406): those since its newest
+-- read that saw the job (a 2xx that is no failed request). Reads with no
+-- answer, a 5xx or a code in $2 neither count nor break the run.
+SELECT count(*) FROM provider_calls c
+WHERE c.operation_id = $1 AND c.call_kind = 'status' AND c.status_code BETWEEN 400 AND 499
+  AND NOT c.status_code = ANY ($2::int[])
+  AND c.call_id > coalesce((
+      SELECT max(s.call_id) FROM provider_calls s
+      WHERE s.operation_id = $1 AND s.call_kind = 'status'
+        AND s.status_code BETWEEN 200 AND 299 AND s.error_category IS NULL), 0);
+
 -- name: status_misses_in_a_row
 -- How many of operation $1's status reads in a row, newest first, answered
 -- "no such job" (a status code in $2): those since its newest read that saw
