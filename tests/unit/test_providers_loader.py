@@ -263,7 +263,7 @@ def test_boolean_is_not_an_integer() -> None:
 
 
 def test_bad_json_pointer_is_named() -> None:
-    message = config_error(acme(status={"state": "/status/~2"}))
+    message = config_error(acme(status={"state": "/status/~3"}))
     assert message.startswith("config.toml: providers.acme.status.state: bad path")
     assert "~" in message
 
