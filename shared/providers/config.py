@@ -63,7 +63,13 @@ from shared.providers.description import (
     WebhookSpec,
 )
 from shared.providers.errors import ConfigError
-from shared.providers.paths import PathSource, PathSyntaxError, ValuePath, parse_path
+from shared.providers.paths import (
+    PathSource,
+    PathSyntaxError,
+    ValuePath,
+    parse_path,
+    writable_keys,
+)
 from shared.providers.requests import normal_host
 from shared.providers.templates import Template, TemplateError, parse_template
 from shared.providers.timing import MAX_HONOURED_DELAY
@@ -896,7 +902,7 @@ def _create(table: _Table, status: StatusSpec, has_plugin: bool) -> CreateSpec:
         header = None  # the user switched the preset's mode: its header no longer applies
     if header is not None and idempotency in (Idempotency.BODY, Idempotency.NONE):
         raise table.error("idempotency_header", f"not used with idempotency = {idempotency}")
-    body_field = table.path("idempotency_body_field", BODY)
+    body_field = _written(table, "idempotency_body_field")
     if idempotency is not Idempotency.BODY and table.from_preset("idempotency_body_field"):
         body_field = None  # the user switched the preset's mode: its body field no longer applies
     if idempotency is Idempotency.BODY and body_field is None:
@@ -920,7 +926,7 @@ def _create(table: _Table, status: StatusSpec, has_plugin: bool) -> CreateSpec:
         idempotency=idempotency,
         idempotency_header=header,
         idempotency_body_field=body_field,
-        client_reference_field=table.path("client_reference_field", BODY),
+        client_reference_field=_written(table, "client_reference_field"),
         set_body=_set_body(table),
         set_headers=_set_headers(table),
         job_id=job_id,
@@ -993,12 +999,29 @@ def _required(value: T | None, table: _Table, key: str) -> T:
     return value
 
 
+def _written(table: _Table, key: str) -> ValuePath | None:
+    """A body path jobwarden writes into the create body (our token, our reference)."""
+    path = table.path(key, BODY)
+    if path is not None:
+        _check_written(table, key, path)
+    return path
+
+
+def _check_written(table: _Table, key: str, path: ValuePath) -> None:
+    """A written path names object members: a selector only reads (see paths.py)."""
+    try:
+        writable_keys(path)
+    except PathSyntaxError as exc:
+        raise table.error(key, str(exc)) from None
+
+
 def _set_body(table: _Table) -> tuple[BodyField, ...]:
     """Fields written into every create body: strings are templates, other values literal."""
     entries = []
     for text, value in table.mapping("set_body").items():
         key = f"set_body.{text}"
         path = table.parse_path_value(key, text, BODY)
+        _check_written(table, key, path)
         if not isinstance(value, str):
             entries.append(BodyField(path=path, template=None, literal=value))
             continue

@@ -242,3 +242,38 @@ def test_set_value_writes_a_key_that_starts_with_a_bracket() -> None:
     body: dict[str, Any] = {}
     set_value(body, parse_path("/meta/~2op]"), "op_1")
     assert body == {"meta": {"[op]": "op_1"}}
+
+
+def _create(**create: Any) -> dict[str, Any]:
+    return {
+        "base_url": "https://api.example.test",
+        "create": {"path": "/v2/jobs", "idempotency": "none", "job_id": "/data/id", **create},
+        "status": {
+            "path": "/v2/jobs/{job_id}",
+            "state": "/data/status",
+            "state_map": {"finished": "succeeded"},
+        },
+        "result": {"source": "none"},
+    }
+
+
+@pytest.mark.parametrize(
+    ("create", "key"),
+    [
+        ({"client_reference_field": "tags[k=ref].v"}, "create.client_reference_field"),
+        (
+            {"idempotency": "body", "idempotency_body_field": "/meta/[k=v]/token"},
+            "create.idempotency_body_field",
+        ),
+        (
+            {"set_body": {"tasks[name=in].url": "{webhook_url}"}},
+            "create.set_body.tasks[name=in].url",
+        ),
+    ],
+)
+def test_a_path_jobwarden_writes_may_not_hold_a_selector(create: dict[str, Any], key: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_providers({"providers": {"p": _create(**create)}}, "test.toml", {})
+    message = str(caught.value)
+    assert f"providers.p.{key}:" in message
+    assert "selector" in message and "written" in message
