@@ -831,3 +831,73 @@ def test_estimated_end_and_seconds_left_exclude_each_other() -> None:
                 "result": {"source": "none"},
             }
         )
+
+
+# A CloudConvert job: its tasks in a list whose order the API does not promise.
+# The export task holds the file, the failed task the error: found by what they
+# are (`[operation=export/url]`, `[status=error]`), not by where they stand.
+CLOUDCONVERT = provider(
+    {
+        "base_url": "https://api.cloudconvert.test",
+        "create": {"path": "/v2/jobs", "idempotency": "none", "job_id": "/data/id"},
+        "status": {
+            "path": "/v2/jobs/{job_id}",
+            "state": "/data/status",
+            "state_map": {
+                "waiting": "pending",
+                "processing": "running",
+                "finished": "succeeded",
+                "error": "failed",
+            },
+            "result_url": "/data/tasks/[operation=export/url]/result/files/0/url",
+            "error_code": "data.tasks[status=error].code",
+            "error_message": "/data/tasks/[status=error]/message",
+        },
+        "result": {"source": "url"},
+    }
+)
+CC_IMPORT = {"name": "import-1", "operation": "import/url", "status": "finished"}
+CC_EXPORT = {
+    "name": "export-1",
+    "operation": "export/url",
+    "status": "finished",
+    "result": {"files": [{"filename": "a.pdf", "url": "https://storage.cloudconvert.test/a.pdf"}]},
+}
+
+
+def cc_job(status: str, *tasks: dict[str, Any]) -> HttpResponse:
+    return response(200, {"data": {"id": "job_1", "status": status, "tasks": list(tasks)}})
+
+
+@pytest.mark.parametrize("reverse", [False, True], ids=["listed", "reversed"])
+def test_cloudconvert_finished_job_names_the_export_tasks_file_in_any_order(
+    reverse: bool,
+) -> None:
+    convert = {"name": "convert-1", "operation": "convert", "status": "finished"}
+    tasks = [CC_IMPORT, convert, CC_EXPORT]
+    fact = parse_status(CLOUDCONVERT, cc_job("finished", *(tasks[::-1] if reverse else tasks)))
+    assert fact.remote_state is RemoteState.SUCCEEDED
+    assert fact.result_url == "https://storage.cloudconvert.test/a.pdf"
+    assert fact.error is None
+
+
+@pytest.mark.parametrize("reverse", [False, True], ids=["listed", "reversed"])
+def test_cloudconvert_failed_job_reports_the_failed_tasks_error_in_any_order(
+    reverse: bool,
+) -> None:
+    failed = {
+        "name": "convert-1",
+        "operation": "convert",
+        "status": "error",
+        "code": "INVALID_CONVERSION_TYPE",
+        "message": "conversion type not supported",
+    }
+    # the export task never ran: it waits, and carries a message of its own
+    waiting = {**CC_EXPORT, "status": "waiting", "result": None, "message": "waiting for convert-1"}
+    tasks = [CC_IMPORT, waiting, failed]
+    fact = parse_status(CLOUDCONVERT, cc_job("error", *(tasks[::-1] if reverse else tasks)))
+    assert fact.remote_state is RemoteState.FAILED
+    assert fact.error is not None
+    assert fact.error.code == "INVALID_CONVERSION_TYPE"
+    assert fact.error.message == "conversion type not supported"
+    assert fact.result_url is None
