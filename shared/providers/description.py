@@ -6,8 +6,14 @@ templates are already parsed here, so a description that exists is one that
 can be used.
 
 TOML reference (``[providers.<name>]``; *path* = JSON pointer ``/a/b``, dotted
-``a.b``, ``header:Name`` or, for webhooks, ``query:name``; *paths* = a path or
-a list of paths; *template* = text with ``{placeholders}``)::
+``a.b``, ``header:Name`` or, for webhooks, ``query:name``; a body path may pick
+a list's first element whose member equals a value with a selector,
+``/data/tasks/[operation=export/url]/url`` or ``data.tasks[operation=export/url].url``
+(compared as text, numbers and booleans as JSON writes them; a pointer key that
+starts with ``[`` is escaped ``~2``; read only: refused in the paths jobwarden
+writes, idempotency_body_field, client_reference_field and set_body; full
+rules in ``shared/providers/paths.py``); *paths* = a path or a list of paths;
+*template* = text with ``{placeholders}``)::
 
     description, base_url (required), preset, plugin, [plugin_options]
     request_id_headers = [..]           headers holding the provider's request id
