@@ -48,6 +48,11 @@ LOOKUP_SETTLE_FACTOR = 4
 # same-token answer stands, and that it could not be cross-checked is on
 # record. Bounded, so a lookup that keeps refusing cannot hold up the job.
 MAX_CROSS_CHECKS = 8
+# A 409 to our create, in a row: a request with the same token still in
+# progress (Stripe) passes within seconds; one that keeps coming says the token
+# is spent on a job we cannot see (Firecrawl: "Idempotency key already used"),
+# and resending it until the create deadline (an hour) helps nobody.
+CONFLICTS_TOLERANCE = 5
 
 
 async def step_create(step: Step) -> Delay:
@@ -549,7 +554,24 @@ async def _interpret_create(
     # ambiguous: the provider may or may not hold a job
     if step.op.state is S.CREATE_PENDING:
         await step.move(conn, S.CREATE_UNKNOWN, f"create answer ambiguous: {fact.reason}")
+    if fact.status_code == 409:
+        conflicts = await conn.fetchval(q("create_conflicts_in_a_row"), step.op.operation_id)
+        if conflicts >= CONFLICTS_TOLERANCE:
+            await step.move(conn, S.NEEDS_ATTENTION, _conflicts_cause(conflicts))
+            return None
     return step.until_allowed(step.retry(attempt, fact.retry_after_seconds))
+
+
+def _conflicts_cause(conflicts: int) -> str:
+    return (
+        f"the provider answered our create HTTP 409 {conflicts} times in a row, naming no "
+        "job: a request still in progress would have ended by now, so the idempotency "
+        "token is likely spent on a job we cannot see (find it in the provider's console, "
+        "or the job a webhook named in the inbox, and adopt it: jobwarden resolve "
+        "OPERATION --decision observing --job-id JOB); a provider that names this "
+        "conflict with an error code can have it in create.conflict_reject_codes, to be "
+        "told at the first one"
+    )
 
 
 async def _accept(

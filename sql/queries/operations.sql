@@ -237,6 +237,16 @@ FROM provider_calls c
 WHERE c.operation_id = $1 AND c.call_kind = 'create'
 ORDER BY c.call_id DESC LIMIT 1;
 
+-- name: create_conflicts_in_a_row
+-- How many of operation $1's create calls in a row, newest first, were
+-- answered 409: those since its newest create answered otherwise. Calls with
+-- no answer neither count nor break the run.
+SELECT count(*) FROM provider_calls c
+WHERE c.operation_id = $1 AND c.call_kind = 'create' AND c.status_code = 409
+  AND c.call_id > coalesce((
+      SELECT max(s.call_id) FROM provider_calls s
+      WHERE s.operation_id = $1 AND s.call_kind = 'create' AND s.status_code <> 409), 0);
+
 -- name: create_may_have_made_a_job
 -- Could a create call of operation $1 (before call $2; any when $2 is NULL)
 -- have made a job? Not one that never reached the provider ($3: those error
