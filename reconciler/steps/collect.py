@@ -462,34 +462,38 @@ async def _pages_after(
     part: Callable[[HttpRequest], Awaitable[HttpResponse | _T]],
 ) -> list[HttpResponse] | _PagesCut | _T:
     """`got` (the first page's answer) and every page it leads to (`result.pages`),
-    each fetched by `part`, which may end the paging with a value of its own."""
+    each fetched by `part`, which may end the paging with a value of its own.
+
+    A page whose request is one already sent (the same URL: a token, an offset
+    or a next URL naming a page read before) is a loop, never fetched again."""
     parts = [got]
     pages = step.adapter.desc.result.pages
     token = step.adapter.result_next_page(got) if pages is not None else None
-    seen: set[str] = set()
+    req = first
+    seen = {first.url}
     size = len(got.body)
     max_bytes = step.adapter.desc.result.expect.max_bytes
     while token is not None and 200 <= got.status_code < 300 and size <= max_bytes:
         assert pages is not None
-        if len(parts) >= pages.max_pages or token in seen:
-            why = (
-                f"more than {pages.max_pages} pages (result.pages.max_pages)"
-                if token not in seen
-                else "its pages loop (a page named one already read)"
-            )
-            return _PagesCut(f"the result has {why}")
-        seen.add(token)
         try:
-            req = step.adapter.build_result_page(first, token)
+            # a next page's URL resolves against the URL its page answered from
+            req = step.adapter.build_result_page(first, token, got.url or req.url)
         except RequestBuildError as exc:
             return _PagesCut(f"cannot request page {len(parts) + 1} of the result: {exc}")
+        if req.url in seen:
+            return _PagesCut("the result has its pages loop (a page named one already read)")
+        if len(parts) >= pages.max_pages:
+            return _PagesCut(
+                f"the result has more than {pages.max_pages} pages (result.pages.max_pages)"
+            )
+        seen.add(req.url)
         answer = await part(req)
         if not isinstance(answer, HttpResponse):
             return answer
         got = answer
         parts.append(got)
         size += len(got.body)
-        token = step.adapter.result_next_page(got)
+        token = step.adapter.result_next_page(got, token)
     return parts
 
 

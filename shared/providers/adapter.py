@@ -98,9 +98,11 @@ class ProviderPlugin(Protocol):
 
     def build_errors_page(self, errors_url: str, page_token: str | None = None) -> HttpRequest: ...
 
-    def build_result_page(self, first: HttpRequest, page_token: str) -> HttpRequest: ...
+    def build_result_page(
+        self, first: HttpRequest, page_token: str, page_url: str | None = None
+    ) -> HttpRequest: ...
 
-    def result_next_page(self, resp: HttpResponse) -> str | None: ...
+    def result_next_page(self, resp: HttpResponse, page_token: str | None = None) -> str | None: ...
 
     def result_failure(self, resp: HttpResponse) -> StatusFact | None: ...
 
@@ -256,11 +258,15 @@ class ProviderAdapter:
     def build_errors_page(self, errors_url: str, page_token: str | None = None) -> HttpRequest:
         return requests.build_errors_page(self.desc, errors_url, page_token)
 
-    def build_result_page(self, first: HttpRequest, page_token: str) -> HttpRequest:
-        return requests.build_result_page(self.desc, first, page_token)
+    def build_result_page(
+        self, first: HttpRequest, page_token: str, page_url: str | None = None
+    ) -> HttpRequest:
+        """The next result page; `page_url`: the URL of the page that named it."""
+        return requests.build_result_page(self.desc, first, page_token, page_url)
 
-    def result_next_page(self, resp: HttpResponse) -> str | None:
-        return responses.result_next_page(self.desc, resp)
+    def result_next_page(self, resp: HttpResponse, page_token: str | None = None) -> str | None:
+        """What leads past this page; `page_token`: what it was requested with."""
+        return responses.result_next_page(self.desc, resp, page_token)
 
     def result_failure(self, resp: HttpResponse) -> StatusFact | None:
         return responses.result_failure(self.desc, resp)

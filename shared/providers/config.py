@@ -142,6 +142,8 @@ DEFAULT_LOOKUP_PAGES = 10  # scanning deeper than this rarely finds a job create
 # may raise it): every page is a call on record.
 DEFAULT_RESULT_PAGES = 1000
 MAX_RESULT_PAGES = 100_000
+# The largest page an offset-paged result may ask for (`result.pages.page_size`).
+MAX_RESULT_PAGE_SIZE = 1_000_000
 
 
 # --------------------------------------------------------------------- public API
@@ -1172,6 +1174,8 @@ def _result(table: _Table, status: StatusSpec) -> ResultSpec:
         )
     expect = _expect(table.sub("expect"), status, source, fmt)
     errors = _errors(table.sub("errors"), status)
+    items = table.path("items", BODY)
+    pages = _pages(table.sub("pages"), source, fmt, items, path)
     spec = ResultSpec(
         source=source,
         path=path,
@@ -1179,7 +1183,7 @@ def _result(table: _Table, status: StatusSpec) -> ResultSpec:
         file_ids=file_ids,
         side_effects=table.boolean("side_effects", False),
         format=fmt,
-        items=table.path("items", BODY),
+        items=items,
         item_id=table.path("item_id", BODY),
         item_error=table.path("item_error", BODY),
         item_success=table.path("item_success", BODY),
@@ -1189,7 +1193,7 @@ def _result(table: _Table, status: StatusSpec) -> ResultSpec:
         csv=_csv(table.sub("csv"), fmt),
         follow_redirects=table.boolean("follow_redirects", False),
         allowed_hosts=_allowed_hosts(table),
-        pages=_pages(table.sub("pages"), source, fmt),
+        pages=pages,
         failed=_failed(table.sub("failed"), source),
         empty_without_url=_empty_without_url(table, status, source, fmt, expect),
     )
@@ -1207,7 +1211,11 @@ _PAGED_SOURCES = (ResultSource.URL, ResultSource.PATH)
 
 
 def _pages(
-    table: _Table | None, source: ResultSource | None, fmt: ResultFormat
+    table: _Table | None,
+    source: ResultSource | None,
+    fmt: ResultFormat,
+    items: ValuePath | None,
+    path: Template | None,
 ) -> ResultPages | None:
     if table is None:
         return None
@@ -1215,9 +1223,44 @@ def _pages(
         raise table.error(None, f"pages are fetched only with source = url or path, not {source}")
     if fmt not in _PAGED_FORMATS:
         raise table.error(None, f"a {fmt} result cannot be joined from pages (csv, json, jsonl)")
-    token = table.req_path("next_page_token", RESPONSE)
-    if token.source is PathSource.BODY and fmt is not ResultFormat.JSON:
-        raise table.error("next_page_token", f"a {fmt} page has no body path: use header:NAME")
+    token = table.path("next_page_token", RESPONSE)
+    url = table.path("next_page_url", RESPONSE)
+    offset_param = table.opt_str("offset_param")
+    ways = [
+        key
+        for key, value in (
+            ("next_page_token", token),
+            ("next_page_url", url),
+            ("offset_param", offset_param),
+        )
+        if value is not None
+    ]
+    if not ways:
+        raise table.error(
+            "next_page_token",
+            "required, or next_page_url, or offset_param: how a page leads to the next",
+        )
+    way = ways[0]
+    if len(ways) > 1:
+        raise table.error(
+            ways[1],
+            f"contradicts {way}: a page leads to the next by a token, by its URL "
+            "or by an offset, never two",
+        )
+    named = token or url
+    if named is not None and named.source is PathSource.BODY and fmt is not ResultFormat.JSON:
+        raise table.error(way, f"a {fmt} page has no body path: use header:NAME")
+    if token is None and table.has("page_token_param"):
+        as_given = " (the next page's URL is fetched as given)" if url is not None else ""
+        raise table.error(
+            "page_token_param", f"names a cursor's parameter; with {way} there is none{as_given}"
+        )
+    if named is None and table.has("end_values"):
+        raise table.error(
+            "end_values",
+            "only meaningful with next_page_token or next_page_url "
+            "(an offset-paged result ends as last_page says)",
+        )
     spec = ResultPages(
         next_page_token=token,
         page_token_param=table.str_or("page_token_param", DEFAULT_PAGE_TOKEN_PARAM),
@@ -1225,9 +1268,76 @@ def _pages(
         max_pages=table.int_or(
             "max_pages", DEFAULT_RESULT_PAGES, minimum=2, maximum=MAX_RESULT_PAGES
         ),
+        next_page_url=url,
     )
+    if offset_param is None:
+        for key in _OFFSET_ONLY:
+            if table.has(key):
+                size = key.startswith("page_size")
+                hint = " (a page size goes in result.path's query)" if size else ""
+                raise table.error(
+                    key,
+                    f"only meaningful with offset_param; with {way} each page names the next{hint}",
+                )
+    else:
+        spec = dataclasses.replace(
+            spec, **_result_offsets(table, source, fmt, items, path, offset_param)
+        )
     table.finish()
     return spec
+
+
+# Keys of `[result.pages]` that only offset paging reads.
+_OFFSET_ONLY = ("page_size", "page_size_param", "last_page", "total")
+
+
+def _result_offsets(
+    table: _Table,
+    source: ResultSource | None,
+    fmt: ResultFormat,
+    items: ValuePath | None,
+    path: Template | None,
+    offset_param: str,
+) -> dict[str, Any]:
+    """The offset-paging keys of `[result.pages]`, with `[lookup]`'s rules.
+
+    Each page's items are counted to know the next offset (and a short page),
+    so a json page needs `result.items`; an empty page always ends the result.
+    """
+    if fmt is ResultFormat.JSON and items is None:
+        raise table.error(
+            "offset_param",
+            'needs result.items to count a json page\'s items ("" when the page is the list)',
+        )
+    page_size = table.opt_int("page_size", maximum=MAX_RESULT_PAGE_SIZE)
+    page_size_param = table.str_or("page_size_param", "page_size")
+    if table.has("page_size_param") and page_size is None:
+        raise table.error("page_size_param", "meaningless without page_size")
+    if page_size is not None and page_size_param == offset_param:
+        raise table.error(
+            "page_size_param", "is offset_param too: each needs a query parameter of its own"
+        )
+    params = [offset_param] + ([page_size_param] if page_size is not None else [])
+    query = urlsplit(path.text).query if path is not None and source is ResultSource.PATH else ""
+    fixed = {pair.partition("=")[0] for pair in query.split("&") if pair}
+    clash = [p for p in params if p in fixed]
+    if clash:
+        raise table.error(
+            "offset_param" if clash[0] == offset_param else "page_size_param",
+            f"result.path already sets ?{clash[0]}=: set it in one place",
+        )
+    total = table.path("total", RESPONSE)
+    if total is not None and total.source is PathSource.BODY and fmt is not ResultFormat.JSON:
+        raise table.error("total", f"a {fmt} page has no body path: use header:NAME")
+    last_page = table.choice("last_page", LastPage, LastPage.TOTAL if total else LastPage.EMPTY)
+    _check_last_page(table, last_page, total, page_size)
+    return {
+        "offset_param": offset_param,
+        "page_size": page_size,
+        "page_size_param": page_size_param,
+        "last_page": last_page,
+        "total": total,
+    }
 
 
 def _empty_without_url(

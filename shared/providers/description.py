@@ -77,12 +77,24 @@ rules in ``shared/providers/paths.py``); *paths* = a path or a list of paths;
                item_count = "from_status_counts"|path (path: json/jsonl only; without it
                  the status counts are still a floor: a result whose items cannot reach
                  counts_total, or its announced successes, is not valid)
-    [result.pages]  (a result served a page at a time; format csv, json or jsonl)
-               next_page_token (required: where a page names the next, e.g.
-               "header:Sforce-Locator" or "/next_cursor"), page_token_param ("page_token":
-               the query parameter the next fetch carries it in), end_values ([]: token
-               values meaning "last page", e.g. ["null"]), max_pages (1000: a result with
-               more is not collected)
+    [result.pages]  (a result served a page at a time; format csv, json or jsonl;
+               source url or path) one way to the next page, exactly one of:
+                 next_page_token (where a page names the next page's token, e.g.
+                   "header:Sforce-Locator" or "/next_cursor") + page_token_param
+                   ("page_token": the query parameter the first page's URL carries it in);
+                 next_page_url (where a page names the next page's URL, e.g. Firecrawl's
+                   "/next"; absolute or relative to that page's URL, fetched as given, only
+                   on the base_url's origin (scheme, host, port) or an auth.extra_hosts or
+                   result.allowed_hosts host: elsewhere it is not fetched and the result
+                   is result_unavailable; the credential goes only where it always may);
+                 offset_param (the query parameter of the items already read, 0 on the
+                   first page, e.g. Apify's "offset"; needs result.items with json) +
+                   page_size + page_size_param ("page_size"), sent on every page when set,
+                   last_page = empty|short|total + total (a path, header:NAME unless json),
+                   as [lookup]'s: an empty page always ends it;
+               end_values ([]: token or URL values meaning "last page", e.g. ["null"]),
+               max_pages (1000: a result with more is not collected); a page naming one
+               already fetched (the same URL) is a loop, not collected either
     [result.errors]  items (required), next_page_token, page_token_param ("page_token"),
                page_size, page_size_param ("page_size"), item_index, item_id, item_code,
                item_message
@@ -254,7 +266,8 @@ class LookupKind(StrEnum):
 
 
 class LastPage(StrEnum):
-    """How a numbered lookup (page_param or offset_param) knows it read the last page.
+    """How a numbered lookup (page_param or offset_param), or a result paged by
+    offset (`result.pages.offset_param`), knows it read the last page.
 
     An empty page always ends it, whatever the choice: `empty` costs one more
     request than the others but cannot be misled by a provider that caps the
@@ -437,16 +450,36 @@ class ErrorsSpec:
 
 @dataclass(frozen=True)
 class ResultPages:
-    """A result served a page at a time, each page naming the next (Salesforce Bulk
-    2.0's `Sforce-Locator` header, a body cursor): every page is fetched, and the
-    result is their parts joined, or it is not collected at all."""
+    """A result served a page at a time: every page is fetched, and the result is
+    their parts joined, or it is not collected at all.
 
-    next_page_token: ValuePath
+    One of three ways leads to the next page (config refuses two): a token the
+    page names (Salesforce Bulk 2.0's `Sforce-Locator` header, a body cursor),
+    sent back in `page_token_param` on the first page's URL; the next page's URL
+    the page names (Firecrawl's `next`), fetched as given, resolved against the
+    page's own URL, only on the base_url's origin or an `auth.extra_hosts` or
+    `result.allowed_hosts` host; or an offset (Apify's dataset items:
+    `?offset=0&limit=1000`), the number of items already read, sent in
+    `offset_param` (0 on the first page), the end known by `last_page`.
+    """
+
+    next_page_token: ValuePath | None
     page_token_param: str
     # Token values that mean "no next page" besides an absent or empty one
-    # (Salesforce sends the text "null" on the last page).
+    # (Salesforce sends the text "null" on the last page); next_page_url's too.
     end_values: frozenset[str]
     max_pages: int
+    next_page_url: ValuePath | None = None
+    offset_param: str | None = None
+    page_size: int | None = None  # sent in page_size_param on every page (offset_param)
+    page_size_param: str = "page_size"
+    last_page: LastPage = LastPage.EMPTY  # how an offset-paged result's end is known
+    total: ValuePath | None = None  # the result's item count (last_page = total)
+
+    @property
+    def named(self) -> ValuePath | None:
+        """Where a page names the next (its token or its URL); None: paged by offset."""
+        return self.next_page_token or self.next_page_url
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from shared.providers.description import (
     LookupSpec,
     ProviderDescription,
     ResultFormat,
+    ResultPages,
     ResultSource,
     TokenFormat,
     WebhookScheme,
@@ -291,10 +292,7 @@ def _result_integrity(desc: ProviderDescription) -> Guarantee:
     elif spec.format is ResultFormat.TEXT:
         checks.append("UTF-8 text")
     if spec.pages is not None:
-        checks.append(
-            f"every page (the next named by {spec.pages.next_page_token.text}, "
-            f"at most {spec.pages.max_pages})"
-        )
+        checks.append(f"every page ({_paging(spec.pages)}, at most {spec.pages.max_pages})")
     side = "; fetching it has side effects, so it is fetched once" if spec.side_effects else ""
     listed = ", ".join(checks)
     if expect.checksum is Checksum.NONE:
@@ -309,3 +307,21 @@ def _result_integrity(desc: ProviderDescription) -> Guarantee:
         caveats.append("a result without a checksum is still accepted")
     caveat = f" ({'; '.join(caveats)})" if caveats else ""
     return name, True, f"{source} {algorithm} verified{caveat}; also checked: {listed}{side}"
+
+
+def _paging(pages: ResultPages) -> str:
+    """How `providers check` says a paged result leads from page to page."""
+    if pages.next_page_token is not None:
+        return f"the next named by {pages.next_page_token.text}"
+    if pages.next_page_url is not None:
+        return (
+            f"the next page's URL named by {pages.next_page_url.text}, "
+            "on the provider's origin or allowed hosts only"
+        )
+    size = f"&{pages.page_size_param}={pages.page_size}" if pages.page_size is not None else ""
+    end = {
+        LastPage.EMPTY: "to an empty page",
+        LastPage.SHORT: "to a page shorter than page_size",
+        LastPage.TOTAL: f"until the items read reach {pages.total.text if pages.total else ''}",
+    }[pages.last_page]
+    return f"by offset, ?{pages.offset_param}=<items read>{size}, {end}"

@@ -21,7 +21,15 @@ import ipaddress
 import re
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import SplitResult, parse_qsl, urlencode, urljoin, urlsplit, urlunsplit
+from urllib.parse import (
+    SplitResult,
+    parse_qsl,
+    unquote_plus,
+    urlencode,
+    urljoin,
+    urlsplit,
+    urlunsplit,
+)
 
 import httpx
 
@@ -29,6 +37,7 @@ from shared.providers.description import (
     Idempotency,
     LookupSpec,
     ProviderDescription,
+    ResultPages,
     WebhookScheme,
 )
 from shared.providers.errors import RequestBuildError
@@ -223,29 +232,103 @@ def build_result_requests(
         ]
     else:
         return []
+    pages = spec.pages
+    if pages is not None and pages.offset_param is not None:
+        # the first page is named, never left to a default (as a lookup's)
+        urls = [_with_query(url, _offset_query(pages, "0")) for url in urls]
     return [
         _request(desc, "result", "GET", url, _base_headers(desc, accept=None), None) for url in urls
     ]
 
 
 def build_result_page(
-    desc: ProviderDescription, first: HttpRequest, page_token: str
+    desc: ProviderDescription,
+    first: HttpRequest,
+    page_token: str,
+    page_url: str | None = None,
 ) -> HttpRequest:
-    """The next page of a paged result (`result.pages`): the first page's URL
-    with the token the previous page named in `page_token_param` (replacing
-    any value the URL had for it)."""
+    """The next page of a paged result (`result.pages`), from what
+    `responses.result_next_page` read of the page before.
+
+    A token: the first page's URL with it in `page_token_param` (replacing any
+    value the URL had for it). An offset: the first page's URL with it in
+    `offset_param`. The next page's URL (`next_page_url`): as the page named it,
+    resolved against `page_url`, the URL that page answered from (else the
+    first page's), and only where a provider's own pages are: the base_url's
+    origin (scheme, host, port), an `auth.extra_hosts` host or a
+    `result.allowed_hosts` host. A page elsewhere is refused, never fetched:
+    a result is joined from the provider's pages, and a link in a body must not
+    send our fetches (or, on an extra host, our credential) where it likes.
+    """
     spec = desc.result.pages
     if spec is None:
         raise RequestBuildError(f"provider {desc.name}: the result is not paged")
-    parts = urlsplit(first.url)
-    kept = [
-        (k, v)
-        for k, v in parse_qsl(parts.query, keep_blank_values=True)
-        if k != spec.page_token_param
-    ]
-    query = urlencode([*kept, (spec.page_token_param, page_token)])
-    url = urlunsplit(parts._replace(query=query))
+    if spec.next_page_url is not None:
+        url = _next_page_url(desc, page_url or first.url, page_token)
+    elif spec.offset_param is not None:
+        url = _with_query(first.url, _offset_query(spec, page_token))
+    else:
+        url = _with_query(first.url, {spec.page_token_param: page_token})
     return _request(desc, "result", "GET", url, _base_headers(desc, accept=None), None)
+
+
+def _offset_query(spec: ResultPages, offset: str) -> dict[str, str]:
+    assert spec.offset_param is not None
+    query = {spec.offset_param: offset}
+    if spec.page_size is not None:
+        query[spec.page_size_param] = str(spec.page_size)
+    return query
+
+
+def _with_query(url: str, params: Mapping[str, str]) -> str:
+    """`url` with `params` at the end of its query, replacing any value it had for
+    them; the rest of the query is kept as written (a signed link's signature
+    covers its bytes, which decoding and encoding again may change)."""
+    parts = urlsplit(url)
+    kept = [
+        pair
+        for pair in parts.query.split("&")
+        if pair and unquote_plus(pair.partition("=")[0]) not in params
+    ]
+    return urlunsplit(parts._replace(query="&".join([*kept, urlencode(list(params.items()))])))
+
+
+def _next_page_url(desc: ProviderDescription, page_url: str, named: str) -> str:
+    """The absolute URL of the next page a page named (`build_result_page`)."""
+    what = "the next page's URL"
+    if len(named) > MAX_URL_CHARS:  # before any parsing: never quoted, never worked on
+        raise RequestBuildError(_too_long(what, len(named)))
+    check_path_value(named, what)
+    try:
+        url = urljoin(page_url, named.strip())
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - parsed now: a bad port is refused here
+    except ValueError:
+        # urlsplit's refusals; their text would repeat the URL
+        raise RequestBuildError(f"{what} cannot be parsed") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise RequestBuildError(f"{what} is not an http(s) URL ({parts.scheme or 'no'} scheme)")
+    if parts.username is not None or parts.password is not None:
+        # the client would send it as Basic credentials in our token's place
+        raise RequestBuildError(f"{what} carries a user name or password")
+    check_sendable(desc, url, what)
+    if _origin(parts) == _origin(urlsplit(desc.base_url)):
+        return url
+    host = _host_of(httpx.URL(url))  # check_sendable parsed it so
+    extra = desc.auth.extra_hosts if desc.auth is not None else ()
+    if host not in {_named_host(h) for h in (*extra, *desc.result.allowed_hosts)}:
+        port = f":{parts.port}" if parts.port is not None else ""
+        raise RequestBuildError(
+            f"{what} is on {parts.scheme}://{_quote(host)}{port}, not the provider's origin "
+            f"({_origin_text(desc.base_url)}): not fetched, as a result's pages are the "
+            "provider's own (name the host in result.allowed_hosts if it serves them)"
+        )
+    return url
+
+
+def _origin_text(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}"
 
 
 def build_redirect(desc: ProviderDescription, previous: HttpRequest, location: str) -> HttpRequest:

@@ -41,7 +41,10 @@ from shared.providers.description import (
     LookupKind,
     LookupSpec,
     ProviderDescription,
+    ResultFormat,
+    ResultPages,
     ResultSource,
+    ResultSpec,
     StatusSpec,
     WebhookScheme,
 )
@@ -59,6 +62,7 @@ from shared.providers.facts import (
 )
 from shared.providers.messages import HttpResponse
 from shared.providers.paths import PathSource, ValuePath, extract, parse_path
+from shared.providers.result_formats import FormatError, parse_csv
 from shared.providers.timing import parse_retry_after
 from shared.providers.tokens import create_token
 from shared.providers.values import (
@@ -657,18 +661,65 @@ def parse_errors_page(desc: ProviderDescription, resp: HttpResponse) -> ErrorsPa
     return ErrorsPage(items=failures, next_page_token=token)
 
 
-def result_next_page(desc: ProviderDescription, resp: HttpResponse) -> str | None:
-    """The token of a paged result's next page, or None on the last page (no
-    token, an empty one, or one of `end_values`: Salesforce's "null")."""
+def result_next_page(
+    desc: ProviderDescription, resp: HttpResponse, page_token: str | None = None
+) -> str | None:
+    """What leads to a paged result's next page, or None on the last page.
+
+    The token the page names (`next_page_token`) or the next page's URL as it
+    names it (`next_page_url`, resolved and checked when its request is built):
+    none, an empty one, or one of `end_values` (Salesforce's "null") is the last.
+    By offset (`offset_param`), the next offset: the items read, counted page
+    by page from `page_token`, this page's own offset (None: the first, 0);
+    see `_next_offset` for the end.
+    """
     spec = desc.result.pages
     if spec is None:
         return None
-    path = spec.next_page_token
+    path = spec.named
+    if path is None:
+        return _next_offset(desc.result, spec, resp, page_token)
     body = resp.json_body if path.source is PathSource.BODY else None
     token = as_str(extract(path, body, resp.headers))
     if token is None or not token.strip() or token in spec.end_values:
         return None
     return token
+
+
+def _next_offset(
+    result: ResultSpec, spec: ResultPages, resp: HttpResponse, page_token: str | None
+) -> str | None:
+    """The offset of the page after this one, or None at the end: an empty page,
+    always; a page shorter than page_size (`last_page = "short"`); the items
+    read reaching the count at `total` (`"total"`; an unreadable total leaves
+    the end to the empty page). A page whose items cannot be counted (no item
+    list, not CSV) ends the paging too: validation refuses it with the rest."""
+    count = _page_items(result, resp)
+    if not count:
+        return None
+    read = int(page_token or 0) + count
+    if spec.last_page is LastPage.SHORT and spec.page_size is not None and count < spec.page_size:
+        return None
+    if spec.last_page is LastPage.TOTAL and spec.total is not None:
+        body = resp.json_body if spec.total.source is PathSource.BODY else None
+        total = as_int(extract(spec.total, body, resp.headers))
+        if total is not None and read >= total:
+            return None
+    return str(read)
+
+
+def _page_items(result: ResultSpec, resp: HttpResponse) -> int | None:
+    """How many items one page of a result holds, as validation counts them
+    (JSONL lines, CSV data rows, the list at `result.items`); None: unreadable."""
+    if result.format is ResultFormat.JSONL:
+        return sum(1 for line in resp.body.splitlines() if line.strip())
+    if result.format is ResultFormat.CSV and result.csv is not None:
+        try:
+            return len(parse_csv(result.csv, resp.body, "result page").rows)
+        except FormatError:
+            return None
+    found = extract(result.items, resp.json_body) if result.items is not None else None
+    return len(found) if isinstance(found, list) else None
 
 
 def result_failure(desc: ProviderDescription, resp: HttpResponse) -> StatusFact | None:
