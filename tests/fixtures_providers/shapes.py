@@ -40,13 +40,24 @@
 - `CancelledOutputFixture`: a job that keeps what it made when cancelled
   (OpenAI's batches do): the cancelled status names its output, CSV served
   three rows a page, the next page's cursor in `Next-Cursor` ("null" on the
-  last); `looping` names page 2 again and again.
+  last); `looping` names page 2 again and again. `paging = "url"` names the
+  next page by a relative URL in `Next-Page` instead, `"offset"` serves the
+  rows at `?offset=&limit=` (an empty page past the end).
 - `GraphqlBulkFixture`: Shopify's bulk operations as they are: one GraphQL
   endpoint, a `bulkOperationRunQuery` mutation to start, a `node(id:)` query
   (a POST with the id in its variables) to read, `bulkOperationCancel` to
   cancel; `throttled_reads` answers a 200 carrying only `errors` (THROTTLED).
 - `DubbingFixture`: ElevenLabs' dubbing. A dub names its languages as a list
   (`target_languages`), one audio file each at `/audio/{language}`.
+- `CrawlFixture`: Firecrawl's crawl status. A finished crawl's status is its
+  result, ten documents a page (`data`), each but the last naming the next
+  page's absolute URL in `next` (`?skip=10`); `foreign_next` makes page 1's
+  `next` that URL instead (another origin). Every page says whether it
+  carried our token.
+- `DatasetFixture`: Apify's runs and their default dataset. The items are
+  served at `/v2/actor-runs/{id}/dataset/items?offset=&limit=` as a JSON
+  array, with `X-Apify-Pagination-Total` (and -Offset, -Limit, -Count);
+  `pages` lists each fetch's (offset, limit).
 - `RunLogsFixture`: GitHub Actions' run logs. `/runs/{id}/logs` answers 302 to
   a same-origin archive link, which answers 302 to a signed blob on another
   origin (`BlobStore`, served apart); `redirect` = "loop" redirects to itself,
@@ -1037,12 +1048,24 @@ class VideosFixture:
 OUTPUT_ROWS = [f"R{n:03d},Item {n}" for n in range(6)]
 
 
-def cancelled_output(*, on_path: bool = False) -> dict[str, Any]:
+OutputPaging = Literal["cursor", "url", "offset"]
+OUTPUT_PAGES: dict[str, dict[str, Any]] = {
+    "cursor": {
+        "next_page_token": "header:Next-Cursor",
+        "page_token_param": "cursor",
+        "end_values": ["null"],
+    },
+    "url": {"next_page_url": "header:Next-Page"},
+    "offset": {"offset_param": "offset", "page_size": 3, "page_size_param": "limit"},
+}
+
+
+def cancelled_output(paging: OutputPaging = "cursor", *, on_path: bool = False) -> dict[str, Any]:
     """The description a user writes for `CancelledOutputFixture` (`on_path`: the
     output read at the job's own path, as Apify's dataset items, not at the link
     the status names)."""
     if on_path:
-        described = cancelled_output()
+        described = cancelled_output(paging)
         del described["status"]["result_url"]
         described["result"] = {**described["result"], "source": "path", "path": "/out/{job_id}"}
         return described
@@ -1059,24 +1082,18 @@ def cancelled_output(*, on_path: bool = False) -> dict[str, Any]:
             },
         },
         "cancel": {"method": "POST", "path": "/jobs/{job_id}/cancel", "state": "/state"},
-        "result": {
-            "source": "url",
-            "format": "csv",
-            "pages": {
-                "next_page_token": "header:Next-Cursor",
-                "page_token_param": "cursor",
-                "end_values": ["null"],
-            },
-        },
+        "result": {"source": "url", "format": "csv", "pages": dict(OUTPUT_PAGES[paging])},
     }
 
 
 class CancelledOutputFixture:
-    """Jobs that run until cancelled; `cursors` lists each output fetch's cursor."""
+    """Jobs that run until cancelled; `cursors` lists each output fetch's cursor
+    (its page or offset with `paging`)."""
 
-    def __init__(self, *, looping: bool = False) -> None:
+    def __init__(self, *, looping: bool = False, paging: OutputPaging = "cursor") -> None:
         self.registry = Registry("job-")
         self.looping = looping
+        self.paging = paging
         self.cursors: list[str | None] = []
 
     def app(self) -> Starlette:
@@ -1107,6 +1124,26 @@ class CancelledOutputFixture:
         return json_response({"id": job.job_id, "state": "cancelled"})
 
     async def output(self, request: Request) -> Response:
+        if self.paging == "offset":
+            offset = int(request.query_params["offset"])
+            limit = int(request.query_params["limit"])
+            self.cursors.append(str(offset))
+            rows = OUTPUT_ROWS[offset : offset + limit]
+            return Response(
+                "Id,Name\n" + "".join(f"{row}\n" for row in rows), media_type="text/csv"
+            )
+        if self.paging == "url":
+            number = request.query_params.get("page")
+            self.cursors.append(number)
+            page = int(number or 0)
+            rows = OUTPUT_ROWS[page * 3 : (page + 1) * 3]
+            # relative: resolved against this page's own URL
+            headers = {"Next-Page": "?page=1"} if page == 0 or self.looping else {}
+            return Response(
+                "Id,Name\n" + "".join(f"{row}\n" for row in rows),
+                media_type="text/csv",
+                headers=headers,
+            )
         cursor = request.query_params.get("cursor")
         self.cursors.append(cursor)
         page = 0 if cursor is None else int(cursor.removeprefix("c"))
@@ -1286,3 +1323,163 @@ class DubbingFixture:
         language = request.path_params["lang"]
         self.audio_fetches.append(language)
         return Response(dub_audio(language), media_type="audio/mpeg")
+
+
+CRAWL_DOCUMENTS = [{"markdown": f"# Page {n}", "metadata": {"n": n}} for n in range(25)]
+CRAWL_PAGE = 10  # documents a crawl status page holds
+
+
+def firecrawl_crawl(**pages: Any) -> dict[str, Any]:
+    """The description a user writes for `CrawlFixture` (token in FC_TOKEN)."""
+    return {
+        "auth": {"secret_env": "FC_TOKEN"},
+        "create": {"path": "/v1/crawl", "idempotency": "none", "job_id": "/id"},
+        "status": {
+            "path": "/v1/crawl/{job_id}",
+            "state": "/status",
+            "state_map": {
+                "scraping": "running",
+                "completed": "succeeded",
+                "failed": "failed",
+                "cancelled": "cancelled",
+            },
+            "counts_total": "/total",
+        },
+        "result": {
+            "source": "path",
+            "path": "/v1/crawl/{job_id}",
+            "format": "json",
+            "items": "/data",
+            "pages": {"next_page_url": "/next", **pages},
+        },
+    }
+
+
+class CrawlFixture:
+    """Firecrawl's crawls: `skips` lists each status page's `?skip=` (None: none),
+    `tokens` whether each carried our token."""
+
+    def __init__(self, *, foreign_next: str | None = None) -> None:
+        self.registry = Registry("crawl-")
+        self.foreign_next = foreign_next
+        self.skips: list[str | None] = []
+        self.tokens: list[bool] = []
+
+    def app(self) -> Starlette:
+        return Starlette(
+            routes=[
+                Route("/v1/crawl", self.create, methods=["POST"]),
+                Route("/v1/crawl/{cid}", self.status, methods=["GET"]),
+            ]
+        )
+
+    async def create(self, request: Request) -> Response:
+        job = self.registry.add("crawl", await request.json(), dict(request.headers))
+        return json_response(
+            {"success": True, "id": job.job_id, "url": f"{request.base_url}v1/crawl/{job.job_id}"}
+        )
+
+    async def status(self, request: Request) -> Response:
+        job = self.registry.jobs[request.path_params["cid"]]
+        job.reads += 1
+        total = len(CRAWL_DOCUMENTS)
+        if job.reads < READS_TO_FINISH:
+            return json_response({"status": "scraping", "total": total, "completed": 3})
+        skip = request.query_params.get("skip")
+        self.skips.append(skip)
+        self.tokens.append(request.headers.get("authorization") == "Bearer fc-test")
+        start = int(skip or 0)
+        body: dict[str, Any] = {
+            "status": "completed",
+            "total": total,
+            "completed": total,
+            "creditsUsed": total,
+            "expiresAt": "2030-01-01T00:00:00.000Z",
+            "data": CRAWL_DOCUMENTS[start : start + CRAWL_PAGE],
+        }
+        if start + CRAWL_PAGE < total:
+            body["next"] = f"{request.base_url}v1/crawl/{job.job_id}?skip={start + CRAWL_PAGE}"
+            if self.foreign_next is not None and start == 0:
+                body["next"] = self.foreign_next
+        return json_response(body)
+
+
+DATASET_ITEMS = [{"url": f"https://shop.example/p/{n}", "price": n} for n in range(25)]
+
+
+def apify_dataset(**pages: Any) -> dict[str, Any]:
+    """The description a user writes for `DatasetFixture`: the run's default
+    dataset, ten items a page by offset."""
+    return {
+        "create": {
+            "path": "/v2/acts/shop~crawler/runs",
+            "idempotency": "none",
+            "job_id": "/data/id",
+            "accepted_statuses": [201],
+        },
+        "status": {
+            "path": "/v2/actor-runs/{job_id}",
+            "state": "/data/status",
+            "state_map": {
+                "READY": "pending",
+                "RUNNING": "running",
+                "SUCCEEDED": "succeeded",
+                "FAILED": "failed",
+                "TIMED-OUT": "failed",
+                "ABORTED": "cancelled",
+            },
+        },
+        "result": {
+            "source": "path",
+            "path": "/v2/actor-runs/{job_id}/dataset/items?format=json&clean=true",
+            "format": "json",
+            "items": "",
+            "pages": {
+                "offset_param": "offset",
+                "page_size": 10,
+                "page_size_param": "limit",
+                **pages,
+            },
+        },
+    }
+
+
+class DatasetFixture:
+    """Apify's actor runs: `pages` lists each dataset fetch's (offset, limit)."""
+
+    def __init__(self, items: int = len(DATASET_ITEMS)) -> None:
+        self.registry = Registry("run")
+        self.items = DATASET_ITEMS[:items]
+        self.pages: list[tuple[int, int]] = []
+
+    def app(self) -> Starlette:
+        return Starlette(
+            routes=[
+                Route("/v2/acts/{actor}/runs", self.create, methods=["POST"]),
+                Route("/v2/actor-runs/{rid}", self.status, methods=["GET"]),
+                Route("/v2/actor-runs/{rid}/dataset/items", self.dataset, methods=["GET"]),
+            ]
+        )
+
+    async def create(self, request: Request) -> Response:
+        job = self.registry.add("run", await request.json(), dict(request.headers))
+        return json_response({"data": {"id": job.job_id, "status": "READY"}}, status=201)
+
+    async def status(self, request: Request) -> Response:
+        job = self.registry.jobs[request.path_params["rid"]]
+        job.reads += 1
+        status = "SUCCEEDED" if job.reads >= READS_TO_FINISH else "RUNNING"
+        return json_response({"data": {"id": job.job_id, "status": status}})
+
+    async def dataset(self, request: Request) -> Response:
+        offset = int(request.query_params["offset"])
+        limit = int(request.query_params["limit"])
+        self.pages.append((offset, limit))
+        page = self.items[offset : offset + limit]
+        headers = {
+            "X-Apify-Pagination-Total": str(len(self.items)),
+            "X-Apify-Pagination-Offset": str(offset),
+            "X-Apify-Pagination-Limit": str(limit),
+            "X-Apify-Pagination-Count": str(len(page)),
+        }
+        return json_response(page, headers=headers)

@@ -25,8 +25,10 @@ from typing import Any, Literal
 
 import httpx
 import pytest
+from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.routing import Route
 
 from bench.harness import TestClock
 from shared.ledger import audit, log, log_audit
@@ -39,6 +41,8 @@ from tests.fixtures_providers.shapes import (
     BLOB_SIGNATURE,
     BULK_LOCATOR,
     BULK_ROWS,
+    CRAWL_DOCUMENTS,
+    DATASET_ITEMS,
     HEYGEN_VIDEO,
     LOGS_ZIP,
     OUTPUT_ROWS,
@@ -50,8 +54,11 @@ from tests.fixtures_providers.shapes import (
     BulkExportFixture,
     BulkQueryFixture,
     CancelledOutputFixture,
+    CrawlFixture,
+    DatasetFixture,
     DubbingFixture,
     GraphqlBulkFixture,
+    OutputPaging,
     PipelinesFixture,
     QueueFixture,
     RequestReplyFixture,
@@ -59,12 +66,14 @@ from tests.fixtures_providers.shapes import (
     RunLogsFixture,
     TasksFixture,
     VideosFixture,
+    apify_dataset,
     bulk_export,
     bulk_query,
     cancelled_output,
     dub_audio,
     elevenlabs_dubbing,
     fal_queue,
+    firecrawl_crawl,
     heygen_videos,
     request_reply,
     run_logs,
@@ -307,6 +316,137 @@ async def test_a_result_whose_pages_loop_is_not_collected(pool: Any, tmp_path: P
         assert await r.settle(op_id, ENDS) is S.RESULT_UNAVAILABLE, await r.history(op_id)
         assert "pages loop" in (await r.escalation(op_id))["reason"]
         assert fx.locators == [None, BULK_LOCATOR]  # page 2 named itself: not fetched again
+
+
+FC_ENV = {"FC_TOKEN": "fc-test"}
+
+
+async def _stored(pool: Any, result_id: Any) -> bytes:
+    ref = await pool.fetchval("SELECT storage_ref FROM results WHERE result_id = $1", result_id)
+    return Path(ref.removeprefix("file:")).read_bytes()
+
+
+async def test_a_crawl_paged_by_absolute_next_urls_is_collected_whole(
+    pool: Any, tmp_path: Path
+) -> None:
+    """Firecrawl's crawl status names its next page's absolute URL in `next`
+    (`.../v1/crawl/{id}?skip=10`): `next_page_url` fetches it as given, three pages,
+    each a recorded call carrying our token. Before, only a token could be followed,
+    and `next_page_token = "/next"` sent `?skip=http%3A...`: no crawl over one page
+    could be collected."""
+    fx = CrawlFixture()
+    async with preset_rig(
+        pool, tmp_path, fx.app(), preset=None, name="fc", env=FC_ENV, overrides=firecrawl_crawl()
+    ) as r:
+        op_id = await r.submit({"url": "https://docs.example", "limit": 25})
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        op = await r.op(op_id)
+        calls = await r.calls(op_id, "result")
+        stored = await _stored(pool, op.result_id)
+    rid = op.remote_job_id
+    assert [c["url"] for c in calls] == [
+        f"{r.url}/v1/crawl/{rid}",
+        f"{r.url}/v1/crawl/{rid}?skip=10",
+        f"{r.url}/v1/crawl/{rid}?skip=20",
+    ]
+    assert fx.skips[-3:] == [None, "10", "20"] and all(fx.tokens)
+    assert (op.result_summary["items_total"], op.result_summary["items_succeeded"]) == (25, 25)
+    pages = json.loads(stored)
+    assert [doc for page in pages for doc in page["data"]] == CRAWL_DOCUMENTS
+
+
+class _CrawlMirror:
+    """Another origin serving the rest of a crawl: what it was asked, with which token."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str | None]] = []
+
+    def app(self) -> Starlette:
+        return Starlette(routes=[Route("/v1/crawl/{cid}", self.page)])
+
+    async def page(self, request: Request) -> Response:
+        self.seen.append((str(request.url.query), request.headers.get("authorization")))
+        body = {"status": "completed", "total": 25, "data": CRAWL_DOCUMENTS[10:]}
+        return Response(json.dumps(body), media_type="application/json")
+
+
+@pytest.mark.parametrize("allowed", [False, True], ids=["other_origin", "allowed_host"])
+async def test_a_next_page_off_the_providers_origin_is_not_fetched(
+    pool: Any, tmp_path: Path, allowed: bool
+) -> None:
+    """Page 1's `next` names another origin (127.0.0.1 on another port): not fetched,
+    the collection is result_unavailable saying where it pointed. A host named in
+    result.allowed_hosts is fetched, without our token (not the base_url's origin)."""
+    mirror = _CrawlMirror()
+    async with serve_app(mirror.app()) as mirror_url:
+        port = mirror_url.rpartition(":")[2]
+        host = "localhost" if allowed else "127.0.0.1"
+        fx = CrawlFixture(foreign_next=f"http://{host}:{port}/v1/crawl/x?skip=10")
+        described = firecrawl_crawl()
+        if allowed:
+            described["result"]["allowed_hosts"] = ["localhost"]
+        async with preset_rig(
+            pool, tmp_path, fx.app(), preset=None, name="fc", env=FC_ENV, overrides=described
+        ) as r:
+            op_id = await r.submit({"url": "https://docs.example"})
+            end = await r.settle(op_id, ENDS)
+            calls = await r.calls(op_id, "result")
+            escalation = await r.escalation(op_id)
+            op = await r.op(op_id)
+    if allowed:
+        assert end is S.SUCCEEDED
+        assert mirror.seen == [("skip=10", None)]
+        assert op.result_summary["items_total"] == 25
+        return
+    assert end is S.RESULT_UNAVAILABLE
+    assert mirror.seen == []
+    assert len(calls) == 1  # page 1 only: the refused page never left
+    reason = escalation["reason"]
+    assert (
+        f"cannot request page 2 of the result: the next page's URL is on http://127.0.0.1:{port},"
+        f" not the provider's origin ({r.url})" in reason
+    ), reason
+    assert "name the host in result.allowed_hosts" in reason
+
+
+async def test_a_dataset_paged_by_offset_ends_on_its_short_page(pool: Any, tmp_path: Path) -> None:
+    """Apify's dataset items, `?offset=&limit=10`, 25 items: pages at 0, 10 and 20,
+    the third holding 5 (`last_page = "short"`), joined into one array of pages."""
+    fx = DatasetFixture()
+    described = apify_dataset(last_page="short")
+    async with shaped(pool, tmp_path, fx.app(), "apify", described) as r:
+        op_id = await r.submit({"startUrls": [{"url": "https://shop.example"}]})
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        op = await r.op(op_id)
+        calls = await r.calls(op_id, "result")
+        stored = await _stored(pool, op.result_id)
+    assert fx.pages == [(0, 10), (10, 10), (20, 10)]
+    assert len(calls) == 3
+    assert calls[0]["url"].endswith("/dataset/items?format=json&clean=true&offset=0&limit=10")
+    assert op.result_summary["items_total"] == 25
+    assert [item for page in json.loads(stored) for item in page] == DATASET_ITEMS
+
+
+@pytest.mark.parametrize(
+    ("pages", "fetched"),
+    [
+        ({"total": "header:X-Apify-Pagination-Total"}, [(0, 10), (10, 10)]),
+        ({}, [(0, 10), (10, 10), (20, 10)]),  # last_page = "empty", the default
+    ],
+    ids=["total", "empty"],
+)
+async def test_a_dataset_paged_by_offset_ends_at_its_total_or_an_empty_page(
+    pool: Any, tmp_path: Path, pages: dict[str, Any], fetched: list[tuple[int, int]]
+) -> None:
+    """20 items, 10 a page: the total in `X-Apify-Pagination-Total` ends the paging
+    after page 2 (no page past the end is asked for); without it, the empty page 3."""
+    fx = DatasetFixture(items=20)
+    async with shaped(pool, tmp_path, fx.app(), "apify", apify_dataset(**pages)) as r:
+        op_id = await r.submit({})
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        op = await r.op(op_id)
+    assert fx.pages == fetched
+    assert op.result_summary["items_total"] == 20
 
 
 async def test_a_final_read_naming_an_unmapped_state_goes_to_a_human_naming_it(
@@ -1013,6 +1153,31 @@ async def test_a_cancelled_jobs_output_at_its_result_path_is_kept(
         )
         assert fx.cursors == [None, "c1"]
         assert kept is not None and kept["items_total"] == 6, kept
+
+
+@pytest.mark.parametrize(
+    ("paging", "asked"), [("url", [None, "1"]), ("offset", ["0", "3", "6"])], ids=["url", "offset"]
+)
+async def test_a_cancelled_jobs_partial_output_follows_next_urls_and_offsets(
+    pool: Any, tmp_path: Path, paging: OutputPaging, asked: list[str | None]
+) -> None:
+    """The partial output of a cancelled job follows its pages as a result does: by
+    the relative URL a page names (resolved against that page's URL), or by offset
+    to the empty page; kept whole."""
+    fx = CancelledOutputFixture(paging=paging)
+    async with shaped(pool, tmp_path, fx.app(), "pager", cancelled_output(paging)) as r:
+        op_id = await r.submit({})
+        assert await r.settle(op_id, {S.OBSERVING}) is S.OBSERVING
+        await r.cancel(op_id)
+        assert await r.settle(op_id, {S.CANCELLED, *ENDS}) is S.CANCELLED, await r.history(op_id)
+        kept = await pool.fetchrow(
+            "SELECT items_total, storage_ref FROM results WHERE operation_id = $1 AND valid",
+            op_id,
+        )
+    assert fx.cursors == asked
+    assert kept["items_total"] == 6
+    stored = Path(kept["storage_ref"].removeprefix("file:")).read_text()
+    assert stored == "Id,Name\n" + "".join(f"{row}\n" for row in OUTPUT_ROWS)
 
 
 async def test_a_deadline_met_by_a_failing_read_names_the_answer_not_just_no_state(
