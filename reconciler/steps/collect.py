@@ -38,7 +38,7 @@ from shared.providers import (
     ResultCheck,
     StatusFact,
 )
-from shared.providers.description import Checksum, ResultSource
+from shared.providers.description import Checksum, ResultPages, ResultSource
 from shared.providers.requests import build_redirect
 from shared.providers.results import (
     REDIRECT_NOT_FOLLOWED,
@@ -477,7 +477,7 @@ async def _pages_after(
         assert pages is not None
         try:
             # a next page's URL resolves against the URL its page answered from
-            req = step.adapter.build_result_page(first, token, got.url or req.url)
+            req = _next_page(step, pages, first, token, got.url or req.url)
         except RequestBuildError as exc:
             return _PagesCut(f"cannot request page {len(parts) + 1} of the result: {exc}")
         if req.url in seen:
@@ -493,8 +493,26 @@ async def _pages_after(
         got = answer
         parts.append(got)
         size += len(got.body)
-        token = step.adapter.result_next_page(got, token)
+        token = _leads_on(step, pages, got, token)
     return parts
+
+
+# A plugin's paging hooks written before next_page_url and offset paging take
+# one argument fewer: they are passed what those modes need only when in use.
+
+
+def _next_page(
+    step: Step, pages: ResultPages, first: HttpRequest, token: str, page_url: str
+) -> HttpRequest:
+    if pages.next_page_url is None:
+        return step.adapter.build_result_page(first, token)
+    return step.adapter.build_result_page(first, token, page_url)
+
+
+def _leads_on(step: Step, pages: ResultPages, got: HttpResponse, token: str) -> str | None:
+    if pages.offset_param is None:
+        return step.adapter.result_next_page(got)
+    return step.adapter.result_next_page(got, token)
 
 
 async def _fetched_part(

@@ -33,6 +33,8 @@ from starlette.routing import Route
 from bench.harness import TestClock
 from shared.ledger import audit, log, log_audit
 from shared.ledger.states import LocalState
+from shared.providers import HttpRequest, HttpResponse
+from shared.providers.adapter import ProviderAdapter
 from shared.serve import serve_app
 from shared.signatures.signing import sign_standard_webhooks
 from tests.fixtures_providers.rig import PresetRig, preset_rig
@@ -1134,6 +1136,29 @@ async def test_a_cancelled_jobs_partial_output_is_kept_whole_or_not_at_all(
         assert kept["items_total"] == 6
         stored = Path(kept["storage_ref"].removeprefix("file:")).read_text()
         assert stored == "Id,Name\n" + "".join(f"{row}\n" for row in OUTPUT_ROWS)
+
+
+class PagingPluginOfOld(ProviderAdapter):
+    """A plugin's paging hooks as written before next_page_url and offset paging,
+    one argument fewer than today's."""
+
+    def build_result_page(self, first: HttpRequest, page_token: str) -> HttpRequest:  # type: ignore[override]
+        return super().build_result_page(first, page_token)
+
+    def result_next_page(self, resp: HttpResponse) -> str | None:  # type: ignore[override]
+        return super().result_next_page(resp)
+
+
+async def test_a_plugins_paging_hooks_of_old_still_page(pool: Any, tmp_path: Path) -> None:
+    """Pages read by a token go through a plugin's hooks with their old signatures."""
+    fx = CancelledOutputFixture()
+    described = {**cancelled_output(), "plugin": f"{__name__}:PagingPluginOfOld"}
+    async with shaped(pool, tmp_path, fx.app(), "pager", described) as r:
+        op_id = await r.submit({})
+        assert await r.settle(op_id, {S.OBSERVING}) is S.OBSERVING
+        await r.cancel(op_id)
+        assert await r.settle(op_id, {S.CANCELLED, *ENDS}) is S.CANCELLED, await r.history(op_id)
+    assert fx.cursors == [None, "c1"]
 
 
 async def test_a_cancelled_jobs_output_at_its_result_path_is_kept(
