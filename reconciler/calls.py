@@ -386,9 +386,15 @@ REQUEST_FAILED = "request_failed"
 
 
 def _failed_request(answer: CallAnswer, fact: StatusFact | None) -> CallAnswer:
-    if fact is None or not fact.request_failed or answer.error_category is not None:
+    """The call's category as the answer's body or headers tell it: a failed request
+    in a 200, or a throttle in a 4xx other than 429 (GitHub's rate-limited 403)."""
+    if fact is None:
         return answer
-    return replace(answer, error_category=REQUEST_FAILED)
+    if fact.request_failed and answer.error_category is None:
+        return replace(answer, error_category=REQUEST_FAILED)
+    if fact.rate_limited and answer.error_category == "http_4xx":
+        return replace(answer, error_category="back_pressure")
+    return answer
 
 
 def recorded_response(

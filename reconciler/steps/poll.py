@@ -536,7 +536,7 @@ def _suspect(step: Step, fact: StatusFact) -> _Suspect | None:
     if 200 <= code < 300:
         # a throttle carried in a 200 (GraphQL's `errors`) is no answer
         return None if fact.request_failed else _Suspect.STATELESS
-    if 400 <= code < 500 and code not in _passing_codes(step):
+    if 400 <= code < 500 and not fact.rate_limited and code not in _passing_codes(step):
         return _Suspect.REFUSED
     return None
 

@@ -98,6 +98,9 @@ class StatusFact:
     # A success (2xx) that carries only `errors` (GraphQL: a throttle, a
     # timeout): the request failed, whatever its status; no answer about the job.
     request_failed: bool = False
+    # A 4xx that says a rate limit holds (a Retry-After, a spent quota): a throttle,
+    # whatever its code (GitHub answers 403), not a refusal of our reads.
+    rate_limited: bool = False
 
     @property
     def is_terminal(self) -> bool:

@@ -306,7 +306,10 @@ def parse_status(
     by_code = desc.status.state_from_http_status.get(code)
     if not 200 <= code < 300 and by_code is None:
         return StatusFact(
-            back_pressure=code in BACK_PRESSURE_STATUSES, problem=f"HTTP {code}", **common
+            back_pressure=code in BACK_PRESSURE_STATUSES,
+            problem=f"HTTP {code}",
+            rate_limited=common["retry_after_seconds"] is not None or _out_of_quota(resp),
+            **common,
         )
     body = resp.json_body
     # Header paths apply whatever the body is: a 303 whose Location is the
@@ -323,6 +326,20 @@ def parse_status(
         # GraphQL's failed request (THROTTLED, a timeout) answers 200 with `errors`
         return replace(fact, request_failed=True, problem="the answer carries errors, no state")
     return fact
+
+
+def _out_of_quota(resp: HttpResponse) -> bool:
+    """A refusal that says a rate limit's quota is spent (GitHub's 403 with
+    `x-ratelimit-remaining: 0`; the IETF draft's `RateLimit-Remaining`), whatever
+    its code: a throttle, not a refusal of our reads."""
+    for name, value in resp.headers.items():
+        lowered = name.lower()
+        if lowered.endswith(_REMAINING) and "ratelimit" in lowered.replace("-", ""):
+            return value.strip() == "0"
+    return False
+
+
+_REMAINING = "remaining"
 
 
 def _status_from_body(

@@ -284,10 +284,12 @@ WHERE o.operation_id = $1 AND o.source = 'poll' AND o.remote_state IS NULL
 -- How many of operation $1's status reads in a row, newest first, were refused
 -- with a 4xx not in $2 (a revoked key's 401, a 406): those since its newest
 -- read that saw the job (a 2xx that is no failed request). Reads with no
--- answer, a 5xx or a code in $2 neither count nor break the run.
+-- answer, a 5xx, a code in $2 or a throttle (error_category 'back_pressure':
+-- GitHub's rate-limited 403) neither count nor break the run.
 SELECT count(*) FROM provider_calls c
 WHERE c.operation_id = $1 AND c.call_kind = 'status' AND c.status_code BETWEEN 400 AND 499
   AND NOT c.status_code = ANY ($2::int[])
+  AND c.error_category IS DISTINCT FROM 'back_pressure'
   AND c.call_id > coalesce((
       SELECT max(s.call_id) FROM provider_calls s
       WHERE s.operation_id = $1 AND s.call_kind = 'status'

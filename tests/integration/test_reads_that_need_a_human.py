@@ -82,6 +82,10 @@ class RunsFixture:
             return JSONResponse({"data": {"id": "run-1", "status": self.states[self.reads]}})
         if self.answer == "unmapped":
             return JSONResponse({"data": {"id": "run-1", "status": "SUCCEEDED_WITH_WARNINGS"}})
+        if self.answer.startswith("403 "):  # a throttle answered 403 (GitHub's)
+            header = dict([self.answer.removeprefix("403 ").split(": ")])
+            error = {"type": "rate-limit-exceeded", "message": "API rate limit exceeded."}
+            return JSONResponse({"error": error}, status_code=403, headers=header)
         error = {"type": "token-not-valid", "message": "Authentication token is not valid."}
         return JSONResponse({"error": error}, status_code=int(self.answer))
 
@@ -138,3 +142,26 @@ async def test_refusals_between_reads_that_see_the_job_are_read_past(
         op_id = await r.submit({"startUrls": []}, result_deadline_s=3600)
         assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
         assert fx.reads == 20
+
+
+@pytest.mark.parametrize("throttle", ["x-ratelimit-remaining: 0", "retry-after: 0"])
+async def test_a_throttle_answered_403_is_no_refusal(
+    pool: Any, tmp_path: Path, throttle: str
+) -> None:
+    """GitHub answers its rate limits with 403 (a spent quota, or a Retry-After):
+    twelve of them in a row are throttles, read past, not refusals for a human."""
+    fx = RunsFixture(f"403 {throttle}", {13: "SUCCEEDED"})
+    async with preset_rig(
+        pool,
+        tmp_path,
+        fx.app(),
+        preset=None,
+        name="apify",
+        env={},
+        overrides=apify_runs(webhooks=False),
+    ) as r:
+        op_id = await r.submit({"startUrls": []}, result_deadline_s=3600)
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert fx.reads == 13
+        categories = {c["error_category"] for c in await r.calls(op_id, "status")}
+        assert categories == {"back_pressure", None}, categories
