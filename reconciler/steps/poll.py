@@ -234,12 +234,13 @@ async def _cannot_read(step: Step, exc: RequestBuildError) -> Delay:
 
 def _offers_partial_output(step: Step, fact: StatusFact) -> bool:
     """A cancelled job's output to keep: one its status names (a link, file ids),
-    or whatever the job's own result path holds (`result.source = "path"`: an
-    Apify run aborted keeps the dataset items it wrote; a path with nothing
-    there answers 404, and nothing is kept)."""
+    or, where the description says a cancelled job keeps it there
+    (`result.partial_on_cancel`: an Apify run aborted keeps the dataset items it
+    wrote), whatever the job's own result path holds (a 404: nothing kept)."""
     if fact.remote_state is not RemoteState.CANCELLED:
         return False
-    on_path = step.adapter.desc.result.source is ResultSource.PATH
+    result = step.adapter.desc.result
+    on_path = result.source is ResultSource.PATH and result.partial_on_cancel
     return bool(fact.result_url or fact.result_file_ids) or on_path
 
 

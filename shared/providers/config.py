@@ -1196,7 +1196,14 @@ def _result(table: _Table, status: StatusSpec) -> ResultSpec:
         pages=pages,
         failed=_failed(table.sub("failed"), source),
         empty_without_url=_empty_without_url(table, status, source, fmt, expect),
+        partial_on_cancel=table.boolean("partial_on_cancel", False),
     )
+    if spec.partial_on_cancel and source is not ResultSource.PATH:
+        raise table.error(
+            "partial_on_cancel",
+            "only with source = path (a link or file ids a cancelled job's status names "
+            "are read as its partial output anyway)",
+        )
     if spec.item_success is not None and not spec.item_success_values:
         raise table.error("item_success_values", "required with item_success")
     if spec.follow_redirects and source in (ResultSource.INLINE, ResultSource.NONE):

@@ -58,7 +58,9 @@ rules in ``shared/providers/paths.py``); *paths* = a path or a list of paths;
                  {state = "Aborted"}; its strings are templates: {job_id}; none = no body)
     [result]   source = inline|url|path|files|none (required), path (template:
                {job_id}, {file_id}), inline (path; "" = whole body), file_ids (paths),
-               side_effects, format = json|jsonl|csv|text|binary, items, item_id,
+               side_effects, partial_on_cancel (source = path: a cancelled job's
+               output is read at its path too), format = json|jsonl|csv|text|binary,
+               items, item_id,
                item_error, item_success + item_success_values (json/jsonl only),
                follow_redirects (false: a 3xx answer to a result fetch is not followed;
                  true: up to 5 redirects, the credential dropped once a hop leaves the
@@ -533,6 +535,11 @@ class ResultSpec:
     # (Shopify's bulk operations: `url: null`, `objectCount: "0"`): a final
     # status without a URL whose item counts total 0 is an empty result.
     empty_without_url: bool = False
+    # A cancelled job keeps what it wrote at its result path (Apify's aborted
+    # run, its dataset items): fetched as its partial output. Off unless said:
+    # at most providers the path of a cancelled job holds no output (a 404),
+    # or something else (the job resource itself, an empty report).
+    partial_on_cancel: bool = False
 
 
 @dataclass(frozen=True)

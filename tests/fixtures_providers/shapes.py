@@ -1067,7 +1067,12 @@ def cancelled_output(paging: OutputPaging = "cursor", *, on_path: bool = False) 
     if on_path:
         described = cancelled_output(paging)
         del described["status"]["result_url"]
-        described["result"] = {**described["result"], "source": "path", "path": "/out/{job_id}"}
+        described["result"] = {
+            **described["result"],
+            "source": "path",
+            "path": "/out/{job_id}",
+            "partial_on_cancel": True,
+        }
         return described
     return {
         "create": {"path": "/jobs", "idempotency": "none", "job_id": "/id"},

@@ -1166,18 +1166,29 @@ async def test_a_cancelled_jobs_output_at_its_result_path_is_kept(
 ) -> None:
     """An Apify run aborted keeps the dataset items it wrote, read at the run's own
     result path (`result.source = "path"`), which no status names: it was never
-    fetched, and the agent was told there is no result."""
-    fx = CancelledOutputFixture()
-    async with shaped(pool, tmp_path, fx.app(), "pager", cancelled_output(on_path=True)) as r:
-        op_id = await r.submit({})
-        assert await r.settle(op_id, {S.OBSERVING}) is S.OBSERVING
-        await r.cancel(op_id)
-        assert await r.settle(op_id, {S.CANCELLED, *ENDS}) is S.CANCELLED, await r.history(op_id)
-        kept = await pool.fetchrow(
-            "SELECT items_total FROM results WHERE operation_id = $1 AND valid", op_id
-        )
-        assert fx.cursors == [None, "c1"]
-        assert kept is not None and kept["items_total"] == 6, kept
+    fetched, and the agent was told there is no result. Only where the description
+    says so (`result.partial_on_cancel`): elsewhere a cancelled job's path holds
+    nothing, or no output (the job resource itself), and is not read."""
+    for kept_there in (True, False):
+        fx = CancelledOutputFixture()
+        described = cancelled_output(on_path=True)
+        described["result"]["partial_on_cancel"] = kept_there
+        # a provider each: both fixtures name their first job job-1
+        name = "apify" if kept_there else "elsewhere"
+        async with shaped(pool, tmp_path, fx.app(), name, described) as r:
+            op_id = await r.submit({})
+            assert await r.settle(op_id, {S.OBSERVING}) is S.OBSERVING
+            await r.cancel(op_id)
+            end = await r.settle(op_id, {S.CANCELLED, *ENDS})
+            assert end is S.CANCELLED, await r.history(op_id)
+            kept = await pool.fetchrow(
+                "SELECT items_total FROM results WHERE operation_id = $1 AND valid", op_id
+            )
+        if kept_there:
+            assert fx.cursors == [None, "c1"]
+            assert kept is not None and kept["items_total"] == 6, kept
+        else:
+            assert fx.cursors == [] and kept is None
 
 
 @pytest.mark.parametrize(
