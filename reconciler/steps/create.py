@@ -53,6 +53,9 @@ MAX_CROSS_CHECKS = 8
 # is spent on a job we cannot see (Firecrawl: "Idempotency key already used"),
 # and resending it until the create deadline (an hour) helps nobody.
 CONFLICTS_TOLERANCE = 5
+# ...over this long at least: a create a Stripe-like provider still works on
+# (its 409 "in progress") may outlive our request timeout by a minute or two.
+CONFLICTS_MIN_SECONDS = 600.0
 
 
 async def step_create(step: Step) -> Delay:
@@ -555,17 +558,18 @@ async def _interpret_create(
     if step.op.state is S.CREATE_PENDING:
         await step.move(conn, S.CREATE_UNKNOWN, f"create answer ambiguous: {fact.reason}")
     if fact.status_code == 409:
-        conflicts = await conn.fetchval(q("create_conflicts_in_a_row"), step.op.operation_id)
-        if conflicts >= CONFLICTS_TOLERANCE:
-            await step.move(conn, S.NEEDS_ATTENTION, _conflicts_cause(conflicts))
+        run = await conn.fetchrow(q("create_conflicts_in_a_row"), step.op.operation_id)
+        if run["conflicts"] >= CONFLICTS_TOLERANCE and run["seconds"] >= CONFLICTS_MIN_SECONDS:
+            await step.move(conn, S.NEEDS_ATTENTION, _conflicts_cause(run["conflicts"]))
             return None
     return step.until_allowed(step.retry(attempt, fact.retry_after_seconds))
 
 
 def _conflicts_cause(conflicts: int) -> str:
     return (
-        f"the provider answered our create HTTP 409 {conflicts} times in a row, naming no "
-        "job: a request still in progress would have ended by now, so the idempotency "
+        f"the provider answered our create HTTP 409 {conflicts} times in a row, over ten "
+        "minutes or more, naming no job: a request still in progress would have ended by "
+        "now, so the idempotency "
         "token is likely spent on a job we cannot see (find it in the provider's console, "
         "or the job a webhook named in the inbox, and adopt it: jobwarden resolve "
         "OPERATION --decision observing --job-id JOB); a provider that names this "

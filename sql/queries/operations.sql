@@ -239,9 +239,12 @@ ORDER BY c.call_id DESC LIMIT 1;
 
 -- name: create_conflicts_in_a_row
 -- How many of operation $1's create calls in a row, newest first, were
--- answered 409: those since its newest create answered otherwise. Calls with
--- no answer neither count nor break the run.
-SELECT count(*) FROM provider_calls c
+-- answered 409 (those since its newest create answered otherwise; calls with
+-- no answer neither count nor break the run), and the seconds since the first
+-- of them left.
+SELECT count(*) AS conflicts,
+       coalesce(extract(epoch FROM jw_now() - min(c.started_at)), 0)::float8 AS seconds
+FROM provider_calls c
 WHERE c.operation_id = $1 AND c.call_kind = 'create' AND c.status_code = 409
   AND c.call_id > coalesce((
       SELECT max(s.call_id) FROM provider_calls s
