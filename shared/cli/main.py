@@ -34,13 +34,18 @@ async def cmd_migrate(args: argparse.Namespace) -> int:
         app_database(create="unless_configured") as resolved,
         connection(resolved.app_url) as conn,
     ):
-        applied = await apply_migrations(conn)
+        applied = await apply_migrations(conn, warn=_warn)
     where = f"{resolved.source} database {redact_url(resolved.app_url)}"
     if applied:
         print(f"applied {len(applied)} migration(s) to {where}: {', '.join(applied)}")
     else:
         print(f"{where} is up to date")
     return 0
+
+
+def _warn(said: str) -> None:
+    """What a migration wants a person to look at, on stderr."""
+    print(f"migrate: warning: {said}", file=sys.stderr)
 
 
 def _settings(args: argparse.Namespace, *, credentials: bool = True) -> Settings:

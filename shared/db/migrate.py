@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +21,8 @@ from shared.db.queries import q, sql_root
 
 # Any fixed number works; it only has to be the same for every jobwarden process.
 ADVISORY_LOCK_KEY = 0x6A6F6277  # "jobw"
+# A pending file's explicit table lock, taken before any pending file runs.
+_TABLE_LOCK = re.compile(r"^LOCK TABLE (\w+) IN ([A-Z ]+) MODE;$", re.MULTILINE)
 _NAME = re.compile(r"^(\d{3})_[a-z0-9_]+\.sql$")
 
 
@@ -62,11 +65,34 @@ def load_migrations(folder: Path | None = None) -> list[Migration]:
 
 
 async def apply_migrations(
-    conn: asyncpg.Connection, migrations: list[Migration] | None = None
+    conn: asyncpg.Connection,
+    migrations: list[Migration] | None = None,
+    *,
+    warn: Callable[[str], None] | None = None,
 ) -> list[str]:
-    """Apply what is pending; returns the names applied (empty = already current)."""
+    """Apply what is pending; returns the names applied (empty = already current).
+
+    `warn` is told what a migration says with RAISE WARNING (data it migrated
+    but wants a person to look at: 035's operations sharing a job), its
+    message, detail and hint in one line."""
     migrations = load_migrations() if migrations is None else migrations
     applied_now: list[str] = []
+
+    def heard(_: object, notice: asyncpg.PostgresLogMessage) -> None:
+        if warn is not None and notice.severity == "WARNING":
+            said = [notice.message, getattr(notice, "detail", None), notice.hint]
+            warn("; ".join(part for part in said if part))
+
+    conn.add_log_listener(heard)
+    try:
+        return await _apply(conn, migrations, applied_now)
+    finally:
+        conn.remove_log_listener(heard)
+
+
+async def _apply(
+    conn: asyncpg.Connection, migrations: list[Migration], applied_now: list[str]
+) -> list[str]:
     async with conn.transaction():
         await conn.execute(q("migrations_lock"), ADVISORY_LOCK_KEY)
         await conn.execute(q("migrations_create_table"))
@@ -78,6 +104,8 @@ async def apply_migrations(
                     f"the database has migration {row['name']} which this code does not know: "
                     "it was written by a newer jobwarden"
                 )
+        pending = [m for m in migrations if m.version not in recorded]
+        await _take_declared_locks(conn, pending)
         for migration in migrations:
             row = recorded.get(migration.version)
             if row is not None:
@@ -97,6 +125,22 @@ async def apply_migrations(
             )
             applied_now.append(migration.name)
     return applied_now
+
+
+async def _take_declared_locks(conn: asyncpg.Connection, pending: list[Migration]) -> None:
+    """The table locks pending files declare (`LOCK TABLE operations IN ACCESS
+    EXCLUSIVE MODE;`, as 029 and 035 do), taken first, before any file runs.
+
+    All pending files run in one transaction: a file's lock taken after an
+    earlier file has locked other tables (034's observations) is taken while
+    holding those, and a daemon holding the first and wanting the others
+    deadlocks with it. Taken first, the migration waits for the daemon's
+    transaction holding nothing it needs. A table that does not exist yet (a
+    new database) needs no lock."""
+    for migration in pending:
+        for declared in _TABLE_LOCK.finditer(migration.sql):
+            if await conn.fetchval(q("migrations_table_present"), declared.group(1)):
+                await conn.execute(declared.group(0))  # the file's own statement
 
 
 def _refusal(migration: Migration, exc: asyncpg.RaiseError) -> str:

@@ -14,57 +14,75 @@
 --
 -- Rows may already share a job: before the check (7828793), a simulator that
 -- handed out job ids again after a restart had two operations record one, and
--- a synchronous create's job id was never checked. Which operation holds such
--- a job is not a migration's to decide, and a recorded job id is never
--- rewritten (jw_operations_before_update): the migration refuses, naming them
--- (20 jobs, 5 operations each, at most; how many in all), and, every pending
--- migration being applied in one transaction (shared/db/migrate.py), leaves
--- the database as it was.
+-- a synchronous create's job id was never checked. A recorded job id is never
+-- rewritten (jw_operations_before_update), and which operation should hold
+-- such a job is a person's call, not a migration's; refusing the upgrade
+-- until a superuser repaired rows by hand would leave an operator no
+-- supported way on. So the first holder of each shared job (the oldest
+-- operation) keeps it under the index, the later ones are left as they are
+-- and exempt from it, named in a WARNING (`jobwarden migrate` prints it): a
+-- new recording of such a job is refused all the same (its first holder is
+-- indexed). A clean database pays one grouped scan, no more.
 --
 -- Built in that transaction, so not CONCURRENTLY (which cannot run inside
 -- one), under the lock DROP INDEX takes anyway, taken first (029: taken last,
--- behind weaker locks, it can deadlock with a daemon still running): reads
--- and writes of operations wait while the duplicates are looked for and the
--- index is built (2.4 s for a million rows of the two columns, measured once).
+-- behind weaker locks, it can deadlock with a daemon still running; the
+-- migrator takes it before any pending file runs): reads and writes of
+-- operations wait while the index is built (2.4 s for a million rows of the
+-- two columns, measured once).
 LOCK TABLE operations IN ACCESS EXCLUSIVE MODE;
 
 DO $$
 DECLARE
+    later text[] := '{}';
     shared_jobs bigint;
     named text;
 BEGIN
-    SELECT count(*), string_agg(format('%s job %L: %s', provider, remote_job_id, holders),
-                                '; ' ORDER BY provider, remote_job_id)
-                     FILTER (WHERE rank <= 20)
-    INTO shared_jobs, named
-    FROM (
-        SELECT provider, remote_job_id,
-               array_to_string((array_agg(format('%s (%s)', operation_id, state)
-                                          ORDER BY created_at, operation_id))[1:5], ', ')
-               || CASE WHEN count(*) > 5 THEN format(' and %s more', count(*) - 5) ELSE '' END
-                   AS holders,
-               row_number() OVER (ORDER BY provider, remote_job_id) AS rank
-        FROM operations
-        WHERE remote_job_id IS NOT NULL
-        GROUP BY provider, remote_job_id
-        HAVING count(*) > 1
-    ) d;
-    IF shared_jobs > 0 THEN
-        RAISE EXCEPTION '% remote job(s) are each recorded by more than one operation, which '
-            'the unique index operations_one_per_job would forbid', shared_jobs
+    IF EXISTS (SELECT 1 FROM operations WHERE remote_job_id IS NOT NULL
+               GROUP BY provider, remote_job_id HAVING count(*) > 1) THEN
+        SELECT array_agg(operation_id ORDER BY operation_id) INTO later
+        FROM (SELECT operation_id,
+                     row_number() OVER (PARTITION BY provider, remote_job_id
+                                        ORDER BY created_at, operation_id) AS n
+              FROM operations WHERE remote_job_id IS NOT NULL) held
+        WHERE n > 1;
+        SELECT count(*), string_agg(format('%s job %L: %s', provider, remote_job_id, holders),
+                                    '; ' ORDER BY provider, remote_job_id)
+                         FILTER (WHERE rank <= 20)
+        INTO shared_jobs, named
+        FROM (
+            SELECT provider, remote_job_id,
+                   array_to_string((array_agg(format('%s (%s)', operation_id, state)
+                                              ORDER BY created_at, operation_id))[1:5], ', ')
+                   || CASE WHEN count(*) > 5 THEN format(' and %s more', count(*) - 5)
+                           ELSE '' END AS holders,
+                   row_number() OVER (ORDER BY provider, remote_job_id) AS rank
+            FROM operations
+            WHERE remote_job_id IS NOT NULL
+            GROUP BY provider, remote_job_id
+            HAVING count(*) > 1
+        ) d;
+        RAISE WARNING '% remote job(s) are each recorded by more than one operation: the '
+            'first (oldest) holder of each keeps it, the % others are exempt from the '
+            'unique index operations_one_per_job', shared_jobs, cardinality(later)
             USING DETAIL = named || CASE WHEN shared_jobs > 20
                                          THEN format('; and %s more', shared_jobs - 20)
                                          ELSE '' END,
-                  HINT = 'nothing was migrated, and the previous jobwarden still runs on this '
-                      'database; decide which operation holds each job (a recorded job id is '
-                      'never rewritten by jobwarden: the others'' rows need a repair by the '
-                      'schema owner), then run jobwarden migrate again';
+                  HINT = 'check them: operations sharing a job would both collect its '
+                      'result, and one''s cancel would stop the other''s work; cancel or '
+                      'resolve the later ones';
+    END IF;
+    IF cardinality(later) = 0 THEN
+        CREATE UNIQUE INDEX operations_one_per_job ON operations (provider, remote_job_id)
+            WHERE remote_job_id IS NOT NULL;
+        DROP INDEX operations_remote_job;
+    ELSE
+        -- a lookup by job id does not imply the exemption: the plain index stays for it
+        EXECUTE 'CREATE UNIQUE INDEX operations_one_per_job ON operations '
+            || '(provider, remote_job_id) WHERE remote_job_id IS NOT NULL'
+            || format(' AND operation_id <> ALL (%L::text[])', later);
     END IF;
 END $$;
-
-CREATE UNIQUE INDEX operations_one_per_job ON operations (provider, remote_job_id)
-    WHERE remote_job_id IS NOT NULL;
-DROP INDEX operations_remote_job;
 
 -- 033's guard of an operator's bare UPDATE, without its holder check (and the
 -- lock it took for it): the index refuses a second holder for every session.

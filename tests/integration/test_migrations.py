@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import pytest
 
 from shared.db.connect import connect, with_database
@@ -124,46 +125,71 @@ async def test_a_migration_refusing_its_data_is_a_migration_error_saying_all_it_
     assert await db.fetchval("SELECT to_regclass('public.x')") is None
 
 
-async def test_035_refuses_operations_already_sharing_a_job_and_changes_nothing(
+async def test_035_keeps_operations_already_sharing_a_job_and_says_which(
     pg_server: Any,
 ) -> None:
     """Before the check (7828793), and for a synchronous create's job id after
-    it, two operations could record one job. Which one holds it is a human's
-    call, and a recorded job id is never rewritten: 035 refuses, naming them,
-    and the whole run is rolled back. Once the rows are repaired, it applies."""
+    it, two operations could record one job. A recorded job id is never
+    rewritten, and which one should hold it is a person's call: 035 keeps the
+    first holder of each such job under the index, exempts the later ones and
+    names them in a warning; the upgrade is not blocked on a repair no command
+    makes. A new recording of such a job is refused all the same."""
     name = f"jw_mig_shared_{os.getpid()}"
     conn = await _empty_database(pg_server, name)
     try:
         await apply_migrations(conn, [m for m in load_migrations() if m.version < 35])
-        a, b, c, d = [await submit(conn, body={"n": n}) for n in range(4)]
+        a, b, c, d, e = [await submit(conn, body={"n": n}) for n in range(5)]
         update = "UPDATE operations SET remote_job_id = $2 WHERE operation_id = $1"
-        for op_id, job in ((a, "job_twice"), (b, "job_twice"), (c, "job_once")):
+        for op_id, job in ((a, "job_twice"), (b, "job_twice"), (c, "job_once"), (d, "job_once")):
             await conn.execute(update, op_id, job)  # as the owner could, before 035
-        await conn.execute(update, d, "job_once")
         before = await conn.fetch("SELECT * FROM operations ORDER BY operation_id")
-        with pytest.raises(MigrationError) as refused:
-            await apply_migrations(conn)
-        said = str(refused.value)
+        warned: list[str] = []
+        applied = await apply_migrations(conn, warn=warned.append)
+        assert applied == [m.name for m in load_migrations() if m.version >= 35]
+        (said,) = warned
         assert said.startswith(
-            "035_one_operation_per_job.sql refused: 2 remote job(s) are each recorded by more "
-            "than one operation"
-        )
+            "2 remote job(s) are each recorded by more than one operation: the first (oldest) "
+            "holder of each keeps it, the 2 others are exempt"
+        ), said
         assert f"sim job 'job_once': {c} (create_pending), {d} (create_pending)" in said
         assert f"sim job 'job_twice': {a} (create_pending), {b} (create_pending)" in said
-        assert "nothing was migrated" in said
-        assert await conn.fetchval("SELECT max(version) FROM schema_migrations") == 34
-        assert await conn.fetchval("SELECT to_regclass('operations_one_per_job')") is None
-        assert await conn.fetchval("SELECT to_regclass('operations_remote_job')") is not None
         assert await conn.fetch("SELECT * FROM operations ORDER BY operation_id") == before
-        # the schema owner's repair (a recorded job id is immutable to every writer)
-        await conn.execute("SET session_replication_role = replica")
-        await conn.execute(
-            "UPDATE operations SET remote_job_id = NULL WHERE operation_id = ANY($1)", [b, d]
-        )
-        await conn.execute("RESET session_replication_role")
-        assert await apply_migrations(conn) == [
-            m.name for m in load_migrations() if m.version >= 35
-        ]
+        # a lookup by job id does not imply the exemption: the plain index stays
+        assert await conn.fetchval("SELECT to_regclass('operations_remote_job')") is not None
+        with pytest.raises(asyncpg.UniqueViolationError):
+            await conn.execute(update, e, "job_twice")  # its first holder is indexed
     finally:
+        await conn.close()
+        await _drop(pg_server.admin_url, name)
+
+
+async def test_pending_files_declared_locks_are_taken_before_any_file_runs(
+    pg_server: Any,
+) -> None:
+    """034 locks observations, 035 then operations, in one transaction: a daemon
+    holding operations and wanting observations deadlocked with the migrator.
+    The migrator takes 035's declared lock first, holding nothing the daemon
+    needs, and waits for it instead."""
+    name = f"jw_mig_locks_{os.getpid()}"
+    conn = await _empty_database(pg_server, name)
+    daemon = await connect(with_database(pg_server.admin_url, name))
+    try:
+        await apply_migrations(conn, [m for m in load_migrations() if m.version < 34])
+        async with daemon.transaction():
+            await daemon.execute("LOCK TABLE operations IN ROW EXCLUSIVE MODE")  # a claim's
+            migrating = asyncio.ensure_future(apply_migrations(conn))
+            waiting = (
+                "SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation"
+                " WHERE NOT l.granted AND c.relname = 'operations' AND l.pid = $1"
+            )
+            migrator = conn.get_server_pid()
+            async with asyncio.timeout(60):
+                while not await daemon.fetchval(waiting, migrator):  # blocked on operations
+                    await asyncio.sleep(0.01)
+            # then the daemon records its read: the observations table is free
+            await daemon.fetchval("SELECT count(*) FROM observations")
+        assert await migrating == [m.name for m in load_migrations() if m.version >= 34]
+    finally:
+        await daemon.close()
         await conn.close()
         await _drop(pg_server.admin_url, name)
