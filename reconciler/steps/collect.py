@@ -28,6 +28,7 @@ from reconciler.step import Delay, Step, lease_lost
 from shared import ledger
 from shared.db.queries import q
 from shared.ledger import evidence
+from shared.ledger.errors import JobShared
 from shared.ledger.states import Evidence, LocalState, RemoteState
 from shared.providers import (
     CreateFact,
@@ -709,24 +710,34 @@ async def _give_up(step: Step, conn: Any, dst: LocalState, reason: str) -> Delay
 async def store_sync_result(step: Step, conn: Any, fact: CreateFact, call_id: int) -> Delay:
     """A synchronous 200/201: the result came with the create answer (caller's transaction).
 
-    Raises JobShared, with nothing written and the caller's transaction still
-    usable, when another operation holds the job id the answer names.
+    A job id the answer names that another operation holds (the database
+    refuses it: JobShared) is not recorded, and the result is kept all the
+    same, the move saying why: nothing is read or cancelled after a
+    synchronous result, so the id served nothing but the record, and the
+    result, delivered once, would be lost with it.
     """
+    cause = "create answered with the final result"
+    shared = False
     if fact.remote_job_id:
-        async with conn.transaction():  # a savepoint: JobShared rolls back only this
-            await ledger.record_remote_job(
-                conn,
-                step.op.operation_id,
-                fact.remote_job_id,
-                create_mode="sync",
-                fence=step.fence,
+        try:
+            async with conn.transaction():  # a savepoint: JobShared rolls back only this
+                await ledger.record_remote_job(
+                    conn,
+                    step.op.operation_id,
+                    fact.remote_job_id,
+                    create_mode="sync",
+                    fence=step.fence,
+                )
+        except JobShared:
+            shared = True
+            cause += (
+                f"; its job id {fact.remote_job_id} is another operation's "
+                "(ids reused?): not recorded"
             )
-    else:
+    if not fact.remote_job_id or shared:
         await ledger.record_sync_mode(conn, step.op.operation_id, fence=step.fence)
     await step.reload(conn)
-    await step.move(
-        conn, S.RESULT_COLLECTING, "create answered with the final result", (Evidence.CALL, call_id)
-    )
+    await step.move(conn, S.RESULT_COLLECTING, cause, (Evidence.CALL, call_id))
     check = step.adapter.validate_inline_result(fact.sync_result, None)
     collected = Collected(
         check,

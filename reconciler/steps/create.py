@@ -515,11 +515,7 @@ async def _interpret_create(
             retry_after=fact.retry_after_seconds,
         )
     if fact.kind == "sync_result":
-        try:
-            return await store_sync_result(step, conn, fact, call_id)
-        except JobShared:  # refused in a savepoint of its own: this transaction goes on
-            assert fact.remote_job_id is not None
-            return await _shared_job(step, conn, fact.remote_job_id, "create")
+        return await store_sync_result(step, conn, fact, call_id)
     if fact.kind == "rejected":
         error = {
             "status": fact.status_code,

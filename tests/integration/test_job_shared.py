@@ -79,13 +79,14 @@ async def test_a_job_id_another_operation_holds_is_not_recorded_twice(
         assert (await r.op(second)).remote_job_id is None
 
 
-async def test_a_synchronous_answer_naming_a_held_job_stops_for_a_human(
+async def test_a_synchronous_answer_naming_a_held_job_keeps_its_result_not_the_id(
     pool: Any, tmp_path: Path
 ) -> None:
     """A create answered with its result at once names a job id too, and before
-    035 it was recorded unchecked: now the index refuses it (in a savepoint of
-    the recording transaction) and the operation stops for a human, its result
-    not taken."""
+    035 it was recorded unchecked: now the index refuses the id (in a savepoint
+    of the recording transaction), and the result, delivered once, is kept all
+    the same: nothing is read or cancelled after a synchronous result, and
+    dropping it (as a first version did, for a human) would lose it."""
     described = runway_tasks(read_first=False)
     described["create"] |= {"sync_result_statuses": [200], "sync_result": "/output"}
     sync = "https://x.example/sync.png"
@@ -101,12 +102,15 @@ async def test_a_synchronous_answer_naming_a_held_job_stops_for_a_human(
         first = await r.submit({"promptImage": "https://x.example/a.png"})
         assert await r.settle(first, {S.ACCEPTED, S.OBSERVING}) in {S.ACCEPTED, S.OBSERVING}
         second = await r.submit({"promptImage": sync})
-        assert await r.settle(second, {S.NEEDS_ATTENTION, S.SUCCEEDED}) is S.NEEDS_ATTENTION
+        assert await r.settle(second, {S.NEEDS_ATTENTION, S.SUCCEEDED}) is S.SUCCEEDED
         op = await r.op(second)
-        assert (op.remote_job_id, op.create_mode, op.result_id) == (None, None, None)
-        reason = (await r.escalation(second))["reason"]
-        assert f"create answer names job {SAME}, which is already operation {first}'s" in reason
-        assert await r.history(second) == ["create_pending", "needs_attention"]
+        assert (op.remote_job_id, op.create_mode) == (None, "sync")
+        assert op.result_id is not None
+        cause = await pool.fetchval(
+            "SELECT cause FROM history WHERE operation_id = $1 AND to_state = 'result_collecting'",
+            second,
+        )
+        assert f"its job id {SAME} is another operation's (ids reused?): not recorded" in cause
         assert (await r.op(first)).remote_job_id == SAME
 
 
