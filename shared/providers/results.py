@@ -50,6 +50,8 @@ from shared.providers.result_formats import (
     split_rows,
 )
 from shared.providers.values import as_int, item_failure, raw_text
+from shared.redaction import sanitize_text_urls
+from shared.text import scrub_text
 
 # Failed items kept inline in the check; the rest are counted, not listed
 # (SPEC §7: a batch's failures live behind a paginated reference).
@@ -253,6 +255,23 @@ def validate_empty_result(desc: ProviderDescription, status: StatusFact) -> Resu
 # --------------------------------------------------------------------- transport checks
 
 
+# How much of a refused fetch's body is quoted: enough for "Request has expired".
+_QUOTED_CHARS = 160
+
+
+def _in_its_words(resp: HttpResponse) -> str:
+    """The start of a refused fetch's body, quoted for the human the refusal goes
+    to (S3's "Request has expired", a 400's "Invalid skip parameter"): whitespace
+    folded, credential-looking link parameters redacted, cut short."""
+    text = " ".join(resp.body[: _QUOTED_CHARS * 4].decode("utf-8", "replace").split())
+    if not text:
+        return ""
+    text = scrub_text(sanitize_text_urls(text))
+    if len(text) > _QUOTED_CHARS:
+        text = text[: _QUOTED_CHARS - 1] + "…"
+    return f" ({text!r})"
+
+
 def _check_transport(
     desc: ProviderDescription, parts: list[HttpResponse], size: int, status: StatusFact | None
 ) -> tuple[str, ...]:
@@ -265,7 +284,8 @@ def _check_transport(
                 f"result fetch answered HTTP {part.status_code}: {REDIRECT_NOT_FOLLOWED}"
             )
         if not 200 <= part.status_code < 300:
-            raise _Invalid(f"result fetch answered HTTP {part.status_code}", unavailable=True)
+            said = f"result fetch answered HTTP {part.status_code}{_in_its_words(part)}"
+            raise _Invalid(said, unavailable=True)
     if size > expect.max_bytes:
         raise _Invalid(_too_big(size, expect.max_bytes))
     for part in parts:

@@ -150,7 +150,25 @@ def test_no_counts_in_status_skips_the_count_check_with_a_note() -> None:
 def test_expired_result_link_is_unavailable() -> None:
     check = validate_result(SIM, HttpResponse(410, {}, b"gone"), None)
     assert not check.ok and check.unavailable
-    assert check.reason == "result fetch answered HTTP 410"
+    assert check.reason == "result fetch answered HTTP 410 ('gone')"
+
+
+def test_a_refused_fetch_is_told_in_the_providers_words_without_its_credentials() -> None:
+    """S3's "Request has expired" reached the agent as a bare HTTP 403; quoted, cut
+    short, whitespace folded, a signed link's signature redacted."""
+    body = (
+        b"<Error>\n  <Code>AccessDenied</Code>\n  <Message>Request has expired</Message>\n"
+        b"  <Url>https://b.s3.test/r.csv?X-Amz-Signature=abcdef&amp;x=1</Url>\n</Error>"
+        + b"x"
+        * 400
+    )
+    check = validate_result(SIM, HttpResponse(403, {}, body), None)
+    assert check.unavailable
+    assert check.reason.startswith(
+        "result fetch answered HTTP 403 ('<Error> <Code>AccessDenied</Code> <Message>Request "
+        "has expired</Message> <Url>https://b.s3.test/r.csv?X-Amz-Signature=[redacted]"
+    ), check.reason
+    assert "abcdef" not in check.reason and check.reason.endswith("…')")
 
 
 def test_invalid_json() -> None:
