@@ -78,8 +78,13 @@ class RunsFixture:
 
     async def status(self, request: Request) -> Response:
         self.reads += 1
-        if self.reads in self.states:
-            return JSONResponse({"data": {"id": "run-1", "status": self.states[self.reads]}})
+        said = self.states.get(self.reads)
+        if said == "404":
+            return JSONResponse({"error": {"type": "record-not-found"}}, status_code=404)
+        if said == "THROTTLED":  # a failed request carried in a 200
+            return JSONResponse({"errors": [{"message": "Throttled"}]})
+        if said is not None:
+            return JSONResponse({"data": {"id": "run-1", "status": said}})
         if self.answer == "unmapped":
             return JSONResponse({"data": {"id": "run-1", "status": "SUCCEEDED_WITH_WARNINGS"}})
         if self.answer.startswith("403 "):  # a throttle answered 403 (GitHub's)
@@ -165,3 +170,26 @@ async def test_a_throttle_answered_403_is_no_refusal(
         assert fx.reads == 13
         categories = {c["error_category"] for c in await r.calls(op_id, "status")}
         assert categories == {"back_pressure", None}, categories
+
+
+async def test_a_throttle_between_misses_neither_sees_the_job_nor_breaks_the_run(
+    pool: Any, tmp_path: Path
+) -> None:
+    """A 200 carrying only `errors` (a throttle) saw nothing: between "not found"
+    answers it neither resets their run (it did, as a read that saw the job) nor
+    counts; three misses in a row still go to a human."""
+    fx = RunsFixture("unmapped", {1: "RUNNING", 2: "404", 3: "THROTTLED", 4: "404", 5: "404"})
+    async with preset_rig(
+        pool,
+        tmp_path,
+        fx.app(),
+        preset=None,
+        name="apify",
+        env={},
+        overrides=apify_runs(webhooks=False),
+    ) as r:
+        op_id = await r.submit({"startUrls": []}, result_deadline_s=3600)
+        assert await r.settle(op_id, ENDS) is S.NEEDS_ATTENTION, await r.history(op_id)
+        reason = (await r.escalation(op_id))["reason"]
+        assert "provider says job run-1 does not exist" in reason, reason
+        assert fx.reads == 5
