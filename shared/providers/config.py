@@ -1077,7 +1077,9 @@ def _cancel(table: _Table | None) -> CancelSpec:
         accepted_statuses=table.success_statuses("accepted_statuses", (200, 201, 202, 204)),
         state=table.path("state", BODY),
         body=body,
-        read_first=table.boolean("read_first", False),
+        # a cancel that deletes the job deletes a finished one's result too: read
+        # first, unless the description says its cancel spares a finished job
+        read_first=table.boolean("read_first", table.boolean("deletes_job", False)),
         deletes_job=table.boolean("deletes_job", False),
     )
     if spec.body is not None and spec.method == "GET":

@@ -51,7 +51,8 @@ rules in ``shared/providers/paths.py``); *paths* = a path or a list of paths;
                  the state when the body names none, e.g. an ARM `Location` URL)
     [cancel]   supported (true if the table exists), method (POST), path, idempotent,
                reason, accepted_statuses, state,
-               read_first (false; true: read the status under the same lease right before
+               read_first (false; true with deletes_job: read the status under the same
+                 lease right before
                  each cancel and send none once the job ended, for a cancel that deletes
                  a finished job and its result, e.g. Runway's DELETE /v1/tasks/{id}),
                body = {..} (the JSON object sent with the cancel, e.g. Salesforce's

@@ -24,9 +24,11 @@ the raw values would leak the secret's length; digests are always 32 bytes.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from collections.abc import Mapping, Sequence
-from urllib.parse import parse_qsl, urlsplit
+from typing import Any
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 from shared.redaction import REDACTED, is_secret_param
 
@@ -136,15 +138,47 @@ _ENCODINGS = ("utf-8", "utf-16-le", "utf-16-be", "utf-32-le", "utf-32-be")
 def scrub(body: bytes, secrets: Sequence[str]) -> bytes:
     """`body` with every configured token replaced by REDACTED: an answer or a
     delivery that echoes the callback URL must not be stored with the token.
-    Tokens are letters, digits, '-' and '_' (`check_secret`), which no URL or
-    JSON encoder escapes, so each echo holds them as written, in the body's
-    encoding."""
+
+    Tokens are letters, digits, '-' and '_' (`check_secret`), which encoders
+    rarely escape: an echo is found as written, in the body's encoding. One
+    written otherwise (JSON's `\\u004e`, a percent-encoded `%4E` inside a
+    string) is found in the parsed document: its strings decoded, and then
+    percent-decoded, are searched, and a document holding the token is written
+    back as JSON with every such string redacted."""
+    secrets = [secret for secret in secrets if secret]
     for secret in secrets:
         for encoding in _ENCODINGS:
             token = secret.encode(encoding, "surrogatepass")
-            if token and token in body:
+            if token in body:
                 body = body.replace(token, REDACTED.encode(encoding))
-    return body
+    if not secrets or (b"\\" not in body and b"%" not in body and b"\x00" not in body):
+        return body  # no escape of any kind: what was written was found above
+    try:
+        document = json.loads(body)
+    except (ValueError, RecursionError):
+        return body  # no JSON: nothing decodes it back to the token
+    cleaned, found = _scrubbed(document, secrets)
+    return json.dumps(cleaned, ensure_ascii=False).encode() if found else body
+
+
+def _scrubbed(value: Any, secrets: Sequence[str]) -> tuple[Any, bool]:
+    """`value` with each string that holds a token, decoded, redacted; and whether any did."""
+    if isinstance(value, str):
+        decoded = unquote(value) if "%" in value else value
+        if any(secret in decoded for secret in secrets):
+            for secret in secrets:
+                decoded = decoded.replace(secret, REDACTED)
+            return decoded, True
+        return value, False
+    if isinstance(value, list):
+        items = [_scrubbed(item, secrets) for item in value]
+        return [item for item, _ in items], any(hit for _, hit in items)
+    if isinstance(value, dict):
+        pairs = {key: _scrubbed(item, secrets) for key, item in value.items()}
+        return {key: item for key, (item, _) in pairs.items()}, any(
+            hit for _, hit in pairs.values()
+        )
+    return value, False
 
 
 def _fingerprint(value: str) -> bytes:

@@ -37,7 +37,7 @@ from shared.providers import HttpRequest, HttpResponse
 from shared.providers.adapter import ProviderAdapter
 from shared.serve import serve_app
 from shared.signatures.signing import sign_standard_webhooks
-from tests.fixtures_providers.rig import PresetRig, preset_rig
+from tests.fixtures_providers.rig import PresetRig, load, preset_rig
 from tests.fixtures_providers.shapes import (
     BATCH_JOBS,
     BLOB_SIGNATURE,
@@ -581,6 +581,30 @@ async def observing_task(
         op_id = await r.submit(TASK)
         await r.settle(op_id, {S.OBSERVING})
         yield r, op_id
+
+
+async def test_a_cancel_that_deletes_the_job_reads_first_unless_told_not_to(
+    pool: Any, tmp_path: Path
+) -> None:
+    """`cancel.deletes_job` without `read_first` (Luma's DELETE, described as the
+    README did): the generation had finished, its callback on record, and our
+    DELETE destroyed the video while the agent was told "confirmed stopped". A
+    cancel that deletes the job reads first unless `read_first = false` says so."""
+    fx = TasksFixture()
+    described = runway_tasks(read_first=False)
+    described["cancel"]["deletes_job"] = True
+    async with preset_rig(
+        pool, tmp_path, fx.app(), preset=None, name="luma", env={}, overrides=described
+    ) as r:
+        assert r.desc.cancel.read_first
+        op_id = await r.submit(TASK)
+        await r.settle(op_id, {S.OBSERVING})
+        fx.finish()
+        await r.cancel(op_id)
+        assert await r.settle(op_id, {S.CANCELLED, *ENDS}) is S.SUCCEEDED, await r.history(op_id)
+        assert fx.deleted == [] and await r.calls(op_id, "cancel") == []
+    described["cancel"]["read_first"] = False
+    assert load("luma", None, "http://x.test", {}, described)["luma"].cancel.read_first is False
 
 
 async def test_a_destructive_cancel_is_not_sent_to_a_task_that_already_succeeded(

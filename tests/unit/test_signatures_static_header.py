@@ -207,3 +207,25 @@ def test_scrub_finds_the_token_in_every_json_encoding(encoding: str) -> None:
     scrubbed = scrub(body, [URL_TOKEN])
     assert URL_TOKEN not in scrubbed.decode(encoding)
     assert json.loads(scrubbed.decode(encoding)) == {"callback_url": f"{HOOK}?token=[redacted]"}
+
+
+@pytest.mark.parametrize(
+    "echo",
+    [
+        "".join(f"\\u{ord(c):04x}" for c in URL_TOKEN),  # every character escaped
+        "\\u0074" + URL_TOKEN[1:],  # one
+        "%74" + URL_TOKEN[1:],  # percent-encoded inside the string
+    ],
+)
+def test_scrub_finds_the_token_written_otherwise(echo: str) -> None:
+    """An encoder that escapes what it need not: the token is found decoded, and
+    the document written back without it."""
+    body = ('{"request":{"callback_url":"' + HOOK + "?token=" + echo + '"},"n":3}').encode()
+    scrubbed = scrub(body, [URL_TOKEN])
+    document = json.loads(scrubbed)
+    assert document == {"request": {"callback_url": f"{HOOK}?token=[redacted]"}, "n": 3}
+
+
+def test_scrub_leaves_a_body_without_the_token_as_it_came() -> None:
+    body = b'{"note":"caf\\u00e9 50%","n":1.10}'
+    assert scrub(body, [URL_TOKEN]) == body
