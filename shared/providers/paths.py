@@ -18,7 +18,9 @@ tasks in no promised order; its file and its failed task's message are
   selector is a segment of its own), or
   ``data.tasks[operation=export/url].result.files.0.url`` (dotted: after its
   list, or as a segment of its own, ``tasks.[k=v]``);
-- ``/data/tasks/[status=error]/message``.
+- ``/data/tasks/[operation=convert]/message`` (by what the task does: a
+  failure marks the tasks after it ``error`` too, so ``[status=error]`` may
+  pick one that only says its input failed).
 
 The rules:
 
