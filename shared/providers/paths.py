@@ -4,6 +4,8 @@ Provider descriptions name locations as text so they fit in TOML:
 
 - ``/a/b/0``  JSON pointer (RFC 6901, with ``~0``/``~1`` escapes for ``~`` and
   ``/``, and ``~2`` for ``[``); ``""`` is the whole document;
+- a list's index is its digits, or a minus and its digits from the end
+  (``/data/-1/id``: the last item's id);
 - ``a.b.0``   dotted path (the friendlier spelling; no escapes, so keys holding a
   dot, a colon or a ``[`` need the pointer form);
 - ``header:Operation-Location``  a response header (case-insensitive);
@@ -272,6 +274,8 @@ def _check_dotted_key(text: str, segment: str) -> None:
         raise PathSyntaxError(f"'{text}': whitespace in dotted path")
 
 
+# A list index: 0, 1, ... from the start, -1, -2, ... from the end.
+_INDEX = re.compile(r"-?[0-9]+")
 # An enum member read from its class costs more than the rest of a short
 # extract (Python 3.11): read once, here.
 _HEADER, _QUERY = PathSource.HEADER, PathSource.QUERY
@@ -303,10 +307,11 @@ def _step(node: Any, segment: str | Selector) -> Any:
     if isinstance(node, list):
         if type(segment) is Selector:
             return segment.first(node)
-        if segment.isdigit():
-            index = int(segment)
-            return node[index] if index < len(node) else None
-        return None
+        if _INDEX.fullmatch(segment) is None:  # ASCII digits only: int("²") raises
+            return None
+        index = int(segment)
+        # -1 is the last item (OpenAI lists: the next page's cursor is the last id)
+        return node[index] if -len(node) <= index < len(node) else None
     if isinstance(node, Mapping) and type(segment) is str:
         return node.get(segment)
     return None

@@ -270,3 +270,19 @@ def test_secret_value_never_in_config_errors(tmp_path: Path) -> None:
     assert "create.job_id" in str(caught.value)
     assert VALUE not in str(caught.value)
     assert VALUE not in repr(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("path", "expected"),
+    [
+        ("/data/-1/id", "ftjob-3"),  # OpenAI's lists: the next page's cursor is the last id
+        ("data.-2.id", "ftjob-2"),
+        ("/data/-4/id", None),
+        ("/data/3/id", None),
+        ("/data/²/id", None),  # a digit to str.isdigit, not to int(): no index at all
+        ("/data/+1/id", None),
+    ],
+)
+def test_a_list_index_counts_from_either_end(path: str, expected: str | None) -> None:
+    page = {"data": [{"id": f"ftjob-{n}"} for n in (1, 2, 3)], "has_more": True}
+    assert extract(parse_path(path), page) == expected
