@@ -384,6 +384,10 @@ def _next_read(step: Step, fact: StatusFact) -> float:
         poll_after=fact.poll_after_seconds,
         quiet=forecast.quiet(done, step_size),
     )
+    if estimate is not None:
+        # no longer than the job's age, nor than the backoff's wait for a young
+        # job: a wrong estimate (a date years off) costs at most a doubling
+        wait = min(wait, max(scheduled, age))
     # An estimate that never runs out ("1 s left" on every answer) must not read
     # faster than the backoff alone would have, read for read.
     reads = step.op.poll_attempts + 1

@@ -80,7 +80,7 @@ from shared.providers.values import (
 )
 from shared.text import scrub_text
 
-# A provider's "seconds left" past a month is no estimate (deadlines stop there).
+# A provider's estimate past a month is no estimate (deadlines stop there).
 MAX_ESTIMATE_SECONDS = 30 * 86400.0
 
 AMBIGUOUS_CLIENT_STATUSES = frozenset({408, 425, 429})
@@ -399,7 +399,9 @@ def _estimated_end(
     """When the provider expects the job to end: its timestamp, or its seconds
     left counted from now (the answer's time); None when it says nothing usable."""
     if spec.estimated_end is not None:
-        return as_datetime(extract(spec.estimated_end, body, headers))
+        end = as_datetime(extract(spec.estimated_end, body, headers))
+        horizon = _now(now) + timedelta(seconds=MAX_ESTIMATE_SECONDS)
+        return end if end is not None and end <= horizon else None
     if spec.estimated_seconds_left is None:
         return None
     left = as_seconds(extract(spec.estimated_seconds_left, body, headers))

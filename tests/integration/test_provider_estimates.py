@@ -55,9 +55,12 @@ class FineTuningFixture:
     should finish (`estimated_finish`, Unix seconds) and how long that is from now
     (`eta_s`), from the test's clock."""
 
-    def __init__(self, clock: TestClock, *, stuck: bool = False) -> None:
+    def __init__(
+        self, clock: TestClock, *, stuck: bool = False, estimate: float = ESTIMATE
+    ) -> None:
         self.clock = clock
         self.stuck = stuck  # "a second left", whenever asked
+        self.estimate = estimate  # the job's length, as its answers estimate it
         self.created: dict[str, float] = {}
 
     def app(self) -> Starlette:
@@ -76,7 +79,7 @@ class FineTuningFixture:
     async def status(self, request: Request) -> Response:
         jid = request.path_params["jid"]
         now = self.clock.now().timestamp()
-        finish = now + 1.0 if self.stuck else self.created[jid] + ESTIMATE
+        finish = now + 1.0 if self.stuck else self.created[jid] + self.estimate
         return JSONResponse(
             {"id": jid, "status": "running", "estimated_finish": int(finish), "eta_s": finish - now}
         )
@@ -204,3 +207,28 @@ async def test_an_estimate_that_never_runs_out_reads_no_more_than_the_backoff(
         assert await r.state(op_id) is S.OBSERVING
         assert reads <= bound, (reads, bound)
         assert reads >= backoff_reads_by(horizon, r.desc.limits), reads  # not slower either
+
+
+async def test_a_young_job_is_not_left_for_the_cap_on_an_estimate_far_off(
+    pool: Any, tmp_path: Path, clock: TestClock
+) -> None:
+    """An estimate weeks off (a wrong date) on a job seconds old: its next read was
+    the backoff's cap (a minute) away, four times the lag a ten-second job would
+    have had. No wait is longer than the job's age or the backoff's own."""
+    described = fine_tuning("estimated_end")
+    described["limits"] = {"backoff_base": 2.0, "backoff_factor": 2.0, "backoff_cap": 60.0}
+    fx = FineTuningFixture(clock, estimate=20 * 86400.0)
+    async with preset_rig(
+        pool,
+        tmp_path,
+        fx.app(),
+        preset=None,
+        name="openai_ft",
+        env={},
+        overrides=described,
+        clock=clock,
+    ) as r:
+        op_id = await r.submit({"model": "m"}, result_deadline_s=3 * ESTIMATE)
+        await r.reconciler.run_once()  # the create
+        wait = await read_at_age(r, clock, op_id, 3.0)
+        assert wait <= 4.0, wait  # the backoff's second step at most, not 60 s

@@ -801,6 +801,8 @@ def estimating(key: str) -> ProviderDescription:
         ("estimated_end", int(NOW.timestamp()) + 600, NOW.replace(minute=10)),  # Unix seconds
         ("estimated_end", "2025-01-06T12:10:00Z", NOW.replace(minute=10)),
         ("estimated_end", "soon", None),
+        ("estimated_end", "9999-12-31T23:59:59Z", None),  # no estimate past a month
+        ("estimated_end", (int(NOW.timestamp()) + 600) * 1000, None),  # milliseconds
         ("estimated_end", None, None),
         ("estimated_seconds_left", 600, NOW.replace(minute=10)),  # from the answer's time
         ("estimated_seconds_left", "PT10M", NOW.replace(minute=10)),
