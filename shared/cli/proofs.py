@@ -48,7 +48,10 @@ def prove_delivery(
             "set (an optional [webhooks] table without its secrets_env/secrets_file is dropped)",
         }
     now = time.time() if at is None else at
-    target = url or (capture.target if capture.target and "://" in capture.target else None)
+    in_query = spec.scheme is WebhookScheme.STATIC_HEADER and static_header.in_query(spec.options)
+    # a scheme signing {url} needs it whole; a token in the query, the request line's
+    whole = capture.target and ("://" in capture.target or in_query)
+    target = url or (capture.target if whole else None)
     adapter = adapter_for(desc)
     try:
         # as the receiver verifies: the adapter's, so a plugin's own verifier too
@@ -72,7 +75,7 @@ def prove_delivery(
             }
         return {"verified": False, "reason": exc.reason, "why": _HINTS.get(exc.reason, "")}
     body = capture.body
-    if spec.scheme is WebhookScheme.STATIC_HEADER and static_header.in_query(spec.options):
+    if in_query:
         # as the receiver stores and reads it: without the token it may echo
         body = static_header.scrub(body, [secret.reveal() for secret in spec.secrets])
     # the key the receiver would deduplicate on: a signed id (a signed header,

@@ -360,7 +360,44 @@ def _callback_warnings(desc: ProviderDescription, public_url: str | None) -> lis
                 f"create.{where} names {{webhook_url}}, but public_webhook_url is not set: "
                 "it is left out of every create, and the provider never calls back"
             )
-    return found
+        elif public_url and "?" in public_url and "{webhook_url}?" in _text_of(desc, where):
+            found.append(
+                f"create.{where} adds '?' to {{webhook_url}}, which already has a query "
+                "(public_webhook_url): write '&' instead"
+            )
+    return found + _token_warnings(desc, named)
+
+
+def _text_of(desc: ProviderDescription, where: str) -> str:
+    """The template text of `create.set_body PATH` or `create.set_headers NAME`."""
+    spec = desc.create
+    texts = {f"set_body {f.path.text}": f.template.text for f in spec.set_body if f.template}
+    texts |= {f"set_headers {name}": t.text for name, t in spec.set_headers}
+    return texts.get(where, "")
+
+
+def _token_warnings(
+    desc: ProviderDescription, named: list[tuple[str, frozenset[str]]]
+) -> list[str]:
+    """A callback token read from the query (`static_header` with `query`) that no
+    create puts there: every callback would be refused, the backstop left alone."""
+    hooks = desc.webhooks
+    if hooks is None or hooks.scheme.value != "static_header" or "query" not in hooks.options:
+        return []
+    param = hooks.options["query"]
+    carried = [where for where, names in named if "webhook_secret" in names]
+    if not carried:
+        return [
+            f"webhooks read the token from the query parameter {param!r}, but no create "
+            "field names {webhook_secret}: every callback would be refused"
+        ]
+    if not any(f"{param}={{webhook_secret}}" in _text_of(desc, where) for where in carried):
+        return [
+            f"webhooks read the token from the query parameter {param!r}, but no create "
+            f"field writes {param}={{webhook_secret}} into the callback URL: every "
+            "callback would be refused"
+        ]
+    return []
 
 
 def _render(entry: Mapping[str, Any]) -> str:

@@ -263,3 +263,56 @@ async def test_a_webhook_client_reference_at_our_own_reference_field_is_flagged(
     config.write_text(text.replace('job_id = "/data/job"\n', 'client_reference = "/meta/ref"\n'))
     assert await cli_providers.cmd_check(ns(config=str(config))) == 0
     assert "set webhooks.operation_id to that path instead" in capsys.readouterr().out
+
+
+LUMA_TOKEN = "luma_callback_token_0123456789"
+LUMA = """
+[providers.luma]
+base_url = "https://api.lumalabs.ai/dream-machine/v1"
+[providers.luma.create]
+path = "/generations"
+idempotency = "none"
+job_id = "/id"
+set_body = { "/callback_url" = "{webhook_url}?token={webhook_secret}" }
+[providers.luma.status]
+path = "/generations/{job_id}"
+state = "/state"
+[providers.luma.status.state_map]
+completed = "succeeded"
+[providers.luma.result]
+source = "none"
+[providers.luma.webhooks]
+scheme = "static_header"
+options = { query = "token" }
+secrets_env = "LUMA_CALLBACK_TOKEN"
+job_id = "/id"
+state = "/state"
+"""
+
+
+@pytest.mark.parametrize(("query", "verifies"), [(f"?token={LUMA_TOKEN}", True), ("", False)])
+async def test_a_captured_callback_proves_its_query_token_from_its_request_line(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    query: str,
+    verifies: bool,
+) -> None:
+    """The request line of a raw capture holds the token: no --url (which would
+    put the token on a command line, in ps and the shell's history)."""
+    monkeypatch.setenv("LUMA_CALLBACK_TOKEN", LUMA_TOKEN)
+    config = tmp_path / "jobwarden.toml"
+    config.write_text(LUMA)
+    body = json.dumps({"id": "gen_1", "state": "completed"}).encode()
+    delivery = tmp_path / "callback.http"
+    delivery.write_bytes(
+        f"POST /webhooks/luma{query} HTTP/1.1\r\nHost: hooks.example.test\r\n".encode()
+        + b"Content-Type: application/json\r\n\r\n"
+        + body
+    )
+    assert await cli_providers.cmd_check(ns(config=str(config), delivery=delivery)) == (
+        0 if verifies else 1
+    )
+    out = capsys.readouterr().out
+    assert ("delivery: verifies" in out) is verifies, out
+    assert LUMA_TOKEN not in out

@@ -259,3 +259,42 @@ async def test_check_warns_about_a_callback_url_every_create_would_leave_out(
     else:
         assert len(warnings) == 1 and warned in warnings[0], warnings
         assert "create.set_body /callback_url names {webhook_url}" in warnings[0]
+
+
+@pytest.mark.parametrize(
+    ("public", "callback", "warned"),
+    [
+        ("https://h.example/webhooks/{provider}", "{webhook_url}?token={webhook_secret}", None),
+        ("https://h.example/webhooks/{provider}", "{webhook_url}", "no create field names"),
+        (
+            "https://h.example/webhooks/{provider}",
+            "{webhook_url}?sig={webhook_secret}",
+            "writes token={webhook_secret}",
+        ),
+        (
+            "https://h.example/webhooks/{provider}?src=jw",
+            "{webhook_url}?token={webhook_secret}",
+            "write '&' instead",
+        ),
+    ],
+)
+async def test_check_warns_about_a_callback_token_no_callback_would_carry(
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    public: str,
+    callback: str,
+    warned: str | None,
+) -> None:
+    """Each of these loaded fine, and every callback would have been refused."""
+    monkeypatch.setenv("LUMA_API_KEY", "luma-key")
+    monkeypatch.setenv("LUMA_CALLBACK_TOKEN", "t" * 32)
+    text = LUMA.replace("PUBLIC", public).replace("WEBHOOKS", LUMA_HOOKS)
+    text = text.replace("{webhook_url}?token={webhook_secret}", callback)
+    config = write(tmp_path, text)
+    assert await cli_providers.cmd_check(ns(config=config)) == 0
+    warnings = [line for line in capsys.readouterr().out.splitlines() if "warning:" in line]
+    if warned is None:
+        assert warnings == []
+    else:
+        assert any(warned in w for w in warnings), warnings
