@@ -257,6 +257,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return serve.run(handler(args))  # uvloop: receiver, reconciler, simulator, mcp
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        return _reader_gone()
     except Exception as exc:
         # A database that is not there, a schema not migrated, a bad configuration:
         # the operator's to fix, said in a line and a hint. Anything else is a bug.
@@ -264,6 +266,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         if failure is None:
             raise
         return report(failure, as_json=bool(getattr(args, "json", False)))
+
+
+def _reader_gone() -> int:
+    """The reader of our output left (`jobwarden list --json | head -1`): no
+    traceback, and no second one when the interpreter flushes stdout at exit."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 141  # as a shell reports a process ended by SIGPIPE (128 + 13)
 
 
 if __name__ == "__main__":

@@ -263,3 +263,26 @@ async def test_a_schema_a_newer_jobwarden_migrated_is_refused(
     reconciler = jobwarden(tmp_path, "reconciler", DATABASE_URL=url, JW_RESULTS_DIR=str(tmp_path))
     assert reconciler.returncode == 2
     assert "999_later.sql" in reconciler.stdout and "newer jobwarden" in reconciler.stdout
+
+
+def test_a_reader_gone_is_no_traceback(tmp_path: Path) -> None:
+    """`jobwarden … | head -1`, the reader gone before the output is written: the
+    command ends as a shell's SIGPIPE does, with no traceback (there was one)."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # nobody will ever read: the first write fails with EPIPE
+    base = {k: v for k, v in os.environ.items() if k not in DATABASE_VARIABLES}
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "shared.cli", "providers", "show", "openai_batch"],
+            cwd=tmp_path,
+            env={**base, "PYTHONPATH": str(ROOT)},
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    finally:
+        os.close(write_end)
+    assert "Traceback" not in done.stderr and "BrokenPipeError" not in done.stderr, done.stderr
+    assert done.returncode == 141
