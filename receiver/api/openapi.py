@@ -181,6 +181,25 @@ def _operation_schema() -> dict[str, Any]:
                 "type": ["object", "null"],
                 "properties": {"code": nullable_text, "message": nullable_text},
             },
+            "partial_output": {
+                "type": "object",
+                "description": (
+                    "A cancelled job's output, kept as it was when it stopped: NOT a "
+                    "complete result."
+                ),
+                "properties": {
+                    "result_ref": nullable_text,
+                    "result": {},
+                    "summary": {
+                        "type": "object",
+                        "properties": {
+                            "total": nullable_int,
+                            "succeeded": nullable_int,
+                            "failed": nullable_int,
+                        },
+                    },
+                },
+            },
             "links": {"type": "object", "additionalProperties": {"type": "string"}},
             "replayed": {
                 "type": "boolean",

@@ -78,6 +78,16 @@ def operation_resource(row: Mapping[str, Any]) -> dict[str, Any]:
         }
     elif row["done"]:
         resource["error"] = row["error"]
+        if row["result_ref"] is not None:  # a cancelled job's output, kept (migration 036)
+            resource["partial_output"] = {
+                "result_ref": row["result_ref"],
+                "result": row["result"],
+                "summary": {
+                    "total": row["items_total"],
+                    "succeeded": row["items_succeeded"],
+                    "failed": row["items_failed"],
+                },
+            }
     return resource
 
 

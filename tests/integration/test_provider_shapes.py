@@ -31,6 +31,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from bench.harness import TestClock
+from receiver.api.resources import operation_resource
 from shared.ledger import audit, log, log_audit
 from shared.ledger.states import LocalState
 from shared.providers import HttpRequest, HttpResponse
@@ -1160,6 +1161,23 @@ async def test_a_cancelled_jobs_partial_output_is_kept_whole_or_not_at_all(
         assert kept["items_total"] == 6
         stored = Path(kept["storage_ref"].removeprefix("file:")).read_text()
         assert stored == "Id,Name\n" + "".join(f"{row}\n" for row in OUTPUT_ROWS)
+        # the agent is shown it, as partial (migration 036): it was told there was none
+        seen = await pool.fetchrow(
+            "SELECT result_ref, message FROM operations_overview WHERE operation_id = $1",
+            op_id,
+        )
+        assert seen["result_ref"] == kept["storage_ref"]
+        assert seen["message"].startswith(
+            "Cancelled: the provider confirmed the job stopped. What it had produced was "
+            "kept (6 items): result_ref and result hold that partial output"
+        ), seen["message"]
+        row = await pool.fetchrow(
+            "SELECT * FROM operations_overview WHERE operation_id = $1", op_id
+        )
+        resource = operation_resource(row)  # what GET /v1/operations/{id} answers
+        assert "response" not in resource and resource["error"] is not None
+        assert resource["partial_output"]["result_ref"] == kept["storage_ref"]
+        assert resource["partial_output"]["summary"]["total"] == 6
 
 
 class PagingPluginOfOld(ProviderAdapter):

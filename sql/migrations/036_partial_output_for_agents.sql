@@ -1,0 +1,179 @@
+-- 036: a cancelled job's partial output reaches the agent.
+--
+-- A cancelled job's output kept before `cancelled` was written (OpenAI's
+-- partial batch output, an Apify run's dataset: reconciler/steps/collect.py
+-- collect_partial_output) was attached to the operation (result_id,
+-- result_ref, result_summary kind "partial"), but the agent views showed a
+-- result only once succeeded, and told the agent "There is no result". The
+-- view is 008's but for `result_ref` and `result`, shown for a cancelled
+-- operation holding such output, and its message, which says it is partial.
+-- Same columns, so the filtered agent_operations (011) over it stands.
+
+CREATE OR REPLACE VIEW operations_overview AS
+SELECT
+    o.operation_id,
+    o.provider,
+    o.kind,
+    o.client_reference,
+    o.requested_by,
+    o.state::text AS state,
+    o.remote_state::text AS remote_state,
+    o.remote_job_id,
+    c.outcome IS NOT NULL AS done,
+    o.finished_at IS NOT NULL AS final,
+    c.outcome,
+    m.message,
+    p.poll_after_seconds,
+    o.progress_completed,
+    o.progress_total,
+    c.progress_percent,
+    CASE WHEN o.state = 'succeeded' OR (o.state = 'cancelled' AND o.result_id IS NOT NULL)
+         THEN o.result_ref END AS result_ref,
+    CASE WHEN o.state = 'succeeded' OR (o.state = 'cancelled' AND o.result_id IS NOT NULL)
+         THEN r.inline END AS result,
+    r.items_total,
+    r.items_succeeded,
+    r.items_failed,
+    CASE WHEN c.has_failed_items
+         THEN '/v1/operations/' || o.operation_id || '/failed-items' END AS errors_ref,
+    CASE WHEN c.outcome IS NOT NULL AND c.outcome NOT IN ('succeeded', 'completed_with_errors')
+         THEN jsonb_build_object('code', c.error_code,
+                                 'message', coalesce(c.reason, c.outcome))
+    END AS error,
+    o.cancel_requested_at,
+    o.result_deadline,
+    o.created_at,
+    o.updated_at,
+    o.finished_at
+FROM operations o
+LEFT JOIN results r ON r.result_id = o.result_id
+LEFT JOIN escalations e ON e.operation_id = o.operation_id AND e.resolved_at IS NULL
+LEFT JOIN history h ON h.operation_id = o.operation_id AND h.seq = o.history_seq
+CROSS JOIN LATERAL (
+    SELECT nullif(CASE jsonb_typeof(o.last_error)
+                      WHEN 'object'
+                          THEN coalesce(o.last_error ->> 'message', o.last_error ->> 'code')
+                      WHEN 'string' THEN o.last_error #>> '{}' END, '') AS error_message,
+           CASE WHEN jsonb_typeof(o.last_error) = 'object'
+                THEN o.last_error ->> 'code' END AS error_code
+) x
+CROSS JOIN LATERAL (
+    SELECT
+        CASE
+            WHEN o.state = 'succeeded' AND (coalesce(r.items_failed, 0) > 0
+                                            OR o.remote_state = 'partially_succeeded')
+                THEN 'completed_with_errors'
+            WHEN o.state = 'succeeded' THEN 'succeeded'
+            WHEN o.state = 'failed' THEN 'failed'
+            WHEN o.state = ANY (jw_state_set('terminal')) THEN 'cancelled'
+            WHEN o.state = 'result_timed_out' THEN 'timed_out'
+            WHEN o.state = ANY (jw_state_set('inbox')) THEN 'needs_attention'
+        END AS outcome,
+        -- a provider may report more done than the total: never above 100 %
+        coalesce(o.progress_percent,
+                 CASE WHEN o.progress_total > 0
+                      THEN least(100, round(100.0 * o.progress_completed / o.progress_total, 2))
+                 END) AS progress_percent,
+        coalesce(r.items_failed, 0) > 0
+            OR EXISTS (SELECT 1 FROM result_item_failures f WHERE f.result_id = o.result_id)
+            AS has_failed_items,
+        CASE WHEN o.state = 'failed' THEN coalesce(x.error_code, 'failed')
+             ELSE o.state::text END AS error_code,
+        CASE
+            WHEN o.state = ANY (jw_state_set('inbox'))
+                THEN coalesce(e.reason, x.error_message, h.cause)
+            WHEN o.state IN ('cancelled', 'abandoned') THEN coalesce(o.cancel_reason, h.cause)
+            ELSE coalesce(x.error_message, h.cause)
+        END AS reason
+) c
+CROSS JOIN LATERAL (
+    SELECT CASE
+        WHEN c.outcome IS NOT NULL THEN NULL
+        WHEN o.next_poll_at IS NULL OR o.lease_expires_at > jw_now()
+            THEN greatest(1, coalesce(o.poll_after_seconds, 5))
+        ELSE greatest(1, least(3600,
+                 ceil(extract(epoch FROM o.next_poll_at - jw_now()))::integer + 1))
+    END AS poll_after_seconds
+) p
+CROSS JOIN LATERAL (
+    SELECT p.poll_after_seconds
+           || CASE WHEN p.poll_after_seconds = 1 THEN ' second' ELSE ' seconds' END AS wait_words
+) pw
+CROSS JOIN LATERAL (
+    SELECT CASE
+        WHEN o.state = 'create_pending' THEN format(
+            'STARTED and NOT complete: the request is recorded and is being sent to %s. '
+            'Do not report success. Check again after %s.',
+            o.provider, pw.wait_words)
+        WHEN o.state = 'create_unknown' THEN format(
+            'STARTED and NOT complete: it is not yet known whether %s created the job; '
+            'jobwarden is finding out without creating a duplicate. Do not report success '
+            'and do not resubmit. Check again after %s.',
+            o.provider, pw.wait_words)
+        WHEN o.state IN ('accepted', 'observing') THEN format(
+            'STARTED and NOT complete: %s is running the job (job %s)%s. '
+            'Do not report success. Check again after %s.',
+            o.provider, coalesce(o.remote_job_id, 'id not given yet'),
+            CASE WHEN c.progress_percent IS NOT NULL
+                 THEN format(', %s%% done', round(c.progress_percent)) ELSE '' END,
+            pw.wait_words)
+        WHEN o.state = 'result_collecting' THEN format(
+            'NOT complete yet: the provider reports the job finished and jobwarden is '
+            'fetching and checking its result. Do not report success until done is true. '
+            'Check again after %s.', pw.wait_words)
+        WHEN o.state IN ('cancel_requested', 'cancelling') THEN format(
+            'Cancellation requested, NOT yet confirmed by the provider: the job may still '
+            'finish or fail. Do not report it as cancelled. Check again after %s.',
+            pw.wait_words)
+        WHEN c.outcome = 'completed_with_errors' AND r.items_failed IS NOT NULL THEN format(
+            'Finished: %s of %s items failed and were not written. '
+            'Review errors before reporting success.',
+            r.items_failed, coalesce(r.items_total::text, 'an unknown number of'))
+        WHEN c.outcome = 'completed_with_errors' THEN
+            'Finished, but the provider reports only partial success: some items failed '
+            'and were not written. Review errors before reporting success.'
+        WHEN c.outcome = 'succeeded' THEN format(
+            'Finished successfully%s. The result is verified and ready.',
+            CASE WHEN r.items_total IS NOT NULL
+                 THEN format(': all %s items succeeded', r.items_total) ELSE '' END)
+        WHEN o.state = 'failed' THEN format(
+            'FAILED: %s. Do not report success.', rtrim(c.reason, '. '))
+        WHEN o.state = 'cancelled' AND o.result_id IS NOT NULL THEN format(
+            'Cancelled: the provider confirmed the job stopped. What it had produced was '
+            'kept (%s): result_ref and result hold that partial output, NOT a complete '
+            'result.',
+            CASE WHEN r.items_total IS NOT NULL THEN format('%s items', r.items_total)
+                 ELSE 'its size unknown' END)
+        WHEN o.state = 'cancelled' THEN
+            'Cancelled: the provider confirmed the job stopped. There is no result.'
+        WHEN o.state = 'abandoned' THEN
+            'Cancelled before it reached the provider: no job was created. There is no result.'
+        WHEN o.state = 'result_timed_out' THEN format(
+            'Stopped waiting after the deadline; the remote job may still be running (job %s). '
+            'Do not report success and do not resubmit: an operator has been asked to decide.',
+            coalesce(o.remote_job_id, 'id unknown'))
+        WHEN o.state = 'cancellation_unconfirmed' THEN format(
+            'Cancellation requested, NOT confirmed by the provider before the deadline: the job '
+            'may still be running (job %s). Do not report it as cancelled; an operator has been '
+            'asked to decide.', coalesce(o.remote_job_id, 'id unknown'))
+        WHEN o.state = 'result_unavailable' THEN format(
+            'NOT complete: the provider reports the job finished, but its result could not be '
+            'fetched (%s). Do not report success and do not resubmit; an operator has been '
+            'asked to decide.', c.reason)
+        WHEN o.state = 'result_validation_failed' THEN format(
+            'NOT complete: the job finished but its result failed our checks (%s) and was not '
+            'accepted. Do not report success; an operator has been asked to decide.', c.reason)
+        WHEN o.state = 'needs_attention' THEN format(
+            'Needs a human decision: %s. Do not report success and do not resubmit; an '
+            'operator has been asked to decide.', c.reason)
+    END AS message
+) m;
+
+COMMENT ON COLUMN operations_overview.result_ref IS
+    'Where the verified result is stored; once succeeded, or a cancelled job''s partial output.';
+COMMENT ON COLUMN operations_overview.result IS
+    'The verified result inline when small (JSON); once succeeded, or a cancelled job''s partial output.';
+COMMENT ON COLUMN agent_operations.result_ref IS
+    'Where the verified result is stored; once succeeded, or a cancelled job''s partial output.';
+COMMENT ON COLUMN agent_operations.result IS
+    'The verified result inline when small (JSON); once succeeded, or a cancelled job''s partial output.';
