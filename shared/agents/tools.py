@@ -153,7 +153,9 @@ def from_resource(resource: Mapping[str, Any], *, gave_up_after: float | None = 
     outcome = str(meta.get("outcome"))
     status = _OUTCOME_STATUS.get(outcome, "timed_out")  # an unknown outcome is never a success
     needs_human = outcome in ("needs_attention", "timed_out")
-    response = resource.get("response") or {}
+    # a cancelled job's partial output stands where a result would (its status says
+    # cancelled, its message that the output is partial)
+    response = resource.get("response") or resource.get("partial_output") or {}
     summary = response.get("summary")
     message = _message(resource)
     if outcome == "needs_attention":

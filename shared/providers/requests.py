@@ -466,13 +466,15 @@ def check_sendable(desc: ProviderDescription, url: str, what: str) -> None:
         return  # our own base URL, checked at load, and a path we quoted: every status read
     try:
         target = httpx.URL(url)
-    except (httpx.InvalidURL, ValueError, TypeError) as exc:
+        # the host decoded: an invalid IDN A-label (`xn--sf-test`) raises only here
+        named = target.host
+        host = _host_of(target) if named else ""
+    except (httpx.InvalidURL, ValueError, TypeError) as exc:  # idna's errors are ValueErrors
         raise RequestBuildError(f"{what} cannot be sent: {_quote(str(exc))}") from None
-    if target.scheme not in ("http", "https") or not target.host:
+    if target.scheme not in ("http", "https") or not named:
         raise RequestBuildError(f"{what} is not an http(s) URL with a host")
     if target.port is not None and not 1 <= target.port <= 65535:
         raise RequestBuildError(f"{what} names port {target.port}, outside 1-65535")
-    host = _host_of(target)
     if host in configured_hosts(desc):
         return
     kind = why_internal(host)

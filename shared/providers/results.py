@@ -35,6 +35,7 @@ from shared.providers.description import (
     ProviderDescription,
     ResultFormat,
     ResultSpec,
+    WebhookScheme,
 )
 from shared.providers.facts import ItemFailure, ResultCheck, StatusFact
 from shared.providers.messages import HttpResponse
@@ -51,6 +52,7 @@ from shared.providers.result_formats import (
 )
 from shared.providers.values import as_int, item_failure, raw_text
 from shared.redaction import sanitize_text_urls
+from shared.signatures import static_header
 from shared.text import scrub_text
 
 # Failed items kept inline in the check; the rest are counted, not listed
@@ -259,11 +261,17 @@ def validate_empty_result(desc: ProviderDescription, status: StatusFact) -> Resu
 _QUOTED_CHARS = 160
 
 
-def _in_its_words(resp: HttpResponse) -> str:
+def _in_its_words(desc: ProviderDescription, resp: HttpResponse) -> str:
     """The start of a refused fetch's body, quoted for the human the refusal goes
-    to (S3's "Request has expired", a 400's "Invalid skip parameter"): whitespace
-    folded, credential-looking link parameters redacted, cut short."""
-    text = " ".join(resp.body[: _QUOTED_CHARS * 4].decode("utf-8", "replace").split())
+    to (S3's "Request has expired", a 400's "Invalid skip parameter"): a callback
+    token it echoes scrubbed (a result's own bytes are not: `_echoed_secrets`),
+    whitespace folded, credential-looking link parameters redacted, cut short."""
+    head = resp.body[: _QUOTED_CHARS * 8]
+    hooks = desc.webhooks
+    in_query = hooks is not None and hooks.scheme is WebhookScheme.STATIC_HEADER
+    if hooks is not None and in_query and static_header.in_query(hooks.options):
+        head = static_header.scrub(head, [secret.reveal() for secret in hooks.secrets])
+    text = " ".join(head.decode("utf-8", "replace").split())
     if not text:
         return ""
     text = scrub_text(sanitize_text_urls(text))
@@ -284,7 +292,7 @@ def _check_transport(
                 f"result fetch answered HTTP {part.status_code}: {REDIRECT_NOT_FOLLOWED}"
             )
         if not 200 <= part.status_code < 300:
-            said = f"result fetch answered HTTP {part.status_code}{_in_its_words(part)}"
+            said = f"result fetch answered HTTP {part.status_code}{_in_its_words(desc, part)}"
             raise _Invalid(said, unavailable=True)
     if size > expect.max_bytes:
         raise _Invalid(_too_big(size, expect.max_bytes))

@@ -23,12 +23,11 @@ the raw values would leak the secret's length; digests are always 32 bytes.
 
 from __future__ import annotations
 
+import functools
 import hashlib
-import json
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
-from urllib.parse import parse_qsl, unquote, urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 from shared.redaction import REDACTED, is_secret_param
 
@@ -141,44 +140,37 @@ def scrub(body: bytes, secrets: Sequence[str]) -> bytes:
 
     Tokens are letters, digits, '-' and '_' (`check_secret`), which encoders
     rarely escape: an echo is found as written, in the body's encoding. One
-    written otherwise (JSON's `\\u004e`, a percent-encoded `%4E` inside a
-    string) is found in the parsed document: its strings decoded, and then
-    percent-decoded, are searched, and a document holding the token is written
-    back as JSON with every such string redacted."""
+    written otherwise in UTF-8 text, a character at a time as JSON's
+    `\\u004e` or a percent-encoded `%4E`, is found by a pattern that takes
+    each of its characters in any of those spellings. Only the token's span is
+    replaced: the rest of the body stays byte for byte as it came."""
     secrets = [secret for secret in secrets if secret]
     for secret in secrets:
         for encoding in _ENCODINGS:
             token = secret.encode(encoding, "surrogatepass")
             if token in body:
                 body = body.replace(token, REDACTED.encode(encoding))
-    if not secrets or (b"\\" not in body and b"%" not in body and b"\x00" not in body):
+    if not secrets or (b"\\" not in body and b"%" not in body):
         return body  # no escape of any kind: what was written was found above
     try:
-        document = json.loads(body)
-    except (ValueError, RecursionError):
-        return body  # no JSON: nothing decodes it back to the token
-    cleaned, found = _scrubbed(document, secrets)
-    return json.dumps(cleaned, ensure_ascii=False).encode() if found else body
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        return body
+    scrubbed = text
+    for secret in secrets:
+        scrubbed = _spelled_otherwise(secret).sub(REDACTED, scrubbed)
+    return body if scrubbed == text else scrubbed.encode("utf-8")
 
 
-def _scrubbed(value: Any, secrets: Sequence[str]) -> tuple[Any, bool]:
-    """`value` with each string that holds a token, decoded, redacted; and whether any did."""
-    if isinstance(value, str):
-        decoded = unquote(value) if "%" in value else value
-        if any(secret in decoded for secret in secrets):
-            for secret in secrets:
-                decoded = decoded.replace(secret, REDACTED)
-            return decoded, True
-        return value, False
-    if isinstance(value, list):
-        items = [_scrubbed(item, secrets) for item in value]
-        return [item for item, _ in items], any(hit for _, hit in items)
-    if isinstance(value, dict):
-        pairs = {key: _scrubbed(item, secrets) for key, item in value.items()}
-        return {key: item for key, (item, _) in pairs.items()}, any(
-            hit for _, hit in pairs.values()
-        )
-    return value, False
+@functools.lru_cache(maxsize=64)
+def _spelled_otherwise(secret: str) -> re.Pattern[str]:
+    """The token with each character as itself, a JSON `\\u00XX` or a `%XX`
+    (hex digits in either case; the character itself as the token has it)."""
+    parts = []
+    for char in secret:
+        code = f"{ord(char):02x}"
+        parts.append(f"(?:{re.escape(char)}|\\\\u(?i:00{code})|%(?i:{code}))")
+    return re.compile("".join(parts))
 
 
 def _fingerprint(value: str) -> bytes:

@@ -421,3 +421,12 @@ async def test_the_in_process_transport_passes_the_request_through() -> None:
         "auth": b"Bearer t",
         "body": b'{"a":1}',
     }
+
+
+def test_a_cancelled_jobs_partial_output_reaches_the_tool_caller() -> None:
+    """The message says result_ref holds the partial output (migration 036): the
+    wrapper read `response` alone, and handed back none."""
+    partial = {"result_ref": "file:/p", "result": [1, 2], "summary": {"total": 2}}
+    result = from_resource(resource(done=True, outcome="cancelled", partial_output=partial))
+    assert result.status == "cancelled"
+    assert (result.result_ref, result.result) == ("file:/p", [1, 2])

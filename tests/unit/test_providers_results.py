@@ -265,3 +265,30 @@ def test_inline_result_is_validated_and_hashed_canonically() -> None:
     assert first.items_total == 2
     missing = validate_inline_result(desc, None, None)
     assert missing.reason == "no result in the final response"
+
+
+def test_a_refused_fetch_quoting_the_callback_url_does_not_quote_its_token() -> None:
+    """A result's own bytes keep the token (they are the result); the words quoted
+    from a refused fetch are a reason agents read, and must not."""
+    token = "lumatok_3f9a1c7e5b2d4f6a8c0e1a3b"
+    table = {
+        "base_url": "https://api.example.test",
+        "create": {"path": "/v1/jobs", "idempotency": "none", "job_id": "/id"},
+        "status": {
+            "path": "/v1/jobs/{job_id}",
+            "state": "/s",
+            "state_map": {"d": "succeeded"},
+            "result_url": "/url",
+        },
+        "result": {"source": "url"},
+        "webhooks": {
+            "scheme": "static_header",
+            "options": {"query": "token"},
+            "secrets_env": "T",
+            "job_id": "/id",
+        },
+    }
+    desc = parse_providers({"providers": {"p": table}}, "test.toml", {"T": token})["p"]
+    body = json.dumps({"error": "bad", "callback": "https://h/w%3Ftoken%3D" + token}).encode()
+    check = validate_result(desc, HttpResponse(400, {}, body), None)
+    assert check.unavailable and token not in check.reason, check.reason

@@ -229,3 +229,16 @@ def test_scrub_finds_the_token_written_otherwise(echo: str) -> None:
 def test_scrub_leaves_a_body_without_the_token_as_it_came() -> None:
     body = b'{"note":"caf\\u00e9 50%","n":1.10}'
     assert scrub(body, [URL_TOKEN]) == body
+
+
+def test_scrub_changes_only_the_tokens_span() -> None:
+    """Found written otherwise, the token alone is replaced: a document written
+    back whole had its other links percent-decoded (another URL), its numbers
+    rounded, and a deeply nested one raised."""
+    echo = "%74" + URL_TOKEN[1:]
+    body = (
+        '{"cb":"https://h/p?next=a%2Bb%26c%3Dd&token=' + echo + '","big":12345678901234567890.123,'
+        '"e":1E2,"deep":' + "[" * 800 + "]" * 800 + "}"
+    ).encode()
+    expected = body.replace(echo.encode(), b"[redacted]")
+    assert scrub(body, [URL_TOKEN]) == expected

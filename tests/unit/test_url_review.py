@@ -226,3 +226,13 @@ def test_hosts_the_operator_named_match_as_connections_name_them() -> None:
     and the connection guard refused a host the operator trusted)."""
     desc = described(auth={"extra_hosts": ["Bücher.example", "[::1]"]})
     assert {"xn--bcher-kva.example", "::1"} <= configured_hosts(desc)
+
+
+@pytest.mark.parametrize(
+    "url", ["https://xn--sf-test/x", "https://xn--/x", "http://xn--a.example/r"]
+)
+def test_a_url_whose_host_is_no_valid_idn_is_refused_not_raised(url: str) -> None:
+    """An A-label that does not decode raised idna's error past the step (a page's
+    next URL, a status's result link): retried forever, never told to a human."""
+    with pytest.raises(RequestBuildError, match="cannot be sent"):
+        resolve_url(described(), url)
