@@ -144,6 +144,10 @@ def _operation_schema() -> dict[str, Any]:
             "finished_at": timestamp,
         },
     }
+    summary = {
+        "type": "object",
+        "properties": {"total": nullable_int, "succeeded": nullable_int, "failed": nullable_int},
+    }
     return {
         "type": "object",
         "description": (
@@ -166,14 +170,7 @@ def _operation_schema() -> dict[str, Any]:
                     "outcome": {"enum": ["succeeded", "completed_with_errors"]},
                     "result_ref": nullable_text,
                     "result": {},
-                    "summary": {
-                        "type": "object",
-                        "properties": {
-                            "total": nullable_int,
-                            "succeeded": nullable_int,
-                            "failed": nullable_int,
-                        },
-                    },
+                    "summary": summary,
                     "errors_ref": nullable_text,
                 },
             },
@@ -190,14 +187,7 @@ def _operation_schema() -> dict[str, Any]:
                 "properties": {
                     "result_ref": nullable_text,
                     "result": {},
-                    "summary": {
-                        "type": "object",
-                        "properties": {
-                            "total": nullable_int,
-                            "succeeded": nullable_int,
-                            "failed": nullable_int,
-                        },
-                    },
+                    "summary": summary,
                 },
             },
             "links": {"type": "object", "additionalProperties": {"type": "string"}},

@@ -85,6 +85,27 @@ class FineTuningFixture:
         )
 
 
+def fine_tuned(
+    pool: Any,
+    tmp_path: Path,
+    fx: FineTuningFixture,
+    described: dict[str, Any],
+    clock: TestClock,
+    env: dict[str, str] | None = None,
+) -> Any:
+    """The fixture, described as a user does, read by the real reconciler on `clock`."""
+    return preset_rig(
+        pool,
+        tmp_path,
+        fx.app(),
+        preset=None,
+        name="openai_ft",
+        env=env or {},
+        overrides=described,
+        clock=clock,
+    )
+
+
 async def wait_after_last_read(r: PresetRig, op_id: str) -> float:
     """Seconds from the row's last write (the read's release) to its next read."""
     return float(
@@ -111,16 +132,7 @@ async def test_the_next_read_is_near_the_providers_estimated_end(
     pool: Any, tmp_path: Path, clock: TestClock, estimate_key: str
 ) -> None:
     fx = FineTuningFixture(clock)
-    async with preset_rig(
-        pool,
-        tmp_path,
-        fx.app(),
-        preset=None,
-        name="openai_ft",
-        env={},
-        overrides=fine_tuning(estimate_key),
-        clock=clock,
-    ) as r:
+    async with fine_tuned(pool, tmp_path, fx, fine_tuning(estimate_key), clock) as r:
         op_id = await r.submit(
             {"model": "gpt-4o-mini", "training_file": "file-1"}, result_deadline_s=3 * ESTIMATE
         )
@@ -152,16 +164,7 @@ async def test_with_webhooks_an_estimate_does_not_push_the_backstop_out(
         "job_id": "/id",
     }
     fx = FineTuningFixture(clock)
-    async with preset_rig(
-        pool,
-        tmp_path,
-        fx.app(),
-        preset=None,
-        name="openai_ft",
-        env={"FT_HOOK": "hook-token"},
-        overrides=described,
-        clock=clock,
-    ) as r:
+    async with fine_tuned(pool, tmp_path, fx, described, clock, env={"FT_HOOK": "hook-token"}) as r:
         op_id = await r.submit({"model": "m"}, result_deadline_s=3 * ESTIMATE)
         await r.reconciler.run_once()  # the create
         wait = await read_at_age(r, clock, op_id, 100.0)
@@ -179,16 +182,7 @@ async def test_an_estimate_that_never_runs_out_reads_no_more_than_the_backoff(
     limits = {"backoff_base": 2.0, "backoff_factor": 2.0, "backoff_cap": 60.0}
     described["limits"] = limits
     fx = FineTuningFixture(clock, stuck=True)
-    async with preset_rig(
-        pool,
-        tmp_path,
-        fx.app(),
-        preset=None,
-        name="openai_ft",
-        env={},
-        overrides=described,
-        clock=clock,
-    ) as r:
+    async with fine_tuned(pool, tmp_path, fx, described, clock) as r:
         op_id = await r.submit({"model": "m"}, result_deadline_s=3 * ESTIMATE)
         await r.reconciler.run_once()  # the create
         created = (await r.op(op_id)).created_at.timestamp()
@@ -218,16 +212,7 @@ async def test_a_young_job_is_not_left_for_the_cap_on_an_estimate_far_off(
     described = fine_tuning("estimated_end")
     described["limits"] = {"backoff_base": 2.0, "backoff_factor": 2.0, "backoff_cap": 60.0}
     fx = FineTuningFixture(clock, estimate=20 * 86400.0)
-    async with preset_rig(
-        pool,
-        tmp_path,
-        fx.app(),
-        preset=None,
-        name="openai_ft",
-        env={},
-        overrides=described,
-        clock=clock,
-    ) as r:
+    async with fine_tuned(pool, tmp_path, fx, described, clock) as r:
         op_id = await r.submit({"model": "m"}, result_deadline_s=3 * ESTIMATE)
         await r.reconciler.run_once()  # the create
         wait = await read_at_age(r, clock, op_id, 3.0)

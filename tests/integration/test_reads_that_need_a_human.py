@@ -11,6 +11,8 @@ for a day, and the inbox stayed empty.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +24,7 @@ from starlette.routing import Route
 
 from bench.harness import TestClock
 from shared.ledger.states import LocalState as S
-from tests.fixtures_providers.rig import TEST_LIMITS, preset_rig
+from tests.fixtures_providers.rig import TEST_LIMITS, PresetRig, preset_rig
 
 ENDS = {S.SUCCEEDED, S.FAILED, S.CANCELLED, S.NEEDS_ATTENTION, S.RESULT_TIMED_OUT}
 WEBHOOKS = {
@@ -95,6 +97,23 @@ class RunsFixture:
         return JSONResponse({"error": error}, status_code=int(self.answer))
 
 
+@contextlib.asynccontextmanager
+async def polled(
+    pool: Any, tmp_path: Path, fx: RunsFixture
+) -> AsyncIterator[tuple[PresetRig, str]]:
+    """A run submitted to the fixture, polled (no webhooks)."""
+    async with preset_rig(
+        pool,
+        tmp_path,
+        fx.app(),
+        preset=None,
+        name="apify",
+        env={},
+        overrides=apify_runs(webhooks=False),
+    ) as r:
+        yield r, await r.submit({"startUrls": []}, result_deadline_s=3600)
+
+
 @pytest.mark.parametrize("webhooks", [False, True], ids=["polling", "webhooks"])
 @pytest.mark.parametrize(
     ("answer", "said"),
@@ -135,16 +154,7 @@ async def test_refusals_between_reads_that_see_the_job_are_read_past(
 ) -> None:
     """Nine refusals, then an answer naming a state, then nine more: no human."""
     fx = RunsFixture("401", {10: "RUNNING", 20: "SUCCEEDED"})
-    async with preset_rig(
-        pool,
-        tmp_path,
-        fx.app(),
-        preset=None,
-        name="apify",
-        env={},
-        overrides=apify_runs(webhooks=False),
-    ) as r:
-        op_id = await r.submit({"startUrls": []}, result_deadline_s=3600)
+    async with polled(pool, tmp_path, fx) as (r, op_id):
         assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
         assert fx.reads == 20
 
@@ -156,16 +166,7 @@ async def test_a_throttle_answered_403_is_no_refusal(
     """GitHub answers its rate limits with 403 (a spent quota, or a Retry-After):
     twelve of them in a row are throttles, read past, not refusals for a human."""
     fx = RunsFixture(f"403 {throttle}", {13: "SUCCEEDED"})
-    async with preset_rig(
-        pool,
-        tmp_path,
-        fx.app(),
-        preset=None,
-        name="apify",
-        env={},
-        overrides=apify_runs(webhooks=False),
-    ) as r:
-        op_id = await r.submit({"startUrls": []}, result_deadline_s=3600)
+    async with polled(pool, tmp_path, fx) as (r, op_id):
         assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
         assert fx.reads == 13
         categories = {c["error_category"] for c in await r.calls(op_id, "status")}
@@ -179,16 +180,7 @@ async def test_a_throttle_between_misses_neither_sees_the_job_nor_breaks_the_run
     answers it neither resets their run (it did, as a read that saw the job) nor
     counts; three misses in a row still go to a human."""
     fx = RunsFixture("unmapped", {1: "RUNNING", 2: "404", 3: "THROTTLED", 4: "404", 5: "404"})
-    async with preset_rig(
-        pool,
-        tmp_path,
-        fx.app(),
-        preset=None,
-        name="apify",
-        env={},
-        overrides=apify_runs(webhooks=False),
-    ) as r:
-        op_id = await r.submit({"startUrls": []}, result_deadline_s=3600)
+    async with polled(pool, tmp_path, fx) as (r, op_id):
         assert await r.settle(op_id, ENDS) is S.NEEDS_ATTENTION, await r.history(op_id)
         reason = (await r.escalation(op_id))["reason"]
         assert "provider says job run-1 does not exist" in reason, reason
