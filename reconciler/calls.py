@@ -372,7 +372,7 @@ def status_read(
         method=req.method,
         url=req.sanitized_url(),
         request_headers=req.sanitized_headers(),
-        answer=_failed_request(answer_of(sent, fact.provider_request_id if fact else None), fact),
+        answer=_call_category(answer_of(sent, fact.provider_request_id if fact else None), fact),
         observed=observed_of(fact) if fact is not None else None,
         call_id=call_id,
         not_before_seconds=back_pressure_wait(fact) if fact else None,
@@ -385,7 +385,7 @@ def status_read(
 REQUEST_FAILED = "request_failed"
 
 
-def _failed_request(answer: CallAnswer, fact: StatusFact | None) -> CallAnswer:
+def _call_category(answer: CallAnswer, fact: StatusFact | None) -> CallAnswer:
     """The call's category as the answer's body or headers tell it: a failed request
     in a 200, or a throttle in a 4xx other than 429 (GitHub's rate-limited 403)."""
     if fact is None:

@@ -137,7 +137,7 @@ from shared.providers.description import WebhookScheme, WebhookSpec
 from shared.providers.facts import WebhookFact
 from shared.providers.paths import PathSource, ValuePath, extract, parse_path
 from shared.providers.values import as_id, as_str, clip
-from shared.signatures import SignatureError, Verified, signs_url, static_header
+from shared.signatures import SignatureError, Verified, signs_url
 from shared.signatures.dispatch import build_spec
 from shared.telemetry import spans
 from shared.text import holds_exactly, scrub_text
@@ -243,7 +243,6 @@ class _Provider:
     spec: WebhookSpec
     adapter: ProviderAdapter
     signs_url: bool  # the scheme signs {url}: public_webhook_url is required
-    token_in_url: bool  # static_header's token in the query string: scrubbed from bodies
     # Lowercase names of the headers verification and extraction read; None: any.
     reads_headers: frozenset[bytes] | None
 
@@ -331,8 +330,7 @@ class WebhookEndpoint:
         provider, headers, body = await self._request(scope, receive, provider)
         verified = self._verify(provider, headers, body, scope)
         self._metrics.verified(provider.name)
-        if provider.token_in_url:  # echoed in the body, it must not be stored with it
-            body = static_header.scrub(body, [secret.reveal() for secret in provider.spec.secrets])
+        body = provider.spec.scrub_token(body)  # echoed in the body: never stored with it
         document = _parse_json(body)
         if document is None:  # authentic, but no JSON object this endpoint can read
             self._metrics.unread(provider.name)
@@ -392,7 +390,7 @@ class WebhookEndpoint:
                 method=scope["method"],
                 # a token in the query is the request's own, never one of our config's
                 url=_target(scope)
-                if provider.token_in_url
+                if provider.spec.token_in_url
                 else signed_url(self._public_url, provider.name, scope),
             )
         except SignatureError as exc:
@@ -494,7 +492,6 @@ def _provider(name: str, spec: WebhookSpec, adapter: ProviderAdapter) -> _Provid
         spec,
         adapter,
         signs_url(spec.scheme.value, spec.options),
-        spec.scheme is WebhookScheme.STATIC_HEADER and static_header.in_query(spec.options),
         _headers_read(adapter, spec),
     )
 
@@ -559,7 +556,7 @@ def _headers_read(adapter: ProviderAdapter, spec: WebhookSpec) -> frozenset[byte
         return None
     names: list[str] = []
     if spec.scheme is WebhookScheme.STATIC_HEADER:
-        if not static_header.in_query(spec.options):
+        if not spec.token_in_url:
             names.append(str(spec.options["header"]))
     else:
         envelope = build_spec(spec.scheme.value, spec.options).envelope

@@ -371,7 +371,10 @@ def _next_read(step: Step, fact: StatusFact) -> float:
     done, step_size = forecast.fraction(*said), forecast.resolution(*said)
     desc = step.adapter.desc
     age = (now - step.op.created_at).total_seconds()
-    estimate = _provider_estimate(fact, now, webhooks=desc.webhooks is not None)
+    # with webhooks, reads are a backstop for a lost delivery, as long as the job's
+    # age says: an estimate (a date years off, milliseconds read as seconds) plays
+    # no part there
+    estimate = None if desc.webhooks is not None else _provider_estimate(fact, now)
     end = estimate or _forecast_end(step, fact, now, done, step_size)
     wait = forecast.next_read(
         scheduled,
@@ -397,22 +400,15 @@ def _next_read(step: Step, fact: StatusFact) -> float:
     return wait
 
 
-def _provider_estimate(
-    fact: StatusFact, now: datetime, *, webhooks: bool
-) -> forecast.Forecast | None:
+def _provider_estimate(fact: StatusFact, now: datetime) -> forecast.Forecast | None:
     """The end the provider expects (`status.estimated_end`), read as a measured
     forecast with no width: the next read just after it, as for a narrow window
-    of our own, and bounded the same way (no wait longer than the job's age or
-    the backoff cap, so a wrong estimate costs at most a doubling). One the job
-    has outlived says nothing: our own forecast, or the backoff, decides.
-
-    With webhooks it is not measured: a backstop waits for a lost delivery, as
-    long as the job's age says, and an estimate (a date years away, milliseconds
-    read as seconds) must not push it out to the longest backstop."""
+    of our own, and bounded as `_next_read` says. One the job has outlived says
+    nothing: our own forecast, or the backoff, decides."""
     end = fact.estimated_end
     if end is None or end <= now:
         return None
-    return forecast.Forecast(None if webhooks else end, end)
+    return forecast.Forecast(end, end)
 
 
 def _forecast_end(

@@ -18,8 +18,7 @@ from receiver.webhooks.endpoint import dedupe_id
 from shared.cli.captures import Capture
 from shared.providers import HttpResponse, ProviderDescription, WebhookParseError, adapter_for
 from shared.providers.adapter import ProviderAdapter
-from shared.providers.description import WebhookScheme
-from shared.signatures import SignatureError, static_header
+from shared.signatures import SignatureError
 
 # What to look at when a captured delivery is refused, per reason word.
 _HINTS: dict[str, str] = {
@@ -48,9 +47,8 @@ def prove_delivery(
             "set (an optional [webhooks] table without its secrets_env/secrets_file is dropped)",
         }
     now = time.time() if at is None else at
-    in_query = spec.scheme is WebhookScheme.STATIC_HEADER and static_header.in_query(spec.options)
     # a scheme signing {url} needs it whole; a token in the query, the request line's
-    whole = capture.target and ("://" in capture.target or in_query)
+    whole = capture.target and ("://" in capture.target or spec.token_in_url)
     target = url or (capture.target if whole else None)
     adapter = adapter_for(desc)
     try:
@@ -74,10 +72,7 @@ def prove_delivery(
                 "--at UNIX_SECONDS (when it was sent) to see what it would record",
             }
         return {"verified": False, "reason": exc.reason, "why": _HINTS.get(exc.reason, "")}
-    body = capture.body
-    if in_query:
-        # as the receiver stores and reads it: without the token it may echo
-        body = static_header.scrub(body, [secret.reveal() for secret in spec.secrets])
+    body = spec.scrub_token(capture.body)  # as the receiver stores and reads it
     # the key the receiver would deduplicate on: a signed id (a signed header,
     # or a field of the signed body), else the body's digest
     dedupe_key = dedupe_id(spec, verified, _json_or_empty(body), body)

@@ -36,6 +36,7 @@ from shared.providers import (
     preset_names,
 )
 from shared.providers.config import advisories
+from shared.providers.templates import Template
 from shared.settings import Settings, load_settings
 
 WEBHOOKS_SIGNED = "webhooks signed"
@@ -344,12 +345,11 @@ def _callback_warnings(desc: ProviderDescription, public_url: str | None) -> lis
     """A create field or header naming `{webhook_url}` or `{webhook_secret}` that the
     reconciler will leave out (a value it does not know is not sent): the provider
     is never told where to call back, and nothing else says so."""
-    spec = desc.create
-    named = [(f"set_body {f.path.text}", f.template.names) for f in spec.set_body if f.template]
-    named += [(f"set_headers {name}", template.names) for name, template in spec.set_headers]
+    templates = _create_templates(desc)
     found = []
-    for where, names in named:
-        if desc.webhooks is None and {"webhook_url", "webhook_secret"} & set(names):
+    for where, template in templates:
+        names = template.names
+        if desc.webhooks is None and {"webhook_url", "webhook_secret"} & names:
             found.append(
                 f"create.{where} names {{webhook_url}} or {{webhook_secret}}, but this "
                 "provider has no webhooks (or their secret is not set): it is left out of "
@@ -360,38 +360,35 @@ def _callback_warnings(desc: ProviderDescription, public_url: str | None) -> lis
                 f"create.{where} names {{webhook_url}}, but public_webhook_url is not set: "
                 "it is left out of every create, and the provider never calls back"
             )
-        elif public_url and "?" in public_url and "{webhook_url}?" in _text_of(desc, where):
+        elif public_url and "?" in public_url and "{webhook_url}?" in template.text:
             found.append(
                 f"create.{where} adds '?' to {{webhook_url}}, which already has a query "
                 "(public_webhook_url): write '&' instead"
             )
-    return found + _token_warnings(desc, named)
+    return found + _token_warnings(desc, templates)
 
 
-def _text_of(desc: ProviderDescription, where: str) -> str:
-    """The template text of `create.set_body PATH` or `create.set_headers NAME`."""
+def _create_templates(desc: ProviderDescription) -> list[tuple[str, Template]]:
+    """The create's templated fields and headers, each with where it is written."""
     spec = desc.create
-    texts = {f"set_body {f.path.text}": f.template.text for f in spec.set_body if f.template}
-    texts |= {f"set_headers {name}": t.text for name, t in spec.set_headers}
-    return texts.get(where, "")
+    fields = [(f"set_body {f.path.text}", f.template) for f in spec.set_body if f.template]
+    return fields + [(f"set_headers {name}", template) for name, template in spec.set_headers]
 
 
-def _token_warnings(
-    desc: ProviderDescription, named: list[tuple[str, frozenset[str]]]
-) -> list[str]:
+def _token_warnings(desc: ProviderDescription, templates: list[tuple[str, Template]]) -> list[str]:
     """A callback token read from the query (`static_header` with `query`) that no
     create puts there: every callback would be refused, the backstop left alone."""
     hooks = desc.webhooks
-    if hooks is None or hooks.scheme.value != "static_header" or "query" not in hooks.options:
+    if hooks is None or not hooks.token_in_url:
         return []
     param = hooks.options["query"]
-    carried = [where for where, names in named if "webhook_secret" in names]
-    if not carried:
+    carrying = [template.text for _, template in templates if "webhook_secret" in template.names]
+    if not carrying:
         return [
             f"webhooks read the token from the query parameter {param!r}, but no create "
             "field names {webhook_secret}: every callback would be refused"
         ]
-    if not any(f"{param}={{webhook_secret}}" in _text_of(desc, where) for where in carried):
+    if not any(f"{param}={{webhook_secret}}" in text for text in carrying):
         return [
             f"webhooks read the token from the query parameter {param!r}, but no create "
             f"field writes {param}={{webhook_secret}} into the callback URL: every "

@@ -76,7 +76,6 @@ async def apply_migrations(
     but wants a person to look at: 035's operations sharing a job), its
     message, detail and hint in one line."""
     migrations = load_migrations() if migrations is None else migrations
-    applied_now: list[str] = []
 
     def heard(_: object, notice: asyncpg.PostgresLogMessage) -> None:
         if warn is not None and notice.severity == "WARNING":
@@ -85,14 +84,13 @@ async def apply_migrations(
 
     conn.add_log_listener(heard)
     try:
-        return await _apply(conn, migrations, applied_now)
+        return await _apply(conn, migrations)
     finally:
         conn.remove_log_listener(heard)
 
 
-async def _apply(
-    conn: asyncpg.Connection, migrations: list[Migration], applied_now: list[str]
-) -> list[str]:
+async def _apply(conn: asyncpg.Connection, migrations: list[Migration]) -> list[str]:
+    applied_now: list[str] = []
     async with conn.transaction():
         await conn.execute(q("migrations_lock"), ADVISORY_LOCK_KEY)
         await conn.execute(q("migrations_create_table"))

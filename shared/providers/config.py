@@ -1832,7 +1832,7 @@ def _webhooks(table: _Table | None, status: StatusSpec) -> WebhookSpec | None:
 def _no_path_reads_the_token(table: _Table, spec: WebhookSpec) -> None:
     """A `query:` path naming the token's own parameter would store the token as the
     event's job id, reference or event id."""
-    token = spec.options.get("query") if spec.scheme is WebhookScheme.STATIC_HEADER else None
+    token = spec.options["query"] if spec.token_in_url else None
     paths = {
         "event_id": spec.event_id,
         "job_id": spec.job_id,

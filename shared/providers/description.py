@@ -144,6 +144,7 @@ from shared.ledger.states import RemoteState
 from shared.providers.paths import PathSource, ValuePath
 from shared.providers.templates import Template
 from shared.secret import Secret
+from shared.signatures import static_header
 
 if TYPE_CHECKING:
     from shared.providers.adapter import ProviderAdapter
@@ -606,6 +607,18 @@ class WebhookSpec:
     operation_ref: ValuePath | None  # TOML `operation_id` (or its former name operation_ref)
     thin: bool
     client_reference: ValuePath | None = None
+
+    @property
+    def token_in_url(self) -> bool:
+        """`static_header` with `query`: the token travels in the callback URL, which
+        providers echo in answers and callbacks alike."""
+        return self.scheme is WebhookScheme.STATIC_HEADER and "query" in self.options
+
+    def scrub_token(self, body: bytes) -> bytes:
+        """`body` without the callback token it may echo (`token_in_url`), else as is."""
+        if not self.token_in_url:
+            return body
+        return static_header.scrub(body, [secret.reveal() for secret in self.secrets])
 
 
 # Deadlines beyond a month are configuration mistakes, not business needs:

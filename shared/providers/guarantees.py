@@ -248,7 +248,7 @@ def _webhooks(desc: ProviderDescription) -> Guarantee:
     if spec.scheme is WebhookScheme.STATIC_HEADER:
         where = (
             f"token in the URL's query parameter {spec.options['query']!r}"
-            if "query" in spec.options
+            if spec.token_in_url
             else "header"
         )
         return (

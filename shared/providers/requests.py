@@ -38,7 +38,6 @@ from shared.providers.description import (
     LookupSpec,
     ProviderDescription,
     ResultPages,
-    WebhookScheme,
 )
 from shared.providers.errors import RequestBuildError
 from shared.providers.facts import StatusFact
@@ -47,7 +46,6 @@ from shared.providers.paths import PathSyntaxError, ValuePath, set_value
 from shared.providers.templates import Template, check_path_value, fill_path, fill_text
 from shared.providers.tokens import create_token
 from shared.secret import Secret
-from shared.signatures import static_header
 
 # The create template values a caller supplies in `context` (the reconciler's
 # `_create_request` in reconciler/steps/create.py); build_create fills the rest
@@ -693,9 +691,9 @@ def _echoed_secrets(desc: ProviderDescription, action: str) -> tuple[Secret, ...
     it was given: `static_header` with `query`), scrubbed from every answer but a
     result's, whose bytes are the result (and are checked against digests)."""
     hooks = desc.webhooks
-    if action == "result" or hooks is None or hooks.scheme is not WebhookScheme.STATIC_HEADER:
+    if action == "result" or hooks is None or not hooks.token_in_url:
         return ()
-    return hooks.secrets if static_header.in_query(hooks.options) else ()
+    return hooks.secrets
 
 
 def _may_receive_credential(desc: ProviderDescription, url: str) -> bool:

@@ -35,7 +35,6 @@ from shared.providers.description import (
     ProviderDescription,
     ResultFormat,
     ResultSpec,
-    WebhookScheme,
 )
 from shared.providers.facts import ItemFailure, ResultCheck, StatusFact
 from shared.providers.messages import HttpResponse
@@ -52,7 +51,6 @@ from shared.providers.result_formats import (
 )
 from shared.providers.values import as_int, item_failure, raw_text
 from shared.redaction import sanitize_text_urls
-from shared.signatures import static_header
 from shared.text import scrub_text
 
 # Failed items kept inline in the check; the rest are counted, not listed
@@ -267,10 +265,8 @@ def _in_its_words(desc: ProviderDescription, resp: HttpResponse) -> str:
     token it echoes scrubbed (a result's own bytes are not: `_echoed_secrets`),
     whitespace folded, credential-looking link parameters redacted, cut short."""
     head = resp.body[: _QUOTED_CHARS * 8]
-    hooks = desc.webhooks
-    in_query = hooks is not None and hooks.scheme is WebhookScheme.STATIC_HEADER
-    if hooks is not None and in_query and static_header.in_query(hooks.options):
-        head = static_header.scrub(head, [secret.reveal() for secret in hooks.secrets])
+    if desc.webhooks is not None:
+        head = desc.webhooks.scrub_token(head)
     text = " ".join(head.decode("utf-8", "replace").split())
     if not text:
         return ""
