@@ -115,8 +115,7 @@ WARMUP_SECONDS = 2
 REQUESTS_PER_PHASE = 200_000
 # The floor answers three times as fast as the receiver: a set of its own.
 FLOOR_REQUESTS = 3 * REQUESTS_PER_PHASE
-# Operations the throughput events belong to (each gets many events, as a job
-# announces running, progress and its end).
+# Operations the throughput events belong to (each gets many events).
 OPERATIONS = 1000
 MIXED_TOTAL = 10_000
 MIXED_DUPLICATE_SHARE = 0.20
@@ -511,6 +510,10 @@ def signed_headers(
     }
 
 
+# States whose news wakes an operation holding its job id (a running job's does not).
+ENDS = ("succeeded", "failed")
+
+
 def event_body(job: str, state: str = "succeeded") -> bytes:
     return json.dumps({"type": f"job.{state}", "job_id": job, "state": state}).encode()
 
@@ -528,7 +531,9 @@ def write_requests(path: Path, prefix: str, count: int, *, matched: bool) -> Non
         for i in range(count):
             event_id = f"{prefix}_{i}"
             job = job_of(i % OPERATIONS) if matched else f"job_unknown_{i}"
-            body = event_body(job, ("running", "succeeded")[i % 2])
+            # every matched event wakes its operation, as the target states
+            # ("+ observation + wake-up"): news of a running job would not
+            body = event_body(job, ENDS[i % 2] if matched else ("running", "succeeded")[i % 2])
             signature = sign_standard_webhooks(SECRET, event_id, timestamp, body)
             out.write(f"{event_id}\t{timestamp}\t{signature}\t{body.decode()}\n")
 

@@ -26,7 +26,13 @@
 -- exactly `extra`, an existing one at least `extra + 1`.
 --
 -- Operations that got an observation are woken (jw_request_wakes: the
--- lease-safe rule of jw_request_wake for a set; NOTIFY at commit). The `woken`
+-- lease-safe rule of jw_request_wake for a set; NOTIFY at commit), unless the
+-- event only says the job is pending or running and the operation already
+-- holds its job id: such news decides nothing, and a provider that reports
+-- progress (a page of a crawl, a log line) would get a status read per event.
+-- An event naming no state we map may be an end: it wakes. So does any event
+-- for an operation without its job id (a create whose answer was lost): the
+-- wake makes the create step look for the job now. The `woken`
 -- CTE is volatile, hence never inlined; the scalar subquery makes it run
 -- exactly once. One statement is one round trip and one implicit transaction:
 -- the whole batch commits or none of it.
@@ -42,6 +48,8 @@ matched AS (
     SELECT i.*,
            coalesce(by_op.operation_id, by_ref.operation_id, by_job.operation_id) AS operation_id,
            coalesce(by_op.trace_id, by_ref.trace_id, by_job.trace_id) AS trace_id,
+           coalesce(by_op.job_known, by_ref.job_known, by_job.operation_id IS NOT NULL)
+               AS job_known,
            CASE WHEN by_op.operation_id IS NOT NULL THEN 'operation_id'
                 WHEN by_ref.operation_id IS NOT NULL THEN 'client_reference'
                 WHEN by_job.operation_id IS NOT NULL THEN 'job_id' END AS matched_by
@@ -54,7 +62,7 @@ matched AS (
     -- index, and a plan made on an empty table never walks a provider's
     -- operations later.
     LEFT JOIN LATERAL (
-        SELECT op_key.operation_id, op_key.trace_id
+        SELECT op_key.operation_id, op_key.trace_id, op_key.remote_job_id IS NOT NULL AS job_known
         FROM (  -- by primary key only
             SELECT o.operation_id, o.trace_id, o.provider, o.remote_job_id
             FROM operations o
@@ -70,7 +78,8 @@ matched AS (
     -- job id is checked after counting, so an ambiguous reference stays
     -- ambiguous whatever the candidates' job ids say.
     LEFT JOIN LATERAL (
-        SELECT min(c.operation_id) AS operation_id, min(c.trace_id) AS trace_id
+        SELECT min(c.operation_id) AS operation_id, min(c.trace_id) AS trace_id,
+               bool_and(c.remote_job_id IS NOT NULL) AS job_known
         FROM (
             SELECT o.operation_id, o.trace_id, o.remote_job_id FROM operations o
             WHERE by_op.operation_id IS NULL
@@ -115,7 +124,9 @@ upserted AS (
               w.remote_state_raw, w.duplicate_deliveries
 ),
 outcome AS (
-    SELECT u.*, m.ord, m.trace_id, m.matched_by, u.duplicate_deliveries = m.extra AS inserted
+    SELECT u.*, m.ord, m.trace_id, m.matched_by, u.duplicate_deliveries = m.extra AS inserted,
+           u.remote_state IS NULL OR u.remote_state NOT IN ('pending', 'running')
+               OR NOT m.job_known AS wakes
     FROM upserted u
     JOIN matched m ON m.provider = u.provider AND m.event_id = u.event_id
 ),
@@ -126,11 +137,11 @@ observed AS (
     FROM outcome
     WHERE inserted AND operation_id IS NOT NULL
     ORDER BY ord
-    RETURNING operation_id
 ),
-woken AS (
+woken AS (  -- of the events `observed` records (it runs whether read or not)
     SELECT jw_request_wakes(array_agg(DISTINCT operation_id)) AS notified
-    FROM observed
+    FROM outcome
+    WHERE inserted AND operation_id IS NOT NULL AND wakes
     HAVING count(*) > 0
 )
 SELECT ord, webhook_event_id, operation_id, trace_id, matched_by, inserted,

@@ -13,6 +13,7 @@ from receiver.webhooks import ingest
 from receiver.webhooks.ingest import Event, Ingestor, IngestRejected, Outcome
 from shared import ledger
 from shared.db.connect import create_pool
+from shared.ledger import webhooks as ledger_webhooks
 from shared.ledger.states import LocalState
 from shared.logs import JsonFormatter
 from tests.integration.test_receiver_support import (
@@ -76,6 +77,73 @@ async def test_event_for_a_known_job_is_an_observation_and_wakes_the_reconciler(
     )
     # Evidence only: the webhook never moves the operation itself.
     assert await _state(db, op_id) == before
+
+
+WAKES = "SELECT count(*) FROM operation_wakes WHERE operation_id = $1"
+
+
+@pytest.mark.parametrize(("said", "state"), [("queued", "pending"), ("running", "running")])
+async def test_news_that_the_job_runs_is_an_observation_that_wakes_nothing(
+    db: Any, pool: Any, said: str, state: str
+) -> None:
+    """A provider reporting progress (a page crawled, a log line) would get a
+    status read per event: news that the job is pending or running decides
+    nothing for an operation that holds its job id."""
+    op_id = await _operation_with_job(db, "job_1")
+    async with running_receiver(pool) as rx:
+        resp = await rx.post(*delivery("job_1", "msg_run", said))
+    assert resp.json() == {"status": "stored", "matched": True}
+    [obs] = await webhook_observations(db, op_id)
+    assert obs["remote_state"] == state
+    assert await db.fetchval(WAKES, op_id) == 0
+
+
+async def test_an_event_naming_a_state_we_do_not_map_wakes_the_operation(
+    db: Any, pool: Any
+) -> None:
+    """It may be an end the description does not know: read the job."""
+    op_id = await _operation_with_job(db, "job_1")
+    async with running_receiver(pool) as rx:
+        resp = await rx.post(*delivery("job_1", "msg_odd", "archived"))
+    assert resp.json() == {"status": "stored", "matched": True}
+    [obs] = await webhook_observations(db, op_id)
+    assert (obs["remote_state"], obs["remote_state_raw"]) == (None, "archived")
+    assert await db.fetchval(WAKES, op_id) == 1
+
+
+async def test_one_batch_wakes_the_ends_and_the_operations_without_their_job_id(
+    db: Any,
+) -> None:
+    """The batch statement itself: a running job that holds its id is not woken;
+    an end is, and so is news of any kind for an operation whose create answer
+    is not on record (the wake makes the create step look for the job now)."""
+    running = await _operation_with_job(db, "job_run")
+    ended = await _operation_with_job(db, "job_end")
+    unanswered = await submit(db)  # no job id: matched by our operation id
+    events = [
+        ("evt_run", "job_run", None, "running"),
+        ("evt_end", "job_end", None, "succeeded"),
+        ("evt_new", "job_new", unanswered, "running"),
+    ]
+    columns = {
+        "provider": [PROVIDER] * 3,
+        "event_id": [e[0] for e in events],
+        "scheme": ["standard"] * 3,
+        "id_signed": [True] * 3,
+        "remote_job_id": [e[1] for e in events],
+        "operation_ref": [e[2] for e in events],
+        "client_reference": [None] * 3,
+        "remote_state": [e[3] for e in events],
+        "remote_state_raw": [e[3] for e in events],
+        "payload": ["{}"] * 3,
+        "extra": [0] * 3,
+    }
+    rows = await ledger_webhooks.store_events(db, columns)
+    assert [r["operation_id"] for r in rows] == [running, ended, unanswered]
+    assert {r["woken"] for r in rows} == {2}
+    assert [await db.fetchval(WAKES, op) for op in (running, ended, unanswered)] == [0, 1, 1]
+    for op in (running, ended, unanswered):
+        assert len(await webhook_observations(db, op)) == 1
 
 
 async def test_duplicate_event_is_acknowledged_and_never_reprocessed(db: Any, pool: Any) -> None:
