@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import inspect
 import math
 import os
 import re
@@ -603,6 +604,7 @@ def _provider(name: str, data: Mapping[str, Any], ctx: _Ctx) -> ProviderDescript
     cancel = _cancel(top.sub("cancel"))
     result = _result(top.req_sub("result"), status)
     lookup = _lookup(top.sub("lookup"), create)
+    _check_plugin_hooks(top, plugin_spec, plugin_class, result, lookup)
     webhooks = _webhooks(top.sub("webhooks"), status)
     top.finish()
     return ProviderDescription(
@@ -625,6 +627,44 @@ def _provider(name: str, data: Mapping[str, Any], ctx: _Ctx) -> ProviderDescript
         plugin_class=plugin_class,
         plugin_options=plugin_options,
     )
+
+
+def _check_plugin_hooks(
+    top: _Table,
+    spec: str | None,
+    plugin_class: type[ProviderAdapter] | None,
+    result: ResultSpec,
+    lookup: LookupSpec,
+) -> None:
+    """A plugin's hook written before the paging mode its description turns on.
+
+    Those modes pass their hook one argument more (`page_url`, `page_token`);
+    a hook without it raised TypeError at the first page, every time the
+    operation was claimed, as an unexpected error retried for ever. Refused
+    here, naming the parameter to add.
+    """
+    if plugin_class is None:
+        return
+    pages = result.pages
+    needs: list[tuple[str, str, str, int]] = []
+    if pages is not None and pages.next_page_url is not None:
+        needs.append(("result.pages.next_page_url", "build_result_page", "page_url", 3))
+    if pages is not None and pages.offset_param is not None:
+        needs.append(("result.pages.offset_param", "result_next_page", "page_token", 2))
+    if lookup.numbered:
+        needs.append(("lookup", "parse_lookup", "page_token", 3))
+    for key, hook, parameter, arguments in needs:
+        written = getattr(plugin_class, hook)
+        if written is getattr(ProviderAdapter, hook):
+            continue
+        try:
+            inspect.signature(written).bind(None, *([None] * arguments))
+        except (TypeError, ValueError):
+            raise top.error(
+                "plugin",
+                f"'{spec}' overrides {hook} without the {parameter} parameter that "
+                f"{key} passes it (add `{parameter}: str | None = None`)",
+            ) from None
 
 
 def _base_url(top: _Table) -> str:

@@ -12,7 +12,9 @@ from shared.cli.captures import Capture
 from shared.cli.proofs import prove_delivery
 from shared.providers import (
     ConfigError,
+    HttpRequest,
     HttpResponse,
+    LookupFact,
     ProviderAdapter,
     ProviderPlugin,
     adapter_for,
@@ -241,3 +243,90 @@ def test_providers_check_delivery_verifies_with_the_plugins_own_verifier() -> No
     assert report["records"]["job_id"] == "job_1"
     forged = Capture(method="POST", target="/webhooks/p", headers={"x-token": "nope"}, body=body)
     assert prove_delivery(desc, forged, at=None, url=None)["verified"] is False
+
+
+class HooksOfOld(ProviderAdapter):
+    """Paging hooks as a plugin wrote them before next_page_url, offset paging
+    and numbered lookups passed each one argument more."""
+
+    def build_result_page(self, first: HttpRequest, page_token: str) -> HttpRequest:  # type: ignore[override]
+        return super().build_result_page(first, page_token)
+
+    def result_next_page(self, resp: HttpResponse) -> str | None:  # type: ignore[override]
+        return super().result_next_page(resp)
+
+    def parse_lookup(self, resp: HttpResponse, client_reference: str) -> LookupFact:  # type: ignore[override]
+        return super().parse_lookup(resp, client_reference)
+
+
+class HooksOfToday(HooksOfOld):
+    def build_result_page(
+        self, first: HttpRequest, page_token: str, page_url: str | None = None
+    ) -> HttpRequest:
+        return ProviderAdapter.build_result_page(self, first, page_token, page_url)
+
+    def result_next_page(self, resp: HttpResponse, *args: Any) -> str | None:
+        return ProviderAdapter.result_next_page(self, resp, *args)
+
+    def parse_lookup(
+        self, resp: HttpResponse, client_reference: str, page_token: str | None = None
+    ) -> LookupFact:
+        return ProviderAdapter.parse_lookup(self, resp, client_reference, page_token)
+
+
+PAGED_RESULT = {"source": "url", "format": "csv"}
+LINKED = {**BASE["status"], "result_url": "/result_url"}
+LISTED = {"path": "/v1/exports", "list": "/data", "match": "/metadata/op", "job_id": "/id"}
+
+
+@pytest.mark.parametrize(
+    ("changes", "hook", "parameter", "key"),
+    [
+        (
+            {
+                "status": LINKED,
+                "result": {**PAGED_RESULT, "pages": {"next_page_url": "header:Next-Page"}},
+            },
+            "build_result_page",
+            "page_url",
+            "result.pages.next_page_url",
+        ),
+        (
+            {
+                "status": LINKED,
+                "result": {**PAGED_RESULT, "pages": {"offset_param": "offset", "page_size": 3}},
+            },
+            "result_next_page",
+            "page_token",
+            "result.pages.offset_param",
+        ),
+        (
+            {"lookup": {**LISTED, "page_param": "page", "first_page": 1}},
+            "parse_lookup",
+            "page_token",
+            "lookup",
+        ),
+    ],
+    ids=["next_page_url", "offset", "numbered-lookup"],
+)
+def test_a_plugins_hook_of_old_is_refused_where_a_mode_passes_it_more(
+    changes: dict[str, Any], hook: str, parameter: str, key: str
+) -> None:
+    """It raised TypeError at the first page, on every claim, for ever; now the
+    configuration names the hook and the parameter to add."""
+    spec = f"{__name__}:HooksOfOld"
+    with pytest.raises(ConfigError) as caught:
+        provider({**changes, "plugin": spec})
+    assert str(caught.value) == (
+        f"config.toml: providers.p.plugin: '{spec}' overrides {hook} without the "
+        f"{parameter} parameter that {key} passes it (add `{parameter}: str | None = None`)"
+    )
+    assert provider({**changes, "plugin": f"{__name__}:HooksOfToday"}).plugin_class is HooksOfToday
+
+
+def test_a_plugins_hooks_of_old_load_where_no_mode_needs_more() -> None:
+    """A cursor (next_page_token) passes them what they always took."""
+    pages = {"next_page_token": "header:Next-Cursor", "page_token_param": "cursor"}
+    result = {**PAGED_RESULT, "pages": pages}
+    desc = provider({"status": LINKED, "result": result, "plugin": f"{__name__}:HooksOfOld"})
+    assert desc.plugin_class is HooksOfOld
