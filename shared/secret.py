@@ -10,11 +10,16 @@ writes the Authorization header should call it.
 from __future__ import annotations
 
 import hmac
+import logging
 import os
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 _MASK = "Secret('***')"
+# A followed secret file is looked at (one stat) at most this often.
+RECHECK_SECONDS = 1.0
+log = logging.getLogger("jobwarden.secrets")
 
 
 class SecretError(LookupError):
@@ -51,16 +56,7 @@ class Secret:
         credential never legitimately ends with one.
         """
         file = Path(path)
-        try:
-            text = file.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise SecretError(f"secret file {file} does not exist") from None
-        except OSError as exc:
-            raise SecretError(f"secret file {file} cannot be read ({exc.strerror})") from None
-        value = text.rstrip("\r\n")
-        if not value.strip():
-            raise SecretError(f"secret file {file} is empty")
-        return cls(value, source=f"file:{file}")
+        return cls(_read_secret_file(file), source=f"file:{file}")
 
     @property
     def source(self) -> str:
@@ -93,3 +89,90 @@ class Secret:
         # Refuse pickling: a pickled Secret would carry the value in clear to
         # wherever the pickle goes (a queue, a cache, a crash dump).
         raise TypeError("Secret objects cannot be pickled")
+
+
+def _read_secret_file(file: Path) -> str:
+    try:
+        text = file.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SecretError(f"secret file {file} does not exist") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+        raise SecretError(f"secret file {file} cannot be read ({why})") from None
+    value = text.rstrip("\r\n")
+    if not value.strip():
+        raise SecretError(f"secret file {file} is empty")
+    return value
+
+
+def _stamp(file: Path) -> tuple[int, int, int, int] | None:
+    """What tells one version of the file from the next: a rename (inode), a
+    rewrite (modification time, size)."""
+    try:
+        st = os.stat(file)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+class FollowedSecret(Secret):
+    """A secret file read again whenever it changes: a short-lived token
+    (an OAuth or Entra access token, `gcloud auth print-access-token`) that a
+    timer rewrites is used without a restart.
+
+    Looked at (one stat) at most every RECHECK_SECONDS, when the value is
+    used. A new version that cannot be used (missing, empty, mid-write, or
+    refused by `check`, e.g. a webhook secret its scheme cannot take) is not:
+    the last good value stays, and a warning names the file and why, never
+    the value. It is tried again when the file changes again.
+    """
+
+    __slots__ = ("_check", "_checked_at", "_file", "_version")
+
+    def __init__(self, file: Path) -> None:
+        self._file = file.absolute()  # as named at load, whatever the cwd later
+        self._check: Callable[[str], None] | None = None
+        self._version = _stamp(self._file)
+        super().__init__(_read_secret_file(file), source=f"file:{file}")
+        self._checked_at = clock()
+
+    def checked_by(self, check: Callable[[str], None]) -> None:
+        """What a new version must pass (raise ValueError to refuse) to be used;
+        the value read at load is the caller's to check."""
+        self._check = check
+
+    def reveal(self) -> str:
+        now = clock()
+        if now - self._checked_at >= RECHECK_SECONDS:
+            self._checked_at = now
+            self._follow()
+        return self._value
+
+    def _follow(self) -> None:
+        version = _stamp(self._file)
+        if version is None or version == self._version:
+            return  # gone (mid-rename, or removed): the last value stays, quietly
+        self._version = version
+        try:
+            value = _read_secret_file(self._file)
+            if self._check is not None:
+                self._check(value)
+        except (SecretError, ValueError) as exc:
+            # the file and the reason only: a check's message never quotes the value
+            log.warning(
+                "secret file changed but cannot be used; the previous value stays",
+                extra={"ctx": {"source": self._source, "reason": _reason(exc)}},
+            )
+            return
+        if value != self._value:
+            self._value = value
+            log.info("secret file read again", extra={"ctx": {"source": self._source}})
+
+
+def _reason(exc: Exception) -> str:
+    return str(exc) if isinstance(exc, SecretError) else f"refused: {exc}"
+
+
+def clock() -> float:
+    """When a followed secret was last looked at (tests move it)."""
+    return time.monotonic()

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import inspect
 import math
 import os
@@ -76,7 +77,7 @@ from shared.providers.templates import Template, TemplateError, parse_template
 from shared.providers.timing import MAX_HONOURED_DELAY
 from shared.providers.values import raw_text
 from shared.redaction import is_sensitive_header
-from shared.secret import Secret, SecretError
+from shared.secret import FollowedSecret, Secret, SecretError
 
 E = TypeVar("E", bound=StrEnum)
 
@@ -714,7 +715,22 @@ def _auth(table: _Table | None) -> AuthSpec | None:
     table.finish()
     if secret is None:
         return None
+    try:
+        _header_safe(secret.reveal())
+    except ValueError as exc:
+        key = "secret_env" if secret.source.startswith("env:") else "secret_file"
+        raise table.error(key, f"{secret.source.partition(':')[2]}: {exc}") from None
+    if isinstance(secret, FollowedSecret):  # a rotated token must pass the same check
+        secret.checked_by(_header_safe)
     return AuthSpec(header=header, value=template, secret=secret, extra_hosts=extra_hosts)
+
+
+def _header_safe(value: str) -> None:
+    """A credential a header can carry (it is never quoted: the message names none of it)."""
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in value):
+        raise ValueError("the credential holds a line break or another control character")
+    if any(ord(c) > 0xFF for c in value):
+        raise ValueError("the credential holds a character no HTTP header can carry")
 
 
 def _secret(table: _Table, env_key: str, file_key: str, optional: bool) -> Secret | None:
@@ -727,7 +743,7 @@ def _secret(table: _Table, env_key: str, file_key: str, optional: bool) -> Secre
     try:
         if env_name:
             return Secret.from_env(env_name, table.ctx.env)
-        return Secret.from_file(file_name or "")
+        return FollowedSecret(Path(file_name or ""))
     except SecretError as exc:
         if optional:
             return None
@@ -1839,6 +1855,10 @@ def _webhooks(table: _Table | None, status: StatusSpec) -> WebhookSpec | None:
             # The signature library never quotes the secret; we name its source.
             key = "secrets_env" if secret.source.startswith("env:") else "secrets_file"
             raise table.error(key, f"{secret.source.partition(':')[2]}: {exc}") from None
+        if isinstance(secret, FollowedSecret):  # a rotated file must pass the same check
+            secret.checked_by(
+                functools.partial(signatures.check_secret, scheme.value, options=options)
+            )
     operation_id = _webhook_operation_id(table)
     client_reference = table.path("client_reference", WEBHOOK)
     job_id = table.path("job_id", WEBHOOK)
@@ -1917,7 +1937,7 @@ def _webhook_secrets(table: _Table, optional: bool) -> tuple[Secret, ...]:
             if key == "secrets_env":
                 loaded.append(Secret.from_env(name, table.ctx.env))
             else:
-                loaded.append(Secret.from_file(name))
+                loaded.append(FollowedSecret(Path(name)))
         except SecretError as exc:
             missing.append((key, str(exc)))
     if missing and not (optional and not loaded):
