@@ -19,6 +19,9 @@ from pathlib import Path
 _MASK = "Secret('***')"
 # A followed secret file is looked at (one stat) at most this often.
 RECHECK_SECONDS = 1.0
+# Far beyond any API key, token or PEM key; a file bigger than this (a log,
+# /dev/zero) was named by mistake and is refused without being read whole.
+MAX_SECRET_FILE_BYTES = 1024 * 1024
 log = logging.getLogger("jobwarden.secrets")
 
 
@@ -93,12 +96,25 @@ class Secret:
 
 def _read_secret_file(file: Path) -> str:
     try:
-        text = file.read_text(encoding="utf-8")
+        with open(file, "rb") as handle:
+            data = handle.read(MAX_SECRET_FILE_BYTES + 1)
     except FileNotFoundError:
         raise SecretError(f"secret file {file} does not exist") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        why = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
-        raise SecretError(f"secret file {file} cannot be read ({why})") from None
+    except OSError as exc:
+        raise SecretError(f"secret file {file} cannot be read ({exc.strerror})") from None
+    except ValueError:  # a NUL in the name: no file can have it
+        raise SecretError(f"secret file name {str(file)!r} holds a NUL character") from None
+    if len(data) > MAX_SECRET_FILE_BYTES:
+        # /dev/zero, a log file: not a credential, and not to be read whole
+        raise SecretError(
+            f"secret file {file} is larger than {MAX_SECRET_FILE_BYTES} bytes: not a secret"
+        )
+    try:
+        # line ends as a text-mode read gives them (a PEM key saved with CRLF)
+        text = data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
+    except UnicodeDecodeError:
+        # the decoder's own message quotes a byte of the file: of the secret
+        raise SecretError(f"secret file {file} is not UTF-8 text") from None
     value = text.rstrip("\r\n")
     if not value.strip():
         raise SecretError(f"secret file {file} is empty")

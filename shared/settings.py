@@ -112,7 +112,7 @@ def _convert(source: str, key: str, raw: Any, kind: type) -> Any:
             return float(raw)
         if kind is str:
             return str(raw)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: int(inf)
         pass
     raise ConfigError(f"{source}: {key}: expected {kind.__name__}, got {raw!r}")
 
@@ -135,6 +135,8 @@ def _read_config(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    except RecursionError:  # tomllib recurses once per nested array or inline table
+        raise ConfigError(f"{path}: TOML nested too deeply to be read") from None
 
 
 def load_settings(

@@ -88,6 +88,7 @@ _NAME = re.compile(r"^[a-z][a-z0-9_-]*$")
 # by that name would have its refusals merged with theirs.
 RESERVED_NAMES = frozenset({"unknown"})
 _TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
+_STATUS_CODE = re.compile(r"[0-9]{3}")
 # application/json, or a structured +json type (application/vnd.api+json), with parameters
 _JSON_MEDIA_TYPE = re.compile(r"^\s*application/([a-z0-9.\-]+\+)?json\s*(;.*)?$", re.IGNORECASE)
 
@@ -169,8 +170,12 @@ def load_providers(
         raise ConfigError(f"{source}: file not found") from None
     except OSError as exc:
         raise ConfigError(f"{source}: cannot be read ({exc.strerror})") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{source}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{source}: invalid TOML: {exc}") from None
+    except RecursionError:  # tomllib recurses once per nested array or inline table
+        raise ConfigError(f"{source}: TOML nested too deeply to be read") from None
     return parse_providers(data, source, env, credentials=credentials)
 
 
@@ -942,7 +947,8 @@ def _http_state_map(table: _Table) -> dict[int, RemoteState]:
     """`{"202" = "running"}`: TOML keys are strings, so status codes arrive as text."""
     mapping: dict[int, RemoteState] = {}
     for code, state in _state_map(table, "state_from_http_status").items():
-        if not (code.isdigit() and 100 <= int(code) <= 599):
+        # ASCII digits only: "²" passes str.isdigit and int() refuses it
+        if not (_STATUS_CODE.fullmatch(code) and 100 <= int(code) <= 599):
             raise table.error(f"state_from_http_status.{code}", "not an HTTP status code")
         mapping[int(code)] = state
     return mapping
@@ -1081,6 +1087,7 @@ def _set_body(table: _Table) -> tuple[BodyField, ...]:
         path = table.parse_path_value(key, text, BODY)
         _check_written(table, key, path)
         if not isinstance(value, str):
+            _check_json_literal(table, key, value)
             entries.append(BodyField(path=path, template=None, literal=value))
             continue
         try:
@@ -1088,6 +1095,22 @@ def _set_body(table: _Table) -> tuple[BodyField, ...]:
         except TemplateError as exc:
             raise table.error(key, str(exc)) from None
     return tuple(entries)
+
+
+def _check_json_literal(table: _Table, where: str, value: Any) -> None:
+    """A literal written into every create body must be JSON: a TOML date or time,
+    or nan/inf, loads fine yet no create could then be sent (json refuses them),
+    each failing as though it never left, until its deadline."""
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            _check_json_literal(table, f"{where}.{k}", v)
+    elif isinstance(value, list):
+        for n, v in enumerate(value):
+            _check_json_literal(table, f"{where}[{n}]", v)
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise table.error(where, f"{value} is not a JSON number")
+    elif not isinstance(value, str | bool | int | float):
+        raise table.error(where, f"{type(value).__name__} is not a JSON value")
 
 
 def _set_headers(table: _Table) -> tuple[tuple[str, Template], ...]:

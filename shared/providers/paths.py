@@ -309,7 +309,10 @@ def _step(node: Any, segment: str | Selector) -> Any:
             return segment.first(node)
         if _INDEX.fullmatch(segment) is None:  # ASCII digits only: int("²") raises
             return None
-        index = int(segment)
+        try:
+            index = int(segment)
+        except ValueError:  # more digits than int() reads (4,300): past any list's end
+            return None
         # -1 is the last item (OpenAI lists: the next page's cursor is the last id)
         return node[index] if -len(node) <= index < len(node) else None
     if isinstance(node, Mapping) and type(segment) is str:

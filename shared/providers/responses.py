@@ -315,6 +315,10 @@ def parse_status(
     # Header paths apply whatever the body is: a 303 whose Location is the
     # result, a 200 with an empty body and the state in a header.
     fact = _status_from_body(desc, body if isinstance(body, dict) else {}, resp, common, now)
+    if not isinstance(body, dict) and _done_in_body(desc.status):
+        # `done` absent means running only in an operation's JSON object: a
+        # proxy's HTML page, or an empty body, names no state at all
+        fact = replace(fact, remote_state=None, raw_state=None)
     if by_code is not None and (fact.raw_state is None or not 200 <= code < 300):
         # The code decides a non-2xx answer it is mapped for; a 2xx one only when
         # the answer names no state at all: an unknown state in the body stays
@@ -326,6 +330,11 @@ def parse_status(
         # GraphQL's failed request (THROTTLED, a timeout) answers 200 with `errors`
         return replace(fact, request_failed=True, problem="the answer carries errors, no state")
     return fact
+
+
+def _done_in_body(spec: StatusSpec) -> bool:
+    """Whether the state is read from the body's `done` member (AIP-151)."""
+    return spec.state is None and spec.done is not None and spec.done.source is PathSource.BODY
 
 
 def _out_of_quota(resp: HttpResponse) -> bool:
