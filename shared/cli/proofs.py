@@ -10,14 +10,13 @@ plain words what the daemons would have done with them.
 from __future__ import annotations
 
 import hashlib
-import json
 import time
 from typing import Any
 
-from receiver.webhooks.endpoint import dedupe_id
+from receiver.webhooks.endpoint import _parse_json, dedupe_id
 from shared.cli.captures import Capture
 from shared.providers import HttpResponse, ProviderDescription, WebhookParseError, adapter_for
-from shared.providers.adapter import ProviderAdapter
+from shared.providers.adapter import ProviderAdapter, parse_parsed_webhook
 from shared.signatures import SignatureError
 
 # What to look at when a captured delivery is refused, per reason word.
@@ -33,6 +32,12 @@ _HINTS: dict[str, str] = {
     "bad_options": "the scheme needs what the capture lacks (a {url} template, or a token in "
     "the query string, needs --url)",
 }
+
+# What the receiver does with an authentic body that is no JSON object it reads.
+_UNREAD = (
+    "it is no JSON object the receiver reads (not JSON or not UTF-8, NaN or Infinity, "
+    "nested too deeply, an array or a scalar): stored as it came, matched to no operation"
+)
 
 
 def prove_delivery(
@@ -73,9 +78,13 @@ def prove_delivery(
             }
         return {"verified": False, "reason": exc.reason, "why": _HINTS.get(exc.reason, "")}
     body = spec.scrub_token(capture.body)  # as the receiver stores and reads it
+    # read as the receiver reads it: integers past int()'s digits kept whole,
+    # NaN refused; None for a body it stores unread (nested too deeply, not
+    # JSON, no object)
+    document = _parse_json(body)
     # the key the receiver would deduplicate on: a signed id (a signed header,
     # or a field of the signed body), else the body's digest
-    dedupe_key = dedupe_id(spec, verified, _json_or_empty(body), body)
+    dedupe_key = dedupe_id(spec, verified, {} if document is None else document, body)
     report: dict[str, Any] = {
         "verified": True,
         "fresh": True,
@@ -88,8 +97,12 @@ def prove_delivery(
         "claimed_event_id": None,
         "event_id_signed": dedupe_key != "sha256:" + hashlib.sha256(body).hexdigest(),
     }
+    if document is None:
+        report["records"] = None
+        report["parse_error"] = _UNREAD
+        return report
     try:
-        fact = adapter.parse_webhook(body, capture.headers, capture.query)
+        fact = parse_parsed_webhook(adapter, document, body, capture.headers, capture.query)
     except WebhookParseError as exc:
         report["records"] = None
         report["parse_error"] = str(exc)
@@ -109,13 +122,6 @@ def prove_delivery(
     # names an operation of this provider wins (what the database holds decides).
     report["match_by"] = [name for name, _ in fact.references]
     return report
-
-
-def _json_or_empty(body: bytes) -> Any:
-    try:
-        return json.loads(body)
-    except ValueError:
-        return {}
 
 
 def prove_result(

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import tomllib
@@ -96,7 +97,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     check.add_argument(
         "--at",
         metavar="UNIX_SECONDS",
-        type=float,
+        type=_unix_seconds,
         help="verify the delivery as of this time (when it was sent); default: now",
     )
     check.add_argument("--url", help="the URL the sender addressed (for schemes that sign {url})")
@@ -188,6 +189,18 @@ async def cmd_check(args: argparse.Namespace) -> int:
         print()
         print(_render(entry))
     return 1 if failed else 0
+
+
+def _unix_seconds(text: str) -> float:
+    """`--at`: a finite time. float() reads "nan", and every replay-window
+    comparison with NaN is false: a capture of any age would pass as fresh."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a time in unix seconds")
+    return value
 
 
 def _load_settings(path: Path, *, credentials: bool) -> Settings:

@@ -12,6 +12,8 @@ import stripe
 
 from shared.cli import providers as cli_providers
 from shared.cli.captures import CaptureError, read_capture
+from shared.cli.main import build_parser
+from shared.providers.values import clip
 
 SECRET = "whsec_acme_signing_secret"
 NOW = 1_767_225_600
@@ -316,3 +318,45 @@ async def test_a_captured_callback_proves_its_query_token_from_its_request_line(
     out = capsys.readouterr().out
     assert ("delivery: verifies" in out) is verifies, out
     assert LUMA_TOKEN not in out
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"id": "evt_1", "data": ' + b"[" * 100_000 + b"}",  # deeper than json.loads recurses
+        b'{"id": "evt_1", "data": {"job": NaN}}',  # no JSON number: the receiver refuses NaN
+        b'[{"id": "evt_1"}]',
+    ],
+    ids=["nested_too_deeply", "nan", "an_array"],
+)
+async def test_a_body_the_receiver_stores_unread_is_said_so_not_a_traceback(
+    config: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], body: bytes
+) -> None:
+    """The nested body was a RecursionError traceback out of `providers check`."""
+    delivery = raw_delivery(tmp_path, body, signed(body))
+    assert await cli_providers.cmd_check(ns(config=config, delivery=delivery, at=NOW)) == 0
+    out = capsys.readouterr().out
+    assert "the body cannot be read: it is no JSON object the receiver reads" in out
+    assert "stored as it came, matched to no operation" in out
+
+
+async def test_a_job_id_longer_than_int_reads_is_recorded_as_the_receiver_reads_it(
+    config: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The receiver reads it digit for digit and matches by it; the check said the
+    body was not JSON."""
+    digits = "7" * 5000
+    body = b'{"id": "evt_1", "data": {"job": ' + digits.encode() + b', "status": "done"}}'
+    delivery = raw_delivery(tmp_path, body, signed(body))
+    assert await cli_providers.cmd_check(ns(config=config, delivery=delivery, at=NOW)) == 0
+    out = capsys.readouterr().out
+    assert f"job_id {clip(digits)}" in out and "state succeeded" in out  # as it is stored
+
+
+@pytest.mark.parametrize("at", ["nan", "inf", "-inf", "1e400", "soon"])
+def test_at_must_be_a_finite_time(at: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Every replay-window comparison with NaN is false: `--at nan` passed a capture
+    of any age as fresh."""
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["providers", "check", "c.toml", f"--at={at}"])
+    assert f"argument --at: {at!r} is not a time in unix seconds" in capsys.readouterr().err
