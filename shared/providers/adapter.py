@@ -18,6 +18,7 @@ import importlib
 import random
 from collections.abc import Mapping, Sequence
 from datetime import datetime
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from shared import signatures
@@ -387,10 +388,22 @@ def resolve_plugin(spec: str) -> type[ProviderAdapter]:
         raise PluginError(
             f"'{spec}' is neither 'package.module:Class' nor a registered plugin ({known})"
         )
+    if module_name.startswith("."):  # import_module raises TypeError without a package
+        raise PluginError(f"'{module_name}' is a relative module name: name it from the top")
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
         raise PluginError(f"cannot import '{module_name}': {exc}") from None
+    except SyntaxError as exc:  # the plugin's own file: where, not what it holds
+        where = f"{Path(exc.filename or '?').name}, line {exc.lineno}"
+        raise PluginError(f"cannot import '{module_name}': a syntax error ({where})") from None
+    except Exception as exc:
+        # The plugin's code failed as it loaded. Its message is not repeated: it
+        # may quote what the plugin read (a key from the environment).
+        raise PluginError(
+            f"cannot import '{module_name}': importing it raised {type(exc).__name__} "
+            f"(python -c 'import {module_name}' shows it)"
+        ) from None
     found: Any = module
     for part in attribute.split("."):
         found = getattr(found, part, None)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -188,6 +189,40 @@ def test_plugin_must_be_an_adapter_subclass() -> None:
 def test_plugin_spec_without_colon_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match=r"neither 'package\.module:Class'"):
         provider({"plugin": "shared.providers.example_plugin"})
+
+
+@pytest.mark.parametrize("spec", [".plugins:Thing", "..plugins:Thing"])
+def test_a_relative_plugin_module_is_a_config_error(spec: str) -> None:
+    """import_module raised TypeError for it: a traceback out of providers check."""
+    with pytest.raises(ConfigError, match="is a relative module name"):
+        provider({"plugin": spec})
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("def broken(:\n", "a syntax error (jw_fuzz_plugin.py, line 1)"),
+        (
+            'import os\nraise RuntimeError("bad key " + os.environ["PLUGIN_KEY"])\n',
+            "importing it raised RuntimeError (python -c 'import jw_fuzz_plugin' shows it)",
+        ),
+    ],
+    ids=["syntax_error", "raises"],
+)
+def test_a_plugin_that_fails_as_it_loads_is_a_config_error_quoting_nothing_it_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str, expected: str
+) -> None:
+    """Any failure but ImportError escaped as a traceback, with the plugin's own
+    message: one that quoted an environment key showed it."""
+    (tmp_path / "jw_fuzz_plugin.py").write_text(source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("PLUGIN_KEY", "sk-plugin-secret-77")
+    with pytest.raises(ConfigError) as caught:
+        provider({"plugin": "jw_fuzz_plugin:Adapter"})
+    assert str(caught.value) == (
+        f"config.toml: providers.p.plugin: cannot import 'jw_fuzz_plugin': {expected}"
+    )
+    assert "sk-plugin-secret-77" not in str(caught.value)
 
 
 def test_plugin_options_are_checked_at_load() -> None:
