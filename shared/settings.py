@@ -9,6 +9,7 @@ Errors name the file and the key.
 
 from __future__ import annotations
 
+import math
 import os
 import socket
 import tomllib
@@ -106,15 +107,25 @@ def _convert(source: str, key: str, raw: Any, kind: type) -> Any:
     try:
         if kind is Path:
             return Path(str(raw))
-        if kind is int and not isinstance(raw, bool):
+        # 2.7 is no count (int() would make it 2); nan and inf are no duration:
+        # every comparison with NaN is false, so no later range check catches it
+        if kind is int and not isinstance(raw, bool) and not _fraction(raw):
             return int(raw)
-        if kind is float and not isinstance(raw, bool):
+        if kind is float and not isinstance(raw, bool) and math.isfinite(float(raw)):
             return float(raw)
         if kind is str:
             return str(raw)
     except (TypeError, ValueError, OverflowError):  # OverflowError: int(inf)
         pass
-    raise ConfigError(f"{source}: {key}: expected {kind.__name__}, got {raw!r}")
+    expected = _EXPECTED.get(kind, kind.__name__)
+    raise ConfigError(f"{source}: {key}: expected {expected}, got {raw!r}")
+
+
+_EXPECTED = {int: "a whole number", float: "a finite number"}
+
+
+def _fraction(raw: Any) -> bool:
+    return isinstance(raw, float) and not raw.is_integer()
 
 
 def _read_config(path: Path) -> dict[str, Any]:

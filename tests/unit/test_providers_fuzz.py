@@ -469,10 +469,34 @@ def test_a_config_file_not_utf8_is_a_config_error_from_load_providers(tmp_path: 
         load_providers(config, {})
 
 
-@pytest.mark.parametrize("value", ["inf", "-inf", "1e400"])
-def test_an_integer_setting_that_is_infinite_is_a_config_error(tmp_path: Path, value: str) -> None:
-    """int(inf) raises OverflowError, which the conversion did not expect."""
+@pytest.mark.parametrize("value", ["inf", "-inf", "1e400", "2.7"])
+def test_an_integer_setting_that_is_no_whole_number_is_a_config_error(
+    tmp_path: Path, value: str
+) -> None:
+    """int(inf) raised OverflowError, which the conversion did not expect; 2.7
+    was taken as 2."""
     config = tmp_path / "jobwarden.toml"
     config.write_text(f"[jobwarden]\nclaim_batch = {value}\n")
-    with pytest.raises(ConfigError, match="claim_batch: expected int"):
+    with pytest.raises(ConfigError, match="claim_batch: expected a whole number"):
         load_settings(config, {})
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
+def test_a_duration_setting_that_is_not_finite_is_a_config_error(
+    tmp_path: Path, value: str
+) -> None:
+    """Every comparison with NaN is false: lease_seconds = nan passed the check that
+    a call fits in a lease, and every claim then asked PostgreSQL for a NaN lease."""
+    config = tmp_path / "jobwarden.toml"
+    config.write_text(f"[jobwarden]\nlease_seconds = {value}\n")
+    with pytest.raises(ConfigError, match="lease_seconds: expected a finite number"):
+        load_settings(config, {})
+    with pytest.raises(ConfigError, match="lease_seconds: expected a finite number"):
+        load_settings(None, {"JW_LEASE_SECONDS": value})
+
+
+def test_a_whole_number_written_as_a_float_is_still_a_count(tmp_path: Path) -> None:
+    config = tmp_path / "jobwarden.toml"
+    config.write_text("[jobwarden]\nclaim_batch = 50.0\nlease_seconds = 30\n")
+    settings = load_settings(config, {})
+    assert settings.claim_batch == 50 and settings.lease_seconds == 30.0

@@ -82,11 +82,18 @@ def test_the_sequencers_session_ends_an_idle_transaction_after_the_watchdogs_tim
     assert child_settings(env).watchdog == 300.0  # what the child reads, not only what it gets
 
 
-@pytest.mark.parametrize("wait", ["-1", "3601", "nan"])
-def test_the_migration_wait_is_bounded(tmp_path: Path, wait: str) -> None:
+@pytest.mark.parametrize(
+    ("wait", "refusal"),
+    [
+        ("-1", r"migration_wait \(.* s, JW_MIGRATION_WAIT\)"),
+        ("3601", r"migration_wait \(.* s, JW_MIGRATION_WAIT\)"),
+        ("nan", r"JW_MIGRATION_WAIT: migration_wait: expected a finite number"),  # as read
+    ],
+)
+def test_the_migration_wait_is_bounded(tmp_path: Path, wait: str, refusal: str) -> None:
     config = tmp_path / "jobwarden.toml"
     config.write_text("")
-    with pytest.raises(ConfigError, match=r"migration_wait \(.* s, JW_MIGRATION_WAIT\)"):
+    with pytest.raises(ConfigError, match=refusal):
         check_reconciler_settings(load_settings(config, env={"JW_MIGRATION_WAIT": wait}))
     settings = load_settings(config, env={"JW_MIGRATION_WAIT": "0"})
     check_reconciler_settings(settings)
