@@ -126,7 +126,7 @@ def _stamp(file: Path) -> tuple[int, int, int, int] | None:
     rewrite (modification time, size)."""
     try:
         st = os.stat(file)
-    except OSError:
+    except (OSError, ValueError):  # ValueError: a NUL in the name (the read says so)
         return None
     return (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
 

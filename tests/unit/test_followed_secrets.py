@@ -89,7 +89,7 @@ def test_a_token_replaced_by_a_rename_is_used(tmp_path: Path, clock: Clock) -> N
     ("version", "reason"),
     [
         ("\n", "is empty"),
-        (b"\xff\xfe", "cannot be read (not UTF-8 text)"),
+        (b"\xff\xfe", "is not UTF-8 text"),
         ("tok\r\nX-Injected: 1", "line break or another control character"),
     ],
     ids=["empty", "not-utf8", "header-injection"],

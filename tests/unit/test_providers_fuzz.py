@@ -414,10 +414,12 @@ def test_a_secret_file_too_big_to_be_one_is_refused_unread(tmp_path: Path) -> No
 def test_a_secret_file_keeps_its_line_ends_as_a_text_read_did(tmp_path: Path) -> None:
     key = tmp_path / "key.pem"
     key.write_bytes(b"line1\r\nline2\r\n")
+    # a webhook's key (a PEM): an [auth] credential with a line break is refused
     desc = parse_providers(
-        {"providers": {"acme": _with_secret_file("auth", str(key))}}, "c.toml", {}
+        {"providers": {"acme": _with_secret_file("webhooks", str(key))}}, "c.toml", {}
     )["acme"]
-    assert desc.auth is not None and desc.auth.secret.reveal() == "line1\nline2"
+    assert desc.webhooks is not None
+    assert [s.reveal() for s in desc.webhooks.secrets] == ["line1\nline2"]
 
 
 def _with_secret_file(section: str, name: str) -> dict[str, Any]:
