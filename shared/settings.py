@@ -99,6 +99,27 @@ _ENV = {
     "log_signing_key_file": "JW_LOG_SIGNING_KEY_FILE",
     "mcp_allowed_hosts": "JW_MCP_ALLOWED_HOSTS",
 }
+# The values each numeric setting may take, both ends included, and why a
+# value outside would be wrong (a lease of 0, a port past 65535, a negative
+# body limit all loaded and failed later, or silently misbehaved).
+_RANGES: dict[str, tuple[float, float, str]] = {
+    "claim_batch": (1, 10_000, "rows per claim"),
+    "lease_seconds": (1, 86_400, "a lease must outlast a call, and a crashed worker's must end"),
+    "sweep_interval": (0.001, 3600, "seconds between idle sweeps"),
+    "max_in_flight": (1, 10_000, "provider calls at once"),
+    "shutdown_grace": (0, 3600, "seconds"),
+    "migration_wait": (0, 3600, "seconds"),
+    "receiver_port": (0, 65_535, "a TCP port (0: any free one)"),
+    "max_body_bytes": (1, 1 << 30, "bytes of a webhook body"),
+    "webhook_retention_days": (
+        1,
+        3650,
+        "providers redeliver for days: a shorter dedupe lets a redelivery in as new",
+    ),
+    "db_acquire_timeout": (0.001, 600, "seconds"),
+    "log_interval": (0.001, 86_400, "seconds"),
+    "log_watchdog_seconds": (0.001, 86_400, "seconds"),
+}
 # Settings that carry a secret: from the environment only (not the TOML file).
 _ENV_ONLY = {"console_database_url": "JW_CONSOLE_DATABASE_URL"}
 
@@ -191,10 +212,28 @@ def load_settings(
     for key, var in _ENV.items():
         kind = types[str(kinds[key])]
         if var in env:
-            values[key] = _convert(f"environment {var}", key, env[var], kind)
+            where = f"environment {var}"
+            values[key] = _in_range(where, key, _convert(where, key, env[var], kind))
         elif key in table:
-            values[key] = _convert(f"{path}: jobwarden", key, table[key], kind)
+            where = f"{path}: jobwarden"
+            values[key] = _in_range(where, key, _convert(where, key, table[key], kind))
     return Settings(**values)
+
+
+def _in_range(source: str, key: str, value: Any) -> Any:
+    if key not in _RANGES:
+        return value
+    low, high, what = _RANGES[key]
+    if not low <= value <= high:
+        raise ConfigError(
+            f"{source}: {key}: {_number(value)} is not between {_number(low)} and "
+            f"{_number(high)} ({what})"
+        )
+    return value
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
 
 
 def check_reconciler_settings(settings: Settings) -> None:
