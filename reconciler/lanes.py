@@ -197,6 +197,7 @@ class Lane(ClosedOnExit):
         *,
         headers: Mapping[str, str] | None = None,
         json: Any = None,
+        content: bytes | None = None,
         phase_timeout: float = 10.0,
         trace: Callable[[str, Mapping[str, Any]], Awaitable[None]] | None = None,
         reading: Reading = ANSWER,
@@ -204,7 +205,8 @@ class Lane(ClosedOnExit):
         """One exchange, body read; `phase_timeout` bounds each phase (connect, write, each read).
 
         `headers` override the defaults by name, whatever their case, as
-        httpx's client merged them. `trace` is httpx's trace extension.
+        httpx's client merged them. The body is `json`, or `content` as it is
+        (a form: its Content-Type is among `headers`). `trace` is httpx's trace extension.
         `reading` bounds the body read (its size; for a download, its pace).
         Errors are httpx's, with their `request` set, as the client raised them
         (a download past its pace: TimeoutError).
@@ -219,7 +221,12 @@ class Lane(ClosedOnExit):
             extensions["trace"] = trace
         target = httpx.URL(url)
         request = httpx.Request(
-            method, target, headers=_merged(headers or {}, target), json=json, extensions=extensions
+            method,
+            target,
+            headers=_merged(headers or {}, target),
+            json=json,
+            content=content,
+            extensions=extensions,
         )
         return await self.exchange(request)
 

@@ -37,6 +37,7 @@ from shared.providers.description import (
     HTTP_METHODS,
     MAX_DEADLINE_SECONDS,
     AuthSpec,
+    BodyEncoding,
     BodyField,
     CancelSpec,
     Checksum,
@@ -756,10 +757,15 @@ def _secret(table: _Table, env_key: str, file_key: str, optional: bool) -> Secre
 
 
 def _check_content_type(table: _Table, key: str, name: str, value: str) -> None:
-    """Bodies are always sent as JSON: a header calling them anything else
+    """Bodies are sent as JSON, or as the form `create.encoding` names, whose
+    Content-Type the encoder writes: a header calling them anything else
     (a form, XML) would send JSON under a false name."""
     if name.lower() == "content-type" and not _JSON_MEDIA_TYPE.match(value):
-        raise table.error(key, f"'{value}': bodies are sent as JSON (a JSON media type only)")
+        raise table.error(
+            key,
+            f"'{value}': bodies are sent as JSON (a JSON media type only); for a form "
+            'create set create.encoding = "form" or "multipart", which sets its own',
+        )
 
 
 def _static_headers(top: _Table) -> dict[str, str]:
@@ -1010,11 +1016,34 @@ def _create(table: _Table, status: StatusSpec, has_plugin: bool) -> CreateSpec:
         min_result_deadline_seconds=table.int_or("min_result_deadline_seconds", 1),
         not_created_statuses=_not_created_statuses(table),
         not_created_codes=_not_created_codes(table),
+        encoding=table.choice("encoding", BodyEncoding, BodyEncoding.JSON),
     )
+    if spec.encoding is not BodyEncoding.JSON:
+        _check_form_create(table, spec)
     if spec.state is not None and not status.state_map:
         raise table.error("state", "needs status.state_map to be read")
     table.finish()
     return spec
+
+
+def _check_form_create(table: _Table, spec: CreateSpec) -> None:
+    """A form's fields are the body's top-level members, and its Content-Type
+    (with a multipart boundary) is the encoder's to write."""
+    written = [
+        ("idempotency_body_field", spec.idempotency_body_field),
+        ("client_reference_field", spec.client_reference_field),
+        *((f"set_body.{field.path.text}", field.path) for field in spec.set_body),
+    ]
+    for key, path in written:
+        if path is not None and len(writable_keys(path)) != 1:
+            raise table.error(
+                key, f"a {spec.encoding} body is one field per top-level member: name one"
+            )
+    for name, _template in spec.set_headers:
+        if name.lower() == "content-type":
+            raise table.error(
+                f"set_headers.{name}", f"a {spec.encoding} body's Content-Type is set as it is sent"
+            )
 
 
 def _not_created_statuses(table: _Table) -> frozenset[int]:

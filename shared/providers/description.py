@@ -29,6 +29,10 @@ rules in ``shared/providers/paths.py``); *paths* = a path or a list of paths;
                set_body = {path = template-or-literal}, set_headers = {Name = template}
                  (template values: client_reference, operation_id, idempotency_token,
                   webhook_url, webhook_secret, result_deadline_seconds, trace_id),
+               encoding = json|form|multipart (json: the body built as JSON is sent as
+                 an HTML form or multipart/form-data, one field per top-level member;
+                 multipart files as {content_base64, filename, content_type}:
+                 shared/providers/bodies.py),
                min_result_deadline_seconds (1: the least result_deadline_seconds sent),
                job_id, state, status_url (paths; status_url may list fallbacks),
                accepted_statuses ([200,201,202]), sync_result_statuses ([]), sync_result,
@@ -157,6 +161,14 @@ class Idempotency(StrEnum):
     BODY = "body"  # e.g. {"request_id": <token>} (AIP-155)
     CLIENT_JOB_ID = "client_job_id"  # we choose the job id (Azure Operation-Id)
     NONE = "none"  # the provider cannot deduplicate: never blind-retry a create
+
+
+class BodyEncoding(StrEnum):
+    """How a create's body is sent (shared/providers/bodies.py)."""
+
+    JSON = "json"
+    FORM = "form"  # application/x-www-form-urlencoded
+    MULTIPART = "multipart"  # multipart/form-data
 
 
 class TokenFormat(StrEnum):
@@ -347,6 +359,8 @@ class CreateSpec:
     # stops the job at that deadline may refuse a shorter one (Replicate's
     # Cancel-After: 5 s). Never less than 1: a deadline of 0 means "now" or "none".
     min_result_deadline_seconds: int = 1
+    # How the body is sent: JSON, or built as JSON and sent as a form.
+    encoding: BodyEncoding = BodyEncoding.JSON
 
 
 @dataclass(frozen=True)

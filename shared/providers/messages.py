@@ -91,6 +91,9 @@ class HttpRequest:
     secret_headers: frozenset[str] = frozenset()
     secret_fields: tuple[ValuePath, ...] = ()
     answer_secrets: tuple[Secret, ...] = ()
+    # The body's bytes when it is not sent as `json` (a create sent as a form:
+    # shared/providers/bodies.py); `json` is then what it was built from.
+    content: bytes | None = None
 
     def sanitized_headers(self) -> dict[str, str]:
         return sanitize_headers(self.headers, self.secret_headers)

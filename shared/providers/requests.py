@@ -20,6 +20,7 @@ import functools
 import ipaddress
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 from urllib.parse import (
     SplitResult,
@@ -33,7 +34,9 @@ from urllib.parse import (
 
 import httpx
 
+from shared.providers import bodies
 from shared.providers.description import (
+    BodyEncoding,
     Idempotency,
     LookupSpec,
     ProviderDescription,
@@ -121,8 +124,19 @@ def build_create(
     secret_fields = tuple(
         f.path for f in spec.set_body if f.template and "webhook_secret" in f.template.names
     )
-    return _request(
+    request = _request(
         desc, "create", spec.method, url, headers, payload, frozenset(secret_headers), secret_fields
+    )
+    if spec.encoding is BodyEncoding.JSON:
+        return request
+    content, content_type = bodies.encode(payload, spec.encoding)
+    return replace(
+        request,
+        headers={
+            **{k: v for k, v in request.headers.items() if k.lower() != "content-type"},
+            "Content-Type": content_type,
+        },
+        content=content,
     )
 
 

@@ -75,6 +75,7 @@ from collections.abc import AsyncIterator
 from typing import Any, Literal
 
 from starlette.applications import Starlette
+from starlette.datastructures import UploadFile
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
@@ -934,9 +935,15 @@ def stability_results() -> dict[str, Any]:
 class ResultsFixture:
     """Generations done at their second read; `reads` counts the result URL's answers."""
 
-    def __init__(self, *, chunk_delay: float = 0.0, gzipped: bool = False) -> None:
+    def __init__(
+        self, *, chunk_delay: float = 0.0, gzipped: bool = False, multipart: bool = False
+    ) -> None:
         self.registry = Registry("gen-")
         self.reads = 0
+        # creates taken as Stability takes them: multipart/form-data with an
+        # `image` file, anything else refused (400); `images` the files received
+        self.multipart = multipart
+        self.images: list[tuple[str | None, str | None, bytes]] = []
         # the video streamed in 8 chunks this far apart (a slow link)
         self.chunk_delay = chunk_delay
         # the video sent gzipped, its Content-Digest over the bytes as sent (RFC 9530)
@@ -951,7 +958,18 @@ class ResultsFixture:
         )
 
     async def create(self, request: Request) -> Response:
-        job = self.registry.add("video", await request.json(), dict(request.headers))
+        if not self.multipart:
+            job = self.registry.add("video", await request.json(), dict(request.headers))
+            return json_response({"id": job.job_id})
+        if not request.headers.get("content-type", "").startswith("multipart/form-data"):
+            return json_response({"name": "bad_request", "errors": ["multipart only"]}, 400)
+        async with request.form() as form:
+            image = form.get("image")
+            if not isinstance(image, UploadFile):
+                return json_response({"name": "bad_request", "errors": ["image: required"]}, 400)
+            self.images.append((image.filename, image.content_type, await image.read()))
+            fields = {k: v for k, v in form.multi_items() if isinstance(v, str)}
+        job = self.registry.add("video", fields, dict(request.headers))
         return json_response({"id": job.job_id})
 
     async def result(self, request: Request) -> Response:

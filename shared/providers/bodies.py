@@ -1,0 +1,143 @@
+"""A create body sent as an HTML form or as multipart/form-data, not as JSON.
+
+Some APIs take their create as a form: Stability's generations (an image
+file beside its options), ElevenLabs' dubbing (a `source_url` or a file).
+The description says so (`create.encoding`); the body is still built, stored
+and templated as JSON (the operation's request, `set_body`, the token), and
+turned into the form only here, as it leaves. Each member of the top-level
+object is one field:
+
+- a string is sent as written, a number or a boolean as its JSON text
+  (`true`, `2.5`), null not at all;
+- a list is the field repeated, once per item (`tags=a&tags=b`);
+- in multipart only: an object `{"content_base64": …, "filename": …,
+  "content_type": …}` is a file (its bytes decoded from base64), and any
+  other object is a JSON part (`Content-Type: application/json`).
+
+A form (`application/x-www-form-urlencoded`) cannot carry an object: such a
+body is refused when the request is built, naming the field. The encoding
+is a pure function of the body: the multipart boundary is derived from the
+parts, so the same create sends the same bytes on every retry.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlencode
+
+from shared.providers.description import BodyEncoding
+from shared.providers.errors import RequestBuildError
+
+FILE_KEYS = frozenset({"content_base64", "filename", "content_type"})
+FORM_TYPE = "application/x-www-form-urlencoded"
+
+
+@dataclass(frozen=True)
+class _Part:
+    name: str
+    data: bytes
+    filename: str | None = None
+    content_type: str | None = None
+
+
+def encode(body: Any, encoding: BodyEncoding) -> tuple[bytes, str]:
+    """The body's bytes and Content-Type; RequestBuildError for a body it cannot carry."""
+    if not isinstance(body, Mapping):
+        raise RequestBuildError(f"a {encoding} body must be a JSON object of fields")
+    parts = list(_parts(body, encoding))
+    if encoding is BodyEncoding.FORM:
+        pairs = [(part.name, part.data.decode()) for part in parts]
+        return urlencode(pairs).encode("ascii"), FORM_TYPE
+    boundary = _boundary(parts)
+    return _multipart(parts, boundary), f"multipart/form-data; boundary={boundary}"
+
+
+def is_file(value: Any) -> bool:
+    """A file field of a multipart body (see the module's docstring)."""
+    return isinstance(value, Mapping) and "content_base64" in value and set(value) <= FILE_KEYS
+
+
+def _parts(body: Mapping[str, Any], encoding: BodyEncoding) -> Iterator[_Part]:
+    for name, value in body.items():
+        for item in value if isinstance(value, list) else [value]:
+            if item is not None:
+                yield _part(str(name), item, encoding)
+
+
+def _part(name: str, value: Any, encoding: BodyEncoding) -> _Part:
+    if isinstance(value, str):
+        return _Part(name, value.encode())
+    if isinstance(value, bool | int | float):
+        return _Part(name, json.dumps(value).encode())
+    if encoding is BodyEncoding.FORM:
+        raise RequestBuildError(
+            f"create body field '{name}' is a JSON {_kind(value)}: a form carries text only"
+        )
+    if is_file(value):
+        return _file(name, value)
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return _Part(name, text.encode(), content_type="application/json")
+
+
+def _file(name: str, value: Mapping[str, Any]) -> _Part:
+    content, filename = value["content_base64"], value.get("filename", name)
+    content_type = value.get("content_type", "application/octet-stream")
+    if not all(isinstance(v, str) for v in (content, filename, content_type)):
+        raise RequestBuildError(f"create body file '{name}': its members must be strings")
+    try:
+        data = base64.b64decode(content, validate=True)
+    except (binascii.Error, ValueError):
+        raise RequestBuildError(
+            f"create body file '{name}': content_base64 is not base64"
+        ) from None
+    for what, text in (("filename", filename), ("content_type", content_type)):
+        if any(c in text for c in '\r\n"'):
+            raise RequestBuildError(
+                f"create body file '{name}': its {what} holds a quote or a line break"
+            )
+    return _Part(name, data, filename=filename, content_type=content_type)
+
+
+def _kind(value: Any) -> str:
+    return "list of lists" if isinstance(value, list) else "object"
+
+
+def _boundary(parts: list[_Part]) -> str:
+    """A boundary none of the parts holds, the same for the same parts."""
+    digest = hashlib.sha256()
+    for part in parts:
+        for piece in (part.name.encode(), part.data, (part.filename or "").encode()):
+            digest.update(len(piece).to_bytes(8, "big") + piece)
+    seed = digest.hexdigest()
+    for attempt in range(1000):
+        boundary = f"jobwarden-{seed[:32]}-{attempt}"
+        marker = boundary.encode()
+        if not any(marker in part.data for part in parts):
+            return boundary
+    raise RequestBuildError("no multipart boundary fits this body")  # never, in practice
+
+
+def _multipart(parts: list[_Part], boundary: str) -> bytes:
+    """RFC 7578: each part's name (and filename) quoted, its bytes as they are."""
+    out = bytearray()
+    for part in parts:
+        disposition = f'form-data; name="{_quoted(part.name)}"'
+        if part.filename is not None:
+            disposition += f'; filename="{_quoted(part.filename)}"'
+        out += f"--{boundary}\r\nContent-Disposition: {disposition}\r\n".encode()
+        if part.content_type is not None:
+            out += f"Content-Type: {part.content_type}\r\n".encode()
+        out += b"\r\n" + part.data + b"\r\n"
+    out += f"--{boundary}--\r\n".encode()
+    return bytes(out)
+
+
+def _quoted(text: str) -> str:
+    """A name as browsers write it (RFC 7578 4.2): quotes and line breaks escaped."""
+    return text.replace('"', "%22").replace("\r", "%0D").replace("\n", "%0A")

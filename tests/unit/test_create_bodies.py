@@ -1,0 +1,199 @@
+"""A create sent as a form: the encoder (shared/providers/bodies.py) and its configuration.
+
+Multipart bodies are read back with the standard library's MIME parser, a
+reader independent of the encoder; forms with urllib's.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import email.parser
+import email.policy
+from typing import Any
+from urllib.parse import parse_qsl
+
+import pytest
+
+from shared.providers import ConfigError, parse_providers
+from shared.providers.bodies import encode
+from shared.providers.description import BodyEncoding
+from shared.providers.errors import RequestBuildError
+from shared.providers.requests import build_create
+
+PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256))
+IMAGE = {
+    "content_base64": base64.b64encode(PNG).decode(),
+    "filename": "cat.png",
+    "content_type": "image/png",
+}
+
+
+def parts(body: bytes, content_type: str) -> list[tuple[str, str | None, str, bytes]]:
+    """(name, filename, content type, bytes) of each part, as a MIME reader sees them."""
+    message = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(
+        f"Content-Type: {content_type}\r\n\r\n".encode() + body
+    )
+    assert message.is_multipart()
+    return [
+        (
+            part.get_param("name", header="content-disposition"),
+            part.get_filename(),
+            part.get_content_type(),
+            part.get_payload(decode=True),
+        )
+        for part in message.iter_parts()
+    ]
+
+
+def test_a_multipart_body_carries_each_member_as_a_field_and_files_as_files() -> None:
+    body = {
+        "image": IMAGE,
+        "seed": 0,
+        "cfg_scale": 1.8,
+        "loop": True,
+        "prompt": 'a cat, "quoted" — ünïcode',
+        "tags": ["a", "b"],
+        "options": {"fps": 24},
+        "negative_prompt": None,
+    }
+    content, content_type = encode(body, BodyEncoding.MULTIPART)
+    assert content_type.startswith("multipart/form-data; boundary=jobwarden-")
+    assert parts(content, content_type) == [
+        ("image", "cat.png", "image/png", PNG),
+        ("seed", None, "text/plain", b"0"),
+        ("cfg_scale", None, "text/plain", b"1.8"),
+        ("loop", None, "text/plain", b"true"),
+        ("prompt", None, "text/plain", 'a cat, "quoted" — ünïcode'.encode()),
+        ("tags", None, "text/plain", b"a"),
+        ("tags", None, "text/plain", b"b"),
+        ("options", None, "application/json", b'{"fps":24}'),
+    ]
+
+
+def test_the_same_body_is_the_same_bytes_and_the_boundary_is_in_no_part() -> None:
+    """A create retried with the same token sends what the first attempt sent."""
+    body = {"image": IMAGE, "seed": 7}
+    first, first_type = encode(copy.deepcopy(body), BodyEncoding.MULTIPART)
+    again, again_type = encode(copy.deepcopy(body), BodyEncoding.MULTIPART)
+    assert (first, first_type) == (again, again_type)
+    boundary = first_type.partition("boundary=")[2]
+    _other, other_type = encode({"image": IMAGE, "seed": 8}, BodyEncoding.MULTIPART)
+    assert other_type != first_type
+    # a part holding the boundary it would get pushes it to the next one
+    tricky = {"text": f"--{boundary}"}
+    content, tricky_type = encode(tricky, BodyEncoding.MULTIPART)
+    assert parts(content, tricky_type) == [("text", None, "text/plain", f"--{boundary}".encode())]
+
+
+def test_a_form_body_is_url_encoded_and_refuses_an_object() -> None:
+    body = {"url": "https://x.test/a.mp3?x=1&y=2", "speakers": 2, "tags": ["a", "b"], "n": None}
+    content, content_type = encode(body, BodyEncoding.FORM)
+    assert content_type == "application/x-www-form-urlencoded"
+    assert parse_qsl(content.decode(), strict_parsing=True) == [
+        ("url", "https://x.test/a.mp3?x=1&y=2"),
+        ("speakers", "2"),
+        ("tags", "a"),
+        ("tags", "b"),
+    ]
+    with pytest.raises(RequestBuildError) as caught:
+        encode({"image": IMAGE}, BodyEncoding.FORM)
+    assert str(caught.value) == (
+        "create body field 'image' is a JSON object: a form carries text only"
+    )
+
+
+@pytest.mark.parametrize(
+    ("body", "problem"),
+    [
+        ({"image": {**IMAGE, "content_base64": "not base64!"}}, "content_base64 is not base64"),
+        ({"image": {**IMAGE, "filename": 'x".png'}}, "its filename holds a quote or a line"),
+        ({"image": {**IMAGE, "content_type": "image/png\r\nX: 1"}}, "its content_type holds"),
+        ({"image": {**IMAGE, "filename": 3}}, "its members must be strings"),
+    ],
+    ids=["base64", "filename", "content-type", "not-a-string"],
+)
+def test_a_file_that_cannot_be_sent_is_refused_naming_the_field(
+    body: dict[str, Any], problem: str
+) -> None:
+    with pytest.raises(RequestBuildError, match=f"create body file 'image': {problem}"):
+        encode(body, BodyEncoding.MULTIPART)
+
+
+def test_a_body_that_is_not_an_object_has_no_fields() -> None:
+    with pytest.raises(RequestBuildError, match="a multipart body must be a JSON object"):
+        encode(["a"], BodyEncoding.MULTIPART)
+
+
+BASE: dict[str, Any] = {
+    "base_url": "https://api.stability.test",
+    "create": {
+        "path": "/v2beta/image-to-video",
+        "idempotency": "none",
+        "job_id": "/id",
+        "encoding": "multipart",
+    },
+    "status": {
+        "path": "/v2beta/results/{job_id}",
+        "state": "/status",
+        "state_map": {"ok": "succeeded"},
+    },
+    "result": {"source": "none"},
+}
+
+
+def provider(create: dict[str, Any]) -> Any:
+    table = copy.deepcopy(BASE)
+    table["create"].update(create)
+    return parse_providers({"providers": {"p": table}}, "config.toml", {})["p"]
+
+
+def test_a_form_create_is_built_with_its_content_type_and_the_fields_we_write() -> None:
+    desc = provider(
+        {
+            "set_body": {"/callback": "https://hooks.test/{operation_id}", "/mode": "fast"},
+            "client_reference_field": "/reference",
+        }
+    )
+    req = build_create(
+        desc, body={"image": IMAGE}, idempotency_token="tok", client_reference="op_1"
+    )
+    assert req.content is not None
+    assert req.headers["Content-Type"].startswith("multipart/form-data; boundary=jobwarden-")
+    found = {name: data for name, _f, _t, data in parts(req.content, req.headers["Content-Type"])}
+    assert found == {
+        "image": PNG,
+        "callback": b"https://hooks.test/op_1",
+        "mode": b"fast",
+        "reference": b"op_1",
+    }
+    assert req.json["image"] == IMAGE  # what it was built from, as every create is
+
+
+@pytest.mark.parametrize(
+    ("create", "key", "problem"),
+    [
+        ({"set_body": {"/meta/ref": "x"}}, "set_body./meta/ref", "one field per top-level"),
+        ({"client_reference_field": "/meta/ref"}, "client_reference_field", "one field per"),
+        (
+            {"set_headers": {"Content-Type": "application/json"}},
+            "set_headers.Content-Type",
+            "Content-Type is set as it is sent",
+        ),
+        (
+            {"set_headers": {"Content-Type": "multipart/form-data"}},
+            "set_headers.Content-Type",
+            "create.encoding",
+        ),
+        ({"encoding": "xml"}, "encoding", ""),
+    ],
+    ids=["nested-set-body", "nested-reference", "json-type", "form-type", "unknown"],
+)
+def test_a_form_create_that_could_not_be_sent_is_refused_at_load(
+    create: dict[str, Any], key: str, problem: str
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        provider(create)
+    message = str(caught.value)
+    assert message.startswith(f"config.toml: providers.p.create.{key}: "), message
+    assert problem in message
