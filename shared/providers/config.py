@@ -90,8 +90,12 @@ _NAME = re.compile(r"^[a-z][a-z0-9_-]*$")
 RESERVED_NAMES = frozenset({"unknown"})
 _TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
 _STATUS_CODE = re.compile(r"[0-9]{3}")
-# application/json, or a structured +json type (application/vnd.api+json), with parameters
-_JSON_MEDIA_TYPE = re.compile(r"^\s*application/([a-z0-9.\-]+\+)?json\s*(;.*)?$", re.IGNORECASE)
+# application/json, a structured +json type (application/vnd.api+json), or the AWS
+# JSON protocols' own names for JSON (application/x-amz-json-1.0 and -1.1: Textract,
+# DynamoDB, Transcribe refuse a request under any other), with parameters
+_JSON_MEDIA_TYPE = re.compile(
+    r"^\s*application/(([a-z0-9.\-]+\+)?json|x-amz-json-1\.[01])\s*(;.*)?$", re.IGNORECASE
+)
 
 BODY = frozenset({PathSource.BODY})
 RESPONSE = frozenset({PathSource.BODY, PathSource.HEADER})

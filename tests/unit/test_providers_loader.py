@@ -556,6 +556,17 @@ def test_a_content_type_other_than_json_is_refused() -> None:
     message = config_error(acme(headers={"content-type": "text/xml"}))
     assert "headers.content-type: 'text/xml': bodies are sent as JSON" in message
     load(acme(headers={"Content-Type": "application/vnd.api+json; charset=utf-8"}))
+    assert "bodies are sent as JSON" in config_error(
+        acme(headers={"Content-Type": "application/x-amz-json-2.0"})
+    )
+
+
+def test_the_aws_json_protocols_content_types_are_json() -> None:
+    """Textract, Transcribe and DynamoDB take their JSON bodies only under
+    application/x-amz-json-1.1 (or -1.0): refusing it left those APIs undescribable."""
+    for media in ("application/x-amz-json-1.1", "application/x-amz-json-1.0; charset=utf-8"):
+        load(acme(headers={"Content-Type": media}))
+        load(acme(create={"set_headers": {"Content-Type": media}}))
 
 
 def test_a_process_that_never_calls_providers_needs_no_api_key() -> None:
