@@ -942,6 +942,7 @@ def _status(table: _Table) -> StatusSpec:
         body=body,
         estimated_end=table.path("estimated_end", RESPONSE),
         estimated_seconds_left=table.path("estimated_seconds_left", RESPONSE),
+        throttle_codes=_not_created_codes(table, "throttle_codes"),
     )
     if spec.estimated_end is not None and spec.estimated_seconds_left is not None:
         raise table.error(
@@ -1019,7 +1020,7 @@ def _create(table: _Table, status: StatusSpec, has_plugin: bool) -> CreateSpec:
         idempotency_format=table.choice("idempotency_format", TokenFormat, TokenFormat.TOKEN),
         min_result_deadline_seconds=table.int_or("min_result_deadline_seconds", 1),
         not_created_statuses=_not_created_statuses(table),
-        not_created_codes=_not_created_codes(table),
+        not_created_codes=_not_created_codes(table, "not_created_codes"),
         encoding=table.choice("encoding", BodyEncoding, BodyEncoding.JSON),
     )
     if spec.encoding is not BodyEncoding.JSON:
@@ -1065,12 +1066,13 @@ def _not_created_statuses(table: _Table) -> frozenset[int]:
     return codes
 
 
-def _not_created_codes(table: _Table) -> tuple[tuple[ValuePath, frozenset[str]], ...]:
-    """`[create.not_created_codes]`: a path of the answer, and the error codes found
-    there that the provider documents as creating nothing."""
+def _not_created_codes(table: _Table, key: str) -> tuple[tuple[ValuePath, frozenset[str]], ...]:
+    """`[create.not_created_codes]` (`[status.throttle_codes]`): a path of the
+    answer, and the error codes found there that the provider documents as
+    creating nothing (as a throttle)."""
     found = []
-    for text, codes in table.mapping("not_created_codes").items():
-        where = f"not_created_codes.{text}"
+    for text, codes in table.mapping(key).items():
+        where = f"{key}.{text}"
         try:
             path = parse_path(text)
         except PathSyntaxError as exc:

@@ -50,6 +50,10 @@ rules in ``shared/providers/paths.py``); *paths* = a path or a list of paths;
                progress_percent, updated_at, poll_after_seconds, estimated_end (a
                timestamp) | estimated_seconds_left (from the answer), result_url, errors_url,
                counts_total, counts_succeeded, counts_failed, counts_cancelled (paths),
+               [status.throttle_codes] (path = [codes]: error codes a non-2xx read
+                 carries when the provider throttles without 429 or Retry-After, e.g.
+                 AWS's "/__type" = ["ProvisionedThroughputExceededException"]: such a
+                 read is back-pressure, read again at the backoff, never a refused read),
                outcome_from_counts, outcome_from_counts_states, not_found_statuses,
                [status.state_from_http_status] ({"202" = "running", "200" = "succeeded"}:
                  the state when the body names none, e.g. an ARM `Location` URL)
@@ -403,6 +407,11 @@ class StatusSpec:
     # `estimated_finish`), or seconds from its answer; the poller reads near it.
     estimated_end: ValuePath | None = None
     estimated_seconds_left: ValuePath | None = None
+    # Error codes a refused status read carries when the provider throttles
+    # without a 429, a Retry-After or a spent-quota header (AWS: 400 with
+    # `__type` ProvisionedThroughputExceededException): back-pressure, never a
+    # refused read counting toward a human.
+    throttle_codes: tuple[tuple[ValuePath, frozenset[str]], ...] = ()
 
     def answers(self, status_code: int) -> bool:
         """Whether a status read with this code says where the job is (a 2xx, or a

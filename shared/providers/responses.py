@@ -305,10 +305,13 @@ def parse_status(
         return StatusFact(not_found=True, problem=f"HTTP {code}: job not found", **common)
     by_code = desc.status.state_from_http_status.get(code)
     if not 200 <= code < 300 and by_code is None:
+        throttled = _throttle_code(desc, resp)
         return StatusFact(
-            back_pressure=code in BACK_PRESSURE_STATUSES,
-            problem=f"HTTP {code}",
-            rate_limited=common["retry_after_seconds"] is not None or _out_of_quota(resp),
+            back_pressure=code in BACK_PRESSURE_STATUSES or throttled is not None,
+            problem=f"HTTP {code}" + (f", {throttled}: a throttle" if throttled else ""),
+            rate_limited=common["retry_after_seconds"] is not None
+            or _out_of_quota(resp)
+            or throttled is not None,
             **common,
         )
     body = resp.json_body
@@ -335,6 +338,15 @@ def parse_status(
 def _done_in_body(spec: StatusSpec) -> bool:
     """Whether the state is read from the body's `done` member (AIP-151)."""
     return spec.state is None and spec.done is not None and spec.done.source is PathSource.BODY
+
+
+def _throttle_code(desc: ProviderDescription, resp: HttpResponse) -> str | None:
+    """`path = code` when a refused read carries a code `status.throttle_codes` lists."""
+    for path, codes in desc.status.throttle_codes:
+        found = as_code(extract(path, resp.json_body, resp.headers))
+        if found is not None and found in codes:
+            return f"{path.text} = {found}"
+    return None
 
 
 def _out_of_quota(resp: HttpResponse) -> bool:

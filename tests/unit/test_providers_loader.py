@@ -548,6 +548,16 @@ def test_not_created_codes_name_a_path_and_its_codes() -> None:
         assert message.startswith("config.toml: providers.acme.create.not_created_codes"), bad
 
 
+def test_status_throttle_codes_are_checked_like_not_created_codes() -> None:
+    """`[status.throttle_codes]` takes what `[create.not_created_codes]` does."""
+    table = acme(status={"throttle_codes": {"/__type": ["ThrottlingException"]}})
+    ((path, codes),) = load(table).status.throttle_codes
+    assert path.text == "/__type" and codes == {"ThrottlingException"}
+    for bad in ({"/e": []}, {"query:x": ["a"]}, {"/e": "THROTTLED"}):
+        message = config_error(acme(status={"throttle_codes": bad}))
+        assert message.startswith("config.toml: providers.acme.status.throttle_codes"), bad
+
+
 def test_a_content_type_other_than_json_is_refused() -> None:
     """The body is JSON whatever the header says: a form type would lie about it."""
     form = "application/x-www-form-urlencoded"
