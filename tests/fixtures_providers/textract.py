@@ -24,6 +24,7 @@ PARTIAL_SUCCESS, "big.pdf" holds 2,500 blocks (three pages of answers).
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from starlette.applications import Starlette
@@ -36,6 +37,9 @@ from tests.fixtures_providers.common import hang
 AMZ_JSON = "application/x-amz-json-1.1"
 SIGV4_STANDIN = "AWS4-HMAC-SHA256 stand-in"
 READS_TO_FINISH = 2
+# The documented patterns (StartDocumentTextDetection's request parameters).
+TOKEN = re.compile(r"^[a-zA-Z0-9-_]{1,64}$")
+JOB_TAG = re.compile(r"^[a-zA-Z0-9_.\-:]{1,64}$")
 PAGE_LIMIT = 1000
 
 
@@ -95,6 +99,11 @@ class TextractFixture:
         if self.limit_first and self.starts == 1:
             return _error("LimitExceededException", "Open jobs exceed maximum concurrent job limit")
         token = body.get("ClientRequestToken")
+        tag = body.get("JobTag")
+        if (token is not None and not TOKEN.match(token)) or (
+            tag is not None and not JOB_TAG.match(tag)
+        ):
+            return _error("ValidationException", "1 validation error detected")
         if token is not None and token in self.by_token:
             job = self.jobs[self.by_token[token]]
             if job["request"] != body:
