@@ -465,13 +465,13 @@ async def _pages_after(
     """`got` (the first page's answer) and every page it leads to (`result.pages`),
     each fetched by `part`, which may end the paging with a value of its own.
 
-    A page whose request is one already sent (the same URL: a token, an offset
-    or a next URL naming a page read before) is a loop, never fetched again."""
+    A page whose request is one already sent (the same URL and body: a token, an
+    offset or a next URL naming a page read before) is a loop, never fetched again."""
     parts = [got]
     pages = step.adapter.desc.result.pages
     token = step.adapter.result_next_page(got) if pages is not None else None
     req = first
-    seen = {first.url}
+    seen = {_sent(first)}
     size = len(got.body)
     max_bytes = step.adapter.desc.result.expect.max_bytes
     while token is not None and 200 <= got.status_code < 300 and size <= max_bytes:
@@ -481,13 +481,13 @@ async def _pages_after(
             req = _next_page(step, pages, first, token, got.url or req.url)
         except RequestBuildError as exc:
             return _PagesCut(f"cannot request page {len(parts) + 1} of the result: {exc}")
-        if req.url in seen:
+        if _sent(req) in seen:
             return _PagesCut("the result has its pages loop (a page named one already read)")
         if len(parts) >= pages.max_pages:
             return _PagesCut(
                 f"the result has more than {pages.max_pages} pages (result.pages.max_pages)"
             )
-        seen.add(req.url)
+        seen.add(_sent(req))
         answer = await part(req)
         if not isinstance(answer, HttpResponse):
             return answer
@@ -496,6 +496,12 @@ async def _pages_after(
         size += len(got.body)
         token = _leads_on(step, pages, got, token)
     return parts
+
+
+def _sent(req: HttpRequest) -> tuple[str, str]:
+    """What tells one page's request from another's: its URL, and its body (a token
+    in the body of a POST to one URL: Textract's `NextToken`)."""
+    return req.url, json.dumps(req.json, sort_keys=True)
 
 
 # A plugin's paging hooks written before next_page_url and offset paging take

@@ -1291,7 +1291,12 @@ def _result(table: _Table, status: StatusSpec) -> ResultSpec:
     expect = _expect(table.sub("expect"), status, source, fmt)
     errors = _errors(table.sub("errors"), status)
     items = table.path("items", BODY)
+    method, body = _result_request(table, source)
     pages = _pages(table.sub("pages"), source, fmt, items, path)
+    if pages is not None and pages.page_token_body_field is not None and body is None:
+        raise table.error(
+            "pages.page_token_body_field", "needs result.body (the object the token is written in)"
+        )
     spec = ResultSpec(
         source=source,
         path=path,
@@ -1313,6 +1318,8 @@ def _result(table: _Table, status: StatusSpec) -> ResultSpec:
         failed=_failed(table.sub("failed"), source),
         empty_without_url=_empty_without_url(table, status, source, fmt, expect),
         partial_on_cancel=table.boolean("partial_on_cancel", False),
+        method=method,
+        body=body,
     )
     if spec.partial_on_cancel and source is not ResultSource.PATH:
         raise table.error(
@@ -1326,6 +1333,21 @@ def _result(table: _Table, status: StatusSpec) -> ResultSpec:
         raise table.error("follow_redirects", f"nothing is fetched with source = {source}")
     table.finish()
     return spec
+
+
+def _result_request(table: _Table, source: ResultSource | None) -> tuple[str, Any]:
+    """`result.method` and `result.body`: a result read by a POST naming the job in
+    its body (AWS's JSON protocol), for source = path only."""
+    method = table.method("method", "GET")
+    body = _json_body(table, "body", CANCEL_VALUES)
+    if (method != "GET" or body is not None) and source is not ResultSource.PATH:
+        raise table.error(
+            "method" if method != "GET" else "body",
+            f"only with source = path (a URL the provider gives is fetched with GET), not {source}",
+        )
+    if body is not None and method == "GET":
+        raise table.error("body", "a GET sends no body: set result.method")
+    return method, body
 
 
 # Results that can be served in pages and joined into one document.
@@ -1373,6 +1395,13 @@ def _pages(
     named = token or url
     if named is not None and named.source is PathSource.BODY and fmt is not ResultFormat.JSON:
         raise table.error(way, f"a {fmt} page has no body path: use header:NAME")
+    in_body = _written(table, "page_token_body_field")
+    if in_body is not None and token is None:
+        raise table.error("page_token_body_field", "only with next_page_token (the token written)")
+    if in_body is not None and table.has("page_token_param"):
+        raise table.error(
+            "page_token_param", "contradicts page_token_body_field: the token goes in one place"
+        )
     if token is None and table.has("page_token_param"):
         as_given = " (the next page's URL is fetched as given)" if url is not None else ""
         raise table.error(
@@ -1392,6 +1421,7 @@ def _pages(
             "max_pages", DEFAULT_RESULT_PAGES, minimum=2, maximum=MAX_RESULT_PAGES
         ),
         next_page_url=url,
+        page_token_body_field=in_body,
     )
     if offset_param is None:
         for key in _OFFSET_ONLY:

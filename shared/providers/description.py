@@ -67,6 +67,8 @@ rules in ``shared/providers/paths.py``); *paths* = a path or a list of paths;
                  {state = "Aborted"}; its strings are templates: {job_id}; none = no body)
     [result]   source = inline|url|path|files|none (required), path (template:
                {job_id}, {file_id}), inline (path; "" = whole body), file_ids (paths),
+               method (GET), body = {..} (source = path only: the request's JSON
+                 object, strings are templates: {job_id}; a POST read, e.g. AWS's),
                side_effects, partial_on_cancel (source = path: a cancelled job's
                output is read at its path too), format = json|jsonl|csv|text|binary,
                items, item_id,
@@ -92,7 +94,9 @@ rules in ``shared/providers/paths.py``); *paths* = a path or a list of paths;
                source url or path) one way to the next page, exactly one of:
                  next_page_token (where a page names the next page's token, e.g.
                    "header:Sforce-Locator" or "/next_cursor") + page_token_param
-                   ("page_token": the query parameter the first page's URL carries it in);
+                   ("page_token": the query parameter the first page's URL carries it in)
+                   or page_token_body_field (a body path the token is written at, with
+                   result.body: Textract's "/NextToken");
                  next_page_url (where a page names the next page's URL, e.g. Firecrawl's
                    "/next"; absolute or relative to that page's URL, fetched as given, only
                    on the base_url's origin (scheme, host, port) or an auth.extra_hosts or
@@ -502,6 +506,9 @@ class ResultPages:
     page_size_param: str = "page_size"
     last_page: LastPage = LastPage.EMPTY  # how an offset-paged result's end is known
     total: ValuePath | None = None  # the result's item count (last_page = total)
+    # Where the next page's token goes in the result request's body instead of
+    # its query (Textract: GetDocumentTextDetection's `NextToken`, a POST to `/`).
+    page_token_body_field: ValuePath | None = None
 
     @property
     def named(self) -> ValuePath | None:
@@ -560,6 +567,11 @@ class ResultSpec:
     # (Shopify's bulk operations: `url: null`, `objectCount: "0"`): a final
     # status without a URL whose item counts total 0 is an empty result.
     empty_without_url: bool = False
+    # The result request of source = path: its method, and the JSON object it
+    # sends (templates: {job_id}), for an API whose reads are POSTs (AWS's JSON
+    # protocol: `GetDocumentTextDetection` {"JobId": ...}); None: no body.
+    method: str = "GET"
+    body: TemplatedJson = None
     # A cancelled job keeps what it wrote at its result path (Apify's aborted
     # run, its dataset items): fetched as its partial output. Off unless said:
     # at most providers the path of a cancelled job holds no output (a 404),

@@ -248,8 +248,11 @@ def build_result_requests(
     if pages is not None and pages.offset_param is not None:
         # the first page is named, never left to a default (as a lookup's)
         urls = [_with_query(url, _offset_query(pages, "0")) for url in urls]
+    # config allows a method and a body with source = path alone (GET, none otherwise)
+    payload = _render_json(spec.body, {"job_id": remote_job_id})
     return [
-        _request(desc, "result", "GET", url, _base_headers(desc, accept=None), None) for url in urls
+        _request(desc, "result", spec.method, url, _base_headers(desc, accept=None), payload)
+        for url in urls
     ]
 
 
@@ -279,6 +282,12 @@ def build_result_page(
         url = _next_page_url(desc, page_url or first.url, page_token)
     elif spec.offset_param is not None:
         url = _with_query(first.url, _offset_query(spec, page_token))
+    elif spec.page_token_body_field is not None:
+        payload = copy.deepcopy(first.json)
+        set_value(payload, spec.page_token_body_field, page_token)
+        return _request(
+            desc, "result", first.method, first.url, _base_headers(desc, accept=None), payload
+        )
     else:
         url = _with_query(first.url, {spec.page_token_param: page_token})
     return _request(desc, "result", "GET", url, _base_headers(desc, accept=None), None)

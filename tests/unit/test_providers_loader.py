@@ -553,9 +553,46 @@ def test_status_throttle_codes_are_checked_like_not_created_codes() -> None:
     table = acme(status={"throttle_codes": {"/__type": ["ThrottlingException"]}})
     ((path, codes),) = load(table).status.throttle_codes
     assert path.text == "/__type" and codes == {"ThrottlingException"}
-    for bad in ({"/e": []}, {"query:x": ["a"]}, {"/e": "THROTTLED"}):
+    refused: list[dict[str, Any]] = [{"/e": []}, {"query:x": ["a"]}, {"/e": "THROTTLED"}]
+    for bad in refused:
         message = config_error(acme(status={"throttle_codes": bad}))
         assert message.startswith("config.toml: providers.acme.status.throttle_codes"), bad
+
+
+def test_a_result_read_by_post_with_its_page_token_in_the_body() -> None:
+    """`result.method`/`result.body` (source = path) and `page_token_body_field`:
+    Textract's result is its status read, a POST, paged by NextToken in the body."""
+    paged: dict[str, Any] = {"next_page_token": "/NextToken", "page_token_body_field": "/NextToken"}
+    post: dict[str, Any] = {
+        "source": "path",
+        "path": "/",
+        "method": "POST",
+        "body": {"JobId": "{job_id}"},
+    }
+    spec = load(acme(result={**post, "format": "json", "pages": paged})).result
+    assert spec.method == "POST" and spec.pages.page_token_body_field.text == "/NextToken"
+    refusals = [
+        ({**post, "source": "url"}, "result.method: only with source = path"),
+        ({"source": "path", "path": "/", "body": {"a": 1}}, "result.body: a GET sends no body"),
+        ({"source": "path", "path": "/", "format": "json", "pages": paged}, "needs result.body"),
+        (
+            {**post, "format": "json", "pages": {**paged, "page_token_param": "t"}},
+            "contradicts page_token_body_field",
+        ),
+        (
+            {
+                **post,
+                "format": "json",
+                "pages": {"next_page_url": "/n", "page_token_body_field": "/t"},
+            },
+            "only with next_page_token",
+        ),
+    ]
+    for result, said in refusals:
+        table = acme(result=result)
+        if result.get("source") == "url":
+            table["status"]["result_url"] = "/url"
+        assert said in config_error(table), result
 
 
 def test_a_content_type_other_than_json_is_refused() -> None:
