@@ -554,7 +554,7 @@ def _passing_codes(step: Step) -> list[int]:
 def _refused_cause(fact: StatusFact, reads: int) -> str:
     return (
         f"the last {reads} status reads were refused (the latest with HTTP "
-        f"{fact.status_code}): check the provider credential ([auth]: a revoked or "
+        f"{fact.status_code}{fact.said}): check the provider credential ([auth]: a revoked or "
         "expired key answers 401 or 403) and what the read sends (status.path, "
         "headers, an Accept the provider will not serve answers 406); the job may "
         "still be running"

@@ -101,6 +101,9 @@ class StatusFact:
     # A 4xx that says a rate limit holds (a Retry-After, a spent quota): a throttle,
     # whatever its code (GitHub answers 403), not a refusal of our reads.
     rate_limited: bool = False
+    # A refused read's body, its start quoted (`results.in_its_words`): what the
+    # provider said (AWS's 400 InvalidJobIdException, a revoked key's message).
+    said: str = ""
 
     @property
     def is_terminal(self) -> bool:

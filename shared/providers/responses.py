@@ -63,6 +63,7 @@ from shared.providers.facts import (
 from shared.providers.messages import HttpResponse
 from shared.providers.paths import PathSource, ValuePath, extract, parse_path
 from shared.providers.result_formats import FormatError, parse_csv
+from shared.providers.results import in_its_words
 from shared.providers.timing import parse_retry_after
 from shared.providers.tokens import create_token
 from shared.providers.values import (
@@ -312,6 +313,7 @@ def parse_status(
             rate_limited=common["retry_after_seconds"] is not None
             or _out_of_quota(resp)
             or throttled is not None,
+            said=in_its_words(desc, resp),
             **common,
         )
     body = resp.json_body

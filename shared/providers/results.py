@@ -259,7 +259,7 @@ def validate_empty_result(desc: ProviderDescription, status: StatusFact) -> Resu
 _QUOTED_CHARS = 160
 
 
-def _in_its_words(desc: ProviderDescription, resp: HttpResponse) -> str:
+def in_its_words(desc: ProviderDescription, resp: HttpResponse) -> str:
     """The start of a refused fetch's body, quoted for the human the refusal goes
     to (S3's "Request has expired", a 400's "Invalid skip parameter"): a callback
     token it echoes scrubbed (a result's own bytes are not: `_echoed_secrets`),
@@ -288,7 +288,7 @@ def _check_transport(
                 f"result fetch answered HTTP {part.status_code}: {REDIRECT_NOT_FOLLOWED}"
             )
         if not 200 <= part.status_code < 300:
-            said = f"result fetch answered HTTP {part.status_code}{_in_its_words(desc, part)}"
+            said = f"result fetch answered HTTP {part.status_code}{in_its_words(desc, part)}"
             raise _Invalid(said, unavailable=True)
     if size > expect.max_bytes:
         raise _Invalid(_too_big(size, expect.max_bytes))

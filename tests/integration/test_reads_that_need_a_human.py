@@ -119,8 +119,9 @@ async def polled(
     ("answer", "said"),
     [
         ("unmapped", "with state 'SUCCEEDED_WITH_WARNINGS', which status.state_map does not map"),
-        ("401", "were refused (the latest with HTTP 401): check the provider credential"),
-        ("406", "were refused (the latest with HTTP 406)"),
+        # the refusal quoted as the provider said it, then the hint
+        ("401", 'HTTP 401 (\'{"error":{"type":"token-not-valid"'),
+        ("406", "were refused (the latest with HTTP 406 ('"),
     ],
 )
 async def test_ten_reads_saying_nothing_usable_go_to_a_human(

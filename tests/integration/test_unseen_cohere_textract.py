@@ -239,6 +239,23 @@ async def test_textract_a_sustained_throttle_is_back_pressure_not_a_refused_read
         assert sum(c["error_category"] == "back_pressure" for c in reads) == 12
 
 
+async def test_textract_a_job_id_past_its_seven_days_goes_to_a_human_in_awss_words(
+    pool: Any, tmp_path: Path
+) -> None:
+    """A JobId is valid 7 days; then every Get answers 400 InvalidJobIdException.
+    Ten such refusals go to a human, as any lasting 4xx does, and the reason quotes
+    the provider: before, it said only "HTTP 400" and sent the human to the
+    credential."""
+    fx = TextractFixture()
+    async with textract(pool, tmp_path, fx) as r:
+        op_id = await r.submit(document("a.pdf"))
+        await r.settle(op_id, {S.OBSERVING})
+        fx.jobs.clear()
+        assert await r.settle(op_id, ENDS, timeout=30) is S.NEEDS_ATTENTION
+        reason = (await r.escalation(op_id))["reason"]
+        assert "HTTP 400 (" in reason and "InvalidJobIdException" in reason, reason
+
+
 async def test_textract_a_result_of_several_pages_is_kept_whole(pool: Any, tmp_path: Path) -> None:
     """2,500 blocks: each Get answers 1,000 and a NextToken, sent back in the POST's
     body (`result.method`, `result.body`, `result.pages.page_token_body_field`).
