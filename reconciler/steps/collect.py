@@ -20,7 +20,7 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeGuard, TypeVar
 
 from reconciler.calls import imposed_wait, observed_of, recorded_response
 from reconciler.readings import read_status
@@ -41,6 +41,7 @@ from shared.providers import (
 )
 from shared.providers.description import Checksum, ResultPages, ResultSource
 from shared.providers.requests import build_redirect
+from shared.providers.responses import throttle_code
 from shared.providers.results import (
     REDIRECT_NOT_FOLLOWED,
     is_empty_result,
@@ -548,7 +549,7 @@ async def _fetched_part(
         failure = step.adapter.result_failure(resp)
         if failure is not None:
             return _Stop(await _failed_by_answer(step, conn, failure, fetched.call_id))
-    if resp is None or resp.status_code >= 500 or resp.status_code == 429:
+    if not _judged(resp, step):
         if await _out_of_retries(step, conn, attempt):
             reason = f"result fetch kept failing after {attempt} attempts"
             return _Stop(await _give_up(step, conn, S.RESULT_UNAVAILABLE, reason))
@@ -558,6 +559,15 @@ async def _fetched_part(
         reason = f"result fetch answered HTTP {resp.status_code}: {fetched.unfollowed}"
         return _Stop(await _give_up(step, conn, S.NEEDS_ATTENTION, reason))
     return resp
+
+
+def _judged(resp: HttpResponse | None, step: Step) -> TypeGuard[HttpResponse]:
+    """An answer to judge, not a fetch to try again: the latter is none at all, a
+    5xx, a 429, or a throttle told by its code (`status.throttle_codes`: AWS's 400
+    ProvisionedThroughputExceededException on a page of Textract's blocks)."""
+    if resp is None or resp.status_code >= 500 or resp.status_code == 429:
+        return False
+    return resp.status_code < 400 or throttle_code(step.adapter.desc, resp) is None
 
 
 def _link_refused(step: Step, resp: HttpResponse) -> bool:
@@ -815,7 +825,7 @@ async def collect_partial_output(step: Step, conn: Any, status: StatusFact) -> P
             resp = (await _fetch_result(step, conn, req, attempt)).response
         except _Refused:  # logged by the sender; never fetchable from here
             return Partial.NONE
-        if resp is None or resp.status_code >= 500 or resp.status_code == 429:
+        if not _judged(resp, step):
             return Partial.RETRY
         return resp if resp.status_code == 200 else Partial.NONE
 

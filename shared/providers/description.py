@@ -53,7 +53,8 @@ rules in ``shared/providers/paths.py``); *paths* = a path or a list of paths;
                [status.throttle_codes] (path = [codes]: error codes a non-2xx read
                  carries when the provider throttles without 429 or Retry-After, e.g.
                  AWS's "/__type" = ["ProvisionedThroughputExceededException"]: such a
-                 read is back-pressure, read again at the backoff, never a refused read),
+                 read is back-pressure, read again at the backoff, never a refused read;
+                 a result fetch answering one is retried as a 429 is),
                outcome_from_counts, outcome_from_counts_states, not_found_statuses,
                [status.state_from_http_status] ({"202" = "running", "200" = "succeeded"}:
                  the state when the body names none, e.g. an ARM `Location` URL)

@@ -306,7 +306,7 @@ def parse_status(
         return StatusFact(not_found=True, problem=f"HTTP {code}: job not found", **common)
     by_code = desc.status.state_from_http_status.get(code)
     if not 200 <= code < 300 and by_code is None:
-        throttled = _throttle_code(desc, resp)
+        throttled = throttle_code(desc, resp)
         return StatusFact(
             back_pressure=code in BACK_PRESSURE_STATUSES or throttled is not None,
             problem=f"HTTP {code}" + (f", {throttled}: a throttle" if throttled else ""),
@@ -342,8 +342,9 @@ def _done_in_body(spec: StatusSpec) -> bool:
     return spec.state is None and spec.done is not None and spec.done.source is PathSource.BODY
 
 
-def _throttle_code(desc: ProviderDescription, resp: HttpResponse) -> str | None:
-    """`path = code` when a refused read carries a code `status.throttle_codes` lists."""
+def throttle_code(desc: ProviderDescription, resp: HttpResponse) -> str | None:
+    """`path = code` when a refused read (a status read, a result page) carries a
+    code `status.throttle_codes` lists."""
     for path, codes in desc.status.throttle_codes:
         found = as_code(extract(path, resp.json_body, resp.headers))
         if found is not None and found in codes:

@@ -15,7 +15,8 @@ Errors are 400 (500 for InternalServerError, ThrottlingException) with
   `Warnings`, `DocumentMetadata.Pages`, and the `Blocks`, at most MaxResults
   (1000) a page, `NextToken` naming the next. An unknown JobId: 400
   InvalidJobIdException. `throttled_reads`: that many Gets first answer 400
-  ProvisionedThroughputExceededException.
+  ProvisionedThroughputExceededException; `throttled_pages`: that many Gets of
+  a further page of blocks (with a NextToken) do.
 
 A document's script is its S3 object name: "fail.pdf" fails, "partial.pdf" is a
 PARTIAL_SUCCESS, "big.pdf" holds 2,500 blocks (three pages of answers).
@@ -65,10 +66,12 @@ class TextractFixture:
         lose_first_create: bool = False,
         limit_first: bool = False,
         throttled_reads: int = 0,
+        throttled_pages: int = 0,
     ) -> None:
         self.lose_first_create = lose_first_create
         self.limit_first = limit_first
         self.throttled_reads = throttled_reads
+        self.throttled_pages = throttled_pages
         self.starts = 0
         self.gets: list[dict[str, Any]] = []
         self.jobs: dict[str, dict[str, Any]] = {}
@@ -120,6 +123,9 @@ class TextractFixture:
 
     def get(self, body: dict[str, Any]) -> Response:
         self.gets.append(body)
+        if body.get("NextToken") and self.throttled_pages > 0:
+            self.throttled_pages -= 1
+            return _error("ProvisionedThroughputExceededException", "Provisioned rate exceeded")
         if self.throttled_reads > 0:
             self.throttled_reads -= 1
             return _error("ProvisionedThroughputExceededException", "Provisioned rate exceeded")

@@ -269,3 +269,18 @@ async def test_textract_a_result_of_several_pages_is_kept_whole(pool: Any, tmp_p
         assert [len(page["Blocks"]) for page in pages] == [1000, 1000, 500]
         assert [b["Id"] for page in pages for b in page["Blocks"]] == [f"b{i}" for i in range(2500)]
         assert [g.get("NextToken") for g in fx.gets[-3:]] == [None, "1000", "2000"]
+
+
+async def test_textract_a_throttled_page_of_the_result_is_fetched_again(
+    pool: Any, tmp_path: Path
+) -> None:
+    """Page 2 of the blocks answers 400 ProvisionedThroughputExceededException twice
+    (Get's quota is a few calls a second, and a large document is many pages): a
+    throttle, fetched again, never the result's end. Before, the 400 was judged as
+    the result and the operation ended result_unavailable."""
+    fx = TextractFixture(throttled_pages=2)
+    async with textract(pool, tmp_path, fx) as r:
+        op_id = await r.submit(document("big.pdf"))
+        end = await r.settle(op_id, ENDS)
+        assert end is S.SUCCEEDED, (end, await r.history(op_id), await r.escalation(op_id))
+        assert sum(len(page["Blocks"]) for page in await stored(r, op_id)) == 2500
