@@ -113,14 +113,14 @@ def build_create(
     for name, template in spec.set_headers:
         rendered = fill_text(template, values)
         if rendered is not None:
-            headers[name] = rendered
+            _put(headers, name, rendered)
             if "webhook_secret" in template.names:
                 secret_headers.add(name)
     if spec.idempotency_header and spec.idempotency in (
         Idempotency.HEADER,
         Idempotency.CLIENT_JOB_ID,
     ):
-        headers[spec.idempotency_header] = idempotency_token
+        _put(headers, spec.idempotency_header, idempotency_token)
     secret_fields = tuple(
         f.path for f in spec.set_body if f.template and "webhook_secret" in f.template.names
     )
@@ -676,9 +676,19 @@ def _base_headers(
     headers: dict[str, str] = {}
     if accept:
         headers["Accept"] = accept
-    headers.update(desc.headers)
-    headers.update(extra or {})
+    for name, value in [*desc.headers.items(), *(extra or {}).items()]:
+        _put(headers, name, value)
     return headers
+
+
+def _put(headers: dict[str, str], name: str, value: str) -> None:
+    """Set `name`, replacing it however it was spelt: header names are
+    case-insensitive, and `headers = {x-amz-target = ...}` overridden by a
+    create's `set_headers = {X-Amz-Target = ...}` sent both (AWS then read the
+    create as the other operation); so did `headers = {accept = ...}`, our Accept."""
+    for known in [k for k in headers if k.lower() == name.lower()]:
+        del headers[known]
+    headers[name] = value
 
 
 def _request(
@@ -695,7 +705,7 @@ def _request(
     if desc.auth is not None:
         secret_headers = secret_headers | {desc.auth.header}
         if _may_receive_credential(desc, url):
-            headers[desc.auth.header] = desc.auth.header_value()
+            _put(headers, desc.auth.header, desc.auth.header_value())
     return HttpRequest(
         action=action,
         method=method,

@@ -56,6 +56,37 @@ def test_simulator_create_carries_token_reference_and_auth() -> None:
     assert request.timeout == 10.0
 
 
+def test_a_header_set_twice_in_two_spellings_is_sent_once_as_the_later_says() -> None:
+    """Header names are case-insensitive: AWS's JSON protocol names the operation in
+    `X-Amz-Target`, the read's in `headers` and the create's in `set_headers`. Spelt
+    differently, both were sent, and the create went out as two operations."""
+    desc = provider(
+        {
+            "base_url": "https://textract.test",
+            "headers": {"x-amz-target": "Textract.GetDocumentTextDetection", "accept": "*/*"},
+            "create": {
+                "path": "/",
+                "idempotency": "header",
+                "idempotency_header": "Idem",
+                "job_id": "/JobId",
+                "set_headers": {"X-Amz-Target": "Textract.StartDocumentTextDetection", "idem": "x"},
+            },
+            "status": {"path": "/{job_id}", "state": "/s", "state_map": {"a": "running"}},
+            "result": {"source": "none"},
+        }
+    )
+    create = build_create(desc, body={}, idempotency_token="idem_1", client_reference="op_1")
+    assert create.headers == {
+        "accept": "*/*",
+        "X-Amz-Target": "Textract.StartDocumentTextDetection",
+        "Idem": "idem_1",
+    }
+    assert build_status(desc, "j1").headers == {
+        "accept": "*/*",
+        "x-amz-target": "Textract.GetDocumentTextDetection",
+    }
+
+
 def test_request_repr_and_sanitized_headers_hide_the_credential() -> None:
     request = build_status(SIM, "job_1")
     assert API_KEY not in repr(request)
