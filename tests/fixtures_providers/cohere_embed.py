@@ -35,8 +35,11 @@ READS_TO_FINISH = 2
 
 
 class EmbedJobsFixture:
-    def __init__(self, *, others: int = 3, lose_first_create: bool = False) -> None:
+    def __init__(
+        self, *, others: int = 3, lose_first_create: bool = False, keep_lost: bool = True
+    ) -> None:
         self.lose_first_create = lose_first_create
+        self.keep_lost = keep_lost
         self.creates = 0
         self.cancels = 0
         self.part_fetches = 0
@@ -89,8 +92,12 @@ class EmbedJobsFixture:
         if missing:
             return json_response({"message": f"missing required field {missing[0]}"}, 400)
         self.creates += 1
+        lost = self.lose_first_create and self.creates == 1
+        if lost and not self.keep_lost:  # failed after reading the request
+            await hang()
+            return json_response({"message": "internal server error"}, 500)
         job = self._add(body)
-        if self.lose_first_create and self.creates == 1:
+        if lost:
             await hang()
         return json_response({"job_id": job["job_id"], "meta": job["meta"]})
 

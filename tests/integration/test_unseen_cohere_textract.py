@@ -111,6 +111,18 @@ async def test_cohere_a_lost_create_is_found_by_its_name_and_never_sent_again(
         assert "create_unknown" in await r.history(op_id)
 
 
+async def test_cohere_a_lost_create_that_made_nothing_is_sent_once_more(
+    pool: Any, tmp_path: Path
+) -> None:
+    """The whole list (Cohere's is not paged) holds no job of ours: one re-send."""
+    fx = EmbedJobsFixture(lose_first_create=True, keep_lost=False)
+    async with cohere(pool, tmp_path, fx) as r:
+        op_id = await r.submit(EMBED)
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert fx.creates == 2
+        assert fx.named(op_id) == [(await r.op(op_id)).remote_job_id]
+
+
 async def test_cohere_a_failed_embed_job_is_failed(pool: Any, tmp_path: Path) -> None:
     fx = EmbedJobsFixture()
     async with cohere(pool, tmp_path, fx) as r:
