@@ -147,12 +147,12 @@ class FollowedSecret(Secret):
 
     def __init__(self, file: Path) -> None:
         self._file = file.absolute()  # as named at load, whatever the cwd later
-        self._check: Callable[[str], None] | None = None
+        self._check: Callable[[str], object] | None = None
         self._version = _stamp(self._file)
         super().__init__(_read_secret_file(file), source=f"file:{file}")
         self._checked_at = clock()
 
-    def checked_by(self, check: Callable[[str], None]) -> None:
+    def checked_by(self, check: Callable[[str], object]) -> None:
         """What a new version must pass (raise ValueError to refuse) to be used;
         the value read at load is the caller's to check."""
         self._check = check

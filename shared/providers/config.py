@@ -18,6 +18,7 @@ import dataclasses
 import difflib
 import functools
 import inspect
+import json
 import math
 import os
 import re
@@ -32,6 +33,7 @@ from urllib.parse import urlsplit
 
 from shared import signatures
 from shared.ledger.states import RemoteState
+from shared.providers import sigv4
 from shared.providers.adapter import PluginError, ProviderAdapter, resolve_plugin
 from shared.providers.description import (
     HTTP_METHODS,
@@ -60,6 +62,7 @@ from shared.providers.description import (
     ResultPages,
     ResultSource,
     ResultSpec,
+    SigV4,
     StatusSpec,
     TokenFormat,
     WebhookScheme,
@@ -707,9 +710,19 @@ def _plugin(
     return cls
 
 
+_AWS_NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+# The standard variables of AWS's tools, when no credentials_file is named.
+_AWS_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
+
+
 def _auth(table: _Table | None) -> AuthSpec | None:
     if table is None:
         return None
+    scheme = table.str_or("scheme", "static")
+    if scheme == "aws_sigv4":
+        return _aws_auth(table)
+    if scheme != "static":
+        raise table.error("scheme", f"'{scheme}': static (a header) or aws_sigv4")
     header = table.str_or("header", "Authorization")
     if not _TOKEN.match(header):
         raise table.error("header", "must be an HTTP header name")
@@ -733,6 +746,66 @@ def _auth(table: _Table | None) -> AuthSpec | None:
     if isinstance(secret, FollowedSecret):  # a rotated token must pass the same check
         secret.checked_by(_header_safe)
     return AuthSpec(header=header, value=template, secret=secret, extra_hosts=extra_hosts)
+
+
+def _aws_auth(table: _Table) -> AuthSpec | None:
+    """`scheme = "aws_sigv4"`: every call signed (shared/providers/sigv4.py) with
+    credentials from `credentials_file` (the credential_process JSON, followed
+    as it changes: STS credentials last an hour) or AWS's standard variables."""
+    for key in ("header", "value", "secret_env", "secret_file"):
+        if table.has(key):
+            raise table.error(key, "not used with scheme = aws_sigv4 (it signs every call)")
+    names = {}
+    for key in ("region", "service"):
+        name = table.req_str(key)
+        if not _AWS_NAME.match(name):
+            raise table.error(key, f"'{name}' is not an AWS {key} name (e.g. us-east-1, bedrock)")
+        names[key] = name
+    optional = table.boolean("optional", False) or not table.ctx.credentials
+    extra_hosts = tuple(h.lower() for h in table.strings("extra_hosts"))
+    file_name = table.opt_str("credentials_file")
+    table.finish()
+    try:
+        credentials = _aws_credentials(table, file_name)
+    except (SecretError, sigv4.CredentialsError) as exc:
+        if optional:
+            return None
+        raise table.error("credentials_file" if file_name else "scheme", str(exc)) from None
+    return AuthSpec(
+        header="Authorization",
+        value=parse_template("{secret}", {"secret"}),
+        secret=credentials,
+        extra_hosts=extra_hosts,
+        sigv4=SigV4(region=names["region"], service=names["service"]),
+    )
+
+
+def _aws_credentials(table: _Table, file_name: str | None) -> Secret:
+    """The credentials as credential_process JSON, in a Secret (never printed)."""
+    if file_name:
+        followed = FollowedSecret(Path(file_name))
+        try:
+            sigv4.parse_credentials(followed.reveal())
+        except sigv4.CredentialsError as exc:
+            raise sigv4.CredentialsError(f"{file_name}: {exc}") from None
+        followed.checked_by(sigv4.parse_credentials)
+        return followed
+    env = table.ctx.env
+    key_id, secret, token = (env.get(name) for name in _AWS_ENV)
+    if not key_id or not secret:
+        raise SecretError(
+            "credentials_file is not set, and neither are AWS_ACCESS_KEY_ID and "
+            "AWS_SECRET_ACCESS_KEY"
+        )
+    document = {"AccessKeyId": key_id, "SecretAccessKey": secret}
+    if token:
+        document["SessionToken"] = token
+    text = json.dumps(document)
+    try:
+        sigv4.parse_credentials(text)
+    except sigv4.CredentialsError as exc:
+        raise SecretError(f"the AWS_* variables: {exc}") from None
+    return Secret(text, source="env:AWS_ACCESS_KEY_ID")
 
 
 def _header_safe(value: str) -> None:

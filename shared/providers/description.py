@@ -19,7 +19,10 @@ rules in ``shared/providers/paths.py``); *paths* = a path or a list of paths;
     request_id_headers = [..]           headers holding the provider's request id
     headers = {Name = "value"}          static, non-secret headers
     [auth]     header ("Authorization"), value ("Bearer {secret}"),
-               secret_env | secret_file, optional (false), extra_hosts
+               secret_env | secret_file, optional (false), extra_hosts;
+               or scheme = "aws_sigv4" + region, service, credentials_file (the
+                 credential_process JSON; else AWS_ACCESS_KEY_ID,
+                 AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN): every call signed
     [create]   method (POST), path (template: {client_reference}, {idempotency_token}),
                idempotency = header|body|client_job_id|none (required),
                idempotency_header ("Idempotency-Key" in header mode),
@@ -308,8 +311,20 @@ HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 
 
 @dataclass(frozen=True)
+class SigV4:
+    """Calls signed with AWS Signature Version 4 for this region and service."""
+
+    region: str
+    service: str
+
+
+@dataclass(frozen=True)
 class AuthSpec:
-    """The credential header; the value is rendered only when a request is built."""
+    """The credential header; the value is rendered only when a request is built.
+
+    With `sigv4`, `secret` holds the credentials as credential_process JSON and
+    each call is signed (shared/providers/sigv4.py), `header` and `value` unused.
+    """
 
     header: str
     value: Template
@@ -317,6 +332,7 @@ class AuthSpec:
     # Hosts besides the base URL's that may receive the credential (status or
     # result URLs on a sibling host). Every other host gets no credential.
     extra_hosts: tuple[str, ...] = ()
+    sigv4: SigV4 | None = None
 
     def header_value(self) -> str:
         return self.value.text.replace("{secret}", self.secret.reveal())

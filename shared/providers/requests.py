@@ -18,9 +18,10 @@ import contextlib
 import copy
 import functools
 import ipaddress
+import json
 import re
 from collections.abc import Mapping
-from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import (
     SplitResult,
@@ -34,8 +35,9 @@ from urllib.parse import (
 
 import httpx
 
-from shared.providers import bodies
+from shared.providers import bodies, sigv4
 from shared.providers.description import (
+    AuthSpec,
     BodyEncoding,
     Idempotency,
     LookupSpec,
@@ -124,18 +126,19 @@ def build_create(
     secret_fields = tuple(
         f.path for f in spec.set_body if f.template and "webhook_secret" in f.template.names
     )
-    request = _request(
-        desc, "create", spec.method, url, headers, payload, frozenset(secret_headers), secret_fields
-    )
-    if spec.encoding is BodyEncoding.JSON:
-        return request
-    content, content_type = bodies.encode(payload, spec.encoding)
-    return replace(
-        request,
-        headers={
-            **{k: v for k, v in request.headers.items() if k.lower() != "content-type"},
-            "Content-Type": content_type,
-        },
+    content = None
+    if spec.encoding is not BodyEncoding.JSON:
+        content, content_type = bodies.encode(payload, spec.encoding)
+        _put(headers, "Content-Type", content_type)
+    return _request(
+        desc,
+        "create",
+        spec.method,
+        url,
+        headers,
+        payload,
+        frozenset(secret_headers),
+        secret_fields,
         content=content,
     )
 
@@ -700,12 +703,24 @@ def _request(
     payload: Any,
     secret_headers: frozenset[str] = frozenset(),
     secret_fields: tuple[ValuePath, ...] = (),
+    *,
+    content: bytes | None = None,
 ) -> HttpRequest:
+    """`content`: the body's bytes when it is not sent as `payload`'s JSON (a form)."""
     check_sendable(desc, url, f"the {action} URL")
-    if desc.auth is not None:
-        secret_headers = secret_headers | {desc.auth.header}
+    auth = desc.auth
+    if auth is not None and auth.sigv4 is not None:
+        secret_headers = secret_headers | _SIGNATURE_HEADERS
         if _may_receive_credential(desc, url):
-            _put(headers, desc.auth.header, desc.auth.header_value())
+            if content is None and payload is not None:
+                content = _json_bytes(payload)  # what is signed is what is sent
+                if not any(name.lower() == "content-type" for name in headers):
+                    headers["Content-Type"] = "application/json"
+            headers.update(_signed(auth, method, url, headers, content or b""))
+    elif auth is not None:
+        secret_headers = secret_headers | {auth.header}
+        if _may_receive_credential(desc, url):
+            _put(headers, auth.header, auth.header_value())
     return HttpRequest(
         action=action,
         method=method,
@@ -716,7 +731,35 @@ def _request(
         secret_headers=secret_headers,
         secret_fields=secret_fields,
         answer_secrets=_echoed_secrets(desc, action),
+        content=content,
     )
+
+
+# A signed call's credential headers: redacted wherever the call is recorded.
+_SIGNATURE_HEADERS = frozenset({"Authorization", "X-Amz-Security-Token"})
+
+
+def _json_bytes(payload: Any) -> bytes:
+    """A JSON body as httpx would send it (compact, UTF-8), fixed before signing."""
+    return json.dumps(payload, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+
+
+def _signed(
+    auth: AuthSpec, method: str, url: str, headers: dict[str, str], body: bytes
+) -> dict[str, str]:
+    """The signature headers of a call (`auth.sigv4`), signed now."""
+    assert auth.sigv4 is not None
+    try:
+        credentials = sigv4.parse_credentials(auth.secret.reveal())
+    except sigv4.CredentialsError as exc:  # checked at load; a rotated file is checked too
+        raise RequestBuildError(f"the AWS credentials cannot sign: {exc}") from None
+    region, service = auth.sigv4.region, auth.sigv4.service
+    return sigv4.sign(method, url, headers, body, credentials, region, service, signing_time())
+
+
+def signing_time() -> datetime:
+    """When a call is signed (tests fix it)."""
+    return datetime.now(UTC)
 
 
 def _echoed_secrets(desc: ProviderDescription, action: str) -> tuple[Secret, ...]:

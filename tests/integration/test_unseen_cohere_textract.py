@@ -13,10 +13,15 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+import httpx
+import pytest
+
+from shared import secret as secret_module
 from shared.ledger.states import LocalState
+from shared.secret import RECHECK_SECONDS
 from tests.fixtures_providers.cohere_embed import COHERE_KEY, EmbedJobsFixture
 from tests.fixtures_providers.rig import preset_rig
-from tests.fixtures_providers.textract import SIGV4_STANDIN, TextractFixture
+from tests.fixtures_providers.textract import KEYS, TextractFixture
 
 S = LocalState
 ENDS = {
@@ -52,15 +57,27 @@ def cohere(pool: Any, tmp_path: Path, fx: EmbedJobsFixture) -> Any:
     )
 
 
-def textract(pool: Any, tmp_path: Path, fx: TextractFixture) -> Any:
+FIRST_KEY, SECOND_KEY = KEYS
+AWS_ENV = {"AWS_ACCESS_KEY_ID": FIRST_KEY, "AWS_SECRET_ACCESS_KEY": KEYS[FIRST_KEY]}
+
+
+def textract(
+    pool: Any,
+    tmp_path: Path,
+    fx: TextractFixture,
+    env: dict[str, str] | None = None,
+    **auth: Any,
+) -> Any:
+    overrides = described("textract")
+    overrides["auth"] = {**overrides["auth"], **auth}
     return preset_rig(
         pool,
         tmp_path,
         fx.app(),
         preset=None,
         name="textract",
-        env={"AWS_SIGV4_PROXY_TOKEN": SIGV4_STANDIN},
-        overrides=described("textract"),
+        env=env if env is not None else AWS_ENV,
+        overrides=overrides,
     )
 
 
@@ -296,3 +313,56 @@ async def test_textract_a_throttled_page_of_the_result_is_fetched_again(
         end = await r.settle(op_id, ENDS)
         assert end is S.SUCCEEDED, (end, await r.history(op_id), await r.escalation(op_id))
         assert sum(len(page["Blocks"]) for page in await stored(r, op_id)) == 2500
+
+
+async def test_textract_every_call_is_signed_and_a_rotated_key_file_signs_the_next(
+    pool: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """AWS takes no static credential: every call is signed (Signature Version 4),
+    checked by the fake with botocore, AWS's own signer. The credentials come from
+    a credential_process file that a timer rewrites (STS keys last an hour): the
+    calls after the rewrite are signed with the new key, without a restart."""
+    creds = tmp_path / "aws.json"
+    creds.write_text(
+        json.dumps({"Version": 1, "AccessKeyId": FIRST_KEY, "SecretAccessKey": KEYS[FIRST_KEY]})
+    )
+    moved = [1000.0]
+    monkeypatch.setattr(secret_module, "clock", lambda: moved[0])
+    fx = TextractFixture()
+    async with textract(pool, tmp_path, fx, env={}, credentials_file=str(creds)) as r:
+        op_id = await r.submit(document("a.pdf"))
+        assert await r.settle(op_id, {S.OBSERVING, *ENDS}) is S.OBSERVING, await r.history(op_id)
+        replaced = tmp_path / "aws.json.new"
+        replaced.write_text(
+            json.dumps(
+                {"Version": 1, "AccessKeyId": SECOND_KEY, "SecretAccessKey": KEYS[SECOND_KEY]}
+            )
+        )
+        replaced.replace(creds)
+        moved[0] += RECHECK_SECONDS
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        forged = await _forged_call(r.url)
+    first_calls = fx.signed_by.index(SECOND_KEY)
+    assert first_calls >= 2  # the start and a read, signed with the first key
+    assert set(fx.signed_by[:first_calls]) == {FIRST_KEY}
+    assert set(fx.signed_by[first_calls:]) == {SECOND_KEY}
+    # and a signature that does not match is refused as AWS refuses it
+    assert forged.status_code == 403
+    assert forged.json()["__type"] == "InvalidSignatureException"
+
+
+async def _forged_call(url: str) -> httpx.Response:
+    async with httpx.AsyncClient() as client:
+        return await client.post(
+            url + "/",
+            content=b"{}",
+            headers={
+                "Content-Type": "application/x-amz-json-1.1",
+                "X-Amz-Target": "Textract.GetDocumentTextDetection",
+                "X-Amz-Date": "20261205T091011Z",
+                "Authorization": (
+                    f"AWS4-HMAC-SHA256 Credential={FIRST_KEY}/20261205/us-east-1/textract/"
+                    "aws4_request, SignedHeaders=host;x-amz-date, Signature=" + "0" * 64
+                ),
+            },
+        )
