@@ -17,7 +17,11 @@ object is one field:
 A form (`application/x-www-form-urlencoded`) cannot carry an object: such a
 body is refused when the request is built, naming the field. The encoding
 is a pure function of the body: the multipart boundary is derived from the
-parts, so the same create sends the same bytes on every retry.
+parts, so the same create sends the same bytes on every retry. It is derived
+from the parts as they are recorded (`seed`: the body with its secret fields
+redacted), never from a secret: the boundary is recorded with the call's
+Content-Type, and a digest of a secret beside the rest of a body an agent
+knows would let a guessable secret be found offline.
 """
 
 from __future__ import annotations
@@ -46,15 +50,20 @@ class _Part:
     content_type: str | None = None
 
 
-def encode(body: Any, encoding: BodyEncoding) -> tuple[bytes, str]:
-    """The body's bytes and Content-Type; RequestBuildError for a body it cannot carry."""
+def encode(body: Any, encoding: BodyEncoding, seed: Any = None) -> tuple[bytes, str]:
+    """The body's bytes and Content-Type; RequestBuildError for a body it cannot carry.
+
+    `seed` is what the multipart boundary is derived from when the body holds
+    a secret: the same body with the secret redacted (default: the body).
+    """
     if not isinstance(body, Mapping):
         raise RequestBuildError(f"a {encoding} body must be a JSON object of fields")
     parts = list(_parts(body, encoding))
     if encoding is BodyEncoding.FORM:
         pairs = [(part.name, part.data.decode()) for part in parts]
         return urlencode(pairs).encode("ascii"), FORM_TYPE
-    boundary = _boundary(parts)
+    derived = parts if seed is None or not isinstance(seed, Mapping) else _parts(seed, encoding)
+    boundary = _boundary(list(derived), parts)
     return _multipart(parts, boundary), f"multipart/form-data; boundary={boundary}"
 
 
@@ -108,10 +117,10 @@ def _kind(value: Any) -> str:
     return "list of lists" if isinstance(value, list) else "object"
 
 
-def _boundary(parts: list[_Part]) -> str:
-    """A boundary none of the parts holds, the same for the same parts."""
+def _boundary(derived: list[_Part], parts: list[_Part]) -> str:
+    """A boundary none of the `parts` holds, the same for the same `derived` parts."""
     digest = hashlib.sha256()
-    for part in parts:
+    for part in derived:
         for piece in (part.name.encode(), part.data, (part.filename or "").encode()):
             digest.update(len(piece).to_bytes(8, "big") + piece)
     seed = digest.hexdigest()

@@ -69,6 +69,17 @@ class _HeaderItems(ItemsView[str, str]):
         return iter(self._mapping._store.values())
 
 
+def redacted(body: Any, secret_fields: tuple[ValuePath, ...]) -> Any:
+    """`body` with its secret fields redacted (a copy; `body` itself when none)."""
+    if not secret_fields or not isinstance(body, dict):
+        return body
+    cleaned = json.loads(json.dumps(body))
+    for path in secret_fields:
+        if extract(path, cleaned) is not None:
+            set_value(cleaned, path, REDACTED)
+    return cleaned
+
+
 @dataclass(frozen=True, repr=False)
 class HttpRequest:
     """A request ready to send: absolute URL, final headers (auth included), JSON body.
@@ -100,13 +111,7 @@ class HttpRequest:
 
     def sanitized_json(self) -> Any:
         """The body with secret fields redacted: what the ledger may store."""
-        if not self.secret_fields or not isinstance(self.json, dict):
-            return self.json
-        cleaned = json.loads(json.dumps(self.json))
-        for path in self.secret_fields:
-            if extract(path, cleaned) is not None:
-                set_value(cleaned, path, REDACTED)
-        return cleaned
+        return redacted(self.json, self.secret_fields)
 
     def sanitized_url(self) -> str:
         return sanitize_url(self.url)

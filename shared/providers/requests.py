@@ -46,7 +46,7 @@ from shared.providers.description import (
 )
 from shared.providers.errors import RequestBuildError
 from shared.providers.facts import StatusFact
-from shared.providers.messages import HttpRequest
+from shared.providers.messages import HttpRequest, redacted
 from shared.providers.paths import PathSyntaxError, ValuePath, set_value
 from shared.providers.templates import Template, check_path_value, fill_path, fill_text
 from shared.providers.tokens import create_token
@@ -128,7 +128,9 @@ def build_create(
     )
     content = None
     if spec.encoding is not BodyEncoding.JSON:
-        content, content_type = bodies.encode(payload, spec.encoding)
+        # the boundary (recorded with the headers) derives from the body as recorded
+        recorded = redacted(payload, secret_fields)
+        content, content_type = bodies.encode(payload, spec.encoding, recorded)
         _put(headers, "Content-Type", content_type)
     return _request(
         desc,

@@ -197,3 +197,34 @@ def test_a_form_create_that_could_not_be_sent_is_refused_at_load(
     message = str(caught.value)
     assert message.startswith(f"config.toml: providers.p.create.{key}: "), message
     assert problem in message
+
+
+def _hooked(secret: str) -> Any:
+    table = copy.deepcopy(BASE)
+    table["create"]["set_body"] = {"/webhook_token": "{webhook_secret}"}
+    table["webhooks"] = {
+        "scheme": "static_header",
+        "options": {"header": "X-Hook-Token"},
+        "secrets_env": "WH",
+        "job_id": "/id",
+    }
+    return parse_providers({"providers": {"p": table}}, "config.toml", {"WH": secret})["p"]
+
+
+def test_the_recorded_boundary_owes_nothing_to_the_webhook_secret_in_the_body() -> None:
+    """The Content-Type (its boundary) is recorded with the call's headers: were
+    the boundary a digest of the parts, the secret among them, the database would
+    hold a digest of the secret beside the rest of the body, which an agent knows
+    (a guessable secret is then found offline). The secret is sent, as it must be."""
+    built = [
+        build_create(
+            _hooked(secret), body={"image": IMAGE}, idempotency_token="tok", client_reference="op_1"
+        )
+        for secret in ("hook-secret-one", "hook-secret-two")
+    ]
+    recorded = [req.sanitized_headers()["Content-Type"] for req in built]
+    assert recorded[0] == recorded[1]
+    for req, secret in zip(built, ("hook-secret-one", "hook-secret-two"), strict=True):
+        assert req.content is not None
+        found = {name: data for name, _f, _t, data in parts(req.content, recorded[0])}
+        assert found["webhook_token"] == secret.encode()
