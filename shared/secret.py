@@ -168,12 +168,17 @@ class FollowedSecret(Secret):
         version = _stamp(self._file)
         if version is None or version == self._version:
             return  # gone (mid-rename, or removed): the last value stays, quietly
-        self._version = version
         try:
             value = _read_secret_file(self._file)
+            if _stamp(self._file) != version:
+                # written on while read (a refresher writing in place): what was
+                # read may be cut short; the next look reads the version it ends as
+                return
+            self._version = version
             if self._check is not None:
                 self._check(value)
         except (SecretError, ValueError) as exc:
+            self._version = version
             # the file and the reason only: a check's message never quotes the value
             log.warning(
                 "secret file changed but cannot be used; the previous value stays",

@@ -167,3 +167,29 @@ def test_a_rotated_webhook_secret_must_pass_its_schemes_check(
     assert followed.reveal() == rotated
     # and the value is one a signer can use
     assert sign_standard_webhooks(rotated, "msg_1", 1, b"{}").startswith("v1,")
+
+
+def test_a_version_still_being_written_while_read_is_not_taken(
+    tmp_path: Path, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A refresher writing in place (`print-access-token > token`) in more than
+    one write: a read between two of them gets a token cut short, which a create
+    would send (a 401 there fails the operation for good). The file changed
+    under the read, so what it got waits for the next look."""
+    file = tmp_path / "token"
+    file.write_text(FIRST)
+    followed = FollowedSecret(file)
+    _rewrite(file, SECOND[:5])  # the refresher's first write
+    read = secrets._read_secret_file
+
+    def read_as_the_refresher_writes_on(path: Path) -> str:
+        got = read(path)
+        _rewrite(file, SECOND)  # its next write lands after our read
+        return got
+
+    monkeypatch.setattr(secrets, "_read_secret_file", read_as_the_refresher_writes_on)
+    clock.now += RECHECK_SECONDS
+    assert followed.reveal() == FIRST
+    monkeypatch.setattr(secrets, "_read_secret_file", read)
+    clock.now += RECHECK_SECONDS
+    assert followed.reveal() == SECOND
