@@ -70,8 +70,9 @@ class Secret:
         return self._value
 
     def matches(self, candidate: str) -> bool:
-        """Constant-time comparison, for static shared-secret headers."""
-        return hmac.compare_digest(self._value.encode(), candidate.encode())
+        """Constant-time comparison, for static shared-secret headers (with the
+        value of the moment: a followed file's latest)."""
+        return hmac.compare_digest(self.reveal().encode(), candidate.encode())
 
     def __repr__(self) -> str:
         return _MASK

@@ -193,3 +193,15 @@ def test_a_version_still_being_written_while_read_is_not_taken(
     monkeypatch.setattr(secrets, "_read_secret_file", read)
     clock.now += RECHECK_SECONDS
     assert followed.reveal() == SECOND
+
+
+def test_a_followed_secret_compares_with_its_value_of_the_moment(
+    tmp_path: Path, clock: Clock
+) -> None:
+    """`matches` (static shared-secret headers) follows the file as `reveal` does."""
+    file = tmp_path / "token"
+    file.write_text(FIRST)
+    followed = FollowedSecret(file)
+    _rewrite(file, SECOND)
+    clock.now += RECHECK_SECONDS
+    assert followed.matches(SECOND) and not followed.matches(FIRST)
