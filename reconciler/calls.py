@@ -218,7 +218,8 @@ async def _send(
             )
             body = resp.content
             if req.answer_secrets:  # a callback token echoed: gone before anything reads it
-                body = static_header.scrub(body, [s.reveal() for s in req.answer_secrets])
+                held = [v for s in req.answer_secrets for v in s.values_held()]
+                body = static_header.scrub(body, held)
     except (httpx.HTTPError, TimeoutError) as exc:
         elapsed = int((time.perf_counter() - started) * 1000)
         category = classify_transport_error(exc)

@@ -22,6 +22,9 @@ RECHECK_SECONDS = 1.0
 # Far beyond any API key, token or PEM key; a file bigger than this (a log,
 # /dev/zero) was named by mistake and is refused without being read whole.
 MAX_SECRET_FILE_BYTES = 1024 * 1024
+# Former values of a followed secret kept to be scrubbed from echoes (a job
+# created before a rotation echoes the callback token it was given).
+FORMER_VALUES_KEPT = 8
 log = logging.getLogger("jobwarden.secrets")
 
 
@@ -68,6 +71,12 @@ class Secret:
 
     def reveal(self) -> str:
         return self._value
+
+    def values_held(self) -> tuple[str, ...]:
+        """Every value this secret has held in this process, the current first:
+        what to scrub from a provider's echo, which may carry a value it was
+        given before a rotation (never what to verify with)."""
+        return (self.reveal(),)
 
     def matches(self, candidate: str) -> bool:
         """Constant-time comparison, for static shared-secret headers (with the
@@ -144,11 +153,12 @@ class FollowedSecret(Secret):
     the value. It is tried again when the file changes again.
     """
 
-    __slots__ = ("_check", "_checked_at", "_file", "_version")
+    __slots__ = ("_check", "_checked_at", "_file", "_former", "_version")
 
     def __init__(self, file: Path) -> None:
         self._file = file.absolute()  # as named at load, whatever the cwd later
         self._check: Callable[[str], object] | None = None
+        self._former: tuple[str, ...] = ()
         self._version = _stamp(self._file)
         super().__init__(_read_secret_file(file), source=f"file:{file}")
         self._checked_at = clock()
@@ -164,6 +174,10 @@ class FollowedSecret(Secret):
             self._checked_at = now
             self._follow()
         return self._value
+
+    def values_held(self) -> tuple[str, ...]:
+        current = self.reveal()
+        return (current, *(value for value in self._former if value != current))
 
     def _follow(self) -> None:
         version = _stamp(self._file)
@@ -187,6 +201,7 @@ class FollowedSecret(Secret):
             )
             return
         if value != self._value:
+            self._former = (self._value, *self._former)[:FORMER_VALUES_KEPT]
             self._value = value
             log.info("secret file read again", extra={"ctx": {"source": self._source}})
 

@@ -205,3 +205,31 @@ def test_a_followed_secret_compares_with_its_value_of_the_moment(
     _rewrite(file, SECOND)
     clock.now += RECHECK_SECONDS
     assert followed.matches(SECOND) and not followed.matches(FIRST)
+
+
+def test_a_callback_token_rotated_in_its_file_is_still_scrubbed_from_echoes(
+    tmp_path: Path, clock: Clock
+) -> None:
+    """A job created before the rotation was given the old token in its callback
+    URL, and the provider echoes that URL in its answers and deliveries: the old
+    value must be scrubbed as the new one is, never stored in clear."""
+    old, new = "cb_" + "a" * 40, "cb_" + "b" * 40
+    file = tmp_path / "hook.token"
+    file.write_text(old)
+    webhooks = {
+        "scheme": "static_header",
+        "options": {"query": "token"},
+        "secrets_file": str(file),
+        "job_id": "/id",
+    }
+    table = {**BASE, "webhooks": webhooks}
+    desc = parse_providers({"providers": {"acme": table}}, "config.toml", {})["acme"]
+    assert desc.webhooks is not None and desc.webhooks.token_in_url
+    _rewrite(file, new)
+    clock.now += RECHECK_SECONDS
+    echo = f'{{"webhook": "https://hooks.test/w?token={old}", "next": "{new}"}}'.encode()
+    scrubbed = desc.webhooks.scrub_token(echo)
+    assert old.encode() not in scrubbed and new.encode() not in scrubbed
+    # what the reconciler scrubs an answer with holds both as well
+    [followed] = desc.webhooks.secrets
+    assert followed.values_held() == (new, old)
