@@ -283,7 +283,7 @@ def _load_one(
     if not isinstance(preset, str):
         raise ConfigError(f"{source}: {root}.preset: must be a string")
     _, base = _read_preset(preset, f"{source}: {root}.preset")
-    merged = deep_merge(base, table)
+    merged = deep_merge(_credential_source_replaced(base, table), table)
     ctx = _Ctx(source, root, env, table, preset, credentials)
     return _provider(name, merged, ctx)
 
@@ -302,6 +302,31 @@ def _read_preset(name: str, where: str | None) -> tuple[str, dict[str, Any]]:
     if "preset" in data:
         raise ConfigError(f"{source}: preset: presets cannot build on other presets")
     return source, data
+
+
+# [auth] takes its credential from one source: a variable or a file.
+_AUTH_SOURCES = ("secret_env", "secret_file")
+
+
+def _credential_source_replaced(
+    base: Mapping[str, Any], override: Mapping[str, Any]
+) -> Mapping[str, Any]:
+    """The preset without its [auth] credential source when the config names one.
+
+    Presets name their credential by variable (`secret_env`). A config that
+    keeps it in a file instead (`secret_file`, as the google_lro and
+    azure_async docs advise for a short-lived token a timer refreshes) had
+    both after the key-by-key merge, refused as "set secret_env or
+    secret_file, not both", and no key can unset the preset's. The source the
+    config names replaces the preset's; the rest of [auth] still merges.
+    """
+    auth, mine = base.get("auth"), override.get("auth")
+    if not isinstance(auth, Mapping) or not isinstance(mine, Mapping):
+        return base
+    if not any(key in mine for key in _AUTH_SOURCES):
+        return base
+    kept = {key: value for key, value in auth.items() if key not in _AUTH_SOURCES}
+    return {**base, "auth": kept}
 
 
 def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:

@@ -123,6 +123,33 @@ backoff_cap = 30
     assert desc.limits.backoff_base == 2.0
 
 
+def test_a_preset_credential_can_be_kept_in_a_file_instead(tmp_path: Path) -> None:
+    # The google_lro and azure_async docs advise auth.secret_file for a token a
+    # timer refreshes; the preset's secret_env made that "not both", for ever.
+    token = tmp_path / "token"
+    token.write_text("tok-from-file\n")
+    config = tmp_path / "config.toml"
+    config.write_text(
+        f'[providers.sim]\npreset = "simulator"\n\n[providers.sim.auth]\nsecret_file = "{token}"\n'
+    )
+    desc = load_providers(config, env={"JW_SIM_API_KEY": "tok-from-env"})["sim"]
+    assert desc.auth is not None
+    assert desc.auth.secret.reveal() == "tok-from-file"
+    assert desc.auth.header == "Authorization"  # the rest of the preset's [auth] stays
+
+
+def test_both_credential_sources_in_the_config_are_still_refused(tmp_path: Path) -> None:
+    token = tmp_path / "token"
+    token.write_text("tok\n")
+    config = tmp_path / "config.toml"
+    config.write_text(
+        '[providers.sim]\npreset = "simulator"\n\n[providers.sim.auth]\n'
+        f'secret_env = "JW_SIM_API_KEY"\nsecret_file = "{token}"\n'
+    )
+    with pytest.raises(ConfigError, match="set secret_env or secret_file, not both"):
+        load_providers(config, env={"JW_SIM_API_KEY": "tok"})
+
+
 def test_unknown_preset_lists_available(tmp_path: Path) -> None:
     config = tmp_path / "config.toml"
     config.write_text('[providers.sim]\npreset = "simulatr"\n')
