@@ -86,3 +86,15 @@ END $$;
 REVOKE EXECUTE ON FUNCTION pg_notify(text, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION pg_notify(text, text)
     TO jobwarden_receiver, jobwarden_reconciler, jobwarden_operator;
+-- And the database owner: the SECURITY DEFINER functions run as it, and one
+-- of them wakes the operation it touches (migration 031's
+-- jw_attach_early_events, when a job id is recorded for which webhook events
+-- arrived first). Without this grant an owner that is not a superuser made
+-- that recording fail with "permission denied for function pg_notify", on
+-- every retry: the operation stayed in create_unknown.
+DO $$
+BEGIN
+    EXECUTE format('GRANT EXECUTE ON FUNCTION pg_notify(text, text) TO %I',
+                   (SELECT pg_get_userbyid(datdba) FROM pg_database
+                    WHERE datname = current_database()));
+END $$;

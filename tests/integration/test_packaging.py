@@ -667,3 +667,37 @@ async def test_migrate_runs_as_an_unprivileged_database_owner(
         await admin.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
         await _drop_roles(admin, prefix)
         await admin.close()
+
+
+async def test_the_owner_may_wake_operations_after_the_documented_install(
+    pg_server: ResolvedDatabase,
+) -> None:
+    """The SECURITY DEFINER functions run as the owner, and one wakes operations.
+
+    jw_attach_early_events (migration 031) calls jw_request_wakes, hence
+    pg_notify, as the owner whenever a job id is recorded for which webhook
+    events arrived first. The roles script revokes pg_notify from PUBLIC: an
+    owner that is not a superuser then failed that recording with "permission
+    denied for function pg_notify" on every retry (the reconciler's step
+    failed, the operation stayed in create_unknown).
+    """
+    prefix = f"jwpn{os.getpid()}_"
+    owner, database = f"{prefix}owner", f"{prefix}db"
+    admin = await connect(pg_server.admin_url)
+    try:
+        await _require_superuser(admin)
+        await admin.execute(f'CREATE ROLE "{owner}" LOGIN')
+        await admin.execute(f'CREATE DATABASE "{database}" OWNER "{owner}"')
+        conn = await connect(with_database(pg_server.admin_url, database))
+        try:
+            await conn.execute(_roles_script(prefix))
+            await conn.execute(f'SET ROLE "{owner}"')
+            assert await apply_migrations(conn)
+            # What jw_attach_early_events does as the owner, for any operation id.
+            assert await conn.fetchval("SELECT jw_request_wakes(ARRAY['op_none'])") == 1
+        finally:
+            await conn.close()
+    finally:
+        await admin.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
+        await _drop_roles(admin, prefix)
+        await admin.close()
