@@ -329,7 +329,10 @@ def _print(checked: int, breaks: list[audit.Break], report: log_audit.LogReport)
         print(f"NOT PROVEN: {report.unproven}")
     if report.archives_unchecked:
         print(f"NOT PROVEN: {report.archives_unchecked}")
-    print("OK" if not breaks and report.ok else f"FAILED: {report.problem_count} problem(s)")
+    # a broken chain is a problem too: counted with the log's (before, a chain
+    # break alone ended "FAILED: 0 problem(s)")
+    problems = len(breaks) + report.problem_count
+    print("OK" if not problems else f"FAILED: {problems} problem(s)")
 
 
 async def cmd_sequence(args: argparse.Namespace) -> int:
