@@ -22,6 +22,8 @@ def fail(why: object) -> NoReturn:
 
 
 def checkpoint_of(note: str, vkey: str) -> tuple[str, int, bytes]:
+    if vkey.count("+") < 2:  # a file name, most likely: say so, not "not enough values"
+        fail('the public key is its text, name+id+base64 ("$(cat log.pub)"), not a file name')
     name, key_id, encoded = vkey.split("+", 2)
     key = base64.b64decode(encoded)
     if key[0] != 1 or hashlib.sha256(name.encode() + b"\n" + key).digest()[:4].hex() != key_id:

@@ -154,6 +154,18 @@ def test_the_standalone_verifier_agrees(receipt: dict[str, Any], tmp_path: Path)
     assert _standalone(path, generate_key("jobwarden.test/log")[1]).returncode != 0
 
 
+def test_the_standalone_verifier_says_a_key_file_name_is_not_a_key(
+    receipt: dict[str, Any], tmp_path: Path
+) -> None:
+    # `jobwarden audit check-proof --key` takes a file; the script takes the
+    # key's text, and given a file name it said "not enough values to unpack"
+    path = tmp_path / "receipt.json"
+    path.write_text(json.dumps(receipt))
+    refused = _standalone(path, str(tmp_path / "log.pub"))
+    assert refused.returncode == 1
+    assert "not a file name" in refused.stderr
+
+
 def test_the_readme_shows_the_shipped_verifier() -> None:
     readme = (ROOT / "README.md").read_text()
     blocks = re.findall(r"```python\n(.*?)```", readme, re.DOTALL)
