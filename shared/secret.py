@@ -150,16 +150,19 @@ class FollowedSecret(Secret):
     used. A new version that cannot be used (missing, empty, mid-write, or
     refused by `check`, e.g. a webhook secret its scheme cannot take) is not:
     the last good value stays, and a warning names the file and why, never
-    the value. It is tried again when the file changes again.
+    the value (once a version). It is tried again at every look until it can
+    be used or the file changes again: a permission mended by chown or chmod
+    changes nothing the stamp holds.
     """
 
-    __slots__ = ("_check", "_checked_at", "_file", "_former", "_version")
+    __slots__ = ("_check", "_checked_at", "_file", "_former", "_refused", "_version")
 
     def __init__(self, file: Path) -> None:
         self._file = file.absolute()  # as named at load, whatever the cwd later
         self._check: Callable[[str], object] | None = None
         self._former: tuple[str, ...] = ()
         self._version = _stamp(self._file)
+        self._refused: tuple[int, int, int, int] | None = None  # a version already warned of
         super().__init__(_read_secret_file(file), source=f"file:{file}")
         self._checked_at = clock()
 
@@ -189,17 +192,23 @@ class FollowedSecret(Secret):
                 # written on while read (a refresher writing in place): what was
                 # read may be cut short; the next look reads the version it ends as
                 return
-            self._version = version
             if self._check is not None:
                 self._check(value)
         except (SecretError, ValueError) as exc:
-            self._version = version
-            # the file and the reason only: a check's message never quotes the value
-            log.warning(
-                "secret file changed but cannot be used; the previous value stays",
-                extra={"ctx": {"source": self._source, "reason": _reason(exc)}},
-            )
+            # Not taken, so tried again at the next look: the usual mend of
+            # "cannot be read (Permission denied)" is a chown or chmod, which
+            # leaves the stamp as it was (before, the version was marked seen
+            # and the old value stayed until a restart). One warning a version.
+            if version != self._refused:
+                self._refused = version
+                # the file and the reason only: a check's message never quotes the value
+                log.warning(
+                    "secret file changed but cannot be used; the previous value stays",
+                    extra={"ctx": {"source": self._source, "reason": _reason(exc)}},
+                )
             return
+        self._version = version
+        self._refused = None
         if value != self._value:
             self._former = (self._value, *self._former)[:FORMER_VALUES_KEPT]
             self._value = value

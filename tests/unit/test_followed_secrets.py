@@ -121,6 +121,36 @@ def test_a_version_that_cannot_be_used_leaves_the_last_good_token(
     assert desc.auth.header_value() == f"Bearer {SECOND}"
 
 
+def test_a_version_unreadable_until_its_permissions_are_mended_is_then_used(
+    tmp_path: Path, clock: Clock, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A refresher running as root wrote the new token 0600 root: the reconciler
+    cannot read it, and the mend, `chown jobwarden`, leaves size, mtime and inode
+    as they were. Before, that version was marked seen and never read again: the
+    expiring token stayed in use until a restart."""
+    file = tmp_path / "token"
+    file.write_text(FIRST)
+    followed = FollowedSecret(file)
+    fresh = tmp_path / "token.new"
+    fresh.write_text(SECOND)
+    fresh.replace(file)
+
+    def unreadable(path: Path) -> str:
+        raise secrets.SecretError(f"secret file {path} cannot be read (Permission denied)")
+
+    with monkeypatch.context() as patched:  # tests run as root, whom no mode stops
+        patched.setattr(secrets, "_read_secret_file", unreadable)
+        clock.now += RECHECK_SECONDS
+        with caplog.at_level(logging.WARNING, logger="jobwarden.secrets"):
+            assert followed.reveal() == FIRST
+            clock.now += RECHECK_SECONDS
+            assert followed.reveal() == FIRST
+    assert len(caplog.records) == 1  # one warning for the version, not one a look
+    # the chown: nothing the stamp holds changes
+    clock.now += RECHECK_SECONDS
+    assert followed.reveal() == SECOND
+
+
 def test_a_file_gone_for_a_moment_leaves_the_last_token(tmp_path: Path, clock: Clock) -> None:
     file = tmp_path / "token"
     file.write_text(FIRST)
