@@ -685,24 +685,29 @@ def _check_plugin_hooks(
     if plugin_class is None:
         return
     pages = result.pages
-    needs: list[tuple[str, str, str, int]] = []
+    needs: list[tuple[str, str, tuple[str, ...], int]] = []
     if pages is not None and pages.next_page_url is not None:
-        needs.append(("result.pages.next_page_url", "build_result_page", "page_url", 3))
+        needs.append(("result.pages.next_page_url", "build_result_page", ("page_url",), 3))
     if pages is not None and pages.offset_param is not None:
-        needs.append(("result.pages.offset_param", "result_next_page", "page_token", 2))
+        needs.append(("result.pages.offset_param", "result_next_page", ("page_token",), 2))
     if lookup.numbered:
-        needs.append(("lookup", "parse_lookup", "page_token", 3))
-    for key, hook, parameter, arguments in needs:
+        needs.append(("lookup", "parse_lookup", ("page_token",), 3))
+    if lookup.supported:  # every lookup is built with our token and a page token
+        needs.append(("lookup", "build_lookup", ("idempotency_token", "page_token"), 3))
+    for key, hook, parameters, arguments in needs:
         written = getattr(plugin_class, hook)
         if written is getattr(ProviderAdapter, hook):
             continue
         try:
             inspect.signature(written).bind(None, *([None] * arguments))
         except (TypeError, ValueError):
+            named = " and ".join(parameters)
+            add = ", ".join(f"{name}: str | None = None" for name in parameters)
+            plural = "s" if len(parameters) > 1 else ""
             raise top.error(
                 "plugin",
-                f"'{spec}' overrides {hook} without the {parameter} parameter that "
-                f"{key} passes it (add `{parameter}: str | None = None`)",
+                f"'{spec}' overrides {hook} without the {named} parameter{plural} that "
+                f"{key} passes it (add `{add}`)",
             ) from None
 
 

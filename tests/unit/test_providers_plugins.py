@@ -359,6 +359,26 @@ def test_a_plugins_hook_of_old_is_refused_where_a_mode_passes_it_more(
     assert provider({**changes, "plugin": f"{__name__}:HooksOfToday"}).plugin_class is HooksOfToday
 
 
+class LookupOfOld(ProviderAdapter):
+    def build_lookup(self, client_reference: str) -> HttpRequest:  # type: ignore[override]
+        return super().build_lookup(client_reference)
+
+
+def test_a_plugins_lookup_builder_of_old_is_refused_where_a_lookup_is_described() -> None:
+    """Every lookup is built with our token and a page token: a builder taking the
+    reference alone raised TypeError on every lookup (a lost create never found)."""
+    spec = f"{__name__}:LookupOfOld"
+    lookup = {**LISTED, "page_param": "page", "first_page": 1}
+    with pytest.raises(ConfigError) as caught:
+        provider({"lookup": lookup, "plugin": spec})
+    assert str(caught.value) == (
+        f"config.toml: providers.p.plugin: '{spec}' overrides build_lookup without the "
+        "idempotency_token and page_token parameters that lookup passes it (add "
+        "`idempotency_token: str | None = None, page_token: str | None = None`)"
+    )
+    assert provider({"plugin": spec}).plugin_class is LookupOfOld  # no lookup, no call
+
+
 def test_a_plugins_hooks_of_old_load_where_no_mode_needs_more() -> None:
     """A cursor (next_page_token) passes them what they always took."""
     pages = {"next_page_token": "header:Next-Cursor", "page_token_param": "cursor"}
