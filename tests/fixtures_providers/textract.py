@@ -24,19 +24,16 @@ PARTIAL_SUCCESS, "big.pdf" holds 2,500 blocks (three pages of answers).
 
 from __future__ import annotations
 
-import hmac
 import json
 import re
 from typing import Any
 
-from botocore.auth import SigV4Auth
-from botocore.awsrequest import AWSRequest
-from botocore.credentials import Credentials
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from tests.fixtures_providers.aws import access_key_of, signature_refusal
 from tests.fixtures_providers.common import hang
 
 AMZ_JSON = "application/x-amz-json-1.1"
@@ -47,11 +44,6 @@ KEYS = {
     "AKIDTEXTRACTSECOND": "second/Secret+Access+Key/EXAMPLE000000000000000",
 }
 REGION, SERVICE = "us-east-1", "textract"
-_AUTHORIZATION = re.compile(
-    r"AWS4-HMAC-SHA256 Credential=(?P<key>[^/]+)/(?P<day>\d{8})/(?P<region>[^/]+)/"
-    r"(?P<service>[^/]+)/aws4_request, SignedHeaders=(?P<names>[a-z0-9;-]+), "
-    r"Signature=(?P<signature>[0-9a-f]{64})"
-)
 READS_TO_FINISH = 2
 # The documented patterns (StartDocumentTextDetection's request parameters).
 TOKEN = re.compile(r"^[a-zA-Z0-9-_]{1,64}$")
@@ -119,32 +111,10 @@ class TextractFixture:
 
     def _signature_refused(self, request: Request, body: bytes) -> Response | None:
         """AWS's check, made by AWS's own signer (botocore) over what arrived."""
-        found = _AUTHORIZATION.fullmatch(request.headers["authorization"])
-        if found is None:
-            return _error("IncompleteSignatureException", "Authorization header malformed", 403)
-        secret = KEYS.get(found["key"])
-        if secret is None:
-            return _error("UnrecognizedClientException", "The security token is invalid", 403)
-        if (found["region"], found["service"]) != (REGION, SERVICE):
-            return _error("InvalidSignatureException", "Credential should be scoped", 403)
-        names = found["names"].split(";")
-        if not {"host", "x-amz-date"} <= set(names):
-            return _error("InvalidSignatureException", "host and x-amz-date must be signed", 403)
-        headers = {name: request.headers.get(name, "") for name in names}
-        signed = AWSRequest(method=request.method, url=str(request.url), data=body, headers=headers)
-        signed.context["timestamp"] = headers["x-amz-date"]
-        token = headers.get("x-amz-security-token")
-        signer = SigV4Auth(Credentials(found["key"], secret, token), SERVICE, REGION)
-        expected = signer.signature(
-            signer.string_to_sign(signed, signer.canonical_request(signed)), signed
-        )
-        if not hmac.compare_digest(expected, found["signature"]):
-            return _error(
-                "InvalidSignatureException",
-                "The request signature we calculated does not match the signature you provided.",
-                403,
-            )
-        self.signed_by.append(found["key"])
+        refusal = signature_refusal(request, body, KEYS, REGION, SERVICE)
+        if refusal is not None:
+            return _error(*refusal, 403)
+        self.signed_by.append(access_key_of(request))
         return None
 
     async def start(self, body: dict[str, Any]) -> Response:

@@ -74,6 +74,8 @@ ENV = {
     "OPENAI_WEBHOOK_SECRET": WHSEC,
     "REPLICATE_WEBHOOK_SECRET": WHSEC,
     "ASSEMBLYAI_WEBHOOK_TOKEN": SECRET,
+    "AWS_ACCESS_KEY_ID": "AKIDEXAMPLE",
+    "AWS_SECRET_ACCESS_KEY": "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY",
 }
 NOW = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
 PRESETS = {name: _read_preset(name, None)[1] for name in preset_names()}
