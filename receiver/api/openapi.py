@@ -589,6 +589,35 @@ def _receipt() -> dict[str, Any]:
     }
 
 
+def _result_file() -> dict[str, Any]:
+    return {
+        "get": _op(
+            "getResultFile",
+            "The operation's stored result file (or kept partial output), byte for byte.",
+            {
+                "200": {
+                    "description": "The file, as stored; `Repr-Digest` is its sha-256.",
+                    "headers": {
+                        "Repr-Digest": {
+                            "schema": {"type": "string"},
+                            "description": "sha-256=:<base64>: (RFC 9530)",
+                        }
+                    },
+                    "content": {"*/*": {"schema": {"type": "string", "format": "binary"}}},
+                },
+                **_problems(404),
+            },
+            parameters=[_ID],
+            description=(
+                "Served from this receiver's results_dir, found by the digest the database "
+                "holds. 404 `no-result-file` when nothing is stored as a file; 404 "
+                "`result-not-on-this-host` when the file is on the reconciler's host only. "
+                "A file that no longer matches its digest is cut short (never sent whole)."
+            ),
+        )
+    }
+
+
 def _checkpoint() -> dict[str, Any]:
     return {
         "get": _op(
@@ -617,6 +646,7 @@ def _paths() -> dict[str, Any]:
         one + ":claim": _claim(),
         one + "/failed-items": _failed_items(),
         one + "/receipt": _receipt(),
+        one + "/result": _result_file(),
         "/v1/audit/checkpoint": _checkpoint(),
     }
 

@@ -10,12 +10,14 @@ provider.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
+import hashlib
 import json
 import logging
 import urllib.parse
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
-from typing import Any, TypeVar
+from typing import Any, BinaryIO, TypeVar
 
 import asyncpg
 from starlette.requests import Request
@@ -34,7 +36,9 @@ from receiver.api.problems import (
     invalid,
     json_default,
     malformed_id,
+    no_result_file,
     not_found,
+    result_not_here,
     too_many_waits,
     unavailable,
 )
@@ -51,6 +55,7 @@ from shared.ledger import receipts
 from shared.ledger.errors import LedgerError, RequestMismatch, StaleTransition
 from shared.ledger.log import LogCorrupt
 from shared.ledger.states import TERMINAL, LocalState
+from shared.result_store import ResultStore
 from shared.settings import Settings
 from shared.telemetry import spans
 from shared.tlog import ProofError
@@ -569,6 +574,39 @@ class OperationsApi:
             }
         )
 
+    async def result_file(self, request: Request) -> Response:
+        """The stored result file, byte for byte, checked against its digest as it goes.
+
+        Served only from this host's `results_dir`, found by the digest the
+        database holds (never by the stored path: a row edited to name another
+        file names nothing here). The answer carries `Repr-Digest` (RFC 9530)
+        and `Content-Length`; bytes that no longer match the digest end the
+        transfer short, so a damaged file never arrives looking whole.
+        """
+        operation_id = _operation_id(request)
+        caller = await self.caller(request)
+        async with self.connection() as conn:
+            await self.visible(conn, operation_id, caller)
+            stored = await conn.fetchrow(q("api_result_file"), operation_id)
+        if stored is None:
+            raise no_result_file(operation_id)
+        path = ResultStore(self.settings.results_dir).path_for(stored["sha256"])
+        try:
+            handle = path.open("rb")
+        except OSError:
+            raise result_not_here(operation_id) from None
+        digest = base64.b64encode(bytes.fromhex(stored["sha256"])).decode()
+        return StreamingResponse(
+            _checked_chunks(handle, stored["sha256"], stored["size_bytes"]),
+            media_type=stored["content_type"] or "application/octet-stream",
+            headers={
+                "Content-Length": str(stored["size_bytes"]),
+                "Repr-Digest": f"sha-256=:{digest}:",
+                "ETag": f'"{stored["sha256"]}"',
+                "Cache-Control": "private, max-age=0",
+            },
+        )
+
     async def receipt(self, request: Request) -> Response:
         """The operation's evidence with audit paths and a signed checkpoint (offline proof)."""
         operation_id = _operation_id(request)
@@ -630,6 +668,7 @@ class OperationsApi:
             (one + "/events", {"GET": self.events}),
             (one + "/failed-items", {"GET": self.failed_items}),
             (one + "/receipt", {"GET": self.receipt}),
+            (one + "/result", {"GET": self.result_file}),
             ("/v1/audit/checkpoint", {"GET": self.checkpoint}),
             (one, {"GET": self.get}),
         ]
@@ -643,6 +682,32 @@ class OperationsApi:
             )
             for path, handlers in table
         ]
+
+
+# How much of a result file is read (and hashed) at a time while it is served.
+_RESULT_CHUNK = 256 * 1024
+
+
+async def _checked_chunks(handle: BinaryIO, sha256: str, size: int) -> AsyncIterator[bytes]:
+    """The file's bytes, `size` of them, hashed as they go; a file that has become
+    another (a disk error, a hand edit) stops the answer before its last bytes."""
+    hasher = hashlib.sha256()
+    sent = 0
+    with handle:
+        while sent < size:
+            chunk = await asyncio.to_thread(handle.read, min(_RESULT_CHUNK, size - sent))
+            if not chunk:
+                break
+            hasher.update(chunk)
+            sent += len(chunk)
+            if sent < size or hasher.hexdigest() == sha256:  # the last chunk: only if whole
+                yield chunk
+    if sent != size or hasher.hexdigest() != sha256:
+        log.error(
+            "a stored result file no longer matches its digest; its transfer was cut",
+            extra={"ctx": {"sha256": sha256}},
+        )
+        raise OSError("stored result file damaged")
 
 
 def _query_names(path_item: Mapping[str, Any]) -> dict[str, frozenset[str]]:

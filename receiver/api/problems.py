@@ -101,6 +101,27 @@ def not_found(operation_id: str) -> Problem:
     )
 
 
+def no_result_file(operation_id: str) -> Problem:
+    return Problem(
+        404,
+        "no-result-file",
+        "No result file",
+        f"Operation {operation_id} has no result stored as a file (none yet, or one kept "
+        "inline only: read `result` on the operation).",
+    )
+
+
+def result_not_here(operation_id: str) -> Problem:
+    """The file is on the reconciler's host, not this one (or not readable by us)."""
+    return Problem(
+        404,
+        "result-not-on-this-host",
+        "Result file not on this host",
+        f"Operation {operation_id}'s result file is not in this receiver's results_dir: it "
+        "is on the reconciler's host (the operator can give this receiver read access).",
+    )
+
+
 def archived(operation_id: str, archive: str) -> Problem:
     """Evidence that left the database for an archive: there, not gone (never an empty page)."""
     return Problem(

@@ -140,3 +140,11 @@ JOIN operations o ON o.operation_id = a.operation_id
 LEFT JOIN escalations e ON e.operation_id = o.operation_id AND e.resolved_at IS NULL
 WHERE o.state = ANY (jw_state_set('inbox'))
 ORDER BY coalesce(e.opened_at, o.updated_at), o.operation_id;
+
+-- name: api_result_file
+-- The file an operation's result (or its kept partial output) is stored as:
+-- its digest (the file's name under results_dir), size and media type. No
+-- row: nothing stored as a file (no result yet, or a result kept inline only).
+SELECT r.sha256, r.size_bytes, r.content_type
+FROM operations o JOIN results r ON r.result_id = o.result_id
+WHERE o.operation_id = $1 AND r.valid AND r.storage_ref IS NOT NULL;
