@@ -77,6 +77,7 @@ from shared.providers.values import (
     clip,
     error_info,
     item_failure,
+    listed_code,
     raw_text,
 )
 from shared.text import scrub_text
@@ -268,7 +269,7 @@ def _not_created_code(spec: CreateSpec, body: Any, resp: HttpResponse) -> str | 
     """`path = code` when the answer carries a code `create.not_created_codes` lists."""
     for path, codes in spec.not_created_codes:
         found = as_code(extract(path, body, resp.headers))
-        if found is not None and found in codes:
+        if listed_code(found, codes):
             return f"{path.text} = {found}"
     return None
 
@@ -347,7 +348,7 @@ def throttle_code(desc: ProviderDescription, resp: HttpResponse) -> str | None:
     code `status.throttle_codes` lists."""
     for path, codes in desc.status.throttle_codes:
         found = as_code(extract(path, resp.json_body, resp.headers))
-        if found is not None and found in codes:
+        if listed_code(found, codes):
             return f"{path.text} = {found}"
     return None
 

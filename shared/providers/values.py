@@ -62,6 +62,17 @@ def as_code(value: Any) -> str | None:
     return as_str(value)
 
 
+def listed_code(found: str | None, codes: frozenset[str]) -> bool:
+    """Whether `found` is one of `codes`, as written or in the forms AWS sends a
+    code in: its JSON protocols may qualify `__type` with the shape's namespace
+    (`com.amazonaws.textract#ThrottlingException`) and `x-amzn-ErrorType` may
+    carry a URI after a colon (`ThrottlingException:http://internal...`).
+    botocore strips both before comparing; a code listed bare matches either."""
+    if found is None:
+        return False
+    return found in codes or found.partition(":")[0].rpartition("#")[2] in codes
+
+
 def raw_text(value: Any) -> str | None:
     """A remote state value as the text used for state_map lookups."""
     if value is None:

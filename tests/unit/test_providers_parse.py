@@ -903,3 +903,49 @@ def test_cloudconvert_failed_job_reports_the_failed_tasks_error_in_any_order(
     assert fact.error.code == "INVALID_CONVERSION_TYPE"
     assert fact.error.message == "conversion type not supported"
     assert fact.result_url is None
+
+
+AWS_JSON = {
+    "base_url": "https://textract.us-east-1.amazonaws.com",
+    "create": {
+        "path": "/",
+        "idempotency": "body",
+        "idempotency_body_field": "/ClientRequestToken",
+        "job_id": "/JobId",
+        "error_code": "/__type",
+        "not_created_codes": {"/__type": ["LimitExceededException"]},
+    },
+    "status": {
+        "method": "POST",
+        "path": "/",
+        "body": {"JobId": "{job_id}"},
+        "state": "/JobStatus",
+        "state_map": {"IN_PROGRESS": "running", "SUCCEEDED": "succeeded"},
+        "throttle_codes": {
+            "/__type": ["ProvisionedThroughputExceededException"],
+            "header:x-amzn-ErrorType": ["ThrottlingException"],
+        },
+    },
+    "result": {"source": "inline", "inline": "/Blocks"},
+}
+
+
+def test_aws_error_codes_match_in_the_forms_aws_sends_them() -> None:
+    """AWS's JSON protocols may qualify `__type` with the shape's namespace
+    (`com.amazonaws.textract#LimitExceededException`) and append a URI to
+    `x-amzn-ErrorType` after a colon (`ThrottlingException:http://internal...`);
+    botocore strips both before it compares. A code listed bare matches both forms."""
+    from shared.providers.responses import throttle_code
+
+    aws = provider(AWS_JSON)
+    limit = {"__type": "com.amazonaws.textract#LimitExceededException", "message": "limit"}
+    fact = parse_create(aws, response(400, limit), now=NOW)
+    assert (fact.kind, fact.back_pressure) == ("not_created", True)
+    qualified = {"__type": "com.amazonaws.textract#ProvisionedThroughputExceededException"}
+    assert throttle_code(aws, response(400, qualified)) is not None
+    suffixed = {"x-amzn-ErrorType": "ThrottlingException:http://internal.amazon.com/coral/x/"}
+    assert throttle_code(aws, response(400, {"message": "slow down"}, suffixed)) is not None
+    # another code, however qualified, is not a throttle
+    other = {"__type": "com.amazonaws.textract#InvalidJobIdException"}
+    assert throttle_code(aws, response(400, other)) is None
+    assert parse_create(aws, response(400, other), now=NOW).kind == "rejected"
