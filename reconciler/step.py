@@ -30,6 +30,7 @@ from shared.ledger import Operation, decisions, evidence, leases
 from shared.ledger.errors import LeaseLost
 from shared.ledger.states import ESCALATED, POLLED, SCHEDULED, Evidence, LocalState
 from shared.providers import HttpRequest, ProviderAdapter
+from shared.providers.requests import signed_as_it_leaves
 from shared.telemetry import spans
 
 log = logging.getLogger("jobwarden.reconciler")
@@ -147,6 +148,7 @@ class Step:
                 # checked after every wait (the slot, the process-wide bound)
                 if self._lease_left() > need:
                     desc, lease = self.adapter.desc, self.ctx.settings.lease_seconds
+                    req = signed_as_it_leaves(desc, req)  # SigV4: dated now, not at build
                     if req.action in TRANSFERS:
                         reading = download(desc.result.expect.max_bytes, req.timeout, lease)
                         return await self._transfer(lane, req, db, reading)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import functools
 import ipaddress
 import json
@@ -757,6 +758,36 @@ def _signed(
         raise RequestBuildError(f"the AWS credentials cannot sign: {exc}") from None
     region, service = auth.sigv4.region, auth.sigv4.service
     return sigv4.sign(method, url, headers, body, credentials, region, service, signing_time())
+
+
+def signed_as_it_leaves(desc: ProviderDescription, req: HttpRequest) -> HttpRequest:
+    """`req` signed again now, as it leaves (`[auth] scheme = "aws_sigv4"`).
+
+    A call is signed when it is built, and may leave much later: after a
+    wait for a provider slot, or as the fifth of a result's files fetched one
+    after another. AWS refuses a signature dated more than five minutes from
+    its clock ("Signature expired"), so a call is signed again just before it
+    is sent. A redirect's next hop (`build_redirect`) carries the previous
+    hop's headers; signed again here, its signature covers its own URL. Only
+    a call that carries a signature is signed again: one that was given none
+    (another host, a hop past one) stays so.
+    """
+    auth = desc.auth
+    if auth is None or auth.sigv4 is None:
+        return req
+    names = {name.lower() for name in req.headers}
+    if "authorization" not in names or not _may_receive_credential(desc, req.url):
+        return req
+    content = req.content
+    if content is None and req.json is not None:
+        content = _json_bytes(req.json)
+    headers = {k: v for k, v in req.headers.items() if k.lower() not in _SIGNED_BY_US}
+    headers.update(_signed(auth, req.method, req.url, headers, content or b""))
+    return dataclasses.replace(req, headers=headers, content=content)
+
+
+# The headers a signature adds (`sigv4.sign`), dropped before signing again.
+_SIGNED_BY_US = frozenset({"authorization", "x-amz-date", "x-amz-security-token"})
 
 
 def signing_time() -> datetime:

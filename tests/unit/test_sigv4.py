@@ -252,3 +252,57 @@ def test_a_credentials_file_that_is_not_the_process_format_is_refused(tmp_path: 
         f"config.toml: providers.textract.auth.credentials_file: {creds}: not JSON "
         "(the credential_process format)"
     )
+
+
+def botocore_signature_at(
+    req: Any, when: datetime, credentials: Credentials, monkeypatch: pytest.MonkeyPatch
+) -> str:
+    """botocore's Authorization for `req` as sent (its URL, body and signed headers) at `when`."""
+    monkeypatch.setattr(botocore_auth, "get_current_datetime", lambda: when.replace(tzinfo=None))
+    ours = {"authorization", "x-amz-date", "x-amz-security-token"}
+    signed = {
+        k: v
+        for k, v in req.headers.items()
+        if k.lower() not in ours and (k.lower() == "content-type" or k.lower().startswith("x-amz-"))
+    }
+    request = AWSRequest(method=req.method, url=req.url, data=req.content or b"", headers=signed)
+    boto = BotoCredentials(
+        credentials.access_key_id, credentials.secret_access_key, credentials.session_token
+    )
+    botocore_auth.SigV4Auth(boto, "textract", "us-east-1").add_auth(request)
+    return str(request.headers["Authorization"])
+
+
+def test_a_call_is_signed_again_as_it_leaves(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Signed at build, a call can leave minutes later (a provider slot, the files of
+    a result one after another); AWS refuses a signature five minutes old."""
+    env = {"AWS_ACCESS_KEY_ID": KEYS.access_key_id, "AWS_SECRET_ACCESS_KEY": KEYS.secret_access_key}
+    desc = provider({}, env)
+    monkeypatch.setattr(requests, "signing_time", lambda: NOW)
+    built = build_status(desc, "job-1")
+    later = NOW.replace(minute=NOW.minute + 10)
+    monkeypatch.setattr(requests, "signing_time", lambda: later)
+    sent = requests.signed_as_it_leaves(desc, built)
+    assert sent.headers["X-Amz-Date"] == later.strftime("%Y%m%dT%H%M%SZ")
+    assert sent.content == built.content and sent.url == built.url
+    assert sent.headers["Authorization"] == botocore_signature_at(sent, later, KEYS, monkeypatch)
+    assert sum(k.lower() == "authorization" for k in sent.headers) == 1
+
+
+def test_a_redirect_hop_is_signed_for_its_own_url(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A hop on the provider's origin carried the previous hop's signature, made
+    over the previous URL: AWS answered SignatureDoesNotMatch. One to another
+    host stays unsigned."""
+    env = {"AWS_ACCESS_KEY_ID": KEYS.access_key_id, "AWS_SECRET_ACCESS_KEY": KEYS.secret_access_key}
+    desc = provider({}, env)
+    monkeypatch.setattr(requests, "signing_time", lambda: NOW)
+    first = build_status(desc, "job-1")
+    hop = requests.signed_as_it_leaves(
+        desc, requests.build_redirect(desc, first, "/elsewhere/job-1?part=2")
+    )
+    assert hop.url == "https://textract.us-east-1.amazonaws.com/elsewhere/job-1?part=2"
+    assert hop.headers["Authorization"] == botocore_signature_at(hop, NOW, KEYS, monkeypatch)
+    away = requests.signed_as_it_leaves(
+        desc, requests.build_redirect(desc, first, "https://bucket.s3.amazonaws.com/o?X-Amz-S=1")
+    )
+    assert not {"authorization", "x-amz-security-token"} & {k.lower() for k in away.headers}
