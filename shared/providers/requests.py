@@ -757,7 +757,10 @@ def _signed(
     except sigv4.CredentialsError as exc:  # checked at load; a rotated file is checked too
         raise RequestBuildError(f"the AWS credentials cannot sign: {exc}") from None
     region, service = auth.sigv4.region, auth.sigv4.service
-    return sigv4.sign(method, url, headers, body, credentials, region, service, signing_time())
+    # Signed as httpx will send it: AWS encodes the path it received once more,
+    # and httpx percent-encodes what a provider's URL left raw (a space, `|`, `é`).
+    wire = str(httpx.URL(url))
+    return sigv4.sign(method, wire, headers, body, credentials, region, service, signing_time())
 
 
 def signed_as_it_leaves(desc: ProviderDescription, req: HttpRequest) -> HttpRequest:

@@ -21,7 +21,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from urllib.parse import quote, unquote, urlsplit
+from urllib.parse import quote, unquote_to_bytes, urlsplit
 
 ALGORITHM = "AWS4-HMAC-SHA256"
 _DATE = "%Y%m%dT%H%M%SZ"
@@ -148,8 +148,13 @@ def _canonical_query(query: str) -> str:
     pairs = []
     for pair in query.split("&") if query else []:
         name, _, value = pair.partition("=")
-        pairs.append((quote(unquote(name), safe="-_.~"), quote(unquote(value), safe="-_.~")))
+        # decoded to bytes: a byte that is no UTF-8 (`%FF`) stays that byte
+        pairs.append((_encoded(name), _encoded(value)))
     return "&".join(f"{name}={value}" for name, value in sorted(pairs))
+
+
+def _encoded(text: str) -> str:
+    return quote(unquote_to_bytes(text), safe="-_.~")
 
 
 def _signing_key(secret: str, day: str, region: str, service: str) -> bytes:

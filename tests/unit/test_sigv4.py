@@ -5,6 +5,7 @@ signer (AWS's own) request for request, and against AWS's published example.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from datetime import UTC, datetime
 from pathlib import Path
@@ -306,3 +307,40 @@ def test_a_redirect_hop_is_signed_for_its_own_url(monkeypatch: pytest.MonkeyPatc
         desc, requests.build_redirect(desc, first, "https://bucket.s3.amazonaws.com/o?X-Amz-S=1")
     )
     assert not {"authorization", "x-amz-security-token"} & {k.lower() for k in away.headers}
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/jobs/a b", "/jobs/a|b", "/jobs/%C3%A9t%C3%A9", "/jobs/été", "/jobs/a%2Fb"],
+)
+def test_a_provider_url_is_signed_as_httpx_sends_it(
+    path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A status URL a provider gave may hold what httpx percent-encodes as it sends
+    (a space, `|`, `é`); AWS encodes the path it received once more. Signed from
+    the URL as written, the path was encoded once too few (SignatureDoesNotMatch)."""
+    import httpx
+
+    env = {"AWS_ACCESS_KEY_ID": KEYS.access_key_id, "AWS_SECRET_ACCESS_KEY": KEYS.secret_access_key}
+    table = copy.deepcopy(BASE)
+    table["create"]["status_url"] = "/StatusUrl"
+    table["status"] = {
+        "method": "GET",
+        "path": "/jobs/{job_id}",
+        "use_status_url": True,
+        "state": "/JobStatus",
+        "state_map": {"IN_PROGRESS": "running", "SUCCEEDED": "succeeded"},
+    }
+    desc = parse_providers({"providers": {"textract": table}}, "config.toml", env)["textract"]
+    monkeypatch.setattr(requests, "signing_time", lambda: NOW)
+    req = build_status(desc, "job-1", "https://textract.us-east-1.amazonaws.com" + path)
+    on_the_wire = dataclasses.replace(req, url=str(httpx.URL(req.url)))
+    assert req.headers["Authorization"] == botocore_signature_at(
+        on_the_wire, NOW, KEYS, monkeypatch
+    )
+
+
+def test_a_query_byte_that_is_no_utf8_is_signed_as_that_byte() -> None:
+    from shared.providers.sigv4 import _canonical_query
+
+    assert _canonical_query("b=%ff&a=%e9t%C3%A9") == "a=%E9t%C3%A9&b=%FF"
