@@ -115,3 +115,18 @@ def test_guarantees() -> None:
     report = {name: holds for name, holds, _why in describe_guarantees(desc)}
     assert report["at-most-once create"] is True
     assert report["cancellable"] is True
+
+
+def test_the_deadline_outlasts_the_longest_timeout_a_job_may_be_given() -> None:
+    """Bedrock ends a job by its timeoutDurationInHours (at most 168 h, botocore's
+    model): jobwarden's result deadline must not give up on it sooner."""
+    import gzip
+    import os
+
+    import botocore
+
+    model = Path(os.path.dirname(botocore.__file__)) / "data/bedrock/2023-04-20/service-2.json.gz"
+    shapes = json.loads(gzip.decompress(model.read_bytes()))["shapes"]
+    longest_hours = shapes["ModelInvocationJobTimeoutDurationInHours"]["max"]
+    desc = load_preset("bedrock_batch", ENV)
+    assert desc.limits.result_deadline_seconds > longest_hours * 3600
