@@ -386,6 +386,8 @@ def build_redirect(desc: ProviderDescription, previous: HttpRequest, location: s
     if not _may_receive_credential(desc, url):
         secret = {name.lower() for name in previous.secret_headers}
         headers = {k: v for k, v in headers.items() if k.lower() not in secret}
+        if desc.auth is not None and desc.auth.sigv4 is not None:
+            _drop_amz_headers(headers)
     return HttpRequest(
         action=previous.action,
         method="GET",
@@ -720,6 +722,8 @@ def _request(
                 if not any(name.lower() == "content-type" for name in headers):
                     headers["Content-Type"] = "application/json"
             headers.update(_signed(auth, method, url, headers, content or b""))
+        else:
+            _drop_amz_headers(headers)
     elif auth is not None:
         secret_headers = secret_headers | {auth.header}
         if _may_receive_credential(desc, url):
@@ -736,6 +740,15 @@ def _request(
         answer_secrets=_echoed_secrets(desc, action),
         content=content,
     )
+
+
+def _drop_amz_headers(headers: dict[str, str]) -> None:
+    """A call to another host than the signed API's (a pre-signed S3 link) carries
+    none of its `x-amz-*` headers: S3 refuses a pre-signed request with one its
+    link did not sign (403 "There were headers present in the request which were
+    not signed"): the description's `X-Amz-Target`, a signed hop's `X-Amz-Date`."""
+    for name in [k for k in headers if k.lower().startswith("x-amz-")]:
+        del headers[name]
 
 
 # A signed call's credential headers: redacted wherever the call is recorded.

@@ -344,3 +344,46 @@ def test_a_query_byte_that_is_no_utf8_is_signed_as_that_byte() -> None:
     from shared.providers.sigv4 import _canonical_query
 
     assert _canonical_query("b=%ff&a=%e9t%C3%A9") == "a=%E9t%C3%A9&b=%FF"
+
+
+def transcribe(env: dict[str, str]) -> Any:
+    """Transcribe's shape: AWS JSON 1.1, the operation in X-Amz-Target, and the
+    transcript at a pre-signed S3 link (TranscriptFileUri) on another host."""
+    table = copy.deepcopy(BASE)
+    table["base_url"] = "https://transcribe.us-east-1.amazonaws.com"
+    table["headers"]["X-Amz-Target"] = "Transcribe.GetTranscriptionJob"
+    table["auth"]["service"] = "transcribe"
+    table["status"]["result_url"] = "/TranscriptionJob/Transcript/TranscriptFileUri"
+    table["result"] = {"source": "url", "format": "json", "follow_redirects": True}
+    return parse_providers({"providers": {"transcribe": table}}, "config.toml", env)["transcribe"]
+
+
+PRESIGNED = (
+    "https://aws-transcribe-us-east-1-prod.s3.us-east-1.amazonaws.com/123/job/asrOutput.json"
+    "?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Date=20261205T091011Z&X-Amz-SignedHeaders=host"
+    "&X-Amz-Expires=900&X-Amz-Credential=ASIA%2F20261205%2Fus-east-1%2Fs3%2Faws4_request"
+    "&X-Amz-Signature=abc"
+)
+
+
+def test_a_presigned_link_on_another_host_gets_no_x_amz_header(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """S3 refuses a pre-signed request carrying an x-amz-* header its link did not
+    sign (403 "There were headers present in the request which were not signed"):
+    the description's X-Amz-Target, or the X-Amz-Date of the hop that redirected."""
+    from shared.providers.facts import StatusFact
+
+    env = {"AWS_ACCESS_KEY_ID": KEYS.access_key_id, "AWS_SECRET_ACCESS_KEY": KEYS.secret_access_key}
+    desc = transcribe(env)
+    monkeypatch.setattr(requests, "signing_time", lambda: NOW)
+    status = StatusFact(status_code=200, raw_state="COMPLETED", result_url=PRESIGNED)
+    [fetch] = requests.build_result_requests(desc, "job", status)
+    assert fetch.url == PRESIGNED
+    assert not [k for k in fetch.headers if k.lower().startswith("x-amz-")], fetch.headers
+    assert "authorization" not in {k.lower() for k in fetch.headers}
+    # a redirect from the provider's own origin to the link: the signed hop's headers dropped
+    own = build_status(desc, "job")
+    hop = requests.signed_as_it_leaves(desc, requests.build_redirect(desc, own, PRESIGNED))
+    assert not [k for k in hop.headers if k.lower().startswith("x-amz-")], hop.headers
+    assert "authorization" not in {k.lower() for k in hop.headers}
