@@ -18,8 +18,9 @@ the same step runs again in a fresh world with
 Then the clock moves past the dead lease, a fresh reconciler runs the
 operation to its end, and the invariants are checked: one remote job per
 idempotency token; never `succeeded` without our own status read and a
-validated result; no call inside a back-pressure window (our record and the
-provider's count); every call the provider received is on our record; the
+validated result; at most one valid result stored; no call inside a
+back-pressure window (our record and the provider's count); every call the
+provider received is on our record; the
 history chain verifies; the end state equals the fault-free run's, or is a
 documented escalation of the scenario. Exit status 0 when every run holds.
 """
@@ -645,6 +646,7 @@ async def check(world: World, end: LocalState, scenario: Scenario) -> list[str]:
         failures += await _success_is_proven(world, op)
     if scenario.keeps_partial and not await _partial_is_kept(world, op):
         failures.append("the cancelled job's partial output was not kept")
+    failures += await _stored_once(world)
     if op.follow_up is not None:
         failures.append(f"a recovery point ({op.follow_up}) never concluded")
     failures += await _outcomes_cite_our_reads(world)
@@ -705,6 +707,14 @@ async def _duplicates_are_on_record(world: World, end: LocalState, jobs: int) ->
     )
     named = set((details or {}).get("remote_job_ids") or ())
     return [] if len(named) >= jobs else [f"{jobs} remote jobs, {len(named)} on record"]
+
+
+async def _stored_once(world: World) -> list[str]:
+    """A result (or a cancelled job's partial output) is stored once: one valid row."""
+    valid = await world.db.fetchval(
+        "SELECT count(*) FROM results WHERE operation_id = $1 AND valid", world.operation_id
+    )
+    return [] if valid <= 1 else [f"{valid} valid results stored for one operation"]
 
 
 async def _partial_is_kept(world: World, op: ledger.Operation) -> bool:

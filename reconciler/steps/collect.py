@@ -792,6 +792,11 @@ async def collect_partial_output(step: Step, conn: Any, status: StatusFact) -> P
     MAX_RESULT_ATTEMPTS attempts) instead of being lost with the move.
     """
     assert step.op.remote_job_id is not None
+    if step.op.result_id is not None and (step.op.result_summary or {}).get("partial") is True:
+        # Kept by a step that died (or lost its connection) before the move to
+        # cancelled: the stored output is the recovery point. Fetching it again
+        # stored it a second time (an outside crash-point sweep: two valid rows).
+        return Partial.STORED
     if step.adapter.desc.result.side_effects:
         return Partial.NONE  # a fetch that consumes the result is not ours to make on the side
     try:
