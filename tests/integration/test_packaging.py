@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import configparser
+import contextlib
 import importlib.metadata
 import json
 import os
@@ -21,7 +22,7 @@ import subprocess
 import sys
 import threading
 import tomllib
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -641,11 +642,10 @@ async def test_login_roles_script_grants_each_daemon_its_group(
         await admin.close()
 
 
-async def test_migrate_runs_as_an_unprivileged_database_owner(
-    pg_server: ResolvedDatabase,
-) -> None:
-    """The documented install: owner role + this script, then `migrate` as the owner."""
-    prefix = f"jwpo{os.getpid()}_"
+@contextlib.asynccontextmanager
+async def _owner_install(pg_server: ResolvedDatabase, prefix: str) -> AsyncIterator[Any]:
+    """The documented install: an owner role that is no superuser, its database, the
+    roles script; yields a connection to it, acting as the owner, migrated."""
     owner, database = f"{prefix}owner", f"{prefix}db"
     admin = await connect(pg_server.admin_url)
     try:
@@ -657,16 +657,24 @@ async def test_migrate_runs_as_an_unprivileged_database_owner(
             await conn.execute(_roles_script(prefix))
             await conn.execute(f'SET ROLE "{owner}"')  # a superuser no more
             assert await apply_migrations(conn)
-            await conn.execute(f'SET ROLE "{prefix}agent"')
-            await conn.fetch("SELECT * FROM agent_operations")
-            with pytest.raises(asyncpg.InsufficientPrivilegeError):
-                await conn.fetch("SELECT * FROM operations")
+            yield conn
         finally:
             await conn.close()
     finally:
         await admin.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
         await _drop_roles(admin, prefix)
         await admin.close()
+
+
+async def test_migrate_runs_as_an_unprivileged_database_owner(
+    pg_server: ResolvedDatabase,
+) -> None:
+    """The documented install: owner role + this script, then `migrate` as the owner."""
+    async with _owner_install(pg_server, f"jwpo{os.getpid()}_") as conn:
+        await conn.execute(f'SET ROLE "jwpo{os.getpid()}_agent"')
+        await conn.fetch("SELECT * FROM agent_operations")
+        with pytest.raises(asyncpg.InsufficientPrivilegeError):
+            await conn.fetch("SELECT * FROM operations")
 
 
 async def test_the_owner_may_wake_operations_after_the_documented_install(
@@ -681,23 +689,6 @@ async def test_the_owner_may_wake_operations_after_the_documented_install(
     denied for function pg_notify" on every retry (the reconciler's step
     failed, the operation stayed in create_unknown).
     """
-    prefix = f"jwpn{os.getpid()}_"
-    owner, database = f"{prefix}owner", f"{prefix}db"
-    admin = await connect(pg_server.admin_url)
-    try:
-        await _require_superuser(admin)
-        await admin.execute(f'CREATE ROLE "{owner}" LOGIN')
-        await admin.execute(f'CREATE DATABASE "{database}" OWNER "{owner}"')
-        conn = await connect(with_database(pg_server.admin_url, database))
-        try:
-            await conn.execute(_roles_script(prefix))
-            await conn.execute(f'SET ROLE "{owner}"')
-            assert await apply_migrations(conn)
-            # What jw_attach_early_events does as the owner, for any operation id.
-            assert await conn.fetchval("SELECT jw_request_wakes(ARRAY['op_none'])") == 1
-        finally:
-            await conn.close()
-    finally:
-        await admin.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
-        await _drop_roles(admin, prefix)
-        await admin.close()
+    async with _owner_install(pg_server, f"jwpn{os.getpid()}_") as conn:
+        # What jw_attach_early_events does as the owner, for any operation id.
+        assert await conn.fetchval("SELECT jw_request_wakes(ARRAY['op_none'])") == 1
