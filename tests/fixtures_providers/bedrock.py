@@ -65,6 +65,9 @@ class BedrockFixture:
         self.jobs: dict[str, dict[str, Any]] = {}
         self.by_token: dict[str, str] = {}
         self.creates = 0
+        # this many creates first refused 400 ServiceQuotaExceededException (the
+        # account's cap of concurrent batch jobs): nothing made
+        self.over_quota = 0
         self.stops = 0
         self.signed_by: list[str] = []
         # the job identifiers the reads named, decoded from their paths
@@ -92,6 +95,12 @@ class BedrockFixture:
         if refused is not None:
             return refused
         self.creates += 1
+        if self.creates <= self.over_quota:
+            return _error(
+                "ServiceQuotaExceededException",
+                "The number of concurrent batch inference jobs exceeds the quota",
+                400,
+            )
         document = json.loads(body)
         name, token = document.get("jobName", ""), document.get("clientRequestToken")
         missing = [

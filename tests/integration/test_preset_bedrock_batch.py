@@ -79,6 +79,22 @@ async def test_a_lost_create_is_sent_again_with_its_token_and_one_job_runs(
     assert fx.creates == 2 and len(fx.jobs) == 1
 
 
+async def test_a_create_over_the_concurrent_job_quota_is_sent_again_not_failed(
+    pool: Any, tmp_path: Path
+) -> None:
+    """The account's cap of concurrent batch jobs answers 400
+    ServiceQuotaExceededException (with x-amzn-ErrorType's URI suffix): no job
+    was made. It is back-pressure, not a rejection that failed the operation."""
+    fx = BedrockFixture()
+    fx.over_quota = 2
+    async with rig(pool, tmp_path, fx) as r:
+        op_id = await r.submit(job("done-later"))
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        creates = await r.calls(op_id, "create")
+    assert [c["status_code"] for c in creates] == [400, 400, 200]
+    assert fx.creates == 3 and len(fx.jobs) == 1
+
+
 async def test_a_partial_batch_is_partially_succeeded_with_its_counts(
     pool: Any, tmp_path: Path
 ) -> None:
