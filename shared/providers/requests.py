@@ -27,6 +27,7 @@ from typing import Any
 from urllib.parse import (
     SplitResult,
     parse_qsl,
+    quote,
     unquote_plus,
     urlencode,
     urljoin,
@@ -317,7 +318,8 @@ def _with_query(url: str, params: Mapping[str, str]) -> str:
         for pair in parts.query.split("&")
         if pair and unquote_plus(pair.partition("=")[0]) not in params
     ]
-    return urlunsplit(parts._replace(query="&".join([*kept, urlencode(list(params.items()))])))
+    added = urlencode(list(params.items()), quote_via=quote)
+    return urlunsplit(parts._replace(query="&".join([*kept, added])))
 
 
 def _next_page_url(desc: ProviderDescription, page_url: str, named: str) -> str:
@@ -669,7 +671,9 @@ def add_query(url: str, params: Mapping[str, str]) -> str:
         return url
     parts = urlsplit(url)
     pairs = [*parse_qsl(parts.query, keep_blank_values=True), *params.items()]
-    return urlunsplit(parts._replace(query=urlencode(pairs)))
+    # a space as %20, never "+": read alike by a form decoder, and as written by
+    # AWS's signature (which signs "+" as itself, where some servers read a space)
+    return urlunsplit(parts._replace(query=urlencode(pairs, quote_via=quote)))
 
 
 def _join(desc: ProviderDescription, template: Template, values: Mapping[str, str]) -> str:

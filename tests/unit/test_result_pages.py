@@ -45,7 +45,7 @@ def test_a_page_carries_the_token_in_its_parameter_replacing_any_earlier_one() -
     desc = described(**LOCATOR)
     first = build_result_requests(desc, "750x", StatusFact(status_code=200))[0]
     second = build_result_page(desc, first, "MTAw MDA/+")
-    assert second.url == f"{BASE}/jobs/query/750x/results?maxRecords=2&locator=MTAw+MDA%2F%2B"
+    assert second.url == f"{BASE}/jobs/query/750x/results?maxRecords=2&locator=MTAw%20MDA%2F%2B"
     assert second.headers["Authorization"] == "Bearer t0k"
     third = build_result_page(desc, second, "MjAw")
     assert third.url == f"{BASE}/jobs/query/750x/results?maxRecords=2&locator=MjAw"
