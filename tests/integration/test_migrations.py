@@ -175,17 +175,28 @@ async def test_pending_files_declared_locks_are_taken_before_any_file_runs(
     daemon = await connect(with_database(pg_server.admin_url, name))
     try:
         await apply_migrations(conn, [m for m in load_migrations() if m.version < 34])
+        # PostgreSQL says when the migrator has waited for a lock: log_lock_waits,
+        # sent to the migrator's own client (a notice) once deadlock_timeout passes
+        blocked = asyncio.Event()
+
+        def heard(_conn: Any, message: Any) -> None:
+            if "still waiting for" in str(message.message) and "on relation" in str(message):
+                blocked.set()
+
+        conn.add_log_listener(heard)
+        await conn.execute(
+            "SET log_lock_waits = on; SET deadlock_timeout = '10ms'; SET client_min_messages = log"
+        )
         async with daemon.transaction():
             await daemon.execute("LOCK TABLE operations IN ROW EXCLUSIVE MODE")  # a claim's
             migrating = asyncio.ensure_future(apply_migrations(conn))
-            waiting = (
-                "SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation"
-                " WHERE NOT l.granted AND c.relname = 'operations' AND l.pid = $1"
-            )
-            migrator = conn.get_server_pid()
             async with asyncio.timeout(60):
-                while not await daemon.fetchval(waiting, migrator):  # blocked on operations
-                    await asyncio.sleep(0.01)
+                await blocked.wait()  # the migrator waits for the daemon's lock
+            waiting = (
+                "SELECT c.relname FROM pg_locks l JOIN pg_class c ON c.oid = l.relation"
+                " WHERE NOT l.granted AND l.pid = $1"
+            )
+            assert await daemon.fetchval(waiting, conn.get_server_pid()) == "operations"
             # then the daemon records its read: the observations table is free
             await daemon.fetchval("SELECT count(*) FROM observations")
         assert await migrating == [m.name for m in load_migrations() if m.version >= 34]
