@@ -340,15 +340,7 @@ async def run_until(world: World, rec: Reconciler, states: set[LocalState]) -> N
 
 async def advance_to_due(world: World) -> bool:
     """Move the clock to the operation's next appointment; False if nothing is scheduled."""
-    due = await world.db.fetchval(
-        "SELECT extract(epoch FROM next_poll_at - jw_now()) FROM operations"
-        " WHERE operation_id = $1",
-        world.operation_id,
-    )
-    if due is None:
-        return False
-    await world.clock.advance(max(0.0, float(due)) + 0.01)
-    return True
+    return await world.clock.to_appointment(world.db, world.operation_id)
 
 
 async def nothing(world: World, rec: Reconciler) -> None:

@@ -112,6 +112,18 @@ class TestClock(ShiftedClock):
             "UPDATE jw_test_clock SET shift = make_interval(secs => $1)", self.offset
         )
 
+    async def to_appointment(self, db: Any, operation_id: str) -> bool:
+        """Move to the operation's next appointment (just past it); False if it has none."""
+        due = await db.fetchval(
+            "SELECT extract(epoch FROM next_poll_at - jw_now()) FROM operations"
+            " WHERE operation_id = $1",
+            operation_id,
+        )
+        if due is None:
+            return False
+        await self.advance(max(0.0, float(due)) + 0.01)
+        return True
+
 
 # --------------------------------------------------------------------------
 # throwaway databases

@@ -77,15 +77,7 @@ class World:
 
     async def due(self) -> bool:
         """Move the clock to the operation's next appointment; False if none."""
-        due = await self.db.fetchval(
-            "SELECT extract(epoch FROM next_poll_at - jw_now()) FROM operations"
-            " WHERE operation_id = $1",
-            self.operation_id,
-        )
-        if due is None:
-            return False
-        await self.clock.advance(max(0.0, float(due)) + 0.01)
-        return True
+        return await self.clock.to_appointment(self.db, self.operation_id)
 
     async def run_until(self, done: Callable[[], Awaitable[bool]]) -> None:
         for _ in range(MAX_ROUNDS):
