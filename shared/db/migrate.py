@@ -137,7 +137,7 @@ async def _take_declared_locks(conn: asyncpg.Connection, pending: list[Migration
     new database) needs no lock."""
     for migration in pending:
         for declared in _TABLE_LOCK.finditer(migration.sql):
-            if await conn.fetchval(q("migrations_table_present"), declared.group(1)):
+            if await conn.fetchval(q("migrations_table_exists"), declared.group(1)):
                 await conn.execute(declared.group(0))  # the file's own statement
 
 
@@ -156,7 +156,7 @@ def _refusal(migration: Migration, exc: asyncpg.RaiseError) -> str:
 async def pending_migrations(conn: asyncpg.Connection) -> list[str]:
     """Names of migrations not yet applied (for /readyz); MigrationError on a changed
     file, NewerSchema when the database holds a migration this code does not know."""
-    exists = await conn.fetchval(q("migrations_table_exists"))
+    exists = await conn.fetchval(q("migrations_table_exists"), "public.schema_migrations")
     migrations = load_migrations()
     if not exists:
         return [m.name for m in migrations]

@@ -16,8 +16,6 @@ SELECT version, name, checksum FROM schema_migrations ORDER BY version;
 INSERT INTO schema_migrations (version, name, checksum) VALUES ($1, $2, $3);
 
 -- name: migrations_table_exists
-SELECT to_regclass('public.schema_migrations') IS NOT NULL;
-
--- name: migrations_table_present
--- Whether table $1 exists yet (a pending file's declared lock is taken only then).
+-- Whether table $1 exists yet: schema_migrations (a database never migrated
+-- has none), or a table a pending file locks (its declared lock is taken only then).
 SELECT to_regclass($1) IS NOT NULL;
