@@ -482,13 +482,14 @@ async def _pages_after(
             req = _next_page(step, pages, first, token, got.url or req.url)
         except RequestBuildError as exc:
             return _PagesCut(f"cannot request page {len(parts) + 1} of the result: {exc}")
-        if _sent(req) in seen:
+        sent = _sent(req)
+        if sent in seen:
             return _PagesCut("the result has its pages loop (a page named one already read)")
         if len(parts) >= pages.max_pages:
             return _PagesCut(
                 f"the result has more than {pages.max_pages} pages (result.pages.max_pages)"
             )
-        seen.add(_sent(req))
+        seen.add(sent)
         answer = await part(req)
         if not isinstance(answer, HttpResponse):
             return answer
