@@ -542,13 +542,11 @@ def _suspect(step: Step, fact: StatusFact) -> _Suspect | None:
     return None
 
 
-def _passing_codes(step: Step) -> list[int]:
+def _passing_codes(step: Step) -> frozenset[int]:
     """4xx codes that do not count as a refused read: a timeout, too early, a
     throttle, and the codes the description reads as "not found" or as a state."""
     status = step.adapter.desc.status
-    return sorted(
-        PASSING_CLIENT_STATUSES | status.not_found_statuses | set(status.state_from_http_status)
-    )
+    return PASSING_CLIENT_STATUSES | status.not_found_statuses | set(status.state_from_http_status)
 
 
 def _refused_cause(fact: StatusFact, reads: int) -> str:
