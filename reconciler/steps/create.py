@@ -646,8 +646,7 @@ async def _accept(
 async def _shared_job(step: Step, conn: Any, job_id: str, via: str) -> Delay:
     """Another operation holds `job_id` (the database refused it: JobShared): a
     human's, with the holder named. `conn` must not be in the aborted transaction."""
-    holder = await ledger.holder_of_job(conn, step.op.provider, job_id, step.op.operation_id)
-    whose = f"operation {holder}'s" if holder else "another operation's"
+    whose = await ledger.holder_of_job(conn, step.op.provider, job_id, step.op.operation_id)
     return await _conflict(
         step,
         conn,

@@ -276,8 +276,7 @@ async def adopt_job(
     except JobShared:
         # the index refused the job id: the whole adoption is rolled back (the
         # decision and any move with it), and the holder is named from outside it
-        holder = await holder_of_job(conn, op.provider, job_id, op.operation_id)
-        whose = f"operation {holder}'s" if holder else "another operation's"
+        whose = await holder_of_job(conn, op.provider, job_id, op.operation_id)
         raise AdoptionRefused(
             f"job {job_id!r} is already {whose}: two operations must not share a job"
         ) from None

@@ -409,10 +409,9 @@ def unstorable_job_id(job_id: str) -> str | None:
 ONE_OPERATION_PER_JOB = "operations_one_per_job"
 
 
-async def holder_of_job(
-    db: Executor, provider: str, remote_job_id: str, operation_id: str
-) -> str | None:
-    """The other operation of `provider` that has `remote_job_id` on record, or None.
+async def holder_of_job(db: Executor, provider: str, remote_job_id: str, operation_id: str) -> str:
+    """Whose `remote_job_id` is, for a message: "operation X's", the other
+    operation of `provider` that has it on record, or "another operation's".
 
     Two operations sharing a job would both collect its result, and one's
     cancel would stop the other's work. The database refuses a second holder
@@ -422,7 +421,7 @@ async def holder_of_job(
     recorded job id is never rewritten).
     """
     found = await db.fetchval(q("operation_holding_job"), provider, remote_job_id, operation_id)
-    return str(found) if found is not None else None
+    return f"operation {found}'s" if found is not None else "another operation's"
 
 
 async def record_remote_job(
