@@ -218,8 +218,7 @@ async def _send(
             )
             body = resp.content
             if req.answer_secrets:  # a callback token echoed: gone before anything reads it
-                held = [v for s in req.answer_secrets for v in s.values_held()]
-                body = static_header.scrub(body, held)
+                body = static_header.scrub_held(body, req.answer_secrets)
     except (httpx.HTTPError, TimeoutError) as exc:
         elapsed = int((time.perf_counter() - started) * 1000)
         category = classify_transport_error(exc)

@@ -670,10 +670,7 @@ class WebhookSpec:
         """`body` without the callback token it may echo (`token_in_url`), else as is."""
         if not self.token_in_url:
             return body
-        # a value held before a rotation too: a job created then echoes it
-        return static_header.scrub(
-            body, [v for secret in self.secrets for v in secret.values_held()]
-        )
+        return static_header.scrub_held(body, self.secrets)
 
 
 # Deadlines beyond a month are configuration mistakes, not business needs:

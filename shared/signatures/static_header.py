@@ -26,10 +26,11 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from urllib.parse import parse_qsl, urlsplit
 
 from shared.redaction import REDACTED, is_secret_param
+from shared.secret import Secret
 
 from .digests import any_match
 from .errors import SignatureError
@@ -160,6 +161,12 @@ def scrub(body: bytes, secrets: Sequence[str]) -> bytes:
     for secret in secrets:
         scrubbed = _spelled_otherwise(secret).sub(REDACTED, scrubbed)
     return body if scrubbed == text else scrubbed.encode("utf-8")
+
+
+def scrub_held(body: bytes, secrets: Iterable[Secret]) -> bytes:
+    """`scrub` with every value the secrets hold: one held before a rotation too
+    (a job created then echoes it)."""
+    return scrub(body, [value for secret in secrets for value in secret.values_held()])
 
 
 @functools.lru_cache(maxsize=64)
