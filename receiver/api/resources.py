@@ -67,28 +67,28 @@ def operation_resource(row: Mapping[str, Any]) -> dict[str, Any]:
     if row["outcome"] in SUCCESS_OUTCOMES:
         resource["response"] = {
             "outcome": row["outcome"],
-            "result_ref": row["result_ref"],
-            "result": row["result"],
-            "summary": {
-                "total": row["items_total"],
-                "succeeded": row["items_succeeded"],
-                "failed": row["items_failed"],
-            },
+            **_stored_output(row),
             "errors_ref": row["errors_ref"],
         }
     elif row["done"]:
         resource["error"] = row["error"]
         if row["result_ref"] is not None:  # a cancelled job's output, kept (migration 036)
-            resource["partial_output"] = {
-                "result_ref": row["result_ref"],
-                "result": row["result"],
-                "summary": {
-                    "total": row["items_total"],
-                    "succeeded": row["items_succeeded"],
-                    "failed": row["items_failed"],
-                },
-            }
+            resource["partial_output"] = _stored_output(row)
     return resource
+
+
+def _stored_output(row: Mapping[str, Any]) -> dict[str, Any]:
+    """What was stored of the job's output, as a result or as a cancelled job's
+    partial output alike: where, inline, and its item counts."""
+    return {
+        "result_ref": row["result_ref"],
+        "result": row["result"],
+        "summary": {
+            "total": row["items_total"],
+            "succeeded": row["items_succeeded"],
+            "failed": row["items_failed"],
+        },
+    }
 
 
 def transition_event(operation_id: str, row: Mapping[str, Any]) -> dict[str, Any]:
