@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from shared.providers.description import Limits
-from shared.providers.timing import MAX_HONOURED_DELAY, is_poll_hint
+from shared.providers.timing import MAX_HONOURED_DELAY, backoff_ceiling, is_poll_hint
 
 # Read this long after the forecast end: its share of the forecast (progress
 # reported in whole items rounds down) plus the backoff floor.
@@ -225,10 +225,11 @@ def backoff_reads_by(age: float, limits: Limits) -> int:
     fixed = limits.default_poll_after_seconds
     if fixed:
         return int(age // fixed)
-    elapsed, reads, wait = 0.0, 0, limits.backoff_base
+    elapsed, reads = 0.0, 0
+    wait = backoff_ceiling(limits, reads)
     while wait < limits.backoff_cap and elapsed + wait <= age and reads < 64:
-        elapsed, reads, wait = elapsed + wait, reads + 1, wait * limits.backoff_factor
-    wait = min(wait, limits.backoff_cap)
+        elapsed, reads = elapsed + wait, reads + 1
+        wait = backoff_ceiling(limits, reads)
     return reads + (int((age - elapsed) // wait) if age > elapsed and wait > 0 else 0)
 
 
