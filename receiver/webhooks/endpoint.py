@@ -718,9 +718,8 @@ def _target(scope: Scope) -> str:
     the callback URL is read from (`static_header` with `query`). Not
     `signed_url`: a query in `public_webhook_url` would then be read as the
     sender's, and a request with no token at all would present ours."""
-    query = scope.get("query_string", b"").decode("latin-1")
     path: str = scope.get("path", "")
-    return path + (f"?{query}" if query else "")
+    return _with_query(path, scope)
 
 
 def signed_url(public_url: str, provider: str, scope: Scope) -> str | None:
@@ -739,6 +738,11 @@ def signed_url(public_url: str, provider: str, scope: Scope) -> str | None:
     slash = scope.get("path", "").endswith("/")
     if "?" not in url and url.endswith("/") != slash:
         url = url + "/" if slash else url[:-1]
+    return _with_query(url, scope)
+
+
+def _with_query(url: str, scope: Scope) -> str:
+    """`url` with the request's query string as it came (none: as it is)."""
     query = scope.get("query_string", b"").decode("latin-1")
     return url + (f"?{query}" if query else "")
 
