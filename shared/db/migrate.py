@@ -79,7 +79,7 @@ async def apply_migrations(
 
     def heard(_: object, notice: asyncpg.PostgresLogMessage) -> None:
         if warn is not None and notice.severity == "WARNING":
-            said = [notice.message, getattr(notice, "detail", None), notice.hint]
+            said = [notice.message, notice.detail, notice.hint]
             warn("; ".join(part for part in said if part))
 
     conn.add_log_listener(heard)
