@@ -142,6 +142,9 @@ def test_a_request_signed_again_drops_the_last_signature() -> None:
         ('{"AccessKeyId": "A"}', "AccessKeyId and SecretAccessKey are required"),
         ('{"AccessKeyId": "A", "SecretAccessKey": "s", "SessionToken": 3}', "SessionToken"),
         ('{"AccessKeyId": "A B", "SecretAccessKey": "s"}', "a space or a character"),
+        ('{"AccessKeyId": "A", "SecretAccessKey": "s\\t"}', "a space or a character"),
+        ('{"AccessKeyId": "A", "SecretAccessKey": "s\\u007f"}', "a space or a character"),
+        ('{"AccessKeyId": "A", "SecretAccessKey": "s", "SessionToken": "\\u00e9"}', "a space"),
     ],
 )
 def test_credentials_that_cannot_sign_are_refused_without_quoting_them(
