@@ -801,13 +801,9 @@ def signed_as_it_leaves(desc: ProviderDescription, req: HttpRequest) -> HttpRequ
     content = req.content
     if content is None and req.json is not None:
         content = _json_bytes(req.json)
-    headers = {k: v for k, v in req.headers.items() if k.lower() not in _SIGNED_BY_US}
+    headers = sigv4.without_signature(req.headers)
     headers.update(_signed(auth, req.method, req.url, headers, content or b""))
     return dataclasses.replace(req, headers=headers, content=content)
-
-
-# The headers a signature adds (`sigv4.sign`), dropped before signing again.
-_SIGNED_BY_US = frozenset({"authorization", "x-amz-date", "x-amz-security-token"})
 
 
 def signing_time() -> datetime:

@@ -77,7 +77,7 @@ def sign(
     added = {"X-Amz-Date": stamp}
     if credentials.session_token:
         added["X-Amz-Security-Token"] = credentials.session_token
-    signed = _signed_headers(url, {**_without_ours(headers), **added})
+    signed = _signed_headers(url, {**without_signature(headers), **added})
     names = ";".join(signed)
     scope = f"{stamp[:8]}/{region}/{service}/aws4_request"
     parts = urlsplit(url)
@@ -101,10 +101,13 @@ def sign(
     return added
 
 
-def _without_ours(headers: Mapping[str, str]) -> dict[str, str]:
+# The headers `sign` adds, lower-cased.
+_ADDED = frozenset({"authorization", "x-amz-date", "x-amz-security-token"})
+
+
+def without_signature(headers: Mapping[str, str]) -> dict[str, str]:
     """A re-signed request's headers without the last signature's."""
-    ours = {"authorization", "x-amz-date", "x-amz-security-token"}
-    return {k: v for k, v in headers.items() if k.lower() not in ours}
+    return {k: v for k, v in headers.items() if k.lower() not in _ADDED}
 
 
 def _signed_headers(url: str, headers: Mapping[str, str]) -> dict[str, str]:
