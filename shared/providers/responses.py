@@ -658,15 +658,26 @@ def _next_numbered(
     """
     position, read = _numbered_position(spec, page_token)
     read += count
-    if count == 0:
+    if _is_last_page(spec, resp, count, read):
         return None
-    if spec.last_page is LastPage.SHORT and spec.page_size is not None and count < spec.page_size:
-        return None
-    if spec.last_page is LastPage.TOTAL and spec.total is not None:
-        total = as_int(extract(spec.total, resp.json_body, resp.headers))
-        if total is not None and read >= total:
-            return None
     return f"{position + 1}:{read}" if spec.page_param is not None else str(read)
+
+
+def _is_last_page(
+    spec: LookupSpec | ResultPages, resp: HttpResponse, count: int, read: int
+) -> bool:
+    """Whether a page of `count` items, `read` in all so far, ends a numbered list
+    or an offset-paged result: an empty page, always; else as `last_page` says
+    (an unreadable `total` leaves the end to the empty page)."""
+    if count == 0:
+        return True
+    if spec.last_page is LastPage.SHORT and spec.page_size is not None and count < spec.page_size:
+        return True
+    if spec.last_page is LastPage.TOTAL and spec.total is not None:
+        body = resp.json_body if spec.total.source is PathSource.BODY else None
+        total = as_int(extract(spec.total, body, resp.headers))
+        return total is not None and read >= total
+    return False
 
 
 def _numbered_position(spec: LookupSpec, page_token: str | None) -> tuple[int, int]:
@@ -739,17 +750,10 @@ def _next_offset(
     the end to the empty page). A page whose items cannot be counted (no item
     list, not CSV) ends the paging too: validation refuses it with the rest."""
     count = _page_items(result, resp)
-    if not count:
+    if count is None:
         return None
     read = int(page_token or 0) + count
-    if spec.last_page is LastPage.SHORT and spec.page_size is not None and count < spec.page_size:
-        return None
-    if spec.last_page is LastPage.TOTAL and spec.total is not None:
-        body = resp.json_body if spec.total.source is PathSource.BODY else None
-        total = as_int(extract(spec.total, body, resp.headers))
-        if total is not None and read >= total:
-            return None
-    return str(read)
+    return None if _is_last_page(spec, resp, count, read) else str(read)
 
 
 def _page_items(result: ResultSpec, resp: HttpResponse) -> int | None:
