@@ -267,7 +267,14 @@ def _parse_create_success(
 
 def _not_created_code(spec: CreateSpec, body: Any, resp: HttpResponse) -> str | None:
     """`path = code` when the answer carries a code `create.not_created_codes` lists."""
-    for path, codes in spec.not_created_codes:
+    return _listed_code_at(spec.not_created_codes, body, resp)
+
+
+def _listed_code_at(
+    listed: tuple[tuple[ValuePath, frozenset[str]], ...], body: Any, resp: HttpResponse
+) -> str | None:
+    """`path = code` for the first path whose code its list holds (`listed_code`)."""
+    for path, codes in listed:
         found = as_code(extract(path, body, resp.headers))
         if listed_code(found, codes):
             return f"{path.text} = {found}"
@@ -346,11 +353,7 @@ def _done_in_body(spec: StatusSpec) -> bool:
 def throttle_code(desc: ProviderDescription, resp: HttpResponse) -> str | None:
     """`path = code` when a refused read (a status read, a result page) carries a
     code `status.throttle_codes` lists."""
-    for path, codes in desc.status.throttle_codes:
-        found = as_code(extract(path, resp.json_body, resp.headers))
-        if listed_code(found, codes):
-            return f"{path.text} = {found}"
-    return None
+    return _listed_code_at(desc.status.throttle_codes, resp.json_body, resp)
 
 
 def _out_of_quota(resp: HttpResponse) -> bool:
