@@ -62,8 +62,10 @@ def encode(body: Any, encoding: BodyEncoding, seed: Any = None) -> tuple[bytes, 
     if encoding is BodyEncoding.FORM:
         pairs = [(part.name, part.data.decode()) for part in parts]
         return urlencode(pairs).encode("ascii"), FORM_TYPE
-    derived = parts if seed is None or not isinstance(seed, Mapping) else _parts(seed, encoding)
-    boundary = _boundary(list(derived), parts)
+    # the body itself when it holds no secret (`redacted` returns it): its parts,
+    # files decoded, are not built a second time
+    same = seed is None or seed is body or not isinstance(seed, Mapping)
+    boundary = _boundary(parts if same else list(_parts(seed, encoding)), parts)
     return _multipart(parts, boundary), f"multipart/form-data; boundary={boundary}"
 
 
