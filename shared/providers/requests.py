@@ -328,15 +328,7 @@ def _next_page_url(desc: ProviderDescription, page_url: str, named: str) -> str:
     if len(named) > MAX_URL_CHARS:  # before any parsing: never quoted, never worked on
         raise RequestBuildError(_too_long(what, len(named)))
     check_path_value(named, what)
-    try:
-        url = urljoin(page_url, named.strip())
-        parts = urlsplit(url)
-        parts.port  # noqa: B018 - parsed now: a bad port is refused here
-    except ValueError:
-        # urlsplit's refusals; their text would repeat the URL
-        raise RequestBuildError(f"{what} cannot be parsed") from None
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise RequestBuildError(f"{what} is not an http(s) URL ({parts.scheme or 'no'} scheme)")
+    url, parts = _joined(page_url, named.strip(), what)
     if parts.username is not None or parts.password is not None:
         # the client would send it as Basic credentials in our token's place
         raise RequestBuildError(f"{what} carries a user name or password")
@@ -360,6 +352,20 @@ def _origin_text(url: str) -> str:
     return f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}"
 
 
+def _joined(base: str, named: str, what: str) -> tuple[str, SplitResult]:
+    """`named` resolved against `base`: an http(s) URL with a host, parsed whole."""
+    try:
+        url = urljoin(base, named)
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - parsed now: a bad port is refused here
+    except ValueError:
+        # urlsplit's refusals (a bad port...); their text would repeat the URL
+        raise RequestBuildError(f"{what} cannot be parsed") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise RequestBuildError(f"{what} is not an http(s) URL ({parts.scheme or 'no'} scheme)")
+    return url, parts
+
+
 def build_redirect(desc: ProviderDescription, previous: HttpRequest, location: str) -> HttpRequest:
     """The next hop of a result fetch answered by a redirect to `location`.
 
@@ -371,19 +377,10 @@ def build_redirect(desc: ProviderDescription, previous: HttpRequest, location: s
     to whoever serves it. The target passes `check_sendable` like any URL the
     provider gives.
     """
-    check_path_value(location, "the redirect's Location")
-    try:
-        url = urljoin(previous.url, location)
-        parts = urlsplit(url)
-        parts.port  # noqa: B018 - parsed now: a bad port is refused here
-    except ValueError:
-        # urlsplit's refusals (a bad port...); their text would repeat the URL
-        raise RequestBuildError("the redirect's Location cannot be parsed") from None
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise RequestBuildError(
-            f"the redirect's Location is not an http(s) URL ({parts.scheme or 'no'} scheme)"
-        )
-    check_sendable(desc, url, "the redirect's Location")
+    what = "the redirect's Location"
+    check_path_value(location, what)
+    url, _ = _joined(previous.url, location, what)
+    check_sendable(desc, url, what)
     headers = dict(previous.headers)
     if not _may_receive_credential(desc, url):
         secret = {name.lower() for name in previous.secret_headers}
