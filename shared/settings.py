@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from shared.providers import ConfigError, ProviderDescription, load_providers
+from shared.providers import ConfigError, ProviderDescription, parse_providers
 
 
 @dataclass(frozen=True)
@@ -178,7 +178,7 @@ def load_settings(
 
     `credentials=False` for a process that never calls a provider (the
     receiver): provider API keys it is not given leave those providers
-    without auth rather than refusing the config (load_providers).
+    without auth rather than refusing the config (parse_providers).
     """
     env = os.environ if env is None else env
     if path is None and env.get("JW_CONFIG"):
@@ -194,7 +194,8 @@ def load_settings(
         if unknown:
             raise ConfigError(f"{path}: unknown top-level table(s): {', '.join(sorted(unknown))}")
         if "providers" in document:
-            providers = load_providers(path, env, credentials=credentials)
+            # the document already read: the file is read and parsed once
+            providers = parse_providers(document, str(path), env, credentials=credentials)
     values: dict[str, Any] = {"config_path": path, "providers": providers}
     kinds = {f.name: f.type for f in fields(Settings)}
     types = {"Path": Path, "int": int, "float": float, "str": str}
