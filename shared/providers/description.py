@@ -664,7 +664,7 @@ class WebhookSpec:
     def token_in_url(self) -> bool:
         """`static_header` with `query`: the token travels in the callback URL, which
         providers echo in answers and callbacks alike."""
-        return self.scheme is WebhookScheme.STATIC_HEADER and "query" in self.options
+        return self.scheme is WebhookScheme.STATIC_HEADER and static_header.in_query(self.options)
 
     def scrub_token(self, body: bytes) -> bytes:
         """`body` without the callback token it may echo (`token_in_url`), else as is."""
