@@ -1,7 +1,9 @@
 """What every reconciler step needs, built once per process.
 
-Nothing here holds per-operation state: an operation's whole truth is its row,
-so a step can be killed at any line and redone by any worker.
+Nothing here holds per-operation truth: an operation's whole truth is its row,
+so a step can be killed at any line and redone by any worker. The one
+per-operation thing kept (`pages`) is a cache whose loss costs calls, never
+correctness.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reconciler.lanes import Lanes
+from reconciler.page_memory import PageMemory
 from reconciler.poll_writer import PollWriter
 from shared.clock import SYSTEM_CLOCK, Clock
 from shared.providers import ProviderAdapter, ProviderDescription, adapter_for
@@ -39,6 +42,8 @@ class Context:
     database_url: str | None = None
     # Group commit for the status reads that decide nothing (poll_writer.py).
     polls: PollWriter = field(init=False)
+    # A paged result's pages read by an attempt a throttle cut short (page_memory.py).
+    pages: PageMemory = field(default_factory=PageMemory)
 
     def __post_init__(self) -> None:
         self.polls = PollWriter(self.pool)

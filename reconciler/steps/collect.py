@@ -23,6 +23,7 @@ from enum import Enum
 from typing import Any, Literal, TypeGuard, TypeVar
 
 from reconciler.calls import imposed_wait, observed_of, recorded_response
+from reconciler.page_memory import PageProgress
 from reconciler.readings import read_status
 from reconciler.step import Delay, Step, lease_lost
 from shared import ledger
@@ -432,18 +433,38 @@ async def _fetched_pages(
     A page that answers other than 2xx ends the paging, and validation
     judges it with the rest (refused: a result part must be a success);
     so does a result already past `max_bytes` (refused as too large, the
-    rest never fetched).
+    rest never fetched). An attempt cut short by a page it may try again
+    (a throttle, a 5xx) leaves the pages it read to the next attempt
+    (reconciler/page_memory.py), which goes on from there; if the page it
+    goes on with is refused (a token that expired meanwhile), it reads
+    from page 1 at once.
     """
-    got = await _fetched_part(step, conn, first, attempt, verdict=True)
-    if isinstance(got, _Stop):
-        return got
+    memory, now = step.ctx.pages, step.ctx.clock.monotonic()
+    key = (step.op.operation_id, _sent(first))
+    progress = memory.take(*key, now)
+    resumed = len(progress.parts) if progress is not None else 0
+    if progress is None:
+        got = await _fetched_part(step, conn, first, attempt, verdict=True)
+        if isinstance(got, _Stop):
+            return got
+        progress = _begun(step, first, got)
 
     async def part(req: HttpRequest) -> HttpResponse | _Stop:
         return await _fetched_part(step, conn, req, attempt)
 
-    parts = await _pages_after(step, first, got, part)
+    parts = await _pages_after(step, progress, part)
+    if isinstance(parts, _Stop):
+        if parts.delay is not None:  # tried again later, not given up
+            memory.keep(*key, progress, step.ctx.clock.monotonic())
+        return parts
     if isinstance(parts, _PagesCut):
         return _Stop(await _give_up(step, conn, S.RESULT_UNAVAILABLE, parts.reason))
+    if resumed and len(parts) > resumed and not 200 <= parts[resumed].status_code < 300:
+        log.warning(
+            "a result page refused where the last attempt stopped; reading from page 1",
+            extra={"ctx": {"operation_id": step.op.operation_id, "page": resumed + 1}},
+        )
+        return await _fetched_pages(step, conn, first, attempt)
     return parts
 
 
@@ -457,47 +478,56 @@ class _PagesCut:
 _T = TypeVar("_T")
 
 
-async def _pages_after(
-    step: Step,
-    first: HttpRequest,
-    got: HttpResponse,
-    part: Callable[[HttpRequest], Awaitable[HttpResponse | _T]],
-) -> list[HttpResponse] | _PagesCut | _T:
-    """`got` (the first page's answer) and every page it leads to (`result.pages`),
-    each fetched by `part`, which may end the paging with a value of its own.
-
-    A page whose request is one already sent (the same URL and body: a token, an
-    offset or a next URL naming a page read before) is a loop, never fetched again."""
-    parts = [got]
+def _begun(step: Step, first: HttpRequest, got: HttpResponse) -> PageProgress:
+    """The reading of a result whose first page (`got`) answered `first`."""
     pages = step.adapter.desc.result.pages
     token = step.adapter.result_next_page(got) if pages is not None else None
-    req = first
-    seen = {_sent(first)}
-    size = len(got.body)
+    return PageProgress(first, [got], first, token, {_sent(first)})
+
+
+async def _pages_after(
+    step: Step,
+    progress: PageProgress,
+    part: Callable[[HttpRequest], Awaitable[HttpResponse | _T]],
+) -> list[HttpResponse] | _PagesCut | _T:
+    """Every page `progress` leads to (`result.pages`) after the ones it holds, each
+    fetched by `part`, which may end the paging with a value of its own; `progress`
+    grows with each page, so that it says where a stop left the reading.
+
+    A page whose request is one already answered (the same URL and body: a token,
+    an offset or a next URL naming a page read before) is a loop, never fetched again."""
+    pages = step.adapter.desc.result.pages
+    size = progress.size
     max_bytes = step.adapter.desc.result.expect.max_bytes
-    while token is not None and 200 <= got.status_code < 300 and size <= max_bytes:
+    while (
+        progress.token is not None
+        and 200 <= progress.parts[-1].status_code < 300
+        and size <= max_bytes
+    ):
         assert pages is not None
+        got = progress.parts[-1]
         try:
             # a next page's URL resolves against the URL its page answered from
-            req = _next_page(step, pages, first, token, got.url or req.url)
+            page_url = got.url or progress.req.url
+            req = _next_page(step, pages, progress.first, progress.token, page_url)
         except RequestBuildError as exc:
-            return _PagesCut(f"cannot request page {len(parts) + 1} of the result: {exc}")
+            return _PagesCut(f"cannot request page {len(progress.parts) + 1} of the result: {exc}")
         sent = _sent(req)
-        if sent in seen:
+        if sent in progress.seen:
             return _PagesCut("the result has its pages loop (a page named one already read)")
-        if len(parts) >= pages.max_pages:
+        if len(progress.parts) >= pages.max_pages:
             return _PagesCut(
                 f"the result has more than {pages.max_pages} pages (result.pages.max_pages)"
             )
-        seen.add(sent)
         answer = await part(req)
         if not isinstance(answer, HttpResponse):
             return answer
-        got = answer
-        parts.append(got)
-        size += len(got.body)
-        token = _leads_on(step, pages, got, token)
-    return parts
+        progress.seen.add(sent)
+        progress.parts.append(answer)
+        progress.req = req
+        size += len(answer.body)
+        progress.token = _leads_on(step, pages, answer, progress.token)
+    return progress.parts
 
 
 def _sent(req: HttpRequest) -> tuple[str, str]:
@@ -840,7 +870,7 @@ async def collect_partial_output(step: Step, conn: Any, status: StatusFact) -> P
         if isinstance(first, Partial):
             return first
         # every page, as for a result: part of a page is never kept as the output
-        parts = await _pages_after(step, req, first, part)
+        parts = await _pages_after(step, _begun(step, req, first), part)
         if isinstance(parts, _PagesCut):
             log.warning(
                 "partial output of a cancelled job cannot be read whole; not kept",

@@ -1380,11 +1380,13 @@ def firecrawl_crawl(**pages: Any) -> dict[str, Any]:
 
 class CrawlFixture:
     """Firecrawl's crawls: `skips` lists each status page's `?skip=` (None: none),
-    `tokens` whether each carried our token."""
+    `tokens` whether each carried our token; `limited_pages`: that many reads of
+    a further page (with a skip) answer 429, Firecrawl's rate limit."""
 
-    def __init__(self, *, foreign_next: str | None = None) -> None:
+    def __init__(self, *, foreign_next: str | None = None, limited_pages: int = 0) -> None:
         self.registry = Registry("crawl-")
         self.foreign_next = foreign_next
+        self.limited_pages = limited_pages
         self.skips: list[str | None] = []
         self.tokens: list[bool] = []
 
@@ -1409,6 +1411,9 @@ class CrawlFixture:
         if job.reads < READS_TO_FINISH:
             return json_response({"status": "scraping", "total": total, "completed": 3})
         skip = request.query_params.get("skip")
+        if skip and self.limited_pages > 0:
+            self.limited_pages -= 1
+            return json_response({"success": False, "error": "Rate limit exceeded"}, 429)
         self.skips.append(skip)
         self.tokens.append(request.headers.get("authorization") == "Bearer fc-test")
         start = int(skip or 0)

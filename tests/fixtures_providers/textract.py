@@ -16,7 +16,9 @@ Errors are 400 (500 for InternalServerError, ThrottlingException) with
   (1000) a page, `NextToken` naming the next. An unknown JobId: 400
   InvalidJobIdException. `throttled_reads`: that many Gets first answer 400
   ProvisionedThroughputExceededException; `throttled_pages`: that many Gets of
-  a further page of blocks (with a NextToken) do.
+  a further page of blocks (with a NextToken) do; `refused_tokens`: then that
+  many Gets with a NextToken answer 400 InvalidParameterException (a token
+  that expired between two attempts).
 
 A document's script is its S3 object name: "fail.pdf" fails, "partial.pdf" is a
 PARTIAL_SUCCESS, "big.pdf" holds 2,500 blocks (three pages of answers).
@@ -74,11 +76,13 @@ class TextractFixture:
         limit_first: bool = False,
         throttled_reads: int = 0,
         throttled_pages: int = 0,
+        refused_tokens: int = 0,
     ) -> None:
         self.lose_first_create = lose_first_create
         self.limit_first = limit_first
         self.throttled_reads = throttled_reads
         self.throttled_pages = throttled_pages
+        self.refused_tokens = refused_tokens
         self.starts = 0
         self.gets: list[dict[str, Any]] = []
         self.jobs: dict[str, dict[str, Any]] = {}
@@ -146,6 +150,9 @@ class TextractFixture:
         if body.get("NextToken") and self.throttled_pages > 0:
             self.throttled_pages -= 1
             return _error("ProvisionedThroughputExceededException", "Provisioned rate exceeded")
+        if body.get("NextToken") and self.refused_tokens > 0:
+            self.refused_tokens -= 1
+            return _error("InvalidParameterException", "Request has invalid parameters")
         if self.throttled_reads > 0:
             self.throttled_reads -= 1
             return _error("ProvisionedThroughputExceededException", "Provisioned rate exceeded")

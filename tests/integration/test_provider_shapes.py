@@ -279,8 +279,12 @@ async def test_a_result_paged_by_a_header_is_collected_whole(
         assert stored == ("Id,Name\n" + "".join(f"{row}\n" for row in BULK_ROWS)).encode()
 
 
-async def test_a_page_that_fails_retries_the_whole_collection(pool: Any, tmp_path: Path) -> None:
-    """Page 2 answers 503: no partial result is kept; the next attempt reads from page 1."""
+async def test_a_page_that_fails_is_fetched_again_where_the_attempt_stopped(
+    pool: Any, tmp_path: Path
+) -> None:
+    """Page 2 answers 503: no partial result is stored; the next attempt goes on
+    from page 2 with page 1 as it was read (reconciler/page_memory.py). Before,
+    it read from page 1 again."""
     fx = BulkQueryFixture(busy_later_pages=1)
     described = bulk_query(paged=True)
     async with preset_rig(
@@ -288,7 +292,7 @@ async def test_a_page_that_fails_retries_the_whole_collection(pool: Any, tmp_pat
     ) as r:
         op_id = await r.submit({"query": "SELECT Id, Name FROM Account"})
         assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
-        assert fx.locators == [None, BULK_LOCATOR, None, BULK_LOCATOR]
+        assert fx.locators == [None, BULK_LOCATOR, BULK_LOCATOR]
         summary = (await r.op(op_id)).result_summary
         assert (summary["items_total"], summary["items_succeeded"]) == (6, 6)
 
@@ -355,6 +359,33 @@ async def test_a_crawl_paged_by_absolute_next_urls_is_collected_whole(
     ]
     assert fx.skips[-3:] == [None, "10", "20"] and all(fx.tokens)
     assert (op.result_summary["items_total"], op.result_summary["items_succeeded"]) == (25, 25)
+    pages = json.loads(stored)
+    assert [doc for page in pages for doc in page["data"]] == CRAWL_DOCUMENTS
+
+
+async def test_a_crawl_page_refused_for_its_rate_goes_on_from_that_page(
+    pool: Any, tmp_path: Path
+) -> None:
+    """Firecrawl answers 429 past its rate limit: the attempt stops there and the
+    next goes on from the page refused, by the URL the last page read named,
+    rather than from the first page again."""
+    fx = CrawlFixture(limited_pages=2)
+    async with preset_rig(
+        pool, tmp_path, fx.app(), preset=None, name="fc", env=FC_ENV, overrides=firecrawl_crawl()
+    ) as r:
+        op_id = await r.submit({"url": "https://docs.example", "limit": 25})
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        op = await r.op(op_id)
+        calls = await r.calls(op_id, "result")
+        stored = await _stored(pool, op.result_id)
+    base = f"{r.url}/v1/crawl/{op.remote_job_id}"
+    assert [(c["url"], c["status_code"]) for c in calls] == [
+        (base, 200),
+        (f"{base}?skip=10", 429),
+        (f"{base}?skip=10", 429),
+        (f"{base}?skip=10", 200),
+        (f"{base}?skip=20", 200),
+    ]
     pages = json.loads(stored)
     assert [doc for page in pages for doc in page["data"]] == CRAWL_DOCUMENTS
 

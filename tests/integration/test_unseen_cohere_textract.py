@@ -313,6 +313,29 @@ async def test_textract_a_throttled_page_of_the_result_is_fetched_again(
         end = await r.settle(op_id, ENDS)
         assert end is S.SUCCEEDED, (end, await r.history(op_id), await r.escalation(op_id))
         assert sum(len(page["Blocks"]) for page in await stored(r, op_id)) == 2500
+    # each attempt went on from the page the throttle refused: page 1 was read once
+    assert first_pages(fx) == 1, fx.gets
+
+
+def first_pages(fx: TextractFixture) -> int:
+    """How many times the result's first page was fetched (the reads ask for one block)."""
+    return sum(1 for g in fx.gets if g.get("MaxResults") == 1000 and not g.get("NextToken"))
+
+
+async def test_textract_a_token_refused_where_the_last_attempt_stopped_reads_from_page_1(
+    pool: Any, tmp_path: Path
+) -> None:
+    """The attempt after a throttle goes on with the token it was refused; a token
+    that expired meanwhile answers 400 InvalidParameterException, which is no
+    verdict on the result: the pages are read again from the first, at once."""
+    fx = TextractFixture(throttled_pages=1, refused_tokens=1)
+    async with textract(pool, tmp_path, fx) as r:
+        op_id = await r.submit(document("big.pdf"))
+        end = await r.settle(op_id, ENDS)
+        assert end is S.SUCCEEDED, (end, await r.history(op_id), await r.escalation(op_id))
+        pages = await stored(r, op_id)
+    assert [b["Id"] for page in pages for b in page["Blocks"]] == [f"b{i}" for i in range(2500)]
+    assert first_pages(fx) == 2, fx.gets
 
 
 async def test_textract_every_call_is_signed_and_a_rotated_key_file_signs_the_next(

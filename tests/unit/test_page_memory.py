@@ -1,0 +1,67 @@
+"""The pages a throttled attempt read, kept for the next (reconciler/page_memory.py):
+bounded by bytes and by age, handed out once."""
+
+from __future__ import annotations
+
+from reconciler.page_memory import PageMemory, PageProgress
+from shared.providers import HttpRequest, HttpResponse
+
+FIRST = ("https://api.example/v1/result", "null")
+
+
+def progress(*sizes: int) -> PageProgress:
+    req = HttpRequest("result", "GET", "https://api.example/v1/result", {})
+    parts = [HttpResponse(200, body=b"x" * size) for size in sizes]
+    return PageProgress(req, parts, req, "next")
+
+
+def test_what_is_kept_is_handed_out_once() -> None:
+    memory = PageMemory()
+    kept = progress(10, 20)
+    memory.keep("op-1", FIRST, kept, now=0.0)
+    assert memory.take("op-2", FIRST, now=1.0) is None  # another operation's result
+    assert memory.take("op-1", ("https://api.example/v1/other", "null"), now=1.0) is None
+    assert memory.take("op-1", FIRST, now=1.0) is kept
+    assert memory.take("op-1", FIRST, now=1.0) is None
+    assert len(memory) == 0
+
+
+def test_an_entry_past_its_age_is_not_handed_out() -> None:
+    memory = PageMemory(max_age=60.0)
+    memory.keep("op-1", FIRST, progress(10), now=0.0)
+    assert memory.take("op-1", FIRST, now=60.5) is None
+
+
+def test_stale_entries_go_when_another_is_kept() -> None:
+    memory = PageMemory(max_age=60.0)
+    memory.keep("op-1", FIRST, progress(10), now=0.0)
+    memory.keep("op-2", FIRST, progress(10), now=100.0)
+    assert len(memory) == 1
+    assert memory.take("op-2", FIRST, now=101.0) is not None
+
+
+def test_the_oldest_entries_make_room_within_the_byte_bound() -> None:
+    memory = PageMemory(max_bytes=100)
+    memory.keep("op-1", FIRST, progress(40), now=0.0)
+    memory.keep("op-2", FIRST, progress(40), now=1.0)
+    memory.keep("op-3", FIRST, progress(40), now=2.0)  # 120 bytes: op-1 goes
+    assert memory.take("op-1", FIRST, now=3.0) is None
+    assert memory.take("op-2", FIRST, now=3.0) is not None
+    assert memory.take("op-3", FIRST, now=3.0) is not None
+
+
+def test_an_entry_larger_than_the_bound_is_not_kept_and_evicts_nothing() -> None:
+    memory = PageMemory(max_bytes=100)
+    memory.keep("op-1", FIRST, progress(40), now=0.0)
+    memory.keep("op-2", FIRST, progress(60, 60), now=1.0)
+    assert memory.take("op-2", FIRST, now=2.0) is None
+    assert memory.take("op-1", FIRST, now=2.0) is not None
+
+
+def test_keeping_again_replaces_and_counts_the_bytes_once() -> None:
+    memory = PageMemory(max_bytes=100)
+    memory.keep("op-1", FIRST, progress(60), now=0.0)
+    memory.keep("op-1", FIRST, progress(70), now=1.0)  # the same result, further on
+    memory.keep("op-2", FIRST, progress(30), now=2.0)
+    assert memory.take("op-1", FIRST, now=3.0) is not None
+    assert memory.take("op-2", FIRST, now=3.0) is not None
