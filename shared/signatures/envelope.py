@@ -9,6 +9,8 @@ verifies the signature.
 Options (checked at config load, errors name the key):
 - `signature_header` (required): header name, or a list of alias names.
 - `format`: kv, versioned, hex or base64 (see `formats`).
+- `kv_separator`: `,` (default) or `;` between a kv header's entries (Paddle's
+  `ts=…;h1=…`); kv only.
 - `signature_encoding`: hex or base64, kv and versioned only (defaults: kv hex,
   versioned base64; bare formats are named after their encoding).
 - `signature_key`: the kv key or version marking our signatures (kv and
@@ -36,6 +38,7 @@ from .errors import SignatureError
 from .formats import (
     ENCODINGS,
     FORMATS,
+    KV_SEPARATORS,
     LABELLED_FORMATS,
     HeaderFormat,
     SignatureList,
@@ -49,6 +52,7 @@ from .timestamps import parse_unix_seconds
 ENVELOPE_KEYS: tuple[str, ...] = (
     "signature_header",
     "format",
+    "kv_separator",
     "signature_encoding",
     "signature_key",
     "prefix",
@@ -137,8 +141,14 @@ def parse_envelope(
     for key in ("signature_encoding", "signature_key"):
         if options.get(key) is not None and not labelled:
             raise ValueError(f"{scheme}: option {key!r} only applies to format kv or versioned")
-    if options.get("timestamp_key") is not None and kind != "kv":
-        raise ValueError(f"{scheme}: option 'timestamp_key' only applies to format kv")
+    for key in ("timestamp_key", "kv_separator"):
+        if options.get(key) is not None and kind != "kv":
+            raise ValueError(f"{scheme}: option {key!r} only applies to format kv")
+    separator = optional_str(scheme, options, "kv_separator")
+    if separator is None:
+        separator = ","
+    elif separator not in KV_SEPARATORS:
+        raise ValueError(f'{scheme}: option \'kv_separator\' must be "," or ";"')
     encoding = kind
     if labelled:
         default_encoding = "hex" if kind == "kv" else "base64"
@@ -167,7 +177,13 @@ def parse_envelope(
     id_headers = header_names(scheme, options, "id_header", required=False)
     if template.uses("id") and id_headers is None:
         raise ValueError(f"{scheme}: option 'id_header' is required when signed_content has {{id}}")
-    fmt = HeaderFormat(kind=kind, encoding=encoding, prefix=prefix, timestamp_key=timestamp_key)
+    fmt = HeaderFormat(
+        kind=kind,
+        encoding=encoding,
+        prefix=prefix,
+        timestamp_key=timestamp_key,
+        separator=separator,
+    )
     envelope = Envelope(
         signature_headers=signature_headers,
         format=fmt,

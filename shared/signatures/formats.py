@@ -1,10 +1,11 @@
 """Signature-header formats: how a sender lays out one or more signatures in a header.
 
-- `kv`: a comma-separated key-value list, `t=1700000000,v1=<hex>,v1=<hex>`
-  (Stripe). The timestamp key, when configured, must appear exactly once:
-  with two, which one was signed would depend on the parser, an ambiguity an
-  attacker could exploit. Keys other than ours are ignored (`v0`, test-mode
-  extras).
+- `kv`: a key-value list, `t=1700000000,v1=<hex>,v1=<hex>` (Stripe, Mux),
+  separated by commas or, where the sender says so, semicolons
+  (`ts=1700000000;h1=<hex>`, Paddle). The timestamp key, when configured,
+  must appear exactly once: with two, which one was signed would depend on
+  the parser, an ambiguity an attacker could exploit. Keys other than ours
+  are ignored (`v0`, test-mode extras).
 - `versioned`: space-separated `<version>,<value>` entries,
   `v1,<b64> v1a,<b64>` (Standard Webhooks). Unknown versions are ignored so a
   sender can add new ones, and so is an entry we cannot read beside one we
@@ -33,6 +34,9 @@ from .errors import SignatureError
 FORMATS: frozenset[str] = frozenset({"kv", "versioned", "hex", "base64"})
 ENCODINGS: frozenset[str] = frozenset({"hex", "base64"})
 LABELLED_FORMATS: frozenset[str] = frozenset({"kv", "versioned"})
+# What separates a kv header's entries. Only characters no kv key, hex or
+# base64 value holds, so the choice can never split a value in two.
+KV_SEPARATORS: frozenset[str] = frozenset({",", ";"})
 BARE_LABEL = ""
 
 _SEPARATORS = re.compile(r"[,\s]+")
@@ -47,6 +51,7 @@ class HeaderFormat:
     only) names the key carrying the signed timestamp. `foreign_is_malformed`
     makes a bare entry without our prefix malformed instead of ignored, for
     senders that only ever send one signature of one kind (GitHub).
+    `separator` (kv only) splits the header's entries.
     """
 
     kind: str
@@ -54,6 +59,7 @@ class HeaderFormat:
     prefix: str = ""
     timestamp_key: str | None = None
     foreign_is_malformed: bool = False
+    separator: str = ","
 
 
 class SignatureList(NamedTuple):
@@ -94,7 +100,7 @@ def _decode(encoding: str, value: str) -> bytes:
 
 
 def _parse_kv(fmt: HeaderFormat, header: str, labels: Collection[str]) -> SignatureList:
-    items = header.split(",")
+    items = header.split(fmt.separator)
     if len(items) > MAX_SIGNATURES_PER_HEADER + 1:  # the signatures plus one timestamp
         raise SignatureError("malformed_header")
     timestamps: list[str] = []

@@ -56,7 +56,9 @@ def sign(
     if fmt.kind == "versioned":
         return f"{check.label},{encoded}"
     if fmt.kind == "kv":
-        stamp = f"{fmt.timestamp_key}={timestamp}," if fmt.timestamp_key is not None else ""
+        stamp = ""
+        if fmt.timestamp_key is not None:
+            stamp = f"{fmt.timestamp_key}={timestamp}{fmt.separator}"
         return f"{stamp}{check.label}={encoded}"
     return fmt.prefix + encoded
 
