@@ -43,6 +43,7 @@ RefusalReason = Literal[
     "bad_content_length",  # 400: Content-Length is not plain digits
     "body_too_large",  # 413: over max_body_bytes
     "incomplete_body",  # 400: the client went away mid-body
+    "bad_challenge",  # 400: an endpoint challenge whose token we would not echo
     # the signature (shared.signatures.errors.Reason)
     "missing_header",  # 400
     "malformed_header",  # 400

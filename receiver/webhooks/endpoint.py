@@ -133,11 +133,12 @@ from shared.ids import new_trace_id, trace_id_from_traceparent
 from shared.ledger.states import RemoteState
 from shared.providers import ProviderDescription, WebhookParseError, adapter_for
 from shared.providers.adapter import ProviderAdapter, parse_parsed_webhook
-from shared.providers.description import WebhookScheme, WebhookSpec
+from shared.providers.description import WebhookChallenge, WebhookScheme, WebhookSpec
 from shared.providers.facts import WebhookFact
 from shared.providers.paths import PathSource, ValuePath, extract, parse_path
 from shared.providers.values import as_id, as_str, clip
-from shared.signatures import SignatureError, Verified, signs_url
+from shared.signatures import SignatureError, Verified, challenges, signs_url
+from shared.signatures.challenges import usable_token
 from shared.signatures.dispatch import build_spec
 from shared.telemetry import spans
 from shared.text import holds_exactly, scrub_text
@@ -332,6 +333,11 @@ class WebhookEndpoint:
         self._metrics.verified(provider.name)
         body = provider.spec.scrub_token(body)  # echoed in the body: never stored with it
         document = _parse_json(body)
+        challenge = provider.spec.challenge
+        if document is not None and challenge is not None:
+            answered = self._challenged(provider, challenge, headers, body, scope, document)
+            if answered is not None:
+                return answered
         if document is None:  # authentic, but no JSON object this endpoint can read
             self._metrics.unread(provider.name)
             event = _unread_event(provider, verified, body)
@@ -379,13 +385,21 @@ class WebhookEndpoint:
             refusal.close = True
             raise
 
-    def _verify(self, provider: _Provider, headers: Headers, body: bytes, scope: Scope) -> Verified:
+    def _verify(
+        self,
+        provider: _Provider,
+        headers: Headers,
+        body: bytes,
+        scope: Scope,
+        secrets: list[str] | None = None,
+    ) -> Verified:
+        """`secrets`: these only (default: every secret of the provider's)."""
         spec = provider.spec
         try:
             return provider.adapter.verify_webhook(
                 headers,
                 body,
-                [secret.reveal() for secret in spec.secrets],
+                [secret.reveal() for secret in spec.secrets] if secrets is None else secrets,
                 self._now(),
                 method=scope["method"],
                 # a token in the query is the request's own, never one of our config's
@@ -407,6 +421,42 @@ class WebhookEndpoint:
                 b'{"error":"internal"}',
                 detail={"cause": "verifier plugin failed", "error": type(exc).__name__},
             ) from None
+
+    def _challenged(
+        self,
+        provider: _Provider,
+        challenge: WebhookChallenge,
+        headers: Headers,
+        body: bytes,
+        scope: Scope,
+        document: dict[str, Any],
+    ) -> tuple[int, bytes, Sequence[tuple[bytes, bytes]]] | None:
+        """The answer to a verified endpoint challenge (`[webhooks] challenge`), or None
+        for a delivery that is none. A challenge is answered, never stored: it is
+        about no job, and a sender asks again (Zoom every 72 hours)."""
+        if as_str(extract(challenge.when, document)) != challenge.equals:
+            return None
+        token = usable_token(extract(challenge.token, document))
+        if token is None:
+            raise _Refusal(400, "bad_challenge", b'{"error":"bad_challenge"}')
+        secret = self._verifying_secret(provider, headers, body, scope)
+        logger.info("webhook challenge answered", extra={"ctx": {"provider": provider.name}})
+        return 200, challenges.answer(challenge.answer, token, secret), ()
+
+    def _verifying_secret(
+        self, provider: _Provider, headers: Headers, body: bytes, scope: Scope
+    ) -> str:
+        """The secret the request verifies with: while one secret replaces another,
+        the challenge was signed with one of them, and Zoom checks its answer against
+        that one. The request verified already, so one of them does."""
+        secrets = provider.spec.secrets
+        for secret in secrets[:-1]:
+            try:
+                self._verify(provider, headers, body, scope, [secret.reveal()])
+            except _Refusal:
+                continue
+            return secret.reveal()
+        return secrets[-1].reveal()
 
     def _event(
         self,

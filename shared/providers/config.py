@@ -65,6 +65,7 @@ from shared.providers.description import (
     SigV4,
     StatusSpec,
     TokenFormat,
+    WebhookChallenge,
     WebhookScheme,
     WebhookSpec,
 )
@@ -82,6 +83,7 @@ from shared.providers.timing import MAX_HONOURED_DELAY
 from shared.providers.values import raw_text
 from shared.redaction import is_sensitive_header
 from shared.secret import FollowedSecret, Secret, SecretError
+from shared.signatures.challenges import ChallengeAnswer
 
 E = TypeVar("E", bound=StrEnum)
 
@@ -2074,10 +2076,60 @@ def _webhooks(table: _Table | None, status: StatusSpec) -> WebhookSpec | None:
         operation_ref=operation_id,
         thin=table.boolean("thin", False),
         client_reference=client_reference,
+        challenge=_challenge(table, scheme, options),
     )
     _no_path_reads_the_token(table, spec)
     table.finish()
     return spec if secrets else None
+
+
+# Where each sender's challenge is, as it documents it: (when, equals, token).
+_CHALLENGES = {
+    ChallengeAnswer.ZOOM: ("/event", "endpoint.url_validation", "/payload/plainToken"),
+    ChallengeAnswer.SLACK: ("/type", "url_verification", "/challenge"),
+}
+# Schemes whose secret is the text the sender shares, the key Zoom's answer is an
+# HMAC under (`hmac` only with key_encoding raw; a public key is no HMAC key).
+_TEXT_SECRETS = frozenset(
+    {
+        WebhookScheme.SLACK,
+        WebhookScheme.STRIPE,
+        WebhookScheme.GITHUB,
+        WebhookScheme.SHOPIFY,
+        WebhookScheme.GENERIC_HMAC,
+        WebhookScheme.STATIC_HEADER,
+    }
+)
+
+
+def _challenge(
+    table: _Table, scheme: WebhookScheme, options: Mapping[str, Any]
+) -> WebhookChallenge | None:
+    """`challenge = "zoom"` (or "slack"), or a table naming `answer` with `when`,
+    `equals` and `token` where the sender puts them elsewhere."""
+    if not table.has("challenge"):
+        return None
+    sub = table.sub("challenge") if not isinstance(table.raw("challenge"), str) else None
+    answer = (sub or table).choice("answer" if sub else "challenge", ChallengeAnswer, None)
+    when, equals, token = _CHALLENGES[answer]
+    when_path: ValuePath | None = parse_path(when)
+    token_path: ValuePath | None = parse_path(token)
+    if sub is not None:
+        when_path = sub.path("when", BODY, when)
+        equals = sub.str_or("equals", equals)
+        token_path = sub.path("token", BODY, token)
+        sub.finish()
+    assert when_path is not None and token_path is not None
+    text_secret = scheme in _TEXT_SECRETS or (
+        scheme is WebhookScheme.HMAC and options.get("key_encoding", "raw") == "raw"
+    )
+    if answer is ChallengeAnswer.ZOOM and not text_secret:
+        raise table.error(
+            "challenge",
+            f'"zoom" answers with an HMAC under the secret\'s text; scheme "{scheme}" '
+            "holds no such secret (a public key, or an encoded one)",
+        )
+    return WebhookChallenge(answer, when_path, equals, token_path)
 
 
 def _no_path_reads_the_token(table: _Table, spec: WebhookSpec) -> None:

@@ -161,6 +161,7 @@ from shared.providers.paths import PathSource, ValuePath
 from shared.providers.templates import Template
 from shared.secret import Secret
 from shared.signatures import static_header
+from shared.signatures.challenges import ChallengeAnswer
 
 if TYPE_CHECKING:
     from shared.providers.adapter import ProviderAdapter
@@ -647,6 +648,18 @@ class LookupSpec:
 
 
 @dataclass(frozen=True)
+class WebhookChallenge:
+    """A sender's endpoint challenge (shared/signatures/challenges.py): a verified
+    delivery whose `when` reads `equals` is answered with its `token` as `answer`
+    says, and never stored."""
+
+    answer: ChallengeAnswer
+    when: ValuePath
+    equals: str
+    token: ValuePath
+
+
+@dataclass(frozen=True)
 class WebhookSpec:
     scheme: WebhookScheme
     options: Mapping[str, Any]
@@ -659,6 +672,7 @@ class WebhookSpec:
     operation_ref: ValuePath | None  # TOML `operation_id` (or its former name operation_ref)
     thin: bool
     client_reference: ValuePath | None = None
+    challenge: WebhookChallenge | None = None
 
     @property
     def token_in_url(self) -> bool:

@@ -30,10 +30,13 @@ from shared.ledger.states import RemoteState
 from shared.logs import JsonFormatter
 from shared.providers import ProviderDescription, WebhookParseError, parse_providers
 from shared.providers.adapter import ProviderAdapter
+from shared.providers.description import WebhookChallenge
 from shared.providers.facts import WebhookFact
+from shared.providers.paths import parse_path
 from shared.serve import serve_app
 from shared.settings import Settings
 from shared.signatures import Verified, sign, sign_standard_webhooks
+from shared.signatures.challenges import ChallengeAnswer
 from tests.integration.test_receiver_support import (
     JSON_HEADERS,
     NOW,
@@ -54,6 +57,7 @@ WAIT_SECONDS = 5.0
 REJECTED = "jobwarden_webhook_events_rejected_total"
 VERBATIM = "verbatim"  # the provider whose adapter is VerbatimPlugin
 NO_SECRET = "nosecret"  # a provider whose webhook secrets are all gone
+CHALLENGED = "challenged"  # a provider that answers Slack's endpoint challenge
 MAX_BODY = 4096
 # What an authentic provider may put in any string PostgreSQL's text refuses.
 UNSTORABLE = {"nul": "\x00", "high_surrogate": "\ud800", "low_surrogate": "\udfff"}
@@ -116,7 +120,13 @@ def _providers() -> dict[str, ProviderDescription]:
     sim = sim_description()
     assert sim.webhooks is not None
     keyless = dataclasses.replace(sim, webhooks=dataclasses.replace(sim.webhooks, secrets=()))
-    return {PROVIDER: sim, VERBATIM: verbatim[VERBATIM], NO_SECRET: keyless}
+    slack = WebhookChallenge(
+        ChallengeAnswer.SLACK, parse_path("/type"), "url_verification", parse_path("/challenge")
+    )
+    challenged = dataclasses.replace(
+        sim, name=CHALLENGED, webhooks=dataclasses.replace(sim.webhooks, challenge=slack)
+    )
+    return {PROVIDER: sim, VERBATIM: verbatim[VERBATIM], NO_SECRET: keyless, CHALLENGED: challenged}
 
 
 def _settings(**overrides: Any) -> Settings:
@@ -403,6 +413,13 @@ async def _incomplete_body(env: Env) -> tuple[int, str]:
     return 400, PROVIDER
 
 
+async def _bad_challenge(env: Env) -> tuple[int, str]:
+    # authentic, but its token is nothing we would echo
+    body, headers = _signed({"type": "url_verification", "challenge": "a\nb"}, "msg_challenge")
+    resp = await env.rx.post(body, headers, provider=CHALLENGED)
+    return resp.status_code, CHALLENGED
+
+
 async def _unsupported_encoding(env: Env) -> tuple[int, str]:
     body, headers = delivery()
     return _status(await env.rx.post(body, {**headers, "content-encoding": "gzip"}))
@@ -492,6 +509,7 @@ SCENARIOS: Mapping[str, Scenario] = {
     "bad_content_length": _bad_content_length,
     "body_too_large": _body_too_large,
     "incomplete_body": _incomplete_body,
+    "bad_challenge": _bad_challenge,
     "unsupported_encoding": _unsupported_encoding,
     "unsupported_media_type": _unsupported_media_type,
     "missing_header": _missing_header,
