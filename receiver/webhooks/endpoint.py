@@ -137,7 +137,7 @@ from shared.providers.description import WebhookChallenge, WebhookScheme, Webhoo
 from shared.providers.facts import WebhookFact
 from shared.providers.paths import PathSource, ValuePath, extract, parse_path
 from shared.providers.values import as_id, as_str, clip
-from shared.signatures import SignatureError, Verified, challenges, signs_url
+from shared.signatures import SignatureError, Verified, challenges, signs_url, twilio
 from shared.signatures.challenges import usable_token
 from shared.signatures.dispatch import build_spec
 from shared.telemetry import spans
@@ -244,6 +244,7 @@ class _Provider:
     spec: WebhookSpec
     adapter: ProviderAdapter
     signs_url: bool  # the scheme signs {url}: public_webhook_url is required
+    takes_form: bool  # the scheme signs a form's fields (Twilio): a form body is read
     # Lowercase names of the headers verification and extraction read; None: any.
     reads_headers: frozenset[bytes] | None
 
@@ -332,7 +333,8 @@ class WebhookEndpoint:
         verified = self._verify(provider, headers, body, scope)
         self._metrics.verified(provider.name)
         body = provider.spec.scrub_token(body)  # echoed in the body: never stored with it
-        document = _parse_json(body)
+        form = provider.takes_form and twilio.is_form(headers.get("content-type"))
+        document, stored_body = read_body(body, form=form)
         challenge = provider.spec.challenge
         if document is not None and challenge is not None:
             answered = self._challenged(provider, challenge, headers, body, scope, document)
@@ -342,7 +344,7 @@ class WebhookEndpoint:
             self._metrics.unread(provider.name)
             event = _unread_event(provider, verified, body)
         else:
-            event = self._event(provider, verified, headers, scope, body, document)
+            event = self._event(provider, verified, headers, scope, body, document, stored_body)
         try:
             outcome = await self._ingestor.submit(event)
         except IngestUnavailable as exc:
@@ -378,7 +380,10 @@ class WebhookEndpoint:
                 )
             _screen_headers(scope["headers"], provider.reads_headers)
             headers = Headers(scope=scope)
-            if not _is_json(headers.get("content-type")):
+            content_type = headers.get("content-type")
+            if not _is_json(content_type) and not (
+                provider.takes_form and twilio.is_form(content_type)
+            ):
                 raise _Refusal(415, "unsupported_media_type", b'{"error":"unsupported_media_type"}')
             return provider, headers, await _read_capped(headers, receive, self._max_body_bytes)
         except _Refusal as refusal:
@@ -466,12 +471,15 @@ class WebhookEndpoint:
         scope: Scope,
         body: bytes,
         document: dict[str, Any],
+        stored_body: bytes,
     ) -> Event:
+        """`stored_body`: the body as JSON text (a form's fields as an object), else `body`."""
         event_id = dedupe_id(provider.spec, verified, document, body)
         raw_query = scope.get("query_string", b"")
         query = QueryParams(raw_query) if raw_query else _NO_QUERY
-        fact = _parse(provider, document, body, headers, query)
-        return _stored(provider, verified, event_id, fact, storable_payload(body, document))
+        fact = _parse(provider, document, stored_body, headers, query)
+        payload = storable_payload(stored_body, document)
+        return _stored(provider, verified, event_id, fact, payload)
 
     def _answer(
         self, provider: _Provider, event: Event, outcome: Outcome, headers: Headers
@@ -542,6 +550,7 @@ def _provider(name: str, spec: WebhookSpec, adapter: ProviderAdapter) -> _Provid
         spec,
         adapter,
         signs_url(spec.scheme.value, spec.options),
+        spec.scheme is WebhookScheme.TWILIO,
         _headers_read(adapter, spec),
     )
 
@@ -608,6 +617,8 @@ def _headers_read(adapter: ProviderAdapter, spec: WebhookSpec) -> frozenset[byte
     if spec.scheme is WebhookScheme.STATIC_HEADER:
         if not spec.token_in_url:
             names.append(str(spec.options["header"]))
+    elif spec.scheme is WebhookScheme.TWILIO:
+        names += twilio.headers_read(spec.options)
     else:
         envelope = build_spec(spec.scheme.value, spec.options).envelope
         names += envelope.signature_headers
@@ -725,6 +736,31 @@ def _parse_json(body: bytes) -> dict[str, Any] | None:
         except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
             return None
     return document if isinstance(document, dict) else None
+
+
+def read_body(body: bytes, *, form: bool) -> tuple[dict[str, Any] | None, bytes]:
+    """A verified delivery's document (None: no JSON object this endpoint reads)
+    and the body as it is stored: a form's fields (Twilio's, `form`) as one JSON
+    object, any other body as it came."""
+    if not form:
+        return _parse_json(body), body
+    document = _form_document(body)
+    return document, json.dumps(document, ensure_ascii=False).encode()
+
+
+def _form_document(body: bytes) -> dict[str, Any]:
+    """A verified form's fields as the object paths read (`/CallSid`): a field
+    sent once is its value, one sent more than once the list of its values."""
+    document: dict[str, Any] = {}
+    for name, value in twilio.form_fields(body):  # it verified, so it reads
+        held = document.get(name)
+        if held is None:
+            document[name] = value
+        elif isinstance(held, list):
+            held.append(value)
+        else:
+            document[name] = [held, value]
+    return document
 
 
 def _unread_event(provider: _Provider, verified: Verified, body: bytes) -> Event:

@@ -13,11 +13,12 @@ import hashlib
 import time
 from typing import Any
 
-from receiver.webhooks.endpoint import _parse_json, dedupe_id
+from receiver.webhooks.endpoint import dedupe_id, read_body
 from shared.cli.captures import Capture
 from shared.providers import HttpResponse, ProviderDescription, WebhookParseError, adapter_for
 from shared.providers.adapter import ProviderAdapter, parse_parsed_webhook
-from shared.signatures import SignatureError
+from shared.providers.description import WebhookScheme
+from shared.signatures import SignatureError, twilio
 
 # What to look at when a captured delivery is refused, per reason word.
 _HINTS: dict[str, str] = {
@@ -81,7 +82,11 @@ def prove_delivery(
     # read as the receiver reads it: integers past int()'s digits kept whole,
     # NaN refused; None for a body it stores unread (nested too deeply, not
     # JSON, no object)
-    document = _parse_json(body)
+    content_type = next(
+        (value for name, value in capture.headers.items() if name.lower() == "content-type"), None
+    )
+    form = spec.scheme is WebhookScheme.TWILIO and twilio.is_form(content_type)
+    document, stored = read_body(body, form=form)
     # the key the receiver would deduplicate on: a signed id (a signed header,
     # or a field of the signed body), else the body's digest
     dedupe_key = dedupe_id(spec, verified, {} if document is None else document, body)
@@ -102,7 +107,7 @@ def prove_delivery(
         report["parse_error"] = _UNREAD
         return report
     try:
-        fact = parse_parsed_webhook(adapter, document, body, capture.headers, capture.query)
+        fact = parse_parsed_webhook(adapter, document, stored, capture.headers, capture.query)
     except WebhookParseError as exc:
         report["records"] = None
         report["parse_error"] = str(exc)

@@ -2098,6 +2098,7 @@ _TEXT_SECRETS = frozenset(
         WebhookScheme.SHOPIFY,
         WebhookScheme.GENERIC_HMAC,
         WebhookScheme.STATIC_HEADER,
+        WebhookScheme.TWILIO,
     }
 )
 

@@ -287,6 +287,7 @@ class WebhookScheme(StrEnum):
     SHOPIFY = "shopify"
     HMAC = "hmac"
     ASYMMETRIC = "asymmetric"
+    TWILIO = "twilio"
 
 
 class LookupKind(StrEnum):

@@ -1,8 +1,9 @@
 """Choosing the verifier for a provider's configured scheme.
 
 Schemes are the two families (`hmac`, `asymmetric`), the named presets built
-on them (see `presets`), and `static_header`, which is not a signature at all
-and keeps its own module.
+on them (see `presets`), `static_header`, which is not a signature at all,
+and `twilio`, which signs the form's fields rather than the body's bytes;
+each of the last two keeps its own module.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Final
 
-from . import asymmetric, hmac_family, static_header
+from . import asymmetric, hmac_family, static_header, twilio
 from .errors import SignatureError
 from .headers import HeaderView
 from .presets import PRESETS
@@ -27,7 +28,7 @@ _BUILDERS: Final[Mapping[str, _Builder]] = {
     **{preset.name: preset.build for preset in PRESETS},
 }
 
-SCHEMES: frozenset[str] = frozenset({*_BUILDERS, static_header.SCHEME})
+SCHEMES: frozenset[str] = frozenset({*_BUILDERS, static_header.SCHEME, twilio.SCHEME})
 
 
 def build_spec(scheme: str, options: Mapping[str, object]) -> Spec:
@@ -60,6 +61,8 @@ def signs_timestamp(scheme: str, options: Mapping[str, object]) -> bool:
 def signs_url(scheme: str, options: Mapping[str, object]) -> bool:
     """Whether the scheme signs the request URL, which the receiver must then know
     as the sender addressed it (`public_webhook_url`), not from the Host header."""
+    if scheme == twilio.SCHEME:
+        return True
     if scheme not in _BUILDERS:
         return False
     return build_spec(scheme, options).envelope.template.uses("url")
@@ -94,6 +97,9 @@ def check_options(scheme: str, options: Mapping[str, object]) -> None:
     if scheme == static_header.SCHEME:
         static_header.check_options(options)
         return
+    if scheme == twilio.SCHEME:
+        twilio.check_options(options)
+        return
     build_spec(scheme, options)
 
 
@@ -114,6 +120,8 @@ def check_secret(scheme: str, secret: str, options: Mapping[str, object] | None 
     if scheme == static_header.SCHEME:
         static_header.check_secret(secret, options)
         return
+    if scheme == twilio.SCHEME:
+        return  # the Auth Token (or a SharedKey secret) as text
     try:
         spec = build_spec(scheme, {} if options is None else options)
     except ValueError:
@@ -157,6 +165,8 @@ def verify(
         try:
             if scheme == static_header.SCHEME:
                 static_header.check_options(options)
+            elif scheme == twilio.SCHEME:
+                twilio.check_options(options)
             else:
                 spec = build_spec(scheme, options)
         except ValueError as exc:
@@ -167,6 +177,8 @@ def verify(
         raise SignatureError("bad_options") from options_error
     usable = usable_secrets(secrets)
     view = HeaderView(headers)
+    if scheme == twilio.SCHEME:
+        return twilio.verify(options, view, body, usable, url)
     if spec is None:
         return static_header.verify(options, view, body, usable, now, tolerance_seconds, url)
     return verify_spec(spec, view, body, usable, now, tolerance_seconds, method, url)

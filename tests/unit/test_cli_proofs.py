@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import stripe
+from twilio.request_validator import RequestValidator
 
 from shared.cli import providers as cli_providers
 from shared.cli.captures import CaptureError, read_capture
@@ -360,3 +361,42 @@ def test_at_must_be_a_finite_time(at: str, capsys: pytest.CaptureFixture[str]) -
     with pytest.raises(SystemExit):
         build_parser().parse_args(["providers", "check", "c.toml", f"--at={at}"])
     assert f"argument --at: {at!r} is not a time in unix seconds" in capsys.readouterr().err
+
+
+TWILIO = (
+    CONFIG.replace("[providers.acme.webhooks.options]\n", "")
+    .replace('scheme = "stripe"', 'scheme = "twilio"')
+    .replace('signature_header = "X-Acme-Signature"\n', "")
+    .replace(
+        'job_id = "/data/job"\nstate = "/data/status"',
+        'job_id = "/RecordingSid"\nstate = "/Status"',
+    )
+)
+
+
+async def test_a_twilio_form_capture_proves_and_says_what_it_records(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A form body is read as the receiver reads it (its fields as one object), and
+    its dedupe key is the receiver's: the digest of the form as it came."""
+    monkeypatch.setenv("ACME_WEBHOOK_SECRET", SECRET)
+    config = tmp_path / "jobwarden.toml"
+    config.write_text(TWILIO)
+    url = "https://hooks.example.test/webhooks/acme"
+    body = b"RecordingSid=RE42&Status=done&AccountSid=AC1"
+    signature = RequestValidator(SECRET).compute_signature(
+        url, {"RecordingSid": "RE42", "Status": "done", "AccountSid": "AC1"}
+    )
+    delivery = tmp_path / "delivery.http"
+    delivery.write_bytes(
+        b"POST /webhooks/acme HTTP/1.1\r\nHost: hooks.example.test\r\n"
+        b"Content-Type: application/x-www-form-urlencoded\r\n"
+        + f"X-Twilio-Signature: {signature}\r\n\r\n".encode()
+        + body
+    )
+    args = ns(config=str(config), delivery=delivery, url=url, json=True)
+    assert await cli_providers.cmd_check(args) == 0
+    out = capsys.readouterr().out
+    report = json.loads(out)
+    assert "RE42" in out and "succeeded" in out, report
+    assert f"sha256:{hashlib.sha256(body).hexdigest()}" in out

@@ -30,6 +30,7 @@ VALID_OPTIONS: dict[str, dict[str, object]] = {
     "hmac": {"signature_header": "X-Sig"},
     "asymmetric": {"signature_header": "X-Sig", "algorithm": "ed25519"},
     "static_header": {"header": "X-Token"},
+    "twilio": {},
 }
 
 
