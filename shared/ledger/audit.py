@@ -71,7 +71,13 @@ def verify_chain(
             return Break(
                 operation_id, row["seq"], "prev_hash does not link: rows removed/reordered"
             )
-        if row_hash(row) != row["row_hash"]:
+        try:
+            recomputed = row_hash(row)
+        except (TypeError, AttributeError, ValueError) as exc:
+            # a column emptied or retyped (NOT NULL dropped, ALTER COLUMN ... TYPE): the
+            # row can no longer be what was hashed; a break, not a traceback
+            return Break(operation_id, row["seq"], f"row cannot be hashed ({exc}): altered")
+        if recomputed != row["row_hash"]:
             return Break(operation_id, row["seq"], "row content does not match its hash: altered")
         prev = row["row_hash"]
     if head["history_seq"] != len(rows) or (rows and head["history_head"] != prev):
@@ -125,7 +131,8 @@ async def _verify_all(conn: Any) -> tuple[int, list[Break]]:
     checked, breaks = 0, []
     async for head in conn.cursor(q("chain_heads"), None, prefetch=PREFETCH):
         op_id = head["operation_id"]
-        while row is not None and row["operation_id"] < op_id:
+        # history naming no operation (NOT NULL dropped) streams last: an orphan too
+        while row is not None and (row["operation_id"] is None or row["operation_id"] < op_id):
             breaks.append(Break(row["operation_id"], row["seq"], "history of no operation"))
             row = await _skip_operation(rows, row)
         chain = []

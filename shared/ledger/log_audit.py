@@ -203,7 +203,7 @@ async def _check_tree(conn: Any, report: LogReport) -> RootAccumulator | None:
         if wanted is not None and size == wanted.size:
             _compare_checkpoint(accumulator.root(), wanted, report)
 
-    if not await _append_leaves(conn, report, accumulator, at_each):
+    if not await _append_leaves(conn, report, accumulator, at_each, start=_BELOW_EVERY_INDEX):
         return None
     report.tree_size, report.root = accumulator.size, accumulator.root()
     if wanted is not None and wanted.size == 0:
@@ -218,16 +218,32 @@ async def _check_tree(conn: Any, report: LogReport) -> RootAccumulator | None:
     return accumulator
 
 
+# The first pass streams leaves from here, not from 0: a leaf below 0 (the
+# owner may drop the CHECK that forbids one) is in no tree, yet the row checks
+# take a row's newest leaf wherever it is, so a forged row given one passed
+# for logged, against every checkpoint (a hostile superuser's test).
+_BELOW_EVERY_INDEX = -(2**63)
+
+
 async def _append_leaves(
     conn: Any,
     report: LogReport,
     accumulator: RootAccumulator,
     at_each: Callable[[int], None] = lambda size: None,
+    start: int | None = None,
 ) -> bool:
-    """Every leaf from the accumulator's size on, recomputed and appended in order;
-    False (a problem) at the first index missing."""
+    """Every leaf from the accumulator's size on (from `start`, to see those below
+    0 too), recomputed and appended in order; False (a problem) at the first
+    index missing. A leaf below 0 is a problem, and binds nothing."""
     query = q("log_leaf_hashes_from")
-    async for row in conn.cursor(query, accumulator.size, prefetch=PREFETCH):
+    first = accumulator.size if start is None else start
+    async for row in conn.cursor(query, first, prefetch=PREFETCH):
+        if row["leaf_index"] < 0:
+            report.problem(
+                f"leaf {row['leaf_index']} ({row['kind']} {row['row_id']}): an index below 0, "
+                "in no tree: written beside the log, it proves nothing"
+            )
+            continue
         if row["leaf_index"] != accumulator.size:
             report.problem(f"leaf {accumulator.size} is missing (next is {row['leaf_index']})")
             return False
@@ -250,17 +266,27 @@ async def _check_stored_hashes(conn: Any, report: LogReport, accumulator: RootAc
 
 def _recomputed_leaf(row: Any, report: LogReport) -> bytes:
     """The leaf hash from what the leaf records (kind, id, deletion, digests), never the
-    stored hash: so every leaf, old versions included, is bound by the tree."""
+    stored hash: so every leaf, old versions included, is bound by the tree.
+
+    A leaf missing what it records (its table's NOT NULL dropped by the owner)
+    is a problem, hashed as if empty there, never a traceback: the check goes
+    on and the tree shows whether the checkpoint covered it."""
     digests = Digests(
         _bytes(row["row_sha256"]), _bytes(row["fixed_sha256"]), _bytes(row["settled_sha256"])
     )
-    hashed = leaf_hash(leaf_data(row["kind"], row["row_id"], digests))
+    kind, row_id, stored = row["kind"], row["row_id"], row["leaf_hash"]
+    hashed = leaf_hash(leaf_data(kind or "", row_id or "", digests))
     where = f"leaf {row['leaf_index']}"
-    if row["kind"] not in KINDS:
-        report.problem(f"{where}: records an unknown kind {row['kind']!r}")
-    if row["deleted"] != (digests.row is None):
+    missing = [name for name, value in (("kind", kind), ("row id", row_id)) if value is None]
+    if missing:
+        report.problem(f"{where}: records no {' and no '.join(missing)}")
+    elif kind not in KINDS:
+        report.problem(f"{where}: records an unknown kind {kind!r}")
+    if row["deleted"] is not (digests.row is None):
         report.problem(f"{where}: its deleted flag contradicts its digests")
-    if hashed != bytes(row["leaf_hash"]):
+    elif digests.row is not None and digests.fixed is None:
+        report.problem(f"{where}: records no fixed digest, though not deleted")
+    if stored is None or hashed != bytes(stored):
         report.problem(f"{where}: its stored hash is not the hash of what it records")
     return hashed
 
@@ -390,7 +416,10 @@ def _version_problem(kind: LeafKind, versions: list[Any]) -> str | None:
             return problem
     if not kind.updatable and len(live) > 1:
         return f"logged in {len(live)} versions, but such rows are written once"
-    if len({bytes(v["fixed_sha256"]) for v in live}) > 1:
+    fixed = {_bytes(v["fixed_sha256"]) for v in live}
+    if None in fixed:  # the schema allows it; no version the sequencer writes lacks one
+        return "a version records no fixed digest (every version of a row has one)"
+    if len(fixed) > 1:
         return "a later version changed what never changes (its identity or request)"
     settled = [bytes(v["settled_sha256"]) for v in live if v["settled_sha256"] is not None]
     if len(set(settled)) > 1:
