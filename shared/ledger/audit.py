@@ -5,6 +5,8 @@ that wrote it, so a tampered trigger cannot vouch for itself. A chain breaks
 when a row was altered (its hash no longer matches), removed or reordered (seq
 gaps, prev_hash not the previous row's hash), or the newest rows were removed
 (the operation's recorded chain head or state disagree with the last row).
+Each transition is also replayed through the state machine: a chain rehashed
+around a move the history trigger refuses is still broken.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from shared.db.queries import q
+from shared.ledger.states import EDGES, LocalState
 
 _SEP = "\x1f"
 # History rows fetched per round trip while streaming.
@@ -79,12 +82,48 @@ def verify_chain(
             return Break(operation_id, row["seq"], f"row cannot be hashed ({exc}): altered")
         if recomputed != row["row_hash"]:
             return Break(operation_id, row["seq"], "row content does not match its hash: altered")
+        refused = _transition_problem(rows[expected_seq - 2] if expected_seq > 1 else None, row)
+        if refused:
+            return Break(operation_id, row["seq"], refused)
         prev = row["row_hash"]
     if head["history_seq"] != len(rows) or (rows and head["history_head"] != prev):
         return Break(operation_id, None, "newest history rows are missing")
     if rows and str(head["state"]) != str(rows[-1]["to_state"]):
         return Break(operation_id, None, "operation state differs from its last transition")
     return _result_break(operation_id, rows, head)
+
+
+def _transition_problem(previous: Mapping[str, Any] | None, row: Mapping[str, Any]) -> str | None:
+    """Why the history trigger would have refused this transition, replayed (None: it
+    would not).
+
+    A chain hashes whatever it is given: a row appended by hand (triggers off,
+    the hash computed with the database's own function) after the newest
+    checkpoint is logged like any other, so a finished operation could be moved
+    on, `failed` made `cancelled`. The state machine is the one the trigger
+    holds every insert to (`states.EDGES`, proved equal to SQL's by
+    test_state_machine.py): an edge it has, from the state the previous row
+    ended in, citing the kind of evidence the edge needs.
+    """
+    src, dst = row["from_state"], str(row["to_state"])
+    if src is None or previous is None:
+        if src is None and previous is None and dst == LocalState.CREATE_PENDING:
+            return None
+        return "only the first transition starts from nothing, and into create_pending"
+    src, ended = str(src), str(previous["to_state"])
+    if src != ended:
+        return f"starts from {src}, but the previous transition ended in {ended}"
+    try:
+        evidence = EDGES.get((LocalState(src), LocalState(dst)))
+    except ValueError:
+        return f"{src} -> {dst} names a state the state machine does not have"
+    if evidence is None:
+        return f"{src} -> {dst} is not a transition the state machine allows"
+    if evidence and row["evidence_kind"] not in evidence:
+        return f"{src} -> {dst} cites no {' or '.join(sorted(evidence))}"
+    if src == LocalState.NEEDS_ATTENTION and not str(row["actor"]).startswith("operator:"):
+        return "only an operator's decision moves an operation out of needs_attention"
+    return None
 
 
 def _result_break(

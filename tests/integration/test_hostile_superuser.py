@@ -98,21 +98,26 @@ async def _leaf_for(conn: Any, kind: str, row: Any, index: int) -> None:
 async def test_a_forged_row_behind_a_leaf_outside_the_tree_is_caught(
     pool: Any, signed: tuple[list[str], str]
 ) -> None:
-    """A failed operation made `cancelled` by an appended transition, its leaf
-    written at index -1 (the owner may drop the CHECK that forbids it): the row
-    has a leaf, so it is not "outside the log", and the tree, streamed from 0,
-    never sees it."""
+    """An operator's decision fabricated (dated last month), its leaf written at
+    index -1 (the owner may drop the CHECK that forbids it): the row has a leaf,
+    so it was not "outside the log", and the tree, streamed from 0, never saw it.
+    It passed against every checkpoint."""
     ops, note = signed
     async with superuser(pool) as conn:
         await conn.execute("ALTER TABLE log_leaves DROP CONSTRAINT log_leaves_leaf_index_check")
-        row = await _append_transition(conn, ops[2], "cancelled", "cancelled at our request")
-        await _leaf_for(conn, "history", row, -1)
-    async with pool.acquire() as conn:
-        _, breaks = await audit.verify(conn)
-    assert breaks == []  # the chain is intact: only the log can tell
+        row = await conn.fetchrow(
+            "INSERT INTO decisions (operation_id, actor, decided_at, decision, reason)"
+            " VALUES ($1, 'operator:alice', clock_timestamp() - interval '30 days', 'failed',"
+            " 'approved: bill the customer anyway') RETURNING *",
+            ops[2],
+        )
+        await _leaf_for(conn, "decision", row, -1)
     for report in (await _verify(pool, note), await _verify(pool, None)):
         assert not report.ok
-        assert any("leaf -1" in p for p in report.problems), report.problems
+        assert [p for p in report.problems if "leaf -1" in p] == [
+            f"leaf -1 (decision {row['decision_id']}): an index below 0, in no tree: written "
+            "beside the log, it proves nothing"
+        ], report.problems
 
 
 async def _append_leaf(conn: Any, kind: str | None, row_id: str | None, digests: Digests) -> int:
@@ -245,3 +250,89 @@ async def test_a_history_row_that_cannot_be_hashed_is_a_break_not_a_traceback(
     code, out = await _verify_on_the_command_line(tmp_path, note, capsys)
     assert code == 1, out
     assert "BROKEN" in out and "FAILED" in out, out
+
+
+async def test_a_finished_operation_moved_on_after_the_checkpoint_is_a_broken_chain(
+    pool: Any,
+    db_url: str,
+    signed: tuple[list[str], str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A `failed` operation made `cancelled` by a transition appended by hand, chained
+    with the database's own hash and logged by the sequencer like any other: after
+    the newest checkpoint, so the log cannot refuse it (README: evidence added since
+    is only as safe as the database). A transition the state machine forbids is
+    refused by the chain check, which replays the machine: a terminal state is never
+    left, whenever the row was written."""
+    ops, note = signed
+    monkeypatch.setenv("DATABASE_URL", db_url)
+    async with superuser(pool) as conn:
+        row = await _append_transition(conn, ops[2], "cancelled", "cancelled at our request")
+        await conn.execute(
+            "INSERT INTO log_queue (kind, row_id) VALUES ('history', $1)", str(row["history_id"])
+        )
+    async with pool.acquire() as conn:
+        assert await log.sequence_all(conn) == 1
+    assert (await _verify(pool, note)).ok  # the log holds it, after the checkpoint
+    code, out = await _verify_on_the_command_line(tmp_path, note, capsys)
+    assert code == 1, out
+    assert (
+        f"BROKEN {ops[2]} seq {row['seq']}: failed -> cancelled is not a transition the "
+        "state machine allows" in out
+    ), out
+
+
+CHAIN_OF_TRANSITIONS = {
+    # (what the attacker rewrites, with the row's hash recomputed to match) -> the break
+    "skips_a_state": (
+        "UPDATE history SET from_state = 'create_pending' WHERE operation_id = $1 AND seq = 3",
+        "starts from create_pending, but the previous transition ended in accepted",
+    ),
+    "a_second_genesis": (
+        "UPDATE history SET from_state = NULL WHERE operation_id = $1 AND seq = 3",
+        "only the first transition starts from nothing",
+    ),
+    "evidence_dropped": (
+        "UPDATE history SET evidence_kind = NULL, evidence_id = NULL"
+        " WHERE operation_id = $1 AND to_state = 'succeeded'",
+        "result_collecting -> succeeded cites no result",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CHAIN_OF_TRANSITIONS))
+async def test_a_chain_rehashed_around_an_impossible_transition_is_broken(
+    pool: Any, signed: tuple[list[str], str], case: str
+) -> None:
+    """Rows rewritten and every hash after them recomputed (the chain alone is then
+    fooled, as issue 12 found): the replayed state machine still refuses them."""
+    ops, _ = signed
+    sql, problem = CHAIN_OF_TRANSITIONS[case]
+    async with superuser(pool) as conn:
+        await conn.execute(sql, ops[0])
+        await _rehash_chain(conn, ops[0])
+    async with pool.acquire() as conn:
+        _, breaks = await audit.verify(conn)
+    assert [b.operation_id for b in breaks] == [ops[0]]
+    assert problem in breaks[0].problem, breaks
+
+
+async def _rehash_chain(conn: Any, op_id: str) -> None:
+    """Every row_hash and prev_hash of the operation's chain recomputed, the head too."""
+    prev = audit.genesis_hash(op_id)
+    for row in await conn.fetch(
+        "SELECT * FROM history WHERE operation_id = $1 ORDER BY seq", op_id
+    ):
+        row_hash = audit.row_hash({**dict(row), "prev_hash": prev})
+        await conn.execute(
+            "UPDATE history SET prev_hash = $2, row_hash = $3 WHERE history_id = $1",
+            row["history_id"],
+            prev,
+            row_hash,
+        )
+        prev = row_hash
+    await conn.execute(
+        "UPDATE operations SET history_head = $2 WHERE operation_id = $1", op_id, prev
+    )
