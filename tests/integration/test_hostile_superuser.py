@@ -13,16 +13,30 @@ kept from the sequencer) are not repeated here.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import json
+import os
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from shared.ledger import audit, log
+from shared.db.connect import create_pool, with_database
+from shared.ledger import audit, log, receipts, webhooks
 from shared.ledger.leaves import KINDS, Digests, leaf_data
-from shared.tlog import leaf_hash
+from shared.ledger.log_audit import LogReport, open_checkpoint, verify_log
+from shared.tlog import Signer, Verifier, generate_key, leaf_hash
+from tests.conftest import _drop
 from tests.integration.test_evidence_log import (
+    SIGNER_KEY,
+    VERIFIER_KEY,
+    _as_the_auditor,
     _kept_off_the_host,
+    _rewrite_consistently,
+    _truncate_newest,
+    _unmatched_events,
     _verify,
     signed,
     superuser,
@@ -336,3 +350,303 @@ async def _rehash_chain(conn: Any, op_id: str) -> None:
     await conn.execute(
         "UPDATE operations SET history_head = $2 WHERE operation_id = $1", op_id, prev
     )
+
+
+@contextlib.asynccontextmanager
+async def triggers_off(pool: Any, *tables: str) -> AsyncIterator[Any]:
+    """`ALTER TABLE … DISABLE TRIGGER ALL` (the owner's way, not replica mode), in a
+    transaction that enables them again: no log_queue entry, no append-only guard."""
+    async with pool.acquire() as conn, conn.transaction():
+        for table in tables:
+            await conn.execute(f"ALTER TABLE {table} DISABLE TRIGGER ALL")
+        yield conn
+        for table in tables:
+            await conn.execute(f"ALTER TABLE {table} ENABLE TRIGGER ALL")
+
+
+TIMESTAMPS = {
+    # table, its time column, how the row is picked (of the newest operation)
+    "history_at": ("history", "at", "history_id = (SELECT max(history_id) FROM history)"),
+    "observation_fetched_at": (
+        "observations",
+        "fetched_at",
+        "observation_id = (SELECT max(observation_id) FROM observations)",
+    ),
+    "call_started_at": (
+        "provider_calls",
+        "started_at",
+        "call_id = (SELECT min(call_id) FROM provider_calls)",
+    ),
+    "result_fetched_at": (
+        "results",
+        "fetched_at",
+        "result_id = (SELECT min(result_id) FROM results)",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(TIMESTAMPS))
+async def test_a_timestamp_moved_with_triggers_disabled_is_caught(
+    pool: Any, signed: tuple[list[str], str], case: str
+) -> None:
+    """Evidence back-dated an hour: altered, with or without a checkpoint."""
+    _, note = signed
+    table, column, where = TIMESTAMPS[case]
+    async with triggers_off(pool, table) as conn:
+        assert (
+            await conn.execute(
+                f"UPDATE {table} SET {column} = {column} - interval '1 hour' WHERE {where}"
+            )
+            == "UPDATE 1"
+        )
+    for report in (await _verify(pool, note), await _verify(pool, None)):
+        assert any(p.startswith(table) and "altered" in p for p in report.problems), report.problems
+    assert (await _verify(pool, note)).extends is True
+
+
+async def test_a_leaf_rewritten_with_triggers_disabled_is_caught(
+    pool: Any, signed: tuple[list[str], str]
+) -> None:
+    """An observation and its leaf rewritten together, the stored hashes left alone:
+    even a plain verify sees the tree and its stored hashes disagree."""
+    _, note = signed
+    async with triggers_off(pool, "observations", "log_leaves") as conn:
+        row = await conn.fetchrow(
+            "UPDATE observations SET remote_state = 'succeeded', error = NULL"
+            " WHERE observation_id = (SELECT max(observation_id) FROM observations) RETURNING *"
+        )
+        digests = Digests.of(KINDS["observation"], row)
+        row_id = str(row["observation_id"])
+        await conn.execute(
+            "UPDATE log_leaves SET leaf_hash = $2, row_sha256 = $3, fixed_sha256 = $4"
+            " WHERE kind = 'observation' AND row_id = $1",
+            row_id,
+            leaf_hash(leaf_data("observation", row_id, digests)),
+            digests.row,
+            digests.fixed,
+        )
+    plain = await _verify(pool, None)
+    assert plain.problems == ["the stored hashes disagree with the leaves: proofs would not verify"]
+    against = await _verify(pool, note)
+    assert against.extends is False and not against.ok
+
+
+async def test_newest_entries_replaced_past_the_checkpoints_size_are_caught(
+    pool: Any, signed: tuple[list[str], str]
+) -> None:
+    """The tail cut (the newest operation's rows, leaves and hashes) and different
+    evidence logged in its place, more of it than was cut: the log is longer than
+    the checkpoint again, consistent with itself, and not the log that was signed."""
+    ops, note = signed
+    async with superuser(pool) as conn:
+        await _truncate_newest(conn, ops)
+        size = await conn.fetchval("SELECT count(*) FROM log_leaves")
+    async with pool.acquire() as conn:
+        await webhooks.store_events(conn, _unmatched_events("replacement", 40))
+        assert await log.sequence_all(conn) == 40
+    checkpoint = open_checkpoint(note, [Verifier.from_key(VERIFIER_KEY)])
+    assert size + 40 > checkpoint.size
+    plain = await _verify(pool, None)
+    assert plain.ok, plain.problems
+    against = await _verify(pool, note)
+    assert against.extends is False
+    assert any("do not hash to the checkpoint's root" in p for p in against.problems)
+
+
+async def test_a_rewrite_served_under_a_checkpoint_row_signed_with_another_key(
+    pool: Any, signed: tuple[list[str], str]
+) -> None:
+    """A consistent rewrite, then a checkpoint row for the new tree signed with a key
+    the attacker made under the log's name, replacing the real row (append-only
+    guard off): the API would serve receipts built on it, and every reader holding
+    the log's public key refuses them; verify never reads checkpoint rows."""
+    ops, note = signed
+    forger, _ = generate_key("jobwarden.test/log")
+    async with superuser(pool) as conn:
+        await _rewrite_consistently(conn, ops)
+        await conn.execute("DELETE FROM log_checkpoints")
+        await log.checkpoint(conn, Signer.from_key(forger))
+    async with pool.acquire() as conn:
+        receipt = await receipts.build_receipt(conn, ops[2])
+    document = json.loads(json.dumps(receipt.to_json()))
+    with pytest.raises(receipts.ReceiptError, match="does not verify"):
+        receipts.check_receipt(document, [Verifier.from_key(VERIFIER_KEY)])
+    assert (await _verify(pool, note)).extends is False
+
+
+async def _command(*argv: str) -> None:
+    process = await asyncio.create_subprocess_exec(
+        *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    out, err = await process.communicate()
+    assert process.returncode == 0, (argv[0], out.decode(), err.decode())
+
+
+async def _verify_at(url: str, note: str) -> LogReport:
+    restored = await create_pool(url, min_size=1, max_size=2)
+    try:
+        async with restored.acquire() as conn:
+            return await verify_log(
+                conn, open_checkpoint(note, [Verifier.from_key(VERIFIER_KEY)]), settle_seconds=0
+            )
+    finally:
+        await restored.close()
+
+
+async def test_a_database_rolled_back_to_a_backup_is_caught_by_the_newer_checkpoint(
+    pool: Any, db_url: str, signed: tuple[list[str], str], tmp_path: Path
+) -> None:
+    """The whole database restored from a real `pg_dump` taken before the newest
+    checkpoint (a fork): verify against that checkpoint finds the newest entries
+    gone; evidence appended since, past its size, does not hide it; the signer
+    holding its published checkpoint refuses to sign the restored log. Against
+    the checkpoint the backup already held it passes: evidence is only as safe
+    as the newest checkpoint shipped off the host."""
+    _, old_note = signed
+    dump = tmp_path / "before.dump"
+    await _command("pg_dump", "--format=custom", f"--file={dump}", f"--dbname={db_url}")
+    async with pool.acquire() as conn:
+        await webhooks.store_events(conn, _unmatched_events("after_the_backup", 10))
+        await log.sequence_all(conn)
+        new_note = await log.checkpoint(conn, Signer.from_key(SIGNER_KEY))
+    published = log.publish(new_note, tmp_path / "checkpoints")
+    admin = with_database(db_url, "postgres")
+    name = f"jw_t_{os.getpid()}_restored"
+    await _drop(admin, name)
+    admin_conn = await create_pool(admin, min_size=1, max_size=1)
+    try:
+        await admin_conn.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await admin_conn.close()
+    restored = with_database(db_url, name)
+    try:
+        await _command("pg_restore", f"--dbname={restored}", str(dump))
+        assert (await _verify_at(restored, old_note)).ok
+        gone = await _verify_at(restored, new_note)
+        assert gone.extends is False
+        assert any("the newest entries were removed" in p for p in gone.problems)
+        other = await create_pool(restored, min_size=1, max_size=2)
+        try:
+            async with other.acquire() as conn:
+                previous = log.published(published.path.parent, Signer.from_key(SIGNER_KEY))
+                with pytest.raises(log.LogForked, match="smaller than the previous"):
+                    await log.checkpoint(conn, Signer.from_key(SIGNER_KEY), previous)
+                await webhooks.store_events(conn, _unmatched_events("on_the_fork", 30))
+                await log.sequence_all(conn)
+        finally:
+            await other.close()
+        forked = await _verify_at(restored, new_note)
+        assert forked.extends is False
+        assert any("do not hash to the checkpoint's root" in p for p in forked.problems)
+    finally:
+        await _drop(admin, name)
+
+
+# ------------------------------------------------- what verify cannot see (README says so)
+
+WORKING_STATE = {
+    # what agents are shown, or what the reconciler acts on next, written without
+    # a history row: operations' columns outside the submitted intent
+    "error_agents_are_shown": 'last_error = \'{"code": "quota", "message": "forged"}\'',
+    "completed_with_errors_instead_of_succeeded": "remote_state = 'partially_succeeded'",
+    "progress": "progress_completed = 1, progress_total = 9",
+    "the_job_read_next": "remote_job_id = 'job_of_someone_else'",
+}
+
+
+@pytest.mark.parametrize("case", sorted(WORKING_STATE))
+async def test_the_operations_working_state_is_not_covered(
+    pool: Any, signed: tuple[list[str], str], case: str
+) -> None:
+    """The operation row's working state is outside the log (README: *Not covered*),
+    and some of it reaches agents: the error code and message of a failed
+    operation, `completed_with_errors` rather than `succeeded`, progress. Only
+    the state (the chain's last transition) and the result (its own, the one
+    its success cites) are checked."""
+    ops, note = signed
+    op_id = ops[0] if case == "completed_with_errors_instead_of_succeeded" else ops[2]
+    async with pool.acquire() as conn:
+        before = await conn.fetchrow(
+            "SELECT * FROM operations_overview WHERE operation_id = $1", op_id
+        )
+    async with superuser(pool) as conn:
+        await conn.execute(
+            f"UPDATE operations SET {WORKING_STATE[case]} WHERE operation_id = $1", op_id
+        )
+    async with pool.acquire() as conn:
+        after = await conn.fetchrow(
+            "SELECT * FROM operations_overview WHERE operation_id = $1", op_id
+        )
+        _, breaks = await audit.verify(conn)
+    assert dict(after) != dict(before)  # agents are shown something else
+    assert breaks == []
+    assert (await _verify(pool, note)).ok  # not detected: documented
+
+
+async def test_a_row_shown_to_agents_and_hidden_from_the_auditors_login(
+    pool: Any,
+    db_url: str,
+    signed: tuple[list[str], str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A split view: a failed item fabricated (triggers off: never queued, never
+    logged) and a row security policy that hides it from the login `verify` runs
+    as. The auditor's verify passes; agents are shown the item; the only witness
+    is the agent's receipt, which cannot prove it. `verify` checks the database
+    as that database shows it to its login (README)."""
+    ops, note = signed
+    async with superuser(pool) as conn:
+        result_id = await conn.fetchval(
+            "SELECT result_id FROM operations WHERE operation_id = $1", ops[1]
+        )
+        await conn.execute(
+            "INSERT INTO result_item_failures (result_id, item_key, code, message)"
+            " VALUES ($1, 'forged-1', 'invalid', 'row 1 was never sent')",
+            result_id,
+        )
+    async with pool.acquire() as conn:
+        await conn.execute(
+            "ALTER TABLE result_item_failures ENABLE ROW LEVEL SECURITY;"
+            " ALTER TABLE result_item_failures FORCE ROW LEVEL SECURITY;"
+            " CREATE POLICY everyone ON result_item_failures USING (true) WITH CHECK (true);"
+            " CREATE POLICY not_the_auditor ON result_item_failures AS RESTRICTIVE FOR SELECT"
+            " USING (current_user <> 'jobwarden_operator' OR item_key <> 'forged-1')"
+        )
+    _as_the_auditor(monkeypatch, db_url)
+    code, out = await _verify_on_the_command_line(tmp_path, note, capsys)
+    assert code == 0 and out.rstrip().endswith("OK"), out
+    async with pool.acquire() as conn, conn.transaction():
+        await conn.execute("SET LOCAL ROLE jobwarden_receiver")
+        shown = await conn.fetch(
+            "SELECT item_key FROM agent_failed_items WHERE operation_id = $1", ops[1]
+        )
+        receipt = await receipts.build_receipt(conn, ops[1])
+    assert "forged-1" in {r["item_key"] for r in shown}
+    assert any(f"failure {result_id}/forged-1" in u for u in receipt.unproven), receipt.unproven
+    # a login the policy does not name (here the superuser) sees it outside the log
+    assert any("forged-1: outside the log" in p for p in (await _verify(pool, note)).problems)
+
+
+async def test_evidence_edited_before_its_first_leaf_is_logged_as_edited(
+    pool: Any, signed: tuple[list[str], str]
+) -> None:
+    """Racing the sequencer: a webhook event's payload rewritten in the seconds
+    between its write and its first leaf. The log records the rewritten event as
+    the event, and verify has nothing to compare it with (README: evidence is only
+    as safe as the database until a checkpoint covering it leaves the host)."""
+    _, note = signed
+    async with pool.acquire() as conn:
+        await webhooks.store_events(conn, _unmatched_events("raced", 1))
+    async with superuser(pool) as conn:
+        assert (
+            await conn.execute(
+                'UPDATE webhook_events SET payload = \'{"job_id": "job_forged"}\''
+                " WHERE event_id = 'raced_0'"
+            )
+            == "UPDATE 1"
+        )
+    async with pool.acquire() as conn:
+        assert await log.sequence_all(conn) == 1
+    assert (await _verify(pool, note)).ok
