@@ -650,3 +650,50 @@ async def test_evidence_edited_before_its_first_leaf_is_logged_as_edited(
     async with pool.acquire() as conn:
         assert await log.sequence_all(conn) == 1
     assert (await _verify(pool, note)).ok
+
+
+async def test_a_calls_request_is_fixed_only_once_it_is_recorded_finished(
+    pool: Any, signed: tuple[list[str], str]
+) -> None:
+    """A status read recorded before it left (as `call_started` records one) and
+    covered by a checkpoint while in flight: the ledger itself completes such a
+    row with its request (a chained read, a read recorded as lost), so until it
+    is finished its request is not fixed. Rewritten with a forged answer after
+    the checkpoint, the call passes; its identity (here its start) does not."""
+    ops, _ = signed
+    async with pool.acquire() as conn:
+        call = await conn.fetchrow(
+            "INSERT INTO provider_calls (operation_id, call_kind, attempt, worker, fence,"
+            " trace_id, method, url, request_headers) SELECT $1, 'status', 99, 'reconciler:w1',"
+            " 1, trace_id, 'GET', 'http://provider.test/v1/jobs/1', '{}' FROM operations"
+            " WHERE operation_id = $1 RETURNING call_id",
+            ops[0],
+        )
+        await log.sequence_all(conn)
+        note = await log.checkpoint(conn, Signer.from_key(SIGNER_KEY))
+    async with superuser(pool) as conn:
+        await conn.execute(
+            "UPDATE provider_calls SET url = 'http://elsewhere.test/v1/jobs/2',"
+            " finished_at = started_at + interval '1 s', status_code = 200,"
+            ' response_body = \'{"state": "succeeded"}\' WHERE call_id = $1',
+            call["call_id"],
+        )
+        await conn.execute(
+            "INSERT INTO log_queue (kind, row_id) VALUES ('call', $1)", str(call["call_id"])
+        )
+    async with pool.acquire() as conn:
+        assert await log.sequence_all(conn) == 1
+    assert (await _verify(pool, note)).ok  # the request settled with the answer
+    async with superuser(pool) as conn:
+        await conn.execute(
+            "UPDATE provider_calls SET started_at = started_at - interval '1 day'"
+            " WHERE call_id = $1",
+            call["call_id"],
+        )
+        await conn.execute(
+            "INSERT INTO log_queue (kind, row_id) VALUES ('call', $1)", str(call["call_id"])
+        )
+    async with pool.acquire() as conn:
+        assert await log.sequence_all(conn) == 1
+    report = await _verify(pool, note)
+    assert any("changed what never changes" in p for p in report.problems), report.problems
