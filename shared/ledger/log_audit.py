@@ -101,6 +101,12 @@ class LogReport:
     settled: int = 0
     # excused rows past MAX_EXCUSED, not waited for (one problem says so)
     excused_beyond: int = 0
+    # evidence rows listed in log_archived, counted beside their leaves: each must
+    # be one a logged archive lists (archived_rows), or it excuses a deletion no
+    # archive made
+    listed_archived: int = 0
+    # of the excused rows, those listed as archived when the check began
+    excused_listed: set[tuple[str, str]] = field(default_factory=set)
 
     def excuse(self, kind: str, row_id: str) -> None:
         """A row only a queued change excuses, to wait for (verify_log)."""
@@ -181,6 +187,12 @@ async def _check_snapshot(
             await _check_rows(conn, kind, report)
         await _check_versions(conn, report)
         report.archives, report.archived_rows = await check_archives(conn, report, archive_root)
+        if report.listed_archived > report.archived_rows:
+            report.problem(
+                f"{report.listed_archived - report.archived_rows} evidence row(s) listed as "
+                "archived (log_archived) under no archive the log records: the deletions "
+                "they excuse are no archive's"
+            )
         if report.archived_rows and archive_root is None:
             report.archives_unchecked = unchecked_note(report.archives, report.archived_rows)
         pending = await conn.fetchrow(q("log_pending"))
@@ -308,9 +320,13 @@ async def _check_rows(conn: Any, kind: LeafKind, report: LogReport) -> None:
     checked = 0
     async for row in conn.cursor(q(f"log_check_{kind.name}"), prefetch=PREFETCH):
         checked += 1
+        if row["log_archived"]:
+            report.listed_archived += 1
         problem = _row_problem(kind, row)
         if problem is _EXCUSED:
             report.excuse(kind.name, row["log_row_id"])
+            if row["log_archived"]:
+                report.excused_listed.add((kind.name, row["log_row_id"]))
         elif problem:
             report.problem(f"{kind.table} {row['log_row_id']}: {problem}")
     report.rows_checked[kind.name] = checked
@@ -361,7 +377,10 @@ async def _rejudge(conn: Any, report: LogReport, keys: Sequence[tuple[str, str]]
     """Each row the sequencer logged during the wait, against its newest leaf now.
 
     As in the first pass, except that a row that is gone is no longer excused
-    by a change queued again: its deletion had time to be logged.
+    by a change queued again: its deletion had time to be logged; and a row
+    listed as archived only since the first pass (whose count vouched for the
+    listings then) is a problem: an archive excuses the deletion of nothing
+    listed behind the check's back.
     """
     kinds, ids = map(list, zip(*keys, strict=True))
     newest = await conn.fetch(q("log_newest_of"), kinds, ids)
@@ -371,6 +390,10 @@ async def _rejudge(conn: Any, report: LogReport, keys: Sequence[tuple[str, str]]
         kind, row = KINDS[kind_name], rows.get((kind_name, row_id))
         judged = {**(dict(row) if row is not None else {}), **leaves[(kind_name, row_id)]}
         judged["log_row_exists"] = row is not None
+        if judged["log_archived"] and (kind_name, row_id) not in report.excused_listed:
+            report.problem(
+                f"{kind.table} {row_id}: listed as archived only while this check waited"
+            )
         problem = _row_problem(kind, judged)
         if problem is _EXCUSED and row is None:
             problem = "removed (its leaf is in the log, the row is gone)"

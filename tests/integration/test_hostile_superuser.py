@@ -41,6 +41,7 @@ from tests.integration.test_evidence_log import (
     signed,
     superuser,
 )
+from tests.integration.test_evidence_log_queue import _verify_while_sequencing
 from tests.support import jobwarden
 
 __all__ = ["signed"]  # the fixture, shared with test_evidence_log
@@ -697,3 +698,75 @@ async def test_a_calls_request_is_fixed_only_once_it_is_recorded_finished(
         assert await log.sequence_all(conn) == 1
     report = await _verify(pool, note)
     assert any("changed what never changes" in p for p in report.problems), report.problems
+
+
+async def _a_covered_call(conn: Any, op_id: str) -> Any:
+    """The operation's create call, with the index of its newest leaf."""
+    return await conn.fetchrow(
+        "SELECT c.call_id::text AS id, max(l.leaf_index) AS leaf FROM provider_calls c"
+        " JOIN log_leaves l ON l.kind = 'call' AND l.row_id = c.call_id::text"
+        " WHERE c.operation_id = $1 AND c.call_kind = 'create' GROUP BY c.call_id",
+        op_id,
+    )
+
+
+async def _list_as_archived(conn: Any, call: Any, op_id: str) -> None:
+    """`log_archived` names the call under an archive id no `log_archives` row has
+    (its foreign key unchecked in replica mode)."""
+    await conn.execute(
+        "INSERT INTO log_archived (kind, row_id, archive_id, operation_id, leaf_index)"
+        " VALUES ('call', $1, 424242, $2, $3)",
+        call["id"],
+        op_id,
+        call["leaf"],
+    )
+
+
+async def _delete_and_queue(conn: Any, call: Any) -> None:
+    await conn.execute("DELETE FROM provider_calls WHERE call_id::text = $1", call["id"])
+    await conn.execute("INSERT INTO log_queue (kind, row_id) VALUES ('call', $1)", call["id"])
+
+
+async def test_a_deletion_excused_by_a_listing_in_no_logged_archive_is_caught(
+    pool: Any, signed: tuple[list[str], str]
+) -> None:
+    """A covered provider call deleted and listed in `log_archived` under no logged
+    archive, its deletion queued and logged: the version rules took the listing
+    for an archive's, and the archive check, which walks the logged archives,
+    never met it. It passed against the checkpoint ("any other deletion fails")."""
+    ops, note = signed
+    async with superuser(pool) as conn:
+        call = await _a_covered_call(conn, ops[1])
+        await _list_as_archived(conn, call, ops[1])
+        await _delete_and_queue(conn, call)
+    async with pool.acquire() as conn:
+        assert await log.sequence_all(conn) == 1  # its deletion leaf
+    for report in (await _verify(pool, note), await _verify(pool, None)):
+        assert report.problems == [
+            "1 evidence row(s) listed as archived (log_archived) under no archive the log "
+            "records: the deletions they excuse are no archive's"
+        ]
+
+
+async def test_a_listing_slipped_in_while_verify_waits_for_the_sequencer_is_caught(
+    pool: Any, signed: tuple[list[str], str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same, raced: the call deleted and its deletion queued before the check
+    (excused while pending), the listing written once its first snapshot was
+    taken, then the sequencer logs the deletion while the check waits for it."""
+    ops, note = signed
+    async with superuser(pool) as conn:
+        call = await _a_covered_call(conn, ops[1])
+        await _delete_and_queue(conn, call)
+
+    async def meanwhile(_: Any) -> None:
+        async with superuser(pool) as conn:
+            await _list_as_archived(conn, call, ops[1])
+        async with pool.acquire() as conn:
+            await log.sequence_all(conn)
+
+    report = await _verify_while_sequencing(pool, note, monkeypatch, meanwhile)
+    assert report.settled == 1
+    assert report.problems == [
+        f"provider_calls {call['id']}: listed as archived only while this check waited"
+    ]
