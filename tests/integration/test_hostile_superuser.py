@@ -770,3 +770,51 @@ async def test_a_listing_slipped_in_while_verify_waits_for_the_sequencer_is_caug
     assert report.problems == [
         f"provider_calls {call['id']}: listed as archived only while this check waited"
     ]
+
+
+MALFORMED_HASHES = {
+    "no_hash": "ALTER TABLE log_hashes ALTER COLUMN hash DROP NOT NULL;"
+    " UPDATE log_hashes SET hash = NULL"
+    " WHERE hash_index = (SELECT max(hash_index) FROM log_hashes)",
+    "short_hash": "ALTER TABLE log_hashes DROP CONSTRAINT log_hashes_hash_check;"
+    " UPDATE log_hashes SET hash = '\\x0102'"
+    " WHERE hash_index = (SELECT max(hash_index) FROM log_hashes)",
+}
+
+
+@pytest.mark.parametrize("case", sorted(MALFORMED_HASHES))
+async def test_a_stored_hash_emptied_or_cut_short_is_reported_not_a_traceback(
+    pool: Any,
+    db_url: str,
+    signed: tuple[list[str], str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    case: str,
+) -> None:
+    """The tree's stored hashes (what proofs are built from) with a constraint dropped:
+    the tree itself is recomputed from the leaves and still extends the checkpoint;
+    the stored hashes are reported (before: TypeError, ProofError)."""
+    _, note = signed
+    monkeypatch.setenv("DATABASE_URL", db_url)
+    async with superuser(pool) as conn:
+        await conn.execute(MALFORMED_HASHES[case])
+    code, out = await _verify_on_the_command_line(tmp_path, note, capsys)
+    assert code == 1, out
+    assert "TAMPERED stored hashes:" in out and "extends it, but" in out, out
+
+
+async def test_a_stored_hash_no_head_reads_is_not_checked(
+    pool: Any, signed: tuple[list[str], str]
+) -> None:
+    """Verify checks the stored hashes the tree head is read from, not every one: a
+    superuser who deletes another (leaf 0's) breaks the receipts proven through it
+    (a denial, not a forgery: no receipt verifies against the signed root without
+    the true hashes) and verify passes. README says which it checks."""
+    ops, note = signed
+    async with superuser(pool) as conn:
+        await conn.execute("DELETE FROM log_hashes WHERE hash_index = 0")
+    assert (await _verify(pool, note)).ok
+    async with pool.acquire() as conn:
+        with pytest.raises(log.LogCorrupt, match="missing from log_hashes"):
+            await receipts.build_receipt(conn, ops[0])
