@@ -34,6 +34,7 @@ from tests.integration.test_evidence_log import (
     VERIFIER_KEY,
     _as_the_auditor,
     _kept_off_the_host,
+    _recompute_stored_hashes,
     _rewrite_consistently,
     _truncate_newest,
     _unmatched_events,
@@ -818,3 +819,54 @@ async def test_a_stored_hash_no_head_reads_is_not_checked(
     async with pool.acquire() as conn:
         with pytest.raises(log.LogCorrupt, match="missing from log_hashes"):
             await receipts.build_receipt(conn, ops[0])
+
+
+@pytest.mark.usefixtures("signed")
+async def test_a_fresh_unattached_webhook_event_deleted_passes_as_a_purge(pool: Any) -> None:
+    """The retention purge deletes events never attached to an operation, a day old
+    at least. Verify holds a deletion to the first rule only: with the row gone it
+    cannot read its age, so an event deleted the minute it was received passes
+    (README: any never-attached event, whatever its age)."""
+    async with pool.acquire() as conn:
+        await webhooks.store_events(conn, _unmatched_events("early", 1))
+        await log.sequence_all(conn)
+        note = await log.checkpoint(conn, Signer.from_key(SIGNER_KEY))
+    async with superuser(pool) as conn:
+        event_id = await conn.fetchval(
+            "DELETE FROM webhook_events WHERE event_id = 'early_0' RETURNING webhook_event_id"
+        )
+        await conn.execute(
+            "INSERT INTO log_queue (kind, row_id) VALUES ('webhook', $1)", str(event_id)
+        )
+    async with pool.acquire() as conn:
+        assert await log.sequence_all(conn) == 1
+    assert (await _verify(pool, note)).ok
+
+
+async def test_a_forged_leaf_inserted_in_the_middle_is_caught_by_the_checkpoint(
+    pool: Any, signed: tuple[list[str], str]
+) -> None:
+    """A decision fabricated and its leaf slipped in at index 5, every later leaf
+    moved up one and the stored hashes recomputed: a log consistent with itself,
+    not the one that was signed."""
+    ops, note = signed
+    async with superuser(pool) as conn:
+        row = await conn.fetchrow(
+            "INSERT INTO decisions (operation_id, actor, decision, reason) VALUES"
+            " ($1, 'operator:alice', 'failed', 'approved: bill the customer anyway') RETURNING *",
+            ops[2],
+        )
+        shift = 1 << 40
+        await conn.execute(
+            "UPDATE log_leaves SET leaf_index = leaf_index + $1 WHERE leaf_index >= 5", shift
+        )
+        await conn.execute(
+            "UPDATE log_leaves SET leaf_index = leaf_index - $1 + 1 WHERE leaf_index >= $1", shift
+        )
+        await _leaf_for(conn, "decision", row, 5)
+        await _recompute_stored_hashes(conn)
+    plain = await _verify(pool, None)
+    assert plain.ok, plain.problems
+    against = await _verify(pool, note)
+    assert against.extends is False
+    assert any("do not hash to the checkpoint's root" in p for p in against.problems)
