@@ -870,3 +870,27 @@ async def test_a_forged_leaf_inserted_in_the_middle_is_caught_by_the_checkpoint(
     against = await _verify(pool, note)
     assert against.extends is False
     assert any("do not hash to the checkpoint's root" in p for p in against.problems)
+
+
+@pytest.mark.usefixtures("signed")
+async def test_a_number_changed_below_a_doubles_precision_is_not_caught(pool: Any) -> None:
+    """Leaves encode JSON numbers as the jsonb codec decodes them, Python floats: a
+    covered document whose number is rewritten to another that rounds to the same
+    double has the same digest. The database (and an agent reading the views with
+    SQL) shows the new digits; verify passes. A limit of leaf encoding v1 (README)."""
+    events = _unmatched_events("amount", 1)
+    events["payload"] = ['{"job_id": "job_nobody_knows", "amount": 10000000000000000.0}']
+    async with pool.acquire() as conn:
+        await webhooks.store_events(conn, events)
+        await log.sequence_all(conn)
+        note = await log.checkpoint(conn, Signer.from_key(SIGNER_KEY))
+    async with superuser(pool) as conn:
+        await conn.execute(
+            "UPDATE webhook_events SET payload = jsonb_set(payload, '{amount}',"
+            " '10000000000000001.0') WHERE event_id = 'amount_0'"
+        )
+        shown = await conn.fetchval(
+            "SELECT payload ->> 'amount' FROM webhook_events WHERE event_id = 'amount_0'"
+        )
+    assert shown == "10000000000000001.0"
+    assert (await _verify(pool, note)).ok
