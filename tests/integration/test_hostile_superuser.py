@@ -894,3 +894,48 @@ async def test_a_number_changed_below_a_doubles_precision_is_not_caught(pool: An
         )
     assert shown == "10000000000000001.0"
     assert (await _verify(pool, note)).ok
+
+
+async def test_an_operations_state_rewritten_without_a_transition_is_caught(
+    pool: Any, signed: tuple[list[str], str]
+) -> None:
+    """`failed` made `succeeded` on the operation row alone (what agents read): its
+    chain's last transition says otherwise."""
+    ops, _ = signed
+    async with triggers_off(pool, "operations") as conn:
+        await conn.execute("ALTER TABLE operations DROP CONSTRAINT succeeded_has_result")
+        await conn.execute(
+            "UPDATE operations SET state = 'succeeded' WHERE operation_id = $1", ops[2]
+        )
+    async with pool.acquire() as conn:
+        _, breaks = await audit.verify(conn)
+    assert [str(b) for b in breaks] == [
+        f"{ops[2]} chain head: operation state differs from its last transition"
+    ]
+
+
+async def test_two_observations_swapped_are_caught(
+    pool: Any, signed: tuple[list[str], str]
+) -> None:
+    """Two observations' readings exchanged, ids kept: each no longer its leaf."""
+    _, note = signed
+    async with triggers_off(pool, "observations") as conn:
+        first, second = await conn.fetch(
+            "SELECT observation_id, remote_state, remote_state_raw FROM observations"
+            " WHERE remote_state IS DISTINCT FROM (SELECT remote_state FROM observations"
+            " ORDER BY observation_id LIMIT 1) OR observation_id = (SELECT min(observation_id)"
+            " FROM observations) ORDER BY observation_id LIMIT 2"
+        )
+        for mine, theirs in ((first, second), (second, first)):
+            await conn.execute(
+                "UPDATE observations SET remote_state = $2, remote_state_raw = $3"
+                " WHERE observation_id = $1",
+                mine["observation_id"],
+                theirs["remote_state"],
+                theirs["remote_state_raw"],
+            )
+    report = await _verify(pool, note)
+    assert sorted(p for p in report.problems if "altered" in p) == sorted(
+        f"observations {r['observation_id']}: altered (its content does not match its leaf)"
+        for r in (first, second)
+    ), report.problems
