@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.util
 import json
 import os
+import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -476,6 +478,30 @@ async def test_a_rewrite_served_under_a_checkpoint_row_signed_with_another_key(
     assert (await _verify(pool, note)).extends is False
 
 
+async def _pg_tools(pool: Any) -> Path:
+    """The directory of a pg_dump and pg_restore of the server's own major version:
+    the system's, or the embedded server's (pgserver ships its own); skipped when
+    neither matches (a dump of a newer server is refused, a restore of a newer
+    dump may not load)."""
+    major = int(await pool.fetchval("SHOW server_version_num")) // 10000
+    candidates = [Path(found).parent for found in [shutil.which("pg_dump")] if found]
+    spec = importlib.util.find_spec("pgserver")
+    if spec is not None and spec.origin is not None:
+        candidates.append(Path(spec.origin).parent / "pginstall" / "bin")
+    for directory in candidates:
+        tool = directory / "pg_dump"
+        if not (tool.exists() and (directory / "pg_restore").exists()):
+            continue
+        process = await asyncio.create_subprocess_exec(
+            str(tool), "--version", stdout=asyncio.subprocess.PIPE
+        )
+        out, _ = await process.communicate()
+        version = out.decode().rsplit(" ", 1)[-1].split(".")[0]
+        if version.isdigit() and int(version) == major:
+            return directory
+    pytest.skip(f"no pg_dump/pg_restore of PostgreSQL {major} here")
+
+
 async def _command(*argv: str) -> None:
     process = await asyncio.create_subprocess_exec(
         *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
@@ -505,8 +531,11 @@ async def test_a_database_rolled_back_to_a_backup_is_caught_by_the_newer_checkpo
     the checkpoint the backup already held it passes: evidence is only as safe
     as the newest checkpoint shipped off the host."""
     _, old_note = signed
+    tools = await _pg_tools(pool)
     dump = tmp_path / "before.dump"
-    await _command("pg_dump", "--format=custom", f"--file={dump}", f"--dbname={db_url}")
+    await _command(
+        str(tools / "pg_dump"), "--format=custom", f"--file={dump}", f"--dbname={db_url}"
+    )
     async with pool.acquire() as conn:
         await webhooks.store_events(conn, _unmatched_events("after_the_backup", 10))
         await log.sequence_all(conn)
@@ -522,7 +551,7 @@ async def test_a_database_rolled_back_to_a_backup_is_caught_by_the_newer_checkpo
         await admin_conn.close()
     restored = with_database(db_url, name)
     try:
-        await _command("pg_restore", f"--dbname={restored}", str(dump))
+        await _command(str(tools / "pg_restore"), f"--dbname={restored}", str(dump))
         assert (await _verify_at(restored, old_note)).ok
         gone = await _verify_at(restored, new_note)
         assert gone.extends is False
