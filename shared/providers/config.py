@@ -2099,6 +2099,7 @@ _TEXT_SECRETS = frozenset(
         WebhookScheme.GENERIC_HMAC,
         WebhookScheme.STATIC_HEADER,
         WebhookScheme.TWILIO,
+        WebhookScheme.MAILGUN,
     }
 )
 

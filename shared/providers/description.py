@@ -288,6 +288,7 @@ class WebhookScheme(StrEnum):
     HMAC = "hmac"
     ASYMMETRIC = "asymmetric"
     TWILIO = "twilio"
+    MAILGUN = "mailgun"
 
 
 class LookupKind(StrEnum):

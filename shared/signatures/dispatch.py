@@ -2,8 +2,9 @@
 
 Schemes are the two families (`hmac`, `asymmetric`), the named presets built
 on them (see `presets`), `static_header`, which is not a signature at all,
-and `twilio`, which signs the form's fields rather than the body's bytes;
-each of the last two keeps its own module.
+`twilio`, which signs the form's fields rather than the body's bytes, and
+`mailgun`, whose signature is in the body; each of the last three keeps its
+own module.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Final
 
-from . import asymmetric, hmac_family, static_header, twilio
+from . import asymmetric, hmac_family, mailgun, static_header, twilio
 from .errors import SignatureError
 from .headers import HeaderView
 from .presets import PRESETS
@@ -28,7 +29,9 @@ _BUILDERS: Final[Mapping[str, _Builder]] = {
     **{preset.name: preset.build for preset in PRESETS},
 }
 
-SCHEMES: frozenset[str] = frozenset({*_BUILDERS, static_header.SCHEME, twilio.SCHEME})
+SCHEMES: frozenset[str] = frozenset(
+    {*_BUILDERS, static_header.SCHEME, twilio.SCHEME, mailgun.SCHEME}
+)
 
 
 def build_spec(scheme: str, options: Mapping[str, object]) -> Spec:
@@ -53,6 +56,8 @@ def signs_timestamp(scheme: str, options: Mapping[str, object]) -> bool:
     GitHub and Shopify sign only the body: a captured delivery verifies
     forever, and only deduplication limits what a replay can do.
     """
+    if scheme == mailgun.SCHEME:
+        return True
     if scheme not in _BUILDERS:
         return False
     return build_spec(scheme, options).envelope.template.uses("timestamp")
@@ -100,6 +105,9 @@ def check_options(scheme: str, options: Mapping[str, object]) -> None:
     if scheme == twilio.SCHEME:
         twilio.check_options(options)
         return
+    if scheme == mailgun.SCHEME:
+        mailgun.check_options(options)
+        return
     build_spec(scheme, options)
 
 
@@ -120,8 +128,8 @@ def check_secret(scheme: str, secret: str, options: Mapping[str, object] | None 
     if scheme == static_header.SCHEME:
         static_header.check_secret(secret, options)
         return
-    if scheme == twilio.SCHEME:
-        return  # the Auth Token (or a SharedKey secret) as text
+    if scheme in (twilio.SCHEME, mailgun.SCHEME):
+        return  # the Auth Token (a SharedKey secret), the webhook signing key: text
     try:
         spec = build_spec(scheme, {} if options is None else options)
     except ValueError:
@@ -167,6 +175,8 @@ def verify(
                 static_header.check_options(options)
             elif scheme == twilio.SCHEME:
                 twilio.check_options(options)
+            elif scheme == mailgun.SCHEME:
+                mailgun.check_options(options)
             else:
                 spec = build_spec(scheme, options)
         except ValueError as exc:
@@ -179,6 +189,8 @@ def verify(
     view = HeaderView(headers)
     if scheme == twilio.SCHEME:
         return twilio.verify(options, view, body, usable, url)
+    if scheme == mailgun.SCHEME:
+        return mailgun.verify(body, usable, now, tolerance_seconds)
     if spec is None:
         return static_header.verify(options, view, body, usable, now, tolerance_seconds, url)
     return verify_spec(spec, view, body, usable, now, tolerance_seconds, method, url)

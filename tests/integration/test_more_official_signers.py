@@ -23,8 +23,8 @@ top-level `tests` and `examples` packages, names this repository's own
 packages hold. The two tests that need them skip when they are absent; every
 delivery is also signed by the documentation's recipe here, and those tests
 always run.
-Twilio and Mailgun are not here: no scheme option can express them (the
-README's "Webhook signature schemes" says why).
+Twilio and Mailgun have schemes of their own, tested in test_twilio_webhooks.py
+and test_mailgun_webhooks.py.
 """
 
 from __future__ import annotations

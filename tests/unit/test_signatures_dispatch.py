@@ -31,6 +31,7 @@ VALID_OPTIONS: dict[str, dict[str, object]] = {
     "asymmetric": {"signature_header": "X-Sig", "algorithm": "ed25519"},
     "static_header": {"header": "X-Token"},
     "twilio": {},
+    "mailgun": {},
 }
 
 
