@@ -13,9 +13,11 @@ port: Twilio's own validator accepts both, as its servers sign either.
 
 What this proves, and what not: the body and the URL are authentic; nothing
 is timestamped, so there is no replay window (as for GitHub), and
-`I-Twilio-Idempotency-Token`, the delivery's id, is not signed: deduplication
-rests on it or on the body's hash, and every event is a hint that triggers a
-status read of our own.
+`I-Twilio-Idempotency-Token`, the delivery's id, is not signed, so the receiver
+never deduplicates on it (`id_signed=False`): it deduplicates on the body's
+hash, and every event is a hint that triggers a status read of our own. A
+form's signature covers its fields sorted and deduplicated, not its bytes:
+the same fields in another order or spelling verify as well.
 
 Checked against the `twilio` package's own `RequestValidator`
 (tests/unit/test_signatures_twilio.py).
