@@ -746,23 +746,23 @@ def read_body(body: bytes, *, form: bool) -> tuple[dict[str, Any] | None, bytes]
     object, any other body as it came."""
     if not form:
         return _parse_json(body), body
-    document = _form_document(body)
+    try:
+        document = _form_document(body)
+    except SignatureError:  # verified by a plugin, yet no form we read: stored unread
+        return None, body
     return document, json.dumps(document, ensure_ascii=False).encode()
 
 
 def _form_document(body: bytes) -> dict[str, Any]:
     """A verified form's fields as the object paths read (`/CallSid`): a field
-    sent once is its value, one sent more than once the list of its values."""
-    document: dict[str, Any] = {}
-    for name, value in twilio.form_fields(body):  # it verified, so it reads
-        held = document.get(name)
-        if held is None:
-            document[name] = value
-        elif isinstance(held, list):
+    sent once is its value, one sent with several values the list of them, each
+    once (as Twilio signs them: a value repeated is not a second one)."""
+    values: dict[str, list[str]] = {}
+    for name, value in twilio.form_fields(body):
+        held = values.setdefault(name, [])
+        if value not in held:
             held.append(value)
-        else:
-            document[name] = [held, value]
-    return document
+    return {name: held[0] if len(held) == 1 else held for name, held in values.items()}
 
 
 def _unread_event(provider: _Provider, verified: Verified, body: bytes) -> Event:

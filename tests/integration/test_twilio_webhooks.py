@@ -63,7 +63,8 @@ async def test_a_form_callback_is_verified_read_and_stored_as_json(db: Any, pool
     [event] = await stored_events(db)
     assert (event["remote_job_id"], event["remote_state"]) == ("RE0123456789", "succeeded")
     assert event["payload"] == FIELDS  # the fields as one JSON object
-    assert event["signature_scheme"] == "twilio" and not event["id_signed"]
+    assert event["signature_scheme"] == "twilio" and event["id_signed"]
+    assert event["event_id"].startswith("twilio:")
 
 
 async def test_a_json_callback_is_signed_through_its_digest(db: Any, pool: Any) -> None:

@@ -378,7 +378,7 @@ async def test_a_twilio_form_capture_proves_and_says_what_it_records(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A form body is read as the receiver reads it (its fields as one object), and
-    its dedupe key is the receiver's: the digest of the form as it came."""
+    its dedupe key is the receiver's: the digest of what the signature covers."""
     monkeypatch.setenv("ACME_WEBHOOK_SECRET", SECRET)
     config = tmp_path / "jobwarden.toml"
     config.write_text(TWILIO)
@@ -399,4 +399,5 @@ async def test_a_twilio_form_capture_proves_and_says_what_it_records(
     out = capsys.readouterr().out
     report = json.loads(out)
     assert "RE42" in out and "succeeded" in out, report
-    assert f"sha256:{hashlib.sha256(body).hexdigest()}" in out
+    covered = url + "AccountSidAC1RecordingSidRE42Statusdone"
+    assert f"twilio:{hashlib.sha256(covered.encode()).hexdigest()}" in out
