@@ -1138,16 +1138,25 @@ def _create(table: _Table, status: StatusSpec, has_plugin: bool) -> CreateSpec:
 
 def _check_form_create(table: _Table, spec: CreateSpec) -> None:
     """A form's fields are the body's top-level members, and its Content-Type
-    (with a multipart boundary) is the encoder's to write."""
+    (with a multipart boundary) is the encoder's to write.
+
+    A multipart body sends an object member as a JSON part, so a path below the
+    top level is written into that part (Speechmatics' `config.tracking.reference`);
+    a URL-encoded form has only text fields, and refuses it."""
     written = [
         ("idempotency_body_field", spec.idempotency_body_field),
         ("client_reference_field", spec.client_reference_field),
         *((f"set_body.{field.path.text}", field.path) for field in spec.set_body),
     ]
     for key, path in written:
-        if path is not None and len(writable_keys(path)) != 1:
+        if path is None:
+            continue
+        nested = len(writable_keys(path)) != 1
+        if nested and spec.encoding is BodyEncoding.FORM:
             raise table.error(
-                key, f"a {spec.encoding} body is one field per top-level member: name one"
+                key,
+                "a form body is one text field per top-level member: name one "
+                '(encoding = "multipart" sends an object member as a JSON part)',
             )
     for name, _template in spec.set_headers:
         if name.lower() == "content-type":

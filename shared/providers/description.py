@@ -34,7 +34,8 @@ rules in ``shared/providers/paths.py``); *paths* = a path or a list of paths;
                   webhook_url, webhook_secret, result_deadline_seconds, trace_id),
                encoding = json|form|multipart (json: the body built as JSON is sent as
                  an HTML form or multipart/form-data, one field per top-level member;
-                 multipart files as {content_base64, filename, content_type}:
+                 multipart files as {content_base64, filename, content_type}, other
+                 objects as JSON parts, which a path below the top level writes into:
                  shared/providers/bodies.py),
                min_result_deadline_seconds (1: the least result_deadline_seconds sent),
                job_id, state, status_url (paths; status_url may list fallbacks),

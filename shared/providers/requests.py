@@ -49,7 +49,7 @@ from shared.providers.description import (
 from shared.providers.errors import RequestBuildError
 from shared.providers.facts import StatusFact
 from shared.providers.messages import HttpRequest, redacted
-from shared.providers.paths import PathSyntaxError, ValuePath, set_value
+from shared.providers.paths import PathSyntaxError, ValuePath, set_value, writable_keys
 from shared.providers.templates import Template, check_path_value, fill_path, fill_text
 from shared.providers.tokens import create_token
 from shared.secret import Secret
@@ -176,6 +176,8 @@ def _create_body(
             "our token and client reference"
         )
     for path, value in writes:
+        if spec.encoding is BodyEncoding.MULTIPART:
+            _refuse_writing_into_a_file(desc, payload, path)
         try:
             set_value(payload, path, value)
         except PathSyntaxError as exc:
@@ -185,6 +187,17 @@ def _create_body(
                 f"provider {desc.name}: the stored create body cannot carry our value at {exc}"
             ) from None
     return payload
+
+
+def _refuse_writing_into_a_file(desc: ProviderDescription, payload: Any, path: ValuePath) -> None:
+    """A path below a multipart member is written into its JSON part; a file member
+    so written would stop being a file and go out as JSON holding its base64."""
+    keys = writable_keys(path)
+    if len(keys) > 1 and bodies.is_file(payload.get(keys[0])):
+        raise RequestBuildError(
+            f"provider {desc.name}: the create body's {keys[0]!r} is a file part of the "
+            f"multipart body: {path.text} cannot be written into it"
+        )
 
 
 def build_status(

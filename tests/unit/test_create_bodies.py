@@ -10,6 +10,7 @@ import base64
 import copy
 import email.parser
 import email.policy
+import json
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -173,8 +174,16 @@ def test_a_form_create_is_built_with_its_content_type_and_the_fields_we_write() 
 @pytest.mark.parametrize(
     ("create", "key", "problem"),
     [
-        ({"set_body": {"/meta/ref": "x"}}, "set_body./meta/ref", "one field per top-level"),
-        ({"client_reference_field": "/meta/ref"}, "client_reference_field", "one field per"),
+        (
+            {"encoding": "form", "set_body": {"/meta/ref": "x"}},
+            "set_body./meta/ref",
+            "one text field per top-level",
+        ),
+        (
+            {"encoding": "form", "client_reference_field": "/meta/ref"},
+            "client_reference_field",
+            "one text field per",
+        ),
         (
             {"set_headers": {"Content-Type": "application/json"}},
             "set_headers.Content-Type",
@@ -197,6 +206,46 @@ def test_a_form_create_that_could_not_be_sent_is_refused_at_load(
     message = str(caught.value)
     assert message.startswith(f"config.toml: providers.p.create.{key}: "), message
     assert problem in message
+
+
+def test_a_multipart_create_writes_our_reference_into_a_json_part() -> None:
+    """Speechmatics' batch create is multipart: `config` (a JSON part) and
+    `data_file`. The only field a job keeps that the caller chooses, and that its
+    list returns, is `config.tracking.reference`: our operation id goes there, a
+    path below the top level, written into the JSON part. Before, the load refused
+    any such path for multipart ("one field per top-level member"), so a lost
+    create of Speechmatics could never be looked up."""
+    desc = provider({"client_reference_field": "/config/tracking/reference"})
+    req = build_create(
+        desc,
+        body={"config": {"type": "transcription"}, "data_file": IMAGE},
+        idempotency_token="tok",
+        client_reference="op_1",
+    )
+    assert req.content is not None
+    found = {
+        name: (ctype, data)
+        for name, _f, ctype, data in parts(req.content, req.headers["Content-Type"])
+    }
+    assert found["data_file"] == ("image/png", PNG)
+    ctype, data = found["config"]
+    assert ctype == "application/json"
+    assert json.loads(data) == {"type": "transcription", "tracking": {"reference": "op_1"}}
+
+
+@pytest.mark.parametrize(
+    "body",
+    [{"config": "{}", "data_file": IMAGE}, {"config": IMAGE}],
+    ids=["config-is-text", "config-is-a-file"],
+)
+def test_a_multipart_create_that_cannot_carry_a_nested_reference_is_refused(
+    body: dict[str, Any],
+) -> None:
+    """Written where the member is text, or a file (it would go out as a JSON
+    part holding the file's base64), the create is not built, naming the field."""
+    desc = provider({"client_reference_field": "/config/tracking/reference"})
+    with pytest.raises(RequestBuildError, match="config"):
+        build_create(desc, body=body, idempotency_token="tok", client_reference="op_1")
 
 
 def _hooked(secret: str) -> Any:
