@@ -638,6 +638,16 @@ def _provider(name: str, data: Mapping[str, Any], ctx: _Ctx) -> ProviderDescript
     headers = _static_headers(top)
     request_ids = top.strings("request_id_headers", DEFAULT_REQUEST_ID_HEADERS)
     limits = _limits(top.sub("limits"))
+    if "status" not in top.data:
+        # "required" alone sent the user of a callback-only API (Deepgram's
+        # pre-recorded `callback`) looking for a key to fill, not a design to know
+        raise top.error(
+            "status",
+            "required: an operation moves only on our own read of the job's status "
+            "(a webhook is a hint, never the verdict), so describe the call that reads "
+            "one job: a path naming {job_id}, or use_status_url; an API that only calls "
+            "back, with no such read, cannot be tracked",
+        )
     status_table = top.req_sub("status")
     status = _status(status_table)
     create = _create(top.req_sub("create"), status, plugin_class is not None)

@@ -313,7 +313,7 @@ def test_query_path_refused_where_only_responses_are_read() -> None:
 
 def test_missing_required_section() -> None:
     message = config_error(acme(status=None))
-    assert message == "config.toml: providers.acme.status: required"
+    assert message.startswith("config.toml: providers.acme.status: required: "), message
 
 
 def test_missing_required_key() -> None:
@@ -767,3 +767,13 @@ def test_deletes_job_needs_a_cancel() -> None:
     assert load(acme(cancel=delete)).cancel.deletes_job
     off = {"supported": False, "deletes_job": True}
     assert "there is no cancel to delete the job" in config_error(acme(cancel=off))
+
+
+def test_a_description_without_a_status_read_says_why_one_is_needed() -> None:
+    """Deepgram's pre-recorded API with a `callback` answers only a request_id and
+    posts the transcript to the callback; nothing reads a request later. A user
+    describing it got "providers.acme.status: required", as for a forgotten key,
+    with nothing to say that no key can stand in for the read."""
+    message = config_error(acme(status=None, result={"source": "none"}))
+    assert message.startswith("config.toml: providers.acme.status: required: "), message
+    assert "webhook is a hint" in message and "only calls back" in message
