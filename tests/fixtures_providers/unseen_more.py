@@ -137,6 +137,10 @@ class RunPodFixture(_Jobs):
             return json_response({"error": "request does not exist"}, 404)
         reads = self.read(job["id"])
         script = job["request"]["input"].get("script")
+        if script == "expired" and reads > READS_TO_FINISH:
+            # ended and forgotten before this read: /run results are kept 30 minutes
+            del self.jobs[job["id"]]
+            return json_response({"error": "request does not exist"}, 404)
         if job["status"] in ("IN_QUEUE", "IN_PROGRESS"):
             if script == "race" or (script != "slow" and reads > READS_TO_FINISH):
                 self._end(job, script)
@@ -549,7 +553,15 @@ class GladiaFixture(_Jobs):
         self.list_reads.append(dict(request.query_params))
         offset = int(request.query_params.get("offset", 0))
         limit = int(request.query_params.get("limit", 20))
-        items = list(reversed(self.jobs.values()))[offset : offset + limit]
+        items = list(reversed(self.jobs.values()))
+        if "custom_metadata" in request.query_params:  # every member given must match
+            wanted = json.loads(request.query_params["custom_metadata"])
+            items = [
+                job
+                for job in items
+                if all((job["custom_metadata"] or {}).get(k) == v for k, v in wanted.items())
+            ]
+        items = items[offset : offset + limit]
         base = str(request.base_url).rstrip("/") + "/v2/pre-recorded"
         more = offset + limit < len(self.jobs)
         return json_response(

@@ -167,6 +167,19 @@ async def test_runpod_a_handler_that_returned_nothing_is_not_called_a_success(
         assert (await r.op(op_id)).result_id is None
 
 
+async def test_runpod_a_job_forgotten_before_it_was_read_goes_to_a_human(
+    pool: Any, tmp_path: Path
+) -> None:
+    """/run results are kept 30 minutes after the end; a reconciler away longer reads
+    404 "request does not exist". The output is lost at the provider: the operation
+    must not end as a success or a plain failure, but stop for a human."""
+    fx = RunPodFixture()
+    async with runpod(pool, tmp_path, fx) as r:
+        op_id = await r.submit({"input": {"script": "expired"}})
+        assert await r.settle(op_id, ENDS, timeout=30) is S.NEEDS_ATTENTION, await r.history(op_id)
+        assert "does not exist" in (await r.escalation(op_id))["reason"]
+
+
 async def test_runpod_a_cancel_is_sent_once_and_read_back_cancelled(
     pool: Any, tmp_path: Path
 ) -> None:
@@ -406,6 +419,10 @@ async def test_gladia_a_lost_create_is_found_by_its_custom_metadata(
         assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
         assert fx.creates == 1
         assert fx.named(op_id) == [(await r.op(op_id)).remote_job_id]
+        # one page, filtered by the provider on our operation id
+        assert [json.loads(q["custom_metadata"]) for q in fx.list_reads] == [
+            {"jobwarden_operation": op_id}
+        ]
 
 
 # --- Deepgram ---------------------------------------------------------------------------
