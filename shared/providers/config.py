@@ -1259,7 +1259,8 @@ def _set_body(table: _Table) -> tuple[BodyField, ...]:
 def _check_json_literal(table: _Table, where: str, value: Any) -> None:
     """A literal written into every create body must be JSON: a TOML date or time,
     or nan/inf, loads fine yet no create could then be sent (json refuses them),
-    each failing as though it never left, until its deadline."""
+    each failing as though it never left, until its deadline. Nor may one of its
+    strings name a placeholder of ours, which it would send unfilled."""
     if isinstance(value, Mapping):
         for k, v in value.items():
             _check_json_literal(table, f"{where}.{k}", v)
@@ -1268,6 +1269,15 @@ def _check_json_literal(table: _Table, where: str, value: Any) -> None:
             _check_json_literal(table, f"{where}[{n}]", v)
     elif isinstance(value, float) and not math.isfinite(value):
         raise table.error(where, f"{value} is not a JSON number")
+    elif isinstance(value, str) and _names_placeholder(value, CREATE_VALUES):
+        # Only a string written at its own path is a template: inside a literal
+        # table or list, "{webhook_url}" left as that text in every create.
+        raise table.error(
+            where,
+            "a string inside a literal table or list is sent as written, its "
+            "placeholders unfilled: write it at its own path "
+            '(set_body = { "/a/b" = "{webhook_url}" }), which cannot reach into a list',
+        )
     elif not isinstance(value, str | bool | int | float):
         raise table.error(where, f"{type(value).__name__} is not a JSON value")
 

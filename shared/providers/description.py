@@ -29,7 +29,9 @@ rules in ``shared/providers/paths.py``); *paths* = a path or a list of paths;
                idempotency_format = token|uuid (token; uuid = a UUID derived from it,
                  for APIs that accept only UUIDs: AIP-155 request_id, Azure Operation-Id),
                idempotency_body_field, client_reference_field (body paths),
-               set_body = {path = template-or-literal}, set_headers = {Name = template}
+               set_body = {path = template-or-literal} (a string is a template; a table
+                 or list literal, refused when one of its strings names a placeholder),
+               set_headers = {Name = template}
                  (template values: client_reference, operation_id, idempotency_token,
                   webhook_url, webhook_secret, result_deadline_seconds, trace_id),
                encoding = json|form|multipart (json: the body built as JSON is sent as

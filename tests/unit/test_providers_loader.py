@@ -777,3 +777,32 @@ def test_a_description_without_a_status_read_says_why_one_is_needed() -> None:
     message = config_error(acme(status=None, result={"source": "none"}))
     assert message.startswith("config.toml: providers.acme.status: required: "), message
     assert "webhook is a hint" in message and "only calls back" in message
+
+
+def test_a_placeholder_inside_a_literal_set_body_value_is_refused_not_sent_as_text() -> None:
+    """Speechmatics takes its callback in a list inside the config part:
+    `notification_config = [{url, contents}]`. Written as a literal list in
+    set_body, its strings are not templates: "{webhook_url}?token={webhook_secret}"
+    left as that text in every create, and the provider was told to call a URL
+    that is not one, nothing said so. Refused, naming the string's place."""
+    table = acme(
+        create={
+            "set_body": {
+                "/config/notification_config": [
+                    {"url": "{webhook_url}?token={webhook_secret}", "contents": ["jobinfo"]}
+                ]
+            }
+        }
+    )
+    message = config_error(table)
+    assert message.startswith(
+        "config.toml: providers.acme.create.set_body./config/notification_config[0].url: "
+    ), message
+    assert "sent as written" in message
+
+
+def test_braces_inside_a_literal_set_body_value_that_name_nothing_of_ours_are_kept() -> None:
+    body = {"/options": {"prompt": "{not a placeholder}", "n": [1, "{x}"]}}
+    desc = load(acme(create={"set_body": body}))
+    (field,) = desc.create.set_body
+    assert field.literal == {"prompt": "{not a placeholder}", "n": [1, "{x}"]}
