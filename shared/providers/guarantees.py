@@ -151,7 +151,7 @@ def _pages(spec: LookupSpec) -> str:
             f"(pages ?{spec.page_param}={first} to {last}, {limit}, until {_end(spec)}; {unread})"
         )
     if spec.offset_param is not None:
-        offsets = f"?{spec.offset_param}=0 on by the items read"
+        offsets = f"by offset, ?{spec.offset_param}=<items read>, from 0"
         return f"({offsets}, {limit}, until {_end(spec)}; {unread})"
     if spec.next_page_token is not None:
         return (

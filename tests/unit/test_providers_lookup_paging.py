@@ -232,6 +232,15 @@ def test_check_names_the_pages_it_will_read() -> None:
     assert advisories(provider(PAGES)) == []
 
 
+def test_check_says_an_offset_scan_in_the_words_the_result_pages_use() -> None:
+    """Gladia's list pages by offset: the check said "?offset=0 on by the items
+    read", where the same paging of a result reads "?offset=<items read>"."""
+    line = lookup_line(
+        provider({**LIST, "offset_param": "offset", "page_size": 100, "page_size_param": "limit"})
+    )
+    assert "(by offset, ?offset=<items read>, from 0, up to 10 pages of 100," in line, line
+
+
 def test_check_warns_that_an_unpaged_scan_reads_one_page() -> None:
     desc = provider(LIST)
     assert "(its first page only: no paging is described)" in lookup_line(desc)
