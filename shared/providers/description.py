@@ -66,6 +66,8 @@ rules in ``shared/providers/paths.py``); *paths* = a path or a list of paths;
                  the state when the body names none, e.g. an ARM `Location` URL)
     [cancel]   supported (true if the table exists), method (POST), path, idempotent,
                reason, accepted_statuses, state,
+               deletes_job (false; true: the cancel deletes the job, running or not, and a
+                 miss after our accepted cancel is the job cancelled; turns read_first on),
                read_first (false; true with deletes_job: read the status under the same
                  lease right before
                  each cancel and send none once the job ended, for a cancel that deletes

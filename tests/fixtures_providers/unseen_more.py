@@ -186,8 +186,10 @@ class RunPodFixture(_Jobs):
 
 
 class SpeechmaticsFixture(_Jobs):
-    def __init__(self, *, others: int = 0, **kwargs: Any) -> None:
+    def __init__(self, *, others: int = 0, gone_after_delete: bool = False, **kwargs: Any) -> None:
         super().__init__("sm", **kwargs)
+        # a deleted job reads 404 (else it reads status "deleted")
+        self.gone_after_delete = gone_after_delete
         self.forced_deletes = 0
         self.deleted_done = 0
         self.configs: list[Any] = []
@@ -271,7 +273,7 @@ class SpeechmaticsFixture(_Jobs):
         if (refused := self._refused(request)) is not None:
             return refused
         job = self.jobs.get(request.path_params["jid"])
-        if job is None:
+        if job is None or (self.gone_after_delete and job["status"] == "deleted"):
             return json_response({"code": 404, "error": "Job not found"}, 404)
         reads = self.read(job["id"])
         script = job["data_name"].removesuffix(".wav")

@@ -259,10 +259,13 @@ async def test_speechmatics_a_rejected_job_is_failed_with_its_error(
         assert "Unsupported audio format" in json.dumps((await r.op(op_id)).last_error)
 
 
+@pytest.mark.parametrize("gone", [False, True], ids=["reads-deleted", "reads-404"])
 async def test_speechmatics_a_cancel_force_deletes_the_running_job(
-    pool: Any, tmp_path: Path
+    pool: Any, tmp_path: Path, gone: bool
 ) -> None:
-    fx = SpeechmaticsFixture()
+    """Whether a deleted job then reads `deleted` or 404, it is cancelled, by us
+    (`cancel.deletes_job`)."""
+    fx = SpeechmaticsFixture(gone_after_delete=gone)
     async with speechmatics(pool, tmp_path, fx) as r:
         op_id = await r.submit(audio("slow.wav"))
         await r.settle(op_id, {S.OBSERVING})
