@@ -583,21 +583,45 @@ class GladiaFixture(_Jobs):
             return json_response({"statusCode": 404, "message": "Not found"}, 404)
         reads = self.read(job["id"])
         if job["status"] in ("queued", "processing"):
-            if reads > READS_TO_FINISH:
-                job["completed_at"] = "2026-12-05T09:01:00.000Z"
-                if job["request_params"]["audio_url"].endswith("fail.mp3"):
-                    job["status"] = "error"
-                    job["error_code"] = 422
-                else:
-                    job["status"] = "done"
-                    job["result"] = {
-                        "metadata": {"audio_duration": 12.5, "number_of_distinct_channels": 1},
-                        "transcription": {
-                            "full_transcript": "hello world",
-                            "languages": ["en"],
-                            "utterances": [{"start": 0.1, "end": 0.9, "text": "hello world"}],
-                        },
-                    }
+            if reads > READS_TO_FINISH and not self.held:
+                self._end(job)
             else:
                 job["status"] = "processing"
+        # the request's parameters are echoed, the callback URL (and its token) too
         return json_response(job)
+
+    held = False
+
+    @staticmethod
+    def _end(job: dict[str, Any]) -> None:
+        job["completed_at"] = "2026-12-05T09:01:00.000Z"
+        if job["request_params"]["audio_url"].endswith("fail.mp3"):
+            job["status"] = "error"
+            job["error_code"] = 422
+        else:
+            job["status"] = "done"
+            job["result"] = {
+                "metadata": {"audio_duration": 12.5, "number_of_distinct_channels": 1},
+                "transcription": {
+                    "full_transcript": "hello world",
+                    "languages": ["en"],
+                    "utterances": [{"start": 0.1, "end": 0.9, "text": "hello world"}],
+                },
+            }
+
+    async def finish(self, jid: str) -> int:
+        """Ends a job and POSTs the callback to `callback_config.url`: {id, event,
+        payload (the result), custom_metadata}; the receiver's status code."""
+        job = self.jobs[jid]
+        self._end(job)
+        ok = job["status"] == "done"
+        body = {
+            "id": jid,
+            "event": "transcription.success" if ok else "transcription.error",
+            "payload": job["result"] if ok else {"error_code": job["error_code"]},
+            "custom_metadata": job["custom_metadata"],
+            "request_params": job["request_params"],
+        }
+        async with httpx.AsyncClient() as client:
+            url = job["request_params"]["callback_config"]["url"]
+            return (await client.post(url, json=body)).status_code

@@ -406,6 +406,39 @@ async def test_gladia_a_transcription_is_read_at_its_result_url_and_kept(
         assert fx.named(op_id) == [(await r.op(op_id)).remote_job_id]
 
 
+async def test_gladia_its_callback_wakes_the_operation_and_its_token_is_kept_nowhere(
+    pool: Any, tmp_path: Path
+) -> None:
+    """The callback URL carries the token; Gladia echoes it in every GET
+    (`request_params.callback_config.url`) and in the callback. The callback wakes
+    the operation, our read moves it, and the token is in no row of the database."""
+    fx = GladiaFixture()
+    fx.held = True
+    async with rig(pool, tmp_path, fx.app(), "gladia", GL_ENV, with_receiver=True) as r:
+        op_id = await r.submit({"audio_url": "https://audio.test/a.mp3"})
+        await r.settle(op_id, {S.ACCEPTED})
+        (job,) = fx.jobs.values()
+        assert job["request_params"]["callback_config"] == {
+            "url": f"{r.hook_url}?token={TOKEN}",
+            "method": "POST",
+        }
+        assert job["request_params"]["callback"] is True
+        assert await fx.finish(job["id"]) == 200
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert fx.reads[job["id"]] >= 1
+        tables = await pool.fetch(
+            "SELECT table_name FROM information_schema.tables"
+            " WHERE table_schema = current_schema() AND table_type = 'BASE TABLE'"
+        )
+        assert {"provider_calls", "operations"} <= {t for (t,) in tables}
+        for (table,) in tables:
+            leaked = await pool.fetchval(
+                f'SELECT count(*) FROM "{table}" t WHERE t::text LIKE $1',
+                f"%{TOKEN}%",
+            )
+            assert leaked == 0, table
+
+
 async def test_gladia_an_error_is_failed(pool: Any, tmp_path: Path) -> None:
     fx = GladiaFixture()
     async with gladia(pool, tmp_path, fx) as r:
