@@ -277,3 +277,29 @@ def test_the_recorded_boundary_owes_nothing_to_the_webhook_secret_in_the_body() 
         assert req.content is not None
         found = {name: data for name, _f, _t, data in parts(req.content, recorded[0])}
         assert found["webhook_token"] == secret.encode()
+
+
+def test_a_secret_written_into_a_json_part_leaves_the_boundary_alone() -> None:
+    """A path below the top level may now carry {webhook_secret} into a JSON part
+    (Speechmatics' notification auth_headers live in `config`): the recorded
+    boundary is still derived from the body with the secret redacted."""
+    table = copy.deepcopy(BASE)
+    table["create"]["set_body"] = {"/config/hook/token": "{webhook_secret}"}
+    table["webhooks"] = {
+        "scheme": "static_header",
+        "options": {"header": "X-Hook-Token"},
+        "secrets_env": "WH",
+        "job_id": "/id",
+    }
+    built = []
+    for secret in ("hook-secret-one", "hook-secret-two"):
+        desc = parse_providers({"providers": {"p": table}}, "config.toml", {"WH": secret})["p"]
+        built.append(
+            build_create(desc, body={"config": {}}, idempotency_token="t", client_reference="op")
+        )
+    recorded = [req.sanitized_headers()["Content-Type"] for req in built]
+    assert recorded[0] == recorded[1]
+    for req, secret in zip(built, ("hook-secret-one", "hook-secret-two"), strict=True):
+        assert req.content is not None
+        (config,) = [data for name, _f, _t, data in parts(req.content, recorded[0])]
+        assert json.loads(config) == {"hook": {"token": secret}}
