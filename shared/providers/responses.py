@@ -610,11 +610,25 @@ def parse_lookup(
     if not isinstance(jobs, list):
         return LookupFact(status_code=code, problem="lookup answer has no job list")
     found: list[str] = []
+    unnamed = False
     for job in jobs:
         reference = as_str(extract(spec.match, job)) if spec.match is not None else None
+        if reference != client_reference:
+            continue
         job_id = as_str(extract(spec.job_id, job)) if spec.job_id is not None else None
-        if reference == client_reference and job_id is not None and job_id not in found:
+        if job_id is None:
+            unnamed = True
+        elif job_id not in found:
             found.append(job_id)
+    if unnamed:
+        # Our job is listed, its id unreadable: dropped, the page read as absence
+        # and the lost create went out again, a second job (or, beside one found,
+        # a duplicate no one was told of).
+        where = spec.job_id.text if spec.job_id is not None else "(no lookup.job_id)"
+        return LookupFact(
+            status_code=code,
+            problem=f"the list holds our operation but no job id at {where} on its item",
+        )
     if spec.numbered:
         token, unreadable = _next_numbered(spec, resp, page_token, len(jobs)), False
     else:

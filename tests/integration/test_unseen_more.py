@@ -461,6 +461,21 @@ async def test_gladia_a_lost_create_is_found_by_its_custom_metadata(
         ]
 
 
+async def test_gladia_a_lookup_that_cannot_read_our_jobs_id_never_sends_the_create_again(
+    pool: Any, tmp_path: Path
+) -> None:
+    """A user writes `lookup.job_id = "/job_id"` (the create's word) where the list's
+    items say `id`. After a lost create, the list shows our job, its id unread: it
+    was dropped, the page read as absence, and the create sent again, a second
+    transcription billed. Now the lookup is inconclusive and, at the create
+    deadline, a human decides; the create went out once."""
+    fx = GladiaFixture(lose_first_create=True)
+    async with rig(pool, tmp_path, fx.app(), "gladia", GL_ENV, lookup={"job_id": "/job_id"}) as r:
+        op_id = await r.submit({"audio_url": "https://audio.test/a.mp3"}, create_deadline_s=3)
+        assert await r.settle(op_id, ENDS) is S.NEEDS_ATTENTION, await r.history(op_id)
+        assert fx.creates == 1
+
+
 # --- Deepgram ---------------------------------------------------------------------------
 
 

@@ -172,6 +172,20 @@ def test_page_numbers_go_on_until_an_empty_page() -> None:
     assert last.next_page_token is None and last.proven_absent
 
 
+def test_our_job_listed_without_a_readable_id_is_no_absence() -> None:
+    """The list shows our operation id on an item whose id is not at `job_id` (a
+    typo, `/job_id` where the list says `/id`; or a list that names its items
+    otherwise than the create does). That item was dropped and the page, the
+    last, was "proven absent": the lost create was sent again and the job ran
+    twice. Our job is there: the answer is a problem, never absence."""
+    desc = provider({**LIST, "job_id": "/job_id"})
+    fact = parse_lookup(desc, page(3, ours=True), OP)
+    assert not fact.proven_absent and fact.found_job_ids == ()
+    assert fact.problem is not None and "/job_id" in fact.problem
+    # strangers without a readable id prove nothing either way, and are skipped
+    assert parse_lookup(desc, page(3), OP).proven_absent
+
+
 def test_a_short_page_ends_only_when_told() -> None:
     short = provider({**PAGES, "last_page": "short"})
     fact = parse_lookup(short, page(40), OP, "1:100")
