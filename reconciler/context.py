@@ -59,6 +59,16 @@ class Context:
             sem = self.semaphores[provider] = asyncio.Semaphore(limit)
         return sem
 
+    def callbacks(self, provider: str) -> bool:
+        """Will the provider's jobs call back, so that reads are a backstop? Not with
+        no `[webhooks]`, nor where every create leaves its callback URL out (it names
+        `{webhook_url}` and this reconciler knows no public_webhook_url): reads then
+        follow the backoff, not the backstop's pace (300 s, the first read too)."""
+        adapter = self.adapters.get(provider)
+        if adapter is None or adapter.desc.webhooks is None:
+            return False
+        return bool(self.webhook_url) or not adapter.desc.create.asks_callback
+
     def webhook_url_for(self, provider: str) -> str | None:
         """Our receiver's URL for this provider, if it has webhooks configured."""
         adapter = self.adapters.get(provider)

@@ -341,7 +341,7 @@ async def _when_next(step: Step, fact: StatusFact, db: Any) -> float:
     that moved nothing to an end.
     """
     scheduled = _next_read(step, fact)
-    if step.adapter.desc.webhooks is None or step.op.state not in (S.OBSERVING, S.CANCELLING):
+    if not step.ctx.callbacks(step.op.provider) or step.op.state not in (S.OBSERVING, S.CANCELLING):
         return scheduled
     op_id = step.op.operation_id
     # A read that counts toward a human (naming no state, refused) is read again
@@ -374,7 +374,8 @@ def _next_read(step: Step, fact: StatusFact) -> float:
     # with webhooks, reads are a backstop for a lost delivery, as long as the job's
     # age says: an estimate (a date years off, milliseconds read as seconds) plays
     # no part there
-    estimate = None if desc.webhooks is not None else _provider_estimate(fact, now)
+    callbacks = step.ctx.callbacks(step.op.provider)
+    estimate = None if callbacks else _provider_estimate(fact, now)
     end = estimate or _forecast_end(step, fact, now, done, step_size)
     wait = forecast.next_read(
         scheduled,
@@ -382,7 +383,7 @@ def _next_read(step: Step, fact: StatusFact) -> float:
         None if end is None else (end.latest - now).total_seconds(),
         age=age,
         limits=desc.limits,
-        webhooks=desc.webhooks is not None,
+        webhooks=callbacks,
         imposed=fact.retry_after_seconds is not None,
         poll_after=fact.poll_after_seconds,
         quiet=forecast.quiet(done, step_size),

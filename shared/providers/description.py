@@ -395,6 +395,16 @@ class CreateSpec:
     # How the body is sent: JSON, or built as JSON and sent as a form.
     encoding: BodyEncoding = BodyEncoding.JSON
 
+    @property
+    def asks_callback(self) -> bool:
+        """Does the create tell the provider where to call back (`{webhook_url}` in its
+        path, a body field or a header)? Then a reconciler that knows no URL of ours
+        leaves it out of every create, and no callback comes; without it, the
+        provider calls back wherever its own settings say (a dashboard's webhook)."""
+        templates = [self.path, *(f.template for f in self.set_body if f.template)]
+        templates += [template for _, template in self.set_headers]
+        return any("webhook_url" in template.names for template in templates)
+
 
 @dataclass(frozen=True)
 class StatusSpec:

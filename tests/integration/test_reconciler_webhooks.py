@@ -6,9 +6,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from reconciler.worker import Reconciler
 from shared import ledger
 from shared.ledger.states import LocalState
-from tests.harness import webhook_rig
+from shared.serve import serve_app
+from shared.simulator import SimulatorSettings, build_app
+from tests.harness import Rig, reconciler_context, sim_providers, webhook_rig
 
 S = LocalState
 
@@ -138,3 +141,29 @@ async def test_a_lost_create_answer_is_resent_on_the_backoff_not_the_backstop(
         assert "create_unknown" in [h[0] for h in history]  # the answer was lost, then resent
         stats = await r.stats()
         assert max(stats["creates_per_token"].values()) == 1  # the same token: one job
+
+
+async def test_webhooks_whose_callback_url_no_create_carries_leave_reads_on_the_backoff(
+    pool: Any, tmp_path: Path
+) -> None:
+    """[webhooks] described, but the reconciler knows no public_webhook_url: the
+    create leaves `{webhook_url}` out, so no callback can come. The reads follow
+    the backoff (seconds), not the backstop (here 300 s, the first read too), which
+    had the operation read every five minutes, on a callback never announced."""
+    async with serve_app(build_app(SimulatorSettings())) as sim_url:
+        providers = sim_providers(
+            sim_url, webhooks=True, overrides={"limits": {"webhook_backstop_poll_seconds": 300.0}}
+        )
+        async with reconciler_context(pool, tmp_path, providers, webhook_url=None) as ctx:
+            r = Rig(pool, sim_url, Reconciler(ctx), ctx)
+            assert not ctx.callbacks("sim") and providers["sim"].webhooks is not None
+            op_id = await r.submit("success", duration=30.0)
+            await r.reconciler.run_once()  # the create, and the first read's appointment
+            wait = await pool.fetchval(
+                "SELECT extract(epoch FROM next_poll_at - jw_now()) FROM operations"
+                " WHERE operation_id = $1",
+                op_id,
+            )
+    assert await r.state(op_id) is S.ACCEPTED
+    # the backoff's first step (FAST_LIMITS: a tenth of a second), not the backstop's
+    assert wait is not None and float(wait) < 5, wait
