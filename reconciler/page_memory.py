@@ -43,6 +43,7 @@ class PageProgress:
     req: HttpRequest  # the request the last part answered
     token: str | None  # what the last part names as the next page (None: the end)
     seen: set[Sent] = field(default_factory=set)  # requests already answered
+    stalls: int = 0  # attempts in a row that went on from here and read no page
 
     @property
     def size(self) -> int:

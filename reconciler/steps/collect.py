@@ -66,6 +66,11 @@ MAX_RESULT_FILES = 100
 # Redirects a result fetch follows (result.follow_redirects), as browsers bound
 # theirs: enough for a signed-link hop or two, not a loop.
 MAX_RESULT_REDIRECTS = 5
+# Attempts in a row that go on from a paged result's kept pages and read none
+# before the next reads from page 1 (a resumed token the provider answers with
+# a 5xx or a 429 once it went stale): throttles come in bursts, so one or two
+# are no sign of it.
+MAX_STALLS = 3
 
 Purpose = Literal["result", "sync", "partial"]
 
@@ -437,7 +442,8 @@ async def _fetched_pages(
     (a throttle, a 5xx) leaves the pages it read to the next attempt
     (reconciler/page_memory.py), which goes on from there; if the page it
     goes on with is refused (a token that expired meanwhile), it reads
-    from page 1 at once.
+    from page 1 at once; after MAX_STALLS attempts in a row that went on
+    and read no page, the next reads from page 1.
     """
     memory, now = step.ctx.pages, step.ctx.clock.monotonic()
     key = (step.op.operation_id, _sent(first))
@@ -454,7 +460,12 @@ async def _fetched_pages(
 
     parts = await _pages_after(step, progress, part)
     if isinstance(parts, _Stop):
-        if parts.delay is not None:  # tried again later, not given up
+        # Kept for an attempt to come, not after a give-up, nor once attempts that
+        # went on from kept pages read none MAX_STALLS times in a row: a page that
+        # fails each time it is resumed may be a token gone stale that the provider
+        # answers with a 5xx or a 429, which page 1 would mend.
+        progress.stalls = progress.stalls + 1 if len(progress.parts) == resumed else 0
+        if parts.delay is not None and progress.stalls < MAX_STALLS:
             memory.keep(*key, progress, step.ctx.clock.monotonic())
         return parts
     if isinstance(parts, _PagesCut):

@@ -390,6 +390,33 @@ async def test_a_crawl_page_refused_for_its_rate_goes_on_from_that_page(
     assert [doc for page in pages for doc in page["data"]] == CRAWL_DOCUMENTS
 
 
+async def test_a_page_that_fails_again_where_it_was_resumed_is_read_from_page_1_next(
+    pool: Any, tmp_path: Path
+) -> None:
+    """A resumed page that keeps failing (a stale token answered 429 or 5xx, which
+    page 1 would mend) is resumed three times, then the next attempt reads from
+    page 1 (throttles come in bursts: one or two failures are no sign of it)."""
+    fx = CrawlFixture(limited_pages=4)
+    async with preset_rig(
+        pool, tmp_path, fx.app(), preset=None, name="fc", env=FC_ENV, overrides=firecrawl_crawl()
+    ) as r:
+        op_id = await r.submit({"url": "https://docs.example", "limit": 25})
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        op = await r.op(op_id)
+        calls = await r.calls(op_id, "result")
+    base = f"{r.url}/v1/crawl/{op.remote_job_id}"
+    assert [(c["url"], c["status_code"]) for c in calls] == [
+        (base, 200),
+        (f"{base}?skip=10", 429),
+        (f"{base}?skip=10", 429),  # resumed three times, no page read: forgotten
+        (f"{base}?skip=10", 429),
+        (f"{base}?skip=10", 429),
+        (base, 200),
+        (f"{base}?skip=10", 200),
+        (f"{base}?skip=20", 200),
+    ]
+
+
 class _CrawlMirror:
     """Another origin serving the rest of a crawl: what it was asked, with which token."""
 
