@@ -8,6 +8,7 @@ job is not an error of the tool.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -42,8 +43,18 @@ def required_text(args: Mapping[str, Any], key: str) -> str:
 
 
 def max_wait(args: Mapping[str, Any]) -> float:
+    """The wait asked for, capped; NaN is refused like any other non-number.
+
+    The SDK reads `NaN` in a message as a float, and NaN compares false with
+    everything: it passed `<= 0`, survived `min` and made the wait unbounded.
+    """
     value = args.get("max_wait", DEFAULT_AWAIT_SECONDS)
-    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or (isinstance(value, float) and math.isnan(value))
+        or value <= 0
+    ):
         raise ToolInputError("max_wait must be a positive number of seconds")
     return float(min(value, MAX_AWAIT_SECONDS))
 
