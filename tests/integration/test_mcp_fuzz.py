@@ -459,3 +459,27 @@ async def test_a_max_wait_that_is_no_positive_number_is_refused(
     assert result["isError"], result
     assert "max_wait must be a positive number" in result["content"][0]["text"]
     check_logs(logs)
+
+
+async def test_a_notification_named_tools_call_starts_nothing(
+    session: Session, logs: LogLines
+) -> None:
+    """A notification has no id, so no answer: a task-augmented `start` sent as
+    one started a job its sender was never told of."""
+    note = {
+        "jsonrpc": "2.0",
+        "method": "tools/call",
+        "params": {"name": "start", "arguments": SANE_START, "task": {"ttl": 60_000}},
+    }
+    runner = logging.getLogger("mcp.server.runner")
+    level = runner.level
+    runner.setLevel(logging.DEBUG)
+    try:
+        status, answers = await session.send(json.dumps(note))
+        # the SDK's word that it dropped it: the notification was seen through
+        await logs.until("no handler for notification tools/call")
+    finally:
+        runner.setLevel(level)
+    assert (status, answers) == (202, [])
+    assert await session.operations() == 0
+    check_logs(logs)

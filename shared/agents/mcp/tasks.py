@@ -277,9 +277,15 @@ class TaskMiddleware:
 
 
 def _task_augmented(ctx: ServerRequestContext[Any, Any]) -> bool:
+    """A `tools/call` request (not a notification) that asks for a task.
+
+    Middleware sees notifications too: a notification named `tools/call`
+    (no id, so no answer) once started a job nobody was told about.
+    """
     params = ctx.params
     return (
-        ctx.protocol_version == TASKS_PROTOCOL_VERSION
+        ctx.request_id is not None
+        and ctx.protocol_version == TASKS_PROTOCOL_VERSION
         and isinstance(params, Mapping)
         and params.get("task") is not None
     )
