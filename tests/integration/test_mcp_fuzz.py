@@ -112,6 +112,8 @@ class Session:
             "params": {"name": name, "arguments": arguments},
         }
         status, messages = await self.send(encode(message))
+        if status == 413:  # over the transport's body limit: refused before any JSON-RPC
+            return {"refused": status}
         if status == 400:  # not read at all (a parser's limit): said so, to no id
             [answer] = messages
             assert answer["id"] is None and answer["error"]["code"] == -32700, answer
@@ -140,6 +142,8 @@ def _messages(answer: httpx.Response) -> list[dict[str, Any]]:
             if line.startswith("data:") and line[5:].strip():
                 found.append(json.loads(line[5:]))
         return found
+    if not kind.startswith("application/json"):  # an HTTP refusal, in words (413)
+        return []
     document = json.loads(answer.content)
     return document if isinstance(document, list) else [document]
 
@@ -293,6 +297,16 @@ _ARGUMENTS = st.one_of(
         {"provider": st.just("sim"), "kind": _HOSTILE_TEXT},
         optional={"request": _VALUES, "client_reference": _VALUES},
     ),
+    st.fixed_dictionaries(  # a start the tool reads through, its request of any content
+        {
+            "provider": st.just("sim"),
+            "kind": st.just("export"),
+            "request": st.fixed_dictionaries(
+                {"body": _VALUES}, optional={"method": _VALUES, "target": _VALUES}
+            ),
+        },
+        optional={"client_reference": _VALUES},
+    ),
     st.fixed_dictionaries(
         {"operation_id": st.one_of(st.just(UNKNOWN_OP), _HOSTILE_TEXT)},
         optional={"max_wait": _VALUES, "consumer": _VALUES, "reason": _VALUES},
@@ -335,7 +349,9 @@ async def test_a_hostile_tool_call_is_a_clear_error_and_creates_nothing(
     before = await session.operations()
     answer = await session.call(name, arguments)
     created = await session.operations() - before
-    if "error" in answer:
+    if "refused" in answer:
+        assert created == 0
+    elif "error" in answer:
         assert answer["error"]["code"] in ERROR_CODES, answer
         assert isinstance(answer["error"]["message"], str) and answer["error"]["message"]
         assert created == 0
@@ -481,5 +497,36 @@ async def test_a_notification_named_tools_call_starts_nothing(
     finally:
         runner.setLevel(level)
     assert (status, answers) == (202, [])
+    assert await session.operations() == 0
+    check_logs(logs)
+
+
+@pytest.mark.parametrize("number", ["NaN", "Infinity", "-Infinity", "1e400"])
+@pytest.mark.parametrize("where", ["body", "target", "task"])
+async def test_a_request_holding_no_json_number_is_refused_as_such(
+    session: Session, logs: LogLines, number: str, where: str
+) -> None:
+    """The call to the API could not be written: a JSON-RPC error with code 0 and
+    a traceback in the log, where the model should read what to fix."""
+    request: dict[str, Any] = {"body": {"n": Raw(number)}}
+    if where == "target":
+        request = {"body": {}, "target": {"n": Raw(number)}}
+    arguments = {"provider": "sim", "kind": "export", "request": request}
+    if where == "task":
+        session.next_id += 1
+        message = {
+            "jsonrpc": "2.0",
+            "id": session.next_id,
+            "method": "tools/call",
+            "params": {"name": "start", "arguments": arguments, "task": {"ttl": 60_000}},
+        }
+        status, [answer] = await session.send(encode(message))
+        assert (status, answer["error"]["code"]) == (200, -32602), answer
+        text = answer["error"]["message"]
+    else:
+        result = (await session.call("start", arguments))["result"]
+        assert result["isError"], result
+        text = result["content"][0]["text"]
+    assert "request must be JSON" in text
     assert await session.operations() == 0
     check_logs(logs)

@@ -8,6 +8,7 @@ job is not an error of the tool.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -60,9 +61,23 @@ def max_wait(args: Mapping[str, Any]) -> float:
 
 
 def request_of(args: Mapping[str, Any]) -> dict[str, Any]:
+    """The request to submit, as JSON can carry it to the API.
+
+    The SDK reads `NaN` and `Infinity` (and `1e400`, read as infinity) in a
+    message; JSON has no such numbers, so the call to the API could not be
+    written and the tool raised (a JSON-RPC error with code 0, a traceback
+    in the log) instead of telling the model what to fix.
+    """
     request = args.get("request")
     if not isinstance(request, dict):
         raise ToolInputError("request must be an object: {body, method?, target?}")
+    try:
+        json.dumps(request, allow_nan=False)
+    except ValueError:
+        raise ToolInputError(
+            "request must be JSON: NaN and Infinity (or a number too large for a double, "
+            "read as Infinity) are not JSON numbers"
+        ) from None
     return request
 
 
