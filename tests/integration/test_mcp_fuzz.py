@@ -37,7 +37,8 @@ import pytest_asyncio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.integration.agent_support import make_token
+from shared.ledger.states import LocalState as S
+from tests.integration.agent_support import advance, finish_with_result, make_token
 from tests.integration.mcp_support import Mounted, mounted_receiver
 
 EXAMPLES = int(os.environ.get("JW_FUZZ_EXAMPLES", "0")) or 150
@@ -529,4 +530,41 @@ async def test_a_request_holding_no_json_number_is_refused_as_such(
         text = result["content"][0]["text"]
     assert "request must be JSON" in text
     assert await session.operations() == 0
+    check_logs(logs)
+
+
+@pytest.mark.parametrize("text", ["a\x00b", "r" * 501])
+async def test_a_reason_the_api_would_refuse_is_a_tool_error_not_an_unknown_state(
+    session: Session, logs: LogLines, db: Any, text: str
+) -> None:
+    """The API's refusal came back as "state unknown, try again later": the
+    model would retry, with the same reason, for ever."""
+    started = await session.call("start", SANE_START)
+    op_id = started["result"]["structuredContent"]["operation_id"]
+    await advance(db, op_id, S.OBSERVING)
+    result = (await session.call("cancel", {"operation_id": op_id, "reason": text}))["result"]
+    assert result["isError"], result
+    assert result["content"][0]["text"] == (
+        "reason must be at most 500 characters, none of them NUL"
+    )
+    check = (await session.call("check", {"operation_id": op_id}))["result"]
+    assert check["structuredContent"]["status"] == "running"  # no cancel was recorded
+    check_logs(logs)
+
+
+@pytest.mark.parametrize("text", ["a\x00b", "c" * 100_000])
+async def test_a_consumer_the_api_would_refuse_is_a_tool_error_not_a_lost_claim(
+    session: Session, logs: LogLines, db: Any, text: str
+) -> None:
+    """The API's refusal read as "the service did not answer, call again later",
+    and the whole consumer was echoed in the answer."""
+    started = await session.call("start", SANE_START)
+    op_id = started["result"]["structuredContent"]["operation_id"]
+    await finish_with_result(db, op_id, total=1)
+    arguments = {"operation_id": op_id, "consumer": text, "max_wait": 1}
+    result = (await session.call("await", arguments))["result"]
+    assert result["isError"], result
+    assert result["content"][0]["text"] == (
+        "consumer must be at most 200 characters, none of them NUL"
+    )
     check_logs(logs)

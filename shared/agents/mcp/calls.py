@@ -18,7 +18,12 @@ import mcp_types as types
 from shared.agents import tools
 from shared.agents.client import AsyncJobwardenClient, JobwardenError
 from shared.agents.mcp import view
-from shared.agents.mcp.catalog import DEFAULT_AWAIT_SECONDS, MAX_AWAIT_SECONDS
+from shared.agents.mcp.catalog import (
+    DEFAULT_AWAIT_SECONDS,
+    MAX_AWAIT_SECONDS,
+    MAX_CONSUMER,
+    MAX_REASON,
+)
 from shared.agents.mcp.waiting import Reporter, await_operation
 from shared.agents.tools import ToolResult
 
@@ -40,6 +45,20 @@ def required_text(args: Mapping[str, Any], key: str) -> str:
     value = optional_text(args, key)
     if value is None:
         raise ToolInputError(f"{key} is required")
+    return value
+
+
+def recorded_text(args: Mapping[str, Any], key: str, max_chars: int) -> str | None:
+    """Text the API records (a cancel's reason, a claim's consumer), held to its rules.
+
+    Checked here because the tool could not tell the API's refusal of such a
+    text from an outage: a NUL or an overlong reason came back as "state
+    unknown, try again later", which the model would do, with the same text,
+    for ever; an overlong consumer was echoed whole in the answer.
+    """
+    value = optional_text(args, key)
+    if value is not None and ("\x00" in value or len(value) > max_chars):
+        raise ToolInputError(f"{key} must be at most {max_chars} characters, none of them NUL")
     return value
 
 
@@ -117,11 +136,12 @@ async def _run_one(
             client,
             required_text(args, "operation_id"),
             max_wait(args),
-            consumer=optional_text(args, "consumer"),
+            consumer=recorded_text(args, "consumer", MAX_CONSUMER),
             report=report,
         )
     if name == "cancel":
-        return await tools.cancel_async(
-            client, required_text(args, "operation_id"), required_text(args, "reason")
-        )
+        operation_id = required_text(args, "operation_id")
+        reason = required_text(args, "reason")
+        recorded_text(args, "reason", MAX_REASON)
+        return await tools.cancel_async(client, operation_id, reason)
     raise ToolInputError(f"unknown tool {name!r}")

@@ -26,6 +26,10 @@ SERVER_NAME = "jobwarden"
 # enough that a tool call does not hang a conversation (seed: 2-10 minutes).
 DEFAULT_AWAIT_SECONDS = 120.0
 MAX_AWAIT_SECONDS = 600.0
+# What the API records of a cancel's reason and a claim's consumer, at most
+# (receiver/api/models.py, which this package does not import).
+MAX_REASON = 500
+MAX_CONSUMER = 200
 # The protocol revision that carries Tasks (removed from the core protocol
 # in 2026-07-28, where they continue as an extension this server does not
 # speak yet).
@@ -182,6 +186,7 @@ AWAIT = ToolSpec(
             "consumer": {
                 "type": "string",
                 "description": "Name of the next step that acts on the result.",
+                "maxLength": MAX_CONSUMER,
             },
         },
         "required": ["operation_id"],
@@ -207,7 +212,11 @@ CANCEL = ToolSpec(
         "type": "object",
         "properties": {
             "operation_id": _OPERATION_ID,
-            "reason": {"type": "string", "description": "Why, for the audit trail."},
+            "reason": {
+                "type": "string",
+                "description": "Why, for the audit trail.",
+                "maxLength": MAX_REASON,
+            },
         },
         "required": ["operation_id", "reason"],
     },
