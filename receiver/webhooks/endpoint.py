@@ -332,7 +332,7 @@ class WebhookEndpoint:
         provider, headers, body = await self._request(scope, receive, provider)
         verified = self._verify(provider, headers, body, scope)
         self._metrics.verified(provider.name)
-        body = _without_token(provider.spec, body)  # echoed in the body: never stored with it
+        body = provider.spec.scrub_token(body)  # echoed in the body: never stored with it
         form = provider.takes_form and twilio.is_form(headers.get("content-type"))
         document, stored_body = read_body(body, form=form)
         challenge = provider.spec.challenge
@@ -763,35 +763,6 @@ def _form_document(body: bytes) -> dict[str, Any]:
         if value not in held:
             held.append(value)
     return {name: held[0] if len(held) == 1 else held for name, held in values.items()}
-
-
-def _without_token(spec: WebhookSpec, body: bytes) -> bytes:
-    """`body` without the callback token it may echo (`scrub_token`), however JSON
-    lets it be written.
-
-    `scrub_token` finds the token as is in UTF-8, UTF-16 or UTF-32, and spelled
-    with JSON or percent escapes in UTF-8 text only. A UTF-16 or UTF-32 body,
-    which the JSON reader reads and `storable_payload` re-encodes as UTF-8 text,
-    could carry it escaped (`\\u006c...`) and have it stored in clear. Such a
-    body is scrubbed as its text, and encoded back as it came. Every JSON text
-    in UTF-16 or UTF-32 has a NUL byte (its ASCII brackets and quotes), and no
-    UTF-8 one does: a body without one pays nothing more.
-    """
-    scrubbed = spec.scrub_token(body)
-    if not spec.token_in_url or b"\x00" not in scrubbed:
-        return scrubbed
-    encoding = json.detect_encoding(scrubbed)
-    if encoding.startswith("utf-8"):
-        return scrubbed
-    try:
-        text = scrubbed.decode(encoding, "surrogatepass")
-    except UnicodeDecodeError:  # no text: stored unread, its bytes in base64
-        return scrubbed
-    as_utf8 = text.encode("utf-8", "surrogatepass")
-    cleaned = spec.scrub_token(as_utf8)
-    if cleaned == as_utf8:
-        return scrubbed
-    return cleaned.decode("utf-8", "surrogatepass").encode(encoding, "surrogatepass")
 
 
 def _unread_event(provider: _Provider, verified: Verified, body: bytes) -> Event:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from urllib.parse import parse_qsl, urlsplit
@@ -141,10 +142,13 @@ def scrub(body: bytes, secrets: Sequence[str]) -> bytes:
 
     Tokens are letters, digits, '-' and '_' (`check_secret`), which encoders
     rarely escape: an echo is found as written, in the body's encoding. One
-    written otherwise in UTF-8 text, a character at a time as JSON's
+    written otherwise, a character at a time as JSON's
     `\\u004e` or a percent-encoded `%4E`, is found by a pattern that takes
-    each of its characters in any of those spellings. Only the token's span is
-    replaced: the rest of the body stays byte for byte as it came."""
+    each of its characters in any of those spellings, in UTF-16 or UTF-32 text
+    as in UTF-8, and in bytes no encoding reads (as Latin-1, byte for byte:
+    such a body is stored in base64, which gives the token back). Only the
+    token's span is replaced: the rest of the body stays byte for byte as it
+    came."""
     secrets = [secret for secret in secrets if secret]
     for secret in secrets:
         for encoding in _ENCODINGS:
@@ -153,14 +157,18 @@ def scrub(body: bytes, secrets: Sequence[str]) -> bytes:
                 body = body.replace(token, REDACTED.encode(encoding))
     if not secrets or (b"\\" not in body and b"%" not in body):
         return body  # no escape of any kind: what was written was found above
+    # JSON in UTF-16 or UTF-32 (every such text holds a NUL byte, no UTF-8 JSON
+    # does) is searched as its text too: escaped there, the token was kept
+    encoding = json.detect_encoding(body) if b"\x00" in body else "utf-8"
     try:
-        text = body.decode("utf-8")
+        text = body.decode(encoding, "surrogatepass")
     except UnicodeDecodeError:
-        return body
+        encoding = "latin-1"  # every byte one character: the escapes are ASCII
+        text = body.decode(encoding)
     scrubbed = text
     for secret in secrets:
         scrubbed = _spelled_otherwise(secret).sub(REDACTED, scrubbed)
-    return body if scrubbed == text else scrubbed.encode("utf-8")
+    return body if scrubbed == text else scrubbed.encode(encoding, "surrogatepass")
 
 
 def scrub_held(body: bytes, secrets: Iterable[Secret]) -> bytes:

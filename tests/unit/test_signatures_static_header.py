@@ -226,6 +226,18 @@ def test_scrub_finds_the_token_written_otherwise(echo: str) -> None:
     assert document == {"request": {"callback_url": f"{HOOK}?token=[redacted]"}, "n": 3}
 
 
+@pytest.mark.parametrize("encoding", ["utf-16-le", "utf-16", "utf-32-be", "latin-1"])
+def test_scrub_finds_the_token_written_otherwise_in_any_encoding(encoding: str) -> None:
+    """Escaped in a UTF-16 or UTF-32 body, or in bytes that are no UTF-8 (stored in
+    base64, which gives the token back): it was found in UTF-8 text only. The
+    reconciler scrubs provider answers with this too (a fuzzer's find)."""
+    echo = "\\u0074" + URL_TOKEN[1:]
+    text = '{"request":{"callback_url":"' + HOOK + "?token=" + echo + '"},"note":"caf\xe9"}'
+    scrubbed = scrub(text.encode(encoding), [URL_TOKEN])
+    document = json.loads(scrubbed.decode(encoding))
+    assert document == {"request": {"callback_url": f"{HOOK}?token=[redacted]"}, "note": "caf\xe9"}
+
+
 def test_scrub_leaves_a_body_without_the_token_as_it_came() -> None:
     body = b'{"note":"caf\\u00e9 50%","n":1.10}'
     assert scrub(body, [URL_TOKEN]) == body
