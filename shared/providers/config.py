@@ -1247,7 +1247,8 @@ def _set_body(table: _Table) -> tuple[BodyField, ...]:
         _check_written(table, key, path)
         if not isinstance(value, str):
             _check_json_literal(table, key, value)
-            entries.append(BodyField(path=path, template=None, literal=value))
+            literal = _templated_literal(table, key, value)
+            entries.append(BodyField(path=path, template=None, literal=literal))
             continue
         try:
             entries.append(BodyField(path=path, template=parse_template(value, CREATE_VALUES)))
@@ -1256,11 +1257,29 @@ def _set_body(table: _Table) -> tuple[BodyField, ...]:
     return tuple(entries)
 
 
+def _templated_literal(table: _Table, where: str, value: Any) -> Any:
+    """A literal whose strings that name a placeholder of ours are templates (a list
+    of callback objects: Speechmatics' `notification_config = [{url, contents}]`);
+    any other string is sent as written, braces and all, as it always was."""
+    if isinstance(value, str):
+        if not _names_placeholder(value, CREATE_VALUES):
+            return value
+        try:
+            return parse_template(value, CREATE_VALUES)
+        except TemplateError as exc:
+            raise table.error(where, str(exc)) from None
+    if isinstance(value, Mapping):
+        return {k: _templated_literal(table, f"{where}.{k}", v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_templated_literal(table, f"{where}[{n}]", v) for n, v in enumerate(value)]
+    return value
+
+
 def _check_json_literal(table: _Table, where: str, value: Any) -> None:
     """A literal written into every create body must be JSON: a TOML date or time,
     or nan/inf, loads fine yet no create could then be sent (json refuses them),
-    each failing as though it never left, until its deadline. Nor may one of its
-    strings name a placeholder of ours, which it would send unfilled."""
+    each failing as though it never left, until its deadline. Its strings that
+    name placeholders of ours are templates (`_templated`), filled at each create."""
     if isinstance(value, Mapping):
         for k, v in value.items():
             _check_json_literal(table, f"{where}.{k}", v)
@@ -1269,15 +1288,6 @@ def _check_json_literal(table: _Table, where: str, value: Any) -> None:
             _check_json_literal(table, f"{where}[{n}]", v)
     elif isinstance(value, float) and not math.isfinite(value):
         raise table.error(where, f"{value} is not a JSON number")
-    elif isinstance(value, str) and _names_placeholder(value, CREATE_VALUES):
-        # Only a string written at its own path is a template: inside a literal
-        # table or list, "{webhook_url}" left as that text in every create.
-        raise table.error(
-            where,
-            "a string inside a literal table or list is sent as written, its "
-            "placeholders unfilled: write it at its own path "
-            '(set_body = { "/a/b" = "{webhook_url}" }), which cannot reach into a list',
-        )
     elif not isinstance(value, str | bool | int | float):
         raise table.error(where, f"{type(value).__name__} is not a JSON value")
 

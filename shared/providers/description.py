@@ -348,11 +348,30 @@ class AuthSpec:
 
 @dataclass(frozen=True)
 class BodyField:
-    """A create-body field we set: a template string, or a literal TOML value."""
+    """A create-body field we set: a template string, or a literal TOML value whose
+    strings may be templates too (a list of callback objects: Speechmatics'
+    `notification_config`)."""
 
     path: ValuePath
     template: Template | None
     literal: Any = None
+
+    @property
+    def templates(self) -> tuple[Template, ...]:
+        """Every template the field holds, at its top or inside its literal."""
+        if self.template is not None:
+            return (self.template,)
+        return tuple(_nested_templates(self.literal))
+
+
+def _nested_templates(value: Any) -> list[Template]:
+    if isinstance(value, Template):
+        return [value]
+    if isinstance(value, Mapping):
+        return [t for item in value.values() for t in _nested_templates(item)]
+    if isinstance(value, list):
+        return [t for item in value for t in _nested_templates(item)]
+    return []
 
 
 @dataclass(frozen=True)
@@ -401,7 +420,7 @@ class CreateSpec:
         path, a body field or a header)? Then a reconciler that knows no URL of ours
         leaves it out of every create, and no callback comes; without it, the
         provider calls back wherever its own settings say (a dashboard's webhook)."""
-        templates = [self.path, *(f.template for f in self.set_body if f.template)]
+        templates = [self.path, *(t for f in self.set_body for t in f.templates)]
         templates += [template for _, template in self.set_headers]
         return any("webhook_url" in template.names for template in templates)
 

@@ -126,7 +126,7 @@ def build_create(
     ):
         _put(headers, spec.idempotency_header, idempotency_token)
     secret_fields = tuple(
-        f.path for f in spec.set_body if f.template and "webhook_secret" in f.template.names
+        f.path for f in spec.set_body if any("webhook_secret" in t.names for t in f.templates)
     )
     content = None
     if spec.encoding is not BodyEncoding.JSON:
@@ -161,10 +161,16 @@ def _create_body(
     if spec.client_reference_field is not None:
         writes.append((spec.client_reference_field, client_reference))
     for field in spec.set_body:
-        if field.template is None:
+        if field.template is None and not field.templates:
             writes.append((field.path, copy.deepcopy(field.literal)))
             continue
-        rendered = fill_text(field.template, values)
+        # a value unknown (no public_webhook_url) leaves the whole field out,
+        # a literal holding it as much as a string that is it
+        rendered = (
+            fill_text(field.template, values)
+            if field.template is not None
+            else _filled_json(field.literal, values)
+        )
         if rendered is not None:
             writes.append((field.path, rendered))
     if not writes:
@@ -187,6 +193,14 @@ def _create_body(
                 f"provider {desc.name}: the stored create body cannot carry our value at {exc}"
             ) from None
     return payload
+
+
+def _filled_json(value: Any, values: Mapping[str, str | None]) -> Any:
+    """A literal's templates filled; None when one names a value unknown."""
+    try:
+        return _render_json(value, values)
+    except RequestBuildError:
+        return None
 
 
 def _refuse_writing_into_a_file(desc: ProviderDescription, payload: Any, path: ValuePath) -> None:

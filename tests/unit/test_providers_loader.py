@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 import math
 from pathlib import Path
 from typing import Any
@@ -11,10 +12,16 @@ import pytest
 
 from receiver.metrics import UNKNOWN_PROVIDER
 from shared.ledger.states import RemoteState
-from shared.providers import ConfigError, load_preset, load_providers, parse_providers
+from shared.providers import (
+    ConfigError,
+    adapter_for,
+    load_preset,
+    load_providers,
+    parse_providers,
+)
 from shared.providers.config import deep_merge, preset_names
 from shared.providers.description import Checksum, Idempotency, LookupKind, ResultSource
-from shared.providers.messages import HttpResponse
+from shared.providers.messages import HttpResponse, redacted
 from shared.providers.requests import build_status
 from shared.providers.responses import parse_status
 
@@ -779,12 +786,13 @@ def test_a_description_without_a_status_read_says_why_one_is_needed() -> None:
     assert "webhook is a hint" in message and "only calls back" in message
 
 
-def test_a_placeholder_inside_a_literal_set_body_value_is_refused_not_sent_as_text() -> None:
+def test_a_placeholder_inside_a_literal_set_body_value_is_filled_at_each_create() -> None:
     """Speechmatics takes its callback in a list inside the config part:
-    `notification_config = [{url, contents}]`. Written as a literal list in
-    set_body, its strings are not templates: "{webhook_url}?token={webhook_secret}"
-    left as that text in every create, and the provider was told to call a URL
-    that is not one, nothing said so. Refused, naming the string's place."""
+    `notification_config = [{url, contents}]`, which no path can reach. Written as
+    a literal list, its strings that name our placeholders are filled like a
+    field's; without a public URL the whole field is left out, as a field naming
+    `{webhook_url}` is; the token is redacted from the recorded body. Before, it
+    was refused at load (and before that, sent as the text "{webhook_url}...")."""
     table = acme(
         create={
             "set_body": {
@@ -792,13 +800,37 @@ def test_a_placeholder_inside_a_literal_set_body_value_is_refused_not_sent_as_te
                     {"url": "{webhook_url}?token={webhook_secret}", "contents": ["jobinfo"]}
                 ]
             }
-        }
+        },
+        webhooks={
+            "scheme": "static_header",
+            "options": {"query": "token"},
+            "secrets_env": "ACME_TOKEN",
+            "job_id": "/id",
+        },
     )
-    message = config_error(table)
-    assert message.startswith(
-        "config.toml: providers.acme.create.set_body./config/notification_config[0].url: "
-    ), message
-    assert "sent as written" in message
+    desc = load(table, env={"ACME_TOKEN": "t" * 32})
+    assert desc.create.asks_callback
+    adapter = adapter_for(desc)
+    context = {
+        "webhook_url": "https://hooks.example/w/acme",
+        "trace_id": "t1",
+        "result_deadline_seconds": "60",
+    }
+    req = adapter.build_create(
+        body={}, idempotency_token="k", client_reference="op_1", context=context
+    )
+    [config] = [req.json["config"]]
+    assert config["notification_config"] == [
+        {"url": "https://hooks.example/w/acme?token=" + "t" * 32, "contents": ["jobinfo"]}
+    ]
+    assert "t" * 32 not in json.dumps(redacted(req.json, req.secret_fields))
+    silent = adapter.build_create(
+        body={},
+        idempotency_token="k",
+        client_reference="op_1",
+        context={**context, "webhook_url": None},
+    )
+    assert "notification_config" not in (silent.json or {}).get("config", {})
 
 
 def test_braces_inside_a_literal_set_body_value_that_name_nothing_of_ours_are_kept() -> None:
