@@ -16,6 +16,7 @@ import contextlib
 import enum
 import importlib.util
 import json
+import logging
 import os
 import socket
 import warnings
@@ -113,6 +114,9 @@ def start_embedded(data_dir: Path, database: str = APP_DATABASE) -> ResolvedData
         ) from None
 
     data_dir.mkdir(parents=True, exist_ok=True)
+    # pgserver narrates each step at INFO, at exit too (its atexit hook, when the
+    # streams may be closed: a "Logging error" traceback); its warnings still show
+    logging.getLogger("pgserver").setLevel(logging.WARNING)
     with warnings.catch_warnings():
         # platformdirs warns when XDG_RUNTIME_DIR is unset (CI, containers): harmless here
         warnings.simplefilter("ignore")
