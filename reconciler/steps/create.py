@@ -195,7 +195,7 @@ async def _deadline_passed(step: Step, conn: Any) -> Delay:
         if found.job_ids is not None and len(found.job_ids) > 1:
             reason = f"lookup found {len(found.job_ids)} remote jobs for our reference"
             return await _conflict(step, conn, reason, found.job_ids)
-        unread = found.unread
+        unread = found.unread or (f"the lookup: {found.problem}" if found.problem else None)
     if never_sent:
         reason = "create deadline passed before any create request was sent"
     elif refused_only:
@@ -319,8 +319,8 @@ class Lookup:
     back-pressure: `held_back`; or no match before pages that may hold one
     went unread); `complete` says every page was read, so the list is the
     provider's whole answer, not a prefix of it. `unread` says why pages
-    were left unread (the page limit, a next page no one names), for the
-    human the operation may go to.
+    were left unread (the page limit, a next page no one names), and
+    `problem` why a page proved nothing, for the human the operation may go to.
     """
 
     job_ids: list[str] | None
@@ -328,6 +328,7 @@ class Lookup:
     complete: bool = False
     held_back: bool = False
     unread: str | None = None
+    problem: str | None = None  # why a page was inconclusive, for the human
 
 
 # Why a lookup stopped short of the list's end, in the words a human reads.
@@ -349,7 +350,10 @@ async def _lookup(step: Step, conn: Any) -> Lookup:
             return Lookup(None, held_back=True)
         last_call, fact = await _lookup_page(step, conn, token)
         if fact is None or fact.problem or fact.back_pressure:
-            return Lookup(None, last_call, held_back=bool(fact and fact.back_pressure))
+            problem = fact.problem if fact is not None else "no answer"
+            return Lookup(
+                None, last_call, held_back=bool(fact and fact.back_pressure), problem=problem
+            )
         if fact.found_job_ids and not listed:
             listed = last_call
         ids.extend(j for j in fact.found_job_ids if j not in ids)

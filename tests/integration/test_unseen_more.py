@@ -474,6 +474,9 @@ async def test_gladia_a_lookup_that_cannot_read_our_jobs_id_never_sends_the_crea
         op_id = await r.submit({"audio_url": "https://audio.test/a.mp3"}, create_deadline_s=3)
         assert await r.settle(op_id, ENDS) is S.NEEDS_ATTENTION, await r.history(op_id)
         assert fx.creates == 1
+        # the human is told why the lookup proved nothing
+        escalation = await r.escalation(op_id)
+        assert "no job id at /job_id" in str(escalation), escalation
 
 
 # --- Deepgram ---------------------------------------------------------------------------
