@@ -13,12 +13,15 @@ import hashlib
 import time
 from typing import Any
 
-from receiver.webhooks.endpoint import dedupe_id, read_body
+from receiver.webhooks.endpoint import dedupe_id, read_body, signed_url
 from shared.cli.captures import Capture
 from shared.providers import HttpResponse, ProviderDescription, WebhookParseError, adapter_for
 from shared.providers.adapter import ProviderAdapter, parse_parsed_webhook
-from shared.providers.description import WebhookScheme
-from shared.signatures import SignatureError, twilio
+from shared.providers.description import WebhookScheme, WebhookSpec
+from shared.providers.paths import extract
+from shared.providers.values import as_str
+from shared.signatures import SignatureError, signs_url, twilio
+from shared.signatures.challenges import usable_token
 
 # What to look at when a captured delivery is refused, per reason word.
 _HINTS: dict[str, str] = {
@@ -42,9 +45,18 @@ _UNREAD = (
 
 
 def prove_delivery(
-    desc: ProviderDescription, capture: Capture, *, at: float | None, url: str | None
+    desc: ProviderDescription,
+    capture: Capture,
+    *,
+    at: float | None,
+    url: str | None,
+    public_url: str = "",
 ) -> dict[str, Any]:
-    """Whether the captured delivery verifies, and what the receiver would record."""
+    """Whether the captured delivery verifies, and what the receiver would record.
+
+    `public_url`: the configuration's public_webhook_url, from which the receiver
+    takes the URL a scheme signs (with the request's own query string), so a
+    capture of Twilio's proves without --url as the receiver would verify it."""
     spec = desc.webhooks
     if spec is None:
         return {
@@ -56,6 +68,15 @@ def prove_delivery(
     # a scheme signing {url} needs it whole; a token in the query, the request line's
     whole = capture.target and ("://" in capture.target or spec.token_in_url)
     target = url or (capture.target if whole else None)
+    if (
+        target is None
+        and public_url
+        and capture.target
+        and signs_url(spec.scheme.value, spec.options)
+    ):
+        path, _, query = capture.target.partition("?")
+        scope = {"path": path, "query_string": query.encode("latin-1")}
+        target = signed_url(public_url, desc.name, scope)
     adapter = adapter_for(desc)
     try:
         # as the receiver verifies: the adapter's, so a plugin's own verifier too
@@ -87,6 +108,10 @@ def prove_delivery(
     )
     form = spec.scheme is WebhookScheme.TWILIO and twilio.is_form(content_type)
     document, stored = read_body(body, form=form)
+    if document is not None and spec.challenge is not None:
+        challenged = _challenge(spec, document)
+        if challenged is not None:
+            return challenged
     # the key the receiver would deduplicate on: a signed id (a signed header,
     # or a field of the signed body), else the body's digest
     dedupe_key = dedupe_id(spec, verified, {} if document is None else document, body)
@@ -127,6 +152,31 @@ def prove_delivery(
     # names an operation of this provider wins (what the database holds decides).
     report["match_by"] = [name for name, _ in fact.references]
     return report
+
+
+def _challenge(spec: WebhookSpec, document: Any) -> dict[str, Any] | None:
+    """What the receiver does with a verified endpoint challenge: answers it (never
+    stores it), or refuses a token it will not echo; None for a delivery that is none."""
+    challenge = spec.challenge
+    assert challenge is not None
+    if as_str(extract(challenge.when, document)) != challenge.equals:
+        return None
+    kind = challenge.answer.value
+    if usable_token(extract(challenge.token, document)) is None:
+        return {
+            "verified": False,
+            "reason": "bad_challenge",
+            "why": f"an authentic endpoint challenge ({kind}) whose token at "
+            f"{challenge.token.text} is not 1 to 256 printable ASCII characters: the receiver "
+            "answers 400 and the sender never enables the endpoint",
+        }
+    return {
+        "verified": True,
+        "fresh": True,
+        "challenge": kind,
+        "why": f"verifies; an endpoint challenge ({kind}): the receiver would answer it 200 "
+        "with its token, as the sender expects, and never stored (it is about no job)",
+    }
 
 
 def prove_result(

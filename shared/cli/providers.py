@@ -25,6 +25,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from shared import signatures
 from shared.cli.captures import CaptureError, read_capture
 from shared.cli.operator import json_flag
 from shared.cli.proofs import prove_delivery, prove_result
@@ -166,7 +167,8 @@ async def cmd_check(args: argparse.Namespace) -> int:
         settings = _load_settings(path, credentials=daemon == "reconciler")
         signing = _startup_checks(settings) if daemon == "reconciler" else None
         providers = settings.providers
-        proofs = _proofs(args, providers)
+        _check_signed_url(path, settings)
+        proofs = _proofs(args, providers, settings.public_webhook_url)
         if args.provider is not None:
             providers = {args.provider: _named(providers, args.provider)}
     except (ConfigError, CaptureError) as exc:
@@ -260,6 +262,23 @@ def _render_signing(signing: Mapping[str, Any] | None) -> str:
     return "\n".join(lines)
 
 
+def _check_signed_url(path: Path, settings: Settings) -> None:
+    """The receiver's own start-up refusal: a scheme that signs the URL (twilio, a
+    `{url}` template) needs public_webhook_url, the address the provider was given.
+    Both daemons load the same file, so both checks say it."""
+    if settings.public_webhook_url:
+        return
+    for name, desc in settings.providers.items():
+        hooks = desc.webhooks
+        if hooks is not None and signatures.signs_url(hooks.scheme.value, hooks.options):
+            raise ConfigError(
+                f"{path}: providers.{name}.webhooks.scheme: {hooks.scheme.value!r} signs the "
+                "URL the provider calls, so the receiver refuses to start without "
+                "public_webhook_url: set it (in [jobwarden], or JW_PUBLIC_WEBHOOK_URL) to that "
+                "address, {provider} standing for the name"
+            )
+
+
 def _named(providers: Mapping[str, ProviderDescription], name: str) -> ProviderDescription:
     if name not in providers:
         raise CaptureError(f"no provider {name!r} in the config ({', '.join(providers)})")
@@ -267,7 +286,9 @@ def _named(providers: Mapping[str, ProviderDescription], name: str) -> ProviderD
 
 
 def _proofs(
-    args: argparse.Namespace, providers: Mapping[str, ProviderDescription]
+    args: argparse.Namespace,
+    providers: Mapping[str, ProviderDescription],
+    public_url: str = "",
 ) -> dict[str, dict[str, Any]]:
     """The captures given on the command line, run against the provider they are for."""
     if args.delivery is None and args.result is None:
@@ -283,7 +304,7 @@ def _proofs(
     proof: dict[str, Any] = {}
     if args.delivery is not None:
         proof["delivery"] = prove_delivery(
-            desc, read_capture(args.delivery), at=args.at, url=args.url
+            desc, read_capture(args.delivery), at=args.at, url=args.url, public_url=public_url
         )
     if args.result is not None:
         status = read_capture(args.status) if args.status is not None else None
@@ -428,7 +449,7 @@ def _render(entry: Mapping[str, Any]) -> str:
 def _render_delivery(proof: Mapping[str, Any]) -> str:
     if not proof["verified"]:
         return f"REFUSED ({proof.get('reason', '-')}): {proof['why']}"
-    if not proof["fresh"]:
+    if not proof["fresh"] or proof.get("challenge"):
         return str(proof["why"])
     records = proof.get("records")
     if proof["event_id_signed"]:

@@ -25,6 +25,7 @@ from shared.providers.description import (
     ResultSource,
     TokenFormat,
     WebhookScheme,
+    WebhookSpec,
 )
 
 Guarantee = tuple[str, bool, str]
@@ -259,19 +260,60 @@ def _webhooks(desc: ProviderDescription) -> Guarantee:
                 "the body, no replay protection; every event is confirmed by our own status read"
             ),
         )
-    if signatures.signs_timestamp(spec.scheme.value, spec.options):
-        replay = f"{spec.tolerance_seconds}s replay tolerance"
+    if spec.challenge is not None and spec.scheme is WebhookScheme.MAILGUN:
+        return (
+            name,
+            False,
+            (
+                f"challenge = {spec.challenge.answer.value!r} under mailgun signatures, which "
+                "cover a timestamp and a token but not the body: a genuine signature copied onto "
+                "a challenge with a plainToken of one's choosing is answered with the HMAC of "
+                "the signing key, a signing oracle that forges Mailgun signatures; Mailgun sends "
+                "no challenge: remove it"
+            ),
+        )
+    if spec.scheme is WebhookScheme.MAILGUN:
+        replay = (
+            f"{spec.tolerance_seconds}s replay tolerance; the signature covers a timestamp "
+            "and a single-use token, not the event data: deduplicated on the signed "
+            "single-use token, so a signature copied onto other data is a duplicate, but a "
+            "copy raced ahead of the genuine delivery within the window is read"
+        )
+    elif spec.scheme is WebhookScheme.TWILIO:
+        replay = (
+            "no timestamp is signed, so no replay window: a form is deduplicated on the "
+            "digest of the signed URL and fields, a JSON body on its sha256; a replayed "
+            "delivery at most triggers a read"
+        )
+    elif signatures.signs_timestamp(spec.scheme.value, spec.options):
+        replay = f"{spec.tolerance_seconds}s replay tolerance" + _dedupe_note(spec)
     else:
         replay = (
             "no timestamp is signed, so no replay window: a replayed delivery is "
             "deduplicated and at most triggers a read"
         )
+    challenge = (
+        f"; answers {spec.challenge.answer.value} endpoint challenges, only once verified "
+        "(never stored)"
+        if spec.challenge is not None
+        else ""
+    )
     return (
         name,
         True,
-        f"{spec.scheme.value} signatures, {rotation}, {replay}; events only trigger our own "
-        "status read",
+        f"{spec.scheme.value} signatures, {rotation}, {replay}{challenge}; events only trigger "
+        "our own status read",
     )
+
+
+def _dedupe_note(spec: WebhookSpec) -> str:
+    """The dedupe key, where the description alone says it: Slack's scheme (Zoom's
+    too) signs no event id, so without an `event_id` path in the body it is the
+    body's hash, and a sender resending the same event with another field (a
+    retry counter) is stored twice."""
+    if spec.scheme is WebhookScheme.SLACK and spec.event_id is None:
+        return ": no event id is configured, so deliveries are deduplicated on the body's sha256"
+    return ""
 
 
 def _result_integrity(desc: ProviderDescription) -> Guarantee:

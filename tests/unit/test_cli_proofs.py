@@ -381,7 +381,10 @@ async def test_a_twilio_form_capture_proves_and_says_what_it_records(
     its dedupe key is the receiver's: the digest of what the signature covers."""
     monkeypatch.setenv("ACME_WEBHOOK_SECRET", SECRET)
     config = tmp_path / "jobwarden.toml"
-    config.write_text(TWILIO)
+    # the receiver refuses twilio without it, and so does the check
+    config.write_text(
+        '[jobwarden]\npublic_webhook_url = "https://elsewhere.test/{provider}"\n' + TWILIO
+    )
     url = "https://hooks.example.test/webhooks/acme"
     body = b"RecordingSid=RE42&Status=done&AccountSid=AC1"
     signature = RequestValidator(SECRET).compute_signature(
