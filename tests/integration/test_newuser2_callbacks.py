@@ -9,16 +9,20 @@ import argparse
 import hashlib
 import hmac
 import json
+import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
+import httpx
 import pytest
 from slack_sdk.signature import SignatureVerifier
 from twilio.request_validator import RequestValidator
 
 from shared.cli import providers as cli_providers
+from shared.ledger.states import LocalState
 from shared.signatures.mailgun import sign as mailgun_sign
+from tests.harness import webhook_rig
 from tests.integration.test_more_official_signers import REJECTED, _providers, _receiver
 from tests.integration.test_receiver_support import JSON_HEADERS, NOW, stored_events
 
@@ -404,3 +408,77 @@ async def test_check_says_a_challenge_under_mailgun_is_a_signing_oracle(
     await cli_providers.cmd_check(ns(config=config))
     [line] = [x for x in capsys.readouterr().out.splitlines() if "webhooks signed?" in x]
     assert " no   " in line and "signing oracle" in line
+
+
+# ------------------------------------------------------------------ the full path
+
+ZOOM_OPTIONS = {"signature_header": "x-zm-signature", "timestamp_header": "x-zm-request-timestamp"}
+
+
+async def test_a_zoom_signed_completion_wakes_the_reconciler_through_the_receiver(
+    pool: Any, tmp_path: Path
+) -> None:
+    """The simulator signs as Zoom does (Slack's v0 under Zoom's headers), the
+    receiver is configured with Zoom's challenge too: the job's completion comes
+    through it and the reconciler reads the job at once, 30 s before its backstop."""
+    webhooks = {"scheme": "slack", "options": ZOOM_OPTIONS, "challenge": "zoom"}
+    async with webhook_rig(
+        pool, tmp_path, webhooks=webhooks, webhook_scheme="slack", webhook_options=ZOOM_OPTIONS
+    ) as r:
+        op_id = await r.submit("success", duration=0.3)
+        started = time.monotonic()
+        assert await r.settle(op_id, {LocalState.SUCCEEDED}, timeout=10) is LocalState.SUCCEEDED
+        assert time.monotonic() - started < 8
+        events = await pool.fetch(
+            "SELECT remote_state::text, signature_scheme FROM webhook_events"
+            " WHERE operation_id = $1",
+            op_id,
+        )
+        assert ("succeeded", "slack") in [tuple(e) for e in events]
+
+
+@pytest.mark.parametrize("scheme", ["twilio", "mailgun"])
+async def test_a_provider_signed_callback_wakes_the_reconciler_through_the_receiver(
+    pool: Any, tmp_path: Path, scheme: str
+) -> None:
+    """The simulator cannot sign as Twilio or Mailgun, so it sends nothing
+    verifiable (its unsigned deliveries are refused); the callback is signed here
+    (Twilio's own RequestValidator; Mailgun's recipe) and posted to the same
+    receiver, which wakes the reconciler 30 s before its backstop poll."""
+    secret = {"twilio": TWILIO_TOKEN, "mailgun": MAILGUN_KEY}[scheme]
+    webhooks = {"scheme": scheme, "secrets_env": ["JW_SIM_WEBHOOK_SECRET"]}
+    async with webhook_rig(
+        pool, tmp_path, webhooks=webhooks, verify_with=secret, webhook_secret=None
+    ) as r:
+        op_id = await r.submit("success", duration=1.0)
+
+        async def has_job() -> bool:
+            row = await pool.fetchrow(
+                "SELECT remote_job_id FROM operations WHERE operation_id = $1", op_id
+            )
+            return row is not None and row["remote_job_id"] is not None
+
+        await r.run_until(has_job, timeout=10)
+        job_id = await pool.fetchval(
+            "SELECT remote_job_id FROM operations WHERE operation_id = $1", op_id
+        )
+        assert r.ctx.webhook_url is not None
+        public = r.ctx.webhook_url.replace("{provider}", r.provider)
+        document: dict[str, Any] = {"job_id": job_id, "state": "succeeded"}
+        headers = dict(JSON_HEADERS)
+        query = ""
+        if scheme == "twilio":
+            body = json.dumps(document).encode()
+            query = f"?bodySHA256={hashlib.sha256(body).hexdigest()}"
+            validator = RequestValidator(TWILIO_TOKEN)
+            headers["X-Twilio-Signature"] = validator.compute_signature(public + query, {})
+        else:
+            token = hashlib.sha256(op_id.encode()).hexdigest()[:50]
+            document["signature"] = mailgun_sign(MAILGUN_KEY, int(time.time()), token)
+            body = json.dumps(document).encode()
+        started = time.monotonic()
+        async with httpx.AsyncClient() as client:
+            answer = await client.post(public + query, content=body, headers=headers)
+        assert answer.json() == {"status": "stored", "matched": True}
+        assert await r.settle(op_id, {LocalState.SUCCEEDED}, timeout=10) is LocalState.SUCCEEDED
+        assert time.monotonic() - started < 8  # the backstop poll is 30 s away
