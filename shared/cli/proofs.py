@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import time
 from typing import Any
+from urllib.parse import urlsplit
 
 from receiver.webhooks.endpoint import dedupe_id, read_body, signed_url
 from shared.cli.captures import Capture
@@ -35,6 +36,21 @@ _HINTS: dict[str, str] = {
     "no_secret": "no configured secret is usable by this scheme (see secrets_env/secrets_file)",
     "bad_options": "the scheme needs what the capture lacks (a {url} template, or a token in "
     "the query string, needs --url)",
+}
+
+# Where a scheme of its own module goes wrong otherwise than the families: the
+# generic hint names templates and key encodings these schemes do not have.
+_SCHEME_HINTS: dict[tuple[WebhookScheme, str], str] = {
+    (WebhookScheme.TWILIO, "bad_signature"): "the Auth Token does not sign this request at "
+    "this URL: Twilio signs the exact URL it was given (scheme, host, port, path, trailing "
+    "slash and query, bodySHA256 included), so public_webhook_url (or --url) must spell it "
+    "so; else a wrong or rotated Auth Token, or a capture tool that re-encoded the form",
+    (WebhookScheme.MAILGUN, "bad_signature"): "the key does not sign this timestamp and "
+    "token: Mailgun signs with the HTTP webhook signing key (Sending > Webhooks), not the "
+    "API key",
+    (WebhookScheme.MAILGUN, "missing_header"): "the body has no signature object "
+    '{"timestamp", "token", "signature"} at the top level, where Mailgun\'s JSON webhooks '
+    "put it (a capture of the event data alone, or of another sender)",
 }
 
 # What the receiver does with an authentic body that is no JSON object it reads.
@@ -98,7 +114,10 @@ def prove_delivery(
                 "replay window now, so the receiver would refuse it as a replay; pass "
                 "--at UNIX_SECONDS (when it was sent) to see what it would record",
             }
-        return {"verified": False, "reason": exc.reason, "why": _HINTS.get(exc.reason, "")}
+        why = _SCHEME_HINTS.get((spec.scheme, exc.reason)) or _HINTS.get(exc.reason, "")
+        if why and exc.reason == "bad_signature" and spec.scheme is WebhookScheme.TWILIO:
+            why = f"{why} (checked against {_shown(target)})"
+        return {"verified": False, "reason": exc.reason, "why": why}
     body = spec.scrub_token(capture.body)  # as the receiver stores and reads it
     # read as the receiver reads it: integers past int()'s digits kept whole,
     # NaN refused; None for a body it stores unread (nested too deeply, not
@@ -152,6 +171,18 @@ def prove_delivery(
     # names an operation of this provider wins (what the database holds decides).
     report["match_by"] = [name for name, _ in fact.references]
     return report
+
+
+def _shown(url: str | None) -> str:
+    """The URL a signature was checked against, without what may be a credential:
+    no user:password (Twilio takes basic auth in the URL) and no query."""
+    if url is None:
+        return "no URL"
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    port = f":{parts.port}" if parts.port is not None else ""
+    query = "?…" if parts.query else ""
+    return f"{parts.scheme}://{host}{port}{parts.path}{query}"
 
 
 def _challenge(spec: WebhookSpec, document: Any) -> dict[str, Any] | None:

@@ -482,3 +482,40 @@ async def test_a_provider_signed_callback_wakes_the_reconciler_through_the_recei
         assert answer.json() == {"status": "stored", "matched": True}
         assert await r.settle(op_id, {LocalState.SUCCEEDED}, timeout=10) is LocalState.SUCCEEDED
         assert time.monotonic() - started < 8  # the backstop poll is 30 s away
+
+
+async def test_check_explains_a_refused_twilio_or_mailgun_capture_in_its_own_terms(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], secrets_env: None
+) -> None:
+    """The generic hint spoke of signed_content templates and key_encoding, which
+    neither scheme has; a Twilio refusal is nearly always the URL."""
+    header = '[jobwarden]\npublic_webhook_url = "http://hooks.example.test/jobwarden/webhooks/{provider}"\n'
+    config = write_config(tmp_path, "twilio", TWILIO_TOML, header)
+    delivery = capture(tmp_path, "/jobwarden/webhooks/twilio", *twilio_form(TWILIO_FIELDS))
+    assert await cli_providers.cmd_check(ns(config=config, delivery=delivery)) == 1
+    out = capsys.readouterr().out
+    assert "REFUSED (bad_signature)" in out and "Twilio signs the exact URL" in out
+    assert "checked against http://hooks.example.test/jobwarden/webhooks/twilio" in out
+    assert "signed_content" not in out and TWILIO_TOKEN not in out
+    config = write_config(tmp_path, "mailgun", MAILGUN_TOML)
+    body = mailgun_delivery("delivered").replace(b'"delivered"', b'"failed"')
+    wrong = json.loads(body)
+    wrong["signature"] = mailgun_sign("the-api-key", NOW, "tok")
+    delivery = capture(tmp_path, "/webhooks/mailgun", json.dumps(wrong).encode(), JSON_HEADERS)
+    assert await cli_providers.cmd_check(ns(config=config, delivery=delivery, at=NOW)) == 1
+    out = capsys.readouterr().out
+    assert "REFUSED (bad_signature)" in out and "HTTP webhook signing key" in out
+
+
+async def test_a_refused_twilio_capture_never_prints_credentials_in_its_url(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], secrets_env: None
+) -> None:
+    url = "https://jw:hunter2-password@hooks.example.test:8443/jobwarden/webhooks/twilio?k=v"
+    config = write_config(
+        tmp_path, "twilio", TWILIO_TOML, f'[jobwarden]\npublic_webhook_url = "{PUBLIC}"\n'
+    )
+    delivery = capture(tmp_path, "/jobwarden/webhooks/twilio", *twilio_form(TWILIO_FIELDS))
+    assert await cli_providers.cmd_check(ns(config=config, delivery=delivery, url=url)) == 1
+    out = capsys.readouterr().out
+    assert "checked against https://hooks.example.test:8443/jobwarden/webhooks/twilio?…" in out
+    assert "hunter2" not in out and "k=v" not in out
