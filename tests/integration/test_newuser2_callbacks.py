@@ -166,6 +166,7 @@ async def test_zoom_challenge_is_answered_only_when_signed_and_recordings_are_st
     expected = hmac.new(ZOOM_SECRET.encode(), PLAIN_TOKEN.encode(), hashlib.sha256).hexdigest()
     for answer in (answered, again):
         assert answer.status_code == 200
+        assert answer.headers["content-type"].startswith("application/json")
         assert answer.json() == {"plainToken": PLAIN_TOKEN, "encryptedToken": expected}
     for refused in (forged, stale):
         assert (refused.status_code, refused.json()) == (401, REJECTED)
@@ -519,3 +520,18 @@ async def test_a_refused_twilio_capture_never_prints_credentials_in_its_url(
     out = capsys.readouterr().out
     assert "checked against https://hooks.example.test:8443/jobwarden/webhooks/twilio?…" in out
     assert "hunter2" not in out and "k=v" not in out
+
+
+async def test_twilio_content_types_with_a_charset_and_unicode_fields_verify(
+    db: Any, pool: Any
+) -> None:
+    """Twilio's forms say `charset=UTF-8`; a caller's name may be any text."""
+    providers = _providers("twilio", TWILIO_TOML, {"TWILIO_AUTH_TOKEN": TWILIO_TOKEN})
+    fields = {**TWILIO_FIELDS, "RecordingSid": "RE77", "CallerName": "Zoë Ünal & co+1 ☎"}
+    body, headers = twilio_form(fields)
+    headers["content-type"] = "application/x-www-form-urlencoded; charset=UTF-8"
+    async with _receiver(pool, providers, public_webhook_url=PUBLIC) as rx:
+        answer = await rx.post(body, headers, "twilio")
+    assert answer.json() == {"status": "stored", "matched": False}
+    [event] = await stored_events(db)
+    assert event["payload"]["CallerName"] == "Zoë Ünal & co+1 ☎"
