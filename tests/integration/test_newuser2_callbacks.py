@@ -535,3 +535,55 @@ async def test_twilio_content_types_with_a_charset_and_unicode_fields_verify(
     assert answer.json() == {"status": "stored", "matched": False}
     [event] = await stored_events(db)
     assert event["payload"]["CallerName"] == "Zoë Ünal & co+1 ☎"
+
+
+async def test_challenge_tokens_with_json_specials_are_echoed_as_json(db: Any, pool: Any) -> None:
+    zoom = _providers("zoom", ZOOM_TOML, {"ZOOM_WEBHOOK_SECRET": ZOOM_SECRET})
+    slack = _providers("slack", SLACK_TOML, {"SLACK_SIGNING_SECRET": SLACK_SECRET})
+    token = 'a"b\\c</script>{}'
+    zoom_challenge = {**ZOOM_CHALLENGE, "payload": {"plainToken": token}}
+    slack_challenge = {"type": "url_verification", "challenge": token}
+    async with _receiver(pool, {**zoom, **slack}) as rx:
+        zoom_answer = await rx.post(*zoom_delivery(zoom_challenge), "zoom")
+        slack_answer = await rx.post(*slack_delivery(slack_challenge), "slack")
+        control = await rx.post(
+            *slack_delivery({**slack_challenge, "challenge": "a\x01b"}), "slack"
+        )
+    assert zoom_answer.json()["plainToken"] == token
+    assert slack_answer.json() == {"challenge": token}
+    # a control character is not echoed, whoever signed it
+    assert (control.status_code, control.json()) == (400, {"error": "bad_challenge"})
+    assert await stored_events(db) == []
+
+
+async def test_no_log_line_holds_a_secret_a_signature_or_a_challenge_token(
+    db: Any, pool: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    zoom = _providers("zoom", ZOOM_TOML, {"ZOOM_WEBHOOK_SECRET": ZOOM_SECRET})
+    twilio = _providers("twilio", TWILIO_TOML, {"TWILIO_AUTH_TOKEN": TWILIO_TOKEN})
+    mailgun = _providers("mailgun", MAILGUN_TOML, {"MAILGUN_SIGNING_KEY": MAILGUN_KEY})
+    body, headers = zoom_delivery(ZOOM_CHALLENGE)
+    form, form_headers = twilio_form(TWILIO_FIELDS)
+    caplog.set_level("DEBUG")
+    async with _receiver(pool, {**zoom, **twilio, **mailgun}, public_webhook_url=PUBLIC) as rx:
+        await rx.post(body, headers, "zoom")
+        await rx.post(*zoom_delivery(ZOOM_CHALLENGE, secret="guess"), "zoom")
+        await rx.post(form, form_headers, "twilio")
+        await rx.post(form + b"&x=1", form_headers, "twilio")
+        await rx.post(mailgun_delivery("delivered"), JSON_HEADERS, "mailgun")
+        await rx.post(mailgun_delivery("delivered"), JSON_HEADERS, "mailgun")
+    logged = "\n".join(
+        f"{r.getMessage()} {json.dumps(r.__dict__, default=str)}" for r in caplog.records
+    )
+    assert "webhook challenge answered" in logged and "webhook rejected" in logged
+    signature = json.loads(mailgun_delivery("delivered"))["signature"]["signature"]
+    for secret in (
+        ZOOM_SECRET,
+        TWILIO_TOKEN,
+        MAILGUN_KEY,
+        PLAIN_TOKEN,
+        headers["x-zm-signature"],
+        form_headers["X-Twilio-Signature"],
+        signature,
+    ):
+        assert secret not in logged
