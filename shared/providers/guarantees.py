@@ -280,9 +280,14 @@ def _webhooks(desc: ProviderDescription) -> Guarantee:
             "copy raced ahead of the genuine delivery within the window is read"
         )
     elif spec.scheme is WebhookScheme.TWILIO:
+        json_key = (
+            f"the event id at {spec.event_id.text}, else its sha256"
+            if spec.event_id is not None
+            else "its sha256"
+        )
         replay = (
             "no timestamp is signed, so no replay window: a form is deduplicated on the "
-            "digest of the signed URL and fields, a JSON body on its sha256; a replayed "
+            f"digest of the signed URL and fields, a JSON body on {json_key}; a replayed "
             "delivery at most triggers a read"
         )
     elif signatures.signs_timestamp(spec.scheme.value, spec.options):

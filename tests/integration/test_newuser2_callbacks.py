@@ -587,3 +587,28 @@ async def test_no_log_line_holds_a_secret_a_signature_or_a_challenge_token(
         signature,
     ):
         assert secret not in logged
+
+
+async def test_twilio_json_events_dedupe_on_a_configured_event_id_as_the_check_says(
+    db: Any, pool: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str], secrets_env: None
+) -> None:
+    toml = TWILIO_TOML.replace(
+        'state = "/RecordingStatus"', 'state = "/RecordingStatus"\nevent_id = "/EventSid"'
+    )
+    config = write_config(
+        tmp_path, "twilio", toml, f'[jobwarden]\npublic_webhook_url = "{PUBLIC}"\n'
+    )
+    assert await cli_providers.cmd_check(ns(config=config)) == 0
+    assert "a JSON body on the event id at /EventSid, else its sha256" in capsys.readouterr().out
+    providers = _providers("twilio", toml, {"TWILIO_AUTH_TOKEN": TWILIO_TOKEN})
+    body = json.dumps(
+        {"EventSid": "EV1", "RecordingSid": "RE9", "RecordingStatus": "completed"}
+    ).encode()
+    query = f"?bodySHA256={hashlib.sha256(body).hexdigest()}"
+    signature = RequestValidator(TWILIO_TOKEN).compute_signature(TWILIO_URL + query, {})
+    async with _receiver(pool, providers, public_webhook_url=PUBLIC) as rx:
+        await rx.post(
+            body, {**JSON_HEADERS, "X-Twilio-Signature": signature}, "twilio", query=query
+        )
+    [event] = await stored_events(db)
+    assert event["event_id"] == "EV1"
