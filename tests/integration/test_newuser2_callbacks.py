@@ -448,6 +448,8 @@ async def test_a_provider_signed_callback_wakes_the_reconciler_through_the_recei
     receiver, which wakes the reconciler 30 s before its backstop poll."""
     secret = {"twilio": TWILIO_TOKEN, "mailgun": MAILGUN_KEY}[scheme]
     webhooks = {"scheme": scheme, "secrets_env": ["JW_SIM_WEBHOOK_SECRET"]}
+    if scheme == "twilio":  # the callback URL given per job: `{webhook_url}?op={operation_id}`
+        webhooks["operation_id"] = "query:op"
     async with webhook_rig(
         pool, tmp_path, webhooks=webhooks, verify_with=secret, webhook_secret=None
     ) as r:
@@ -470,7 +472,8 @@ async def test_a_provider_signed_callback_wakes_the_reconciler_through_the_recei
         query = ""
         if scheme == "twilio":
             body = json.dumps(document).encode()
-            query = f"?bodySHA256={hashlib.sha256(body).hexdigest()}"
+            # Twilio adds bodySHA256 to the URL it was given, our operation id in it
+            query = f"?op={op_id}&bodySHA256={hashlib.sha256(body).hexdigest()}"
             validator = RequestValidator(TWILIO_TOKEN)
             headers["X-Twilio-Signature"] = validator.compute_signature(public + query, {})
         else:
@@ -481,6 +484,12 @@ async def test_a_provider_signed_callback_wakes_the_reconciler_through_the_recei
         async with httpx.AsyncClient() as client:
             answer = await client.post(public + query, content=body, headers=headers)
         assert answer.json() == {"status": "stored", "matched": True}
+        how = await pool.fetchval(
+            "SELECT count(*) FROM webhook_events WHERE operation_id = $1 AND signature_scheme = $2",
+            op_id,
+            scheme,
+        )
+        assert how == 1
         assert await r.settle(op_id, {LocalState.SUCCEEDED}, timeout=10) is LocalState.SUCCEEDED
         assert time.monotonic() - started < 8  # the backstop poll is 30 s away
 
