@@ -51,6 +51,12 @@ _SCHEME_HINTS: dict[tuple[WebhookScheme, str], str] = {
     (WebhookScheme.MAILGUN, "missing_header"): "the body has no signature object "
     '{"timestamp", "token", "signature"} at the top level, where Mailgun\'s JSON webhooks '
     "put it (a capture of the event data alone, or of another sender)",
+    (WebhookScheme.MAILGUN, "malformed_header"): "the body's signature object is unreadable: "
+    "its timestamp must be plain unix seconds (no leading zeros), its token 1 to 256 "
+    "printable characters, its signature hex",
+    (WebhookScheme.TWILIO, "malformed_header"): "X-Twilio-Signature (or the header named by "
+    "signature_header) is not base64, or X-Twilio-Webhooks-Signature-Settings names an "
+    "algorithm other than HMAC_SHA1 or HMAC_SHA256",
 }
 
 # What the receiver does with an authentic body that is no JSON object it reads.

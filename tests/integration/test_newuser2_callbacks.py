@@ -621,3 +621,25 @@ async def test_twilio_json_events_dedupe_on_a_configured_event_id_as_the_check_s
         )
     [event] = await stored_events(db)
     assert event["event_id"] == "EV1"
+
+
+async def test_an_unreadable_mailgun_or_twilio_signature_is_explained_in_its_own_terms(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], secrets_env: None
+) -> None:
+    """The generic malformed_header hint names header format options (prefix,
+    timestamp_key) neither scheme takes."""
+    config = write_config(tmp_path, "mailgun", MAILGUN_TOML)
+    body = b'{"signature": {"timestamp": "0123", "token": "t", "signature": "zz"}}'
+    delivery = capture(tmp_path, "/webhooks/mailgun", body, JSON_HEADERS)
+    assert await cli_providers.cmd_check(ns(config=config, delivery=delivery)) == 1
+    out = capsys.readouterr().out
+    assert "REFUSED (malformed_header)" in out and "plain unix seconds" in out
+    assert "timestamp_key" not in out
+    header = f'[jobwarden]\npublic_webhook_url = "{PUBLIC}"\n'
+    config = write_config(tmp_path, "twilio", TWILIO_TOML, header)
+    form, headers = twilio_form(TWILIO_FIELDS)
+    headers["X-Twilio-Signature"] = "not base64!"
+    delivery = capture(tmp_path, "/jobwarden/webhooks/twilio", form, headers)
+    assert await cli_providers.cmd_check(ns(config=config, delivery=delivery)) == 1
+    out = capsys.readouterr().out
+    assert "REFUSED (malformed_header)" in out and "is not base64" in out
