@@ -6,6 +6,7 @@ real receiver over a loopback socket; and what `providers check` says of each.""
 from __future__ import annotations
 
 import argparse
+import base64
 import hashlib
 import hmac
 import json
@@ -21,7 +22,9 @@ from twilio.request_validator import RequestValidator
 
 from shared.cli import providers as cli_providers
 from shared.ledger.states import LocalState
+from shared.signatures import SignatureError
 from shared.signatures.mailgun import sign as mailgun_sign
+from shared.signatures.twilio import sign as twilio_sign
 from tests.harness import webhook_rig
 from tests.integration.test_more_official_signers import REJECTED, _providers, _receiver
 from tests.integration.test_receiver_support import JSON_HEADERS, NOW, stored_events
@@ -643,3 +646,38 @@ async def test_an_unreadable_mailgun_or_twilio_signature_is_explained_in_its_own
     assert await cli_providers.cmd_check(ns(config=config, delivery=delivery)) == 1
     out = capsys.readouterr().out
     assert "REFUSED (malformed_header)" in out and "is not base64" in out
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"",
+        b"A",
+        b"=&&=",
+        b"A=%ff%fe&B=%",
+        b"A=1&A=2&A=1",
+        b"RecordingSid=RE1&RecordingSid=RE2",
+        b"RecordingSid=%00RE1",
+        b"RecordingStatus=" + b"x" * 5000,
+        "Name=Zo\u00eb".encode("latin-1"),
+    ],
+)
+async def test_odd_twilio_forms_are_stored_or_refused_never_a_500(
+    db: Any, pool: Any, body: bytes
+) -> None:
+    providers = _providers("twilio", TWILIO_TOML, {"TWILIO_AUTH_TOKEN": TWILIO_TOKEN})
+    try:
+        signature = twilio_sign(TWILIO_TOKEN, TWILIO_URL, body, form=True)
+    except SignatureError:  # fields that are no UTF-8 text: nobody can sign them
+        signature = base64.b64encode(b"x" * 20).decode()
+    headers = {"content-type": FORM, "X-Twilio-Signature": signature}
+    async with _receiver(pool, providers, public_webhook_url=PUBLIC) as rx:
+        signed = await rx.post(body, headers, "twilio")
+        again = await rx.post(body, headers, "twilio")
+        unsigned = await rx.post(body, {"content-type": FORM}, "twilio")
+    if signature == base64.b64encode(b"x" * 20).decode():
+        assert (signed.status_code, signed.json()) == (401, REJECTED)
+    else:
+        assert signed.status_code == 200, signed.text
+        assert again.json() == {"status": "duplicate"}
+    assert unsigned.status_code == 400
