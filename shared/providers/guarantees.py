@@ -27,6 +27,7 @@ from shared.providers.description import (
     WebhookScheme,
     WebhookSpec,
 )
+from shared.signatures.challenges import ChallengeAnswer
 
 Guarantee = tuple[str, bool, str]
 
@@ -260,7 +261,11 @@ def _webhooks(desc: ProviderDescription) -> Guarantee:
                 "the body, no replay protection; every event is confirmed by our own status read"
             ),
         )
-    if spec.challenge is not None and spec.scheme is WebhookScheme.MAILGUN:
+    if (
+        spec.challenge is not None
+        and spec.challenge.answer is ChallengeAnswer.ZOOM
+        and spec.scheme is WebhookScheme.MAILGUN
+    ):
         return (
             name,
             False,

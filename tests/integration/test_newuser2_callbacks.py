@@ -681,3 +681,14 @@ async def test_odd_twilio_forms_are_stored_or_refused_never_a_500(
         assert signed.status_code == 200, signed.text
         assert again.json() == {"status": "duplicate"}
     assert unsigned.status_code == 400
+
+
+async def test_a_slack_challenge_under_mailgun_is_no_oracle_and_not_called_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], secrets_env: None
+) -> None:
+    """Slack's answer echoes the token: no HMAC, nothing to forge with."""
+    toml = MAILGUN_TOML.replace('scheme = "mailgun"', 'scheme = "mailgun"\nchallenge = "slack"')
+    config = write_config(tmp_path, "mailgun", toml)
+    assert await cli_providers.cmd_check(ns(config=config)) == 0
+    [line] = [x for x in capsys.readouterr().out.splitlines() if "webhooks signed?" in x]
+    assert "signing oracle" not in line and "answers slack endpoint challenges" in line
