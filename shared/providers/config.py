@@ -2164,6 +2164,16 @@ def _challenge(
     text_secret = scheme in _TEXT_SECRETS or (
         scheme is WebhookScheme.HMAC and options.get("key_encoding", "raw") == "raw"
     )
+    if answer is ChallengeAnswer.ZOOM and scheme is WebhookScheme.MAILGUN:
+        # Mailgun signs a timestamp and a token, not the body: a signature copied
+        # onto a challenge whose plainToken is a later timestamp and token verifies,
+        # and its answer, an HMAC under the same key, is Mailgun's signature of them
+        raise table.error(
+            "challenge",
+            '"zoom" under scheme "mailgun" would sign for anyone: Mailgun\'s signature '
+            "does not cover the body, so a copied one would carry any plainToken, and "
+            "the answer is an HMAC under Mailgun's key (a valid signature)",
+        )
     if answer is ChallengeAnswer.ZOOM and not text_secret:
         raise table.error(
             "challenge",

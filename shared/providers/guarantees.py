@@ -27,7 +27,6 @@ from shared.providers.description import (
     WebhookScheme,
     WebhookSpec,
 )
-from shared.signatures.challenges import ChallengeAnswer
 
 Guarantee = tuple[str, bool, str]
 
@@ -259,22 +258,6 @@ def _webhooks(desc: ProviderDescription) -> Guarantee:
             (
                 f"authenticated by a static shared {where} ({rotation}), not a signature over "
                 "the body, no replay protection; every event is confirmed by our own status read"
-            ),
-        )
-    if (
-        spec.challenge is not None
-        and spec.challenge.answer is ChallengeAnswer.ZOOM
-        and spec.scheme is WebhookScheme.MAILGUN
-    ):
-        return (
-            name,
-            False,
-            (
-                f"challenge = {spec.challenge.answer.value!r} under mailgun signatures, which "
-                "cover a timestamp and a token but not the body: a genuine signature copied onto "
-                "a challenge with a plainToken of one's choosing is answered with the HMAC of "
-                "the signing key, a signing oracle that forges Mailgun signatures; Mailgun sends "
-                "no challenge: remove it"
             ),
         )
     if spec.scheme is WebhookScheme.MAILGUN:

@@ -22,7 +22,9 @@ from twilio.request_validator import RequestValidator
 
 from shared.cli import providers as cli_providers
 from shared.ledger.states import LocalState
-from shared.signatures import SignatureError
+from shared.providers.errors import ConfigError
+from shared.signatures import SignatureError, challenges
+from shared.signatures.challenges import ChallengeAnswer
 from shared.signatures.mailgun import sign as mailgun_sign
 from shared.signatures.twilio import sign as twilio_sign
 from tests.harness import webhook_rig
@@ -246,35 +248,20 @@ async def test_slack_url_verification_is_answered_only_when_signed(db: Any, pool
     assert await stored_events(db) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="defect: challenge = 'zoom' loads with scheme = 'mailgun', whose signature does not "
-    "cover the body, so the receiver answers an attacker-chosen plainToken with the HMAC of the "
-    "signing key: a signing oracle that forges Mailgun signatures for any timestamp and token",
-)
 async def test_a_zoom_challenge_under_mailgun_is_no_signing_oracle(db: Any, pool: Any) -> None:
     """Mailgun signs only `timestamp + token`; a genuine signature copied onto a
-    challenge body verifies, and the answer is HMAC-SHA256(key, plainToken). With
+    challenge body verified, and the answer was HMAC-SHA256(key, plainToken). With
     plainToken = a later timestamp and a fresh token, that answer IS the Mailgun
-    signature of a delivery nobody sent. The fix: refuse, at load, a challenge under
-    a scheme whose signature does not cover the body (mailgun; and the zoom answer
-    under static_header proves nothing)."""
+    signature of a delivery nobody sent (a signing oracle). Refused at load now."""
     toml = MAILGUN_TOML.replace('scheme = "mailgun"', 'scheme = "mailgun"\nchallenge = "zoom"')
-    try:
-        providers = _providers("mailgun", toml, {"MAILGUN_SIGNING_KEY": MAILGUN_KEY})
-    except Exception:  # refused at load: the fixed behaviour
-        return
-    genuine = json.loads(mailgun_delivery("delivered"))
+    with pytest.raises(ConfigError) as refused:
+        _providers("mailgun", toml, {"MAILGUN_SIGNING_KEY": MAILGUN_KEY})
+    assert "would sign for anyone" in str(refused.value)
+    # and what it prevents: the answer would have been Mailgun's own signature
     later, token = NOW + 86_400, "forged-token-0001"
-    probe = {
-        "event": "endpoint.url_validation",
-        "payload": {"plainToken": f"{later}{token}"},
-        "signature": genuine["signature"],
-    }
-    async with _receiver(pool, providers) as rx:
-        answer = await rx.post(json.dumps(probe).encode(), JSON_HEADERS, "mailgun")
-    forged = answer.json().get("encryptedToken") if answer.status_code == 200 else None
-    assert forged != mailgun_sign(MAILGUN_KEY, later, token)["signature"]
+    answer = challenges.answer(ChallengeAnswer.ZOOM, f"{later}{token}", MAILGUN_KEY)
+    forged = json.loads(answer)["encryptedToken"]
+    assert forged == mailgun_sign(MAILGUN_KEY, later, token)["signature"]
 
 
 # ------------------------------------------------------------------ providers check
@@ -403,15 +390,14 @@ async def test_check_guarantee_lines_say_what_each_scheme_signs_and_dedupes_on(
     assert "deduplicated on the body's sha256" in lines["zoom"]
 
 
-async def test_check_says_a_challenge_under_mailgun_is_a_signing_oracle(
+async def test_check_refuses_a_zoom_challenge_under_mailgun(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], secrets_env: None
 ) -> None:
-    """Until the load refuses it (the xfail above), the check at least says it."""
     toml = MAILGUN_TOML.replace('scheme = "mailgun"', 'scheme = "mailgun"\nchallenge = "zoom"')
     config = write_config(tmp_path, "mailgun", toml)
-    await cli_providers.cmd_check(ns(config=config))
-    [line] = [x for x in capsys.readouterr().out.splitlines() if "webhooks signed?" in x]
-    assert " no   " in line and "signing oracle" in line
+    assert await cli_providers.cmd_check(ns(config=config)) != 0
+    captured = capsys.readouterr()
+    assert "would sign for anyone" in captured.out + captured.err
 
 
 # ------------------------------------------------------------------ the full path
