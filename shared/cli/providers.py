@@ -403,9 +403,10 @@ def _callback_warnings(desc: ProviderDescription, public_url: str | None) -> lis
 
 
 def _create_templates(desc: ProviderDescription) -> list[tuple[str, Template]]:
-    """The create's templated fields and headers, each with where it is written."""
+    """The create's templated fields and headers, each with where it is written (a
+    literal's templates inside it too)."""
     spec = desc.create
-    fields = [(f"set_body {f.path.text}", f.template) for f in spec.set_body if f.template]
+    fields = [(f"set_body {f.path.text}", t) for f in spec.set_body for t in f.templates]
     return fields + [(f"set_headers {name}", template) for name, template in spec.set_headers]
 
 

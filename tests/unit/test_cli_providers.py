@@ -261,6 +261,23 @@ async def test_check_warns_about_a_callback_url_every_create_would_leave_out(
         assert "create.set_body /callback_url names {webhook_url}" in warnings[0]
 
 
+async def test_check_warns_about_a_callback_url_inside_a_literal_list_too(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A callback inside a list (Speechmatics' notification_config) is a template
+    as much as one at its own path: left out of every create without a public URL."""
+    monkeypatch.setenv("LUMA_API_KEY", "luma-key")
+    monkeypatch.setenv("LUMA_CALLBACK_TOKEN", "t" * 32)
+    listed = LUMA.replace(
+        'set_body = { "/callback_url" = "{webhook_url}?token={webhook_secret}" }',
+        'set_body = { "/notify" = [{ url = "{webhook_url}?token={webhook_secret}" }] }',
+    )
+    config = write(tmp_path, listed.replace("PUBLIC", "").replace("WEBHOOKS", LUMA_HOOKS))
+    assert await cli_providers.cmd_check(ns(config=config)) == 0
+    warnings = [line for line in capsys.readouterr().out.splitlines() if "set_body" in line]
+    assert len(warnings) == 1 and "but public_webhook_url is not set" in warnings[0], warnings
+
+
 @pytest.mark.parametrize(
     ("public", "callback", "warned"),
     [
