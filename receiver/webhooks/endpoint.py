@@ -820,11 +820,13 @@ def signed_url(public_url: str, provider: str, scope: Scope) -> str | None:
     """
     if not public_url:
         return None
-    url = public_url.replace("{provider}", provider)
+    # Its own query (`?src=jw`) is the sender's too, and arrives in the request's:
+    # the query is the request's alone (before, `?src=jw?src=jw` was checked)
+    url = public_url.replace("{provider}", provider).partition("?")[0]
     # Both routes (with and without a trailing slash) take deliveries; the
     # sender signed the one it addressed, so the public URL follows suit.
     slash = scope.get("path", "").endswith("/")
-    if "?" not in url and url.endswith("/") != slash:
+    if url.endswith("/") != slash:
         url = url + "/" if slash else url[:-1]
     return _with_query(url, scope)
 

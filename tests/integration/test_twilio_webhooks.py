@@ -93,3 +93,17 @@ async def test_a_form_is_still_refused_for_a_scheme_that_signs_bytes(db: Any, po
         refused = await rx.post(body, headers, "twilio")
     assert refused.status_code == 415
     assert await stored_events(db) == []
+
+
+async def test_a_public_url_with_a_query_of_its_own_is_signed_as_twilio_was_given_it(
+    db: Any, pool: Any
+) -> None:
+    """public_webhook_url `…/{provider}?src=jw`: Twilio signs the URL it was given,
+    query included, and calls it; the URL checked was that query twice
+    (`?src=jw?src=jw`), so every callback was refused."""
+    providers = _providers("twilio", TWILIO_TOML, {"TWILIO_AUTH_TOKEN": TOKEN})
+    given = URL + "?src=jw"
+    body, headers = form_delivery(FIELDS, given)
+    async with _receiver(pool, providers, public_webhook_url=PUBLIC + "?src=jw") as rx:
+        stored = await rx.post(body, headers, "twilio", query="?src=jw")
+    assert stored.json() == {"status": "stored", "matched": False}
