@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from shared.db.queries import q
-from shared.ledger.archive_audit import check_archives, unchecked_note
+from shared.ledger.archive_audit import _check_archive, check_archives, unchecked_note
 from shared.ledger.leaves import KINDS, Digests, LeafError, LeafKind, leaf_data
 from shared.ledger.log import (
     HashCache,
@@ -108,6 +108,9 @@ class LogReport:
     listed_archived: int = 0
     # of the excused rows, those listed as archived when the check began
     excused_listed: set[tuple[str, str]] = field(default_factory=set)
+    # the archives the check has judged (log_archives ids): one made while it
+    # waited is judged in its second snapshot, and excuses what it lists
+    archive_ids: set[int] = field(default_factory=set)
 
     def excuse(self, kind: str, row_id: str) -> None:
         """A row only a queued change excuses, to wait for (verify_log)."""
@@ -174,7 +177,7 @@ async def verify_log(
     """
     report, tree = await _check_snapshot(conn, checkpoint, max_pending_age, archive_root)
     if report.excused:
-        await _settle_excused(conn, report, tree, settle_seconds)
+        await _settle_excused(conn, report, tree, settle_seconds, archive_root)
     return report
 
 
@@ -188,6 +191,7 @@ async def _check_snapshot(
             await _check_rows(conn, kind, report)
         await _check_versions(conn, report)
         report.archives, report.archived_rows = await check_archives(conn, report, archive_root)
+        report.archive_ids = {a["archive_id"] for a in await conn.fetch(q("archive_list"))}
         if report.listed_archived > report.archived_rows:
             report.problem(
                 f"{report.listed_archived - report.archived_rows} evidence row(s) listed as "
@@ -337,7 +341,11 @@ async def _check_rows(conn: Any, kind: LeafKind, report: LogReport) -> None:
 
 
 async def _settle_excused(
-    conn: Any, report: LogReport, tree: RootAccumulator | None, settle_seconds: float
+    conn: Any,
+    report: LogReport,
+    tree: RootAccumulator | None,
+    settle_seconds: float,
+    archive_root: Path | None = None,
 ) -> None:
     """Wait for the sequencer to log every excused row, then judge what it logged.
 
@@ -372,19 +380,52 @@ async def _settle_excused(
     async with conn.transaction(isolation="repeatable_read", readonly=True):
         if tree is not None and await _append_leaves(conn, report, tree):
             await _check_stored_hashes(conn, report, tree)
-        await _rejudge(conn, report, logged)
+        archived_meanwhile = await _check_new_archives(conn, report, archive_root)
+        await _rejudge(conn, report, logged, archived_meanwhile)
         kinds, ids = map(list, zip(*logged, strict=True))
         await _check_versions(conn, report, q("log_versions_of"), kinds, ids)
 
 
-async def _rejudge(conn: Any, report: LogReport, keys: Sequence[tuple[str, str]]) -> None:
+async def _check_new_archives(
+    conn: Any, report: LogReport, archive_root: Path | None
+) -> set[tuple[str, str]]:
+    """The rows listed by archives made while the check waited, each archive judged
+    as the first snapshot judges every one.
+
+    `audit archive` sequences the log itself, then may archive (list and
+    delete) the very rows the check was waiting for: a scheduled archive run
+    during a verify. Such a listing is bound by its archive's record like
+    any other, so it excuses the deletion; one slipped in under an archive the
+    first snapshot had already judged, or under none, still does not.
+    """
+    listed: set[tuple[str, str]] = set()
+    for archive in await conn.fetch(q("archive_list")):
+        if archive["archive_id"] in report.archive_ids:
+            continue
+        report.archive_ids.add(archive["archive_id"])
+        report.archives += 1
+        report.archived_rows += await _check_archive(conn, archive, report, archive_root)
+        rows = await conn.fetch(q("archive_manifest_rows"), archive["archive_id"])
+        listed |= {(r["kind"], r["row_id"]) for r in rows}
+    if listed and archive_root is None:
+        report.archives_unchecked = unchecked_note(report.archives, report.archived_rows)
+    return listed
+
+
+async def _rejudge(
+    conn: Any,
+    report: LogReport,
+    keys: Sequence[tuple[str, str]],
+    archived_meanwhile: set[tuple[str, str]],
+) -> None:
     """Each row the sequencer logged during the wait, against its newest leaf now.
 
     As in the first pass, except that a row that is gone is no longer excused
     by a change queued again: its deletion had time to be logged; and a row
     listed as archived only since the first pass (whose count vouched for the
-    listings then) is a problem: an archive excuses the deletion of nothing
-    listed behind the check's back.
+    listings then) is a problem unless an archive made meanwhile lists it
+    (`archived_meanwhile`, judged by _check_new_archives): an archive excuses
+    the deletion of nothing listed behind the check's back.
     """
     kinds, ids = map(list, zip(*keys, strict=True))
     newest = await conn.fetch(q("log_newest_of"), kinds, ids)
@@ -394,7 +435,11 @@ async def _rejudge(conn: Any, report: LogReport, keys: Sequence[tuple[str, str]]
         kind, row = KINDS[kind_name], rows.get((kind_name, row_id))
         judged = {**(dict(row) if row is not None else {}), **leaves[(kind_name, row_id)]}
         judged["log_row_exists"] = row is not None
-        if judged["log_archived"] and (kind_name, row_id) not in report.excused_listed:
+        if (
+            judged["log_archived"]
+            and (kind_name, row_id) not in report.excused_listed
+            and (kind_name, row_id) not in archived_meanwhile
+        ):
             report.problem(
                 f"{kind.table} {row_id}: listed as archived only while this check waited"
             )

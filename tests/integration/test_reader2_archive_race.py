@@ -1,0 +1,82 @@
+"""`audit verify` racing a real `audit archive` run: no false alarm.
+
+The check waits for the sequencer to log the rows a queued change excused
+in its first snapshot. `audit archive` sequences the log itself, signs a
+checkpoint and may archive (list and delete) exactly those rows before the
+check looks again: a cron job archiving while an operator verifies. Rows an
+archive listed meanwhile are bound by that archive's record, which the
+second snapshot checks as the first checks every archive; only a listing
+under no archive made meanwhile is the hostile one (test_hostile_superuser).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from shared.ledger import archive as archive_mod
+from shared.ledger import log_audit
+from shared.ledger.log_audit import LogReport, verify_log
+from shared.ledger.states import LocalState
+from shared.tlog import Signer
+from tests.harness import rig
+from tests.integration.test_evidence_log import SIGNER_KEY
+
+S = LocalState
+DONE = {S.SUCCEEDED, S.FAILED, S.CANCELLED}
+
+
+async def _finished_unsequenced(pool: Any, tmp_path: Path) -> list[str]:
+    """Two finished operations whose evidence the sequencer has yet to log."""
+    async with rig(pool, tmp_path) as r:
+        ops = [
+            await r.submit("partial", duration=0.05, total=4, failed=2),
+            await r.submit("success", duration=0.05),
+        ]
+        for op_id in ops:
+            await r.settle(op_id, DONE)
+    return ops
+
+
+async def _verify_while_archiving(
+    pool: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> tuple[LogReport, archive_mod.Archived]:
+    """verify_log, with a whole archive run once its first snapshot is taken."""
+    settle = log_audit._settle_excused
+    done: list[archive_mod.Archived] = []
+
+    async def after_the_snapshot(conn: Any, report: LogReport, *rest: Any) -> None:
+        assert report.excused, "nothing queued: the race is not exercised"
+        async with pool.acquire() as other:
+            done.append(
+                await archive_mod.archive(
+                    other,
+                    tmp_path / "archives",
+                    timedelta(0),
+                    Signer.from_key(SIGNER_KEY),
+                    tmp_path / "checkpoints",
+                )
+            )
+        await settle(conn, report, *rest)
+
+    monkeypatch.setattr(log_audit, "_settle_excused", after_the_snapshot)
+    async with pool.acquire() as conn:
+        report = await verify_log(conn, None, settle_seconds=10.0)
+    return report, done[0]
+
+
+async def test_an_archive_run_while_verify_waits_is_no_problem(
+    pool: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await _finished_unsequenced(pool, tmp_path)
+    report, made = await _verify_while_archiving(pool, tmp_path, monkeypatch)
+    assert made.rows > 0, made.skipped
+    assert report.problems == []
+    assert report.settled > 0
+    # and a check after the run agrees
+    async with pool.acquire() as conn:
+        again = await verify_log(conn, None)
+    assert again.problems == [] and again.archived_rows == made.rows
