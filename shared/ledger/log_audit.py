@@ -357,33 +357,56 @@ async def _settle_excused(
     newest leaf again, and no longer excused if it is gone (its deletion must
     be a leaf); its versions follow the version rules. A row created meanwhile
     is dated by its leaf, as any is.
+
+    One exception, waited for once more: a row an archive made meanwhile
+    lists, deleted since it was logged. `audit archive` sequences the log,
+    commits the archive (deleting the rows) and only then sequences the
+    deletions; a look between the two found the rows gone, their deletions
+    queued, as the first snapshot excuses an archived row's (and waits for).
     """
-    waiting = set(report.excused)
+    logged = await _wait_for_leaves(conn, report, report.excused, report.tree_size, settle_seconds)
+    report.settled = len(logged)
+    archived_meanwhile: set[tuple[str, str]] = set()
+    may_wait = tree is not None
+    while logged:
+        async with conn.transaction(isolation="repeatable_read", readonly=True):
+            if tree is not None and await _append_leaves(conn, report, tree):
+                await _check_stored_hashes(conn, report, tree)
+            archived_meanwhile |= await _check_new_archives(conn, report, archive_root)
+            deleted = await _rejudge(conn, report, logged, archived_meanwhile, may_wait)
+            kinds, ids = map(list, zip(*logged, strict=True))
+            await _check_versions(conn, report, q("log_versions_of"), kinds, ids)
+        if not deleted or tree is None:
+            return
+        may_wait = False  # once: a row deleted is not deleted again
+        logged = await _wait_for_leaves(conn, report, deleted, tree.size, settle_seconds)
+
+
+async def _wait_for_leaves(
+    conn: Any,
+    report: LogReport,
+    keys: Sequence[tuple[str, str]],
+    since: int,
+    settle_seconds: float,
+) -> list[tuple[str, str]]:
+    """Of `keys`, those the sequencer logs (a leaf at `since` or beyond) within
+    `settle_seconds`; each other one is a problem."""
+    waiting = set(keys)
     deadline = time.monotonic() + settle_seconds
     while True:
         kinds, ids = map(list, zip(*waiting, strict=True))
-        rows = await conn.fetch(q("log_logged_since"), report.tree_size, kinds, ids)
+        rows = await conn.fetch(q("log_logged_since"), since, kinds, ids)
         waiting -= {(r["kind"], r["row_id"]) for r in rows}
         if not waiting or time.monotonic() >= deadline:
             break
         await asyncio.sleep(SETTLE_POLL_SECONDS)
-    logged = [key for key in report.excused if key not in waiting]
-    report.settled = len(logged)
     for kind_name, row_id in sorted(waiting):
         report.problem(
             f"{KINDS[kind_name].table} {row_id}: differs from the log, and its queued change "
             f"was not logged within {settle_seconds:g} s: the sequencer is not running, "
             "or the queue is being used to hide a change"
         )
-    if not logged:
-        return
-    async with conn.transaction(isolation="repeatable_read", readonly=True):
-        if tree is not None and await _append_leaves(conn, report, tree):
-            await _check_stored_hashes(conn, report, tree)
-        archived_meanwhile = await _check_new_archives(conn, report, archive_root)
-        await _rejudge(conn, report, logged, archived_meanwhile)
-        kinds, ids = map(list, zip(*logged, strict=True))
-        await _check_versions(conn, report, q("log_versions_of"), kinds, ids)
+    return [key for key in keys if key not in waiting]
 
 
 async def _check_new_archives(
@@ -417,8 +440,10 @@ async def _rejudge(
     report: LogReport,
     keys: Sequence[tuple[str, str]],
     archived_meanwhile: set[tuple[str, str]],
-) -> None:
-    """Each row the sequencer logged during the wait, against its newest leaf now.
+    may_wait: bool,
+) -> list[tuple[str, str]]:
+    """Each row the sequencer logged during the wait, against its newest leaf now;
+    the rows to wait for once more (see _settle_excused), when `may_wait`.
 
     As in the first pass, except that a row that is gone is no longer excused
     by a change queued again: its deletion had time to be logged; and a row
@@ -431,6 +456,7 @@ async def _rejudge(
     newest = await conn.fetch(q("log_newest_of"), kinds, ids)
     leaves = {(r["log_kind"], r["log_row_id"]): dict(r) for r in newest}
     rows = await current_rows(conn, [(KINDS[kind], row_id) for kind, row_id in keys])
+    deleted: list[tuple[str, str]] = []
     for kind_name, row_id in keys:
         kind, row = KINDS[kind_name], rows.get((kind_name, row_id))
         judged = {**(dict(row) if row is not None else {}), **leaves[(kind_name, row_id)]}
@@ -445,9 +471,13 @@ async def _rejudge(
             )
         problem = _row_problem(kind, judged)
         if problem is _EXCUSED and row is None:
+            if may_wait and (kind_name, row_id) in archived_meanwhile:
+                deleted.append((kind_name, row_id))
+                continue
             problem = "removed (its leaf is in the log, the row is gone)"
         if problem and problem is not _EXCUSED:
             report.problem(f"{kind.table} {row_id}: {problem}")
+    return deleted
 
 
 async def _check_versions(

@@ -11,6 +11,7 @@ under no archive made meanwhile is the hostile one (test_hostile_superuser).
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -50,16 +51,7 @@ async def _verify_while_archiving(
 
     async def after_the_snapshot(conn: Any, report: LogReport, *rest: Any) -> None:
         assert report.excused, "nothing queued: the race is not exercised"
-        async with pool.acquire() as other:
-            done.append(
-                await archive_mod.archive(
-                    other,
-                    tmp_path / "archives",
-                    timedelta(0),
-                    Signer.from_key(SIGNER_KEY),
-                    tmp_path / "checkpoints",
-                )
-            )
+        done.append(await _archive(pool, tmp_path))
         await settle(conn, report, *rest)
 
     monkeypatch.setattr(log_audit, "_settle_excused", after_the_snapshot)
@@ -80,3 +72,64 @@ async def test_an_archive_run_while_verify_waits_is_no_problem(
     async with pool.acquire() as conn:
         again = await verify_log(conn, None)
     assert again.problems == [] and again.archived_rows == made.rows
+
+
+async def test_verify_looking_again_between_an_archives_commit_and_its_sequencing(
+    pool: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run's first sequencing logs the rows the check waits for; the check
+    looks again once the archive has deleted them, before the run's second
+    sequencing logs the deletions: gone, listed by an archive made meanwhile,
+    their deletions queued, as after any archive's commit. The check waits
+    for those deletions (the run logs them), as its first pass would."""
+    await _finished_unsequenced(pool, tmp_path)
+    settle, sign = log_audit._settle_excused, archive_mod._sign
+    wait = getattr(log_audit, "_wait_for_leaves", None)
+    committed, looked = asyncio.Event(), asyncio.Event()
+    signs: list[int] = []
+    waits: list[int] = []
+
+    async def sign_once_verify_looked(*args: Any) -> Any:
+        signs.append(1)
+        if len(signs) == 2:  # after the commit: the deletions are queued
+            committed.set()
+            await looked.wait()
+        return await sign(*args)
+
+    async def waiting_again(*args: Any) -> Any:
+        waits.append(1)
+        if len(waits) == 2:  # the check looked, and waits once more
+            looked.set()
+        assert wait is not None
+        return await wait(*args)
+
+    async def after_the_snapshot(conn: Any, report: LogReport, *rest: Any) -> None:
+        assert report.excused
+        run = asyncio.create_task(_archive(pool, tmp_path))
+        await committed.wait()
+        try:
+            await settle(conn, report, *rest)
+        finally:
+            looked.set()  # a check that never waits again lets the run finish
+            made = await run
+        assert made.rows > 0
+
+    monkeypatch.setattr(archive_mod, "_sign", sign_once_verify_looked)
+    if wait is not None:
+        monkeypatch.setattr(log_audit, "_wait_for_leaves", waiting_again)
+    monkeypatch.setattr(log_audit, "_settle_excused", after_the_snapshot)
+    async with pool.acquire() as conn, asyncio.timeout(60):
+        report = await verify_log(conn, None, settle_seconds=10.0)
+    assert report.problems == []
+    assert len(waits) == 2
+
+
+async def _archive(pool: Any, tmp_path: Path) -> archive_mod.Archived:
+    async with pool.acquire() as conn:
+        return await archive_mod.archive(
+            conn,
+            tmp_path / "archives",
+            timedelta(0),
+            Signer.from_key(SIGNER_KEY),
+            tmp_path / "checkpoints",
+        )
