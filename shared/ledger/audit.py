@@ -155,12 +155,14 @@ async def verify(db: Any, operation_id: str | None = None) -> tuple[int, list[Br
     Every chain is streamed, one operation's history in memory at a time, in
     one repeatable-read snapshot (`db` is a connection).
     """
-    if operation_id is not None:
-        heads = await db.fetch(q("chain_heads"), operation_id)
-        rows = list(await db.fetch(q("history_of"), operation_id))
-        found = [verify_chain(h["operation_id"], rows, h) for h in heads]
-        return len(heads), [b for b in found if b is not None]
     async with db.transaction(isolation="repeatable_read", readonly=True):
+        if operation_id is not None:
+            # one snapshot too: a transition committed between the two reads
+            # made the history longer than its head, a break on a live database
+            heads = await db.fetch(q("chain_heads"), operation_id)
+            rows = list(await db.fetch(q("history_of"), operation_id))
+            found = [verify_chain(h["operation_id"], rows, h) for h in heads]
+            return len(heads), [b for b in found if b is not None]
         return await _verify_all(db)
 
 
