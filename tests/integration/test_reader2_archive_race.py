@@ -19,12 +19,12 @@ from typing import Any
 import pytest
 
 from shared.ledger import archive as archive_mod
-from shared.ledger import log_audit
+from shared.ledger import log, log_audit
 from shared.ledger.log_audit import LogReport, verify_log
 from shared.ledger.states import LocalState
 from shared.tlog import Signer
 from tests.harness import rig
-from tests.integration.test_evidence_log import SIGNER_KEY
+from tests.integration.test_evidence_log import SIGNER_KEY, superuser
 
 S = LocalState
 DONE = {S.SUCCEEDED, S.FAILED, S.CANCELLED}
@@ -133,3 +133,63 @@ async def _archive(pool: Any, tmp_path: Path) -> archive_mod.Archived:
             Signer.from_key(SIGNER_KEY),
             tmp_path / "checkpoints",
         )
+
+
+async def test_a_listing_under_an_archive_judged_before_the_wait_is_still_caught(
+    pool: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only an archive made while the check waited excuses what it lists: a covered
+    call deleted (its deletion queued, so excused) and listed, while the check
+    waits, under a real archive its first snapshot had judged is caught."""
+    ops = await _finished_unsequenced(pool, tmp_path)
+    async with pool.acquire() as conn:
+        made = await archive_mod.archive(
+            conn,
+            tmp_path / "archives",
+            timedelta(0),
+            Signer.from_key(SIGNER_KEY),
+            tmp_path / "checkpoints",
+            max_operations=1,
+        )
+    assert made.operations == 1
+    [kept] = [op for op in ops if await _has_calls(pool, op)]
+    async with superuser(pool) as conn:
+        call = await conn.fetchrow(
+            "SELECT c.call_id::text AS id, max(l.leaf_index) AS leaf FROM provider_calls c"
+            " JOIN log_leaves l ON l.kind = 'call' AND l.row_id = c.call_id::text"
+            " WHERE c.operation_id = $1 AND c.call_kind = 'create' GROUP BY c.call_id",
+            kept,
+        )
+        await conn.execute("DELETE FROM provider_calls WHERE call_id::text = $1", call["id"])
+        await conn.execute("INSERT INTO log_queue (kind, row_id) VALUES ('call', $1)", call["id"])
+    settle = log_audit._settle_excused
+
+    async def after_the_snapshot(conn: Any, report: LogReport, *rest: Any) -> None:
+        async with superuser(pool) as other:
+            await other.execute(
+                "INSERT INTO log_archived (kind, row_id, archive_id, operation_id, leaf_index)"
+                " SELECT 'call', $1, max(archive_id), $2, $3 FROM log_archives",
+                call["id"],
+                kept,
+                call["leaf"],
+            )
+        async with pool.acquire() as other:
+            await log.sequence_all(other)
+        await settle(conn, report, *rest)
+
+    monkeypatch.setattr(log_audit, "_settle_excused", after_the_snapshot)
+    async with pool.acquire() as conn:
+        report = await verify_log(conn, None, settle_seconds=10.0)
+    assert report.problems == [
+        f"provider_calls {call['id']}: listed as archived only while this check waited"
+    ]
+
+
+async def _has_calls(pool: Any, op_id: str) -> bool:
+    """Whether the operation's create call is still in the database (not archived)."""
+    found: bool = await pool.fetchval(
+        "SELECT EXISTS (SELECT 1 FROM provider_calls WHERE operation_id = $1"
+        " AND call_kind = 'create')",
+        op_id,
+    )
+    return found
