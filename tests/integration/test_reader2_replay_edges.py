@@ -41,7 +41,8 @@ async def test_every_edge_of_every_evidence_kind_replays(db: Any) -> None:
     taken = 0
     for (src_text, dst_text), kinds in sorted(edges.items()):
         src, dst = LocalState(src_text), LocalState(dst_text)
-        for kind in sorted(kinds) or [None]:
+        choices: list[str | None] = [*sorted(kinds)] or [None]
+        for kind in choices:
             op_id = await submit(db)
             await drive(db, op_id, src)
             if kind is None:
