@@ -43,11 +43,11 @@ async def check_archives(conn: Any, report: Reporter, root: Path | None) -> tupl
     archives = rows = 0
     for archive in await conn.fetch(q("archive_list")):
         archives += 1
-        rows += await _check_archive(conn, archive, report, root)
+        rows += await check_archive(conn, archive, report, root)
     return archives, rows
 
 
-async def _check_archive(conn: Any, archive: Any, report: Reporter, root: Path | None) -> int:
+async def check_archive(conn: Any, archive: Any, report: Reporter, root: Path | None) -> int:
     name = archive["name"]
     files = _open_files(root / name, report, name) if root is not None else None
     digest = hashlib.sha256(MANIFEST_PREFIX)

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from shared.db.queries import q
-from shared.ledger.archive_audit import _check_archive, check_archives, unchecked_note
+from shared.ledger.archive_audit import check_archive, check_archives, unchecked_note
 from shared.ledger.leaves import KINDS, Digests, LeafError, LeafKind, leaf_data
 from shared.ledger.log import (
     HashCache,
@@ -427,7 +427,7 @@ async def _check_new_archives(
             continue
         report.archive_ids.add(archive["archive_id"])
         report.archives += 1
-        report.archived_rows += await _check_archive(conn, archive, report, archive_root)
+        report.archived_rows += await check_archive(conn, archive, report, archive_root)
         rows = await conn.fetch(q("archive_manifest_rows"), archive["archive_id"])
         listed |= {(r["kind"], r["row_id"]) for r in rows}
     if listed and archive_root is None:
