@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from urllib.parse import parse_qsl, urlsplit
@@ -145,8 +144,8 @@ def scrub(body: bytes, secrets: Sequence[str]) -> bytes:
     written otherwise, a character at a time as JSON's
     `\\u004e` or a percent-encoded `%4E`, is found by a pattern that takes
     each of its characters in any of those spellings, in UTF-16 or UTF-32 text
-    as in UTF-8, and in bytes no encoding reads (as Latin-1, byte for byte:
-    such a body is stored in base64, which gives the token back). Only the
+    as in UTF-8, and in bytes no encoding reads (such a body is stored in
+    base64, which gives the token back). Only the
     token's span is replaced: the rest of the body stays byte for byte as it
     came."""
     secrets = [secret for secret in secrets if secret]
@@ -157,18 +156,16 @@ def scrub(body: bytes, secrets: Sequence[str]) -> bytes:
                 body = body.replace(token, REDACTED.encode(encoding))
     if not secrets or (b"\\" not in body and b"%" not in body):
         return body  # no escape of any kind: what was written was found above
-    # JSON in UTF-16 or UTF-32 (every such text holds a NUL byte, no UTF-8 JSON
-    # does) is searched as its text too: escaped there, the token was kept
-    encoding = json.detect_encoding(body) if b"\x00" in body else "utf-8"
-    try:
-        text = body.decode(encoding, "surrogatepass")
-    except UnicodeDecodeError:
-        encoding = "latin-1"  # every byte one character: the escapes are ASCII
-        text = body.decode(encoding)
-    scrubbed = text
+    # Searched as bytes in each encoding, never decoded: a guess at the body's
+    # encoding read a BOM-led big-endian text back byte-swapped, a truncated
+    # UTF-16 text as Latin-1 (its escapes then interleaved with NULs), and
+    # bytes with a NUL second as UTF-16 (their ASCII escapes then unseen).
+    # UTF-16 and UTF-32 spell every ASCII character with a NUL: no NUL, no such text
+    encodings = _ENCODINGS if b"\x00" in body else ("utf-8",)
     for secret in secrets:
-        scrubbed = _spelled_otherwise(secret).sub(REDACTED, scrubbed)
-    return body if scrubbed == text else scrubbed.encode(encoding, "surrogatepass")
+        for encoding in encodings:
+            body = _spelled_otherwise(secret, encoding).sub(_redacted(encoding), body)
+    return body
 
 
 def scrub_held(body: bytes, secrets: Iterable[Secret]) -> bytes:
@@ -177,15 +174,33 @@ def scrub_held(body: bytes, secrets: Iterable[Secret]) -> bytes:
     return scrub(body, [value for secret in secrets for value in secret.values_held()])
 
 
+def _redacted(encoding: str) -> bytes:
+    """REDACTED as an `re.sub` replacement, which reads a backslash as an escape."""
+    return REDACTED.encode(encoding).replace(b"\\", b"\\\\")
+
+
 @functools.lru_cache(maxsize=64)
-def _spelled_otherwise(secret: str) -> re.Pattern[str]:
-    """The token with each character as itself, a JSON `\\u00XX` or a `%XX`
-    (hex digits in either case; the character itself as the token has it)."""
+def _spelled_otherwise(secret: str, encoding: str) -> re.Pattern[bytes]:
+    """The token in `encoding` with each character as itself, a JSON `\\u00XX` or
+    a `%XX` (hex digits in either case; the character itself as the token has it)."""
+
+    def spelled(text: str) -> bytes:
+        return b"".join(
+            b"(?:%s|%s)"
+            % (re.escape(ch.lower().encode(encoding)), re.escape(ch.upper().encode(encoding)))
+            if ch in "abcdefABCDEF"
+            else re.escape(ch.encode(encoding))
+            for ch in text
+        )
+
     parts = []
     for char in secret:
         code = f"{ord(char):02x}"
-        parts.append(f"(?:{re.escape(char)}|\\\\u(?i:00{code})|%(?i:{code}))")
-    return re.compile("".join(parts))
+        itself = re.escape(char.encode(encoding, "surrogatepass"))
+        escaped = re.escape("\\u".encode(encoding)) + spelled("00" + code)
+        percent = re.escape("%".encode(encoding)) + spelled(code)
+        parts.append(b"(?:%s|%s|%s)" % (itself, escaped, percent))
+    return re.compile(b"".join(parts))
 
 
 def _fingerprint(value: str) -> bytes:
