@@ -820,15 +820,21 @@ def signed_url(public_url: str, provider: str, scope: Scope) -> str | None:
     """
     if not public_url:
         return None
-    # Its own query (`?src=jw`) is the sender's too, and arrives in the request's:
-    # the query is the request's alone (before, `?src=jw?src=jw` was checked)
-    url = public_url.replace("{provider}", provider).partition("?")[0]
+    url, _, own = public_url.replace("{provider}", provider).partition("?")
     # Both routes (with and without a trailing slash) take deliveries; the
     # sender signed the one it addressed, so the public URL follows suit.
     slash = scope.get("path", "").endswith("/")
     if url.endswith("/") != slash:
         url = url + "/" if slash else url[:-1]
-    return _with_query(url, scope)
+    query = scope.get("query_string", b"").decode("latin-1")
+    # Its own query (`?tenant=a`) is the sender's too, and arrives in the
+    # request's, perhaps followed by more (`&op=…`): checked once (it was
+    # checked twice, `?tenant=a?tenant=a`). A request without it is checked
+    # against it all the same: a delivery signed for `?tenant=b`, another
+    # endpoint sharing the key, must not verify here.
+    if own and query != own and not query.startswith(own + "&"):
+        query = own + (f"&{query}" if query else "")
+    return url + (f"?{query}" if query else "")
 
 
 def _with_query(url: str, scope: Scope) -> str:
