@@ -8,7 +8,10 @@ each fault, in a fresh database and a fresh fixture:
 - `drop_after`: the connection of statement k is cut after the server ran it,
   before the answer came back (a COMMIT there took effect, unacknowledged);
 - `drop_before`: cut before it reached the server (as a SIGKILL at that
-  statement looks to the database).
+  statement looks to the database);
+- `kill`, for a step of several rounds (`Scenario.rounds`, attempts that one
+  process makes and between which it keeps pages in memory): the process gone
+  there, its later rounds and its memory with it, no statement after it sent.
 
 The clock moves past the dead lease, a fresh reconciler runs the operation to
 its end, and every run must hold: the fault-free end; at most one valid
@@ -19,6 +22,7 @@ evidence log verify; and the scenario's own checks.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -45,6 +49,21 @@ from tests.harness import reconciler_context
 PAST_THE_FAULT = 31.0
 MAX_ROUNDS = 80
 ACTIONS = ("drop_after", "drop_before")
+# a step of more than one round: also "kill", the process gone at statement k
+# (its later rounds, and what it kept in memory between them, with it)
+KILL = "kill"
+
+
+def _killed(proxy: PgProxy, killed: asyncio.Event) -> None:
+    """The step's process dies as statement k leaves: that statement never reaches
+    the server, nor any after it (its connections and the proxy's door close: the
+    rest of the round fails at its next statement, and every provider call begins
+    with one), and what the process held in memory (kept pages) is gone with it."""
+    killed.set()
+    if proxy._server is not None:
+        proxy._server.close()
+    for link in list(proxy._links):
+        link.close()
 
 
 class Counted:
@@ -103,6 +122,12 @@ class Scenario:
     # ends a fault may lead to besides `end`, each a documented escalation that
     # `check` must find justified
     escalations: frozenset[LocalState] = frozenset()
+    # rounds of the step, in one process (what it keeps in memory between attempts,
+    # reconciler/page_memory.py, carried over), the clock moved to the operation's
+    # next appointment between them; every statement of each is faulted
+    rounds: int = 1
+    # the environment the description's secrets are read from
+    env: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -138,7 +163,7 @@ class Sweep:
                 fixture = scenario.fixture()
                 served = Counted(fixture.app())
                 base = await stack.enter_async_context(serve_app(served))
-                providers = load(scenario.provider, None, base, {}, scenario.described)
+                providers = load(scenario.provider, None, base, scenario.env, scenario.described)
                 ctx = await stack.enter_async_context(
                     reconciler_context(pool, workdir, providers, lanes=8, clock=clock)
                 )
@@ -154,8 +179,9 @@ class Sweep:
     async def run(self, scenario: Scenario, action: str | None, at: int | None) -> Outcome:
         async with self.world(scenario) as (world, url):
             await scenario.prime(world)
+            world.extra["fault"] = (action, at) if at is not None else None
             async with PgProxy.from_url(url) as proxy:
-                await self._step(world, proxy, url, action, at)
+                await self._step(world, proxy, url, action, at, scenario.rounds)
                 if at is not None and not proxy.fired.is_set():
                     raise AssertionError(f"{scenario.name}: statement {at} never came")
                 count = proxy.count
@@ -166,7 +192,13 @@ class Sweep:
             return Outcome(action, at, count, end, violations, sql)
 
     async def _step(
-        self, world: World, proxy: PgProxy, url: str, action: str | None, at: int | None
+        self,
+        world: World,
+        proxy: PgProxy,
+        url: str,
+        action: str | None,
+        at: int | None,
+        rounds: int = 1,
     ) -> None:
         pool = await create_reconciler_pool(proxy.url_for(url))
         try:
@@ -179,11 +211,20 @@ class Sweep:
                 clock=world.clock,
                 worker_id="step",
             ) as ctx:
+                reconciler = Reconciler(ctx)
+                killed = asyncio.Event()
                 proxy.reset()
-                if at is not None:
+                if action == KILL:
+                    proxy.arm(Fault(action="kill", at=at, kill=lambda: _killed(proxy, killed)))
+                elif at is not None:
                     proxy.arm(Fault(action=action, at=at))  # type: ignore[arg-type]
-                with contextlib.suppress(Exception):  # a dropped statement fails the step
-                    await Reconciler(ctx).run_once()
+                for n in range(rounds):
+                    if killed.is_set():
+                        break  # the process is gone: no later round, nothing it kept
+                    if n:
+                        await world.due()  # outside the proxy: the clock is the harness's
+                    with contextlib.suppress(Exception):  # a dropped statement fails the step
+                        await reconciler.run_once()
         finally:
             pool.terminate()
 
@@ -242,8 +283,9 @@ class Sweep:
         clean = await self.run(scenario, None, None)
         failures = [f"{scenario.name} fault-free: {v}" for v in clean.violations]
         points = pick(clean.sql) if pick is not None else range(1, clean.statements + 1)
+        actions = (*ACTIONS, KILL) if scenario.rounds > 1 else ACTIONS
         for k in points:
-            for action in ACTIONS:
+            for action in actions:
                 outcome = await self.run(scenario, action, k)
                 sql = clean.sql[k - 1] if k <= len(clean.sql) else "?"
                 failures += [
