@@ -1,10 +1,13 @@
 """Every statement of the newest steps, dropped (tests/integration/fault_sweep.py).
 
 Paths the simulator cannot play, at fixture providers: a result served a page
-at a time; a cancelled job's partial output, paged or at its result path; the
-tenth status read refused with a lasting 4xx; the create 409 that makes ten
-minutes of them; a synchronous create answer naming a job another operation
-holds.
+at a time; a page a throttle refused, which the next attempt (in the same
+process, holding the pages read: reconciler/page_memory.py) goes on from, by a
+next URL (Firecrawl) or a token in the body (Textract), or, that token expired
+meanwhile, reads from page 1 again; a cancelled job's partial output, paged or
+at its result path; the tenth status read refused with a lasting 4xx; the
+create 409 that makes ten minutes of them; a synchronous create answer naming
+a job another operation holds.
 """
 
 from __future__ import annotations
@@ -26,17 +29,25 @@ from tests import conftest
 from tests.fixtures_providers.shapes import (
     BULK_LOCATOR,
     BULK_ROWS,
+    CRAWL_DOCUMENTS,
+    CRAWL_PAGE,
     OUTPUT_ROWS,
     BulkQueryFixture,
     CancelledOutputFixture,
+    CrawlFixture,
     bulk_query,
     cancelled_output,
+    firecrawl_crawl,
     runway_tasks,
 )
+from tests.fixtures_providers.textract import READS_TO_FINISH as TEXTRACT_READS_TO_FINISH
+from tests.fixtures_providers.textract import TextractFixture
+from tests.fixtures_providers.textract import _error as _textract_error
 from tests.integration.fault_sweep import Scenario, Sweep, World
 from tests.integration.test_create_conflicts import CrawlsFixture, firecrawl
 from tests.integration.test_job_shared import SAME, reusing_ids
 from tests.integration.test_reads_that_need_a_human import RunsFixture, apify_runs
+from tests.integration.test_unseen_cohere_textract import AWS_ENV, described, document
 
 CSV = "Id,Name\n"
 
@@ -89,6 +100,149 @@ PAGED_RESULT = Scenario(
     S.SUCCEEDED,
     whole_result,
 )
+
+
+# ------------------------------------------------------------------ a throttled page resumed
+
+
+async def crawl_finishing(world: World) -> None:
+    """Observing; the next read shows the crawl complete. The step's first round
+    reads it, fetches page 1, and page 2 answers 429; its second (the same
+    process: the pages kept, reconciler/page_memory.py) goes on from page 2."""
+    world.operation_id = await world.rig.submit(
+        {"url": "https://docs.example", "limit": len(CRAWL_DOCUMENTS)}, result_deadline_s=3600
+    )
+    await world.run_until(lambda: _in(world, {S.OBSERVING}))
+    await world.due()
+
+
+async def crawl_stored_once_whole(world: World, end: S) -> list[str]:
+    failures = []
+    stored = await world.db.fetchval(
+        "SELECT count(*) FROM results WHERE operation_id = $1", world.operation_id
+    )
+    if stored != 1:
+        failures.append(f"{stored} results stored (valid or not), expected one")
+    _, body = await _stored(world)
+    pages = json.loads(body) if body else []
+    # pages in order, none twice, none missing
+    if [doc for page in pages for doc in page.get("data", [])] != CRAWL_DOCUMENTS:
+        failures.append(f"the stored result is not the crawl, whole and in order: {body!r}")
+    expected = -(-len(CRAWL_DOCUMENTS) // CRAWL_PAGE)
+    if len(pages) != expected:
+        failures.append(f"{len(pages)} pages stored, expected {expected}")
+    if world.extra.get("fault") is None:
+        # fault-free, the scenario is what it says: the first round stopped at
+        # page 2's 429, the second (after its final status read) went on from it
+        calls = await world.db.fetch(
+            "SELECT url, status_code FROM provider_calls"
+            " WHERE operation_id = $1 AND call_kind = 'result' ORDER BY call_id",
+            world.operation_id,
+        )
+        skips = [(c["url"].partition("?skip=")[2] or None, c["status_code"]) for c in calls]
+        resumed = [(None, 200), ("10", 429), ("10", 200), ("20", 200)]
+        if skips != resumed:
+            failures.append(f"fault-free, not resumed at page 2: result calls {skips}")
+    return failures
+
+
+THROTTLED_PAGE_RESUMED = Scenario(
+    "throttled_page_resumed",
+    "fc",
+    {k: v for k, v in firecrawl_crawl().items() if k != "auth"},
+    lambda: CrawlFixture(limited_pages=1),
+    crawl_finishing,
+    S.SUCCEEDED,
+    crawl_stored_once_whole,
+    rounds=2,
+)
+
+
+# Textract: the token in the body of a POST to one URL, a throttle told by its
+# code (400 ProvisionedThroughputExceededException); "big.pdf" is three pages.
+BIG_BLOCKS = [f"b{i}" for i in range(2500)]
+BLOCKS_A_PAGE = 1000  # a result page's MaxResults (a status read asks for one block)
+
+
+async def textract_finishing(world: World) -> None:
+    """Observing; the next read shows the job SUCCEEDED (the step reads, then collects)."""
+    world.operation_id = await world.rig.submit(document("big.pdf"), result_deadline_s=3600)
+
+    async def running_read_twice() -> bool:
+        return any(job["reads"] >= TEXTRACT_READS_TO_FINISH for job in world.fixture.jobs.values())
+
+    await world.run_until(running_read_twice)
+    await world.due()
+
+
+async def blocks_stored_once_whole(world: World, end: S) -> list[str]:
+    failures = []
+    stored = await world.db.fetchval(
+        "SELECT count(*) FROM results WHERE operation_id = $1", world.operation_id
+    )
+    if stored != 1:
+        failures.append(f"{stored} results stored (valid or not), expected one")
+    _, body = await _stored(world)
+    pages = json.loads(body) if body else []
+    if len(pages) != 3 or [b["Id"] for page in pages for b in page["Blocks"]] != BIG_BLOCKS:
+        failures.append(
+            f"the stored blocks are not the document's, whole and in order ({body!r:.200})"
+        )
+    if world.extra.get("fault") is None:
+        tokens = [
+            g.get("NextToken") for g in world.fixture.gets if g.get("MaxResults") == BLOCKS_A_PAGE
+        ]
+        fx = world.fixture
+        resumed = (
+            [None, "1000", "1000", "2000"]
+            if not fx.stale_tokens_at_start
+            else [None, "1000", "1000", None, "1000", "2000"]
+        )
+        if tokens != resumed or fx.throttled_pages or fx.stale_tokens:
+            failures.append(f"fault-free, not the scenario: result pages asked {tokens}")
+    return failures
+
+
+class _Textract(TextractFixture):
+    """Page 2 throttled once; with `stale_tokens`, that many Gets with a token no
+    longer fresh (the page just read named another, or was refused) answer 400
+    InvalidParameterException, as an expired token does. The fixture's own
+    `refused_tokens` refuses the next tokens whatever their age: a restart from
+    page 1 (the pages forgotten with a process) would be refused too."""
+
+    def __init__(self, stale_tokens: int) -> None:
+        super().__init__(throttled_pages=1)
+        self.stale_tokens = self.stale_tokens_at_start = stale_tokens
+        self.fresh: str | None = None  # the token the last result page named
+
+    def get(self, body: dict[str, Any]) -> Any:
+        token = body.get("NextToken")
+        if token and token != self.fresh and self.stale_tokens > 0:
+            self.stale_tokens -= 1
+            self.gets.append(body)
+            return _textract_error("InvalidParameterException", "Request has invalid parameters")
+        resp = super().get(body)
+        if body.get("MaxResults") == BLOCKS_A_PAGE:
+            ok = resp.status_code == 200
+            self.fresh = json.loads(bytes(resp.body)).get("NextToken") if ok else None
+        return resp
+
+
+def textract_resumed(stale_tokens: int) -> Scenario:
+    """Page 2 throttled, the next attempt (the same process) goes on from it; with
+    `stale_tokens`, the token it goes on with has expired, and it reads from
+    page 1 at once."""
+    return Scenario(
+        "textract_page_resumed" + ("_token_refused" if stale_tokens else ""),
+        "textract",
+        described("textract"),
+        lambda: _Textract(stale_tokens),
+        textract_finishing,
+        S.SUCCEEDED,
+        blocks_stored_once_whole,
+        rounds=2,
+        env=AWS_ENV,
+    )
 
 
 # ------------------------------------------------------------------ partial output
@@ -290,6 +444,9 @@ SCENARIOS = {
     s.name: s
     for s in (
         PAGED_RESULT,
+        THROTTLED_PAGE_RESUMED,
+        textract_resumed(0),
+        textract_resumed(1),
         partial("cursor"),
         partial("url"),
         partial("offset"),
