@@ -140,22 +140,32 @@ async def crawl_stored_once_whole(world: World, end: S) -> list[str]:
             world.operation_id,
         )
         skips = [(c["url"].partition("?skip=")[2] or None, c["status_code"]) for c in calls]
-        resumed = [(None, 200), ("10", 429), ("10", 200), ("20", 200)]
+        throttled = world.extra["limited_pages"]
+        resumed = [(None, 200), *[("10", 429)] * throttled, ("10", 200), ("20", 200)]
         if skips != resumed:
             failures.append(f"fault-free, not resumed at page 2: result calls {skips}")
     return failures
 
 
-THROTTLED_PAGE_RESUMED = Scenario(
-    "throttled_page_resumed",
-    "fc",
-    {k: v for k, v in firecrawl_crawl().items() if k != "auth"},
-    lambda: CrawlFixture(limited_pages=1),
-    crawl_finishing,
-    S.SUCCEEDED,
-    crawl_stored_once_whole,
-    rounds=2,
-)
+def crawl_resumed(limited_pages: int) -> Scenario:
+    """Page 2 answers 429 `limited_pages` times: each attempt after the first goes
+    on from it (one that read no page counts a stall, reconciler/page_memory.py),
+    all in one process."""
+
+    async def prime(world: World) -> None:
+        world.extra["limited_pages"] = limited_pages
+        await crawl_finishing(world)
+
+    return Scenario(
+        "throttled_page_resumed" + ("" if limited_pages == 1 else f"_x{limited_pages}"),
+        "fc",
+        {k: v for k, v in firecrawl_crawl().items() if k != "auth"},
+        lambda: CrawlFixture(limited_pages=limited_pages),
+        prime,
+        S.SUCCEEDED,
+        crawl_stored_once_whole,
+        rounds=1 + limited_pages,
+    )
 
 
 # Textract: the token in the body of a POST to one URL, a throttle told by its
@@ -444,7 +454,8 @@ SCENARIOS = {
     s.name: s
     for s in (
         PAGED_RESULT,
-        THROTTLED_PAGE_RESUMED,
+        crawl_resumed(1),
+        crawl_resumed(2),
         textract_resumed(0),
         textract_resumed(1),
         partial("cursor"),
