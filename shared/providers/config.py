@@ -1247,7 +1247,9 @@ def _set_body(table: _Table) -> tuple[BodyField, ...]:
         _check_written(table, key, path)
         if not isinstance(value, str):
             _check_json_literal(table, key, value)
-            literal = _templated_literal(table, key, value)
+            # its strings naming our placeholders are templates too (a list of
+            # callback objects: Speechmatics' notification_config = [{url, contents}])
+            literal = _templated(table, key, value, CREATE_VALUES, lenient=True)
             entries.append(BodyField(path=path, template=None, literal=literal))
             continue
         try:
@@ -1255,24 +1257,6 @@ def _set_body(table: _Table) -> tuple[BodyField, ...]:
         except TemplateError as exc:
             raise table.error(key, str(exc)) from None
     return tuple(entries)
-
-
-def _templated_literal(table: _Table, where: str, value: Any) -> Any:
-    """A literal whose strings that name a placeholder of ours are templates (a list
-    of callback objects: Speechmatics' `notification_config = [{url, contents}]`);
-    any other string is sent as written, braces and all, as it always was."""
-    if isinstance(value, str):
-        if not _names_placeholder(value, CREATE_VALUES):
-            return value
-        try:
-            return parse_template(value, CREATE_VALUES)
-        except TemplateError as exc:
-            raise table.error(where, str(exc)) from None
-    if isinstance(value, Mapping):
-        return {k: _templated_literal(table, f"{where}.{k}", v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_templated_literal(table, f"{where}[{n}]", v) for n, v in enumerate(value)]
-    return value
 
 
 def _check_json_literal(table: _Table, where: str, value: Any) -> None:
@@ -1371,14 +1355,22 @@ _LONE_PLACEHOLDER = re.compile(r"\{\+?[A-Za-z_][A-Za-z0-9_]*\}")
 _MISSPELT_JOB_ID = re.compile(r"\{\+?job[_\-]?id\}", re.IGNORECASE)
 
 
-def _templated(table: _Table, where: str, value: Any, allowed: frozenset[str]) -> Any:
+def _templated(
+    table: _Table, where: str, value: Any, allowed: frozenset[str], *, lenient: bool = False
+) -> Any:
+    """`value` with its strings that name a placeholder parsed as templates.
+
+    `lenient` (a set_body literal, whose strings were always sent as written):
+    only a string naming a placeholder of ours is a template; a lone `{x}` or a
+    misspelt `{jobid}` stays text, where elsewhere they are refused as typos."""
     if isinstance(value, str):
         misspelt = [
             m for m in _MISSPELT_JOB_ID.findall(value) if m not in ("{job_id}", "{+job_id}")
         ]
-        if misspelt:
+        if misspelt and not lenient:
             raise table.error(where, f"{misspelt[0]} is no placeholder: did you mean {{job_id}}?")
-        if not _names_placeholder(value, allowed) and not _LONE_PLACEHOLDER.fullmatch(value):
+        lone = not lenient and _LONE_PLACEHOLDER.fullmatch(value)
+        if not _names_placeholder(value, allowed) and not lone:
             # No placeholder of ours: the text as written, braces and all (a
             # GraphQL query, which names the job in its variables instead).
             return value
@@ -1387,9 +1379,15 @@ def _templated(table: _Table, where: str, value: Any, allowed: frozenset[str]) -
         except TemplateError as exc:
             raise table.error(where, str(exc)) from None
     if isinstance(value, Mapping):
-        return {k: _templated(table, f"{where}.{k}", v, allowed) for k, v in value.items()}
+        return {
+            k: _templated(table, f"{where}.{k}", v, allowed, lenient=lenient)
+            for k, v in value.items()
+        }
     if isinstance(value, list):
-        return [_templated(table, f"{where}[{n}]", v, allowed) for n, v in enumerate(value)]
+        return [
+            _templated(table, f"{where}[{n}]", v, allowed, lenient=lenient)
+            for n, v in enumerate(value)
+        ]
     if isinstance(value, bool | int) or (isinstance(value, float) and math.isfinite(value)):
         return value
     raise table.error(where, f"{type(value).__name__} is not a JSON value")
