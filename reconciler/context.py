@@ -47,6 +47,8 @@ class Context:
 
     def __post_init__(self) -> None:
         self.polls = PollWriter(self.pool)
+        for name, adapter in self.adapters.items():
+            adapter.callbacks = self.callbacks(name)  # a plugin's schedule asks it too
 
     def adapter(self, provider: str) -> ProviderAdapter | None:
         return self.adapters.get(provider)

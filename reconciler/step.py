@@ -29,7 +29,7 @@ from shared.db.errors import DATABASE_DOWN
 from shared.ledger import Operation, decisions, evidence, leases
 from shared.ledger.errors import LeaseLost
 from shared.ledger.states import ESCALATED, POLLED, SCHEDULED, Evidence, LocalState
-from shared.providers import HttpRequest, ProviderAdapter, timing
+from shared.providers import HttpRequest, ProviderAdapter
 from shared.providers.requests import signed_as_it_leaves
 from shared.telemetry import spans
 
@@ -371,17 +371,7 @@ class Step:
         self, attempt: int, retry_after: float | None = None, poll_after: float | None = None
     ) -> float:
         """When to read the job's status again (with webhooks: the backstop's at least,
-        unless no callback can come: `Context.callbacks`)."""
-        plain = type(self.adapter).next_poll_delay is ProviderAdapter.next_poll_delay
-        if plain and not self.ctx.callbacks(self.op.provider):
-            return timing.next_poll_delay(
-                self.adapter.desc.limits,
-                attempt,
-                retry_after,
-                poll_after,
-                self.ctx.rng,
-                webhooks_configured=False,
-            )
+        unless no callback can come: `Context.callbacks`, which the adapter holds)."""
         return self.adapter.next_poll_delay(attempt, retry_after, poll_after, self.ctx.rng)
 
     def retry(self, attempt: int, retry_after: float | None = None) -> float:

@@ -152,6 +152,10 @@ class ProviderAdapter:
 
     def __init__(self, desc: ProviderDescription) -> None:
         self.desc = desc
+        # Can a callback come (the reconciler's say: [webhooks] described, and the
+        # callback URL known or not asked for by the create)? None: as described.
+        # A plugin's `next_poll_delay` calling super() gets the schedule it implies.
+        self.callbacks: bool | None = None
 
     @functools.cached_property
     def headers_read(self) -> frozenset[str] | None:
@@ -306,7 +310,9 @@ class ProviderAdapter:
             retry_after,
             poll_after,
             rng,
-            webhooks_configured=self.desc.webhooks is not None,
+            webhooks_configured=(
+                self.desc.webhooks is not None if self.callbacks is None else self.callbacks
+            ),
         )
 
     def retry_delay(self, attempt: int, retry_after: float | None, rng: random.Random) -> float:

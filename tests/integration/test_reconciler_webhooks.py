@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import time
 from pathlib import Path
 from typing import Any
@@ -9,6 +10,7 @@ from typing import Any
 from reconciler.worker import Reconciler
 from shared import ledger
 from shared.ledger.states import LocalState
+from shared.providers import ProviderAdapter
 from shared.serve import serve_app
 from shared.simulator import SimulatorSettings, build_app
 from tests.harness import Rig, reconciler_context, sim_providers, webhook_rig
@@ -166,4 +168,41 @@ async def test_webhooks_whose_callback_url_no_create_carries_leave_reads_on_the_
             )
     assert await r.state(op_id) is S.ACCEPTED
     # the backoff's first step (FAST_LIMITS: a tenth of a second), not the backstop's
+    assert wait is not None and float(wait) < 5, wait
+
+
+class DoublingPlugin(ProviderAdapter):
+    """A plugin that adjusts the built-in schedule (twice its wait), through super()."""
+
+    def next_poll_delay(
+        self,
+        attempt: int,
+        retry_after: float | None,
+        poll_after: float | None,
+        rng: random.Random,
+    ) -> float:
+        return 2 * super().next_poll_delay(attempt, retry_after, poll_after, rng)
+
+
+async def test_a_plugins_schedule_through_super_knows_no_callback_can_come(
+    pool: Any, tmp_path: Path
+) -> None:
+    """The same, for a plugin whose `next_poll_delay` calls super(): the built-in
+    schedule it adjusts is the backoff's, not the backstop's (the adapter holds the
+    reconciler's say, `Context.callbacks`)."""
+    async with serve_app(build_app(SimulatorSettings())) as sim_url:
+        overrides = {
+            "limits": {"webhook_backstop_poll_seconds": 300.0},
+            "plugin": f"{__name__}:DoublingPlugin",
+        }
+        providers = sim_providers(sim_url, webhooks=True, overrides=overrides)
+        async with reconciler_context(pool, tmp_path, providers, webhook_url=None) as ctx:
+            r = Rig(pool, sim_url, Reconciler(ctx), ctx)
+            op_id = await r.submit("success", duration=30.0)
+            await r.reconciler.run_once()
+            wait = await pool.fetchval(
+                "SELECT extract(epoch FROM next_poll_at - jw_now()) FROM operations"
+                " WHERE operation_id = $1",
+                op_id,
+            )
     assert wait is not None and float(wait) < 5, wait
