@@ -31,7 +31,7 @@ import hashlib
 import hmac
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit, urlunsplit
+from urllib.parse import SplitResult, parse_qsl, urlsplit, urlunsplit
 
 from .errors import SignatureError
 from .headers import MAX_HEADER_CHARS, HeaderView
@@ -177,16 +177,25 @@ def _params_text(fields: Sequence[tuple[str, str]]) -> str:
     return "".join(name + value for name in sorted(values) for value in sorted(values[name]))
 
 
+def _split(url: str) -> SplitResult:
+    """The URL's parts; one `urlsplit` refuses (an unbalanced `[`, an IPv6 host
+    that is none) is our own public URL's mistake, as a bad port is."""
+    try:
+        return urlsplit(url)
+    except ValueError:
+        raise SignatureError("bad_options") from None
+
+
 def _claims_digest(url: str) -> bool:
     """Whether the URL carries a `bodySHA256` parameter (however many)."""
-    query = parse_qsl(urlsplit(url).query, keep_blank_values=True)
+    query = parse_qsl(_split(url).query, keep_blank_values=True)
     return any(key == "bodySHA256" for key, _ in query)
 
 
 def _check_body_digest(url: str, body: bytes) -> None:
     """A body that is no form is signed through its SHA-256 in the URL; without it,
     nothing of the body is signed."""
-    query = parse_qsl(urlsplit(url).query, keep_blank_values=True)
+    query = parse_qsl(_split(url).query, keep_blank_values=True)
     claimed = [value for key, value in query if key == "bodySHA256"]
     if len(claimed) != 1:
         raise SignatureError("bad_signature")
@@ -198,7 +207,7 @@ def _check_body_digest(url: str, body: bytes) -> None:
 def _spellings(url: str) -> tuple[str, ...]:
     """The URL without its port and with it (Twilio's validator accepts both), the
     rest as written: the host is not lowercased, since Twilio signs it as given."""
-    parts = urlsplit(url)
+    parts = _split(url)
     try:
         port = parts.port
     except ValueError:
