@@ -137,9 +137,16 @@ from shared.providers.description import WebhookChallenge, WebhookScheme, Webhoo
 from shared.providers.facts import WebhookFact
 from shared.providers.paths import PathSource, ValuePath, extract, parse_path
 from shared.providers.values import as_id, as_str, clip
-from shared.signatures import SignatureError, Verified, challenges, signs_url, twilio
+from shared.signatures import (
+    SignatureError,
+    Verified,
+    challenges,
+    headers_read,
+    reads_form,
+    signs_url,
+    twilio,
+)
 from shared.signatures.challenges import usable_token
-from shared.signatures.dispatch import build_spec
 from shared.telemetry import spans
 from shared.text import holds_exactly, scrub_text
 
@@ -550,7 +557,7 @@ def _provider(name: str, spec: WebhookSpec, adapter: ProviderAdapter) -> _Provid
         spec,
         adapter,
         signs_url(spec.scheme.value, spec.options),
-        spec.scheme is WebhookScheme.TWILIO,
+        reads_form(spec.scheme.value),
         _headers_read(adapter, spec),
     )
 
@@ -613,19 +620,7 @@ def _headers_read(adapter: ProviderAdapter, spec: WebhookSpec) -> frozenset[byte
         or cls.parse_webhook is not ProviderAdapter.parse_webhook
     ):
         return None
-    names: list[str] = []
-    if spec.scheme is WebhookScheme.STATIC_HEADER:
-        if not spec.token_in_url:
-            names.append(str(spec.options["header"]))
-    elif spec.scheme is WebhookScheme.TWILIO:
-        names += twilio.headers_read(spec.options)
-    elif spec.scheme is WebhookScheme.MAILGUN:
-        pass  # its signature is in the body
-    else:
-        envelope = build_spec(spec.scheme.value, spec.options).envelope
-        names += envelope.signature_headers
-        names += envelope.timestamp_headers or ()
-        names += envelope.id_headers or ()
+    names = list(headers_read(spec.scheme.value, spec.options))
     paths = (spec.event_id, spec.job_id, spec.state, spec.operation_ref, spec.client_reference)
     names += [p.name for p in paths if p is not None and p.source is PathSource.HEADER]
     return frozenset(name.lower().encode("latin-1") for name in names)
@@ -806,8 +801,9 @@ def _target(scope: Scope) -> str:
     the callback URL is read from (`static_header` with `query`). Not
     `signed_url`: a query in `public_webhook_url` would then be read as the
     sender's, and a request with no token at all would present ours."""
+    query = scope.get("query_string", b"").decode("latin-1")
     path: str = scope.get("path", "")
-    return _with_query(path, scope)
+    return path + (f"?{query}" if query else "")
 
 
 def signed_url(public_url: str, provider: str, scope: Scope) -> str | None:
@@ -834,12 +830,6 @@ def signed_url(public_url: str, provider: str, scope: Scope) -> str | None:
     # endpoint sharing the key, must not verify here.
     if own and query != own and not query.startswith(own + "&"):
         query = own + (f"&{query}" if query else "")
-    return url + (f"?{query}" if query else "")
-
-
-def _with_query(url: str, scope: Scope) -> str:
-    """`url` with the request's query string as it came (none: as it is)."""
-    query = scope.get("query_string", b"").decode("latin-1")
     return url + (f"?{query}" if query else "")
 
 

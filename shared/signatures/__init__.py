@@ -14,7 +14,16 @@ is the sender side.
 
 from __future__ import annotations
 
-from .dispatch import SCHEMES, check_options, check_secret, signs_timestamp, signs_url, verify
+from .dispatch import (
+    SCHEMES,
+    check_options,
+    check_secret,
+    headers_read,
+    reads_form,
+    signs_timestamp,
+    signs_url,
+    verify,
+)
 from .errors import REASONS, Reason, SignatureError
 from .signing import (
     generate_ed25519_keypair,
@@ -39,6 +48,8 @@ __all__ = [
     "check_secret",
     "generate_ed25519_keypair",
     "generate_p256_private_pem",
+    "headers_read",
+    "reads_form",
     "sign",
     "sign_generic",
     "sign_github",

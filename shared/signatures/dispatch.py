@@ -4,13 +4,14 @@ Schemes are the two families (`hmac`, `asymmetric`), the named presets built
 on them (see `presets`), `static_header`, which is not a signature at all,
 `twilio`, which signs the form's fields rather than the body's bytes, and
 `mailgun`, whose signature is in the body; each of the last three keeps its
-own module.
+own module, asked through one table (`_OWN_MODULES`).
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Final
 
 from . import asymmetric, hmac_family, mailgun, static_header, twilio
@@ -29,9 +30,57 @@ _BUILDERS: Final[Mapping[str, _Builder]] = {
     **{preset.name: preset.build for preset in PRESETS},
 }
 
-SCHEMES: frozenset[str] = frozenset(
-    {*_BUILDERS, static_header.SCHEME, twilio.SCHEME, mailgun.SCHEME}
-)
+
+@dataclass(frozen=True, slots=True)
+class _OwnModule:
+    """A scheme with a module of its own (no spec): what each question asks of it."""
+
+    check_options: Callable[[Mapping[str, object]], None]
+    check_secret: Callable[[str, Mapping[str, object] | None], None]
+    # (options, headers, body, usable secrets, now, tolerance_seconds, url)
+    verify: Callable[
+        [Mapping[str, object], HeaderView, bytes, Sequence[str], float, int, str | None],
+        Verified,
+    ]
+    headers_read: Callable[[Mapping[str, object]], tuple[str, ...]]
+    signs_timestamp: bool = False
+    signs_url: bool = False
+    reads_form: bool = False  # a form body is read (its fields are what is signed)
+
+
+def _no_secret_rule(secret: str, options: Mapping[str, object] | None) -> None:
+    """A secret that is text, any text (the Auth Token, a signing key)."""
+
+
+_OWN_MODULES: Final[Mapping[str, _OwnModule]] = {
+    static_header.SCHEME: _OwnModule(
+        static_header.check_options,
+        static_header.check_secret,
+        static_header.verify,
+        static_header.headers_read,
+    ),
+    twilio.SCHEME: _OwnModule(
+        twilio.check_options,
+        _no_secret_rule,
+        lambda options, view, body, secrets, now, tolerance, url: twilio.verify(
+            options, view, body, secrets, url
+        ),
+        twilio.headers_read,
+        signs_url=True,
+        reads_form=True,
+    ),
+    mailgun.SCHEME: _OwnModule(
+        mailgun.check_options,
+        _no_secret_rule,
+        lambda options, view, body, secrets, now, tolerance, url: mailgun.verify(
+            body, secrets, now, tolerance
+        ),
+        lambda options: (),  # its signature is in the body
+        signs_timestamp=True,
+    ),
+}
+
+SCHEMES: frozenset[str] = frozenset({*_BUILDERS, *_OWN_MODULES})
 
 
 def build_spec(scheme: str, options: Mapping[str, object]) -> Spec:
@@ -56,8 +105,8 @@ def signs_timestamp(scheme: str, options: Mapping[str, object]) -> bool:
     GitHub and Shopify sign only the body: a captured delivery verifies
     forever, and only deduplication limits what a replay can do.
     """
-    if scheme == mailgun.SCHEME:
-        return True
+    if scheme in _OWN_MODULES:
+        return _OWN_MODULES[scheme].signs_timestamp
     if scheme not in _BUILDERS:
         return False
     return build_spec(scheme, options).envelope.template.uses("timestamp")
@@ -66,11 +115,31 @@ def signs_timestamp(scheme: str, options: Mapping[str, object]) -> bool:
 def signs_url(scheme: str, options: Mapping[str, object]) -> bool:
     """Whether the scheme signs the request URL, which the receiver must then know
     as the sender addressed it (`public_webhook_url`), not from the Host header."""
-    if scheme == twilio.SCHEME:
-        return True
+    if scheme in _OWN_MODULES:
+        return _OWN_MODULES[scheme].signs_url
     if scheme not in _BUILDERS:
         return False
     return build_spec(scheme, options).envelope.template.uses("url")
+
+
+def reads_form(scheme: str) -> bool:
+    """Whether the scheme signs a form's fields (Twilio), so a form body is read."""
+    module = _OWN_MODULES.get(scheme)
+    return module is not None and module.reads_form
+
+
+def headers_read(scheme: str, options: Mapping[str, object]) -> tuple[str, ...]:
+    """The headers verification reads (the receiver screens them for non-ASCII
+    bytes): a spec's signature, timestamp and id headers, aliases included."""
+    module = _OWN_MODULES.get(scheme)
+    if module is not None:
+        return module.headers_read(options)
+    envelope = build_spec(scheme, options).envelope
+    return (
+        *envelope.signature_headers,
+        *(envelope.timestamp_headers or ()),
+        *(envelope.id_headers or ()),
+    )
 
 
 # The receiver verifies with the same few option tables over and over;
@@ -99,14 +168,8 @@ def _freeze(options: Mapping[str, object]) -> tuple[tuple[str, str | tuple[str, 
 
 def check_options(scheme: str, options: Mapping[str, object]) -> None:
     """Validate a scheme's options at config load; ValueError names the bad key."""
-    if scheme == static_header.SCHEME:
-        static_header.check_options(options)
-        return
-    if scheme == twilio.SCHEME:
-        twilio.check_options(options)
-        return
-    if scheme == mailgun.SCHEME:
-        mailgun.check_options(options)
+    if scheme in _OWN_MODULES:
+        _OWN_MODULES[scheme].check_options(options)
         return
     build_spec(scheme, options)
 
@@ -125,11 +188,9 @@ def check_secret(scheme: str, secret: str, options: Mapping[str, object] | None 
         raise _unknown_scheme(scheme)
     if not secret.strip():
         raise ValueError(f"{scheme}: a secret must not be blank (anyone can sign with it)")
-    if scheme == static_header.SCHEME:
-        static_header.check_secret(secret, options)
+    if scheme in _OWN_MODULES:
+        _OWN_MODULES[scheme].check_secret(secret, options)
         return
-    if scheme in (twilio.SCHEME, mailgun.SCHEME):
-        return  # the Auth Token (a SharedKey secret), the webhook signing key: text
     try:
         spec = build_spec(scheme, {} if options is None else options)
     except ValueError:
@@ -168,15 +229,12 @@ def verify(
     """
     spec: Spec | None = None
     options_error: ValueError | None = None
+    module = _OWN_MODULES.get(scheme)
     known = scheme in SCHEMES
     if known:
         try:
-            if scheme == static_header.SCHEME:
-                static_header.check_options(options)
-            elif scheme == twilio.SCHEME:
-                twilio.check_options(options)
-            elif scheme == mailgun.SCHEME:
-                mailgun.check_options(options)
+            if module is not None:
+                module.check_options(options)
             else:
                 spec = build_spec(scheme, options)
         except ValueError as exc:
@@ -187,12 +245,9 @@ def verify(
         raise SignatureError("bad_options") from options_error
     usable = usable_secrets(secrets)
     view = HeaderView(headers)
-    if scheme == twilio.SCHEME:
-        return twilio.verify(options, view, body, usable, url)
-    if scheme == mailgun.SCHEME:
-        return mailgun.verify(body, usable, now, tolerance_seconds)
-    if spec is None:
-        return static_header.verify(options, view, body, usable, now, tolerance_seconds, url)
+    if module is not None:
+        return module.verify(options, view, body, usable, now, tolerance_seconds, url)
+    assert spec is not None
     return verify_spec(spec, view, body, usable, now, tolerance_seconds, method, url)
 
 

@@ -72,6 +72,11 @@ def check_options(options: Mapping[str, object]) -> None:
         )
 
 
+def headers_read(options: Mapping[str, object]) -> tuple[str, ...]:
+    """The header the token travels in; none when it is in the query."""
+    return () if in_query(options) else (str(options["header"]),)
+
+
 def in_query(options: Mapping[str, object]) -> bool:
     """Whether the secret travels in the URL's query string."""
     return "query" in options
