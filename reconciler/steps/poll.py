@@ -341,7 +341,7 @@ async def _when_next(step: Step, fact: StatusFact, db: Any) -> float:
     that moved nothing to an end.
     """
     scheduled = _next_read(step, fact)
-    if not step.ctx.callbacks(step.op.provider) or step.op.state not in (S.OBSERVING, S.CANCELLING):
+    if not step.adapter.expects_callbacks or step.op.state not in (S.OBSERVING, S.CANCELLING):
         return scheduled
     op_id = step.op.operation_id
     # A read that counts toward a human (naming no state, refused) is read again
@@ -374,7 +374,7 @@ def _next_read(step: Step, fact: StatusFact) -> float:
     # with webhooks, reads are a backstop for a lost delivery, as long as the job's
     # age says: an estimate (a date years off, milliseconds read as seconds) plays
     # no part there
-    callbacks = step.ctx.callbacks(step.op.provider)
+    callbacks = step.adapter.expects_callbacks
     estimate = None if callbacks else _provider_estimate(fact, now)
     end = estimate or _forecast_end(step, fact, now, done, step_size)
     wait = forecast.next_read(

@@ -157,6 +157,12 @@ class ProviderAdapter:
         # A plugin's `next_poll_delay` calling super() gets the schedule it implies.
         self.callbacks: bool | None = None
 
+    @property
+    def expects_callbacks(self) -> bool:
+        """Whether reads are a backstop for callbacks (the reconciler's say, else the
+        description's)."""
+        return self.desc.webhooks is not None if self.callbacks is None else self.callbacks
+
     @functools.cached_property
     def headers_read(self) -> frozenset[str] | None:
         """Lower-case names of the answer headers this adapter reads; None: any of them.
@@ -310,9 +316,7 @@ class ProviderAdapter:
             retry_after,
             poll_after,
             rng,
-            webhooks_configured=(
-                self.desc.webhooks is not None if self.callbacks is None else self.callbacks
-            ),
+            webhooks_configured=self.expects_callbacks,
         )
 
     def retry_delay(self, attempt: int, retry_after: float | None, rng: random.Random) -> float:
