@@ -9,7 +9,6 @@ into the ledger's records (`shared.ledger.evidence`), which know no HTTP.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import logging
 import time
@@ -19,6 +18,7 @@ from typing import Any
 
 import httpx
 
+from reconciler.call_bounds import Bound
 from reconciler.connect_guard import ConnectRefused
 from reconciler.lanes import (
     ANSWER,
@@ -205,7 +205,7 @@ async def _send(
     try:
         # a download (or a paced answer) is bounded by its pace, not as a whole
         paced_read = req.action in TRANSFERS or reading.min_rate is not None
-        async with asyncio.timeout(None if paced_read else req.timeout):
+        async with Bound(None if paced_read else req.timeout):
             resp = await lane.call(
                 req.method,
                 req.url,
