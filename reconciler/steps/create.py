@@ -398,10 +398,13 @@ def _retry_after(step: Step, sent: Any) -> float | None:
     return read_status(step, sent.response).retry_after_seconds
 
 
-def _create_request(step: Step) -> HttpRequest:
+def _create_request(step: Step) -> tuple[HttpRequest, bool | None]:
+    """The create to send, and whether it names our callback URL (None: the
+    description's create names none: the provider's own settings call back)."""
     op = step.op
+    webhook_url = step.ctx.webhook_url_for(op.provider)
     context = {
-        "webhook_url": step.ctx.webhook_url_for(op.provider),
+        "webhook_url": webhook_url,
         "trace_id": op.trace_id,
         "result_deadline_seconds": str(
             max(
@@ -410,12 +413,14 @@ def _create_request(step: Step) -> HttpRequest:
             )
         ),
     }
-    return step.adapter.build_create(
+    req = step.adapter.build_create(
         body=op.request.get("body"),
         idempotency_token=op.idempotency_token,
         client_reference=op.operation_id,
         context=context,
     )
+    names = step.adapter.desc.create.asks_callback
+    return req, (webhook_url is not None) if names else None
 
 
 def _unbuildable_create(exc: RequestBuildError, earlier: int) -> str:
@@ -430,14 +435,17 @@ def _unbuildable_create(exc: RequestBuildError, earlier: int) -> str:
 async def _send_create(step: Step, conn: Any) -> Delay:
     op = step.op
     try:
-        req = _create_request(step)
+        req, callback_url_sent = _create_request(step)
     except RequestBuildError as exc:
         # Before the recovery point: no attempt counted, no call on record.
         return await step.cannot_build(
             conn, _unbuildable_create(exc, op.create_attempts), create_attempts=op.create_attempts
         )
     async with conn.transaction():  # recovery point: from here on, it may have been sent
-        attempt = await ledger.bump_attempt(conn, "create", op.operation_id, fence=step.fence)
+        # with what the request asks for: the job's reads follow it (Step.callbacks)
+        attempt = await ledger.bump_create_attempt(
+            conn, op.operation_id, fence=step.fence, callback_url_sent=callback_url_sent
+        )
         if attempt is None:
             if not await ledger.lease_held(conn, op.operation_id, step.fence):
                 raise lease_lost(op.operation_id)

@@ -144,6 +144,9 @@ class Operation:
     # The fence of a claim whose status read is marked but not yet on record.
     read_fence: int | None
     read_claimed_at: datetime | None
+    # Did the create name our callback URL (`{webhook_url}` filled)? None: not
+    # recorded (before migration 037), or the create names none of ours.
+    callback_url_sent: bool | None
     _origin: object = None
 
     def __post_init__(self) -> None:
@@ -502,15 +505,26 @@ async def set_last_error(
 
 
 async def bump_attempt(db: Executor, kind: str, operation_id: str, *, fence: int) -> int | None:
-    """Count one more `kind` attempt (create | lookup | result) under the lease.
-
-    None when the write was refused: for a create, also when the operation no
-    longer wants one (an agent abandoned it meanwhile); the caller tells apart.
-    """
-    query = {"create": "bump_create_attempt", "lookup": "bump_lookup_attempt"}.get(
-        kind, "bump_result_attempt"
-    )
+    """Count one more `kind` attempt (lookup | result) under the lease; None when
+    the write was refused. A create's is `bump_create_attempt`."""
+    query = "bump_lookup_attempt" if kind == "lookup" else "bump_result_attempt"
     value = await db.fetchval(q(query), operation_id, fence)
+    return int(value) if value is not None else None
+
+
+async def bump_create_attempt(
+    db: Executor, operation_id: str, *, fence: int, callback_url_sent: bool | None
+) -> int | None:
+    """Count one more create attempt under the lease, with whether its request
+    names our callback URL (None: the create names none of ours).
+
+    One statement, so no create is on record without what it asked for: the
+    next reads' schedule (the webhook backstop or the plain backoff) follows
+    it. None when the write was refused: the lease is lost, or the operation
+    no longer wants a create (an agent abandoned it meanwhile); the caller
+    tells apart.
+    """
+    value = await db.fetchval(q("bump_create_attempt"), operation_id, fence, callback_url_sent)
     return int(value) if value is not None else None
 
 

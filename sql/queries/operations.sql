@@ -192,7 +192,11 @@ RETURNING create_attempts;
 -- name: bump_create_attempt
 -- The recovery point before a create leaves: only while the lease is held and
 -- the operation still wants a create (an agent may have abandoned it meanwhile).
-UPDATE operations SET create_attempts = create_attempts + 1
+-- With it, whether this request names our callback URL ($3; NULL: the create
+-- names none): true only while every attempt named it (the job may be any one's).
+UPDATE operations SET create_attempts = create_attempts + 1,
+    callback_url_sent = CASE WHEN create_attempts = 0 THEN $3::boolean
+                             ELSE callback_url_sent AND $3::boolean END
 WHERE operation_id = $1 AND lease_fence = $2 AND lease_expires_at > jw_now()
   AND state = ANY (jw_state_set('wants_create'))
   AND remote_job_id IS NULL AND finished_at IS NULL
