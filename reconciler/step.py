@@ -367,12 +367,31 @@ class Step:
         )
         self.released = True
 
+    @property
+    def callbacks(self) -> bool:
+        """Can this job call back, so that reads are a backstop? Its create's say
+        (did it name our callback URL?), whatever this reconciler's configuration
+        now; for an operation with no such record, the configuration's
+        (`Context.callbacks`, which the adapter holds)."""
+        return self.adapter.callbacks_for(self.op.callback_url_sent)
+
     def backoff(
         self, attempt: int, retry_after: float | None = None, poll_after: float | None = None
     ) -> float:
-        """When to read the job's status again (with webhooks: the backstop's at least,
-        unless no callback can come: `Context.callbacks`, which the adapter holds)."""
-        return self.adapter.next_poll_delay(attempt, retry_after, poll_after, self.ctx.rng)
+        """When to read the job's status again (the backstop's at least when this job
+        can call back: `callbacks`; a plugin's schedule asks the same)."""
+        with self.adapter.for_job(self.callbacks):
+            return self.adapter.next_poll_delay(attempt, retry_after, poll_after, self.ctx.rng)
+
+    def confirming(
+        self, attempt: int, retry_after: float | None, poll_after: float | None
+    ) -> float:
+        """When to read again while confirming an end a delivery announced (the
+        adapter's `confirming_poll_delay`, for this job)."""
+        with self.adapter.for_job(self.callbacks):
+            return self.adapter.confirming_poll_delay(
+                attempt, retry_after, poll_after, self.ctx.rng
+            )
 
     def retry(self, attempt: int, retry_after: float | None = None) -> float:
         """When to make a failed or uncertain call again (a create, cancel, lookup,

@@ -341,7 +341,7 @@ async def _when_next(step: Step, fact: StatusFact, db: Any) -> float:
     that moved nothing to an end.
     """
     scheduled = _next_read(step, fact)
-    if not step.adapter.expects_callbacks or step.op.state not in (S.OBSERVING, S.CANCELLING):
+    if not step.callbacks or step.op.state not in (S.OBSERVING, S.CANCELLING):
         return scheduled
     op_id = step.op.operation_id
     # A read that counts toward a human (naming no state, refused) is read again
@@ -352,8 +352,8 @@ async def _when_next(step: Step, fact: StatusFact, db: Any) -> float:
         db, op_id, ANNOUNCED_ENDS, CONFIRMING_READS
     ):
         return scheduled
-    confirming = step.adapter.confirming_poll_delay(
-        step.op.poll_attempts, fact.retry_after_seconds, fact.poll_after_seconds, step.ctx.rng
+    confirming = step.confirming(
+        step.op.poll_attempts, fact.retry_after_seconds, fact.poll_after_seconds
     )
     return min(scheduled, confirming)
 
@@ -374,7 +374,7 @@ def _next_read(step: Step, fact: StatusFact) -> float:
     # with webhooks, reads are a backstop for a lost delivery, as long as the job's
     # age says: an estimate (a date years off, milliseconds read as seconds) plays
     # no part there
-    callbacks = step.adapter.expects_callbacks
+    callbacks = step.callbacks  # the create's say: did it name our callback URL?
     estimate = None if callbacks else _provider_estimate(fact, now)
     end = estimate or _forecast_end(step, fact, now, done, step_size)
     wait = forecast.next_read(

@@ -13,10 +13,12 @@ plugin providers look the same to it.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
 import importlib
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -35,6 +37,14 @@ from shared.providers.facts import (
 )
 from shared.providers.messages import HttpRequest, HttpResponse
 from shared.signatures import SignatureError, Verified
+
+# Whether the job whose next read is being scheduled can call back, while
+# `ProviderAdapter.for_job` holds it: the adapter is shared by every job of its
+# provider, and a plugin's `next_poll_delay` calling super() must get that job's
+# schedule. A context variable, so concurrent steps never see each other's.
+_JOB_CALLBACKS: contextvars.ContextVar[bool | None] = contextvars.ContextVar(
+    "jw_job_callbacks", default=None
+)
 
 
 class PluginError(ValueError):
@@ -154,14 +164,41 @@ class ProviderAdapter:
         self.desc = desc
         # Can a callback come (the reconciler's say: [webhooks] described, and the
         # callback URL known or not asked for by the create)? None: as described.
-        # A plugin's `next_poll_delay` calling super() gets the schedule it implies.
+        # Stands for a job with no record of its own (`callbacks_for`); a plugin's
+        # `next_poll_delay` calling super() gets the schedule it implies.
         self.callbacks: bool | None = None
 
     @property
     def expects_callbacks(self) -> bool:
-        """Whether reads are a backstop for callbacks (the reconciler's say, else the
-        description's)."""
+        """Whether reads are a backstop for callbacks: the job's, while `for_job`
+        schedules one; else the reconciler's say, else the description's."""
+        job = _JOB_CALLBACKS.get()
+        return self._configured_callbacks() if job is None else job
+
+    def _configured_callbacks(self) -> bool:
         return self.desc.webhooks is not None if self.callbacks is None else self.callbacks
+
+    def callbacks_for(self, callback_url_sent: bool | None) -> bool:
+        """Can a job call back whose create named our callback URL (True), left it
+        out (False), or is not on record saying (None: the reconciler's say)?
+
+        What the create sent decides, whatever this reconciler's URL now: the
+        provider calls back where it was told, the receiver being a process of
+        its own. Never without `[webhooks]`: no delivery would be verified.
+        """
+        if self.desc.webhooks is None:
+            return False
+        return self._configured_callbacks() if callback_url_sent is None else callback_url_sent
+
+    @contextlib.contextmanager
+    def for_job(self, callbacks: bool) -> Iterator[None]:
+        """Schedule one job's reads: `expects_callbacks` (hence the built-in
+        `next_poll_delay`, a plugin's super() included) says `callbacks` meanwhile."""
+        token = _JOB_CALLBACKS.set(callbacks)
+        try:
+            yield
+        finally:
+            _JOB_CALLBACKS.reset(token)
 
     @functools.cached_property
     def headers_read(self) -> frozenset[str] | None:
