@@ -36,6 +36,7 @@ from shared.ledger.states import STATE_SETS, Evidence, LocalState
 from shared.providers import CreateFact, HttpRequest, LookupFact, RequestBuildError
 from shared.providers.delivery import may_have_been_delivered
 from shared.providers.description import Idempotency
+from shared.providers.responses import unreferenced_listing
 
 S = LocalState
 CROSS_CHECK = "cross_check"
@@ -195,7 +196,7 @@ async def _deadline_passed(step: Step, conn: Any) -> Delay:
         if found.job_ids is not None and len(found.job_ids) > 1:
             reason = f"lookup found {len(found.job_ids)} remote jobs for our reference"
             return await _conflict(step, conn, reason, found.job_ids)
-        unread = found.unread or (f"the lookup: {found.problem}" if found.problem else None)
+        unread = _unproven(found)
     if never_sent:
         reason = "create deadline passed before any create request was sent"
     elif refused_only:
@@ -331,6 +332,15 @@ class Lookup:
     problem: str | None = None  # why a page was inconclusive, for the human
 
 
+def _unproven(found: Lookup) -> str | None:
+    """Why a lookup proved nothing (pages unread, a page that proved nothing), for
+    the human the operation may go to; None when it gives no reason."""
+    why = [found.unread] if found.unread else []
+    if found.problem:
+        why.append(f"the lookup: {found.problem}")
+    return "; ".join(why) or None
+
+
 # Why a lookup stopped short of the list's end, in the words a human reads.
 UNFOLLOWABLE = "the lookup answer says more pages exist but names no next page it can request"
 
@@ -340,11 +350,14 @@ async def _lookup(step: Step, conn: Any) -> Lookup:
 
     The call that proves a job is the page that listed it, not the last page
     read: a scan reads on to the end to see any second job for our reference.
+    Finding nothing proves absence only if some item read carries a reference
+    at all (see `unreferenced_listing`): else the answer is inconclusive.
     """
     desc = step.adapter.desc
     ids: list[str] = []
     token: str | None = None
-    listed = last_call = 0
+    listed = last_call = referenced = unreferenced = 0
+    blind: str | None = None
     for _ in range(desc.lookup.max_pages):
         if step.held_back() is not None:
             return Lookup(None, held_back=True)
@@ -357,16 +370,23 @@ async def _lookup(step: Step, conn: Any) -> Lookup:
         if fact.found_job_ids and not listed:
             listed = last_call
         ids.extend(j for j in fact.found_job_ids if j not in ids)
+        referenced += fact.referenced
+        unreferenced += fact.unreferenced
+        blind = None if ids else unreferenced_listing(desc.lookup, referenced, unreferenced)
         if fact.more_unreadable:
-            return Lookup(ids or None, listed or last_call, unread=UNFOLLOWABLE)
+            return Lookup(ids or None, listed or last_call, unread=UNFOLLOWABLE, problem=blind)
         if fact.next_page_token is None:
+            if blind is not None:
+                # Every page read, none of its items carrying any reference: a
+                # `match` that reads nothing would look the same. No absence.
+                return Lookup(None, last_call, problem=blind)
             return Lookup(ids, listed or last_call, complete=True)
         token = fact.next_page_token
     # Out of pages: what was found is true, but not the whole answer, and
     # finding nothing in it proves nothing.
     pages = desc.lookup.max_pages
     unread = f"the lookup read lookup.max_pages = {pages} pages and the list goes on"
-    return Lookup(ids or None, listed or last_call, unread=unread)
+    return Lookup(ids or None, listed or last_call, unread=unread, problem=blind)
 
 
 async def _lookup_page(step: Step, conn: Any, token: str | None) -> tuple[int, LookupFact | None]:
@@ -734,7 +754,8 @@ async def step_cross_check(step: Step) -> Delay:
         )
         if tries < MAX_CROSS_CHECKS:
             return step.until_allowed(step.retry(tries))
-        short = f"; {found.unread}" if found.unread else ""
+        why = _unproven(found)
+        short = f"; {why}" if why else ""
         note = {
             "code": "cross_check_inconclusive",
             "message": f"the lookup never listed job {job_id} in a complete answer "

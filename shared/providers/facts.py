@@ -136,6 +136,12 @@ class LookupFact:
     `more_unreadable`: the answer says more pages exist, yet names none we
     can request (`has_more: true` without a cursor): the list's end is
     unread, so nothing found is no absence.
+    `referenced` / `unreferenced`: how many listed items carry a reference at
+    `lookup.match`, and how many carry none. A scan whose items all carry
+    none cannot tell "not ours" from "a path that reads nothing" (a typo, a
+    list that omits the field): it proves no absence, whatever the pages
+    say; so a page of such items alone is never `proven_absent`. Left at 0
+    (a plugin's fact), nothing is known of them and nothing is concluded.
     """
 
     status_code: int
@@ -145,6 +151,8 @@ class LookupFact:
     problem: str | None = None
     back_pressure: bool = False
     more_unreadable: bool = False
+    referenced: int = 0
+    unreferenced: int = 0
 
 
 @dataclass(frozen=True)

@@ -611,8 +611,11 @@ def parse_lookup(
         return LookupFact(status_code=code, problem="lookup answer has no job list")
     found: list[str] = []
     unnamed = False
+    referenced = 0
     for job in jobs:
         reference = as_str(extract(spec.match, job)) if spec.match is not None else None
+        if reference is not None:
+            referenced += 1
         if reference != client_reference:
             continue
         job_id = as_str(extract(spec.job_id, job)) if spec.job_id is not None else None
@@ -633,12 +636,36 @@ def parse_lookup(
         token, unreadable = _next_numbered(spec, resp, page_token, len(jobs)), False
     else:
         token, unreadable = _next_cursor(spec, resp)
+    # Items none of which carries a reference prove nothing by themselves: the
+    # scan judges them over every page it reads (see `unreferenced_listing`).
+    blind = referenced == 0 and len(jobs) > 0
     return LookupFact(
         status_code=code,
         found_job_ids=tuple(found),
-        proven_absent=not found and token is None and not unreadable,
+        proven_absent=not found and token is None and not unreadable and not blind,
         next_page_token=token,
         more_unreadable=unreadable,
+        referenced=referenced,
+        unreferenced=len(jobs) - referenced,
+    )
+
+
+def unreferenced_listing(spec: LookupSpec, referenced: int, unreferenced: int) -> str | None:
+    """Why a scan that found nothing proves no absence, when no item it read (over
+    every page) carries a reference at `lookup.match`; None when it proves one.
+
+    A typo in `match`, or a provider whose list omits the field, reads as an
+    empty match on every item: "absent", the lost create sent again, the job
+    run twice. An empty list still proves absence, and so does one where other
+    items carry references (others' jobs) and ours is not among them.
+    """
+    if referenced > 0 or unreferenced == 0:
+        return None
+    where = spec.match.text if spec.match is not None else "(no lookup.match)"
+    return (
+        f"the list holds {unreferenced} job(s) and none carries a reference at "
+        f"lookup.match = {where}: cannot tell whether the create arrived (a wrong "
+        "path, or a list of jobs not created through jobwarden?)"
     )
 
 

@@ -20,6 +20,7 @@ from shared.providers.config import advisories
 from shared.providers.description import LastPage, ProviderDescription
 from shared.providers.guarantees import describe_guarantees
 from shared.providers.messages import HttpResponse
+from shared.providers.responses import unreferenced_listing
 
 OP = "op_ours"
 
@@ -184,6 +185,28 @@ def test_our_job_listed_without_a_readable_id_is_no_absence() -> None:
     assert fact.problem is not None and "/job_id" in fact.problem
     # strangers without a readable id prove nothing either way, and are skipped
     assert parse_lookup(desc, page(3), OP).proven_absent
+
+
+def test_a_page_of_items_without_any_reference_is_no_absence() -> None:
+    """`match = "/metadata/operation"` where the items say `/metadata/op`: no item
+    carries a reference, ours included. The last page was "proven absent" and the
+    lost create went out again. A page of such items proves nothing by itself;
+    the counts let the scan judge over every page it reads."""
+    desc = provider({**LIST, "match": "/metadata/operation"})
+    fact = parse_lookup(desc, page(3, ours=True), OP)
+    assert not fact.proven_absent and fact.found_job_ids == () and fact.problem is None
+    assert (fact.referenced, fact.unreferenced) == (0, 3)
+    why = unreferenced_listing(desc.lookup, 0, 3)
+    assert why is not None and "3 job(s)" in why and "lookup.match = /metadata/operation" in why
+    # an empty list is absence whatever the path
+    assert parse_lookup(desc, page(0), OP).proven_absent
+    # others' references, ours not among them: absence, as before
+    right = provider(LIST)
+    strangers = parse_lookup(right, page(3), OP)
+    assert strangers.proven_absent and (strangers.referenced, strangers.unreferenced) == (3, 0)
+    # over a scan: one referenced item anywhere makes the path a working one
+    assert unreferenced_listing(right.lookup, 1, 250) is None
+    assert unreferenced_listing(right.lookup, 0, 0) is None
 
 
 def test_a_short_page_ends_only_when_told() -> None:
