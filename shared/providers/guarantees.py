@@ -124,6 +124,8 @@ def _lookup(desc: ProviderDescription) -> Guarantee:
                 f"scanning {spec.method} {spec.path.text} {_pages(spec)} "
                 f"for our reference in {spec.match.text if spec.match else '?'}"
             )
+        if spec.kind is LookupKind.LIST:
+            how += _blind(spec)
         return name, True, f"the job is found by our operation id via {how}"
     if desc.create.idempotency is not Idempotency.NONE:
         return (
@@ -138,6 +140,17 @@ def _lookup(desc: ProviderDescription) -> Guarantee:
             f"create after a lost response cannot be reconciled automatically ({spec.reason}); "
             "the operation escalates to an operator"
         ),
+    )
+
+
+def _blind(spec: LookupSpec) -> str:
+    """What a list none of whose jobs carries a reference proves: nothing (see
+    responses.unreferenced_listing), so check `match` against a captured item."""
+    where = spec.match.text if spec.match is not None else "?"
+    cause = "items that leave it out" if spec.filtered else "only jobs made elsewhere"
+    return (
+        f"; a list whose jobs carry no reference at {where} (a wrong path, or {cause}) "
+        "proves no absence: the create is not sent again, a human decides"
     )
 
 

@@ -286,3 +286,13 @@ def test_check_warns_that_an_unpaged_scan_reads_one_page() -> None:
     filtered = provider({**LIST, "query_param": "reference"})
     assert "(one page: the provider filters the list by our reference)" in lookup_line(filtered)
     assert advisories(filtered) == []
+
+
+def test_check_says_a_list_without_references_proves_no_absence() -> None:
+    """A `match` that reads nothing on any item (a typo, a list that omits the
+    field) leaves the lost create to a human: the check says so, and where it looks."""
+    line = lookup_line(provider({**PAGES, "total": "/total"}))
+    assert "a list whose jobs carry no reference at /metadata/op" in line, line
+    assert "only jobs made elsewhere) proves no absence" in line, line
+    filtered = lookup_line(provider({**LIST, "query_param": "reference"}))
+    assert "(a wrong path, or items that leave it out) proves no absence" in filtered
