@@ -13,9 +13,10 @@ rebinding).
 So the check is made where the address is chosen. `GuardedBackend` is the
 network backend of a lane's connection pool: for a host the operator did not
 name (`configured_hosts`: base_url's host, `auth.extra_hosts`,
-`result.allowed_hosts`), it resolves the name itself, refuses the connection
-when any address it resolves to is internal (`why_internal`), and connects to
-the address it checked, not to the name again. TLS still verifies the
+`result.allowed_hosts`; an entry written `host:port` names that port alone),
+it resolves the name itself, refuses the connection when any address it
+resolves to is internal (`why_internal`), and connects to the address it
+checked, not to the name again. TLS still verifies the
 certificate against the name (httpcore passes the URL's host as the server
 name, whatever address the stream reached). A named host connects as
 before, by name: an operator who points a provider at an internal service
@@ -36,7 +37,7 @@ from typing import Any
 import httpcore
 
 from shared.providers import ProviderDescription
-from shared.providers.requests import configured_hosts, normal_host, why_internal
+from shared.providers.requests import configured_hosts, normal_host, trusts, why_internal
 
 # How long an attempt to connect has before the next address is tried beside it
 # (RFC 8305's recommended Connection Attempt Delay, as anyio uses).
@@ -80,7 +81,7 @@ class GuardedBackend(httpcore.AsyncNetworkBackend):
             name = normal_host(host)
         except ValueError:
             raise ConnectRefused(f"cannot check the host {host[:100]!r}") from None
-        if name in self._trusted:
+        if trusts(self._trusted, name, port):
             return await self._inner.connect_tcp(
                 host, port, timeout=timeout, local_address=local_address,
                 socket_options=socket_options,

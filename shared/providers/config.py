@@ -77,7 +77,7 @@ from shared.providers.paths import (
     parse_path,
     writable_keys,
 )
-from shared.providers.requests import normal_host
+from shared.providers.requests import host_entry
 from shared.providers.templates import Template, TemplateError, parse_template
 from shared.providers.timing import MAX_HONOURED_DELAY
 from shared.providers.values import raw_text
@@ -775,7 +775,7 @@ def _auth(table: _Table | None) -> AuthSpec | None:
         raise table.error("value", "must contain {secret} (never put the credential in the config)")
     template = parse_template(value or "Bearer {secret}", {"secret"})
     optional = table.boolean("optional", False)
-    extra_hosts = tuple(h.lower() for h in table.strings("extra_hosts"))
+    extra_hosts = _host_entries(table, "extra_hosts")
     secret = _secret(table, "secret_env", "secret_file", optional or not table.ctx.credentials)
     table.finish()
     if secret is None:
@@ -804,7 +804,7 @@ def _aws_auth(table: _Table) -> AuthSpec | None:
             raise table.error(key, f"'{name}' is not an AWS {key} name (e.g. us-east-1, bedrock)")
         names[key] = name
     optional = table.boolean("optional", False) or not table.ctx.credentials
-    extra_hosts = tuple(h.lower() for h in table.strings("extra_hosts"))
+    extra_hosts = _host_entries(table, "extra_hosts")
     file_name = table.opt_str("credentials_file")
     table.finish()
     try:
@@ -1710,14 +1710,20 @@ _NEVER_A_VERDICT = frozenset({429, 502, 503, 504})
 
 
 def _allowed_hosts(table: _Table) -> tuple[str, ...]:
-    """result.allowed_hosts, each a bare host (`api.internal`, `10.0.0.5`, `::1`)."""
+    """result.allowed_hosts, each a bare host (`api.internal`, `10.0.0.5`, `::1`) or
+    one on a port of its own (`files.internal:9000`, `[::1]:8443`)."""
+    return _host_entries(table, "allowed_hosts")
+
+
+def _host_entries(table: _Table, key: str) -> tuple[str, ...]:
+    """A list of hosts the operator names (`requests.host_entry`), each checked."""
     hosts: list[str] = []
-    for entry in table.strings("allowed_hosts"):
+    for entry in table.strings(key):
         try:
-            hosts.append(normal_host(entry))
+            hosts.append(host_entry(entry))
         except ValueError as exc:
             shown = entry if len(entry) <= 100 else entry[:100] + "..."
-            raise table.error("allowed_hosts", f"{shown!r}: {exc}") from None
+            raise table.error(key, f"{shown!r}: {exc}") from None
     return tuple(hosts)
 
 

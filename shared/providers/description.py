@@ -19,7 +19,9 @@ rules in ``shared/providers/paths.py``); *paths* = a path or a list of paths;
     request_id_headers = [..]           headers holding the provider's request id
     headers = {Name = "value"}          static, non-secret headers
     [auth]     header ("Authorization"), value ("Bearer {secret}"),
-               secret_env | secret_file, optional (false), extra_hosts;
+               secret_env | secret_file, optional (false), extra_hosts (hosts also
+                 given the credential, over https only: a bare host on 443, or
+                 host:port on that port);
                or scheme = "aws_sigv4" + region, service, credentials_file (the
                  credential_process JSON; else AWS_ACCESS_KEY_ID,
                  AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN): every call signed
@@ -86,7 +88,8 @@ rules in ``shared/providers/paths.py``); *paths* = a path or a list of paths;
                  true: up to 5 redirects, the credential dropped once a hop leaves the
                  base_url's origin, http(s) targets only, every hop in the call log),
                allowed_hosts ([]: hosts, exact match, case-insensitive, on which a
-                 provider-given URL may reach a loopback/private/link-local address; the
+                 provider-given URL may reach a loopback/private/link-local address, a
+                 bare host on any port, host:port ([::1]:8443) on that port alone; the
                  base_url's host and auth.extra_hosts always may)
     [result.csv]  (format = csv only) header (true), delimiter (","), required_columns,
                id_column, failed_column + failed_values, error_column (columns: a header
@@ -108,9 +111,12 @@ rules in ``shared/providers/paths.py``); *paths* = a path or a list of paths;
                    result.body: Textract's "/NextToken");
                  next_page_url (where a page names the next page's URL, e.g. Firecrawl's
                    "/next"; absolute or relative to that page's URL, fetched as given, only
-                   on the base_url's origin (scheme, host, port) or an auth.extra_hosts or
-                   result.allowed_hosts host: elsewhere it is not fetched and the result
-                   is result_unavailable; the credential goes only where it always may);
+                   on an origin (scheme, host, port; a default port the same as none)
+                   named: base_url's, an auth.extra_hosts host's (https, 443 or its
+                   host:port) or a result.allowed_hosts host's (base_url's scheme, its
+                   default port or the entry's host:port): elsewhere it is not fetched and
+                   the result is result_unavailable; the credential goes only where it
+                   always may);
                  offset_param (the query parameter of the items already read, 0 on the
                    first page, e.g. Apify's "offset"; needs result.items with json) +
                    page_size + page_size_param ("page_size"), sent on every page when set,
@@ -338,7 +344,9 @@ class AuthSpec:
     value: Template
     secret: Secret
     # Hosts besides the base URL's that may receive the credential (status or
-    # result URLs on a sibling host). Every other host gets no credential.
+    # result URLs on a sibling host), over https only: `requests.host_entry`'s
+    # form, a bare host on 443, `host:port` on that port. Every other origin,
+    # another port of one of these included, gets no credential.
     extra_hosts: tuple[str, ...] = ()
     sigv4: SigV4 | None = None
 
@@ -542,8 +550,9 @@ class ResultPages:
     page names (Salesforce Bulk 2.0's `Sforce-Locator` header, a body cursor),
     sent back in `page_token_param` on the first page's URL; the next page's URL
     the page names (Firecrawl's `next`), fetched as given, resolved against the
-    page's own URL, only on the base_url's origin or an `auth.extra_hosts` or
-    `result.allowed_hosts` host; or an offset (Apify's dataset items:
+    page's own URL, only on an origin named: the base_url's, or an
+    `auth.extra_hosts` or `result.allowed_hosts` host's (never another port or
+    scheme of it); or an offset (Apify's dataset items:
     `?offset=0&limit=1000`), the number of items already read, sent in
     `offset_param` (0 on the first page), the end known by `last_page`.
     """
@@ -609,11 +618,13 @@ class ResultSpec:
     # archive). Off unless asked: a redirect is the provider's contract, and
     # each hop is a call of its own in the log.
     follow_redirects: bool = False
-    # Hosts (normalized: `requests.normal_host`) a URL the provider gives may
+    # Hosts (normalized: `requests.host_entry`) a URL the provider gives may
     # name although they are internal (a loopback name, a private or
-    # link-local address): an internal result store the operator runs. Any
-    # other internal host is refused, the base_url's and auth.extra_hosts'
-    # aside: a result URL is often the submitter's, echoed back.
+    # link-local address): an internal result store the operator runs; a bare
+    # host on any port, `host:port` on that port alone. Any other internal host
+    # is refused, the base_url's and auth.extra_hosts' aside: a result URL is
+    # often the submitter's, echoed back. A next page (`ResultPages`) may be on
+    # one: a bare host on base_url's scheme's default port, `host:port` on its.
     allowed_hosts: tuple[str, ...] = ()
     pages: ResultPages | None = None
     failed: ResultFailed | None = None

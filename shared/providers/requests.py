@@ -360,18 +360,17 @@ def _next_page_url(desc: ProviderDescription, page_url: str, named: str) -> str:
         # the client would send it as Basic credentials in our token's place
         raise RequestBuildError(f"{what} carries a user name or password")
     check_sendable(desc, url, what)
-    if _origin(parts) == _origin(urlsplit(desc.base_url)):
+    extra = desc.auth.extra_hosts if desc.auth is not None else ()
+    if _origin_of(url) in _page_origins(desc.base_url, extra, desc.result.allowed_hosts):
         return url
     host = _host_of(httpx.URL(url))  # check_sendable parsed it so
-    extra = desc.auth.extra_hosts if desc.auth is not None else ()
-    if host not in {_named_host(h) for h in (*extra, *desc.result.allowed_hosts)}:
-        port = f":{parts.port}" if parts.port is not None else ""
-        raise RequestBuildError(
-            f"{what} is on {parts.scheme}://{_quote(host)}{port}, not the provider's origin "
-            f"({_origin_text(desc.base_url)}): not fetched, as a result's pages are the "
-            "provider's own (name the host in result.allowed_hosts if it serves them)"
-        )
-    return url
+    port = f":{parts.port}" if parts.port is not None else ""
+    raise RequestBuildError(
+        f"{what} is on {parts.scheme}://{_quote(host)}{port}, not the provider's origin "
+        f"({_origin_text(desc.base_url)}): not fetched, as a result's pages are the "
+        "provider's own (name the host in result.allowed_hosts if it serves them, "
+        "as host:port on a port not its scheme's default)"
+    )
 
 
 def _origin_text(url: str) -> str:
@@ -530,7 +529,7 @@ def check_sendable(desc: ProviderDescription, url: str, what: str) -> None:
         raise RequestBuildError(f"{what} is not an http(s) URL with a host")
     if target.port is not None and not 1 <= target.port <= 65535:
         raise RequestBuildError(f"{what} names port {target.port}, outside 1-65535")
-    if host in configured_hosts(desc):
+    if trusts(configured_hosts(desc), host, _effective_port(target)):
         return
     kind = why_internal(host)
     if kind is not None:
@@ -574,7 +573,9 @@ def _plain_path(url: str) -> bool:
 
 
 def configured_hosts(desc: ProviderDescription) -> frozenset[str]:
-    """The hosts the operator named: base_url's, auth.extra_hosts, result.allowed_hosts."""
+    """The hosts the operator named: base_url's, auth.extra_hosts, result.allowed_hosts,
+    each as `host_entry` writes it (a bare host, or `host:port` for that port alone);
+    `trusts` says whether they name a host and port."""
     extra = desc.auth.extra_hosts if desc.auth is not None else ()
     return _hosts_named(desc.base_url, extra, desc.result.allowed_hosts)
 
@@ -584,19 +585,54 @@ def _hosts_named(
     base_url: str, extra_hosts: tuple[str, ...], allowed_hosts: tuple[str, ...]
 ) -> frozenset[str]:
     """Cached: a description's hosts never change, and URLs are checked on every call."""
-    hosts = {_named_host(h) for h in (*allowed_hosts, *extra_hosts)}
+    hosts = {_entry_text(*_entry_parts(h)) for h in (*allowed_hosts, *extra_hosts)}
     with contextlib.suppress(httpx.InvalidURL, ValueError, TypeError):  # then nothing is sent
         hosts.add(_host_of(httpx.URL(base_url)))
     return frozenset(hosts)
 
 
-def _named_host(host: str) -> str:
-    """A host as the operator wrote it, as connections name it: `normal_host`
-    (IDNA's `xn--` form, brackets dropped), else as written, lower case."""
+def trusts(named: frozenset[str], host: str, port: int | None) -> bool:
+    """Whether `named` (`configured_hosts`) names `host` (`normal_host`'s form) on
+    `port` (the one connected to, a default one written out): the bare host names
+    it on every port, `host:port` on that port alone."""
+    return host in named or (port is not None and _entry_text(host, port) in named)
+
+
+def host_entry(entry: str) -> str:
+    """An operator's host entry (`auth.extra_hosts`, `result.allowed_hosts`) as it is
+    compared: `normal_host`, then `:port` when one is written (`files.internal:9000`,
+    `[::1]:8443`). ValueError when it is neither a bare host nor one with a port."""
+    host, port = _split_entry(entry)
+    return _entry_text(host, port)
+
+
+def _split_entry(entry: str) -> tuple[str, int | None]:
+    """`host` or `host:port` (an IPv6 address with a port in brackets), checked."""
+    if any(c in entry for c in "/?#@\\ "):
+        raise ValueError("a host or host:port is expected (no scheme, user or path)")
+    text = entry
+    bracketed = text.startswith("[") and "]:" in text
+    if bracketed or (text.count(":") == 1 and not text.startswith("[")):
+        host, _, port = text.rpartition(":")
+        if not (port.isascii() and port.isdigit() and 1 <= int(port) <= 65535):
+            raise ValueError("a port is a number 1-65535 (host:port)")
+        return normal_host(host), int(port)
+    return normal_host(text), None
+
+
+def _entry_parts(entry: str) -> tuple[str, int | None]:
+    """An entry as config checked it; one a description was built with unchecked
+    (a plugin's, a test's) is a host as written, lower case, on every port."""
     try:
-        return normal_host(host)
+        return _split_entry(entry)
     except ValueError:
-        return _normal_host(host)
+        return _normal_host(entry), None
+
+
+def _entry_text(host: str, port: int | None) -> str:
+    if port is None:
+        return host
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def why_internal(host: str) -> str | None:
@@ -847,18 +883,56 @@ def _echoed_secrets(desc: ProviderDescription, action: str) -> tuple[Secret, ...
 
 def _may_receive_credential(desc: ProviderDescription, url: str) -> bool:
     """The base URL's origin (RFC 6454: scheme, host, port, a default port the
-    same as none written), or an https `auth.extra_hosts` host."""
-    target = urlsplit(url)
-    if _origin(target) == _origin(urlsplit(desc.base_url)):
-        return True
-    auth = desc.auth
-    allowed = auth.extra_hosts if auth is not None else ()
-    return target.scheme == "https" and (target.hostname or "").lower() in allowed
+    same as none written), or an https `auth.extra_hosts` origin: the host on 443,
+    or on the port its entry names (`host:port`). A host is never enough: another
+    port on it is another server, whoever runs it."""
+    extra = desc.auth.extra_hosts if desc.auth is not None else ()
+    return _origin_of(url) in _credential_origins(desc.base_url, extra)
 
 
-def _origin(parts: SplitResult) -> tuple[str, str, int | None]:
+# An origin (RFC 6454) as compared: scheme, host (`normal_host`'s form), port
+# (a default one written out: `https://h` and `https://h:443` are one origin).
+Origin = tuple[str, str, int]
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def _origin_of(url: str) -> Origin | None:
+    """`url`'s origin as the sender (httpx) reads it; None when it has none."""
     try:
-        port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
-    except ValueError:  # not a port: no origin the credential may go to
-        port = -1
-    return parts.scheme, (parts.hostname or "").lower(), port
+        target = httpx.URL(url)
+        host = _host_of(target) if target.host else ""
+    except (httpx.InvalidURL, ValueError, TypeError):
+        return None
+    port = _effective_port(target)
+    if not host or port is None:
+        return None
+    return target.scheme, host, port
+
+
+def _effective_port(target: httpx.URL) -> int | None:
+    return target.port or _DEFAULT_PORTS.get(target.scheme)
+
+
+@functools.cache
+def _credential_origins(base_url: str, extra_hosts: tuple[str, ...]) -> frozenset[Origin]:
+    """Where the credential may go: base_url's origin, each extra host's on https."""
+    origins = {_origin_on("https", *_entry_parts(entry)) for entry in extra_hosts}
+    base = _origin_of(base_url)
+    return frozenset(origins | ({base} if base is not None else set()))
+
+
+@functools.cache
+def _page_origins(
+    base_url: str, extra_hosts: tuple[str, ...], allowed_hosts: tuple[str, ...]
+) -> frozenset[Origin]:
+    """Where a result's next page may be (`_next_page_url`): where the credential may
+    go, and each `result.allowed_hosts` host on base_url's scheme, on that scheme's
+    default port or the port its entry names. A bare entry means no other port: the
+    operator named a server, not every service its host may run."""
+    scheme = urlsplit(base_url).scheme
+    allowed = {_origin_on(scheme, *_entry_parts(entry)) for entry in allowed_hosts}
+    return _credential_origins(base_url, extra_hosts) | allowed
+
+
+def _origin_on(scheme: str, host: str, port: int | None) -> Origin:
+    return scheme, host, port if port is not None else _DEFAULT_PORTS[scheme]

@@ -170,12 +170,15 @@ async def preset_rig(
     with_receiver: bool = False,
     clock: Clock = SYSTEM_CLOCK,
     resolve: Resolver = system_resolver,
+    authorities: str = "",
 ) -> AsyncIterator[PresetRig]:
     """Fixture provider + preset + reconciler; with the real receiver when asked.
 
     `clock`: a test's clock (it also moves the database's jw_now()), for
     schedules longer than a test should wait. `resolve`: how the reconciler's
-    connections resolve host names (a test's DNS).
+    connections resolve host names (a test's DNS). `authorities`: a PEM file
+    whose certificates the reconciler's connections trust too (`provider_ca_file`),
+    for a test's own TLS server.
     """
     provider = name or preset
     assert provider, "a provider described without a preset needs a name"
@@ -191,7 +194,7 @@ async def preset_rig(
                 tmp_path,
                 providers,
                 lanes=16,
-                make_lane=functools.partial(Lane, resolve=resolve),
+                make_lane=functools.partial(Lane, resolve=resolve, authorities=authorities),
                 webhook_url=webhook_url,
                 clock=clock,
             )

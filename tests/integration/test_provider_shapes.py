@@ -432,13 +432,16 @@ class _CrawlMirror:
         return Response(json.dumps(body), media_type="application/json")
 
 
-@pytest.mark.parametrize("allowed", [False, True], ids=["other_origin", "allowed_host"])
+@pytest.mark.parametrize("allowed", ["", "bare", "port"], ids=["other_origin", "bare", "port"])
 async def test_a_next_page_off_the_providers_origin_is_not_fetched(
-    pool: Any, tmp_path: Path, allowed: bool
+    pool: Any, tmp_path: Path, allowed: str
 ) -> None:
-    """Page 1's `next` names another origin (127.0.0.1 on another port): not fetched,
-    the collection is result_unavailable saying where it pointed. A host named in
-    result.allowed_hosts is fetched, without our token (not the base_url's origin)."""
+    """Page 1's `next` names another origin (127.0.0.1 or localhost on another port):
+    not fetched, the collection is result_unavailable saying where it pointed. A
+    host named bare in result.allowed_hosts is that host on the default port, so
+    another port of it is another origin, refused as another host is (before: fetched,
+    a host being all that was compared); named with the mirror's port
+    (`localhost:PORT`) it is fetched, without our token (not the base_url's origin)."""
     mirror = _CrawlMirror()
     async with serve_app(mirror.app()) as mirror_url:
         port = mirror_url.rpartition(":")[2]
@@ -446,7 +449,8 @@ async def test_a_next_page_off_the_providers_origin_is_not_fetched(
         fx = CrawlFixture(foreign_next=f"http://{host}:{port}/v1/crawl/x?skip=10")
         described = firecrawl_crawl()
         if allowed:
-            described["result"]["allowed_hosts"] = ["localhost"]
+            entry = "localhost" if allowed == "bare" else f"localhost:{port}"
+            described["result"]["allowed_hosts"] = [entry]
         async with preset_rig(
             pool, tmp_path, fx.app(), preset=None, name="fc", env=FC_ENV, overrides=described
         ) as r:
@@ -455,7 +459,7 @@ async def test_a_next_page_off_the_providers_origin_is_not_fetched(
             calls = await r.calls(op_id, "result")
             escalation = await r.escalation(op_id)
             op = await r.op(op_id)
-    if allowed:
+    if allowed == "port":
         assert end is S.SUCCEEDED
         assert mirror.seen == [("skip=10", None)]
         assert op.result_summary["items_total"] == 25
@@ -465,7 +469,7 @@ async def test_a_next_page_off_the_providers_origin_is_not_fetched(
     assert len(calls) == 1  # page 1 only: the refused page never left
     reason = escalation["reason"]
     assert (
-        f"cannot request page 2 of the result: the next page's URL is on http://127.0.0.1:{port},"
+        f"cannot request page 2 of the result: the next page's URL is on http://{host}:{port},"
         f" not the provider's origin ({r.url})" in reason
     ), reason
     assert "name the host in result.allowed_hosts" in reason

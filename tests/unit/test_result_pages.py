@@ -149,13 +149,16 @@ def first_page(desc: ProviderDescription) -> Any:
         ("/v1/crawl/c1?skip=20", f"{CRAWL}/crawl/c1?skip=20", True),
         # auth.extra_hosts (https): fetched with our token; allowed_hosts: without it
         ("https://pages.firecrawl.test/c1/2", "https://pages.firecrawl.test/c1/2", True),
-        ("http://10.0.0.5:8080/c1/2", "http://10.0.0.5:8080/c1/2", False),
+        ("https://pages.firecrawl.test:443/c1/2", None, True),
+        ("https://10.0.0.5/c1/2", "https://10.0.0.5/c1/2", False),  # bare: the default port
+        ("https://10.0.0.5:443/c1/2", None, False),
+        ("https://store.test:8443/c1/2", None, False),  # `host:port`: that port
     ],
 )
 def test_a_next_page_url_is_fetched_as_named_where_the_providers_pages_are(
     named: str, url: str | None, token: bool
 ) -> None:
-    desc = crawl(allowed_hosts=["10.0.0.5"])
+    desc = crawl(allowed_hosts=["10.0.0.5", "store.test:8443"])
     first = first_page(desc)
     page = build_result_page(desc, first, named, f"{CRAWL}/crawl/c1?skip=10")
     assert page.url == (url or named)
@@ -173,6 +176,13 @@ def test_a_relative_next_page_url_resolves_against_the_first_page_without_its_ow
         ("https://evil.test/v1/crawl/c1?skip=10", "is on https://evil.test, not the provider's"),
         ("http://api.firecrawl.test/v1/crawl/c1", "is on http://api.firecrawl.test, not"),
         ("https://api.firecrawl.test:8443/v1/crawl/c1", "is on https://api.firecrawl.test:8443,"),
+        # a host named, on another port or scheme: another origin, refused as another host
+        ("https://pages.firecrawl.test:8443/c1/2", "is on https://pages.firecrawl.test:8443,"),
+        ("http://pages.firecrawl.test/c1/2", "is on http://pages.firecrawl.test, not"),
+        ("https://10.0.0.5:8443/c1/2", "is on https://10.0.0.5:8443, not the provider's"),
+        ("http://10.0.0.5/c1/2", "is on http://10.0.0.5, not the provider's origin"),
+        ("http://10.0.0.5:443/c1/2", "is on http://10.0.0.5:443, not the provider's"),
+        ("https://store.test/c1/2", "is on https://store.test, not the provider's origin"),
         ("https://169.254.169.254/latest/meta-data", "a link-local address"),
         ("ftp://api.firecrawl.test/c1", "not an http(s) URL (ftp scheme)"),
         ("https://api.firecrawl.test:99999/c1", "cannot be parsed"),
@@ -182,7 +192,7 @@ def test_a_relative_next_page_url_resolves_against_the_first_page_without_its_ow
     ],
 )
 def test_a_next_page_url_elsewhere_is_refused_not_built(named: str, problem: str) -> None:
-    desc = crawl()
+    desc = crawl(allowed_hosts=["10.0.0.5", "store.test:8443"])
     with pytest.raises(RequestBuildError, match=re.escape(problem)):
         build_result_page(desc, first_page(desc), named, f"{CRAWL}/crawl/c1")
 

@@ -199,13 +199,45 @@ def test_a_redirect_to_an_allowed_internal_host_is_followed_without_the_credenti
 
 
 @pytest.mark.parametrize(
+    ("url", "credential"),
+    [
+        ("https://api.acme.test/v1/jobs/j1", True),
+        ("https://API.acme.test:443/v1/jobs/j1", True),  # the base URL's origin spelt out
+        ("https://api.acme.test:8443/v1/jobs/j1", False),  # its host, another port
+        ("http://api.acme.test/v1/jobs/j1", False),  # its host, another scheme
+        ("https://files.acme.test/r", True),  # an extra host, bare: https on 443
+        ("https://files.acme.test:443/r", True),
+        ("https://files.acme.test:8443/r", False),
+        ("http://files.acme.test/r", False),
+        ("http://files.acme.test:443/r", False),
+        ("https://blobs.acme.test:9443/r", True),  # `host:port`: that port
+        ("https://blobs.acme.test/r", False),
+    ],
+)
+def test_the_credential_goes_to_the_origins_named_never_to_a_host_on_another_port(
+    url: str, credential: bool
+) -> None:
+    """A status URL and a redirect's hop carry the credential only on the base URL's
+    origin or an https `auth.extra_hosts` origin (before: any port of an extra host)."""
+    extra = ["files.acme.test", "blobs.acme.test:9443"]
+    desc = described(auth={"extra_hosts": extra}, status={"use_status_url": True})
+    assert ("Authorization" in build_status(desc, "j1", url).headers) is credential
+    hop = build_redirect(desc, _result_request(desc), url)
+    assert ("Authorization" in hop.headers) is credential
+
+
+@pytest.mark.parametrize(
     ("entry", "problem"),
     [
-        ("http://files.internal", "a bare host is expected"),
-        ("files.internal:8080", "a bare host is expected"),
-        ("files.internal/x", "a bare host is expected"),
-        ("user@files.internal", "a bare host is expected"),
+        ("http://files.internal", "a host or host:port is expected"),
+        ("files.internal/x", "a host or host:port is expected"),
+        ("user@files.internal", "a host or host:port is expected"),
+        ("files.internal:0", "a port is a number 1-65535"),
+        ("files.internal:65536", "a port is a number 1-65535"),
+        ("files.internal:", "a port is a number 1-65535"),
+        ("[::1]:x", "a port is a number 1-65535"),
         ("1.2.3.999", "not a host name or IP address"),
+        ("1.2.3.999:80", "not a host name or IP address"),
         ("", "must be a list of non-empty strings"),
         (5, "must be a list of non-empty strings"),
     ],
@@ -213,6 +245,23 @@ def test_a_redirect_to_an_allowed_internal_host_is_followed_without_the_credenti
 def test_a_bad_allowed_hosts_entry_is_a_load_error(entry: Any, problem: str) -> None:
     with pytest.raises(ConfigError, match=rf"p\.result\.allowed_hosts: .*{re.escape(problem)}"):
         described(result={"allowed_hosts": [entry]})
+
+
+def test_a_bad_extra_hosts_entry_is_a_load_error() -> None:
+    """Before, any text was kept: `https://files.internal` matched no host, silently."""
+    with pytest.raises(ConfigError, match=r"p\.auth\.extra_hosts: .*host:port is expected"):
+        described(auth={"extra_hosts": ["https://files.internal"]})
+
+
+def test_an_entry_with_a_port_allows_its_internal_host_on_that_port_alone() -> None:
+    """`host:port` names one server; a bare entry still names the host on any port."""
+    desc = described(result={"allowed_hosts": ["10.0.0.5:9000", "[::1]:8443", "Store.Internal:81"]})
+    assert {"10.0.0.5:9000", "[::1]:8443", "store.internal:81"} <= configured_hosts(desc)
+    for url in ("http://10.0.0.5:9000/r", "https://[::1]:8443/r"):
+        assert resolve_url(desc, url) == url
+    for url in ("http://10.0.0.5/r", "http://10.0.0.5:9001/r", "https://[::1]/r"):
+        with pytest.raises(RequestBuildError, match="points at"):
+            resolve_url(desc, url)
 
 
 def test_allowed_hosts_must_be_a_list() -> None:
