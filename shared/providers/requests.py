@@ -886,6 +886,8 @@ def _may_receive_credential(desc: ProviderDescription, url: str) -> bool:
     same as none written), or an https `auth.extra_hosts` origin: the host on 443,
     or on the port its entry names (`host:port`). A host is never enough: another
     port on it is another server, whoever runs it."""
+    if url.startswith(desc.base_url.rstrip("/") + "/") and _plain_path(url):
+        return True  # the base URL's own authority, as `check_sendable` skips it: every read
     extra = desc.auth.extra_hosts if desc.auth is not None else ()
     return _origin_of(url) in _credential_origins(desc.base_url, extra)
 
