@@ -12,6 +12,8 @@ Public keys (asymmetric schemes):
 - `base64` / `hex`: a raw key (32 bytes for Ed25519; a 33- or 65-byte SEC1
   point for P-256) or a DER SubjectPublicKeyInfo. The lengths never collide,
   so one option covers what providers publish.
+- `base64url`: as `base64`, in the URL-safe alphabet, padding optional: a JWK's
+  `x` as a JWKS publishes it (fal.ai's webhook keys).
 - `pem`: a PEM SubjectPublicKeyInfo.
 
 A secret that does not decode under the configured encoding yields None, so a
@@ -34,7 +36,7 @@ from .digests import decode_base64
 from .ed25519_points import is_safe_public_key
 
 HMAC_KEY_ENCODINGS: frozenset[str] = frozenset({"raw", "base64", "hex", "whsec"})
-PUBLIC_KEY_ENCODINGS: frozenset[str] = frozenset({"whpk", "base64", "hex", "pem"})
+PUBLIC_KEY_ENCODINGS: frozenset[str] = frozenset({"whpk", "base64", "base64url", "hex", "pem"})
 
 WHSEC_PREFIX = "whsec_"
 WHPK_PREFIX = "whpk_"
@@ -112,6 +114,8 @@ def public_key(algorithm: str, encoding: str, secret: str) -> PublicKey | None:
             return None
         return _checked(algorithm, _load(load_pem_public_key, pem))
     data = decode_base64(secret.strip(), pad=True) if encoding == "base64" else None
+    if encoding == "base64url":
+        data = _base64url(secret.strip())
     if encoding == "hex":
         data = _unhex(secret.strip())
     if not data:
@@ -140,6 +144,13 @@ def public_key_problem(algorithm: str, encoding: str, secret: str) -> str | None
             return f"{WHPK_PREFIX} key is not base64 of a 32-byte Ed25519 public key"
         return f"secret must start with {WHPK_PREFIX} (key_encoding whpk)"
     return f"secret is not an {algorithm} public key in {encoding} (key_encoding {encoding})"
+
+
+def _base64url(text: str) -> bytes | None:
+    """RFC 4648 §5 (`-` and `_`), padding optional; a `+` or `/` is no such text."""
+    if "+" in text or "/" in text:
+        return None
+    return decode_base64(text.replace("-", "+").replace("_", "/"), pad=True)
 
 
 def _ed25519(raw: bytes) -> Ed25519PublicKey | None:

@@ -6,23 +6,33 @@ raw value (the body byte for byte, header values as UTF-8); everything else,
 other braces included, is literal, so a sender's separators are copied as is.
 
 `{body}` is mandatory: a signature that does not cover the body proves nothing
-about it. `{method}` and `{url}` are only known when the caller of `verify`
-passes them (see `dispatch.verify`).
+about it. `{body_sha256}` (the hex SHA-256 of the body, lower case) may stand in
+for it, for a sender that signs the body's digest (fal.ai: "{request id}\n{user
+id}\n{timestamp}\n{hex sha256}"): a digest binds the body as the body does.
+`{method}` and `{url}` are only known when the caller of `verify` passes them
+(see `dispatch.verify`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
-PLACEHOLDERS: frozenset[str] = frozenset({"id", "timestamp", "body", "method", "url"})
+PLACEHOLDERS: frozenset[str] = frozenset(
+    {"id", "timestamp", "body", "body_sha256", "method", "url"}
+)
+# What covers the body: one of these must be in every template.
+BODY_PLACEHOLDERS: frozenset[str] = frozenset({"body", "body_sha256"})
 # What generic_hmac understood before {method} and {url} existed: there, those
 # two stay literal text so an existing configuration signs the same bytes.
 LEGACY_PLACEHOLDERS: frozenset[str] = frozenset({"id", "timestamp", "body"})
 MAX_TEMPLATE_CHARS = 256
 
-_PLACEHOLDER = re.compile(r"\{([a-z]+)\}")
+# Lower-case words, `_` within: a name not among a template's placeholders
+# (`{Body}`, or `{body_sha256}` in generic_hmac) stays literal text.
+_PLACEHOLDER = re.compile(r"\{([a-z]+(?:_[a-z0-9]+)*)\}")
 
 
 # The order of `Template.render_request`'s arguments, which its steps index.
@@ -64,6 +74,10 @@ class Template:
         for step in self._steps:
             if isinstance(step, bytes):
                 chunks.append(step)
+                continue
+            if step == "body_sha256":
+                digest = hashlib.sha256(_encoded("body", values["body"])).hexdigest()
+                chunks.append(digest.encode())
                 continue
             chunks.append(_encoded(step, values[step]))
         return b"".join(chunks)
@@ -128,6 +142,7 @@ def parse_template(
         position = match.end()
     parts.append(text[position:])
     template = Template(tuple(parts), frozenset(parts[1::2]))
-    if not template.uses("body"):
-        raise ValueError(f"{scheme}: option {key!r} must contain {{body}}")
+    if not template.names & BODY_PLACEHOLDERS:
+        also = " (or {body_sha256})" if "body_sha256" in placeholders else ""
+        raise ValueError(f"{scheme}: option {key!r} must contain {{body}}{also}")
     return template
