@@ -239,16 +239,27 @@ def _cancel_repeat(spec: CancelSpec) -> str:
 
 
 def _read_first_note(spec: CancelSpec) -> str:
-    """What read_first leaves open, or the key's hint for a DELETE without it."""
+    """What read_first leaves open, or the keys' hint for a DELETE without them.
+
+    A DELETE that aborts a running job may leave nothing to read either (Runway's:
+    "aborted and deleted tasks will not be able to be fetched again"): without
+    deletes_job each such cancel stops for a human, so a DELETE is told of both.
+    """
+    gone = (
+        "; if a job this DELETE cancels reads not found after it, set "
+        "cancel.deletes_job = true (each such cancel stops for a human without it)"
+    )
     if spec.read_first:
-        return (
+        window = (
             "; a job that ends between that read and the cancel's arrival is still hit by "
             "it (the window is narrowed, not closed)"
         )
+        return window + (gone if spec.method == "DELETE" and not spec.deletes_job else "")
     if spec.method == "DELETE":
         return (
             "; if this DELETE also deletes a finished job and its result, set "
-            "cancel.read_first = true"
+            "cancel.read_first = true, or cancel.deletes_job = true if it deletes a "
+            "running one too"
         )
     return ""
 

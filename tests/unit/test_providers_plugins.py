@@ -104,6 +104,22 @@ def test_a_cancel_read_first_is_never_called_safe_to_resend() -> None:
     assert "read_first" not in report(post)["cancellable"][1]
 
 
+def test_a_delete_that_reads_first_is_told_of_deletes_job() -> None:
+    """Runway's DELETE aborts a running task too, which is then never fetched again
+    (404): with read_first alone every such cancel stopped for a human, and check
+    named only read_first (a new user of Runway followed it)."""
+    create = {**BASE["create"], "job_id": "/id"}
+    delete = {"method": "DELETE", "path": "/v1/tasks/{job_id}"}
+    _, why = report(provider({"create": create, "cancel": delete}))["cancellable"]
+    assert "cancel.deletes_job = true" in why
+    _, why = report(provider({"create": create, "cancel": {**delete, "read_first": True}}))[
+        "cancellable"
+    ]
+    assert "reads not found after it" in why and "cancel.deletes_job = true" in why
+    gone = provider({"create": create, "cancel": {**delete, "deletes_job": True}})
+    assert "set cancel.deletes_job" not in report(gone)["cancellable"][1]
+
+
 def test_a_cancel_no_status_can_confirm_is_not_called_cancellable() -> None:
     """fal.ai answers COMPLETED for a cancelled request: no state reads cancelled,
     so a cancel is sent but never confirmed; check said "cancellable? yes"."""
