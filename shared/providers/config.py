@@ -78,7 +78,7 @@ from shared.providers.paths import (
     writable_keys,
 )
 from shared.providers.requests import host_entry
-from shared.providers.templates import Template, TemplateError, parse_template
+from shared.providers.templates import Template, TemplateError, parse_template, query_param_of
 from shared.providers.timing import MAX_HONOURED_DELAY
 from shared.providers.values import raw_text
 from shared.redaction import is_sensitive_header
@@ -1108,11 +1108,7 @@ def _create(table: _Table, status: StatusSpec, has_plugin: bool) -> CreateSpec:
         raise table.error("sync_result", "required with sync_result_statuses")
     spec = CreateSpec(
         method=table.method("method", "POST"),
-        path=_required(
-            table.template("path", {"client_reference", "idempotency_token"}, required=True),
-            table,
-            "path",
-        ),
+        path=_create_path(table),
         idempotency=idempotency,
         idempotency_header=header,
         idempotency_body_field=body_field,
@@ -1214,6 +1210,24 @@ def _not_created_codes(table: _Table, key: str) -> tuple[tuple[ValuePath, frozen
 
 
 T = TypeVar("T")
+
+
+def _create_path(table: _Table) -> Template:
+    """create.path; `{webhook_url}` only as one query parameter's whole value.
+
+    fal.ai's queue takes its callback only so (`?fal_webhook=<url>`): a create
+    without a URL to give (no public_webhook_url) leaves that parameter out,
+    which only a whole value allows. A secret never goes in a URL.
+    """
+    allowed = {"client_reference", "idempotency_token", "webhook_url"}
+    path = _required(table.template("path", allowed, required=True), table, "path")
+    if "webhook_url" in path.names and query_param_of(path, "webhook_url") is None:
+        raise table.error(
+            "path",
+            "{webhook_url} must be a query parameter's whole value, once "
+            "(`/fal-ai/flux/dev?fal_webhook={webhook_url}`)",
+        )
+    return path
 
 
 def _required(value: T | None, table: _Table, key: str) -> T:

@@ -25,7 +25,9 @@ rules in ``shared/providers/paths.py``); *paths* = a path or a list of paths;
                or scheme = "aws_sigv4" + region, service, credentials_file (the
                  credential_process JSON; else AWS_ACCESS_KEY_ID,
                  AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN): every call signed
-    [create]   method (POST), path (template: {client_reference}, {idempotency_token}),
+    [create]   method (POST), path (template: {client_reference}, {idempotency_token};
+                 {webhook_url} only as one query parameter's whole value, left out
+                 with no public_webhook_url: fal.ai's ?fal_webhook={webhook_url}),
                idempotency = header|body|client_job_id|none (required),
                idempotency_header ("Idempotency-Key" in header mode),
                idempotency_format = token|uuid (token; uuid = a UUID derived from it,

@@ -50,7 +50,13 @@ from shared.providers.errors import RequestBuildError
 from shared.providers.facts import StatusFact
 from shared.providers.messages import HttpRequest, redacted
 from shared.providers.paths import PathSyntaxError, ValuePath, set_value, writable_keys
-from shared.providers.templates import Template, check_path_value, fill_path, fill_text
+from shared.providers.templates import (
+    Template,
+    check_path_value,
+    fill_path,
+    fill_text,
+    without_query_param,
+)
 from shared.providers.tokens import create_token
 from shared.secret import Secret
 
@@ -99,11 +105,7 @@ def build_create(
         "operation_id": client_reference,
         "webhook_secret": desc.webhooks.secrets[0].reveal() if desc.webhooks else None,
     }
-    url = _join(
-        desc,
-        spec.path,
-        {"client_reference": client_reference, "idempotency_token": idempotency_token},
-    )
+    url = _create_url(desc, values)
     try:
         payload = _create_body(desc, body, idempotency_token, client_reference, values)
     except RecursionError:
@@ -145,6 +147,19 @@ def build_create(
         secret_fields,
         content=content,
     )
+
+
+def _create_url(desc: ProviderDescription, values: Mapping[str, str | None]) -> str:
+    """The create's URL; a callback URL in its query only when one is known."""
+    path = desc.create.path
+    filled = {
+        name: value
+        for name in ("client_reference", "idempotency_token", "webhook_url")
+        if (value := values.get(name))
+    }
+    if "webhook_url" in path.names and "webhook_url" not in filled:
+        path = without_query_param(path, "webhook_url")
+    return _join(desc, path, filled)
 
 
 def _create_body(

@@ -51,6 +51,27 @@ def parse_template(text: str, allowed: Iterable[str]) -> Template:
     return Template(text, frozenset(names))
 
 
+def query_param_of(template: Template, name: str) -> re.Match[str] | None:
+    """The query parameter whose whole value is `{name}` (`?fal_webhook={webhook_url}`),
+    if `{name}` is used exactly so, once: what `without_query_param` can take out."""
+    if template.text.count("{" + name + "}") != 1 or "?" not in template.text:
+        return None
+    return re.search(r"([?&])[^=&?#{}]+=\{" + name + r"\}(&|$)", template.text)
+
+
+def without_query_param(template: Template, name: str) -> Template:
+    """`template` without the query parameter whose whole value is `{name}`: a
+    create whose callback URL is unknown (no public_webhook_url) leaves out the
+    parameter that would carry it, as a body field naming it is left out."""
+    found = query_param_of(template, name)
+    if found is None:
+        raise TemplateError(f"{{{name}}} is not a query parameter's whole value")
+    lead, tail = found.group(1), found.group(2)
+    kept = ("?" if tail else "") if lead == "?" else tail
+    text = template.text[: found.start()] + kept + template.text[found.end() :]
+    return Template(text, template.names - {name})
+
+
 def check_path_value(value: str, what: str = "id") -> None:
     """Refuse values that are never a legitimate path component (`what` names it)."""
     if not value:

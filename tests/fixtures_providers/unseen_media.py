@@ -141,7 +141,13 @@ class FalFixture(_Jobs):
             self.throttled_creates -= 1
             return json_response({"detail": "Too many requests"}, 429)
         rid = self.new_id()
-        self.jobs[rid] = {"id": rid, "input": body, "status": "IN_QUEUE", "reads": 0}
+        self.jobs[rid] = {
+            "id": rid,
+            "input": body,
+            "status": "IN_QUEUE",
+            "reads": 0,
+            "webhook": request.query_params.get("fal_webhook"),
+        }
         self.creates += 1
         if self.lose_first_create and self.creates == 1:
             await hang()

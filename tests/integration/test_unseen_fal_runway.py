@@ -108,6 +108,7 @@ async def test_fal_a_request_queues_runs_and_its_output_is_collected(
         op = await r.op(op_id)
         assert op.remote_job_id == fx.only()["id"]
         assert fx.only()["input"] == {"prompt": "a cat in a hat"}
+        assert fx.only()["webhook"] is None  # no receiver here: no ?fal_webhook=
         # every state fal reported is on record in its own words
         raws = await r.pool.fetch(
             "SELECT DISTINCT remote_state_raw FROM observations WHERE operation_id = $1",
@@ -164,7 +165,8 @@ async def test_fal_a_cancel_refused_already_completed_collects_the_output(
 async def test_fal_its_signed_webhook_wakes_the_operation_and_a_forged_one_is_refused(
     pool: Any, tmp_path: Path
 ) -> None:
-    """fal's completion webhook, signed as fal signs it (Ed25519 over the request id,
+    """The submit asks for the webhook (`?fal_webhook={webhook_url}`); fal's
+    completion webhook, signed as fal signs it (Ed25519 over the request id,
     our user id, the timestamp and the body's SHA-256; the key as its JWKS
     publishes it), reaches the real receiver, is verified, and wakes the operation
     long before the 30 s backstop read; our own read then collects the output. One
@@ -174,6 +176,7 @@ async def test_fal_its_signed_webhook_wakes_the_operation_and_a_forged_one_is_re
         op_id = await r.submit({"script": "slow", "prompt": "x"})
         await r.settle(op_id, {S.ACCEPTED})  # the first read waits for a callback
         rid = fx.only()["id"]
+        assert fx.only()["webhook"] == r.hook_url  # asked for in the submit's query
         forged = await fx.deliver(r.hook_url, rid, signer=Ed25519PrivateKey.generate())
         assert forged == 401
         fx.finish(rid)
