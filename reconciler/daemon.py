@@ -45,7 +45,7 @@ from shared.providers import ConfigError
 from shared.result_store import ResultStore
 from shared.secret import SecretError
 from shared.settings import Settings, check_reconciler_settings
-from shared.tlog import Signer
+from shared.tlog import Signer, Verifier
 
 log = logging.getLogger("jobwarden.reconciler")
 T = TypeVar("T")
@@ -491,8 +491,9 @@ async def create_reconciler_pool(database_url: str, **kwargs: Any) -> Any:
 def check_startup(settings: Settings) -> Signer | None:
     """What the reconciler checks before it starts, each failure a ConfigError
     naming the setting: every call fits in a lease, the CA file loads, the
-    signing key can be read and is a signer key (read here, so a bad key stops
-    the daemon at start, not its sequencer child). Returns the signer, if any.
+    signing key can be read and is a signer key, and so is every previous public
+    key (read here, so a bad key stops the daemon at start, not its sequencer
+    child). Returns the signer, if any.
     `jobwarden providers check` runs the same checks."""
     check_reconciler_settings(settings)
     try:
@@ -503,10 +504,24 @@ def check_startup(settings: Settings) -> Signer | None:
             f" cannot load it: {exc}"
         ) from None
     try:
-        return evidence_log.load_signer(settings.log_signing_key_file, os.environ)
+        signer = evidence_log.load_signer(settings.log_signing_key_file, os.environ)
     except (SecretError, ValueError) as exc:
         raise ConfigError(
             f"checkpoint signing key (log_signing_key_file, JW_LOG_SIGNING_KEY_FILE): {exc}"
+        ) from None
+    previous_log_keys(settings)
+    return signer
+
+
+def previous_log_keys(settings: Settings) -> tuple[Verifier, ...]:
+    """The public keys of signing keys rotated out; ConfigError naming the setting and
+    the file if one cannot be read or is no log's public key (read at start, like the
+    signing key, so the sequencer child never meets a bad one)."""
+    try:
+        return evidence_log.load_previous_keys(settings.log_previous_key_files)
+    except evidence_log.KeyFileError as exc:
+        raise ConfigError(
+            f"previous checkpoint keys (log_previous_key_files, JW_LOG_PREVIOUS_KEY_FILES): {exc}"
         ) from None
 
 

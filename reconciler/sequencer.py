@@ -26,7 +26,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,7 +37,7 @@ from shared.child_process import die_with_parent
 from shared.db.connect import connect
 from shared.ledger import log as evidence_log
 from shared.settings import Settings
-from shared.tlog import Signer
+from shared.tlog import Signer, Verifier
 
 log = logging.getLogger("jobwarden.sequencer")
 
@@ -68,6 +68,8 @@ APPLICATION_NAME = "jobwarden-sequencer"
 PASSED_ON = ("PATH", "PYTHONPATH", "HOME", "LANG", "LC_ALL", "TZ", "JW_LOG_LEVEL")
 PASSED_ON_PREFIXES = ("PG",)
 SIGNING_KEY_VARIABLE = "JW_LOG_SIGNING_KEY"
+# comma-separated, as an operator sets it (shared/settings.py refuses a comma in a name)
+PREVIOUS_KEYS_VARIABLE = "JW_LOG_PREVIOUS_KEY_FILES"
 
 
 @dataclass(frozen=True)
@@ -79,6 +81,8 @@ class LogSettings:
     signing_key_file: str = ""
     # the daemon's watchdog; the child bounds its idle transactions by it
     watchdog: float = Settings.log_watchdog_seconds
+    # the public keys of signing keys rotated out (log_previous_key_files)
+    previous_key_files: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, settings: Settings) -> LogSettings:
@@ -87,15 +91,20 @@ class LogSettings:
             settings.log_checkpoint_dir,
             settings.log_signing_key_file,
             settings.log_watchdog_seconds,
+            settings.log_previous_key_files,
         )
 
 
 class LogKeeper:
     """One pass: append what was committed since the last, and sign the head when due."""
 
-    def __init__(self, signer: Signer | None, directory: Path) -> None:
+    def __init__(
+        self, signer: Signer | None, directory: Path, previous_keys: Sequence[Verifier] = ()
+    ) -> None:
         self.signer = signer
         self.directory = directory
+        # a checkpoint published under a key rotated out is held to as one of ours
+        self.previous_keys = tuple(previous_keys)
         self.signed_size = -1
         self.next_signing = 0.0
 
@@ -113,8 +122,8 @@ class LogKeeper:
         if size == self.signed_size:
             return appended
         try:
-            previous = evidence_log.published(self.directory, self.signer)
-            note = await evidence_log.checkpoint(conn, self.signer, previous)
+            previous = evidence_log.published(self.directory, self.signer, self.previous_keys)
+            note = await evidence_log.checkpoint(conn, self.signer, previous, self.previous_keys)
             # the size signed, perhaps past the head read above
             size = evidence_log.publish(note, self.directory).size
         except (evidence_log.LogForked, ValueError) as exc:
@@ -182,11 +191,12 @@ async def run_sequencer(
     signer: Signer | None,
     stop: asyncio.Event,
     heartbeat: Heartbeat | None = None,
+    previous_keys: Sequence[Verifier] = (),
 ) -> None:
     """Pass every `interval` seconds until `stop`; a failed pass is retried on a
     new connection at the next interval (the database may be restarting).
     `heartbeat` beats after every batch and every pass (the daemon's watchdog)."""
-    keeper = LogKeeper(signer, settings.checkpoint_dir)
+    keeper = LogKeeper(signer, settings.checkpoint_dir, previous_keys)
     url = named_connection(database_url, settings.watchdog)
     beats = heartbeat or Heartbeat(None)
 
@@ -227,6 +237,10 @@ def child_environment(
     if SIGNING_KEY_VARIABLE in env:
         kept[SIGNING_KEY_VARIABLE] = env[SIGNING_KEY_VARIABLE]
     key_file = settings.signing_key_file
+    if settings.previous_key_files:
+        kept[PREVIOUS_KEYS_VARIABLE] = ",".join(
+            str(Path(name).absolute()) for name in settings.previous_key_files
+        )
     return {
         **kept,
         "DATABASE_URL": database_url,
@@ -397,12 +411,14 @@ def child_settings(env: Mapping[str, str]) -> LogSettings:
         Path(env["JW_LOG_CHECKPOINT_DIR"]),
         env.get("JW_LOG_SIGNING_KEY_FILE", ""),
         float(env.get("JW_LOG_WATCHDOG_SECONDS", Settings.log_watchdog_seconds)),
+        tuple(name for name in env.get(PREVIOUS_KEYS_VARIABLE, "").split(",") if name),
     )
 
 
 async def _main(env: Mapping[str, str]) -> int:
     settings = child_settings(env)
     signer = evidence_log.load_signer(settings.signing_key_file, env)
+    previous_keys = evidence_log.load_previous_keys(settings.previous_key_files)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -411,7 +427,7 @@ async def _main(env: Mapping[str, str]) -> int:
     heartbeat = Heartbeat(int(fd) if fd and fd.isdigit() else None)
     heartbeat.beat()  # started: the watchdog's own clock runs from here
     log.info("log sequencer started", extra={"ctx": {"interval": settings.interval}})
-    await run_sequencer(settings, env["DATABASE_URL"], signer, stop, heartbeat)
+    await run_sequencer(settings, env["DATABASE_URL"], signer, stop, heartbeat, previous_keys)
     return 0
 
 

@@ -58,6 +58,10 @@ class Settings:
     # the Ed25519 signer key (C2SP note format) as a file; JW_LOG_SIGNING_KEY
     # gives it inline. Never stored in the database.
     log_signing_key_file: str = ""
+    # the public keys (.pub) of signing keys rotated out: a published checkpoint
+    # one of them signed is still opened, and the new key's first checkpoint
+    # held to it (README "Key rotation"). Comma-separated in the environment.
+    log_previous_key_files: tuple[str, ...] = ()
     # Host names /mcp answers for beyond loopback, receiver_host and the host of
     # public_webhook_url (comma-separated): the Host and Origin checks against
     # DNS rebinding refuse every other (421 / 403). Behind a proxy: its public name.
@@ -97,6 +101,7 @@ _ENV = {
     "log_checkpoint_dir": "JW_LOG_CHECKPOINT_DIR",
     "log_watchdog_seconds": "JW_LOG_WATCHDOG_SECONDS",
     "log_signing_key_file": "JW_LOG_SIGNING_KEY_FILE",
+    "log_previous_key_files": "JW_LOG_PREVIOUS_KEY_FILES",
     "mcp_allowed_hosts": "JW_MCP_ALLOWED_HOSTS",
 }
 # The values each numeric setting may take, both ends included, and why a
@@ -136,13 +141,33 @@ def _convert(source: str, key: str, raw: Any, kind: type) -> Any:
             return float(raw)
         if kind is str:
             return str(raw)
+        if kind is tuple:
+            return _file_names(raw)
     except (TypeError, ValueError, OverflowError):  # OverflowError: int(inf)
         pass
     expected = _EXPECTED.get(kind, kind.__name__)
     raise ConfigError(f"{source}: {key}: expected {expected}, got {raw!r}")
 
 
-_EXPECTED = {int: "a whole number", float: "a finite number"}
+_EXPECTED = {
+    int: "a whole number",
+    float: "a finite number",
+    tuple: 'a list of file names (["a.pub", "b.pub"]; comma-separated in the environment)',
+}
+
+
+def _file_names(raw: Any) -> tuple[str, ...]:
+    """A list of files: a TOML array of names, or a comma-separated string (the
+    environment's form, in which the sequencer child is handed them on, so a
+    name may hold no comma). Blanks between commas are skipped; an empty or
+    blank name in an array is a mistake."""
+    if isinstance(raw, str):
+        return tuple(name.strip() for name in raw.split(",") if name.strip())
+    if not isinstance(raw, list):
+        raise TypeError("not a list")
+    if not all(isinstance(name, str) and name.strip() and "," not in name for name in raw):
+        raise ValueError("not file names")
+    return tuple(raw)
 
 
 def _fraction(raw: Any) -> bool:
@@ -198,7 +223,7 @@ def load_settings(
             providers = parse_providers(document, str(path), env, credentials=credentials)
     values: dict[str, Any] = {"config_path": path, "providers": providers}
     kinds = {f.name: f.type for f in fields(Settings)}
-    types = {"Path": Path, "int": int, "float": float, "str": str}
+    types = {"Path": Path, "int": int, "float": float, "str": str, "tuple[str, ...]": tuple}
     for key in list(table):
         if key in _ENV_ONLY:
             raise ConfigError(

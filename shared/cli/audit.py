@@ -341,6 +341,10 @@ async def cmd_sequence(args: argparse.Namespace) -> int:
         signer = log.load_signer(settings.log_signing_key_file, os.environ)
     except (SecretError, ValueError) as exc:
         return _fail(f"checkpoint signing key: {exc}")
+    try:
+        previous_keys = log.load_previous_keys(settings.log_previous_key_files)
+    except log.KeyFileError as exc:
+        return _fail(f"previous checkpoint keys (log_previous_key_files): {exc}")
     async with cli_operator.app_connection() as conn:
         appended = await log.sequence_all(conn)
         size, root = await log.head(conn)
@@ -349,8 +353,8 @@ async def cmd_sequence(args: argparse.Namespace) -> int:
             print("no signing key (JW_LOG_SIGNING_KEY / JW_LOG_SIGNING_KEY_FILE): no checkpoint")
             return 0
         try:
-            previous = log.published(settings.log_checkpoint_dir, signer)
-            note = await log.checkpoint(conn, signer, previous)
+            previous = log.published(settings.log_checkpoint_dir, signer, previous_keys)
+            note = await log.checkpoint(conn, signer, previous, previous_keys)
             published = log.publish(note, settings.log_checkpoint_dir)
         except (log.LogForked, ValueError) as exc:
             return _fail(f"checkpoint NOT signed: {exc}")

@@ -218,12 +218,14 @@ def _startup_checks(settings: Settings) -> dict[str, Any]:
 
     The same checks as `run_reconciler`: every call fits in a lease, the CA
     file loads, the signing key (JW_LOG_SIGNING_KEY, else the file) can be
-    read by this user and is a signer key. Returns what the evidence log will
-    do with it, for the report.
+    read by this user and is a signer key, each previous key file a log's
+    public key. Returns what the evidence log will do with them, for the report.
     """
-    from reconciler.daemon import check_startup  # the reconciler's own checks, not a copy
+    # the reconciler's own checks, not a copy
+    from reconciler.daemon import check_startup, previous_log_keys
 
     signer = check_startup(settings)
+    previous = previous_log_keys(settings)
     key_file = settings.log_signing_key_file
     inline = bool(os.environ.get(evidence_log.SIGNING_KEY_ENV))
     warnings = []
@@ -235,12 +237,23 @@ def _startup_checks(settings: Settings) -> dict[str, Any]:
                 "checked as root, who reads any file: run the check as the reconciler's user "
                 "(systemd-run --uid=jobwarden ...) to prove that user can read the key"
             )
+    if previous and signer is None:
+        warnings.append(
+            "log_previous_key_files is set but no checkpoint is signed: the keys are not used"
+        )
+    for name, key in zip(settings.log_previous_key_files, previous, strict=True):
+        if signer is not None and key == signer.verifier:
+            warnings.append(f"{name} is the signing key's own public key: name the one it replaced")
     source = f"${evidence_log.SIGNING_KEY_ENV}" if inline else key_file
     return {
         "signed": signer is not None,
         "name": signer.name if signer is not None else None,
         "key": source if signer is not None else None,
         "checkpoint_dir": str(settings.log_checkpoint_dir),
+        "previous_keys": [
+            {"file": name, "key": f"{key.name}+{key.key_id:08x}"}
+            for name, key in zip(settings.log_previous_key_files, previous, strict=True)
+        ],
         "warnings": warnings,
     }
 
@@ -258,6 +271,10 @@ def _render_signing(signing: Mapping[str, Any] | None) -> str:
             f"evidence log: checkpoints signed as {signing['name']} with {signing['key']}, "
             f"written to {signing['checkpoint_dir']}"
         ]
+    lines.extend(
+        f"  previous key {p['key']} ({p['file']}): new checkpoints are held to the last it signed"
+        for p in signing["previous_keys"]
+    )
     lines.extend(f"  warning: {w}" for w in signing["warnings"])
     return "\n".join(lines)
 

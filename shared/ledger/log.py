@@ -25,11 +25,13 @@ from shared.db.queries import q
 from shared.ledger.leaves import KINDS, Digests, LeafKind, leaf_data
 from shared.secret import Secret
 from shared.tlog import (
+    ALG_ED25519,
     Checkpoint,
     CheckpointError,
     NoteError,
     ProofError,
     Signer,
+    Verifier,
     consistency_proof,
     leaf_hash,
     note_text,
@@ -197,6 +199,56 @@ def load_signer(key_file: str, env: Mapping[str, str]) -> Signer | None:
         ) from None
 
 
+# A verifier key is under 200 bytes; a file far larger was named by mistake.
+MAX_PUBLIC_KEY_FILE_BYTES = 64 * 1024
+
+
+class KeyFileError(ValueError):
+    """A previous public key file that cannot serve; the message names the file, never its text."""
+
+
+def load_previous_keys(key_files: Sequence[str]) -> tuple[Verifier, ...]:
+    """The public keys of rotated-out signing keys (log_previous_key_files).
+
+    The checkpoint published last may be signed by one of them: `published`
+    opens it with these besides the signer's own key, so the new key's first
+    checkpoint is held to the old key's last by a consistency proof.
+    """
+    return tuple(_previous_key(Path(name)) for name in key_files)
+
+
+def _previous_key(path: Path) -> Verifier:
+    """Read bounded (a log or /dev/zero named by mistake is not read whole); a
+    private key named here, the likeliest mix-up, is said so and never echoed."""
+    try:
+        with open(path, "rb") as file:
+            data = file.read(MAX_PUBLIC_KEY_FILE_BYTES + 1)
+    except FileNotFoundError:
+        raise KeyFileError(f"{path}: no such file") from None
+    except OSError as exc:
+        raise KeyFileError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    try:
+        text = data.decode("utf-8").strip()
+    except UnicodeDecodeError:
+        text = ""
+    if text.startswith("PRIVATE+"):
+        raise KeyFileError(
+            f"{path}: a private signer key: name its public key (the .pub file `audit keygen`"
+            " wrote beside it)"
+        )
+    try:
+        if len(data) > MAX_PUBLIC_KEY_FILE_BYTES:
+            raise NoteError("too large")
+        verifier = Verifier.from_key(text)
+    except NoteError:  # its reason may quote the file: said generically
+        raise KeyFileError(
+            f"{path}: not a verifier key (name+id+base64, the .pub file `audit keygen` wrote)"
+        ) from None
+    if verifier.algorithm != ALG_ED25519:
+        raise KeyFileError(f"{path}: a witness's cosigning key, not a log signer's public key")
+    return verifier
+
+
 def _distinct_keys(queued: Sequence[Any]) -> list[tuple[LeafKind, str]]:
     """Each changed row once, in queue order (several changes before a batch: one leaf).
 
@@ -262,7 +314,12 @@ class LogForked(RuntimeError):
     """The database's tree does not extend the last checkpoint this signer published."""
 
 
-async def checkpoint(db: Executor, signer: Signer, previous: Checkpoint | None = None) -> str:
+async def checkpoint(
+    db: Executor,
+    signer: Signer,
+    previous: Checkpoint | None = None,
+    previous_keys: Sequence[Verifier] = (),
+) -> str:
     """Sign the current tree head (origin = the key's name) and keep a copy; the note.
 
     `previous`, the last checkpoint this signer published (read back from
@@ -273,10 +330,12 @@ async def checkpoint(db: Executor, signer: Signer, previous: Checkpoint | None =
     published copy is gone (a new host, a lost directory) would otherwise
     sign whatever log it found (a tester's rewrite was signed so). Only a
     database that also lost those rows can still pass a rewrite off that way.
+    `previous_keys`, the public keys of keys rotated out, count as this
+    signer's there: a new key's first checkpoint extends the old key's last.
     """
     # read before the head: a checkpoint another sequencer signed meanwhile is
     # then never ahead of the head this one signs
-    kept = await _newest_signed(db, signer)
+    kept = await _newest_signed(db, [signer.verifier, *previous_keys])
     size, root = await head(db)
     current = Checkpoint(signer.name, size, root)
     for earlier in (previous, kept if kept != previous else None):  # one proof each
@@ -297,14 +356,16 @@ async def checkpoint(db: Executor, signer: Signer, previous: Checkpoint | None =
 SIGNED_CANDIDATES = 20
 
 
-async def _newest_signed(db: Executor, signer: Signer) -> Checkpoint | None:
-    """The newest checkpoint the database keeps that `signer` signed (None: none)."""
+async def _newest_signed(db: Executor, keys: Sequence[Verifier]) -> Checkpoint | None:
+    """The newest checkpoint the database keeps that one of `keys` signed, as
+    the log of that key's name (None: none)."""
     for row in await db.fetch(q("log_newest_checkpoints"), SIGNED_CANDIDATES):
         try:
-            signed = Checkpoint.parse(open_note(row["note"], [signer.verifier]).text)
+            opened = open_note(row["note"], keys)
+            signed = Checkpoint.parse(opened.text)
         except (NoteError, CheckpointError):
             continue
-        if signed.origin == signer.name:
+        if signed.origin in {key.name for key in opened.verified}:
             return signed
     return None
 
@@ -330,18 +391,22 @@ async def consistency_problem(db: Executor, old: Checkpoint, new: Checkpoint) ->
     return None
 
 
-def published(directory: Path, signer: Signer) -> Checkpoint | None:
-    """The latest checkpoint `publish` wrote there, as this signer signed it (None: none).
+def published(
+    directory: Path, signer: Signer, previous_keys: Sequence[Verifier] = ()
+) -> Checkpoint | None:
+    """The latest checkpoint `publish` wrote there, as this signer, or a key it
+    replaced (`previous_keys`, public), signed it (None: none).
 
-    A file there that this signer's key does not verify is an error, not a
-    fresh start: someone replaced it.
+    A file there that none of these keys verifies is an error, not a fresh
+    start: someone replaced it (or the key was rotated and its public key is
+    not named in log_previous_key_files).
     """
     path = directory / "checkpoint"
     try:
         note = path.read_text("utf-8")
     except FileNotFoundError:
         return None
-    return Checkpoint.parse(open_note(note, [signer.verifier]).text)
+    return Checkpoint.parse(open_note(note, [signer.verifier, *previous_keys]).text)
 
 
 # Checkpoints are public (they are shipped off the host for anyone to verify
@@ -382,12 +447,14 @@ def publish(note: str, directory: Path) -> Published:
 __all__ = [
     "Appended",
     "HashCache",
+    "KeyFileError",
     "LogCorrupt",
     "LogForked",
     "checkpoint",
     "consistency_problem",
     "current_rows",
     "head",
+    "load_previous_keys",
     "load_signer",
     "publish",
     "published",

@@ -165,7 +165,13 @@ def test_example_config_values_match_the_defaults_it_claims() -> None:
     table = tomllib.loads(CONFIG_EXAMPLE.read_text("utf-8"))["jobwarden"]
     defaults = Settings()
     # paths and URLs a deployment chooses are shown with deployment values, not defaults
-    deployment = {"results_dir", "public_webhook_url", "log_checkpoint_dir", "log_signing_key_file"}
+    deployment = {
+        "results_dir",
+        "public_webhook_url",
+        "log_checkpoint_dir",
+        "log_signing_key_file",
+        "log_previous_key_files",
+    }
     shown_as_default = set(table) - deployment
     for key in shown_as_default:
         assert table[key] == getattr(defaults, key), f"{key}: example differs from the default"

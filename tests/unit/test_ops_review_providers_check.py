@@ -101,6 +101,7 @@ async def test_a_readable_key_is_reported_with_its_log_name(
         "name": "jobwarden.example.com/log",
         "key": str(key),
         "checkpoint_dir": "var/checkpoints",
+        "previous_keys": [],
         "warnings": [],
     }
     assert "PRIVATE+KEY" not in json.dumps(report)
