@@ -122,7 +122,7 @@ _MOVED = {
     "items": "result.items (the item list of the result document)",
     "url": "status.result_url / status.errors_url (where the URL is in the status)",
     "page_token": "page_token_param",
-    "progress": "progress_completed / progress_total / progress_percent",
+    "progress": "progress_completed / progress_total / progress_percent / progress_fraction",
     "counts": "counts_total / counts_succeeded / counts_failed",
 }
 # Values our create templates may use (set_body / set_headers).
@@ -1042,6 +1042,7 @@ def _status(table: _Table) -> StatusSpec:
         progress_completed=table.path("progress_completed", RESPONSE),
         progress_total=table.path("progress_total", RESPONSE),
         progress_percent=table.path("progress_percent", RESPONSE),
+        progress_fraction=table.path("progress_fraction", RESPONSE),
         updated_at=table.path("updated_at", RESPONSE),
         poll_after_seconds=table.path("poll_after_seconds", RESPONSE),
         result_url=table.path("result_url", RESPONSE),
@@ -1059,6 +1060,10 @@ def _status(table: _Table) -> StatusSpec:
         estimated_seconds_left=table.path("estimated_seconds_left", RESPONSE),
         throttle_codes=_not_created_codes(table, "throttle_codes"),
     )
+    if spec.progress_percent is not None and spec.progress_fraction is not None:
+        raise table.error(
+            "progress_fraction", "progress_percent and progress_fraction exclude each other"
+        )
     if spec.estimated_end is not None and spec.estimated_seconds_left is not None:
         raise table.error(
             "estimated_seconds_left", "estimated_end and estimated_seconds_left exclude each other"

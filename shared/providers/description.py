@@ -57,7 +57,8 @@ rules in ``shared/providers/paths.py``); *paths* = a path or a list of paths;
     [status]   method (GET), path (template: {job_id} / {+job_id}), use_status_url,
                state + [status.state_map] | done (AIP-151) + cancelled_error_codes ([1]),
                error, error_code, error_message, progress_completed, progress_total,
-               progress_percent, updated_at, poll_after_seconds, estimated_end (a
+               progress_percent | progress_fraction (a share of 1: Runway's 0.42 is
+               42 %), updated_at, poll_after_seconds, estimated_end (a
                timestamp) | estimated_seconds_left (from the answer), result_url, errors_url,
                counts_total, counts_succeeded, counts_failed, counts_cancelled (paths),
                [status.throttle_codes] (path = [codes]: error codes a non-2xx read
@@ -480,6 +481,9 @@ class StatusSpec:
     # `__type` ProvisionedThroughputExceededException): back-pressure, never a
     # refused read counting toward a human.
     throttle_codes: tuple[tuple[ValuePath, frozenset[str]], ...] = ()
+    # Progress as a share of 1 (Runway's `progress`: 0.42 is 42 %), read in
+    # place of `progress_percent`: one or the other.
+    progress_fraction: ValuePath | None = None
 
     def answers(self, status_code: int) -> bool:
         """Whether a status read with this code says where the job is (a 2xx, or a

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -389,6 +390,8 @@ def _status_from_body(
         state = _outcome_from_counts(spec, state, raw, counts)
     completed, total = as_float(get(spec.progress_completed)), as_float(get(spec.progress_total))
     percent = as_float(get(spec.progress_percent))
+    if spec.progress_fraction is not None:
+        percent = _percent_of_fraction(as_float(get(spec.progress_fraction)))
     if percent is None and completed is not None and total:
         percent = round(100.0 * completed / total, 2)
     # the same file named twice is one file: fetched, stored and counted once
@@ -419,6 +422,16 @@ def _status_from_body(
         problem=None if raw is not None else "no state in the status body",
         **common,
     )
+
+
+def _percent_of_fraction(fraction: float | None) -> float | None:
+    """A share of 1 as the percent the record keeps (0.42: 42.0). Out of range (a
+    provider that sends percents after all) or not finite, it is kept as read,
+    times 100, for the record's own checks to name (a percent above 100 is an
+    anomaly there), never clamped into a plausible value."""
+    if fraction is None or not math.isfinite(fraction):
+        return fraction
+    return round(100.0 * fraction, 6)
 
 
 def _estimated_end(
