@@ -227,6 +227,8 @@ def _previous_key(path: Path) -> Verifier:
         raise KeyFileError(f"{path}: no such file") from None
     except OSError as exc:
         raise KeyFileError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    except ValueError:  # a NUL in the name (a TOML string may hold one): no file has it
+        raise KeyFileError(f"{str(path)!r}: a file name holds no NUL character") from None
     try:
         text = data.decode("utf-8").strip()
     except UnicodeDecodeError:

@@ -197,3 +197,12 @@ def test_the_sequencer_child_is_handed_them_as_absolute_paths() -> None:
     none = child_environment(LogSettings(1.0, Path("/c")), "postgresql://db/jw", 1, {})
     assert "JW_LOG_PREVIOUS_KEY_FILES" not in none
     assert child_settings(none).previous_key_files == ()
+
+
+def test_a_file_name_with_a_nul_is_a_configuration_error(tmp_path: Path) -> None:
+    """A TOML string may hold U+0000; open() refuses it with ValueError, which must
+    stop the start as a configuration error naming the setting, not a traceback."""
+    key, _, _ = keys(tmp_path)
+    path = config(tmp_path, key, '["old\\u0000.pub"]')
+    with pytest.raises(ConfigError, match="log_previous_key_files.*holds no NUL character"):
+        check_startup(load_settings(path, {}))
