@@ -204,5 +204,5 @@ def test_a_file_name_with_a_nul_is_a_configuration_error(tmp_path: Path) -> None
     stop the start as a configuration error naming the setting, not a traceback."""
     key, _, _ = keys(tmp_path)
     path = config(tmp_path, key, '["old\\u0000.pub"]')
-    with pytest.raises(ConfigError, match="log_previous_key_files.*holds no NUL character"):
+    with pytest.raises(ConfigError, match=r"log_previous_key_files.*holds no NUL character"):
         check_startup(load_settings(path, {}))
