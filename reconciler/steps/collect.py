@@ -380,11 +380,28 @@ async def _fetch(
         parts = await _fetched_pages(step, conn, req, attempt)
         if isinstance(parts, _Stop):
             return parts.delay
+        refused = _refused_part(step, parts, status)
+        if refused is not None:
+            return refused
         responses.extend(parts)
         size += sum(len(part.body) for part in parts)
     check = step.adapter.validate_result(responses if len(responses) > 1 else responses[0], status)
     content = _stored_content(step, check, responses)
     return Collected(check, content, "result", _counts(check, status), check.failed_items)
+
+
+def _refused_part(
+    step: Step, parts: Sequence[HttpResponse], status: StatusFact
+) -> Collected | None:
+    """A file (or page) the provider would not give, judged alone: the result is
+    unavailable for its reason (a file URL expired: 403, 404), as a result URL's
+    is, and the files after it are not fetched. Judged with the others, a binary
+    result of several files was refused as such, and the expired link never said."""
+    refused = next((p for p in parts if not 200 <= p.status_code < 300), None)
+    if refused is None:
+        return None
+    check = step.adapter.validate_result(refused, status)
+    return Collected(check, refused.body, "result", _counts(check, status))
 
 
 def _too_many_files(reqs: Sequence[HttpRequest]) -> str | None:
@@ -613,12 +630,13 @@ def _judged(resp: HttpResponse | None, step: Step) -> TypeGuard[HttpResponse]:
 
 
 def _link_refused(step: Step, resp: HttpResponse) -> bool:
-    """A 4xx from a result URL the status named (`source = url`): an expired or
-    revoked link as likely as a missing result. Not for a fetch with side
-    effects: its retry would be refused as possibly consumed."""
+    """A 4xx from a result URL the status named (`source = url`, or a file's URL with
+    `source = files` and no path): an expired or revoked link as likely as a missing
+    result. Not for a fetch with side effects: its retry would be refused as
+    possibly consumed."""
     result = step.adapter.desc.result
     return (
-        result.source is ResultSource.URL
+        (result.source is ResultSource.URL or result.file_urls)
         and not result.side_effects
         and 400 <= resp.status_code < 500
         and resp.status_code != 429

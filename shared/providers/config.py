@@ -250,6 +250,14 @@ def advisories(desc: ProviderDescription) -> list[str]:
             "is only checked to hold no fewer items than the counts announce (set item_count = "
             '"from_status_counts" to hold it to the exact numbers)'
         )
+    errors = [p.text for p in (status.error, status.error_code, status.error_message) if p]
+    if errors and not _can_read_failed(desc):
+        found.append(
+            f"status reads an error ({', '.join(errors)}) but nothing read can say the job "
+            "failed (no state maps to failed, no done, no counts decide the outcome): a "
+            "job read with an error is a success; set status.error_means_failed = true if "
+            "the error means the job failed (or [result.failed], if its result's answer says)"
+        )
     lookup = desc.lookup
     scanned = lookup.supported and lookup.kind is LookupKind.LIST and not lookup.filtered
     if scanned and not lookup.paged:
@@ -260,6 +268,21 @@ def advisories(desc: ProviderDescription) -> list[str]:
             "sent again)"
         )
     return found
+
+
+def _can_read_failed(desc: ProviderDescription) -> bool:
+    """Can anything the description reads tell a failed job from a finished one?
+    (A plugin may read it its own way.)"""
+    status = desc.status
+    states = {*status.state_map.values(), *status.state_from_http_status.values()}
+    return (
+        desc.plugin_class is not None
+        or RemoteState.FAILED in states
+        or status.done is not None
+        or status.outcome_from_counts
+        or status.error_means_failed
+        or desc.result.failed is not None
+    )
 
 
 def preset_names() -> list[str]:
@@ -1015,6 +1038,7 @@ def _status(table: _Table) -> StatusSpec:
         raise table.error("state_map", "required with state")
     error = table.path("error", RESPONSE)
     error_code = table.path("error_code", RESPONSE, "/error/code" if done else None)
+    error_message = table.path("error_message", RESPONSE)
     counts = {
         k: table.paths(f"counts_{k}", RESPONSE)
         for k in ("total", "succeeded", "failed", "cancelled")
@@ -1037,7 +1061,7 @@ def _status(table: _Table) -> StatusSpec:
         done=done,
         error=error,
         error_code=error_code,
-        error_message=table.path("error_message", RESPONSE),
+        error_message=error_message,
         cancelled_error_codes=table.scalars("cancelled_error_codes", {"1"}),
         progress_completed=table.path("progress_completed", RESPONSE),
         progress_total=table.path("progress_total", RESPONSE),
@@ -1059,6 +1083,7 @@ def _status(table: _Table) -> StatusSpec:
         estimated_end=table.path("estimated_end", RESPONSE),
         estimated_seconds_left=table.path("estimated_seconds_left", RESPONSE),
         throttle_codes=_not_created_codes(table, "throttle_codes"),
+        error_means_failed=_error_means_failed(table, done, (error, error_code, error_message)),
     )
     if spec.progress_percent is not None and spec.progress_fraction is not None:
         raise table.error(
@@ -1072,6 +1097,25 @@ def _status(table: _Table) -> StatusSpec:
         raise table.error("body", 'a GET carries no body: set method = "POST" (GraphQL)')
     table.finish()
     return spec
+
+
+def _error_means_failed(
+    table: _Table, done: ValuePath | None, paths: tuple[ValuePath | None, ...]
+) -> bool:
+    """`status.error_means_failed`: an error beside a success state is a failure.
+
+    It needs a path to find the error at; with `done` (AIP-151) an error already
+    means failed, so the key would say nothing there.
+    """
+    if not table.boolean("error_means_failed", False):
+        return False
+    if done is not None:
+        raise table.error("error_means_failed", "with done, an error already means failed")
+    if not any(paths):
+        raise table.error(
+            "error_means_failed", "needs error, error_code or error_message (where the error is)"
+        )
+    return True
 
 
 def _http_state_map(table: _Table) -> dict[int, RemoteState]:
@@ -1436,8 +1480,9 @@ def _result(table: _Table, status: StatusSpec) -> ResultSpec:
     if source is ResultSource.PATH and path is None:
         raise table.error("path", "required with source = path")
     if source is ResultSource.FILES:
-        if path is None or "file_id" not in path.names:
-            raise table.error("path", "required with source = files, with {file_id}")
+        # no path: each id is the file's URL (Runway's `output` list)
+        if path is not None and "file_id" not in path.names:
+            raise table.error("path", "with source = files, names {file_id}")
         if not file_ids:
             raise table.error("file_ids", "required with source = files")
     if source is ResultSource.INLINE and inline is None:

@@ -67,6 +67,10 @@ rules in ``shared/providers/paths.py``); *paths* = a path or a list of paths;
                  read is back-pressure, read again at the backoff, never a refused read;
                  a result fetch answering one is retried as a 429 is),
                outcome_from_counts, outcome_from_counts_states, not_found_statuses,
+               error_means_failed (false; true: a state mapped to succeeded or
+                 partially_succeeded read with an error at error/error_code/
+                 error_message (one required) is failed, that error its reason:
+                 fal.ai's {"status": "COMPLETED", "error", "error_type"}),
                [status.state_from_http_status] ({"202" = "running", "200" = "succeeded"}:
                  the state when the body names none, e.g. an ARM `Location` URL)
     [cancel]   supported (true if the table exists), method (POST), path, idempotent,
@@ -80,7 +84,9 @@ rules in ``shared/providers/paths.py``); *paths* = a path or a list of paths;
                body = {..} (the JSON object sent with the cancel, e.g. Salesforce's
                  {state = "Aborted"}; its strings are templates: {job_id}; none = no body)
     [result]   source = inline|url|path|files|none (required), path (template:
-               {job_id}, {file_id}), inline (path; "" = whole body), file_ids (paths),
+               {job_id}, {file_id}), inline (path; "" = whole body), file_ids (paths;
+                 with source = files and no path, each id is a URL fetched as a
+                 result_url is: Runway's `output` list),
                method (GET), body = {..} (source = path only: the request's JSON
                  object, strings are templates: {job_id}; a POST read, e.g. AWS's),
                side_effects, partial_on_cancel (source = path: a cancelled job's
@@ -209,7 +215,9 @@ class ResultSource(StrEnum):
     INLINE = "inline"  # inside the final status body
     URL = "url"  # a URL found in the status body
     PATH = "path"  # a path template on the provider's base URL
-    FILES = "files"  # file ids in the status body, each fetched via a path template
+    # file ids in the status body, each fetched via a path template, or, without
+    # one, file URLs (Runway's `output`), each fetched as a result URL is
+    FILES = "files"
     NONE = "none"  # the job produces no result document
 
 
@@ -484,6 +492,11 @@ class StatusSpec:
     # Progress as a share of 1 (Runway's `progress`: 0.42 is 42 %), read in
     # place of `progress_percent`: one or the other.
     progress_fraction: ValuePath | None = None
+    # A state mapped to succeeded (or partially_succeeded) read with an error at
+    # `error`/`error_code`/`error_message` is a failure (fal.ai's newer status:
+    # `COMPLETED` with `error` and `error_type`); off by default, as an error
+    # beside a success is a warning at other providers.
+    error_means_failed: bool = False
 
     def answers(self, status_code: int) -> bool:
         """Whether a status read with this code says where the job is (a 2xx, or a
@@ -648,6 +661,12 @@ class ResultSpec:
     # at most providers the path of a cancelled job holds no output (a 404),
     # or something else (the job resource itself, an empty report).
     partial_on_cancel: bool = False
+
+    @property
+    def file_urls(self) -> bool:
+        """The status names the result's files by URL (source = files, no path):
+        links that expire, on a host that is not the provider's."""
+        return self.source is ResultSource.FILES and self.path is None
 
 
 @dataclass(frozen=True)

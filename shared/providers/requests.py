@@ -284,11 +284,14 @@ def build_result_requests(
         urls = [resolve_url(desc, status.result_url)]
     elif source == "path" and spec.path is not None:
         urls = [_join(desc, spec.path, {"job_id": remote_job_id})]
-    elif source == "files" and spec.path is not None:
+    elif source == "files":
         if not status.result_file_ids:
             raise RequestBuildError("the final status named no result files")
         urls = [
-            _join(desc, spec.path, {"job_id": remote_job_id, "file_id": file_id})
+            # no path: the ids are the files' URLs, each checked as a result_url is
+            resolve_url(desc, file_id)
+            if spec.path is None
+            else _join(desc, spec.path, {"job_id": remote_job_id, "file_id": file_id})
             for file_id in status.result_file_ids
         ]
     else:

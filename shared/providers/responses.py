@@ -329,6 +329,7 @@ def parse_status(
     # Header paths apply whatever the body is: a 303 whose Location is the
     # result, a 200 with an empty body and the state in a header.
     fact = _status_from_body(desc, body if isinstance(body, dict) else {}, resp, common, now)
+    fact = _failed_by_error(desc.status, fact)
     if not isinstance(body, dict) and _done_in_body(desc.status):
         # `done` absent means running only in an operation's JSON object: a
         # proxy's HTML page, or an empty body, names no state at all
@@ -337,12 +338,24 @@ def parse_status(
         # The code decides a non-2xx answer it is mapped for; a 2xx one only when
         # the answer names no state at all: an unknown state in the body stays
         # undecided rather than being overruled by a 200.
-        return replace(fact, remote_state=by_code, raw_state=f"HTTP {code}", problem=None)
+        by_http = replace(fact, remote_state=by_code, raw_state=f"HTTP {code}", problem=None)
+        return _failed_by_error(desc.status, by_http)
     if not isinstance(body, dict) and fact.raw_state is None:
         return replace(fact, problem="status body is not a JSON object")
     if fact.raw_state is None and isinstance(body, dict) and body.get("errors"):
         # GraphQL's failed request (THROTTLED, a timeout) answers 200 with `errors`
         return replace(fact, request_failed=True, problem="the answer carries errors, no state")
+    return fact
+
+
+def _failed_by_error(spec: StatusSpec, fact: StatusFact) -> StatusFact:
+    """A success state read with an error is a failure (`status.error_means_failed`:
+    fal.ai's `COMPLETED` beside `error`), its raw state and error kept as read. An
+    empty error (`"error": ""`) names none."""
+    ended_well = fact.remote_state in (RemoteState.SUCCEEDED, RemoteState.PARTIALLY_SUCCEEDED)
+    said = fact.error is not None and bool(fact.error.code or fact.error.message)
+    if spec.error_means_failed and ended_well and said:
+        return replace(fact, remote_state=RemoteState.FAILED)
     return fact
 
 
