@@ -5,9 +5,11 @@ shapes their public documentation gives (tests/integration/test_unseen_fal_runwa
   cancel): `POST /fal-ai/flux/dev` (`Authorization: Key …`) answers 200
   {"request_id", "response_url", "status_url", "cancel_url", "queue_position"};
   `GET /fal-ai/flux/requests/{id}/status?logs=1` {"status": IN_QUEUE (with
-  "queue_position") | IN_PROGRESS (with "logs") | COMPLETED (with "logs", "metrics")};
+  "queue_position") | IN_PROGRESS (with "logs") | COMPLETED (with "logs", "metrics";
+  for a request that failed so, the newer "error" and "error_type")};
   `GET /fal-ai/flux/requests/{id}` the model's output, or for a failed request the
-  runner's 422 {"detail": [...]} or 500 with `X-Fal-Error-Type`; `PUT
+  runner's 422 {"detail": [...]} or 500 with `X-Fal-Error-Type` (504 for one that
+  timed out); `PUT
   /fal-ai/flux/requests/{id}/cancel` 202 {"status": "CANCELLATION_REQUESTED"} for a
   request that has not ended, 400 {"status": "ALREADY_COMPLETED"} for one that has.
   No idempotency, no list of requests.
@@ -15,12 +17,15 @@ shapes their public documentation gives (tests/integration/test_unseen_fal_runwa
   `POST /v1/image_to_video` (bearer, `X-Runway-Version: 2024-11-06` required)
   answers 200 {"id"}, or 429 {"error"} when rate limited (nothing created);
   `GET /v1/tasks/{id}` {"id", "status", "createdAt", "progress"? (0..1 while
-  RUNNING), "output"? (URLs on another host), "failure"?, "failureCode"?};
+  RUNNING), "output"? (URLs on another host, answering 403 once expired), "failure"?,
+  "failureCode"?};
   `DELETE /v1/tasks/{id}` 204: cancels a task pending, throttled or running and
   deletes one that ended; either way it is never fetched again (404).
 
 Scripts: each request's `script` field ("fail", "422", "500", "slow": stays
-running until the test ends it; anything else succeeds after a few reads).
+running until the test ends it; fal's "timeout": COMPLETED with error_type
+request_timeout; Runway's "two": two output files; anything else succeeds after a
+few reads).
 """
 
 from __future__ import annotations
@@ -51,7 +56,16 @@ FAL_IMAGES = {
 FAL_VALIDATION = {
     "detail": [{"loc": ["body", "prompt"], "msg": "field required", "type": "value_error.missing"}]
 }
+# fal's newer status of a request that failed: COMPLETED, with its error
+FAL_TIMEOUT = {"error": "Request timed out after 3600 seconds", "error_type": "request_timeout"}
 MP4 = b"\x00\x00\x00\x18ftypmp42" + bytes(64)
+# CloudFront's answer to a signed link past its expiry
+EXPIRED = b"<Error><Code>AccessDenied</Code><Message>Request has expired</Message></Error>"
+
+
+def mp4(name: str) -> bytes:
+    """An output file's bytes: the first output's are MP4, another's differ."""
+    return MP4 if "_" not in name else MP4 + name.encode()
 
 
 class _Jobs:
@@ -185,9 +199,12 @@ class FalFixture(_Jobs):
             return json_response({"status": "IN_QUEUE", "queue_position": 2})
         if job["status"] == "IN_PROGRESS":
             return json_response({"status": "IN_PROGRESS", "logs": logs})
-        return json_response(
-            {"status": "COMPLETED", "logs": logs, "metrics": {"inference_time": 1.9}}
-        )
+        done: dict[str, Any] = {"status": "COMPLETED", "logs": logs, "metrics": {}}
+        if script == "timeout":
+            done.update(FAL_TIMEOUT)
+        else:
+            done["metrics"] = {"inference_time": 1.9}
+        return json_response(done)
 
     async def response(self, request: Request) -> Response:
         refused = self._refused(request)
@@ -202,6 +219,12 @@ class FalFixture(_Jobs):
         script = (job["input"] or {}).get("script")
         if script == "422":
             return json_response(FAL_VALIDATION, 422)
+        if script == "timeout":
+            return json_response(
+                {"detail": FAL_TIMEOUT["error"]},
+                504,
+                {"X-Fal-Error-Type": FAL_TIMEOUT["error_type"]},
+            )
         if script == "500":
             return json_response(
                 {"detail": "CUDA out of memory"},
@@ -237,6 +260,9 @@ class RunwayFixture(_Jobs):
         self.versions: list[str | None] = []
         # the CDN's requests: whether each carried an Authorization header
         self.cdn_auth: list[str | None] = []
+        # outputs per task (script "two": 2), and output files whose signed link
+        # has expired (CloudFront's 403), by file name
+        self.expired: set[str] = set()
 
     def app(self) -> Starlette:
         return Starlette(
@@ -248,7 +274,7 @@ class RunwayFixture(_Jobs):
         )
 
     def cdn(self) -> Starlette:
-        return Starlette(routes=[Route("/output/{tid}.mp4", self.output, methods=["GET"])])
+        return Starlette(routes=[Route("/output/{name}", self.output, methods=["GET"])])
 
     def _refused(self, request: Request) -> Response | None:
         self.versions.append(request.headers.get("x-runway-version"))
@@ -306,7 +332,9 @@ class RunwayFixture(_Jobs):
         if job["status"] == "RUNNING":
             body["progress"] = 0.42
         if job["status"] == "SUCCEEDED":
-            body["output"] = [f"{self.cdn_url}/output/{tid}.mp4?_jwt=eyJhbGciOi.sig"]
+            body["output"] = [
+                f"{self.cdn_url}/output/{name}?_jwt=eyJhbGciOi.sig" for name in self.outputs(tid)
+            ]
         if job["status"] == "FAILED":
             body["failure"] = "The input image was flagged by content moderation."
             body["failureCode"] = "SAFETY.INPUT.IMAGE"
@@ -326,8 +354,16 @@ class RunwayFixture(_Jobs):
         self.deleted.append(tid)  # aborted or deleted: never fetched again
         return Response(status_code=204)
 
+    def outputs(self, tid: str) -> list[str]:
+        """The task's output files' names on the CDN."""
+        count = 2 if (self.jobs[tid]["input"] or {}).get("script") == "two" else 1
+        return [f"{tid}.mp4"] + [f"{tid}_{n}.mp4" for n in range(1, count)]
+
     async def output(self, request: Request) -> Response:
         self.cdn_auth.append(request.headers.get("authorization"))
-        if request.path_params["tid"] not in self.jobs:
+        name = request.path_params["name"]
+        if not any(name in self.outputs(tid) for tid in self.jobs):
             return Response(b"not found", 404)
-        return Response(MP4, media_type="video/mp4")
+        if name in self.expired:
+            return Response(EXPIRED, 403, media_type="application/xml")
+        return Response(mp4(name), media_type="video/mp4")

@@ -23,6 +23,7 @@ from tests.fixtures_providers.rig import PresetRig, preset_rig
 from tests.fixtures_providers.unseen_media import (
     FAL_IMAGES,
     FAL_KEY,
+    FAL_TIMEOUT,
     FAL_USER,
     MP4,
     RUNWAY_KEY,
@@ -134,6 +135,31 @@ async def test_fal_a_failed_request_fails_with_the_runners_reason(
         assert "CUDA out of memory" in json.dumps(error), error
 
 
+async def test_fal_completed_with_an_error_is_a_failure_with_that_error(
+    pool: Any, tmp_path: Path
+) -> None:
+    """fal's newer status says COMPLETED of a failed request, with `error` and
+    `error_type` beside it (`status.error_means_failed`): failed at that read, the
+    error its reason. Before, COMPLETED was a success: the response URL answered
+    504 (request_timeout), retried as an outage until a human was asked."""
+    fx = FalFixture()
+    async with fal(pool, tmp_path, fx) as r:
+        op_id = await r.submit({"script": "timeout", "prompt": "x"})
+        assert await r.settle(op_id, ENDS) is S.FAILED, await r.history(op_id)
+        error = (await r.op(op_id)).last_error
+        assert error is not None
+        assert FAL_TIMEOUT["error"] in json.dumps(error), error
+        assert FAL_TIMEOUT["error_type"] in json.dumps(error), error
+        assert fx.results == 0  # no result fetched for a failed request
+        assert "result_collecting" not in await r.history(op_id)
+        observed = await r.pool.fetchrow(
+            "SELECT remote_state_raw, remote_state::text FROM observations"
+            " WHERE operation_id = $1 ORDER BY observation_id DESC LIMIT 1",
+            op_id,
+        )
+        assert tuple(observed) == ("COMPLETED", "failed")  # fal's word, our reading
+
+
 async def test_fal_a_lost_submit_is_never_sent_again(pool: Any, tmp_path: Path) -> None:
     """No idempotency and no lookup: the request that may be queued is not doubled;
     the operation goes to a human."""
@@ -226,13 +252,20 @@ async def runway(
 IMAGE = {"promptImage": "https://example.com/cat.jpg", "model": "gen4_turbo", "ratio": "1280:720"}
 
 
-async def test_runway_a_task_runs_and_its_output_urls_are_kept(pool: Any, tmp_path: Path) -> None:
+async def test_runway_a_task_runs_and_its_video_is_kept_without_our_key(
+    pool: Any, tmp_path: Path
+) -> None:
+    """`output` names the files by URL on Runway's storage host, links that expire in
+    a day or two: `source = "files"` with no path fetches each and keeps it (the
+    URLs alone were kept before, soon to point at nothing); our key stays home."""
     fx = RunwayFixture()
     async with runway(pool, tmp_path, fx) as r:
         op_id = await r.submit(IMAGE)
         assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
-        (url,) = json.loads(await stored(r, op_id))
-        assert url.startswith(f"{fx.cdn_url}/output/{fx.only()['id']}.mp4")
+        assert await stored(r, op_id) == MP4
+        assert fx.cdn_auth == [None]
+        (fetch,) = await r.calls(op_id, "result")
+        assert fetch["url"].startswith(f"{fx.cdn_url}/output/{fx.only()['id']}.mp4")
         # the version header went on every call
         assert set(fx.versions) == {RUNWAY_VERSION}
         raws = await r.pool.fetch(
@@ -256,11 +289,46 @@ async def test_runway_the_video_is_fetched_from_its_host_without_our_key(
             "expect": {"content_types": ["video/mp4"]},
         },
     }
-    async with runway(pool, tmp_path, fx, drop=("inline",), **over) as r:
+    async with runway(pool, tmp_path, fx, drop=("file_ids",), **over) as r:
         op_id = await r.submit(IMAGE)
         assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
         assert await stored(r, op_id) == MP4
         assert fx.cdn_auth == [None]
+
+
+async def test_runway_an_expired_output_link_is_result_unavailable_never_a_success(
+    pool: Any, tmp_path: Path
+) -> None:
+    """The CDN answers 403 for a link that expired (its signed `_jwt`): the status
+    is read again once for fresh links, and when the file is still refused the
+    result is result_unavailable with the CDN's answer, for a human. Nothing is
+    stored as the result."""
+    fx = RunwayFixture()
+    async with runway(pool, tmp_path, fx) as r:
+        op_id = await r.submit({**IMAGE, "script": "slow"})
+        await r.settle(op_id, {S.OBSERVING})
+        tid = fx.only()["id"]
+        fx.expired.add(f"{tid}.mp4")
+        fx.finish(tid)
+        assert await r.settle(op_id, ENDS) is S.RESULT_UNAVAILABLE, await r.history(op_id)
+        reason = (await r.escalation(op_id))["reason"]
+        assert "HTTP 403" in reason, reason
+        assert (await r.op(op_id)).result_id is None
+        assert len(await r.calls(op_id, "result")) == 2  # a fresh link asked for once
+        assert fx.cdn_auth == [None, None]
+
+
+async def test_runway_two_outputs_are_never_stored_as_one_video(pool: Any, tmp_path: Path) -> None:
+    """A binary result is one file: two videos laid end to end are no video. Both
+    are fetched; the result is result_validation_failed, saying why, not a success
+    holding one of them."""
+    fx = RunwayFixture()
+    async with runway(pool, tmp_path, fx) as r:
+        op_id = await r.submit({**IMAGE, "script": "two"})
+        assert await r.settle(op_id, ENDS) is S.RESULT_VALIDATION_FAILED, await r.history(op_id)
+        reason = (await r.escalation(op_id))["reason"]
+        assert "a binary result is one file, and the status named 2" in reason, reason
+        assert fx.cdn_auth == [None, None]
 
 
 async def test_runway_a_failed_task_fails_with_its_reason_and_code(
