@@ -41,8 +41,10 @@ OUTPUT = ["https://replicate.delivery/pbxt/abc/out-0.png"]
 
 
 class ReplicateFixture:
-    def __init__(self) -> None:
+    def __init__(self, output: Any = None) -> None:
         self.registry = Registry("pred")
+        # what a succeeded prediction's `output` is (a model's files: URLs)
+        self.output = OUTPUT if output is None else output
 
     def app(self) -> Starlette:
         return Starlette(
@@ -119,7 +121,7 @@ class ReplicateFixture:
             return "processing", None, None, False
         if scenario == "removed":
             return "succeeded", None, None, True
-        return "succeeded", OUTPUT, None, False
+        return "succeeded", self.output, None, False
 
 
 def _allowed_duration(value: str) -> bool:

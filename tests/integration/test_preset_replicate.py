@@ -9,9 +9,14 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
 
 from shared.ledger.states import LocalState
 from shared.providers import describe_guarantees, load_preset
+from shared.serve import serve_app
 from shared.signatures import sign_standard_webhooks
 from tests.fixtures_providers.replicate import (
     API_TOKEN,
@@ -177,3 +182,39 @@ def test_guarantees_admit_no_idempotency_and_no_lookup() -> None:
     assert report["cancellable"][0] is True
     assert report["webhooks signed"][0] is True
     assert report["result integrity checked"][0] is False
+
+
+PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4
+
+
+def cdn(seen: list[dict[str, str]]) -> Starlette:
+    """replicate.delivery: the output files, on a host of their own, whoever asks."""
+
+    async def file(request: Request) -> Response:
+        seen.append(dict(request.headers))
+        return Response(PNG, media_type="image/png")
+
+    return Starlette(routes=[Route("/pbxt/{key}/{name}", file)])
+
+
+async def test_an_image_models_output_files_are_downloaded_not_kept_as_expiring_links(
+    pool: Any, tmp_path: Path
+) -> None:
+    """README's advice for a model whose output is file URLs (they expire about an
+    hour after the prediction): `source = "files"` with `file_ids = "/output"` and no
+    path keeps the file itself, fetched without our token."""
+    seen: list[dict[str, str]] = []
+    async with serve_app(cdn(seen)) as cdn_url:
+        fx = ReplicateFixture(output=[f"{cdn_url}/pbxt/abc/out-0.png"])
+        result = {"source": "files", "file_ids": "/output", "format": "binary"}
+        async with rig(pool, tmp_path, fx, overrides={"result": result}) as r:
+            op_id = await r.submit(prediction("happy"))
+            assert await r.settle(op_id, {S.SUCCEEDED, S.FAILED, S.RESULT_UNAVAILABLE}) is (
+                S.SUCCEEDED
+            ), await r.history(op_id)
+            op = await r.op(op_id)
+            ref = await pool.fetchval(
+                "SELECT storage_ref FROM results WHERE result_id = $1", op.result_id
+            )
+    assert Path(ref.removeprefix("file:")).read_bytes() == PNG
+    assert len(seen) == 1 and "authorization" not in seen[0]  # our token stays with the API
