@@ -172,6 +172,14 @@ def register(sub: Any) -> None:
         metavar="FILE",
         help="the last checkpoint you cosigned: the log must extend it (consistency proof)",
     )
+    cosign_p.add_argument(
+        "--previous-log-key",
+        action="append",
+        default=[],
+        metavar="PUBLIC_KEY",
+        help="after the log's key rotation: the key it replaced, which signed --previous "
+        "(repeatable); never accepted for the checkpoint being cosigned",
+    )
     cosign_p.set_defaults(handler=cmd_cosign)
 
     keygen = actions.add_parser(
@@ -383,6 +391,10 @@ async def cmd_archive(args: argparse.Namespace) -> int:
             "archiving needs the checkpoint signing key (JW_LOG_SIGNING_KEY / "
             "JW_LOG_SIGNING_KEY_FILE): archived rows are proven by a signed checkpoint"
         )
+    try:
+        previous_keys = log.load_previous_keys(settings.log_previous_key_files)
+    except log.KeyFileError as exc:
+        return _fail(f"previous checkpoint keys (log_previous_key_files): {exc}")
     if args.max_operations < 1:
         return _fail("--max-operations is at least 1")
     async with cli_operator.app_connection() as conn:
@@ -394,6 +406,7 @@ async def cmd_archive(args: argparse.Namespace) -> int:
                 signer,
                 settings.log_checkpoint_dir,
                 args.max_operations,
+                previous_keys,
             )
         except archive.ArchiveError as exc:
             return _fail(str(exc))
@@ -543,11 +556,14 @@ def _write_text(path: Path, text: str) -> None:
 async def cmd_cosign(args: argparse.Namespace) -> int:
     log_key = _verifier(args.log_key)
     try:
+        # the last checkpoint cosigned may predate a rotation: its key opens it,
+        # and only it; the checkpoint cosigned now is the current key's alone
+        earlier_keys = [log_key, *(_verifier(key) for key in args.previous_log_key)]
         note = _read_text(Path(args.checkpoint))
         witness = CosignatureSigner.from_key(_read_text(Path(args.witness_key_file)).strip())
         current = log_audit.open_checkpoint(note, [log_key])
         previous = (
-            log_audit.open_checkpoint(_read_text(Path(args.previous)), [log_key])
+            log_audit.open_checkpoint(_read_text(Path(args.previous)), earlier_keys)
             if args.previous
             else None
         )

@@ -35,7 +35,7 @@ import re
 import secrets
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -49,7 +49,7 @@ from shared.ledger import log
 from shared.ledger.leaves import KINDS, Digests, leaf_data, row_document
 from shared.ledger.log_tiles import TilesWritten, export_tiles
 from shared.ledger.receipts import build_receipt
-from shared.tlog import Checkpoint, Signer, leaf_hash, open_note
+from shared.tlog import Checkpoint, Signer, Verifier, leaf_hash, open_note
 
 FORMAT = "jobwarden-archive/v1"
 MANIFEST_PREFIX = b"jobwarden/archive-manifest/v1\n"
@@ -131,16 +131,18 @@ async def archive(
     signer: Signer,
     checkpoint_dir: Path,
     max_operations: int = DEFAULT_OPERATIONS,
+    previous_keys: Sequence[Verifier] = (),
 ) -> Archived:
     """Archive the evidence of operations finished more than `older_than` ago.
 
     The log is sequenced and a checkpoint signed first, so every archived row
     is covered by a signed tree (the archive's receipts prove against it);
     after the deletion, the log is sequenced and signed again, so the move
-    itself is covered.
+    itself is covered. `previous_keys` (log_previous_key_files) open a checkpoint
+    published before a key rotation, as the reconciler's sequencer does.
     """
     await _take_back_recorded(conn, root)
-    checkpoint, note = await _sign(conn, signer, checkpoint_dir)
+    checkpoint, note = await _sign(conn, signer, checkpoint_dir, previous_keys)
     window = await conn.fetchrow(q("archive_cutoff"), older_than)
     candidates = await conn.fetch(q("archive_candidates"), window["cutoff"], max_operations)
     result = Archived()
@@ -181,7 +183,7 @@ async def archive(
         # the server refused it, so it rolled back: no log entry names this archive
         _set_aside(path)
         raise
-    await _sign(conn, signer, checkpoint_dir)
+    await _sign(conn, signer, checkpoint_dir, previous_keys)
     # The tree the receipts prove against, as C2SP tiles beside the archives.
     result.tiles = await export_tiles(conn, root, checkpoint.size, note)
     result.name, result.path, result.operations, result.rows = name, path, len(chosen), total
@@ -255,12 +257,15 @@ def _set_aside(path: Path) -> None:
         os.rename(path, path.with_name(f".unrecorded-{path.name}"))
 
 
-async def _sign(conn: Any, signer: Signer, checkpoint_dir: Path) -> tuple[Checkpoint, str]:
+async def _sign(
+    conn: Any, signer: Signer, checkpoint_dir: Path, previous_keys: Sequence[Verifier]
+) -> tuple[Checkpoint, str]:
     await log.sequence_all(conn)
-    previous = log.published(checkpoint_dir, signer)
     try:
-        note = await log.checkpoint(conn, signer, previous)
-    except log.LogForked as exc:
+        # a published checkpoint no named key opens is a refusal, not a traceback
+        previous = log.published(checkpoint_dir, signer, previous_keys)
+        note = await log.checkpoint(conn, signer, previous, previous_keys)
+    except (log.LogForked, ValueError) as exc:
         raise ArchiveError(f"checkpoint NOT signed, nothing archived: {exc}") from None
     signed = Checkpoint.parse(open_note(note, [signer.verifier]).text)
     log.publish(note, checkpoint_dir)

@@ -411,6 +411,20 @@ def published(
     return Checkpoint.parse(open_note(note, [signer.verifier, *previous_keys]).text)
 
 
+def _same_tree(kept: str, note: str) -> bool:
+    """Does `kept` state the tree `note` signs? After a key rotation with no leaf
+    since the old key's last checkpoint, the new key signs that same tree: its
+    note differs, the tree does not (the old note stays under its size, the new
+    one becomes the latest). Not checked here: `checkpoint()` proved `note`."""
+    if kept == note:
+        return True
+    try:
+        old, new = Checkpoint.parse(note_text(kept)), Checkpoint.parse(note_text(note))
+    except (NoteError, CheckpointError):
+        return False
+    return (old.size, old.root_hash) == (new.size, new.root_hash)
+
+
 # Checkpoints are public (they are shipped off the host for anyone to verify
 # against): readable by all, so the job that ships them need not run as the
 # reconciler's user. The directory's mode still decides who can reach them.
@@ -436,7 +450,7 @@ def publish(note: str, directory: Path) -> Published:
     directory.mkdir(parents=True, exist_ok=True)
     numbered = directory / f"checkpoint.{tree_size}"
     if numbered.exists():
-        if numbered.read_text("utf-8") != note:
+        if not _same_tree(numbered.read_text("utf-8"), note):
             # the same size signed twice over different trees cannot happen
             # after checkpoint()'s checks; a differing file is kept as found
             raise LogForked(f"{numbered} exists with another note: kept, not replaced")
