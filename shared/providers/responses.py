@@ -639,7 +639,7 @@ def parse_lookup(
     unnamed = False
     referenced = 0
     for job in jobs:
-        reference = as_str(extract(spec.match, job)) if spec.match is not None else None
+        reference = _reference(extract(spec.match, job)) if spec.match is not None else None
         if reference is not None:
             referenced += 1
         if reference != client_reference:
@@ -674,6 +674,14 @@ def parse_lookup(
         referenced=referenced,
         unreferenced=len(jobs) - referenced,
     )
+
+
+def _reference(value: Any) -> str | None:
+    """A listed job's value at `lookup.match` as a reference: text only. Ours is an
+    operation id; a number there (`as_str` reads ids so) is a `match` on the
+    wrong field (a job's `created_at`), and counted as "others' references" it
+    made every item "not ours": absence, the lost create sent again."""
+    return value if isinstance(value, str) and value else None
 
 
 def unreferenced_listing(spec: LookupSpec, referenced: int, unreferenced: int) -> str | None:
