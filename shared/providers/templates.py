@@ -53,10 +53,27 @@ def parse_template(text: str, allowed: Iterable[str]) -> Template:
 
 def query_param_of(template: Template, name: str) -> re.Match[str] | None:
     """The query parameter whose whole value is `{name}` (`?fal_webhook={webhook_url}`),
-    if `{name}` is used exactly so, once: what `without_query_param` can take out."""
-    if template.text.count("{" + name + "}") != 1 or "?" not in template.text:
+    if `{name}` is used exactly so, once: what `without_query_param` can take out.
+
+    Once in either form: a `{+name}` beside it put the value in the path too. In the
+    query itself: after the first `?` (a later one is text of a value before it),
+    before any `#` (a fragment never leaves the client: the create would be recorded
+    as naming our callback URL, and never give it)."""
+    used = [m for m in _PLACEHOLDER.finditer(template.text) if m.group(2) == name]
+    path, mark, query = template.text.partition("?")
+    found = re.search(r"(^|&)" + _whole_value(name), query) if mark else None
+    if len(used) != 1 or found is None:
         return None
-    return re.search(r"([?&])[^=&?#{}]+=\{" + name + r"\}(&|$)", template.text)
+    # where it starts in the whole text: at its `&`, or at the `?` opening the query
+    start = len(path) + found.start() + (1 if found.group(1) else 0)
+    if "#" in template.text[:start]:
+        return None
+    return re.compile(r"([?&])" + _whole_value(name)).match(template.text, start)
+
+
+def _whole_value(name: str) -> str:
+    """A parameter's name, `=`, then `{name}` up to the parameter's end."""
+    return r"[^=&?#{}]+=\{" + re.escape(name) + r"\}(&|$)"
 
 
 def without_query_param(template: Template, name: str) -> Template:
