@@ -568,9 +568,10 @@ def normal_host(host: str) -> str:
         parsed = httpx.URL("http://" + (f"[{bare}]" if ":" in bare else bare) + "/")
     except (httpx.InvalidURL, ValueError, TypeError):
         raise ValueError("not a host name or IP address") from None
-    if not parsed.raw_host:
+    normal = _host_of(parsed) if parsed.raw_host else ""
+    if not normal:  # `.` is a trailing dot alone: no host
         raise ValueError("not a host name or IP address")
-    return _host_of(parsed)
+    return normal
 
 
 def _host_of(url: httpx.URL) -> str:
@@ -578,8 +579,9 @@ def _host_of(url: httpx.URL) -> str:
 
 
 def _normal_host(host: str) -> str:
-    name = host.lower()
-    name = name[:-1] if name.endswith(".") else name
+    # every trailing dot: `127.0.0.1..` is no name a resolver takes, yet read as
+    # `127.0.0.1.` it was no address either, and passed as a public host
+    name = host.lower().rstrip(".")
     address = _ip_literal(name)
     return str(address) if address is not None else name
 
