@@ -25,12 +25,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from shared.providers import ConfigError, RequestBuildError
+from shared.providers import ConfigError, HttpRequest, RequestBuildError
 from shared.providers.requests import (
     _credential_origins,
     _may_receive_credential,
     _origin_of,
     _split_entry,
+    build_redirect,
     host_entry,
     resolve_url,
     trusts,
@@ -135,3 +136,23 @@ def test_an_internal_host_with_trailing_dots_is_refused_when_built(url: str) -> 
     the resolver on every attempt (an IDNA error, not a refusal), retried."""
     with pytest.raises(RequestBuildError, match="points at"):
         resolve_url(described(), url)
+
+
+def test_a_redirect_keeps_the_credential_on_its_origins_and_never_gets_it_back() -> None:
+    """README (`result.follow_redirects`): the credential goes on a hop to the origins
+    it may go to (base_url's, an extra host's), and once a hop left them, on none after."""
+    desc = described(auth={"extra_hosts": ["files.acme.test"]})
+    first = HttpRequest(
+        action="result",
+        method="GET",
+        url=desc.base_url + "/results/j1",
+        headers={"Authorization": "Bearer k"},
+        timeout=1.0,
+        secret_headers=frozenset({"Authorization"}),
+    )
+    extra = build_redirect(desc, first, "https://files.acme.test/r")
+    assert extra.headers.get("Authorization") == "Bearer k"
+    away = build_redirect(desc, extra, "https://cdn.example/r?sig=x")
+    assert "Authorization" not in away.headers
+    back = build_redirect(desc, away, desc.base_url + "/results/j1")
+    assert "Authorization" not in back.headers
