@@ -98,7 +98,8 @@ _HOOKS = st.one_of(
             "https://hooks.example/w?fal_webhook=x&cb=y",
         ]
     ),
-    st.text(st.characters(min_codepoint=0x20, exclude_categories=["Cs"]), min_size=1).map(
+    # no control character: check_path_value refuses one in any value (DEL too)
+    st.text(st.characters(min_codepoint=0x20, exclude_categories=["Cs", "Cc"]), min_size=1).map(
         lambda t: "https://hooks.example/" + t
     ),
 )
