@@ -94,8 +94,9 @@ rules in ``shared/providers/paths.py``); *paths* = a path or a list of paths;
                items, item_id,
                item_error, item_success + item_success_values (json/jsonl only),
                follow_redirects (false: a 3xx answer to a result fetch is not followed;
-                 true: up to 5 redirects, the credential dropped once a hop leaves the
-                 base_url's origin, http(s) targets only, every hop in the call log),
+                 true: up to 5 redirects, the credential dropped for good once a hop
+                 leaves the origins it goes to (base_url's, an auth.extra_hosts entry's),
+                 http(s) targets only, every hop in the call log),
                allowed_hosts ([]: hosts, exact match, case-insensitive, on which a
                  provider-given URL may reach a loopback/private/link-local address, a
                  bare host on any port, host:port ([::1]:8443) on that port alone; the
