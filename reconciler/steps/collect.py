@@ -40,7 +40,12 @@ from shared.providers import (
     ResultCheck,
     StatusFact,
 )
-from shared.providers.description import Checksum, ResultPages, ResultSource
+from shared.providers.description import (
+    Checksum,
+    ProviderDescription,
+    ResultPages,
+    ResultSource,
+)
 from shared.providers.requests import build_redirect
 from shared.providers.responses import throttle_code
 from shared.providers.results import (
@@ -359,6 +364,8 @@ async def _fetch(
     try:
         reqs = step.adapter.build_result_requests(step.op.remote_job_id, status)
     except RequestBuildError as exc:
+        if _names_no_result(desc, status) and not await _out_of_retries(step, conn, attempt):
+            return step.until_allowed(step.retry(attempt, status.retry_after_seconds))
         return await _give_up(step, conn, S.RESULT_UNAVAILABLE, f"cannot locate the result: {exc}")
     if not reqs:
         if desc.result.source is ResultSource.NONE:
@@ -388,6 +395,18 @@ async def _fetch(
     check = step.adapter.validate_result(responses if len(responses) > 1 else responses[0], status)
     content = _stored_content(step, check, responses)
     return Collected(check, content, "result", _counts(check, status), check.failed_items)
+
+
+def _names_no_result(desc: ProviderDescription, status: StatusFact) -> bool:
+    """Does this final read name no result link or file where the description
+    expects one? A job read done before its output is filled in (Luma's
+    `completed` with `assets: null`, a `video_url` still null) says nothing of
+    the result: read again, as a read naming no state is, rather than send a
+    finished job to a human at the first such read."""
+    source = desc.result.source
+    if source is ResultSource.URL:
+        return not status.result_url
+    return source is ResultSource.FILES and not status.result_file_ids
 
 
 def _refused_part(
