@@ -227,6 +227,13 @@ def _last_create_answer(call: Any) -> str:
         answer = f"HTTP {call['status_code']}"
         if call["not_before"] is not None:
             answer += f", asking to wait until {call['not_before']:%Y-%m-%dT%H:%M:%SZ}"
+        if call["status_code"] >= 400:
+            # the one fix in the description's hands: a refusal the provider's docs
+            # say created nothing (a 429 most often) goes again, never to a human
+            answer += (
+                " (if the provider documents this answer as creating nothing, list it "
+                "in create.not_created_statuses: it is then sent again)"
+            )
     else:
         answer = f"no answer ({call['error_category'] or 'unknown'})"
     return f"; the last create got {answer}"

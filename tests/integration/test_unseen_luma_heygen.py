@@ -177,7 +177,9 @@ async def test_luma_a_rate_limited_create_goes_to_a_human_and_reads_wait(
     pool: Any, tmp_path: Path
 ) -> None:
     """Luma documents 429 without saying nothing was made: left ambiguous, the create
-    goes to a human and is never sent twice. A 429 to a read is back-pressure."""
+    goes to a human and is never sent twice, told how to say otherwise if the
+    provider's docs do (the reason named only the 429). A 429 to a read is
+    back-pressure."""
     fx = LumaFixture()
     fx.throttled_creates = 1
     async with luma(pool, tmp_path, fx) as r:
@@ -185,6 +187,9 @@ async def test_luma_a_rate_limited_create_goes_to_a_human_and_reads_wait(
         assert await r.settle(op_id, ENDS) is S.NEEDS_ATTENTION, await r.history(op_id)
         assert len(await r.calls(op_id, "create")) == 1
         assert fx.creates == 0
+        reason = (await r.escalation(op_id))["reason"]
+        assert "the last create got HTTP 429" in reason, reason
+        assert "list it in create.not_created_statuses" in reason, reason  # the fix
     fx = LumaFixture()
     fx.throttled_reads = 3
     async with luma(pool, tmp_path, fx) as r:
@@ -350,12 +355,28 @@ async def test_heygen_a_cancel_claims_nothing_and_the_video_is_still_collected(
     async with heygen(pool, tmp_path, fx) as r:
         op_id = await r.submit({**AVATAR, "script": "slow"})
         await r.settle(op_id, {S.OBSERVING})
-        state = await r.cancel(op_id)
-        assert state is not S.CANCELLED
+        assert await r.cancel(op_id) is S.CANCEL_REQUESTED
         fx.finish(fx.only()["id"])
-        end = await r.settle(op_id, ENDS)
-        assert end is not S.CANCELLED, await r.history(op_id)
-        assert "cancelled" not in await r.history(op_id)
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert await r.calls(op_id, "cancel") == []
+        assert await stored(r, op_id) == MP4
+
+
+async def test_heygen_a_cancel_past_its_deadline_says_no_cancel_was_sent(
+    pool: Any, tmp_path: Path
+) -> None:
+    """The video still renders at the cancel deadline: a human is asked, told that
+    HeyGen has no cancel endpoint and nothing was sent."""
+    fx = HeyGenFixture()
+    async with heygen(pool, tmp_path, fx) as r:
+        op_id = await r.submit({**AVATAR, "script": "slow"})
+        await r.settle(op_id, {S.OBSERVING})
+        await r.cancel(op_id, cancel_deadline_s=0.5)
+        assert await r.settle(op_id, ENDS) is S.CANCELLATION_UNCONFIRMED, await r.history(op_id)
+        reason = (await r.escalation(op_id))["reason"]
+        assert "provider heygen has no cancel endpoint" in reason, reason
+        assert "no cancel was sent" in reason, reason
+        assert await r.calls(op_id, "cancel") == []
 
 
 async def test_heygen_its_signed_webhook_wakes_the_operation_and_a_forged_one_is_refused(
