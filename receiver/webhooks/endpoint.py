@@ -137,6 +137,7 @@ from shared.providers.description import WebhookChallenge, WebhookScheme, Webhoo
 from shared.providers.facts import WebhookFact
 from shared.providers.paths import PathSource, ValuePath, extract, parse_path
 from shared.providers.values import as_id, as_str, clip
+from shared.redaction import sanitize_text_urls
 from shared.signatures import (
     SignatureError,
     Verified,
@@ -485,7 +486,11 @@ class WebhookEndpoint:
         raw_query = scope.get("query_string", b"")
         query = QueryParams(raw_query) if raw_query else _NO_QUERY
         fact = _parse(provider, document, stored_body, headers, query)
-        payload = storable_payload(stored_body, document)
+        # A pre-signed link an event carries (HeyGen's `event_data.url`, CloudFront's
+        # Signature) is a bearer credential until it expires: stored redacted, as the
+        # call log keeps a status answer's, after the event was read and its dedupe
+        # key taken from the body as signed.
+        payload = sanitize_text_urls(storable_payload(stored_body, document))
         return _stored(provider, verified, event_id, fact, payload)
 
     def _answer(

@@ -385,7 +385,9 @@ async def test_heygen_its_signed_webhook_wakes_the_operation_and_a_forged_one_is
     """HeyGen's account webhook, a hex HMAC-SHA256 of the body in `Signature`
     (README's `hmac` family, as Lemon Squeezy's), reaches the real receiver, names
     its operation by `callback_id`, and wakes it long before the 30 s backstop. One
-    signed with another secret is refused and moves nothing."""
+    signed with another secret is refused and moves nothing. The pre-signed link it
+    carries is stored redacted: it was kept whole, reusable from the database,
+    although README promises no pre-signed link is (the call log's copies were)."""
     fx = HeyGenFixture()
     async with heygen(pool, tmp_path, fx, with_receiver=True) as r:
         op_id = await r.submit({**AVATAR, "script": "slow"})
@@ -397,6 +399,12 @@ async def test_heygen_its_signed_webhook_wakes_the_operation_and_a_forged_one_is
         assert await r.settle(op_id, ENDS, timeout=8) is S.SUCCEEDED, await r.history(op_id)
         assert await stored(r, op_id) == MP4
         event = await r.pool.fetchrow(
-            "SELECT operation_id FROM webhook_events WHERE provider = 'heygen'"
+            "SELECT operation_id, payload::text FROM webhook_events WHERE provider = 'heygen'"
         )
         assert event["operation_id"] == op_id
+        # the event's `url` is a pre-signed link (CloudFront's Signature): a bearer
+        # credential to the video, stored redacted as every other copy of it is
+        payload = json.loads(event["payload"])
+        assert "Signature=sig" not in event["payload"], payload
+        assert "Signature=[redacted]" in payload["event_data"]["url"], payload
+        assert payload["event_data"]["video_id"] == vid
