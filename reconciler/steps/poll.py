@@ -584,10 +584,19 @@ def _after_our_cancel(step: Step) -> str:
     cancel = step.adapter.desc.cancel
     if sent is None or cancel.path is None:
         return ""
+    said = f", after our cancel request ({cancel.method} {cancel.path.text}) was sent at "
+    said += f"{sent:%Y-%m-%dT%H:%M:%SZ}"
+    if cancel.deletes_job:
+        # Here only when no accepted answer came back (an accepted one makes the
+        # miss the cancel done): the description says it deletes, so say so.
+        return (
+            f"{said}: that request deletes the job (cancel.deletes_job), so it most "
+            "likely did, with any result it had, but no accepted answer to it was "
+            "received, so no cancel is claimed; if the provider shows the job gone, "
+            "resolve --decision cancelled"
+        )
     return (
-        f", after our cancel request ({cancel.method} {cancel.path.text}) was sent at "
-        f"{sent:%Y-%m-%dT%H:%M:%SZ}: if that request deletes the job, it may have "
-        "deleted it, with any result it had"
+        f"{said}: if that request deletes the job, it may have deleted it, with any result it had"
     )
 
 

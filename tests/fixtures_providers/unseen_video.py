@@ -69,6 +69,7 @@ class LumaFixture(_Jobs):
         # reads of a completed generation that still name no video (`assets` not
         # yet filled in), before the one that does
         self.assets_late = 0
+        self.lose_delete_answer = False  # the DELETE deletes, its answer never comes
 
     def app(self) -> Starlette:
         root = "/dream-machine/v1/generations"
@@ -167,6 +168,8 @@ class LumaFixture(_Jobs):
         if job["state"] in ENDED:
             self.deleted_after_end.append(gid)
         self.deleted.append(gid)
+        if self.lose_delete_answer:
+            await hang()
         return Response(status_code=204)
 
     async def video(self, request: Request) -> Response:

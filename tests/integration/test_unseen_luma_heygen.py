@@ -210,6 +210,26 @@ async def test_luma_a_cancel_deletes_the_dreaming_generation_and_reads_cancelled
         assert fx.cancels == [(fx.only()["id"], "dreaming")]
 
 
+async def test_luma_a_delete_whose_answer_is_lost_claims_no_cancel_and_says_why(
+    pool: Any, tmp_path: Path
+) -> None:
+    """The DELETE arrives (the generation is gone) but its answer is lost: the miss
+    that follows is no accepted cancel's, so nothing is claimed; a human is asked,
+    told the description says the DELETE deletes (the reason said "if that request
+    deletes the job", as if nobody knew) and what to decide."""
+    fx = LumaFixture()
+    fx.lose_delete_answer = True
+    async with luma(pool, tmp_path, fx) as r:
+        op_id = await r.submit({**PROMPT, "script": "slow"})
+        await r.settle(op_id, {S.OBSERVING})
+        await r.cancel(op_id)
+        assert await r.settle(op_id, ENDS, timeout=20) is S.NEEDS_ATTENTION, await r.history(op_id)
+        assert "cancelled" not in await r.history(op_id)
+        reason = (await r.escalation(op_id))["reason"]
+        assert "that request deletes the job (cancel.deletes_job)" in reason, reason
+        assert "resolve --decision cancelled" in reason, reason
+
+
 async def test_luma_a_generation_that_completed_before_the_cancel_is_kept(
     pool: Any, tmp_path: Path
 ) -> None:
