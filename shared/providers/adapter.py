@@ -13,12 +13,11 @@ plugin providers look the same to it.
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
 import functools
 import importlib
 import random
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -45,6 +44,23 @@ from shared.signatures import SignatureError, Verified
 _JOB_CALLBACKS: contextvars.ContextVar[bool | None] = contextvars.ContextVar(
     "jw_job_callbacks", default=None
 )
+
+
+class _ForJob:
+    """`ProviderAdapter.for_job`'s context: a class, not a generator, as it wraps
+    every status read's schedule (a generator's context manager costs about
+    three times as much)."""
+
+    __slots__ = ("_callbacks", "_token")
+
+    def __init__(self, callbacks: bool) -> None:
+        self._callbacks = callbacks
+
+    def __enter__(self) -> None:
+        self._token = _JOB_CALLBACKS.set(self._callbacks)
+
+    def __exit__(self, *exc: object) -> None:
+        _JOB_CALLBACKS.reset(self._token)
 
 
 class PluginError(ValueError):
@@ -190,15 +206,10 @@ class ProviderAdapter:
             return False
         return self._configured_callbacks() if callback_url_sent is None else callback_url_sent
 
-    @contextlib.contextmanager
-    def for_job(self, callbacks: bool) -> Iterator[None]:
+    def for_job(self, callbacks: bool) -> _ForJob:
         """Schedule one job's reads: `expects_callbacks` (hence the built-in
         `next_poll_delay`, a plugin's super() included) says `callbacks` meanwhile."""
-        token = _JOB_CALLBACKS.set(callbacks)
-        try:
-            yield
-        finally:
-            _JOB_CALLBACKS.reset(token)
+        return _ForJob(callbacks)
 
     @functools.cached_property
     def headers_read(self) -> frozenset[str] | None:
