@@ -137,7 +137,7 @@ from shared.providers.description import WebhookChallenge, WebhookScheme, Webhoo
 from shared.providers.facts import WebhookFact
 from shared.providers.paths import PathSource, ValuePath, extract, parse_path
 from shared.providers.values import as_id, as_str, clip
-from shared.redaction import sanitize_text_urls
+from shared.redaction import sanitize_bytes_urls, sanitize_text_urls
 from shared.signatures import (
     SignatureError,
     Verified,
@@ -771,11 +771,15 @@ def _unread_event(provider: _Provider, verified: Verified, body: bytes) -> Event
     Nothing in it is read: no reference (so no match, and no plugin is asked,
     as it would read the same body), its dedupe key the scheme's signed id or
     else the body's hash (`dedupe_id` finds no id in an empty document), so a
-    redelivery is a duplicate. Its payload is the body exactly, in base64
-    (jsonb may refuse it). Operators find it among the unmatched events.
+    redelivery is a duplicate. Its payload is the body in base64 (jsonb may
+    refuse it), as sent but for its links' credential-looking query values,
+    redacted as every stored payload's are. Operators find it among the
+    unmatched events.
     """
     event_id = dedupe_id(provider.spec, verified, {}, body)
-    return _stored(provider, verified, event_id, None, unstorable_payload(body))
+    return _stored(
+        provider, verified, event_id, None, unstorable_payload(sanitize_bytes_urls(body))
+    )
 
 
 def _stored(
@@ -870,7 +874,7 @@ def storable_payload(body: bytes, document: Any) -> str:
     re-encoded from the parsed document, scrubbed the same way. A document
     that cannot be re-encoded (a number beyond a double's range, read as
     infinity; extreme nesting) is stored as `unstorable_payload`, which
-    keeps the body exactly.
+    keeps the body exactly but for its links' credential-looking query values.
 
     Numbers beyond PostgreSQL's numeric range (`1e200000`, 20,000 digits
     after the point) in raw text are not looked for here: that would be a
@@ -889,7 +893,8 @@ def storable_payload(body: bytes, document: Any) -> str:
     try:
         return json.dumps(scrub(document), ensure_ascii=False, allow_nan=False)
     except (ValueError, RecursionError):  # e.g. 1e999 parsed as inf; extreme nesting
-        return unstorable_payload(body)
+        # in base64, out of reach of the redaction of the text (`_event`): done here
+        return unstorable_payload(sanitize_bytes_urls(body))
 
 
 def _scrub_escapes(body: bytes) -> bytes:
