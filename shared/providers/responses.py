@@ -351,12 +351,26 @@ def parse_status(
 def _failed_by_error(spec: StatusSpec, fact: StatusFact) -> StatusFact:
     """A success state read with an error is a failure (`status.error_means_failed`:
     fal.ai's `COMPLETED` beside `error`), its raw state and error kept as read. An
-    empty error (`"error": ""`) names none."""
+    empty error (`"error": ""`) names none. A partial success whose counts say items
+    succeeded stays one: its error says which failed (a batch's "2 of 10 requests
+    failed"), and a failure would leave the succeeded items' results uncollected."""
     ended_well = fact.remote_state in (RemoteState.SUCCEEDED, RemoteState.PARTIALLY_SUCCEEDED)
     said = fact.error is not None and bool(fact.error.code or fact.error.message)
-    if spec.error_means_failed and ended_well and said:
-        return replace(fact, remote_state=RemoteState.FAILED)
-    return fact
+    if not (spec.error_means_failed and ended_well and said):
+        return fact
+    if fact.remote_state is RemoteState.PARTIALLY_SUCCEEDED and _some_succeeded(fact.counts):
+        return fact
+    return replace(fact, remote_state=RemoteState.FAILED)
+
+
+def _some_succeeded(counts: Counts | None) -> bool:
+    """Whether the counts read say at least one item succeeded."""
+    if counts is None:
+        return False
+    succeeded = counts.succeeded
+    if succeeded is None and counts.total is not None and counts.failed is not None:
+        succeeded = counts.total - counts.failed
+    return succeeded is not None and succeeded > 0
 
 
 def _done_in_body(spec: StatusSpec) -> bool:
