@@ -534,7 +534,7 @@ def check_sendable(desc: ProviderDescription, url: str, what: str) -> None:
     """
     if len(url) > MAX_URL_CHARS:
         raise RequestBuildError(_too_long(what, len(url)))
-    if url.startswith(desc.base_url.rstrip("/") + "/") and _plain_path(url):
+    if _under_base_url(desc, url):
         return  # our own base URL, checked at load, and a path we quoted: every status read
     try:
         target = httpx.URL(url)
@@ -584,6 +584,13 @@ def _normal_host(host: str) -> str:
     name = host.lower().rstrip(".")
     address = _ip_literal(name)
     return str(address) if address is not None else name
+
+
+def _under_base_url(desc: ProviderDescription, url: str) -> bool:
+    """`url` is the base URL followed by a plain path: the base URL's own origin
+    (its authority ends at the `/` after it; base_url has no query, fragment or
+    credentials, checked at load), so the parse a URL otherwise gets is skipped."""
+    return url.startswith(desc.base_url.rstrip("/") + "/") and _plain_path(url)
 
 
 def _plain_path(url: str) -> bool:
@@ -906,8 +913,8 @@ def _may_receive_credential(desc: ProviderDescription, url: str) -> bool:
     same as none written), or an https `auth.extra_hosts` origin: the host on 443,
     or on the port its entry names (`host:port`). A host is never enough: another
     port on it is another server, whoever runs it."""
-    if url.startswith(desc.base_url.rstrip("/") + "/") and _plain_path(url):
-        return True  # the base URL's own authority, as `check_sendable` skips it: every read
+    if _under_base_url(desc, url):
+        return True  # the base URL's own authority: every status read
     extra = desc.auth.extra_hosts if desc.auth is not None else ()
     return _origin_of(url) in _credential_origins(desc.base_url, extra)
 
