@@ -2,12 +2,11 @@
 
 Every provider call is bounded as a whole (reconciler/calls.py): the lease
 that fences it is sized against that bound. `asyncio.timeout` arms a timer
-of its own per call and disarms it when the call returns, which on uvloop
-costs about 10 µs a call (a libuv timer made, started, stopped and freed),
-the largest single piece of a status read's own work after parsing its
-answer. Calls nearly always return long before their bound, and their
-bounds are all about the same length from their start, so one timer set
-for the earliest bound is enough: a bound that ends later than the armed
+of its own per call and disarms it when the call returns (on uvloop, a
+libuv timer made, started, stopped and freed for every status read). Calls
+nearly always return long before their bound, and their bounds are all
+about the same length from their start, so one timer set for the earliest
+bound is enough: a bound that ends later than the armed
 timer arms nothing. When the timer fires it cancels the calls whose bound
 has passed and arms itself for the earliest one left; a call that returned
 meanwhile is simply gone from the table. A bound is honoured to the
