@@ -15,6 +15,7 @@ import functools
 import socket
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -113,7 +114,7 @@ class PresetRig:
         return (await self.op(op_id)).state
 
     async def settle(
-        self, op_id: str, states: set[LocalState], timeout: float = SETTLE_TIMEOUT_SECONDS
+        self, op_id: str, states: AbstractSet[LocalState], timeout: float = SETTLE_TIMEOUT_SECONDS
     ) -> LocalState:
         """Run the reconciler (as the daemon would) until the operation reaches `states`."""
         deadline = time.monotonic() + timeout
@@ -134,6 +135,21 @@ class PresetRig:
                 reason="test",
                 cancel_deadline_s=cancel_deadline_s,
             )
+
+    async def result_bytes(self, op_id: str) -> bytes:
+        """The operation's stored result file, as kept."""
+        op = await self.op(op_id)
+        ref = await self.pool.fetchval(
+            "SELECT storage_ref FROM results WHERE result_id = $1", op.result_id
+        )
+        return Path(ref.removeprefix("file:")).read_bytes()
+
+    async def raw_states(self, op_id: str) -> set[str]:
+        """Every state the provider's own words named for the operation, as read."""
+        rows = await self.pool.fetch(
+            "SELECT DISTINCT remote_state_raw FROM observations WHERE operation_id = $1", op_id
+        )
+        return {row[0] for row in rows}
 
     async def history(self, op_id: str) -> list[str]:
         rows = await self.pool.fetch(

@@ -40,11 +40,7 @@ def job(name: str) -> dict[str, Any]:
 
 async def stored(r: Any, op_id: str) -> Any:
     """The stored result document, parsed."""
-    op = await r.op(op_id)
-    ref = await r.pool.fetchval(
-        "SELECT storage_ref FROM results WHERE result_id = $1", op.result_id
-    )
-    return json.loads(Path(ref.removeprefix("file:")).read_bytes())
+    return json.loads(await r.result_bytes(op_id))
 
 
 def rig(pool: Any, tmp_path: Path, fx: BedrockFixture) -> Any:

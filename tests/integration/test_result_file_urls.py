@@ -134,14 +134,6 @@ async def export_rig(
             yield r, fx
 
 
-async def stored(r: PresetRig, op_id: str) -> bytes:
-    op = await r.op(op_id)
-    ref = await r.pool.fetchval(
-        "SELECT storage_ref FROM results WHERE result_id = $1", op.result_id
-    )
-    return Path(ref.removeprefix("file:")).read_bytes()
-
-
 async def test_every_file_named_by_url_is_fetched_and_stored_whole(
     pool: Any, tmp_path: Path
 ) -> None:
@@ -151,7 +143,7 @@ async def test_every_file_named_by_url_is_fetched_and_stored_whole(
     async with export_rig(pool, tmp_path, ["part-0.jsonl", "part-1.jsonl"]) as (r, fx):
         op_id = await r.submit({"table": "orders"})
         assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
-        assert await stored(r, op_id) == SHARDS["part-0.jsonl"] + SHARDS["part-1.jsonl"]
+        assert await r.result_bytes(op_id) == SHARDS["part-0.jsonl"] + SHARDS["part-1.jsonl"]
         assert (await r.op(op_id)).result_summary["items_total"] == 3
         assert fx.cdn_fetches == ["part-0.jsonl", "part-1.jsonl"]
         assert fx.cdn_auth == [None, None]

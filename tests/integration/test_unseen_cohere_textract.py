@@ -9,7 +9,6 @@ Textract's asynchronous text detection on the AWS JSON 1.1 protocol
 from __future__ import annotations
 
 import json
-import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -20,29 +19,11 @@ from shared import secret as secret_module
 from shared.ledger.states import LocalState
 from shared.secret import RECHECK_SECONDS
 from tests.fixtures_providers.cohere_embed import COHERE_KEY, EmbedJobsFixture
+from tests.fixtures_providers.described import ENDS, described
 from tests.fixtures_providers.rig import preset_rig
 from tests.fixtures_providers.textract import KEYS, TextractFixture
 
 S = LocalState
-ENDS = {
-    S.SUCCEEDED,
-    S.RESULT_TIMED_OUT,
-    S.FAILED,
-    S.CANCELLED,
-    S.NEEDS_ATTENTION,
-    S.RESULT_UNAVAILABLE,
-    S.RESULT_VALIDATION_FAILED,
-    S.CANCELLATION_UNCONFIRMED,
-}
-UNSEEN = Path(__file__).parent.parent / "fixtures_providers" / "unseen"
-
-
-def described(name: str) -> dict[str, Any]:
-    """The user's provider table, pointed at the fake (the rig sets base_url)."""
-    with (UNSEEN / f"{name}.toml").open("rb") as f:
-        (table,) = tomllib.load(f)["providers"].values()
-    del table["base_url"]
-    return dict(table)
 
 
 def cohere(pool: Any, tmp_path: Path, fx: EmbedJobsFixture) -> Any:
@@ -90,11 +71,7 @@ def document(name: str) -> dict[str, Any]:
 
 async def stored(r: Any, op_id: str) -> Any:
     """The stored result document, parsed."""
-    op = await r.op(op_id)
-    ref = await r.pool.fetchval(
-        "SELECT storage_ref FROM results WHERE result_id = $1", op.result_id
-    )
-    return json.loads(Path(ref.removeprefix("file:")).read_bytes())
+    return json.loads(await r.result_bytes(op_id))
 
 
 # --- Cohere embed jobs ---------------------------------------------------------

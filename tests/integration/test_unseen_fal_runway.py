@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
-import tomllib
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from shared.ledger.states import LocalState
 from shared.serve import serve_app
+from tests.fixtures_providers.described import ENDS, described
 from tests.fixtures_providers.rig import PresetRig, preset_rig
 from tests.fixtures_providers.unseen_media import (
     FAL_IMAGES,
@@ -33,35 +33,6 @@ from tests.fixtures_providers.unseen_media import (
 )
 
 S = LocalState
-ENDS = {
-    S.SUCCEEDED,
-    S.RESULT_TIMED_OUT,
-    S.FAILED,
-    S.CANCELLED,
-    S.NEEDS_ATTENTION,
-    S.RESULT_UNAVAILABLE,
-    S.RESULT_VALIDATION_FAILED,
-    S.CANCELLATION_UNCONFIRMED,
-}
-UNSEEN = Path(__file__).parent.parent / "fixtures_providers" / "unseen"
-
-
-def described(name: str, **over: dict[str, Any]) -> dict[str, Any]:
-    """The user's provider table (the rig sets base_url), `over` merged per table."""
-    with (UNSEEN / f"{name}.toml").open("rb") as f:
-        (table,) = tomllib.load(f)["providers"].values()
-    del table["base_url"]
-    for key, value in over.items():
-        table[key] = {**table.get(key, {}), **value}
-    return dict(table)
-
-
-async def stored(r: PresetRig, op_id: str) -> bytes:
-    op = await r.op(op_id)
-    ref = await r.pool.fetchval(
-        "SELECT storage_ref FROM results WHERE result_id = $1", op.result_id
-    )
-    return Path(ref.removeprefix("file:")).read_bytes()
 
 
 # --- fal.ai queue --------------------------------------------------------------------
@@ -105,7 +76,7 @@ async def test_fal_a_request_queues_runs_and_its_output_is_collected(
     async with fal(pool, tmp_path, fx) as r:
         op_id = await r.submit({"prompt": "a cat in a hat"})
         assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
-        assert json.loads(await stored(r, op_id)) == FAL_IMAGES
+        assert json.loads(await r.result_bytes(op_id)) == FAL_IMAGES
         op = await r.op(op_id)
         assert op.remote_job_id == fx.only()["id"]
         assert fx.only()["input"] == {"prompt": "a cat in a hat"}
@@ -185,7 +156,7 @@ async def test_fal_a_cancel_refused_already_completed_collects_the_output(
         assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
         assert fx.cancels == [(fx.only()["id"], "COMPLETED")]
         assert "cancelling" not in await r.history(op_id)
-        assert json.loads(await stored(r, op_id)) == FAL_IMAGES
+        assert json.loads(await r.result_bytes(op_id)) == FAL_IMAGES
 
 
 async def test_fal_its_signed_webhook_wakes_the_operation_and_a_forged_one_is_refused(
@@ -208,7 +179,7 @@ async def test_fal_its_signed_webhook_wakes_the_operation_and_a_forged_one_is_re
         fx.finish(rid)
         assert await fx.deliver(r.hook_url, rid) == 200
         assert await r.settle(op_id, ENDS, timeout=8) is S.SUCCEEDED, await r.history(op_id)
-        assert json.loads(await stored(r, op_id)) == FAL_IMAGES
+        assert json.loads(await r.result_bytes(op_id)) == FAL_IMAGES
         event = await r.pool.fetchrow(
             "SELECT event_id, id_signed, operation_id FROM webhook_events WHERE provider = 'fal'"
         )
@@ -262,7 +233,7 @@ async def test_runway_a_task_runs_and_its_video_is_kept_without_our_key(
     async with runway(pool, tmp_path, fx) as r:
         op_id = await r.submit(IMAGE)
         assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
-        assert await stored(r, op_id) == MP4
+        assert await r.result_bytes(op_id) == MP4
         assert fx.cdn_auth == [None]
         (fetch,) = await r.calls(op_id, "result")
         assert fetch["url"].startswith(f"{fx.cdn_url}/output/{fx.only()['id']}.mp4")
@@ -292,7 +263,7 @@ async def test_runway_the_video_is_fetched_from_its_host_without_our_key(
     async with runway(pool, tmp_path, fx, drop=("file_ids",), **over) as r:
         op_id = await r.submit(IMAGE)
         assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
-        assert await stored(r, op_id) == MP4
+        assert await r.result_bytes(op_id) == MP4
         assert fx.cdn_auth == [None]
 
 

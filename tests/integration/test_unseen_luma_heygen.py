@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import contextlib
 import json
-import tomllib
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 from shared.ledger.states import LocalState
 from shared.serve import serve_app
+from tests.fixtures_providers.described import ENDS, described
 from tests.fixtures_providers.rig import PresetRig, preset_rig
 from tests.fixtures_providers.unseen_media import MP4
 from tests.fixtures_providers.unseen_video import (
@@ -31,17 +31,6 @@ from tests.fixtures_providers.unseen_video import (
 )
 
 S = LocalState
-ENDS = {
-    S.SUCCEEDED,
-    S.RESULT_TIMED_OUT,
-    S.FAILED,
-    S.CANCELLED,
-    S.NEEDS_ATTENTION,
-    S.RESULT_UNAVAILABLE,
-    S.RESULT_VALIDATION_FAILED,
-    S.CANCELLATION_UNCONFIRMED,
-}
-UNSEEN = Path(__file__).parent.parent / "fixtures_providers" / "unseen"
 PROMPT = {"prompt": "an old lady laughing underwater", "model": "ray-2", "resolution": "720p"}
 AVATAR = {
     "video_inputs": [
@@ -52,31 +41,6 @@ AVATAR = {
     ],
     "dimension": {"width": 1280, "height": 720},
 }
-
-
-def described(name: str, **over: dict[str, Any]) -> dict[str, Any]:
-    """The user's provider table (the rig sets base_url), `over` merged per table."""
-    with (UNSEEN / f"{name}.toml").open("rb") as f:
-        (table,) = tomllib.load(f)["providers"].values()
-    del table["base_url"]
-    for key, value in over.items():
-        table[key] = {**table.get(key, {}), **value}
-    return dict(table)
-
-
-async def stored(r: PresetRig, op_id: str) -> bytes:
-    op = await r.op(op_id)
-    ref = await r.pool.fetchval(
-        "SELECT storage_ref FROM results WHERE result_id = $1", op.result_id
-    )
-    return Path(ref.removeprefix("file:")).read_bytes()
-
-
-async def raw_states(r: PresetRig, op_id: str) -> set[str]:
-    rows = await r.pool.fetch(
-        "SELECT DISTINCT remote_state_raw FROM observations WHERE operation_id = $1", op_id
-    )
-    return {row[0] for row in rows}
 
 
 # --- Luma ------------------------------------------------------------------------------
@@ -114,11 +78,11 @@ async def test_luma_a_generation_dreams_and_its_video_is_kept_without_our_key(
     async with luma(pool, tmp_path, fx) as r:
         op_id = await r.submit(PROMPT)
         assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
-        assert await stored(r, op_id) == MP4
+        assert await r.result_bytes(op_id) == MP4
         assert fx.cdn_auth == [None]  # the CDN never saw our bearer key
         assert (await r.op(op_id)).remote_job_id == fx.only()["id"]
         assert fx.only()["input"] == PROMPT  # no receiver: no callback_url asked for
-        assert await raw_states(r, op_id) >= {"queued", "dreaming", "completed"}
+        assert await r.raw_states(op_id) >= {"queued", "dreaming", "completed"}
 
 
 async def test_luma_a_completed_read_naming_no_video_yet_is_read_again(
@@ -134,7 +98,7 @@ async def test_luma_a_completed_read_naming_no_video_yet_is_read_again(
     async with luma(pool, tmp_path, fx) as r:
         op_id = await r.submit(PROMPT)
         assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
-        assert await stored(r, op_id) == MP4
+        assert await r.result_bytes(op_id) == MP4
         assert fx.assets_late == 0
 
 
@@ -243,7 +207,7 @@ async def test_luma_a_generation_that_completed_before_the_cancel_is_kept(
         await r.cancel(op_id)
         assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
         assert fx.cancels == []
-        assert await stored(r, op_id) == MP4
+        assert await r.result_bytes(op_id) == MP4
 
 
 async def test_luma_its_callback_carries_our_token_wakes_the_operation_and_is_scrubbed(
@@ -265,7 +229,7 @@ async def test_luma_its_callback_carries_our_token_wakes_the_operation_and_is_sc
         fx.finish(gid)
         assert await fx.call_back(gid) == 200
         assert await r.settle(op_id, ENDS, timeout=8) is S.SUCCEEDED, await r.history(op_id)
-        assert await stored(r, op_id) == MP4
+        assert await r.result_bytes(op_id) == MP4
         payloads = await r.pool.fetch(
             "SELECT payload::text FROM webhook_events WHERE provider = 'luma'"
         )
@@ -308,10 +272,10 @@ async def test_heygen_a_video_renders_and_is_kept_without_our_key(
     async with heygen(pool, tmp_path, fx) as r:
         op_id = await r.submit(AVATAR)
         assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
-        assert await stored(r, op_id) == MP4
+        assert await r.result_bytes(op_id) == MP4
         assert fx.cdn_auth == [None]
         assert fx.only()["input"]["callback_id"] == op_id  # client_reference_field
-        assert await raw_states(r, op_id) >= {"pending", "waiting", "processing", "completed"}
+        assert await r.raw_states(op_id) >= {"pending", "waiting", "processing", "completed"}
 
 
 async def test_heygen_a_failed_video_fails_with_its_error(pool: Any, tmp_path: Path) -> None:
@@ -337,7 +301,7 @@ async def test_heygen_an_expired_video_link_is_read_again_for_a_fresh_one(
         fx.expired.update({fx.links + 1, fx.links + 2})
         fx.finish(fx.only()["id"])
         assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
-        assert await stored(r, op_id) == MP4
+        assert await r.result_bytes(op_id) == MP4
         assert len(await r.calls(op_id, "result")) == 2
 
 
@@ -379,7 +343,7 @@ async def test_heygen_a_cancel_claims_nothing_and_the_video_is_still_collected(
         fx.finish(fx.only()["id"])
         assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
         assert await r.calls(op_id, "cancel") == []
-        assert await stored(r, op_id) == MP4
+        assert await r.result_bytes(op_id) == MP4
 
 
 async def test_heygen_a_cancel_past_its_deadline_says_no_cancel_was_sent(
@@ -417,7 +381,7 @@ async def test_heygen_its_signed_webhook_wakes_the_operation_and_a_forged_one_is
         assert await fx.deliver(r.hook_url, vid, secret="another-endpoint-secret") == 401
         assert await fx.deliver(r.hook_url, vid) == 200
         assert await r.settle(op_id, ENDS, timeout=8) is S.SUCCEEDED, await r.history(op_id)
-        assert await stored(r, op_id) == MP4
+        assert await r.result_bytes(op_id) == MP4
         event = await r.pool.fetchrow(
             "SELECT operation_id, payload::text FROM webhook_events WHERE provider = 'heygen'"
         )

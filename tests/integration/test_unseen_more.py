@@ -18,6 +18,7 @@ import pytest
 
 from shared.ledger.states import LocalState
 from shared.providers import ConfigError, parse_providers
+from tests.fixtures_providers.described import ENDS, UNSEEN, described
 from tests.fixtures_providers.rig import preset_rig
 from tests.fixtures_providers.unseen_more import (
     GLADIA_KEY,
@@ -34,26 +35,7 @@ from tests.fixtures_providers.unseen_more import (
 )
 
 S = LocalState
-ENDS = {
-    S.SUCCEEDED,
-    S.RESULT_TIMED_OUT,
-    S.FAILED,
-    S.CANCELLED,
-    S.NEEDS_ATTENTION,
-    S.RESULT_UNAVAILABLE,
-    S.RESULT_VALIDATION_FAILED,
-    S.CANCELLATION_UNCONFIRMED,
-}
-UNSEEN = Path(__file__).parent.parent / "fixtures_providers" / "unseen"
 TOKEN = "cb_" + "a" * 30
-
-
-def described(name: str) -> dict[str, Any]:
-    """The user's provider table, pointed at the fake (the rig sets base_url)."""
-    with (UNSEEN / f"{name}.toml").open("rb") as f:
-        (table,) = tomllib.load(f)["providers"].values()
-    del table["base_url"]
-    return dict(table)
 
 
 def rig(pool: Any, tmp_path: Path, app: Any, name: str, env: dict[str, str], **over: Any) -> Any:
@@ -79,16 +61,8 @@ def rig(pool: Any, tmp_path: Path, app: Any, name: str, env: dict[str, str], **o
     )
 
 
-async def stored_bytes(r: Any, op_id: str) -> bytes:
-    op = await r.op(op_id)
-    ref = await r.pool.fetchval(
-        "SELECT storage_ref FROM results WHERE result_id = $1", op.result_id
-    )
-    return Path(ref.removeprefix("file:")).read_bytes()
-
-
 async def stored(r: Any, op_id: str) -> Any:
-    return json.loads(await stored_bytes(r, op_id))
+    return json.loads(await r.result_bytes(op_id))
 
 
 def file_part(data: bytes, filename: str, content_type: str) -> dict[str, str]:
@@ -326,7 +300,7 @@ async def test_shotstack_a_render_is_collected_from_its_cdn_without_the_api_key(
     async with shotstack(pool, tmp_path, fx) as r:
         op_id = await r.submit(EDIT)
         assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
-        assert await stored_bytes(r, op_id) == MP4
+        assert await r.result_bytes(op_id) == MP4
         (fetch,) = fx.cdn_fetches
         assert "x-api-key" not in fetch
 

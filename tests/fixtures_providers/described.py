@@ -1,0 +1,42 @@
+"""Provider descriptions written as a new user writes them, and what a rig's
+tests settle on.
+
+The TOML files under `unseen/` are each one provider table, checked by
+`jobwarden providers check`; a test loads one without its `base_url` (the rig
+points it at the fake) and may override whole keys of a table.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from shared.ledger.states import LocalState
+
+S = LocalState
+UNSEEN = Path(__file__).parent / "unseen"
+# Where an operation stops being moved without a new fact: what a test settles on.
+ENDS = frozenset(
+    {
+        S.SUCCEEDED,
+        S.RESULT_TIMED_OUT,
+        S.FAILED,
+        S.CANCELLED,
+        S.NEEDS_ATTENTION,
+        S.RESULT_UNAVAILABLE,
+        S.RESULT_VALIDATION_FAILED,
+        S.CANCELLATION_UNCONFIRMED,
+    }
+)
+
+
+def described(name: str, **over: dict[str, Any]) -> dict[str, Any]:
+    """The user's provider table `unseen/<name>.toml` (the rig sets base_url), `over`
+    merged into it table by table."""
+    with (UNSEEN / f"{name}.toml").open("rb") as f:
+        (table,) = tomllib.load(f)["providers"].values()
+    del table["base_url"]
+    for key, value in over.items():
+        table[key] = {**table.get(key, {}), **value}
+    return dict(table)
