@@ -94,7 +94,8 @@ an identical body is refused as a duplicate only while its dedupe row is kept
 (`webhook_retention_days`), and a replay after that is stored again. Since
 events only wake the reconciler to read the job's status itself, a replayed
 event can cause an extra status read, never a wrong state. The same holds for
-`static_header` providers, whose body is not signed at all.
+`static_header` providers, whose body is not signed at all, and for `jwt`
+without a `body_claim` (Pub/Sub push: the token does not cover the body).
 
 Likewise, a job id, operation id or client reference read from a header or
 from the query string (`header:` / `query:` paths in the provider
@@ -144,6 +145,7 @@ from shared.signatures import (
     challenges,
     headers_read,
     reads_form,
+    signs_body,
     signs_url,
     twilio,
 )
@@ -849,8 +851,11 @@ def dedupe_id(spec: WebhookSpec, verified: Verified, document: Any, body: bytes)
         candidate = verified.event_id
     else:
         path = spec.event_id or _SCHEME_BODY_ID.get(spec.scheme)
-        body_signed = spec.scheme is not WebhookScheme.STATIC_HEADER
-        if path is not None and path.source is PathSource.BODY and body_signed:
+        if (
+            path is not None
+            and path.source is PathSource.BODY
+            and signs_body(spec.scheme.value, spec.options)
+        ):
             candidate = as_id(extract(path, document))  # a JSON float: absent
     if not candidate:
         return "sha256:" + hashlib.sha256(body).hexdigest()

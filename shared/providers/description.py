@@ -312,6 +312,7 @@ class WebhookScheme(StrEnum):
     ASYMMETRIC = "asymmetric"
     TWILIO = "twilio"
     MAILGUN = "mailgun"
+    JWT = "jwt"
 
 
 class LookupKind(StrEnum):

@@ -284,6 +284,19 @@ def _webhooks(desc: ProviderDescription) -> Guarantee:
                 "the body, no replay protection; every event is confirmed by our own status read"
             ),
         )
+    if spec.scheme is WebhookScheme.JWT and not signatures.signs_body(
+        spec.scheme.value, spec.options
+    ):  # a bearer token (Pub/Sub push): the body is unsigned
+        return (
+            name,
+            False,
+            (
+                f"a signed token ({spec.scheme.value}, {rotation}, issued within "
+                f"{spec.tolerance_seconds}s) names this endpoint but does not cover the body: "
+                "deduplicated on the body's sha256, no id read from it; every event is "
+                "confirmed by our own status read"
+            ),
+        )
     if spec.scheme is WebhookScheme.MAILGUN:
         replay = (
             f"{spec.tolerance_seconds}s replay tolerance; the signature covers a timestamp "

@@ -2,9 +2,10 @@
 
 Schemes are the two families (`hmac`, `asymmetric`), the named presets built
 on them (see `presets`), `static_header`, which is not a signature at all,
-`twilio`, which signs the form's fields rather than the body's bytes, and
-`mailgun`, whose signature is in the body; each of the last three keeps its
-own module, asked through one table (`_OWN_MODULES`).
+`twilio`, which signs the form's fields rather than the body's bytes,
+`mailgun`, whose signature is in the body, and `jwt`, a token the delivery
+carries (which covers the body only when it names the body's digest); each of
+the last four keeps its own module, asked through one table (`_OWN_MODULES`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from . import asymmetric, hmac_family, mailgun, static_header, twilio
+from . import asymmetric, hmac_family, jwt_scheme, mailgun, static_header, twilio
 from .errors import SignatureError
 from .headers import HeaderView
 from .presets import PRESETS
@@ -44,8 +45,11 @@ class _OwnModule:
     ]
     headers_read: Callable[[Mapping[str, object]], tuple[str, ...]]
     signs_timestamp: bool = False
-    signs_url: bool = False
+    # whether the URL is signed; options-dependent for `jwt` (an audience `{url}`)
+    signs_url: bool | Callable[[Mapping[str, object]], bool] = False
     reads_form: bool = False  # a form body is read (its fields are what is signed)
+    # whether the body (so an id read from it) is covered; False: only its hash dedupes
+    signs_body: bool | Callable[[Mapping[str, object]], bool] = True
 
 
 def _no_secret_rule(secret: str, options: Mapping[str, object] | None) -> None:
@@ -58,6 +62,7 @@ _OWN_MODULES: Final[Mapping[str, _OwnModule]] = {
         static_header.check_secret,
         static_header.verify,
         static_header.headers_read,
+        signs_body=False,
     ),
     twilio.SCHEME: _OwnModule(
         twilio.check_options,
@@ -77,6 +82,16 @@ _OWN_MODULES: Final[Mapping[str, _OwnModule]] = {
         ),
         lambda options: (),  # its signature is in the body
         signs_timestamp=True,
+        signs_body=False,  # only the timestamp and the token (its dedupe id) are
+    ),
+    jwt_scheme.SCHEME: _OwnModule(
+        jwt_scheme.check_options,
+        jwt_scheme.check_secret,
+        jwt_scheme.verify,
+        jwt_scheme.headers_read,
+        signs_timestamp=True,  # `iat` and `exp`
+        signs_url=jwt_scheme.signs_url,
+        signs_body=jwt_scheme.signs_body,
     ),
 }
 
@@ -116,10 +131,24 @@ def signs_url(scheme: str, options: Mapping[str, object]) -> bool:
     """Whether the scheme signs the request URL, which the receiver must then know
     as the sender addressed it (`public_webhook_url`), not from the Host header."""
     if scheme in _OWN_MODULES:
-        return _OWN_MODULES[scheme].signs_url
+        signed = _OWN_MODULES[scheme].signs_url
+        return signed if isinstance(signed, bool) else signed(options)
     if scheme not in _BUILDERS:
         return False
     return build_spec(scheme, options).envelope.template.uses("url")
+
+
+def signs_body(scheme: str, options: Mapping[str, object]) -> bool:
+    """Whether the signature covers the body's content, so an id read from the
+    body is a safe dedupe key. False for `static_header` (nothing is signed),
+    `mailgun` (only its signature object is) and `jwt` without a `body_claim`
+    (Pub/Sub's token names the endpoint, not the message): such a body is
+    deduplicated on its hash, and what it says only wakes our own read."""
+    module = _OWN_MODULES.get(scheme)
+    if module is None:
+        return True
+    signed = module.signs_body
+    return signed if isinstance(signed, bool) else signed(options)
 
 
 def reads_form(scheme: str) -> bool:

@@ -32,6 +32,7 @@ VALID_OPTIONS: dict[str, dict[str, object]] = {
     "static_header": {"header": "X-Token"},
     "twilio": {},
     "mailgun": {},
+    "jwt": {"algorithms": ["RS256"], "audience": "https://example.test/hook"},
 }
 
 
