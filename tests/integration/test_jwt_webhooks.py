@@ -23,9 +23,10 @@ from pathlib import Path
 from typing import Any
 
 import jwt
-import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from google.auth import crypt as google_crypt
+from google.auth import jwt as google_jwt
 
 from tests.integration.test_more_official_signers import (
     REJECTED,
@@ -34,9 +35,6 @@ from tests.integration.test_more_official_signers import (
     _refusals,
 )
 from tests.integration.test_receiver_support import JSON_HEADERS, NOW, stored_events
-
-google_jwt = pytest.importorskip("google.auth.jwt")
-google_crypt = pytest.importorskip("google.auth.crypt")
 
 PUBLIC = "https://hooks.example.test/jobwarden/webhooks/{provider}"
 URL = "https://hooks.example.test/jobwarden/webhooks/pubsub"
