@@ -322,12 +322,28 @@ def _still_running(step: Step, fact: StatusFact) -> bool:
 
 
 def _nothing_to_decide(step: Step, fact: StatusFact) -> bool:
-    """A read that moves nothing: already observing, not terminal, job still known."""
+    """A read that moves nothing: no first sight of the job, not terminal, job still known."""
     return (
-        step.op.state is not S.ACCEPTED
+        not _first_sight(step, fact)
         and (fact.remote_state is None or fact.remote_state not in TERMINAL_TARGET)
         and not fact.not_found
     )
+
+
+def _first_sight(step: Step, fact: StatusFact) -> bool:
+    """The read that moves `accepted` to `observing`: the first to name the job's state.
+
+    `accepted` says only that the provider gave us a job id; `observing`, that
+    a read of ours has seen the job. A read that saw nothing of it (refused,
+    back-pressure, a 5xx, a body naming no state, a failed request carried in
+    a 200, "not found", no answer) leaves it `accepted`: it is recorded,
+    scheduled and counted toward a human as any read, but it told the agent
+    nothing about the job, and moving on it said the job was being watched
+    when no read had ever seen it. Only an answer names a state (its body, or
+    a code `status.state_from_http_status` maps): the adapter leaves
+    `remote_state` None for every other read.
+    """
+    return step.op.state is S.ACCEPTED and fact.remote_state is not None
 
 
 async def _when_next(step: Step, fact: StatusFact, db: Any) -> float:
@@ -341,7 +357,7 @@ async def _when_next(step: Step, fact: StatusFact, db: Any) -> float:
     that moved nothing to an end.
     """
     scheduled = _next_read(step, fact)
-    if not step.callbacks or step.op.state not in (S.OBSERVING, S.CANCELLING):
+    if not step.callbacks or step.op.state not in (S.ACCEPTED, S.OBSERVING, S.CANCELLING):
         return scheduled
     op_id = step.op.operation_id
     # A read that counts toward a human (naming no state, refused) is read again
@@ -442,7 +458,7 @@ async def _decide(
     before_cancel: bool = False,
 ) -> Delay:
     assert observation_id is not None
-    if step.op.state is S.ACCEPTED:
+    if _first_sight(step, fact):
         await step.move(conn, S.OBSERVING, "first observation")
     target = TERMINAL_TARGET.get(fact.remote_state) if fact.remote_state else None
     if target is not None:
@@ -527,12 +543,14 @@ class _Suspect(enum.Enum):
 
 
 def _suspect(step: Step, fact: StatusFact) -> _Suspect | None:
-    """A read that counts toward a human while observing: a success (2xx) naming
-    no state the description maps (STATELESS_READS_TOLERANCE), or a refusal (a
+    """A read that counts toward a human while the job is watched (`accepted`,
+    which such reads never leave, or `observing`): a success (2xx) naming no
+    state the description maps (STATELESS_READS_TOLERANCE), or a refusal (a
     4xx that is no "not found", no throttle and no state of its own:
     REFUSED_READS_TOLERANCE). Only such a read leaves the group-commit writer,
     to be counted; in any other state it is read past as before."""
-    if step.op.state is not S.OBSERVING or fact.remote_state is not None or fact.not_found:
+    watched = step.op.state in (S.ACCEPTED, S.OBSERVING)
+    if not watched or fact.remote_state is not None or fact.not_found:
         return None
     code = fact.status_code
     if 200 <= code < 300:
