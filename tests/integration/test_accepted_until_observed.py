@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -119,6 +120,7 @@ async def accepted(
     fx: Runs,
     *,
     webhooks: bool = False,
+    with_receiver: bool = False,
     result_deadline_s: float = 3600.0,
 ) -> AsyncIterator[tuple[PresetRig, str]]:
     """A run created at the fixture: the operation is `accepted`, no read sent yet."""
@@ -130,6 +132,7 @@ async def accepted(
         name="runs",
         env={"RUNS_HOOK": "hook-token"},
         overrides=runs(webhooks=webhooks),
+        with_receiver=with_receiver,
         clock=clock,
     ) as r:
         op_id = await r.submit({"input": 1}, result_deadline_s=result_deadline_s)
@@ -272,3 +275,34 @@ async def test_the_result_deadline_passes_from_accepted_when_no_read_saw_the_job
             op_id,
         )
         assert "still shows no state (HTTP 503)" in reason["cause"], reason["cause"]
+
+
+async def test_a_delivery_for_an_accepted_job_only_wakes_a_read(
+    pool: Any, tmp_path: Path, clock: TestClock
+) -> None:
+    """A signed delivery saying the run succeeded moves nothing (only our own read
+    does): it wakes a read at once, and reads that still see nothing (a 503) keep
+    the operation `accepted` and follow the backoff, not the backstop, until one
+    confirms the end."""
+    fx = Runs(["503", "503", "SUCCEEDED"])
+    backstop = TEST_LIMITS["webhook_backstop_poll_seconds"]
+    async with accepted(pool, tmp_path, clock, fx, webhooks=True, with_receiver=True) as (r, op_id):
+        body = {"resource": {"id": "run-1", "status": "SUCCEEDED"}}
+        async with httpx.AsyncClient() as client:
+            sent = await client.post(r.hook_url, json=body, headers={"X-Runs-Token": "hook-token"})
+        assert sent.status_code == 200, sent.text
+        assert await r.state(op_id) is S.ACCEPTED
+        await r.reconciler.run_once()  # woken: read now, not at the backstop's 30 s
+        assert fx.reads == 1
+        assert await r.state(op_id) is S.ACCEPTED
+        assert "observing" not in await r.history(op_id)
+        op = await r.op(op_id)
+        assert op.next_poll_at is not None
+        assert (op.next_poll_at - op.updated_at).total_seconds() < backstop / 10
+        await read_once(r, clock, op_id)
+        assert await r.state(op_id) is S.ACCEPTED
+        await read_once(r, clock, op_id)
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED
+        history = await r.history(op_id)
+        assert history[-4:] == ["accepted", "observing", "result_collecting", "succeeded"], history
+        assert fx.reads == 3
