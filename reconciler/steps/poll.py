@@ -346,6 +346,12 @@ def _first_sight(step: Step, fact: StatusFact) -> bool:
     return step.op.state is S.ACCEPTED and fact.remote_state is not None
 
 
+def _watched(step: Step) -> bool:
+    """The job's own end is what reads look for: `accepted` (no read has seen the
+    job yet) or `observing`."""
+    return step.op.state in (S.ACCEPTED, S.OBSERVING)
+
+
 async def _when_next(step: Step, fact: StatusFact, db: Any) -> float:
     """`_next_read`, unless a delivery announced an end this read did not show.
 
@@ -357,7 +363,7 @@ async def _when_next(step: Step, fact: StatusFact, db: Any) -> float:
     that moved nothing to an end.
     """
     scheduled = _next_read(step, fact)
-    if not step.callbacks or step.op.state not in (S.ACCEPTED, S.OBSERVING, S.CANCELLING):
+    if not step.callbacks or not (_watched(step) or step.op.state is S.CANCELLING):
         return scheduled
     op_id = step.op.operation_id
     # A read that counts toward a human (naming no state, refused) is read again
@@ -549,8 +555,7 @@ def _suspect(step: Step, fact: StatusFact) -> _Suspect | None:
     4xx that is no "not found", no throttle and no state of its own:
     REFUSED_READS_TOLERANCE). Only such a read leaves the group-commit writer,
     to be counted; in any other state it is read past as before."""
-    watched = step.op.state in (S.ACCEPTED, S.OBSERVING)
-    if not watched or fact.remote_state is not None or fact.not_found:
+    if not _watched(step) or fact.remote_state is not None or fact.not_found:
         return None
     code = fact.status_code
     if 200 <= code < 300:

@@ -433,7 +433,8 @@ async def test_a_deadline_waits_for_a_short_back_pressure_window_then_reads(
         await clock.advance(31.0)  # the deadline passes inside the window
         # due at the deadline, to look; the window ends within its grace, so it waits
         assert (await r.reconciler.run_once())["claimed"] == 1
-        assert await _status_reads(pool, op_id) == reads and await r.state(op_id) is S.OBSERVING
+        # still `accepted`: the one read so far, a 429, saw nothing of the job
+        assert await _status_reads(pool, op_id) == reads and await r.state(op_id) is S.ACCEPTED
         assert await run_to(r, clock, op_id, {S.SUCCEEDED}) is S.SUCCEEDED
         stats = await sim_get(r, "/_sim/stats")
     assert stats["retry_after_violations_total"] == 0
