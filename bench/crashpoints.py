@@ -359,6 +359,33 @@ async def observing(world: World, rec: Reconciler) -> None:
     await advance_to_due(world)
 
 
+async def read_throttled(world: World, rec: Reconciler) -> None:
+    """The first status read answered 429, its window imposed; the operation still
+    `accepted` (a read that saw nothing of the job does not move it to observing)."""
+
+    async def throttled() -> bool:
+        return bool(
+            await world.db.fetchval(
+                "SELECT count(*) FROM provider_calls WHERE operation_id = $1"
+                " AND call_kind = 'status' AND status_code = 429",
+                world.operation_id,
+            )
+        )
+
+    for _ in range(MAX_ROUNDS):
+        if await throttled():
+            break
+        await rec.run_once()
+        if await throttled():
+            break
+        await advance_to_due(world)
+    else:
+        raise RuntimeError(f"priming never read a 429: {await state_of(world)}")
+    if await state_of(world) is not S.ACCEPTED:
+        raise RuntimeError(f"expected accepted after a 429, got {await state_of(world)}")
+    await advance_to_due(world)
+
+
 # The simulator's ticker sends a finished job's webhook within a few of its
 # 50 ms ticks; this bounds the wait for the wake-up it causes.
 WEBHOOK_WAIT_SECONDS = 15.0
@@ -476,7 +503,7 @@ SCENARIOS: dict[str, Scenario] = {
             "back_pressure_read",
             "rate_limited",
             {"duration": 3.0, "limited_reads": 1, "retry_after": 60},
-            observing,
+            read_throttled,
         ),
         # a 429 with a window shorter than the lease: no fault excuses an early
         # call (a lost answer's window is held by the next claim for one lease)
@@ -484,7 +511,7 @@ SCENARIOS: dict[str, Scenario] = {
             "back_pressure_lost",
             "rate_limited",
             {"duration": 3.0, "limited_reads": 1, "retry_after": 8},
-            observing,
+            read_throttled,
         ),
         Scenario("deadline_read", "never_finishes", {}, past_the_deadline, result_deadline_s=30.0),
         Scenario(
