@@ -562,10 +562,17 @@ def _check_window(
 
 
 def _time(claims: Mapping[str, Any], name: str) -> float | None:
+    """A time claim as a finite number, else None (malformed). JSON reads an
+    integer of any length (up to 4300 digits), which no float holds: such a
+    claim is malformed too, never an OverflowError out of `verify`."""
     value = claims.get(name)
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
-    return float(value) if math.isfinite(value) else None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
 
 
 def _unurl(text: str) -> str:

@@ -277,6 +277,18 @@ def test_the_window(changes: dict[str, Any], expected: str) -> None:
     assert reason(pubsub, rs256(google_claims(**changes))) == expected
 
 
+@pytest.mark.parametrize("name", ["iat", "exp", "nbf"])
+@pytest.mark.parametrize(
+    "value",
+    [10**400, -(10**400), True, "1800000000", [NOW]],
+    ids=["big", "-big", "bool", "text", "list"],
+)
+def test_a_time_claim_no_double_holds_is_malformed_not_a_crash(name: str, value: Any) -> None:
+    """JSON reads an integer of 400 digits exactly, and float() of it raised
+    OverflowError out of `verify` (a 500, retried for ever) instead of a 401."""
+    assert reason(pubsub, rs256(google_claims(**{name: value}))) == "bad_signature"
+
+
 def test_iat_is_held_to_the_providers_tolerance() -> None:
     token = rs256(google_claims(iat=NOW - 400))
     assert pubsub(token, tolerance=3600).timestamp == NOW - 400
