@@ -32,7 +32,10 @@ Options:
   `exp` only when present, and `iat` bounds the replay.
 - `issuer`: a string or a list; the token's `iss` must be one of them.
 - `claims`: claim = value (text, boolean or integer) equalities that must hold
-  exactly (`email_verified = true` is not met by `"true"`).
+  exactly (`email_verified = true` is not met by `"true"`). Required without
+  `body_claim`: the audience is chosen by whoever asks for a token (Google
+  signs one for any audience to any account), so the token must also name
+  its sender (Pub/Sub: `email`, the push service account).
 - `body_claim` / `body_claim_encoding` (hex, default, or base64): the claim
   holding the SHA-256 of the raw body.
 
@@ -159,6 +162,17 @@ def _config(options: Mapping[str, object]) -> _Config:
         if encoding not in BODY_CLAIM_ENCODINGS:
             raise ValueError(f"{SCHEME}: option 'body_claim_encoding' must be one of hex, base64")
     claims = _claims(options.get("claims"), body_claim)
+    if body_claim is None and not claims:
+        # The audience is the asker's choice: Google signs an ID token for any
+        # audience to any account that asks (a service account's
+        # generateIdToken), so `aud` alone would let anyone with a Google
+        # account deliver here. Only a claim naming the sender closes that.
+        raise ValueError(
+            f"{SCHEME}: option 'claims' is required unless 'body_claim' binds the body: a "
+            "token that covers no body must name its sender, not only us (Google signs a "
+            "token for any audience to anyone who asks), e.g. claims = { email = "
+            '"<the push service account>" }'
+        )
     return _Config(
         header=header,
         bearer=header.lower() == "authorization",

@@ -188,8 +188,14 @@ def test_a_plaid_es256_token_binds_the_body() -> None:
 
 
 def test_an_eddsa_token_in_a_named_header_verifies() -> None:
-    options = {"header": "X-Token", "algorithms": ["EdDSA"], "audience": "me"}
-    token = jwt.encode({"aud": "me", "iat": NOW, "exp": NOW + 60}, ED_KEY, algorithm="EdDSA")
+    options = {
+        "header": "X-Token",
+        "algorithms": ["EdDSA"],
+        "audience": "me",
+        "claims": {"sub": "it"},
+    }
+    claims = {"aud": "me", "sub": "it", "iat": NOW, "exp": NOW + 60}
+    token = jwt.encode(claims, ED_KEY, algorithm="EdDSA")
     verified = verify("jwt", options, {"X-Token": token}, b"{}", [public_pem(ED_KEY)], NOW)
     assert (verified.id_signed, verified.timestamp) == (False, NOW)
 
@@ -255,6 +261,20 @@ def test_an_expired_token_within_the_leeway_still_verifies() -> None:
 )
 def test_a_token_for_someone_else_is_refused(changes: dict[str, Any]) -> None:
     assert reason(pubsub, rs256(google_claims(**changes))) == "bad_signature"
+
+
+def test_a_bearer_token_must_name_its_sender_not_only_us() -> None:
+    """Anyone with a Google account gets a Google-signed ID token for any
+    audience (a service account's generateIdToken): with only `aud` and `iss`
+    checked, such a token for our URL passed. A token covering no body now
+    needs `claims` naming the sender, and a stranger's token fails them."""
+    loose = {k: v for k, v in PUBSUB.items() if k != "claims"}
+    with pytest.raises(ValueError, match="must name its sender"):
+        check_options("jwt", loose)
+    stranger = rs256(google_claims(email="attacker@evil.iam.gserviceaccount.com", sub="666"))
+    assert reason(pubsub, stranger) == "bad_signature"
+    # a body-bound token (Plaid) is a signature over the body: no claims needed
+    check_options("jwt", PLAID)
 
 
 def test_an_audience_list_holding_ours_verifies() -> None:
@@ -383,6 +403,7 @@ def test_audience_url_without_the_public_url_is_bad_options() -> None:
         ({"algorithms": ["RS256"], "audience": "x", "body_claim": "exp"}, "body_claim"),
         ({"algorithms": ["RS256"], "audience": "x", "header": "bad header"}, "'header'"),
         ({"algorithms": ["RS256"], "audience": "x", "leeway": 5}, "unknown option 'leeway'"),
+        ({"algorithms": ["RS256"], "audience": "x"}, "'claims' is required unless"),
     ],
 )
 def test_options_are_checked_at_load(options: dict[str, Any], message: str) -> None:
@@ -481,6 +502,7 @@ async def test_providers_check_validates_the_options_and_keys(
         (GOOD.replace('"RS256"', '"HS256"'), public_pem(RSA_KEY), URL, "never list 'HS256'"),
         (GOOD.replace('"RS256"', '"none"'), public_pem(RSA_KEY), URL, "never list 'none'"),
         ('algorithms = ["RS256"]', public_pem(RSA_KEY), URL, "'audience' is required"),
+        (GOOD.split("\nclaims")[0], public_pem(RSA_KEY), URL, "must name its sender"),
         (GOOD, private_pem(RSA_KEY), URL, "private key does not belong"),
         (GOOD, public_pem(EC_KEY), URL, "no key in this secret"),
         (GOOD, public_pem(RSA_KEY), "", "public_webhook_url"),

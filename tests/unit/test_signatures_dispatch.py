@@ -32,7 +32,11 @@ VALID_OPTIONS: dict[str, dict[str, object]] = {
     "static_header": {"header": "X-Token"},
     "twilio": {},
     "mailgun": {},
-    "jwt": {"algorithms": ["RS256"], "audience": "https://example.test/hook"},
+    "jwt": {
+        "algorithms": ["RS256"],
+        "audience": "https://example.test/hook",
+        "claims": {"email": "push@example.test"},
+    },
 }
 
 
