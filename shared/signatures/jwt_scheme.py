@@ -24,7 +24,9 @@ Options:
   a key is used only with an algorithm of its own type (an RSA key never
   verifies ES256, a JWK that names its `alg` only that one).
 - `audience`: a string or a list; `{url}` is the URL the sender addressed
-  (`public_webhook_url`), as for schemes that sign the URL. Required without
+  (`public_webhook_url`), as for schemes that sign the URL. Every audience the
+  token names must be one of them (an `aud` list naming another party too is
+  refused: that party holds a token that would pass here). Required without
   `body_claim`: a token that covers no body is a bearer credential, which must
   name us (any token the sender minted for another audience would pass) and
   expire. With it the token is a signature over the body, as Plaid's, which
@@ -530,7 +532,12 @@ def _verified_claims(token: str, alg: str, kid: str | None, keys: Sequence[_Key]
 def _names_us(claims: Mapping[str, Any], config: _Config, audiences: Sequence[str]) -> bool:
     aud = claims.get("aud")
     presented = aud if isinstance(aud, list) else [aud]
-    if audiences and not any(isinstance(item, str) and item in audiences for item in presented):
+    # Every audience named must be ours (OpenID Connect Core 3.1.3.7: refuse a
+    # token with "additional audiences not trusted"): each party a token
+    # names receives it, so with `["us", "them"]` they hold a token that passes here.
+    if audiences and not (
+        presented and all(isinstance(item, str) and item in audiences for item in presented)
+    ):
         return False
     if config.issuers and claims.get("iss") not in config.issuers:
         return False

@@ -277,8 +277,18 @@ def test_a_bearer_token_must_name_its_sender_not_only_us() -> None:
     check_options("jwt", PLAID)
 
 
-def test_an_audience_list_holding_ours_verifies() -> None:
-    assert pubsub(rs256(google_claims(aud=["other", URL]))).scheme == "jwt"
+def test_an_audience_list_verifies_only_when_every_audience_is_ours() -> None:
+    """OpenID Connect Core 3.1.3.7: a token naming audiences we do not trust is
+    refused. Each audience receives the token, so with `["them", us]` they held
+    one that passed here (and, the body being unsigned, could carry any body)."""
+    assert reason(pubsub, rs256(google_claims(aud=["https://them.example/", URL]))) == (
+        "bad_signature"
+    )
+    assert reason(pubsub, rs256(google_claims(aud=[]))) == "bad_signature"
+    assert pubsub(rs256(google_claims(aud=[URL]))).scheme == "jwt"
+    both = {**PUBSUB, "audience": ["{url}", "https://alias.example/"]}
+    token = rs256(google_claims(aud=["https://alias.example/", URL]))
+    assert pubsub(token, options=both).scheme == "jwt"
 
 
 @pytest.mark.parametrize(

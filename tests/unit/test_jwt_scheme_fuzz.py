@@ -403,8 +403,10 @@ CASES: list[tuple[str, dict[str, Any], _Maker, bool, bool, bool]] = [
     ("nbf 61 s ahead", {"nbf": NOW + LEEWAY + 1}, None, False, False, True),
     ("aud other", {"aud": "https://other.example/"}, None, False, False, False),
     ("aud missing", {"aud": None}, None, False, False, False),
-    # RFC 7519 allows an array; google-auth compares the whole claim with ours
-    ("aud list holding ours", {"aud": [URL, "https://other.example/"]}, None, True, True, False),
+    # OIDC Core 3.1.3.7 refuses audiences not trusted; PyJWT (not strict_aud)
+    # takes a list holding ours, google-auth compares the whole claim with ours
+    ("aud list holding ours", {"aud": [URL, "https://other.example/"]}, None, False, True, False),
+    ("aud list of ours only", {"aud": [URL]}, None, True, True, False),
     ("aud list without ours", {"aud": ["https://other.example/"]}, None, False, False, False),
     ("iss other", {"iss": "https://evil.example"}, None, False, False, False),
     ("iss short form", {"iss": "accounts.google.com"}, None, True, True, True),
