@@ -517,11 +517,17 @@ def _verified_claims(token: str, alg: str, kid: str | None, keys: Sequence[_Key]
         if not _fits(alg, key):
             continue
         try:
-            decoded = _JWS.decode_complete(token, key=key.key, algorithms=[alg])
+            decoded: dict[str, Any] | None = _JWS.decode_complete(
+                token, key=key.key, algorithms=[alg]
+            )
         except jwt.InvalidSignatureError:
             continue
         except jwt.PyJWTError:
-            raise SignatureError("malformed_header") from None
+            decoded = None
+        # raised here, not in the handler: `from None` only hides the PyJWT
+        # error, which stays on the SignatureError as its __context__
+        if decoded is None:
+            raise SignatureError("malformed_header")
         claims = _object(decoded["payload"])
         if claims is None:
             raise SignatureError("malformed_header")

@@ -17,7 +17,7 @@ import jwt
 import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
+from cryptography.hazmat.primitives.asymmetric import ec, ed448, ed25519, padding, rsa
 from cryptography.x509.oid import NameOID
 
 from shared.cli import providers as cli_providers
@@ -353,6 +353,65 @@ def test_an_algorithm_outside_the_list_is_refused_even_with_a_matching_key() -> 
     # listed, but no key of its type: an RSA key never verifies ES256
     options = {**PUBSUB, "algorithms": ["RS256", "ES256"]}
     assert reason(pubsub, token, options=options) == "bad_signature"
+
+
+def signed_text(header: str, payload: str, key: Any = RSA_KEY) -> str:
+    """RS256 over exactly these texts (PyJWT would not write duplicate keys)."""
+    signing_input = f"{b64url(header.encode())}.{b64url(payload.encode())}"
+    signature = key.sign(signing_input.encode(), padding.PKCS1v15(), hashes.SHA256())
+    return f"{signing_input}.{b64url(signature)}"
+
+
+CLAIMS_TEXT = json.dumps(google_claims())
+HEADER_TEXT = '{"alg":"RS256","kid":"k1"}'
+
+
+@pytest.mark.parametrize(
+    ("token", "expected"),
+    [
+        # extensions we cannot honour, even when the signature is good
+        (signed_text(HEADER_TEXT[:-1] + ',"crit":["exp"],"exp":1}', CLAIMS_TEXT), "bad_signature"),
+        # RFC 7797: an unencoded payload, named critical or not
+        (signed_text(HEADER_TEXT[:-1] + ',"b64":false,"crit":["b64"]}', "{}"), "bad_signature"),
+        (signed_text(HEADER_TEXT[:-1] + ',"b64":false}', CLAIMS_TEXT), "malformed_header"),
+        # a key given twice: Python's json keeps the last, another reader the first
+        (signed_text('{"alg":"RS256","kid":"zz","kid":"k1"}', CLAIMS_TEXT), "malformed_header"),
+        (signed_text('{"alg":"HS256","alg":"RS256","kid":"k1"}', CLAIMS_TEXT), "malformed_header"),
+        (signed_text(HEADER_TEXT, CLAIMS_TEXT[:-1] + ',"aud":"x"}'), "malformed_header"),
+        (signed_text(HEADER_TEXT, CLAIMS_TEXT[:-1] + ',"email_verified":0}'), "malformed_header"),
+        # the JWS JSON serialization, and padded or spaced compact ones
+        (json.dumps({"payload": "e30", "protected": "e30", "signature": "AA"}), "malformed_header"),
+        (signed_text(HEADER_TEXT, CLAIMS_TEXT) + "==", "malformed_header"),
+        (signed_text(HEADER_TEXT, CLAIMS_TEXT).replace(".", ". ", 1), "malformed_header"),
+        (signed_text(HEADER_TEXT, CLAIMS_TEXT) + ".AAAA", "malformed_header"),
+        # the payload no object, or signed by another key
+        (signed_text(HEADER_TEXT, "[1]"), "malformed_header"),
+        (signed_text(HEADER_TEXT, CLAIMS_TEXT, RSA_OTHER), "bad_signature"),
+    ],
+    ids=[
+        "crit", "b64-false-crit", "b64-false", "kid-twice", "alg-twice", "aud-twice",
+        "email_verified-twice", "json-serialization", "padded", "spaced", "four-parts",
+        "payload-list", "other-key",
+    ],
+)  # fmt: skip
+def test_jose_features_and_ambiguous_tokens_are_refused(token: str, expected: str) -> None:
+    assert pubsub(signed_text(HEADER_TEXT, CLAIMS_TEXT)).scheme == "jwt"  # unaltered: verifies
+    assert reason(pubsub, token) == expected
+
+
+def test_a_jwk_alg_binds_its_key_and_eddsa_takes_ed448() -> None:
+    """An RSA key serves RS* and PS* alike, unless its JWK names one; Ed448 is
+    EdDSA as much as Ed25519 is (RFC 8037)."""
+    options = {**PUBSUB, "algorithms": ["RS256", "PS256"]}
+    ps256 = jwt.encode(google_claims(), RSA_KEY, algorithm="PS256", headers={"kid": "k1"})
+    assert pubsub(ps256, options=options).scheme == "jwt"  # a bare PEM: either
+    jwks = json.dumps({"keys": [jwk(RSA_KEY, "k1")]})  # "alg": "RS256"
+    assert reason(pubsub, ps256, options=options, secrets=[jwks]) == "bad_signature"
+    assert pubsub(rs256(google_claims()), options=options, secrets=[jwks]).scheme == "jwt"
+    ed448_key = ed448.Ed448PrivateKey.generate()
+    token = jwt.encode(google_claims(), ed448_key, algorithm="EdDSA")
+    eddsa = {**PUBSUB, "algorithms": ["EdDSA"]}
+    assert pubsub(token, options=eddsa, secrets=[public_pem(ed448_key)]).scheme == "jwt"
 
 
 def test_an_unknown_kid_is_refused() -> None:
