@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import datetime
+import hashlib
 import json
 import random
 import sys
@@ -445,3 +446,79 @@ def test_we_decide_as_pyjwt_and_google_auth_but_for_listed_differences(
     claims = google_claims(**changes)
     token = make(claims) if make is not None else _google_token(claims)
     assert (_ours(token), _pyjwt(token), _google(token)) == (ours, pyjwt, google)
+
+
+# Plaid: ES256, the body's SHA-256 in `request_body_sha256`, `iat` within 5 minutes.
+# The oracle is PyJWT plus the two checks Plaid's guide adds (digest, iat's age).
+PLAID_BODY = b'{"webhook_type":"TRANSFER","webhook_code":"TRANSFER_EVENTS_UPDATE"}'
+PLAID_OPTIONS = {
+    "header": "Plaid-Verification",
+    "algorithms": ["ES256"],
+    "body_claim": "request_body_sha256",
+}
+PLAID_TOLERANCE = 300
+
+
+def _plaid_token(changes: dict[str, Any], key: Any = EC_KEY, alg: str = "ES256") -> str:
+    claims = {"iat": NOW - 5, "request_body_sha256": hashlib.sha256(PLAID_BODY).hexdigest()}
+    claims.update(changes)
+    claims = {name: value for name, value in claims.items() if value is not None}
+    return jwt.encode(claims, key, algorithm=alg, headers={"kid": "plaid-1"})
+
+
+def _plaid_ours(token: str) -> bool:
+    try:
+        verify(
+            "jwt", PLAID_OPTIONS, {"Plaid-Verification": token}, PLAID_BODY,
+            [public_pem(EC_KEY)], NOW, PLAID_TOLERANCE,
+        )  # fmt: skip
+    except SignatureError:
+        return False
+    return True
+
+
+def _plaid_guide(token: str) -> bool:
+    try:
+        claims = jwt.decode(
+            token,
+            EC_KEY.public_key(),
+            algorithms=["ES256"],
+            leeway=LEEWAY,
+            options={"require": ["iat"]},
+        )
+    except jwt.PyJWTError:
+        return False
+    digest = hashlib.sha256(PLAID_BODY).hexdigest()
+    return claims.get("request_body_sha256") == digest and (claims["iat"] >= NOW - PLAID_TOLERANCE)
+
+
+# (name, claims changes, minting, ours, the guide with PyJWT)
+PLAID_CASES: list[tuple[str, dict[str, Any], dict[str, Any], bool, bool]] = [
+    ("valid", {}, {}, True, True),
+    ("iat at the tolerance", {"iat": NOW - PLAID_TOLERANCE}, {}, True, True),
+    ("iat past the tolerance", {"iat": NOW - PLAID_TOLERANCE - 1}, {}, False, False),
+    ("iat 61 s ahead", {"iat": NOW + LEEWAY + 1}, {}, False, False),
+    ("iat missing", {"iat": None}, {}, False, False),
+    ("exp 61 s ago", {"exp": NOW - LEEWAY - 1}, {}, False, False),
+    ("nbf 61 s ahead", {"nbf": NOW + LEEWAY + 1}, {}, False, False),
+    ("another body's digest", {"request_body_sha256": "00" * 32}, {}, False, False),
+    ("digest missing", {"request_body_sha256": None}, {}, False, False),
+    # PyJWT refuses an `aud` no audience was asked for; with `body_claim` and no
+    # `audience` we do not read it (Plaid's tokens carry none)
+    ("an aud it was not asked for", {"aud": "anyone"}, {}, True, False),
+    ("another key", {}, {"key": ec.generate_private_key(ec.SECP256R1())}, False, False),
+    ("ES384", {}, {"key": ec.generate_private_key(ec.SECP384R1()), "alg": "ES384"}, False, False),
+]
+
+
+@pytest.mark.usefixtures("frozen_libraries")
+@pytest.mark.parametrize(
+    ("changes", "minting", "ours", "guide"),
+    [case[1:] for case in PLAID_CASES],
+    ids=[case[0] for case in PLAID_CASES],
+)
+def test_plaid_tokens_are_decided_as_plaids_guide_with_pyjwt(
+    changes: dict[str, Any], minting: dict[str, Any], ours: bool, guide: bool
+) -> None:
+    token = _plaid_token(changes, **minting)
+    assert (_plaid_ours(token), _plaid_guide(token)) == (ours, guide)
