@@ -45,6 +45,7 @@ from shared.providers.description import (
     LookupSpec,
     ProviderDescription,
     ResultPages,
+    ResultSource,
 )
 from shared.providers.errors import RequestBuildError
 from shared.providers.facts import StatusFact
@@ -244,7 +245,29 @@ def build_status(
             "gives, and there is no status URL on record (the answer named none)"
         )
     payload = _render_json(spec.body, {"job_id": remote_job_id})
-    return _request(desc, "status", spec.method, url, _base_headers(desc), payload)
+    accept = None if _status_is_the_result(desc) else "application/json"
+    return _request(desc, "status", spec.method, url, _base_headers(desc, accept=accept), payload)
+
+
+def _status_is_the_result(desc: ProviderDescription) -> bool:
+    """Is the status URL the result's (Stability's `/v2beta/results/{id}`: 202 while
+    the job runs, then 200 with the video; `reconciler.calls.status_downloads_result`)?
+
+    Such a read of a finished job is the result's download, so it asks as the
+    result fetch does: no Accept of ours. An endpoint that negotiates its answer
+    told `Accept: application/json` answers another representation (Stability:
+    {"video": <base64>, "finish_reason"}, where the video was asked for and its
+    `finish-reason` header was the state), and the job read as running until
+    its deadline; its answer also never matched the result fetch's request, so
+    a finished job's result was downloaded twice.
+    """
+    result, status = desc.result, desc.status
+    return (
+        result.source is ResultSource.PATH
+        and result.path is not None
+        and status.path is not None
+        and result.path.text == status.path.text
+    )
 
 
 def build_cancel(
