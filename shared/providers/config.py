@@ -529,14 +529,17 @@ class _Table:
             raise self.error(key, "required")
         return found
 
-    def paths(self, key: str, sources: frozenset[PathSource]) -> tuple[ValuePath, ...]:
+    def paths(
+        self, key: str, sources: frozenset[PathSource], *, each: bool = False
+    ) -> tuple[ValuePath, ...]:
+        """`each`: a path may read every element of a list (``[*]``)."""
         value = self.raw(key)
         if value is _MISSING:
             return ()
         texts = [value] if isinstance(value, str) else value
         if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
             raise self.error(key, "must be a path or a list of paths")
-        return tuple(self.parse_path_value(key, text, sources) for text in texts)
+        return tuple(self.parse_path_value(key, text, sources, each=each) for text in texts)
 
     def opt_str_allow_empty(self, key: str, default: str | None) -> str | None:
         value = self.raw(key)
@@ -546,9 +549,11 @@ class _Table:
             raise self.error(key, "must be a string")
         return value
 
-    def parse_path_value(self, key: str, text: str, sources: frozenset[PathSource]) -> ValuePath:
+    def parse_path_value(
+        self, key: str, text: str, sources: frozenset[PathSource], *, each: bool = False
+    ) -> ValuePath:
         try:
-            parsed = parse_path(text)
+            parsed = parse_path(text, each=each)
         except PathSyntaxError as exc:
             raise self.error(key, f"bad path {exc}") from None
         if parsed.source not in sources:
@@ -1474,7 +1479,7 @@ def _result(table: _Table, status: StatusSpec) -> ResultSpec:
     allowed = {"job_id", "file_id"} if source is ResultSource.FILES else {"job_id"}
     path = table.template("path", allowed)
     inline = table.path("inline", RESPONSE)
-    file_ids = table.paths("file_ids", RESPONSE)
+    file_ids = table.paths("file_ids", RESPONSE, each=True)
     if source is ResultSource.URL and status.result_url is None:
         raise table.error("source", "'url' needs status.result_url (where the URL is)")
     if source is ResultSource.PATH and path is None:

@@ -86,7 +86,9 @@ rules in ``shared/providers/paths.py``); *paths* = a path or a list of paths;
     [result]   source = inline|url|path|files|none (required), path (template:
                {job_id}, {file_id}), inline (path; "" = whole body), file_ids (paths;
                  with source = files and no path, each id is a URL fetched as a
-                 result_url is: Runway's `output` list),
+                 result_url is: Runway's `output` list; here alone a path may hold
+                 [*], every element of a list: CloudConvert's
+                 "/data/tasks/[operation=export/url]/result/files/[*]/url"),
                method (GET), body = {..} (source = path only: the request's JSON
                  object, strings are templates: {job_id}; a POST read, e.g. AWS's),
                side_effects, partial_on_cancel (source = path: a cancelled job's

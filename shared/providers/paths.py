@@ -24,6 +24,13 @@ tasks in no promised order; its file and its failed task's message are
   failure marks the tasks after it ``error`` too, so ``[status=error]`` may
   pick one that only says its input failed).
 
+``[*]`` is every element of a list, the rest of the path read in each: a list
+of the values found (CloudConvert's export names each file as an object,
+``/data/tasks/[operation=export/url]/result/files/[*]/url``). One per path,
+and only where a list of values is wanted (``result.file_ids``: ``parse_path``
+refuses it unless asked with ``each=True``); an element without the value
+reads as None in its place.
+
 The rules:
 
 - one member, no nesting: ``[result.status=ok]`` is refused in the dotted
@@ -106,6 +113,20 @@ class Selector:
         return None
 
 
+@final
+@dataclass(frozen=True)
+class Each:
+    """A path segment ``[*]``: every element of a list (`EACH`, the only one)."""
+
+    def __str__(self) -> str:
+        return "[*]"
+
+
+EACH = Each()
+# One step of a body path: an object's member (or a list's index), a selector, [*].
+Segment = str | Selector | Each
+
+
 def _json_scalar(found: Any) -> str | None:
     """A number or a boolean as JSON writes it; None for anything else."""
     if isinstance(found, bool):
@@ -125,7 +146,7 @@ class ValuePath:
 
     text: str
     source: PathSource
-    segments: tuple[str | Selector, ...]
+    segments: tuple[Segment, ...]
 
     def __str__(self) -> str:
         return self.text
@@ -137,12 +158,26 @@ class ValuePath:
 
     @property
     def has_selector(self) -> bool:
-        """Whether a segment picks a list's element by value (such a path is read only)."""
-        return any(type(segment) is Selector for segment in self.segments)
+        """Whether a segment picks a list's element by value, or each (read only)."""
+        return any(type(segment) is not str for segment in self.segments)
 
 
-def parse_path(text: str) -> ValuePath:
-    """Parse a location; raises PathSyntaxError with a plain reason."""
+def parse_path(text: str, *, each: bool = False) -> ValuePath:
+    """Parse a location; raises PathSyntaxError with a plain reason. `each`: may it
+    hold ``[*]`` (a path read for a list of values: `result.file_ids`)?"""
+    parsed = _parse_path(text)
+    found = sum(1 for segment in parsed.segments if segment is EACH)
+    if found and not each:
+        raise PathSyntaxError(
+            f"'{text}': [*] (every element of a list) is read only where a list of "
+            "values is wanted (result.file_ids); name one element ('/0', [member=value])"
+        )
+    if found > 1:
+        raise PathSyntaxError(f"'{text}': one [*] per path (a list of lists names no value)")
+    return parsed
+
+
+def _parse_path(text: str) -> ValuePath:
     if text.startswith("/") or text == "":
         return ValuePath(text, PathSource.BODY, _pointer_segments(text))
     prefix, colon, rest = text.partition(":")
@@ -175,12 +210,12 @@ def _unescape(text: str, raw: str) -> str:
     return raw.replace("~1", "/").replace("~2", "[").replace("~0", "~")
 
 
-def _pointer_segments(text: str) -> tuple[str | Selector, ...]:
+def _pointer_segments(text: str) -> tuple[Segment, ...]:
     if text == "":
         return ()
     if "/[" not in text:  # no segment starts with '[': keys only
         return tuple(_unescape(text, raw) for raw in text[1:].split("/"))
-    segments: list[str | Selector] = []
+    segments: list[Segment] = []
     start = 1
     while True:
         if text.startswith("[", start):
@@ -212,7 +247,9 @@ def _selector_end(text: str, start: int, separators: str) -> int:
     )
 
 
-def _selector(text: str, inner: str, pointer: bool) -> Selector:
+def _selector(text: str, inner: str, pointer: bool) -> Selector | Each:
+    if inner == "*":
+        return EACH
     member, equals, value = inner.partition("=")
     if not equals:
         raise PathSyntaxError(
@@ -239,13 +276,13 @@ def _selector(text: str, inner: str, pointer: bool) -> Selector:
     return Selector(member, value)
 
 
-def _dotted_segments(text: str) -> tuple[str | Selector, ...]:
+def _dotted_segments(text: str) -> tuple[Segment, ...]:
     if "[" not in text:
         segments = tuple(text.split("."))
         for segment in segments:
             _check_dotted_key(text, segment)
         return segments
-    found: list[str | Selector] = []
+    found: list[Segment] = []
     start, length = 0, len(text)
     while True:
         # one segment: a key, a key and its selectors, or selectors alone
@@ -293,8 +330,16 @@ def extract(
         return _lookup_ci(headers, path.name)
     if source is _QUERY:
         return None if query is None else query.get(path.name)
-    node = body
-    for segment in path.segments:
+    return _walk(body, path.segments)
+
+
+def _walk(node: Any, segments: tuple[Segment, ...]) -> Any:
+    for index, segment in enumerate(segments):
+        if type(segment) is Each:  # every element, the rest read in each (None where absent)
+            if not isinstance(node, list):
+                return None
+            rest = segments[index + 1 :]
+            return [_walk(item, rest) for item in node]
         node = _step(node, segment)
         if node is None:
             return None

@@ -38,8 +38,8 @@ shapes their public documentation gives (tests/integration/test_unseen_round47.p
   hex HMAC-SHA256 of the raw body under the webhook's signing secret.
 
 Scripts: the create body's `script` ("fail", "slow": stays running until the test
-ends it; Stability's "filtered": CONTENT_FILTERED; anything else succeeds after a
-few reads).
+ends it; Stability's "filtered": CONTENT_FILTERED; CloudConvert's "pages": three
+exported files; anything else succeeds after a few reads).
 """
 
 from __future__ import annotations
@@ -444,7 +444,13 @@ class CloudConvertFixture(_Jobs):
         tid = f"{jid[:8]}-task-{n}"
         if status == "finished" and spec["operation"] == "export/url":
             url = f"{self.storage_url}/tasks/{tid}/report.pdf?temp_url_sig=ab12&temp_url_expires=1"
-            result = {"files": [{"filename": "report.pdf", "size": len(PDF), "url": url}]}
+            files = [{"filename": "report.pdf", "size": len(PDF), "url": url}]
+            if _script(job) == "pages":  # one file per page (a PDF to PNG)
+                files = [
+                    {"filename": f"report-{n}.png", "size": len(PDF), "url": f"{url}&page={n}"}
+                    for n in (1, 2, 3)
+                ]
+            result = {"files": files}
         return {
             "id": tid,
             "name": name,

@@ -511,6 +511,23 @@ async def test_cloudconvert_a_failed_job_fails_with_its_conversions_error(
         assert fx.storage_auth == []
 
 
+async def test_cloudconvert_an_export_of_several_files_is_never_stored_as_its_first(
+    pool: Any, tmp_path: Path
+) -> None:
+    """The export task names its files as objects ({"filename", "size", "url"}):
+    `files/[*]/url` names every file's URL. A PDF made PNG pages exports three: a
+    binary result is one file, so the result is refused, saying so, for a human.
+    Before, no path could name them all (`[*]` was refused at load), and the
+    description's `files/0/url` stored page 1 as the whole result, a success."""
+    fx = CloudConvertFixture()
+    async with cloudconvert(pool, tmp_path, fx) as r:
+        op_id = await r.submit({**GRAPH, "script": "pages"})
+        assert await r.settle(op_id, ENDS) is S.RESULT_VALIDATION_FAILED, await r.history(op_id)
+        reason = (await r.escalation(op_id))["reason"]
+        assert "a binary result is one file, and the status named 3" in reason, reason
+        assert (await r.op(op_id)).result_id is None
+
+
 async def test_cloudconvert_a_lost_create_is_found_by_its_tag_not_sent_again(
     pool: Any, tmp_path: Path
 ) -> None:
