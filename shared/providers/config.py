@@ -1531,7 +1531,10 @@ def _result(table: _Table, status: StatusSpec) -> ResultSpec:
         partial_on_cancel=table.boolean("partial_on_cancel", False),
         method=method,
         body=body,
+        headers=_static_headers(table),
     )
+    if spec.headers and source in (ResultSource.INLINE, ResultSource.NONE):
+        raise table.error("headers", f"no result is fetched with source = {source.value}")
     if spec.partial_on_cancel and source is not ResultSource.PATH:
         raise table.error(
             "partial_on_cancel",

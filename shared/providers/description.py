@@ -89,6 +89,9 @@ rules in ``shared/providers/paths.py``); *paths* = a path or a list of paths;
                  result_url is: Runway's `output` list; here alone a path may hold
                  [*], every element of a list: CloudConvert's
                  "/data/tasks/[operation=export/url]/result/files/[*]/url"),
+               headers = {Name = "value"} (static, non-secret, sent with the result's
+                 fetches alone, over the top-level headers: Rev.ai's transcript's
+                 Accept = "application/vnd.rev.transcript.v1.0+json"),
                method (GET), body = {..} (source = path only: the request's JSON
                  object, strings are templates: {job_id}; a POST read, e.g. AWS's),
                side_effects, partial_on_cancel (source = path: a cancelled job's
@@ -655,6 +658,10 @@ class ResultSpec:
     # (Shopify's bulk operations: `url: null`, `objectCount: "0"`): a final
     # status without a URL whose item counts total 0 is an empty result.
     empty_without_url: bool = False
+    # Headers of the result's fetches alone (every page, every file), over the
+    # description's `headers`: Rev.ai's transcript is asked for as
+    # `Accept: application/vnd.rev.transcript.v1.0+json`, its job calls as JSON.
+    headers: Mapping[str, str] = field(default_factory=dict)
     # The result request of source = path: its method, and the JSON object it
     # sends (templates: {job_id}), for an API whose reads are POSTs (AWS's JSON
     # protocol: `GetDocumentTextDetection` {"JobId": ...}); None: no body.

@@ -245,8 +245,11 @@ def build_status(
             "gives, and there is no status URL on record (the answer named none)"
         )
     payload = _render_json(spec.body, {"job_id": remote_job_id})
-    accept = None if _status_is_the_result(desc) else "application/json"
-    return _request(desc, "status", spec.method, url, _base_headers(desc, accept=accept), payload)
+    if _status_is_the_result(desc):  # asked as the result is (its headers, no Accept of ours)
+        headers = _base_headers(desc, desc.result.headers, accept=None)
+    else:
+        headers = _base_headers(desc)
+    return _request(desc, "status", spec.method, url, headers, payload)
 
 
 def _status_is_the_result(desc: ProviderDescription) -> bool:
@@ -254,12 +257,12 @@ def _status_is_the_result(desc: ProviderDescription) -> bool:
     the job runs, then 200 with the video; `reconciler.calls.status_downloads_result`)?
 
     Such a read of a finished job is the result's download, so it asks as the
-    result fetch does: no Accept of ours. An endpoint that negotiates its answer
-    told `Accept: application/json` answers another representation (Stability:
-    {"video": <base64>, "finish_reason"}, where the video was asked for and its
-    `finish-reason` header was the state), and the job read as running until
-    its deadline; its answer also never matched the result fetch's request, so
-    a finished job's result was downloaded twice.
+    result fetch does: `result.headers`, and no Accept of ours. An endpoint that
+    negotiates its answer, told `Accept: application/json`, answers another
+    representation (Stability: {"video": <base64>, "finish_reason"}, where the
+    video was asked for and its `finish-reason` header was the state), and the
+    job read as running until its deadline; its answer also never matched the
+    result fetch's request, so a finished job's result was downloaded twice.
     """
     result, status = desc.result, desc.status
     return (
@@ -326,7 +329,14 @@ def build_result_requests(
     # config allows a method and a body with source = path alone (GET, none otherwise)
     payload = _render_json(spec.body, {"job_id": remote_job_id})
     return [
-        _request(desc, "result", spec.method, url, _base_headers(desc, accept=None), payload)
+        _request(
+            desc,
+            "result",
+            spec.method,
+            url,
+            _base_headers(desc, desc.result.headers, accept=None),
+            payload,
+        )
         for url in urls
     ]
 
@@ -361,11 +371,18 @@ def build_result_page(
         payload = copy.deepcopy(first.json)
         set_value(payload, spec.page_token_body_field, page_token)
         return _request(
-            desc, "result", first.method, first.url, _base_headers(desc, accept=None), payload
+            desc,
+            "result",
+            first.method,
+            first.url,
+            _base_headers(desc, desc.result.headers, accept=None),
+            payload,
         )
     else:
         url = _with_query(first.url, {spec.page_token_param: page_token})
-    return _request(desc, "result", "GET", url, _base_headers(desc, accept=None), None)
+    return _request(
+        desc, "result", "GET", url, _base_headers(desc, desc.result.headers, accept=None), None
+    )
 
 
 def _offset_query(spec: ResultPages, offset: str) -> dict[str, str]:

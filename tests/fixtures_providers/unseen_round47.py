@@ -38,8 +38,9 @@ shapes their public documentation gives (tests/integration/test_unseen_round47.p
   hex HMAC-SHA256 of the raw body under the webhook's signing secret.
 
 Scripts: the create body's `script` ("fail", "slow": stays running until the test
-ends it; Stability's "filtered": CONTENT_FILTERED; CloudConvert's "pages": three
-exported files; anything else succeeds after a few reads).
+ends it; Stability's "filtered": CONTENT_FILTERED; Mathpix's "crawl": split, a page
+more done at each read, never all; CloudConvert's "pages": three exported files;
+anything else succeeds after a few reads).
 """
 
 from __future__ import annotations
@@ -180,6 +181,7 @@ class RevAiFixture(_Jobs):
     def __init__(self, *, others: int = 0, **kwargs: Any) -> None:
         super().__init__("Umx5c6F7pH", **kwargs)
         self.transcript_accepts: list[str | None] = []
+        self.job_accepts: list[str | None] = []  # the Accept of every other call
         self.lists: list[dict[str, str]] = []
         for n in range(others):
             oid = f"0ther{n:05d}"
@@ -206,6 +208,8 @@ class RevAiFixture(_Jobs):
         return json_response(body, code, headers={"Content-Type": "application/problem+json"})
 
     def _refused(self, request: Request) -> Response | None:
+        if not request.url.path.endswith("/transcript"):
+            self.job_accepts.append(request.headers.get("accept"))
         if request.headers.get("authorization") != f"Bearer {REVAI_KEY}":
             return self._problem("Authorization has been denied for this request", 401)
         return None
@@ -309,7 +313,7 @@ class RevAiFixture(_Jobs):
 
 
 class MathpixFixture(_Jobs):
-    """Mathpix's PDFs: received, loaded, then split a page a read (4 pages), then completed."""
+    """Mathpix's PDFs: received, loaded, split (2 pages of 4 a read), then completed."""
 
     PAGES = 4
 
@@ -367,9 +371,9 @@ class MathpixFixture(_Jobs):
                 job["status"] = "loaded"
             elif script == "fail":
                 job["status"] = "error"
-            else:
+            elif script != "slow":  # slow: loaded until the test ends it
                 job["status"] = "split"
-                if script == "slow":
+                if script == "crawl":
                     job["done"] = min(job["done"] + 1, self.PAGES - 1)
                 else:
                     job["done"] = min(job["done"] + 2, self.PAGES)

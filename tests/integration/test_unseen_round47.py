@@ -106,7 +106,7 @@ async def reads_follow_the_backoff(r: PresetRig, clock: TestClock, op_id: str) -
     await r.reconciler.run_once()  # the create
     assert await r.state(op_id) is S.ACCEPTED, await r.history(op_id)
     waits = []
-    for _ in range(4):
+    for _ in range(6):
         before = await status_reads(r, op_id)
         await r.reconciler.run_once()  # not due yet: nothing is read
         assert await status_reads(r, op_id) == before
@@ -115,7 +115,8 @@ async def reads_follow_the_backoff(r: PresetRig, clock: TestClock, op_id: str) -
         assert await status_reads(r, op_id) == before + 1
         waits.append(await wait_after_last_read(r, op_id))
     assert await r.state(op_id) is S.OBSERVING, await r.history(op_id)
-    # jitter may reorder two neighbours; the growth is what counts
+    # each drawn between half its ceiling and the ceiling (README): neighbours may
+    # cross, the growth is what counts (the sixth's ceiling is 60 s, the first's 4)
     assert min(waits) >= REAL_BACKOFF["backoff_base"] / 2, waits
     assert waits[-1] > 2 * waits[0], waits
     assert waits[-1] <= REAL_BACKOFF["backoff_cap"] * 2, waits
@@ -244,7 +245,7 @@ async def test_stability_a_slow_generation_is_read_on_its_backoff(
 ) -> None:
     fx = StabilityFixture()
     async with stability(pool, tmp_path, fx, clock=clock, over={"limits": REAL_BACKOFF}) as r:
-        op_id = await r.submit({**IMAGE, "script": "slow"})
+        op_id = await r.submit({**IMAGE, "script": "slow"}, result_deadline_s=3600.0)
         await reads_follow_the_backoff(r, clock, op_id)
         fx.finish(fx.only()["id"])
         assert await clock.to_appointment(r.pool, op_id)
@@ -283,13 +284,17 @@ async def test_revai_a_job_is_transcribed_and_its_transcript_stored(
     pool: Any, tmp_path: Path
 ) -> None:
     """The transcript is asked for as Rev's JSON (its vendor media type, which a
-    `+json` type is) and stored as sent; our operation id rides in `metadata`."""
+    `+json` type is; `result.headers`) and stored as sent, the job calls still
+    asking for JSON; our operation id rides in `metadata`. Before, no key sent a
+    header with the result's fetch alone: the transcript's Accept went on every
+    call (`headers`)."""
     fx = RevAiFixture()
     async with revai(pool, tmp_path, fx) as r:
         op_id = await r.submit(MEDIA)
         assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
         assert json.loads(await stored(r, op_id)) == TRANSCRIPT
         assert fx.transcript_accepts == [TRANSCRIPT_TYPE]
+        assert set(fx.job_accepts) == {"application/json"}
         assert fx.only()["input"]["metadata"] == op_id
         assert "callback_url" not in fx.only()["input"]  # no receiver: none asked for
         assert {"in_progress", "transcribed"} <= await raw_states(r, op_id)
@@ -306,6 +311,21 @@ async def test_revai_a_failed_job_fails_with_its_failure_and_detail(
         assert REVAI_FAILURE["failure"] in error, error
         assert REVAI_FAILURE["failure_detail"] in error, error
         assert fx.transcript_accepts == []
+
+
+async def test_revai_a_create_refused_with_a_problem_document_fails_with_its_title(
+    pool: Any, tmp_path: Path
+) -> None:
+    """400 `application/problem+json` (RFC 7807): nothing was created, the operation
+    fails with Rev.ai's title, sent once."""
+    fx = RevAiFixture()
+    async with revai(pool, tmp_path, fx) as r:
+        op_id = await r.submit({"language": "en"})
+        end = await r.settle(op_id, ENDS)
+        error = json.dumps((await r.op(op_id)).last_error)
+        assert end is S.FAILED, (end, await r.history(op_id), error)
+        assert "Your request parameters didn't validate" in error, error
+        assert fx.creates == 0
 
 
 async def test_revai_a_lost_create_is_found_by_its_metadata_not_sent_again(
@@ -329,7 +349,7 @@ async def test_revai_a_slow_job_is_read_on_its_backoff(
 ) -> None:
     fx = RevAiFixture()
     async with revai(pool, tmp_path, fx, clock=clock, over={"limits": REAL_BACKOFF}) as r:
-        op_id = await r.submit({**MEDIA, "script": "slow"})
+        op_id = await r.submit({**MEDIA, "script": "slow"}, result_deadline_s=3600.0)
         await reads_follow_the_backoff(r, clock, op_id)
 
 
@@ -386,6 +406,10 @@ async def test_mathpix_a_pdf_is_converted_and_its_markdown_stored(
         op_id = await r.submit(PDF_REQUEST)
         assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
         assert (await stored(r, op_id)).decode() == MMD
+        # the key travels in a header of Mathpix's own name: never on record
+        for table in ("provider_calls", "observations", "history", "operations"):
+            rows = await r.pool.fetch(f"SELECT t::text FROM {table} t")
+            assert not [row for row in rows if MATHPIX_KEY in row[0]], table
         assert {"received", "loaded", "split", "completed"} & await raw_states(r, op_id) >= {
             "split",
             "completed",
@@ -397,7 +421,7 @@ async def test_mathpix_pages_done_are_the_progress(pool: Any, tmp_path: Path) ->
     """`num_pages_completed` of `num_pages` while split: the operation's progress."""
     fx = MathpixFixture()
     async with mathpix(pool, tmp_path, fx) as r:
-        op_id = await r.submit({**PDF_REQUEST, "script": "slow"})
+        op_id = await r.submit({**PDF_REQUEST, "script": "crawl"})
         query = (
             "SELECT progress_completed, progress_total FROM observations"
             " WHERE operation_id = $1 AND progress_total IS NOT NULL"
@@ -438,7 +462,7 @@ async def test_mathpix_a_slow_pdf_is_read_on_its_backoff(
 ) -> None:
     fx = MathpixFixture()
     async with mathpix(pool, tmp_path, fx, clock=clock, over={"limits": REAL_BACKOFF}) as r:
-        op_id = await r.submit({**PDF_REQUEST, "script": "slow"})
+        op_id = await r.submit({**PDF_REQUEST, "script": "slow"}, result_deadline_s=3600.0)
         await reads_follow_the_backoff(r, clock, op_id)
 
 
@@ -546,7 +570,7 @@ async def test_cloudconvert_a_slow_job_is_read_on_its_backoff(
 ) -> None:
     fx = CloudConvertFixture()
     async with cloudconvert(pool, tmp_path, fx, clock=clock, over={"limits": REAL_BACKOFF}) as r:
-        op_id = await r.submit({**GRAPH, "script": "slow"})
+        op_id = await r.submit({**GRAPH, "script": "slow"}, result_deadline_s=3600.0)
         await reads_follow_the_backoff(r, clock, op_id)
 
 
@@ -574,3 +598,19 @@ async def test_cloudconvert_a_signed_webhook_wakes_the_operation_and_a_tampered_
             "SELECT operation_id FROM webhook_events WHERE provider = 'cloudconvert'"
         )
         assert event["operation_id"] == op_id
+
+
+async def test_cloudconvert_a_signed_job_failed_event_wakes_a_read_that_fails_it(
+    pool: Any, tmp_path: Path
+) -> None:
+    """job.failed only wakes the operation; our own read decides: failed, with the
+    convert task's error."""
+    fx = CloudConvertFixture()
+    async with cloudconvert(pool, tmp_path, fx, with_receiver=True) as r:
+        op_id = await r.submit({**GRAPH, "script": "slow"})
+        await r.settle(op_id, {S.ACCEPTED})
+        jid = fx.only()["id"]
+        fx.jobs[jid]["status"] = "error"
+        assert await fx.deliver(r.hook_url, jid) == 200
+        assert await r.settle(op_id, ENDS, timeout=8) is S.FAILED, await r.history(op_id)
+        assert CC_FAILURE["message"] in json.dumps((await r.op(op_id)).last_error)
