@@ -178,8 +178,11 @@ class StabilityFixture(_Jobs):
 class RevAiFixture(_Jobs):
     """Rev.ai's jobs; `others`: jobs made elsewhere (by hand, another tool), listed too."""
 
-    def __init__(self, *, others: int = 0, **kwargs: Any) -> None:
+    def __init__(self, *, others: int = 0, drop_first_create: bool = False, **kwargs: Any) -> None:
         super().__init__("Umx5c6F7pH", **kwargs)
+        # the first create never arrives (no job made), and no answer comes
+        self.drop_first_create = drop_first_create
+        self.create_calls = 0
         self.transcript_accepts: list[str | None] = []
         self.job_accepts: list[str | None] = []  # the Accept of every other call
         self.lists: list[dict[str, str]] = []
@@ -236,6 +239,10 @@ class RevAiFixture(_Jobs):
         if refused:
             return refused
         body = await read_json(request)
+        self.create_calls += 1
+        if self.drop_first_create and self.create_calls == 1:
+            await hang()
+            return Response(status_code=502)
         if not isinstance(body, dict) or "media_url" not in body:
             detail = "media_url: The media_url field is required"
             return self._problem("Your request parameters didn't validate", 400, detail)
