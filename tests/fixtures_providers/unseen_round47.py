@@ -183,11 +183,16 @@ class RevAiFixture(_Jobs):
         # the first create never arrives (no job made), and no answer comes
         self.drop_first_create = drop_first_create
         self.create_calls = 0
+        # jobs made elsewhere just after the first create (ours then on a later page)
+        self.others_after = 0
         self.transcript_accepts: list[str | None] = []
         self.job_accepts: list[str | None] = []  # the Accept of every other call
         self.lists: list[dict[str, str]] = []
-        for n in range(others):
-            oid = f"0ther{n:05d}"
+        self._others(others)
+
+    def _others(self, count: int) -> None:
+        for _ in range(count):
+            oid = f"0ther{len(self.jobs):05d}"
             self.jobs[oid] = {"id": oid, "input": {"metadata": None}, "status": "transcribed"}
             self.jobs[oid]["reads"] = 0
 
@@ -250,6 +255,7 @@ class RevAiFixture(_Jobs):
         self.jobs[jid] = {"id": jid, "input": body, "status": "in_progress", "reads": 0}
         self.creates += 1
         if self.lose_first_create and self.creates == 1:
+            self._others(self.others_after)
             await hang()
         return json_response(self.job(jid))
 

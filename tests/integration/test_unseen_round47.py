@@ -344,6 +344,23 @@ async def test_revai_a_lost_create_is_found_by_its_metadata_not_sent_again(
         assert json.loads(await stored(r, op_id)) == TRANSCRIPT
 
 
+async def test_revai_the_list_is_paged_by_its_last_jobs_id_to_find_ours(
+    pool: Any, tmp_path: Path
+) -> None:
+    """Five jobs made elsewhere after ours, two a page: ours is on the third page,
+    reached by `starting_after` the last id of each page (a bare array's `/-1/id`)."""
+    fx = RevAiFixture(others=1, lose_first_create=True)
+    fx.others_after = 5
+    lookup = {"page_size": 2}
+    async with revai(pool, tmp_path, fx, over={"lookup": lookup}) as r:
+        op_id = await r.submit(MEDIA)
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert fx.creates == 1
+        pages = fx.lists[:3]
+        assert [p.get("starting_after") for p in pages] == [None, "0ther00005", "0ther00003"]
+        assert {p["limit"] for p in pages} == {"2"}
+
+
 async def test_revai_a_create_that_never_arrived_is_sent_again_once_the_list_proves_it(
     pool: Any, tmp_path: Path
 ) -> None:
