@@ -18,6 +18,8 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from bench.harness import TestClock
 from shared.ledger.states import LocalState
 from shared.serve import serve_app
@@ -210,6 +212,27 @@ async def test_stability_results_asked_for_as_json_are_stored_as_json(
         assert base64.b64decode(kept["video"]) == MP4
         assert kept["finish_reason"] == "SUCCESS"
         assert set(fx.accepts) == {"application/json"}
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="no key decodes a base64 field of a JSON result into the stored bytes: the "
+    "decode belongs in shared/providers/results.py (validate_result, result_content: the "
+    "sha256, size and content type named by the decoded bytes), a change larger than this "
+    "round; a user asks for the video itself (Accept: video/*, stability.toml)",
+)
+async def test_stability_a_json_result_keeps_the_video_decoded(pool: Any, tmp_path: Path) -> None:
+    """What a user of `Accept: application/json` would want: the MP4 stored, not the
+    JSON around its base64 (`result.field`, `result.field_encoding`: no such keys)."""
+    fx = StabilityFixture()
+    over = {
+        **AS_JSON,
+        "result": {"format": "binary", "field": "/video", "field_encoding": "base64"},
+    }
+    async with stability(pool, tmp_path, fx, over=over) as r:
+        op_id = await r.submit(IMAGE)
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert await stored(r, op_id) == MP4
 
 
 async def test_stability_a_lost_create_is_never_sent_again(pool: Any, tmp_path: Path) -> None:
