@@ -13,7 +13,6 @@ import asyncio
 import base64
 import contextlib
 import json
-import tomllib
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ import pytest
 from bench.harness import TestClock
 from shared.ledger.states import LocalState
 from shared.serve import serve_app
+from tests.fixtures_providers.described import ENDS, described
 from tests.fixtures_providers.rig import PresetRig, preset_rig
 from tests.fixtures_providers.unseen_media import MP4
 from tests.fixtures_providers.unseen_round47 import (
@@ -47,44 +47,8 @@ from tests.fixtures_providers.unseen_round47 import (
 )
 
 S = LocalState
-ENDS = {
-    S.SUCCEEDED,
-    S.RESULT_TIMED_OUT,
-    S.FAILED,
-    S.CANCELLED,
-    S.NEEDS_ATTENTION,
-    S.RESULT_UNAVAILABLE,
-    S.RESULT_VALIDATION_FAILED,
-    S.CANCELLATION_UNCONFIRMED,
-}
-UNSEEN = Path(__file__).parent.parent / "fixtures_providers" / "unseen"
 # Backoff as a deployment would have it (README's defaults), on a clock the test moves.
 REAL_BACKOFF = {"backoff_base": 2.0, "backoff_factor": 2.0, "backoff_cap": 60.0}
-
-
-def described(name: str, **over: dict[str, Any]) -> dict[str, Any]:
-    """The user's provider table (the rig sets base_url), `over` merged per table."""
-    with (UNSEEN / f"{name}.toml").open("rb") as f:
-        (table,) = tomllib.load(f)["providers"].values()
-    del table["base_url"]
-    for key, value in over.items():
-        table[key] = {**table.get(key, {}), **value}
-    return dict(table)
-
-
-async def stored(r: PresetRig, op_id: str) -> bytes:
-    op = await r.op(op_id)
-    ref = await r.pool.fetchval(
-        "SELECT storage_ref FROM results WHERE result_id = $1", op.result_id
-    )
-    return Path(ref.removeprefix("file:")).read_bytes()
-
-
-async def raw_states(r: PresetRig, op_id: str) -> set[str]:
-    rows = await r.pool.fetch(
-        "SELECT DISTINCT remote_state_raw FROM observations WHERE operation_id = $1", op_id
-    )
-    return {row[0] for row in rows}
 
 
 async def status_reads(r: PresetRig, op_id: str) -> int:
@@ -164,14 +128,14 @@ async def test_stability_a_generation_runs_and_its_video_is_stored(
     async with stability(pool, tmp_path, fx) as r:
         op_id = await r.submit(IMAGE)
         assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
-        assert await stored(r, op_id) == MP4
+        assert await r.result_bytes(op_id) == MP4
         assert fx.images == [("cat.png", "image/png", b"\x89PNG\r\n\x1a\n fake")]
         assert fx.only()["input"]["motion_bucket_id"] == "127"
         # the video was asked for (no JSON Accept) and the collection's final read
         # is the result: no fetch of its own downloads it again
         assert set(fx.accepts) == {"*/*"}
         assert await r.calls(op_id, "result") == []
-        assert "SUCCESS" in await raw_states(r, op_id)
+        assert "SUCCESS" in await r.raw_states(op_id)
 
 
 async def test_stability_a_content_filtered_generation_fails(pool: Any, tmp_path: Path) -> None:
@@ -182,7 +146,7 @@ async def test_stability_a_content_filtered_generation_fails(pool: Any, tmp_path
         op_id = await r.submit({**IMAGE, "script": "filtered"})
         assert await r.settle(op_id, ENDS) is S.FAILED, await r.history(op_id)
         assert (await r.op(op_id)).result_id is None
-        assert "CONTENT_FILTERED" in await raw_states(r, op_id)
+        assert "CONTENT_FILTERED" in await r.raw_states(op_id)
 
 
 # Stability's results as JSON, a user's other choice: `Accept: application/json` on
@@ -208,7 +172,7 @@ async def test_stability_results_asked_for_as_json_are_stored_as_json(
         filtered = await r.submit({**IMAGE, "script": "filtered"})
         assert await r.settle(ok, ENDS) is S.SUCCEEDED, await r.history(ok)
         assert await r.settle(filtered, ENDS) is S.FAILED, await r.history(filtered)
-        kept = json.loads(await stored(r, ok))
+        kept = json.loads(await r.result_bytes(ok))
         assert base64.b64decode(kept["video"]) == MP4
         assert kept["finish_reason"] == "SUCCESS"
         assert set(fx.accepts) == {"application/json"}
@@ -232,7 +196,7 @@ async def test_stability_a_json_result_keeps_the_video_decoded(pool: Any, tmp_pa
     async with stability(pool, tmp_path, fx, over=over) as r:
         op_id = await r.submit(IMAGE)
         assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
-        assert await stored(r, op_id) == MP4
+        assert await r.result_bytes(op_id) == MP4
 
 
 async def test_stability_a_lost_create_is_never_sent_again(pool: Any, tmp_path: Path) -> None:
@@ -273,7 +237,7 @@ async def test_stability_a_slow_generation_is_read_on_its_backoff(
         fx.finish(fx.only()["id"])
         assert await clock.to_appointment(r.pool, op_id)
         assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
-        assert await stored(r, op_id) == MP4
+        assert await r.result_bytes(op_id) == MP4
 
 
 # --- Rev.ai ------------------------------------------------------------------------
@@ -315,12 +279,12 @@ async def test_revai_a_job_is_transcribed_and_its_transcript_stored(
     async with revai(pool, tmp_path, fx) as r:
         op_id = await r.submit(MEDIA)
         assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
-        assert json.loads(await stored(r, op_id)) == TRANSCRIPT
+        assert json.loads(await r.result_bytes(op_id)) == TRANSCRIPT
         assert fx.transcript_accepts == [TRANSCRIPT_TYPE]
         assert set(fx.job_accepts) == {"application/json"}
         assert fx.only()["input"]["metadata"] == op_id
         assert "callback_url" not in fx.only()["input"]  # no receiver: none asked for
-        assert {"in_progress", "transcribed"} <= await raw_states(r, op_id)
+        assert {"in_progress", "transcribed"} <= await r.raw_states(op_id)
 
 
 async def test_revai_a_failed_job_fails_with_its_failure_and_detail(
@@ -364,7 +328,7 @@ async def test_revai_a_lost_create_is_found_by_its_metadata_not_sent_again(
         assert fx.lists, "the list was read"
         ours = [j for j in fx.jobs.values() if (j["input"] or {}).get("metadata") == op_id]
         assert (await r.op(op_id)).remote_job_id == ours[0]["id"]
-        assert json.loads(await stored(r, op_id)) == TRANSCRIPT
+        assert json.loads(await r.result_bytes(op_id)) == TRANSCRIPT
 
 
 async def test_revai_the_list_is_paged_by_its_last_jobs_id_to_find_ours(
@@ -395,7 +359,7 @@ async def test_revai_a_create_that_never_arrived_is_sent_again_once_the_list_pro
         assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
         assert (fx.create_calls, fx.creates) == (2, 1)
         assert fx.lists
-        assert json.loads(await stored(r, op_id)) == TRANSCRIPT
+        assert json.loads(await r.result_bytes(op_id)) == TRANSCRIPT
 
 
 async def test_revai_a_slow_job_is_read_on_its_backoff(
@@ -424,7 +388,7 @@ async def test_revai_its_callback_with_our_token_wakes_the_operation_and_a_wrong
         assert await fx.call_back(job["id"], url=f"{r.hook_url}?token=x{REVAI_TOKEN}") == 401
         assert await fx.call_back(job["id"]) == 200
         assert await r.settle(op_id, ENDS, timeout=8) is S.SUCCEEDED, await r.history(op_id)
-        assert json.loads(await stored(r, op_id)) == TRANSCRIPT
+        assert json.loads(await r.result_bytes(op_id)) == TRANSCRIPT
         # the token is never on record: not with the create, not with the callbacks
         tables = ("provider_calls", "webhook_events", "operations", "history", "observations")
         for table in tables:
@@ -461,12 +425,12 @@ async def test_mathpix_a_pdf_is_converted_and_its_markdown_stored(
     async with mathpix(pool, tmp_path, fx) as r:
         op_id = await r.submit(PDF_REQUEST)
         assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
-        assert (await stored(r, op_id)).decode() == MMD
+        assert (await r.result_bytes(op_id)).decode() == MMD
         # the key travels in a header of Mathpix's own name: never on record
         for table in ("provider_calls", "observations", "history", "operations"):
             rows = await r.pool.fetch(f"SELECT t::text FROM {table} t")
             assert not [row for row in rows if MATHPIX_KEY in row[0]], table
-        assert {"received", "loaded", "split", "completed"} & await raw_states(r, op_id) >= {
+        assert {"received", "loaded", "split", "completed"} & await r.raw_states(op_id) >= {
             "split",
             "completed",
         }
@@ -569,10 +533,10 @@ async def test_cloudconvert_a_job_finishes_and_its_export_is_kept_without_our_ke
     async with cloudconvert(pool, tmp_path, fx) as r:
         op_id = await r.submit(GRAPH)
         assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
-        assert await stored(r, op_id) == PDF
+        assert await r.result_bytes(op_id) == PDF
         assert fx.storage_auth == [None]
         assert fx.only()["input"]["tag"] == op_id
-        assert {"waiting", "processing", "finished"} <= await raw_states(r, op_id)
+        assert {"waiting", "processing", "finished"} <= await r.raw_states(op_id)
 
 
 async def test_cloudconvert_a_failed_job_fails_with_its_conversions_error(
@@ -618,7 +582,7 @@ async def test_cloudconvert_a_lost_create_is_found_by_its_tag_not_sent_again(
         assert fx.creates == 1
         assert {"filter[tag]": op_id}.items() <= fx.list_queries[0].items()
         assert (await r.op(op_id)).remote_job_id == fx.only()["id"]
-        assert await stored(r, op_id) == PDF
+        assert await r.result_bytes(op_id) == PDF
 
 
 async def test_cloudconvert_a_slow_job_is_read_on_its_backoff(
@@ -649,7 +613,7 @@ async def test_cloudconvert_a_signed_webhook_wakes_the_operation_and_a_tampered_
         assert await r.pool.fetchval("SELECT count(*) FROM webhook_events") == 0
         assert await fx.deliver(r.hook_url, jid) == 200
         assert await r.settle(op_id, ENDS, timeout=8) is S.SUCCEEDED, await r.history(op_id)
-        assert await stored(r, op_id) == PDF
+        assert await r.result_bytes(op_id) == PDF
         event = await r.pool.fetchrow(
             "SELECT operation_id FROM webhook_events WHERE provider = 'cloudconvert'"
         )
