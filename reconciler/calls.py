@@ -47,6 +47,7 @@ from shared.providers import (
 )
 from shared.providers.delivery import TransportCategory
 from shared.providers.description import ResultSource
+from shared.providers.requests import status_is_the_result
 from shared.redaction import CUT, MORE_HEADERS, REDACTED, stored_headers
 from shared.signatures import static_header
 from shared.telemetry import spans
@@ -119,22 +120,8 @@ def paced(reading: Reading, request_timeout: float, lease_seconds: float) -> Rea
 
 def status_carries_result(desc: ProviderDescription) -> bool:
     """Can a status read's answer be the result itself? An inline result, or a
-    result fetched from the status URL (`status_downloads_result`)."""
-    return desc.result.source is ResultSource.INLINE or status_downloads_result(desc)
-
-
-def status_downloads_result(desc: ProviderDescription) -> bool:
-    """Is the status URL the result's (Stability's `/v2beta/results/{id}` answers
-    202 while the job runs, then 200 with the video)? Such a read of a finished
-    job answered past MAX_ANSWER_BYTES, failed as `protocol`, and the job was
-    read as running until its deadline; it is a download, bounded by its pace."""
-    result, status = desc.result, desc.status
-    return (
-        result.source is ResultSource.PATH
-        and result.path is not None
-        and status.path is not None
-        and result.path.text == status.path.text
-    )
+    result fetched from the status URL (`status_is_the_result`)."""
+    return desc.result.source is ResultSource.INLINE or status_is_the_result(desc)
 
 
 # Calls whose delivery matters (a create or cancel that may have arrived must

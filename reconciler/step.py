@@ -19,7 +19,6 @@ from reconciler.calls import (
     not_sent,
     paced,
     send,
-    status_downloads_result,
 )
 from reconciler.context import Context
 from reconciler.lanes import Lane, Reading, download
@@ -30,7 +29,7 @@ from shared.ledger import Operation, decisions, evidence, leases
 from shared.ledger.errors import LeaseLost
 from shared.ledger.states import ESCALATED, POLLED, SCHEDULED, Evidence, LocalState
 from shared.providers import HttpRequest, ProviderAdapter
-from shared.providers.requests import signed_as_it_leaves
+from shared.providers.requests import signed_as_it_leaves, status_is_the_result
 from shared.telemetry import spans
 
 log = logging.getLogger("jobwarden.reconciler")
@@ -153,7 +152,7 @@ class Step:
                         reading = download(desc.result.expect.max_bytes, req.timeout, lease)
                         return await self._transfer(lane, req, db, reading)
                     reading = answer_reading(desc, req.action)
-                    if req.action == "status" and status_downloads_result(desc):
+                    if req.action == "status" and status_is_the_result(desc):
                         paced_reading = paced(reading, req.timeout, lease)
                         return await self._transfer(lane, req, db, paced_reading)
                     return await send(lane, req, self.op.trace_id, reading)

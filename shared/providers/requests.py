@@ -245,24 +245,27 @@ def build_status(
             "gives, and there is no status URL on record (the answer named none)"
         )
     payload = _render_json(spec.body, {"job_id": remote_job_id})
-    if _status_is_the_result(desc):  # asked as the result is (its headers, no Accept of ours)
+    if status_is_the_result(desc):  # asked as the result is (its headers, no Accept of ours)
         headers = _base_headers(desc, desc.result.headers, accept=None)
     else:
         headers = _base_headers(desc)
     return _request(desc, "status", spec.method, url, headers, payload)
 
 
-def _status_is_the_result(desc: ProviderDescription) -> bool:
+def status_is_the_result(desc: ProviderDescription) -> bool:
     """Is the status URL the result's (Stability's `/v2beta/results/{id}`: 202 while
-    the job runs, then 200 with the video; `reconciler.calls.status_downloads_result`)?
+    the job runs, then 200 with the video)?
 
-    Such a read of a finished job is the result's download, so it asks as the
-    result fetch does: `result.headers`, and no Accept of ours. An endpoint that
-    negotiates its answer, told `Accept: application/json`, answers another
-    representation (Stability: {"video": <base64>, "finish_reason"}, where the
-    video was asked for and its `finish-reason` header was the state), and the
-    job read as running until its deadline; its answer also never matched the
-    result fetch's request, so a finished job's result was downloaded twice.
+    Such a read of a finished job is the result's download. The reconciler
+    bounds it by its pace (`reconciler.step`): answered past MAX_ANSWER_BYTES
+    it failed as `protocol`, and the job read as running until its deadline.
+    And it asks as the result fetch does (`build_status`): `result.headers`,
+    and no Accept of ours. An endpoint that negotiates its answer, told
+    `Accept: application/json`, answers another representation (Stability:
+    {"video": <base64>, "finish_reason"}, where the video was asked for and its
+    `finish-reason` header was the state), and the job read as running until
+    its deadline; its answer also never matched the result fetch's request, so
+    a finished job's result was downloaded twice.
     """
     result, status = desc.result, desc.status
     return (
