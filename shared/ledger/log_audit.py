@@ -12,7 +12,10 @@ grow with the log):
 3. every evidence row against its newest leaf, recomputed from the row by
    `shared.ledger.leaves` (altered rows), every newest leaf against its row
    (removed rows), and every row has a leaf or a queued change (rows outside
-   the log).
+   the log);
+4. each operation's working state that evidence determines (its job id, its
+   remote state, a failed operation's error), against that evidence
+   (shared/ledger/working_state_audit.py).
 
 Without a checkpoint, 2 proves only that the log is self-consistent: whoever
 administers the database could have rewritten rows and leaves together. The
@@ -38,6 +41,7 @@ from shared.ledger.log import (
     current_rows,
     with_hashes,
 )
+from shared.ledger.working_state_audit import check_working_state
 from shared.tlog import (
     ALG_ED25519,
     EMPTY_ROOT,
@@ -190,6 +194,8 @@ async def _check_snapshot(
         for kind in KINDS.values():
             await _check_rows(conn, kind, report)
         await _check_versions(conn, report)
+        # the operation rows' working state, against the evidence just checked
+        await check_working_state(conn, report)
         report.archives, report.archived_rows = await check_archives(conn, report, archive_root)
         report.archive_ids = {a["archive_id"] for a in await conn.fetch(q("archive_list"))}
         if report.listed_archived > report.archived_rows:

@@ -35,3 +35,95 @@ RETURNING verification_id, verified_at, verified_by;
 -- login was given: a per-role setting (ALTER ROLE ... SET search_path) naming
 -- a schema of pristine copies first would otherwise show the verifier those.
 SELECT set_config('search_path', 'public', false);
+
+-- The working state the operation row keeps beside its chain, against the
+-- evidence it was written with (shared/ledger/working_state_audit.py). Each
+-- query returns only the operations that disagree; one pass over the
+-- evidence table it reads, in the snapshot of the log's own checks.
+
+-- name: audit_job_ids
+-- The job id, against the transitions that carry it. The history trigger
+-- copies operations.remote_job_id into every row it inserts (migration 002),
+-- and a recorded job id is never replaced or cleared (jw_operations_before_update):
+-- from the first row that carries one, every later row carries that same id,
+-- and so must the operation. An id recorded with no transition since (a job
+-- found while cancel_requested) came from a call's answer or an operator's
+-- adoption, both on record: one neither names was written by hand. An
+-- operation whose calls were archived is not judged by that second rule.
+WITH carried AS (
+    SELECT operation_id,
+           min(remote_job_id) AS least_job,
+           max(remote_job_id) AS greatest_job,
+           min(seq) FILTER (WHERE remote_job_id IS NOT NULL) AS first_seq,
+           max(seq) FILTER (WHERE remote_job_id IS NOT NULL) AS last_seq,
+           max(seq) FILTER (WHERE remote_job_id IS NULL) AS last_without
+    FROM history
+    GROUP BY operation_id
+)
+SELECT o.operation_id, o.remote_job_id, c.greatest_job AS carried_job, c.first_seq,
+       c.last_seq, c.least_job <> c.greatest_job AS carries_two,
+       CASE WHEN c.last_without > c.first_seq THEN c.last_without END AS dropped_at
+FROM operations o
+LEFT JOIN carried c USING (operation_id)
+WHERE CASE
+    WHEN c.first_seq IS NOT NULL THEN
+        o.remote_job_id IS DISTINCT FROM c.greatest_job
+        OR c.least_job <> c.greatest_job
+        OR c.last_without > c.first_seq
+    ELSE
+        o.remote_job_id IS NOT NULL
+        AND NOT EXISTS (SELECT 1 FROM provider_calls p
+                        WHERE p.operation_id = o.operation_id
+                          AND p.remote_job_id = o.remote_job_id)
+        AND NOT EXISTS (SELECT 1 FROM decisions d
+                        WHERE d.operation_id = o.operation_id
+                          AND right(d.decision, length(o.remote_job_id) + 15)
+                              = ', adopting job ' || o.remote_job_id)
+        AND NOT EXISTS (SELECT 1 FROM log_archived x
+                        WHERE x.operation_id = o.operation_id AND x.kind = 'call')
+    END
+ORDER BY o.operation_id COLLATE "C";
+
+-- name: audit_remote_states
+-- The remote state agents are shown (succeeded, completed_with_errors, ...),
+-- against the newest status read or result verdict that showed one. Only
+-- those two statements write it (record_polls, observe_result_answer), each
+-- with its observation in the same statement, numbered after the row lock
+-- that orders them; a read that showed no state keeps the one before. An
+-- emptied state is not judged (a verdict may empty it); nor is an operation
+-- whose observations were archived.
+WITH newest AS (
+    SELECT DISTINCT ON (operation_id) operation_id, observation_id, remote_state
+    FROM observations
+    WHERE source IN ('poll', 'result') AND remote_state IS NOT NULL
+    ORDER BY operation_id, observation_id DESC
+)
+SELECT o.operation_id, o.remote_state::text AS remote_state,
+       n.remote_state::text AS observed, n.observation_id
+FROM operations o
+LEFT JOIN newest n USING (operation_id)
+WHERE o.remote_state IS NOT NULL
+  AND o.remote_state IS DISTINCT FROM n.remote_state
+  AND NOT EXISTS (SELECT 1 FROM log_archived x
+                  WHERE x.operation_id = o.operation_id AND x.kind = 'observation')
+ORDER BY o.operation_id COLLATE "C";
+
+-- name: audit_failed_errors
+-- A failed operation's error (code and message agents are shown), when its
+-- failing transition cites a status read or a result verdict that is still
+-- its newest: both statements set last_error to the error they observe, and
+-- nothing writes it after a move to failed. (A failure a create's answer
+-- proved, or one a webhook showed, carries an error the reconciler parsed
+-- from a call or kept from an earlier read: not judged.)
+SELECT o.operation_id, o.last_error, ob.error AS observed, ob.observation_id, h.seq
+FROM operations o
+JOIN history h ON h.operation_id = o.operation_id AND h.seq = o.history_seq
+JOIN observations ob ON ob.observation_id = h.evidence_id AND ob.operation_id = o.operation_id
+WHERE o.state = 'failed' AND h.to_state = 'failed' AND h.evidence_kind = 'observation'
+  AND ob.source IN ('poll', 'result')
+  AND NOT EXISTS (SELECT 1 FROM observations later
+                  WHERE later.operation_id = o.operation_id
+                    AND later.source IN ('poll', 'result')
+                    AND later.observation_id > ob.observation_id)
+  AND o.last_error IS DISTINCT FROM ob.error
+ORDER BY o.operation_id COLLATE "C";

@@ -430,7 +430,10 @@ async def test_a_leaf_rewritten_with_triggers_disabled_is_caught(
             digests.fixed,
         )
     plain = await _verify(pool, None)
-    assert plain.problems == ["the stored hashes disagree with the leaves: proofs would not verify"]
+    tree = [p for p in plain.problems if not p.startswith("operations ")]
+    assert tree == ["the stored hashes disagree with the leaves: proofs would not verify"]
+    # and the operation still shows the state and error the rewritten read replaced
+    assert len(plain.problems) == 3, plain.problems
     against = await _verify(pool, note)
     assert against.extends is False and not against.ok
 
@@ -577,11 +580,14 @@ async def test_a_database_rolled_back_to_a_backup_is_caught_by_the_newer_checkpo
 
 WORKING_STATE = {
     # what agents are shown, or what the reconciler acts on next, written without
-    # a history row: operations' columns outside the submitted intent
-    "error_agents_are_shown": 'last_error = \'{"code": "quota", "message": "forged"}\'',
-    "completed_with_errors_instead_of_succeeded": "remote_state = 'partially_succeeded'",
+    # a history row and determined by no logged evidence: operations' columns
+    # outside the submitted intent. (The job id, the remote state and a failed
+    # operation's error are checked against their evidence:
+    # test_audit_working_state.py.)
     "progress": "progress_completed = 1, progress_total = 9",
-    "the_job_read_next": "remote_job_id = 'job_of_someone_else'",
+    "the_deadline_read_by": "result_deadline = result_deadline + interval '30 days'",
+    "the_status_url": "status_url = 'https://elsewhere.example/v1/jobs/x'",
+    "who_asked_to_cancel": "cancel_requested_by = 'agent:someone-else', cancel_reason = 'forged'",
 }
 
 
@@ -590,26 +596,22 @@ async def test_the_operations_working_state_is_not_covered(
     pool: Any, signed: tuple[list[str], str], case: str
 ) -> None:
     """The operation row's working state is outside the log (README: *Not covered*),
-    and some of it reaches agents: the error code and message of a failed
-    operation, `completed_with_errors` rather than `succeeded`, progress. Only
-    the state (the chain's last transition) and the result (its own, the one
-    its success cites) are checked."""
+    and some of it reaches agents or the reconciler: progress, the deadlines, the
+    status URL, who asked to cancel and why. Of it, the state (the chain's last
+    transition), the result (its own, the one its success cites), the job id,
+    the remote state and a failed operation's error are checked."""
     ops, note = signed
-    op_id = ops[0] if case == "completed_with_errors_instead_of_succeeded" else ops[2]
+    op_id = ops[2]
     async with pool.acquire() as conn:
-        before = await conn.fetchrow(
-            "SELECT * FROM operations_overview WHERE operation_id = $1", op_id
-        )
+        before = await conn.fetchrow("SELECT * FROM operations WHERE operation_id = $1", op_id)
     async with superuser(pool) as conn:
         await conn.execute(
             f"UPDATE operations SET {WORKING_STATE[case]} WHERE operation_id = $1", op_id
         )
     async with pool.acquire() as conn:
-        after = await conn.fetchrow(
-            "SELECT * FROM operations_overview WHERE operation_id = $1", op_id
-        )
+        after = await conn.fetchrow("SELECT * FROM operations WHERE operation_id = $1", op_id)
         _, breaks = await audit.verify(conn)
-    assert dict(after) != dict(before)  # agents are shown something else
+    assert dict(after) != dict(before)  # agents or the reconciler read something else
     assert breaks == []
     assert (await _verify(pool, note)).ok  # not detected: documented
 

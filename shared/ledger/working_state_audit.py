@@ -1,0 +1,101 @@
+"""`jobwarden audit verify`: the operation row's working state, against its evidence.
+
+The log covers an operation as submitted and every piece of evidence, not the
+columns the ledger keeps on the row as it goes (the operation leaf covers the
+intent only: shared/ledger/leaves.py). Some of those the reconciler acts on
+and agents read, and a database superuser could rewrite them without a
+history row. Where a column's value follows from evidence rows, which the
+log's own checks bind, it is compared with them here:
+
+- `remote_job_id` (the job the reconciler reads, cancels and collects): the
+  job id every transition since its recording carries (the history trigger
+  copies it, and a recorded id is never replaced), or, before any such
+  transition, one a call's answer or an operator's adoption named;
+- `remote_state` (succeeded, completed_with_errors, ...): the newest status
+  read or result verdict that showed a state;
+- a failed operation's `last_error`, when its failing transition cites the
+  newest such read: the error that read observed.
+
+Each is read in the snapshot the log's row checks use, and the ledger writes
+each column in the transaction (the statement, for the last two) that writes
+its evidence: a live system's working state always agrees with the evidence
+that snapshot shows. That evidence may still be queued for the sequencer; the
+row checks then wait for it to be logged as it is (verify_log's settling),
+so nothing here needs excusing.
+
+What no logged evidence determines is not judged (README, *The evidence
+log*): the deadlines, the status URL, who asked to cancel and why, progress,
+and any other error.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from shared.db.queries import q
+
+# Rows fetched per round trip (only operations that disagree are returned).
+PREFETCH = 1000
+# A job id or state quoted in a problem is cut to this many characters.
+QUOTED = 80
+
+
+class Reports(Protocol):
+    def problem(self, text: str) -> None: ...
+
+
+def _quoted(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= QUOTED else text[: QUOTED - 3] + "..."
+
+
+async def check_working_state(conn: Any, report: Reports) -> None:
+    """Each operation whose working state disagrees with its evidence is a problem.
+
+    `conn` must be inside the caller's (repeatable-read) transaction."""
+    async for row in conn.cursor(q("audit_job_ids"), prefetch=PREFETCH):
+        report.problem(f"operations {row['operation_id']}: {_job_id_problem(row)}")
+    async for row in conn.cursor(q("audit_remote_states"), prefetch=PREFETCH):
+        report.problem(f"operations {row['operation_id']}: {_remote_state_problem(row)}")
+    async for row in conn.cursor(q("audit_failed_errors"), prefetch=PREFETCH):
+        report.problem(
+            f"operations {row['operation_id']}: last_error differs from the error logged by "
+            f"the status read its failure cites (observation {row['observation_id']}, "
+            f"history seq {row['seq']})"
+        )
+
+
+def _job_id_problem(row: Any) -> str:
+    job = row["remote_job_id"]
+    if row["first_seq"] is None:
+        return (
+            f"remote_job_id {_quoted(job)} is named by none of its logged transitions, "
+            "calls or decisions"
+        )
+    if row["carries_two"]:
+        return "its logged history carries more than one job id (a recorded one never changes)"
+    if row["dropped_at"] is not None:
+        return (
+            f"its logged history carries a job id from seq {row['first_seq']}, but seq "
+            f"{row['dropped_at']} none (a recorded one is never cleared)"
+        )
+    carried = _quoted(row["carried_job"])
+    if job is None:
+        return f"remote_job_id is empty, but its logged history carries job {carried}"
+    return (
+        f"remote_job_id {_quoted(job)} differs from the logged job id its history carries "
+        f"({carried}, seq {row['last_seq']})"
+    )
+
+
+def _remote_state_problem(row: Any) -> str:
+    state = _quoted(row["remote_state"])
+    if row["observation_id"] is None:
+        return f"remote_state {state} was shown by no logged status read of its own"
+    return (
+        f"remote_state {state} differs from the logged state of its newest status read "
+        f"({_quoted(row['observed'])}, observation {row['observation_id']})"
+    )
+
+
+__all__ = ["check_working_state"]

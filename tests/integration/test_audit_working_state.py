@@ -1,0 +1,258 @@
+"""The operation row's working state against a database superuser (README, *The evidence log*).
+
+The log covers an operation as submitted, not the columns the ledger keeps on
+its row as it goes; `audit verify` compares those the evidence determines
+with it (shared/ledger/working_state_audit.py): the job id, the remote state,
+a failed operation's error. Real jobs run through the simulator and the
+reconciler, an operator adopts a job id (extending the result deadline by the
+same decision), two operations are left mid-flight with their evidence still
+queued; the untouched lifecycle passes, and each column rewritten by hand,
+triggers off, fails the check naming it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from shared import ledger
+from shared.ledger import log
+from shared.ledger.decisions import adopt_job
+from shared.ledger.log_audit import LogReport
+from shared.ledger.states import LocalState
+from shared.tlog import Signer
+from tests.harness import rig
+from tests.integration.test_evidence_log import (
+    SIGNER_KEY,
+    _kept_off_the_host,
+    superuser,
+)
+from tests.integration.test_evidence_log_queue import _verify_while_sequencing
+from tests.support import call, drive, jobwarden, observe, submit
+
+S = LocalState
+DONE = {S.SUCCEEDED, S.FAILED, S.RESULT_VALIDATION_FAILED}
+ADOPTED = "job-adopted-from-the-console"
+FOUND = "job-found-while-cancelling"
+
+
+@dataclass
+class Lifecycle:
+    succeeded: str  # a job run to success
+    partial: str  # partially_succeeded (agents: completed_with_errors)
+    failed: str  # failed by a status read showing the provider's error
+    adopted: str  # an operator adopted its job id, extending its result deadline
+    cancelling: str  # mid-flight: a job id found while cancel_requested, queued
+    observing: str  # mid-flight: a status read queued
+    note: str  # a checkpoint signed before the mid-flight evidence
+
+
+async def _live(pool: Any, tmp_path: Path) -> tuple[str, str, str]:
+    async with rig(pool, tmp_path) as r:
+        ops = [
+            await r.submit("success", duration=0.05),
+            await r.submit("partial", duration=0.05, total=5, failed=2),
+            await r.submit("late_failure", duration=0.05),
+        ]
+        for op_id in ops:
+            await r.settle(op_id, DONE)
+    return ops[0], ops[1], ops[2]
+
+
+async def _adopt(pool: Any) -> str:
+    """An operation stopped for a human with no job, then given one by an operator's
+    decision that also pushes its result deadline on (both logged as the decision)."""
+    async with pool.acquire() as conn:
+        op_id = await submit(conn, ref="adopted")
+        await drive(conn, op_id, S.NEEDS_ATTENTION)
+        op = await ledger.load_operation(conn, op_id)
+        await adopt_job(
+            conn,
+            op,
+            ADOPTED,
+            status_request=None,
+            actor="operator:alice",
+            reason="found in the provider's console",
+            extend_result_deadline_s=3600,
+        )
+    return op_id
+
+
+async def _mid_flight(pool: Any) -> tuple[str, str]:
+    """Two operations whose newest evidence the sequencer has not logged yet: a job id
+    recorded while cancel_requested (no transition carries it, the create call's answer
+    names it) and a status read showing the job running."""
+    async with pool.acquire() as conn:
+        cancelling = await submit(conn, ref="cancelling")
+        await drive(conn, cancelling, S.CANCEL_REQUESTED)
+        async with conn.transaction():
+            await call(conn, cancelling, "create", 202, FOUND)
+            await ledger.record_remote_job(conn, cancelling, FOUND, create_mode="async")
+        observing = await submit(conn, ref="observing")
+        await drive(conn, observing, S.OBSERVING)
+        await observe(conn, observing, "running")
+    return cancelling, observing
+
+
+@pytest.fixture
+async def lifecycle(pool: Any, tmp_path: Path) -> Lifecycle:
+    succeeded, partial, failed = await _live(pool, tmp_path)
+    adopted = await _adopt(pool)
+    async with pool.acquire() as conn:
+        await log.sequence_all(conn)
+        note = await log.checkpoint(conn, Signer.from_key(SIGNER_KEY))
+    cancelling, observing = await _mid_flight(pool)
+    return Lifecycle(succeeded, partial, failed, adopted, cancelling, observing, note)
+
+
+async def _verify(pool: Any, lc: Lifecycle, monkeypatch: pytest.MonkeyPatch) -> LogReport:
+    """verify_log against the checkpoint, the sequencer running meanwhile (as the
+    reconciler's does), so the queued mid-flight evidence is logged while it waits."""
+    return await _verify_while_sequencing(pool, lc.note, monkeypatch)
+
+
+async def test_the_untouched_lifecycle_passes(
+    pool: Any, lifecycle: Lifecycle, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No false alarm: a job adopted by decision, a deadline extended by it, a job id no
+    transition carries yet, evidence still queued when the check looks."""
+    lc = lifecycle
+    async with pool.acquire() as conn:
+        states = dict(
+            await conn.fetch(
+                "SELECT operation_id, remote_state::text FROM operations"
+                " WHERE operation_id = ANY ($1)",
+                [lc.succeeded, lc.partial, lc.failed],
+            )
+        )
+        failed = await conn.fetchrow(
+            "SELECT o.state::text, o.last_error, h.evidence_kind FROM operations o"
+            " JOIN history h ON h.operation_id = o.operation_id AND h.seq = o.history_seq"
+            " WHERE o.operation_id = $1",
+            lc.failed,
+        )
+        queued = await conn.fetchval("SELECT count(*) FROM log_queue")
+    # the lifecycle has what the checks judge
+    assert states[lc.partial] == "partially_succeeded"
+    assert states[lc.succeeded] == "succeeded"
+    assert failed["state"] == "failed" and failed["evidence_kind"] == "observation"
+    assert failed["last_error"] is not None
+    assert queued > 0
+    report = await _verify(pool, lc, monkeypatch)
+    assert report.ok, report.problems
+    assert report.settled > 0
+
+
+# (operation, column, the superuser's SET, what the problem says)
+Attack = tuple[Callable[[Lifecycle], str], str, str]
+ATTACKS: dict[str, Attack] = {
+    "job id of a finished job": (
+        lambda lc: lc.succeeded,
+        "remote_job_id = 'job-of-someone-else'",
+        "remote_job_id 'job-of-someone-else' differs from the logged job id",
+    ),
+    "job id cleared": (
+        lambda lc: lc.succeeded,
+        # made synchronous, as a CHECK asks of a finished job without one
+        "remote_job_id = NULL, create_mode = 'sync'",
+        "remote_job_id is empty, but its logged history carries job",
+    ),
+    "job id adopted by decision": (
+        lambda lc: lc.adopted,
+        "remote_job_id = 'job-of-someone-else'",
+        "remote_job_id 'job-of-someone-else' differs from the logged job id",
+    ),
+    "job id no transition carries yet": (
+        lambda lc: lc.cancelling,
+        "remote_job_id = 'job-of-someone-else'",
+        "remote_job_id 'job-of-someone-else' is named by none of its logged transitions",
+    ),
+    "job id of a job still running": (
+        lambda lc: lc.observing,
+        "remote_job_id = 'job-of-someone-else'",
+        "remote_job_id 'job-of-someone-else' differs from the logged job id",
+    ),
+    "partially_succeeded made succeeded": (
+        lambda lc: lc.partial,
+        "remote_state = 'succeeded'",
+        "remote_state 'succeeded' differs from the logged state of its newest status read "
+        "('partially_succeeded'",
+    ),
+    "a running job shown finished": (
+        lambda lc: lc.observing,
+        "remote_state = 'succeeded'",
+        "remote_state 'succeeded' differs from the logged state of its newest status read "
+        "('running'",
+    ),
+    "a state no read showed": (
+        lambda lc: lc.adopted,
+        "remote_state = 'succeeded'",
+        "remote_state 'succeeded' was shown by no logged status read of its own",
+    ),
+    "a failed operation's error": (
+        lambda lc: lc.failed,
+        """last_error = '{"code": "quota", "message": "try again tomorrow"}'""",
+        "last_error differs from the error logged by the status read its failure cites",
+    ),
+    "a failed operation's error cleared": (
+        lambda lc: lc.failed,
+        "last_error = NULL",
+        "last_error differs from the error logged by the status read its failure cites",
+    ),
+}
+
+
+async def _rewrite(pool: Any, op_id: str, assignment: str) -> None:
+    """The owner's UPDATE, no trigger firing (the guard that keeps a job id, the queue)."""
+    async with superuser(pool) as conn:
+        done = await conn.execute(
+            f"UPDATE operations SET {assignment} WHERE operation_id = $1", op_id
+        )
+        assert done == "UPDATE 1"
+
+
+@pytest.mark.parametrize("attack", ATTACKS)
+async def test_a_rewritten_working_state_fails_the_check(
+    pool: Any, lifecycle: Lifecycle, monkeypatch: pytest.MonkeyPatch, attack: str
+) -> None:
+    pick, assignment, says = ATTACKS[attack]
+    op_id = pick(lifecycle)
+    await _rewrite(pool, op_id, assignment)
+    report = await _verify(pool, lifecycle, monkeypatch)
+    assert not report.ok
+    mine = [p for p in report.problems if p.startswith(f"operations {op_id}: ")]
+    assert len(mine) == 1 and says in mine[0], report.problems
+    # nothing else is reported: the evidence itself is intact, the log extends the checkpoint
+    assert report.problems == mine and report.extends is True
+
+
+async def test_the_command_line_names_the_rewritten_job_id(
+    pool: Any,
+    db_url: str,
+    lifecycle: Lifecycle,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`jobwarden audit verify` exits 1 and prints the operation, as for any tampering."""
+    lc = lifecycle
+    async with pool.acquire() as conn:
+        await log.sequence_all(conn)  # the mid-flight rows logged: no settling needed
+    await _rewrite(pool, lc.succeeded, "remote_job_id = 'job-of-someone-else'")
+    monkeypatch.setenv("DATABASE_URL", db_url)
+    checkpoint, key = _kept_off_the_host(tmp_path, lc.note)
+    code = await jobwarden(
+        "audit", "verify", "--checkpoint", str(checkpoint), "--key", str(key), "--no-record",
+        "--settle", "0",
+    )  # fmt: skip
+    out = capsys.readouterr().out
+    assert code == 1, out
+    assert (
+        f"TAMPERED operations {lc.succeeded}: remote_job_id 'job-of-someone-else' differs "
+        "from the logged job id its history carries"
+    ) in out
+    assert "FAILED: 1 problem(s)" in out
