@@ -14,7 +14,10 @@ log's own checks bind, it is compared with them here:
 - `remote_state` (succeeded, completed_with_errors, ...): the newest status
   read or result verdict that showed a state;
 - a failed operation's `last_error`, when its failing transition cites the
-  newest such read: the error that read observed.
+  newest such read: the error that read observed;
+- who asked to cancel and why (`cancel_requested_by`, `cancel_reason`): as
+  the newest transition that recorded an intent says (a request's actor and
+  cause, or the operator decision it cites).
 
 Each is read in the snapshot the log's row checks use, and the ledger writes
 each column in the transaction (the statement, for the last two) that writes
@@ -24,8 +27,9 @@ row checks then wait for it to be logged as it is (verify_log's settling),
 so nothing here needs excusing.
 
 What no logged evidence determines is not judged (README, *The evidence
-log*): the deadlines, the status URL, who asked to cancel and why, progress,
-and any other error.
+log*): the deadlines, the status read to send, an intent recorded with no
+transition (while stopped for a human, before any other), progress, and any
+other error.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from shared.db.queries import q
+from shared.ledger.operations import MAX_ACTOR, MAX_CAUSE, history_text
 
 # Rows fetched per round trip (only operations that disagree are returned).
 PREFETCH = 1000
@@ -63,6 +68,10 @@ async def check_working_state(conn: Any, report: Reports) -> None:
             f"the status read its failure cites (observation {row['observation_id']}, "
             f"history seq {row['seq']})"
         )
+    async for row in conn.cursor(q("audit_cancel_intents"), prefetch=PREFETCH):
+        problem = _cancel_problem(row)
+        if problem:
+            report.problem(f"operations {row['operation_id']}: {problem}")
 
 
 def _job_id_problem(row: Any) -> str:
@@ -85,6 +94,32 @@ def _job_id_problem(row: Any) -> str:
     return (
         f"remote_job_id {_quoted(job)} differs from the logged job id its history carries "
         f"({carried}, seq {row['last_seq']})"
+    )
+
+
+def _cancel_problem(row: Any) -> str | None:
+    """Whether the intent on the row is the one its newest intent-recording transition
+    logged (None: it is; the query returns rows that differ before the cause is
+    written as a transition writes it)."""
+    by, why, seq = row["cancel_requested_by"], row["cancel_reason"], row["seq"]
+    decision = row["decision_id"]
+    if decision is not None:
+        if not row["decided"]:
+            return f"the decision #{decision} its cancel (history seq {seq}) cites is not its own"
+        return (
+            "who asked to cancel and why (cancel_requested_by, cancel_reason) differ from "
+            f"the logged decision #{decision} that asked (history seq {seq})"
+        )
+    if (
+        by is not None
+        and why is not None
+        and history_text(by, MAX_ACTOR) == row["actor"]
+        and history_text(f"cancel: {why}", MAX_CAUSE) == row["cause"]
+    ):
+        return None
+    return (
+        "who asked to cancel and why (cancel_requested_by, cancel_reason) differ from "
+        f"the logged request (history seq {seq})"
     )
 
 

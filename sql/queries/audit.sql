@@ -127,3 +127,39 @@ WHERE o.state = 'failed' AND h.to_state = 'failed' AND h.evidence_kind = 'observ
                     AND later.observation_id > ob.observation_id)
   AND o.last_error IS DISTINCT FROM ob.error
 ORDER BY o.operation_id COLLATE "C";
+
+-- name: audit_cancel_intents
+-- Who asked to cancel and why, against the newest transition that recorded
+-- an intent with it: an agent's or operator's request (request_cancel: the
+-- transition's actor is who asked, its cause "cancel: " and the reason) or an
+-- operator's decision to cancel (decide: its cause names the decision, whose
+-- actor and reason the intent copies). Both write the intent and the move in
+-- one transaction, and nothing else writes one once any was recorded (an
+-- intent recorded while stopped for a human, with no move, needs none before
+-- it: cancel_requested_at is never cleared). The first set of rows returned
+-- may still agree once the cause is written as a transition writes it
+-- (history_text: scrubbed, cut to length): shared/ledger/working_state_audit.py
+-- decides.
+WITH asked AS (
+    SELECT DISTINCT ON (h.operation_id) h.operation_id, h.seq, h.actor, h.cause,
+           substring(h.cause FROM '^operator decision #([0-9]{1,18}): ')::bigint AS decision_id
+    FROM history h
+    WHERE (h.to_state IN ('cancel_requested', 'abandoned') AND h.cause LIKE 'cancel: %'
+           AND h.actor NOT LIKE 'reconciler:%')
+       OR (h.to_state = 'cancel_requested' AND h.actor LIKE 'operator:%'
+           AND h.cause ~ '^operator decision #[0-9]{1,18}: ')
+    ORDER BY h.operation_id, h.seq DESC
+)
+SELECT o.operation_id, o.cancel_requested_by, o.cancel_reason, a.seq, a.actor, a.cause,
+       a.decision_id, d.decision_id IS NOT NULL AS decided, d.actor AS decided_by,
+       d.reason AS decided_reason
+FROM asked a
+JOIN operations o USING (operation_id)
+LEFT JOIN decisions d ON d.decision_id = a.decision_id AND d.operation_id = a.operation_id
+WHERE CASE WHEN a.decision_id IS NULL
+           THEN o.cancel_requested_by IS DISTINCT FROM a.actor
+                OR 'cancel: ' || o.cancel_reason IS DISTINCT FROM a.cause
+           ELSE o.cancel_requested_by IS DISTINCT FROM d.actor
+                OR o.cancel_reason IS DISTINCT FROM d.reason
+      END
+ORDER BY o.operation_id COLLATE "C";

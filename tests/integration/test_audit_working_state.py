@@ -21,7 +21,7 @@ import pytest
 
 from shared import ledger
 from shared.ledger import log
-from shared.ledger.decisions import adopt_job
+from shared.ledger.decisions import adopt_job, decide
 from shared.ledger.log_audit import LogReport
 from shared.ledger.states import LocalState
 from shared.tlog import Signer
@@ -46,6 +46,8 @@ class Lifecycle:
     partial: str  # partially_succeeded (agents: completed_with_errors)
     failed: str  # failed by a status read showing the provider's error
     adopted: str  # an operator adopted its job id, extending its result deadline
+    asked: str  # an agent asked to cancel it
+    decided: str  # an operator decided to cancel it
     cancelling: str  # mid-flight: a job id found while cancel_requested, queued
     observing: str  # mid-flight: a status read queued
     note: str  # a checkpoint signed before the mid-flight evidence
@@ -82,6 +84,27 @@ async def _adopt(pool: Any) -> str:
     return op_id
 
 
+async def _cancel(pool: Any) -> tuple[str, str]:
+    """An agent's request to cancel, and an operator's decision to: each intent (who,
+    why) recorded with the transition that logs it."""
+    async with pool.acquire() as conn:
+        asked = await submit(conn, ref="asked")
+        await drive(conn, asked, S.OBSERVING)
+        await ledger.request_cancel(
+            conn, asked, requested_by="agent:bob", reason="the customer withdrew\x1fthe order"
+        )
+        decided = await submit(conn, ref="decided")
+        await drive(conn, decided, S.NEEDS_ATTENTION)
+        await decide(
+            conn,
+            await ledger.load_operation(conn, decided),
+            S.CANCEL_REQUESTED,
+            actor="operator:carol",
+            reason="nobody needs it any more",
+        )
+    return asked, decided
+
+
 async def _mid_flight(pool: Any) -> tuple[str, str]:
     """Two operations whose newest evidence the sequencer has not logged yet: a job id
     recorded while cancel_requested (no transition carries it, the create call's answer
@@ -102,11 +125,14 @@ async def _mid_flight(pool: Any) -> tuple[str, str]:
 async def lifecycle(pool: Any, tmp_path: Path) -> Lifecycle:
     succeeded, partial, failed = await _live(pool, tmp_path)
     adopted = await _adopt(pool)
+    asked, decided = await _cancel(pool)
     async with pool.acquire() as conn:
         await log.sequence_all(conn)
         note = await log.checkpoint(conn, Signer.from_key(SIGNER_KEY))
     cancelling, observing = await _mid_flight(pool)
-    return Lifecycle(succeeded, partial, failed, adopted, cancelling, observing, note)
+    return Lifecycle(
+        succeeded, partial, failed, adopted, asked, decided, cancelling, observing, note
+    )
 
 
 async def _verify(pool: Any, lc: Lifecycle, monkeypatch: pytest.MonkeyPatch) -> LogReport:
@@ -143,6 +169,28 @@ async def test_the_untouched_lifecycle_passes(
     assert failed["last_error"] is not None
     assert queued > 0
     report = await _verify(pool, lc, monkeypatch)
+    assert report.ok, report.problems
+    assert report.settled > 0
+
+
+async def test_the_ledger_writing_while_the_check_waits_is_no_false_alarm(
+    pool: Any, lifecycle: Lifecycle, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After its snapshot, while it waits for the queued rows, the ledger goes on: a job
+    id recorded with its transition, a status read, a cancel asked; the sequencer logs
+    them. The check judges the snapshot it took, and the rows it waited for."""
+    lc = lifecycle
+
+    async def the_ledger_goes_on(conn: Any) -> None:
+        await observe(conn, lc.observing, "succeeded")
+        await ledger.request_cancel(
+            conn, lc.adopted, requested_by="agent:dave", reason="changed my mind"
+        )
+        fresh = await submit(conn, ref="fresh")
+        await drive(conn, fresh, S.OBSERVING)
+        await log.sequence_all(conn)
+
+    report = await _verify_while_sequencing(pool, lc.note, monkeypatch, the_ledger_goes_on)
     assert report.ok, report.problems
     assert report.settled > 0
 
@@ -197,6 +245,24 @@ ATTACKS: dict[str, Attack] = {
         lambda lc: lc.failed,
         """last_error = '{"code": "quota", "message": "try again tomorrow"}'""",
         "last_error differs from the error logged by the status read its failure cites",
+    ),
+    "who asked to cancel": (
+        lambda lc: lc.asked,
+        "cancel_requested_by = 'agent:someone-else'",
+        "who asked to cancel and why (cancel_requested_by, cancel_reason) differ from the "
+        "logged request (history seq",
+    ),
+    "why they asked": (
+        lambda lc: lc.asked,
+        "cancel_reason = 'a reason nobody gave'",
+        "who asked to cancel and why (cancel_requested_by, cancel_reason) differ from the "
+        "logged request (history seq",
+    ),
+    "why an operator decided to cancel": (
+        lambda lc: lc.decided,
+        "cancel_reason = 'a reason nobody gave'",
+        "who asked to cancel and why (cancel_requested_by, cancel_reason) differ from the "
+        "logged decision #",
     ),
     "a failed operation's error cleared": (
         lambda lc: lc.failed,

@@ -581,13 +581,17 @@ async def test_a_database_rolled_back_to_a_backup_is_caught_by_the_newer_checkpo
 WORKING_STATE = {
     # what agents are shown, or what the reconciler acts on next, written without
     # a history row and determined by no logged evidence: operations' columns
-    # outside the submitted intent. (The job id, the remote state and a failed
-    # operation's error are checked against their evidence:
-    # test_audit_working_state.py.)
+    # outside the submitted intent. (The job id, the remote state, a failed
+    # operation's error and a cancel intent a transition recorded are checked
+    # against their evidence: test_audit_working_state.py.)
     "progress": "progress_completed = 1, progress_total = 9",
     "the_deadline_read_by": "result_deadline = result_deadline + interval '30 days'",
     "the_status_url": "status_url = 'https://elsewhere.example/v1/jobs/x'",
-    "who_asked_to_cancel": "cancel_requested_by = 'agent:someone-else', cancel_reason = 'forged'",
+    # an intent where no transition recorded one (as one recorded while stopped for
+    # a human is): who asked and why, on an operation nobody asked to cancel
+    "an_intent_no_transition_records": (
+        "cancel_requested_by = 'agent:someone-else', cancel_reason = 'forged'"
+    ),
 }
 
 
@@ -597,9 +601,10 @@ async def test_the_operations_working_state_is_not_covered(
 ) -> None:
     """The operation row's working state is outside the log (README: *Not covered*),
     and some of it reaches agents or the reconciler: progress, the deadlines, the
-    status URL, who asked to cancel and why. Of it, the state (the chain's last
-    transition), the result (its own, the one its success cites), the job id,
-    the remote state and a failed operation's error are checked."""
+    status URL, a cancel intent no transition recorded. Of it, the state (the
+    chain's last transition), the result (its own, the one its success cites),
+    the job id, the remote state, a failed operation's error and who asked to
+    cancel and why (as the transition that recorded it says) are checked."""
     ops, note = signed
     op_id = ops[2]
     async with pool.acquire() as conn:
