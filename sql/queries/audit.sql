@@ -96,7 +96,8 @@ WITH newest AS (
     SELECT DISTINCT ON (operation_id) operation_id, observation_id, remote_state
     FROM observations
     WHERE source IN ('poll', 'result') AND remote_state IS NOT NULL
-    ORDER BY operation_id, observation_id DESC
+    -- both descending: observations_by_operation read backwards, no sort
+    ORDER BY operation_id DESC, observation_id DESC
 )
 SELECT o.operation_id, o.remote_state::text AS remote_state,
        n.remote_state::text AS observed, n.observation_id
