@@ -107,7 +107,7 @@ def answer_reading(desc: ProviderDescription, action: str) -> Reading:
     )
     if not carries:
         return ANSWER
-    return Reading(keep=MAX_ANSWER_BYTES + desc.result.expect.max_bytes)
+    return Reading(keep=MAX_ANSWER_BYTES + desc.result.fetched_max_bytes)
 
 
 def paced(reading: Reading, request_timeout: float, lease_seconds: float) -> Reading:

@@ -149,7 +149,7 @@ class Step:
                     desc, lease = self.adapter.desc, self.ctx.settings.lease_seconds
                     req = signed_as_it_leaves(desc, req)  # SigV4: dated now, not at build
                     if req.action in TRANSFERS:
-                        reading = download(desc.result.expect.max_bytes, req.timeout, lease)
+                        reading = download(desc.result.fetched_max_bytes, req.timeout, lease)
                         return await self._transfer(lane, req, db, reading)
                     reading = answer_reading(desc, req.action)
                     if req.action == "status" and status_is_the_result(desc):

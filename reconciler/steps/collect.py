@@ -50,6 +50,7 @@ from shared.providers.requests import build_redirect
 from shared.providers.responses import throttle_code
 from shared.providers.results import (
     REDIRECT_NOT_FOLLOWED,
+    inline_content,
     is_empty_result,
     result_content,
     validate_empty_result,
@@ -373,7 +374,9 @@ async def _fetch(
         else:
             value = step.adapter.inline_result(status_resp)
         check = step.adapter.validate_inline_result(value, status)
-        return Collected(check, _canonical(value), "result", _counts(check, status))
+        return Collected(
+            check, _inline_content(step, check, value), "result", _counts(check, status)
+        )
     too_many = _too_many_files(reqs)
     if too_many is not None:
         return await _give_up(step, conn, S.RESULT_VALIDATION_FAILED, too_many)
@@ -669,6 +672,12 @@ def _stored_content(step: Step, check: ResultCheck, responses: Sequence[HttpResp
     return result_content(step.adapter.desc.result, bodies) if check.ok else b"".join(bodies)
 
 
+def _inline_content(step: Step, check: ResultCheck, value: Any) -> bytes:
+    """What a result found in a response is stored as: the bytes its sha256 names
+    (canonical JSON, or a `result.base64` field decoded); an invalid one is never stored."""
+    return inline_content(step.adapter.desc.result, value) if check.ok else _canonical(value)
+
+
 @dataclass(frozen=True)
 class _Fetched:
     """A result fetch's last answer (None: none came) and, when that answer is a
@@ -836,7 +845,7 @@ async def store_sync_result(step: Step, conn: Any, fact: CreateFact, call_id: in
     check = step.adapter.validate_inline_result(fact.sync_result, None)
     collected = Collected(
         check,
-        _canonical(fact.sync_result),
+        _inline_content(step, check, fact.sync_result),
         "sync",
         (check.items_total, check.items_succeeded, check.items_failed),
         check.failed_items,

@@ -1476,6 +1476,11 @@ _CSV_KEYS = (
 
 def _result(table: _Table, status: StatusSpec) -> ResultSpec:
     source = table.choice("source", ResultSource, None)
+    if table.has("base64") and source not in _BASE64_SOURCES:  # before the others' rules
+        raise table.error(
+            "base64",
+            f"only with source = path, url or inline (one JSON the field is read in), not {source}",
+        )
     allowed = {"job_id", "file_id"} if source is ResultSource.FILES else {"job_id"}
     path = table.template("path", allowed)
     inline = table.path("inline", RESPONSE)
@@ -1492,7 +1497,7 @@ def _result(table: _Table, status: StatusSpec) -> ResultSpec:
             raise table.error("file_ids", "required with source = files")
     if source is ResultSource.INLINE and inline is None:
         raise table.error("inline", "required with source = inline ('' = the whole body)")
-    fmt = _result_format(table, source)
+    fmt = _result_format(table, source, table.has("base64"))
     if fmt is ResultFormat.BINARY and len(file_ids) > 1:
         raise table.error(
             "file_ids",
@@ -1533,6 +1538,7 @@ def _result(table: _Table, status: StatusSpec) -> ResultSpec:
         body=body,
         headers=_static_headers(table),
     )
+    spec = _base64(table, spec)
     if spec.headers and source in (ResultSource.INLINE, ResultSource.NONE):
         raise table.error("headers", f"no result is fetched with source = {source.value}")
     if spec.partial_on_cancel and source is not ResultSource.PATH:
@@ -1547,6 +1553,35 @@ def _result(table: _Table, status: StatusSpec) -> ResultSpec:
         raise table.error("follow_redirects", f"nothing is fetched with source = {source}")
     table.finish()
     return spec
+
+
+# Where a base64 result's JSON comes from: a fetch (path, url) or the inline value.
+_BASE64_SOURCES = (ResultSource.PATH, ResultSource.URL, ResultSource.INLINE)
+
+
+def _base64(table: _Table, spec: ResultSpec) -> ResultSpec:
+    """`result.base64` and `result.base64_url`: the result is the decoded bytes of
+    a base64 field of JSON (Stability's `{"video": ...}`), one file of one type."""
+    found = table.path("base64", BODY)
+    url = table.boolean("base64_url", False)
+    if found is None:
+        if url:
+            raise table.error("base64_url", "only with result.base64 (the field it decodes)")
+        return spec
+    if spec.format is not ResultFormat.BINARY:
+        raise table.error(
+            "base64", f"the decoded bytes are a file: format = binary, not '{spec.format}'"
+        )
+    if spec.pages is not None:
+        raise table.error("base64", "a base64 field is one file: not joined from pages")
+    types = spec.expect.content_types
+    if len(types) != 1 or types[0].endswith("/*"):
+        raise table.error(
+            "expect.content_types",
+            "with result.base64, exactly one media type, no wildcard: the type the decoded "
+            'bytes are stored as (e.g. ["video/mp4"]; the JSON around them is not checked by type)',
+        )
+    return dataclasses.replace(spec, base64=found, base64_url=url)
 
 
 def _result_request(table: _Table, source: ResultSource | None) -> tuple[str, Any]:
@@ -1799,15 +1834,17 @@ def _host_entries(table: _Table, key: str) -> tuple[str, ...]:
     return tuple(hosts)
 
 
-def _result_format(table: _Table, source: ResultSource) -> ResultFormat:
+def _result_format(table: _Table, source: ResultSource, base64: bool = False) -> ResultFormat:
     fmt = table.choice("format", ResultFormat, ResultFormat.JSON)
     if fmt.is_json:
         return fmt
     if source is ResultSource.NONE:
         raise table.error("format", f"'{fmt}' with source = none: there is no result document")
-    if fmt is ResultFormat.BINARY and source is ResultSource.INLINE:
+    if fmt is ResultFormat.BINARY and source is ResultSource.INLINE and not base64:
         raise table.error(
-            "format", "'binary' with source = inline: a JSON response cannot carry raw bytes"
+            "format",
+            "'binary' with source = inline: a JSON response cannot carry raw bytes "
+            "(base64 text it can: result.base64)",
         )
     for key in _JSON_ITEM_KEYS:
         if key in table.data:

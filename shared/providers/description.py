@@ -98,6 +98,12 @@ rules in ``shared/providers/paths.py``); *paths* = a path or a list of paths;
                output is read at its path too), format = json|jsonl|csv|text|binary,
                items, item_id,
                item_error, item_success + item_success_values (json/jsonl only),
+               base64 (a path into the fetched JSON, or into the inline value: the
+                 result is the base64 text there, decoded strictly (RFC 4648, padded,
+                 no other characters); format = binary, expect.content_types its one
+                 type, max_bytes its decoded size; source = path, url or inline, e.g.
+                 Stability's "/video", OpenAI's "/data/0/b64_json"), base64_url (false;
+                 true: the URL-safe alphabet, padding optional),
                follow_redirects (false: a 3xx answer to a result fetch is not followed;
                  true: up to 5 redirects, the credential dropped for good once a hop
                  leaves the origins it goes to (base_url's, an auth.extra_hosts entry's),
@@ -672,12 +678,40 @@ class ResultSpec:
     # at most providers the path of a cancelled job holds no output (a 404),
     # or something else (the job resource itself, an empty report).
     partial_on_cancel: bool = False
+    # The result is base64 text at this path of the fetched JSON (source = path,
+    # url) or of the inline value (source = inline): Stability's {"video": ...},
+    # OpenAI's data[0].b64_json. The decoded bytes are the result (format =
+    # binary, expect.content_types their one type); `base64_url`: the URL-safe
+    # alphabet (RFC 4648 section 5, padding optional) instead of the standard one.
+    base64: ValuePath | None = None
+    base64_url: bool = False
+
+    @property
+    def fetched_max_bytes(self) -> int:
+        """The most a fetched answer may hold: max_bytes, or, when the result is
+        base64 inside JSON, its encoded size (4 per 3 bytes) plus room for the
+        JSON around it; read no further, so memory stays bounded before decoding."""
+        limit = self.expect.max_bytes
+        if self.base64 is None:
+            return limit
+        return base64_encoded_size(limit) + BASE64_ENVELOPE_BYTES
 
     @property
     def file_urls(self) -> bool:
         """The status names the result's files by URL (source = files, no path):
         links that expire, on a host that is not the provider's."""
         return self.source is ResultSource.FILES and self.path is None
+
+
+# What a base64 result's JSON may hold besides the base64 text (finish_reason,
+# seed, revised_prompt, usage...): the answer is read up to its encoded size
+# plus this, and no further.
+BASE64_ENVELOPE_BYTES = 64 * 1024
+
+
+def base64_encoded_size(decoded: int) -> int:
+    """The length of the padded base64 text of `decoded` bytes."""
+    return 4 * ((decoded + 2) // 3)
 
 
 @dataclass(frozen=True)

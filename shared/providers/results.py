@@ -15,6 +15,15 @@ reconciler must hand over the body it received without content decoding, or
 ask for `Accept-Encoding: identity` (it does; a provider that compresses
 anyway is decoded, so a checksum over its compressed bytes does not match).
 
+Base64 (`result.base64`): the answer is JSON and the result is the base64
+text at a path of it, decoded strictly (shared.providers.base64_field). The
+decoded bytes are the result: their sha256, size and content type (the one
+`expect.content_types` names) are what is checked, recorded and stored, and
+max_bytes is their size; the answer itself may be as large as that encoded
+plus room for the JSON around it (`ResultSpec.fetched_max_bytes`), and its
+checksum, if any, covers it as sent. Whatever fails is invalid, and the JSON
+is never kept in the decoded bytes' place.
+
 Size: the reconciler reads a download up to max_bytes + 1 bytes and no
 further (reconciler.lanes.download), so the size a "larger than max_bytes"
 reason names for a fetched result is where reading stopped, not the whole.
@@ -30,11 +39,13 @@ from typing import Any
 
 from shared.jsonread import NOT_JSON
 from shared.ledger.states import RemoteState
+from shared.providers.base64_field import Base64Error, decode_base64
 from shared.providers.checksums import ChecksumError, check_checksum
 from shared.providers.description import (
     ProviderDescription,
     ResultFormat,
     ResultSpec,
+    base64_encoded_size,
 )
 from shared.providers.facts import ItemFailure, ResultCheck, StatusFact
 from shared.providers.messages import HttpResponse
@@ -107,6 +118,8 @@ def validate_result(
     parts = [resp] if isinstance(resp, HttpResponse) else list(resp)
     if desc.result.format is ResultFormat.BINARY and len(parts) > 1:
         return _not_one_document(parts)
+    if desc.result.base64 is not None:
+        return _validate_base64(desc, parts[0], status)
     digests = tuple(hashlib.sha256(p.body).hexdigest() for p in parts)
     whole = hashlib.sha256(b"".join(p.body for p in parts)).hexdigest()
     size = sum(len(p.body) for p in parts)
@@ -148,6 +161,78 @@ def validate_result(
     )
 
 
+def _validate_base64(
+    desc: ProviderDescription, resp: HttpResponse, status: StatusFact | None
+) -> ResultCheck:
+    """A result that is base64 text inside a fetched JSON answer: judged, and
+    named, by its decoded bytes; a refusal names the answer as it came."""
+    fetched = hashlib.sha256(resp.body).hexdigest()
+    try:
+        notes = _check_transport(desc, [resp], len(resp.body), status)
+        content = _base64_content(desc.result, resp.body)
+    except _Invalid as exc:
+        return ResultCheck(
+            ok=False,
+            reason=exc.reason,
+            sha256=fetched,
+            size=len(resp.body),
+            content_type=resp.content_type,
+            part_sha256=(fetched,),
+            unavailable=exc.unavailable,
+        )
+    return ResultCheck(
+        ok=True,
+        reason="valid",
+        sha256=hashlib.sha256(content).hexdigest(),
+        size=len(content),
+        content_type=desc.result.expect.content_types[0],
+        part_sha256=(fetched,),
+        notes=notes,
+    )
+
+
+def _base64_content(spec: ResultSpec, body: bytes) -> bytes:
+    try:
+        document = _strict_json(body)
+    except NOT_JSON:
+        raise _Invalid("result is not valid JSON (result.base64 reads a field of it)") from None
+    return _decoded_field(spec, document)
+
+
+_JSON_TYPES = {
+    dict: "an object",
+    list: "a list",
+    bool: "a boolean",
+    int: "a number",
+    float: "a number",
+}
+
+
+def _decoded_field(spec: ResultSpec, document: Any) -> bytes:
+    """The bytes the base64 text at `result.base64` encodes, or _Invalid saying why not."""
+    assert spec.base64 is not None
+    where = f"base64 field {spec.base64.text!r}"
+    value = extract(spec.base64, document)
+    if value is None:
+        raise _Invalid(f"missing {where}")
+    if not isinstance(value, str):
+        raise _Invalid(f"{where} is not a string but {_JSON_TYPES.get(type(value), 'a value')}")
+    if not value:
+        raise _Invalid(f"{where} is empty")
+    limit = spec.expect.max_bytes
+    if len(value) > base64_encoded_size(limit):  # before decoding: memory stays bounded
+        raise _Invalid(
+            f"{where} holds {len(value)} characters: decoded, more than max_bytes ({limit} bytes)"
+        )
+    try:
+        data = decode_base64(value, url=spec.base64_url)
+    except Base64Error as exc:
+        raise _Invalid(f"{where} is not valid base64: {exc.reason}") from None
+    if len(data) > limit:  # padding makes the character count a bound, not the size
+        raise _Invalid(_too_big(len(data), limit))
+    return data
+
+
 def _not_one_document(parts: Sequence[HttpResponse]) -> ResultCheck:
     """Several binary files: laid end to end they are one file no one can split again
     (two audio tracks glued together), so they are not stored as one."""
@@ -176,6 +261,17 @@ def validate_inline_result(
     body = json.dumps(value, sort_keys=True, separators=(",", ":")).encode()
     digest = hashlib.sha256(body).hexdigest()
     base: dict[str, Any] = {"sha256": digest, "size": len(body), "content_type": "application/json"}
+    if value is not None and desc.result.base64 is not None:
+        try:
+            content = _decoded_field(desc.result, value)
+        except _Invalid as exc:
+            return ResultCheck(ok=False, reason=f"inline result: {exc.reason}", **base)
+        named: dict[str, Any] = {
+            "sha256": hashlib.sha256(content).hexdigest(),
+            "size": len(content),
+            "content_type": desc.result.expect.content_types[0],
+        }
+        return _valid(_NO_ITEMS, (), named, None)
     if value is None:
         # Nothing arrived (removed after a retention period, never produced):
         # the result is unavailable, not invalid -- there are no bytes to judge.
@@ -281,6 +377,7 @@ def _check_transport(
 ) -> tuple[str, ...]:
     """Fetch status, size, content type and checksum; returns notes (an optional checksum)."""
     expect = desc.result.expect
+    base64 = desc.result.base64 is not None
     for part in parts:
         if 300 <= part.status_code < 400:
             # not "unavailable": the result is there, behind a link we were told not to follow
@@ -290,9 +387,14 @@ def _check_transport(
         if not 200 <= part.status_code < 300:
             said = f"result fetch answered HTTP {part.status_code}{in_its_words(desc, part)}"
             raise _Invalid(said, unavailable=True)
-    if size > expect.max_bytes:
+    if size > desc.result.fetched_max_bytes:
+        if base64:
+            raise _Invalid(
+                f"the JSON holding the base64 result is larger than max_bytes allows encoded "
+                f"({size} > {desc.result.fetched_max_bytes} bytes)"
+            )
         raise _Invalid(_too_big(size, expect.max_bytes))
-    for part in parts:
+    for part in parts if not base64 else ():  # content_types: the decoded bytes' type
         _check_content_type(expect.content_types, part.content_type)
     published = status.result_checksum if status is not None else None
     try:
@@ -374,8 +476,26 @@ def _not_json(constant: str) -> Any:
 
 def result_content(spec: ResultSpec, bodies: Sequence[bytes]) -> bytes:
     """The bytes a result is stored and hashed as: its parts as one document
-    of its format (`joined_parts`), a single part as it came."""
+    of its format (`joined_parts`), a single part as it came, or the bytes its
+    base64 field encodes (`result.base64`; FormatError when it holds none)."""
+    if spec.base64 is not None:
+        try:
+            return _base64_content(spec, b"".join(bodies))
+        except _Invalid as exc:
+            raise FormatError(exc.reason) from None
     return joined_parts(spec.format, spec.csv, bodies)
+
+
+def inline_content(spec: ResultSpec, value: Any) -> bytes:
+    """The bytes a result found inside a response is stored and hashed as: its
+    canonical JSON (`validate_inline_result`), or the bytes its base64 field
+    encodes (FormatError when it holds none)."""
+    if spec.base64 is not None and value is not None:
+        try:
+            return _decoded_field(spec, value)
+        except _Invalid as exc:
+            raise FormatError(exc.reason) from None
+    return json.dumps(value, sort_keys=True, separators=(",", ":")).encode()
 
 
 # --------------------------------------------------------------------- content checks

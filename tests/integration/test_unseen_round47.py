@@ -12,14 +12,14 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import hashlib
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from bench.harness import TestClock
+from shared.ledger import audit
 from shared.ledger.states import LocalState
 from shared.serve import serve_app
 from tests.fixtures_providers.described import ENDS, described
@@ -178,25 +178,38 @@ async def test_stability_results_asked_for_as_json_are_stored_as_json(
         assert set(fx.accepts) == {"application/json"}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="no key decodes a base64 field of a JSON result into the stored bytes: the "
-    "decode belongs in shared/providers/results.py (validate_result, result_content: the "
-    "sha256, size and content type named by the decoded bytes), a change larger than this "
-    "round; a user asks for the video itself (Accept: video/*, stability.toml)",
-)
 async def test_stability_a_json_result_keeps_the_video_decoded(pool: Any, tmp_path: Path) -> None:
-    """What a user of `Accept: application/json` would want: the MP4 stored, not the
-    JSON around its base64 (`result.field`, `result.field_encoding`: no such keys)."""
+    """What a user of `Accept: application/json` wants: the MP4 stored, not the JSON
+    around its base64 (`result.base64`): the result row, its file and the summary
+    all name the decoded video (its sha256, size and type)."""
     fx = StabilityFixture()
     over = {
         **AS_JSON,
-        "result": {"format": "binary", "field": "/video", "field_encoding": "base64"},
+        "result": {"base64": "/video", "expect": {"content_types": ["video/mp4"]}},
     }
     async with stability(pool, tmp_path, fx, over=over) as r:
         op_id = await r.submit(IMAGE)
+        filtered = await r.submit({**IMAGE, "script": "filtered"})
         assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert await r.settle(filtered, ENDS) is S.FAILED, await r.history(filtered)
         assert await r.result_bytes(op_id) == MP4
+        assert set(fx.accepts) == {"application/json"}
+        row = await r.pool.fetchrow(
+            "SELECT r.valid, r.sha256, r.size_bytes, r.content_type FROM results r"
+            " JOIN operations o ON o.result_id = r.result_id WHERE o.operation_id = $1",
+            op_id,
+        )
+        digest = hashlib.sha256(MP4).hexdigest()
+        assert dict(row) == {
+            "valid": True,
+            "sha256": digest,
+            "size_bytes": len(MP4),
+            "content_type": "video/mp4",
+        }
+        summary = (await r.op(op_id)).result_summary
+        assert (summary["sha256"], summary["size_bytes"]) == (digest, len(MP4))
+        async with r.pool.acquire() as conn:  # the evidence as recorded still verifies
+            assert (await audit.verify(conn, op_id))[1] == []
 
 
 async def test_stability_a_lost_create_is_never_sent_again(pool: Any, tmp_path: Path) -> None:
