@@ -151,8 +151,7 @@ async def test_stability_a_content_filtered_generation_fails(pool: Any, tmp_path
 
 # Stability's results as JSON, a user's other choice: `Accept: application/json` on
 # every call; the state at /finish_reason, the body the result (the video base64
-# inside it: no key decodes it into the stored bytes, so the description above asks
-# for the video instead).
+# inside it, stored as the JSON here; `result.base64` keeps the video decoded, below).
 AS_JSON: dict[str, dict[str, Any]] = {
     "headers": {"Accept": "application/json"},
     "status": {"state": "/finish_reason"},
