@@ -196,12 +196,17 @@ async def test_a_read_that_sees_nothing_of_the_job_leaves_it_accepted(
             assert call["not_before"] is not None and op.next_poll_at >= call["not_before"]
         shown = await overview(r, op_id)
         assert (shown["state"], shown["remote_state"], shown["done"]) == ("accepted", None, False)
+        # the agent is told the job was taken, not that anyone saw it running (038)
         assert shown["message"].startswith("STARTED and NOT complete"), shown["message"]
+        assert "no status read has seen it yet" in shown["message"], shown["message"]
+        assert "is running" not in shown["message"], shown["message"]
         # the first read that names the job's state moves it on
         await read_once(r, clock, op_id)
         assert await r.state(op_id) is S.OBSERVING
         assert (await r.history(op_id))[-2:] == ["accepted", "observing"]
-        assert (await overview(r, op_id))["remote_state"] == "running"
+        seen = await overview(r, op_id)
+        assert seen["remote_state"] == "running"
+        assert "is running the job" in seen["message"], seen["message"]
 
 
 async def test_a_first_read_naming_an_end_still_goes_through_observing_to_collection(
