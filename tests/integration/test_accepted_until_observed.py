@@ -311,3 +311,109 @@ async def test_a_delivery_for_an_accepted_job_only_wakes_a_read(
         history = await r.history(op_id)
         assert history[-4:] == ["accepted", "observing", "result_collecting", "succeeded"], history
         assert fx.reads == 3
+
+
+class Abortable(Runs):
+    """`Runs` with an abort (`cancel.read_first`: it harms a run that ended): each
+    abort is counted, and answered as taken."""
+
+    def __init__(self, script: list[str]) -> None:
+        super().__init__(script)
+        self.aborts = 0
+
+    def app(self) -> Starlette:
+        app = super().app()
+        app.router.routes.append(Route("/v2/runs/{rid}/abort", self.abort, methods=["POST"]))
+        return app
+
+    async def abort(self, request: Request) -> Response:
+        self.aborts += 1
+        return JSONResponse({"data": {"id": "run-1", "status": "ABORTING"}})
+
+
+def abortable() -> dict[str, Any]:
+    """`runs()` with its abort, which a run that ended must not get (`cancel.read_first`)."""
+    described = runs()
+    described["cancel"] = {"path": "/v2/runs/{job_id}/abort", "read_first": True}
+    return described
+
+
+async def run_to_an_end(r: PresetRig, clock: TestClock, op_id: str) -> S:
+    """Each appointment in turn, until the operation ends (or waits for a human)."""
+    for _ in range(20):
+        state = await r.state(op_id)
+        if state in ENDS:
+            return state
+        assert await clock.to_appointment(r.pool, op_id), state
+        await r.reconciler.run_once()
+    raise AssertionError(await r.history(op_id))
+
+
+@pytest.mark.parametrize("seen_nothing", ["429", "503", "401", "stateless"])
+@pytest.mark.parametrize(
+    ("then", "end", "aborts", "moves"),
+    [
+        ("RUNNING", S.CANCELLED, 1, ["cancel_requested", "cancelling", "cancelled"]),
+        ("SUCCEEDED", S.SUCCEEDED, 0, ["cancel_requested", "result_collecting", "succeeded"]),
+    ],
+    ids=["running", "ended"],
+)
+async def test_a_cancel_of_a_job_no_read_has_seen_reads_it_first_from_cancel_requested(
+    pool: Any,
+    tmp_path: Path,
+    clock: TestClock,
+    seen_nothing: str,
+    then: str,
+    end: S,
+    aborts: int,
+    moves: list[str],
+) -> None:
+    """An agent cancels while the operation is still `accepted` (its one read saw
+    nothing): the read before the cancel is made from `cancel_requested`, which
+    no edge leaves for `observing`; one naming the run running lets the abort go,
+    one naming its end settles it without one. Nothing passes through `observing`."""
+    fx = Abortable([seen_nothing, then, "ABORTED"])
+    async with preset_rig(
+        pool,
+        tmp_path,
+        fx.app(),
+        preset=None,
+        name="runs",
+        env={},
+        overrides=abortable(),
+        clock=clock,
+    ) as r:
+        op_id = await r.submit({"input": 1})
+        await r.reconciler.run_once()  # the create
+        await read_once(r, clock, op_id)
+        assert await r.state(op_id) is S.ACCEPTED
+        assert await r.cancel(op_id) is S.CANCEL_REQUESTED
+        assert await run_to_an_end(r, clock, op_id) is end, await r.history(op_id)
+        history = await r.history(op_id)
+        assert history[-4:] == ["accepted", *moves], history
+        assert fx.aborts == aborts
+
+
+async def test_an_announced_end_no_read_confirms_is_read_on_the_backoff_ten_times_then_the_backstop(
+    pool: Any, tmp_path: Path, clock: TestClock
+) -> None:
+    """A delivery says the run ended, every read answers 503: the operation stays
+    `accepted`, and the fast confirming reads are bounded (CONFIRMING_READS), not
+    a read every few seconds until the result deadline; then the backstop again."""
+    fx = Runs(["503"])
+    backstop = TEST_LIMITS["webhook_backstop_poll_seconds"]
+    async with accepted(pool, tmp_path, clock, fx, webhooks=True, with_receiver=True) as (r, op_id):
+        body = {"resource": {"id": "run-1", "status": "SUCCEEDED"}}
+        async with httpx.AsyncClient() as client:
+            sent = await client.post(r.hook_url, json=body, headers={"X-Runs-Token": "hook-token"})
+        assert sent.status_code == 200, sent.text
+        await r.reconciler.run_once()  # woken: the first read
+        waits = []
+        for _ in range(12):
+            op = await r.op(op_id)
+            assert op.state is S.ACCEPTED and op.next_poll_at is not None
+            waits.append((op.next_poll_at - op.updated_at).total_seconds())
+            await read_once(r, clock, op_id)
+        assert all(wait < backstop / 10 for wait in waits[:10]), waits
+        assert all(wait >= backstop - 1 for wait in waits[10:]), waits
+        assert await r.state(op_id) is S.ACCEPTED
