@@ -100,7 +100,13 @@ def passed_deadline(step: Step) -> Deadline | None:
     if cancelling and cancel_by is not None and now >= cancel_by:
         cancel = step.adapter.desc.cancel
         cause = "cancel deadline passed without a remote confirmation"
-        if not cancel.supported:
+        if cancel.supported and cancel.read_first and op.cancel_sent_at is None:
+            cause = (
+                "cancel deadline passed and no status read showed the job pending or "
+                "running, so no cancel was sent (cancel.read_first sends one only after "
+                "such a read)"
+            )
+        elif not cancel.supported:
             cause = (
                 f"cancel deadline passed and the job has not ended: provider "
                 f"{step.adapter.desc.name} has no cancel endpoint ({cancel.reason or 'n/a'}), "
@@ -131,9 +137,12 @@ async def read_before_cancel(step: Step) -> Delay | StillRunning:
     on the same way: an end it shows moves the operation (a success goes on
     to collection, as when a cancel's answer said "already finished"), a
     miss or no answer is read again later. Only a read showing the job still
-    pending or running lets the cancel go (STILL_RUNNING). The cancel
-    deadline plays no part in this read, as in the cancel step itself: it
-    bounds the wait for the confirmation of a cancel sent, and none is yet.
+    pending or running lets the cancel go (STILL_RUNNING), even past the
+    cancel deadline. Any other read past it escalates as the deadline's look
+    does (`cancellation_unconfirmed`, saying no cancel was sent): reads that
+    never showed the job (a 503, a revoked key's 401, answers naming no
+    state) kept the operation in `cancel_requested` for ever, no cancel sent
+    and no human told.
     """
     return await _read(step, before_cancel=True)
 
@@ -144,7 +153,7 @@ async def _read(step: Step, *, before_cancel: bool = False) -> Delay | StillRunn
         req = step.adapter.build_status(step.op.remote_job_id, step.op.status_url)
     except RequestBuildError as exc:
         return await _cannot_read(step, exc)
-    deadline = None if before_cancel else passed_deadline(step)
+    deadline = passed_deadline(step)
     held = step.held_back(read=True)
     if held is not None:
         if deadline is not None and not _can_wait(step, deadline, held):

@@ -417,3 +417,69 @@ async def test_an_announced_end_no_read_confirms_is_read_on_the_backoff_ten_time
         assert all(wait < backstop / 10 for wait in waits[:10]), waits
         assert all(wait >= backstop - 1 for wait in waits[10:]), waits
         assert await r.state(op_id) is S.ACCEPTED
+
+
+@pytest.mark.parametrize("seen_nothing", ["503", "401", "stateless"])
+async def test_a_read_first_cancel_no_read_lets_go_escalates_at_its_deadline(
+    pool: Any, tmp_path: Path, clock: TestClock, seen_nothing: str
+) -> None:
+    """`cancel.read_first`: only a read naming the run pending or running lets the
+    abort go. Reads that never do (an outage's 503, a key revoked after the
+    create, answers naming no state) escalate at the cancel deadline, saying no
+    cancel was sent. Before, the operation stayed `cancel_requested` for ever,
+    read on the backoff, the agent told "not yet confirmed" and no human told."""
+    fx = Abortable([seen_nothing])
+    async with preset_rig(
+        pool,
+        tmp_path,
+        fx.app(),
+        preset=None,
+        name="runs",
+        env={},
+        overrides=abortable(),
+        clock=clock,
+    ) as r:
+        op_id = await r.submit({"input": 1})
+        await r.reconciler.run_once()  # the create
+        assert await r.state(op_id) is S.ACCEPTED
+        assert await r.cancel(op_id, cancel_deadline_s=30.0) is S.CANCEL_REQUESTED
+        for _ in range(200):
+            if await r.state(op_id) is not S.CANCEL_REQUESTED:
+                break
+            assert await clock.to_appointment(r.pool, op_id)
+            await r.reconciler.run_once()
+        assert await r.state(op_id) is S.CANCELLATION_UNCONFIRMED, fx.reads
+        assert fx.aborts == 0
+        reason = (await r.escalation(op_id))["reason"]
+        assert "no status read showed the job pending or running" in reason, reason
+        assert "so no cancel was sent" in reason, reason
+        assert (await r.history(op_id))[-2:] == ["cancel_requested", "cancellation_unconfirmed"]
+
+
+async def test_a_read_first_cancel_goes_when_a_read_past_its_deadline_shows_the_job_running(
+    pool: Any, tmp_path: Path, clock: TestClock
+) -> None:
+    """The deadline stops waiting for a read that shows the run; one that does, late,
+    still lets the abort go (the agent asked for it), and the abort's confirmation
+    is then read as for any cancel."""
+    fx = Abortable(["503"])
+    async with preset_rig(
+        pool,
+        tmp_path,
+        fx.app(),
+        preset=None,
+        name="runs",
+        env={},
+        overrides=abortable(),
+        clock=clock,
+    ) as r:
+        op_id = await r.submit({"input": 1})
+        await r.reconciler.run_once()  # the create
+        assert await r.cancel(op_id, cancel_deadline_s=30.0) is S.CANCEL_REQUESTED
+        await read_once(r, clock, op_id)  # a 503: the abort waits
+        assert await r.state(op_id) is S.CANCEL_REQUESTED and fx.aborts == 0
+        fx.script, fx.reads = ["RUNNING", "ABORTED"], 0
+        await clock.advance(31.0)  # past the cancel deadline, no read since
+        await r.reconciler.run_once()
+        assert fx.aborts == 1
+        assert await run_to_an_end(r, clock, op_id) is S.CANCELLED, await r.history(op_id)
