@@ -708,7 +708,8 @@ def _first_read(
     cross-check follows, whose retries would wait for it), else the backoff's first
     (about 2 s) or the provider's fixed poll interval; with webhooks the backstop's
     (webhook_backstop_poll_seconds at the least), or sooner when a delivery
-    wakes the operation. The job stays `accepted` until then. A cross-check or
+    wakes the operation. The job stays `accepted` until then, and after it
+    until a read names the job's state (steps/poll.py). A cross-check or
     a cancel waiting for this job id goes on at once, and so does a read that
     cannot be built (its refusal stops the operation for a human, now rather
     than at the first read).
