@@ -128,7 +128,7 @@ READ_STATUS = _ReadStatus()
 async def step_cancel(step: Step) -> Delay:
     # The connection is given back before a status read, which takes its own:
     # holding one while waiting for another could exhaust the pool.
-    if step.op.cancel_sent_at is not None and passed_deadline(step) is not None:
+    if passed_deadline(step) is not None and await _cancel_tried(step):
         return await step_poll(step)  # it reads (or waits within the grace), then decides
     held = step.held_back()
     if held is not None:
@@ -143,6 +143,21 @@ async def step_cancel(step: Step) -> Delay:
     if isinstance(outcome, _ReadStatus):
         return await step_poll(step)
     return outcome
+
+
+async def _cancel_tried(step: Step) -> bool:
+    """Has a cancel been tried, so that its deadline now decides?
+
+    One sent (`cancel_sent_at`), or one that never left: a cancel unsafe to
+    repeat is then "not sent" (it may be made again), and its deadline used to
+    apply only once one was sent, so a provider unreachable for good kept the
+    operation in cancel_requested for ever, retried, no human told. A cancel
+    never tried is tried once, however late (the reconciler was down, say).
+    """
+    if step.op.cancel_sent_at is not None:
+        return True
+    async with step.ctx.pool.acquire() as conn:
+        return bool(await conn.fetch(q("cancel_calls"), step.op.operation_id))
 
 
 async def _read_then_cancel(step: Step) -> Delay | _ReadStatus:

@@ -104,7 +104,12 @@ def passed_deadline(step: Step) -> Deadline | None:
             cause = (
                 "cancel deadline passed and no status read showed the job pending or "
                 "running, so no cancel was sent (cancel.read_first sends one only after "
-                "such a read)"
+                "such a read), or no cancel request reached the provider"
+            )
+        elif cancel.supported and op.cancel_sent_at is None:
+            cause = (
+                "cancel deadline passed and no cancel request reached the provider (each "
+                "attempt failed before it left), so no cancel was sent"
             )
         elif not cancel.supported:
             cause = (

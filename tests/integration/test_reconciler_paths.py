@@ -12,6 +12,8 @@ from bench.harness import TestClock
 from reconciler.context import build_adapters
 from reconciler.step import Step
 from reconciler.steps.create import _absence_settled
+from reconciler.steps.poll import DEADLINE_READ_GRACE_S
+from reconciler.worker import ERROR_RETRY_SECONDS
 from shared import ledger
 from shared.ledger import evidence
 from shared.ledger.states import LocalState
@@ -393,6 +395,40 @@ async def test_a_cancel_that_never_left_is_sent_again_even_if_not_idempotent(
         r.ctx.adapters = reachable
         assert await r.settle(op_id, {S.CANCELLED}) is S.CANCELLED
         assert (await r.stats())["cancels_per_job"] == {op.remote_job_id: 1}
+
+
+async def test_a_cancel_that_never_leaves_stops_for_a_human_at_its_deadline(
+    pool: Any, tmp_path: Path, clock: TestClock
+) -> None:
+    """A cancel unsafe to repeat is "not sent" while it never leaves (a connect
+    failure), so it may be tried again; its deadline must still stop it. Before,
+    the deadline applied only once a cancel was sent: a provider unreachable for
+    good kept the operation in cancel_requested for ever, retried, no human told."""
+    once_only = {"cancel": {"idempotent": False}}
+    async with rig(pool, tmp_path, overrides=once_only, clock=clock) as r:
+        op_id = await r.submit("never_finishes")
+        await r.settle(op_id, {S.OBSERVING})
+        # The provider refuses every connection from now on (port 1).
+        r.ctx.adapters = build_adapters(sim_providers("http://127.0.0.1:1", overrides=once_only))
+        async with pool.acquire() as conn:
+            await ledger.request_cancel(
+                conn, op_id, requested_by="human:ann", reason="x", cancel_deadline_s=30.0
+            )
+        await r.reconciler.run_once()
+        op = await ledger.load_operation(pool, op_id)
+        assert (op.state, op.cancel_sent_at) == (S.CANCEL_REQUESTED, None)
+        # past the deadline and the grace its look waits for a read
+        await clock.advance(30.0 + DEADLINE_READ_GRACE_S + 1)
+        for _ in range(4):
+            await r.reconciler.run_once()
+            await clock.advance(ERROR_RETRY_SECONDS)
+        op = await ledger.load_operation(pool, op_id)
+        assert op.state is S.CANCELLATION_UNCONFIRMED, op.state
+        cause = await pool.fetchval(
+            "SELECT cause FROM history WHERE operation_id = $1 ORDER BY seq DESC LIMIT 1", op_id
+        )
+        assert "no cancel request reached the provider" in cause, cause
+        assert (await r.stats())["cancels_per_job"] == {}
 
 
 async def test_an_empty_lookup_proves_absence_only_long_after_the_create_ended(
