@@ -104,22 +104,24 @@ def default_embedded_dir() -> Path:
 
 def start_embedded(data_dir: Path, database: str = APP_DATABASE) -> ResolvedDatabase:
     """Start (or join) the embedded server in `data_dir`."""
-    try:
-        from pgserver.postgres_server import get_server  # lazily: an optional extra
-    except ImportError:
-        raise DatabaseProblem(
-            "embedded_not_installed",
-            "the embedded PostgreSQL is not installed (the jobwarden[embedded] extra)",
-            "pip install 'jobwarden[embedded]' (make setup does), or set DATABASE_URL to a server",
-        ) from None
-
-    data_dir.mkdir(parents=True, exist_ok=True)
-    # pgserver narrates each step at INFO, at exit too (its atexit hook, when the
-    # streams may be closed: a "Logging error" traceback); its warnings still show
-    logging.getLogger("pgserver").setLevel(logging.WARNING)
+    # platformdirs warns when XDG_RUNTIME_DIR is unset (CI, containers), harmless
+    # here: as pgserver's module is imported (its class body asks for the runtime
+    # dir) and as the server starts
     with warnings.catch_warnings():
-        # platformdirs warns when XDG_RUNTIME_DIR is unset (CI, containers): harmless here
         warnings.simplefilter("ignore")
+        try:
+            from pgserver.postgres_server import get_server  # lazily: an optional extra
+        except ImportError:
+            raise DatabaseProblem(
+                "embedded_not_installed",
+                "the embedded PostgreSQL is not installed (the jobwarden[embedded] extra)",
+                "pip install 'jobwarden[embedded]' (make setup does), or set DATABASE_URL "
+                "to a server",
+            ) from None
+        data_dir.mkdir(parents=True, exist_ok=True)
+        # pgserver narrates each step at INFO, at exit too (its atexit hook, when the
+        # streams may be closed: a "Logging error" traceback); its warnings still show
+        logging.getLogger("pgserver").setLevel(logging.WARNING)
         server = get_server(str(data_dir), cleanup_mode="stop")
     admin = str(server.get_uri())
     return ResolvedDatabase(
