@@ -19,7 +19,9 @@ from typing import Any
 
 import pytest
 
+from bench.harness import FILL_SQL
 from shared import ledger
+from shared.db.queries import q
 from shared.ledger import log
 from shared.ledger.decisions import adopt_job, decide
 from shared.ledger.log_audit import LogReport
@@ -322,3 +324,44 @@ async def test_the_command_line_names_the_rewritten_job_id(
         "from the logged job id its history carries"
     ) in out
     assert "FAILED: 1 problem(s)" in out
+
+
+# Filler reads: a status call and its observation each, `reads` per operation of FILL_SQL.
+FILL_READS_SQL = """
+WITH calls AS (
+    INSERT INTO provider_calls (operation_id, call_kind, attempt, worker, trace_id, method, url)
+    SELECT o.operation_id, 'status', n, 'w', o.trace_id, 'GET', 'http://sim/v1/jobs/x'
+    FROM operations o CROSS JOIN generate_series(1, $1::int) AS n
+    WHERE o.requested_by = 'agent:fill'
+    RETURNING call_id, operation_id
+)
+INSERT INTO observations (operation_id, source, call_id, remote_state)
+SELECT operation_id, 'poll', call_id, 'running' FROM calls ORDER BY call_id
+"""
+
+
+def _nodes(plan: dict[str, Any]) -> list[dict[str, Any]]:
+    return [plan, *(n for child in plan.get("Plans", []) for n in _nodes(child))]
+
+
+async def test_the_remote_state_check_reads_each_operations_newest_reads_not_a_sort_of_all(
+    db: Any,
+) -> None:
+    """The newest read per operation comes from observations_by_operation read
+    backwards, per operation: a DISTINCT ON over every observation was planned as a
+    sort of all of them (at 20k operations of 20 reads, 400k rows spilled to disk)."""
+    async with db.transaction():
+        await db.execute("SET LOCAL session_replication_role = replica")  # bulk filler rows
+        await db.execute(FILL_SQL, 1, 2_000, 0.0, 0.0)
+        await db.execute("UPDATE operations SET remote_state = 'running'")
+        await db.execute(FILL_READS_SQL, 20)
+    await db.execute("ANALYZE operations, observations, provider_calls")
+    explained = await db.fetchval("EXPLAIN (FORMAT JSON) " + q("audit_remote_states"))
+    nodes = _nodes(explained[0]["Plan"])
+    sorted_reads = [
+        n for n in nodes if n["Node Type"] == "Sort" and "observation_id" in str(n["Sort Key"])
+    ]
+    assert sorted_reads == [], sorted_reads
+    scans = {n["Node Type"] for n in nodes if n.get("Relation Name") == "observations"}
+    assert scans <= {"Index Scan", "Index Only Scan"}, scans
+    assert await db.fetch(q("audit_remote_states")) == []  # and each agrees with its reads
