@@ -12,7 +12,8 @@ log's own checks bind, it is compared with them here:
   copies it, and a recorded id is never replaced), or, before any such
   transition, one a call's answer or an operator's adoption named;
 - `remote_state` (succeeded, completed_with_errors, ...): the newest status
-  read or result verdict that showed a state;
+  read that showed a state, or a newer result verdict (empty included: a
+  state emptied by hand is shown to agents as plain success);
 - a failed operation's `last_error`, when its failing transition cites the
   newest such read: the error that read observed;
 - who asked to cancel and why (`cancel_requested_by`, `cancel_reason`): as
@@ -127,6 +128,11 @@ def _remote_state_problem(row: Any) -> str:
     state = _quoted(row["remote_state"])
     if row["observation_id"] is None:
         return f"remote_state {state} was shown by no logged status read of its own"
+    if row["remote_state"] is None:
+        return (
+            f"remote_state is empty, but its newest status read showed "
+            f"{_quoted(row['observed'])} (observation {row['observation_id']})"
+        )
     return (
         f"remote_state {state} differs from the logged state of its newest status read "
         f"({_quoted(row['observed'])}, observation {row['observation_id']})"

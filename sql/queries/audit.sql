@@ -86,15 +86,17 @@ ORDER BY o.operation_id COLLATE "C";
 
 -- name: audit_remote_states
 -- The remote state agents are shown (succeeded, completed_with_errors, ...),
--- against the newest status read or result verdict that showed one. Only
--- those two statements write it (record_polls, observe_result_answer), each
--- with its observation in the same statement, numbered after the row lock
--- that orders them; a read that showed no state keeps the one before. An
--- emptied state is not judged (a verdict may empty it); nor is an operation
--- whose observations were archived. Per operation, observations_by_operation
--- read backwards to the first read that showed a state (usually its newest):
--- a DISTINCT ON over every observation was planned as a sort of all of them,
--- spilled to disk (20k operations of 20 reads: 400k rows, 15 MB).
+-- against the newest status read that showed one, or a newer result verdict.
+-- Only those two statements write it (record_polls, observe_result_answer),
+-- each with its observation in the same statement, numbered after the row
+-- lock that orders them: a read that showed no state keeps the one before
+-- (coalesce), a verdict sets its own, even none. So an emptied state is judged
+-- too (agents shown `succeeded` for a partially_succeeded job). An operation
+-- whose observations were archived is not judged. Per operation,
+-- observations_by_operation read backwards to the first such observation
+-- (usually its newest): a DISTINCT ON over every observation was planned as a
+-- sort of all of them, spilled to disk (20k operations of 20 reads: 400k rows,
+-- 15 MB).
 SELECT o.operation_id, o.remote_state::text AS remote_state,
        n.remote_state::text AS observed, n.observation_id
 FROM operations o
@@ -102,12 +104,11 @@ LEFT JOIN LATERAL (
     SELECT ob.observation_id, ob.remote_state
     FROM observations ob
     WHERE ob.operation_id = o.operation_id
-      AND ob.source IN ('poll', 'result') AND ob.remote_state IS NOT NULL
+      AND (ob.source = 'result' OR (ob.source = 'poll' AND ob.remote_state IS NOT NULL))
     ORDER BY ob.observation_id DESC
     LIMIT 1
 ) n ON true
-WHERE o.remote_state IS NOT NULL
-  AND o.remote_state IS DISTINCT FROM n.remote_state
+WHERE o.remote_state IS DISTINCT FROM n.remote_state
   AND NOT EXISTS (SELECT 1 FROM log_archived x
                   WHERE x.operation_id = o.operation_id AND x.kind = 'observation')
 ORDER BY o.operation_id COLLATE "C";

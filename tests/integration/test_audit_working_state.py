@@ -232,6 +232,12 @@ ATTACKS: dict[str, Attack] = {
         "remote_state 'succeeded' differs from the logged state of its newest status read "
         "('partially_succeeded'",
     ),
+    "partially_succeeded emptied": (
+        # agents are shown plain success (no completed_with_errors) as by 'succeeded'
+        lambda lc: lc.partial,
+        "remote_state = NULL",
+        "remote_state is empty, but its newest status read showed 'partially_succeeded'",
+    ),
     "a running job shown finished": (
         lambda lc: lc.observing,
         "remote_state = 'succeeded'",
