@@ -24,7 +24,7 @@ from shared import ledger
 from shared.db.queries import q
 from shared.ledger import log
 from shared.ledger.decisions import adopt_job, decide
-from shared.ledger.log_audit import LogReport
+from shared.ledger.log_audit import LogReport, verify_log
 from shared.ledger.states import LocalState
 from shared.tlog import Signer
 from tests.harness import rig
@@ -195,6 +195,98 @@ async def test_the_ledger_writing_while_the_check_waits_is_no_false_alarm(
     report = await _verify_while_sequencing(pool, lc.note, monkeypatch, the_ledger_goes_on)
     assert report.ok, report.problems
     assert report.settled > 0
+
+
+ENDED = DONE | {
+    S.NEEDS_ATTENTION,
+    S.RESULT_UNAVAILABLE,
+    S.RESULT_TIMED_OUT,
+    S.CANCELLED,
+    S.CANCELLATION_UNCONFIRMED,
+    S.ABANDONED,
+}
+
+
+async def test_more_lifecycles_pass(pool: Any, tmp_path: Path) -> None:
+    """No false alarm through the reconciler and the simulator, nor from the intents
+    agents and operators record: a synchronous result, a same-token retry, the same
+    token answered with a second job (both on record, a human's), a lookup finding
+    the job of a lost create while cancel_requested, a result link expired, a job
+    timed out then cancelled, a cancel never confirmed, a cancel before any create
+    (abandoned), an intent recorded while stopped for a human then a resume and a
+    new cancel, another such intent followed by an operator's decision to cancel,
+    a reason cut to the cause's length."""
+    async with rig(pool, tmp_path) as r:
+        ops = {
+            "sync": await r.submit("sync"),
+            "retried": await r.submit("create_5xx", duration=0.1),
+            "two_jobs": await r.submit("token_conflict", hang_seconds=5),
+            "two_jobs_too": await r.submit("token_conflict", hang_seconds=5),
+            "lost": await r.submit("lost_create_response", duration=30, hang_seconds=30),
+            "expired": await r.submit("expiring_result", duration=0.1, result_ttl=0.0),
+            "timed_out": await r.submit("never_finishes", result_deadline_s=0.6),
+            "unconfirmed": await r.submit("cancel_unconfirmed", duration=600),
+            "abandoned": await r.submit("success"),
+        }
+        async with pool.acquire() as conn:
+            await ledger.request_cancel(
+                conn, ops["abandoned"], requested_by="agent:ann", reason="never mind"
+            )
+        assert await r.settle(ops["unconfirmed"], {S.OBSERVING}) is S.OBSERVING
+        assert await r.settle(ops["lost"], {S.CREATE_UNKNOWN}, timeout=30) is S.CREATE_UNKNOWN
+        async with pool.acquire() as conn:
+            await ledger.request_cancel(
+                conn,
+                ops["unconfirmed"],
+                requested_by="agent:ann",
+                reason="too long\x1f" + "y" * 3000,
+                cancel_deadline_s=0.5,
+            )
+            await ledger.request_cancel(conn, ops["lost"], requested_by="agent:bob", reason="x")
+        for op_id in ops.values():
+            await r.settle(op_id, ENDED, timeout=30)
+        async with pool.acquire() as conn:
+            stopped = ops["two_jobs"]
+            await ledger.request_cancel(conn, stopped, requested_by="agent:cy", reason="meanwhile")
+            op = await ledger.load_operation(conn, stopped)
+            await decide(conn, op, S.OBSERVING, actor="operator:zed", reason="resume it")
+            await ledger.request_cancel(conn, stopped, requested_by="agent:dee", reason="now stop")
+            other = ops["two_jobs_too"]
+            await ledger.request_cancel(conn, other, requested_by="agent:cy", reason="meanwhile")
+            op = await ledger.load_operation(conn, other)
+            await decide(conn, op, S.CANCEL_REQUESTED, actor="operator:zed", reason="cancel it")
+            await ledger.request_cancel(
+                conn, ops["timed_out"], requested_by="agent:eve", reason="too slow"
+            )
+        for op_id in ops.values():
+            await r.settle(op_id, ENDED - {S.RESULT_TIMED_OUT}, timeout=30)
+    async with pool.acquire() as conn:
+        ended = dict(
+            await conn.fetch(
+                "SELECT operation_id, state::text FROM operations WHERE operation_id = ANY ($1)",
+                list(ops.values()),
+            )
+        )
+        lookups = await conn.fetchval(
+            "SELECT count(*) FROM provider_calls WHERE operation_id = $1"
+            " AND call_kind = 'lookup' AND remote_job_id IS NOT NULL",
+            ops["lost"],
+        )
+        await log.sequence_all(conn)
+        report = await verify_log(conn, None)
+    assert {k: ended[v] for k, v in ops.items()} == {
+        "sync": "succeeded",
+        "retried": "succeeded",
+        "two_jobs": "cancelled",
+        "two_jobs_too": "cancelled",
+        "lost": "cancelled",
+        "expired": "result_unavailable",
+        "timed_out": "cancelled",
+        "unconfirmed": "cancellation_unconfirmed",
+        "abandoned": "abandoned",
+    }
+    assert lookups == 1  # the job id the lookup found, recorded while cancel_requested
+    assert report.problems == []
 
 
 # (operation, column, the superuser's SET, what the problem says)
