@@ -22,6 +22,12 @@ Options (checked at config load, errors name the key):
   unix-seconds timestamp travels. Either is allowed exactly when the template
   signs `{timestamp}`: an unsigned timestamp can be rewritten by an attacker,
   so its replay window would be an illusion.
+- `timestamp_format`: unix (seconds, default), unix_ms (HubSpot) or iso8601
+  with an offset (Box): how the signed timestamp's text is read for the window.
+- `signature_header_mode`: aliases (default: the names are aliases, present
+  ones must agree) or each (every named header present carries signatures of
+  its own, any one verifying is enough: Box's primary and secondary keys,
+  DocuSign's `-1`, `-2` during a rotation); each is for bare formats only.
 - `id_header`: where the event id travels. It counts as signed (a safe dedupe
   key) only when the template contains `{id}`; otherwise it is returned with
   `id_signed=False` (see `Verified`).
@@ -47,7 +53,7 @@ from .formats import (
 from .headers import HeaderView
 from .options import choice, header_names, optional_str
 from .templates import PLACEHOLDERS, Template, parse_template
-from .timestamps import parse_unix_seconds
+from .timestamps import TIMESTAMP_FORMATS, parse_timestamp
 
 ENVELOPE_KEYS: tuple[str, ...] = (
     "signature_header",
@@ -59,8 +65,11 @@ ENVELOPE_KEYS: tuple[str, ...] = (
     "signed_content",
     "timestamp_header",
     "timestamp_key",
+    "timestamp_format",
+    "signature_header_mode",
     "id_header",
 )
+HEADER_MODES: frozenset[str] = frozenset({"aliases", "each"})
 
 # Labels and prefixes are short protocol words; a bound keeps them so.
 _MAX_WORD_CHARS = 32
@@ -83,6 +92,9 @@ class Envelope:
     template: Template
     timestamp_headers: tuple[str, ...] | None
     id_headers: tuple[str, ...] | None
+    timestamp_format: str = "unix"
+    # Each signature header carries its own signatures (not aliases that agree).
+    each_signature_header: bool = False
     # Lowercased, as HeaderView looks them up.
     signature_keys: tuple[str, ...] = field(init=False, repr=False, compare=False)
     timestamp_keys: tuple[str, ...] | None = field(init=False, repr=False, compare=False)
@@ -174,6 +186,15 @@ def parse_envelope(
         )
     if timestamp_key is not None and timestamp_key == label:
         raise ValueError(f"{scheme}: option 'timestamp_key' must differ from 'signature_key'")
+    timestamp_format = choice(scheme, options, "timestamp_format", TIMESTAMP_FORMATS, "unix")
+    if options.get("timestamp_format") is not None and not has_source:
+        raise ValueError(f"{scheme}: option 'timestamp_format' needs a signed timestamp")
+    each = choice(scheme, options, "signature_header_mode", HEADER_MODES, "aliases") == "each"
+    if each and (labelled or len(signature_headers) < 2):
+        raise ValueError(
+            f"{scheme}: option 'signature_header_mode' = \"each\" needs format hex or base64 "
+            "and a list of at least two names in 'signature_header'"
+        )
     id_headers = header_names(scheme, options, "id_header", required=False)
     if template.uses("id") and id_headers is None:
         raise ValueError(f"{scheme}: option 'id_header' is required when signed_content has {{id}}")
@@ -190,6 +211,8 @@ def parse_envelope(
         template=template,
         timestamp_headers=timestamp_headers,
         id_headers=id_headers,
+        timestamp_format=timestamp_format,
+        each_signature_header=each,
     )
     return envelope, label
 
@@ -210,7 +233,10 @@ def open_envelope(
     """
     if (envelope._needs_method and method is None) or (envelope._needs_url and url is None):
         raise SignatureError("bad_options")
-    raw_signatures = headers.require_any_key(envelope.signature_keys)
+    if envelope.each_signature_header:
+        raw_signatures = " ".join(headers.require_each_key(envelope.signature_keys))
+    else:
+        raw_signatures = headers.require_any_key(envelope.signature_keys)
     timestamp_keys = envelope.timestamp_keys
     raw_timestamp = headers.require_any_key(timestamp_keys) if timestamp_keys else None
     event_id = _event_id(envelope, headers)
@@ -218,7 +244,11 @@ def open_envelope(
     signatures = parse_signature_header(fmt, raw_signatures, labels)
     if fmt.timestamp_key is not None:
         raw_timestamp = signatures.timestamp
-    timestamp = parse_unix_seconds(raw_timestamp) if raw_timestamp is not None else None
+    timestamp = (
+        parse_timestamp(envelope.timestamp_format, raw_timestamp)
+        if raw_timestamp is not None
+        else None
+    )
     content = envelope.template.render_request(body, raw_timestamp, event_id, method, url)
     return Opened(content, signatures, timestamp, event_id)
 

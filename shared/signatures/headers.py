@@ -85,6 +85,22 @@ class HeaderView:
             raise SignatureError("missing_header")
         return value
 
+    def require_each_key(self, keys: Sequence[str]) -> list[str]:
+        """The value of each present header among `keys`, for headers that each carry
+        a signature of their own (Box's primary and secondary, signed with two
+        keys): unlike aliases they may differ. None present fails verification."""
+        values = self._values
+        found: list[str] = []
+        for key in keys:
+            value = values.get(key, "")
+            if value is None or len(value) > MAX_HEADER_CHARS:
+                raise SignatureError("malformed_header")
+            if value:
+                found.append(value)
+        if not found:
+            raise SignatureError("missing_header")
+        return found
+
     def __repr__(self) -> str:
         # Names only: values include signatures and, for static_header, the secret.
         return f"HeaderView({sorted(self._values)})"
