@@ -22,7 +22,9 @@ Official Python code, where it exists, is the ground truth (skipped when not
 installed; neither is a dev dependency: `hubspot-api-client` is 52 MB, the
 `boxsdk` distribution, `box_sdk_gen`, 7.7 MB plus `requests`):
 `hubspot.utils.signature.Signature.get_signature` (v3) and
-`box_sdk_gen.internal.utils.compute_webhook_signature`. Every delivery is
+`box_sdk_gen.internal.utils.compute_webhook_signature` on every case, and
+their validators (`Signature.is_valid`, `WebhooksManager.validate_message`,
+which read the wall clock) beside ours on deliveries made now. Every delivery is
 also signed by the documentation's recipe here, and those tests always run.
 DocuSign, Intercom, Typeform, Calendly and Dropbox publish no Python verifier
 on PyPI (docusign-esign has none).
@@ -33,8 +35,11 @@ from __future__ import annotations
 import base64
 import hmac
 import json
+import time
+import tomllib
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -42,6 +47,7 @@ import pytest
 
 from receiver.app import build_app
 from shared.serve import serve_app
+from shared.signatures import SignatureError, verify
 from tests.integration.test_receiver_support import (
     JSON_HEADERS,
     NOW,
@@ -390,6 +396,63 @@ def test_boxs_own_signer_agrees_with_the_recipe() -> None:
             # Box's window check reads the wall clock, so only signatures are compared
             authentic = what in ("authentic", "older than 10 minutes")
             assert (official == lowered[header]) is authentic, what
+
+
+def test_boxs_own_validator_and_ours_agree_at_the_wall_clock() -> None:
+    """`validate_message` reads the wall clock: a delivery made now, under each
+    key alone and under neither, is judged by it and by our verifier alike."""
+    webhooks = pytest.importorskip("box_sdk_gen.managers.webhooks")
+    options = tomllib.loads(BOX_TOML)["providers"]["box"]["webhooks"]["options"]
+    now = time.time()
+    stamp = datetime.fromtimestamp(int(now), UTC).isoformat()
+    for primary, secondary in (
+        (BOX_PRIMARY, BOX_SECONDARY),
+        ("rotated-away", BOX_SECONDARY),
+        (BOX_PRIMARY, "rotated-away"),
+        ("guess-1", "guess-2"),
+    ):
+        headers = box_headers(primary, secondary, stamp, BOX_BODY)
+        lowered = {name.lower(): value for name, value in headers.items()}
+        theirs = webhooks.WebhooksManager.validate_message(
+            BOX_BODY.decode(), lowered, BOX_PRIMARY, secondary_key=BOX_SECONDARY
+        )
+        try:
+            verify("hmac", options, headers, BOX_BODY, [BOX_PRIMARY, BOX_SECONDARY], now, 600)
+            ours = True
+        except SignatureError:
+            ours = False
+        assert theirs is ours is (primary == BOX_PRIMARY or secondary == BOX_SECONDARY)
+
+
+def test_hubspots_own_validator_and_ours_agree_at_the_wall_clock() -> None:
+    signature = pytest.importorskip("hubspot.utils.signature").Signature
+    options = tomllib.loads(HUBSPOT_TOML)["providers"]["hubspot"]["webhooks"]["options"]
+    now = time.time()
+    for secret in (HUBSPOT_SECRET, "a-guess"):
+        headers = hubspot_headers(secret, int(now * 1000), HUBSPOT_BODY)
+        theirs = signature.is_valid(
+            headers["X-HubSpot-Signature-v3"],
+            HUBSPOT_SECRET,
+            HUBSPOT_BODY.decode(),
+            http_uri=HUBSPOT_URL,
+            signature_version="v3",
+            timestamp=headers["X-HubSpot-Request-Timestamp"],
+        )
+        try:
+            verify(
+                "hmac",
+                options,
+                headers,
+                HUBSPOT_BODY,
+                [HUBSPOT_SECRET],
+                now,
+                method="POST",
+                url=HUBSPOT_URL,
+            )
+            ours = True
+        except SignatureError:
+            ours = False
+        assert theirs is ours is (secret == HUBSPOT_SECRET)
 
 
 # ------------------------------------------------------------------ DocuSign Connect
