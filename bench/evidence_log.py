@@ -96,7 +96,8 @@ SELECT operation_id, 'poll', call_id, 'running', 'running', 1, 10 FROM calls
 # The verify benchmark's log, written in bulk: one statement per table for a
 # range of operations, with triggers off (as bench.harness.fill_operations),
 # writing exactly what the ledger's triggers would: each operation in
-# `observing` with its genesis, accepted and observing history rows (hash
+# `observing` (its working state as its one status read left it) with its
+# genesis, accepted and observing history rows (hash
 # chain computed with the database's own jw_history_hash), the create call the
 # acceptance cites, then one status read and its observation (_POLL_EVIDENCE),
 # and a log_queue entry for every row. CHECKs still apply, and `audit verify`
@@ -108,12 +109,15 @@ BULK_OPERATIONS = """
 INSERT INTO operations (operation_id, provider, kind, client_reference, request,
     request_fingerprint, idempotency_token, trace_id, requested_by, create_deadline,
     result_deadline, remote_job_id, status_url, create_mode, create_attempts, state,
-    history_seq)
+    history_seq, remote_state, remote_state_raw, progress_completed, progress_total,
+    poll_attempts)
 SELECT 'op_' || lpad(g::text, 26, '0'), 'sim', 'export', 'bulk-' || g, '{"n": 1}',
        'sha256:' || encode(sha256(convert_to('bulk' || g, 'UTF8')), 'hex'),
        'idem_' || md5('tok' || g), md5('trace' || g), 'agent:bench',
        clock_timestamp() + interval '1 hour', clock_timestamp() + interval '1 day',
-       'job_' || g, '/v1/jobs/job_' || g, 'async', 1, 'observing', 3
+       'job_' || g, '/v1/jobs/job_' || g, 'async', 1, 'observing', 3,
+       -- as the status read below leaves the row (record_polls)
+       'running', 'running', 1, 10, 1
 FROM generate_series($1::bigint, $2::bigint) AS g
 """
 BULK_CREATE_CALLS = """

@@ -16,7 +16,7 @@ from starlette.responses import Response
 
 from shared.ledger.states import LocalState as S
 from tests.fixtures_providers.unseen_media import RunwayFixture
-from tests.integration.test_unseen_fal_runway import ENDS, IMAGE, runway, stored
+from tests.integration.test_unseen_fal_runway import ENDS, IMAGE, runway
 
 
 class ThrottlingCdn(RunwayFixture):
@@ -47,6 +47,6 @@ async def test_a_throttled_file_is_fetched_again_and_the_result_holds_every_file
         op_id = await r.submit({**IMAGE, "script": "two"})
         assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
         tid = fx.only()["id"]
-        assert await stored(r, op_id) == f"{tid}.mp4\n{tid}_1.mp4\n".encode()
+        assert await r.result_bytes(op_id) == f"{tid}.mp4\n{tid}_1.mp4\n".encode()
         assert fx.times == 0  # the throttle was met, and waited out
         assert set(fx.cdn_auth) == {None}
