@@ -37,59 +37,23 @@ import hmac
 import json
 import time
 import tomllib
-from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import Any
 
 import httpx
 import pytest
 
-from receiver.app import build_app
-from shared.serve import serve_app
 from shared.signatures import SignatureError, verify
+from tests.integration.test_more_official_signers import REJECTED, _providers, _receiver
 from tests.integration.test_receiver_support import (
     JSON_HEADERS,
     NOW,
     Running,
-    describe,
-    settings_for,
     stored_events,
 )
 
-REJECTED = {"error": "rejected"}
 STORED = {"status": "stored", "matched": False}
 PUBLIC = "https://hooks.example.test/jobwarden/webhooks/{provider}"
-
-_BASE = """
-[providers.NAME]
-base_url = "https://api.provider.example.test"
-[providers.NAME.create]
-path = "/jobs"
-idempotency = "none"
-job_id = "/id"
-[providers.NAME.status]
-path = "/jobs/{job_id}"
-state = "/status"
-[providers.NAME.status.state_map]
-completed = "succeeded"
-processing = "running"
-[providers.NAME.result]
-source = "none"
-"""
-
-
-def _providers(name: str, webhooks: str, env: Mapping[str, str]) -> dict[str, Any]:
-    return describe(_BASE.replace("NAME", name) + webhooks, env)
-
-
-@asynccontextmanager
-async def _receiver(
-    pool: Any, providers: dict[str, Any], *, now: float = NOW, **settings: Any
-) -> AsyncIterator[Running]:
-    app = build_app(settings_for(providers, **settings), pool, now=lambda: float(now))
-    async with serve_app(app) as url, httpx.AsyncClient(base_url=url) as client:
-        yield Running(app, client)
 
 
 def _refusals(rx: Running, provider: str) -> dict[str, float]:
