@@ -9,7 +9,6 @@ its backoff, and webhooks where the provider sends them.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import contextlib
 import hashlib
@@ -449,10 +448,12 @@ async def test_mathpix_a_pdf_is_converted_and_its_markdown_stored(
         assert fx.results == 1
 
 
-async def test_mathpix_pages_done_are_the_progress(pool: Any, tmp_path: Path) -> None:
+async def test_mathpix_pages_done_are_the_progress(
+    pool: Any, tmp_path: Path, clock: TestClock
+) -> None:
     """`num_pages_completed` of `num_pages` while split: the operation's progress."""
     fx = MathpixFixture()
-    async with mathpix(pool, tmp_path, fx) as r:
+    async with mathpix(pool, tmp_path, fx, clock=clock) as r:
         op_id = await r.submit({**PDF_REQUEST, "script": "crawl"})
         query = (
             "SELECT progress_completed, progress_total FROM observations"
@@ -460,12 +461,13 @@ async def test_mathpix_pages_done_are_the_progress(pool: Any, tmp_path: Path) ->
             " ORDER BY observation_id DESC LIMIT 1"
         )
         row = None
-        for _ in range(500):
+        await r.reconciler.run_once()  # the create
+        for _ in range(5):  # the fake splits on its second read
+            assert await clock.to_appointment(r.pool, op_id)
             await r.reconciler.run_once()
             row = await r.pool.fetchrow(query, op_id)
             if row is not None:
                 break
-            await asyncio.sleep(0.01)  # a signal polled for, not a timed wait
         assert row is not None, await r.history(op_id)
         assert row["progress_total"] == MathpixFixture.PAGES
         assert 1 <= row["progress_completed"] < MathpixFixture.PAGES
