@@ -245,11 +245,15 @@ def build_status(
             "gives, and there is no status URL on record (the answer named none)"
         )
     payload = _render_json(spec.body, {"job_id": remote_job_id})
-    if status_is_the_result(desc):  # asked as the result is (its headers, no Accept of ours)
-        headers = _base_headers(desc, desc.result.headers, accept=None)
-    else:
-        headers = _base_headers(desc)
+    # a status URL that is the result's is asked as the result is
+    headers = _result_headers(desc) if status_is_the_result(desc) else _base_headers(desc)
     return _request(desc, "status", spec.method, url, headers, payload)
+
+
+def _result_headers(desc: ProviderDescription) -> dict[str, str]:
+    """A result fetch's headers: the description's, then `result.headers` over them,
+    and no Accept of ours (the result is whatever the provider keeps)."""
+    return _base_headers(desc, desc.result.headers, accept=None)
 
 
 def status_is_the_result(desc: ProviderDescription) -> bool:
@@ -337,7 +341,7 @@ def build_result_requests(
             "result",
             spec.method,
             url,
-            _base_headers(desc, desc.result.headers, accept=None),
+            _result_headers(desc),
             payload,
         )
         for url in urls
@@ -378,14 +382,12 @@ def build_result_page(
             "result",
             first.method,
             first.url,
-            _base_headers(desc, desc.result.headers, accept=None),
+            _result_headers(desc),
             payload,
         )
     else:
         url = _with_query(first.url, {spec.page_token_param: page_token})
-    return _request(
-        desc, "result", "GET", url, _base_headers(desc, desc.result.headers, accept=None), None
-    )
+    return _request(desc, "result", "GET", url, _result_headers(desc), None)
 
 
 def _offset_query(spec: ResultPages, offset: str) -> dict[str, str]:
