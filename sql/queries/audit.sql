@@ -95,8 +95,7 @@ ORDER BY o.operation_id COLLATE "C";
 -- whose observations were archived is not judged. Per operation,
 -- observations_by_operation read backwards to the first such observation
 -- (usually its newest): a DISTINCT ON over every observation was planned as a
--- sort of all of them, spilled to disk (20k operations of 20 reads: 400k rows,
--- 15 MB).
+-- sort of all of them (test_audit_working_state.py checks the plan has none).
 SELECT o.operation_id, o.remote_state::text AS remote_state,
        n.remote_state::text AS observed, n.observation_id
 FROM operations o
