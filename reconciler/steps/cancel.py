@@ -194,8 +194,7 @@ async def _cancel_due(step: Step, conn: Any) -> Delay | _ReadStatus | None:
         if acted is not None:
             return acted
     op = step.op
-    if op.cancel_sent_at is not None and op.cancel_deadline and step.now() >= op.cancel_deadline:
-        return READ_STATUS  # the poll step reads, then applies the cancel deadline
+    # (a passed cancel deadline is step_cancel's to act on, before any of this)
     if not desc.cancel.supported:
         # Nothing can be sent. The job is read as before, in cancel_requested:
         # an end it reaches by itself is reported as it is (a success
