@@ -338,6 +338,20 @@ def abortable() -> dict[str, Any]:
     return described
 
 
+def abortable_rig(pool: Any, tmp_path: Path, fx: Abortable, clock: TestClock) -> Any:
+    """`Abortable` as a user describes it (`abortable`), on the test's clock."""
+    return preset_rig(
+        pool,
+        tmp_path,
+        fx.app(),
+        preset=None,
+        name="runs",
+        env={},
+        overrides=abortable(),
+        clock=clock,
+    )
+
+
 async def run_to_an_end(r: PresetRig, clock: TestClock, op_id: str) -> S:
     """Each appointment in turn, until the operation ends (or waits for a human)."""
     for _ in range(20):
@@ -373,16 +387,7 @@ async def test_a_cancel_of_a_job_no_read_has_seen_reads_it_first_from_cancel_req
     no edge leaves for `observing`; one naming the run running lets the abort go,
     one naming its end settles it without one. Nothing passes through `observing`."""
     fx = Abortable([seen_nothing, then, "ABORTED"])
-    async with preset_rig(
-        pool,
-        tmp_path,
-        fx.app(),
-        preset=None,
-        name="runs",
-        env={},
-        overrides=abortable(),
-        clock=clock,
-    ) as r:
+    async with abortable_rig(pool, tmp_path, fx, clock) as r:
         op_id = await r.submit({"input": 1})
         await r.reconciler.run_once()  # the create
         await read_once(r, clock, op_id)
@@ -429,16 +434,7 @@ async def test_a_read_first_cancel_no_read_lets_go_escalates_at_its_deadline(
     cancel was sent. Before, the operation stayed `cancel_requested` for ever,
     read on the backoff, the agent told "not yet confirmed" and no human told."""
     fx = Abortable([seen_nothing])
-    async with preset_rig(
-        pool,
-        tmp_path,
-        fx.app(),
-        preset=None,
-        name="runs",
-        env={},
-        overrides=abortable(),
-        clock=clock,
-    ) as r:
+    async with abortable_rig(pool, tmp_path, fx, clock) as r:
         op_id = await r.submit({"input": 1})
         await r.reconciler.run_once()  # the create
         assert await r.state(op_id) is S.ACCEPTED
@@ -463,16 +459,7 @@ async def test_a_read_first_cancel_goes_when_a_read_past_its_deadline_shows_the_
     still lets the abort go (the agent asked for it), and the abort's confirmation
     is then read as for any cancel."""
     fx = Abortable(["503"])
-    async with preset_rig(
-        pool,
-        tmp_path,
-        fx.app(),
-        preset=None,
-        name="runs",
-        env={},
-        overrides=abortable(),
-        clock=clock,
-    ) as r:
+    async with abortable_rig(pool, tmp_path, fx, clock) as r:
         op_id = await r.submit({"input": 1})
         await r.reconciler.run_once()  # the create
         assert await r.cancel(op_id, cancel_deadline_s=30.0) is S.CANCEL_REQUESTED
