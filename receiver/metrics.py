@@ -13,13 +13,16 @@ rare reason works before the first time it happens.
 from __future__ import annotations
 
 import time
+from bisect import bisect_left
 from collections.abc import Iterable
 from typing import Any, Literal, get_args
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.core import CounterMetricFamily
+from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.registry import Collector
+from prometheus_client.samples import Sample
+from prometheus_client.utils import floatToGoString
 
 UNKNOWN_PROVIDER = "unknown"  # no provider may take it (shared/providers/config.py)
 
@@ -123,6 +126,51 @@ class _Tally(Collector):
         yield family
 
 
+class _Timings(Collector):
+    """A histogram without labels, observed without a lock (`_Tally`'s reasoning).
+
+    Every delivery's answer time is observed once: prometheus_client's
+    `Histogram` takes a lock and walks its buckets in Python on each. Here a
+    bisection finds the one bucket to count, and the cumulative counts
+    Prometheus reads are summed when it scrapes. The exposition is the
+    `Histogram`'s: buckets, `+Inf`, count, sum and `_created`.
+    """
+
+    def __init__(
+        self, name: str, documentation: str, buckets: tuple[float, ...], registry: Any
+    ) -> None:
+        self._name = name
+        self._documentation = documentation
+        self._bounds = tuple(float(bound) for bound in buckets)
+        # as prometheus_client writes a bound (its function is untyped)
+        self._labels = [floatToGoString(b) for b in self._bounds] + ["+Inf"]  # type: ignore[no-untyped-call]
+        self._counts = [0] * (len(self._bounds) + 1)  # per bucket, the last past every bound
+        self._sum = 0.0
+        self._created = time.time()
+        registry.register(self)
+
+    def observe(self, value: float) -> None:
+        # bisect_left: a value equal to a bound is counted in that bound's bucket (le)
+        self._counts[bisect_left(self._bounds, value)] += 1
+        self._sum += value
+
+    def _family(self) -> HistogramMetricFamily:
+        return HistogramMetricFamily(self._name, self._documentation)
+
+    def describe(self) -> Iterable[HistogramMetricFamily]:
+        yield self._family()
+
+    def collect(self) -> Iterable[HistogramMetricFamily]:
+        family = self._family()
+        cumulative, buckets = 0, []
+        for label, count in zip(self._labels, self._counts, strict=True):
+            cumulative += count
+            buckets.append((label, float(cumulative)))
+        family.add_metric([], buckets, self._sum)
+        family.samples.append(Sample(f"{self._name}_created", {}, self._created))
+        yield family
+
+
 class ReceiverMetrics:
     """The receiver's counters; methods take a label from `label()`."""
 
@@ -179,11 +227,11 @@ class ReceiverMetrics:
             ["kind"],
             registry=r,
         )
-        self.latency = Histogram(
+        self.latency = _Timings(
             "jobwarden_webhook_request_duration_seconds",
             "Time from request start to response, all outcomes",
-            buckets=LATENCY_BUCKETS,
-            registry=r,
+            LATENCY_BUCKETS,
+            r,
         )
         self.batch_size = Histogram(
             "jobwarden_webhook_commit_batch_size",

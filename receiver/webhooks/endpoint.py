@@ -140,6 +140,7 @@ from shared.providers.paths import PathSource, ValuePath, extract, parse_path
 from shared.providers.values import as_id, as_str, clip
 from shared.redaction import sanitize_bytes_urls, sanitize_text_urls
 from shared.signatures import (
+    Reason,
     SignatureError,
     Verified,
     challenges,
@@ -148,8 +149,11 @@ from shared.signatures import (
     signs_body,
     signs_url,
     twilio,
+    verifier,
 )
 from shared.signatures.challenges import usable_token
+from shared.signatures.headers import HeaderView
+from shared.signatures.spec import RequestCheck
 from shared.telemetry import spans
 from shared.text import holds_exactly, scrub_text
 
@@ -257,6 +261,13 @@ class _Provider:
     takes_form: bool  # the scheme signs a form's fields (Twilio): a form body is read
     # Lowercase names of the headers verification and extraction read; None: any.
     reads_headers: frozenset[bytes] | None
+    token_in_url: bool  # `spec.token_in_url`, worked out once
+    # The configured scheme's check of a request, built once from its options and
+    # secrets (`signatures.verifier`); None for a plugin that verifies on its own.
+    check: RequestCheck | None
+    # The description reads the events (no plugin's `parse_webhook`): its facts'
+    # references are storable already (`webhook_fact`), so they are not made so again.
+    reads_declared: bool
 
 
 class _LogBudget:
@@ -410,17 +421,23 @@ class WebhookEndpoint:
     ) -> Verified:
         """`secrets`: these only (default: every secret of the provider's)."""
         spec = provider.spec
+        # a token in the query is the request's own, never one of our config's
+        url = (
+            _target(scope)
+            if provider.token_in_url
+            else signed_url(self._public_url, provider.name, scope)
+        )
         try:
+            if provider.check is not None and secrets is None:
+                view = HeaderView.from_raw(scope["headers"])
+                return provider.check(view, body, self._now(), scope["method"], url)
             return provider.adapter.verify_webhook(
                 headers,
                 body,
                 [secret.reveal() for secret in spec.secrets] if secrets is None else secrets,
                 self._now(),
                 method=scope["method"],
-                # a token in the query is the request's own, never one of our config's
-                url=_target(scope)
-                if provider.spec.token_in_url
-                else signed_url(self._public_url, provider.name, scope),
+                url=url,
             )
         except SignatureError as exc:
             status = _SIGNATURE_STATUS.get(exc.reason)
@@ -487,7 +504,7 @@ class WebhookEndpoint:
         event_id = dedupe_id(provider.spec, verified, document, body)
         raw_query = scope.get("query_string", b"")
         query = QueryParams(raw_query) if raw_query else _NO_QUERY
-        fact = _parse(provider, document, stored_body, headers, query)
+        fact = _parse(provider, document, stored_body, headers, query, event_id)
         # A pre-signed link an event carries (HeyGen's `event_data.url`, CloudFront's
         # Signature) is a bearer credential until it expires: stored redacted, as the
         # call log keeps a status answer's, after the event was read and its dedupe
@@ -566,11 +583,44 @@ def _provider(name: str, spec: WebhookSpec, adapter: ProviderAdapter) -> _Provid
         signs_url(spec.scheme.value, spec.options),
         reads_form(spec.scheme.value),
         _headers_read(adapter, spec),
+        spec.token_in_url,
+        request_check(adapter, spec),
+        type(adapter).parse_webhook is ProviderAdapter.parse_webhook,
     )
 
 
+def request_check(adapter: ProviderAdapter, spec: WebhookSpec) -> RequestCheck | None:
+    """The scheme's check of a request, built once (None: the adapter's own verifier).
+
+    A configuration the check cannot be built from (bad options, no usable
+    secret) fails each delivery with the same reason `verify_webhook` gives,
+    a 500 naming our configuration, as it did when every delivery built it.
+    """
+    if type(adapter).verify_webhook is not ProviderAdapter.verify_webhook:
+        return None
+    secrets = [secret.reveal() for secret in spec.secrets]
+    try:
+        return verifier(spec.scheme.value, spec.options, secrets, spec.tolerance_seconds)
+    except SignatureError as exc:
+        return _failing_check(exc.reason)
+
+
+def _failing_check(reason: Reason) -> RequestCheck:
+    def check(
+        headers: HeaderView, body: bytes, now: float, method: str | None, url: str | None
+    ) -> Verified:
+        raise SignatureError(reason)
+
+    return check
+
+
 def _parse(
-    provider: _Provider, document: dict[str, Any], body: bytes, headers: Headers, query: QueryParams
+    provider: _Provider,
+    document: dict[str, Any],
+    body: bytes,
+    headers: Headers,
+    query: QueryParams,
+    event_id: str,
 ) -> WebhookFact | None:
     """The adapter's reading of an authentic body; None when it names no job.
 
@@ -580,7 +630,7 @@ def _parse(
     (storing the event unmatched would lose its match for good).
     """
     try:
-        return parse_parsed_webhook(provider.adapter, document, body, headers, query)
+        return parse_parsed_webhook(provider.adapter, document, body, headers, query, event_id)
     except WebhookParseError:
         return None
     except Exception as exc:
@@ -692,11 +742,15 @@ async def _read_capped(headers: Headers, receive: Receive, limit: int) -> bytes:
 async def _respond(
     send: Send, status: int, body: bytes, headers: Sequence[tuple[bytes, bytes]]
 ) -> None:
+    plain = _PLAIN_HEADERS.get(body) if not headers else None
     await send(
         {
             "type": "http.response.start",
             "status": status,
-            "headers": [
+            # a fresh list each time: a middleware may edit the message's in place
+            "headers": list(plain)
+            if plain is not None
+            else [
                 (b"content-type", b"application/json"),
                 (b"content-length", str(len(body)).encode()),
                 *headers,
@@ -704,6 +758,13 @@ async def _respond(
         }
     )
     await send({"type": "http.response.body", "body": body})
+
+
+# The headers of the answers every delivery gets, made once.
+_PLAIN_HEADERS = {
+    body: ((b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()))
+    for body in (_STORED_MATCHED, _STORED_UNMATCHED, _DUPLICATE)
+}
 
 
 def _is_json(content_type: str | None) -> bool:
@@ -793,17 +854,30 @@ def _stored(
 ) -> Event:
     """The event as the writer stores it: what `fact` says, made storable (module
     docstring); None (nothing read, or nothing readable) names nothing."""
+    scheme = provider.spec.scheme.value
+    if verified.scheme != scheme:  # a plugin's own words: shown, so made storable
+        scheme = _shown(verified.scheme) or scheme
+    if fact is None:
+        return Event(
+            provider.name, event_id, scheme, verified.id_signed, None, None, None, None, payload
+        )
+    if provider.reads_declared:  # `webhook_fact` read them as `_reference` would keep them
+        job, operation, client = fact.remote_job_id, fact.operation_ref, fact.client_reference
+    else:
+        job = _reference(fact.remote_job_id)
+        operation = _reference(fact.operation_ref)
+        client = _reference(fact.client_reference)
     return Event(
-        provider=provider.name,
-        event_id=event_id,
-        scheme=_shown(verified.scheme) or provider.spec.scheme.value,
-        id_signed=verified.id_signed,
-        remote_job_id=_reference(fact.remote_job_id) if fact else None,
-        operation_ref=_reference(fact.operation_ref) if fact else None,
-        client_reference=_reference(fact.client_reference) if fact else None,
-        remote_state=_remote_state(fact.remote_state) if fact else None,
-        remote_state_raw=_shown(fact.raw_state) if fact else None,
-        payload=payload,
+        provider.name,
+        event_id,
+        scheme,
+        verified.id_signed,
+        job,
+        operation,
+        _remote_state(fact.remote_state),
+        _shown(fact.raw_state),
+        payload,
+        client,
     )
 
 

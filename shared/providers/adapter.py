@@ -402,9 +402,11 @@ def parse_parsed_webhook(
     body: bytes,
     headers: Mapping[str, str],
     query: Mapping[str, str],
+    event_id: str | None = None,
 ) -> WebhookFact:
     """What `adapter.parse_webhook(body, headers, query)` returns, for a body the
-    caller already parsed as JSON into `document`.
+    caller already parsed as JSON into `document`; `event_id`: the caller's own
+    key for the event, carried by a declarative reading's fact (`webhook_fact`).
 
     The receiver parses every authentic body once; the declarative reading
     takes that document instead of parsing the body again. A plugin that
@@ -414,7 +416,7 @@ def parse_parsed_webhook(
     """
     if type(adapter).parse_webhook is not ProviderAdapter.parse_webhook:
         return adapter.parse_webhook(body, headers, query)
-    return responses.webhook_fact(adapter.desc, document, body, headers, query)
+    return responses.webhook_fact(adapter.desc, document, body, headers, query, event_id)
 
 
 def adapter_for(desc: ProviderDescription) -> ProviderAdapter:

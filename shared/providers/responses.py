@@ -923,11 +923,15 @@ def webhook_fact(
     body: bytes,
     headers: Mapping[str, str],
     query: Mapping[str, str],
+    event_id: str | None = None,
 ) -> WebhookFact:
     """`parse_webhook` for a body already parsed as JSON into `document`.
 
     The receiver parses every authentic body once, to refuse what is not a
     JSON object, and hands that document here rather than parsing it again.
+    It hands its dedupe key over as `event_id` too, worked out from what the
+    signature covers: the fact then carries that key rather than one read
+    again here (a header lookup, or the body's hash) that it would not use.
     """
     spec = desc.webhooks
     if spec is None:
@@ -948,6 +952,16 @@ def webhook_fact(
             f"webhook carries no job id, operation id or client reference ({wanted})"
         )
     state, raw = map_state(spec.state_map, get(spec.state)) if spec.state else (None, None)
+    if event_id is not None:
+        return WebhookFact(
+            event_id,
+            job_id,
+            state,
+            None if raw is None else scrub_text(raw),
+            operation_ref,
+            spec.thin,
+            client_reference,
+        )
     event_path = spec.event_id or _SCHEME_EVENT_ID.get(spec.scheme)
     event_id = (
         as_id(get(event_path))

@@ -23,6 +23,7 @@ from .dispatch import (
     signs_body,
     signs_timestamp,
     signs_url,
+    verifier,
     verify,
 )
 from .errors import REASONS, Reason, SignatureError
@@ -61,5 +62,6 @@ __all__ = [
     "signs_body",
     "signs_timestamp",
     "signs_url",
+    "verifier",
     "verify",
 ]

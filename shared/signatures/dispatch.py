@@ -20,7 +20,7 @@ from .errors import SignatureError
 from .headers import HeaderView
 from .presets import PRESETS
 from .secret_set import usable_secrets
-from .spec import Spec, secret_problem, verify_spec
+from .spec import RequestCheck, Spec, secret_problem, spec_verifier
 from .verified import Verified
 
 _Builder = Callable[[Mapping[str, object]], Spec]
@@ -256,6 +256,24 @@ def verify(
     tolerance) surface as `bad_options`, checked before anything from the
     request is looked at, so they cannot hide behind request-shaped reasons.
     """
+    check = verifier(scheme, options, secrets, tolerance_seconds)
+    return check(HeaderView(headers), body, now, method, url)
+
+
+def verifier(
+    scheme: str,
+    options: Mapping[str, object],
+    secrets: Sequence[str],
+    tolerance_seconds: int = 300,
+) -> RequestCheck:
+    """`verify` with its configuration half done once: the check of one request,
+    a pure function of (headers, body, now, method, url).
+
+    Raises what `verify` raises before it reads a request (`bad_options`,
+    `no_secret`), so `verify` is this and one call. The receiver builds one
+    per provider at start-up: each delivery then skips the scheme's lookup,
+    its options' check and the secrets' screening.
+    """
     spec: Spec | None = None
     options_error: ValueError | None = None
     module = _OWN_MODULES.get(scheme)
@@ -273,11 +291,17 @@ def verify(
         # and tells the operator which key is wrong.
         raise SignatureError("bad_options") from options_error
     usable = usable_secrets(secrets)
-    view = HeaderView(headers)
-    if module is not None:
-        return module.verify(options, view, body, usable, now, tolerance_seconds, url)
-    assert spec is not None
-    return verify_spec(spec, view, body, usable, now, tolerance_seconds, method, url)
+    if module is None:
+        assert spec is not None
+        return spec_verifier(spec, usable, tolerance_seconds)
+    own = module.verify
+
+    def check(
+        headers: HeaderView, body: bytes, now: float, method: str | None, url: str | None
+    ) -> Verified:
+        return own(options, headers, body, usable, now, tolerance_seconds, url)
+
+    return check
 
 
 def _unknown_scheme(scheme: str) -> ValueError:

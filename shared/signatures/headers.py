@@ -38,6 +38,20 @@ class HeaderView:
                 values[key] = None
         self._values = values
 
+    @classmethod
+    def from_raw(cls, raw: Sequence[tuple[bytes, bytes]]) -> HeaderView:
+        """The view of an ASGI scope's header list, read as the server's framework
+        reads it (Latin-1), without building the framework's header object first."""
+        values: dict[str, str | None] = {}
+        for name, value in raw:
+            key = name.decode("latin-1").lower()
+            stripped = value.decode("latin-1").strip()
+            if values.setdefault(key, stripped) != stripped:
+                values[key] = None
+        view = cls.__new__(cls)
+        view._values = values
+        return view
+
     def get(self, name: str) -> str | None:
         """The header's value, or None when absent or empty."""
         return self.get_any_key((name.lower(),))
