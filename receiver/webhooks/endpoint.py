@@ -144,6 +144,7 @@ from shared.signatures import (
     SignatureError,
     Verified,
     challenges,
+    check_reads_only,
     headers_read,
     reads_form,
     signs_body,
@@ -265,6 +266,8 @@ class _Provider:
     # The configured scheme's check of a request, built once from its options and
     # secrets (`signatures.verifier`); None for a plugin that verifies on its own.
     check: RequestCheck | None
+    # The lowercase names of the only headers `check` looks up (None: any).
+    check_reads: frozenset[bytes] | None
     # The description reads the events (no plugin's `parse_webhook`): its facts'
     # references are storable already (`webhook_fact`), so they are not made so again.
     reads_declared: bool
@@ -399,14 +402,13 @@ class WebhookEndpoint:
                     b'{"error":"method_not_allowed"}',
                     headers=((b"allow", b"POST"),),
                 )
-            _screen_headers(scope["headers"], provider.reads_headers)
-            headers = Headers(scope=scope)
-            content_type = headers.get("content-type")
+            content_type, declared = _screen_headers(scope["headers"], provider.reads_headers)
             if not _is_json(content_type) and not (
                 provider.takes_form and twilio.is_form(content_type)
             ):
                 raise _Refusal(415, "unsupported_media_type", b'{"error":"unsupported_media_type"}')
-            return provider, headers, await _read_capped(headers, receive, self._max_body_bytes)
+            body = await _read_capped(declared, receive, self._max_body_bytes)
+            return provider, Headers(scope=scope), body
         except _Refusal as refusal:
             refusal.close = True
             raise
@@ -429,7 +431,7 @@ class WebhookEndpoint:
         )
         try:
             if provider.check is not None and secrets is None:
-                view = HeaderView.from_raw(scope["headers"])
+                view = HeaderView.from_raw(scope["headers"], provider.check_reads)
                 return provider.check(view, body, self._now(), scope["method"], url)
             return provider.adapter.verify_webhook(
                 headers,
@@ -585,6 +587,7 @@ def _provider(name: str, spec: WebhookSpec, adapter: ProviderAdapter) -> _Provid
         _headers_read(adapter, spec),
         spec.token_in_url,
         request_check(adapter, spec),
+        _check_reads(spec),
         type(adapter).parse_webhook is ProviderAdapter.parse_webhook,
     )
 
@@ -603,6 +606,16 @@ def request_check(adapter: ProviderAdapter, spec: WebhookSpec) -> RequestCheck |
         return verifier(spec.scheme.value, spec.options, secrets, spec.tolerance_seconds)
     except SignatureError as exc:
         return _failing_check(exc.reason)
+
+
+def _check_reads(spec: WebhookSpec) -> frozenset[bytes] | None:
+    """The names `request_check`'s check looks up, so a delivery's other headers are
+    left out of its view unread; None (all) where the options do not build."""
+    try:
+        names = check_reads_only(spec.scheme.value, spec.options)
+    except ValueError:
+        return None
+    return None if names is None else frozenset(name.encode("latin-1") for name in names)
 
 
 def _failing_check(reason: Reason) -> RequestCheck:
@@ -683,19 +696,31 @@ def _headers_read(adapter: ProviderAdapter, spec: WebhookSpec) -> frozenset[byte
     return frozenset(name.lower().encode("latin-1") for name in names)
 
 
-def _screen_headers(raw: Sequence[tuple[bytes, bytes]], reads: frozenset[bytes] | None) -> None:
-    """Refuse a non-ASCII header we read (400, naming it), then a content coding (415).
+def _screen_headers(
+    raw: Sequence[tuple[bytes, bytes]], reads: frozenset[bytes] | None
+) -> tuple[str | None, str | None]:
+    """Refuse a non-ASCII header we read (400, naming it), then a content coding (415);
+    else the Content-Type and Content-Length, each its first value as the framework's
+    `Headers.get` reads it (Latin-1), or None.
 
-    One pass over the raw headers does both: it runs on every delivery.
+    One pass over the raw headers does all of it: it runs on every delivery.
     ASGI servers hand header names over lowercased.
     """
     encoded = False
+    content_type: bytes | None = None
+    content_length: bytes | None = None
     for name, value in raw:
         if not (name.isascii() and value.isascii()) and (reads is None or name.lower() in reads):
             quoted = _quoted(name)
             body = json.dumps({"error": "non_ascii_header", "header": quoted})
             raise _Refusal(400, "non_ascii_header", body.encode("ascii"), detail={"header": quoted})
-        if name == b"content-encoding" and value.strip().lower() not in _IDENTITY:
+        if name == b"content-type":
+            if content_type is None:
+                content_type = value
+        elif name == b"content-length":
+            if content_length is None:
+                content_length = value
+        elif name == b"content-encoding" and value.strip().lower() not in _IDENTITY:
             encoded = True
     if encoded:
         raise _Refusal(
@@ -704,6 +729,10 @@ def _screen_headers(raw: Sequence[tuple[bytes, bytes]], reads: frozenset[bytes] 
             b'{"error":"unsupported_encoding"}',
             headers=_IDENTITY_ONLY,
         )
+    return (
+        None if content_type is None else content_type.decode("latin-1"),
+        None if content_length is None else content_length.decode("latin-1"),
+    )
 
 
 def _quoted(name: bytes) -> str:
@@ -712,13 +741,12 @@ def _quoted(name: bytes) -> str:
     return escaped.decode("ascii")
 
 
-async def _read_capped(headers: Headers, receive: Receive, limit: int) -> bytes:
+async def _read_capped(declared: str | None, receive: Receive, limit: int) -> bytes:
     """The whole body, refusing (413) as soon as it is known to exceed `limit`.
 
-    Content-Length is only a first check: a chunked body has none and a
-    lying client can send more, so the stream itself is counted too.
+    `declared` (Content-Length) is only a first check: a chunked body has none
+    and a lying client can send more, so the stream itself is counted too.
     """
-    declared = headers.get("content-length")
     if declared is not None:
         if not (declared.isascii() and declared.isdigit()):
             raise _Refusal(400, "bad_content_length")

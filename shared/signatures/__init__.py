@@ -17,6 +17,7 @@ from __future__ import annotations
 from .dispatch import (
     SCHEMES,
     check_options,
+    check_reads_only,
     check_secret,
     headers_read,
     reads_form,
@@ -47,6 +48,7 @@ __all__ = [
     "SignatureError",
     "Verified",
     "check_options",
+    "check_reads_only",
     "check_secret",
     "generate_ed25519_keypair",
     "generate_p256_private_pem",

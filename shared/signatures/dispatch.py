@@ -157,6 +157,16 @@ def reads_form(scheme: str) -> bool:
     return module is not None and module.reads_form
 
 
+def check_reads_only(scheme: str, options: Mapping[str, object]) -> frozenset[str] | None:
+    """The lowercase names of the only headers the scheme's check looks up, or None
+    when it may look up others too (a scheme with a module of its own: Twilio's
+    reads the content type as well). A spec's check reads its envelope's
+    signature, timestamp and id headers and nothing else (`open_envelope`)."""
+    if scheme in _OWN_MODULES:
+        return None
+    return frozenset(name.lower() for name in headers_read(scheme, options))
+
+
 def headers_read(scheme: str, options: Mapping[str, object]) -> tuple[str, ...]:
     """The headers verification reads (the receiver screens them for non-ASCII
     bytes): a spec's signature, timestamp and id headers, aliases included."""

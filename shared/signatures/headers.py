@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from .errors import SignatureError
 
@@ -39,11 +39,19 @@ class HeaderView:
         self._values = values
 
     @classmethod
-    def from_raw(cls, raw: Sequence[tuple[bytes, bytes]]) -> HeaderView:
+    def from_raw(
+        cls, raw: Sequence[tuple[bytes, bytes]], keep: Collection[bytes] | None = None
+    ) -> HeaderView:
         """The view of an ASGI scope's header list, read as the server's framework
-        reads it (Latin-1), without building the framework's header object first."""
+        reads it (Latin-1), without building the framework's header object first.
+
+        `keep`: the lowercase names of the only headers its reader looks up
+        (the rest are left out, unread); None keeps every header.
+        """
         values: dict[str, str | None] = {}
         for name, value in raw:
+            if keep is not None and name.lower() not in keep:
+                continue
             key = name.decode("latin-1").lower()
             stripped = value.decode("latin-1").strip()
             if values.setdefault(key, stripped) != stripped:

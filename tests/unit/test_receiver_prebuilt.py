@@ -7,8 +7,11 @@ reading (`webhook_fact(event_id=…)`) and times answers in a lock-free
 histogram (`receiver.metrics._Timings`). Each is held here to the way it
 replaced, over generated input (hypothesis, derandomized):
 
-- the view of the raw header list is the view of the framework's headers;
-- the prebuilt check, on that view, gives the outcome `verify` gives (the
+- the view of the raw header list is the view of the framework's headers,
+  and the Content-Type and Content-Length read while screening them are
+  what the framework's `Headers.get` reads;
+- the prebuilt check, on that view (holding only the headers it reads,
+  where its scheme says which: `check_reads_only`), gives the outcome `verify` gives (the
   same `Verified`, or the same refusal reason) for signed, tampered and
   random requests of every scheme family;
 - a configuration the check cannot be built from fails each delivery with
@@ -32,10 +35,17 @@ from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from starlette.datastructures import Headers
 
 from receiver.metrics import LATENCY_BUCKETS, _Timings
-from receiver.webhooks.endpoint import request_check
+from receiver.webhooks.endpoint import _Refusal, _screen_headers, request_check
 from shared.providers import ProviderAdapter, parse_providers
 from shared.providers.responses import webhook_fact
-from shared.signatures import SignatureError, Verified, sign_headers, verifier, verify
+from shared.signatures import (
+    SignatureError,
+    Verified,
+    check_reads_only,
+    sign_headers,
+    verifier,
+    verify,
+)
 from shared.signatures.headers import HeaderView
 
 FUZZ = settings(
@@ -112,7 +122,9 @@ def _both(
 
     def prebuilt() -> Verified:
         check = verifier(scheme, options, secrets, 300)
-        return check(HeaderView.from_raw(raw), body, now, method, url)
+        reads = check_reads_only(scheme, options)
+        keep = None if reads is None else {name.encode() for name in reads}
+        return check(HeaderView.from_raw(raw, keep), body, now, method, url)
 
     def per_delivery() -> Verified:
         return verify(
@@ -299,3 +311,37 @@ def test_a_reading_handed_the_key_differs_in_the_key_alone(document: dict[str, A
     handed = webhook_fact(desc, document, b"{}", {}, {}, "our-key")
     assert handed.event_id == "our-key"
     assert handed == type(read)(**{**read.__dict__, "event_id": "our-key"})
+
+
+def test_only_a_spec_schemes_check_names_the_headers_it_reads() -> None:
+    names = {"webhook-id", "webhook-timestamp", "webhook-signature"}
+    aliases = {"svix-id", "svix-timestamp", "svix-signature"}
+    assert check_reads_only("standard_webhooks", {}) == frozenset(names | aliases)
+    # Twilio's check also reads the content type: every header stays in its view
+    assert check_reads_only("twilio", {}) is None
+    assert check_reads_only("static_header", {"header": "X-Token"}) is None
+
+
+@FUZZ
+@given(
+    headers=st.lists(
+        st.tuples(
+            st.sampled_from([b"content-type", b"content-length", b"content-encoding", b"x-a"]),
+            st.sampled_from([b"application/json", b"12", b"", b" identity ", b"x"]),
+        ),
+        max_size=6,
+    )
+)
+def test_the_screening_reads_the_content_headers_as_the_framework_does(
+    headers: list[tuple[bytes, bytes]],
+) -> None:
+    try:
+        content_type, content_length = _screen_headers(headers, None)
+    except _Refusal as refusal:
+        assert refusal.reason == "unsupported_encoding"
+        return
+    framework = Headers(raw=headers)
+    assert (content_type, content_length) == (
+        framework.get("content-type"),
+        framework.get("content-length"),
+    )
