@@ -73,10 +73,39 @@ def _finite(value: Any) -> Any:
     return value
 
 
+class _Stamps:
+    """`datetime.fromtimestamp(t, UTC).isoformat(timespec="milliseconds")`, with the
+    date and time of day made once per second: every line is stamped, and the
+    whole conversion was half of a matched webhook's line (2 of 4.5 µs, timeit)."""
+
+    __slots__ = ("_held",)
+
+    def __init__(self) -> None:
+        # (the second, its text) as one value: a thread never reads one with the other's
+        self._held: tuple[float, str] = (math.nan, "")
+
+    def __call__(self, created: float) -> str:
+        # As datetime reads a float: microseconds rounded half to even, carried over.
+        fraction, second = math.modf(created)
+        micro = round(fraction * 1e6)
+        if micro < 0 or micro >= 1_000_000 or not math.isfinite(created):
+            return datetime.fromtimestamp(created, UTC).isoformat(timespec="milliseconds")
+        held, prefix = self._held
+        if second != held:
+            whole = datetime.fromtimestamp(second, UTC).isoformat(timespec="seconds")
+            prefix = whole.removesuffix("+00:00")
+            self._held = (second, prefix)
+        return f"{prefix}.{micro // 1000:03d}+00:00"
+
+
 class JsonFormatter(logging.Formatter):
+    def __init__(self) -> None:
+        super().__init__()
+        self._stamp = _Stamps()
+
     def format(self, record: logging.LogRecord) -> str:
         doc: dict[str, Any] = {
-            "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "ts": self._stamp(record.created),
             "level": record.levelname.lower(),
             "logger": record.name,
             "msg": record.getMessage(),

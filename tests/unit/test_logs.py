@@ -131,3 +131,25 @@ def test_configure_gathers_only_what_the_line_shows(monkeypatch: pytest.MonkeyPa
     # no walk up the stack for the caller, no thread or process lookups
     assert (record.lineno, record.threadName, record.processName) == (0, None, None)
     assert json.loads(JsonFormatter().format(record))["msg"] == "webhook stored"
+
+
+def test_each_lines_stamp_is_the_datetime_of_its_record() -> None:
+    """The stamp's date and time of day are made once per second (`_Stamps`): every
+    line still reads as `datetime` writes its instant, milliseconds truncated after
+    rounding to microseconds, across seconds, rollovers and out-of-order records."""
+    import random
+    from datetime import UTC, datetime
+
+    from shared.logs import _Stamps
+
+    stamp, rng = _Stamps(), random.Random(7)
+    instants = [rng.uniform(0, 4e9) for _ in range(20_000)]
+    instants += [
+        second + micro / 1e6
+        for second in (0, 1_700_000_000)
+        for micro in (0, 499.5, 999_999, 999_999.4, 999_999.5, 999_999.6)
+    ]
+    instants += [1_700_000_000.5, 1_699_999_999.5, 1_700_000_000.25]  # back and forth
+    for instant in instants:
+        expected = datetime.fromtimestamp(instant, UTC).isoformat(timespec="milliseconds")
+        assert stamp(instant) == expected, instant
