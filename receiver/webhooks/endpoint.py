@@ -139,6 +139,7 @@ from shared.providers.facts import WebhookFact
 from shared.providers.paths import PathSource, ValuePath, extract, parse_path
 from shared.providers.values import as_id, as_str, clip
 from shared.redaction import sanitize_bytes_urls, sanitize_text_urls
+from shared.secret import Secret
 from shared.signatures import (
     Reason,
     SignatureError,
@@ -598,10 +599,40 @@ def request_check(adapter: ProviderAdapter, spec: WebhookSpec) -> RequestCheck |
     A configuration the check cannot be built from (bad options, no usable
     secret) fails each delivery with the same reason `verify_webhook` gives,
     a 500 naming our configuration, as it did when every delivery built it.
+
+    A secret from `secrets_file` is read again when its file changes
+    (`FollowedSecret`): each delivery then asks every secret for its value,
+    as each delivery did before the check was built once, and the check is
+    built again when one of them changed. A rotated secret verifies without a
+    restart, and the one it replaced stops verifying (README "Rotate webhook
+    secrets"). Only a plain `Secret` holds its value for the process's life.
     """
     if type(adapter).verify_webhook is not ProviderAdapter.verify_webhook:
         return None
-    secrets = [secret.reveal() for secret in spec.secrets]
+    held = spec.secrets
+    values = tuple([secret.reveal() for secret in held])
+    built = _built_check(spec, values)
+    if all(type(secret) is Secret for secret in held):
+        return built
+    # (the values the check was built with, the check): one value, so a thread
+    # never pairs one with the other's
+    current = (values, built)
+
+    def check(
+        headers: HeaderView, body: bytes, now: float, method: str | None, url: str | None
+    ) -> Verified:
+        nonlocal current
+        values = tuple([secret.reveal() for secret in held])
+        # By identity: a secret keeps its value's object until it reads a new one,
+        # and no secret is ever compared with another here.
+        if any(new is not old for new, old in zip(values, current[0], strict=True)):
+            current = (values, _built_check(spec, values))
+        return current[1](headers, body, now, method, url)
+
+    return check
+
+
+def _built_check(spec: WebhookSpec, secrets: Sequence[str]) -> RequestCheck:
     try:
         return verifier(spec.scheme.value, spec.options, secrets, spec.tolerance_seconds)
     except SignatureError as exc:

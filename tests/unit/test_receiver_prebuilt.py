@@ -22,10 +22,13 @@ replaced, over generated input (hypothesis, derandomized):
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import dataclasses
+import os
 import re
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -34,8 +37,10 @@ from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from starlette.datastructures import Headers
 
-from receiver.metrics import LATENCY_BUCKETS, _Timings
-from receiver.webhooks.endpoint import _Refusal, _screen_headers, request_check
+from receiver.metrics import LATENCY_BUCKETS, ReceiverMetrics, _Timings
+from receiver.webhooks.endpoint import WebhookEndpoint, _Refusal, _screen_headers, request_check
+from receiver.webhooks.ingest import Event, Outcome
+from shared import secret as secret_module
 from shared.providers import ProviderAdapter, parse_providers
 from shared.providers.responses import webhook_fact
 from shared.signatures import (
@@ -345,3 +350,83 @@ def test_the_screening_reads_the_content_headers_as_the_framework_does(
         framework.get("content-type"),
         framework.get("content-length"),
     )
+
+
+class _Writer:
+    """The receiver's writer, settling every event at once as new and unmatched."""
+
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+
+    async def submit(self, event: Event) -> Outcome:
+        self.events.append(event)
+        return Outcome("stored", len(self.events), None, None, None)
+
+
+class _Refusals:
+    def note(self, provider: str, reason: str, status: int) -> None:
+        pass
+
+
+def _deliver(endpoint: WebhookEndpoint, secret: str, event_id: str) -> int:
+    """The status the endpoint answers a GitHub delivery signed with `secret`."""
+    body = b'{"job": "j1", "state": "done"}'
+    headers = sign_headers("github", {}, secret, body, timestamp=NOW, event_id=event_id)
+    raw = [*_raw(headers), (b"content-type", b"application/json")]
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/webhooks/p",
+        "path_params": {"provider": "p"},
+        "headers": raw,
+        "query_string": b"",
+    }
+    statuses: list[int] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            statuses.append(message["status"])
+
+    asyncio.run(endpoint(scope, receive, send))
+    return statuses[0]
+
+
+def test_a_secret_rotated_in_its_file_is_followed_by_the_prebuilt_check(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A secret from `secrets_file` is read again when its file changes (README
+    "Rotate webhook secrets": no restart): the check built at start-up must
+    verify with the new value, and no longer with the value it replaced, as
+    each delivery did when it built its own check."""
+    clock = [1000.0]
+    monkeypatch.setattr(secret_module, "clock", lambda: clock[0])
+    file = tmp_path / "hook.key"
+    file.write_text("first-secret")
+    table = {
+        "base_url": "https://api.example.test",
+        "create": {"path": "/jobs", "idempotency": "none", "job_id": "/id"},
+        "status": {"path": "/jobs/{job_id}", "state": "/state", "state_map": {"done": "succeeded"}},
+        "result": {"source": "none"},
+        "webhooks": {"scheme": "github", "secrets_file": str(file), "job_id": "/job"},
+    }
+    desc = parse_providers({"providers": {"p": table}}, "test.toml", {})["p"]
+    writer = _Writer()
+    endpoint = WebhookEndpoint(
+        {"p": desc},
+        writer,  # type: ignore[arg-type]
+        ReceiverMetrics(["p"]),
+        _Refusals(),  # type: ignore[arg-type]
+        max_body_bytes=1 << 16,
+        now=lambda: float(NOW),
+    )
+    assert _deliver(endpoint, "first-secret", "e1") == 200
+    file.write_text("second-secret")  # a new version: another size and modification time
+    stat = file.stat()
+    os.utime(file, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
+    clock[0] += secret_module.RECHECK_SECONDS
+    assert _deliver(endpoint, "second-secret", "e2") == 200
+    assert _deliver(endpoint, "first-secret", "e3") == 401  # the replaced secret: a forgery
+    assert len(writer.events) == 2
