@@ -588,7 +588,7 @@ def _provider(name: str, spec: WebhookSpec, adapter: ProviderAdapter) -> _Provid
         _headers_read(adapter, spec),
         spec.token_in_url,
         request_check(adapter, spec),
-        _check_reads(spec),
+        _check_reads(adapter.desc.webhooks),
         type(adapter).parse_webhook is ProviderAdapter.parse_webhook,
     )
 
@@ -609,9 +609,14 @@ def request_check(adapter: ProviderAdapter, spec: WebhookSpec) -> RequestCheck |
     """
     if type(adapter).verify_webhook is not ProviderAdapter.verify_webhook:
         return None
+    # As `verify_webhook` checks: the scheme of the adapter's own description (a
+    # plugin may have made its own), with the secrets the endpoint was given.
+    scheme = adapter.desc.webhooks
+    if scheme is None:
+        return _failing_check("bad_options")
     held = spec.secrets
     values = tuple([secret.reveal() for secret in held])
-    built = _built_check(spec, values)
+    built = _built_check(scheme, values)
     if all(type(secret) is Secret for secret in held):
         return built
     # (the values the check was built with, the check): one value, so a thread
@@ -626,7 +631,7 @@ def request_check(adapter: ProviderAdapter, spec: WebhookSpec) -> RequestCheck |
         # By identity: a secret keeps its value's object until it reads a new one,
         # and no secret is ever compared with another here.
         if any(new is not old for new, old in zip(values, current[0], strict=True)):
-            current = (values, _built_check(spec, values))
+            current = (values, _built_check(scheme, values))
         return current[1](headers, body, now, method, url)
 
     return check
@@ -639,9 +644,11 @@ def _built_check(spec: WebhookSpec, secrets: Sequence[str]) -> RequestCheck:
         return _failing_check(exc.reason)
 
 
-def _check_reads(spec: WebhookSpec) -> frozenset[bytes] | None:
+def _check_reads(spec: WebhookSpec | None) -> frozenset[bytes] | None:
     """The names `request_check`'s check looks up, so a delivery's other headers are
     left out of its view unread; None (all) where the options do not build."""
+    if spec is None:
+        return None
     try:
         names = check_reads_only(spec.scheme.value, spec.options)
     except ValueError:

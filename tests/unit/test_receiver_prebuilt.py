@@ -36,6 +36,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from starlette.datastructures import Headers
+from starlette.types import Message
 
 from receiver.metrics import LATENCY_BUCKETS, ReceiverMetrics, _Timings
 from receiver.webhooks.endpoint import WebhookEndpoint, _Refusal, _screen_headers, request_check
@@ -265,8 +266,9 @@ def test_the_endpoint_builds_the_check_once_and_keeps_a_plugins_own() -> None:
 
 
 def test_a_configuration_the_check_cannot_be_built_from_fails_each_delivery() -> None:
-    spec = dataclasses.replace(_provider("github").webhooks, tolerance_seconds=-1)
-    check = request_check(ProviderAdapter(_provider("github")), spec)
+    desc = _provider("github")
+    spec = dataclasses.replace(desc.webhooks, tolerance_seconds=-1)
+    check = request_check(ProviderAdapter(dataclasses.replace(desc, webhooks=spec)), spec)
     assert check is not None
     for _ in range(2):
         with pytest.raises(SignatureError) as refused:
@@ -383,10 +385,10 @@ def _deliver(endpoint: WebhookEndpoint, secret: str, event_id: str) -> int:
     }
     statuses: list[int] = []
 
-    async def receive() -> dict[str, Any]:
+    async def receive() -> Message:
         return {"type": "http.request", "body": body, "more_body": False}
 
-    async def send(message: dict[str, Any]) -> None:
+    async def send(message: Message) -> None:
         if message["type"] == "http.response.start":
             statuses.append(message["status"])
 
@@ -430,3 +432,28 @@ def test_a_secret_rotated_in_its_file_is_followed_by_the_prebuilt_check(
     assert _deliver(endpoint, "second-secret", "e2") == 200
     assert _deliver(endpoint, "first-secret", "e3") == 401  # the replaced secret: a forgery
     assert len(writer.events) == 2
+
+
+def test_the_check_is_of_the_adapters_own_description_as_verify_webhook_reads_it() -> None:
+    """A plugin may make its own description and keep the base `verify_webhook`,
+    which checks with that description's scheme and the endpoint's secrets: the
+    check built once does the same."""
+    github, slack = _provider("github"), _provider("slack")
+
+    class OwnDescription(ProviderAdapter):
+        def __init__(self, desc: Any) -> None:
+            super().__init__(slack)
+
+    adapter = OwnDescription(github)
+    check = request_check(adapter, github.webhooks)
+    assert check is not None
+    body = b'{"job": "j1", "state": "done"}'
+    for scheme in ("github", "slack"):
+        headers = sign_headers(scheme, {}, "s", body, timestamp=NOW, event_id="e")
+        raw = _raw(headers)
+        per_delivery = _outcome(
+            lambda h=headers: adapter.verify_webhook(h, body, ["s"], NOW, method="POST")
+        )
+        built = _outcome(lambda r=raw: check(HeaderView.from_raw(r), body, NOW, "POST", None))
+        assert built == per_delivery
+    assert isinstance(built, Verified) and built.scheme == "slack"
