@@ -354,6 +354,10 @@ class WebhookEndpoint:
     async def _handle(
         self, scope: Scope, receive: Receive, provider: _Provider | None
     ) -> tuple[int, bytes, Sequence[tuple[bytes, bytes]]]:
+        if provider is not None and scope["method"] == "GET" and provider.spec.get_challenge:
+            echoed = _echoed_get_challenge(provider, scope)
+            if echoed is not None:
+                return echoed
         provider, headers, body = await self._request(scope, receive, provider)
         verified = self._verify(provider, headers, body, scope)
         self._metrics.verified(provider.name)
@@ -808,7 +812,9 @@ async def _read_capped(declared: str | None, receive: Receive, limit: int) -> by
 async def _respond(
     send: Send, status: int, body: bytes, headers: Sequence[tuple[bytes, bytes]]
 ) -> None:
+    """`body` answered as JSON, unless `headers` name its content type themselves."""
     plain = _PLAIN_HEADERS.get(body) if not headers else None
+    typed = plain is None and any(name == b"content-type" for name, _ in headers)
     await send(
         {
             "type": "http.response.start",
@@ -817,7 +823,7 @@ async def _respond(
             "headers": list(plain)
             if plain is not None
             else [
-                (b"content-type", b"application/json"),
+                *(() if typed else ((b"content-type", b"application/json"),)),
                 (b"content-length", str(len(body)).encode()),
                 *headers,
             ],
@@ -831,6 +837,41 @@ _PLAIN_HEADERS = {
     body: ((b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()))
     for body in (_STORED_MATCHED, _STORED_UNMATCHED, _DUPLICATE)
 }
+
+
+def _echoed_get_challenge(
+    provider: _Provider, scope: Scope
+) -> tuple[int, bytes, Sequence[tuple[bytes, bytes]]] | None:
+    """The answer to a GET carrying the provider's `get_challenge` parameter: its
+    value, as Dropbox checks an endpoint before it delivers (unsigned: the value
+    is the asker's own, so echoing it proves only that the URL answers). None
+    for a GET without it, refused 405 as any GET is.
+
+    The value is echoed only as 1 to 256 characters of a random token's
+    alphabet (letters, digits, `-._~+/=`: no markup, no space, no line
+    break), as text/plain that no browser may sniff into anything else; any
+    other value, or the parameter sent twice, is refused (400
+    `bad_challenge`). Nothing is stored or read from a body.
+    """
+    param = provider.spec.get_challenge
+    assert param is not None
+    raw_query = scope.get("query_string", b"")
+    values = QueryParams(raw_query).getlist(param) if raw_query else []
+    if not values:
+        return None
+    token = values[0] if len(values) == 1 else None
+    if token is None or _ECHOED_TOKEN.fullmatch(token) is None:
+        raise _Refusal(400, "bad_challenge", b'{"error":"bad_challenge"}')
+    logger.debug("webhook GET challenge answered", extra={"ctx": {"provider": provider.name}})
+    return 200, token.encode("ascii"), _ECHO_HEADERS
+
+
+_ECHOED_TOKEN = re.compile(r"[A-Za-z0-9._~+/=-]{1,256}")
+# What an echoed challenge is answered as (Dropbox's documented answer).
+_ECHO_HEADERS = (
+    (b"content-type", b"text/plain; charset=utf-8"),
+    (b"x-content-type-options", b"nosniff"),
+)
 
 
 def _is_json(content_type: str | None) -> bool:

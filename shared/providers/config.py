@@ -2229,6 +2229,7 @@ def _webhooks(table: _Table | None, status: StatusSpec) -> WebhookSpec | None:
         thin=table.boolean("thin", False),
         client_reference=client_reference,
         challenge=_challenge(table, scheme, options),
+        get_challenge=_get_challenge(table),
     )
     _no_path_reads_the_token(table, spec)
     table.finish()
@@ -2294,6 +2295,21 @@ def _challenge(
             "holds no such secret (a public key, or an encoded one)",
         )
     return WebhookChallenge(answer, when_path, equals, token_path)
+
+
+# A query parameter's name as senders spell theirs (`challenge`, `hub.challenge`).
+_QUERY_PARAM = re.compile(r"[A-Za-z0-9._~-]{1,64}")
+
+
+def _get_challenge(table: _Table) -> str | None:
+    """`get_challenge = "challenge"`: the query parameter of an unsigned GET whose
+    value is echoed (Dropbox checks an endpoint so before it delivers)."""
+    name = table.opt_str("get_challenge")
+    if name is not None and _QUERY_PARAM.fullmatch(name) is None:
+        raise table.error(
+            "get_challenge", "must be a query parameter's name: letters, digits, '.', '_', '~', '-'"
+        )
+    return name
 
 
 def _no_path_reads_the_token(table: _Table, spec: WebhookSpec) -> None:

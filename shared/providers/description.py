@@ -163,7 +163,9 @@ rules in ``shared/providers/paths.py``); *paths* = a path or a list of paths;
                [options] (checked by shared.signatures; static_header: header, or
                query for a token in the callback URL), secrets_env | secrets_file
                (one or a list: rotation), optional, tolerance_seconds (300), event_id,
-               state, [state_map] (over status.state_map), thin; and where the event
+               state, [state_map] (over status.state_map), thin, get_challenge (a
+               query parameter: a GET carrying it is answered with its value as
+               text/plain, Dropbox's unsigned endpoint check); and where the event
                names its operation, at least one of (paths; tried in this order):
                  operation_id (our operation id echoed back, e.g. `?op={operation_id}`
                    in the webhook URL set_body gives the provider, or the create's
@@ -790,6 +792,8 @@ class WebhookSpec:
     thin: bool
     client_reference: ValuePath | None = None
     challenge: WebhookChallenge | None = None
+    # The query parameter whose value a GET gets back (Dropbox's endpoint check).
+    get_challenge: str | None = None
 
     @property
     def token_in_url(self) -> bool:

@@ -328,6 +328,11 @@ def _webhooks(desc: ProviderDescription) -> Guarantee:
         if spec.challenge is not None
         else ""
     )
+    if spec.get_challenge is not None:
+        challenge += (
+            f"; echoes a GET's ?{spec.get_challenge}= as text/plain (unsigned, never "
+            "stored: the asker's own value)"
+        )
     return (
         name,
         True,

@@ -15,8 +15,8 @@ body, a wrong key and, where a timestamp is signed, a stale one are refused
 - DocuSign Connect sends `X-DocuSign-Signature-1`, `-2`, … one per active
   HMAC key: `signature_header_mode = "each"` too (up to 4 of them).
 - Intercom, Typeform, Calendly and Dropbox's POSTs needed nothing new.
-- Dropbox's GET `?challenge=` verification is not answered (the receiver
-  takes POSTs only): an xfail(strict) test below says so.
+- Dropbox's GET `?challenge=` verification needed `get_challenge =
+  "challenge"`: the receiver took POSTs only (405).
 
 Official Python code, where it exists, is the ground truth (skipped when not
 installed; neither is a dev dependency: `hubspot-api-client` is 52 MB, the
@@ -43,6 +43,8 @@ from typing import Any
 import httpx
 import pytest
 
+from shared.providers.errors import ConfigError
+from shared.providers.guarantees import describe_guarantees
 from shared.signatures import SignatureError, verify
 from tests.integration.test_more_official_signers import REJECTED, _providers, _receiver
 from tests.integration.test_receiver_support import (
@@ -674,6 +676,7 @@ DROPBOX_TOML = """
 scheme = "hmac"
 secrets_env = "DROPBOX_APP_SECRET"
 job_id = "/list_folder/accounts/0"
+get_challenge = "challenge"
 
 [providers.dropbox.webhooks.options]
 signature_header = "X-Dropbox-Signature"
@@ -706,16 +709,68 @@ async def test_dropbox_notifications_over_the_wire(db: Any, pool: Any) -> None:
     assert event["remote_job_id"] == "dbid:AAH4f99T0taONIb-OurWxbNQ6ywGRopQngc"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Dropbox verifies an endpoint with an unsigned GET ?challenge=… it wants "
-    "echoed as text/plain; the receiver takes POSTs only (405) and `challenge` answers "
-    "verified POSTs: an answer to GETs is receiver/webhooks/endpoint.py work, left to its owner",
-)
-async def test_dropbox_get_challenge_is_echoed(pool: Any) -> None:
+async def test_dropbox_get_challenge_is_echoed(db: Any, pool: Any) -> None:
+    """Dropbox checks an endpoint with an unsigned GET `?challenge=…` it wants echoed
+    as text/plain (`get_challenge = "challenge"`); nothing is stored."""
     providers = _providers("dropbox", DROPBOX_TOML, {"DROPBOX_APP_SECRET": DROPBOX_SECRET})
     async with _receiver(pool, providers) as rx:
         answer = await rx.client.get("/webhooks/dropbox", params={"challenge": "abc123XYZ"})
+        slash = await rx.client.get("/webhooks/dropbox/", params={"challenge": "a-b_c.d~e+/="})
     assert (answer.status_code, answer.text) == (200, "abc123XYZ")
     assert answer.headers["content-type"].startswith("text/plain")
     assert answer.headers["x-content-type-options"] == "nosniff"
+    assert (slash.status_code, slash.text) == (200, "a-b_c.d~e+/=")
+    assert await stored_events(db) == []
+
+
+@pytest.mark.parametrize(
+    ("query", "status"),
+    [
+        ("", 405),  # a GET without the parameter is any GET
+        ("other=1", 405),
+        ("challenge=", 400),  # empty: nothing to echo
+        ("challenge=" + "x" * 257, 400),  # past 256 characters
+        ("challenge=%3Cscript%3E%0A", 400),  # a newline is no printable character
+        ("challenge=caf%C3%A9", 400),  # not ASCII
+        ("challenge=%3Cb%3Eok", 400),  # markup: no token's alphabet
+        ("challenge=a%20b", 400),  # nor a space
+        ("challenge=a&challenge=b", 400),  # which one: neither
+    ],
+)
+async def test_a_get_challenge_echoes_only_one_plain_token(
+    db: Any, pool: Any, query: str, status: int
+) -> None:
+    providers = _providers("dropbox", DROPBOX_TOML, {"DROPBOX_APP_SECRET": DROPBOX_SECRET})
+    async with _receiver(pool, providers) as rx:
+        answer = await rx.client.get(f"/webhooks/dropbox?{query}")
+    assert answer.status_code == status
+    assert "x" * 257 not in answer.text and "script" not in answer.text
+    reason = {405: "method_not_allowed", 400: "bad_challenge"}[status]
+    labels = {"provider": "dropbox", "reason": reason}
+    assert rx.metric("jobwarden_webhook_events_rejected_total", labels) == 1
+    assert await stored_events(db) == []
+
+
+async def test_without_get_challenge_a_get_is_refused(pool: Any) -> None:
+    toml = DROPBOX_TOML.replace('get_challenge = "challenge"\n', "")
+    providers = _providers("dropbox", toml, {"DROPBOX_APP_SECRET": DROPBOX_SECRET})
+    async with _receiver(pool, providers) as rx:
+        answer = await rx.client.get("/webhooks/dropbox", params={"challenge": "abc"})
+    assert answer.status_code == 405
+    assert "abc" not in answer.text
+
+
+@pytest.mark.parametrize(
+    "name", ['""', '"a b"', '"chal&lenge"', '"x=y"', '"' + "c" * 65 + '"', "1"]
+)
+def test_a_get_challenge_that_names_no_query_parameter_is_refused_at_load(name: str) -> None:
+    toml = DROPBOX_TOML.replace('get_challenge = "challenge"', f"get_challenge = {name}")
+    with pytest.raises(ConfigError) as refused:
+        _providers("dropbox", toml, {"DROPBOX_APP_SECRET": DROPBOX_SECRET})
+    assert "get_challenge" in str(refused.value)
+
+
+def test_providers_check_says_a_get_challenge_is_echoed_unsigned() -> None:
+    providers = _providers("dropbox", DROPBOX_TOML, {"DROPBOX_APP_SECRET": DROPBOX_SECRET})
+    lines = [line for _, signed, line in describe_guarantees(providers["dropbox"]) if signed]
+    assert any("echoes a GET's ?challenge= as text/plain (unsigned" in line for line in lines)
