@@ -83,26 +83,13 @@ class Spec:
 RequestCheck = Callable[[HeaderView, bytes, float, "str | None", "str | None"], Verified]
 
 
-def verify_spec(
-    spec: Spec,
-    headers: HeaderView,
-    body: bytes,
-    secrets: Sequence[str],
-    now: float,
-    tolerance_seconds: int,
-    method: str | None = None,
-    url: str | None = None,
-) -> Verified:
-    """Authenticate one request; see the module docstring for the order of checks."""
-    return spec_verifier(spec, secrets, tolerance_seconds)(headers, body, now, method, url)
-
-
 def spec_verifier(spec: Spec, secrets: Sequence[str], tolerance_seconds: int) -> RequestCheck:
-    """`verify_spec` with its configuration half done once: the check of a request.
+    """The check of one request against `spec` and these secrets; see the module
+    docstring for the order of checks.
 
-    Raises `no_secret` here, as `verify_spec` would before reading any
-    request (step 1). The receiver builds one per provider at start-up, so a
-    delivery pays only for what depends on it.
+    Raises `no_secret` here, before any request is read (step 1). Built once
+    per configuration (`dispatch.verifier`): the receiver builds one per
+    provider at start-up, so a delivery pays only for what depends on it.
     """
     labels, matchers = _plan(spec, tuple(secrets))
     if not matchers:
@@ -141,7 +128,7 @@ def _plan(
     validity does not depend on which kinds of secret we happen to hold.
     Decoding keys (base64, PEM, DER) costs more than the MAC itself and the
     pair changes only on a rotation; a matcher is a pure function of its
-    keys, so sharing it keeps `verify_spec` a pure function of its inputs.
+    keys, so sharing it keeps each check a pure function of its inputs.
     """
     labels = frozenset(check.label for check in spec.checks)
     matchers = tuple(
