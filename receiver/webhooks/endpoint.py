@@ -9,7 +9,9 @@ Checks run cheapest-and-least-trusting first, and nothing from a request is
 used before its signature verified:
 
 1. the provider is configured with webhooks (else 404, generic body) and the
-   method is POST (405);
+   method is POST (405; but a GET carrying the provider's `get_challenge`
+   parameter is answered with its value, Dropbox's unsigned endpoint check,
+   `_echoed_get_challenge`);
 2. every header the provider's signature scheme or event extraction reads is
    ASCII (400 ``non_ascii_header``, naming the header): servers hand header
    bytes over as Latin-1 while senders sign UTF-8, so a non-ASCII signed
