@@ -38,13 +38,12 @@ from starlette.types import Message
 from bench import floor
 from bench.receiver import PROVIDER, SECRET, event_body, signed_headers
 from receiver.metrics import ReceiverMetrics
-from receiver.webhooks.endpoint import WebhookEndpoint, request_check
+from receiver.webhooks.endpoint import WebhookEndpoint, check_reads, request_check
 from receiver.webhooks.ingest import Event, Outcome
 from shared import jsonread, logs
 from shared.providers import adapter_for, load_preset
 from shared.providers.adapter import parse_parsed_webhook
 from shared.serve import run as run_loop
-from shared.signatures import check_reads_only
 from shared.signatures.headers import HeaderView
 
 DELIVERIES = 20_000
@@ -124,8 +123,7 @@ def time_steps(endpoint_desc: Any, batch: Sequence[Delivery]) -> tuple[float, fl
     adapter = adapter_for(endpoint_desc)
     check = request_check(adapter, endpoint_desc.webhooks)  # as the endpoint builds it
     assert check is not None
-    reads = check_reads_only(endpoint_desc.webhooks.scheme.value, endpoint_desc.webhooks.options)
-    keep = None if reads is None else {name.encode() for name in reads}
+    keep = check_reads(endpoint_desc.webhooks)
     now = time.time()
     started = time.perf_counter()
     for raw, body in batch:

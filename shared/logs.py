@@ -76,7 +76,8 @@ def _finite(value: Any) -> Any:
 class _Stamps:
     """`datetime.fromtimestamp(t, UTC).isoformat(timespec="milliseconds")`, with the
     date and time of day made once per second: every line is stamped, and the
-    whole conversion was half of a matched webhook's line (2 of 4.5 µs, timeit)."""
+    whole conversion was half of a matched webhook's line (2 of 4.5 µs, timeit,
+    one-off)."""
 
     __slots__ = ("_held",)
 

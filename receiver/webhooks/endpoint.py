@@ -594,7 +594,7 @@ def _provider(name: str, spec: WebhookSpec, adapter: ProviderAdapter) -> _Provid
         _headers_read(adapter, spec),
         spec.token_in_url,
         request_check(adapter, spec),
-        _check_reads(adapter.desc.webhooks),
+        check_reads(adapter.desc.webhooks),
         type(adapter).parse_webhook is ProviderAdapter.parse_webhook,
     )
 
@@ -650,9 +650,10 @@ def _built_check(spec: WebhookSpec, secrets: Sequence[str]) -> RequestCheck:
         return _failing_check(exc.reason)
 
 
-def _check_reads(spec: WebhookSpec | None) -> frozenset[bytes] | None:
-    """The names `request_check`'s check looks up, so a delivery's other headers are
-    left out of its view unread; None (all) where the options do not build."""
+def check_reads(spec: WebhookSpec | None) -> frozenset[bytes] | None:
+    """The names `request_check`'s check looks up (lowercase, as ASGI hands them
+    over), so a delivery's other headers are left out of its view unread; None
+    (all) where the options do not build."""
     if spec is None:
         return None
     try:
