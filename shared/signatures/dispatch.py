@@ -38,11 +38,15 @@ class _OwnModule:
 
     check_options: Callable[[Mapping[str, object]], None]
     check_secret: Callable[[str, Mapping[str, object] | None], None]
-    # (options, headers, body, usable secrets, now, tolerance_seconds, url)
-    verify: Callable[
-        [Mapping[str, object], HeaderView, bytes, Sequence[str], float, int, str | None],
-        Verified,
-    ]
+    # (options, headers, body, usable secrets, now, tolerance_seconds, url); None
+    # when the module builds its check itself (`verifier`)
+    verify: (
+        Callable[
+            [Mapping[str, object], HeaderView, bytes, Sequence[str], float, int, str | None],
+            Verified,
+        ]
+        | None
+    )
     headers_read: Callable[[Mapping[str, object]], tuple[str, ...]]
     signs_timestamp: bool = False
     # whether the URL is signed; options-dependent for `jwt` (an audience `{url}`)
@@ -50,6 +54,9 @@ class _OwnModule:
     reads_form: bool = False  # a form body is read (its fields are what is signed)
     # whether the body (so an id read from it) is covered; False: only its hash dedupes
     signs_body: bool | Callable[[Mapping[str, object]], bool] = True
+    # (options, usable secrets, tolerance_seconds): the check built once, its
+    # options read at build rather than on each request (`jwt`)
+    verifier: Callable[[Mapping[str, object], Sequence[str], int], RequestCheck] | None = None
 
 
 def _no_secret_rule(secret: str, options: Mapping[str, object] | None) -> None:
@@ -87,11 +94,12 @@ _OWN_MODULES: Final[Mapping[str, _OwnModule]] = {
     jwt_scheme.SCHEME: _OwnModule(
         jwt_scheme.check_options,
         jwt_scheme.check_secret,
-        jwt_scheme.verify,
+        None,
         jwt_scheme.headers_read,
         signs_timestamp=True,  # `iat` and `exp`
         signs_url=jwt_scheme.signs_url,
         signs_body=jwt_scheme.signs_body,
+        verifier=jwt_scheme.verifier,
     ),
 }
 
@@ -304,7 +312,10 @@ def verifier(
     if module is None:
         assert spec is not None
         return spec_verifier(spec, usable, tolerance_seconds)
+    if module.verifier is not None:
+        return module.verifier(options, usable, tolerance_seconds)
     own = module.verify
+    assert own is not None
 
     def check(
         headers: HeaderView, body: bytes, now: float, method: str | None, url: str | None

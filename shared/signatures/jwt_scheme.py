@@ -77,6 +77,7 @@ from .ed25519_points import is_safe_public_key
 from .errors import SignatureError
 from .headers import HeaderView
 from .options import header_name, optional_str, reject_unknown
+from .spec import RequestCheck
 from .verified import Verified
 
 SCHEME = "jwt"
@@ -441,36 +442,40 @@ def _fits(alg: str, key: _Key) -> bool:
 # ------------------------------------------------------------------ verifying
 
 
-def verify(
-    options: Mapping[str, object],
-    headers: HeaderView,
-    body: bytes,
-    secrets: Sequence[str],
-    now: float,
-    tolerance_seconds: int,
-    url: str | None = None,
-) -> Verified:
-    """Authenticate one delivery by its token; see the module docstring."""
+def verifier(
+    options: Mapping[str, object], secrets: Sequence[str], tolerance_seconds: int
+) -> RequestCheck:
+    """The check of one delivery by its token (see the module docstring), with its
+    options read and its keys gathered once: `dispatch.verifier` builds it per
+    configuration. Raises `no_secret` here, before any request is read."""
     config = _config(options)
-    keys = [key for secret in secrets for key in _keys(secret)[0]]
+    keys = tuple(key for secret in secrets for key in _keys(secret)[0])
     if not keys:
         raise SignatureError("no_secret")
-    audiences = _audiences(config, url)
-    token = _token(config, headers)
-    alg, kid = _header(token)
-    if alg not in config.algorithms:
-        raise SignatureError("bad_signature")  # `none`, HS256 and the unlisted alike
-    claims = _verified_claims(token, alg, kid, keys)
-    if not _names_us(claims, config, audiences):
-        raise SignatureError("bad_signature")
-    if config.body_claim is not None and not _binds(claims.get(config.body_claim), body, config):
-        raise SignatureError("bad_signature")
-    iat = _check_window(claims, now, tolerance_seconds, expires=config.body_claim is None)
-    if config.body_claim is None:
-        return Verified(SCHEME, None, False, iat)
-    jti = claims.get("jti")
-    event_id = jti if isinstance(jti, str) and 0 < len(jti) <= _MAX_JTI_CHARS else None
-    return Verified(SCHEME, event_id, True, iat)
+
+    def check(
+        headers: HeaderView, body: bytes, now: float, method: str | None, url: str | None
+    ) -> Verified:
+        audiences = _audiences(config, url)
+        token = _token(config, headers)
+        alg, kid = _header(token)
+        if alg not in config.algorithms:
+            raise SignatureError("bad_signature")  # `none`, HS256 and the unlisted alike
+        claims = _verified_claims(token, alg, kid, keys)
+        if not _names_us(claims, config, audiences):
+            raise SignatureError("bad_signature")
+        if config.body_claim is not None and not _binds(
+            claims.get(config.body_claim), body, config
+        ):
+            raise SignatureError("bad_signature")
+        iat = _check_window(claims, now, tolerance_seconds, expires=config.body_claim is None)
+        if config.body_claim is None:
+            return Verified(SCHEME, None, False, iat)
+        jti = claims.get("jti")
+        event_id = jti if isinstance(jti, str) and 0 < len(jti) <= _MAX_JTI_CHARS else None
+        return Verified(SCHEME, event_id, True, iat)
+
+    return check
 
 
 def _audiences(config: _Config, url: str | None) -> tuple[str, ...]:

@@ -30,8 +30,10 @@ from shared.signatures import (
     signs_body,
     signs_timestamp,
     signs_url,
+    verifier,
     verify,
 )
+from shared.signatures.headers import HeaderView
 
 NOW = 1_800_000_000
 URL = "https://hooks.example.test/webhooks/pubsub"
@@ -495,6 +497,18 @@ def test_private_keys_are_refused_at_load_and_never_echoed() -> None:
         assert not [part for part in fragments if part in str(info.value)]
         # and at verification such a secret is no key at all
         assert reason(pubsub, rs256(google_claims()), secrets=[secret]) == "no_secret"
+
+
+def test_the_check_is_built_once_with_its_options_and_keys() -> None:
+    # As for a spec's check (`dispatch.verifier`): a secret holding no public key
+    # fails when the check is built, before any request is read
+    assert reason(verifier, "jwt", PUBSUB, [private_pem(RSA_KEY)], 3600) == "no_secret"
+    # and the options are read then, not on each delivery
+    claims: dict[str, object] = {"email": SERVICE_ACCOUNT, "email_verified": True}
+    check = verifier("jwt", {**PUBSUB, "claims": claims}, [public_pem(RSA_KEY)], 3600)
+    claims["email"] = "someone-else@example.test"
+    view = HeaderView({"Authorization": f"Bearer {rs256(google_claims())}"})
+    assert check(view, BODY, NOW, "POST", URL).timestamp == NOW - 10
 
 
 def test_secrets_are_checked_against_the_algorithms() -> None:
