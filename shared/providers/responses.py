@@ -952,24 +952,20 @@ def webhook_fact(
             f"webhook carries no job id, operation id or client reference ({wanted})"
         )
     state, raw = map_state(spec.state_map, get(spec.state)) if spec.state else (None, None)
-    if event_id is not None:
-        return WebhookFact(
-            event_id,
-            job_id,
-            state,
-            None if raw is None else scrub_text(raw),
-            operation_ref,
-            spec.thin,
-            client_reference,
+    if event_id is None:  # (a key the receiver handed over is carried as it is)
+        event_path = spec.event_id or _SCHEME_EVENT_ID.get(spec.scheme)
+        found = (
+            as_id(get(event_path))
+            or (
+                as_id(get(_SVIX_EVENT_ID))
+                if spec.scheme is WebhookScheme.STANDARD_WEBHOOKS
+                else None
+            )
+            or "sha256:" + hashlib.sha256(body).hexdigest()
         )
-    event_path = spec.event_id or _SCHEME_EVENT_ID.get(spec.scheme)
-    event_id = (
-        as_id(get(event_path))
-        or (as_id(get(_SVIX_EVENT_ID)) if spec.scheme is WebhookScheme.STANDARD_WEBHOOKS else None)
-        or "sha256:" + hashlib.sha256(body).hexdigest()
-    )
+        event_id = clip(found) or found
     return WebhookFact(
-        event_id=clip(event_id) or event_id,
+        event_id=event_id,
         remote_job_id=job_id,
         remote_state=state,
         raw_state=None if raw is None else scrub_text(raw),
