@@ -51,6 +51,7 @@ from shared.providers.responses import throttle_code
 from shared.providers.results import (
     REDIRECT_NOT_FOLLOWED,
     inline_content,
+    inline_json,
     is_empty_result,
     result_content,
     validate_empty_result,
@@ -174,10 +175,6 @@ def _counts(check: ResultCheck, status: StatusFact | None) -> Counts:
     ok = counts.succeeded if counts and counts.succeeded is not None else check.items_succeeded
     failed = counts.failed if counts and counts.failed is not None else check.items_failed
     return total, ok, failed
-
-
-def _canonical(value: Any) -> bytes:
-    return json.dumps(value, sort_keys=True, separators=(",", ":")).encode()
 
 
 # ------------------------------------------------------------------ the step
@@ -675,7 +672,7 @@ def _stored_content(step: Step, check: ResultCheck, responses: Sequence[HttpResp
 def _inline_content(step: Step, check: ResultCheck, value: Any) -> bytes:
     """What a result found in a response is stored as: the bytes its sha256 names
     (canonical JSON, or a `result.base64` field decoded); an invalid one is never stored."""
-    return inline_content(step.adapter.desc.result, value) if check.ok else _canonical(value)
+    return inline_content(step.adapter.desc.result, value) if check.ok else inline_json(value)
 
 
 @dataclass(frozen=True)

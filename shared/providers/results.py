@@ -258,20 +258,21 @@ def validate_inline_result(
     Its sha256 is over canonical JSON (sorted keys, compact) so the same
     result always hashes the same whatever key order the provider used.
     """
-    body = json.dumps(value, sort_keys=True, separators=(",", ":")).encode()
-    digest = hashlib.sha256(body).hexdigest()
-    base: dict[str, Any] = {"sha256": digest, "size": len(body), "content_type": "application/json"}
     if value is not None and desc.result.base64 is not None:
         try:
             content = _decoded_field(desc.result, value)
         except _Invalid as exc:
-            return ResultCheck(ok=False, reason=f"inline result: {exc.reason}", **base)
+            return ResultCheck(
+                ok=False, reason=f"inline result: {exc.reason}", **_named(inline_json(value))
+            )
         named: dict[str, Any] = {
             "sha256": hashlib.sha256(content).hexdigest(),
             "size": len(content),
             "content_type": desc.result.expect.content_types[0],
         }
         return _valid(_NO_ITEMS, (), named, None)
+    body = inline_json(value)
+    base = _named(body)
     if value is None:
         # Nothing arrived (removed after a retention period, never produced):
         # the result is unavailable, not invalid -- there are no bytes to judge.
@@ -298,6 +299,22 @@ def validate_inline_result(
         return ResultCheck(ok=False, reason=exc.reason, **base)
     parsed = value if fmt.is_json else _parsed(desc.result, decoded)
     return _valid(items, notes, base, parsed if len(body) <= PARSED_MAX_BYTES else None)
+
+
+def inline_json(value: Any) -> bytes:
+    """A result found inside a response as the bytes it is named and stored by
+    (sorted keys, compact): the same result hashes the same whatever key order
+    the provider used."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":")).encode()
+
+
+def _named(body: bytes) -> dict[str, Any]:
+    """What a check names a result found inside a response by: its canonical JSON."""
+    return {
+        "sha256": hashlib.sha256(body).hexdigest(),
+        "size": len(body),
+        "content_type": "application/json",
+    }
 
 
 def _valid(items: _Items, notes: tuple[str, ...], base: dict[str, Any], parsed: Any) -> ResultCheck:
@@ -495,7 +512,7 @@ def inline_content(spec: ResultSpec, value: Any) -> bytes:
             return _decoded_field(spec, value)
         except _Invalid as exc:
             raise FormatError(exc.reason) from None
-    return json.dumps(value, sort_keys=True, separators=(",", ":")).encode()
+    return inline_json(value)
 
 
 # --------------------------------------------------------------------- content checks
