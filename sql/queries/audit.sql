@@ -155,8 +155,7 @@ WITH asked AS (
     ORDER BY h.operation_id, h.seq DESC
 )
 SELECT o.operation_id, o.cancel_requested_by, o.cancel_reason, a.seq, a.actor, a.cause,
-       a.decision_id, d.decision_id IS NOT NULL AS decided, d.actor AS decided_by,
-       d.reason AS decided_reason
+       a.decision_id, d.decision_id IS NOT NULL AS decided
 FROM asked a
 JOIN operations o USING (operation_id)
 LEFT JOIN decisions d ON d.decision_id = a.decision_id AND d.operation_id = a.operation_id
