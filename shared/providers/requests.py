@@ -336,15 +336,7 @@ def build_result_requests(
     # config allows a method and a body with source = path alone (GET, none otherwise)
     payload = _render_json(spec.body, {"job_id": remote_job_id})
     return [
-        _request(
-            desc,
-            "result",
-            spec.method,
-            url,
-            _result_headers(desc),
-            payload,
-        )
-        for url in urls
+        _request(desc, "result", spec.method, url, _result_headers(desc), payload) for url in urls
     ]
 
 
@@ -377,14 +369,7 @@ def build_result_page(
     elif spec.page_token_body_field is not None:
         payload = copy.deepcopy(first.json)
         set_value(payload, spec.page_token_body_field, page_token)
-        return _request(
-            desc,
-            "result",
-            first.method,
-            first.url,
-            _result_headers(desc),
-            payload,
-        )
+        return _request(desc, "result", first.method, first.url, _result_headers(desc), payload)
     else:
         url = _with_query(first.url, {spec.page_token_param: page_token})
     return _request(desc, "result", "GET", url, _result_headers(desc), None)
