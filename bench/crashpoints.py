@@ -328,14 +328,25 @@ async def state_of(world: World) -> LocalState:
 
 async def run_until(world: World, rec: Reconciler, states: set[LocalState]) -> None:
     """Run (moving the clock over each wait) until the operation is in `states`."""
+
+    async def reached() -> bool:
+        return await state_of(world) in states
+
+    await run_until_true(world, rec, reached, f"reached {states}")
+
+
+async def run_until_true(
+    world: World, rec: Reconciler, done: Callable[[], Awaitable[bool]], what: str
+) -> None:
+    """Run (moving the clock over each wait) until `done()`; `what` names it if never."""
     for _ in range(MAX_ROUNDS):
-        if await state_of(world) in states:
+        if await done():
             return
         await rec.run_once()
-        if await state_of(world) in states:
+        if await done():
             return
         await advance_to_due(world)
-    raise RuntimeError(f"priming never reached {states}: {await state_of(world)}")
+    raise RuntimeError(f"priming never {what}: {await state_of(world)}")
 
 
 async def advance_to_due(world: World) -> bool:
@@ -372,15 +383,7 @@ async def read_throttled(world: World, rec: Reconciler) -> None:
             )
         )
 
-    for _ in range(MAX_ROUNDS):
-        if await throttled():
-            break
-        await rec.run_once()
-        if await throttled():
-            break
-        await advance_to_due(world)
-    else:
-        raise RuntimeError(f"priming never read a 429: {await state_of(world)}")
+    await run_until_true(world, rec, throttled, "read a 429")
     if await state_of(world) is not S.ACCEPTED:
         raise RuntimeError(f"expected accepted after a 429, got {await state_of(world)}")
     await advance_to_due(world)
