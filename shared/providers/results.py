@@ -411,8 +411,9 @@ def _check_transport(
                 f"({size} > {desc.result.fetched_max_bytes} bytes)"
             )
         raise _Invalid(_too_big(size, expect.max_bytes))
-    for part in parts if not base64 else ():  # content_types: the decoded bytes' type
-        _check_content_type(expect.content_types, part.content_type)
+    if not base64:  # with it, content_types is the decoded bytes' type
+        for part in parts:
+            _check_content_type(expect.content_types, part.content_type)
     published = status.result_checksum if status is not None else None
     try:
         return check_checksum(expect.checksum, expect.checksum_options, parts, published)
