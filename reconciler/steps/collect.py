@@ -666,13 +666,21 @@ def _stored_content(step: Step, check: ResultCheck, responses: Sequence[HttpResp
     """What a valid result is stored as: its parts as one document (the bytes its
     sha256 names); an invalid one is never stored, and may not join."""
     bodies = [r.body for r in responses]
-    return result_content(step.adapter.desc.result, bodies) if check.ok else b"".join(bodies)
+    if not check.ok:
+        return b"".join(bodies)
+    if check.decoded is not None:  # a base64 field the check has decoded already
+        return check.decoded
+    return result_content(step.adapter.desc.result, bodies)
 
 
 def _inline_content(step: Step, check: ResultCheck, value: Any) -> bytes:
     """What a result found in a response is stored as: the bytes its sha256 names
     (canonical JSON, or a `result.base64` field decoded); an invalid one is never stored."""
-    return inline_content(step.adapter.desc.result, value) if check.ok else inline_json(value)
+    if not check.ok:
+        return inline_json(value)
+    if check.decoded is not None:  # a base64 field the check has decoded already
+        return check.decoded
+    return inline_content(step.adapter.desc.result, value)
 
 
 @dataclass(frozen=True)

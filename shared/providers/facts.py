@@ -8,7 +8,7 @@ state stays None with its raw value kept, a progress of 100 % is not a success.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
@@ -221,3 +221,6 @@ class ResultCheck:
     part_sha256: tuple[str, ...] = ()
     unavailable: bool = False
     notes: tuple[str, ...] = ()
+    # A valid `result.base64` result's decoded bytes, as this check decoded them:
+    # collection stores these rather than parsing the JSON and decoding again.
+    decoded: bytes | None = field(default=None, repr=False, compare=False)

@@ -188,6 +188,7 @@ def _validate_base64(
         content_type=desc.result.expect.content_types[0],
         part_sha256=(fetched,),
         notes=notes,
+        decoded=content,
     )
 
 
@@ -269,6 +270,7 @@ def validate_inline_result(
             "sha256": hashlib.sha256(content).hexdigest(),
             "size": len(content),
             "content_type": desc.result.expect.content_types[0],
+            "decoded": content,
         }
         return _valid(_NO_ITEMS, (), named, None)
     body = inline_json(value)

@@ -108,6 +108,17 @@ def test_the_decoded_bytes_are_the_result_named_by_their_digest_size_and_type() 
     assert result_content(desc.result, [resp.body]) == PNG
 
 
+def test_a_valid_check_carries_the_bytes_it_decoded() -> None:
+    """Collection stores them (reconciler/steps/collect.py) rather than parsing the
+    JSON and decoding the field a second time; an invalid check carries none."""
+    desc = described()
+    assert validate_result(desc, answer(images(PNG_B64)), None).decoded == PNG
+    assert validate_result(desc, answer(images("")), None).decoded is None
+    value = {"audio_base64": PNG_B64}
+    assert validate_inline_result(inline(), value, None).decoded == PNG
+    assert validate_inline_result(inline(), {"audio_base64": 1}, None).decoded is None
+
+
 @pytest.mark.parametrize(
     ("document", "said"),
     [
