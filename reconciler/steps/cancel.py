@@ -157,7 +157,7 @@ async def _cancel_tried(step: Step) -> bool:
     if step.op.cancel_sent_at is not None:
         return True
     async with step.ctx.pool.acquire() as conn:
-        return bool(await conn.fetch(q("cancel_calls"), step.op.operation_id))
+        return await conn.fetchrow(q("cancel_calls"), step.op.operation_id) is not None
 
 
 async def _read_then_cancel(step: Step) -> Delay | _ReadStatus:
