@@ -20,6 +20,12 @@ log's own checks bind, it is compared with them here:
   the newest transition that recorded an intent says (a request's actor and
   cause, or the operator decision it cites).
 
+Also every reference migration 039 took off foreign keys (an event's
+operation, an observation's operation and webhook event): each must name a row
+that is there. The log records a deletion as it records a change, so a purge
+or an archive that deleted a row still cited would pass its checks; this one
+names it.
+
 Each is read in the snapshot the log's row checks use, and the ledger writes
 each column in the transaction (the statement, for the last two) that writes
 its evidence: a live system's working state always agrees with the evidence
@@ -73,6 +79,11 @@ async def check_working_state(conn: Any, report: Reports) -> None:
         problem = _cancel_problem(row)
         if problem:
             report.problem(f"operations {row['operation_id']}: {problem}")
+    async for row in conn.cursor(q("audit_dangling_references"), prefetch=PREFETCH):
+        report.problem(
+            f"{row['tbl']} {row['row_id']}: {row['col']} {_quoted(row['ref'])} names no row "
+            f"of {row['ref_tbl']} (a deletion left it cited)"
+        )
 
 
 def _job_id_problem(row: Any) -> str:

@@ -166,3 +166,28 @@ WHERE CASE WHEN a.decision_id IS NULL
                 OR o.cancel_reason IS DISTINCT FROM d.reason
       END
 ORDER BY o.operation_id COLLATE "C";
+
+-- name: audit_dangling_references
+-- References to a row that is not there: what the foreign keys migration 039
+-- dropped had refused (an event's operation, an observation's operation and
+-- webhook event). No writer of the ledger makes one (039 says why); one found
+-- is a deletion that left its row cited (a purge or an archive gone wrong),
+-- or a superuser's hand, which no key bound. Anti-joins on each referenced
+-- table's primary key, in the audit's snapshot.
+SELECT 'webhook_events' AS tbl, w.webhook_event_id::text AS row_id,
+       'operation_id' AS col, w.operation_id AS ref, 'operations' AS ref_tbl
+FROM webhook_events w
+WHERE w.operation_id IS NOT NULL
+  AND NOT EXISTS (SELECT 1 FROM operations o WHERE o.operation_id = w.operation_id)
+UNION ALL
+SELECT 'observations', b.observation_id::text, 'operation_id', b.operation_id, 'operations'
+FROM observations b
+WHERE NOT EXISTS (SELECT 1 FROM operations o WHERE o.operation_id = b.operation_id)
+UNION ALL
+SELECT 'observations', b.observation_id::text, 'webhook_event_id', b.webhook_event_id::text,
+       'webhook_events'
+FROM observations b
+WHERE b.webhook_event_id IS NOT NULL
+  AND NOT EXISTS (SELECT 1 FROM webhook_events w
+                  WHERE w.webhook_event_id = b.webhook_event_id)
+ORDER BY 1, 2;
