@@ -47,6 +47,7 @@ RefusalReason = Literal[
     "body_too_large",  # 413: over max_body_bytes
     "incomplete_body",  # 400: the client went away mid-body
     "bad_challenge",  # 400: an endpoint challenge whose token we would not echo
+    "bad_verify_token",  # 403: a GET challenge without the verify token we gave the sender
     # the signature (shared.signatures.errors.Reason)
     "missing_header",  # 400
     "malformed_header",  # 400

@@ -10,7 +10,8 @@ used before its signature verified:
 
 1. the provider is configured with webhooks (else 404, generic body) and the
    method is POST (405; but a GET carrying the provider's `get_challenge`
-   parameter is answered with its value, Dropbox's unsigned endpoint check,
+   parameter is answered with its value, the unsigned endpoint check of
+   Dropbox, Meta and Strava, after its verify token if one is configured,
    `_echoed_get_challenge`);
 2. every header the provider's signature scheme or event extraction reads is
    ASCII (400 ``non_ascii_header``, naming the header): servers hand header
@@ -136,7 +137,7 @@ from shared.ids import new_trace_id, trace_id_from_traceparent
 from shared.ledger.states import RemoteState
 from shared.providers import ProviderDescription, WebhookParseError, adapter_for
 from shared.providers.adapter import ProviderAdapter, parse_parsed_webhook
-from shared.providers.description import WebhookChallenge, WebhookScheme, WebhookSpec
+from shared.providers.description import GetAnswer, WebhookChallenge, WebhookScheme, WebhookSpec
 from shared.providers.facts import WebhookFact
 from shared.providers.paths import PathSource, ValuePath, extract, parse_path
 from shared.providers.values import as_id, as_str, clip
@@ -846,26 +847,37 @@ def _echoed_get_challenge(
     provider: _Provider, scope: Scope
 ) -> tuple[int, bytes, Sequence[tuple[bytes, bytes]]] | None:
     """The answer to a GET carrying the provider's `get_challenge` parameter: its
-    value, as Dropbox checks an endpoint before it delivers (unsigned: the value
-    is the asker's own, so echoing it proves only that the URL answers). None
-    for a GET without it, refused 405 as any GET is.
+    value, as Dropbox, Meta and Strava check an endpoint before they deliver
+    (unsigned: the value is the asker's own, so echoing it proves only that the
+    URL answers). None for a GET without it, refused 405 as any GET is.
 
-    The value is echoed only as 1 to 256 characters of a random token's
-    alphabet (letters, digits, `-._~+/=`: no markup, no space, no line
-    break), as text/plain that no browser may sniff into anything else; any
-    other value, or the parameter sent twice, is refused (400
-    `bad_challenge`). Nothing is stored or read from a body.
+    With a verify token configured, the GET must carry it (compared in
+    constant time) or it is refused (403 `bad_verify_token`) before its
+    value is looked at: whoever else found the URL gets nothing back. The
+    value is echoed only as 1 to 256 characters of a random token's alphabet
+    (letters, digits, `-._~+/=`: no markup, no space, no line break), as
+    text/plain that no browser may sniff into anything else, or inside a
+    JSON object (`answer = "json"`); any other value, or the parameter sent
+    twice, is refused (400 `bad_challenge`). Nothing is stored or read from
+    a body.
     """
-    param = provider.spec.get_challenge
-    assert param is not None
+    get = provider.spec.get_challenge
+    assert get is not None
     raw_query = scope.get("query_string", b"")
-    values = QueryParams(raw_query).getlist(param) if raw_query else []
+    query = QueryParams(raw_query) if raw_query else _NO_QUERY
+    values = query.getlist(get.param)
     if not values:
         return None
+    if get.verify_token is not None and get.verify_param is not None:
+        given = query.getlist(get.verify_param)
+        if len(given) != 1 or not get.verify_token.matches(given[0]):
+            raise _Refusal(403, "bad_verify_token", b'{"error":"bad_verify_token"}')
     token = values[0] if len(values) == 1 else None
     if token is None or _ECHOED_TOKEN.fullmatch(token) is None:
         raise _Refusal(400, "bad_challenge", b'{"error":"bad_challenge"}')
     logger.debug("webhook GET challenge answered", extra={"ctx": {"provider": provider.name}})
+    if get.answer is GetAnswer.JSON:
+        return 200, json.dumps({get.param: token}, separators=(",", ":")).encode(), _JSON_ECHO
     return 200, token.encode("ascii"), _ECHO_HEADERS
 
 
@@ -875,6 +887,8 @@ _ECHO_HEADERS = (
     (b"content-type", b"text/plain; charset=utf-8"),
     (b"x-content-type-options", b"nosniff"),
 )
+# ... and inside a JSON object (Strava's).
+_JSON_ECHO = ((b"content-type", b"application/json"), (b"x-content-type-options", b"nosniff"))
 
 
 def _is_json(content_type: str | None) -> bool:

@@ -50,6 +50,8 @@ from shared.providers.description import (
     CsvColumn,
     CsvOptions,
     ErrorsSpec,
+    GetAnswer,
+    GetChallenge,
     Idempotency,
     LastPage,
     Limits,
@@ -2229,7 +2231,7 @@ def _webhooks(table: _Table | None, status: StatusSpec) -> WebhookSpec | None:
         thin=table.boolean("thin", False),
         client_reference=client_reference,
         challenge=_challenge(table, scheme, options),
-        get_challenge=_get_challenge(table),
+        get_challenge=_get_challenge(table, optional),
     )
     _no_path_reads_the_token(table, spec)
     table.finish()
@@ -2301,15 +2303,70 @@ def _challenge(
 _QUERY_PARAM = re.compile(r"[A-Za-z0-9._~-]{1,64}")
 
 
-def _get_challenge(table: _Table) -> str | None:
+def _get_challenge(table: _Table, optional: bool) -> GetChallenge | None:
     """`get_challenge = "challenge"`: the query parameter of an unsigned GET whose
-    value is echoed (Dropbox checks an endpoint so before it delivers)."""
-    name = table.opt_str("get_challenge")
-    if name is not None and _QUERY_PARAM.fullmatch(name) is None:
+    value is echoed (Dropbox checks an endpoint so before it delivers). A table
+    also names the parameter carrying the token the sender was given
+    (`verify_token`, with `verify_token_env` or `verify_token_file`: Meta's and
+    Strava's `hub.verify_token`) and how the value is given back (`answer`)."""
+    if not table.has("get_challenge"):
+        return None
+    if isinstance(table.raw("get_challenge"), str):
+        return GetChallenge(_query_param(table, "get_challenge"))
+    sub = table.sub("get_challenge")
+    if sub is None:  # present, so never: `has` said so
+        return None
+    param = _query_param(sub, "param", required=True)
+    verify_param = _query_param(sub, "verify_token") if sub.has("verify_token") else None
+    token: Secret | None = None
+    if verify_param is not None:
+        if verify_param == param:
+            raise sub.error("verify_token", "must differ from param")
+        token = _secret(sub, "verify_token_env", "verify_token_file", optional)
+        if token is None:  # optional webhooks whose token is not set: no GET is answered
+            sub.finish()
+            return None
+        _check_verify_token(sub, token)
+    elif sub.has("verify_token_env") or sub.has("verify_token_file"):
+        raise sub.error("verify_token", "required with verify_token_env or verify_token_file")
+    answer = sub.choice("answer", GetAnswer, GetAnswer.TEXT)
+    sub.finish()
+    return GetChallenge(param, verify_param, token, answer)
+
+
+def _query_param(table: _Table, key: str, required: bool = False) -> str:
+    name = table.req_str(key) if required else table.opt_str(key)
+    if name is None or _QUERY_PARAM.fullmatch(name) is None:
         raise table.error(
-            "get_challenge", "must be a query parameter's name: letters, digits, '.', '_', '~', '-'"
+            key, "must be a query parameter's name: letters, digits, '.', '_', '~', '-'"
         )
     return name
+
+
+def _check_verify_token(table: _Table, token: Secret) -> None:
+    """The token is compared with a query parameter's decoded value: text a URL can
+    carry, never empty (an empty one would match a GET that names none)."""
+    problem = verify_token_problem(token.reveal())
+    if problem is not None:
+        key = "verify_token_env" if token.source.startswith("env:") else "verify_token_file"
+        raise table.error(key, f"{token.source.partition(':')[2]}: {problem}")
+    if isinstance(token, FollowedSecret):  # a rotated file must pass the same check
+        token.checked_by(_refuse_verify_token)
+
+
+def verify_token_problem(value: str) -> str | None:
+    """Why `value` cannot be a GET challenge's verify token (None: it can)."""
+    if not 1 <= len(value) <= 256:
+        return "the verify token must be 1 to 256 characters"
+    if not value.isprintable():
+        return "the verify token holds a line break or another unprintable character"
+    return None
+
+
+def _refuse_verify_token(value: str) -> None:
+    problem = verify_token_problem(value)
+    if problem is not None:
+        raise ValueError(problem)
 
 
 def _no_path_reads_the_token(table: _Table, spec: WebhookSpec) -> None:

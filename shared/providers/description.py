@@ -165,7 +165,10 @@ rules in ``shared/providers/paths.py``); *paths* = a path or a list of paths;
                (one or a list: rotation), optional, tolerance_seconds (300), event_id,
                state, [state_map] (over status.state_map), thin, get_challenge (a
                query parameter: a GET carrying it is answered with its value as
-               text/plain, Dropbox's unsigned endpoint check); and where the event
+               text/plain, Dropbox's unsigned endpoint check; or a table: param,
+               verify_token + verify_token_env | verify_token_file (Meta's and
+               Strava's hub.verify_token, required on the GET), answer =
+               text|json); and where the event
                names its operation, at least one of (paths; tried in this order):
                  operation_id (our operation id echoed back, e.g. `?op={operation_id}`
                    in the webhook URL set_body gives the provider, or the create's
@@ -778,6 +781,31 @@ class WebhookChallenge:
     token: ValuePath
 
 
+class GetAnswer(StrEnum):
+    """How a GET challenge's value is given back: as the text itself (Dropbox,
+    Meta), or as a JSON object naming it by its parameter (Strava:
+    `{"hub.challenge": "…"}`)."""
+
+    TEXT = "text"
+    JSON = "json"
+
+
+@dataclass(frozen=True)
+class GetChallenge:
+    """An unsigned GET whose query parameter `param` is given back, as a sender
+    checks an endpoint before it delivers (`[webhooks] get_challenge`).
+
+    With `verify_param`, only a GET whose `verify_param` holds `verify_token`
+    (the token given to the sender when the subscription was made: Meta's and
+    Strava's `hub.verify_token`) is answered.
+    """
+
+    param: str
+    verify_param: str | None = None
+    verify_token: Secret | None = None
+    answer: GetAnswer = GetAnswer.TEXT
+
+
 @dataclass(frozen=True)
 class WebhookSpec:
     scheme: WebhookScheme
@@ -792,8 +820,8 @@ class WebhookSpec:
     thin: bool
     client_reference: ValuePath | None = None
     challenge: WebhookChallenge | None = None
-    # The query parameter whose value a GET gets back (Dropbox's endpoint check).
-    get_challenge: str | None = None
+    # The GET a sender checks the endpoint with (Dropbox's, Meta's, Strava's).
+    get_challenge: GetChallenge | None = None
 
     @property
     def token_in_url(self) -> bool:

@@ -15,6 +15,7 @@ from shared.providers.description import (
     CancelSpec,
     Checksum,
     ChecksumAlgorithm,
+    GetAnswer,
     Idempotency,
     LastPage,
     LookupKind,
@@ -282,6 +283,7 @@ def _webhooks(desc: ProviderDescription) -> Guarantee:
             (
                 f"authenticated by a static shared {where} ({rotation}), not a signature over "
                 "the body, no replay protection; every event is confirmed by our own status read"
+                + _get_challenge_note(spec)
             ),
         )
     if spec.scheme is WebhookScheme.JWT and not signatures.signs_body(
@@ -294,7 +296,7 @@ def _webhooks(desc: ProviderDescription) -> Guarantee:
                 f"a signed token ({spec.scheme.value}, {rotation}, issued within "
                 f"{spec.tolerance_seconds}s) names this endpoint but does not cover the body: "
                 "deduplicated on the body's sha256, no id read from it; every event is "
-                "confirmed by our own status read"
+                "confirmed by our own status read" + _get_challenge_note(spec)
             ),
         )
     if spec.scheme is WebhookScheme.MAILGUN:
@@ -328,16 +330,25 @@ def _webhooks(desc: ProviderDescription) -> Guarantee:
         if spec.challenge is not None
         else ""
     )
-    if spec.get_challenge is not None:
-        challenge += (
-            f"; echoes a GET's ?{spec.get_challenge}= as text/plain (unsigned, never "
-            "stored: the asker's own value)"
-        )
+    challenge += _get_challenge_note(spec)
     return (
         name,
         True,
         f"{spec.scheme.value} signatures, {rotation}, {replay}{challenge}; events only trigger "
         "our own status read",
+    )
+
+
+def _get_challenge_note(spec: WebhookSpec) -> str:
+    """What the receiver answers a sender's GET check with (`get_challenge`), if any."""
+    get = spec.get_challenge
+    if get is None:
+        return ""
+    form = "as text/plain" if get.answer is GetAnswer.TEXT else f'as {{"{get.param}": …}}'
+    asked = f"only with ?{get.verify_param}= the verify token, " if get.verify_param else ""
+    return (
+        f"; echoes a GET's ?{get.param}= {form} ({asked}unsigned, never stored: the "
+        "asker's own value)"
     )
 
 

@@ -30,9 +30,10 @@ from shared.ledger.states import RemoteState
 from shared.logs import JsonFormatter
 from shared.providers import ProviderDescription, WebhookParseError, parse_providers
 from shared.providers.adapter import ProviderAdapter
-from shared.providers.description import WebhookChallenge
+from shared.providers.description import GetChallenge, WebhookChallenge
 from shared.providers.facts import WebhookFact
 from shared.providers.paths import parse_path
+from shared.secret import Secret
 from shared.serve import serve_app
 from shared.settings import Settings
 from shared.signatures import Verified, sign, sign_standard_webhooks
@@ -58,6 +59,7 @@ REJECTED = "jobwarden_webhook_events_rejected_total"
 VERBATIM = "verbatim"  # the provider whose adapter is VerbatimPlugin
 NO_SECRET = "nosecret"  # a provider whose webhook secrets are all gone
 CHALLENGED = "challenged"  # a provider that answers Slack's endpoint challenge
+VERIFY_TOKEN = "the-token-given-to-the-sender"  # its GET check's (Meta's hub.verify_token)
 MAX_BODY = 4096
 # What an authentic provider may put in any string PostgreSQL's text refuses.
 UNSTORABLE = {"nul": "\x00", "high_surrogate": "\ud800", "low_surrogate": "\udfff"}
@@ -123,8 +125,12 @@ def _providers() -> dict[str, ProviderDescription]:
     slack = WebhookChallenge(
         ChallengeAnswer.SLACK, parse_path("/type"), "url_verification", parse_path("/challenge")
     )
+    # and a GET check that asks for a verify token (Meta's)
+    get = GetChallenge("hub.challenge", "hub.verify_token", Secret(VERIFY_TOKEN, "env:TEST"))
     challenged = dataclasses.replace(
-        sim, name=CHALLENGED, webhooks=dataclasses.replace(sim.webhooks, challenge=slack)
+        sim,
+        name=CHALLENGED,
+        webhooks=dataclasses.replace(sim.webhooks, challenge=slack, get_challenge=get),
     )
     return {PROVIDER: sim, VERBATIM: verbatim[VERBATIM], NO_SECRET: keyless, CHALLENGED: challenged}
 
@@ -420,6 +426,14 @@ async def _bad_challenge(env: Env) -> tuple[int, str]:
     return resp.status_code, CHALLENGED
 
 
+async def _bad_verify_token(env: Env) -> tuple[int, str]:
+    # a GET check carrying someone else's token: its challenge is not echoed
+    params = {"hub.challenge": "1158201444", "hub.verify_token": "a-guess"}
+    resp = await env.rx.client.get(f"/webhooks/{CHALLENGED}", params=params)
+    assert "1158201444" not in resp.text
+    return resp.status_code, CHALLENGED
+
+
 async def _unsupported_encoding(env: Env) -> tuple[int, str]:
     body, headers = delivery()
     return _status(await env.rx.post(body, {**headers, "content-encoding": "gzip"}))
@@ -510,6 +524,7 @@ SCENARIOS: Mapping[str, Scenario] = {
     "body_too_large": _body_too_large,
     "incomplete_body": _incomplete_body,
     "bad_challenge": _bad_challenge,
+    "bad_verify_token": _bad_verify_token,
     "unsupported_encoding": _unsupported_encoding,
     "unsupported_media_type": _unsupported_media_type,
     "missing_header": _missing_header,
@@ -528,6 +543,7 @@ SCENARIOS: Mapping[str, Scenario] = {
 STATUS = {
     "unknown_provider": 404,
     "method_not_allowed": 405,
+    "bad_verify_token": 403,
     "body_too_large": 413,
     "unsupported_encoding": 415,
     "unsupported_media_type": 415,
