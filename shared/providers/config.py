@@ -2318,18 +2318,18 @@ def _get_challenge(table: _Table, optional: bool) -> GetChallenge | None:
         return None
     param = _query_param(sub, "param", required=True)
     verify_param = _query_param(sub, "verify_token") if sub.has("verify_token") else None
+    answer = sub.choice("answer", GetAnswer, GetAnswer.TEXT)
     token: Secret | None = None
     if verify_param is not None:
         if verify_param == param:
             raise sub.error("verify_token", "must differ from param")
         token = _secret(sub, "verify_token_env", "verify_token_file", optional)
         if token is None:  # optional webhooks whose token is not set: no GET is answered
-            sub.finish()
+            sub.finish()  # every key read (answer too): only an unknown one is refused
             return None
         _check_verify_token(sub, token)
     elif sub.has("verify_token_env") or sub.has("verify_token_file"):
         raise sub.error("verify_token", "required with verify_token_env or verify_token_file")
-    answer = sub.choice("answer", GetAnswer, GetAnswer.TEXT)
     sub.finish()
     return GetChallenge(param, verify_param, token, answer)
 

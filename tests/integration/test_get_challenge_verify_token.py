@@ -280,3 +280,17 @@ def test_providers_check_says_the_get_needs_the_verify_token() -> None:
     )
     assert 'as {"hub.challenge": …} (only with ?hub.verify_token=' in strava_line
     assert VERIFY_TOKEN not in meta_line
+
+
+def test_optional_webhooks_whose_verify_token_is_not_set_load_with_any_answer() -> None:
+    """`optional = true` without the token: the webhooks load, no GET is answered;
+    the table's other keys (`answer`) are still read, not called unknown."""
+    toml = STRAVA_TOML.replace(
+        'scheme = "static_header"', 'scheme = "static_header"\noptional = true'
+    )
+    env = {"STRAVA_CALLBACK_TOKEN": STRAVA_ENV["STRAVA_CALLBACK_TOKEN"]}
+    webhooks = _providers("strava", toml, env)["strava"].webhooks
+    assert webhooks is not None and webhooks.get_challenge is None
+    with pytest.raises(ConfigError) as refused:  # a bad answer is still a mistake
+        _providers("strava", toml.replace('answer = "json"', 'answer = "xml"'), env)
+    assert "answer" in str(refused.value)
