@@ -868,9 +868,9 @@ def _echoed_get_challenge(
     values = query.getlist(get.param)
     if not values:
         return None
-    if get.verify_token is not None and get.verify_param is not None:
+    if get.verify_param is not None:  # a token asked for but not set: nothing passes
         given = query.getlist(get.verify_param)
-        if len(given) != 1 or not get.verify_token.matches(given[0]):
+        if get.verify_token is None or len(given) != 1 or not get.verify_token.matches(given[0]):
             raise _Refusal(403, "bad_verify_token", b'{"error":"bad_verify_token"}')
     token = values[0] if len(values) == 1 else None
     if token is None or _ECHOED_TOKEN.fullmatch(token) is None:

@@ -260,6 +260,13 @@ def advisories(desc: ProviderDescription) -> list[str]:
             "job read with an error is a success; set status.error_means_failed = true if "
             "the error means the job failed (or [result.failed], if its result's answer says)"
         )
+    get = desc.webhooks.get_challenge if desc.webhooks is not None else None
+    if get is not None and get.verify_param is not None and get.verify_token is None:
+        found.append(
+            "webhooks.get_challenge asks for a verify token that is not set (optional = "
+            "true): every GET check is refused (bad_verify_token), so the sender cannot "
+            "subscribe; set verify_token_env or verify_token_file's secret"
+        )
     lookup = desc.lookup
     scanned = lookup.supported and lookup.kind is LookupKind.LIST and not lookup.filtered
     if scanned and not lookup.paged:
@@ -2324,9 +2331,11 @@ def _get_challenge(table: _Table, optional: bool) -> GetChallenge | None:
         if verify_param == param:
             raise sub.error("verify_token", "must differ from param")
         token = _secret(sub, "verify_token_env", "verify_token_file", optional)
-        if token is None:  # optional webhooks whose token is not set: no GET is answered
+        if token is None:
+            # optional webhooks whose token is not set: kept, so that every GET
+            # check is refused (bad_verify_token) and `providers check` says why
             sub.finish()  # every key read (answer too): only an unknown one is refused
-            return None
+            return GetChallenge(param, verify_param, None, answer)
         _check_verify_token(sub, token)
     elif sub.has("verify_token_env") or sub.has("verify_token_file"):
         raise sub.error("verify_token", "required with verify_token_env or verify_token_file")

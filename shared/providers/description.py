@@ -797,7 +797,8 @@ class GetChallenge:
 
     With `verify_param`, only a GET whose `verify_param` holds `verify_token`
     (the token given to the sender when the subscription was made: Meta's and
-    Strava's `hub.verify_token`) is answered.
+    Strava's `hub.verify_token`) is answered; with `verify_param` and no
+    `verify_token` (optional webhooks whose token is not set), none is.
     """
 
     param: str

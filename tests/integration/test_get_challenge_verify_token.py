@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from shared.providers.config import advisories
 from shared.providers.errors import ConfigError
 from shared.providers.guarantees import describe_guarantees
 from tests.integration.test_more_official_signers import _providers, _receiver
@@ -290,7 +291,37 @@ def test_optional_webhooks_whose_verify_token_is_not_set_load_with_any_answer() 
     )
     env = {"STRAVA_CALLBACK_TOKEN": STRAVA_ENV["STRAVA_CALLBACK_TOKEN"]}
     webhooks = _providers("strava", toml, env)["strava"].webhooks
-    assert webhooks is not None and webhooks.get_challenge is None
+    assert webhooks is not None and webhooks.get_challenge is not None
+    assert webhooks.get_challenge.verify_token is None
     with pytest.raises(ConfigError) as refused:  # a bad answer is still a mistake
         _providers("strava", toml.replace('answer = "json"', 'answer = "xml"'), env)
     assert "answer" in str(refused.value)
+
+
+async def test_optional_webhooks_without_their_verify_token_refuse_every_get_and_say_so(
+    pool: Any,
+) -> None:
+    """The POSTs are verified as ever; the GET check cannot pass (no token to match),
+    is counted as `bad_verify_token`, and `providers check` warns, where it used to be
+    a silent 405 the sender's dashboard reported as an endpoint that does not answer."""
+    toml = META_TOML.replace('scheme = "hmac"', 'scheme = "hmac"\noptional = true')
+    meta = _providers("meta", toml, {"META_APP_SECRET": APP_SECRET})["meta"]
+    [line] = [line for name, _, line in describe_guarantees(meta) if name == "webhooks signed"]
+    assert "refuses every GET check (its ?hub.verify_token= verify token is not set" in line
+    assert any("verify token that is not set" in w for w in advisories(meta))
+    async with _receiver(pool, {"meta": meta}) as rx:
+        check = await rx.client.get(
+            "/webhooks/meta", params={**SUBSCRIBE, "hub.verify_token": VERIFY_TOKEN}
+        )
+        refused = _rejected(rx, "meta", "bad_verify_token")
+        delivered = await rx.client.post(
+            "/webhooks/meta",
+            content=META_BODY,
+            headers={
+                "Content-Type": "application/json",
+                "X-Hub-Signature-256": _meta_signature(APP_SECRET, META_BODY),
+            },
+        )
+    assert check.status_code == 403 and "1158201444" not in check.text
+    assert refused == 1
+    assert delivered.status_code == 200
