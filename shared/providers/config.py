@@ -2318,8 +2318,13 @@ def _get_challenge(table: _Table, optional: bool) -> GetChallenge | None:
     Strava's `hub.verify_token`) and how the value is given back (`answer`)."""
     if not table.has("get_challenge"):
         return None
-    if isinstance(table.raw("get_challenge"), str):
+    raw = table.raw("get_challenge")
+    if isinstance(raw, str):
         return GetChallenge(_query_param(table, "get_challenge"))
+    if not isinstance(raw, Mapping):
+        raise table.error(
+            "get_challenge", "must be a query parameter's name, or a table with param"
+        )
     sub = table.sub("get_challenge")
     if sub is None:  # present, so never: `has` said so
         return None

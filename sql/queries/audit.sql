@@ -174,17 +174,17 @@ ORDER BY o.operation_id COLLATE "C";
 -- is a deletion that left its row cited (a purge or an archive gone wrong),
 -- or a superuser's hand, which no key bound. Anti-joins on each referenced
 -- table's primary key, in the audit's snapshot.
-SELECT 'webhook_events' AS tbl, w.webhook_event_id::text AS row_id,
+SELECT 'webhook_events' AS tbl, w.webhook_event_id AS row_id,
        'operation_id' AS col, w.operation_id AS ref, 'operations' AS ref_tbl
 FROM webhook_events w
 WHERE w.operation_id IS NOT NULL
   AND NOT EXISTS (SELECT 1 FROM operations o WHERE o.operation_id = w.operation_id)
 UNION ALL
-SELECT 'observations', b.observation_id::text, 'operation_id', b.operation_id, 'operations'
+SELECT 'observations', b.observation_id, 'operation_id', b.operation_id, 'operations'
 FROM observations b
 WHERE NOT EXISTS (SELECT 1 FROM operations o WHERE o.operation_id = b.operation_id)
 UNION ALL
-SELECT 'observations', b.observation_id::text, 'webhook_event_id', b.webhook_event_id::text,
+SELECT 'observations', b.observation_id, 'webhook_event_id', b.webhook_event_id::text,
        'webhook_events'
 FROM observations b
 WHERE b.webhook_event_id IS NOT NULL

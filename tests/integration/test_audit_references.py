@@ -5,8 +5,9 @@ the operation. The ledger's writers never make a reference to nothing, and
 the purge deletes only events no observation cites; a deletion that left a
 row cited (a purge or an archive gone wrong) is a problem `audit verify`
 names, where the keys had refused it. The deletion here is the owner's
-DELETE with every trigger on, as a buggy purge would run it: the log records
-it as any deletion, so only the reference check can tell.
+DELETE with every trigger on, as a buggy purge would run it; the reference
+check is read alone (the log's own checks also name an attached event deleted
+with no archive listing it, but not one an archive's listing excused).
 """
 
 from __future__ import annotations

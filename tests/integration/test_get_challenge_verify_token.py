@@ -242,6 +242,7 @@ async def test_a_verify_token_rotated_in_its_file_is_followed(
         ),
         ('{ verify_token = "t", verify_token_env = "META_VERIFY_TOKEN" }', META_ENV, "param"),
         ('{ param = "a b" }', {}, "param"),
+        ("5", {}, "a query parameter's name, or a table"),
         ('{ param = "hub.challenge", answer = "xml" }', {}, "answer"),
         ('{ param = "hub.challenge", mode = "subscribe" }', {}, "mode"),
         (
