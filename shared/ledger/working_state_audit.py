@@ -22,9 +22,9 @@ log's own checks bind, it is compared with them here:
 
 Also every reference migration 039 took off foreign keys (an event's
 operation, an observation's operation and webhook event): each must name a row
-that is there. The log records a deletion as it records a change, so a purge
-or an archive that deleted a row still cited would pass its checks; this one
-names it.
+that is there. The log's checks name an attached event deleted with no archive
+listing it, but not a cited row an archive's listing excused, nor one deleted
+while its attachment was still queued for the log; this check names those.
 
 Each is read in the snapshot the log's row checks use, and the ledger writes
 each column in the transaction (the statement, for the last two) that writes

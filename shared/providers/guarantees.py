@@ -344,12 +344,12 @@ def _get_challenge_note(spec: WebhookSpec) -> str:
     get = spec.get_challenge
     if get is None:
         return ""
-    form = "as text/plain" if get.answer is GetAnswer.TEXT else f'as {{"{get.param}": …}}'
     if get.verify_param is not None and get.verify_token is None:
         return (
             f"; refuses every GET check (its ?{get.verify_param}= verify token is not set, "
             "optional webhooks)"
         )
+    form = "as text/plain" if get.answer is GetAnswer.TEXT else f'as {{"{get.param}": …}}'
     asked = f"only with ?{get.verify_param}= the verify token, " if get.verify_param else ""
     return (
         f"; echoes a GET's ?{get.param}= {form} ({asked}unsigned, never stored: the "
