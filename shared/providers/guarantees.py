@@ -270,6 +270,12 @@ def _webhooks(desc: ProviderDescription) -> Guarantee:
     name = "webhooks signed"
     if spec is None:
         return name, False, "no webhooks configured (or no secret available): polling only"
+    signed, line = _deliveries(spec)
+    return name, signed, line + _get_challenge_note(spec)
+
+
+def _deliveries(spec: WebhookSpec) -> tuple[bool, str]:
+    """Whether the scheme signs a delivery's body, and what it guarantees of one."""
     rotation = f"{len(spec.secrets)} active secret(s)"
     if spec.scheme is WebhookScheme.STATIC_HEADER:
         where = (
@@ -278,26 +284,19 @@ def _webhooks(desc: ProviderDescription) -> Guarantee:
             else "header"
         )
         return (
-            name,
             False,
-            (
-                f"authenticated by a static shared {where} ({rotation}), not a signature over "
-                "the body, no replay protection; every event is confirmed by our own status read"
-                + _get_challenge_note(spec)
-            ),
+            f"authenticated by a static shared {where} ({rotation}), not a signature over "
+            "the body, no replay protection; every event is confirmed by our own status read",
         )
     if spec.scheme is WebhookScheme.JWT and not signatures.signs_body(
         spec.scheme.value, spec.options
     ):  # a bearer token (Pub/Sub push): the body is unsigned
         return (
-            name,
             False,
-            (
-                f"a signed token ({spec.scheme.value}, {rotation}, issued within "
-                f"{spec.tolerance_seconds}s) names this endpoint but does not cover the body: "
-                "deduplicated on the body's sha256, no id read from it; every event is "
-                "confirmed by our own status read" + _get_challenge_note(spec)
-            ),
+            f"a signed token ({spec.scheme.value}, {rotation}, issued within "
+            f"{spec.tolerance_seconds}s) names this endpoint but does not cover the body: "
+            "deduplicated on the body's sha256, no id read from it; every event is "
+            "confirmed by our own status read",
         )
     if spec.scheme is WebhookScheme.MAILGUN:
         replay = (
@@ -330,9 +329,7 @@ def _webhooks(desc: ProviderDescription) -> Guarantee:
         if spec.challenge is not None
         else ""
     )
-    challenge += _get_challenge_note(spec)
     return (
-        name,
         True,
         f"{spec.scheme.value} signatures, {rotation}, {replay}{challenge}; events only trigger "
         "our own status read",
