@@ -2360,27 +2360,21 @@ def _query_param(table: _Table, key: str, required: bool = False) -> str:
 def _check_verify_token(table: _Table, token: Secret) -> None:
     """The token is compared with a query parameter's decoded value: text a URL can
     carry, never empty (an empty one would match a GET that names none)."""
-    problem = verify_token_problem(token.reveal())
-    if problem is not None:
+    try:
+        _usable_verify_token(token.reveal())
+    except ValueError as exc:
         key = "verify_token_env" if token.source.startswith("env:") else "verify_token_file"
-        raise table.error(key, f"{token.source.partition(':')[2]}: {problem}")
+        raise table.error(key, f"{token.source.partition(':')[2]}: {exc}") from None
     if isinstance(token, FollowedSecret):  # a rotated file must pass the same check
-        token.checked_by(_refuse_verify_token)
+        token.checked_by(_usable_verify_token)
 
 
-def verify_token_problem(value: str) -> str | None:
-    """Why `value` cannot be a GET challenge's verify token (None: it can)."""
+def _usable_verify_token(value: str) -> None:
+    """Raises ValueError saying why `value` cannot be a GET challenge's verify token."""
     if not 1 <= len(value) <= 256:
-        return "the verify token must be 1 to 256 characters"
+        raise ValueError("the verify token must be 1 to 256 characters")
     if not value.isprintable():
-        return "the verify token holds a line break or another unprintable character"
-    return None
-
-
-def _refuse_verify_token(value: str) -> None:
-    problem = verify_token_problem(value)
-    if problem is not None:
-        raise ValueError(problem)
+        raise ValueError("the verify token holds a line break or another unprintable character")
 
 
 def _no_path_reads_the_token(table: _Table, spec: WebhookSpec) -> None:
