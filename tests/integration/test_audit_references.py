@@ -18,27 +18,20 @@ from shared import ledger
 from shared.db.queries import q
 from shared.ids import new_operation_id
 from shared.ledger import webhooks as ledger_webhooks
+from shared.ledger.log_audit import LogReport
 from shared.ledger.working_state_audit import check_working_state
 from tests.support import submit
 
 PROVIDER = "sim"  # tests.support.submit creates operations for this provider
 
 
-class _Problems:
-    def __init__(self) -> None:
-        self.found: list[str] = []
-
-    def problem(self, text: str) -> None:
-        self.found.append(text)
-
-
 async def _problems(db: Any) -> list[str]:
     """What the reference check names (the other checks judge a job id these
     operations got with no call on record, which is not what is tested here)."""
-    report = _Problems()
+    report = LogReport()  # what `audit verify` collects them in
     async with db.transaction(isolation="repeatable_read", readonly=True):
         await check_working_state(db, report)
-    return [p for p in report.found if "names no row of" in p]
+    return [p for p in report.problems if "names no row of" in p]
 
 
 def _columns(event_id: str, job_id: str) -> dict[str, list[Any]]:
