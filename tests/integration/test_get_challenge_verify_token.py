@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -322,3 +323,26 @@ async def test_optional_webhooks_without_their_verify_token_refuse_every_get_and
     assert check.status_code == 403 and "1158201444" not in check.text
     assert refused == 1
     assert delivered.status_code == 200
+
+
+async def test_no_log_record_holds_the_token_or_a_guess(
+    pool: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The README's promise: the token (and what a caller tried) is never logged."""
+    caplog.set_level(logging.DEBUG)
+    providers = _providers("meta", META_TOML, META_ENV)
+    async with _receiver(pool, providers) as rx:
+        answered = await rx.client.get(
+            "/webhooks/meta", params={**SUBSCRIBE, "hub.verify_token": VERIFY_TOKEN}
+        )
+        refused = await rx.client.get(
+            "/webhooks/meta", params={**SUBSCRIBE, "hub.verify_token": "guessed-token"}
+        )
+    assert (answered.status_code, refused.status_code) == (200, 403)
+    logged = [  # the server's records (the test's own HTTP client logs its URLs)
+        f"{record.getMessage()} {vars(record)}"
+        for record in caplog.records
+        if not record.name.startswith(("httpx", "httpcore"))
+    ]
+    assert any("bad_verify_token" in line for line in logged)  # the refusal is logged
+    assert not [line for line in logged if VERIFY_TOKEN in line or "guessed-token" in line]
