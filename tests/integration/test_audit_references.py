@@ -34,7 +34,7 @@ async def _problems(db: Any) -> list[str]:
     return [p for p in report.problems if "names no row of" in p]
 
 
-def _columns(event_id: str, job_id: str) -> dict[str, list[Any]]:
+def _columns(event_id: str, job_id: str, state: str = "succeeded") -> dict[str, list[Any]]:
     return {
         "provider": [PROVIDER],
         "event_id": [event_id],
@@ -43,8 +43,8 @@ def _columns(event_id: str, job_id: str) -> dict[str, list[Any]]:
         "remote_job_id": [job_id],
         "operation_ref": [None],
         "client_reference": [None],
-        "remote_state": ["succeeded"],
-        "remote_state_raw": ["succeeded"],
+        "remote_state": [state],
+        "remote_state_raw": [state],
         "payload": ["{}"],
         "extra": [0],
     }
@@ -111,3 +111,24 @@ async def test_the_check_reads_each_referenced_table_by_its_primary_key(db: Any)
     await _matched_event(db)
     plan = "\n".join(r[0] for r in await db.fetch("EXPLAIN " + q("audit_dangling_references")))
     assert "Anti Join" in plan, plan
+
+
+async def test_a_matched_event_that_wakes_nothing_leaves_its_operations_row_untouched(
+    db: Any,
+) -> None:
+    """What migration 039 is for: the foreign keys' checks locked the operation's row
+    (FOR KEY SHARE sets the tuple's xmax), a write to the wide row for every matched
+    event; news that the job runs now leaves its tuple as it was. An event that
+    wakes the operation still locks it once, through the wake-up row's own key
+    (operation_wakes), as the second half shows."""
+    op_id = await submit(db)
+    await ledger.record_remote_job(db, op_id, "job_ref", create_mode="async")
+    tuple_of = "SELECT ctid::text, xmin::text, xmax::text FROM operations WHERE operation_id = $1"
+    before = await db.fetchrow(tuple_of, op_id)
+    [row] = await ledger_webhooks.store_events(db, _columns("evt_run", "job_ref", "running"))
+    assert row["operation_id"] == op_id and row["inserted"] and not row["woken"]
+    assert await db.fetchrow(tuple_of, op_id) == before
+    [row] = await ledger_webhooks.store_events(db, _columns("evt_end", "job_ref", "succeeded"))
+    assert row["operation_id"] == op_id and row["woken"]
+    after = await db.fetchrow(tuple_of, op_id)
+    assert after["ctid"] == before["ctid"] and after["xmax"] != before["xmax"]
