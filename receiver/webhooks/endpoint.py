@@ -109,6 +109,7 @@ body.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import logging
@@ -122,6 +123,7 @@ from starlette.datastructures import Headers, QueryParams
 from starlette.types import Receive, Scope, Send
 
 from receiver.metrics import ReceiverMetrics, RefusalReason
+from receiver.webhooks.batches import batch_elements, element_texts, reencoded
 from receiver.webhooks.ingest import (
     Event,
     Ingestor,
@@ -210,6 +212,11 @@ _IDENTITY = (b"", b"identity")
 # Most deliveries carry no query string; parsing an empty one costs more than
 # the JSON body (QueryParams is immutable, so one instance serves them all).
 _NO_QUERY = QueryParams(b"")
+# What `_parse_any` returns for a body that is no JSON it reads (None is JSON's null).
+_NOT_JSON = object()
+# A batch's events are handed to the writer this many at a time: a batch larger
+# than the writer's queue is stored all the same, a part at a time.
+BATCH_SUBMIT_CHUNK = 256
 
 
 _STORED_MATCHED = b'{"status":"stored","matched":true}'
@@ -366,6 +373,9 @@ class WebhookEndpoint:
         self._metrics.verified(provider.name)
         body = provider.spec.scrub_token(body)  # echoed in the body: never stored with it
         form = provider.takes_form and twilio.is_form(headers.get("content-type"))
+        batch = batch_of(provider.spec, body, form=form)
+        if batch is not None:
+            return await self._batch(provider, verified, headers, scope, body, batch)
         document, stored_body = read_body(body, form=form)
         challenge = provider.spec.challenge
         if document is not None and challenge is not None:
@@ -379,16 +389,8 @@ class WebhookEndpoint:
             event = self._event(provider, verified, headers, scope, body, document, stored_body)
         try:
             outcome = await self._ingestor.submit(event)
-        except IngestUnavailable as exc:
-            raise _Refusal(
-                503,
-                exc.reason,
-                b'{"error":"unavailable"}',
-                headers=_RETRY_AFTER,
-                detail={"cause": str(exc)},  # our own fixed message
-            ) from None
-        except IngestRejected:
-            raise _Refusal(500, "database_refused", b'{"error":"internal"}') from None
+        except (IngestUnavailable, IngestRejected) as exc:
+            _refuse_unstored(exc)
         spans.webhook_outcome(provider.name, outcome)  # for its span; a no-op unless traced
         return self._answer(provider, event, outcome, headers)
 
@@ -525,10 +527,18 @@ class WebhookEndpoint:
     def _answer(
         self, provider: _Provider, event: Event, outcome: Outcome, headers: Headers
     ) -> tuple[int, bytes, Sequence[tuple[bytes, bytes]]]:
+        self._tally(provider, event, outcome, headers)
+        if outcome.status == "duplicate":
+            return 200, _DUPLICATE, ()
+        matched = outcome.operation_id is not None
+        return 200, _STORED_MATCHED if matched else _STORED_UNMATCHED, ()
+
+    def _tally(self, provider: _Provider, event: Event, outcome: Outcome, headers: Headers) -> None:
+        """One committed event counted and logged."""
         if outcome.status == "duplicate":
             self._metrics.duplicate(provider.name)
             self._log_event("webhook duplicate", logging.DEBUG, provider, event, outcome, headers)
-            return 200, _DUPLICATE, ()
+            return
         matched = outcome.operation_id is not None
         self._metrics.stored(provider.name, matched)
         # An event that reached an operation is part of that operation's story
@@ -536,7 +546,84 @@ class WebhookEndpoint:
         # and stays queryable in webhook_events (DEBUG, and counted).
         level = logging.INFO if matched else logging.DEBUG
         self._log_event("webhook stored", level, provider, event, outcome, headers)
-        return 200, _STORED_MATCHED if matched else _STORED_UNMATCHED, ()
+
+    async def _batch(
+        self,
+        provider: _Provider,
+        verified: Verified,
+        headers: Headers,
+        scope: Scope,
+        body: bytes,
+        elements: list[Any],
+    ) -> tuple[int, bytes, Sequence[tuple[bytes, bytes]]]:
+        """A batch delivery (receiver/webhooks/batches.py): each element stored as an
+        event, the answer sent once all are committed.
+
+        A part stored before the writer refused the rest (a full queue, the
+        database gone) stays stored, and the answer is the 503 that makes the
+        sender post the batch again: its stored elements are then duplicates.
+        """
+        spec = provider.spec
+        assert spec.events is not None
+        raw_query = scope.get("query_string", b"")
+        query = QueryParams(raw_query) if raw_query else _NO_QUERY
+        texts = element_texts(body, spec.events, len(elements))
+        events = [
+            self._element_event(
+                provider,
+                verified,
+                headers,
+                query,
+                element,
+                texts[index] if texts is not None else reencoded(element),
+            )
+            for index, element in enumerate(elements)
+        ]
+        outcomes: list[Outcome] = []
+        for start in range(0, len(events), BATCH_SUBMIT_CHUNK):
+            part = events[start : start + BATCH_SUBMIT_CHUNK]
+            outcomes.extend(await self._submit_part(provider, part, headers))
+        if outcomes:  # the span joins the trace of the first operation reached, if any
+            reached = [outcome for outcome in outcomes if outcome.operation_id is not None]
+            spans.webhook_outcome(provider.name, (reached or outcomes)[0])
+        return 200, _batch_answer(outcomes), ()
+
+    def _element_event(
+        self,
+        provider: _Provider,
+        verified: Verified,
+        headers: Headers,
+        query: QueryParams,
+        element: Any,
+        text: bytes,
+    ) -> Event:
+        """One element of a batch as the writer stores it, read as a single event's
+        body is (`_event`): a plugin's `parse_webhook` is handed the element's text."""
+        event_id = element_dedupe_id(provider.spec, element, text)
+        fact = _parse(provider, element, text, headers, query, event_id)
+        payload = sanitize_text_urls(storable_payload(text, element))
+        return _stored(provider, verified, event_id, fact, payload)
+
+    async def _submit_part(
+        self, provider: _Provider, events: Sequence[Event], headers: Headers
+    ) -> list[Outcome]:
+        """`events` stored (one group commit when the writer takes them together),
+        each counted and logged; the first failure refuses the delivery once all
+        have settled, none left running."""
+        results = await asyncio.gather(
+            *(self._ingestor.submit(event) for event in events), return_exceptions=True
+        )
+        outcomes: list[Outcome] = []
+        failure: BaseException | None = None
+        for event, result in zip(events, results, strict=True):
+            if isinstance(result, BaseException):
+                failure = failure or result
+                continue
+            self._tally(provider, event, result, headers)
+            outcomes.append(result)
+        if failure is not None:
+            _refuse_unstored(failure)
+        return outcomes
 
     @staticmethod
     def _log_event(
@@ -699,6 +786,37 @@ def _parse(
             b'{"error":"internal"}',
             detail={"cause": "parse_webhook failed", "error": type(exc).__name__},
         ) from None
+
+
+def _refuse_unstored(exc: BaseException) -> NoReturn:
+    """The refusal of a delivery the writer did not store (all of it, or, in a batch,
+    some): 503 so the sender tries again, 500 for content the database refuses."""
+    if isinstance(exc, IngestUnavailable):
+        raise _Refusal(
+            503,
+            exc.reason,
+            b'{"error":"unavailable"}',
+            headers=_RETRY_AFTER,
+            detail={"cause": str(exc)},  # our own fixed message
+        ) from None
+    if isinstance(exc, IngestRejected):
+        raise _Refusal(500, "database_refused", b'{"error":"internal"}') from None
+    raise exc
+
+
+def _batch_answer(outcomes: Sequence[Outcome]) -> bytes:
+    """A batch's answer: how many events it held and what became of them ("duplicate"
+    when every one was stored before)."""
+    new = sum(1 for outcome in outcomes if outcome.status == "stored")
+    matched = sum(1 for outcome in outcomes if outcome.operation_id is not None)
+    answer = {
+        "status": "duplicate" if outcomes and not new else "stored",
+        "events": len(outcomes),
+        "new": new,
+        "duplicates": len(outcomes) - new,
+        "matched": matched,
+    }
+    return json.dumps(answer, separators=(",", ":")).encode()
 
 
 def _reference(value: object) -> str | None:
@@ -906,6 +1024,7 @@ def _reject_constant(name: str) -> NoReturn:
 def _parse_json(body: bytes) -> dict[str, Any] | None:
     """The body as a JSON object; None for one that is not a JSON object this
     endpoint can read (nested too deep, an array or a scalar, not JSON, not UTF-8).
+    A batch provider's array is read by `_batch_of`, not here.
 
     Read as `json.loads` reads it, NaN and Infinity refused (RFC 8259), by
     orjson where that reads it the same (`shared.jsonread`); a body that
@@ -915,16 +1034,28 @@ def _parse_json(body: bytes) -> dict[str, Any] | None:
     would lose it, no provider resending one (SendGrid posts an array of
     events, a sender may have a bug): it is stored as it came (`_unread_event`).
     """
+    document = _parse_any(body)
+    return document if isinstance(document, dict) else None
+
+
+def _parse_any(body: bytes) -> Any:
+    """The body as JSON, any value (`_parse_json`'s reading); `_NOT_JSON` if none."""
     try:
-        document = jsonread.loads(body, _reject_constant)
+        return jsonread.loads(body, _reject_constant)
     except jsonread.NOT_JSON:
         try:
-            document = json.loads(
-                body, parse_constant=_reject_constant, parse_int=jsonread.int_or_long
-            )
+            return json.loads(body, parse_constant=_reject_constant, parse_int=jsonread.int_or_long)
         except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
-            return None
-    return document if isinstance(document, dict) else None
+            return _NOT_JSON
+
+
+def batch_of(spec: WebhookSpec, body: bytes, *, form: bool) -> list[Any] | None:
+    """A batch delivery's events (`[webhooks] events`), or None for a body that is
+    one event (or none readable), read as a provider without `events` reads it."""
+    if spec.events is None or form:
+        return None
+    document = _parse_any(body)
+    return None if document is _NOT_JSON else batch_elements(spec.events, document)
 
 
 def read_body(body: bytes, *, form: bool) -> tuple[dict[str, Any] | None, bytes]:
@@ -1044,17 +1175,35 @@ def signed_url(public_url: str, provider: str, scope: Scope) -> str | None:
 
 def dedupe_id(spec: WebhookSpec, verified: Verified, document: Any, body: bytes) -> str:
     """The event's dedupe key, always one the signature covers (module docstring)."""
-    candidate: str | None = None
     if verified.id_signed and verified.event_id:
-        candidate = verified.event_id
+        candidate: str | None = verified.event_id
     else:
-        path = spec.event_id or _SCHEME_BODY_ID.get(spec.scheme)
-        if (
-            path is not None
-            and path.source is PathSource.BODY
-            and signs_body(spec.scheme.value, spec.options)
-        ):
-            candidate = as_id(extract(path, document))  # a JSON float: absent
+        candidate = _signed_body_id(spec, document)
+    return _kept_id(candidate, body)
+
+
+def element_dedupe_id(spec: WebhookSpec, element: Any, text: bytes) -> str:
+    """A batch element's dedupe key: its own signed id (the event's, the same in any
+    batch), else the hash of its bytes. Never the delivery's signed id, which names
+    the batch, not the event."""
+    return _kept_id(_signed_body_id(spec, element), text)
+
+
+def _signed_body_id(spec: WebhookSpec, document: Any) -> str | None:
+    """The id `event_id` (or the scheme's own) points at in a signed body, if any."""
+    path = spec.event_id or _SCHEME_BODY_ID.get(spec.scheme)
+    if (
+        path is not None
+        and path.source is PathSource.BODY
+        and signs_body(spec.scheme.value, spec.options)
+    ):
+        return as_id(extract(path, document))  # a JSON float: absent
+    return None
+
+
+def _kept_id(candidate: str | None, body: bytes) -> str:
+    """`candidate` as a key the column holds exactly, else a hash (of `body` when
+    there is no candidate)."""
     if not candidate:
         return "sha256:" + hashlib.sha256(body).hexdigest()
     if len(candidate) > MAX_EVENT_ID_CHARS or not holds_exactly(candidate):

@@ -2239,6 +2239,7 @@ def _webhooks(table: _Table | None, status: StatusSpec) -> WebhookSpec | None:
         client_reference=client_reference,
         challenge=_challenge(table, scheme, options),
         get_challenge=_get_challenge(table, optional),
+        events=_events_path(table),
     )
     _no_path_reads_the_token(table, spec)
     table.finish()
@@ -2391,6 +2392,28 @@ def _no_path_reads_the_token(table: _Table, spec: WebhookSpec) -> None:
     for key, path in paths.items():
         if token and path is not None and path.source is PathSource.QUERY and path.name == token:
             raise table.error(key, f"reads query parameter {token!r}, the token: it is no id")
+
+
+def _events_path(table: _Table) -> ValuePath | None:
+    """`events`: where a batch delivery's list of events is, a plain body path.
+
+    A selector or ``[*]`` would pick one element or read through them all:
+    the path names the list itself. `"/"` is refused with the spelling the
+    writer most likely meant: as a JSON pointer it names an object's member
+    called "", not the body.
+    """
+    path = table.path("events", BODY)
+    if path is None:
+        return None
+    if path.text == "/":
+        raise table.error(
+            "events", '\'/\' names an object\'s member ""; the body itself is "" (a JSON pointer)'
+        )
+    if not all(isinstance(segment, str) for segment in path.segments):
+        raise table.error(
+            "events", f"'{path.text}' must name the list of events itself: no selector, no [*]"
+        )
+    return path
 
 
 def _webhook_operation_id(table: _Table) -> ValuePath | None:

@@ -823,6 +823,10 @@ class WebhookSpec:
     challenge: WebhookChallenge | None = None
     # The GET a sender checks the endpoint with (Dropbox's, Meta's, Strava's).
     get_challenge: GetChallenge | None = None
+    # Where a batch delivery holds its list of events (`""`: the body is the list;
+    # HubSpot, SendGrid, Event Grid); the other body paths are then read in each
+    # element (receiver/webhooks/batches.py).
+    events: ValuePath | None = None
 
     @property
     def token_in_url(self) -> bool:

@@ -1,0 +1,428 @@
+"""Batch deliveries (`[webhooks] events`): one signed body, many events.
+
+HubSpot posts a JSON array of events, SendGrid's Event Webhook an array of any
+length, Microsoft Graph an object whose `value` is one. Each delivery here is
+signed as its sender signs it and posted to the real receiver over a loopback
+socket; each element must become an event of its own: deduplicated by its own
+id (or its bytes' hash), matched to its own operation, stored with its own
+text, and the answer sent only once every element is committed. Before
+`events`, such a body was stored as one unread event that woke no operation.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+from typing import Any
+
+import pytest
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+
+from receiver.webhooks import ingest
+from receiver.webhooks.ingest import UNSTORABLE_MARKER
+from shared import ledger
+from shared.ledger.states import LocalState
+from shared.providers.errors import ConfigError
+from tests.integration.test_more_official_signers import _receiver
+from tests.integration.test_receiver_support import (
+    JSON_HEADERS,
+    NOW,
+    SECRET,
+    describe,
+    standard_headers,
+    stored_events,
+    webhook_observations,
+)
+from tests.support import drive, submit
+
+PUBLIC = "https://hooks.example.test/jobwarden/webhooks/{provider}"
+HUBSPOT_SECRET = "a1b2c3d4-hubspot-client-secret"
+HUBSPOT_URL = PUBLIC.format(provider="sim")
+
+# The simulator's provider ("sim", the one tests.support.submit creates
+# operations for) configured as HubSpot's v3 webhooks are, a batch per delivery.
+HUBSPOT_SIM = """
+[providers.sim]
+preset = "simulator"
+[providers.sim.webhooks]
+scheme = "hmac"
+secrets_env = "HUBSPOT_CLIENT_SECRET"
+events = ""
+event_id = "/eventId"
+job_id = "/objectId"
+state = "/subscriptionType"
+[providers.sim.webhooks.options]
+signature_header = "X-HubSpot-Signature-v3"
+format = "base64"
+timestamp_header = "X-HubSpot-Request-Timestamp"
+timestamp_format = "unix_ms"
+signed_content = "{method}{url}{body}{timestamp}"
+[providers.sim.webhooks.state_map]
+"job.finished" = "succeeded"
+"job.progress" = "running"
+"""
+
+
+def _hubspot_providers() -> dict[str, Any]:
+    return describe(HUBSPOT_SIM, {"HUBSPOT_CLIENT_SECRET": HUBSPOT_SECRET})
+
+
+def hubspot_headers(body: bytes, ms: int = NOW * 1000 + 7) -> dict[str, str]:
+    """HubSpot's v3 recipe: base64 HMAC-SHA256 of method + URI + body + timestamp (ms)."""
+    content = b"POST" + HUBSPOT_URL.encode() + body + str(ms).encode()
+    mac = hmac.new(HUBSPOT_SECRET.encode(), content, hashlib.sha256).digest()
+    return {
+        **JSON_HEADERS,
+        "X-HubSpot-Signature-v3": base64.b64encode(mac).decode(),
+        "X-HubSpot-Request-Timestamp": str(ms),
+    }
+
+
+def hubspot_event(event_id: int, job_id: str, kind: str = "job.finished") -> dict[str, Any]:
+    return {
+        "eventId": event_id,
+        "subscriptionId": 2100,
+        "portalId": 62515,
+        "occurredAt": NOW * 1000,
+        "subscriptionType": kind,
+        "attemptNumber": 0,
+        "objectId": job_id,
+    }
+
+
+async def _observing(db: Any, count: int) -> list[tuple[str, str]]:
+    """`count` observing operations: (operation id, remote job id) each."""
+    found = []
+    for _ in range(count):
+        op_id = await submit(db)
+        await drive(db, op_id, LocalState.OBSERVING)
+        job = (await ledger.load_operation(db, op_id)).remote_job_id
+        assert job is not None
+        found.append((op_id, job))
+    return found
+
+
+async def _wakes(db: Any, op_id: str) -> int:
+    return int(
+        await db.fetchval("SELECT count(*) FROM operation_wakes WHERE operation_id = $1", op_id)
+    )
+
+
+async def test_each_event_of_a_hubspot_batch_is_stored_matched_and_woken(
+    db: Any, pool: Any
+) -> None:
+    (op_a, job_a), (op_b, job_b) = await _observing(db, 2)
+    batch = [
+        hubspot_event(100, job_a),
+        hubspot_event(101, job_b, "job.progress"),
+        hubspot_event(102, "job-nobody-knows"),
+    ]
+    body = json.dumps(batch, indent=1).encode()  # as sent: whitespace between elements
+    async with _receiver(pool, _hubspot_providers(), public_webhook_url=PUBLIC) as rx:
+        first = await rx.post(body, hubspot_headers(body))
+        again = await rx.post(body, hubspot_headers(body, NOW * 1000 + 900))
+        stored = rx.metric(
+            "jobwarden_webhook_events_stored_total", {"provider": "sim", "matched": "true"}
+        )
+        duplicates = rx.metric("jobwarden_webhook_events_duplicate_total", {"provider": "sim"})
+    assert (first.status_code, first.json()) == (
+        200,
+        {"status": "stored", "events": 3, "new": 3, "duplicates": 0, "matched": 2},
+    )
+    assert again.json() == {
+        "status": "duplicate",
+        "events": 3,
+        "new": 0,
+        "duplicates": 3,
+        "matched": 0,
+    }
+    assert (stored, duplicates) == (2, 3)
+    events = sorted(await stored_events(db), key=lambda e: e["event_id"])
+    assert [(e["event_id"], e["remote_job_id"], e["remote_state"]) for e in events] == [
+        ("100", job_a, "succeeded"),
+        ("101", job_b, "running"),
+        ("102", "job-nobody-knows", "succeeded"),
+    ]
+    assert [e["operation_id"] for e in events] == [op_a, op_b, None]
+    # each event's payload is its own element, not the batch
+    assert [e["payload"] for e in events] == batch
+    assert [o["remote_state"] for o in await webhook_observations(db, op_a)] == ["succeeded"]
+    assert [o["remote_state"] for o in await webhook_observations(db, op_b)] == ["running"]
+    assert await _wakes(db, op_a) == 1  # an end wakes its operation for the final read
+
+
+async def test_an_event_sent_again_in_a_later_batch_is_a_duplicate_there(
+    db: Any, pool: Any
+) -> None:
+    [(op_a, job_a)] = await _observing(db, 1)
+    first = json.dumps([hubspot_event(200, job_a, "job.progress")]).encode()
+    later = json.dumps(
+        [hubspot_event(201, "job-x"), hubspot_event(200, job_a, "job.progress")]
+    ).encode()
+    async with _receiver(pool, _hubspot_providers(), public_webhook_url=PUBLIC) as rx:
+        await rx.post(first, hubspot_headers(first))
+        answer = await rx.post(later, hubspot_headers(later))
+    assert answer.json() == {
+        "status": "stored",
+        "events": 2,
+        "new": 1,
+        "duplicates": 1,
+        "matched": 0,
+    }
+    assert sorted(e["event_id"] for e in await stored_events(db)) == ["200", "201"]
+    assert len(await webhook_observations(db, op_a)) == 1
+
+
+async def test_a_forged_or_stale_batch_stores_nothing(db: Any, pool: Any) -> None:
+    body = json.dumps([hubspot_event(300, "job-1")]).encode()
+    forged = body.replace(b"300", b"301")
+    async with _receiver(pool, _hubspot_providers(), public_webhook_url=PUBLIC) as rx:
+        bad = await rx.post(forged, hubspot_headers(body))
+        stale = await rx.post(body, hubspot_headers(body, (NOW - 301) * 1000))
+    assert (bad.status_code, stale.status_code) == (401, 401)
+    assert await stored_events(db) == []
+
+
+# ---------------------------------------------------------------- SendGrid
+
+SENDGRID_KEY = ec.generate_private_key(ec.SECP256R1())
+SENDGRID_PUBLIC = base64.b64encode(
+    SENDGRID_KEY.public_key().public_bytes(
+        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+).decode()
+SENDGRID_SIM = """
+[providers.sim]
+preset = "simulator"
+[providers.sim.webhooks]
+scheme = "asymmetric"
+secrets_env = "SENDGRID_KEY"
+events = ""
+event_id = "/sg_event_id"
+job_id = "/job_id"
+state = "/event"
+[providers.sim.webhooks.options]
+algorithm = "ecdsa_p256"
+signature_header = "X-Twilio-Email-Event-Webhook-Signature"
+timestamp_header = "X-Twilio-Email-Event-Webhook-Timestamp"
+signed_content = "{timestamp}{body}"
+[providers.sim.webhooks.state_map]
+delivered = "succeeded"
+bounce = "failed"
+processed = "running"
+"""
+
+
+def sendgrid_headers(body: bytes, timestamp: int = NOW) -> dict[str, str]:
+    """SendGrid's signed Event Webhook: ECDSA P-256 over timestamp + body, DER, base64."""
+    signature = SENDGRID_KEY.sign(str(timestamp).encode() + body, ec.ECDSA(hashes.SHA256()))
+    return {
+        **JSON_HEADERS,
+        "X-Twilio-Email-Event-Webhook-Signature": base64.b64encode(signature).decode(),
+        "X-Twilio-Email-Event-Webhook-Timestamp": str(timestamp),
+    }
+
+
+async def test_a_sendgrid_batch_keeps_each_elements_text_exactly(db: Any, pool: Any) -> None:
+    """Each payload is the element's own bytes as signed: a decimal past a double's
+    precision and an escaped character stay as sent (a re-encoding of the parsed
+    element would round 12345678901234567.89)."""
+    [(op_a, job_a)] = await _observing(db, 1)
+    body = (
+        b'[{"sg_event_id":"sg-1","event":"processed","job_id":"' + job_a.encode() + b'",'
+        b'"amount":12345678901234567.89,"name":"caf\\u00e9"},\n'
+        b' {"sg_event_id":"sg-2","event":"delivered","job_id":"' + job_a.encode() + b'"},'
+        b'{"sg_event_id":"sg-3","event":"open","email":"x@example.test"}]'
+    )
+    providers = describe(SENDGRID_SIM, {"SENDGRID_KEY": SENDGRID_PUBLIC})
+    async with _receiver(pool, providers) as rx:
+        answer = await rx.post(body, sendgrid_headers(body))
+    assert answer.json() == {
+        "status": "stored",
+        "events": 3,
+        "new": 3,
+        "duplicates": 0,
+        "matched": 2,
+    }
+    rows = await db.fetch(
+        "SELECT event_id, payload->>'amount' AS amount, payload->>'name' AS name,"
+        " remote_state, operation_id FROM webhook_events ORDER BY event_id"
+    )
+    assert [tuple(r) for r in rows] == [
+        ("sg-1", "12345678901234567.89", "café", "running", op_a),
+        ("sg-2", None, None, "succeeded", op_a),
+        ("sg-3", None, None, None, None),
+    ]
+    assert [o["remote_state"] for o in await webhook_observations(db, op_a)] == [
+        "running",
+        "succeeded",
+    ]
+
+
+# ------------------------------------------- batches without an id of their own
+
+# Standard Webhooks (the simulator's own scheme), a batch per delivery, no
+# per-event id: each element is keyed by its bytes' hash.
+STANDARD_BATCH = """
+[providers.sim]
+preset = "simulator"
+[providers.sim.webhooks]
+secrets_env = "S"
+events = "EVENTS"
+"""
+
+
+def _standard(events: str = "") -> dict[str, Any]:
+    return describe(STANDARD_BATCH.replace("EVENTS", events), {"S": SECRET})
+
+
+def _digest(text: bytes) -> str:
+    return "sha256:" + hashlib.sha256(text).hexdigest()
+
+
+async def test_elements_without_ids_are_keyed_by_their_bytes(db: Any, pool: Any) -> None:
+    """Not by the delivery's signed id (it names the batch): an element repeated
+    verbatim is one event, and elements that are no object (a number, a
+    string, a list) are stored too, matched to nothing."""
+    same = b'{"job_id":"job-9","state":"running"}'
+    body = b"[" + same + b"," + same + b', 7, "text", [1, 2]]'
+    async with _receiver(pool, _standard()) as rx:
+        answer = await rx.post(body, standard_headers(body, "msg_batch"))
+        again = await rx.post(body, standard_headers(body, "msg_batch_resent"))
+    assert answer.json() == {
+        "status": "stored",
+        "events": 5,
+        "new": 4,
+        "duplicates": 1,
+        "matched": 0,
+    }
+    assert again.json()["status"] == "duplicate"
+    # the writer inserts a batch in its keys' order, not the elements'
+    events = {e["event_id"]: e for e in await stored_events(db)}
+    assert {key: (e["remote_job_id"], e["payload"]) for key, e in events.items()} == {
+        _digest(same): ("job-9", {"job_id": "job-9", "state": "running"}),
+        _digest(b"7"): (None, 7),
+        _digest(b'"text"'): (None, "text"),
+        _digest(b"[1, 2]"): (None, [1, 2]),
+    }
+
+
+async def test_a_graph_style_list_inside_an_object(db: Any, pool: Any) -> None:
+    """Microsoft Graph's `{"value": [...]}`; a body whose `value` is no list is one
+    event, read with the same paths (here: naming no job)."""
+    body = json.dumps(
+        {"value": [{"job_id": "job-1", "state": "running"}, {"job_id": "job-2"}]}
+    ).encode()
+    single = json.dumps({"job_id": "job-3", "state": "succeeded", "value": {}}).encode()
+    async with _receiver(pool, _standard("/value")) as rx:
+        answer = await rx.post(body, standard_headers(body, "msg_graph"))
+        one = await rx.post(single, standard_headers(single, "msg_single"))
+    assert answer.json()["events"] == 2
+    assert one.json() == {"status": "stored", "matched": False}
+    events = await stored_events(db)
+    assert {(e["event_id"], e["remote_job_id"]) for e in events} == {
+        (_digest(b'{"job_id": "job-1", "state": "running"}'), "job-1"),
+        (_digest(b'{"job_id": "job-2"}'), "job-2"),
+        ("msg_single", "job-3"),  # a single event keeps the scheme's signed id
+    }
+
+
+async def test_an_empty_batch_is_answered_and_stores_nothing(db: Any, pool: Any) -> None:
+    body = b"[ ]"
+    async with _receiver(pool, _standard()) as rx:
+        answer = await rx.post(body, standard_headers(body, "msg_empty"))
+    assert (answer.status_code, answer.json()) == (
+        200,
+        {"status": "stored", "events": 0, "new": 0, "duplicates": 0, "matched": 0},
+    )
+    assert await stored_events(db) == []
+
+
+async def test_a_batch_the_module_cannot_split_is_stored_re_encoded(db: Any, pool: Any) -> None:
+    """A UTF-16 body (JSON's readers take it) has no UTF-8 text to cut: each element
+    is stored as the parsed value, written again; one holding a number past a
+    double's range (read as infinity, which no JSON writes) is kept in base64."""
+    text = '[{"job_id": "job-1"}, {"job_id": "job-2", "n": 1.5}, {"job_id": "job-3", "big": 1e400}]'
+    body = text.encode("utf-16")
+    async with _receiver(pool, _standard()) as rx:
+        answer = await rx.post(body, standard_headers(body, "msg_utf16"))
+    assert answer.json()["new"] == 3
+    events = sorted(await stored_events(db), key=lambda e: e["remote_job_id"])
+    assert [(e["remote_job_id"], e["payload"]) for e in events[:2]] == [
+        ("job-1", {"job_id": "job-1"}),
+        ("job-2", {"job_id": "job-2", "n": 1.5}),
+    ]
+    kept = events[2]["payload"]
+    assert (events[2]["remote_job_id"], kept["jobwarden"]) == ("job-3", UNSTORABLE_MARKER)
+    assert json.loads(base64.b64decode(kept["body_base64"]).replace(b"Infinity", b"1e400")) == {
+        "job_id": "job-3",
+        "big": float("inf"),
+    }
+
+
+async def test_a_batch_larger_than_the_writers_queue_is_stored_a_part_at_a_time(
+    db: Any, pool: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(ingest, "MAX_QUEUED_EVENTS", 300)
+    body = json.dumps([{"job_id": f"job-{n}"} for n in range(700)]).encode()
+    async with _receiver(pool, _standard()) as rx:
+        answer = await rx.post(body, standard_headers(body, "msg_big"))
+    assert answer.json()["new"] == 700
+    assert await db.fetchval("SELECT count(*) FROM webhook_events") == 700
+
+
+async def test_a_batch_the_writer_takes_only_part_of_is_retried_and_stored_once(
+    db: Any, pool: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A full queue refuses part of a batch: the part stored stays, the answer is
+    503 (the sender retries the whole batch), and the retry stores the rest,
+    each element exactly once."""
+    body = json.dumps([{"job_id": f"job-{n}"} for n in range(200)]).encode()
+    headers = standard_headers(body, "msg_partial")
+    async with _receiver(pool, _standard()) as rx:
+        monkeypatch.setattr(ingest, "MAX_QUEUED_EVENTS", 50)
+        refused = await rx.post(body, headers)
+        part = await db.fetchval("SELECT count(*) FROM webhook_events")
+        monkeypatch.setattr(ingest, "MAX_QUEUED_EVENTS", 4096)
+        retried = await rx.post(body, headers)
+        unavailable = rx.metric(
+            "jobwarden_webhook_events_rejected_total", {"provider": "sim", "reason": "queue_full"}
+        )
+    assert (refused.status_code, refused.headers["retry-after"]) == (503, "5")
+    assert 50 <= part < 200
+    assert retried.json() == {
+        "status": "stored",
+        "events": 200,
+        "new": 200 - part,
+        "duplicates": part,
+        "matched": 0,
+    }
+    assert unavailable == 1
+    keys = [e["remote_job_id"] for e in await stored_events(db)]
+    assert sorted(keys) == sorted(f"job-{n}" for n in range(200))
+
+
+# ------------------------------------------------------------------ configuration
+
+
+@pytest.mark.parametrize(
+    ("events", "says"),
+    [
+        ("/", 'the body itself is ""'),
+        ("/items/[kind=a]", "no selector"),
+        ("header:X-Events", "reads the header"),
+        ("/a/b~", "bad path"),
+    ],
+)
+def test_an_events_path_that_names_no_list_is_refused_at_load(events: str, says: str) -> None:
+    with pytest.raises(ConfigError, match="events") as raised:
+        _standard(events)
+    assert says in str(raised.value)
+
+
+def test_without_events_an_array_is_one_unread_event_as_before() -> None:
+    desc = describe(STANDARD_BATCH.replace('events = "EVENTS"\n', ""), {"S": SECRET})["sim"]
+    assert desc.webhooks is not None and desc.webhooks.events is None
