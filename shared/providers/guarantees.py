@@ -28,6 +28,7 @@ from shared.providers.description import (
     WebhookScheme,
     WebhookSpec,
 )
+from shared.providers.paths import PathSource
 
 Guarantee = tuple[str, bool, str]
 
@@ -271,7 +272,24 @@ def _webhooks(desc: ProviderDescription) -> Guarantee:
     if spec is None:
         return name, False, "no webhooks configured (or no secret available): polling only"
     signed, line = _deliveries(spec)
-    return name, signed, line + _get_challenge_note(spec)
+    return name, signed, line + _batch_note(spec) + _get_challenge_note(spec)
+
+
+def _batch_note(spec: WebhookSpec) -> str:
+    """How a batch delivery (`events`) is read, if the provider sends them."""
+    if spec.events is None:
+        return ""
+    where = f"at {spec.events.text}" if spec.events.text else "the body"
+    own_id = (
+        spec.event_id is not None
+        and spec.event_id.source is PathSource.BODY
+        and signatures.signs_body(spec.scheme.value, spec.options)
+    )
+    key = f"its own id at {spec.event_id.text}" if own_id and spec.event_id else "its bytes' sha256"
+    return (
+        f"; batches: each element of the list {where} is an event of its own, deduplicated "
+        f"on {key}, answered once all are stored"
+    )
 
 
 def _deliveries(spec: WebhookSpec) -> tuple[bool, str]:

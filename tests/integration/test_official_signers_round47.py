@@ -215,9 +215,11 @@ async def test_hubspot_v3_signatures_over_the_wire(db: Any, pool: Any) -> None:
     _check(cases, answers, again, refusals)
     [event] = await stored_events(db)
     assert event["event_id"].startswith("sha256:")  # a batch: no one event id
-    # HubSpot always posts a JSON array (a batch of up to 100 events); the
-    # receiver stores an authentic array as it came, unread (as SendGrid's), so
-    # its paths name nothing: the event wakes no operation by itself.
+    # HubSpot always posts a JSON array (a batch of up to 100 events); without
+    # `events` (this table has none) the receiver stores an authentic array as
+    # it came, unread (as SendGrid's), so its paths name nothing: the event
+    # wakes no operation by itself. With `events = ""` each element is an
+    # event of its own (test_webhook_batches.py).
     assert (event["remote_job_id"], event["remote_state"]) == (None, None)
 
 

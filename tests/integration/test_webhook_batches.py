@@ -15,6 +15,7 @@ import base64
 import hashlib
 import hmac
 import json
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -24,8 +25,11 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from receiver.webhooks import ingest
 from receiver.webhooks.ingest import UNSTORABLE_MARKER
 from shared import ledger
-from shared.ledger.states import LocalState
+from shared.ledger.states import LocalState, RemoteState
+from shared.providers.adapter import ProviderAdapter
 from shared.providers.errors import ConfigError
+from shared.providers.facts import WebhookFact
+from shared.providers.guarantees import describe_guarantees
 from tests.integration.test_more_official_signers import _receiver
 from tests.integration.test_receiver_support import (
     JSON_HEADERS,
@@ -405,6 +409,44 @@ async def test_a_batch_the_writer_takes_only_part_of_is_retried_and_stored_once(
     assert sorted(keys) == sorted(f"job-{n}" for n in range(200))
 
 
+class ElementParser(ProviderAdapter):
+    """A plugin reading each delivery itself: in a batch, each element's text."""
+
+    seen: list[bytes] = []
+
+    def parse_webhook(
+        self, body: bytes, headers: Mapping[str, str], query: Mapping[str, str]
+    ) -> WebhookFact:
+        ElementParser.seen.append(body)
+        document = json.loads(body)
+        return WebhookFact(
+            event_id="ignored: the receiver keys the event",
+            remote_job_id=document["ref"].upper(),
+            remote_state=RemoteState.RUNNING,
+            raw_state="running",
+            operation_ref=None,
+            thin=False,
+        )
+
+
+async def test_a_plugin_reads_each_element_of_a_batch(db: Any, pool: Any) -> None:
+    toml = STANDARD_BATCH.replace(
+        'preset = "simulator"', f'preset = "simulator"\nplugin = "{__name__}:ElementParser"'
+    )
+    providers = describe(toml.replace("EVENTS", ""), {"S": SECRET})
+    ElementParser.seen.clear()
+    body = b'[{"ref": "job-a"},  {"ref": "job-b"}]'
+    async with _receiver(pool, providers) as rx:
+        answer = await rx.post(body, standard_headers(body, "msg_plugin"))
+    assert answer.json()["new"] == 2
+    assert ElementParser.seen == [b'{"ref": "job-a"}', b'{"ref": "job-b"}']
+    events = await stored_events(db)
+    assert sorted((e["remote_job_id"], e["remote_state"]) for e in events) == [
+        ("JOB-A", "running"),
+        ("JOB-B", "running"),
+    ]
+
+
 # ------------------------------------------------------------------ configuration
 
 
@@ -426,3 +468,23 @@ def test_an_events_path_that_names_no_list_is_refused_at_load(events: str, says:
 def test_without_events_an_array_is_one_unread_event_as_before() -> None:
     desc = describe(STANDARD_BATCH.replace('events = "EVENTS"\n', ""), {"S": SECRET})["sim"]
     assert desc.webhooks is not None and desc.webhooks.events is None
+
+
+def _webhooks_line(providers: dict[str, Any]) -> str:
+    [line] = [
+        why for name, _, why in describe_guarantees(providers["sim"]) if name == "webhooks signed"
+    ]
+    return line
+
+
+def test_providers_check_says_how_a_batch_is_read() -> None:
+    assert (
+        "batches: each element of the list the body is an event of its own, deduplicated on "
+        "its own id at /eventId, answered once all are stored"
+    ) in _webhooks_line(_hubspot_providers())
+    assert (
+        "each element of the list at /value is an event of its own, deduplicated on its "
+        "bytes' sha256"
+    ) in _webhooks_line(_standard("/value"))
+    plain = describe(STANDARD_BATCH.replace('events = "EVENTS"\n', ""), {"S": SECRET})
+    assert "batches" not in _webhooks_line(plain)
