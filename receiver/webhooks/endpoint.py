@@ -568,20 +568,21 @@ class WebhookEndpoint:
         raw_query = scope.get("query_string", b"")
         query = QueryParams(raw_query) if raw_query else _NO_QUERY
         texts = element_texts(body, spec.events, len(elements))
-        events = [
-            self._element_event(
-                provider,
-                verified,
-                headers,
-                query,
-                element,
-                texts[index] if texts is not None else reencoded(element),
-            )
-            for index, element in enumerate(elements)
-        ]
         outcomes: list[Outcome] = []
-        for start in range(0, len(events), BATCH_SUBMIT_CHUNK):
-            part = events[start : start + BATCH_SUBMIT_CHUNK]
+        # A part at a time, read then stored: a long batch never holds the event
+        # loop for all of its elements at once, other deliveries run between parts.
+        for start in range(0, len(elements), BATCH_SUBMIT_CHUNK):
+            part = [
+                self._element_event(
+                    provider,
+                    verified,
+                    headers,
+                    query,
+                    element,
+                    texts[index] if texts is not None else reencoded(element),
+                )
+                for index, element in enumerate(elements[start : start + BATCH_SUBMIT_CHUNK], start)
+            ]
             outcomes.extend(await self._submit_part(provider, part, headers))
         if outcomes:  # the span joins the trace of the first operation reached, if any
             reached = [outcome for outcome in outcomes if outcome.operation_id is not None]
