@@ -14,9 +14,22 @@ import time
 from typing import Any
 from urllib.parse import urlsplit
 
-from receiver.webhooks.endpoint import dedupe_id, read_body, signed_url
+from receiver.webhooks.batches import element_texts, reencoded
+from receiver.webhooks.endpoint import (
+    batch_of,
+    dedupe_id,
+    element_dedupe_id,
+    read_body,
+    signed_url,
+)
 from shared.cli.captures import Capture
-from shared.providers import HttpResponse, ProviderDescription, WebhookParseError, adapter_for
+from shared.providers import (
+    HttpResponse,
+    ProviderDescription,
+    WebhookFact,
+    WebhookParseError,
+    adapter_for,
+)
 from shared.providers.adapter import ProviderAdapter, parse_parsed_webhook
 from shared.providers.description import WebhookScheme, WebhookSpec
 from shared.providers.paths import extract
@@ -64,6 +77,15 @@ _UNREAD = (
     "it is no JSON object the receiver reads (not JSON or not UTF-8, NaN or Infinity, "
     "nested too deeply, an array or a scalar): stored as it came, matched to no operation"
 )
+
+# Appended to `_UNREAD` for a provider that reads no batches: the array may be one.
+_BATCH_HINT = (
+    '; if it is a batch of events (a JSON array, as HubSpot and SendGrid post), events = "" '
+    "in [webhooks] reads each element as an event of its own"
+)
+
+# The elements of a batch listed one by one; the rest are counted ("more").
+BATCH_LISTED = 20
 
 
 def prove_delivery(
@@ -132,6 +154,11 @@ def prove_delivery(
         (value for name, value in capture.headers.items() if name.lower() == "content-type"), None
     )
     form = spec.scheme is WebhookScheme.TWILIO and twilio.is_form(content_type)
+    why = _verifies(adapter, spec)
+    # a batch is split before any challenge is looked for, as the receiver does
+    elements = batch_of(spec, body, form=form)
+    if elements is not None:
+        return _prove_batch(adapter, spec, capture, body, elements, why)
     document, stored = read_body(body, form=form)
     if document is not None and spec.challenge is not None:
         challenged = _challenge(spec, document)
@@ -143,18 +170,14 @@ def prove_delivery(
     report: dict[str, Any] = {
         "verified": True,
         "fresh": True,
-        "why": (
-            f"verifies with the {spec.scheme.value} scheme"
-            if type(adapter).verify_webhook is ProviderAdapter.verify_webhook
-            else f"verifies with the plugin's verify_webhook ({type(adapter).__name__})"
-        ),
+        "why": why,
         "event_id": dedupe_key,
         "claimed_event_id": None,
-        "event_id_signed": dedupe_key != "sha256:" + hashlib.sha256(body).hexdigest(),
+        "event_id_signed": dedupe_key != _digest(body),
     }
     if document is None:
         report["records"] = None
-        report["parse_error"] = _UNREAD
+        report["parse_error"] = _UNREAD if spec.events is not None else _UNREAD + _BATCH_HINT
         return report
     try:
         fact = parse_parsed_webhook(adapter, document, stored, capture.headers, capture.query)
@@ -165,18 +188,106 @@ def prove_delivery(
     # the id the configuration points at, when it is not the dedupe key
     if not fact.event_id.startswith("sha256:"):
         report["claimed_event_id"] = fact.event_id
-    report["records"] = {
-        "event_id": dedupe_key,
+    report["records"] = _recorded(dedupe_key, fact)
+    # The receiver tries the references carried in this order; the first that
+    # names an operation of this provider wins (what the database holds decides).
+    report["match_by"] = [name for name, _ in fact.references]
+    return report
+
+
+def _verifies(adapter: ProviderAdapter, spec: WebhookSpec) -> str:
+    """What verified the capture: a plugin's own verifier is named, as it is not the scheme's."""
+    if type(adapter).verify_webhook is ProviderAdapter.verify_webhook:
+        return f"verifies with the {spec.scheme.value} scheme"
+    return f"verifies with the plugin's verify_webhook ({type(adapter).__name__})"
+
+
+def _digest(data: bytes) -> str:
+    """The key the receiver falls back to: the hash of what was signed."""
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def _recorded(event_id: str, fact: WebhookFact) -> dict[str, Any]:
+    """The columns the receiver fills from a fact (as the proof has always shown them)."""
+    return {
+        "event_id": event_id,
         "operation_id": fact.operation_ref,
         "client_reference": fact.client_reference,
         "job_id": fact.remote_job_id,
         "state": fact.remote_state.value if fact.remote_state else None,
         "raw_state": fact.raw_state,
     }
-    # The receiver tries the references carried in this order; the first that
-    # names an operation of this provider wins (what the database holds decides).
-    report["match_by"] = [name for name, _ in fact.references]
-    return report
+
+
+def _prove_batch(
+    adapter: ProviderAdapter,
+    spec: WebhookSpec,
+    capture: Capture,
+    body: bytes,
+    elements: list[Any],
+    why: str,
+) -> dict[str, Any]:
+    """A batch delivery (`[webhooks] events`) as the receiver's `_batch` stores it: each
+    element an event of its own, keyed and read from its own text as sent.
+
+    Every element is read (the dedupe summary covers them all); the first
+    `BATCH_LISTED` are listed, the rest counted, so a batch of thousands
+    (SendGrid's) stays a report one can read."""
+    assert spec.events is not None  # batch_of found a list where it points
+    texts = element_texts(body, spec.events, len(elements))
+    entries = [
+        _batch_entry(
+            adapter,
+            spec,
+            capture,
+            element,
+            texts[index] if texts is not None else reencoded(element),
+        )
+        for index, element in enumerate(elements)
+    ]
+    own_ids = sum(1 for entry in entries if entry["event_id_signed"])
+    return {
+        "verified": True,
+        "fresh": True,
+        "why": why,
+        "events": len(entries),
+        # "id": each element's own signed id; "hash": each one's bytes'; "mixed": both
+        "deduplicated_by": _deduplicated_by(own_ids, len(entries)),
+        "records": entries[:BATCH_LISTED],
+        "more": max(0, len(entries) - BATCH_LISTED),
+    }
+
+
+def _deduplicated_by(own_ids: int, events: int) -> str | None:
+    """How a batch's elements are keyed: all by their own id, all by their bytes' hash,
+    or some each way (an element lacking the id the others carry); None for no elements."""
+    if events == 0:
+        return None
+    if own_ids == events:
+        return "id"
+    return "hash" if own_ids == 0 else "mixed"
+
+
+def _batch_entry(
+    adapter: ProviderAdapter, spec: WebhookSpec, capture: Capture, element: Any, text: bytes
+) -> dict[str, Any]:
+    """One element as the receiver's `_element_event` reads it: its key from its own
+    signed id or its bytes, its references from its own body paths (header and
+    query paths from the request's), a plugin handed the element's text."""
+    event_id = element_dedupe_id(spec, element, text)
+    signed = event_id != _digest(text)
+    try:
+        fact = parse_parsed_webhook(
+            adapter, element, text, capture.headers, capture.query, event_id
+        )
+    except WebhookParseError as exc:
+        # stored all the same, matched to nothing, so its redeliveries dedupe
+        return {"event_id": event_id, "event_id_signed": signed, "parse_error": str(exc)}
+    return {
+        **_recorded(event_id, fact),
+        "event_id_signed": signed,
+        "match_by": [name for name, _ in fact.references],
+    }
 
 
 def _shown(url: str | None) -> str:

@@ -469,6 +469,8 @@ def _render_delivery(proof: Mapping[str, Any]) -> str:
         return f"REFUSED ({proof.get('reason', '-')}): {proof['why']}"
     if not proof["fresh"] or proof.get("challenge"):
         return str(proof["why"])
+    if "events" in proof:
+        return _render_batch(proof)
     records = proof.get("records")
     if proof["event_id_signed"]:
         text = f"verifies; event id {proof['event_id']} (signed)"
@@ -486,6 +488,41 @@ def _render_delivery(proof: Mapping[str, Any]) -> str:
         return f"{text}; but the body cannot be read: {proof.get('parse_error')}"
     fields = ", ".join(f"{k} {v}" for k, v in records.items() if v is not None and k != "event_id")
     return f"{text}; would record {fields}; {_render_match(proof['match_by'])}"
+
+
+# How a batch's elements are deduplicated, per `deduplicated_by`.
+_BATCH_DEDUPE = {
+    "id": "each deduplicated by its own signed event id (the same event in a later batch "
+    "counts once)",
+    "hash": "each deduplicated by the sha256 of its bytes as sent (no signed event id in "
+    "them: identical elements count once, in a redelivered batch or any other)",
+    "mixed": "each deduplicated by its own signed event id, else (where it carries none) "
+    "by the sha256 of its bytes as sent",
+}
+
+# Indent of a batch's element lines under the "  delivery:" line.
+_ELEMENT_INDENT = "    "
+
+
+def _render_batch(proof: Mapping[str, Any]) -> str:
+    """A batch delivery: a head line, then one line per element listed."""
+    count = proof["events"]
+    if count == 0:
+        return "verifies; a batch of 0 events: nothing would be stored"
+    lines = [f"verifies; a batch of {count} events, {_BATCH_DEDUPE[proof['deduplicated_by']]}"]
+    lines.extend(_ELEMENT_INDENT + _render_element(entry) for entry in proof["records"])
+    if proof["more"]:
+        lines.append(f"{_ELEMENT_INDENT}… and {proof['more']} more")
+    return "\n".join(lines)
+
+
+def _render_element(entry: Mapping[str, Any]) -> str:
+    head = f"event {entry['event_id']}"
+    if "parse_error" in entry:
+        return f"{head}: names no job ({entry['parse_error']}): stored, matched to no operation"
+    shown = ("operation_id", "client_reference", "job_id", "state", "raw_state")
+    fields = ", ".join(f"{k} {entry[k]}" for k in shown if entry[k] is not None)
+    return f"{head}: would record {fields}; would match by {', else '.join(entry['match_by'])}"
 
 
 # What each reference needs to match, as the receiver's query decides.
