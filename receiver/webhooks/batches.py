@@ -15,8 +15,11 @@ delivery's body is read:
   verbatim);
 - its payload is its own text as sent (`element_texts`), not the whole body
   once per element, nor a re-encoding that would round a long decimal
-  through a double; only a body this module cannot split (not UTF-8, a BOM)
-  has its elements re-encoded from the parsed document;
+  through a double or write 1e400 as Infinity: a body JSON's reader decodes
+  from UTF-16/32 or past a BOM is cut all the same, each element's text
+  then in UTF-8. A body whose list could not be cut (never, for JSON the
+  reader read) is stored by the endpoint as one unread event, as without
+  `events`;
 - header and query paths read the request's, the same for every element.
 
 Pure functions: the endpoint submits the events and answers.
@@ -29,7 +32,6 @@ import re
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from shared.db.pgjson import scrub
 from shared.providers.paths import ValuePath, extract
 
 # JSON's insignificant whitespace (RFC 8259), which is all `raw_decode` will not skip.
@@ -54,36 +56,34 @@ def batch_elements(path: ValuePath, document: Any) -> list[Any] | None:
 
 
 def element_texts(body: bytes, path: ValuePath, count: int) -> list[bytes] | None:
-    """Each element's bytes exactly as sent, or None where they cannot be told apart
-    here (a body that is not UTF-8 or starts with a BOM, or one whose list this
-    reading does not find with `count` elements: then the caller re-encodes)."""
+    """Each element's text as sent, in UTF-8 (a UTF-8 body's own bytes), or None where
+    this reading does not find the list with `count` elements (then the caller
+    stores the body unread, never a wrong cut).
+
+    The body is decoded as `json.loads` decodes bytes (`_decoded`), so whatever
+    the endpoint read is cut: a re-encoding of the parsed elements would lose
+    what a double cannot hold, and recurse past the interpreter's limit for an
+    element nested as deep as the reader follows (a 500 on every delivery).
+    """
     try:
-        text = body.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
-    if text.startswith("\ufeff"):
-        return None
-    try:
+        text = _decoded(body)
         start = _value_start(text, path.segments)
         if not text.startswith("[", start):
             return None
         spans = list(_elements(text, start))
-    except (ValueError, IndexError, RecursionError):
+    except (ValueError, IndexError, RecursionError):  # UnicodeDecodeError is a ValueError
         return None
     if len(spans) != count:
         return None
-    return [text[begin:end].encode("utf-8") for begin, end in spans]
+    # surrogatepass: a surrogate the body carried as raw bytes stays those bytes
+    # (`storable_payload` then writes it as U+FFFD, as for a single event)
+    return [text[begin:end].encode("utf-8", "surrogatepass") for begin, end in spans]
 
 
-def reencoded(element: Any) -> bytes:
-    """An element as JSON text, for a body `element_texts` cannot split. A value JSON
-    cannot write exactly (a number past a double's range, read as infinity) is
-    written as Python reads it (`Infinity`): `storable_payload` then keeps it in
-    base64, as it keeps any unstorable body."""
-    try:
-        return json.dumps(scrub(element), ensure_ascii=False, allow_nan=False).encode()
-    except (ValueError, RecursionError):
-        return json.dumps(scrub(element), ensure_ascii=False).encode()
+def _decoded(body: bytes) -> str:
+    """The body's text as `json.loads` reads bytes: UTF-8, -16 or -32 by its first
+    bytes, a BOM dropped, a surrogate in UTF-8 kept (the endpoint's reader takes it)."""
+    return body.decode(json.detect_encoding(body), "surrogatepass")
 
 
 def _skip_ws(text: str, index: int) -> int:

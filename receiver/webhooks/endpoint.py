@@ -123,7 +123,7 @@ from starlette.datastructures import Headers, QueryParams
 from starlette.types import Receive, Scope, Send
 
 from receiver.metrics import ReceiverMetrics, RefusalReason
-from receiver.webhooks.batches import batch_elements, element_texts, reencoded
+from receiver.webhooks.batches import batch_elements, element_texts
 from receiver.webhooks.ingest import (
     Event,
     Ingestor,
@@ -383,10 +383,21 @@ class WebhookEndpoint:
             if answered is not None:
                 return answered
         if document is None:  # authentic, but no JSON object this endpoint can read
-            self._metrics.unread(provider.name)
-            event = _unread_event(provider, verified, body)
-        else:
-            event = self._event(provider, verified, headers, scope, body, document, stored_body)
+            return await self._unread(provider, verified, headers, body)
+        event = self._event(provider, verified, headers, scope, body, document, stored_body)
+        return await self._stored_single(provider, event, headers)
+
+    async def _unread(
+        self, provider: _Provider, verified: Verified, headers: Headers, body: bytes
+    ) -> tuple[int, bytes, Sequence[tuple[bytes, bytes]]]:
+        """An authentic body stored as one event, unread (`_unread_event`), and counted."""
+        self._metrics.unread(provider.name)
+        return await self._stored_single(provider, _unread_event(provider, verified, body), headers)
+
+    async def _stored_single(
+        self, provider: _Provider, event: Event, headers: Headers
+    ) -> tuple[int, bytes, Sequence[tuple[bytes, bytes]]]:
+        """One event stored and answered once it is committed."""
         try:
             outcome = await self._ingestor.submit(event)
         except (IngestUnavailable, IngestRejected) as exc:
@@ -568,6 +579,8 @@ class WebhookEndpoint:
         raw_query = scope.get("query_string", b"")
         query = QueryParams(raw_query) if raw_query else _NO_QUERY
         texts = element_texts(body, spec.events, len(elements))
+        if texts is None:  # no text to store for each element: the body as one, unread
+            return await self._unread(provider, verified, headers, body)
         outcomes: list[Outcome] = []
         # A part at a time, read then stored: a long batch never holds the event
         # loop for all of its elements at once, other deliveries run between parts.
@@ -579,7 +592,7 @@ class WebhookEndpoint:
                     headers,
                     query,
                     element,
-                    texts[index] if texts is not None else reencoded(element),
+                    texts[index],
                 )
                 for index, element in enumerate(elements[start : start + BATCH_SUBMIT_CHUNK], start)
             ]

@@ -22,8 +22,7 @@ import pytest
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from receiver.webhooks import ingest
-from receiver.webhooks.ingest import UNSTORABLE_MARKER
+from receiver.webhooks import endpoint, ingest
 from shared import ledger
 from shared.ledger.states import LocalState, RemoteState
 from shared.providers.adapter import ProviderAdapter
@@ -345,26 +344,55 @@ async def test_an_empty_batch_is_answered_and_stores_nothing(db: Any, pool: Any)
     assert await stored_events(db) == []
 
 
-async def test_a_batch_the_module_cannot_split_is_stored_re_encoded(db: Any, pool: Any) -> None:
-    """A UTF-16 body (JSON's readers take it) has no UTF-8 text to cut: each element
-    is stored as the parsed value, written again; one holding a number past a
-    double's range (read as infinity, which no JSON writes) is kept in base64."""
-    text = '[{"job_id": "job-1"}, {"job_id": "job-2", "n": 1.5}, {"job_id": "job-3", "big": 1e400}]'
-    body = text.encode("utf-16")
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-be", "utf-32", "utf-8-sig"])
+async def test_a_batch_in_another_encoding_is_cut_as_sent(
+    db: Any, pool: Any, encoding: str
+) -> None:
+    """A UTF-16/32 body or one with a BOM (JSON's readers take them) is cut as a UTF-8
+    body is: each element's own text, in UTF-8. A re-encoding of the parsed element
+    would round a long decimal through a double and write a number past a double's
+    range, or an integer longer than `int()` reads, as Infinity, its digits lost."""
+    long = "1" + "0" * 5000
+    text = (
+        '[{"job_id": "job-1", "d": 12345678901234567.89},\n'
+        ' {"job_id": "job-2", "big": 1e400, "n": ' + long + ', "name": "caf\\u00e9 \u00e9"}]'
+    )
+    body = text.encode(encoding)
     async with _receiver(pool, _standard()) as rx:
-        answer = await rx.post(body, standard_headers(body, "msg_utf16"))
-    assert answer.json()["new"] == 3
-    events = sorted(await stored_events(db), key=lambda e: e["remote_job_id"])
-    assert [(e["remote_job_id"], e["payload"]) for e in events[:2]] == [
-        ("job-1", {"job_id": "job-1"}),
-        ("job-2", {"job_id": "job-2", "n": 1.5}),
+        answer = await rx.post(body, standard_headers(body, f"msg_{encoding}"))
+    assert answer.json()["new"] == 2
+    rows = await db.fetch(
+        "SELECT event_id, remote_job_id, payload::text AS payload, payload->>'name' AS name"
+        " FROM webhook_events"
+        " ORDER BY remote_job_id"
+    )
+    elements = [
+        '{"job_id": "job-1", "d": 12345678901234567.89}',
+        '{"job_id": "job-2", "big": 1e400, "n": ' + long + ', "name": "caf\\u00e9 \u00e9"}',
     ]
-    kept = events[2]["payload"]
-    assert (events[2]["remote_job_id"], kept["jobwarden"]) == ("job-3", UNSTORABLE_MARKER)
-    assert json.loads(base64.b64decode(kept["body_base64"]).replace(b"Infinity", b"1e400")) == {
-        "job_id": "job-3",
-        "big": float("inf"),
-    }
+    assert [(r["event_id"], r["remote_job_id"]) for r in rows] == [
+        (_digest(elements[0].encode()), "job-1"),
+        (_digest(elements[1].encode()), "job-2"),
+    ]
+    assert "12345678901234567.89" in rows[0]["payload"]
+    assert long in rows[1]["payload"]
+    assert rows[1]["name"] == "café é"
+
+
+@pytest.mark.parametrize("bom", [b"\xef\xbb\xbf", b""])
+async def test_a_deeply_nested_batch_is_stored_whatever_its_encoding(
+    db: Any, pool: Any, bom: bytes
+) -> None:
+    """An element nested as deep as the reader follows, in a body with a BOM, is
+    stored as one without: the answer was a 500 on every delivery (its
+    re-encoding recursed past the interpreter's limit), the batch never stored."""
+    deep = b'{"a":' * 600 + b"1" + b"}" * 600
+    body = bom + b"[" + deep + b', {"job_id": "job-1"}]'
+    async with _receiver(pool, _standard()) as rx:
+        answer = await rx.post(body, standard_headers(body, "msg_deep"))
+    assert (answer.status_code, answer.json()["new"]) == (200, 2)
+    keys = {e["event_id"] for e in await stored_events(db)}
+    assert keys == {_digest(deep), _digest(b'{"job_id": "job-1"}')}
 
 
 async def test_a_batch_larger_than_the_writers_queue_is_stored_a_part_at_a_time(
@@ -488,3 +516,19 @@ def test_providers_check_says_how_a_batch_is_read() -> None:
     ) in _webhooks_line(_standard("/value"))
     plain = describe(STANDARD_BATCH.replace('events = "EVENTS"\n', ""), {"S": SECRET})
     assert "batches" not in _webhooks_line(plain)
+
+
+async def test_a_batch_whose_list_cannot_be_cut_is_stored_whole_unread(
+    db: Any, pool: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The last resort (no JSON the reader reads is known to reach it): the body as
+    one unread event, exactly as sent, as a provider without `events` stores it."""
+    monkeypatch.setattr(endpoint, "element_texts", lambda *_: None)
+    body = b'[{"job_id": "job-1"}, {"job_id": "job-2"}]'
+    async with _receiver(pool, _standard()) as rx:
+        answer = await rx.post(body, standard_headers(body, "msg_uncut"))
+        unread = rx.metric("jobwarden_webhook_events_unread_total", {"provider": "sim"})
+    assert answer.json() == {"status": "stored", "matched": False}
+    [event] = await stored_events(db)
+    assert (event["event_id"], event["remote_job_id"], unread) == ("msg_uncut", None, 1)
+    assert base64.b64decode(event["payload"]["body_base64"]) == body
