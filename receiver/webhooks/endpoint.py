@@ -573,6 +573,9 @@ class WebhookEndpoint:
         A part stored before the writer refused the rest (a full queue, the
         database gone) stays stored, and the answer is the 503 that makes the
         sender post the batch again: its stored elements are then duplicates.
+        An element refused for good (a plugin failing on it, a row the database
+        refuses even in base64) fails no other: the rest are stored, then the
+        delivery is answered 500 as that single event's would be.
         """
         spec = provider.spec
         assert spec.events is not None
@@ -582,21 +585,29 @@ class WebhookEndpoint:
         if texts is None:  # no text to store for each element: the body as one, unread
             return await self._unread(provider, verified, headers, body)
         outcomes: list[Outcome] = []
+        refused: _Refusal | None = None  # the first element refused for good
         # A part at a time, read then stored: a long batch never holds the event
         # loop for all of its elements at once, other deliveries run between parts.
         for start in range(0, len(elements), BATCH_SUBMIT_CHUNK):
-            part = [
-                self._element_event(
-                    provider,
-                    verified,
-                    headers,
-                    query,
-                    element,
-                    texts[index],
-                )
-                for index, element in enumerate(elements[start : start + BATCH_SUBMIT_CHUNK], start)
-            ]
-            outcomes.extend(await self._submit_part(provider, part, headers))
+            part: list[Event] = []
+            for index in range(start, min(start + BATCH_SUBMIT_CHUNK, len(elements))):
+                try:
+                    part.append(
+                        self._element_event(
+                            provider, verified, headers, query, elements[index], texts[index]
+                        )
+                    )
+                except _Refusal as refusal:  # a plugin failing on this element alone
+                    refused = refused or refusal
+            stored, failure = await self._submit_part(provider, part, headers)
+            outcomes.extend(stored)
+            if failure is not None:
+                unstored = _unstored(failure)
+                if unstored.status == 503:  # the writer takes nothing now: the sender retries
+                    raise unstored
+                refused = refused or unstored
+        if refused is not None:
+            raise refused
         if outcomes:  # the span joins the trace of the first operation reached, if any
             reached = [outcome for outcome in outcomes if outcome.operation_id is not None]
             spans.webhook_outcome(provider.name, (reached or outcomes)[0])
@@ -620,24 +631,24 @@ class WebhookEndpoint:
 
     async def _submit_part(
         self, provider: _Provider, events: Sequence[Event], headers: Headers
-    ) -> list[Outcome]:
+    ) -> tuple[list[Outcome], BaseException | None]:
         """`events` stored (one group commit when the writer takes them together),
-        each counted and logged; the first failure refuses the delivery once all
-        have settled, none left running."""
+        each counted and logged, and what refused the others once all have
+        settled, none left running: the writer's unavailability before a refusal
+        of content (a 503 is retried, and says why the rest was not stored)."""
         results = await asyncio.gather(
             *(self._ingestor.submit(event) for event in events), return_exceptions=True
         )
         outcomes: list[Outcome] = []
-        failure: BaseException | None = None
+        failures: list[BaseException] = []
         for event, result in zip(events, results, strict=True):
             if isinstance(result, BaseException):
-                failure = failure or result
+                failures.append(result)
                 continue
             self._tally(provider, event, result, headers)
             outcomes.append(result)
-        if failure is not None:
-            _refuse_unstored(failure)
-        return outcomes
+        unavailable = [exc for exc in failures if isinstance(exc, IngestUnavailable)]
+        return outcomes, (unavailable or failures or [None])[0]
 
     @staticmethod
     def _log_event(
@@ -803,18 +814,24 @@ def _parse(
 
 
 def _refuse_unstored(exc: BaseException) -> NoReturn:
+    """Refuse a delivery the writer did not store (`_unstored`)."""
+    raise _unstored(exc) from None
+
+
+def _unstored(exc: BaseException) -> _Refusal:
     """The refusal of a delivery the writer did not store (all of it, or, in a batch,
-    some): 503 so the sender tries again, 500 for content the database refuses."""
+    some): 503 so the sender tries again, 500 for content the database refuses.
+    Anything else is no answer of the writer's: raised as it is."""
     if isinstance(exc, IngestUnavailable):
-        raise _Refusal(
+        return _Refusal(
             503,
             exc.reason,
             b'{"error":"unavailable"}',
             headers=_RETRY_AFTER,
             detail={"cause": str(exc)},  # our own fixed message
-        ) from None
+        )
     if isinstance(exc, IngestRejected):
-        raise _Refusal(500, "database_refused", b'{"error":"internal"}') from None
+        return _Refusal(500, "database_refused", b'{"error":"internal"}')
     raise exc
 
 

@@ -23,6 +23,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from receiver.webhooks import endpoint, ingest
+from receiver.webhooks.endpoint import BATCH_SUBMIT_CHUNK
 from shared import ledger
 from shared.ledger.states import LocalState, RemoteState
 from shared.providers.adapter import ProviderAdapter
@@ -532,3 +533,75 @@ async def test_a_batch_whose_list_cannot_be_cut_is_stored_whole_unread(
     [event] = await stored_events(db)
     assert (event["event_id"], event["remote_job_id"], unread) == ("msg_uncut", None, 1)
     assert base64.b64decode(event["payload"]["body_base64"]) == body
+
+
+# ------------------------------------------- one element refused for good
+
+
+class FailingParser(ProviderAdapter):
+    """A plugin that fails on the element naming `broken` (until it is fixed)."""
+
+    broken: str | None = None
+
+    def parse_webhook(
+        self, body: bytes, headers: Mapping[str, str], query: Mapping[str, str]
+    ) -> WebhookFact:
+        ref = json.loads(body)["ref"]
+        if ref == FailingParser.broken:
+            raise RuntimeError("a plugin's bug")
+        return WebhookFact(
+            event_id=None,
+            remote_job_id=ref,
+            remote_state=RemoteState.RUNNING,
+            raw_state="running",
+            operation_ref=None,
+            thin=False,
+        )
+
+
+async def test_an_element_a_plugin_fails_on_keeps_no_other_from_being_stored(
+    db: Any, pool: Any
+) -> None:
+    """The delivery is answered 500 (the sender retries it once the plugin is fixed),
+    but every other element, in its part and in later ones, is stored at once: one
+    poison element must not fail its neighbours, as the writer's own rule is for
+    rows. Before, its part and every later part were never stored, on any retry
+    before the fix (a sender gives up after a day: they were lost)."""
+    toml = STANDARD_BATCH.replace(
+        'preset = "simulator"', f'preset = "simulator"\nplugin = "{__name__}:FailingParser"'
+    )
+    providers = describe(toml.replace("EVENTS", ""), {"S": SECRET})
+    count = BATCH_SUBMIT_CHUNK + 10  # two parts
+    body = json.dumps([{"ref": f"job-{n}"} for n in range(count)]).encode()
+    FailingParser.broken = "job-3"
+    async with _receiver(pool, providers) as rx:
+        refused = await rx.post(body, standard_headers(body, "msg_poison"))
+        stored = {e["remote_job_id"] for e in await stored_events(db)}
+        FailingParser.broken = None
+        retried = await rx.post(body, standard_headers(body, "msg_poison"))
+    assert refused.status_code == 500
+    assert stored == {f"job-{n}" for n in range(count)} - {"job-3"}
+    assert retried.json() == {
+        "status": "stored",
+        "events": count,
+        "new": 1,
+        "duplicates": count - 1,
+        "matched": 0,
+    }
+
+
+async def test_an_element_the_database_refuses_keeps_no_other_from_being_stored(
+    db: Any, pool: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An element refused even in base64 (here: the fallback made unstorable too) is
+    answered 500, the other elements of every part stored all the same."""
+    monkeypatch.setattr(ingest, "unstorable_payload", lambda _raw: "not json")
+    count = BATCH_SUBMIT_CHUNK + 10
+    elements = [f'{{"job_id": "job-{n}"}}' for n in range(count)]
+    elements[5] = '{"job_id": "job-5", "n": 1e200000}'  # past PostgreSQL's numeric range
+    body = ("[" + ", ".join(elements) + "]").encode()
+    async with _receiver(pool, _standard()) as rx:
+        refused = await rx.post(body, standard_headers(body, "msg_refused"))
+    assert refused.status_code == 500
+    stored = {e["remote_job_id"] for e in await stored_events(db)}
+    assert stored == {f"job-{n}" for n in range(count)} - {"job-5"}
