@@ -42,7 +42,10 @@ used before its signature verified:
    deeper than Python's reader recurses) is never refused, a 400 no provider
    resends: it is stored matched to nothing, its dedupe key the scheme's
    signed id or the body's hash and its payload the body in base64
-   (`_unread_event`, `unstorable_payload`), and counted as unread;
+   (`_unread_event`, `unstorable_payload`), and counted as unread. A list
+   of events where the provider's `events` names one is a batch: each
+   element is stored as an event of its own (`_batch`,
+   receiver/webhooks/batches.py);
 8. the event is handed to the group-commit writer (`ingest`) and the answer
    (200 stored / duplicate) is sent only after COMMIT; a database that cannot
    take it within the timeouts gives 503 with Retry-After, so the provider
@@ -1055,7 +1058,7 @@ def _reject_constant(name: str) -> NoReturn:
 def _parse_json(body: bytes) -> dict[str, Any] | None:
     """The body as a JSON object; None for one that is not a JSON object this
     endpoint can read (nested too deep, an array or a scalar, not JSON, not UTF-8).
-    A batch provider's array is read by `_batch_of`, not here.
+    A batch provider's list is read by `batch_of`, not here.
 
     Read as `json.loads` reads it, NaN and Infinity refused (RFC 8259), by
     orjson where that reads it the same (`shared.jsonread`); a body that

@@ -605,3 +605,23 @@ async def test_an_element_the_database_refuses_keeps_no_other_from_being_stored(
     assert refused.status_code == 500
     stored = {e["remote_job_id"] for e in await stored_events(db)}
     assert stored == {f"job-{n}" for n in range(count)} - {"job-5"}
+
+
+async def test_one_id_twice_in_a_batch_keeps_the_first_element(db: Any, pool: Any) -> None:
+    """SendGrid may repeat an sg_event_id within one batch (a retried event joined to
+    a new one): the first element is the event, the second a duplicate of it,
+    in one part or across two."""
+    count = BATCH_SUBMIT_CHUNK + 2
+    elements = [{"sg_event_id": f"sg-{n}", "event": "processed"} for n in range(count)]
+    elements[1] = {"sg_event_id": "sg-0", "event": "delivered"}  # the same part
+    elements[-1] = {"sg_event_id": "sg-2", "event": "open"}  # the next part
+    body = json.dumps(elements).encode()
+    providers = describe(SENDGRID_SIM, {"SENDGRID_KEY": SENDGRID_PUBLIC})
+    async with _receiver(pool, providers) as rx:
+        answer = await rx.post(body, sendgrid_headers(body))
+    assert (answer.json()["new"], answer.json()["duplicates"]) == (count - 2, 2)
+    kept = await db.fetch(
+        "SELECT event_id, payload->>'event' AS event FROM webhook_events"
+        " WHERE event_id IN ('sg-0', 'sg-2') ORDER BY event_id"
+    )
+    assert [tuple(row) for row in kept] == [("sg-0", "processed"), ("sg-2", "processed")]
