@@ -142,9 +142,10 @@ from shared.ids import new_trace_id, trace_id_from_traceparent
 from shared.ledger.states import RemoteState
 from shared.providers import ProviderDescription, WebhookParseError, adapter_for
 from shared.providers.adapter import ProviderAdapter, parse_parsed_webhook
-from shared.providers.description import GetAnswer, WebhookChallenge, WebhookScheme, WebhookSpec
+from shared.providers.description import GetAnswer, WebhookChallenge, WebhookSpec
 from shared.providers.facts import WebhookFact
-from shared.providers.paths import PathSource, ValuePath, extract, parse_path
+from shared.providers.paths import PathSource, extract
+from shared.providers.responses import body_event_id
 from shared.providers.values import as_id, as_str, clip
 from shared.redaction import sanitize_bytes_urls, sanitize_text_urls
 from shared.secret import Secret
@@ -187,10 +188,6 @@ REJECTION_LOG_PER_SECOND = 2.0
 MAX_QUOTED_HEADER_CHARS = 64
 
 _JSON = "application/json"
-_SCHEME_BODY_ID: Mapping[WebhookScheme, ValuePath] = {
-    WebhookScheme.STRIPE: parse_path("/id"),
-    WebhookScheme.SLACK: parse_path("/event_id"),
-}
 # JSON escapes PostgreSQL's jsonb refuses: NUL, and a surrogate outside a valid
 # pair (a high one not followed by a low one, a low one not after a high one).
 # A valid pair is what any ASCII-escaping encoder writes for an emoji: such a
@@ -378,6 +375,9 @@ class WebhookEndpoint:
         form = provider.takes_form and twilio.is_form(headers.get("content-type"))
         batch = batch_of(provider.spec, body, form=form)
         if batch is not None:
+            answered = self._batch_challenge(provider, batch, headers, body, scope)
+            if answered is not None:
+                return answered
             return await self._batch(provider, verified, headers, scope, body, batch)
         document, stored_body = read_body(body, form=form)
         challenge = provider.spec.challenge
@@ -500,6 +500,22 @@ class WebhookEndpoint:
         secret = self._verifying_secret(provider, headers, body, scope)
         logger.info("webhook challenge answered", extra={"ctx": {"provider": provider.name}})
         return 200, challenges.answer(challenge.answer, token, secret), ()
+
+    def _batch_challenge(
+        self,
+        provider: _Provider,
+        batch: list[Any],
+        headers: Headers,
+        body: bytes,
+        scope: Scope,
+    ) -> tuple[int, bytes, Sequence[tuple[bytes, bytes]]] | None:
+        """The answer to a challenge sent as a batch of one (Event Grid's subscription
+        validation), or None. In a longer batch, an element that looks like one is
+        an event like the others: a challenge comes alone."""
+        challenge = provider.spec.challenge
+        if challenge is None or len(batch) != 1 or not isinstance(batch[0], dict):
+            return None
+        return self._challenged(provider, challenge, headers, body, scope, batch[0])
 
     def _verifying_secret(
         self, provider: _Provider, headers: Headers, body: bytes, scope: Scope
@@ -1225,12 +1241,8 @@ def element_dedupe_id(spec: WebhookSpec, element: Any, text: bytes) -> str:
 
 def _signed_body_id(spec: WebhookSpec, document: Any) -> str | None:
     """The id `event_id` (or the scheme's own) points at in a signed body, if any."""
-    path = spec.event_id or _SCHEME_BODY_ID.get(spec.scheme)
-    if (
-        path is not None
-        and path.source is PathSource.BODY
-        and signs_body(spec.scheme.value, spec.options)
-    ):
+    path = body_event_id(spec)
+    if path is not None and signs_body(spec.scheme.value, spec.options):
         return as_id(extract(path, document))  # a JSON float: absent
     return None
 

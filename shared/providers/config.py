@@ -2241,6 +2241,13 @@ def _webhooks(table: _Table | None, status: StatusSpec) -> WebhookSpec | None:
         get_challenge=_get_challenge(table, optional),
         events=_events_path(table),
     )
+    if spec.events is None and (
+        spec.challenge is not None and spec.challenge.answer is ChallengeAnswer.EVENT_GRID
+    ):
+        raise table.error(
+            "challenge",
+            '"event_grid" is answered in a batch: Event Grid posts a list; set events = ""',
+        )
     _no_path_reads_the_token(table, spec)
     table.finish()
     return spec if secrets else None
@@ -2250,6 +2257,12 @@ def _webhooks(table: _Table | None, status: StatusSpec) -> WebhookSpec | None:
 _CHALLENGES = {
     ChallengeAnswer.ZOOM: ("/event", "endpoint.url_validation", "/payload/plainToken"),
     ChallengeAnswer.SLACK: ("/type", "url_verification", "/challenge"),
+    # read in the batch's one element (`events`): Event Grid posts a list
+    ChallengeAnswer.EVENT_GRID: (
+        "/eventType",
+        "Microsoft.EventGrid.SubscriptionValidationEvent",
+        "/data/validationCode",
+    ),
 }
 # Schemes whose secret is the text the sender shares, the key Zoom's answer is an
 # HMAC under (`hmac` only with key_encoding raw; a public key is no HMAC key).

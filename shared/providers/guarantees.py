@@ -28,7 +28,7 @@ from shared.providers.description import (
     WebhookScheme,
     WebhookSpec,
 )
-from shared.providers.paths import PathSource
+from shared.providers.responses import body_event_id
 
 Guarantee = tuple[str, bool, str]
 
@@ -280,12 +280,9 @@ def _batch_note(spec: WebhookSpec) -> str:
     if spec.events is None:
         return ""
     where = f"at {spec.events.text}" if spec.events.text else "the body"
-    own_id = (
-        spec.event_id is not None
-        and spec.event_id.source is PathSource.BODY
-        and signatures.signs_body(spec.scheme.value, spec.options)
-    )
-    key = f"its own id at {spec.event_id.text}" if own_id and spec.event_id else "its bytes' sha256"
+    own_id = body_event_id(spec)
+    signed = own_id is not None and signatures.signs_body(spec.scheme.value, spec.options)
+    key = f"its own id at {own_id.text}" if signed and own_id else "its bytes' sha256"
     return (
         f"; batches: each element of the list {where} is an event of its own, deduplicated "
         f"on {key}, answered once all are stored"

@@ -48,6 +48,7 @@ from shared.providers.description import (
     ResultSpec,
     StatusSpec,
     WebhookScheme,
+    WebhookSpec,
 )
 from shared.providers.errors import WebhookParseError
 from shared.providers.facts import (
@@ -100,6 +101,13 @@ _SCHEME_EVENT_ID: dict[WebhookScheme, ValuePath] = {
     WebhookScheme.SLACK: parse_path("/event_id"),
     WebhookScheme.SHOPIFY: parse_path("header:X-Shopify-Webhook-Id"),
 }
+
+
+def body_event_id(spec: WebhookSpec) -> ValuePath | None:
+    """Where an event's own id is in its body: `event_id`, else the scheme's own
+    (Stripe's `/id`, Slack's `/event_id`); None when neither is a body path."""
+    path = spec.event_id or _SCHEME_EVENT_ID.get(spec.scheme)
+    return path if path is not None and path.source is PathSource.BODY else None
 
 
 def _now(now: datetime | None) -> datetime:

@@ -4,9 +4,12 @@ Some senders deliver nothing until the endpoint answers a challenge, and ask
 again from time to time: Zoom posts `endpoint.url_validation` (again every 72
 hours) and wants the challenge's `plainToken` back with its HMAC-SHA256 under
 the app's secret token, hex; Slack posts `url_verification` and wants its
-`challenge` echoed. The request is signed like any delivery and is verified
-first: an answer never goes to a request that did not verify, so the HMAC
-proves nothing to anyone who does not already hold the secret.
+`challenge` echoed; Azure Event Grid posts a batch holding one
+`Microsoft.EventGrid.SubscriptionValidationEvent` and wants its
+`validationCode` back as `validationResponse`. The request is signed (or
+carries its token) like any delivery and is verified first: an answer never
+goes to a request that did not verify, so the HMAC proves nothing to anyone
+who does not already hold the secret.
 
 Pure: the token and the secret in, the answer's JSON body out.
 """
@@ -24,6 +27,8 @@ class ChallengeAnswer(StrEnum):
 
     ZOOM = "zoom"  # {"plainToken": t, "encryptedToken": hex(HMAC-SHA256(secret, t))}
     SLACK = "slack"  # {"challenge": t}
+    # Azure Event Grid's SubscriptionValidationEvent, alone in a batch: {"validationResponse": t}
+    EVENT_GRID = "event_grid"
 
 
 # A token is echoed in our answer: bounded, and plain printable ASCII, so the
@@ -44,4 +49,6 @@ def answer(kind: ChallengeAnswer, token: str, secret: str) -> bytes:
     if kind is ChallengeAnswer.ZOOM:
         digest = hmac.new(secret.encode(), token.encode(), hashlib.sha256).hexdigest()
         return json.dumps({"plainToken": token, "encryptedToken": digest}).encode()
+    if kind is ChallengeAnswer.EVENT_GRID:
+        return json.dumps({"validationResponse": token}).encode()
     return json.dumps({"challenge": token}).encode()

@@ -625,3 +625,107 @@ async def test_one_id_twice_in_a_batch_keeps_the_first_element(db: Any, pool: An
         " WHERE event_id IN ('sg-0', 'sg-2') ORDER BY event_id"
     )
     assert [tuple(row) for row in kept] == [("sg-0", "processed"), ("sg-2", "processed")]
+
+
+# ------------------------------------------------------------- Azure Event Grid
+
+EVENT_GRID_KEY = "eg-callback-key-0123456789abcdef"
+EVENT_GRID_SIM = """
+[providers.sim]
+preset = "simulator"
+[providers.sim.webhooks]
+scheme = "static_header"
+secrets_env = "EG_KEY"
+events = ""
+event_id = "/id"
+job_id = "/subject"
+state = "/eventType"
+challenge = "event_grid"
+[providers.sim.webhooks.options]
+query = "key"
+[providers.sim.webhooks.state_map]
+"Contoso.Jobs.Finished" = "succeeded"
+"""
+VALIDATION = "Microsoft.EventGrid.SubscriptionValidationEvent"
+
+
+def _event_grid() -> dict[str, Any]:
+    return describe(EVENT_GRID_SIM, {"EG_KEY": EVENT_GRID_KEY})
+
+
+def grid_event(event_id: str, subject: str, kind: str, data: dict[str, Any]) -> dict[str, Any]:
+    """An event in Event Grid's own schema."""
+    return {
+        "id": event_id,
+        "topic": "/subscriptions/s/resourceGroups/g/providers/Contoso.Jobs/jobs",
+        "subject": subject,
+        "eventType": kind,
+        "eventTime": "2027-01-15T08:00:00Z",
+        "data": data,
+        "dataVersion": "1",
+        "metadataVersion": "1",
+    }
+
+
+async def test_event_grids_subscription_validation_is_answered_never_stored(
+    db: Any, pool: Any
+) -> None:
+    code = "512d38b6-c7b8-40c8-89fe-f46f9e9622b6"
+    data = {"validationCode": code, "validationUrl": "https://rp-eastus2.eventgrid.azure.net/x"}
+    body = json.dumps([grid_event("v-1", "", VALIDATION, data)]).encode()
+    async with _receiver(pool, _event_grid()) as rx:
+        answered = await rx.post(body, JSON_HEADERS, query=f"?key={EVENT_GRID_KEY}")
+        forged = await rx.post(body, JSON_HEADERS, query="?key=a-guess-at-the-key-0123456")
+    assert (answered.status_code, answered.json()) == (200, {"validationResponse": code})
+    assert forged.status_code == 401  # verified first: a stranger learns nothing
+    assert await stored_events(db) == []
+
+
+async def test_event_grid_events_are_stored_one_by_one_and_a_lookalike_among_them_too(
+    db: Any, pool: Any
+) -> None:
+    """A challenge comes alone: in a longer batch, an element shaped like one is
+    an event like the others (stored, never answered)."""
+    [(op_a, job_a)] = await _observing(db, 1)
+    lookalike = grid_event("v-2", "", VALIDATION, {"validationCode": "c"})
+    body = json.dumps(
+        [grid_event("e-1", job_a, "Contoso.Jobs.Finished", {"size": 3}), lookalike]
+    ).encode()
+    async with _receiver(pool, _event_grid()) as rx:
+        answer = await rx.post(body, JSON_HEADERS, query=f"?key={EVENT_GRID_KEY}")
+    assert answer.json() == {
+        "status": "stored",
+        "events": 2,
+        "new": 2,
+        "duplicates": 0,
+        "matched": 1,
+    }
+    # a token in the URL signs no body: each element is keyed by its bytes' hash
+    events = {e["payload"]["id"]: e for e in await stored_events(db)}
+    assert all(e["event_id"].startswith("sha256:") for e in events.values())
+    assert (events["e-1"]["operation_id"], events["e-1"]["remote_state"]) == (op_a, "succeeded")
+    assert events["v-2"]["operation_id"] is None
+    # the callback token in the URL is never kept
+    assert EVENT_GRID_KEY not in json.dumps([dict(e) for e in events.values()], default=str)
+
+
+def test_event_grids_challenge_needs_events() -> None:
+    with pytest.raises(ConfigError, match='set events = ""'):
+        describe(EVENT_GRID_SIM.replace('events = ""\n', ""), {"EG_KEY": EVENT_GRID_KEY})
+
+
+def test_a_schemes_own_body_id_keys_batch_elements_and_check_says_so() -> None:
+    """Stripe's scheme reads `/id` with no `event_id` set: each element's own id."""
+    toml = """
+    [providers.sim]
+    preset = "simulator"
+    [providers.sim.webhooks]
+    scheme = "stripe"
+    secrets_env = "S"
+    events = "/data"
+    """
+    line = _webhooks_line(describe(toml, {"S": "whsec_stripe_test_secret"}))
+    assert (
+        "each element of the list at /data is an event of its own, deduplicated on its "
+        "own id at /id" in line
+    )

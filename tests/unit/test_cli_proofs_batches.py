@@ -11,13 +11,16 @@ import base64
 import hashlib
 import hmac
 import json
+import tomllib
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from shared.cli import providers as cli_providers
-from shared.cli.proofs import BATCH_LISTED
+from shared.cli.captures import Capture
+from shared.cli.proofs import BATCH_LISTED, prove_delivery
+from shared.providers import parse_providers
 from tests.unit.test_cli_proofs import CONFIG, NOW, ns
 
 HUBSPOT_SECRET = "a1b2c3d4-hubspot-client-secret"
@@ -244,3 +247,43 @@ async def test_an_element_lacking_the_id_the_others_carry_is_keyed_by_its_bytes(
     assert keyed == [("100", True), ("sha256:" + hashlib.sha256(anonymous).hexdigest(), False)]
     assert proof["deduplicated_by"] == "mixed"
     assert "each deduplicated by its own signed event id, else (where it carries none)" in out
+
+
+def test_event_grids_validation_in_a_batch_of_one_is_said_to_be_answered() -> None:
+    """As the receiver does: a challenge alone in a batch is answered, not stored;
+    the same element beside another is an event of the batch."""
+    toml = """
+    [providers.grid]
+    preset = "simulator"
+    [providers.grid.webhooks]
+    scheme = "static_header"
+    secrets_env = "EG_KEY"
+    events = ""
+    job_id = "/subject"
+    challenge = "event_grid"
+    [providers.grid.webhooks.options]
+    query = "key"
+    """
+    key = "eg-callback-key-0123456789abcdef"
+    desc = parse_providers(tomllib.loads(toml), "test.toml", {"EG_KEY": key})["grid"]
+    validation = {
+        "id": "v-1",
+        "eventType": "Microsoft.EventGrid.SubscriptionValidationEvent",
+        "subject": "",
+        "data": {"validationCode": "512d38b6"},
+    }
+
+    def proved(body: bytes) -> dict[str, Any]:
+        capture = Capture(
+            {"content-type": "application/json"},
+            body,
+            "POST",
+            f"/webhooks/grid?key={key}",
+            query={"key": key},
+        )
+        return prove_delivery(desc, capture, at=float(NOW), url=None)
+
+    alone = proved(json.dumps([validation]).encode())
+    assert (alone["verified"], alone["challenge"]) == (True, "event_grid")
+    beside = proved(json.dumps([validation, {"subject": "job-1"}]).encode())
+    assert (beside["events"], "challenge" in beside) == (2, False)
