@@ -48,6 +48,7 @@ RefusalReason = Literal[
     "incomplete_body",  # 400: the client went away mid-body
     "bad_challenge",  # 400: an endpoint challenge whose token we would not echo
     "bad_verify_token",  # 403: a GET challenge without the verify token we gave the sender
+    "origin_not_allowed",  # 403: a CloudEvents OPTIONS handshake from an origin not allowed
     # the signature (shared.signatures.errors.Reason)
     "missing_header",  # 400
     "malformed_header",  # 400

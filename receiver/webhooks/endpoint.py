@@ -368,6 +368,8 @@ class WebhookEndpoint:
             echoed = _echoed_get_challenge(provider, scope)
             if echoed is not None:
                 return echoed
+        if provider is not None and scope["method"] == "OPTIONS" and provider.spec.allowed_origins:
+            return _origin_handshake(provider.spec.allowed_origins, scope["headers"])
         provider, headers, body = await self._request(scope, receive, provider)
         verified = self._verify(provider, headers, body, scope)
         self._metrics.verified(provider.name)
@@ -1057,6 +1059,38 @@ _ECHO_HEADERS = (
 )
 # ... and inside a JSON object (Strava's).
 _JSON_ECHO = ((b"content-type", b"application/json"), (b"x-content-type-options", b"nosniff"))
+
+
+def _origin_handshake(
+    allowed: Sequence[str], raw_headers: Sequence[tuple[bytes, bytes]]
+) -> tuple[int, bytes, Sequence[tuple[bytes, bytes]]]:
+    """The answer to CloudEvents' abuse-protection handshake (`allowed_origins`).
+
+    A sender that pushes CloudEvents (Azure Event Grid, Web PubSub) first asks
+    the endpoint, with an OPTIONS naming its origin in WebHook-Request-Origin,
+    whether it wants them, and delivers nothing until told so. It proves
+    nothing (anyone can send the header), so it is answered only for the
+    origins the operator listed, and the deliveries are verified as ever.
+    The answer names our own configured origin (or "*"), never the request's
+    text; the rate is ours to allow, and any suits the group commit. An
+    origin not listed, missing or sent twice is refused 403
+    `origin_not_allowed`: the sender then refuses the subscription.
+    """
+    sent = [value for name, value in raw_headers if name.lower() == b"webhook-request-origin"]
+    origin = sent[0].decode("latin-1").strip().lower() if len(sent) == 1 else None
+    if origin is not None and "*" in allowed:
+        granted = "*"
+    elif origin is not None and origin in allowed:
+        granted = origin
+    else:
+        raise _Refusal(403, "origin_not_allowed", b'{"error":"origin_not_allowed"}')
+    headers = (
+        (b"webhook-allowed-origin", granted.encode()),
+        (b"webhook-allowed-rate", b"*"),
+        (b"allow", b"POST, OPTIONS"),
+        (b"content-type", b"text/plain; charset=utf-8"),
+    )
+    return 200, b"", headers
 
 
 def _is_json(content_type: str | None) -> bool:

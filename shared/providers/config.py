@@ -2240,6 +2240,7 @@ def _webhooks(table: _Table | None, status: StatusSpec) -> WebhookSpec | None:
         challenge=_challenge(table, scheme, options),
         get_challenge=_get_challenge(table, optional),
         events=_events_path(table),
+        allowed_origins=_allowed_origins(table),
     )
     if spec.events is None and (
         spec.challenge is not None and spec.challenge.answer is ChallengeAnswer.EVENT_GRID
@@ -2405,6 +2406,25 @@ def _no_path_reads_the_token(table: _Table, spec: WebhookSpec) -> None:
     for key, path in paths.items():
         if token and path is not None and path.source is PathSource.QUERY and path.name == token:
             raise table.error(key, f"reads query parameter {token!r}, the token: it is no id")
+
+
+# A sender's origin as CloudEvents' WebHook-Request-Origin names it: a DNS name
+# (Event Grid's "eventgrid.azure.net"), perhaps with a port.
+_ORIGIN = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?(?::[0-9]{1,5})?")
+
+
+def _allowed_origins(table: _Table) -> tuple[str, ...]:
+    """`allowed_origins`: the senders whose CloudEvents OPTIONS handshake is answered,
+    as host names (compared without case), or "*" for any."""
+    origins = table.strings("allowed_origins")
+    for origin in origins:
+        if origin != "*" and not _ORIGIN.fullmatch(origin):
+            raise table.error(
+                "allowed_origins",
+                f"{origin[:64]!r} is no host name (as WebHook-Request-Origin names a sender, "
+                'e.g. eventgrid.azure.net) nor "*"',
+            )
+    return tuple(origin.lower() for origin in origins)
 
 
 def _events_path(table: _Table) -> ValuePath | None:

@@ -827,6 +827,9 @@ class WebhookSpec:
     # HubSpot, SendGrid, Event Grid); the other body paths are then read in each
     # element (receiver/webhooks/batches.py).
     events: ValuePath | None = None
+    # The origins whose CloudEvents abuse-protection handshake (an OPTIONS carrying
+    # WebHook-Request-Origin: Azure Event Grid's, Web PubSub's) is answered; "*": any.
+    allowed_origins: tuple[str, ...] = ()
 
     @property
     def token_in_url(self) -> bool:

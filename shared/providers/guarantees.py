@@ -272,7 +272,15 @@ def _webhooks(desc: ProviderDescription) -> Guarantee:
     if spec is None:
         return name, False, "no webhooks configured (or no secret available): polling only"
     signed, line = _deliveries(spec)
-    return name, signed, line + _batch_note(spec) + _get_challenge_note(spec)
+    return name, signed, line + _batch_note(spec) + _get_challenge_note(spec) + _origins_note(spec)
+
+
+def _origins_note(spec: WebhookSpec) -> str:
+    """Whose CloudEvents OPTIONS handshake the receiver answers (`allowed_origins`)."""
+    if not spec.allowed_origins:
+        return ""
+    who = "any origin" if "*" in spec.allowed_origins else ", ".join(spec.allowed_origins)
+    return f"; answers the CloudEvents OPTIONS handshake of {who} (others refused 403)"
 
 
 def _batch_note(spec: WebhookSpec) -> str:

@@ -130,7 +130,12 @@ def _providers() -> dict[str, ProviderDescription]:
     challenged = dataclasses.replace(
         sim,
         name=CHALLENGED,
-        webhooks=dataclasses.replace(sim.webhooks, challenge=slack, get_challenge=get),
+        webhooks=dataclasses.replace(
+            sim.webhooks,
+            challenge=slack,
+            get_challenge=get,
+            allowed_origins=("eventgrid.azure.net",),
+        ),
     )
     return {PROVIDER: sim, VERBATIM: verbatim[VERBATIM], NO_SECRET: keyless, CHALLENGED: challenged}
 
@@ -434,6 +439,14 @@ async def _bad_verify_token(env: Env) -> tuple[int, str]:
     return resp.status_code, CHALLENGED
 
 
+async def _origin_not_allowed(env: Env) -> tuple[int, str]:
+    # a CloudEvents handshake from a sender the operator did not list
+    headers = {"WebHook-Request-Origin": "attacker.example.test"}
+    resp = await env.rx.client.options(f"/webhooks/{CHALLENGED}", headers=headers)
+    assert "webhook-allowed-origin" not in resp.headers
+    return resp.status_code, CHALLENGED
+
+
 async def _unsupported_encoding(env: Env) -> tuple[int, str]:
     body, headers = delivery()
     return _status(await env.rx.post(body, {**headers, "content-encoding": "gzip"}))
@@ -525,6 +538,7 @@ SCENARIOS: Mapping[str, Scenario] = {
     "incomplete_body": _incomplete_body,
     "bad_challenge": _bad_challenge,
     "bad_verify_token": _bad_verify_token,
+    "origin_not_allowed": _origin_not_allowed,
     "unsupported_encoding": _unsupported_encoding,
     "unsupported_media_type": _unsupported_media_type,
     "missing_header": _missing_header,
@@ -544,6 +558,7 @@ STATUS = {
     "unknown_provider": 404,
     "method_not_allowed": 405,
     "bad_verify_token": 403,
+    "origin_not_allowed": 403,
     "body_too_large": 413,
     "unsupported_encoding": 415,
     "unsupported_media_type": 415,
