@@ -546,9 +546,7 @@ class WebhookEndpoint:
     ) -> Event:
         """`stored_body`: the body as JSON text (a form's fields as an object), else `body`."""
         event_id = dedupe_id(provider.spec, verified, document, body)
-        raw_query = scope.get("query_string", b"")
-        query = QueryParams(raw_query) if raw_query else _NO_QUERY
-        fact = _parse(provider, document, stored_body, headers, query, event_id)
+        fact = _parse(provider, document, stored_body, headers, _query(scope), event_id)
         # A pre-signed link an event carries (HeyGen's `event_data.url`, CloudFront's
         # Signature) is a bearer credential until it expires: stored redacted, as the
         # call log keeps a status answer's, after the event was read and its dedupe
@@ -600,8 +598,7 @@ class WebhookEndpoint:
         """
         spec = provider.spec
         assert spec.events is not None
-        raw_query = scope.get("query_string", b"")
-        query = QueryParams(raw_query) if raw_query else _NO_QUERY
+        query = _query(scope)
         texts = element_texts(body, spec.events, len(elements))
         if texts is None:  # no text to store for each element: the body as one, unread
             return await self._unread(provider, verified, headers, body)
@@ -1218,6 +1215,12 @@ def _stored(
         payload,
         client,
     )
+
+
+def _query(scope: Scope) -> QueryParams:
+    """The request's query parameters, for `query:` paths (most deliveries have none)."""
+    raw_query = scope.get("query_string", b"")
+    return QueryParams(raw_query) if raw_query else _NO_QUERY
 
 
 def _target(scope: Scope) -> str:

@@ -21,6 +21,7 @@ from shared.cli import providers as cli_providers
 from shared.cli.captures import Capture
 from shared.cli.proofs import BATCH_LISTED, prove_delivery
 from shared.providers import parse_providers
+from tests.integration.test_webhook_batches import hubspot_event
 from tests.unit.test_cli_proofs import CONFIG, NOW, ns
 
 HUBSPOT_SECRET = "a1b2c3d4-hubspot-client-secret"
@@ -50,18 +51,6 @@ HUBSPOT = (
     + CONFIG.split("[providers.acme.webhooks]")[0]
     + HUBSPOT_WEBHOOKS
 )
-
-
-def hubspot_event(event_id: int, job_id: str, kind: str = "job.finished") -> dict[str, Any]:
-    return {
-        "eventId": event_id,
-        "subscriptionId": 2100,
-        "portalId": 62515,
-        "occurredAt": NOW * 1000,
-        "subscriptionType": kind,
-        "attemptNumber": 0,
-        "objectId": job_id,
-    }
 
 
 def hubspot_delivery(tmp_path: Path, body: bytes) -> Path:
