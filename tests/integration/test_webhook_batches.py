@@ -11,17 +11,27 @@ text, and the answer sent only once every element is committed. Before
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import hmac
 import json
-from collections.abc import Mapping
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
+from bench.harness import free_port, wait_until
 from receiver.webhooks import endpoint, ingest
 from receiver.webhooks.endpoint import BATCH_SUBMIT_CHUNK
 from shared import ledger
@@ -729,3 +739,90 @@ def test_a_schemes_own_body_id_keys_batch_elements_and_check_says_so() -> None:
         "each element of the list at /data is an event of its own, deduplicated on its "
         "own id at /id" in line
     )
+
+
+# ------------------------------------------------------------- a real crash
+
+
+async def _started_receiver(
+    tmp_path: Path, db_url: str, name: str
+) -> tuple[subprocess.Popen[bytes], int]:
+    """`jobwarden receiver` in a process of its own, once it says it is ready."""
+    config = tmp_path / "jobwarden.toml"
+    config.write_text(STANDARD_BATCH.replace("EVENTS", ""))
+    notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    notify.bind(str(tmp_path / f"notify-{name}"))
+    notify.setblocking(False)
+    port = free_port()
+    env = {
+        **os.environ,
+        "DATABASE_URL": db_url,
+        "JW_CONFIG": str(config),
+        "S": SECRET,
+        "NOTIFY_SOCKET": str(tmp_path / f"notify-{name}"),
+        "JW_LOG_LEVEL": "WARNING",
+    }
+    with (tmp_path / f"{name}.log").open("wb") as log:  # the child keeps its own copy
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "shared.cli", "receiver", "--port", str(port)],
+            env=env,
+            stdout=log,
+            stderr=log,
+        )
+    loop = asyncio.get_running_loop()
+    try:
+        ready = await asyncio.wait_for(loop.sock_recv(notify, 1024), 60)
+    finally:
+        notify.close()
+    assert ready == b"READY=1"
+    return proc, port
+
+
+async def test_a_receiver_killed_mid_batch_loses_nothing_and_the_resend_stores_each_once(
+    db: Any, db_url: str, tmp_path: Path
+) -> None:
+    """SIGKILL while a long batch is being stored, parts committed and parts not: the
+    sender, unanswered, posts the batch again to the restarted receiver, which
+    stores the rest, each element exactly once."""
+    count = 40_000
+    body = json.dumps([{"job_id": f"j-{n:05}"} for n in range(count)]).encode()
+    headers = standard_headers(body, "msg_killed", timestamp=int(time.time()))
+    proc, port = await _started_receiver(tmp_path, db_url, "first")
+    try:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=60) as client:
+            posting = asyncio.create_task(
+                client.post("/webhooks/sim", content=body, headers=headers)
+            )
+            await wait_until(
+                lambda: _stored_count(db, lambda n: n > 0), 60, "a first part committed", 0.005
+            )
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(30)
+            with pytest.raises(httpx.TransportError):
+                await posting  # never answered: the sender will post it again
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(30)
+    survived = int(await db.fetchval("SELECT count(*) FROM webhook_events"))
+    assert 0 < survived < count  # killed mid-batch: some parts in, some not
+    proc, port = await _started_receiver(tmp_path, db_url, "second")
+    try:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=60) as client:
+            resent = await client.post("/webhooks/sim", content=body, headers=headers)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(30)
+    assert resent.json() == {
+        "status": "stored",
+        "events": count,
+        "new": count - survived,
+        "duplicates": survived,
+        "matched": 0,
+    }
+    rows = await db.fetch("SELECT remote_job_id FROM webhook_events")
+    assert sorted(r["remote_job_id"] for r in rows) == [f"j-{n:05}" for n in range(count)]
+
+
+async def _stored_count(db: Any, holds: Callable[[int], bool]) -> bool:
+    return holds(int(await db.fetchval("SELECT count(*) FROM webhook_events")))
