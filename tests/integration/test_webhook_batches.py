@@ -560,7 +560,7 @@ class FailingParser(ProviderAdapter):
         if ref == FailingParser.broken:
             raise RuntimeError("a plugin's bug")
         return WebhookFact(
-            event_id=None,
+            event_id="ignored: the receiver keys the event",
             remote_job_id=ref,
             remote_state=RemoteState.RUNNING,
             raw_state="running",
