@@ -364,12 +364,10 @@ class WebhookEndpoint:
     async def _handle(
         self, scope: Scope, receive: Receive, provider: _Provider | None
     ) -> tuple[int, bytes, Sequence[tuple[bytes, bytes]]]:
-        if provider is not None and scope["method"] == "GET" and provider.spec.get_challenge:
-            echoed = _echoed_get_challenge(provider, scope)
-            if echoed is not None:
-                return echoed
-        if provider is not None and scope["method"] == "OPTIONS" and provider.spec.allowed_origins:
-            return _origin_handshake(provider.spec.allowed_origins, scope["headers"])
+        if provider is not None and scope["method"] != "POST":
+            handshake = _handshake(provider, scope)
+            if handshake is not None:
+                return handshake
         provider, headers, body = await self._request(scope, receive, provider)
         verified = self._verify(provider, headers, body, scope)
         self._metrics.verified(provider.name)
@@ -1056,6 +1054,20 @@ _ECHO_HEADERS = (
 )
 # ... and inside a JSON object (Strava's).
 _JSON_ECHO = ((b"content-type", b"application/json"), (b"x-content-type-options", b"nosniff"))
+
+
+def _handshake(
+    provider: _Provider, scope: Scope
+) -> tuple[int, bytes, Sequence[tuple[bytes, bytes]]] | None:
+    """The answer to a sender's check of the endpoint before it delivers (a GET
+    challenge, CloudEvents' OPTIONS), or None: the request is then refused as any
+    method but POST is."""
+    method, spec = scope["method"], provider.spec
+    if method == "GET" and spec.get_challenge:
+        return _echoed_get_challenge(provider, scope)
+    if method == "OPTIONS" and spec.allowed_origins:
+        return _origin_handshake(spec.allowed_origins, scope["headers"])
+    return None
 
 
 def _origin_handshake(

@@ -23,7 +23,7 @@ import math
 import os
 import re
 import tomllib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from importlib import resources
@@ -817,14 +817,24 @@ def _auth(table: _Table | None) -> AuthSpec | None:
     table.finish()
     if secret is None:
         return None
-    try:
-        _header_safe(secret.reveal())
-    except ValueError as exc:
-        key = "secret_env" if secret.source.startswith("env:") else "secret_file"
-        raise table.error(key, f"{secret.source.partition(':')[2]}: {exc}") from None
-    if isinstance(secret, FollowedSecret):  # a rotated token must pass the same check
-        secret.checked_by(_header_safe)
+    _check_secret(table, secret, _header_safe, ("secret_env", "secret_file"))
     return AuthSpec(header=header, value=template, secret=secret, extra_hosts=extra_hosts)
+
+
+def _check_secret(
+    table: _Table, secret: Secret, check: Callable[[str], None], keys: tuple[str, str]
+) -> None:
+    """`check` (raising ValueError) on a secret's value now and, for a followed file,
+    on every value it is rotated to. Its problem names the key the secret came
+    from (`keys`: the env one, the file one) and its source, never the value:
+    the checks never quote it."""
+    try:
+        check(secret.reveal())
+    except ValueError as exc:
+        key = keys[0] if secret.source.startswith("env:") else keys[1]
+        raise table.error(key, f"{secret.source.partition(':')[2]}: {exc}") from None
+    if isinstance(secret, FollowedSecret):  # a rotated file must pass the same check
+        secret.checked_by(check)
 
 
 def _aws_auth(table: _Table) -> AuthSpec | None:
@@ -2202,17 +2212,9 @@ def _webhooks(table: _Table | None, status: StatusSpec) -> WebhookSpec | None:
     except ValueError as exc:
         raise table.error("options", str(exc)) from None
     secrets = _webhook_secrets(table, optional)
+    usable = functools.partial(signatures.check_secret, scheme.value, options=options)
     for secret in secrets:
-        try:
-            signatures.check_secret(scheme.value, secret.reveal(), options)
-        except ValueError as exc:
-            # The signature library never quotes the secret; we name its source.
-            key = "secrets_env" if secret.source.startswith("env:") else "secrets_file"
-            raise table.error(key, f"{secret.source.partition(':')[2]}: {exc}") from None
-        if isinstance(secret, FollowedSecret):  # a rotated file must pass the same check
-            secret.checked_by(
-                functools.partial(signatures.check_secret, scheme.value, options=options)
-            )
+        _check_secret(table, secret, usable, ("secrets_env", "secrets_file"))
     operation_id = _webhook_operation_id(table)
     client_reference = table.path("client_reference", WEBHOOK)
     job_id = table.path("job_id", WEBHOOK)
@@ -2375,13 +2377,7 @@ def _query_param(table: _Table, key: str, required: bool = False) -> str:
 def _check_verify_token(table: _Table, token: Secret) -> None:
     """The token is compared with a query parameter's decoded value: text a URL can
     carry, never empty (an empty one would match a GET that names none)."""
-    try:
-        _usable_verify_token(token.reveal())
-    except ValueError as exc:
-        key = "verify_token_env" if token.source.startswith("env:") else "verify_token_file"
-        raise table.error(key, f"{token.source.partition(':')[2]}: {exc}") from None
-    if isinstance(token, FollowedSecret):  # a rotated file must pass the same check
-        token.checked_by(_usable_verify_token)
+    _check_secret(table, token, _usable_verify_token, ("verify_token_env", "verify_token_file"))
 
 
 def _usable_verify_token(value: str) -> None:
