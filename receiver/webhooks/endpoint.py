@@ -602,8 +602,8 @@ class WebhookEndpoint:
             return await self._unread(provider, verified, headers, body)
         outcomes: list[Outcome] = []
         refused: _Refusal | None = None  # the first element refused for good
-        # A part at a time, read then stored: a long batch never holds the event
-        # loop for all of its elements at once, other deliveries run between parts.
+        # The body was parsed and cut whole above; each element is then read and
+        # stored a part at a time, so other deliveries run between parts.
         for start in range(0, len(elements), BATCH_SUBMIT_CHUNK):
             part: list[Event] = []
             for index in range(start, min(start + BATCH_SUBMIT_CHUNK, len(elements))):
