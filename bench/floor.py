@@ -15,6 +15,12 @@ endpoint shows whether the machine and the stack leave room for a target,
 and the receiver's ratio over it says how much of that room it uses.
 `bench.receiver_handler` runs its delivery handler in process beside the
 receiver's, to compare the CPU each spends per delivery.
+
+`serve(..., write=ReceiverWrite(provider))` puts the floor's handler in front
+of the receiver's own write instead (`ReceiverWrite`): the receiver's writer,
+statement and commit behind a handler that costs next to nothing. Beside the
+floor and the receiver, it splits the receiver's distance from the floor
+into its handler's part and its write's.
 """
 
 from __future__ import annotations
@@ -27,15 +33,20 @@ import hmac
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
+import orjson
 from starlette.types import Receive, Scope, Send
 
 from bench.stack import record_stack
+from shared.ledger.states import RemoteState
 from shared.serve import run as run_loop
+from shared.settings import Settings
 
 TABLE = "bench_floor_events"
 REPLAY_WINDOW_SECONDS = 300
+# The states a delivery's `state` may name as it is (the ledger's).
+_STATES = frozenset(state.value for state in RemoteState)
 
 Store = Callable[[str, bytes], Awaitable[None]]
 Deliver = Callable[[Scope, Receive, Send], Awaitable[None]]
@@ -78,6 +89,16 @@ def delivery_handler(secret: str, store: Store, now: Callable[[], float] = time.
         await send({"type": "http.response.body", "body": b""})
 
     return deliver
+
+
+class Writer(Protocol):
+    """Where the floor's handler stores what it verified (`serve`)."""
+
+    async def start(self, database_url: str) -> None: ...
+
+    async def store(self, event_id: str, body: bytes) -> None: ...
+
+    async def stop(self) -> None: ...
 
 
 class GroupCommit:
@@ -162,8 +183,60 @@ def _settle(batch: list[tuple[str, bytes, asyncio.Future[None]]], error: Excepti
             future.set_exception(error)
 
 
-def serve(port: int, database_url: str, stack_file: Path, secret: str) -> None:
-    """The floor on the stack every server here runs on (`shared.serve`)."""
+class ReceiverWrite:
+    """The receiver's own write (`receiver.webhooks.ingest`: its group-commit writer on
+    a pool made as the receiver makes it, its statement, its commit), storing the event
+    the receiver makes of a bench delivery: the signed id, the body's `job_id` and
+    `state` (a state the ledger names, else none), the body as the payload.
+
+    The floor's handler checks the delivery; what is left is the write, so a server
+    with this writer shows what the receiver reaches with a handler costing next to
+    nothing. An event the writer refuses fails its request (500), as the floor's own.
+    """
+
+    def __init__(self, provider: str) -> None:
+        self._provider = provider
+        self._pool: Any = None
+        self._ingestor: Any = None
+
+    async def start(self, database_url: str) -> None:
+        from receiver.webhooks.ingest import Ingestor, create_writer_pool
+
+        self._pool = await create_writer_pool(database_url)
+        self._ingestor = Ingestor(self._pool, acquire_timeout=Settings.db_acquire_timeout)
+        self._ingestor.start()
+
+    async def store(self, event_id: str, body: bytes) -> None:
+        from receiver.webhooks.ingest import Event
+
+        document = orjson.loads(body)
+        raw = document.get("state")
+        state = raw if raw in _STATES else None
+        job = document.get("job_id")
+        event = Event(
+            self._provider,
+            event_id,
+            "standard_webhooks",
+            True,
+            job,
+            None,
+            state,
+            raw,
+            body.decode(),
+        )
+        await self._ingestor.submit(event)
+
+    async def stop(self) -> None:
+        if self._ingestor is not None:
+            await self._ingestor.close()
+            await self._pool.close()
+
+
+def serve(
+    port: int, database_url: str, stack_file: Path, secret: str, write: Writer | None = None
+) -> None:
+    """The floor on the stack every server here runs on (`shared.serve`); `write`:
+    where it stores (default: its own `GroupCommit`)."""
     from starlette.applications import Starlette
     from starlette.requests import Request
     from starlette.responses import Response
@@ -172,7 +245,7 @@ def serve(port: int, database_url: str, stack_file: Path, secret: str) -> None:
     from shared import heap
     from shared.serve import serve_forever
 
-    writer = GroupCommit()
+    writer = write or GroupCommit()
     deliver = delivery_handler(secret, writer.store)
 
     class FloorApp(Starlette):

@@ -24,7 +24,12 @@ What it does, in one run on this machine:
    only what no durable receiver may skip (the HMAC, a replay window, a
    unique-key INSERT committed before the answer, group commit), as plain
    ASGI (bench/floor.py), with a request set of its own; what it reaches
-   shows how much room this stack and machine leave a receiver;
+   shows how much room this stack and machine leave a receiver. A fourth
+   joins them: the floor's handler in front of the receiver's own write
+   (`floor.ReceiverWrite`: its group-commit writer, statement and commit), so
+   the receiver's distance from the floor splits into its handler's part (the
+   receiver against this server) and its write's (this server against the
+   floor);
 3. then events for the jobs of 1,000 existing operations: each is also an
    observation and a reconciler wake-up, in the same commit;
 4. sends a 10,000-delivery mixed load (20 % redeliveries of earlier events,
@@ -115,6 +120,8 @@ WARMUP_SECONDS = 2
 REQUESTS_PER_PHASE = 200_000
 # The floor answers three times as fast as the receiver: a set of its own.
 FLOOR_REQUESTS = 3 * REQUESTS_PER_PHASE
+# The floor's handler on the receiver's write: up to twice as fast.
+FLOOR_WRITE_REQUESTS = 2 * REQUESTS_PER_PHASE
 # Operations the throughput events belong to (each gets many events).
 OPERATIONS = 1000
 MIXED_TOTAL = 10_000
@@ -812,7 +819,8 @@ def print_report(
     print(
         f"wrk -t{WRK_THREADS} -c{WRK_CONNECTIONS}, distinct signed Standard Webhooks deliveries, "
         f"uvicorn 1 worker (the --workers rows: {WORKERS}), {os.cpu_count()} CPUs; bare, "
-        f"receiver and floor alternate in {ROUNDS} rounds of {round_seconds} s, and so do their "
+        f"receiver, floor and the floor's handler on the receiver's write alternate in "
+        f"{ROUNDS} rounds of {round_seconds} s, and so do their "
         f"{WORKERS}-worker servers (req/s over all rounds, median p50/p99); the one-at-a-time "
         f"rows: wrk -c{QUIET_CONNECTIONS}, alternating in rounds of their own"
     )
@@ -856,6 +864,9 @@ def print_report(
     ceiling = next((series for series, _ in runs if series.name == FLOOR), None)
     if ceiling is not None:
         print_floor(first, bare, ceiling)
+    write_only = next((series for series, _ in runs if series.name == FLOOR_WRITE), None)
+    if ceiling is not None and write_only is not None:
+        print_split(first, bare, ceiling, write_only)
     multi = next((series for series, _ in runs if "--workers" in series.name), None)
     if multi is not None:
         print_workers_target(first, multi, bare, bare_multi)
@@ -892,6 +903,7 @@ def print_report(
 
 QUIET = "receiver: one delivery at a time"
 FLOOR = "floor: HMAC + group-commit INSERT only"
+FLOOR_WRITE = "floor's handler + the receiver's write"
 
 
 def _optional(value: float | None) -> str:
@@ -907,6 +919,21 @@ def print_floor(first: Series, bare: Series, ceiling: Series) -> None:
         f"  the floor against the bare endpoint: {ceiling.per_second / bare.per_second:.2f} "
         f"(per round: {per_round}); the receiver against the floor: "
         f"{first.per_second / ceiling.per_second:.2f}"
+    )
+
+
+def print_split(first: Series, bare: Series, ceiling: Series, write_only: Series) -> None:
+    """The receiver's distance from the floor, split: the floor's handler on the receiver's
+    write against the floor is the write's part; the receiver against that, its handler's."""
+    per_round = "  ".join(
+        f"{w.per_second / b.per_second:.2f}"
+        for w, b in zip(write_only.runs, bare.runs, strict=True)
+    )
+    print(
+        f"  the floor's handler on the receiver's write against the bare endpoint: "
+        f"{write_only.per_second / bare.per_second:.2f} (per round: {per_round}); "
+        f"the write's part (it / the floor): {write_only.per_second / ceiling.per_second:.2f}; "
+        f"the handler's part (the receiver / it): {first.per_second / write_only.per_second:.2f}"
     )
 
 
@@ -1021,10 +1048,11 @@ async def run(round_seconds: int, warmup: int) -> int:
             script.write_text(LUA)
             mixed_script.write_text(MIXED_LUA)
             names = ("warm", "quietwarm", "new", "nolog", "quiet", "matched", "naive", "workers")
-            sets = {name: folder / f"{name}.tsv" for name in (*names, "floor")}
+            sets = {name: folder / f"{name}.tsv" for name in (*names, "floor", "floorw")}
             write_requests(sets["warm"], "warm", 50_000, matched=False)
             write_requests(sets["quietwarm"], "quietwarm", 50_000, matched=False)
             write_requests(sets["floor"], "floor", FLOOR_REQUESTS, matched=False)
+            write_requests(sets["floorw"], "floorw", FLOOR_WRITE_REQUESTS, matched=False)
             for name in ("new", "nolog", "quiet", "matched", "naive", "workers"):
                 write_requests(sets[name], name, REQUESTS_PER_PHASE, matched=name == "matched")
             print(f"bench: logs in {tmp} while running", file=sys.stderr)
@@ -1034,21 +1062,24 @@ async def run(round_seconds: int, warmup: int) -> int:
                 Server("bare", folder / "bare.log") as bare_server,
                 Server("receiver", folder / "receiver.log", database_url) as receiver,
                 Server("floor", folder / "floor.log", database_url) as floor_server,
+                Server("floor-write", folder / "floor-write.log", database_url) as floor_write,
                 sequencer_thread(database_url),
             ):
                 stacks = {
                     "bare": bare_server.stack,
                     "receiver": receiver.stack,
                     "floor": floor_server.stack,
+                    "floor's handler, receiver's write": floor_write.stack,
                 }
                 print(describe(stacks), file=sys.stderr)
                 require_same_stack(stacks)  # before a minute of load, not after
-                for server in (bare_server, receiver, floor_server):
+                for server in (bare_server, receiver, floor_server, floor_write):
                     run_wrk("warmup", server, script, sets["warm"], warmup)
                 bare_runs: list[LoadResult] = []
                 new_runs: list[LoadResult] = []
                 nolog_runs: list[LoadResult] = []
                 floor_runs: list[LoadResult] = []
+                floor_write_runs: list[LoadResult] = []
                 for _ in range(ROUNDS):
                     bare_runs.append(
                         run_wrk("bare", bare_server, script, sets["new"], round_seconds)
@@ -1081,6 +1112,16 @@ async def run(round_seconds: int, warmup: int) -> int:
                             _past(floor_runs),
                         )
                     )
+                    floor_write_runs.append(
+                        run_wrk(
+                            "floorw",
+                            floor_write,
+                            script,
+                            sets["floorw"],
+                            round_seconds,
+                            _past(floor_write_runs),
+                        )
+                    )
                 quiet_bare_runs, quiet_runs = quiet_rounds(
                     bare_server, database_url, folder, script, sets, round_seconds, stacks
                 )
@@ -1099,6 +1140,10 @@ async def run(round_seconds: int, warmup: int) -> int:
                     (
                         Series(FLOOR, tuple(floor_runs)),
                         await count_events(database_url, "floor", floor.TABLE),
+                    ),
+                    (
+                        Series(FLOOR_WRITE, tuple(floor_write_runs)),
+                        await count_events(database_url, "floorw"),
                     ),
                 ]
                 quiet_bare = Series("bare Starlette 204, one at a time", tuple(quiet_bare_runs))
@@ -1184,7 +1229,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="2 s rounds (smoke test)")
     parser.add_argument(
         "--serve",
-        choices=["bare", "floor", "receiver", "naive", "workers", "bare-workers"],
+        choices=["bare", "floor", "floor-write", "receiver", "naive", "workers", "bare-workers"],
         help=argparse.SUPPRESS,
     )
     parser.add_argument("--reuse-port", action="store_true", help=argparse.SUPPRESS)
@@ -1197,6 +1242,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.serve == "floor":
         floor.serve(args.port, args.database_url, args.stack_file, SECRET)
+        return 0
+    if args.serve == "floor-write":
+        write = floor.ReceiverWrite(PROVIDER)
+        floor.serve(args.port, args.database_url, args.stack_file, SECRET, write)
         return 0
     if args.serve in ("receiver", "naive"):
         serve_receiver(

@@ -1,0 +1,110 @@
+"""The benchmarks' "floor's handler + the receiver's write" stores what the receiver stores.
+
+`bench.receiver` splits the receiver's distance from the floor into its
+handler's part and its write's with a server that puts the floor's handler
+in front of `floor.ReceiverWrite`. The split means something only if that
+write is the receiver's: the same row, the same statement's matching and
+wake-up. Each case posts a bench delivery to the real receiver (a real
+socket) and hands the same body, under another id, to `ReceiverWrite`, then
+compares the two rows column by column.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+
+from bench import floor
+from bench.receiver import PROVIDER, SECRET, event_body, signed_headers
+from receiver.app import build_app
+from shared import ledger
+from shared.providers import load_preset
+from shared.serve import serve_app
+from shared.settings import Settings
+
+NOW = 1_800_000_000
+# Every column a delivery decides (ids, times and the key itself aside).
+COLUMNS = (
+    "signature_scheme",
+    "id_signed",
+    "remote_job_id",
+    "operation_ref",
+    "client_reference",
+    "remote_state",
+    "remote_state_raw",
+    "payload",
+    "operation_id IS NOT NULL AS attached",
+    "duplicate_deliveries",
+)
+
+
+async def _row(db: Any, event_id: str) -> dict[str, Any]:
+    row = await db.fetchrow(
+        f"SELECT {', '.join(COLUMNS)} FROM webhook_events WHERE provider = $1 AND event_id = $2",
+        PROVIDER,
+        event_id,
+    )
+    assert row is not None, f"{event_id} was not stored"
+    return dict(row)
+
+
+async def _operation(db: Any, job: str) -> str:
+    """An operation holding `job`, recorded through the ledger as a real one is."""
+    submitted = await ledger.submit_operation(
+        db,
+        provider=PROVIDER,
+        kind="bench",
+        request=ledger.RequestSpec("POST", "/v1/jobs", {}),
+        requested_by="test",
+    )
+    await ledger.record_remote_job(db, submitted.operation_id, job, create_mode="async")
+    return submitted.operation_id
+
+
+async def _woken(db: Any, operation_id: str) -> bool:
+    """Whether a wake-up is pending for the operation; it is cleared as it is read."""
+    woken: bool = await db.fetchval(
+        "DELETE FROM operation_wakes WHERE operation_id = $1 RETURNING true", operation_id
+    )
+    return bool(woken)
+
+
+@pytest.mark.parametrize(
+    ("state", "known"),
+    [("succeeded", False), ("running", False), ("succeeded", True), ("paused", False)],
+)
+async def test_the_floor_writes_what_the_receiver_writes(
+    db_url: str, db: Any, pool: Any, state: str, known: bool
+) -> None:
+    job = f"job_{state}_{known}"
+    operation_id = await _operation(db, job) if known else None
+    if operation_id is not None:
+        await _woken(db, operation_id)  # none pending before the deliveries
+    body = event_body(job, state)
+    desc = load_preset("simulator", {"JW_SIM_WEBHOOK_SECRET": SECRET})
+    app = build_app(Settings(providers={PROVIDER: desc}), pool, now=lambda: float(NOW))
+    async with serve_app(app) as url, httpx.AsyncClient(base_url=url) as client:
+        answer = await client.post(
+            f"/webhooks/{PROVIDER}", content=body, headers=signed_headers("by-receiver", NOW, body)
+        )
+        assert answer.status_code == 200, answer.text
+    woken_by_receiver = operation_id is not None and await _woken(db, operation_id)
+
+    write = floor.ReceiverWrite(PROVIDER)
+    await write.start(db_url)
+    try:
+        await write.store("by-floor", body)
+        await write.store("by-floor", body)  # a redelivery: counted, not stored again
+    finally:
+        await write.stop()
+
+    by_receiver, by_floor = await _row(db, "by-receiver"), await _row(db, "by-floor")
+    assert by_floor["duplicate_deliveries"] == 1
+    by_floor["duplicate_deliveries"] = 0
+    assert by_floor == by_receiver
+    assert by_floor["attached"] is known
+    if operation_id is not None:  # each event woke the operation, or neither did
+        assert await _woken(db, operation_id) == woken_by_receiver
+        assert woken_by_receiver is (state != "running")  # news of a running job wakes none
