@@ -20,23 +20,18 @@ from bench import floor
 from bench.receiver import PROVIDER, SECRET, event_body, signed_headers
 from receiver.app import build_app
 from shared import ledger
+from shared.ledger.leaves import KINDS
 from shared.providers import load_preset
 from shared.serve import serve_app
 from shared.settings import Settings
 
 NOW = 1_800_000_000
-# Every column a delivery decides (ids, times and the key itself aside).
+# Every column the evidence log keeps of an event, but those naming the row
+# itself (its ids, its times); the operation it is attached to, as whether.
+_OWN = {"webhook_event_id", "provider", "event_id", "received_at", "attached_at", "operation_id"}
 COLUMNS = (
-    "signature_scheme",
-    "id_signed",
-    "remote_job_id",
-    "operation_ref",
-    "client_reference",
-    "remote_state",
-    "remote_state_raw",
-    "payload",
+    *(column for column in KINDS["webhook"].columns if column not in _OWN),
     "operation_id IS NOT NULL AS attached",
-    "duplicate_deliveries",
 )
 
 
