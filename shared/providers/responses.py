@@ -430,13 +430,18 @@ def _status_from_body(
     if percent is None and completed is not None and total:
         percent = round(100.0 * completed / total, 2)
     # the same file named twice is one file: fetched, stored and counted once
-    file_ids = tuple(
-        dict.fromkeys(
-            value
-            for path in desc.result.file_ids
-            for value in _ids_at(extract(path, body, headers))
-            if value is not None
+    id_paths = desc.result.file_ids
+    file_ids = (
+        tuple(
+            dict.fromkeys(
+                value
+                for path in id_paths
+                for value in _ids_at(extract(path, body, headers))
+                if value is not None
+            )
         )
+        if id_paths  # most descriptions name none: no generator on every read
+        else ()
     )
     checksum_field = desc.result.expect.checksum_options.status_field
     return StatusFact(
@@ -528,18 +533,25 @@ def _state_of(
 
 
 def _sum(paths: tuple[ValuePath, ...], body: Any, headers: Mapping[str, str]) -> int | None:
-    found = [as_int(extract(p, body, headers)) for p in paths]
-    numbers = [n for n in found if n is not None]
-    return sum(numbers) if numbers else None
+    """The sum of the counts these paths hold, or None when none holds one.
+
+    A loop, not two lists per call: every status read of a provider with counts
+    runs it four times, most often over a body that holds none."""
+    total: int | None = None
+    for path in paths:
+        number = as_int(extract(path, body, headers))
+        if number is not None:
+            total = number if total is None else total + number
+    return total
 
 
 def _counts(spec: StatusSpec, body: Any, headers: Mapping[str, str]) -> Counts | None:
     total = _sum(spec.counts_total, body, headers)
     succeeded = _sum(spec.counts_succeeded, body, headers)
     failed = _sum(spec.counts_failed, body, headers)
-    cancelled = _sum(spec.counts_cancelled, body, headers)
     if total is None and succeeded is None and failed is None:
-        return None
+        return None  # cancelled items alone make no counts: not read
+    cancelled = _sum(spec.counts_cancelled, body, headers)
     return Counts(total=total, succeeded=succeeded, failed=failed, cancelled=cancelled)
 
 

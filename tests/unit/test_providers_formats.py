@@ -28,6 +28,7 @@ from shared.providers import (
     validate_result,
 )
 from shared.providers.description import ProviderDescription
+from shared.providers.facts import Counts
 
 ENV = {"API_KEY": "sk-test", "WH_SECRET": "whsec_dGVzdA==", "HOOK_TOKEN": "tok-123"}
 
@@ -390,6 +391,28 @@ def anthropic_counts(succeeded: int, errored: int, canceled: int) -> dict[str, i
         "canceled": canceled,
         "expired": 0,
     }
+
+
+def test_counts_sum_what_their_paths_hold_and_are_absent_when_none_does() -> None:
+    """Several paths to one count add up; a path holding nothing (absent, null, not a
+    number) adds nothing; zero is a count; integers stay exact."""
+    desc = load(ANTHROPIC)
+
+    def counts(request_counts: object) -> Counts | None:
+        body = {"id": "b1", "processing_status": "in_progress", "request_counts": request_counts}
+        return parse_status(desc, response(200, body)).counts
+
+    assert counts(anthropic_counts(2, 1, 3)) == Counts(total=6, succeeded=2, failed=4, cancelled=3)
+    assert counts({"succeeded": 0}) == Counts(total=0, succeeded=0, failed=None, cancelled=None)
+    assert counts({"errored": "2", "canceled": None, "expired": "x", "processing": 1.0}) == Counts(
+        total=3, succeeded=None, failed=2, cancelled=None
+    )
+    assert counts({"other": 1}) is None
+    assert counts(None) is None
+    big = 2**70  # exact, never through a double
+    assert counts({"succeeded": big, "errored": 1}) == Counts(
+        total=big + 1, succeeded=big, failed=1, cancelled=None
+    )
 
 
 def test_anthropic_counts_decide_and_lookup_is_impossible() -> None:
