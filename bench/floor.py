@@ -16,7 +16,7 @@ and the receiver's ratio over it says how much of that room it uses.
 `bench.receiver_handler` runs its delivery handler in process beside the
 receiver's, to compare the CPU each spends per delivery.
 
-`serve(..., write=ReceiverWrite(provider))` puts the floor's handler in front
+`serve(..., write=ReceiverWrite(provider, states))` puts the floor's handler in front
 of the receiver's own write instead (`ReceiverWrite`): the receiver's writer,
 statement and commit behind a handler that costs next to nothing. Beside the
 floor and the receiver, it splits the receiver's distance from the floor
@@ -31,7 +31,7 @@ import contextlib
 import hashlib
 import hmac
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -45,8 +45,6 @@ from shared.settings import Settings
 
 TABLE = "bench_floor_events"
 REPLAY_WINDOW_SECONDS = 300
-# The states a delivery's `state` may name as it is (the ledger's).
-_STATES = frozenset(state.value for state in RemoteState)
 
 Store = Callable[[str, bytes], Awaitable[None]]
 Deliver = Callable[[Scope, Receive, Send], Awaitable[None]]
@@ -187,15 +185,18 @@ class ReceiverWrite:
     """The receiver's own write (`receiver.webhooks.ingest`: its group-commit writer on
     a pool made as the receiver makes it, its statement, its commit), storing the event
     the receiver makes of a bench delivery: the signed id, the body's `job_id` and
-    `state` (a state the ledger names, else none), the body as the payload.
+    `state` (mapped by `states`, the provider's webhook state map, as the receiver
+    maps it: a word it does not name is kept raw, with no state), the body as the
+    payload.
 
     The floor's handler checks the delivery; what is left is the write, so a server
     with this writer shows what the receiver reaches with a handler costing next to
     nothing. An event the writer refuses fails its request (500), as the floor's own.
     """
 
-    def __init__(self, provider: str) -> None:
+    def __init__(self, provider: str, states: Mapping[str, RemoteState]) -> None:
         self._provider = provider
+        self._states = states
         self._pool: Any = None
         self._ingestor: Any = None
 
@@ -211,7 +212,8 @@ class ReceiverWrite:
 
         document = orjson.loads(body)
         raw = document.get("state")
-        state = raw if raw in _STATES else None
+        mapped = self._states.get(raw) if isinstance(raw, str) else None
+        state = None if mapped is None else mapped.value
         job = document.get("job_id")
         event = Event(
             self._provider,

@@ -79,7 +79,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
@@ -92,6 +92,9 @@ from shared.ledger import log
 from shared.serve import Stack
 from shared.serve import run as run_loop
 from shared.signatures import sign_standard_webhooks
+
+if TYPE_CHECKING:
+    from shared.providers.description import ProviderDescription, WebhookSpec
 
 SECRET = "whsec_" + base64.b64encode(b"jobwarden-bench-signing-key-0001").decode()
 FORGED_SECRET = "whsec_" + base64.b64encode(b"not-the-secret-an-attacker-guess").decode()
@@ -395,6 +398,20 @@ def serve_bare(port: int, stack_file: Path, *, reuse_port: bool = False) -> None
     run_loop(serve_forever(app, "127.0.0.1", port, log_level="warning", reuse_port=reuse_port))
 
 
+def bench_provider() -> ProviderDescription:
+    """The provider the receiver serves the bench's deliveries as: the simulator's preset."""
+    from shared.providers import load_preset
+
+    return load_preset("simulator", {"JW_SIM_WEBHOOK_SECRET": SECRET})
+
+
+def bench_webhooks() -> WebhookSpec:
+    """`bench_provider`'s webhooks (its state map is the one `floor.ReceiverWrite` maps by)."""
+    spec = bench_provider().webhooks
+    assert spec is not None
+    return spec
+
+
 def serve_receiver(
     port: int, database_url: str, stack_file: Path, *, naive: bool = False, reuse_port: bool = False
 ) -> None:
@@ -409,7 +426,6 @@ def serve_receiver(
     from receiver.main import POOL_MAX_SIZE, run_receiver
     from receiver.webhooks import ingest
     from shared import logs
-    from shared.providers import load_preset
     from shared.settings import Settings
 
     if naive:
@@ -417,8 +433,7 @@ def serve_receiver(
         mock.patch.object(ingest, "WRITERS", POOL_MAX_SIZE - 2).start()
         mock.patch.object(ingest, "MAX_BATCH", 1).start()
     logs.configure()
-    desc = load_preset("simulator", {"JW_SIM_WEBHOOK_SECRET": SECRET})
-    settings = Settings(receiver_port=port, providers={PROVIDER: desc})
+    settings = Settings(receiver_port=port, providers={PROVIDER: bench_provider()})
     record_stack(stack_file)
     # as `jobwarden receiver` runs it (one of `--workers N` when reuse_port)
     run_loop(run_receiver(settings, database_url, reuse_port=reuse_port, settle_heap=True))
@@ -1244,7 +1259,7 @@ def main(argv: list[str] | None = None) -> int:
         floor.serve(args.port, args.database_url, args.stack_file, SECRET)
         return 0
     if args.serve == "floor-write":
-        write = floor.ReceiverWrite(PROVIDER)
+        write = floor.ReceiverWrite(PROVIDER, bench_webhooks().state_map)
         floor.serve(args.port, args.database_url, args.stack_file, SECRET, write)
         return 0
     if args.serve in ("receiver", "naive"):
