@@ -6,7 +6,9 @@ in front of `floor.ReceiverWrite`. The split means something only if that
 write is the receiver's: the same row, the same statement's matching and
 wake-up. Each case posts a bench delivery to the real receiver (a real
 socket) and hands the same body, under another id, to `ReceiverWrite`, then
-compares the two rows column by column.
+compares the two rows column by column. The rows alone would not show a
+writer batching or planning otherwise: its configuration is held to the
+receiver's too.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from bench.receiver import (
     signed_headers,
 )
 from receiver.app import build_app
+from receiver.webhooks.ingest import create_writer_pool
 from shared import ledger
 from shared.ledger.leaves import KINDS
 from shared.serve import serve_app
@@ -116,3 +119,28 @@ async def test_the_floor_writes_what_the_receiver_writes(
         assert await _woken(db, operation_id) == woken_by_receiver
         # news of a running job wakes none
         assert woken_by_receiver is (state not in ("running", "cancelling"))
+
+
+async def test_the_floor_writes_as_the_receiver_is_configured(db_url: str, pool: Any) -> None:
+    """The same rows are not the same work: the writers, their batches and their
+    connections (a statement planned once) are the receiver's as `jobwarden receiver`
+    makes them (`run_receiver`: its writer pool beside the shared one)."""
+    writer_pool = await create_writer_pool(db_url)
+    write = floor.ReceiverWrite(PROVIDER, bench_webhooks().state_map)
+    try:
+        app = build_app(
+            Settings(providers={PROVIDER: bench_provider()}), pool, writer_pool=writer_pool
+        )
+        receiver = app.state.ingestor
+        await write.start(db_url)
+        ours = write._ingestor  # what the bench's server runs with
+        assert ours.writers == receiver.writers
+        assert ours._max_batch == receiver._max_batch
+        assert ours._acquire_timeout == receiver._acquire_timeout
+        assert write._pool.get_max_size() == writer_pool.get_max_size()
+        async with write._pool.acquire() as conn, writer_pool.acquire() as theirs:
+            mode = "SHOW plan_cache_mode"
+            assert await conn.fetchval(mode) == await theirs.fetchval(mode)
+    finally:
+        await write.stop()
+        await writer_pool.close()
