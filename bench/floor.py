@@ -247,7 +247,7 @@ def serve(
     from shared import heap
     from shared.serve import serve_forever
 
-    writer = write or GroupCommit()
+    writer = write if write is not None else GroupCommit()
     deliver = delivery_handler(secret, writer.store)
 
     class FloorApp(Starlette):

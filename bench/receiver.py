@@ -1,6 +1,6 @@
 """Webhook receiver benchmark: committed events/s against a bare Starlette endpoint.
 
-    .venv/bin/python -m bench.receiver            # full run, about a minute and a half
+    .venv/bin/python -m bench.receiver            # full run, a few minutes
     .venv/bin/python -m bench.receiver --quick    # 2 s rounds, for a smoke test
 
 What it does, in one run on this machine:
