@@ -332,9 +332,12 @@ def extract(
         return None if query is None else query.get(path.name)
     node = body
     for segment in path.segments:
-        if type(segment) is Each:
+        if type(node) is dict and type(segment) is str:  # `_step`'s common step, inlined
+            node = node.get(segment)
+        elif type(segment) is Each:
             return _each(node, path.segments)
-        node = _step(node, segment)
+        else:
+            node = _step(node, segment)
         if node is None:
             return None
     return node

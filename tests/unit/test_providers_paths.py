@@ -4,13 +4,26 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from shared import redaction
 from shared.providers import ConfigError, Headers, parse_providers, sanitize_headers, sanitize_url
-from shared.providers.paths import PathSource, PathSyntaxError, extract, parse_path, set_value
+from shared.providers.paths import (
+    Each,
+    PathSource,
+    PathSyntaxError,
+    ValuePath,
+    _each,
+    _step,
+    extract,
+    parse_path,
+    set_value,
+)
 from shared.providers.templates import TemplateError, parse_template
 from shared.secret import Secret, SecretError
 
@@ -286,3 +299,38 @@ def test_secret_value_never_in_config_errors(tmp_path: Path) -> None:
 def test_a_list_index_counts_from_either_end(path: str, expected: str | None) -> None:
     page = {"data": [{"id": f"ftjob-{n}"} for n in (1, 2, 3)], "has_more": True}
     assert extract(parse_path(path), page) == expected
+
+
+def _stepwise(path: ValuePath, body: Any) -> Any:
+    """`extract` of a body path as one `_step` a segment: the reading its inlined
+    dictionary step must keep."""
+    node = body
+    for segment in path.segments:
+        if type(segment) is Each:
+            return _each(node, path.segments)
+        node = _step(node, segment)
+        if node is None:
+            return None
+    return node
+
+
+_KEYS = st.sampled_from(["a", "b", "kind", "0", "1", "-1", "c d", "é"])
+_LEAVES = st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=3))
+_BODIES = st.recursive(
+    _LEAVES,
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(_KEYS, inner, max_size=3)),
+    max_leaves=12,
+)
+_PATHS = st.lists(
+    st.one_of(_KEYS, st.just("[kind=x]"), st.just("[*]")), min_size=0, max_size=4
+).map(lambda parts: "/" + "/".join(parts) if parts else "")
+
+
+@settings(max_examples=400, deadline=None)
+@given(body=_BODIES, text=_PATHS)
+def test_extract_reads_as_one_step_a_segment(body: Any, text: str) -> None:
+    try:
+        path = parse_path(text, each=True)
+    except PathSyntaxError:
+        return
+    assert extract(path, body) == _stepwise(path, body)
