@@ -26,6 +26,7 @@ from shared.providers import (
 from shared.providers.config import CREATE_VALUES
 from shared.providers.description import ProviderDescription
 from shared.providers.requests import CREATE_CONTEXT_VALUES
+from shared.providers.templates import check_path_value
 
 API_KEY = "sk-test-0123456789abcdef"
 SIM = load_preset(
@@ -102,6 +103,18 @@ def test_status_path_quotes_the_job_id() -> None:
 def test_status_refuses_ids_that_break_out_of_the_path(job_id: str) -> None:
     with pytest.raises(UnsafeJobIdError):
         build_status(SIM, job_id)
+
+
+def test_a_path_value_is_refused_for_exactly_the_control_characters() -> None:
+    """C0 controls and DEL, anywhere in the value; every other code point passes
+    (the whole of Unicode, lone surrogates included: quoting handles the rest)."""
+    for code in range(0x110000):
+        value = f"job{chr(code)}1"
+        if code < 0x20 or code == 0x7F:
+            with pytest.raises(UnsafeJobIdError, match="control character"):
+                check_path_value(value)
+        else:
+            check_path_value(value)
 
 
 def test_reserved_expansion_keeps_slashes_but_refuses_climbing() -> None:
