@@ -120,7 +120,7 @@ import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import Any, NamedTuple, NoReturn
 
 from starlette.datastructures import Headers, QueryParams
 from starlette.types import Receive, Scope, Send
@@ -373,13 +373,12 @@ class WebhookEndpoint:
         self._metrics.verified(provider.name)
         body = provider.spec.scrub_token(body)  # echoed in the body: never stored with it
         form = provider.takes_form and twilio.is_form(headers.get("content-type"))
-        batch = batch_of(provider.spec, body, form=form)
+        batch, document, stored_body = read_delivery(provider.spec, body, form=form)
         if batch is not None:
             answered = self._batch_challenge(provider, batch, headers, body, scope)
             if answered is not None:
                 return answered
             return await self._batch(provider, verified, headers, scope, body, batch)
-        document, stored_body = read_body(body, form=form)
         challenge = provider.spec.challenge
         if document is not None and challenge is not None:
             answered = self._challenged(provider, challenge, headers, body, scope, document)
@@ -1117,7 +1116,7 @@ def _reject_constant(name: str) -> NoReturn:
 def _parse_json(body: bytes) -> dict[str, Any] | None:
     """The body as a JSON object; None for one that is not a JSON object this
     endpoint can read (nested too deep, an array or a scalar, not JSON, not UTF-8).
-    A batch provider's list is read by `batch_of`, not here.
+    A batch provider's list is read by `read_delivery`, not here.
 
     Read as `json.loads` reads it, NaN and Infinity refused (RFC 8259), by
     orjson where that reads it the same (`shared.jsonread`); a body that
@@ -1142,26 +1141,33 @@ def _parse_any(body: bytes) -> Any:
             return _NOT_JSON
 
 
-def batch_of(spec: WebhookSpec, body: bytes, *, form: bool) -> list[Any] | None:
-    """A batch delivery's events (`[webhooks] events`), or None for a body that is
-    one event (or none readable), read as a provider without `events` reads it."""
-    if spec.events is None or form:
-        return None
-    document = _parse_any(body)
-    return None if document is _NOT_JSON else batch_elements(spec.events, document)
+class Delivery(NamedTuple):
+    """A verified body as the endpoint reads it (`read_delivery`)."""
+
+    batch: list[Any] | None  # a batch's events (`[webhooks] events`); else None
+    document: dict[str, Any] | None  # one event's object; None: none read (or a batch)
+    stored: bytes  # the body as it is stored: a form's fields as one JSON object
 
 
-def read_body(body: bytes, *, form: bool) -> tuple[dict[str, Any] | None, bytes]:
-    """A verified delivery's document (None: no JSON object this endpoint reads)
-    and the body as it is stored: a form's fields (Twilio's, `form`) as one JSON
-    object, any other body as it came."""
-    if not form:
-        return _parse_json(body), body
-    try:
-        document = _form_document(body)
-    except SignatureError:  # verified by a plugin, yet no form we read: stored unread
-        return None, body
-    return document, json.dumps(document, ensure_ascii=False).encode()
+def read_delivery(spec: WebhookSpec, body: bytes, *, form: bool) -> Delivery:
+    """A verified delivery, its body parsed once: a batch's events where the
+    provider's `events` names a list in it; else its document (None: no JSON object
+    this endpoint reads, a provider without `events` reading the body the same)
+    and the body as it is stored (a form's fields, Twilio's `form`, as one JSON
+    object; any other body as it came)."""
+    if form:
+        try:
+            document = _form_document(body)
+        except SignatureError:  # verified by a plugin, yet no form we read: stored unread
+            return Delivery(None, None, body)
+        return Delivery(None, document, json.dumps(document, ensure_ascii=False).encode())
+    parsed = _parse_any(body)
+    if parsed is _NOT_JSON:
+        return Delivery(None, None, body)
+    batch = None if spec.events is None else batch_elements(spec.events, parsed)
+    if batch is not None:
+        return Delivery(batch, None, body)
+    return Delivery(None, parsed if isinstance(parsed, dict) else None, body)
 
 
 def _form_document(body: bytes) -> dict[str, Any]:

@@ -16,10 +16,9 @@ from urllib.parse import urlsplit
 
 from receiver.webhooks.batches import element_texts
 from receiver.webhooks.endpoint import (
-    batch_of,
     dedupe_id,
     element_dedupe_id,
-    read_body,
+    read_delivery,
     signed_url,
 )
 from shared.cli.captures import Capture
@@ -156,7 +155,7 @@ def prove_delivery(
     form = spec.scheme is WebhookScheme.TWILIO and twilio.is_form(content_type)
     why = _verifies(adapter, spec)
     # a batch is split before any challenge is looked for, as the receiver does
-    elements = batch_of(spec, body, form=form)
+    elements, document, stored = read_delivery(spec, body, form=form)
     texts = None if elements is None else _cut(spec, body, elements)
     if elements is not None and texts is not None:
         if len(elements) == 1 and spec.challenge is not None:  # Event Grid's validation
@@ -164,7 +163,6 @@ def prove_delivery(
             if challenged is not None:
                 return challenged
         return _prove_batch(adapter, spec, capture, elements, texts, why)
-    document, stored = read_body(body, form=form)
     if document is not None and spec.challenge is not None:
         challenged = _challenge(spec, document)
         if challenged is not None:
@@ -227,7 +225,7 @@ def _recorded(event_id: str, fact: WebhookFact) -> dict[str, Any]:
 def _cut(spec: WebhookSpec, body: bytes, elements: list[Any]) -> list[bytes] | None:
     """Each element's text as the receiver cuts it; None when it cannot (it then
     stores the body as one unread event, as this proof then reports it)."""
-    assert spec.events is not None  # batch_of found a list where it points
+    assert spec.events is not None  # read_delivery found a list where it points
     return element_texts(body, spec.events, len(elements))
 
 
