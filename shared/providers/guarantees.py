@@ -289,8 +289,7 @@ def _batch_note(spec: WebhookSpec) -> str:
         return ""
     where = f"at {spec.events.text}" if spec.events.text else "the body"
     own_id = body_event_id(spec)
-    signed = own_id is not None and signatures.signs_body(spec.scheme.value, spec.options)
-    key = f"its own id at {own_id.text}" if signed and own_id else "its bytes' sha256"
+    key = f"its own id at {own_id.text}" if own_id else "its bytes' sha256"
     return (
         f"; batches: each element of the list {where} is an event of its own, deduplicated "
         f"on {key}, answered once all are stored"

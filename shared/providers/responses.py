@@ -82,6 +82,7 @@ from shared.providers.values import (
     listed_code,
     raw_text,
 )
+from shared.signatures import signs_body
 from shared.text import scrub_text
 
 # A provider's estimate past a month is no estimate (deadlines stop there).
@@ -104,10 +105,13 @@ _SCHEME_EVENT_ID: dict[WebhookScheme, ValuePath] = {
 
 
 def body_event_id(spec: WebhookSpec) -> ValuePath | None:
-    """Where an event's own id is in its body: `event_id`, else the scheme's own
-    (Stripe's `/id`, Slack's `/event_id`); None when neither is a body path."""
+    """Where an event's own id is in its body, when the scheme signs the body (an id
+    it does not sign is no dedupe key): `event_id`, else the scheme's own (Stripe's
+    `/id`, Slack's `/event_id`); None when neither is a body path, or nothing signs it."""
     path = spec.event_id or _SCHEME_EVENT_ID.get(spec.scheme)
-    return path if path is not None and path.source is PathSource.BODY else None
+    if path is None or path.source is not PathSource.BODY:
+        return None
+    return path if signs_body(spec.scheme.value, spec.options) else None
 
 
 def _now(now: datetime | None) -> datetime:
@@ -536,7 +540,7 @@ def _sum(paths: tuple[ValuePath, ...], body: Any, headers: Mapping[str, str]) ->
     """The sum of the counts these paths hold, or None when none holds one.
 
     A loop, not two lists per call: every status read of a provider with counts
-    runs it four times, most often over a body that holds none."""
+    runs it three or four times, most often over a body that holds none."""
     total: int | None = None
     for path in paths:
         number = as_int(extract(path, body, headers))
