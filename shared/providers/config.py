@@ -692,6 +692,7 @@ def _provider(name: str, data: Mapping[str, Any], ctx: _Ctx) -> ProviderDescript
     cancel = _cancel(top.sub("cancel"))
     result = _result(top.req_sub("result"), status)
     lookup = _lookup(top.sub("lookup"), create)
+    _check_lookup_reads(top, status, lookup, plugin_class is not None)
     _check_plugin_hooks(top, plugin_spec, plugin_class, result, lookup)
     webhooks = _webhooks(top.sub("webhooks"), status)
     top.finish()
@@ -1382,6 +1383,25 @@ def _set_headers(table: _Table) -> tuple[tuple[str, Template], ...]:
 def _check_status_url(table: _Table, status: StatusSpec, create: CreateSpec) -> None:
     if status.use_status_url and not create.status_url:
         raise table.error("use_status_url", "needs create.status_url (where the URL is found)")
+
+
+def _check_lookup_reads(top: _Table, status: StatusSpec, lookup: LookupSpec, plugin: bool) -> None:
+    """A job a lookup finds is known by its id alone: a lookup names no status URL.
+    Where status reads go only to the URL a create answer gives (`use_status_url`,
+    no `status.path`), the job found after a lost create could never be read: the
+    create was sent once, the job found, and the operation went to a human with "no
+    status URL on record" (Azure AI Speech: `self` is the only name of a
+    transcription). Refused here instead; a plugin may read it its own way."""
+    if plugin or not lookup.supported or not status.use_status_url or status.path is not None:
+        return
+    raise top.error(
+        "lookup",
+        "a job the lookup finds is known by its id alone, and status reads go only to "
+        "the status URL a create answer gives (status.use_status_url without "
+        "status.path): the job found after a lost create could never be read; give "
+        "status.path (naming {job_id}) or leave [lookup] out (a lost create then goes "
+        "to a human, never sent twice)",
+    )
 
 
 def _cancel(table: _Table | None) -> CancelSpec:

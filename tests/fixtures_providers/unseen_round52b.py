@@ -1,0 +1,292 @@
+"""Azure AI Speech batch transcription, Kling AI's video generation and Hume AI's
+batch expression measurement, each a real app on loopback answering in the shapes
+their public documentation gives (tests/integration/test_unseen_round52b.py).
+
+- Azure AI Speech (REST v3.2, azure-rest-api-specs
+  specification/cognitiveservices/data-plane/Speech/SpeechToText/stable/v3.2):
+  `POST /speechtotext/v3.2/transcriptions` (`Ocp-Apim-Subscription-Key`; JSON
+  {"contentUrls", "locale", "displayName", "properties"}) answers 201 with the
+  transcription {"self": absolute URL, "model", "links": {"files"}, "properties",
+  "lastActionDateTime", "status": "NotStarted", "createdDateTime", "locale",
+  "displayName"} and `Location` (the same URL); `GET self` the transcription
+  (NotStarted, Running, Succeeded, Failed; a failure's `properties.error` {"code",
+  "message"}); `GET /speechtotext/v3.2/transcriptions?skip=&top=` {"values": [...],
+  "@nextLink"?}; `GET {links.files}` {"values": [{"self", "name", "kind":
+  "Transcription" | "TranscriptionReport", "properties": {"size"}, "createdDateTime",
+  "links": {"contentUrl": SAS URL on blob storage}}], "@nextLink"?} (here a file a
+  page); `DELETE self` 204. Errors {"code", "message"}; 429 with `Retry-After`. Web
+  hooks: POST {"self": the transcription's URL} with `X-MicrosoftSpeechServices-Event:
+  TranscriptionCompletion` and `X-MicrosoftSpeechServices-Signature`, the base64
+  HMAC-SHA256 of the body under the hook's secret.
+- Kling AI (app.klingai.com/global/dev/document-api): every call carries `Authorization:
+  Bearer <JWT>`, HS256 under the secret key, {"iss": access key, "exp", "nbf"}, made by
+  the caller (30 minutes in Kling's sample); refused 401 {"code": 1004, "message":
+  "token expired"} etc. `POST /v1/videos/text2video` {"model_name", "prompt",
+  "external_task_id"?, "callback_url"?} answers 200 {"code": 0, "message": "SUCCEED",
+  "request_id", "data": {"task_id", "task_status": "submitted", "task_info":
+  {"external_task_id"}, "created_at", "updated_at"}}; `GET
+  /v1/videos/text2video/{task_id or external_task_id}` the same envelope, `data` the
+  task (processing, succeed: `task_result.videos[]` {"id", "url", "duration"};
+  failed: `task_status_msg`); an unknown task 404 {"code": 1203}. 429 {"code": 1302,
+  "message": "API request too fast"}. Callbacks POST the task (`data`'s shape),
+  unsigned, to `callback_url`.
+- Hume AI (dev.hume.ai, Expression Measurement batch): `X-Hume-Api-Key`; `POST
+  /v0/batch/jobs` {"urls", "models", "callback_url"?, "notify"} answers 200
+  {"job_id"}; `GET /v0/batch/jobs/{id}` {"job_id", "request", "state": {"status":
+  QUEUED | IN_PROGRESS | COMPLETED | FAILED, "created_timestamp_ms", ...; COMPLETED:
+  "num_predictions", "num_errors"; FAILED: "message"}, "type": "INFERENCE",
+  "user_id"}; `GET /v0/batch/jobs/{id}/predictions` a JSON array, one element a
+  source; the callback POSTs {"job_id", "status", "predictions" | "message"},
+  unsigned, to `callback_url`.
+
+Scripts: the create body's `script` ("fail"; "slow": runs until the test ends it;
+anything else succeeds after a few reads).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+from typing import Any
+
+import httpx
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from tests.fixtures_providers.common import hang, json_response, read_json
+from tests.fixtures_providers.unseen_media import _Jobs
+
+AZURE_KEY = "azure-speech-test-subscription-key"
+AZURE_HOOK_SECRET = "azure-speech-hook-secret-0123456789"
+KLING_ACCESS_KEY = "kling-test-access-key"
+KLING_SECRET_KEY = "kling-test-secret-key-0123456789abcdef"
+KLING_TOKEN = "kling-callback-token-0123456789abcdef"
+HUME_KEY = "hume-test-api-key"
+HUME_TOKEN = "hume-callback-token-0123456789abcdef"
+
+TRANSCRIPT = {
+    "source": "https://contoso.example/audio.wav",
+    "durationInTicks": 42000000,
+    "combinedRecognizedPhrases": [{"channel": 0, "display": "Hello world."}],
+}
+AZURE_FAILURE = {"code": "InvalidData", "message": "The audio file could not be decoded."}
+KLING_FAILURE = "Failure to pass the risk control system"
+HUME_FAILURE = "The URL https://example.invalid/face.zip could not be downloaded."
+PREDICTIONS: list[dict[str, Any]] = [
+    {
+        "source": {"type": "url", "url": "https://hume-tutorials.s3.amazonaws.com/faces.zip"},
+        "results": {"predictions": [{"file": "faces/100.jpg", "models": {"face": {}}}]},
+        "errors": [],
+    }
+]
+
+
+def _script(job: dict[str, Any]) -> str | None:
+    body = job["input"]
+    return body.get("script") if isinstance(body, dict) else None
+
+
+def _advance(job: dict[str, Any], steps: tuple[str, str, str, str]) -> str:
+    """pending, running, then succeeded (or failed for "fail") at the third read;
+    "slow" stays running until the test ends it."""
+    pending, running, done, failed = steps
+    job["reads"] += 1
+    if job["state"] in (done, failed):
+        return str(job["state"])
+    script = _script(job)
+    if job["reads"] == 1:
+        job["state"] = pending
+    elif script == "slow" or job["reads"] == 2:
+        job["state"] = running
+    else:
+        job["state"] = failed if script == "fail" else done
+    return str(job["state"])
+
+
+# --- Azure AI Speech --------------------------------------------------------------
+
+
+class AzureSpeechFixture(_Jobs):
+    """Transcriptions; `url` (set by the test once served) is what `self` links name;
+    `storage`: the blob host of the files' SAS URLs."""
+
+    ROOT = "/speechtotext/v3.2/transcriptions"
+
+    def __init__(self, *, others: int = 0, **kwargs: Any) -> None:
+        super().__init__("ba7ea6f5-3065-40b7-b49a-a90f4858", **kwargs)
+        self.url = ""
+        self.storage_url = ""
+        self.deletes: list[str] = []
+        self.list_queries: list[dict[str, str]] = []
+        self.file_reads: list[str | None] = []  # the key each files page was read with
+        self.blob_auth: list[str | None] = []
+        for n in range(others):  # made elsewhere: another tool, the portal
+            tid = f"0ther000-0000-0000-0000-{n:012d}"
+            self.jobs[tid] = {"id": tid, "input": {"displayName": f"portal {n}"}}
+            self.jobs[tid] |= {"state": "Succeeded", "reads": 0}
+
+    def app(self) -> Starlette:
+        root = self.ROOT
+        return Starlette(
+            routes=[
+                Route(root, self.create, methods=["POST"]),
+                Route(root, self.list, methods=["GET"]),
+                Route(root + "/{tid}", self.get, methods=["GET"]),
+                Route(root + "/{tid}", self.delete, methods=["DELETE"]),
+                Route(root + "/{tid}/files", self.files, methods=["GET"]),
+            ]
+        )
+
+    def storage(self) -> Starlette:
+        return Starlette(routes=[Route("/artifacts/{name}", self.blob)])
+
+    @staticmethod
+    def _error(code: str, message: str, status: int, **headers: str) -> Response:
+        return json_response({"code": code, "message": message}, status, headers=headers)
+
+    def _refused(self, request: Request) -> Response | None:
+        if request.headers.get("ocp-apim-subscription-key") != AZURE_KEY:
+            return self._error("Unauthorized", "Access denied due to invalid subscription key", 401)
+        return None
+
+    def self_url(self, tid: str) -> str:
+        return f"{self.url}{self.ROOT}/{tid}"
+
+    def transcription(self, tid: str) -> dict[str, Any]:
+        job = self.jobs[tid]
+        properties: dict[str, Any] = {
+            "diarizationEnabled": False,
+            "wordLevelTimestampsEnabled": False,
+            "punctuationMode": "DictatedAndAutomatic",
+            "profanityFilterMode": "Masked",
+        }
+        if job["state"] == "Succeeded":
+            properties["duration"] = "PT4.2S"
+        if job["state"] == "Failed":
+            properties["error"] = AZURE_FAILURE
+        return {
+            "self": self.self_url(tid),
+            "model": {"self": f"{self.url}/speechtotext/v3.2/models/base/827712a5"},
+            "links": {"files": self.self_url(tid) + "/files"},
+            "properties": properties,
+            "lastActionDateTime": "2026-12-06T03:00:05Z",
+            "status": job["state"],
+            "createdDateTime": "2026-12-06T03:00:00Z",
+            "locale": "en-US",
+            "displayName": job["input"].get("displayName"),
+        }
+
+    async def create(self, request: Request) -> Response:
+        refused = self._refused(request)
+        if refused:
+            return refused
+        if self.throttled_creates:
+            self.throttled_creates -= 1
+            return self._error(
+                "TooManyRequests", "Rate limit is exceeded.", 429, **{"Retry-After": "1"}
+            )
+        body = await read_json(request)
+        if not isinstance(body, dict) or not body.get("displayName") or not body.get("locale"):
+            return self._error("InvalidPayload", "The displayName and locale are required.", 400)
+        tid = self.new_id()
+        self.jobs[tid] = {"id": tid, "input": body, "state": "NotStarted", "reads": 0}
+        self.creates += 1
+        if self.lose_first_create and self.creates == 1:
+            await hang()
+        headers = {"Location": self.self_url(tid)}
+        return json_response(self.transcription(tid), 201, headers=headers)
+
+    async def list(self, request: Request) -> Response:
+        refused = self._refused(request)
+        if refused:
+            return refused
+        self.list_queries.append(dict(request.query_params))
+        skip = int(request.query_params.get("skip", "0"))
+        top = int(request.query_params.get("top", "100"))
+        ids = list(self.jobs)
+        page = ids[skip : skip + top]
+        body: dict[str, Any] = {"values": [self.transcription(t) for t in page]}
+        if skip + top < len(ids):
+            body["@nextLink"] = f"{self.url}{self.ROOT}?skip={skip + top}&top={top}"
+        return json_response(body)
+
+    def finish(self, tid: str) -> None:
+        self.jobs[tid]["state"] = "Succeeded"
+
+    async def get(self, request: Request) -> Response:
+        refused = self._refused(request)
+        if refused:
+            return refused
+        tid = request.path_params["tid"]
+        job = self.jobs.get(tid)
+        if job is None:
+            return self._error("NotFound", f"The entity {tid} was not found.", 404)
+        self.reads += 1
+        if self.throttled_reads:
+            self.throttled_reads -= 1
+            return self._error(
+                "TooManyRequests", "Rate limit is exceeded.", 429, **{"Retry-After": "1"}
+            )
+        _advance(job, ("NotStarted", "Running", "Succeeded", "Failed"))
+        return json_response(self.transcription(tid))
+
+    async def delete(self, request: Request) -> Response:
+        refused = self._refused(request)
+        if refused:
+            return refused
+        tid = request.path_params["tid"]
+        if tid in self.jobs:
+            self.cancels.append((tid, self.jobs[tid]["state"]))
+            del self.jobs[tid]
+        self.deletes.append(tid)
+        return Response(status_code=204)
+
+    def _file(self, tid: str, name: str, kind: str) -> dict[str, Any]:
+        sas = "st=2026-12-06T03%3A00Z&se=2026-12-06T15%3A00Z&sp=rl&sv=2021-08-06&sr=b&sig=c2ln"
+        return {
+            "self": f"{self.self_url(tid)}/files/{hashlib.md5(name.encode()).hexdigest()}",
+            "name": name,
+            "kind": kind,
+            "properties": {"size": 200},
+            "createdDateTime": "2026-12-06T03:00:05Z",
+            "links": {"contentUrl": f"{self.storage_url}/artifacts/{tid}-{name}?{sas}"},
+        }
+
+    async def files(self, request: Request) -> Response:
+        refused = self._refused(request)
+        if refused:
+            return refused
+        tid = request.path_params["tid"]
+        self.file_reads.append(request.headers.get("ocp-apim-subscription-key"))
+        if tid not in self.jobs:
+            return self._error("NotFound", f"The entity {tid} was not found.", 404)
+        every = [
+            self._file(tid, "contenturl_0.json", "Transcription"),
+            self._file(tid, "report.json", "TranscriptionReport"),
+        ]
+        skip = int(request.query_params.get("skip", "0"))
+        top = int(request.query_params.get("top", "1"))  # a file a page: paging shows
+        body: dict[str, Any] = {"values": every[skip : skip + top]}
+        if skip + top < len(every):
+            body["@nextLink"] = f"{self.self_url(tid)}/files?skip={skip + top}&top={top}"
+        return json_response(body)
+
+    async def blob(self, request: Request) -> Response:
+        self.blob_auth.append(request.headers.get("ocp-apim-subscription-key"))
+        return json_response(TRANSCRIPT)
+
+    async def deliver(self, url: str, tid: str, *, secret: str = AZURE_HOOK_SECRET) -> int:
+        """The completion web hook for `tid`, signed as Azure signs it; the answer's code."""
+        body = json.dumps({"self": self.self_url(tid)}).encode()
+        signature = base64.b64encode(hmac.new(secret.encode(), body, hashlib.sha256).digest())
+        headers = {
+            "Content-Type": "application/json",
+            "X-MicrosoftSpeechServices-Event": "TranscriptionCompletion",
+            "X-MicrosoftSpeechServices-Signature": signature.decode(),
+        }
+        async with httpx.AsyncClient() as client:
+            return (await client.post(url, content=body, headers=headers)).status_code
