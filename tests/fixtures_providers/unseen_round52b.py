@@ -49,16 +49,18 @@ import base64
 import hashlib
 import hmac
 import json
+import time
 from typing import Any
 
 import httpx
+import jwt
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from tests.fixtures_providers.common import hang, json_response, read_json
-from tests.fixtures_providers.unseen_media import _Jobs
+from tests.fixtures_providers.unseen_media import MP4, _Jobs
 
 AZURE_KEY = "azure-speech-test-subscription-key"
 AZURE_HOOK_SECRET = "azure-speech-hook-secret-0123456789"
@@ -290,3 +292,146 @@ class AzureSpeechFixture(_Jobs):
         }
         async with httpx.AsyncClient() as client:
             return (await client.post(url, content=body, headers=headers)).status_code
+
+
+# --- Kling AI ------------------------------------------------------------------------
+
+
+def kling_token(*, issued: int | None = None, lifetime: int = 1800) -> str:
+    """A token as Kling's sample makes it: HS256 under the secret key, iss the access
+    key, valid from 5 s before `issued` for `lifetime` seconds."""
+    now = int(time.time()) if issued is None else issued
+    claims = {"iss": KLING_ACCESS_KEY, "exp": now + lifetime, "nbf": now - 5}
+    return jwt.encode(claims, KLING_SECRET_KEY, algorithm="HS256", headers={"typ": "JWT"})
+
+
+class KlingFixture(_Jobs):
+    """Kling's text-to-video tasks; `cdn_url`: where the videos are (another origin);
+    `tokens`: every token a call was accepted with."""
+
+    ROOT = "/v1/videos/text2video"
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__("7859123456789", **kwargs)
+        self.cdn_url = ""
+        self.tokens: list[str] = []
+        self.refusals: list[int] = []  # Kling's code of each refused token
+        self.cdn_auth: list[str | None] = []
+        self.by_external: dict[str, str] = {}
+
+    def app(self) -> Starlette:
+        return Starlette(
+            routes=[
+                Route(self.ROOT, self.create, methods=["POST"]),
+                Route(self.ROOT + "/{tid}", self.get, methods=["GET"]),
+            ]
+        )
+
+    def cdn(self) -> Starlette:
+        return Starlette(routes=[Route("/kcdn/{name}", self.video)])
+
+    @staticmethod
+    def _error(code: int, message: str, status: int, **headers: str) -> Response:
+        body = {"code": code, "message": message, "request_id": "a1b2c3d4-req"}
+        return json_response(body, status, headers=headers)
+
+    def _refused(self, request: Request) -> Response | None:
+        """Kling's own checks: 1001 no Authorization, 1002 invalid, 1003 not yet
+        valid, 1004 expired (all HTTP 401)."""
+        auth = request.headers.get("authorization", "")
+        if not auth.startswith("Bearer "):
+            self.refusals.append(1001)
+            return self._error(1001, "Authorization is empty", 401)
+        token = auth.removeprefix("Bearer ")
+        try:
+            claims = jwt.decode(
+                token, KLING_SECRET_KEY, algorithms=["HS256"], options={"require": ["exp", "nbf"]}
+            )
+        except jwt.ExpiredSignatureError:
+            self.refusals.append(1004)
+            return self._error(1004, "Authorization is expired", 401)
+        except jwt.ImmatureSignatureError:
+            self.refusals.append(1003)
+            return self._error(1003, "Authorization is not yet valid", 401)
+        except jwt.InvalidTokenError:
+            self.refusals.append(1002)
+            return self._error(1002, "Authorization is invalid", 401)
+        if claims.get("iss") != KLING_ACCESS_KEY:
+            self.refusals.append(1002)
+            return self._error(1002, "Authorization is invalid", 401)
+        self.tokens.append(token)
+        return None
+
+    def task(self, tid: str) -> dict[str, Any]:
+        job = self.jobs[tid]
+        body: dict[str, Any] = {
+            "task_id": tid,
+            "task_status": job["state"],
+            "task_info": {"external_task_id": job["input"].get("external_task_id")},
+            "created_at": 1765000000000,
+            "updated_at": 1765000005000,
+        }
+        if job["state"] == "failed":
+            body["task_status_msg"] = KLING_FAILURE
+        if job["state"] == "succeed":
+            url = f"{self.cdn_url}/kcdn/{tid}.mp4?x-oss-signature=abc"
+            body["task_result"] = {"videos": [{"id": f"v{tid}", "url": url, "duration": "5.0"}]}
+        return body
+
+    def _envelope(self, tid: str) -> Response:
+        body = {"code": 0, "message": "SUCCEED", "request_id": "a1b2c3d4-req"}
+        return json_response(body | {"data": self.task(tid)})
+
+    async def create(self, request: Request) -> Response:
+        refused = self._refused(request)
+        if refused:
+            return refused
+        if self.throttled_creates:
+            self.throttled_creates -= 1
+            return self._error(1302, "API request too fast", 429, **{"Retry-After": "1"})
+        body = await read_json(request)
+        if not isinstance(body, dict) or not body.get("prompt"):
+            return self._error(1201, "prompt is required", 400)
+        external = body.get("external_task_id")
+        if external and external in self.by_external:
+            return self._error(1201, "external_task_id already exists", 400)
+        tid = self.new_id()
+        self.jobs[tid] = {"id": tid, "input": body, "state": "submitted", "reads": 0}
+        if external:
+            self.by_external[external] = tid
+        self.creates += 1
+        if self.lose_first_create and self.creates == 1:
+            await hang()
+        return self._envelope(tid)
+
+    def finish(self, tid: str) -> None:
+        self.jobs[tid]["state"] = "succeed"
+
+    async def get(self, request: Request) -> Response:
+        refused = self._refused(request)
+        if refused:
+            return refused
+        key = request.path_params["tid"]
+        tid = key if key in self.jobs else self.by_external.get(key)
+        if tid is None:
+            return self._error(1203, "task not found", 404)
+        self.reads += 1
+        if self.throttled_reads:
+            self.throttled_reads -= 1
+            return self._error(1302, "API request too fast", 429, **{"Retry-After": "1"})
+        _advance(self.jobs[tid], ("submitted", "processing", "succeed", "failed"))
+        return self._envelope(tid)
+
+    async def video(self, request: Request) -> Response:
+        self.cdn_auth.append(request.headers.get("authorization"))
+        return Response(MP4, media_type="video/mp4")
+
+    async def call_back(self, tid: str, url: str | None = None) -> int:
+        """Kling's callback: the task POSTed, unsigned, to `callback_url`."""
+        target = url or self.jobs[tid]["input"]["callback_url"]
+        body = json.dumps(self.task(tid)).encode()
+        async with httpx.AsyncClient() as client:
+            answer = await client.post(
+                target, content=body, headers={"Content-Type": "application/json"}
+            )
+        return answer.status_code

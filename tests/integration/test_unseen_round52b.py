@@ -9,24 +9,34 @@ one, and callbacks where the provider sends them.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
+import os
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+import shared.secret
 from shared.ledger.states import LocalState
 from shared.providers import ConfigError, parse_providers
 from shared.serve import serve_app
 from tests.fixtures_providers.described import ENDS, described
 from tests.fixtures_providers.rig import PresetRig, preset_rig
+from tests.fixtures_providers.unseen_media import MP4
 from tests.fixtures_providers.unseen_round52b import (
     AZURE_FAILURE,
     AZURE_HOOK_SECRET,
     AZURE_KEY,
+    KLING_FAILURE,
+    KLING_SECRET_KEY,
+    KLING_TOKEN,
     AzureSpeechFixture,
+    KlingFixture,
+    kling_token,
 )
 
 S = LocalState
@@ -149,3 +159,233 @@ async def test_azure_its_signed_web_hook_wakes_the_operation(pool: Any, tmp_path
         assert await fx.deliver(r.hook_url, tid, secret="forged-secret") == 401
         assert await fx.deliver(r.hook_url, tid) in (200, 202)
         assert await r.settle(op_id, ENDS, timeout=5.0) is S.SUCCEEDED, await r.history(op_id)
+
+
+async def kept_anywhere(pool: Any, text: str) -> list[str]:
+    """Every table whose rows hold `text` (a secret must be in none)."""
+    tables = [
+        "operations",
+        "provider_calls",
+        "webhook_events",
+        "observations",
+        "results",
+        "escalations",
+        "history",
+        "decisions",
+        "log_queue",
+    ]
+    found = []
+    for table in tables:
+        hit = await pool.fetchval(
+            f"SELECT count(*) FROM {table} t WHERE strpos(row_to_json(t)::text, $1) > 0", text
+        )
+        if hit:
+            found.append(table)
+    return found
+
+
+# --- Kling AI ---------------------------------------------------------------------------
+
+KLING_ENV = {"KLING_CALLBACK_TOKEN": KLING_TOKEN}
+PROMPT = {"model_name": "kling-v2-1", "prompt": "A cat surfing at dawn", "duration": "5"}
+
+
+class Looks:
+    """The clock a followed secret file is looked at by (at most once a second):
+    moved past that second at each rewrite, so the next call reads the new file."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def looks(monkeypatch: pytest.MonkeyPatch) -> Looks:
+    moved = Looks()
+    monkeypatch.setattr(shared.secret, "clock", moved)
+    return moved
+
+
+def write_token(path: Path, token: str, looks: Looks | None = None) -> None:
+    """As the README's timer does: a new file moved over the old one."""
+    fresh = path.with_suffix(".new")
+    fresh.write_text(token + "\n")
+    os.replace(fresh, path)
+    if looks is not None:
+        looks.now += 2.0
+
+
+async def until(r: PresetRig, done: Any, rounds: int = 200) -> None:
+    """Run the reconciler until `done()` holds (a bounded wait on the fake's record)."""
+    for _ in range(rounds):
+        if done():
+            return
+        await r.reconciler.run_once()
+        await asyncio.sleep(0.02)
+    raise AssertionError("never happened")
+
+
+@contextlib.asynccontextmanager
+async def kling(
+    pool: Any, tmp_path: Path, fx: KlingFixture, *, with_receiver: bool = False, **kw: Any
+) -> AsyncIterator[PresetRig]:
+    token_file = tmp_path / "kling.jwt"
+    if not token_file.exists():
+        write_token(token_file, kling_token())
+    table = described("kling", **kw.pop("over", {}))
+    table["auth"] = {**table["auth"], "secret_file": str(token_file)}
+    if not with_receiver:
+        del table["webhooks"]
+        table["create"] = {k: v for k, v in table["create"].items() if k != "set_body"}
+    async with serve_app(fx.cdn()) as cdn:
+        fx.cdn_url = cdn
+        async with preset_rig(
+            pool,
+            tmp_path,
+            fx.app(),
+            preset=None,
+            name="kling",
+            env=KLING_ENV,
+            overrides=table,
+            with_receiver=with_receiver,
+            **kw,
+        ) as r:
+            yield r
+
+
+async def test_kling_a_video_is_generated_and_kept_and_no_token_is_stored(
+    pool: Any, tmp_path: Path
+) -> None:
+    """Every call carries the token the timer wrote; the video is fetched from the CDN
+    without it and kept; the token is in no row, and the secret key never left."""
+    fx = KlingFixture()
+    async with kling(pool, tmp_path, fx) as r:
+        op_id = await r.submit(PROMPT)
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert await r.result_bytes(op_id) == MP4
+        assert fx.creates == 1
+        assert fx.only()["input"]["external_task_id"] == op_id
+        assert fx.cdn_auth == [None]
+        assert fx.refusals == []
+        assert {"submitted", "processing", "succeed"} <= await r.raw_states(op_id)
+        token = (tmp_path / "kling.jwt").read_text().strip()
+        assert await kept_anywhere(r.pool, token) == []
+        assert await kept_anywhere(r.pool, KLING_SECRET_KEY) == []
+
+
+async def test_kling_a_failed_task_fails_with_its_message(pool: Any, tmp_path: Path) -> None:
+    fx = KlingFixture()
+    async with kling(pool, tmp_path, fx) as r:
+        op_id = await r.submit({**PROMPT, "script": "fail"})
+        assert await r.settle(op_id, ENDS) is S.FAILED, await r.history(op_id)
+        assert KLING_FAILURE in json.dumps((await r.op(op_id)).last_error)
+        assert fx.cdn_auth == []
+
+
+async def test_kling_a_lost_create_is_found_by_its_external_task_id(
+    pool: Any, tmp_path: Path
+) -> None:
+    fx = KlingFixture(lose_first_create=True)
+    async with kling(pool, tmp_path, fx) as r:
+        op_id = await r.submit(PROMPT)
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert fx.creates == 1
+        assert await r.result_bytes(op_id) == MP4
+
+
+async def test_kling_throttled_calls_wait_and_the_task_still_ends(
+    pool: Any, tmp_path: Path
+) -> None:
+    fx = KlingFixture()
+    fx.throttled_creates = 1
+    fx.throttled_reads = 2
+    async with kling(pool, tmp_path, fx) as r:
+        op_id = await r.submit(PROMPT)
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert fx.creates == 1
+
+
+async def test_kling_a_token_rewritten_by_the_timer_is_used_from_the_next_call(
+    pool: Any, tmp_path: Path, looks: Looks
+) -> None:
+    fx = KlingFixture()
+    first = kling_token(issued=int(time.time()) - 60)
+    write_token(tmp_path / "kling.jwt", first)
+    async with kling(pool, tmp_path, fx) as r:
+        op_id = await r.submit({**PROMPT, "script": "slow"})
+        await r.settle(op_id, {S.OBSERVING})
+        second = kling_token()
+        assert second != first
+        write_token(tmp_path / "kling.jwt", second, looks)
+        fx.finish(next(iter(fx.jobs)))
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert fx.tokens[0] == first and fx.tokens[-1] == second, fx.tokens
+        assert fx.refusals == []
+
+
+async def test_kling_an_expired_token_is_never_a_verdict_on_the_task(
+    pool: Any, tmp_path: Path, looks: Looks
+) -> None:
+    """The timer stopped: Kling refuses every read 401 (1004, expired). The task is
+    not failed for it; once a fresh token is written, it is read to its end."""
+    fx = KlingFixture()
+    async with kling(pool, tmp_path, fx) as r:
+        op_id = await r.submit({**PROMPT, "script": "slow"})
+        await r.settle(op_id, {S.OBSERVING})
+        write_token(tmp_path / "kling.jwt", kling_token(issued=int(time.time()) - 3600), looks)
+        await until(r, lambda: fx.refusals.count(1004) >= 3)
+        state = await r.state(op_id)
+        assert state not in (S.FAILED, S.SUCCEEDED, S.CANCELLED), await r.history(op_id)
+        write_token(tmp_path / "kling.jwt", kling_token(), looks)
+        fx.finish(next(iter(fx.jobs)))
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert await r.escalation(op_id) is None
+
+
+def test_kling_a_token_jobwarden_would_have_to_make_is_refused_at_load() -> None:
+    """A user looking for a JWT auth scheme (Kling's token is made by the caller from
+    an access key and a secret key) is told at load which schemes exist, never
+    loaded with the key sent as it is; the documented way is a timer writing the
+    token to `secret_file` (the description's comment, the tests above)."""
+    table = {**described("kling"), "base_url": "https://x.test"}
+    table["auth"] = {"scheme": "jwt", "secret_env": "KLING_SECRET_KEY"}
+    env = {**KLING_ENV, "KLING_SECRET_KEY": KLING_SECRET_KEY}
+    with pytest.raises(ConfigError) as refused:
+        parse_providers({"providers": {"kling": table}}, "jobwarden.toml", env)
+    message = str(refused.value)
+    assert "providers.kling.auth.scheme" in message and "aws_sigv4" in message, message
+    assert KLING_SECRET_KEY not in message
+
+
+async def test_kling_its_callback_wakes_the_operation(pool: Any, tmp_path: Path) -> None:
+    fx = KlingFixture()
+    async with kling(pool, tmp_path, fx, with_receiver=True) as r:
+        op_id = await r.submit({**PROMPT, "script": "slow"})
+        await r.settle(op_id, {S.ACCEPTED, S.OBSERVING})
+        tid = next(iter(fx.jobs))
+        sent = fx.jobs[tid]["input"]["callback_url"]
+        assert KLING_TOKEN in sent
+        assert await kept_anywhere(r.pool, KLING_TOKEN) == []
+        fx.finish(tid)
+        forged = sent.replace(KLING_TOKEN, "x" * len(KLING_TOKEN))
+        assert await fx.call_back(tid, forged) == 401
+        assert await fx.call_back(tid) in (200, 202)
+        assert await r.settle(op_id, ENDS, timeout=5.0) is S.SUCCEEDED, await r.history(op_id)
+        assert await r.result_bytes(op_id) == MP4
+
+
+async def test_kling_a_create_refused_for_an_expired_token_fails_with_klings_words(
+    pool: Any, tmp_path: Path
+) -> None:
+    """401 (1004) to the create: nothing was made, so the operation fails with Kling's
+    code and message, sent once; no lookup, no second create."""
+    fx = KlingFixture()
+    write_token(tmp_path / "kling.jwt", kling_token(issued=int(time.time()) - 3600))
+    async with kling(pool, tmp_path, fx) as r:
+        op_id = await r.submit(PROMPT)
+        assert await r.settle(op_id, ENDS) is S.FAILED, await r.history(op_id)
+        error = (await r.op(op_id)).last_error
+        assert error["code"] == "1004" and error["message"] == "Authorization is expired", error
+        assert fx.refusals == [1004] and fx.creates == 0
