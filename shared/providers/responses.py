@@ -425,6 +425,7 @@ def _status_from_body(
 
     state, raw = _state_of(spec, body, headers)
     counts = _counts(spec, body, headers)
+    said = state
     if spec.outcome_from_counts:
         state = _outcome_from_counts(spec, state, raw, counts)
     completed, total = as_float(get(spec.progress_completed)), as_float(get(spec.progress_total))
@@ -457,7 +458,8 @@ def _status_from_body(
         provider_updated_at=as_datetime(get(spec.updated_at)),
         poll_after_seconds=as_seconds(get(spec.poll_after_seconds)),
         estimated_end=_estimated_end(spec, body, headers, now),
-        error=error_info(body, spec.error, spec.error_code, spec.error_message, headers),
+        error=error_info(body, spec.error, spec.error_code, spec.error_message, headers)
+        or _counted_failure(said, state, raw, counts),
         result_url=as_str(get(spec.result_url)),
         errors_url=as_str(get(spec.errors_url)),
         result_file_ids=file_ids,
@@ -557,6 +559,31 @@ def _counts(spec: StatusSpec, body: Any, headers: Mapping[str, str]) -> Counts |
         return None  # cancelled items alone make no counts: not read
     cancelled = _sum(spec.counts_cancelled, body, headers)
     return Counts(total=total, succeeded=succeeded, failed=failed, cancelled=cancelled)
+
+
+def _counted_failure(
+    said: RemoteState | None, state: RemoteState | None, raw: str | None, counts: Counts | None
+) -> ErrorInfo | None:
+    """The reason of a job its counts made failed where its state said otherwise
+    (`outcome_from_counts`: Hume's COMPLETED with no source read), when the read
+    carries no error of its own: before, such an operation failed with no reason
+    at all, the agent told nothing of why."""
+    if state is not RemoteState.FAILED or said is RemoteState.FAILED or counts is None:
+        return None
+    told = [
+        f"{value} {name}"
+        for name, value in (
+            ("succeeded", counts.succeeded if counts.succeeded is not None else 0),
+            ("failed", counts.failed),
+            ("in all", counts.total),
+        )
+        if value is not None
+    ]
+    return ErrorInfo(
+        code="no_item_succeeded",
+        message=f"the provider said {raw!r}, but its counts say no item succeeded: "
+        + ", ".join(told),
+    )
 
 
 def _outcome_from_counts(

@@ -435,3 +435,128 @@ class KlingFixture(_Jobs):
                 target, content=body, headers={"Content-Type": "application/json"}
             )
         return answer.status_code
+
+
+# --- Hume AI ---------------------------------------------------------------------------
+
+
+class HumeFixture(_Jobs):
+    """Hume's batch jobs. Scripts also: "partial" (COMPLETED, one of two sources
+    unreadable), "allbad" (COMPLETED, every source unreadable)."""
+
+    ROOT = "/v0/batch/jobs"
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__("4dc8a5d8-1f3e-4c8b-9b0a-2f6e", **kwargs)
+        self.prediction_reads = 0
+
+    def app(self) -> Starlette:
+        return Starlette(
+            routes=[
+                Route(self.ROOT, self.create, methods=["POST"]),
+                Route(self.ROOT + "/{jid}", self.get, methods=["GET"]),
+                Route(self.ROOT + "/{jid}/predictions", self.predictions, methods=["GET"]),
+            ]
+        )
+
+    @staticmethod
+    def _refused(request: Request) -> Response | None:
+        if request.headers.get("x-hume-api-key") != HUME_KEY:
+            fault = {"faultstring": "Invalid ApiKey", "detail": {"errorcode": "InvalidApiKey"}}
+            return json_response({"fault": fault}, 401)
+        return None
+
+    def job(self, jid: str) -> dict[str, Any]:
+        job = self.jobs[jid]
+        state: dict[str, Any] = {"status": job["state"], "created_timestamp_ms": 1765000000000}
+        if job["state"] != "QUEUED":
+            state["started_timestamp_ms"] = 1765000001000
+        if job["state"] in ("COMPLETED", "FAILED"):
+            state["ended_timestamp_ms"] = 1765000009000
+        if job["state"] == "COMPLETED":
+            # counted by file: a source (faces.zip) holds several
+            errors = {"partial": 1, "allbad": 2}.get(_script(job) or "", 0)
+            state |= {"num_predictions": 5 * (2 - errors), "num_errors": errors}
+        if job["state"] == "FAILED":
+            state["message"] = HUME_FAILURE
+        request = {k: v for k, v in job["input"].items() if k != "script"}
+        request = {"text": [], "files": [], "notify": False} | request
+        return {
+            "job_id": jid,
+            "request": request,
+            "state": state,
+            "type": "INFERENCE",
+            "user_id": "0f1e2d3c-user",
+        }
+
+    async def create(self, request: Request) -> Response:
+        refused = self._refused(request)
+        if refused:
+            return refused
+        if self.throttled_creates:
+            self.throttled_creates -= 1
+            return json_response({"message": "Too many requests"}, 429, {"Retry-After": "1"})
+        body = await read_json(request)
+        if not isinstance(body, dict) or not (body.get("urls") or body.get("text")):
+            return json_response({"message": "Must provide at least one of urls, text"}, 400)
+        jid = self.new_id()
+        self.jobs[jid] = {"id": jid, "input": body, "state": "QUEUED", "reads": 0}
+        self.creates += 1
+        if self.lose_first_create and self.creates == 1:
+            await hang()
+        return json_response({"job_id": jid})
+
+    def finish(self, jid: str) -> None:
+        self.jobs[jid]["state"] = "COMPLETED"
+
+    async def get(self, request: Request) -> Response:
+        refused = self._refused(request)
+        if refused:
+            return refused
+        jid = request.path_params["jid"]
+        if jid not in self.jobs:
+            return json_response({"message": f"Job {jid} not found"}, 404)
+        self.reads += 1
+        if self.throttled_reads:
+            self.throttled_reads -= 1
+            return json_response({"message": "Too many requests"}, 429, {"Retry-After": "1"})
+        _advance(self.jobs[jid], ("QUEUED", "IN_PROGRESS", "COMPLETED", "FAILED"))
+        return json_response(self.job(jid))
+
+    def prediction_list(self, jid: str) -> list[dict[str, Any]]:
+        script = _script(self.jobs[jid])
+        good = PREDICTIONS[0]
+        bad = {
+            "source": {"type": "url", "url": "https://example.invalid/face.zip"},
+            "results": {"predictions": [], "errors": []},
+            "error": HUME_FAILURE,
+        }
+        return {"partial": [good, bad], "allbad": [bad, bad]}.get(script or "", [good, good])
+
+    async def predictions(self, request: Request) -> Response:
+        refused = self._refused(request)
+        if refused:
+            return refused
+        jid = request.path_params["jid"]
+        job = self.jobs.get(jid)
+        if job is None or job["state"] != "COMPLETED":
+            return json_response({"message": "Job is not completed"}, 400)
+        self.prediction_reads += 1
+        return json_response(self.prediction_list(jid))
+
+    async def call_back(self, jid: str, url: str | None = None) -> int:
+        """Hume's callback: {"job_id", "status", "predictions" | "message"}, unsigned."""
+        target = url or self.jobs[jid]["input"]["callback_url"]
+        job = self.jobs[jid]
+        body: dict[str, Any] = {"job_id": jid, "status": job["state"]}
+        if job["state"] == "COMPLETED":
+            body["predictions"] = self.prediction_list(jid)
+        else:
+            body["message"] = HUME_FAILURE
+        async with httpx.AsyncClient() as client:
+            answer = await client.post(
+                target,
+                content=json.dumps(body).encode(),
+                headers={"Content-Type": "application/json"},
+            )
+        return answer.status_code

@@ -31,10 +31,15 @@ from tests.fixtures_providers.unseen_round52b import (
     AZURE_FAILURE,
     AZURE_HOOK_SECRET,
     AZURE_KEY,
+    HUME_FAILURE,
+    HUME_KEY,
+    HUME_TOKEN,
     KLING_FAILURE,
     KLING_SECRET_KEY,
     KLING_TOKEN,
+    PREDICTIONS,
     AzureSpeechFixture,
+    HumeFixture,
     KlingFixture,
     kling_token,
 )
@@ -389,3 +394,122 @@ async def test_kling_a_create_refused_for_an_expired_token_fails_with_klings_wor
         error = (await r.op(op_id)).last_error
         assert error["code"] == "1004" and error["message"] == "Authorization is expired", error
         assert fx.refusals == [1004] and fx.creates == 0
+
+
+# --- Hume AI ------------------------------------------------------------------------------
+
+HUME_ENV = {"HUME_API_KEY": HUME_KEY, "HUME_CALLBACK_TOKEN": HUME_TOKEN}
+MEDIA = {"urls": ["https://hume-tutorials.s3.amazonaws.com/faces.zip"], "models": {"face": {}}}
+
+
+def hume(pool: Any, tmp_path: Path, fx: HumeFixture, *, with_receiver: bool = False) -> Any:
+    table = described("hume")
+    if not with_receiver:
+        del table["webhooks"]
+        table["create"] = {k: v for k, v in table["create"].items() if k != "set_body"}
+    return preset_rig(
+        pool,
+        tmp_path,
+        fx.app(),
+        preset=None,
+        name="hume",
+        env=HUME_ENV,
+        overrides=table,
+        with_receiver=with_receiver,
+    )
+
+
+async def test_hume_a_job_completes_and_its_predictions_are_stored(
+    pool: Any, tmp_path: Path
+) -> None:
+    fx = HumeFixture()
+    async with hume(pool, tmp_path, fx) as r:
+        op_id = await r.submit(MEDIA)
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert json.loads(await r.result_bytes(op_id)) == PREDICTIONS * 2
+        assert fx.creates == 1 and fx.prediction_reads == 1
+        assert {"QUEUED", "IN_PROGRESS", "COMPLETED"} <= await r.raw_states(op_id)
+
+
+async def test_hume_a_failed_job_fails_with_its_message(pool: Any, tmp_path: Path) -> None:
+    fx = HumeFixture()
+    async with hume(pool, tmp_path, fx) as r:
+        op_id = await r.submit({**MEDIA, "script": "fail"})
+        assert await r.settle(op_id, ENDS) is S.FAILED, await r.history(op_id)
+        assert HUME_FAILURE in json.dumps((await r.op(op_id)).last_error)
+        assert fx.prediction_reads == 0
+
+
+async def test_hume_a_job_completed_with_no_source_read_fails_saying_why(
+    pool: Any, tmp_path: Path
+) -> None:
+    """COMPLETED, but not one source could be read (num_predictions 0, num_errors 2):
+    the counts make it a failure (`outcome_from_counts`). Before, it ended `failed`
+    with no error at all (the read carries none: Hume's `message` is a FAILED job's),
+    the agent told nothing of why; now the reason names the counts."""
+    fx = HumeFixture()
+    async with hume(pool, tmp_path, fx) as r:
+        op_id = await r.submit({**MEDIA, "script": "allbad"})
+        assert await r.settle(op_id, ENDS) is S.FAILED, await r.history(op_id)
+        error = (await r.op(op_id)).last_error
+        assert error is not None, await r.history(op_id)
+        text = json.dumps(error)
+        assert "COMPLETED" in text and "0 succeeded" in text and "2 failed" in text, text
+
+
+async def test_hume_a_job_with_some_sources_unread_is_completed_with_errors(
+    pool: Any, tmp_path: Path
+) -> None:
+    fx = HumeFixture()
+    async with hume(pool, tmp_path, fx) as r:
+        op_id = await r.submit({**MEDIA, "script": "partial"})
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        op = await r.op(op_id)
+        assert op.remote_state == "partially_succeeded", op.remote_state
+        assert op.result_summary["items_failed"] == 1
+        failed = await r.pool.fetchval(
+            "SELECT count(*) FROM result_item_failures WHERE result_id = $1", op.result_id
+        )
+        assert failed == 1
+
+
+async def test_hume_a_lost_create_goes_to_a_human_never_sent_twice(
+    pool: Any, tmp_path: Path
+) -> None:
+    fx = HumeFixture(lose_first_create=True)
+    async with hume(pool, tmp_path, fx) as r:
+        op_id = await r.submit(MEDIA)
+        assert await r.settle(op_id, ENDS) is S.NEEDS_ATTENTION, await r.history(op_id)
+        assert fx.creates == 1
+        reason = (await r.escalation(op_id))["reason"]
+        assert "offers no lookup" in reason, reason
+
+
+async def test_hume_throttled_calls_wait_and_the_job_still_ends(pool: Any, tmp_path: Path) -> None:
+    fx = HumeFixture()
+    fx.throttled_creates = 1
+    fx.throttled_reads = 2
+    async with hume(pool, tmp_path, fx) as r:
+        op_id = await r.submit(MEDIA)
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert fx.creates == 1
+
+
+async def test_hume_its_callback_wakes_the_operation_and_its_token_is_kept_nowhere(
+    pool: Any, tmp_path: Path
+) -> None:
+    """Hume echoes the callback URL (our token in it) in every read of the job: the
+    token is scrubbed from what is recorded."""
+    fx = HumeFixture()
+    async with hume(pool, tmp_path, fx, with_receiver=True) as r:
+        op_id = await r.submit({**MEDIA, "script": "slow"})
+        await r.settle(op_id, {S.ACCEPTED, S.OBSERVING})
+        jid = next(iter(fx.jobs))
+        sent = fx.jobs[jid]["input"]["callback_url"]
+        assert HUME_TOKEN in sent
+        fx.finish(jid)
+        forged = sent.replace(HUME_TOKEN, "y" * len(HUME_TOKEN))
+        assert await fx.call_back(jid, forged) == 401
+        assert await fx.call_back(jid) in (200, 202)
+        assert await r.settle(op_id, ENDS, timeout=5.0) is S.SUCCEEDED, await r.history(op_id)
+        assert await kept_anywhere(r.pool, HUME_TOKEN) == []
