@@ -311,8 +311,11 @@ class KlingFixture(_Jobs):
 
     ROOT = "/v1/videos/text2video"
 
-    def __init__(self, **kwargs: Any) -> None:
+    def __init__(self, *, drop_first_create: bool = False, **kwargs: Any) -> None:
         super().__init__("7859123456789", **kwargs)
+        # the first create never arrives (no task made), and no answer comes
+        self.drop_first_create = drop_first_create
+        self.create_calls = 0
         self.cdn_url = ""
         self.tokens: list[str] = []
         self.refusals: list[int] = []  # Kling's code of each refused token
@@ -390,6 +393,10 @@ class KlingFixture(_Jobs):
             self.throttled_creates -= 1
             return self._error(1302, "API request too fast", 429, **{"Retry-After": "1"})
         body = await read_json(request)
+        self.create_calls += 1
+        if self.drop_first_create and self.create_calls == 1:
+            await hang()
+            return Response(status_code=502)
         if not isinstance(body, dict) or not body.get("prompt"):
             return self._error(1201, "prompt is required", 400)
         external = body.get("external_task_id")

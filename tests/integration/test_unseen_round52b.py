@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
+import logging
 import os
 import time
 from collections.abc import AsyncIterator
@@ -47,6 +49,27 @@ from tests.fixtures_providers.unseen_round52b import (
 S = LocalState
 
 
+def logged(caplog: pytest.LogCaptureFixture) -> str:
+    """What jobwarden logged, context included; not the test's own HTTP client's lines
+    (httpx logs each URL it calls at INFO: the fakes' callbacks, a token in theirs;
+    the daemons run it at WARNING, shared/logs.py)."""
+    return "\n".join(
+        f"{record.getMessage()} {record.__dict__.get('ctx')}"
+        for record in caplog.records
+        if not record.name.startswith(("httpx", "httpcore"))
+    )
+
+
+async def waits_after_429(r: PresetRig, op_id: str, kind: str) -> list[float]:
+    """Seconds from each 429 answer to the next call of its kind (Retry-After: 1)."""
+    calls = await r.calls(op_id, kind)
+    return [
+        (later["started_at"] - call["finished_at"]).total_seconds()
+        for call, later in itertools.pairwise(calls)
+        if call["status_code"] == 429
+    ]
+
+
 # --- Azure AI Speech ------------------------------------------------------------------
 
 AZURE_ENV = {"AZURE_SPEECH_KEY": AZURE_KEY, "AZURE_SPEECH_WEBHOOK_SECRET": AZURE_HOOK_SECRET}
@@ -78,11 +101,12 @@ async def azure(
 
 
 async def test_azure_a_transcription_succeeds_and_its_files_are_stored(
-    pool: Any, tmp_path: Path
+    pool: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Read at its `self` URL until Succeeded; the files list (a file a page, paged by
     `@nextLink`) collected whole, with the key (the API's own host)."""
     fx = AzureSpeechFixture()
+    caplog.set_level(logging.DEBUG)
     async with azure(pool, tmp_path, fx) as r:
         op_id = await r.submit(AUDIO)
         assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
@@ -92,6 +116,8 @@ async def test_azure_a_transcription_succeeds_and_its_files_are_stored(
         assert b"contenturl_0.json" in kept and b"report.json" in kept, kept
         assert set(fx.file_reads) == {AZURE_KEY}
         assert {"NotStarted", "Running", "Succeeded"} <= await r.raw_states(op_id)
+        assert await kept_anywhere(r.pool, AZURE_KEY) == []
+        assert AZURE_KEY not in logged(caplog)
 
 
 async def test_azure_a_failed_transcription_fails_with_its_error(pool: Any, tmp_path: Path) -> None:
@@ -145,6 +171,8 @@ async def test_azure_a_lost_create_goes_to_a_human_never_sent_twice(
 
 
 async def test_azure_throttled_reads_wait_and_the_job_still_ends(pool: Any, tmp_path: Path) -> None:
+    """429 with Retry-After: 1 to the create (not_created_statuses: sent again) and
+    to two reads: each next call waits the second out, and the job still ends."""
     fx = AzureSpeechFixture()
     fx.throttled_reads = 2
     fx.throttled_creates = 1
@@ -152,6 +180,10 @@ async def test_azure_throttled_reads_wait_and_the_job_still_ends(pool: Any, tmp_
         op_id = await r.submit(AUDIO)
         assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
         assert fx.creates == 1
+        waits = await waits_after_429(r, op_id, "create") + await waits_after_429(
+            r, op_id, "status"
+        )
+        assert len(waits) == 3 and min(waits) >= 0.95, waits
 
 
 async def test_azure_its_signed_web_hook_wakes_the_operation(pool: Any, tmp_path: Path) -> None:
@@ -261,11 +293,12 @@ async def kling(
 
 
 async def test_kling_a_video_is_generated_and_kept_and_no_token_is_stored(
-    pool: Any, tmp_path: Path
+    pool: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Every call carries the token the timer wrote; the video is fetched from the CDN
     without it and kept; the token is in no row, and the secret key never left."""
     fx = KlingFixture()
+    caplog.set_level(logging.DEBUG)
     async with kling(pool, tmp_path, fx) as r:
         op_id = await r.submit(PROMPT)
         assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
@@ -278,6 +311,7 @@ async def test_kling_a_video_is_generated_and_kept_and_no_token_is_stored(
         token = (tmp_path / "kling.jwt").read_text().strip()
         assert await kept_anywhere(r.pool, token) == []
         assert await kept_anywhere(r.pool, KLING_SECRET_KEY) == []
+        assert token not in logged(caplog)
 
 
 async def test_kling_a_failed_task_fails_with_its_message(pool: Any, tmp_path: Path) -> None:
@@ -300,6 +334,19 @@ async def test_kling_a_lost_create_is_found_by_its_external_task_id(
         assert await r.result_bytes(op_id) == MP4
 
 
+async def test_kling_a_create_that_never_arrived_is_sent_again_once_proven_absent(
+    pool: Any, tmp_path: Path
+) -> None:
+    """The first create never reached Kling: the read by our external_task_id answers
+    404 (1203), which proves it absent, and the create is sent again: one task."""
+    fx = KlingFixture(drop_first_create=True)
+    async with kling(pool, tmp_path, fx) as r:
+        op_id = await r.submit(PROMPT)
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert (fx.create_calls, fx.creates) == (2, 1)
+        assert len(await r.calls(op_id, "lookup")) >= 1
+
+
 async def test_kling_throttled_calls_wait_and_the_task_still_ends(
     pool: Any, tmp_path: Path
 ) -> None:
@@ -310,6 +357,10 @@ async def test_kling_throttled_calls_wait_and_the_task_still_ends(
         op_id = await r.submit(PROMPT)
         assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
         assert fx.creates == 1
+        waits = await waits_after_429(r, op_id, "create") + await waits_after_429(
+            r, op_id, "status"
+        )
+        assert len(waits) == 3 and min(waits) >= 0.95, waits
 
 
 async def test_kling_a_token_rewritten_by_the_timer_is_used_from_the_next_call(
@@ -493,14 +544,19 @@ async def test_hume_throttled_calls_wait_and_the_job_still_ends(pool: Any, tmp_p
         op_id = await r.submit(MEDIA)
         assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
         assert fx.creates == 1
+        waits = await waits_after_429(r, op_id, "create") + await waits_after_429(
+            r, op_id, "status"
+        )
+        assert len(waits) == 3 and min(waits) >= 0.95, waits
 
 
 async def test_hume_its_callback_wakes_the_operation_and_its_token_is_kept_nowhere(
-    pool: Any, tmp_path: Path
+    pool: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Hume echoes the callback URL (our token in it) in every read of the job: the
     token is scrubbed from what is recorded."""
     fx = HumeFixture()
+    caplog.set_level(logging.DEBUG)
     async with hume(pool, tmp_path, fx, with_receiver=True) as r:
         op_id = await r.submit({**MEDIA, "script": "slow"})
         await r.settle(op_id, {S.ACCEPTED, S.OBSERVING})
@@ -513,3 +569,24 @@ async def test_hume_its_callback_wakes_the_operation_and_its_token_is_kept_nowhe
         assert await fx.call_back(jid) in (200, 202)
         assert await r.settle(op_id, ENDS, timeout=5.0) is S.SUCCEEDED, await r.history(op_id)
         assert await kept_anywhere(r.pool, HUME_TOKEN) == []
+        assert await kept_anywhere(r.pool, HUME_KEY) == []
+        assert HUME_TOKEN not in logged(caplog) and HUME_KEY not in logged(caplog)
+
+
+async def test_hume_a_cancel_asked_of_a_job_that_cannot_be_cancelled_claims_none(
+    pool: Any, tmp_path: Path
+) -> None:
+    """Hume has no cancel: the request stays a request, nothing is sent, the job is
+    read on, and its end is the job's own (never `cancelled`)."""
+    fx = HumeFixture()
+    async with hume(pool, tmp_path, fx) as r:
+        op_id = await r.submit({**MEDIA, "script": "slow"})
+        await r.settle(op_id, {S.OBSERVING})
+        assert await r.cancel(op_id) is S.CANCEL_REQUESTED
+        reads = fx.reads
+        await until(r, lambda: fx.reads >= reads + 2)
+        assert await r.state(op_id) is S.CANCEL_REQUESTED, await r.history(op_id)
+        assert await r.calls(op_id, "cancel") == []
+        fx.finish(next(iter(fx.jobs)))
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert "cancelled" not in await r.history(op_id)
