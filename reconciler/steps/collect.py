@@ -169,9 +169,17 @@ Counts = tuple[int | None, int | None, int | None]
 
 
 def _counts(check: ResultCheck, status: StatusFact | None) -> Counts:
-    """Item counts: the provider's final status is authoritative, the result fills gaps."""
+    """Item counts: the provider's final status is authoritative, the result fills gaps.
+
+    A status that counts successes and failures but no total gives the total too,
+    as their sum: the result's item count may count other things (Hume's result
+    holds a source an item, its counts a file), and beside the status's successes
+    it made a triple that cannot be (5 of 2 items succeeded).
+    """
     counts = status.counts if status is not None else None
     total = counts.total if counts and counts.total is not None else check.items_total
+    if counts and counts.total is None and None not in (counts.succeeded, counts.failed):
+        total = (counts.succeeded or 0) + (counts.failed or 0) + (counts.cancelled or 0)
     ok = counts.succeeded if counts and counts.succeeded is not None else check.items_succeeded
     failed = counts.failed if counts and counts.failed is not None else check.items_failed
     return total, ok, failed
