@@ -378,7 +378,8 @@ class KlingFixture(_Jobs):
             body["task_status_msg"] = KLING_FAILURE
         if job["state"] == "succeed":
             url = f"{self.cdn_url}/kcdn/{tid}.mp4?x-oss-signature=abc"
-            body["task_result"] = {"videos": [{"id": f"v{tid}", "url": url, "duration": "5.0"}]}
+            videos = [{"id": f"v{tid}", "url": url, "duration": "5.0"}]
+            body["task_result"] = {"videos": [] if _script(job) == "novideo" else videos}
         return body
 
     def _envelope(self, tid: str) -> Response:

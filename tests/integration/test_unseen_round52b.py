@@ -445,6 +445,8 @@ async def test_kling_a_create_refused_for_an_expired_token_fails_with_klings_wor
         error = (await r.op(op_id)).last_error
         assert error["code"] == "1004" and error["message"] == "Authorization is expired", error
         assert fx.refusals == [1004] and fx.creates == 0
+        expired = (tmp_path / "kling.jwt").read_text().strip()
+        assert await kept_anywhere(r.pool, expired) == []
 
 
 # --- Hume AI ------------------------------------------------------------------------------
@@ -600,3 +602,17 @@ async def test_hume_a_cancel_asked_of_a_job_that_cannot_be_cancelled_claims_none
         fx.finish(next(iter(fx.jobs)))
         assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
         assert "cancelled" not in await r.history(op_id)
+
+
+async def test_kling_a_task_that_succeeded_without_a_video_is_never_a_success(
+    pool: Any, tmp_path: Path
+) -> None:
+    """`succeed` with `task_result.videos` empty: no result to keep, so no success;
+    the operation stops for a human saying no file was named."""
+    fx = KlingFixture()
+    async with kling(pool, tmp_path, fx) as r:
+        op_id = await r.submit({**PROMPT, "script": "novideo"})
+        assert await r.settle(op_id, ENDS) is S.RESULT_UNAVAILABLE, await r.history(op_id)
+        assert (await r.op(op_id)).result_id is None
+        reason = (await r.escalation(op_id))["reason"]
+        assert "named no result files" in reason, reason
