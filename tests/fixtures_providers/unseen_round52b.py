@@ -126,6 +126,7 @@ class AzureSpeechFixture(_Jobs):
         self.list_queries: list[dict[str, str]] = []
         self.file_reads: list[str | None] = []  # the key each files page was read with
         self.blob_auth: list[str | None] = []
+        self.throttled_files = 0  # later files pages answered 429 before one answers
         for n in range(others):  # made elsewhere: another tool, the portal
             tid = f"0ther000-0000-0000-0000-{n:012d}"
             self.jobs[tid] = {"id": tid, "input": {"displayName": f"portal {n}"}}
@@ -266,6 +267,11 @@ class AzureSpeechFixture(_Jobs):
         self.file_reads.append(request.headers.get("ocp-apim-subscription-key"))
         if tid not in self.jobs:
             return self._error("NotFound", f"The entity {tid} was not found.", 404)
+        if self.throttled_files and request.query_params.get("skip", "0") != "0":
+            self.throttled_files -= 1
+            return self._error(
+                "TooManyRequests", "Rate limit is exceeded.", 429, **{"Retry-After": "1"}
+            )
         every = [
             self._file(tid, "contenturl_0.json", "Transcription"),
             self._file(tid, "report.json", "TranscriptionReport"),

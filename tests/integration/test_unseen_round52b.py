@@ -186,6 +186,23 @@ async def test_azure_throttled_reads_wait_and_the_job_still_ends(pool: Any, tmp_
         assert len(waits) == 3 and min(waits) >= 0.95, waits
 
 
+async def test_azure_a_throttled_files_page_is_read_again_not_judged(
+    pool: Any, tmp_path: Path
+) -> None:
+    """The second page of the files list answers 429: it is asked again after the
+    Retry-After, and the list is kept whole, never cut at the first page."""
+    fx = AzureSpeechFixture()
+    fx.throttled_files = 1
+    async with azure(pool, tmp_path, fx) as r:
+        op_id = await r.submit(AUDIO)
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert fx.throttled_files == 0
+        kept = await r.result_bytes(op_id)
+        assert b"contenturl_0.json" in kept and b"report.json" in kept, kept
+        pages = [c["status_code"] for c in await r.calls(op_id, "result")]
+        assert 429 in pages, pages
+
+
 async def test_azure_its_signed_web_hook_wakes_the_operation(pool: Any, tmp_path: Path) -> None:
     fx = AzureSpeechFixture()
     async with azure(pool, tmp_path, fx, with_receiver=True) as r:
