@@ -18,7 +18,7 @@ import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any, Literal, TypeGuard, TypeVar
 
@@ -33,6 +33,7 @@ from shared.ledger.errors import JobShared
 from shared.ledger.states import Evidence, LocalState, RemoteState
 from shared.providers import (
     CreateFact,
+    ErrorInfo,
     HttpRequest,
     HttpResponse,
     ItemFailure,
@@ -280,7 +281,7 @@ async def _collect(step: Step, conn: Any) -> Delay:
             [*fetched.failures, *pages],
             fetched.call_id,
         )
-    return await _store_and_move(step, conn, fetched, attempt)
+    return await _store_and_move(step, conn, fetched, attempt, status)
 
 
 async def _out_of_retries(step: Step, conn: Any, attempt: int) -> bool:
@@ -775,7 +776,9 @@ async def _error_pages(step: Step, conn: Any, errors_url: str) -> list[ItemFailu
     return failures
 
 
-async def _store_and_move(step: Step, conn: Any, collected: Collected, attempt: int) -> Delay:
+async def _store_and_move(
+    step: Step, conn: Any, collected: Collected, attempt: int, status: StatusFact
+) -> Delay:
     check = collected.check
     try:
         async with conn.transaction():
@@ -789,12 +792,54 @@ async def _store_and_move(step: Step, conn: Any, collected: Collected, attempt: 
                     size=check.size,
                 )
                 return None
+            none_ok = _every_item_failed(collected)
+            call_id = collected.call_id
+            if none_ok is not None and call_id is None:
+                call_id = await conn.fetchval(
+                    q("newest_result_answer"), step.op.operation_id, attempt
+                )
+            if none_ok is not None and call_id is not None:
+                # The result is the verdict: what a status's counts would have
+                # said (none ok: failed), its failures kept as the evidence.
+                failure = replace(status, remote_state=RemoteState.FAILED, error=none_ok)
+                observation_id = await evidence.record_result_verdict(
+                    conn,
+                    step.op.operation_id,
+                    call_id,
+                    observed_of(failure),
+                    fence=step.fence,
+                )
+                await step.move(
+                    conn,
+                    S.FAILED,
+                    f"result fetched: {none_ok.message}",
+                    (Evidence.OBSERVATION, observation_id),
+                )
+                return None
             await step.move(
                 conn, S.SUCCEEDED, "result fetched and validated", (Evidence.RESULT, result_id)
             )
     except StoreFailed as exc:
         return await _not_stored(step, conn, exc, attempt)
     return None
+
+
+def _every_item_failed(collected: Collected) -> ErrorInfo | None:
+    """A result whose items all failed (none succeeded, some failed): the job's
+    error, naming the first failure; None for any other. A batch API that lists
+    its failures beside its outputs (Together's error file, alone when every
+    request failed) says so in the result only: stored as a success, the agent
+    was told its batch worked."""
+    total, succeeded, failed = collected.counts
+    if succeeded != 0 or not failed or collected.check.items_succeeded:
+        return None  # (a status's 0 against successes the result holds: no verdict)
+    message = f"every item failed ({failed} of {total if total is not None else failed})"
+    first = next(iter(collected.failures), None)
+    if first is None:
+        return ErrorInfo(None, message)
+    said = first.message or first.code
+    key = _item_key(first, 0)
+    return ErrorInfo(first.code, f"{message}; the first, {key}: {said}" if said else message)
 
 
 async def _not_stored(step: Step, conn: Any, exc: StoreFailed, attempt: int) -> Delay:

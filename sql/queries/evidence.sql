@@ -233,6 +233,15 @@ JOIN provider_calls c ON c.call_id = r.call_id AND c.operation_id = r.operation_
                      AND c.call_kind = 'result' AND c.status_code IS NOT NULL
 RETURNING observation_id;
 
+-- name: newest_result_answer
+-- The newest result fetch of this collection attempt ($2) that was answered:
+-- a part of the result just fetched, which a verdict drawn from its content
+-- (every item failed) cites. NULL when the attempt fetched nothing (the
+-- result was the status read's own answer).
+SELECT max(call_id) FROM provider_calls
+WHERE operation_id = $1 AND call_kind = 'result' AND attempt = $2
+  AND status_code IS NOT NULL;
+
 -- name: insert_result
 INSERT INTO results (operation_id, call_id, valid, reason, content_type, size_bytes, sha256,
                      storage_ref, inline, items_total, items_succeeded, items_failed)

@@ -114,6 +114,31 @@ async def test_together_a_batch_with_failed_requests_keeps_both_files(
         assert "max_tokens" in (message or ""), message
 
 
+async def test_together_a_batch_whose_every_request_failed_is_failed(
+    pool: Any, tmp_path: Path
+) -> None:
+    """COMPLETED, but every request failed: no output file, an error file alone.
+    Before, the error file was stored as the result and the operation ended
+    `succeeded` with 0 items succeeded, the agent told its batch worked. It is
+    failed, as OpenAI's all-failed batch is (README: "none is failed"), the reason
+    naming the first failure, the failures kept as the evidence."""
+    fx = TogetherFixture()
+    async with together(pool, tmp_path, fx) as r:
+        op_id = await r.submit({**BATCH, "script": "allfail"})
+        assert await r.settle(op_id, ENDS) is S.FAILED, await r.history(op_id)
+        op = await r.op(op_id)
+        assert "result_collecting" in await r.history(op_id)
+        message = op.last_error["message"]
+        assert message.startswith("every item failed (1 of 1); the first, request-4: "), message
+        assert "max_tokens" in message, message
+        assert [key for key, _, _ in await failed_items(r, op_id)] == ["request-4"]
+        row = await r.pool.fetchrow(
+            "SELECT result_ref, errors_ref FROM agent_operations WHERE operation_id = $1", op_id
+        )
+        assert row["result_ref"] is None and row["errors_ref"] is not None, dict(row)
+        await verified(r, op_id)
+
+
 async def test_together_a_failed_batch_fails_with_its_error(pool: Any, tmp_path: Path) -> None:
     fx = TogetherFixture()
     async with together(pool, tmp_path, fx) as r:
