@@ -405,11 +405,13 @@ def _callback_warnings(desc: ProviderDescription, public_url: str | None) -> lis
                 f"create.{where} names {{webhook_url}} or {{webhook_secret}}, but this "
                 "provider has no webhooks (or their secret is not set): it is left out of "
                 "every create, and the provider never calls back"
+                + _stranded(desc, public_url, where)
             )
         elif public_url == "" and "webhook_url" in names:
             found.append(
                 f"create.{where} names {{webhook_url}}, but public_webhook_url is not set: "
                 "it is left out of every create, and the provider never calls back"
+                + _stranded(desc, public_url, where)
             )
         elif public_url and "?" in public_url and "{webhook_url}?" in template.text:
             found.append(
@@ -417,6 +419,42 @@ def _callback_warnings(desc: ProviderDescription, public_url: str | None) -> lis
                 "(public_webhook_url): write '&' instead"
             )
     return found + _token_warnings(desc, templates)
+
+
+def _left_out(desc: ProviderDescription, public_url: str | None, names: frozenset[str]) -> bool:
+    """Is a create field naming these placeholders left out of every create?"""
+    if desc.webhooks is None:
+        return bool({"webhook_url", "webhook_secret"} & names)
+    return public_url == "" and "webhook_url" in names
+
+
+def _stranded(desc: ProviderDescription, public_url: str | None, where: str) -> str:
+    """The set_body fields written beside a left-out one, in the object it belonged
+    to (Firecrawl's `/webhook/url` and `/webhook/metadata/...`): still sent, they
+    make that object without it, which a provider may refuse (Firecrawl answers
+    400 "webhook.url: Required" to every create). One table at the object's path
+    is left out whole."""
+    field = next((f for f in desc.create.set_body if f"set_body {f.path.text}" == where), None)
+    if field is None or len(field.path.segments) < 2:
+        return ""
+    parent = field.path.segments[:-1]
+    kept = [
+        other.path.text
+        for other in desc.create.set_body
+        if other is not field
+        and other.path.segments[: len(parent)] == parent
+        and not any(_left_out(desc, public_url, t.names) for t in other.templates)
+    ]
+    if not kept:
+        return ""
+    text = field.path.text
+    at = text.rsplit("/", 1)[0] if text.startswith("/") else text.rsplit(".", 1)[0]
+    verb = "is" if len(kept) == 1 else "are"
+    return (
+        f"; create.set_body {', '.join(kept)} {verb} still sent, so {at} goes without it "
+        f"(a provider may refuse such an object, and every create with it): write them "
+        f"as one table at {at}, left out whole"
+    )
 
 
 def _create_templates(desc: ProviderDescription) -> list[tuple[str, Template]]:

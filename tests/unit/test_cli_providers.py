@@ -315,3 +315,46 @@ async def test_check_warns_about_a_callback_token_no_callback_would_carry(
         assert warnings == []
     else:
         assert any(warned in w for w in warnings), warnings
+
+
+@pytest.mark.parametrize(
+    ("set_body", "stranded"),
+    [
+        (
+            '{ "/webhook/url" = "{webhook_url}", "/webhook/metadata/op" = "{operation_id}" }',
+            True,
+        ),
+        ('{ "/webhook" = { url = "{webhook_url}", metadata = { op = "{operation_id}" } } }', False),
+        ('{ "/webhook/url" = "{webhook_url}", "/limit" = "10" }', False),
+    ],
+    ids=["siblings_by_path", "one_table", "elsewhere"],
+)
+async def test_check_names_what_stays_beside_a_callback_url_left_out(
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    set_body: str,
+    stranded: bool,
+) -> None:
+    """Firecrawl's webhook is an object, {url, metadata}, its url required. Written
+    by path, `/webhook/url` is left out without a public URL but
+    `/webhook/metadata/op` is still sent: every create carries a webhook without
+    its url, which Firecrawl refuses (400 "webhook.url: Required"), and every
+    operation failed, the warning having said only that the provider never calls
+    back. It names the field left beside it, and the one table that is left out
+    whole."""
+    monkeypatch.setenv("LUMA_API_KEY", "luma-key")
+    monkeypatch.setenv("LUMA_CALLBACK_TOKEN", "t" * 32)
+    described = LUMA.replace(
+        'set_body = { "/callback_url" = "{webhook_url}?token={webhook_secret}" }',
+        f"set_body = {set_body}",
+    )
+    config = write(tmp_path, described.replace("PUBLIC", "").replace("WEBHOOKS", LUMA_HOOKS))
+    assert await cli_providers.cmd_check(ns(config=config)) == 0
+    (warning,) = [line for line in capsys.readouterr().out.splitlines() if "set_body" in line]
+    assert "but public_webhook_url is not set" in warning, warning
+    if stranded:
+        assert "create.set_body /webhook/metadata/op is still sent" in warning, warning
+        assert "one table at /webhook" in warning, warning
+    else:
+        assert "still sent" not in warning, warning
