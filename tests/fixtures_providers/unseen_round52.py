@@ -24,7 +24,8 @@ fake: its description is refused at load (its status needs the upload's
   /v1/crawl/{id}` {"success": true, "status": scraping | completed | failed |
   cancelled, "completed", "total", "creditsUsed", "expiresAt", "next"?, "data":
   [document...]}, a page of `data` at a time, `next` the next page's absolute URL;
-  `DELETE /v1/crawl/{id}` {"status": "cancelled"}; 429 {"success": false, "error"}
+  `DELETE /v1/crawl/{id}` {"status": "cancelled"} (409 "Crawl is already completed"
+  once it completed; its crawl-cancel controller); 429 {"success": false, "error"}
   past the rate limit. Webhooks {"success", "type": "crawl.started" | "crawl.page"
   | "crawl.completed" | "crawl.failed", "id", "data", "metadata" (as given),
   "error"?}, signed `X-Firecrawl-Signature: sha256=<hex HMAC-SHA256 of the raw
@@ -219,6 +220,27 @@ class TogetherFixture(_Jobs):
 
 # --- Firecrawl --------------------------------------------------------------------
 
+WEBHOOK_KEYS = {"url", "headers", "metadata", "events"}
+
+
+def _webhook_refused(webhook: Any) -> str | None:
+    """Firecrawl's webhookSchema: a URL string, or a strict object whose `url` is
+    required, `metadata` string values only; the first violation, as its
+    validation words it, or None."""
+    if isinstance(webhook, str):
+        webhook = {"url": webhook}
+    if not isinstance(webhook, dict):
+        return "webhook: Expected object, received " + type(webhook).__name__
+    if set(webhook) - WEBHOOK_KEYS:
+        return "webhook: Unrecognized key in body -- please review the v1 API documentation"
+    url = webhook.get("url")
+    if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+        return "webhook.url: Required" if url is None else "webhook.url: Invalid url"
+    metadata = webhook.get("metadata", {})
+    if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
+        return "webhook.metadata: Expected string"
+    return None
+
 
 class FirecrawlFixture(_Jobs):
     """Crawls of five pages, served two a status page; `keys`: the idempotency keys
@@ -263,6 +285,9 @@ class FirecrawlFixture(_Jobs):
         if not isinstance(body, dict) or not body.get("url"):
             return self._error("url: Required", 400)
         if "webhook" in body:
+            refused = _webhook_refused(body["webhook"])
+            if refused is not None:
+                return self._error(refused, 400)
             self.webhooks.append(body["webhook"])
         cid = self.new_id()
         self.jobs[cid] = {"id": cid, "input": body, "state": "scraping", "done": 0, "reads": 0}
@@ -318,6 +343,8 @@ class FirecrawlFixture(_Jobs):
         if job is None:
             return self._error("Job not found", 404)
         self.cancels.append((job["id"], job["state"]))
+        if job["state"] == "completed":
+            return self._error("Crawl is already completed", 409)
         job["state"] = "cancelled"
         return json_response({"status": "cancelled"})
 

@@ -267,6 +267,22 @@ async def test_firecrawl_a_crawl_is_collected_whole(pool: Any, tmp_path: Path) -
         assert fx.creates == 1 and len(fx.keys) == 1
 
 
+async def test_firecrawl_without_a_public_url_a_crawl_asks_for_no_webhook(
+    pool: Any, tmp_path: Path
+) -> None:
+    """No receiver, no public_webhook_url: the webhook table is left out whole, and
+    Firecrawl (which refuses a webhook object without its url) takes the crawl."""
+    fx = FirecrawlFixture()
+    table = described("firecrawl")
+    async with preset_rig(
+        pool, tmp_path, fx.app(), preset=None, name="firecrawl", env=FIRECRAWL_ENV, overrides=table
+    ) as r:
+        op_id = await r.submit(CRAWL)
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert "webhook" not in fx.only()["input"]
+        assert fx.webhooks == []
+
+
 async def test_firecrawl_a_failed_crawl_is_failed(pool: Any, tmp_path: Path) -> None:
     fx = FirecrawlFixture()
     async with firecrawl(pool, tmp_path, fx) as r:
@@ -287,6 +303,24 @@ async def test_firecrawl_a_cancel_deletes_the_crawl_and_reads_cancelled(
         assert await r.settle(op_id, ENDS) is S.CANCELLED, await r.history(op_id)
         assert fx.cancels == [(fx.only()["id"], "scraping")]
         assert "cancelled" in await r.raw_states(op_id)
+
+
+async def test_firecrawl_a_cancel_refused_already_completed_collects_the_pages(
+    pool: Any, tmp_path: Path
+) -> None:
+    """The crawl completes between our last read and our DELETE: Firecrawl answers
+    409 "Crawl is already completed". No cancel is claimed; the pages are
+    collected (the agent's cancel answered by `succeeded`)."""
+    fx = FirecrawlFixture()
+    async with firecrawl(pool, tmp_path, fx) as r:
+        op_id = await r.submit({**CRAWL, "script": "slow"})
+        await r.settle(op_id, {S.OBSERVING})
+        fx.finish(fx.only()["id"])
+        await r.cancel(op_id)
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert fx.cancels == [(fx.only()["id"], "completed")]
+        assert "cancelled" not in await r.history(op_id)
+        assert crawled(await r.result_bytes(op_id)) == CRAWL_PAGES
 
 
 async def test_firecrawl_a_lost_create_is_resent_with_its_key_and_never_doubled(
