@@ -111,6 +111,15 @@ def passed_deadline(step: Step) -> Deadline | None:
                 "cancel deadline passed and no cancel request reached the provider (each "
                 "attempt failed before it left), so no cancel was sent"
             )
+        elif cancel.supported and op.state is S.CANCEL_REQUESTED:
+            # Sent, but its answer never moved us to cancelling: refused,
+            # throttled or unanswered (a 429 from Together's POST /cancel).
+            cause = (
+                "cancel deadline passed and our cancel request was not accepted (its "
+                "answer is on record: an error, back-pressure or none)"
+            )
+            if not cancel.idempotent:
+                cause += "; it is not sent again (cancel.idempotent is false)"
         elif not cancel.supported:
             cause = (
                 f"cancel deadline passed and the job has not ended: provider "

@@ -100,6 +100,8 @@ class TogetherFixture(_Jobs):
         self.files: dict[str, bytes] = {}
         self.file_reads: dict[str, int] = {}
         self.retry_after = "1"
+        self.throttled_cancels = 0
+        self.throttled_files = 0
 
     def app(self) -> Starlette:
         return Starlette(
@@ -201,6 +203,9 @@ class TogetherFixture(_Jobs):
         if job is None:
             return self._error("batch job not found", 404)
         self.cancels.append((job["id"], job["state"]))
+        if self.throttled_cancels:
+            self.throttled_cancels -= 1
+            return self._error("rate limit exceeded", 429, {"Retry-After": self.retry_after})
         if job["state"] not in ("VALIDATING", "IN_PROGRESS"):
             return self._error(f"batch job cannot be cancelled in status {job['state']}", 400)
         job["state"] = "CANCELLED"
@@ -215,6 +220,9 @@ class TogetherFixture(_Jobs):
         if fid not in self.files:
             return self._error("file not found", 404)
         self.file_reads[fid] = self.file_reads.get(fid, 0) + 1
+        if self.throttled_files:
+            self.throttled_files -= 1
+            return self._error("rate limit exceeded", 429, {"Retry-After": self.retry_after})
         return Response(self.files[fid], media_type="application/octet-stream")
 
 

@@ -181,6 +181,28 @@ async def test_together_a_cancel_refused_after_completion_collects_the_output(
         assert _lines(await r.result_bytes(op_id)) == TOGETHER_OUTPUT
 
 
+async def test_together_a_throttled_cancel_is_not_resent_and_the_human_is_told_so(
+    pool: Any, tmp_path: Path
+) -> None:
+    """The cancel answered 429: Together's POST /cancel is not declared safe to
+    resend, so it is not sent again; the batch runs on, and at the cancel deadline
+    a human gets it. Before, the reason read "without a remote confirmation", as if
+    the provider had taken the cancel and not yet confirmed it; it says the
+    cancel was not accepted and not sent again, and never claims a cancel."""
+    fx = TogetherFixture()
+    fx.throttled_cancels = 1
+    async with together(pool, tmp_path, fx) as r:
+        op_id = await r.submit({**BATCH, "script": "slow"})
+        await r.settle(op_id, {S.OBSERVING})
+        await r.cancel(op_id, cancel_deadline_s=1.0)
+        end = await r.settle(op_id, ENDS)
+        assert end is S.CANCELLATION_UNCONFIRMED, await r.history(op_id)
+        assert len(fx.cancels) == 1 and fx.only()["state"] == "IN_PROGRESS"
+        reason = (await r.escalation(op_id))["reason"]
+        assert "our cancel request was not accepted" in reason, reason
+        assert "not sent again (cancel.idempotent is false)" in reason, reason
+
+
 async def test_together_a_lost_create_is_never_sent_again(pool: Any, tmp_path: Path) -> None:
     fx = TogetherFixture(lose_first_create=True)
     async with together(pool, tmp_path, fx) as r:
