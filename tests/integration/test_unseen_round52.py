@@ -245,6 +245,22 @@ async def test_together_throttled_reads_wait_for_retry_after(pool: Any, tmp_path
         assert fx.creates == 1
 
 
+async def test_together_a_throttled_file_download_is_waited_out(pool: Any, tmp_path: Path) -> None:
+    """The output file's content answered 429 twice: retried as back-pressure, then
+    both files kept whole, once."""
+    fx = TogetherFixture()
+    fx.throttled_files = 2
+    async with together(pool, tmp_path, fx) as r:
+        op_id = await r.submit({**BATCH, "script": "mixed"})
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert _lines(await r.result_bytes(op_id)) == TOGETHER_OUTPUT[:2] + TOGETHER_ERRORS
+        assert [c["status_code"] for c in await r.calls(op_id, "result")] == [429, 429, 200, 200]
+        assert (
+            await r.pool.fetchval("SELECT count(*) FROM results WHERE operation_id = $1", op_id)
+            == 1
+        )
+
+
 # --- Firecrawl ---------------------------------------------------------------------
 
 FIRECRAWL_ENV = {"FIRECRAWL_API_KEY": FIRECRAWL_KEY, "FIRECRAWL_WEBHOOK_SECRET": FIRECRAWL_SECRET}
