@@ -290,13 +290,15 @@ ORDER BY c.call_id DESC LIMIT 1;
 
 -- name: result_fetch_may_have_arrived
 -- Did any earlier result fetch possibly reach the provider (anything but a
--- failure to connect or a call never sent)? For a fetch with side effects,
--- that one may have consumed the result.
+-- failure to connect, a call never sent, or a throttle's refusal: a 429, or
+-- a 4xx a throttle code marked as back-pressure, which served nothing)? For a
+-- fetch with side effects, that one may have consumed the result.
 SELECT EXISTS (
     SELECT 1 FROM provider_calls
     WHERE operation_id = $1 AND call_kind = 'result'
       AND error_category IS DISTINCT FROM 'connect'
       AND error_category IS DISTINCT FROM 'not_sent'
+      AND NOT coalesce(error_category = 'back_pressure' AND status_code < 500, false)
 );
 
 -- name: clock_now

@@ -261,6 +261,26 @@ async def test_together_a_throttled_file_download_is_waited_out(pool: Any, tmp_p
         )
 
 
+async def test_a_one_shot_download_throttled_is_fetched_again_once(
+    pool: Any, tmp_path: Path
+) -> None:
+    """A result whose download consumes it (`result.side_effects`: DeepL's document,
+    "removed from the server once it was downloaded", whose download answers 429
+    "Too many requests. Please wait and resend your request"), here Together's
+    output file so marked. The first download answered 429: nothing was served,
+    so nothing consumed. Before, that 429 counted as a fetch that may have consumed
+    it, and the operation ended `result_unavailable` with the document still
+    waiting, never fetched. It is fetched after its Retry-After, once."""
+    fx = TogetherFixture()
+    fx.throttled_files = 1
+    one_shot = {"side_effects": True, "file_ids": ["/output_file_id"]}
+    async with together(pool, tmp_path, fx, result=one_shot) as r:
+        op_id = await r.submit(BATCH)
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert _lines(await r.result_bytes(op_id)) == TOGETHER_OUTPUT
+        assert [c["status_code"] for c in await r.calls(op_id, "result")] == [429, 200]
+
+
 # --- Firecrawl ---------------------------------------------------------------------
 
 FIRECRAWL_ENV = {"FIRECRAWL_API_KEY": FIRECRAWL_KEY, "FIRECRAWL_WEBHOOK_SECRET": FIRECRAWL_SECRET}
