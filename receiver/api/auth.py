@@ -62,3 +62,14 @@ async def authenticate(conn: Any, request: Request) -> Caller:
     if found is None:
         raise unauthenticated("The token is not valid (unknown or revoked).")
     return Caller(found.token_id, found.caller, found.scope)
+
+
+async def still_live(conn: Any, caller: Caller) -> None:
+    """Refuse a caller whose token was revoked after it authenticated.
+
+    A long-poll (up to 300 s) or an event stream (hours) authenticates once,
+    when it begins; it asks again at every re-read, so a revocation ends it
+    with a 401 instead of answering the operation to a token no longer valid.
+    """
+    if not await tokens.is_live(conn, caller.token_id):
+        raise unauthenticated("The token is not valid (revoked while this request waited).")

@@ -26,7 +26,7 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import Receive, Scope, Send
 
 from receiver.api import bodies, params
-from receiver.api.auth import Caller, authenticate
+from receiver.api.auth import Caller, authenticate, still_live
 from receiver.api.openapi import openapi_document
 from receiver.api.params import shown
 from receiver.api.problems import (
@@ -304,6 +304,12 @@ class OperationsApi:
         async with self.connection() as conn:
             return await self.visible(conn, operation_id, caller)
 
+    async def reread(self, operation_id: str, caller: Caller) -> Any:
+        """A long-poll's read: its token checked again first (revoked since it began?)."""
+        async with self.connection() as conn:
+            await still_live(conn, caller)
+            return await self.visible(conn, operation_id, caller)
+
     # ------------------------------------------------------------------ routes
 
     async def submit(self, request: Request) -> Response:
@@ -407,7 +413,7 @@ class OperationsApi:
         deadline = loop.time() + max_wait
         async with self.hub.subscribe(operation_id) as sub:
             while True:
-                row = await self.read(operation_id, caller)
+                row = await self.reread(operation_id, caller)
                 remaining = deadline - loop.time()
                 if row["done"] or remaining <= 0:
                     return row
@@ -430,19 +436,21 @@ class OperationsApi:
             raise too_many_waits(limit, retry) from None
         return _HeldStream(
             held.close,
-            self._event_stream(operation_id, after),
+            self._event_stream(operation_id, caller, after),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
         )
 
-    async def _event_stream(self, operation_id: str, after: int) -> AsyncIterator[str]:
+    async def _event_stream(
+        self, operation_id: str, caller: Caller, after: int
+    ) -> AsyncIterator[str]:
         """The SSE body.
 
         A database failure mid-stream ends it with an `error` event instead of
         a torn connection; the client resumes with Last-Event-ID.
         """
         try:
-            async for chunk in self._transitions(operation_id, after):
+            async for chunk in self._transitions(operation_id, caller, after):
                 yield chunk
         except Problem as problem:
             yield _sse("error", problem.body())
@@ -450,12 +458,16 @@ class OperationsApi:
             log.warning("database lost during an event stream", exc_info=True)
             yield _sse("error", unavailable("The database is unavailable; resume shortly.").body())
 
-    async def _transitions(self, operation_id: str, after: int) -> AsyncIterator[str]:
-        """Every transition after `after`, in order; ends after a terminal state."""
+    async def _transitions(
+        self, operation_id: str, caller: Caller, after: int
+    ) -> AsyncIterator[str]:
+        """Every transition after `after`, in order; ends after a terminal state, or
+        with a 401 `error` event once the caller's token is revoked."""
         last = after
         async with self.hub.subscribe(operation_id) as sub:
             while True:
                 async with self.connection() as conn:
+                    await still_live(conn, caller)
                     rows = await conn.fetch(q("api_history_after"), operation_id, last)
                     latest = (
                         rows[-1]["to_state"]

@@ -63,6 +63,11 @@ async def authenticate(db: Executor, secret: str) -> Authenticated | None:
     return Authenticated(row["token_id"], row["caller"], row["scope"])
 
 
+async def is_live(db: Executor, token_id: str) -> bool:
+    """Whether the token is still live (not revoked); for requests that outlast one check."""
+    return bool(await db.fetchval(q("token_live"), token_id))
+
+
 async def create_token(
     db: Executor, minted: MintedToken, *, caller: str, scope: Scope, created_by: str
 ) -> Any:

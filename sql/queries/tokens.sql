@@ -15,6 +15,11 @@ WITH token AS (
 )
 SELECT token_id, caller, scope FROM token;
 
+-- name: token_live
+-- Whether a token authenticated earlier is still live: a long-poll or an event
+-- stream asks again at every re-read, so a revocation ends it.
+SELECT true FROM api_tokens WHERE token_id = $1 AND revoked_at IS NULL;
+
 -- name: token_insert
 INSERT INTO api_tokens (token_id, caller, scope, token_sha256, created_by)
 VALUES ($1, $2, $3, $4, $5)
