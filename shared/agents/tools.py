@@ -43,6 +43,7 @@ would start a second job. The answer says to check the id against `pending`.
 from __future__ import annotations
 
 import asyncio
+import math
 import secrets
 import time
 from collections.abc import Callable, Mapping
@@ -119,6 +120,62 @@ def next_delay(previous: float | None, hint: float | None, remaining: float) -> 
     else:
         delay = previous * BACKOFF_FACTOR
     return max(0.0, min(delay, BACKOFF_CAP_SECONDS, remaining))
+
+
+def wait_budget(max_wait: object) -> float | None:
+    """max_wait as seconds, or None when it is not a number of seconds.
+
+    NaN compares false with everything: `remaining <= 0` never held, so a
+    submit that got no answer was retried for ever. A string (what a model
+    passing tool arguments often sends) raised TypeError, and an int beyond a
+    double OverflowError; such an int is a wait as long as it takes, as
+    `math.inf` is. A bool is refused, as the MCP `await` refuses it.
+    """
+    if isinstance(max_wait, bool) or not isinstance(max_wait, int | float):
+        return None
+    try:
+        seconds = float(max_wait)
+    except OverflowError:
+        return math.inf if max_wait > 0 else -math.inf
+    return None if math.isnan(seconds) else seconds
+
+
+def _not_seconds(max_wait: object) -> dict[str, str]:
+    """Why max_wait was refused, naming its type (never its value: it may be hostile)."""
+    what = "NaN" if isinstance(max_wait, float) else f"a {type(max_wait).__name__}"
+    return {
+        "code": "invalid_argument",
+        "message": f"max_wait must be a number of seconds, not {what}",
+    }
+
+
+def bad_wait_before_start(max_wait: object, client_reference: str | None) -> ToolResult:
+    """start_and_await called with a max_wait that is not seconds: nothing was sent."""
+    return ToolResult(
+        "failed",
+        operation_id=None,
+        job_id=None,
+        done=True,
+        message="The job was NOT started: max_wait must be a number of seconds.",
+        error=_not_seconds(max_wait),
+        client_reference=client_reference,
+    )
+
+
+def bad_wait(operation_id: str, max_wait: object) -> ToolResult:
+    """await called with a max_wait that is not seconds: nothing was read."""
+    return ToolResult(
+        "unknown",
+        operation_id=operation_id,
+        job_id=None,
+        done=False,
+        message=(
+            f"Did not wait for operation {operation_id}: max_wait must be a number of "
+            "seconds. Nothing was read and the operation is unaffected: do not report "
+            "success or failure; call again with a number."
+        ),
+        error=_not_seconds(max_wait),
+    )
 
 
 def new_client_reference() -> str:
@@ -341,8 +398,11 @@ def await_operation(
     sleep: Callable[[float], None] = time.sleep,
 ) -> ToolResult:
     """Wait up to max_wait for an operation to be done; never raises."""
+    budget = wait_budget(max_wait)
+    if budget is None:
+        return bad_wait(operation_id, max_wait)
     started = clock()
-    deadline = started + max_wait
+    deadline = started + budget
     last: Mapping[str, Any] = first or {"operation_id": operation_id, "done": False}
     delay: float | None = None
     error: JobwardenError | None = None  # the last attempt's, if it failed
@@ -381,8 +441,11 @@ def start_and_await(
     **options: Any,
 ) -> ToolResult:
     """Start a job and wait for it, up to max_wait seconds; exactly one final status."""
-    started = clock()
     reference = client_reference or new_client_reference()
+    budget = wait_budget(max_wait)
+    if budget is None:
+        return bad_wait_before_start(max_wait, reference)
+    started = clock()
     delay: float | None = None
     while True:
         try:
@@ -394,11 +457,11 @@ def start_and_await(
             error: JobwardenError = problem
         except JobwardenError as exc:
             error = exc
-        delay = next_delay(delay, None, started + max_wait - clock())
+        delay = next_delay(delay, None, started + budget - clock())
         if delay <= 0:
             return submit_unanswered(reference, error)
         sleep(delay)
-    remaining = max_wait - (clock() - started)
+    remaining = budget - (clock() - started)
     return await_operation(
         client,
         resource["operation_id"],
@@ -463,9 +526,12 @@ async def await_operation_async(
     consumer: str | None = None,
     first: Mapping[str, Any] | None = None,
 ) -> ToolResult:
+    budget = wait_budget(max_wait)
+    if budget is None:
+        return bad_wait(operation_id, max_wait)
     loop = asyncio.get_running_loop()
     started = loop.time()
-    deadline = started + max_wait
+    deadline = started + budget
     last: Mapping[str, Any] = first or {"operation_id": operation_id, "done": False}
     delay: float | None = None
     error: JobwardenError | None = None  # the last attempt's, if it failed
@@ -501,9 +567,12 @@ async def start_and_await_async(
     consumer: str | None = None,
     **options: Any,
 ) -> ToolResult:
+    reference = client_reference or new_client_reference()
+    budget = wait_budget(max_wait)
+    if budget is None:
+        return bad_wait_before_start(max_wait, reference)
     loop = asyncio.get_running_loop()
     started = loop.time()
-    reference = client_reference or new_client_reference()
     delay: float | None = None
     while True:
         try:
@@ -517,14 +586,14 @@ async def start_and_await_async(
             error: JobwardenError = problem
         except JobwardenError as exc:
             error = exc
-        delay = next_delay(delay, None, started + max_wait - loop.time())
+        delay = next_delay(delay, None, started + budget - loop.time())
         if delay <= 0:
             return submit_unanswered(reference, error)
         await asyncio.sleep(delay)
     return await await_operation_async(
         client,
         resource["operation_id"],
-        max_wait - (loop.time() - started),
+        budget - (loop.time() - started),
         consumer=consumer,
         first=resource,
     )

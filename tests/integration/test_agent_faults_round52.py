@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
+import socket
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -18,7 +20,8 @@ import pytest
 from starlette.applications import Starlette
 
 from receiver.api.operations import OperationsApi
-from shared.agents.client import ApiProblem, AsyncJobwardenClient
+from shared.agents import tools as agent_tools
+from shared.agents.client import ApiProblem, AsyncJobwardenClient, JobwardenClient
 from shared.ledger import tokens
 from shared.ledger.states import LocalState
 from shared.serve import serve_app
@@ -123,3 +126,75 @@ async def test_an_event_stream_whose_token_is_revoked_ends_with_a_401_error(
                 await task
     assert raised.value.status == 401
     assert seen == []  # not one transition after the revocation
+
+
+# ------------------------------------------------------- max_wait at its edges
+
+
+def closed_port_url() -> str:
+    """A loopback port nothing listens on: every connection is refused at once."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}"
+
+
+async def test_a_nan_max_wait_is_refused_not_a_submit_retried_for_ever() -> None:
+    """Before: NaN compares false with everything, so `remaining <= 0` never held
+    and a submit that got no answer was retried for ever (the tool never
+    returned); the MCP layer refused NaN, the Python wrapper did not."""
+    async with AsyncJobwardenClient(closed_port_url(), "jw_x") as client:
+        async with asyncio.timeout(SIGNAL_TIMEOUT_SECONDS):
+            result = await agent_tools.start_and_await_async(client, "sim", JOB, math.nan)
+    assert result.status == "failed" and result.operation_id is None
+    assert "NOT started" in result.message and result.error
+    assert result.error["code"] == "invalid_argument"
+
+
+@pytest.mark.parametrize("max_wait", ["30", None, math.nan, True, [30]])
+def test_a_max_wait_that_is_not_seconds_is_a_result_never_an_exception(
+    max_wait: Any,
+) -> None:
+    """Before: `"30"` (what a model passing tool arguments often sends) raised
+    TypeError out of start_and_await and await_operation."""
+    with JobwardenClient(closed_port_url(), "jw_x") as client:
+        started = agent_tools.start_and_await(client, "sim", JOB, max_wait)
+        waited = agent_tools.await_operation(client, "op_" + "0" * 26, max_wait)
+    assert started.status == "failed" and "NOT started" in started.message
+    assert waited.status == "unknown" and waited.operation_id == "op_" + "0" * 26
+    for result in (started, waited):
+        assert result.error and result.error["code"] == "invalid_argument"
+
+
+async def test_a_max_wait_beyond_a_double_waits_instead_of_raising(db: Any, db_url: str) -> None:
+    """Before: an int too large for a double (10**400) raised OverflowError out of
+    the wrapper. It is a wait as long as it takes, as `math.inf` is."""
+    token = await make_token(db, "bot")
+    async with served(db_url) as api, AsyncJobwardenClient(api.url, token) as client:
+
+        async def finish() -> None:
+            await api.ops.wait_slots.until(lambda n: n >= 1)
+            op_id = str(await db.fetchval("SELECT operation_id FROM operations"))
+            await finish_with_result(db, op_id, total=3)
+
+        async with asyncio.timeout(SIGNAL_TIMEOUT_SECONDS):
+            result, _ = await asyncio.gather(
+                agent_tools.start_and_await_async(client, "sim", JOB["request"], 10**400),
+                finish(),
+            )
+    assert result.status == "succeeded" and result.operation_id
+
+
+async def test_a_zero_or_negative_max_wait_starts_the_job_and_says_it_is_running(
+    db: Any, db_url: str
+) -> None:
+    """max_wait 0 or below: the job is started once, and the answer is an honest
+    timed_out with its ids (sound before this round; held here)."""
+    token = await make_token(db, "bot")
+    async with served(db_url) as api, AsyncJobwardenClient(api.url, token) as client:
+        for max_wait in (0, -5):
+            result = await agent_tools.start_and_await_async(
+                client, "sim", JOB["request"], max_wait
+            )
+            assert result.status == "timed_out" and result.operation_id and not result.done
+            assert "Do not report success" in result.message
