@@ -110,7 +110,20 @@ class _Call:
 
 def _decode(response: httpx.Response) -> Any:
     if response.is_success:
-        return response.json()
+        # Every answer of the API is a JSON object. Anything else with a 2xx
+        # (a captive portal's or a proxy's page, a truncated body) is no answer
+        # from it: before, it raised JSONDecodeError or TypeError out of the
+        # tools; as ApiUnreachable a submit is retried under its reference.
+        try:
+            body = response.json()
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            raise ApiUnreachable(
+                f"{response.request.method} {response.request.url.path}: HTTP "
+                f"{response.status_code} whose body is not the API's JSON object"
+            )
+        return body
     try:
         body = response.json()
     except ValueError:

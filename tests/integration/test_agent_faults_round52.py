@@ -18,6 +18,9 @@ from typing import Any
 import httpx
 import pytest
 from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
 
 from receiver.api.operations import OperationsApi
 from shared.agents import tools as agent_tools
@@ -198,3 +201,52 @@ async def test_a_zero_or_negative_max_wait_starts_the_job_and_says_it_is_running
             )
             assert result.status == "timed_out" and result.operation_id and not result.done
             assert "Do not report success" in result.message
+
+
+# ------------------------------------------ a 200 that is not the API's answer
+
+
+def portal_app(body: bytes, media_type: str) -> Starlette:
+    """What answers in the API's place: a captive portal, a proxy's maintenance
+    page, a load balancer's health page, all with 200 and no API answer."""
+
+    async def page(_request: Request) -> Response:
+        return Response(body, media_type=media_type)
+
+    return Starlette(routes=[Route("/{path:path}", page, methods=["GET", "POST"])])
+
+
+@pytest.mark.parametrize(
+    ("body", "media_type"),
+    [
+        (b"<html><body>Maintenance</body></html>", "text/html"),
+        (b'["not", "an", "operation"]', "application/json"),
+        (b'{"operation_id": ', "application/json"),
+    ],
+)
+async def test_a_200_that_is_not_an_api_answer_is_no_answer_never_an_exception(
+    body: bytes, media_type: str
+) -> None:
+    """Before: the client decoded any 2xx as the API's JSON object, so an HTML
+    page raised JSONDecodeError and a JSON list TypeError out of start_and_await
+    and check (opaque exceptions). It is no answer: the submit is retried under
+    its client_reference and then said unanswered; a check is `unknown`."""
+    async with serve_app(portal_app(body, media_type)) as url:
+        async with AsyncJobwardenClient(url, "jw_x") as client:
+            started = await agent_tools.start_and_await_async(
+                client, "sim", JOB["request"], 0.5, client_reference="ref-portal"
+            )
+            checked = await agent_tools.check_async(client, "op_" + "0" * 26)
+        with JobwardenClient(url, "jw_x") as sync_client:  # in a thread: the server runs here
+            started_sync = await asyncio.to_thread(
+                agent_tools.start_and_await,
+                sync_client,
+                "sim",
+                JOB["request"],
+                0.5,
+                client_reference="ref-portal",
+            )
+    for result in (started, started_sync):
+        assert result.status == "timed_out" and result.operation_id is None
+        assert result.client_reference == "ref-portal" and "Do not report success" in result.message
+    assert checked.status == "unknown"
