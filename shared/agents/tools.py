@@ -253,6 +253,31 @@ def refused(problem: ApiProblem, client_reference: str | None) -> ToolResult:
     )
 
 
+def refused_after_unanswered(problem: ApiProblem, client_reference: str) -> ToolResult:
+    """A resend refused after an attempt that got no answer: that one may be recorded.
+
+    The refusal is of the resend (a token revoked meanwhile: 401; a receiver
+    restarted without the provider: 422); it says nothing of the first
+    attempt, whose COMMIT may have run unheard. "NOT started" would invite a
+    second submit, under another token or reference: the duplicate job.
+    """
+    return ToolResult(
+        "timed_out",
+        operation_id=None,
+        job_id=None,
+        done=False,
+        message=(
+            f"jobwarden refused the resend of this submit ({problem.detail}), but an earlier "
+            "attempt got no answer and may have recorded the job. Do not report success or "
+            "failure, and do not start it under another client_reference: once the refusal is "
+            f"fixed, call start again with client_reference {client_reference!r} (it returns "
+            "the same operation if it exists and never creates a duplicate)."
+        ),
+        error={"code": problem.type.rsplit(":", 1)[-1], "message": problem.detail},
+        client_reference=client_reference,
+    )
+
+
 def submit_unanswered(client_reference: str, error: Exception) -> ToolResult:
     """No answer to the submit: the operation may or may not be recorded."""
     return ToolResult(
@@ -453,6 +478,8 @@ def start_and_await(
             break
         except ApiProblem as problem:
             if _fatal(problem):
+                if delay is not None:  # an earlier attempt went unanswered
+                    return refused_after_unanswered(problem, reference)
                 return refused(problem, reference)
             error: JobwardenError = problem
         except JobwardenError as exc:
@@ -582,6 +609,8 @@ async def start_and_await_async(
             break
         except ApiProblem as problem:
             if _fatal(problem):
+                if delay is not None:  # an earlier attempt went unanswered
+                    return refused_after_unanswered(problem, reference)
                 return refused(problem, reference)
             error: JobwardenError = problem
         except JobwardenError as exc:

@@ -250,3 +250,83 @@ async def test_a_200_that_is_not_an_api_answer_is_no_answer_never_an_exception(
         assert result.status == "timed_out" and result.operation_id is None
         assert result.client_reference == "ref-portal" and "Do not report success" in result.message
     assert checked.status == "unknown"
+
+
+# ------------------------- a refusal after a submit whose answer was lost
+
+
+class LoseFirstSubmitAnswer:
+    """The API, except that the first submit's answer is replaced by a 503 after
+    the operation was recorded (what a proxy says when the receiver died between
+    its COMMIT and its answer), and `meanwhile` runs before that 503 is sent."""
+
+    def __init__(self, app: Any, meanwhile: Any) -> None:
+        self.app = app
+        self.meanwhile = meanwhile
+        self.lost = 0
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST" or self.lost:
+            await self.app(scope, receive, send)
+            return
+        self.lost += 1
+        sent: list[int] = []
+
+        async def swallow(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                sent.append(message["status"])
+
+        await self.app(scope, receive, swallow)
+        assert sent == [202]  # recorded
+        await self.meanwhile()
+        await Response(
+            b'{"type": "about:blank", "title": "Service Unavailable", "status": 503}',
+            status_code=503,
+            media_type="application/problem+json",
+            headers={"Retry-After": "0"},
+        )(scope, receive, send)
+
+
+@pytest.mark.parametrize("blocking", [False, True])
+async def test_a_refusal_after_an_unanswered_submit_never_says_not_started(
+    db: Any, db_url: str, blocking: bool
+) -> None:
+    """The first submit was recorded, but its answer was lost (a 503 after the
+    COMMIT); before the retry under the same client_reference, the token was
+    revoked, so the retry is refused with 401. Before: start_and_await said
+    `failed`, "The job was NOT started", with no operation id, while the
+    operation was recorded and would run: the agent, told nothing started,
+    submits again (with another token) and the job runs twice. After an
+    unanswered attempt a refusal proves nothing about the first one: the
+    answer is `timed_out` with the client_reference, never "NOT started"."""
+    token = await make_token(db, "bot")
+    async with receiver_pool(db_url) as pool:
+
+        async def revoke() -> None:  # the test's own connection: the receiver may not
+            await tokens.revoke_token(db, await token_id_of(db, "bot"))
+
+        ops = OperationsApi(sim_settings(), pool)
+        app = LoseFirstSubmitAnswer(Starlette(routes=ops.routes()), revoke)
+        async with serve_app(app) as url, asyncio.timeout(SIGNAL_TIMEOUT_SECONDS):
+            if blocking:  # in a thread: the server runs on this loop
+                with JobwardenClient(url, token) as sync_client:
+                    result = await asyncio.to_thread(
+                        agent_tools.start_and_await,
+                        sync_client,
+                        "sim",
+                        JOB["request"],
+                        5,
+                        client_reference="ref-lost",
+                    )
+            else:
+                async with AsyncJobwardenClient(url, token) as client:
+                    result = await agent_tools.start_and_await_async(
+                        client, "sim", JOB["request"], 5, client_reference="ref-lost"
+                    )
+    recorded = await db.fetchval(
+        "SELECT count(*) FROM operations WHERE client_reference = 'ref-lost'"
+    )
+    assert app.lost == 1 and recorded == 1
+    assert result.status != "failed" and "NOT started" not in result.message
+    assert result.status == "timed_out" and result.client_reference == "ref-lost"
+    assert "Do not report success" in result.message
