@@ -10,7 +10,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+import signal
 import socket
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -330,3 +333,87 @@ async def test_a_refusal_after_an_unanswered_submit_never_says_not_started(
     assert result.status != "failed" and "NOT started" not in result.message
     assert result.status == "timed_out" and result.client_reference == "ref-lost"
     assert "Do not report success" in result.message
+
+
+# ------------------------------- the API server SIGKILLed in the middle of a wait
+
+SERVER = """
+import asyncio, sys
+from starlette.applications import Starlette
+from receiver.api.operations import OperationsApi
+from shared.serve import serve_app
+from tests.integration.agent_support import receiver_pool, sim_settings
+
+async def main():
+    async with receiver_pool(sys.argv[1]) as pool:
+        ops = OperationsApi(sim_settings(), pool)
+        async with serve_app(Starlette(routes=ops.routes()), port=int(sys.argv[2])):
+            print("ready", flush=True)
+            await asyncio.Event().wait()
+
+asyncio.run(main())
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextlib.asynccontextmanager
+async def api_process(db_url: str, port: int) -> AsyncIterator[subprocess.Popen[bytes]]:
+    """The agent API in a process of its own, on `port`; SIGKILLed at the end if alive."""
+    argv = [sys.executable, "-c", SERVER, db_url, str(port)]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE)
+    try:
+        assert proc.stdout is not None
+        async with asyncio.timeout(SIGNAL_TIMEOUT_SECONDS):
+            line = await asyncio.to_thread(proc.stdout.readline)
+        assert line.strip() == b"ready", line
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+async def listening_backends(db: Any) -> int:
+    return int(
+        await db.fetchval(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+            " AND query LIKE 'LISTEN %jobwarden_transition%'"
+        )
+    )
+
+
+async def test_a_wait_survives_the_api_server_sigkilled_and_restarted(db: Any, db_url: str) -> None:
+    """start_and_await with a consumer, the API process SIGKILLed while the
+    long-poll is held (its listener open), the job finishing while no server
+    runs, a new server on the same port: succeeded, claimed once, one
+    operation. (Sound before this round; held here.)"""
+    token = await make_token(db, "bot")
+    port = free_port()
+    async with AsyncJobwardenClient(f"http://127.0.0.1:{port}", token) as client:
+        async with api_process(db_url, port) as first:
+            op_id = (await client.submit("sim", "export", JOB["request"], client_reference="k1"))[
+                "operation_id"
+            ]
+            waiting = asyncio.ensure_future(
+                agent_tools.await_operation_async(client, op_id, 60, consumer="next-step")
+            )
+            async with asyncio.timeout(SIGNAL_TIMEOUT_SECONDS):
+                while not await listening_backends(db):  # the long-poll is held
+                    await asyncio.sleep(0.02)
+            first.send_signal(signal.SIGKILL)
+            await asyncio.to_thread(first.wait)
+        await advance(db, op_id, S.OBSERVING)
+        await finish_with_result(db, op_id, total=3)
+        async with api_process(db_url, port), asyncio.timeout(SIGNAL_TIMEOUT_SECONDS * 2):
+            result = await waiting
+    assert result.status == "succeeded" and result.operation_id == op_id
+    assert result.claimed is True
+    assert await db.fetchval("SELECT count(*) FROM completion_claims") == 1
+    assert await db.fetchval("SELECT count(*) FROM operations") == 1
