@@ -417,3 +417,47 @@ async def test_a_wait_survives_the_api_server_sigkilled_and_restarted(db: Any, d
     assert result.claimed is True
     assert await db.fetchval("SELECT count(*) FROM completion_claims") == 1
     assert await db.fetchval("SELECT count(*) FROM operations") == 1
+
+
+# ---------------------------------------------------------------- NOTIFY lost
+
+
+async def test_a_wait_whose_notify_is_lost_ends_at_max_wait_with_the_truth(
+    db: Any, db_url: str
+) -> None:
+    """The job finishes, but no NOTIFY announces it (triggers off for that
+    session, as a NOTIFY lost between a commit and the listener is): the
+    long-poll still answers by max_wait, and with the operation done, not the
+    stale running row it held. (Sound before this round; held here.)"""
+    token = await make_token(db, "bot")
+    async with served(db_url) as api, AsyncJobwardenClient(api.url, token) as client:
+        op_id = await submit(api.url, token)
+        await advance(db, op_id, S.OBSERVING)
+
+        first_read = asyncio.Event()
+        reread = api.ops.reread
+
+        async def signalled_reread(operation_id: str, caller: Any) -> Any:
+            row = await reread(operation_id, caller)
+            first_read.set()  # the long-poll holds a row that is not done
+            return row
+
+        api.ops.reread = signalled_reread  # type: ignore[method-assign]
+
+        async def finish_unannounced() -> None:
+            await first_read.wait()
+            async with db.transaction():
+                await db.execute("SET LOCAL session_replication_role = replica")
+                await db.execute(
+                    "UPDATE operations SET state = 'failed', finished_at = now(),"
+                    """ last_error = '{"code": "x", "message": "boom"}'"""
+                    " WHERE operation_id = $1",
+                    op_id,
+                )
+
+        async with asyncio.timeout(SIGNAL_TIMEOUT_SECONDS):
+            t0 = asyncio.get_running_loop().time()
+            resource, _ = await asyncio.gather(client.wait(op_id, 2), finish_unannounced())
+            waited = asyncio.get_running_loop().time() - t0
+    assert resource["done"] is True and resource["metadata"]["outcome"] == "failed"
+    assert waited >= 1.9  # no NOTIFY ended it: the read at max_wait did
