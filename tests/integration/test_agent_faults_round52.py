@@ -461,3 +461,33 @@ async def test_a_wait_whose_notify_is_lost_ends_at_max_wait_with_the_truth(
             waited = asyncio.get_running_loop().time() - t0
     assert resource["done"] is True and resource["metadata"]["outcome"] == "failed"
     assert waited >= 1.9  # no NOTIFY ended it: the read at max_wait did
+
+
+# ------------------------------- PostgreSQL connections terminated mid-wait
+
+
+async def test_a_wait_survives_its_database_connections_terminated(db: Any, db_url: str) -> None:
+    """pg_terminate_backend on every connection of the API (its LISTEN among
+    them) while a wrapper's long-poll is held, then the job finishes: the
+    wrapper answers succeeded, claimed once. (Sound before this round; held.)"""
+    token = await make_token(db, "bot")
+    async with served(db_url) as api, AsyncJobwardenClient(api.url, token) as client:
+        op_id = await submit(api.url, token)
+
+        async def fault() -> None:
+            await api.ops.wait_slots.until(lambda n: n >= 1)
+            while not api.ops.hub.listening:  # the long-poll's LISTEN is up
+                await asyncio.sleep(0.01)
+            killed = await db.fetchval(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+            assert killed >= 1
+            await advance(db, op_id, S.OBSERVING)
+            await finish_with_result(db, op_id, total=3)
+
+        async with asyncio.timeout(SIGNAL_TIMEOUT_SECONDS):
+            result, _ = await asyncio.gather(
+                agent_tools.await_operation_async(client, op_id, 60, consumer="c1"), fault()
+            )
+    assert result.status == "succeeded" and result.claimed is True
