@@ -320,6 +320,53 @@ def _job_words(job_id: str | None) -> str:
     return f"job {job_id}" if job_id else "the provider has not given a job id yet"
 
 
+def _token_refused(error: JobwardenError | None) -> ApiProblem | None:
+    """The 401 or 403 that refused this token, if that is what `error` is.
+
+    Such an answer is not lost contact: retrying later, the advice given for
+    an unreachable server, can never work (a revoked token stays revoked).
+    """
+    if isinstance(error, ApiProblem) and error.status in (401, 403):
+        return error
+    return None
+
+
+def _refusal_words(problem: ApiProblem) -> str:
+    fix = (
+        "the token is unknown or revoked: an operator must give you a valid one"
+        if problem.status == 401
+        else "this token may not do this"
+    )
+    return (
+        f"jobwarden refused this token ({problem.status}: {problem.detail}); trying again "
+        f"will not help until that is fixed: {fix}"
+    )
+
+
+def _refusal_error(problem: ApiProblem) -> dict[str, Any]:
+    return {"code": problem.type.rsplit(":", 1)[-1], "message": problem.detail}
+
+
+def refused_while_waiting(last: Mapping[str, Any], problem: ApiProblem) -> ToolResult:
+    """The wait was refused (the token revoked meanwhile): stopped, the job unaffected."""
+    base = from_resource(last, gave_up_after=0.0)
+    op_id = base.operation_id
+    return ToolResult(
+        "timed_out",
+        operation_id=op_id,
+        job_id=base.job_id,
+        done=False,
+        message=(
+            f"Stopped waiting for operation {op_id} ({_job_words(base.job_id)}): "
+            f"{_refusal_words(problem)}. The operation was recorded and may still be running: "
+            "do not report success and do not resubmit."
+        ),
+        outcome=base.outcome,
+        error=_refusal_error(problem),
+        client_reference=base.client_reference,
+    )
+
+
 def _with_claim(result: ToolResult, claimed: bool | None, consumer: str) -> ToolResult:
     if claimed is None:
         note = (
@@ -446,6 +493,9 @@ def await_operation(
             sleep(delay)
     if isinstance(error, ApiProblem) and error.status == 404:
         return read_failed(operation_id, error)
+    refused_token = _token_refused(error)
+    if refused_token is not None:
+        return refused_while_waiting(last, refused_token)
     if error is not None or "message" not in last:  # the end of the wait was not heard
         return lost_contact(last, clock() - started, error or ApiUnreachable("no answer"))
     result = from_resource(last, gave_up_after=clock() - started)
@@ -577,6 +627,9 @@ async def await_operation_async(
             await asyncio.sleep(delay)
     if isinstance(error, ApiProblem) and error.status == 404:
         return read_failed(operation_id, error)
+    refused_token = _token_refused(error)
+    if refused_token is not None:
+        return refused_while_waiting(last, refused_token)
     if error is not None or "message" not in last:  # the end of the wait was not heard
         return lost_contact(last, loop.time() - started, error or ApiUnreachable("no answer"))
     result = from_resource(last, gave_up_after=loop.time() - started)
@@ -657,6 +710,19 @@ def read_failed(operation_id: str, error: JobwardenError) -> ToolResult:
                 "which returns the existing operation and never creates a duplicate."
             ),
             error={"code": "not_found", "message": error.detail},
+        )
+    refused_token = _token_refused(error)
+    if refused_token is not None:
+        return ToolResult(
+            "unknown",
+            operation_id=operation_id,
+            job_id=None,
+            done=False,
+            message=(
+                f"Could not reach operation {operation_id}: {_refusal_words(refused_token)}. "
+                "Its state is unknown: do not report success or failure."
+            ),
+            error=_refusal_error(refused_token),
         )
     return ToolResult(
         "unknown",

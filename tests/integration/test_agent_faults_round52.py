@@ -491,3 +491,27 @@ async def test_a_wait_survives_its_database_connections_terminated(db: Any, db_u
                 agent_tools.await_operation_async(client, op_id, 60, consumer="c1"), fault()
             )
     assert result.status == "succeeded" and result.claimed is True
+
+
+# ------------------------- a revoked token is not "try again later"
+
+
+async def test_a_revoked_token_is_said_to_be_refused_not_unreachable(db: Any, db_url: str) -> None:
+    """Before: check and await answered a revoked token's 401 as if jobwarden
+    could not be reached: error code `unreachable`, "try again later" / "check
+    it later", which can never work, so an agent following the advice loops.
+    The answers stay `unknown` / `timed_out` (nothing is known of the job) but
+    say the token was refused and that retrying will not help."""
+    token = await make_token(db, "bot")
+    async with served(db_url) as api, AsyncJobwardenClient(api.url, token) as client:
+        op_id = await submit(api.url, token)
+        await tokens.revoke_token(db, await token_id_of(db, "bot"))
+        checked = await agent_tools.check_async(client, op_id)
+        waited = await agent_tools.await_operation_async(client, op_id, 5)
+        cancelled = await agent_tools.cancel_async(client, op_id, "stop")
+    assert (checked.status, waited.status, cancelled.status) == ("unknown", "timed_out", "unknown")
+    for result in (checked, waited, cancelled):
+        assert result.operation_id == op_id and result.error
+        assert result.error["code"] == "unauthenticated", result.error
+        assert "try again later" not in result.message and "Lost contact" not in result.message
+        assert "will not help" in result.message and "token" in result.message
