@@ -382,6 +382,17 @@ def _with_claim(result: ToolResult, claimed: bool | None, consumer: str) -> Tool
     return replace(result, claimed=claimed, message=result.message + note)
 
 
+def _claim_refused(result: ToolResult, problem: ApiProblem) -> ToolResult:
+    """The API refused the claim (a consumer it cannot take, a revoked token):
+    nothing was claimed, and asking again the same way is refused again."""
+    note = (
+        f" The claim was refused ({problem.status}: {problem.detail}): nothing was claimed, "
+        "so do not act on this result yet, and asking again the same way will be refused "
+        "again: fix what the refusal names, then claim it."
+    )
+    return replace(result, claimed=None, message=result.message + note)
+
+
 def _fatal(problem: ApiProblem) -> bool:
     """Errors that retrying the same call cannot fix."""
     return not problem.retryable
@@ -395,6 +406,10 @@ def claim_if_succeeded(
         return result
     try:
         claimed: bool | None = client.claim_completion(result.operation_id, consumer)
+    except ApiProblem as problem:
+        if _fatal(problem):
+            return _claim_refused(result, problem)
+        claimed = None
     except JobwardenError:
         claimed = None
     return _with_claim(result, claimed, consumer)
@@ -407,6 +422,10 @@ async def claim_if_succeeded_async(
         return result
     try:
         claimed: bool | None = await client.claim_completion(result.operation_id, consumer)
+    except ApiProblem as problem:
+        if _fatal(problem):
+            return _claim_refused(result, problem)
+        claimed = None
     except JobwardenError:
         claimed = None
     return _with_claim(result, claimed, consumer)

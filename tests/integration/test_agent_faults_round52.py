@@ -515,3 +515,19 @@ async def test_a_revoked_token_is_said_to_be_refused_not_unreachable(db: Any, db
         assert result.error["code"] == "unauthenticated", result.error
         assert "try again later" not in result.message and "Lost contact" not in result.message
         assert "will not help" in result.message and "token" in result.message
+
+
+async def test_a_refused_claim_is_said_to_be_refused_not_unanswered(db: Any, db_url: str) -> None:
+    """A claim the API refuses (a consumer over 200 characters: 422) came back
+    as "the service did not answer, even when asked again ... call again
+    later": the same call is refused again, for ever, and the agent never acts
+    on its success. Nothing was claimed (claimed stays None), and it says why."""
+    token = await make_token(db, "bot")
+    async with served(db_url) as api, AsyncJobwardenClient(api.url, token) as client:
+        op_id = await submit(api.url, token)
+        await finish_with_result(db, op_id, total=1)
+        result = await agent_tools.await_operation_async(client, op_id, 5, consumer="c" * 201)
+    assert result.status == "succeeded" and result.claimed is None
+    assert "did not answer" not in result.message and "refused" in result.message
+    assert "c" * 201 not in result.message  # the consumer is not echoed whole
+    assert await db.fetchval("SELECT count(*) FROM completion_claims") == 0
