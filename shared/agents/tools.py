@@ -510,6 +510,13 @@ def await_operation(
                 break
             delay = next_delay(delay, _hint(last), deadline - clock())
             sleep(delay)
+    if error is None and "message" not in last:
+        # no time to wait even once (max_wait 0 or spent): read it, rather than
+        # call contact lost that was never tried, or an unknown id recorded
+        try:
+            last = client.get(operation_id)
+        except JobwardenError as exc:
+            return read_failed(operation_id, exc)
     if isinstance(error, ApiProblem) and error.status == 404:
         return read_failed(operation_id, error)
     refused_token = _token_refused(error)
@@ -644,6 +651,11 @@ async def await_operation_async(
                 break
             delay = next_delay(delay, _hint(last), deadline - loop.time())
             await asyncio.sleep(delay)
+    if error is None and "message" not in last:  # no time to wait even once: read it
+        try:
+            last = await client.get(operation_id)
+        except JobwardenError as exc:
+            return read_failed(operation_id, exc)
     if isinstance(error, ApiProblem) and error.status == 404:
         return read_failed(operation_id, error)
     refused_token = _token_refused(error)

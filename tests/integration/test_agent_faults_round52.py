@@ -531,3 +531,28 @@ async def test_a_refused_claim_is_said_to_be_refused_not_unanswered(db: Any, db_
     assert "did not answer" not in result.message and "refused" in result.message
     assert "c" * 201 not in result.message  # the consumer is not echoed whole
     assert await db.fetchval("SELECT count(*) FROM completion_claims") == 0
+
+
+async def test_an_await_with_no_time_reads_once_instead_of_claiming_lost_contact(
+    db: Any, db_url: str
+) -> None:
+    """await_operation with max_wait 0 (or one spent before its first call) sent
+    nothing, then answered "Lost contact with jobwarden after 0s (no answer).
+    Operation ... was recorded and may still be running": contact was never
+    tried, and for an id nobody recorded, "was recorded" is false. It reads the
+    operation once: running -> timed_out with its ids; unknown -> not_found."""
+    token = await make_token(db, "bot")
+    async with served(db_url) as api, AsyncJobwardenClient(api.url, token) as client:
+        op_id = await submit(api.url, token)
+        await advance(db, op_id, S.OBSERVING)
+        known = await agent_tools.await_operation_async(client, op_id, 0)
+        with JobwardenClient(api.url, token) as sync_client:
+            known_sync = await asyncio.to_thread(
+                agent_tools.await_operation, sync_client, op_id, -1
+            )
+        unknown = await agent_tools.await_operation_async(client, "op_" + "0" * 26, 0)
+    for result in (known, known_sync):
+        assert result.status == "timed_out" and result.operation_id == op_id
+        assert result.job_id and result.error is None, result
+        assert "Lost contact" not in result.message
+    assert unknown.status == "not_found"
