@@ -12,7 +12,8 @@ used before its signature verified:
    method is POST (405; but a GET carrying the provider's `get_challenge`
    parameter is answered with its value, the unsigned endpoint check of
    Dropbox, Meta and Strava, after its verify token if one is configured,
-   `_echoed_get_challenge`);
+   `_echoed_get_challenge`; with `method = "POST"`, a POST carrying it,
+   Microsoft's `?validationToken=`, is answered so instead);
 2. every header the provider's signature scheme or event extraction reads is
    ASCII (400 ``non_ascii_header``, naming the header): servers hand header
    bytes over as Latin-1 while senders sign UTF-8, so a non-ASCII signed
@@ -281,6 +282,9 @@ class _Provider:
     # The description reads the events (no plugin's `parse_webhook`): its facts'
     # references are storable already (`webhook_fact`), so they are not made so again.
     reads_declared: bool
+    # `get_challenge` comes by POST (Microsoft's `?validationToken=`): a POST
+    # carrying its parameter is that check, answered before any body is read.
+    post_challenge: bool
 
 
 class _LogBudget:
@@ -363,10 +367,15 @@ class WebhookEndpoint:
     async def _handle(
         self, scope: Scope, receive: Receive, provider: _Provider | None
     ) -> tuple[int, bytes, Sequence[tuple[bytes, bytes]]]:
-        if provider is not None and scope["method"] != "POST":
-            handshake = _handshake(provider, scope)
-            if handshake is not None:
-                return handshake
+        if provider is not None:
+            if scope["method"] != "POST":
+                handshake = _handshake(provider, scope)
+                if handshake is not None:
+                    return handshake
+            elif provider.post_challenge and scope.get("query_string"):
+                answered = _echoed_get_challenge(provider, scope)
+                if answered is not None:
+                    return answered
         provider, headers, body = await self._request(scope, receive, provider)
         verified = self._verify(provider, headers, body, scope)
         self._metrics.verified(provider.name)
@@ -723,6 +732,7 @@ def _provider(name: str, spec: WebhookSpec, adapter: ProviderAdapter) -> _Provid
         request_check(adapter, spec),
         check_reads(adapter.desc.webhooks),
         type(adapter).parse_webhook is ProviderAdapter.parse_webhook,
+        spec.get_challenge is not None and spec.get_challenge.method == "POST",
     )
 
 
@@ -1014,6 +1024,11 @@ def _echoed_get_challenge(
     (unsigned: the value is the asker's own, so echoing it proves only that the
     URL answers). None for a GET without it, refused 405 as any GET is.
 
+    With `method = "POST"` the check is a POST carrying the parameter
+    (Microsoft Graph's and Azure AI Speech's `?validationToken=`), answered the
+    same way before its body is read; None for a POST without it, a delivery.
+    Such a token may hold spaces and colons (Graph's is a sentence).
+
     With a verify token configured, the GET must carry it (compared in
     constant time) or it is refused (403 `bad_verify_token`) before its
     value is looked at: whoever else found the URL gets nothing back. The
@@ -1036,15 +1051,23 @@ def _echoed_get_challenge(
         if get.verify_token is None or len(given) != 1 or not get.verify_token.matches(given[0]):
             raise _Refusal(403, "bad_verify_token", b'{"error":"bad_verify_token"}')
     token = values[0] if len(values) == 1 else None
-    if token is None or _ECHOED_TOKEN.fullmatch(token) is None:
+    alphabet = _ECHOED_TOKEN if get.method == "GET" else _ECHOED_VALIDATION_TOKEN
+    if token is None or alphabet.fullmatch(token) is None:
         raise _Refusal(400, "bad_challenge", b'{"error":"bad_challenge"}')
-    logger.debug("webhook GET challenge answered", extra={"ctx": {"provider": provider.name}})
+    logger.debug(
+        "webhook query challenge answered",
+        extra={"ctx": {"provider": provider.name, "method": get.method}},
+    )
     if get.answer is GetAnswer.JSON:
         return 200, json.dumps({get.param: token}, separators=(",", ":")).encode(), _JSON_ECHO
     return 200, token.encode("ascii"), _ECHO_HEADERS
 
 
 _ECHOED_TOKEN = re.compile(r"[A-Za-z0-9._~+/=-]{1,256}")
+# A POST check's token may be a sentence: Microsoft Graph's reads "Validation:
+# Testing client application reachability for subscription Request-Id: <id>".
+# Spaces and colons then, still no markup and no line break.
+_ECHOED_VALIDATION_TOKEN = re.compile(r"[A-Za-z0-9._~+/=: -]{1,256}")
 # What an echoed challenge is answered as (Dropbox's documented answer).
 _ECHO_HEADERS = (
     (b"content-type", b"text/plain; charset=utf-8"),
@@ -1061,7 +1084,7 @@ def _handshake(
     challenge, CloudEvents' OPTIONS), or None: the request is then refused as any
     method but POST is."""
     method, spec = scope["method"], provider.spec
-    if method == "GET" and spec.get_challenge:
+    if method == "GET" and spec.get_challenge and spec.get_challenge.method == "GET":
         return _echoed_get_challenge(provider, scope)
     if method == "OPTIONS" and spec.allowed_origins:
         return _origin_handshake(spec.allowed_origins, scope["headers"])

@@ -2368,6 +2368,7 @@ def _get_challenge(table: _Table, optional: bool) -> GetChallenge | None:
     param = _query_param(sub, "param", required=True)
     verify_param = _query_param(sub, "verify_token") if sub.has("verify_token") else None
     answer = sub.choice("answer", GetAnswer, GetAnswer.TEXT)
+    method = _challenge_method(sub)
     token: Secret | None = None
     if verify_param is not None:
         if verify_param == param:
@@ -2377,12 +2378,23 @@ def _get_challenge(table: _Table, optional: bool) -> GetChallenge | None:
             # optional webhooks whose token is not set: kept, so that every GET
             # check is refused (bad_verify_token) and `providers check` says why
             sub.finish()  # every key read (answer too): only an unknown one is refused
-            return GetChallenge(param, verify_param, None, answer)
+            return GetChallenge(param, verify_param, None, answer, method)
         _check_verify_token(sub, token)
     elif sub.has("verify_token_env") or sub.has("verify_token_file"):
         raise sub.error("verify_token", "required with verify_token_env or verify_token_file")
     sub.finish()
-    return GetChallenge(param, verify_param, token, answer)
+    return GetChallenge(param, verify_param, token, answer, method)
+
+
+def _challenge_method(table: _Table) -> str:
+    """`method = "POST"`: the check comes as a POST carrying the parameter
+    (Microsoft Graph's and Azure AI Speech's `?validationToken=`); "GET" by default."""
+    method = table.opt_str("method")
+    if method is None:
+        return "GET"
+    if method not in ("GET", "POST"):
+        raise table.error("method", 'must be "GET" or "POST"')
+    return method
 
 
 def _query_param(table: _Table, key: str, required: bool = False) -> str:

@@ -792,8 +792,9 @@ class GetAnswer(StrEnum):
 
 @dataclass(frozen=True)
 class GetChallenge:
-    """An unsigned GET whose query parameter `param` is given back, as a sender
-    checks an endpoint before it delivers (`[webhooks] get_challenge`).
+    """An unsigned GET (or POST: `method`) whose query parameter `param` is given
+    back, as a sender checks an endpoint before it delivers (`[webhooks]
+    get_challenge`).
 
     With `verify_param`, only a GET whose `verify_param` holds `verify_token`
     (the token given to the sender when the subscription was made: Meta's and
@@ -805,6 +806,10 @@ class GetChallenge:
     verify_param: str | None = None
     verify_token: Secret | None = None
     answer: GetAnswer = GetAnswer.TEXT
+    # The method the check comes by: "GET" (Dropbox, Meta, Strava), or "POST"
+    # (Microsoft Graph's and Azure AI Speech's `?validationToken=`, a POST with
+    # no body to read; a POST without the parameter is a delivery as ever).
+    method: str = "GET"
 
 
 @dataclass(frozen=True)

@@ -365,14 +365,15 @@ def _get_challenge_note(spec: WebhookSpec) -> str:
         return ""
     if get.verify_param is not None and get.verify_token is None:
         return (
-            f"; refuses every GET check (its ?{get.verify_param}= verify token is not set, "
-            "optional webhooks)"
+            f"; refuses every {get.method} check (its ?{get.verify_param}= verify token is "
+            "not set, optional webhooks)"
         )
     form = "as text/plain" if get.answer is GetAnswer.TEXT else f'as {{"{get.param}": …}}'
     asked = f"only with ?{get.verify_param}= the verify token, " if get.verify_param else ""
+    body = ", its body unread" if get.method == "POST" else ""
     return (
-        f"; echoes a GET's ?{get.param}= {form} ({asked}unsigned, never stored: the "
-        "asker's own value)"
+        f"; echoes a {get.method}'s ?{get.param}= {form} ({asked}unsigned{body}, never "
+        "stored: the asker's own value)"
     )
 
 
