@@ -239,12 +239,17 @@ async def _send_cancel(step: Step, conn: Any) -> Delay | _ReadStatus:
             provider_request_id=fact.provider_request_id if fact else None,
             wait=imposed_wait(fact.retry_after_seconds) if fact else None,
         )
-        if never_left and not desc.cancel.idempotent:
-            # This was the first cancel (see above): it never left, so it is
-            # not "sent" and may be made again.
+        not_taken = fact is not None and fact.status_code in desc.cancel.resend_statuses
+        if (never_left or not_taken) and not desc.cancel.idempotent:
+            # This was the first cancel (see above): it never left, or the
+            # provider says it did not take it, so it is not "sent" and may be
+            # made again.
             await ledger.record_cancel_not_sent(conn, op.operation_id, fence=step.fence)
     if never_left:
         return step.until_allowed(step.retry(attempt))
+    if not_taken:
+        assert fact is not None
+        return step.until_allowed(step.retry(attempt, fact.retry_after_seconds))
     if fact is not None and fact.kind == "accepted":
         async with conn.transaction():
             await step.reload(conn)

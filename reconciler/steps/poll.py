@@ -106,6 +106,13 @@ def passed_deadline(step: Step) -> Deadline | None:
                 "running, so no cancel was sent (cancel.read_first sends one only after "
                 "such a read), or no cancel request reached the provider"
             )
+        elif cancel.supported and op.cancel_sent_at is None and cancel.resend_statuses:
+            codes = ", ".join(str(code) for code in sorted(cancel.resend_statuses))
+            cause = (
+                "cancel deadline passed and no cancel request was taken: each attempt "
+                f"failed before it left or was answered {codes} (cancel.resend_statuses: "
+                "not taken), so no cancel is in effect"
+            )
         elif cancel.supported and op.cancel_sent_at is None:
             cause = (
                 "cancel deadline passed and no cancel request reached the provider (each "
@@ -119,7 +126,10 @@ def passed_deadline(step: Step) -> Deadline | None:
                 "answer is on record: an error, back-pressure or none)"
             )
             if not cancel.idempotent:
-                cause += "; it is not sent again (cancel.idempotent is false)"
+                cause += (
+                    "; it is not sent again (cancel.idempotent is false, and its answer is "
+                    "not one cancel.resend_statuses names)"
+                )
         elif not cancel.supported:
             cause = (
                 f"cancel deadline passed and the job has not ended: provider "

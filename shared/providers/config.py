@@ -1430,6 +1430,7 @@ def _cancel(table: _Table | None) -> CancelSpec:
         # first, unless the description says its cancel spares a finished job
         read_first=table.boolean("read_first", table.boolean("deletes_job", False)),
         deletes_job=table.boolean("deletes_job", False),
+        resend_statuses=_resend_statuses(table),
     )
     if spec.body is not None and spec.method == "GET":
         raise table.error("body", "a GET carries no body: set method (POST, PATCH...)")
@@ -1437,6 +1438,16 @@ def _cancel(table: _Table | None) -> CancelSpec:
         raise table.error("deletes_job", "there is no cancel to delete the job")
     table.finish()
     return spec
+
+
+def _resend_statuses(table: _Table) -> frozenset[int]:
+    """`cancel.resend_statuses`: answers the provider documents as a cancel not
+    taken (a rate limit's 429), so it is sent again. Only an error answer can say
+    so: a 2xx is an answer about the cancel, a 1xx/3xx no answer at all."""
+    codes = table.statuses("resend_statuses", ())
+    if any(not 400 <= code <= 599 for code in codes):
+        raise table.error("resend_statuses", "only 4xx/5xx codes can say a cancel was not taken")
+    return codes
 
 
 def _json_body(table: _Table, key: str, allowed: frozenset[str]) -> Any:

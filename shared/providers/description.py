@@ -550,6 +550,11 @@ class CancelSpec:
     # accepted, a status read answering "no such job" is the job cancelled by
     # us, not a job lost. Without it, such a miss went to a human.
     deletes_job: bool = False
+    # Answers the provider documents as a cancel not taken (a 429 that served
+    # nothing): the cancel is sent again after its Retry-After, idempotent or
+    # not. Without them, a cancel unsafe to repeat is sent once whatever the
+    # answer, and a refused one waits for a human at the cancel deadline.
+    resend_statuses: frozenset[int] = frozenset()
 
 
 @dataclass(frozen=True)

@@ -200,7 +200,8 @@ async def test_together_a_throttled_cancel_is_not_resent_and_the_human_is_told_s
         assert len(fx.cancels) == 1 and fx.only()["state"] == "IN_PROGRESS"
         reason = (await r.escalation(op_id))["reason"]
         assert "our cancel request was not accepted" in reason, reason
-        assert "not sent again (cancel.idempotent is false)" in reason, reason
+        assert "not sent again (cancel.idempotent is false" in reason, reason
+        assert "cancel.resend_statuses" in reason, reason  # the key that would resend it
 
 
 async def test_together_a_lost_create_is_never_sent_again(pool: Any, tmp_path: Path) -> None:
