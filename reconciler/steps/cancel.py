@@ -217,7 +217,11 @@ async def _send_cancel(step: Step, conn: Any) -> Delay | _ReadStatus:
     op = step.op
     assert op.remote_job_id is not None
     try:
-        req = step.adapter.build_cancel(op.remote_job_id)
+        req = (
+            step.adapter.build_cancel(op.remote_job_id, status_url=op.status_url)
+            if desc.cancel.use_status_url  # a plugin's own build_cancel may not take it
+            else step.adapter.build_cancel(op.remote_job_id)
+        )
     except RequestBuildError as exc:  # a job id no URL can carry, say
         return await step.cannot_build(
             conn,

@@ -638,9 +638,10 @@ def _after_our_cancel(step: Step) -> str:
     """
     sent = step.op.cancel_sent_at
     cancel = step.adapter.desc.cancel
-    if sent is None or cancel.path is None:
+    if sent is None or (cancel.path is None and not cancel.use_status_url):
         return ""
-    said = f", after our cancel request ({cancel.method} {cancel.path.text}) was sent at "
+    target = "the status URL" if cancel.use_status_url else cancel.path.text if cancel.path else ""
+    said = f", after our cancel request ({cancel.method} {target}) was sent at "
     said += f"{sent:%Y-%m-%dT%H:%M:%SZ}"
     if cancel.deletes_job:
         # Here only when no accepted answer came back (an accepted one makes the

@@ -96,7 +96,10 @@ class ProviderPlugin(Protocol):
     def inline_result(self, resp: HttpResponse) -> Any: ...
 
     def build_cancel(
-        self, remote_job_id: str, extra_headers: Mapping[str, str] | None = None
+        self,
+        remote_job_id: str,
+        extra_headers: Mapping[str, str] | None = None,
+        status_url: str | None = None,
     ) -> HttpRequest: ...
 
     def parse_cancel(self, resp: HttpResponse, now: datetime | None = None) -> CancelFact: ...
@@ -264,9 +267,12 @@ class ProviderAdapter:
         return responses.inline_result(self.desc, resp)
 
     def build_cancel(
-        self, remote_job_id: str, extra_headers: Mapping[str, str] | None = None
+        self,
+        remote_job_id: str,
+        extra_headers: Mapping[str, str] | None = None,
+        status_url: str | None = None,
     ) -> HttpRequest:
-        return requests.build_cancel(self.desc, remote_job_id, extra_headers)
+        return requests.build_cancel(self.desc, remote_job_id, extra_headers, status_url)
 
     def parse_cancel(self, resp: HttpResponse, now: datetime | None = None) -> CancelFact:
         return responses.parse_cancel(self.desc, resp, now)

@@ -689,7 +689,7 @@ def _provider(name: str, data: Mapping[str, Any], ctx: _Ctx) -> ProviderDescript
     status = _status(status_table)
     create = _create(top.req_sub("create"), status, plugin_class is not None)
     _check_status_url(status_table, status, create)
-    cancel = _cancel(top.sub("cancel"))
+    cancel = _cancel(top.sub("cancel"), create)
     result = _result(top.req_sub("result"), status)
     lookup = _lookup(top.sub("lookup"), create)
     _check_lookup_reads(top, status, lookup, plugin_class is not None)
@@ -1404,7 +1404,7 @@ def _check_lookup_reads(top: _Table, status: StatusSpec, lookup: LookupSpec, plu
     )
 
 
-def _cancel(table: _Table | None) -> CancelSpec:
+def _cancel(table: _Table | None, create: CreateSpec) -> CancelSpec:
     if table is None:
         return CancelSpec(
             supported=False,
@@ -1417,10 +1417,13 @@ def _cancel(table: _Table | None) -> CancelSpec:
         )
     supported = table.boolean("supported", True)
     body = _json_body(table, "body", CANCEL_VALUES)
+    use_status_url = table.boolean("use_status_url", False)
+    if use_status_url and not create.status_url:
+        raise table.error("use_status_url", "needs create.status_url (where the URL is found)")
     spec = CancelSpec(
         supported=supported,
         method=table.method("method", "POST"),
-        path=_job_path(table, required=supported, body=body),
+        path=_job_path(table, required=supported and not use_status_url, body=body),
         idempotent=table.boolean("idempotent", False),
         reason=table.str_or("reason", "the provider has no cancel endpoint"),
         accepted_statuses=table.success_statuses("accepted_statuses", (200, 201, 202, 204)),
@@ -1431,6 +1434,7 @@ def _cancel(table: _Table | None) -> CancelSpec:
         read_first=table.boolean("read_first", table.boolean("deletes_job", False)),
         deletes_job=table.boolean("deletes_job", False),
         resend_statuses=_resend_statuses(table),
+        use_status_url=use_status_url,
     )
     if spec.body is not None and spec.method == "GET":
         raise table.error("body", "a GET carries no body: set method (POST, PATCH...)")

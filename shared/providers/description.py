@@ -555,6 +555,10 @@ class CancelSpec:
     # not. Without them, a cancel unsafe to repeat is sent once whatever the
     # answer, and a refused one waits for a human at the cancel deadline.
     resend_statuses: frozenset[int] = frozenset()
+    # The cancel goes to the status URL the create answer gave (Azure AI Speech:
+    # DELETE on a transcription's `self`, its only name), as status reads may
+    # (`status.use_status_url`); `path` then serves a job with no URL on record.
+    use_status_url: bool = False
 
 
 @dataclass(frozen=True)

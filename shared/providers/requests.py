@@ -281,12 +281,25 @@ def status_is_the_result(desc: ProviderDescription) -> bool:
 
 
 def build_cancel(
-    desc: ProviderDescription, remote_job_id: str, extra_headers: Mapping[str, str] | None = None
+    desc: ProviderDescription,
+    remote_job_id: str,
+    extra_headers: Mapping[str, str] | None = None,
+    status_url: str | None = None,
 ) -> HttpRequest:
+    """A cancel: to the recorded status URL when configured so (`cancel.use_status_url`),
+    else to the path template."""
     spec = desc.cancel
-    if not spec.supported or spec.path is None:
+    if not spec.supported:
         raise RequestBuildError(f"provider {desc.name}: cancellation unsupported: {spec.reason}")
-    url = _join(desc, spec.path, {"job_id": remote_job_id})
+    if spec.use_status_url and status_url:
+        url = resolve_url(desc, status_url)
+    elif spec.path is not None:
+        url = _join(desc, spec.path, {"job_id": remote_job_id})
+    else:
+        raise RequestBuildError(
+            f"provider {desc.name}: cancels go to the status URL a create answer gives, "
+            "and there is no status URL on record (the answer named none)"
+        )
     payload = _render_json(spec.body, {"job_id": remote_job_id})
     return _request(desc, "cancel", spec.method, url, _base_headers(desc, extra_headers), payload)
 
