@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 import secrets
 import time
@@ -46,6 +47,9 @@ EVENTS_READ_TIMEOUT_SECONDS = 45.0
 # A claim whose answer is lost (no answer, a 5xx, a 429) is sent again with its
 # token after each of these pauses, then given up (the caller is told so).
 CLAIM_RESEND_SECONDS = (0.2, 0.5, 1.0)
+# The shortest timeout a call is given when its caller's time is (nearly) spent:
+# httpx refuses a timeout of zero.
+MIN_CALL_SECONDS = 0.1
 
 
 class JobwardenError(Exception):
@@ -54,6 +58,13 @@ class JobwardenError(Exception):
 
 class ApiUnreachable(JobwardenError):
     """No answer from the API (connection refused, reset, timed out)."""
+
+
+class OutOfTime(ApiUnreachable):
+    """No answer before the caller's time ran out (the call may have been made unheard).
+
+    Raised by `claim_completion` given `within` seconds when no resend fits in it.
+    """
 
 
 class ApiProblem(JobwardenError):
@@ -182,6 +193,34 @@ def _claim_lost(exc: JobwardenError) -> bool:
     return isinstance(exc, ApiUnreachable) or (isinstance(exc, ApiProblem) and exc.retryable)
 
 
+def _ends_at(within: float | None) -> float | None:
+    """When a claim given `within` seconds (for all its resends) must be over."""
+    if within is None or math.isinf(within) or math.isnan(within):
+        return None
+    return time.monotonic() + within
+
+
+def _time_left(end: float | None) -> float | None:
+    return None if end is None else end - time.monotonic()
+
+
+def _claim_out_of_time(end: float | None, pause: float | None, exc: JobwardenError) -> None:
+    """Raise OutOfTime when the claim's time is spent, or the next resend would not fit."""
+    if end is None:
+        return
+    if time.monotonic() + (pause or 0.0) >= end:
+        raise OutOfTime(f"no answer to the claim in the time left ({exc})") from exc
+
+
+def _timeout_of(call: _Call, limit: float | None, default: float) -> Any:
+    """The call's own timeout (the client's `default` unless it has one), or
+    `limit` seconds when that is shorter: what the caller's deadline leaves."""
+    own = call.timeout if call.timeout is not None else default
+    if limit is None or math.isnan(limit) or limit >= own:
+        return call.timeout if call.timeout is not None else httpx.USE_CLIENT_DEFAULT
+    return max(limit, MIN_CALL_SECONDS)
+
+
 def _failed_items_call(operation_id: str, page_size: int, page_token: str | None) -> _Call:
     params: dict[str, Any] = {"page_size": page_size}
     if page_token:
@@ -272,6 +311,7 @@ class JobwardenClient:
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
+        self._timeout = timeout
         self._http = httpx.Client(
             base_url=self.base_url, headers=_headers(token), timeout=timeout, transport=transport
         )
@@ -298,8 +338,8 @@ class JobwardenClient:
     def close(self) -> None:
         self._http.close()
 
-    def _send(self, call: _Call) -> Any:
-        timeout = call.timeout if call.timeout is not None else httpx.USE_CLIENT_DEFAULT
+    def _send(self, call: _Call, limit: float | None = None) -> Any:
+        timeout = _timeout_of(call, limit, self._timeout)
         try:
             response = self._http.request(
                 call.method, call.path, params=call.params, json=call.body, timeout=timeout
@@ -318,6 +358,7 @@ class JobwardenClient:
         approval_ref: str | None = None,
         create_deadline_seconds: float | None = None,
         result_deadline_seconds: float | None = None,
+        within: float | None = None,
     ) -> dict[str, Any]:
         """Record an operation; the answer is 'started', never 'done'."""
         call = _submit_call(
@@ -329,16 +370,24 @@ class JobwardenClient:
             create_deadline_seconds,
             result_deadline_seconds,
         )
-        result: dict[str, Any] = self._send(call)
+        result: dict[str, Any] = self._send(call, within)
         return result
 
-    def get(self, operation_id: str) -> dict[str, Any]:
-        result: dict[str, Any] = self._send(_Call("GET", operation_path(operation_id)))
+    def get(self, operation_id: str, *, within: float | None = None) -> dict[str, Any]:
+        call = _Call("GET", operation_path(operation_id))
+        result: dict[str, Any] = self._send(call, within)
         return result
 
-    def wait(self, operation_id: str, max_wait: float = 60.0) -> dict[str, Any]:
-        """Block until done or max_wait (capped at 300 s by the server)."""
-        result: dict[str, Any] = self._send(_wait_call(operation_id, max_wait))
+    def wait(
+        self, operation_id: str, max_wait: float = 60.0, *, within: float | None = None
+    ) -> dict[str, Any]:
+        """Block until done or max_wait (capped at 300 s by the server).
+
+        `within`, in this and the other calls: at most that many seconds for
+        the request (what a caller's deadline leaves); by default the client's
+        timeout, for a long-poll max_wait plus WAIT_MARGIN_SECONDS.
+        """
+        result: dict[str, Any] = self._send(_wait_call(operation_id, max_wait), within)
         return result
 
     def cancel(self, operation_id: str, reason: str) -> dict[str, Any]:
@@ -346,23 +395,34 @@ class JobwardenClient:
         return result
 
     def claim_completion(
-        self, operation_id: str, consumer: str, *, claim_token: str | None = None
+        self,
+        operation_id: str,
+        consumer: str,
+        *,
+        claim_token: str | None = None,
+        within: float | None = None,
     ) -> bool:
         """True exactly once per (operation, consumer): act only then.
 
         The claim carries a token of its own and is sent again with it when
         its answer is lost, so a claim made unheard is still answered True
-        (to this call only). Raises when every resend went unanswered.
+        (to this call only). Raises when every resend went unanswered. With
+        `within`, the claim and its resends take at most that many seconds:
+        no resend starts once they would not fit (OutOfTime is raised).
         """
         call = _claim_call(operation_id, consumer, claim_token or new_claim_token())
-        for pause in CLAIM_RESEND_SECONDS:
+        end = _ends_at(within)
+        for pause in (*CLAIM_RESEND_SECONDS, None):
             try:
-                return bool(self._send(call)["claimed"])
+                return bool(self._send(call, _time_left(end))["claimed"])
             except JobwardenError as exc:
                 if not _claim_lost(exc):
                     raise
+                _claim_out_of_time(end, pause, exc)
+                if pause is None:
+                    raise
             time.sleep(pause)
-        return bool(self._send(call)["claimed"])
+        raise AssertionError("unreachable")  # the last pass returns or raises
 
     def list_operations(self, **filters: Any) -> dict[str, Any]:
         result: dict[str, Any] = self._send(_list_call(filters))
@@ -405,6 +465,7 @@ class AsyncJobwardenClient(ClosedOnExit):
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
+        self._timeout = timeout
         self._http = httpx.AsyncClient(
             base_url=self.base_url, headers=_headers(token), timeout=timeout, transport=transport
         )
@@ -420,8 +481,8 @@ class AsyncJobwardenClient(ClosedOnExit):
     async def aclose(self) -> None:
         await self._http.aclose()
 
-    async def _send(self, call: _Call) -> Any:
-        timeout = call.timeout if call.timeout is not None else httpx.USE_CLIENT_DEFAULT
+    async def _send(self, call: _Call, limit: float | None = None) -> Any:
+        timeout = _timeout_of(call, limit, self._timeout)
         try:
             response = await self._http.request(
                 call.method, call.path, params=call.params, json=call.body, timeout=timeout
@@ -440,6 +501,7 @@ class AsyncJobwardenClient(ClosedOnExit):
         approval_ref: str | None = None,
         create_deadline_seconds: float | None = None,
         result_deadline_seconds: float | None = None,
+        within: float | None = None,
     ) -> dict[str, Any]:
         call = _submit_call(
             provider,
@@ -450,15 +512,18 @@ class AsyncJobwardenClient(ClosedOnExit):
             create_deadline_seconds,
             result_deadline_seconds,
         )
-        result: dict[str, Any] = await self._send(call)
+        result: dict[str, Any] = await self._send(call, within)
         return result
 
-    async def get(self, operation_id: str) -> dict[str, Any]:
-        result: dict[str, Any] = await self._send(_Call("GET", operation_path(operation_id)))
+    async def get(self, operation_id: str, *, within: float | None = None) -> dict[str, Any]:
+        call = _Call("GET", operation_path(operation_id))
+        result: dict[str, Any] = await self._send(call, within)
         return result
 
-    async def wait(self, operation_id: str, max_wait: float = 60.0) -> dict[str, Any]:
-        result: dict[str, Any] = await self._send(_wait_call(operation_id, max_wait))
+    async def wait(
+        self, operation_id: str, max_wait: float = 60.0, *, within: float | None = None
+    ) -> dict[str, Any]:
+        result: dict[str, Any] = await self._send(_wait_call(operation_id, max_wait), within)
         return result
 
     async def cancel(self, operation_id: str, reason: str) -> dict[str, Any]:
@@ -466,17 +531,26 @@ class AsyncJobwardenClient(ClosedOnExit):
         return result
 
     async def claim_completion(
-        self, operation_id: str, consumer: str, *, claim_token: str | None = None
+        self,
+        operation_id: str,
+        consumer: str,
+        *,
+        claim_token: str | None = None,
+        within: float | None = None,
     ) -> bool:
         call = _claim_call(operation_id, consumer, claim_token or new_claim_token())
-        for pause in CLAIM_RESEND_SECONDS:
+        end = _ends_at(within)
+        for pause in (*CLAIM_RESEND_SECONDS, None):
             try:
-                return bool((await self._send(call))["claimed"])
+                return bool((await self._send(call, _time_left(end)))["claimed"])
             except JobwardenError as exc:
                 if not _claim_lost(exc):
                     raise
+                _claim_out_of_time(end, pause, exc)
+                if pause is None:
+                    raise
             await asyncio.sleep(pause)
-        return bool((await self._send(call))["claimed"])
+        raise AssertionError("unreachable")  # the last pass returns or raises
 
     async def list_operations(self, **filters: Any) -> dict[str, Any]:
         result: dict[str, Any] = await self._send(_list_call(filters))

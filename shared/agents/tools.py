@@ -57,6 +57,7 @@ from shared.agents.client import (
     AsyncJobwardenClient,
     JobwardenClient,
     JobwardenError,
+    OutOfTime,
 )
 from shared.ids import is_operation_id
 
@@ -78,6 +79,12 @@ FIRST_RETRY_SECONDS = 1.0
 BACKOFF_FACTOR = 1.5
 BACKOFF_CAP_SECONDS = 60.0
 DEFAULT_KIND = "job"
+# A bounded wait (max_wait) comes back within max_wait plus this: every request
+# made for it (a submit, a long-poll, a read, a claim) gets the time left plus
+# this grace as its timeout, and none is sent again once max_wait has passed.
+# Before, each had the client's 10 s (a long-poll its wait plus 10 s), so a
+# stalled API server held `start_and_await(2)` for 10 s, and a claim for 42 s.
+DEADLINE_GRACE_SECONDS = 2.0
 
 _OUTCOME_STATUS: dict[str, Status] = {
     "succeeded": "succeeded",
@@ -120,6 +127,17 @@ def next_delay(previous: float | None, hint: float | None, remaining: float) -> 
     else:
         delay = previous * BACKOFF_FACTOR
     return max(0.0, min(delay, BACKOFF_CAP_SECONDS, remaining))
+
+
+def time_left(deadline: float, now: float) -> float:
+    """The timeout of a request made for a wait ending at `deadline`: the time
+    left, plus the grace that lets an answer due at the deadline arrive."""
+    return max(deadline - now, 0.0) + DEADLINE_GRACE_SECONDS
+
+
+def claim_time(deadline: float, now: float) -> float | None:
+    """The time a claim (all its resends) may take; None for a wait without end."""
+    return None if math.isinf(deadline) else time_left(deadline, now)
 
 
 def wait_budget(max_wait: object) -> float | None:
@@ -367,8 +385,17 @@ def refused_while_waiting(last: Mapping[str, Any], problem: ApiProblem) -> ToolR
     )
 
 
-def _with_claim(result: ToolResult, claimed: bool | None, consumer: str) -> ToolResult:
-    if claimed is None:
+def _with_claim(
+    result: ToolResult, claimed: bool | None, consumer: str, *, out_of_time: bool = False
+) -> ToolResult:
+    if claimed is None and out_of_time:
+        note = (
+            f" Could not confirm the claim for {consumer!r} before max_wait ran out (the "
+            "service did not answer in time): do not act on this result yet; call await "
+            "again with the same consumer. If that answer says it was already claimed, the "
+            "claim may be this one, made unheard: ask a human before acting."
+        )
+    elif claimed is None:
         note = (
             f" Could not confirm the claim for {consumer!r} (the service did not answer, "
             "even when asked again): do not act on this result yet; call again later. If "
@@ -399,13 +426,23 @@ def _fatal(problem: ApiProblem) -> bool:
 
 
 def claim_if_succeeded(
-    client: JobwardenClient, result: ToolResult, consumer: str | None
+    client: JobwardenClient,
+    result: ToolResult,
+    consumer: str | None,
+    *,
+    within: float | None = None,
 ) -> ToolResult:
-    """With a consumer, claim a success exactly once; the result says whether to act."""
+    """With a consumer, claim a success exactly once; the result says whether to act.
+
+    `within`: at most that many seconds for the claim and its resends (what a
+    bounded wait has left); a claim not made in it is `claimed=None`, said so.
+    """
     if not consumer or result.status not in _SUCCESS or result.operation_id is None:
         return result
     try:
-        claimed: bool | None = client.claim_completion(result.operation_id, consumer)
+        claimed: bool | None = client.claim_completion(result.operation_id, consumer, within=within)
+    except OutOfTime:
+        return _with_claim(result, None, consumer, out_of_time=True)
     except ApiProblem as problem:
         if _fatal(problem):
             return _claim_refused(result, problem)
@@ -416,12 +453,20 @@ def claim_if_succeeded(
 
 
 async def claim_if_succeeded_async(
-    client: AsyncJobwardenClient, result: ToolResult, consumer: str | None
+    client: AsyncJobwardenClient,
+    result: ToolResult,
+    consumer: str | None,
+    *,
+    within: float | None = None,
 ) -> ToolResult:
     if not consumer or result.status not in _SUCCESS or result.operation_id is None:
         return result
     try:
-        claimed: bool | None = await client.claim_completion(result.operation_id, consumer)
+        claimed: bool | None = await client.claim_completion(
+            result.operation_id, consumer, within=within
+        )
+    except OutOfTime:
+        return _with_claim(result, None, consumer, out_of_time=True)
     except ApiProblem as problem:
         if _fatal(problem):
             return _claim_refused(result, problem)
@@ -502,7 +547,11 @@ def await_operation(
         if remaining <= 0:
             break
         try:
-            last = client.wait(operation_id, min(remaining, MAX_SERVER_WAIT_SECONDS))
+            last = client.wait(
+                operation_id,
+                min(remaining, MAX_SERVER_WAIT_SECONDS),
+                within=time_left(deadline, clock()),
+            )
             delay, error = None, None
         except JobwardenError as exc:
             error = exc
@@ -514,7 +563,7 @@ def await_operation(
         # no time to wait even once (max_wait 0 or spent): read it, rather than
         # call contact lost that was never tried, or an unknown id recorded
         try:
-            last = client.get(operation_id)
+            last = client.get(operation_id, within=time_left(deadline, clock()))
         except JobwardenError as exc:
             return read_failed(operation_id, exc)
     if isinstance(error, ApiProblem) and error.status == 404:
@@ -525,7 +574,7 @@ def await_operation(
     if error is not None or "message" not in last:  # the end of the wait was not heard
         return lost_contact(last, clock() - started, error or ApiUnreachable("no answer"))
     result = from_resource(last, gave_up_after=clock() - started)
-    return claim_if_succeeded(client, result, consumer)
+    return claim_if_succeeded(client, result, consumer, within=claim_time(deadline, clock()))
 
 
 def start_and_await(
@@ -550,7 +599,14 @@ def start_and_await(
     delay: float | None = None
     while True:
         try:
-            resource = client.submit(provider, kind, request, client_reference=reference, **options)
+            resource = client.submit(
+                provider,
+                kind,
+                request,
+                client_reference=reference,
+                within=time_left(started + budget, clock()),
+                **options,
+            )
             break
         except ApiProblem as problem:
             if _fatal(problem):
@@ -643,7 +699,11 @@ async def await_operation_async(
         if remaining <= 0:
             break
         try:
-            last = await client.wait(operation_id, min(remaining, MAX_SERVER_WAIT_SECONDS))
+            last = await client.wait(
+                operation_id,
+                min(remaining, MAX_SERVER_WAIT_SECONDS),
+                within=time_left(deadline, loop.time()),
+            )
             delay, error = None, None
         except JobwardenError as exc:
             error = exc
@@ -653,7 +713,7 @@ async def await_operation_async(
             await asyncio.sleep(delay)
     if error is None and "message" not in last:  # no time to wait even once: read it
         try:
-            last = await client.get(operation_id)
+            last = await client.get(operation_id, within=time_left(deadline, loop.time()))
         except JobwardenError as exc:
             return read_failed(operation_id, exc)
     if isinstance(error, ApiProblem) and error.status == 404:
@@ -664,7 +724,8 @@ async def await_operation_async(
     if error is not None or "message" not in last:  # the end of the wait was not heard
         return lost_contact(last, loop.time() - started, error or ApiUnreachable("no answer"))
     result = from_resource(last, gave_up_after=loop.time() - started)
-    return await claim_if_succeeded_async(client, result, consumer)
+    within = claim_time(deadline, loop.time())
+    return await claim_if_succeeded_async(client, result, consumer, within=within)
 
 
 async def start_and_await_async(
@@ -688,7 +749,12 @@ async def start_and_await_async(
     while True:
         try:
             resource = await client.submit(
-                provider, kind, request, client_reference=reference, **options
+                provider,
+                kind,
+                request,
+                client_reference=reference,
+                within=time_left(started + budget, loop.time()),
+                **options,
             )
             break
         except ApiProblem as problem:

@@ -72,13 +72,13 @@ class FakeClient:
         self.references.append(kw.get("client_reference"))
         return self._next(self.submits)
 
-    def wait(self, operation_id: str, max_wait: float) -> Any:
+    def wait(self, operation_id: str, max_wait: float, **_kw: Any) -> Any:
         answer = self._next(self.waits)
         if isinstance(answer, dict) and not answer["done"]:
             self.time.now += max_wait  # the long-poll used its whole budget
         return answer
 
-    def claim_completion(self, operation_id: str, consumer: str) -> bool:
+    def claim_completion(self, operation_id: str, consumer: str, **_kw: Any) -> bool:
         self.claims += 1
         raise ApiUnreachable("connection reset")
 

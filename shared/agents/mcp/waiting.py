@@ -77,32 +77,36 @@ async def await_operation(
     """Wait up to max_wait; exactly one of the wrapper's statuses, never an exception."""
     loop = asyncio.get_running_loop()
     started = loop.time()
+    deadline = started + max_wait
     try:
-        last = await client.get(operation_id)
+        last = await client.get(operation_id, within=tools.time_left(deadline, loop.time()))
     except JobwardenError as exc:
         return tools.read_failed(operation_id, exc)
     if not last.get("done"):
         try:
-            last = await _until_done_or(client, operation_id, max_wait, report)
+            last = await _until_done_or(client, operation_id, deadline, report)
         except JobwardenError as exc:
-            remaining = max_wait - (loop.time() - started)
+            remaining = deadline - loop.time()
             if remaining <= 0:
                 return tools.lost_contact(last, loop.time() - started, exc)
             return await tools.await_operation_async(
                 client, operation_id, remaining, consumer=consumer, first=last
             )
     result = tools.from_resource(last, gave_up_after=loop.time() - started)
-    return await tools.claim_if_succeeded_async(client, result, consumer)
+    within = tools.claim_time(deadline, loop.time())
+    return await tools.claim_if_succeeded_async(client, result, consumer, within=within)
 
 
 async def _until_done_or(
     client: AsyncJobwardenClient,
     operation_id: str,
-    max_wait: float,
+    deadline: float,
     report: Reporter,
 ) -> dict[str, Any]:
-    """The done resource, or the operation as it stands when max_wait runs out."""
+    """The done resource, or the operation as it stands when the deadline (the
+    loop's time) passes; that last read has the grace alone, never 10 s more."""
+    loop = asyncio.get_running_loop()
     with contextlib.suppress(TimeoutError):
-        async with asyncio.timeout(max_wait):
+        async with asyncio.timeout_at(deadline):
             return await follow(client, operation_id, report)
-    return await client.get(operation_id)
+    return await client.get(operation_id, within=tools.time_left(deadline, loop.time()))
