@@ -296,6 +296,33 @@ def refused_after_unanswered(problem: ApiProblem, client_reference: str) -> Tool
     )
 
 
+def token_refused_for_reference(problem: ApiProblem, client_reference: str) -> ToolResult:
+    """`start` with the caller's own client_reference, refused for its token (401/403).
+
+    The caller may be resending after a call that got no answer (what a
+    client_reference is for), and a refused token says nothing of that call:
+    it may have recorded the job. "NOT started" would invite a submit under
+    another token or reference: the duplicate job. Answered as a resend
+    refused after an unanswered attempt is (`refused_after_unanswered`).
+    """
+    return ToolResult(
+        "timed_out",
+        operation_id=None,
+        job_id=None,
+        done=False,
+        message=(
+            f"{_refusal_words(problem)}. This call recorded nothing, but an earlier call with "
+            f"client_reference {client_reference!r}, if one got no answer, may have recorded "
+            "the job. Do not report success or failure, and do not start it under another "
+            "client_reference: once the token is fixed, call start again with client_reference "
+            f"{client_reference!r} (it returns the same operation if it exists and never "
+            "creates a duplicate)."
+        ),
+        error=_refusal_error(problem),
+        client_reference=client_reference,
+    )
+
+
 def submit_unanswered(client_reference: str, error: Exception) -> ToolResult:
     """No answer to the submit: the operation may or may not be recorded."""
     return ToolResult(
@@ -493,6 +520,8 @@ def start(
     try:
         resource = client.submit(provider, kind, request, client_reference=reference, **options)
     except ApiProblem as problem:
+        if client_reference and _token_refused(problem):
+            return token_refused_for_reference(problem, reference)
         if _fatal(problem):
             return refused(problem, reference)
         return submit_unanswered(reference, problem)
@@ -612,6 +641,8 @@ def start_and_await(
             if _fatal(problem):
                 if delay is not None:  # an earlier attempt went unanswered
                     return refused_after_unanswered(problem, reference)
+                if client_reference and _token_refused(problem):  # perhaps an earlier call's
+                    return token_refused_for_reference(problem, reference)
                 return refused(problem, reference)
             error: JobwardenError = problem
         except JobwardenError as exc:
@@ -650,6 +681,8 @@ async def start_async(
             provider, kind, request, client_reference=reference, **options
         )
     except ApiProblem as problem:
+        if client_reference and _token_refused(problem):
+            return token_refused_for_reference(problem, reference)
         if _fatal(problem):
             return refused(problem, reference)
         return submit_unanswered(reference, problem)
@@ -761,6 +794,8 @@ async def start_and_await_async(
             if _fatal(problem):
                 if delay is not None:  # an earlier attempt went unanswered
                     return refused_after_unanswered(problem, reference)
+                if client_reference and _token_refused(problem):  # perhaps an earlier call's
+                    return token_refused_for_reference(problem, reference)
                 return refused(problem, reference)
             error: JobwardenError = problem
         except JobwardenError as exc:

@@ -31,6 +31,7 @@ from receiver.api.operations import OperationsApi
 from shared.agents import tools as agent_tools
 from shared.agents.client import AsyncJobwardenClient, JobwardenClient
 from shared.agents.tools import DEADLINE_GRACE_SECONDS
+from shared.ledger import tokens
 from shared.serve import serve_app
 from tests.integration.agent_support import (
     finish_with_result,
@@ -272,3 +273,57 @@ async def test_a_healthy_api_still_answers_a_wait_at_max_wait_with_the_truth(
             running = await agent_tools.await_operation_async(client, started.operation_id, 1)
     assert running.status == "timed_out" and running.operation_id == started.operation_id
     assert "Lost contact" not in running.message and running.error is None
+
+
+# ------------------------- a refused token under the caller's client_reference
+
+
+@pytest.mark.parametrize("blocking", [False, True], ids=["async", "sync"])
+async def test_a_refused_token_under_a_callers_reference_never_says_not_started(
+    db: Any, db_url: str, blocking: bool
+) -> None:
+    """The first start under "ref-mine" was recorded but its answer was lost
+    (here: made, then forgotten), the token revoked, and the agent calls start
+    again with the same client_reference, as every unanswered answer tells it
+    to. Before: 401 -> `failed`, "The job was NOT started", while the job was
+    recorded and runs; the agent, told nothing started, submits again under a
+    new token: the duplicate job. A 401 says nothing of an earlier call under
+    that reference: timed_out with the reference, saying the token was
+    refused. Without a reference of the caller's (a fresh one), nothing could
+    be recorded under it, and "NOT started" is still the truth."""
+    token = await make_token(db, "bot")
+    async with api_stalling_claims(db_url) as (url, _app):
+        async with AsyncJobwardenClient(url, token) as client:
+            first = await agent_tools.start_async(client, "sim", JOB, client_reference="ref-mine")
+        assert first.status == "running" and first.operation_id
+        token_id = await db.fetchval("SELECT token_id FROM api_tokens WHERE caller = 'bot'")
+        await tokens.revoke_token(db, str(token_id))
+        if blocking:  # in a thread: the server runs on this loop
+            with JobwardenClient(url, token) as sync_client:
+                again = await asyncio.to_thread(
+                    agent_tools.start, sync_client, "sim", JOB, client_reference="ref-mine"
+                )
+                waited = await asyncio.to_thread(
+                    agent_tools.start_and_await,
+                    sync_client,
+                    "sim",
+                    JOB,
+                    5,
+                    client_reference="ref-mine",
+                )
+                fresh = await asyncio.to_thread(agent_tools.start, sync_client, "sim", JOB)
+        else:
+            async with AsyncJobwardenClient(url, token) as client:
+                again = await agent_tools.start_async(
+                    client, "sim", JOB, client_reference="ref-mine"
+                )
+                waited = await agent_tools.start_and_await_async(
+                    client, "sim", JOB, 5, client_reference="ref-mine"
+                )
+                fresh = await agent_tools.start_async(client, "sim", JOB)
+    for result in (again, waited):
+        assert result.status == "timed_out" and result.client_reference == "ref-mine", result
+        assert "NOT started" not in result.message and "ref-mine" in result.message
+        assert "Do not report success" in result.message and "will not help" in result.message
+        assert result.error and result.error["code"] == "unauthenticated"
+    assert fresh.status == "failed" and "NOT started" in fresh.message
