@@ -436,6 +436,22 @@ def _with_claim(
     return replace(result, claimed=claimed, message=result.message + note)
 
 
+def wait_ended_by(
+    operation_id: str, last: Mapping[str, Any], waited: float, error: JobwardenError
+) -> ToolResult:
+    """A wait whose last request failed as max_wait ran out: what that failure says.
+
+    A 404 is `not_found`, a refused token (401/403) is said to be refused
+    (retrying cannot help), anything else is lost contact.
+    """
+    if isinstance(error, ApiProblem) and error.status == 404:
+        return read_failed(operation_id, error)
+    refused_token = _token_refused(error)
+    if refused_token is not None:
+        return refused_while_waiting(last, refused_token)
+    return lost_contact(last, waited, error)
+
+
 def _claim_refused(result: ToolResult, problem: ApiProblem) -> ToolResult:
     """The API refused the claim (a consumer it cannot take, a revoked token):
     nothing was claimed, and asking again the same way is refused again."""

@@ -30,6 +30,7 @@ from starlette.responses import Response
 from receiver.api.operations import OperationsApi
 from shared.agents import tools as agent_tools
 from shared.agents.client import AsyncJobwardenClient, JobwardenClient
+from shared.agents.mcp import waiting
 from shared.agents.tools import DEADLINE_GRACE_SECONDS
 from shared.ledger import tokens
 from shared.serve import serve_app
@@ -327,3 +328,56 @@ async def test_a_refused_token_under_a_callers_reference_never_says_not_started(
         assert "Do not report success" in result.message and "will not help" in result.message
         assert result.error and result.error["code"] == "unauthenticated"
     assert fresh.status == "failed" and "NOT started" in fresh.message
+
+
+# ------------------------- a refused token as the MCP await's deadline passes
+
+
+class HoldEvents:
+    """The API, except that an event stream is held silent until the test ends
+    (a proxy buffering it), so its end comes from the deadline, not the API."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.arrived = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["path"].endswith("/events"):
+            self.arrived.set()
+            await self.release.wait()
+            await Response(status_code=503)(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
+async def test_a_refused_token_as_the_mcp_await_ends_is_said_to_be_refused(
+    db: Any, db_url: str
+) -> None:
+    """The MCP await follows the event stream until max_wait, then reads the
+    operation once. Its token was revoked meanwhile, so that read is a 401.
+    Before: any failure at the deadline was "Lost contact with jobwarden ...
+    check it later", error `unreachable`, advice a revoked token can never
+    make work. It is the refused-token answer: timed_out, `unauthenticated`,
+    "will not help"."""
+    token = await make_token(db, "bot")
+    async with receiver_pool(db_url) as pool:
+        app = HoldEvents(Starlette(routes=OperationsApi(sim_settings(), pool).routes()))
+        async with serve_app(app) as url, AsyncJobwardenClient(url, token) as client:
+            try:
+                started = await agent_tools.start_async(client, "sim", JOB)
+                assert started.operation_id
+                waited = asyncio.ensure_future(
+                    waiting.await_operation(client, started.operation_id, 3)
+                )
+                async with asyncio.timeout(SIGNAL_TIMEOUT_SECONDS):
+                    await app.arrived.wait()  # following the (silent) stream
+                token_id = await db.fetchval("SELECT token_id FROM api_tokens WHERE caller = 'bot'")
+                await tokens.revoke_token(db, str(token_id))
+                async with asyncio.timeout(SIGNAL_TIMEOUT_SECONDS):
+                    result = await waited
+            finally:
+                app.release.set()  # before the server stops: it waits for held requests
+    assert result.status == "timed_out" and result.operation_id == started.operation_id
+    assert result.error and result.error["code"] == "unauthenticated", result
+    assert "Lost contact" not in result.message and "will not help" in result.message

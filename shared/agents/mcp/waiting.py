@@ -87,8 +87,8 @@ async def await_operation(
             last = await _until_done_or(client, operation_id, deadline, report)
         except JobwardenError as exc:
             remaining = deadline - loop.time()
-            if remaining <= 0:
-                return tools.lost_contact(last, loop.time() - started, exc)
+            if remaining <= 0:  # a 401 then is a refused token, not lost contact
+                return tools.wait_ended_by(operation_id, last, loop.time() - started, exc)
             return await tools.await_operation_async(
                 client, operation_id, remaining, consumer=consumer, first=last
             )
