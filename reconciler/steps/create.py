@@ -20,7 +20,7 @@ the next owner runs the cross-check before anything else.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from reconciler.calls import NEVER_LEFT, imposed_wait, recorded_response
@@ -192,7 +192,14 @@ async def _deadline_passed(step: Step, conn: Any) -> Delay:
     if not never_sent and not refused_only and step.adapter.desc.lookup.supported:
         found = await _lookup(step, conn)
         if found.job_ids is not None and len(found.job_ids) == 1:
-            return await _accept(step, conn, found.job_ids[0], found.call_id, via="lookup")
+            return await _accept(
+                step,
+                conn,
+                found.job_ids[0],
+                found.call_id,
+                via="lookup",
+                status_url=found.status_url(),
+            )
         if found.job_ids is not None and len(found.job_ids) > 1:
             reason = f"lookup found {len(found.job_ids)} remote jobs for our reference"
             return await _conflict(step, conn, reason, found.job_ids)
@@ -284,7 +291,9 @@ async def _resolve_uncertain(step: Step, conn: Any) -> tuple[bool, Delay]:
         return True, step.until_allowed(step.retry(step.op.lookup_attempts))
     job_ids, call_id = found.job_ids, found.call_id
     if len(job_ids) == 1:
-        return True, await _accept(step, conn, job_ids[0], call_id, via="lookup")
+        return True, await _accept(
+            step, conn, job_ids[0], call_id, via="lookup", status_url=found.status_url()
+        )
     if len(job_ids) > 1:
         return True, await _conflict(
             step, conn, f"lookup found {len(job_ids)} remote jobs for our reference", job_ids
@@ -337,6 +346,12 @@ class Lookup:
     held_back: bool = False
     unread: str | None = None
     problem: str | None = None  # why a page was inconclusive, for the human
+    # the status URL of each found job whose URL the list names (`lookup.status_url`)
+    status_urls: dict[str, str] = field(default_factory=dict)
+
+    def status_url(self) -> str | None:
+        """The one found job's status URL, when the lookup read one."""
+        return self.status_urls.get(self.job_ids[0]) if self.job_ids else None
 
 
 def _unproven(found: Lookup) -> str | None:
@@ -362,6 +377,7 @@ async def _lookup(step: Step, conn: Any) -> Lookup:
     """
     desc = step.adapter.desc
     ids: list[str] = []
+    urls: dict[str, str] = {}
     token: str | None = None
     listed = last_call = referenced = unreferenced = 0
     blind: str | None = None
@@ -377,23 +393,30 @@ async def _lookup(step: Step, conn: Any) -> Lookup:
         if fact.found_job_ids and not listed:
             listed = last_call
         ids.extend(j for j in fact.found_job_ids if j not in ids)
+        urls.update((j, url) for j, url in fact.found_status_urls if j not in urls)
         referenced += fact.referenced
         unreferenced += fact.unreferenced
         blind = None if ids else unreferenced_listing(desc.lookup, referenced, unreferenced)
         if fact.more_unreadable:
-            return Lookup(ids or None, listed or last_call, unread=UNFOLLOWABLE, problem=blind)
+            return Lookup(
+                ids or None,
+                listed or last_call,
+                unread=UNFOLLOWABLE,
+                problem=blind,
+                status_urls=urls,
+            )
         if fact.next_page_token is None:
             if blind is not None:
                 # Every page read, none of its items carrying any reference: a
                 # `match` that reads nothing would look the same. No absence.
                 return Lookup(None, last_call, problem=blind)
-            return Lookup(ids, listed or last_call, complete=True)
+            return Lookup(ids, listed or last_call, complete=True, status_urls=urls)
         token = fact.next_page_token
     # Out of pages: what was found is true, but not the whole answer, and
     # finding nothing in it proves nothing.
     pages = desc.lookup.max_pages
     unread = f"the lookup read lookup.max_pages = {pages} pages and the list goes on"
-    return Lookup(ids or None, listed or last_call, unread=unread, problem=blind)
+    return Lookup(ids or None, listed or last_call, unread=unread, problem=blind, status_urls=urls)
 
 
 async def _lookup_page(step: Step, conn: Any, token: str | None) -> tuple[int, LookupFact | None]:

@@ -1394,13 +1394,16 @@ def _check_lookup_reads(top: _Table, status: StatusSpec, lookup: LookupSpec, plu
     transcription). Refused here instead; a plugin may read it its own way."""
     if plugin or not lookup.supported or not status.use_status_url or status.path is not None:
         return
+    if lookup.status_url is not None:  # the found job's URL is read with its id
+        return
     raise top.error(
         "lookup",
         "a job the lookup finds is known by its id alone, and status reads go only to "
         "the status URL a create answer gives (status.use_status_url without "
         "status.path): the job found after a lost create could never be read; give "
-        "status.path (naming {job_id}) or leave [lookup] out (a lost create then goes "
-        "to a human, never sent twice)",
+        "status.path (naming {job_id}), or lookup.status_url (where the found job's "
+        "status URL is), or leave [lookup] out (a lost create then goes to a human, "
+        "never sent twice)",
     )
 
 
@@ -2114,6 +2117,7 @@ def _lookup(table: _Table | None, create: CreateSpec) -> LookupSpec:
         page_token_param=table.str_or("page_token_param", DEFAULT_PAGE_TOKEN_PARAM),
         max_pages=table.int_or("max_pages", DEFAULT_LOOKUP_PAGES),
         not_found_means_absent=table.boolean("not_found_means_absent", False),
+        status_url=table.path("status_url", BODY if listed else RESPONSE),
     )
     spec = dataclasses.replace(spec, **_lookup_paging(table, spec))
     if supported and listed:

@@ -758,6 +758,10 @@ class LookupSpec:
     page_size_param: str = "page_size"
     last_page: LastPage = LastPage.EMPTY
     total: ValuePath | None = None  # the list's item count (last_page = total)
+    # Where the found job's status URL is (in its list item, or the GET answer):
+    # for an API whose job is known only by a URL (Azure AI Speech's `self`),
+    # status reads (`status.use_status_url`) go there once the job is found.
+    status_url: ValuePath | None = None
 
     @property
     def numbered(self) -> bool:

@@ -146,6 +146,8 @@ class LookupFact:
 
     status_code: int
     found_job_ids: tuple[str, ...] = ()
+    # (job id, status URL) for each found job whose URL `lookup.status_url` reads
+    found_status_urls: tuple[tuple[str, str], ...] = ()
     proven_absent: bool = False
     next_page_token: str | None = None
     problem: str | None = None

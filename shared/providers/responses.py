@@ -696,11 +696,14 @@ def parse_lookup(
         job_id = as_str(extract(spec.job_id, body, resp.headers)) if spec.job_id else None
         if job_id is None:
             return LookupFact(status_code=code, problem="lookup answer without a job id")
-        return LookupFact(status_code=code, found_job_ids=(job_id,))
+        url = _found_status_url(spec, body, resp.headers)
+        at = ((job_id, url),) if url is not None else ()
+        return LookupFact(status_code=code, found_job_ids=(job_id,), found_status_urls=at)
     jobs = extract(spec.list, body) if spec.list is not None else None
     if not isinstance(jobs, list):
         return LookupFact(status_code=code, problem="lookup answer has no job list")
     found: list[str] = []
+    urls: dict[str, str] = {}
     unnamed = False
     referenced = 0
     for job in jobs:
@@ -714,6 +717,9 @@ def parse_lookup(
             unnamed = True
         elif job_id not in found:
             found.append(job_id)
+            url = _found_status_url(spec, job)
+            if url is not None:
+                urls[job_id] = url
     if unnamed:
         # Our job is listed, its id unreadable: dropped, the page read as absence
         # and the lost create went out again, a second job (or, beside one found,
@@ -733,12 +739,23 @@ def parse_lookup(
     return LookupFact(
         status_code=code,
         found_job_ids=tuple(found),
+        found_status_urls=tuple(urls.items()),
         proven_absent=not found and token is None and not unreadable and not blind,
         next_page_token=token,
         more_unreadable=unreadable,
         referenced=referenced,
         unreferenced=len(jobs) - referenced,
     )
+
+
+def _found_status_url(
+    spec: LookupSpec, found: Any, headers: Mapping[str, str] | None = None
+) -> str | None:
+    """A found job's status URL at `lookup.status_url` (its list item, or the GET
+    answer), as a create answer's is read; None without the key or a URL there."""
+    if spec.status_url is None:
+        return None
+    return as_str(extract(spec.status_url, found, headers))
 
 
 def _reference(value: Any) -> str | None:
