@@ -175,12 +175,14 @@ def _counts(check: ResultCheck, status: StatusFact | None) -> Counts:
     A status that counts successes and failures but no total gives the total too,
     as their sum: the result's item count may count other things (Hume's result
     holds a source an item, its counts a file), and beside the status's successes
-    it made a triple that cannot be (5 of 2 items succeeded).
+    it made a triple that cannot be (5 of 2 items succeeded). Not with the
+    cancelled added: those are among the failed (`counts_cancelled` is a subset of
+    the not-ok items, the anthropic preset's `canceled` in both).
     """
     counts = status.counts if status is not None else None
     total = counts.total if counts and counts.total is not None else check.items_total
     if counts and counts.total is None and None not in (counts.succeeded, counts.failed):
-        total = (counts.succeeded or 0) + (counts.failed or 0) + (counts.cancelled or 0)
+        total = (counts.succeeded or 0) + (counts.failed or 0)
     ok = counts.succeeded if counts and counts.succeeded is not None else check.items_succeeded
     failed = counts.failed if counts and counts.failed is not None else check.items_failed
     return total, ok, failed

@@ -1,0 +1,47 @@
+"""Round 52 second read (reader): the collection's counts and its every-item-failed
+verdict, as pure logic (reconciler.steps.collect._counts, _every_item_failed)."""
+
+from __future__ import annotations
+
+from reconciler.steps.collect import Collected, _counts, _every_item_failed
+from shared.ledger.states import RemoteState
+from shared.providers import ResultCheck, StatusFact
+from shared.providers.facts import Counts
+
+
+def _check(total: int | None, ok: int | None, failed: int | None) -> ResultCheck:
+    return ResultCheck(
+        ok=True,
+        reason="valid",
+        sha256="0" * 64,
+        size=1,
+        content_type="application/jsonl",
+        items_total=total,
+        items_succeeded=ok,
+        items_failed=failed,
+    )
+
+
+def _status(counts: Counts | None) -> StatusFact:
+    return StatusFact(200, RemoteState.SUCCEEDED, "ended", counts=counts)
+
+
+def test_a_counted_cancellation_is_not_counted_twice_in_the_summed_total() -> None:
+    """`counts_cancelled` is a subset of the not-ok items (description.py; the
+    anthropic preset counts `canceled` in `counts_failed` too): with no total, the
+    sum is succeeded + failed. 2 ok, 3 failed of which 1 cancelled is 5 items,
+    not 6."""
+    counts = Counts(total=None, succeeded=2, failed=3, cancelled=1)
+    assert _counts(_check(5, 2, 3), _status(counts)) == (5, 2, 3)
+
+
+def test_every_item_failed_needs_no_success_anywhere() -> None:
+    """The status's 0 beside successes the result holds: no verdict; an opaque
+    result (items_succeeded None) with the status's 0 succeeded and some failed:
+    the verdict, as outcome_from_counts would give."""
+    status = _status(Counts(total=None, succeeded=0, failed=2))
+    holds = _check(3, 3, 0)
+    assert _every_item_failed(Collected(holds, b"", "result", _counts(holds, status))) is None
+    opaque = _check(None, None, None)
+    verdict = _every_item_failed(Collected(opaque, b"", "result", _counts(opaque, status)))
+    assert verdict is not None and "every item failed (2 of 2)" in verdict.message
