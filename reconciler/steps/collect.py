@@ -182,7 +182,9 @@ def _counts(check: ResultCheck, status: StatusFact | None) -> Counts:
     counts = status.counts if status is not None else None
     total = counts.total if counts and counts.total is not None else check.items_total
     if counts and counts.total is None and None not in (counts.succeeded, counts.failed):
-        total = (counts.succeeded or 0) + (counts.failed or 0)
+        # never fewer than the result holds: items the status counts in neither
+        # (expired, never run) are still the batch's
+        total = max((counts.succeeded or 0) + (counts.failed or 0), check.items_total or 0)
     ok = counts.succeeded if counts and counts.succeeded is not None else check.items_succeeded
     failed = counts.failed if counts and counts.failed is not None else check.items_failed
     return total, ok, failed

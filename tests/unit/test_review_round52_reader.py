@@ -35,6 +35,14 @@ def test_a_counted_cancellation_is_not_counted_twice_in_the_summed_total() -> No
     assert _counts(_check(5, 2, 3), _status(counts)) == (5, 2, 3)
 
 
+def test_a_summed_total_never_falls_below_the_items_the_result_holds() -> None:
+    """A status that counts 2 ok and 1 failed but leaves other items in neither
+    (expired, never run) beside a result of 10 lines: the total is the result's 10,
+    not 3 (the agent read 3 items, all accounted for, of a batch of 10)."""
+    counts = Counts(total=None, succeeded=2, failed=1)
+    assert _counts(_check(10, 2, 1), _status(counts))[0] == 10
+
+
 def test_every_item_failed_needs_no_success_anywhere() -> None:
     """The status's 0 beside successes the result holds: no verdict; an opaque
     result (items_succeeded None) with the status's 0 succeeded and some failed:
