@@ -837,7 +837,10 @@ def _every_item_failed(collected: Collected) -> ErrorInfo | None:
     total, succeeded, failed = collected.counts
     if succeeded != 0 or not failed or collected.check.items_succeeded:
         return None  # (a status's 0 against successes the result holds: no verdict)
-    message = f"every item failed ({failed} of {total if total is not None else failed})"
+    if total is None or total <= failed:
+        message = f"every item failed ({failed} of {failed})"
+    else:  # the rest neither failed nor succeeded (cancelled, expired, never run)
+        message = f"no item succeeded ({failed} of {total} failed)"
     first = next(iter(collected.failures), None)
     if first is None:
         return ErrorInfo(None, message)

@@ -53,3 +53,14 @@ def test_every_item_failed_needs_no_success_anywhere() -> None:
     opaque = _check(None, None, None)
     verdict = _every_item_failed(Collected(opaque, b"", "result", _counts(opaque, status)))
     assert verdict is not None and "every item failed (2 of 2)" in verdict.message
+
+
+def test_a_verdict_with_items_neither_failed_nor_succeeded_does_not_say_every_item_failed() -> None:
+    """0 ok and 2 failed of 10 (the other 8 cancelled or expired): no item
+    succeeded, so failed, but "every item failed (2 of 10)" said what is not so."""
+    status = _status(Counts(total=10, succeeded=0, failed=2, cancelled=8))
+    opaque = _check(None, None, None)
+    verdict = _every_item_failed(Collected(opaque, b"", "result", _counts(opaque, status)))
+    assert verdict is not None
+    assert "every item failed" not in verdict.message, verdict.message
+    assert "no item succeeded (2 of 10 failed)" in verdict.message, verdict.message
