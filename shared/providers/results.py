@@ -588,8 +588,11 @@ def _split(spec: ResultSpec, entries: list[Any]) -> _Items:
 
 def _is_failure(spec: ResultSpec, entry: Any) -> bool:
     if spec.item_error is not None:
+        # an empty error names none, as a status read's does (`"error": ""` or
+        # `{}` on a success line): counted failed, a batch of successes was
+        # every item failed, and failed
         marker = extract(spec.item_error, entry)
-        if marker is not None and marker is not False:
+        if marker is not None and marker is not False and marker not in ("", {}, []):
             return True
     if spec.item_success is not None:
         return raw_text(extract(spec.item_success, entry)) not in spec.item_success_values
