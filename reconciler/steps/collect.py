@@ -348,6 +348,15 @@ async def _recorded_exchange(
     wait = None
     if sent.response is not None and sent.response.status_code in (429, 503):
         wait = imposed_wait(read_status(step, sent.response).retry_after_seconds)
+    elif (
+        sent.response is not None
+        and sent.error_category == "http_4xx"
+        and throttle_code(step.adapter.desc, sent.response) is not None
+    ):
+        # a throttle told by its code (AWS's 400 ThrottlingException) served
+        # nothing, as a 429: on record as such, a fetch that consumes the result
+        # is not taken for one that may have (result_fetch_may_have_arrived)
+        sent = replace(sent, error_category="back_pressure")
     await step.end_call(conn, call_id, sent, wait=wait)
     if sent.refused is not None:
         raise _Refused(sent.refused)

@@ -130,3 +130,38 @@ async def test_success_lines_with_an_empty_error_are_a_success_not_every_item_fa
         assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
         summary = (await r.op(op_id)).result_summary
         assert (summary["items_succeeded"], summary["items_failed"]) == (3, 0), summary
+
+
+class CodedThrottle(TogetherFixture):
+    """The file download's throttle told by its code alone, AWS's way: 400
+    `{"__type": "ThrottlingException"}`, no 429, nothing served."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.coded_throttles = 1
+
+    async def content(self, request: Request) -> Response:
+        if self.coded_throttles and request.path_params["fid"] in self.files:
+            self.coded_throttles -= 1
+            return Response(
+                json.dumps({"__type": "ThrottlingException", "message": "Rate exceeded"}),
+                status_code=400,
+                media_type="application/json",
+            )
+        return await super().content(request)
+
+
+async def test_a_one_shot_download_throttled_by_its_code_is_fetched_again_once(
+    pool: Any, tmp_path: Path
+) -> None:
+    """01f32f7 let a 429 on a `side_effects` download be fetched again (it served
+    nothing); its query says a 4xx a throttle code marks is exempt as well, but a
+    result fetch's such answer was recorded `http_4xx`, not `back_pressure`: the
+    collection retried it (as a throttle) and then gave up, "an earlier fetch may
+    already have consumed it", the document waiting, never fetched."""
+    fx = CodedThrottle()
+    status = {"throttle_codes": {"/__type": ["ThrottlingException"]}}
+    async with together(pool, tmp_path, fx, result=ONE_SHOT, status=status) as r:
+        op_id = await r.submit(BATCH)
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert [c["status_code"] for c in await r.calls(op_id, "result")] == [400, 200]
