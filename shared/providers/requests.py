@@ -235,19 +235,33 @@ def build_status(
 ) -> HttpRequest:
     """A status read: the recorded status URL when configured so, else the path template."""
     spec = desc.status
-    if spec.use_status_url and status_url:
-        url = resolve_url(desc, status_url)
-    elif spec.path is not None:
-        url = _join(desc, spec.path, {"job_id": remote_job_id})
-    else:
-        raise RequestBuildError(
-            f"provider {desc.name}: status reads go to the status URL a create answer "
-            "gives, and there is no status URL on record (the answer named none)"
-        )
+    url = _job_url(
+        desc, "status reads go", spec.use_status_url, spec.path, remote_job_id, status_url
+    )
     payload = _render_json(spec.body, {"job_id": remote_job_id})
     # a status URL that is the result's is asked as the result is
     headers = _result_headers(desc) if status_is_the_result(desc) else _base_headers(desc)
     return _request(desc, "status", spec.method, url, headers, payload)
+
+
+def _job_url(
+    desc: ProviderDescription,
+    calls: str,
+    use_status_url: bool,
+    path: Template | None,
+    remote_job_id: str,
+    status_url: str | None,
+) -> str:
+    """Where a call about one job goes: the status URL on record when the description
+    says so (`use_status_url`), else its path template with the job id."""
+    if use_status_url and status_url:
+        return resolve_url(desc, status_url)
+    if path is not None:
+        return _join(desc, path, {"job_id": remote_job_id})
+    raise RequestBuildError(
+        f"provider {desc.name}: {calls} to the status URL a create answer gives, and "
+        "there is no status URL on record (the answer named none)"
+    )
 
 
 def _result_headers(desc: ProviderDescription) -> dict[str, str]:
@@ -291,15 +305,7 @@ def build_cancel(
     spec = desc.cancel
     if not spec.supported:
         raise RequestBuildError(f"provider {desc.name}: cancellation unsupported: {spec.reason}")
-    if spec.use_status_url and status_url:
-        url = resolve_url(desc, status_url)
-    elif spec.path is not None:
-        url = _join(desc, spec.path, {"job_id": remote_job_id})
-    else:
-        raise RequestBuildError(
-            f"provider {desc.name}: cancels go to the status URL a create answer gives, "
-            "and there is no status URL on record (the answer named none)"
-        )
+    url = _job_url(desc, "cancels go", spec.use_status_url, spec.path, remote_job_id, status_url)
     payload = _render_json(spec.body, {"job_id": remote_job_id})
     return _request(desc, "cancel", spec.method, url, _base_headers(desc, extra_headers), payload)
 
