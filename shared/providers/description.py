@@ -83,6 +83,10 @@ rules in ``shared/providers/paths.py``); *paths* = a path or a list of paths;
                  a finished job and its result, e.g. Runway's DELETE /v1/tasks/{id}),
                body = {..} (the JSON object sent with the cancel, e.g. Salesforce's
                  {state = "Aborted"}; its strings are templates: {job_id}; none = no body)
+               resend_statuses ([]: 4xx/5xx answers documented as a cancel not taken,
+                 e.g. [429]: a cancel unsafe to repeat is sent again after Retry-After),
+               use_status_url (false; true: the cancel goes to the status URL the create
+                 answer gave, e.g. Azure AI Speech's DELETE on `self`; path optional)
     [result]   source = inline|url|path|files|none (required), path (template:
                {job_id}, {file_id}), inline (path; "" = whole body), file_ids (paths;
                  with source = files and no path, each id is a URL fetched as a
@@ -152,7 +156,8 @@ rules in ``shared/providers/paths.py``); *paths* = a path or a list of paths;
     [lookup]   supported (true if the table exists), reason, kind = list|get, method,
                path (template: {client_reference}, {idempotency_token}), query_param,
                list, match, job_id, next_page_token, has_more, page_token_param,
-               max_pages (10), not_found_means_absent (kind = get);
+               max_pages (10), not_found_means_absent (kind = get), status_url (a
+               path into the found item or the GET answer: the found job's status URL);
                numbered paging instead of a cursor (kind = list): page_param (the page
                number's parameter) + first_page (required: 0 or 1), or offset_param
                (items already read, from 0); last_page = empty|short|total (how the
@@ -168,7 +173,8 @@ rules in ``shared/providers/paths.py``); *paths* = a path or a list of paths;
                text/plain, Dropbox's unsigned endpoint check; or a table: param,
                verify_token + verify_token_env | verify_token_file (Meta's and
                Strava's hub.verify_token, required on the GET), answer =
-               text|json); and where the event
+               text|json, method = GET|POST (POST: Microsoft Graph's and Azure AI
+               Speech's POST ?validationToken=)); and where the event
                names its operation, at least one of (paths; tried in this order):
                  operation_id (our operation id echoed back, e.g. `?op={operation_id}`
                    in the webhook URL set_body gives the provider, or the create's
