@@ -104,6 +104,9 @@ def test_lookup_by_token_uses_the_same_form() -> None:
     desc = provider(
         "azure_async",
         create={"path": "/x"},
+        # a job the lookup finds has no status URL on record: read at a path
+        # (a lookup whose found job could never be read is refused at load)
+        status={"path": "/operations/{job_id}"},
         lookup={"kind": "get", "path": "/operations/{idempotency_token}", "job_id": "/id"},
     )
     request = build_lookup(desc, "op_1", TOKEN)
