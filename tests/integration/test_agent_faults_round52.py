@@ -476,8 +476,10 @@ async def test_a_wait_survives_its_database_connections_terminated(db: Any, db_u
 
         async def fault() -> None:
             await api.ops.wait_slots.until(lambda n: n >= 1)
-            while not api.ops.hub.listening:  # the long-poll's LISTEN is up
-                await asyncio.sleep(0.01)
+            # the long-poll's LISTEN is up: ensure_listening returns once the one
+            # shared listener is (started by the long-poll, or here, under its lock)
+            await api.ops.hub.ensure_listening()
+            assert api.ops.hub.listening
             killed = await db.fetchval(
                 "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
                 " WHERE datname = current_database() AND pid <> pg_backend_pid()"

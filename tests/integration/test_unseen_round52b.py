@@ -9,7 +9,6 @@ one, and callbacks where the provider sends them.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import itertools
 import json
@@ -271,13 +270,14 @@ def write_token(path: Path, token: str, looks: Looks | None = None) -> None:
         looks.now += 2.0
 
 
-async def until(r: PresetRig, done: Any, rounds: int = 200) -> None:
-    """Run the reconciler until `done()` holds (a bounded wait on the fake's record)."""
+async def until(r: PresetRig, clock: Any, done: Any, rounds: int = 200) -> None:
+    """Run the reconciler until `done()` holds (a bounded wait on the fake's record),
+    the test clock moved past the rig's backoff cap (0.2 s) between rounds."""
     for _ in range(rounds):
         if done():
             return
         await r.reconciler.run_once()
-        await asyncio.sleep(0.02)
+        await clock.advance(0.25)
     raise AssertionError("never happened")
 
 
@@ -399,16 +399,16 @@ async def test_kling_a_token_rewritten_by_the_timer_is_used_from_the_next_call(
 
 
 async def test_kling_an_expired_token_is_never_a_verdict_on_the_task(
-    pool: Any, tmp_path: Path, looks: Looks
+    pool: Any, tmp_path: Path, looks: Looks, clock: Any
 ) -> None:
     """The timer stopped: Kling refuses every read 401 (1004, expired). The task is
     not failed for it; once a fresh token is written, it is read to its end."""
     fx = KlingFixture()
-    async with kling(pool, tmp_path, fx) as r:
+    async with kling(pool, tmp_path, fx, clock=clock) as r:
         op_id = await r.submit({**PROMPT, "script": "slow"})
         await r.settle(op_id, {S.OBSERVING})
         write_token(tmp_path / "kling.jwt", kling_token(issued=int(time.time()) - 3600), looks)
-        await until(r, lambda: fx.refusals.count(1004) >= 3)
+        await until(r, clock, lambda: fx.refusals.count(1004) >= 3)
         state = await r.state(op_id)
         assert state not in (S.FAILED, S.SUCCEEDED, S.CANCELLED), await r.history(op_id)
         write_token(tmp_path / "kling.jwt", kling_token(), looks)
@@ -472,7 +472,9 @@ HUME_ENV = {"HUME_API_KEY": HUME_KEY, "HUME_CALLBACK_TOKEN": HUME_TOKEN}
 MEDIA = {"urls": ["https://hume-tutorials.s3.amazonaws.com/faces.zip"], "models": {"face": {}}}
 
 
-def hume(pool: Any, tmp_path: Path, fx: HumeFixture, *, with_receiver: bool = False) -> Any:
+def hume(
+    pool: Any, tmp_path: Path, fx: HumeFixture, *, with_receiver: bool = False, **kw: Any
+) -> Any:
     table = described("hume")
     if not with_receiver:
         del table["webhooks"]
@@ -486,6 +488,7 @@ def hume(pool: Any, tmp_path: Path, fx: HumeFixture, *, with_receiver: bool = Fa
         env=HUME_ENV,
         overrides=table,
         with_receiver=with_receiver,
+        **kw,
     )
 
 
@@ -603,17 +606,17 @@ async def test_hume_its_callback_wakes_the_operation_and_its_token_is_kept_nowhe
 
 
 async def test_hume_a_cancel_asked_of_a_job_that_cannot_be_cancelled_claims_none(
-    pool: Any, tmp_path: Path
+    pool: Any, tmp_path: Path, clock: Any
 ) -> None:
     """Hume has no cancel: the request stays a request, nothing is sent, the job is
     read on, and its end is the job's own (never `cancelled`)."""
     fx = HumeFixture()
-    async with hume(pool, tmp_path, fx) as r:
+    async with hume(pool, tmp_path, fx, clock=clock) as r:
         op_id = await r.submit({**MEDIA, "script": "slow"})
         await r.settle(op_id, {S.OBSERVING})
         assert await r.cancel(op_id) is S.CANCEL_REQUESTED
         reads = fx.reads
-        await until(r, lambda: fx.reads >= reads + 2)
+        await until(r, clock, lambda: fx.reads >= reads + 2)
         assert await r.state(op_id) is S.CANCEL_REQUESTED, await r.history(op_id)
         assert await r.calls(op_id, "cancel") == []
         fx.finish(next(iter(fx.jobs)))
