@@ -399,19 +399,16 @@ def _callback_warnings(desc: ProviderDescription, public_url: str | None) -> lis
     templates = _create_templates(desc)
     found = []
     for where, template in templates:
-        names = template.names
-        if desc.webhooks is None and {"webhook_url", "webhook_secret"} & names:
-            found.append(
-                f"create.{where} names {{webhook_url}} or {{webhook_secret}}, but this "
-                "provider has no webhooks (or their secret is not set): it is left out of "
-                "every create, and the provider never calls back"
-                + _stranded(desc, public_url, where)
+        if _left_out(desc, public_url, template.names):
+            why = (
+                "names {webhook_url} or {webhook_secret}, but this provider has no webhooks "
+                "(or their secret is not set)"
+                if desc.webhooks is None
+                else "names {webhook_url}, but public_webhook_url is not set"
             )
-        elif public_url == "" and "webhook_url" in names:
             found.append(
-                f"create.{where} names {{webhook_url}}, but public_webhook_url is not set: "
-                "it is left out of every create, and the provider never calls back"
-                + _stranded(desc, public_url, where)
+                f"create.{where} {why}: it is left out of every create, and the provider "
+                "never calls back" + _stranded(desc, public_url, where)
             )
         elif public_url and "?" in public_url and "{webhook_url}?" in template.text:
             found.append(

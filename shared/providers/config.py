@@ -1246,17 +1246,23 @@ def _check_form_create(table: _Table, spec: CreateSpec) -> None:
 
 
 def _not_created_statuses(table: _Table) -> frozenset[int]:
-    """`create.not_created_statuses`: refusals that prove no job exists.
+    """`create.not_created_statuses`: refusals that prove no job exists."""
+    return _refusal_statuses(table, "not_created_statuses", "that nothing was created")
 
-    Only an error answer can say "nothing was created": a 2xx is an answer
-    about a job, and a 1xx/3xx no answer at all (a redirect is not followed).
-    """
-    codes = table.statuses("not_created_statuses", ())
+
+def _resend_statuses(table: _Table) -> frozenset[int]:
+    """`cancel.resend_statuses`: answers the provider documents as a cancel not
+    taken (a rate limit's 429), so it is sent again."""
+    return _refusal_statuses(table, "resend_statuses", "a cancel was not taken")
+
+
+def _refusal_statuses(table: _Table, key: str, what: str) -> frozenset[int]:
+    """Codes a description says are refusals that did nothing. Only an error answer
+    can say so: a 2xx is an answer about the job or the cancel, and a 1xx/3xx no
+    answer at all (a redirect is not followed)."""
+    codes = table.statuses(key, ())
     if any(not 400 <= code <= 599 for code in codes):
-        raise table.error(
-            "not_created_statuses",
-            "only 4xx/5xx codes can say that nothing was created",
-        )
+        raise table.error(key, f"only 4xx/5xx codes can say {what}")
     return codes
 
 
@@ -1445,16 +1451,6 @@ def _cancel(table: _Table | None, create: CreateSpec) -> CancelSpec:
         raise table.error("deletes_job", "there is no cancel to delete the job")
     table.finish()
     return spec
-
-
-def _resend_statuses(table: _Table) -> frozenset[int]:
-    """`cancel.resend_statuses`: answers the provider documents as a cancel not
-    taken (a rate limit's 429), so it is sent again. Only an error answer can say
-    so: a 2xx is an answer about the cancel, a 1xx/3xx no answer at all."""
-    codes = table.statuses("resend_statuses", ())
-    if any(not 400 <= code <= 599 for code in codes):
-        raise table.error("resend_statuses", "only 4xx/5xx codes can say a cancel was not taken")
-    return codes
 
 
 def _json_body(table: _Table, key: str, allowed: frozenset[str]) -> Any:
