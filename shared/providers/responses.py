@@ -459,7 +459,8 @@ def _status_from_body(
         poll_after_seconds=as_seconds(get(spec.poll_after_seconds)),
         estimated_end=_estimated_end(spec, body, headers, now),
         error=error_info(body, spec.error, spec.error_code, spec.error_message, headers)
-        or _counted_failure(said, state, raw, counts),
+        or _counted_failure(said, state, raw, counts)
+        or _unexplained_failure(state, raw),
         result_url=as_str(get(spec.result_url)),
         errors_url=as_str(get(spec.errors_url)),
         result_file_ids=file_ids,
@@ -583,6 +584,21 @@ def _counted_failure(
         code="no_item_succeeded",
         message=f"the provider said {raw!r}, but its counts say no item succeeded: "
         + ", ".join(told),
+    )
+
+
+def _unexplained_failure(state: RemoteState | None, raw: str | None) -> ErrorInfo | None:
+    """The reason of a failed job whose read carries no error of its own: the state
+    the provider named. A state that is the whole story (DashScope's UNKNOWN, "the
+    task does not exist or its status is unknown", a task past its 24 hours;
+    Gemini's BATCH_STATE_EXPIRED, a batch unfinished after 48 hours) comes with no
+    code or message: before, the operation failed with no reason at all, the agent
+    told nothing of why, and only the observation's raw state said it."""
+    if state is not RemoteState.FAILED or raw is None:
+        return None
+    return ErrorInfo(
+        code=None,
+        message=f"the provider's status says {raw!r} (a failed state) and gives no reason",
     )
 
 

@@ -949,3 +949,35 @@ def test_aws_error_codes_match_in_the_forms_aws_sends_them() -> None:
     other = {"__type": "com.amazonaws.textract#InvalidJobIdException"}
     assert throttle_code(aws, response(400, other)) is None
     assert parse_create(aws, response(400, other), now=NOW).kind == "rejected"
+
+
+def test_a_failed_state_read_without_an_error_names_the_state_as_its_reason() -> None:
+    """DashScope's UNKNOWN ("the task does not exist or its status is unknown", a task
+    past its 24 hours) and Gemini's BATCH_STATE_EXPIRED are failed states that come
+    with no code or message. Before, the read carried no error and the operation
+    failed with no reason at all; the state is now its reason. A failed read with
+    the provider's own error keeps it, and no other state gains one."""
+    desc = provider(
+        {
+            **RUNWAY,
+            "status": {
+                "path": "/api/v1/tasks/{job_id}",
+                "state": "/output/task_status",
+                "error_code": "/output/code",
+                "error_message": "/output/message",
+                "state_map": {"RUNNING": "running", "FAILED": "failed", "UNKNOWN": "failed"},
+            },
+        }
+    )
+    gone = parse_status(desc, response(200, {"output": {"task_status": "UNKNOWN"}}))
+    assert gone.remote_state is RemoteState.FAILED
+    assert gone.error is not None and gone.error.code is None
+    assert gone.error.message == (
+        "the provider's status says 'UNKNOWN' (a failed state) and gives no reason"
+    )
+    said = {"task_status": "FAILED", "code": "DataInspectionFailed", "message": "bad input"}
+    failed = parse_status(desc, response(200, {"output": said}))
+    assert failed.error is not None
+    assert (failed.error.code, failed.error.message) == ("DataInspectionFailed", "bad input")
+    running = parse_status(desc, response(200, {"output": {"task_status": "RUNNING"}}))
+    assert running.error is None
