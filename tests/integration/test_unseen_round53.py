@@ -1,0 +1,430 @@
+"""MiniMax's video tasks, DashScope's asynchronous tasks, Gemini's Batch API, Adobe
+PDF Services and Mux's assets, described in TOML as a new user would from README.md
+(tests/fixtures_providers/unseen/minimax.toml, dashscope.toml, gemini_batch.toml,
+adobe_pdf.toml, mux.toml) and driven through the real reconciler (and receiver)
+against fakes on loopback (tests/fixtures_providers/unseen_round53.py): success with
+the result collected and validated, failure with its reason, cancel (confirmed, or
+refused as the API documents), a lost create answer, and each API's own edge:
+MiniMax's status by query parameter and its two-step download, DashScope's
+`X-DashScope-Async` header and UNKNOWN (an expired task), Gemini's `batches/…` id
+and EXPIRED, Adobe's job URL in the `location` header of a body-less 201, Mux's
+`Mux-Signature` with a stale timestamp refused.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from shared.ledger.states import LocalState
+from tests.fixtures_providers.described import ENDS, described
+from tests.fixtures_providers.rig import preset_rig
+from tests.fixtures_providers.unseen_media import MP4
+from tests.fixtures_providers.unseen_round53 import (
+    DASHSCOPE_FAILURE,
+    DASHSCOPE_KEY,
+    GEMINI_ANSWERS,
+    GEMINI_FAILURE,
+    GEMINI_KEY,
+    MINIMAX_KEY,
+    MUX_BASIC,
+    MUX_FAILURE,
+    MUX_SECRET,
+    DashScopeFixture,
+    GeminiFixture,
+    MiniMaxFixture,
+    MuxFixture,
+)
+
+S = LocalState
+
+
+def rig(pool: Any, tmp_path: Path, app: Any, name: str, env: dict[str, str], **kwargs: Any) -> Any:
+    """Provider `name` as described in unseen/<name>.toml, served by `app`."""
+    with_receiver = kwargs.pop("with_receiver", False)
+    table = described(name, **kwargs)
+    return preset_rig(
+        pool,
+        tmp_path,
+        app,
+        preset=None,
+        name=name,
+        env=env,
+        overrides=table,
+        with_receiver=with_receiver,
+    )
+
+
+async def reason(r: Any, op_id: str) -> str:
+    """What the operation's record says went wrong (its last error, or escalation)."""
+    op = await r.op(op_id)
+    if op.last_error:
+        return str(op.last_error.get("message"))
+    esc = await r.escalation(op_id)
+    return str(esc["reason"]) if esc else ""
+
+
+# --- MiniMax -----------------------------------------------------------------------
+
+MINIMAX_ENV = {"MINIMAX_API_KEY": MINIMAX_KEY}
+VIDEO = {"model": "MiniMax-Hailuo-02", "prompt": "a cat on a skateboard", "duration": 6}
+
+
+def minimax(pool: Any, tmp_path: Path, fx: MiniMaxFixture) -> Any:
+    return rig(pool, tmp_path, fx.app(), "minimax", MINIMAX_ENV)
+
+
+async def test_minimax_a_task_read_by_query_parameter_is_collected(
+    pool: Any, tmp_path: Path
+) -> None:
+    """The status is `GET /v1/query/video_generation?task_id=`: Queueing, Preparing,
+    Processing, Success with a file_id; the file's record is fetched from
+    /v1/files/retrieve?file_id= and kept, naming its download_url."""
+    fx = MiniMaxFixture()
+    async with minimax(pool, tmp_path, fx) as r:
+        op_id = await r.submit(VIDEO)
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        task = fx.only()
+        assert (await r.op(op_id)).remote_job_id == task["id"]
+        assert {"Preparing", "Processing", "Success"} <= await r.raw_states(op_id)
+        kept = json.loads(await r.result_bytes(op_id))
+        assert kept["file"]["file_id"] == f"2{task['id']}"
+        assert kept["file"]["download_url"].endswith(f"/download/2{task['id']}.mp4")
+        assert fx.retrieves == 1
+
+
+async def test_minimax_the_video_itself_is_one_hop_past_the_file_record(
+    pool: Any, tmp_path: Path
+) -> None:
+    """MiniMax's two-step result: the status names a file id, the file record names
+    a download_url (valid 9 hours). No description reaches the second hop: what is
+    kept is the record, and the video is never fetched (README's known gap of a
+    result one hop further; Azure AI Speech's transcripts are the same)."""
+    fx = MiniMaxFixture()
+    async with minimax(pool, tmp_path, fx) as r:
+        op_id = await r.submit(VIDEO)
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert fx.downloads == {}
+        assert await r.result_bytes(op_id) != MP4
+
+
+async def test_minimax_a_failed_task_is_failed(pool: Any, tmp_path: Path) -> None:
+    fx = MiniMaxFixture()
+    async with minimax(pool, tmp_path, fx) as r:
+        op_id = await r.submit({**VIDEO, "script": "fail"})
+        assert await r.settle(op_id, ENDS) is S.FAILED, await r.history(op_id)
+        assert "Fail" in await r.raw_states(op_id)
+        assert (await r.op(op_id)).result_id is None
+        assert fx.retrieves == 0
+
+
+async def test_minimax_a_lost_create_goes_to_a_human(pool: Any, tmp_path: Path) -> None:
+    fx = MiniMaxFixture(lose_first_create=True)
+    async with minimax(pool, tmp_path, fx) as r:
+        op_id = await r.submit(VIDEO)
+        assert await r.settle(op_id, ENDS) is S.NEEDS_ATTENTION, await r.history(op_id)
+        assert fx.creates == 1
+        said = (await r.escalation(op_id))["reason"]
+        assert "cannot deduplicate creates and offers no lookup" in said, said
+
+
+async def test_minimax_a_cancel_is_refused_locally(pool: Any, tmp_path: Path) -> None:
+    """No cancel endpoint: nothing is sent, the task runs to its end, no cancel claimed."""
+    fx = MiniMaxFixture()
+    async with minimax(pool, tmp_path, fx) as r:
+        op_id = await r.submit(VIDEO)
+        await r.settle(op_id, {S.OBSERVING, S.ACCEPTED})
+        try:
+            await r.cancel(op_id)
+        except Exception as exc:  # refused at once: the provider cannot cancel
+            assert "cancel" in str(exc).lower(), exc
+        end = await r.settle(op_id, ENDS)
+        assert end is not S.CANCELLED, await r.history(op_id)
+        assert await r.calls(op_id, "cancel") == []
+
+
+# --- DashScope ---------------------------------------------------------------------
+
+DASHSCOPE_ENV = {"DASHSCOPE_API_KEY": DASHSCOPE_KEY}
+SYNTHESIS = {"model": "wan2.2-t2v-plus", "input": {"prompt": "a kitten running in the moonlight"}}
+
+
+def dashscope(pool: Any, tmp_path: Path, fx: DashScopeFixture) -> Any:
+    return rig(pool, tmp_path, fx.app(), "dashscope", DASHSCOPE_ENV)
+
+
+async def test_dashscope_an_async_task_is_collected(pool: Any, tmp_path: Path) -> None:
+    """The create carries `X-DashScope-Async: enable` (without it DashScope refuses
+    a synchronous call); PENDING, RUNNING, SUCCEEDED: the video at output.video_url
+    fetched once and kept."""
+    fx = DashScopeFixture()
+    async with dashscope(pool, tmp_path, fx) as r:
+        op_id = await r.submit(SYNTHESIS)
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert fx.async_headers == ["enable"]
+        assert await r.result_bytes(op_id) == MP4
+        task = fx.only()
+        assert fx.videos == {task["id"]: 1}
+        assert {"RUNNING", "SUCCEEDED"} <= await r.raw_states(op_id)
+
+
+async def test_dashscope_a_failed_task_is_failed_with_its_message(
+    pool: Any, tmp_path: Path
+) -> None:
+    fx = DashScopeFixture()
+    async with dashscope(pool, tmp_path, fx) as r:
+        op_id = await r.submit({**SYNTHESIS, "script": "fail"})
+        assert await r.settle(op_id, ENDS) is S.FAILED, await r.history(op_id)
+        op = await r.op(op_id)
+        assert op.last_error["message"] == DASHSCOPE_FAILURE, op.last_error
+        assert op.last_error.get("code") == "DataInspectionFailed", op.last_error
+
+
+async def test_dashscope_a_pending_task_is_cancelled(pool: Any, tmp_path: Path) -> None:
+    fx = DashScopeFixture()
+    async with dashscope(pool, tmp_path, fx) as r:
+        op_id = await r.submit({**SYNTHESIS, "script": "queued"})
+        await r.settle(op_id, {S.OBSERVING})
+        await r.cancel(op_id)
+        assert await r.settle(op_id, ENDS) is S.CANCELLED, await r.history(op_id)
+        assert fx.cancels == [(fx.only()["id"], "PENDING")]
+        assert "CANCELED" in await r.raw_states(op_id)
+
+
+async def test_dashscope_a_running_task_refuses_the_cancel_and_none_is_claimed(
+    pool: Any, tmp_path: Path
+) -> None:
+    """ "Only tasks in the PENDING state can be canceled": a RUNNING task answers
+    400 UnsupportedOperation and runs on. No cancel is claimed: a human is told,
+    with DashScope's words, that the task goes on (README: a refused cancel, the job
+    then read slowly so its real end is recorded)."""
+    fx = DashScopeFixture()
+    async with dashscope(pool, tmp_path, fx) as r:
+        op_id = await r.submit({**SYNTHESIS, "script": "slow"})
+        await r.settle(op_id, {S.OBSERVING})
+        while fx.only()["state"] != "RUNNING":
+            await r.reconciler.run_once()
+        await r.cancel(op_id)
+        for _ in range(200):
+            await r.reconciler.run_once()
+            if fx.cancels:
+                break
+        assert fx.cancels == [(fx.only()["id"], "RUNNING")]
+        await r.settle(op_id, {S.CANCELLATION_UNCONFIRMED})
+        said = (await r.escalation(op_id))["reason"]
+        assert "HTTP 400 (UnsupportedOperation: Failed to cancel" in said, said
+        assert "still shows 'RUNNING'" in said, said
+        assert "cancelled" not in await r.history(op_id)
+        assert len(fx.cancels) == 1  # a refusal is not sent again
+
+
+async def test_dashscope_unknown_is_a_task_gone_not_one_running(pool: Any, tmp_path: Path) -> None:
+    """UNKNOWN: "the task does not exist or its status is unknown" (task ids live
+    24 hours). Never read as running for ever: the operation ends failed, its
+    reason naming UNKNOWN."""
+    fx = DashScopeFixture()
+    async with dashscope(pool, tmp_path, fx) as r:
+        op_id = await r.submit({**SYNTHESIS, "script": "expire"})
+        assert await r.settle(op_id, ENDS) is S.FAILED, await r.history(op_id)
+        assert "UNKNOWN" in await r.raw_states(op_id)
+        said = await reason(r, op_id)
+        assert "UNKNOWN" in said, said
+
+
+async def test_dashscope_a_lost_create_goes_to_a_human(pool: Any, tmp_path: Path) -> None:
+    fx = DashScopeFixture(lose_first_create=True)
+    async with dashscope(pool, tmp_path, fx) as r:
+        op_id = await r.submit(SYNTHESIS)
+        assert await r.settle(op_id, ENDS) is S.NEEDS_ATTENTION, await r.history(op_id)
+        assert fx.creates == 1
+
+
+# --- Gemini Batch API --------------------------------------------------------------
+
+GEMINI_ENV = {"GEMINI_API_KEY": GEMINI_KEY}
+REQUESTS = [
+    {
+        "request": {"contents": [{"parts": [{"text": f"question {n}"}]}]},
+        "metadata": {"key": f"request-{n}"},
+    }
+    for n in (1, 2, 3)
+]
+GEMINI_BATCH = {"batch": {"input_config": {"requests": {"requests": REQUESTS}}}}
+
+
+def gemini(pool: Any, tmp_path: Path, fx: GeminiFixture) -> Any:
+    return rig(pool, tmp_path, fx.app(), "gemini_batch", GEMINI_ENV)
+
+
+async def test_gemini_a_batch_named_batches_slash_id_is_collected_inline(
+    pool: Any, tmp_path: Path
+) -> None:
+    """The job id is `batches/…`, read at /v1beta/batches/… ({+job_id}); SUCCEEDED
+    carries its responses inline, one per request, the failed one recorded by its
+    key."""
+    fx = GeminiFixture()
+    async with gemini(pool, tmp_path, fx) as r:
+        op_id = await r.submit(GEMINI_BATCH)
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        batch = fx.only()
+        assert (await r.op(op_id)).remote_job_id == batch["id"]
+        assert batch["input"]["batch"]["display_name"]  # our reference, for the lookup
+        kept = json.loads(await r.result_bytes(op_id))
+        assert kept["inlinedResponses"] == GEMINI_ANSWERS
+        summary = (await r.op(op_id)).result_summary
+        assert (summary["items_succeeded"], summary["items_failed"]) == (2, 1)
+
+
+async def test_gemini_a_failed_batch_is_failed_with_its_error(pool: Any, tmp_path: Path) -> None:
+    fx = GeminiFixture()
+    async with gemini(pool, tmp_path, fx) as r:
+        op_id = await r.submit({**GEMINI_BATCH, "script": "fail"})
+        assert await r.settle(op_id, ENDS) is S.FAILED, await r.history(op_id)
+        assert (await r.op(op_id)).last_error["message"] == GEMINI_FAILURE
+
+
+async def test_gemini_an_expired_batch_is_failed_naming_expiry(pool: Any, tmp_path: Path) -> None:
+    """BATCH_STATE_EXPIRED ("running or pending for more than 48 hours"): done, no
+    response, no error. Failed, never running for ever, its reason the state."""
+    fx = GeminiFixture()
+    async with gemini(pool, tmp_path, fx) as r:
+        op_id = await r.submit({**GEMINI_BATCH, "script": "expire"})
+        assert await r.settle(op_id, ENDS) is S.FAILED, await r.history(op_id)
+        said = await reason(r, op_id)
+        assert "BATCH_STATE_EXPIRED" in said, said
+
+
+async def test_gemini_a_cancel_is_confirmed_by_the_cancelled_state(
+    pool: Any, tmp_path: Path
+) -> None:
+    fx = GeminiFixture()
+    async with gemini(pool, tmp_path, fx) as r:
+        op_id = await r.submit({**GEMINI_BATCH, "script": "slow"})
+        await r.settle(op_id, {S.OBSERVING})
+        await r.cancel(op_id)
+        assert await r.settle(op_id, ENDS) is S.CANCELLED, await r.history(op_id)
+        (cancel,) = fx.cancels
+        assert cancel[0] == fx.only()["id"]
+        assert "BATCH_STATE_CANCELLED" in await r.raw_states(op_id)
+
+
+async def test_gemini_a_lost_create_is_found_by_its_display_name(pool: Any, tmp_path: Path) -> None:
+    """The create's answer is lost (the batch was made): batches.list shows it by
+    our display_name; it is adopted, never made twice, and collected."""
+    fx = GeminiFixture(lose_first_create=True)
+    async with gemini(pool, tmp_path, fx) as r:
+        op_id = await r.submit(GEMINI_BATCH)
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert fx.creates == 1 and fx.list_reads >= 1
+        assert (await r.op(op_id)).remote_job_id == fx.only()["id"]
+
+
+# --- Mux ---------------------------------------------------------------------------
+
+MUX_ENV = {"MUX_BASIC_CREDENTIALS": MUX_BASIC, "MUX_WEBHOOK_SECRET": MUX_SECRET}
+ASSET = {
+    "input": [{"url": "https://muxed.s3.amazonaws.com/leds.mp4"}],
+    "playback_policy": ["public"],
+}
+
+
+def mux(pool: Any, tmp_path: Path, fx: MuxFixture, *, with_receiver: bool = False) -> Any:
+    table = described("mux")
+    if not with_receiver:
+        del table["webhooks"]
+    return preset_rig(
+        pool,
+        tmp_path,
+        fx.app(),
+        preset=None,
+        name="mux",
+        env=MUX_ENV,
+        overrides=table,
+        with_receiver=with_receiver,
+    )
+
+
+async def test_mux_an_asset_is_ready_and_kept(pool: Any, tmp_path: Path) -> None:
+    fx = MuxFixture()
+    async with mux(pool, tmp_path, fx) as r:
+        op_id = await r.submit(ASSET)
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        asset = fx.only()
+        assert asset["input"]["passthrough"] == op_id
+        kept = json.loads(await r.result_bytes(op_id))
+        assert kept["id"] == asset["id"] and kept["status"] == "ready"
+        assert kept["playback_ids"][0]["policy"] == "public"
+
+
+async def test_mux_an_errored_asset_is_failed_with_its_message(pool: Any, tmp_path: Path) -> None:
+    fx = MuxFixture()
+    async with mux(pool, tmp_path, fx) as r:
+        op_id = await r.submit({**ASSET, "script": "fail"})
+        assert await r.settle(op_id, ENDS) is S.FAILED, await r.history(op_id)
+        op = await r.op(op_id)
+        assert op.last_error["message"] == MUX_FAILURE, op.last_error
+
+
+async def test_mux_a_cancel_deletes_the_preparing_asset(pool: Any, tmp_path: Path) -> None:
+    """DELETE 204, then the asset reads 404: with deletes_job that miss is the job
+    cancelled."""
+    fx = MuxFixture()
+    async with mux(pool, tmp_path, fx) as r:
+        op_id = await r.submit({**ASSET, "script": "slow"})
+        await r.settle(op_id, {S.OBSERVING})
+        await r.cancel(op_id)
+        assert await r.settle(op_id, ENDS) is S.CANCELLED, await r.history(op_id)
+        assert fx.cancels == [(fx.only()["id"], "preparing")]
+
+
+async def test_mux_a_cancel_never_deletes_an_asset_that_became_ready(
+    pool: Any, tmp_path: Path
+) -> None:
+    """The asset is ready before our DELETE would go: read first, no DELETE sent
+    (it would destroy the video), the asset kept as the result."""
+    fx = MuxFixture()
+    async with mux(pool, tmp_path, fx) as r:
+        op_id = await r.submit({**ASSET, "script": "slow"})
+        await r.settle(op_id, {S.OBSERVING})
+        fx.finish(fx.only()["id"])
+        await r.cancel(op_id)
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert fx.cancels == [] and fx.deleted == []
+
+
+async def test_mux_a_lost_create_is_found_by_its_passthrough(pool: Any, tmp_path: Path) -> None:
+    fx = MuxFixture(lose_first_create=True)
+    async with mux(pool, tmp_path, fx) as r:
+        op_id = await r.submit(ASSET)
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert fx.creates == 1
+        assert (await r.op(op_id)).remote_job_id == fx.only()["id"]
+
+
+async def test_mux_signed_webhooks_wake_the_asset_and_a_stale_one_is_refused(
+    pool: Any, tmp_path: Path
+) -> None:
+    """`Mux-Signature: t=…,v1=…` over "t.body": a delivery signed so reaches the
+    receiver and is matched by its passthrough; one signed with another secret, or
+    with a timestamp ten minutes old (a replay), is refused and stores nothing.
+    video.asset.ready wakes the read long before the backstop."""
+    fx = MuxFixture()
+    async with mux(pool, tmp_path, fx, with_receiver=True) as r:
+        op_id = await r.submit({**ASSET, "script": "slow"})
+        await r.settle(op_id, {S.OBSERVING, S.ACCEPTED})
+        aid = fx.only()["id"]
+        fx.finish(aid)
+        assert await fx.deliver(r.hook_url, aid, "video.asset.ready", secret="another") == 401
+        stale = int(time.time()) - 600
+        assert await fx.deliver(r.hook_url, aid, "video.asset.ready", timestamp=stale) == 401
+        assert await r.pool.fetchval("SELECT count(*) FROM webhook_events") == 0
+        assert await fx.deliver(r.hook_url, aid, "video.asset.ready") == 200
+        assert await r.settle(op_id, ENDS, timeout=8) is S.SUCCEEDED, await r.history(op_id)
+        events = await r.pool.fetch(
+            "SELECT operation_id, remote_state_raw FROM webhook_events WHERE provider = 'mux'"
+        )
+        assert [(e["operation_id"], e["remote_state_raw"]) for e in events] == [
+            (op_id, "video.asset.ready")
+        ]
