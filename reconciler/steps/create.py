@@ -217,7 +217,7 @@ async def _deadline_passed(step: Step, conn: Any) -> Delay:
         reason = (
             "create deadline passed without proof that a remote job exists or not"
             + (f" ({unread})" if unread else "")
-            + _last_create_answer(last)
+            + _last_create_answer(last, step.op.last_error)
         )
     async with conn.transaction():
         await step.reload(conn)
@@ -225,13 +225,15 @@ async def _deadline_passed(step: Step, conn: Any) -> Delay:
     return None
 
 
-def _last_create_answer(call: Any) -> str:
+def _last_create_answer(call: Any, last_error: Any = None) -> str:
     """What the uncertain create got, for the human it goes to (a 429 whose
-    provider does not document it as creating nothing, a timeout...)."""
+    provider does not document it as creating nothing, a timeout...), with the
+    provider's own code and words when that answer carried them (`last_error`,
+    recorded from it: `_interpret_create`)."""
     if call is None:
         return ""
     if call["status_code"] is not None:
-        answer = f"HTTP {call['status_code']}"
+        answer = f"HTTP {call['status_code']}" + _providers_words(call, last_error)
         if call["not_before"] is not None:
             answer += f", asking to wait until {call['not_before']:%Y-%m-%dT%H:%M:%SZ}"
         if call["status_code"] >= 400:
@@ -244,6 +246,18 @@ def _last_create_answer(call: Any) -> str:
     else:
         answer = f"no answer ({call['error_category'] or 'unknown'})"
     return f"; the last create got {answer}"
+
+
+def _providers_words(call: Any, last_error: Any) -> str:
+    """` (code: message)` of the error recorded from this create answer, if any.
+
+    A 2xx naming no job but an error (MiniMax's HTTP 200 {"task_id": "",
+    "base_resp": {"status_code": 1026, "status_msg": "input new_sensitive"}}) told
+    the human only "HTTP 200", as if the provider had said nothing."""
+    if not isinstance(last_error, dict) or last_error.get("status") != call["status_code"]:
+        return ""
+    words = [str(w) for w in (last_error.get("code"), last_error.get("message")) if w]
+    return f" ({': '.join(words)})" if words else ""
 
 
 async def _resolve_uncertain(step: Step, conn: Any) -> tuple[bool, Delay]:
@@ -275,7 +289,8 @@ async def _resolve_uncertain(step: Step, conn: Any) -> tuple[bool, Delay]:
         return True, None
     if not desc.lookup.supported:
         said = _last_create_answer(
-            await conn.fetchrow(q("latest_create_call"), step.op.operation_id)
+            await conn.fetchrow(q("latest_create_call"), step.op.operation_id),
+            step.op.last_error,
         )
         async with conn.transaction():
             await step.move(
@@ -613,6 +628,17 @@ async def _interpret_create(
         # waits for it, else for the backoff. The create deadline bounds this.
         return step.until_allowed(step.retry(attempt, fact.retry_after_seconds))
     # ambiguous: the provider may or may not hold a job
+    if fact.error is not None and (fact.error.code or fact.error.message):
+        # its own words on record (a 2xx naming an error instead of a job): the
+        # agent reads them, and the human a doubt goes to is told them
+        said = {
+            "status": fact.status_code,
+            "reason": fact.reason,
+            "code": fact.error.code,
+            "message": fact.error.message,
+        }
+        await ledger.set_last_error(conn, step.op.operation_id, said, fence=step.fence)
+        await step.reload(conn)
     if step.op.state is S.CREATE_PENDING:
         await step.move(conn, S.CREATE_UNKNOWN, f"create answer ambiguous: {fact.reason}")
     if fact.status_code == 409:

@@ -29,6 +29,7 @@ from tests.fixtures_providers.unseen_round53 import (
     GEMINI_FAILURE,
     GEMINI_KEY,
     MINIMAX_KEY,
+    MINIMAX_SENSITIVE,
     MUX_BASIC,
     MUX_FAILURE,
     MUX_SECRET,
@@ -118,6 +119,28 @@ async def test_minimax_a_failed_task_is_failed(pool: Any, tmp_path: Path) -> Non
         assert "Fail" in await r.raw_states(op_id)
         assert (await r.op(op_id)).result_id is None
         assert fx.retrieves == 0
+
+
+async def test_minimax_a_refusal_answered_200_is_a_refused_create(
+    pool: Any, tmp_path: Path
+) -> None:
+    """MiniMax refuses with HTTP 200, an empty task_id and base_resp 1026. A 2xx
+    naming no job is never taken for a refusal (it stays a doubt, and without a
+    lookup a human's), never read as a job, never sent again; MiniMax's code and
+    words are on record for the agent and in the human's reason. Before, the
+    reason said only "the last create got HTTP 200", the refusal's words lost."""
+    fx = MiniMaxFixture()
+    async with minimax(pool, tmp_path, fx) as r:
+        op_id = await r.submit({**VIDEO, "script": "refuse"})
+        end = await r.settle(op_id, ENDS)
+        assert end in (S.FAILED, S.NEEDS_ATTENTION), await r.history(op_id)
+        assert len(await r.calls(op_id, "create")) == 1
+        assert end is S.NEEDS_ATTENTION
+        said = (await r.escalation(op_id))["reason"]
+        assert f"HTTP 200 (1026: {MINIMAX_SENSITIVE})" in said, said
+        error = (await r.op(op_id)).last_error
+        assert (error["code"], error["message"]) == ("1026", MINIMAX_SENSITIVE), error
+        assert fx.jobs == {}
 
 
 async def test_minimax_a_lost_create_goes_to_a_human(pool: Any, tmp_path: Path) -> None:
