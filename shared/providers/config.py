@@ -38,6 +38,7 @@ from shared.providers.adapter import PluginError, ProviderAdapter, resolve_plugi
 from shared.providers.description import (
     HTTP_METHODS,
     MAX_DEADLINE_SECONDS,
+    AuthHeader,
     AuthSpec,
     BodyEncoding,
     BodyField,
@@ -806,20 +807,52 @@ def _auth(table: _Table | None) -> AuthSpec | None:
     header = table.str_or("header", "Authorization")
     if not _TOKEN.match(header):
         raise table.error("header", "must be an HTTP header name")
+    template = _auth_value(table, "Bearer {secret}")
+    optional = table.boolean("optional", False)
+    extra_hosts = _host_entries(table, "extra_hosts")
+    secret = _secret(table, "secret_env", "secret_file", optional or not table.ctx.credentials)
+    also = _auth_also(table, header, optional)
+    table.finish()
+    if secret is None or also is None:
+        return None
+    _check_secret(table, secret, _header_safe, ("secret_env", "secret_file"))
+    return AuthSpec(
+        header=header, value=template, secret=secret, extra_hosts=extra_hosts, also=also
+    )
+
+
+def _auth_value(table: _Table, default: str) -> Template:
     value = table.opt_str("value")
     if value is not None and "{secret}" not in value:
         # Never echo the value: a missing placeholder usually means the
         # credential itself was pasted here.
         raise table.error("value", "must contain {secret} (never put the credential in the config)")
-    template = parse_template(value or "Bearer {secret}", {"secret"})
-    optional = table.boolean("optional", False)
-    extra_hosts = _host_entries(table, "extra_hosts")
-    secret = _secret(table, "secret_env", "secret_file", optional or not table.ctx.credentials)
-    table.finish()
-    if secret is None:
-        return None
-    _check_secret(table, secret, _header_safe, ("secret_env", "secret_file"))
-    return AuthSpec(header=header, value=template, secret=secret, extra_hosts=extra_hosts)
+    return parse_template(value or default, {"secret"})
+
+
+def _auth_also(table: _Table, main: str, optional: bool) -> tuple[AuthHeader, ...] | None:
+    """`[auth.also.<Header>]`: further credential headers sent with the main one
+    (Adobe PDF Services' `x-api-key` client id beside its bearer token); None when
+    one's optional secret is unset (no credential is then sent at all)."""
+    also = table.sub("also")
+    if also is None:
+        return ()
+    found: list[AuthHeader] = []
+    for name in sorted(also.data):
+        if not _TOKEN.match(name):
+            raise also.error(name, "must be an HTTP header name")
+        if name.lower() == main.lower():
+            raise also.error(name, f"is auth.header ({main}) already")
+        entry = also.req_sub(name)
+        template = _auth_value(entry, "{secret}")
+        secret = _secret(entry, "secret_env", "secret_file", optional or not table.ctx.credentials)
+        entry.finish()
+        if secret is None:
+            return None
+        _check_secret(entry, secret, _header_safe, ("secret_env", "secret_file"))
+        found.append(AuthHeader(header=name, value=template, secret=secret))
+    also.finish()
+    return tuple(found)
 
 
 def _check_secret(
@@ -946,7 +979,8 @@ def _static_headers(top: _Table) -> dict[str, str]:
         if is_sensitive_header(name):
             raise top.error(
                 f"headers.{name}",
-                "looks like a credential: use [auth] with secret_env or secret_file",
+                "looks like a credential: use [auth] with secret_env or secret_file (a "
+                f"second credential header: [auth.also.{name}])",
             )
     return headers
 

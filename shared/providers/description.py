@@ -21,7 +21,10 @@ rules in ``shared/providers/paths.py``); *paths* = a path or a list of paths;
     [auth]     header ("Authorization"), value ("Bearer {secret}"),
                secret_env | secret_file, optional (false), extra_hosts (hosts also
                  given the credential, over https only: a bare host on 443, or
-                 host:port on that port);
+                 host:port on that port),
+               [auth.also.<Header>] value ("{secret}"), secret_env | secret_file: a
+                 further credential header sent with the first (Adobe's x-api-key
+                 client id beside its bearer token), kept as the first is;
                or scheme = "aws_sigv4" + region, service, credentials_file (the
                  credential_process JSON; else AWS_ACCESS_KEY_ID,
                  AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN): every call signed
@@ -368,6 +371,21 @@ class SigV4:
 
 
 @dataclass(frozen=True)
+class AuthHeader:
+    """A further credential header of `[auth]` (`[auth.also.<Name>]`): an API that
+    asks for two on every call (Adobe PDF Services: the access token in
+    Authorization and the client id in `x-api-key`). Sent, redacted and kept to
+    the credential's origins exactly as the main header is."""
+
+    header: str
+    value: Template
+    secret: Secret
+
+    def header_value(self) -> str:
+        return self.value.text.replace("{secret}", self.secret.reveal())
+
+
+@dataclass(frozen=True)
 class AuthSpec:
     """The credential header; the value is rendered only when a request is built.
 
@@ -384,6 +402,7 @@ class AuthSpec:
     # another port of one of these included, gets no credential.
     extra_hosts: tuple[str, ...] = ()
     sigv4: SigV4 | None = None
+    also: tuple[AuthHeader, ...] = ()
 
     def header_value(self) -> str:
         return self.value.text.replace("{secret}", self.secret.reveal())

@@ -865,9 +865,11 @@ def _request(
         else:
             _drop_amz_headers(headers)
     elif auth is not None:
-        secret_headers = secret_headers | {auth.header}
+        secret_headers = secret_headers | {auth.header} | {a.header for a in auth.also}
         if _may_receive_credential(desc, url):
             _put(headers, auth.header, auth.header_value())
+            for also in auth.also:  # a second credential header (Adobe's x-api-key)
+                _put(headers, also.header, also.header_value())
     return HttpRequest(
         action=action,
         method=method,

@@ -23,6 +23,9 @@ from tests.fixtures_providers.described import ENDS, described
 from tests.fixtures_providers.rig import preset_rig
 from tests.fixtures_providers.unseen_media import MP4
 from tests.fixtures_providers.unseen_round53 import (
+    ADOBE_CLIENT_ID,
+    ADOBE_FAILURE,
+    ADOBE_TOKEN,
     DASHSCOPE_FAILURE,
     DASHSCOPE_KEY,
     GEMINI_ANSWERS,
@@ -33,6 +36,8 @@ from tests.fixtures_providers.unseen_round53 import (
     MUX_BASIC,
     MUX_FAILURE,
     MUX_SECRET,
+    PDF,
+    AdobeFixture,
     DashScopeFixture,
     GeminiFixture,
     MiniMaxFixture,
@@ -342,6 +347,50 @@ async def test_gemini_a_lost_create_is_found_by_its_display_name(pool: Any, tmp_
         assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
         assert fx.creates == 1 and fx.list_reads >= 1
         assert (await r.op(op_id)).remote_job_id == fx.only()["id"]
+
+
+# --- Adobe PDF Services ------------------------------------------------------------
+
+ADOBE_ENV = {"ADOBE_PDF_ACCESS_TOKEN": ADOBE_TOKEN, "ADOBE_CLIENT_ID": ADOBE_CLIENT_ID}
+COMPRESS = {"assetID": "urn:aaid:AS:UE1:input-asset", "compressionLevel": "MEDIUM"}
+
+
+def adobe(pool: Any, tmp_path: Path, fx: AdobeFixture) -> Any:
+    return rig(pool, tmp_path, fx.app(), "adobe_pdf", ADOBE_ENV)
+
+
+async def test_adobe_a_job_known_by_its_location_header_is_collected(
+    pool: Any, tmp_path: Path
+) -> None:
+    """201 with no body, the job's URL in `location`: read there until done, the
+    PDF at asset.downloadUri fetched and kept. Every call carries the client id
+    (`x-api-key`) besides the token, as Adobe requires."""
+    fx = AdobeFixture()
+    async with adobe(pool, tmp_path, fx) as r:
+        op_id = await r.submit(COMPRESS)
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        job = fx.only()
+        assert (await r.op(op_id)).remote_job_id.endswith(f"/{job['id']}/status")
+        assert await r.result_bytes(op_id) == PDF
+        assert fx.downloads == 1
+        assert {"in progress", "done"} <= await r.raw_states(op_id)
+
+
+async def test_adobe_a_failed_job_is_failed_with_its_message(pool: Any, tmp_path: Path) -> None:
+    fx = AdobeFixture()
+    async with adobe(pool, tmp_path, fx) as r:
+        op_id = await r.submit({**COMPRESS, "script": "fail"})
+        assert await r.settle(op_id, ENDS) is S.FAILED, await r.history(op_id)
+        op = await r.op(op_id)
+        assert op.last_error["message"] == ADOBE_FAILURE, op.last_error
+
+
+async def test_adobe_a_lost_create_goes_to_a_human(pool: Any, tmp_path: Path) -> None:
+    fx = AdobeFixture(lose_first_create=True)
+    async with adobe(pool, tmp_path, fx) as r:
+        op_id = await r.submit(COMPRESS)
+        assert await r.settle(op_id, ENDS) is S.NEEDS_ATTENTION, await r.history(op_id)
+        assert fx.creates == 1
 
 
 # --- Mux ---------------------------------------------------------------------------

@@ -363,3 +363,56 @@ def test_the_create_values_are_those_a_caller_supplies_and_those_the_builder_fil
     filled_by_builder = {"client_reference", "operation_id", "idempotency_token", "webhook_secret"}
     assert set(CREATE_CONTEXT_VALUES) | filled_by_builder == CREATE_VALUES
     assert not set(CREATE_CONTEXT_VALUES) & filled_by_builder
+
+
+def adobe_like() -> ProviderDescription:
+    """Adobe PDF Services' two credential headers: a bearer token and the client id."""
+    return provider(
+        {
+            "base_url": "https://pdf-services.adobe.io",
+            "auth": {
+                "secret_env": "ADOBE_TOKEN",
+                "also": {"x-api-key": {"secret_env": "ADOBE_CLIENT_ID"}},
+            },
+            "create": {"path": "/operation/compresspdf", "idempotency": "none", "job_id": "/id"},
+            "status": {
+                "path": "/jobs/{job_id}",
+                "state": "/status",
+                "state_map": {"done": "succeeded"},
+                "result_url": "/url",
+            },
+            "result": {"source": "url"},
+        },
+        {"ADOBE_TOKEN": "tok-secret", "ADOBE_CLIENT_ID": "client-id-secret"},
+    )
+
+
+def test_a_second_credential_header_goes_home_redacted_and_nowhere_else() -> None:
+    """`[auth.also.x-api-key]`: sent with the token on every call to the API, redacted
+    wherever the call is recorded, and, like the token, never sent to another host
+    (a pre-signed download URL). Before, there was no way to send it: a static
+    `headers` entry is refused as a credential, and Adobe answers every call
+    without its client id 401."""
+    desc = adobe_like()
+    request = build_status(desc, "j1")
+    assert request.headers["Authorization"] == "Bearer tok-secret"
+    assert request.headers["x-api-key"] == "client-id-secret"
+    assert request.sanitized_headers()["x-api-key"] == "[redacted]"
+    assert "client-id-secret" not in repr(request)
+    elsewhere = StatusFact(status_code=200, result_url="https://dcplatformstorage.s3.test/a.pdf")
+    (download,) = build_result_requests(desc, "j1", elsewhere)
+    assert "x-api-key" not in download.headers and "Authorization" not in download.headers
+
+
+def test_a_second_credential_header_naming_the_first_is_refused() -> None:
+    with pytest.raises(Exception, match=r"auth\.also\.Authorization: is auth\.header"):
+        provider(
+            {
+                "base_url": "https://api.test",
+                "auth": {"secret_env": "T", "also": {"Authorization": {"secret_env": "T"}}},
+                "create": {"path": "/jobs", "idempotency": "none", "job_id": "/id"},
+                "status": {"path": "/jobs/{job_id}", "state": "/status"},
+                "result": {"source": "url"},
+            },
+            {"T": "x"},
+        )
