@@ -163,7 +163,9 @@ class MiniMaxFixture(_Jobs):
             job["state"] = "Fail"
         answer: dict[str, Any] = {"task_id": job["id"], "status": job["state"], **self._base()}
         if job["state"] == "Success":
-            answer |= {"file_id": f"2{job['id']}", "video_width": 1366, "video_height": 768}
+            # file_id is an integer (int64 in MiniMax's OpenAPI), task_id a string
+            file_id = int(f"2{job['id']}")
+            answer |= {"file_id": file_id, "video_width": 1366, "video_height": 768}
         return json_response(answer)
 
     async def retrieve(self, request: Request) -> Response:
@@ -174,7 +176,7 @@ class MiniMaxFixture(_Jobs):
             return json_response(self._base(1013, "file not found"))
         self.retrieves += 1
         file = {
-            "file_id": fid,
+            "file_id": int(fid),
             "bytes": len(MP4),
             "created_at": 1765000000,
             "filename": "output.mp4",

@@ -96,7 +96,7 @@ async def test_minimax_a_task_read_by_query_parameter_is_collected(
         assert (await r.op(op_id)).remote_job_id == task["id"]
         assert {"Preparing", "Processing", "Success"} <= await r.raw_states(op_id)
         kept = json.loads(await r.result_bytes(op_id))
-        assert kept["file"]["file_id"] == f"2{task['id']}"
+        assert kept["file"]["file_id"] == int(f"2{task['id']}")
         assert kept["file"]["download_url"].endswith(f"/download/2{task['id']}.mp4")
         assert fx.retrieves == 1
 
@@ -105,7 +105,7 @@ async def test_minimax_the_video_itself_is_one_hop_past_the_file_record(
     pool: Any, tmp_path: Path
 ) -> None:
     """MiniMax's two-step result: the status names a file id, the file record names
-    a download_url (valid 9 hours). No description reaches the second hop: what is
+    a download_url (a link on MiniMax's storage). No description reaches the second hop: what is
     kept is the record, and the video is never fetched (README's known gap of a
     result one hop further; Azure AI Speech's transcripts are the same)."""
     fx = MiniMaxFixture()
@@ -158,19 +158,21 @@ async def test_minimax_a_lost_create_goes_to_a_human(pool: Any, tmp_path: Path) 
         assert "cannot deduplicate creates and offers no lookup" in said, said
 
 
-async def test_minimax_a_cancel_is_refused_locally(pool: Any, tmp_path: Path) -> None:
-    """No cancel endpoint: nothing is sent, the task runs to its end, no cancel claimed."""
+async def test_minimax_a_cancel_sends_nothing_and_the_task_ends_as_it_does(
+    pool: Any, tmp_path: Path
+) -> None:
+    """No cancel endpoint: nothing is sent, the task is read on, and the end it
+    reaches by itself is what the operation ends as (the file record kept), never
+    a cancel claimed."""
     fx = MiniMaxFixture()
     async with minimax(pool, tmp_path, fx) as r:
         op_id = await r.submit(VIDEO)
-        await r.settle(op_id, {S.OBSERVING, S.ACCEPTED})
-        try:
-            await r.cancel(op_id)
-        except Exception as exc:  # refused at once: the provider cannot cancel
-            assert "cancel" in str(exc).lower(), exc
-        end = await r.settle(op_id, ENDS)
-        assert end is not S.CANCELLED, await r.history(op_id)
+        await r.settle(op_id, {S.OBSERVING})
+        assert await r.cancel(op_id) is S.CANCEL_REQUESTED
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert "cancelled" not in await r.history(op_id)
         assert await r.calls(op_id, "cancel") == []
+        assert json.loads(await r.result_bytes(op_id))["file"]["purpose"] == "video_generation"
 
 
 # --- DashScope ---------------------------------------------------------------------
@@ -383,6 +385,23 @@ async def test_adobe_a_failed_job_is_failed_with_its_message(pool: Any, tmp_path
         assert await r.settle(op_id, ENDS) is S.FAILED, await r.history(op_id)
         op = await r.op(op_id)
         assert op.last_error["message"] == ADOBE_FAILURE, op.last_error
+
+
+async def test_adobe_a_cancel_sends_nothing_and_a_human_is_told_at_its_deadline(
+    pool: Any, tmp_path: Path
+) -> None:
+    """Adobe has no call that cancels a job: nothing is sent; the job runs past the
+    cancel deadline and a human is told why, never a cancel claimed."""
+    fx = AdobeFixture()
+    async with adobe(pool, tmp_path, fx) as r:
+        op_id = await r.submit({**COMPRESS, "script": "slow"})
+        await r.settle(op_id, {S.OBSERVING})
+        await r.cancel(op_id, cancel_deadline_s=1.0)
+        end = await r.settle(op_id, ENDS | {S.CANCELLATION_UNCONFIRMED})
+        assert end is S.CANCELLATION_UNCONFIRMED, await r.history(op_id)
+        said = (await r.escalation(op_id))["reason"]
+        assert "has no cancel endpoint (Adobe PDF Services has no call" in said, said
+        assert await r.calls(op_id, "cancel") == []
 
 
 async def test_adobe_a_lost_create_goes_to_a_human(pool: Any, tmp_path: Path) -> None:
