@@ -1,0 +1,255 @@
+"""Result downloads that go wrong on the wire or at the storage behind the link, with
+the real reconciler against a real loopback provider (the simulator preset's shape,
+its result at a URL the status names): a body cut short (Content-Length not reached,
+a chunked body without its last chunk), a compression bomb, a pre-signed link
+expired (S3's 403 AccessDenied, its and GCS's 400 ExpiredToken), and a result that
+changes between two fetches. Whatever happens, no success is claimed on a bad or
+partial result, the collection ends (bounded, on the test clock), and the operation
+says why. (Redirect loops and non-http targets: test_provider_shapes.py; a body past
+max_bytes sent without a length: test_transport_review.py; BOMs, JSONL lines, HTML
+for JSON: the unit tests of shared/providers/results.py.)
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
+from bench.harness import TestClock
+from shared.ledger.states import LocalState
+from tests.integration.test_url_review import rig, run
+
+S = LocalState
+RESULT = json.dumps({"job_id": "job-1", "items": [{"n": 1}, {"n": 2}]}).encode()
+# the simulator preset's status counts: the result must hold its two items
+COUNTS = {"total": 2, "succeeded": 2, "failed": 0}
+
+# One answer to a result fetch: an ASGI exchange of its own.
+Answer = Callable[[Send], Any]
+
+
+def whole(body: bytes = RESULT, content_type: bytes = b"application/json", **more: bytes) -> Answer:
+    """A complete answer: 200, its Content-Length, `body`."""
+
+    async def answer(send: Send) -> None:
+        headers = [(b"content-type", content_type), (b"content-length", b"%d" % len(body))]
+        headers += [(k.encode(), v) for k, v in more.items()]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    return answer
+
+
+def status_answer(code: int, body: bytes, content_type: bytes = b"application/xml") -> Answer:
+    async def answer(send: Send) -> None:
+        headers = [(b"content-type", content_type), (b"content-length", b"%d" % len(body))]
+        await send({"type": "http.response.start", "status": code, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    return answer
+
+
+class CutShort(Exception):
+    """The fixture's server drops the connection mid-body (uvicorn closes it)."""
+
+
+def cut(*, chunked: bool) -> Answer:
+    """Half the result, then the connection dropped: a Content-Length never reached,
+    or a chunked body without its last (zero) chunk."""
+
+    async def answer(send: Send) -> None:
+        headers = [(b"content-type", b"application/json")]
+        if not chunked:
+            headers.append((b"content-length", b"%d" % len(RESULT)))
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        half = RESULT[: len(RESULT) // 2]
+        await send({"type": "http.response.body", "body": half, "more_body": True})
+        raise CutShort
+
+    return answer
+
+
+@dataclass(frozen=True)
+class _Asgi:
+    """An ASGI callable Starlette routes to as an app (a bare function it would call
+    with a Request): the answer is written frame by frame, cuts included."""
+
+    app: Callable[[Scope, Receive, Send], Any]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.app(scope, receive, send)
+
+
+@dataclass
+class Storage:
+    """The simulator preset's shape: a job done at once; its result link (fresh at each
+    status read: `?v=N`) answered, fetch after fetch, by `answers` (the last repeats)."""
+
+    answers: list[Answer]
+    fetches: list[str] = field(default_factory=list)  # each fetch's query
+    reads: int = 0
+
+    def app(self) -> Starlette:
+        async def create(_request: Request) -> JSONResponse:
+            return JSONResponse({"job_id": "job-1", "state": "queued"}, status_code=202)
+
+        async def status(request: Request) -> JSONResponse:
+            self.reads += 1
+            base = str(request.base_url).rstrip("/")
+            return JSONResponse(
+                {
+                    "job_id": "job-1",
+                    "state": "succeeded",
+                    "result_url": f"{base}/results/job-1?v={self.reads}",
+                    "counts": COUNTS,
+                }
+            )
+
+        async def result(scope: Scope, _receive: Receive, send: Send) -> None:
+            n = len(self.fetches)
+            self.fetches.append(scope["query_string"].decode())
+            await self.answers[min(n, len(self.answers) - 1)](send)
+
+        return Starlette(
+            routes=[
+                Route("/v1/jobs", create, methods=["POST"]),
+                Route("/v1/jobs/{job_id}", status, methods=["GET"]),
+                Route("/results/{job_id}", _Asgi(result)),
+            ]
+        )
+
+
+async def collected(
+    pool: Any, tmp_path: Path, clock: TestClock, storage: Storage, overrides: Any = None
+) -> tuple[LocalState, str, bytes | None, list[Any]]:
+    """Submit, run a few claims' worth of the test clock; the end state, its reason,
+    the valid result's bytes (None: none stored) and the result fetches on record."""
+    async with rig(pool, tmp_path, storage.app(), clock, overrides) as r:
+        op_id = await r.submit({})
+        state = await run(r, op_id, clock)
+        valid = await pool.fetchval(
+            "SELECT count(*) FROM results WHERE operation_id = $1 AND valid", op_id
+        )
+        stored = await r.result_bytes(op_id) if valid else None
+        reason = await pool.fetchval(
+            "SELECT cause FROM history WHERE operation_id = $1 ORDER BY seq DESC LIMIT 1", op_id
+        )
+        fetches = await r.calls(op_id, "result")
+    return state, reason, stored, fetches
+
+
+# ------------------------------------------------------------------ cut short
+
+
+@pytest.mark.parametrize("chunked", [False, True], ids=["content_length", "chunked"])
+async def test_a_download_cut_mid_body_is_fetched_again(
+    pool: Any, tmp_path: Path, clock: TestClock, chunked: bool
+) -> None:
+    """The connection drops mid-body: the half is never taken for the result; the next
+    attempt's fetch gets it whole."""
+    storage = Storage([cut(chunked=chunked), whole()])
+    state, reason, stored, fetches = await collected(pool, tmp_path, clock, storage)
+    assert (state, stored) == (S.SUCCEEDED, RESULT), reason
+    assert [f["status_code"] for f in fetches] == [None, 200]
+    assert fetches[0]["error_category"] is not None
+
+
+@pytest.mark.parametrize("chunked", [False, True], ids=["content_length", "chunked"])
+async def test_a_download_cut_every_time_is_result_unavailable_never_a_success(
+    pool: Any, tmp_path: Path, clock: TestClock, chunked: bool
+) -> None:
+    storage = Storage([cut(chunked=chunked)])
+    state, reason, stored, fetches = await collected(pool, tmp_path, clock, storage)
+    assert (state, stored) == (S.RESULT_UNAVAILABLE, None), reason
+    assert "kept failing" in reason, reason
+    assert 6 <= len(fetches) <= 7  # bounded: the collection's attempts, not for ever
+
+
+# ------------------------------------------------------------------ too large
+
+
+BOMB_DECODED = 64 * 1024 * 1024  # 64 MiB of zeros: ~64 KiB gzipped
+
+
+@pytest.mark.parametrize("coding", ["gzip", "deflate"])
+async def test_a_compression_bomb_is_read_no_further_than_max_bytes(
+    pool: Any, tmp_path: Path, clock: TestClock, coding: str
+) -> None:
+    zeros = b"\0" * BOMB_DECODED
+    body = gzip.compress(zeros, mtime=0) if coding == "gzip" else zlib.compress(zeros)
+    assert len(body) < 256 * 1024
+    storage = Storage([whole(body, **{"content-encoding": coding.encode()})])
+    limits = {"result": {"expect": {"max_bytes": 1024 * 1024}}}
+    state, reason, stored, _ = await collected(pool, tmp_path, clock, storage, limits)
+    assert (state, stored) == (S.RESULT_VALIDATION_FAILED, None), reason
+    assert "larger than max_bytes" in reason, reason
+
+
+# ------------------------------------------------------------------ expired links
+
+S3_EXPIRED = (
+    b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>AccessDenied</Code>'
+    b"<Message>Request has expired</Message><Expires>2026-12-06T04:00:00Z</Expires></Error>"
+)
+S3_TOKEN = (
+    b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>ExpiredToken</Code>'
+    b"<Message>The provided token has expired.</Message></Error>"
+)
+GCS_EXPIRED = (
+    b"<?xml version='1.0' encoding='UTF-8'?><Error><Code>ExpiredToken</Code>"
+    b"<Message>Invalid argument.</Message><Details>The provided token has expired. "
+    b"Request signature expired at: 2026-12-06T04:00:00+00:00</Details></Error>"
+)
+EXPIRED = {
+    "s3_access_denied": status_answer(403, S3_EXPIRED),
+    "s3_expired_token": status_answer(400, S3_TOKEN),
+    "gcs_expired_token": status_answer(400, GCS_EXPIRED),
+}
+
+
+@pytest.mark.parametrize("how", EXPIRED)
+async def test_an_expired_signed_link_is_fetched_again_from_a_fresh_read(
+    pool: Any, tmp_path: Path, clock: TestClock, how: str
+) -> None:
+    storage = Storage([EXPIRED[how], whole()])
+    state, reason, stored, _ = await collected(pool, tmp_path, clock, storage)
+    assert (state, stored) == (S.SUCCEEDED, RESULT), reason
+    # the second fetch went to the link the fresh read named
+    assert storage.fetches[0] != storage.fetches[1]
+
+
+@pytest.mark.parametrize("how", EXPIRED)
+async def test_a_link_expired_every_time_ends_naming_the_storages_code(
+    pool: Any, tmp_path: Path, clock: TestClock, how: str
+) -> None:
+    storage = Storage([EXPIRED[how]])
+    state, reason, stored, fetches = await collected(pool, tmp_path, clock, storage)
+    assert (state, stored) == (S.RESULT_UNAVAILABLE, None), reason
+    assert ("AccessDenied" if how.endswith("denied") else "ExpiredToken") in reason, reason
+    assert len(fetches) <= 7
+
+
+# ------------------------------------------------------------------ consistency
+
+
+async def test_a_result_changed_between_a_cut_fetch_and_its_retry_is_stored_as_fetched(
+    pool: Any, tmp_path: Path, clock: TestClock
+) -> None:
+    """The first fetch is cut; the retry gets other bytes (the provider rewrote it):
+    what is stored is one whole answer, never half of one and half of the other."""
+    other = json.dumps({"job_id": "job-1", "items": [{"n": 3}, {"n": 4}]}).encode()
+    storage = Storage([cut(chunked=False), whole(other)])
+    state, reason, stored, _ = await collected(pool, tmp_path, clock, storage)
+    assert (state, stored) == (S.SUCCEEDED, other), reason
