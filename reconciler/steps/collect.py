@@ -649,6 +649,15 @@ async def _fetched_part(
         failure = step.adapter.result_failure(resp)
         if failure is not None:
             return _Stop(await _failed_by_answer(step, conn, failure, fetched.call_id))
+    if verdict and resp is not None and _not_there_yet(step, resp, attempt):
+        # Storage behind a finished job is often eventually consistent (an object
+        # written as the job ends, a replica not yet caught up): a 404 at once
+        # after the read that said done is no proof the result is gone.
+        log.warning(
+            "result not found yet; fetched again after the backoff",
+            extra={"ctx": {"operation_id": step.op.operation_id, "attempt": attempt}},
+        )
+        return _Stop(step.until_allowed(step.retry(attempt)))
     if not _judged(resp, step):
         if await _out_of_retries(step, conn, attempt):
             reason = f"result fetch kept failing after {attempt} attempts"
@@ -668,6 +677,20 @@ def _judged(resp: HttpResponse | None, step: Step) -> TypeGuard[HttpResponse]:
     if resp is None or resp.status_code >= 500 or resp.status_code == 429:
         return False
     return resp.status_code < 400 or throttle_code(step.adapter.desc, resp) is None
+
+
+def _not_there_yet(step: Step, resp: HttpResponse, attempt: int) -> bool:
+    """A result's first fetch answered 404 with attempts left (MAX_RESULT_ATTEMPTS):
+    fetched again on the backoff, after a fresh status read, as a 5xx is, but for
+    the attempts alone (a result missing for longer is for a human, not an hour of
+    retries). Not for a fetch with side effects: its retry would be refused as
+    possibly consumed. Before, the first 404 was result_unavailable at once (with a
+    link the status named, the second), though the result appeared seconds later."""
+    return (
+        resp.status_code == 404
+        and attempt < MAX_RESULT_ATTEMPTS
+        and not step.adapter.desc.result.side_effects
+    )
 
 
 def _link_refused(step: Step, resp: HttpResponse) -> bool:

@@ -1,13 +1,14 @@
 """Result downloads that go wrong on the wire or at the storage behind the link, with
 the real reconciler against a real loopback provider (the simulator preset's shape,
-its result at a URL the status names): a body cut short (Content-Length not reached,
-a chunked body without its last chunk), a compression bomb, a pre-signed link
-expired (S3's 403 AccessDenied, its and GCS's 400 ExpiredToken), and a result that
-changes between two fetches. Whatever happens, no success is claimed on a bad or
-partial result, the collection ends (bounded, on the test clock), and the operation
-says why. (Redirect loops and non-http targets: test_provider_shapes.py; a body past
-max_bytes sent without a length: test_transport_review.py; BOMs, JSONL lines, HTML
-for JSON: the unit tests of shared/providers/results.py.)
+its result at a URL the status names, or at a path): a body cut short (Content-Length
+not reached, a chunked body without its last chunk), a compression bomb, a pre-signed
+link expired (S3's 403 AccessDenied, its and GCS's 400 ExpiredToken), a result that
+changes between two fetches, and a 404 right after the job was read done (storage
+not yet consistent). Whatever happens, no success is claimed on a bad or partial
+result, the collection ends (bounded, on the test clock), and the operation says why.
+(Redirect loops and non-http targets: test_provider_shapes.py; a body past max_bytes
+sent without a length: test_transport_review.py; BOMs, JSONL lines, HTML for JSON:
+the unit tests of shared/providers/results.py.)
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from bench.harness import TestClock
+from reconciler.steps.collect import MAX_RESULT_ATTEMPTS
 from shared.ledger.states import LocalState
 from tests.integration.test_url_review import rig, run
 
@@ -253,3 +255,38 @@ async def test_a_result_changed_between_a_cut_fetch_and_its_retry_is_stored_as_f
     storage = Storage([cut(chunked=False), whole(other)])
     state, reason, stored, _ = await collected(pool, tmp_path, clock, storage)
     assert (state, stored) == (S.SUCCEEDED, other), reason
+
+
+NOT_YET = status_answer(404, b'{"error": "NoSuchKey"}', b"application/json")
+
+
+# The result at a path of the provider's own (not a link the status names).
+AT_A_PATH: dict[str, Any] = {"result": {"source": "path", "path": "/results/{job_id}"}}
+
+
+@pytest.mark.parametrize("misses", [1, 2, 3])
+@pytest.mark.parametrize("where", ["url", "path"])
+async def test_a_result_not_there_yet_right_after_success_is_fetched_again(
+    pool: Any, tmp_path: Path, clock: TestClock, misses: int, where: str
+) -> None:
+    """Storage behind the job is eventually consistent: 404 for a moment after the job
+    is read done, then 200. Fetched again, with backoff, until it is there. Before,
+    a result at a path was result_unavailable at the first 404, one at a link the
+    status named at the second."""
+    storage = Storage([*([NOT_YET] * misses), whole()])
+    over = AT_A_PATH if where == "path" else None
+    state, reason, stored, fetches = await collected(pool, tmp_path, clock, storage, over)
+    assert (state, stored) == (S.SUCCEEDED, RESULT), reason
+    assert [f["status_code"] for f in fetches] == [404] * misses + [200]
+
+
+@pytest.mark.parametrize("where", ["url", "path"])
+async def test_a_result_never_there_is_result_unavailable_after_bounded_fetches(
+    pool: Any, tmp_path: Path, clock: TestClock, where: str
+) -> None:
+    storage = Storage([NOT_YET])
+    over = AT_A_PATH if where == "path" else None
+    state, reason, stored, fetches = await collected(pool, tmp_path, clock, storage, over)
+    assert (state, stored) == (S.RESULT_UNAVAILABLE, None), reason
+    assert "404" in reason and "NoSuchKey" in reason, reason
+    assert len(fetches) == MAX_RESULT_ATTEMPTS  # bounded: one fetch an attempt

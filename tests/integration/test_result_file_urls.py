@@ -21,6 +21,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from reconciler.steps.collect import MAX_RESULT_ATTEMPTS
 from shared.ledger.states import LocalState
 from shared.serve import serve_app
 from tests.fixtures_providers.common import json_response
@@ -199,8 +200,12 @@ async def test_a_file_url_path_template_still_names_its_id(pool: Any, tmp_path: 
     async with export_rig(pool, tmp_path, [], **api_files) as (r, fx):
         fx.files = ["f1"]
         op_id = await r.submit({"table": "orders"})
-        # the API has no such route: a 404 from the provider's own host
+        # the API has no such route: a 404 from the provider's own host, fetched
+        # again on the backoff (a result not there yet) until the attempts run out
         assert await r.settle(op_id, ENDS) is S.RESULT_UNAVAILABLE, await r.history(op_id)
-        (call,) = await r.calls(op_id, "result")
-        assert call["url"] == f"{r.url}/v1/exports/exp_1/files/f1"
+        calls = await r.calls(op_id, "result")
+        assert len(calls) == MAX_RESULT_ATTEMPTS
+        assert {(c["url"], c["status_code"]) for c in calls} == {
+            (f"{r.url}/v1/exports/exp_1/files/f1", 404)
+        }
         assert fx.cdn_fetches == []
