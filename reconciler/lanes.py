@@ -36,6 +36,7 @@ import httpx
 
 from reconciler.connect_guard import Resolver, guard, system_resolver
 from shared.closing import ClosedOnExit
+from shared.providers.messages import UNDONE_CODINGS
 
 # A lane's connections: the provider's API host, and a second (a result host).
 LANE_CONNECTIONS = 2
@@ -408,10 +409,11 @@ class _Layer:
 
 
 def _layers(coding: str) -> tuple[_Layer, ...]:
-    """The codings to undo, last applied first; others (identity, unknown) are left,
-    as httpx left those it had no decoder for."""
+    """The codings to undo (`UNDONE_CODINGS`), last applied first; others (identity,
+    unknown) are left, as httpx left those it had no decoder for. "x-gzip" is gzip
+    (RFC 9110 8.4.1.3): left, a gzipped JSON result failed as "not valid JSON"."""
     names = [name.strip().lower() for name in coding.split(",")]
-    return tuple(_Layer(name) for name in reversed(names) if name in ("gzip", "deflate"))
+    return tuple(_Layer(UNDONE_CODINGS[name]) for name in reversed(names) if name in UNDONE_CODINGS)
 
 
 def _decode(layers: Sequence[_Layer], data: bytes, room: int) -> bytes:

@@ -134,6 +134,11 @@ class HttpRequest:
         )
 
 
+# The content codings the reconciler's transport undoes (reconciler.lanes), by the
+# name an answer's Content-Encoding gives them: "x-gzip" is gzip (RFC 9110 8.4.1.3).
+UNDONE_CODINGS: Mapping[str, str] = {"gzip": "gzip", "x-gzip": "gzip", "deflate": "deflate"}
+
+
 @dataclass(frozen=True)
 class HttpResponse:
     """What came back. `url` is the URL actually requested (resolves relative Locations)."""

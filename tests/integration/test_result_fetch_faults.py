@@ -199,6 +199,17 @@ async def test_a_compression_bomb_is_read_no_further_than_max_bytes(
     assert "larger than max_bytes" in reason, reason
 
 
+@pytest.mark.parametrize("coding", [b"x-gzip", b"X-GZIP"])
+async def test_a_result_sent_x_gzip_is_decoded_as_gzip(
+    pool: Any, tmp_path: Path, clock: TestClock, coding: bytes
+) -> None:
+    """RFC 9110 8.4.1.3: "x-gzip" is gzip. Before, it was left undecoded, and a valid
+    gzipped JSON result was result_validation_failed, "not valid JSON"."""
+    storage = Storage([whole(gzip.compress(RESULT, mtime=0), **{"content-encoding": coding})])
+    state, reason, stored, _ = await collected(pool, tmp_path, clock, storage)
+    assert (state, stored) == (S.SUCCEEDED, RESULT), reason
+
+
 # ------------------------------------------------------------------ expired links
 
 S3_EXPIRED = (
