@@ -48,7 +48,7 @@ from shared.providers.description import (
     base64_encoded_size,
 )
 from shared.providers.facts import ItemFailure, ResultCheck, StatusFact
-from shared.providers.messages import HttpResponse
+from shared.providers.messages import UNDONE_CODINGS, HttpResponse
 from shared.providers.paths import extract
 from shared.providers.result_formats import (
     CsvTable,
@@ -406,6 +406,8 @@ def _check_transport(
         if not 200 <= part.status_code < 300:
             said = f"result fetch answered HTTP {part.status_code}{in_its_words(desc, part)}"
             raise _Invalid(said, unavailable=True)
+    for part in parts:
+        _check_coding(part.header("content-encoding"))
     if size > desc.result.fetched_max_bytes:
         if base64:
             raise _Invalid(
@@ -421,6 +423,31 @@ def _check_transport(
         return check_checksum(expect.checksum, expect.checksum_options, parts, published)
     except ChecksumError as exc:
         raise _Invalid(exc.reason) from None
+
+
+# Content codings registered for HTTP (IANA's registry) that the transport does not
+# undo (UNDONE_CODINGS): a body in one of them is not the result's bytes. Other
+# names (a server's "utf-8", "binary") are no coding at all, and passed as sent.
+_CODINGS_NOT_UNDONE = frozenset(
+    {"aes128gcm", "br", "compress", "x-compress", "dcb", "dcz", "exi", "pack200-gzip", "zstd"}
+)
+
+
+def _check_coding(coding: str | None) -> None:
+    """A part whose Content-Encoding names a coding the transport left in place (we
+    ask for identity; Brotli and zstd are what CDNs send anyway): its bytes are
+    still encoded. Before, a binary result came through as valid, its encoded bytes
+    stored as the video, and a JSON one was "not valid JSON", naming no cause."""
+    if coding is None:
+        return
+    names = {name.strip().lower() for name in coding.split(",")}
+    left = sorted(names & _CODINGS_NOT_UNDONE)
+    if left:
+        raise _Invalid(
+            f"the result came with Content-Encoding {coding.strip()!r}: {', '.join(left)} "
+            f"is not undone here (the fetch asks for identity; "
+            f"{', '.join(sorted(UNDONE_CODINGS))} are undone), so its bytes are not the result"
+        )
 
 
 def _too_big(size: int, limit: int) -> str:

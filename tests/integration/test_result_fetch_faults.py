@@ -13,11 +13,14 @@ the unit tests of shared/providers/results.py.)
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
+import tomllib
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +34,7 @@ from starlette.types import Receive, Scope, Send
 from bench.harness import TestClock
 from reconciler.steps.collect import MAX_RESULT_ATTEMPTS
 from shared.ledger.states import LocalState
+from tests.fixtures_providers.rig import PresetRig, preset_rig
 from tests.integration.test_url_review import rig, run
 
 S = LocalState
@@ -133,12 +137,46 @@ class Storage:
         )
 
 
+def video() -> dict[str, Any]:
+    """The simulator preset's description (no webhooks), its result a binary file
+    (an MP4) at the link the status names: a whole description, for `items` and the
+    JSON checks cannot be left out of the preset's by an override."""
+    preset = resources.files("shared.providers").joinpath("presets", "simulator.toml")
+    described = tomllib.loads(preset.read_text())
+    for key in ("base_url", "limits", "webhooks"):
+        described.pop(key)
+    expect = {"content_types": ["video/mp4"], "checksum": "none"}
+    described["result"] = {"source": "url", "format": "binary", "expect": expect}
+    return described
+
+
+def described_rig(
+    pool: Any, tmp_path: Path, storage: Storage, clock: TestClock, described: dict[str, Any]
+) -> contextlib.AbstractAsyncContextManager[PresetRig]:
+    app = storage.app()
+    return preset_rig(
+        pool, tmp_path, app, preset=None, name="video", env={}, overrides=described, clock=clock
+    )
+
+
 async def collected(
-    pool: Any, tmp_path: Path, clock: TestClock, storage: Storage, overrides: Any = None
+    pool: Any,
+    tmp_path: Path,
+    clock: TestClock,
+    storage: Storage,
+    overrides: Any = None,
+    *,
+    described: dict[str, Any] | None = None,
 ) -> tuple[LocalState, str, bytes | None, list[Any]]:
     """Submit, run a few claims' worth of the test clock; the end state, its reason,
-    the valid result's bytes (None: none stored) and the result fetches on record."""
-    async with rig(pool, tmp_path, storage.app(), clock, overrides) as r:
+    the valid result's bytes (None: none stored) and the result fetches on record.
+    The simulator preset with `overrides`, or the whole description `described`."""
+    app = storage.app()
+    if described is None:
+        chosen = rig(pool, tmp_path, app, clock, overrides)
+    else:
+        chosen = described_rig(pool, tmp_path, storage, clock, described)
+    async with chosen as r:
         op_id = await r.submit({})
         state = await run(r, op_id, clock)
         valid = await pool.fetchval(
@@ -208,6 +246,49 @@ async def test_a_result_sent_x_gzip_is_decoded_as_gzip(
     storage = Storage([whole(gzip.compress(RESULT, mtime=0), **{"content-encoding": coding})])
     state, reason, stored, _ = await collected(pool, tmp_path, clock, storage)
     assert (state, stored) == (S.SUCCEEDED, RESULT), reason
+
+
+MP4 = b"\x00\x00\x00\x18ftypmp42" + b"\x00" * 64
+
+
+@pytest.mark.parametrize("coding", [b"br", b"zstd", b"compress", b"gzip, br"])
+async def test_a_result_in_a_coding_not_undone_is_never_stored_as_the_result(
+    pool: Any, tmp_path: Path, clock: TestClock, coding: bytes
+) -> None:
+    """A CDN answers Brotli (or zstd) although identity was asked for: the bytes are
+    still encoded. Before, a binary result passed, the encoded bytes stored as the
+    video and the operation succeeded; now result_validation_failed, naming the
+    coding."""
+    encoded = b"\x1b\x4f\x00\xf8" + MP4[4:]  # not the MP4: what its encoding made of it
+    if coding.startswith(b"gzip"):
+        encoded = gzip.compress(encoded, mtime=0)
+    answer = whole(encoded, b"video/mp4", **{"content-encoding": coding})
+    state, reason, stored, _ = await collected(
+        pool, tmp_path, clock, Storage([answer]), described=video()
+    )
+    assert (state, stored) == (S.RESULT_VALIDATION_FAILED, None), reason
+    assert "Content-Encoding" in reason and "is not undone" in reason, reason
+
+
+async def test_a_json_result_in_brotli_is_refused_naming_the_coding(
+    pool: Any, tmp_path: Path, clock: TestClock
+) -> None:
+    storage = Storage([whole(b"\x1b\x2e\x00\xf8 brotli", **{"content-encoding": b"br"})])
+    state, reason, stored, _ = await collected(pool, tmp_path, clock, storage)
+    assert (state, stored) == (S.RESULT_VALIDATION_FAILED, None), reason
+    assert "Content-Encoding 'br'" in reason, reason
+
+
+@pytest.mark.parametrize("coding", [b"identity", b"binary"])
+async def test_a_binary_result_sent_as_it_is_is_stored(
+    pool: Any, tmp_path: Path, clock: TestClock, coding: bytes
+) -> None:
+    """No coding, or a name that is none (a server's "binary"): the bytes as sent."""
+    answer = whole(MP4, b"video/mp4", **{"content-encoding": coding})
+    state, reason, stored, _ = await collected(
+        pool, tmp_path, clock, Storage([answer]), described=video()
+    )
+    assert (state, stored) == (S.SUCCEEDED, MP4), reason
 
 
 # ------------------------------------------------------------------ expired links
