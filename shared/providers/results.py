@@ -444,9 +444,9 @@ def _check_coding(coding: str | None) -> None:
     left = sorted(names & _CODINGS_NOT_UNDONE)
     if left:
         raise _Invalid(
-            f"the result came with Content-Encoding {coding.strip()!r}: {', '.join(left)} "
-            f"is not undone here (the fetch asks for identity; "
-            f"{', '.join(sorted(UNDONE_CODINGS))} are undone), so its bytes are not the result"
+            f"the result came with Content-Encoding {', '.join(left)}, which is not undone "
+            f"here (the fetch asks for identity; {', '.join(sorted(UNDONE_CODINGS))} are "
+            "undone), so its bytes are not the result"
         )
 
 

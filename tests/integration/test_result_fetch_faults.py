@@ -267,7 +267,7 @@ async def test_a_result_in_a_coding_not_undone_is_never_stored_as_the_result(
         pool, tmp_path, clock, Storage([answer]), described=video()
     )
     assert (state, stored) == (S.RESULT_VALIDATION_FAILED, None), reason
-    assert "Content-Encoding" in reason and "is not undone" in reason, reason
+    assert "Content-Encoding" in reason and "not undone" in reason, reason
 
 
 async def test_a_json_result_in_brotli_is_refused_naming_the_coding(
@@ -276,7 +276,7 @@ async def test_a_json_result_in_brotli_is_refused_naming_the_coding(
     storage = Storage([whole(b"\x1b\x2e\x00\xf8 brotli", **{"content-encoding": b"br"})])
     state, reason, stored, _ = await collected(pool, tmp_path, clock, storage)
     assert (state, stored) == (S.RESULT_VALIDATION_FAILED, None), reason
-    assert "Content-Encoding 'br'" in reason, reason
+    assert "Content-Encoding br," in reason, reason
 
 
 @pytest.mark.parametrize("coding", [b"identity", b"binary"])
