@@ -34,7 +34,7 @@ typecheck: setup
 	$(BIN)/mypy
 
 test: lint typecheck
-	$(BIN)/pytest -q -p no:cacheprovider -n 2 --dist load --durations=25
+	$(BIN)/pytest -q -p no:cacheprovider -n 4 --dist load --durations=25
 
 # The whole suite on an embedded PostgreSQL, as on a machine without a server:
 # no DATABASE_URL, and the probe of the local server moved to a port nothing
