@@ -47,10 +47,11 @@ from shared.providers.description import (
     ResultPages,
     ResultSource,
 )
-from shared.providers.requests import build_redirect
+from shared.providers.requests import build_followed, build_redirect
 from shared.providers.responses import throttle_code
 from shared.providers.results import (
     REDIRECT_NOT_FOLLOWED,
+    followed_link,
     inline_content,
     inline_json,
     is_empty_result,
@@ -400,12 +401,17 @@ async def _fetch(
     if too_many is not None:
         return await _give_up(step, conn, S.RESULT_VALIDATION_FAILED, too_many)
     responses: list[HttpResponse] = []
+    documents: list[tuple[list[HttpResponse], str]] = []  # each fetch's pages, and its URL
     if len(reqs) == 1 and _the_read_answered(step, reqs[0], status_resp):
         responses.append(status_resp)
+        documents.append(([status_resp], reqs[0].url))
     size = 0
     for req in reqs if not responses else ():
-        if size > desc.result.expect.max_bytes:
-            break  # already too large: the rest is never fetched, validation refuses it
+        if size > desc.result.expect.max_bytes and desc.result.follow is None:
+            # already too large: the rest is never fetched, validation refuses it (the
+            # documents of `result.follow` are not the result: each is read, each
+            # bounded, lest the files after a large one be dropped unsaid)
+            break
         parts = await _fetched_pages(step, conn, req, attempt)
         if isinstance(parts, _Stop):
             return parts.delay
@@ -413,10 +419,73 @@ async def _fetch(
         if refused is not None:
             return refused
         responses.extend(parts)
+        documents.append((parts, req.url))
         size += sum(len(part.body) for part in parts)
+    if desc.result.follow is not None:
+        followed = await _followed(step, conn, documents, status, attempt)
+        if not isinstance(followed, list):
+            return followed
+        responses = followed
     check = step.adapter.validate_result(responses if len(responses) > 1 else responses[0], status)
     content = _stored_content(step, check, responses)
     return Collected(check, content, "result", _counts(check, status), check.failed_items)
+
+
+async def _followed(
+    step: Step,
+    conn: Any,
+    documents: Sequence[tuple[list[HttpResponse], str]],
+    status: StatusFact,
+    attempt: int,
+) -> list[HttpResponse] | Collected | Delay:
+    """The result one hop past its documents (`result.follow`): each document's
+    link fetched (`documents`: each fetch's pages, with the URL it was asked at; the
+    link is the first page's that names one), the answers the parts to judge.
+
+    The link is fetched as a status-named result URL is (`build_followed`,
+    `_fetched_part`): refused if it points at an internal host not allowed, no
+    credential off the provider's origins, redirects as described, and a 4xx on
+    the first attempt sends the next to read the status and the document afresh
+    for a new link. A document naming no link is never a success: its verdict is
+    the collection's (unavailable, or invalid if it is not JSON).
+    """
+    desc = step.adapter.desc
+    got: list[HttpResponse] = []
+    size = 0
+    for pages, asked in documents:
+        if size > desc.result.expect.max_bytes:
+            break  # already too large: the rest is never fetched, validation refuses it
+        document, link = _link_of(step, pages)
+        if not isinstance(link, str):
+            return Collected(link, document.body, "result", _counts(link, status))
+        try:
+            req = build_followed(desc, document.url or asked, link)
+        except RequestBuildError as exc:
+            reason = f"cannot fetch the result the document links to: {exc}"
+            return await _give_up(step, conn, S.RESULT_UNAVAILABLE, reason)
+        answer = await _fetched_part(step, conn, req, attempt, verdict=True, followed=True)
+        if isinstance(answer, _Stop):
+            return answer.delay
+        refused = _refused_part(step, [answer], status)
+        if refused is not None:
+            return refused
+        got.append(answer)
+        size += len(answer.body)
+    return got
+
+
+def _link_of(step: Step, pages: Sequence[HttpResponse]) -> tuple[HttpResponse, str | ResultCheck]:
+    """The first page naming the result's link, and the link; else the verdict on the
+    first page that is no JSON, or on the first page (none names a link)."""
+    verdicts: list[tuple[HttpResponse, ResultCheck]] = []
+    for page in pages:
+        link = followed_link(step.adapter.desc, page)
+        if isinstance(link, str):
+            return page, link
+        if not link.unavailable:
+            return page, link
+        verdicts.append((page, link))
+    return verdicts[0]
 
 
 def _names_no_result(desc: ProviderDescription, status: StatusFact) -> bool:
@@ -624,17 +693,25 @@ def _leads_on(step: Step, pages: ResultPages, got: HttpResponse, token: str) -> 
 
 
 async def _fetched_part(
-    step: Step, conn: Any, req: HttpRequest, attempt: int, *, verdict: bool = False
+    step: Step,
+    conn: Any,
+    req: HttpRequest,
+    attempt: int,
+    *,
+    verdict: bool = False,
+    followed: bool = False,
 ) -> HttpResponse | _Stop:
     """One fetch's answer, or how the step ends when there is none to judge.
 
     With `verdict` (a result's first fetch), an answer `[result.failed]`
     names ends the job as failed: it is the provider's verdict, not a
-    result to judge, nor, for a 5xx it names, a fetch to retry.
+    result to judge, nor, for a 5xx it names, a fetch to retry. `followed`:
+    the fetch of a link a result document named (`result.follow`), a link
+    that expires, on storage whose answers are no verdict of the provider's.
     """
     fetched = await _fetch_result(step, conn, req, attempt)
     resp = fetched.response
-    if verdict and attempt == 1 and resp is not None and _link_refused(step, resp):
+    if verdict and attempt == 1 and resp is not None and _link_refused(step, resp, followed):
         # The link came from the read that decided success, perhaps long ago
         # (a backstop read, a claim that waited): a pre-signed link expires
         # (HeyGen's video_url, S3's 403 "Request has expired"). The next
@@ -645,7 +722,13 @@ async def _fetched_part(
         )
         return _Stop(step.until_allowed(step.retry(attempt)))
     # a verdict is the provider's own answer, not a redirect target's
-    if verdict and resp is not None and fetched.call_id is not None and not fetched.hops:
+    if (
+        verdict
+        and not followed
+        and resp is not None
+        and fetched.call_id is not None
+        and not fetched.hops
+    ):
         failure = step.adapter.result_failure(resp)
         if failure is not None:
             return _Stop(await _failed_by_answer(step, conn, failure, fetched.call_id))
@@ -693,14 +776,14 @@ def _not_there_yet(step: Step, resp: HttpResponse, attempt: int) -> bool:
     )
 
 
-def _link_refused(step: Step, resp: HttpResponse) -> bool:
+def _link_refused(step: Step, resp: HttpResponse, followed: bool = False) -> bool:
     """A 4xx from a result URL the status named (`source = url`, or a file's URL with
-    `source = files` and no path): an expired or revoked link as likely as a missing
-    result. Not for a fetch with side effects: its retry would be refused as
-    possibly consumed."""
+    `source = files` and no path) or a result document did (`followed`): an expired
+    or revoked link as likely as a missing result. Not for a fetch with side
+    effects: its retry would be refused as possibly consumed."""
     result = step.adapter.desc.result
     return (
-        (result.source is ResultSource.URL or result.file_urls)
+        (followed or result.source is ResultSource.URL or result.file_urls)
         and not result.side_effects
         and 400 <= resp.status_code < 500
         and resp.status_code != 429
@@ -984,6 +1067,10 @@ async def collect_partial_output(step: Step, conn: Any, status: StatusFact) -> P
         return Partial.STORED
     if step.adapter.desc.result.side_effects:
         return Partial.NONE  # a fetch that consumes the result is not ours to make on the side
+    if step.adapter.desc.result.follow is not None:
+        # what the status names is a document linking to the output, not the
+        # output: kept, it would stand for the result; not followed on the side
+        return Partial.NONE
     try:
         reqs = step.adapter.build_result_requests(step.op.remote_job_id, status)
     except RequestBuildError:  # a file id or URL no request can carry: never fetchable

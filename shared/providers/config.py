@@ -1595,7 +1595,9 @@ def _result(table: _Table, status: StatusSpec) -> ResultSpec:
     errors = _errors(table.sub("errors"), status)
     items = table.path("items", BODY)
     method, body = _result_request(table, source)
-    pages = _pages(table.sub("pages"), source, fmt, items, path)
+    # with result.follow the pages are the document's, JSON whatever the result is
+    paged = ResultFormat.JSON if table.has("follow") else fmt
+    pages = _pages(table.sub("pages"), source, paged, items, path)
     if pages is not None and pages.page_token_body_field is not None and body is None:
         raise table.error(
             "pages.page_token_body_field", "needs result.body (the object the token is written in)"
@@ -1626,6 +1628,7 @@ def _result(table: _Table, status: StatusSpec) -> ResultSpec:
         headers=_static_headers(table),
     )
     spec = _base64(table, spec)
+    spec = _follow(table, spec)
     if spec.headers and source in (ResultSource.INLINE, ResultSource.NONE):
         raise table.error("headers", f"no result is fetched with source = {source.value}")
     if spec.partial_on_cancel and source is not ResultSource.PATH:
@@ -1640,6 +1643,60 @@ def _result(table: _Table, status: StatusSpec) -> ResultSpec:
         raise table.error("follow_redirects", f"nothing is fetched with source = {source}")
     table.finish()
     return spec
+
+
+# What a followed link's document comes from: a fetch (`result.follow`).
+_FOLLOW_SOURCES = (ResultSource.PATH, ResultSource.URL, ResultSource.FILES)
+
+
+def _follow(table: _Table, spec: ResultSpec) -> ResultSpec:
+    """`result.follow`: the fetched answer is a JSON document naming the result's
+    link (MiniMax's file record), and the result is what that link answers.
+
+    Refused where it cannot mean that safely: nothing fetched (inline, none: a link
+    in the status is status.result_url's), a base64 field (the fetched JSON would
+    be the result and the document at once), a document paged by offset (counted
+    in result.items, the followed result's), side effects (an expired link is
+    mended by fetching the document again, which such a result forbids), and
+    partial_on_cancel (a cancelled job's document is not followed)."""
+    found = table.path("follow", BODY)
+    if found is None:
+        return spec
+    source = spec.source
+    if source not in _FOLLOW_SOURCES:
+        raise table.error(
+            "follow",
+            f"only with source = path, url or files (a fetched document holds the link), "
+            f"not {source.value}: a link the status names is status.result_url",
+        )
+    clash = [
+        (
+            spec.base64 is not None,
+            "base64",
+            "the fetched JSON cannot be both the base64 result and the document naming its link",
+        ),
+        (
+            spec.pages is not None and spec.pages.offset_param is not None,
+            "pages.offset_param",
+            "an offset counts result.items, which are the followed result's, not the "
+            "document's (page the document by next_page_token or next_page_url)",
+        ),
+        (
+            spec.side_effects,
+            "side_effects",
+            "an expired link is mended by fetching the document again, which a fetch "
+            "with side effects forbids",
+        ),
+        (
+            spec.partial_on_cancel,
+            "partial_on_cancel",
+            "a cancelled job's document is not followed to its output",
+        ),
+    ]
+    for refused, key, why in clash:
+        if refused:
+            raise table.error("follow", f"not with result.{key}: {why}")
+    return dataclasses.replace(spec, follow=found)
 
 
 # Where a base64 result's JSON comes from: a fetch (path, url) or the inline value.

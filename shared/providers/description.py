@@ -115,6 +115,20 @@ rules in ``shared/providers/paths.py``); *paths* = a path or a list of paths;
                  true: up to 5 redirects, the credential dropped for good once a hop
                  leaves the origins it goes to (base_url's, an auth.extra_hosts entry's),
                  http(s) targets only, every hop in the call log),
+               follow (a path into the fetched JSON document naming the result's link:
+                 the result is what that link answers, one hop further, e.g. MiniMax's
+                 file record "/file/download_url", Azure AI Speech's files listing
+                 "/values/[kind=Transcription]/links/contentUrl"; format, expect and
+                 checksums judge the followed bytes, the document need only be JSON
+                 with an http(s) URL there (relative: to the document's URL), else the
+                 result is result_unavailable; the link is fetched as a status-named
+                 result URL is: the credential only on its origins, an internal host
+                 only if allowed_hosts names it, follow_redirects, max_bytes; a 4xx on
+                 the first attempt reads the status and the document afresh for a new
+                 link; source = url, path or files (each file's document followed); a
+                 paged document (next_page_token, next_page_url) is read whole and its
+                 first page naming a link followed; not with base64, pages.offset_param,
+                 side_effects or partial_on_cancel),
                allowed_hosts ([]: hosts, exact match, case-insensitive, on which a
                  provider-given URL may reach a loopback/private/link-local address, a
                  bare host on any port, host:port ([::1]:8443) on that port alone; the
@@ -724,6 +738,12 @@ class ResultSpec:
     # alphabet (RFC 4648 section 5, padding optional) instead of the standard one.
     base64: ValuePath | None = None
     base64_url: bool = False
+    # The fetched answer is a JSON document naming the result's link at this
+    # path (MiniMax's file record: "/file/download_url"): the result is what
+    # that link answers, fetched as a status-named result URL is (no credential
+    # off the provider's origins, internal hosts refused unless allowed, an
+    # expired link read afresh once); format and expect judge those bytes.
+    follow: ValuePath | None = None
 
     @property
     def fetched_max_bytes(self) -> int:

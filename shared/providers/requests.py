@@ -490,6 +490,27 @@ def build_redirect(desc: ProviderDescription, previous: HttpRequest, location: s
     )
 
 
+def build_followed(desc: ProviderDescription, document_url: str, link: str) -> HttpRequest:
+    """The fetch of the link a result document names (`result.follow`): the result.
+
+    Resolved against the URL the document answered from, and built as the fetch of
+    a result URL a status names is (`build_result_requests`): a GET with the
+    result's headers, passed by `check_sendable` (an internal host only where the
+    operator named it), the credential only on the origins it always goes to
+    (`_may_receive_credential`): a signed storage link needs none. A link with a
+    user name or password is refused: the client would send it as credentials.
+    """
+    what = "the link the result document names"
+    if len(link) > MAX_URL_CHARS:  # before any parsing: never quoted, never worked on
+        raise RequestBuildError(_too_long(what, len(link)))
+    check_path_value(link, what)
+    url, parts = _joined(document_url, link.strip(), what)
+    if parts.username is not None or parts.password is not None:
+        raise RequestBuildError(f"{what} carries a user name or password")
+    check_sendable(desc, url, what)
+    return _request(desc, "result", "GET", url, _result_headers(desc), None)
+
+
 def build_errors_page(
     desc: ProviderDescription, errors_url: str, page_token: str | None = None
 ) -> HttpRequest:

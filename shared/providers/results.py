@@ -24,6 +24,11 @@ plus room for the JSON around it (`ResultSpec.fetched_max_bytes`), and its
 checksum, if any, covers it as sent. Whatever fails is invalid, and the JSON
 is never kept in the decoded bytes' place.
 
+Follow (`result.follow`): the fetched answer is a JSON document naming the
+result's link (MiniMax's file record), and the reconciler fetches that link;
+every check here judges the followed bytes. `followed_link` reads the link, and
+judges a document naming none: never a success.
+
 Size: the reconciler reads a download up to max_bytes + 1 bytes and no
 further (reconciler.lanes.download), so the size a "larger than max_bytes"
 reason names for a fetched result is where reading stopped, not the whole.
@@ -232,6 +237,44 @@ def _decoded_field(spec: ResultSpec, document: Any) -> bytes:
     if len(data) > limit:  # padding makes the character count a bound, not the size
         raise _Invalid(_too_big(len(data), limit))
     return data
+
+
+def followed_link(desc: ProviderDescription, document: HttpResponse) -> str | ResultCheck:
+    """The link a fetched result document names at `result.follow`, or the verdict
+    on a document that names none: never a success, for the result is one hop
+    further. Not JSON: invalid (result_validation_failed). JSON naming no link
+    there (MiniMax's HTTP 200 {"base_resp": {"status_code": 1013, ...}} for a file
+    it cannot find): unavailable, in the provider's words (`in_its_words`)."""
+    follow = desc.result.follow
+    assert follow is not None
+    where = f"no link at {follow.text} (result.follow)"
+    try:
+        value = extract(follow, _strict_json(document.body))
+    except NOT_JSON:
+        return _document_refused(document, f"the result document is not valid JSON: {where}")
+    if isinstance(value, str) and value.strip():
+        return value
+    if value is None or value == "":
+        said = f"the result document names {where}{in_its_words(desc, document)}"
+        return _document_refused(document, said, unavailable=True)
+    kind = _JSON_TYPES.get(type(value), "a value")
+    return _document_refused(document, f"the result document names {where}, but {kind}")
+
+
+def _document_refused(
+    document: HttpResponse, reason: str, unavailable: bool = False
+) -> ResultCheck:
+    """A result document that leads nowhere, named by its bytes as they came."""
+    digest = hashlib.sha256(document.body).hexdigest()
+    return ResultCheck(
+        ok=False,
+        reason=reason,
+        sha256=digest,
+        size=len(document.body),
+        content_type=document.content_type,
+        part_sha256=(digest,),
+        unavailable=unavailable,
+    )
 
 
 def _not_one_document(parts: Sequence[HttpResponse]) -> ResultCheck:

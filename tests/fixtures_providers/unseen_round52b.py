@@ -126,6 +126,7 @@ class AzureSpeechFixture(_Jobs):
         self.list_queries: list[dict[str, str]] = []
         self.file_reads: list[str | None] = []  # the key each files page was read with
         self.blob_auth: list[str | None] = []
+        self.blob_reads: list[str] = []  # the file names read from storage
         self.throttled_files = 0  # later files pages answered 429 before one answers
         for n in range(others):  # made elsewhere: another tool, the portal
             tid = f"0ther000-0000-0000-0000-{n:012d}"
@@ -285,6 +286,7 @@ class AzureSpeechFixture(_Jobs):
 
     async def blob(self, request: Request) -> Response:
         self.blob_auth.append(request.headers.get("ocp-apim-subscription-key"))
+        self.blob_reads.append(request.path_params["name"].rsplit("-", 1)[1])
         return json_response(TRANSCRIPT)
 
     async def deliver(self, url: str, tid: str, *, secret: str = AZURE_HOOK_SECRET) -> int:

@@ -112,12 +112,21 @@ def _advance(job: dict[str, Any], steps: list[str], final: str) -> None:
 
 
 class MiniMaxFixture(_Jobs):
-    """`downloads`: the reads of each file's download_url."""
+    """`downloads`: the reads of each file's download_url, served by `cdn()` at
+    `cdn_url` (MiniMax's storage: another server; the API's own when None), each
+    read's Authorization in `download_auth`. `expired`: download reads answered 403
+    "Request has expired" before one is served. `no_link`: the file record names no
+    download_url (as MiniMax's 200 with base_resp 1013 names no file)."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("10649", **kwargs)
         self.retrieves = 0
         self.downloads: dict[str, int] = {}
+        self.download_auth: list[str | None] = []
+        self.download_urls: list[str] = []
+        self.cdn_url: str | None = None
+        self.expired = 0
+        self.no_link = False
 
     def app(self) -> Starlette:
         return Starlette(
@@ -128,6 +137,9 @@ class MiniMaxFixture(_Jobs):
                 Route("/download/{fid}.mp4", self.download, methods=["GET"]),
             ]
         )
+
+    def cdn(self) -> Starlette:
+        return Starlette(routes=[Route("/download/{fid}.mp4", self.download, methods=["GET"])])
 
     @staticmethod
     def _base(code: int = 0, message: str = "success") -> dict[str, Any]:
@@ -175,18 +187,30 @@ class MiniMaxFixture(_Jobs):
         if not any(f"2{tid}" == fid for tid in self.jobs):
             return json_response(self._base(1013, "file not found"))
         self.retrieves += 1
+        base = self.cdn_url or str(request.base_url).rstrip("/")
+        # signed, as MiniMax's links are: a new signature on each retrieve
+        signed = f"{base}/download/{fid}.mp4?Expires=1765003600&Signature=s{self.retrieves}"
         file = {
             "file_id": int(fid),
             "bytes": len(MP4),
             "created_at": 1765000000,
             "filename": "output.mp4",
             "purpose": "video_generation",
-            "download_url": f"{request.base_url}download/{fid}.mp4",
         }
+        if not self.no_link:
+            file["download_url"] = signed
         return json_response({"file": file, **self._base()})
 
     async def download(self, request: Request) -> Response:
         fid = request.path_params["fid"]
+        self.download_auth.append(request.headers.get("authorization"))
+        self.download_urls.append(str(request.url))
+        if self.expired:
+            self.expired -= 1
+            expired = (
+                b"<Error><Code>AccessDenied</Code><Message>Request has expired</Message></Error>"
+            )
+            return Response(expired, 403, media_type="application/xml")
         self.downloads[fid] = self.downloads.get(fid, 0) + 1
         return Response(MP4, media_type="video/mp4")
 

@@ -5,7 +5,7 @@ adobe_pdf.toml, mux.toml) and driven through the real reconciler (and receiver)
 against fakes on loopback (tests/fixtures_providers/unseen_round53.py): success with
 the result collected and validated, failure with its reason, cancel (confirmed, or
 refused as the API documents), a lost create answer, and each API's own edge:
-MiniMax's status by query parameter and its two-step download, DashScope's
+MiniMax's status by query parameter and its two-step download (`result.follow`), DashScope's
 `X-DashScope-Async` header and UNKNOWN (an expired task), Gemini's `batches/…` id
 and EXPIRED, Adobe's job URL in the `location` header of a body-less 201, Mux's
 `Mux-Signature` with a stale timestamp refused.
@@ -13,12 +13,15 @@ and EXPIRED, Adobe's job URL in the `location` header of a body-less 201, Mux's
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 from shared.ledger.states import LocalState
+from shared.serve import serve_app
 from tests.fixtures_providers.described import ENDS, described
 from tests.fixtures_providers.rig import preset_rig
 from tests.fixtures_providers.unseen_media import MP4
@@ -78,8 +81,18 @@ MINIMAX_ENV = {"MINIMAX_API_KEY": MINIMAX_KEY}
 VIDEO = {"model": "MiniMax-Hailuo-02", "prompt": "a cat on a skateboard", "duration": 6}
 
 
-def minimax(pool: Any, tmp_path: Path, fx: MiniMaxFixture) -> Any:
-    return rig(pool, tmp_path, fx.app(), "minimax", MINIMAX_ENV)
+@contextlib.asynccontextmanager
+async def minimax(
+    pool: Any, tmp_path: Path, fx: MiniMaxFixture, *, storage_allowed: bool = True
+) -> AsyncIterator[Any]:
+    """The rig, with MiniMax's storage (the download_url's server) on `localhost`
+    beside it, another server; `storage_allowed`: the operator named that host in
+    result.allowed_hosts (a loopback name is refused otherwise)."""
+    async with serve_app(fx.cdn()) as cdn_url:
+        fx.cdn_url = cdn_url.replace("127.0.0.1", "localhost")
+        allowed = {"result": {"allowed_hosts": ["localhost"]}} if storage_allowed else {}
+        async with rig(pool, tmp_path, fx.app(), "minimax", MINIMAX_ENV, **allowed) as r:
+            yield r
 
 
 async def test_minimax_a_task_read_by_query_parameter_is_collected(
@@ -87,7 +100,7 @@ async def test_minimax_a_task_read_by_query_parameter_is_collected(
 ) -> None:
     """The status is `GET /v1/query/video_generation?task_id=`: Queueing, Preparing,
     Processing, Success with a file_id; the file's record is fetched from
-    /v1/files/retrieve?file_id= and kept, naming its download_url."""
+    /v1/files/retrieve?file_id=, and the video at its download_url is the result."""
     fx = MiniMaxFixture()
     async with minimax(pool, tmp_path, fx) as r:
         op_id = await r.submit(VIDEO)
@@ -95,25 +108,91 @@ async def test_minimax_a_task_read_by_query_parameter_is_collected(
         task = fx.only()
         assert (await r.op(op_id)).remote_job_id == task["id"]
         assert {"Preparing", "Processing", "Success"} <= await r.raw_states(op_id)
-        kept = json.loads(await r.result_bytes(op_id))
-        assert kept["file"]["file_id"] == int(f"2{task['id']}")
-        assert kept["file"]["download_url"].endswith(f"/download/2{task['id']}.mp4")
+        assert await r.result_bytes(op_id) == MP4
         assert fx.retrieves == 1
+        assert fx.downloads == {f"2{task['id']}": 1}
 
 
-async def test_minimax_the_video_itself_is_one_hop_past_the_file_record(
+async def test_minimax_the_video_one_hop_past_the_file_record_is_the_result(
     pool: Any, tmp_path: Path
 ) -> None:
-    """MiniMax's two-step result: the status names a file id, the file record names
-    a download_url (a link on MiniMax's storage). No description reaches the second hop: what is
-    kept is the record, and the video is never fetched (README's known gap of a
-    result one hop further; Azure AI Speech's transcripts are the same)."""
+    """MiniMax's two-step result (`result.follow = "/file/download_url"`): the status
+    names a file id, the file record a signed download_url on MiniMax's storage,
+    another server; the video there is fetched and kept, and our key never goes to
+    it (the API's calls carry it). Before, no description reached the second hop:
+    the record was kept as the result, its link soon expired, the video never read."""
     fx = MiniMaxFixture()
     async with minimax(pool, tmp_path, fx) as r:
         op_id = await r.submit(VIDEO)
         assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
-        assert fx.downloads == {}
-        assert await r.result_bytes(op_id) != MP4
+        assert await r.result_bytes(op_id) == MP4
+        assert fx.download_auth == [None]
+        assert fx.download_urls[0].startswith(f"{fx.cdn_url}/download/"), fx.download_urls
+        results = [c["url"] for c in await r.calls(op_id, "result")]
+        assert len(results) == 2 and "/v1/files/retrieve" in results[0], results
+        assert results[1].startswith(fx.cdn_url), results
+
+
+async def test_minimax_a_file_record_without_its_link_is_never_a_success(
+    pool: Any, tmp_path: Path
+) -> None:
+    """A file record naming no download_url: the result is unavailable, the reason
+    naming the path the link was looked for at, and nothing else is fetched."""
+    fx = MiniMaxFixture()
+    fx.no_link = True
+    async with minimax(pool, tmp_path, fx) as r:
+        op_id = await r.submit(VIDEO)
+        assert await r.settle(op_id, ENDS) is S.RESULT_UNAVAILABLE, await r.history(op_id)
+        said = (await r.escalation(op_id))["reason"]
+        assert "no link at /file/download_url (result.follow)" in said, said
+        assert (await r.op(op_id)).result_id is None
+        assert fx.download_auth == []
+
+
+async def test_minimax_an_expired_download_link_is_fetched_again_fresh(
+    pool: Any, tmp_path: Path
+) -> None:
+    """The download_url answers 403 "Request has expired": the next attempt reads
+    the status and the file record afresh, and the new link's video is kept."""
+    fx = MiniMaxFixture()
+    fx.expired = 1
+    async with minimax(pool, tmp_path, fx) as r:
+        op_id = await r.submit(VIDEO)
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert await r.result_bytes(op_id) == MP4
+        assert fx.retrieves == 2
+        first, second = fx.download_urls
+        assert first.endswith("Signature=s1") and second.endswith("Signature=s2")
+        assert fx.download_auth == [None, None]
+
+
+async def test_minimax_a_download_link_that_stays_expired_is_result_unavailable(
+    pool: Any, tmp_path: Path
+) -> None:
+    """Refused again on the fresh link: result_unavailable in the storage's words,
+    after one fresh read, never a success and never an endless retry."""
+    fx = MiniMaxFixture()
+    fx.expired = 100
+    async with minimax(pool, tmp_path, fx) as r:
+        op_id = await r.submit(VIDEO)
+        assert await r.settle(op_id, ENDS) is S.RESULT_UNAVAILABLE, await r.history(op_id)
+        said = (await r.escalation(op_id))["reason"]
+        assert "HTTP 403" in said and "Request has expired" in said, said
+        assert fx.retrieves == 2 and len(fx.download_urls) == 2
+
+
+async def test_minimax_a_download_link_on_an_internal_host_not_allowed_is_refused(
+    pool: Any, tmp_path: Path
+) -> None:
+    """The download_url on a loopback host the operator did not name: refused before
+    it is sent (result_unavailable, saying why), the storage never asked."""
+    fx = MiniMaxFixture()
+    async with minimax(pool, tmp_path, fx, storage_allowed=False) as r:
+        op_id = await r.submit(VIDEO)
+        assert await r.settle(op_id, ENDS) is S.RESULT_UNAVAILABLE, await r.history(op_id)
+        said = (await r.escalation(op_id))["reason"]
+        assert "localhost" in said and "allowed_hosts" in said, said
+        assert fx.download_auth == []
 
 
 async def test_minimax_a_failed_task_is_failed(pool: Any, tmp_path: Path) -> None:
@@ -172,7 +251,7 @@ async def test_minimax_a_cancel_sends_nothing_and_the_task_ends_as_it_does(
         assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
         assert "cancelled" not in await r.history(op_id)
         assert await r.calls(op_id, "cancel") == []
-        assert json.loads(await r.result_bytes(op_id))["file"]["purpose"] == "video_generation"
+        assert await r.result_bytes(op_id) == MP4
 
 
 # --- DashScope ---------------------------------------------------------------------
