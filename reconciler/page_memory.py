@@ -11,7 +11,12 @@ that was refused instead.
 
 Only pages that answered 2xx are kept, with the request that answered each:
 they are the finished job's own answers, so a later page adds to them rather
-than replacing them. Memory only, per process, bounded by bytes and by age: a
+than replacing them, as long as the result is still the one they came from: the
+attempt that goes on first fetches page 1 again, and goes on only if it is the
+same bytes (`PageProgress.same_result`); otherwise it begins again from the
+page 1 it just read (the provider rewrote the result meanwhile).
+
+Memory only, per process, bounded by bytes and by age: a
 restart, another reconciler claiming the next attempt, or an entry evicted
 all fall back to page 1, which is what every attempt did before. Nothing here
 is the record (every call is in the call log); losing it costs calls, never
@@ -44,6 +49,16 @@ class PageProgress:
     token: str | None  # what the last part names as the next page (None: the end)
     seen: set[Sent] = field(default_factory=set)  # requests already answered
     stalls: int = 0  # attempts in a row that went on from here and read no page
+    changes: int = 0  # attempts that found the first page changed and began again
+
+    def same_result(self, first_page: HttpResponse) -> bool:
+        """Is `first_page`, fetched again by the request that answered `parts[0]`,
+        the same version of the result? Its bytes as they were (the kept page's
+        own bytes are compared, so no digest is kept beside them): a provider that
+        rewrote the result meanwhile (a job re-run, a dataset regenerated) changes
+        its first page, and the kept pages would join an old version to a new one."""
+        kept = self.parts[0]
+        return (first_page.status_code, first_page.body) == (kept.status_code, kept.body)
 
     @property
     def size(self) -> int:

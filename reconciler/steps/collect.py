@@ -556,7 +556,12 @@ class _Stop:
 
 
 async def _fetched_pages(
-    step: Step, conn: Any, first: HttpRequest, attempt: int
+    step: Step,
+    conn: Any,
+    first: HttpRequest,
+    attempt: int,
+    page_1: HttpResponse | None = None,
+    changes: int = 0,
 ) -> list[HttpResponse] | _Stop:
     """One result fetch, and, for a paged result (`result.pages`), every page after it.
 
@@ -567,23 +572,32 @@ async def _fetched_pages(
     so does a result already past `max_bytes` (refused as too large, the
     rest never fetched). An attempt cut short by a page it may try again
     (a throttle, a 5xx) leaves the pages it read to the next attempt
-    (reconciler/page_memory.py), which goes on from there; if the page it
-    goes on with is refused (a token that expired meanwhile), it reads
-    from page 1 at once; after MAX_STALLS attempts in a row that went on
-    and read no page, the next reads from page 1.
+    (reconciler/page_memory.py), which fetches page 1 again and goes on
+    from where the last stopped only if page 1 is the same bytes: a result
+    the provider rewrote meanwhile is read again from that new page 1, never
+    joined to the old pages. If the page it goes on with is refused (a token
+    that expired meanwhile), it reads on from the page 1 it just fetched;
+    after MAX_STALLS attempts in a row that went on and read no page, the
+    next reads from page 1. `page_1` (with the `changes` counted so far): a
+    first page this attempt already fetched, to read on from.
     """
-    memory, now = step.ctx.pages, step.ctx.clock.monotonic()
+    memory = step.ctx.pages
     key = (step.op.operation_id, _sent(first))
-    progress = memory.take(*key, now)
-    resumed = len(progress.parts) if progress is not None else 0
-    if progress is None:
-        got = await _fetched_part(step, conn, first, attempt, verdict=True)
+    kept = memory.take(*key, step.ctx.clock.monotonic()) if page_1 is None else None
+    if page_1 is None:
+        changes = kept.changes if kept is not None else 0
+        got = await _fetched_part(step, conn, first, attempt, verdict=True, changes=changes)
         if isinstance(got, _Stop):
+            if kept is not None and got.delay is not None:
+                # page 1 not answered this time: the kept pages are no less good
+                memory.keep(*key, kept, step.ctx.clock.monotonic())
             return got
-        progress = _begun(step, first, got)
+        page_1 = got
+    progress = _going_on(step, first, page_1, kept, changes)
+    resumed = len(progress.parts) if progress is kept else 0
 
     async def part(req: HttpRequest) -> HttpResponse | _Stop:
-        return await _fetched_part(step, conn, req, attempt)
+        return await _fetched_part(step, conn, req, attempt, changes=progress.changes)
 
     parts = await _pages_after(step, progress, part)
     if isinstance(parts, _Stop):
@@ -602,8 +616,39 @@ async def _fetched_pages(
             "a result page refused where the last attempt stopped; reading from page 1",
             extra={"ctx": {"operation_id": step.op.operation_id, "page": resumed + 1}},
         )
-        return await _fetched_pages(step, conn, first, attempt)
+        return await _fetched_pages(step, conn, first, attempt, page_1, progress.changes)
     return parts
+
+
+def _going_on(
+    step: Step,
+    first: HttpRequest,
+    page_1: HttpResponse,
+    kept: PageProgress | None,
+    changes: int,
+) -> PageProgress:
+    """Where this attempt reads on from, given the first page it fetched: the
+    pages an earlier attempt kept if page 1 is still what they began with, else
+    the reading of the result begun again from this page 1 (a rewritten result is
+    counted in `changes`, logged, and said in the reason if the attempts run out)."""
+    if kept is not None and kept.same_result(page_1):
+        return kept
+    progress = _begun(step, first, page_1)
+    progress.changes = changes
+    if kept is not None and 200 <= page_1.status_code < 300:
+        progress.changes += 1
+        log.warning(
+            "the result changed since the last attempt (its first page differs);"
+            " the pages read are dropped and it is read again from page 1",
+            extra={
+                "ctx": {
+                    "operation_id": step.op.operation_id,
+                    "pages_dropped": len(kept.parts),
+                    "changes": progress.changes,
+                }
+            },
+        )
+    return progress
 
 
 @dataclass(frozen=True)
@@ -700,6 +745,7 @@ async def _fetched_part(
     *,
     verdict: bool = False,
     followed: bool = False,
+    changes: int = 0,
 ) -> HttpResponse | _Stop:
     """One fetch's answer, or how the step ends when there is none to judge.
 
@@ -708,6 +754,9 @@ async def _fetched_part(
     result to judge, nor, for a 5xx it names, a fetch to retry. `followed`:
     the fetch of a link a result document named (`result.follow`), a link
     that expires, on storage whose answers are no verdict of the provider's.
+    `changes`: the attempts that found a paged result rewritten since the
+    last, said in the reason when the attempts run out (each began again from
+    page 1, and none read one version whole).
     """
     fetched = await _fetch_result(step, conn, req, attempt)
     resp = fetched.response
@@ -744,6 +793,12 @@ async def _fetched_part(
     if not _judged(resp, step):
         if await _out_of_retries(step, conn, attempt):
             reason = f"result fetch kept failing after {attempt} attempts"
+            if changes:
+                reason += (
+                    f"; the result kept changing: {changes} attempt(s) found its first page"
+                    " changed since the last and read it again from page 1, and none read"
+                    " one version of it whole"
+                )
             return _Stop(await _give_up(step, conn, S.RESULT_UNAVAILABLE, reason))
         return _Stop(step.until_allowed(step.retry(attempt)))
     if fetched.unfollowed is not None:

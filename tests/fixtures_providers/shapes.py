@@ -1352,6 +1352,13 @@ CRAWL_DOCUMENTS = [{"markdown": f"# Page {n}", "metadata": {"n": n}} for n in ra
 CRAWL_PAGE = 10  # documents a crawl status page holds
 
 
+def crawl_documents(version: int) -> list[dict[str, Any]]:
+    """The crawl's documents as its `version`th rewrite serves them (0: as first run)."""
+    if version == 0:
+        return CRAWL_DOCUMENTS
+    return [{**doc, "markdown": f"{doc['markdown']} (v{version})"} for doc in CRAWL_DOCUMENTS]
+
+
 def firecrawl_crawl(**pages: Any) -> dict[str, Any]:
     """The description a user writes for `CrawlFixture` (token in FC_TOKEN)."""
     return {
@@ -1381,12 +1388,25 @@ def firecrawl_crawl(**pages: Any) -> dict[str, Any]:
 class CrawlFixture:
     """Firecrawl's crawls: `skips` lists each status page's `?skip=` (None: none),
     `tokens` whether each carried our token; `limited_pages`: that many reads of
-    a further page (with a skip) answer 429, Firecrawl's rate limit."""
+    a further page (with a skip of at least `limited_from`) answer 429,
+    Firecrawl's rate limit; `rewrites`: that many of those 429s come as the crawl
+    is run again, its documents rewritten (`version` counts the rewrites: each
+    document's markdown says which version it is from, the count stays)."""
 
-    def __init__(self, *, foreign_next: str | None = None, limited_pages: int = 0) -> None:
+    def __init__(
+        self,
+        *,
+        foreign_next: str | None = None,
+        limited_pages: int = 0,
+        limited_from: int = 1,
+        rewrites: int = 0,
+    ) -> None:
         self.registry = Registry("crawl-")
         self.foreign_next = foreign_next
         self.limited_pages = limited_pages
+        self.limited_from = limited_from
+        self.rewrites = rewrites
+        self.version = 0
         self.skips: list[str | None] = []
         self.tokens: list[bool] = []
 
@@ -1411,8 +1431,11 @@ class CrawlFixture:
         if job.reads < READS_TO_FINISH:
             return json_response({"status": "scraping", "total": total, "completed": 3})
         skip = request.query_params.get("skip")
-        if skip and self.limited_pages > 0:
+        if skip and int(skip) >= self.limited_from and self.limited_pages > 0:
             self.limited_pages -= 1
+            if self.rewrites > 0:
+                self.rewrites -= 1
+                self.version += 1
             return json_response({"success": False, "error": "Rate limit exceeded"}, 429)
         self.skips.append(skip)
         self.tokens.append(request.headers.get("authorization") == "Bearer fc-test")
@@ -1423,7 +1446,7 @@ class CrawlFixture:
             "completed": total,
             "creditsUsed": total,
             "expiresAt": "2030-01-01T00:00:00.000Z",
-            "data": CRAWL_DOCUMENTS[start : start + CRAWL_PAGE],
+            "data": crawl_documents(self.version)[start : start + CRAWL_PAGE],
         }
         if start + CRAWL_PAGE < total:
             body["next"] = f"{request.base_url}v1/crawl/{job.job_id}?skip={start + CRAWL_PAGE}"

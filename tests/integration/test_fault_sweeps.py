@@ -133,7 +133,8 @@ async def crawl_stored_once_whole(world: World, end: S) -> list[str]:
         failures.append(f"{len(pages)} pages stored, expected {expected}")
     if world.extra.get("fault") is None:
         # fault-free, the scenario is what it says: the first round stopped at
-        # page 2's 429, the second (after its final status read) went on from it
+        # page 2's 429, the second (after its final status read) read page 1
+        # again, found it the same, and went on from page 2
         calls = await world.db.fetch(
             "SELECT url, status_code FROM provider_calls"
             " WHERE operation_id = $1 AND call_kind = 'result' ORDER BY call_id",
@@ -141,7 +142,12 @@ async def crawl_stored_once_whole(world: World, end: S) -> list[str]:
         )
         skips = [(c["url"].partition("?skip=")[2] or None, c["status_code"]) for c in calls]
         throttled = world.extra["limited_pages"]
-        resumed = [(None, 200), *[("10", 429)] * throttled, ("10", 200), ("20", 200)]
+        resumed = [
+            (None, 200),
+            *[("10", 429), (None, 200)] * throttled,
+            ("10", 200),
+            ("20", 200),
+        ]
         if skips != resumed:
             failures.append(f"fault-free, not resumed at page 2: result calls {skips}")
     return failures
@@ -203,30 +209,45 @@ async def blocks_stored_once_whole(world: World, end: S) -> list[str]:
             g.get("NextToken") for g in world.fixture.gets if g.get("MaxResults") == BLOCKS_A_PAGE
         ]
         fx = world.fixture
+        # page 3 throttled; the next attempt reads page 1 again (the same bytes)
+        # and goes on with page 3's token, or, that token refused as stale, reads
+        # on from the page 1 it just read
         resumed = (
-            [None, "1000", "1000", "2000"]
+            [None, "1000", "2000", None, "2000"]
             if not fx.stale_tokens_at_start
-            else [None, "1000", "1000", None, "1000", "2000"]
+            else [None, "1000", "2000", None, "2000", "1000", "2000"]
         )
-        if tokens != resumed or fx.throttled_pages or fx.stale_tokens:
+        if tokens != resumed or fx.throttled_last_pages or fx.stale_tokens:
             failures.append(f"fault-free, not the scenario: result pages asked {tokens}")
     return failures
 
 
 class _Textract(TextractFixture):
-    """Page 2 throttled once; with `stale_tokens`, that many Gets with a token no
-    longer fresh (the page just read named another, or was refused) answer 400
-    InvalidParameterException, as an expired token does. The fixture's own
-    `refused_tokens` refuses the next tokens whatever their age: a restart from
-    page 1 (the pages forgotten with a process) would be refused too."""
+    """Page 3 throttled once (past page 2, so that the attempt going on from it
+    reads page 1 again, to find the result the same, but never page 2); with
+    `stale_tokens`, that many Gets with a token no longer fresh (the page just
+    read named another, or was refused) answer 400 InvalidParameterException, as
+    an expired token does. The fixture's own `refused_tokens` refuses the next
+    tokens whatever their age: a restart from page 1 (the pages forgotten with a
+    process) would be refused too."""
+
+    LAST_PAGE = str(2 * BLOCKS_A_PAGE)  # page 3's token
 
     def __init__(self, stale_tokens: int) -> None:
-        super().__init__(throttled_pages=1)
+        super().__init__()
+        self.throttled_last_pages = 1
         self.stale_tokens = self.stale_tokens_at_start = stale_tokens
         self.fresh: str | None = None  # the token the last result page named
 
     def get(self, body: dict[str, Any]) -> Any:
         token = body.get("NextToken")
+        if token == self.LAST_PAGE and self.throttled_last_pages > 0:
+            self.throttled_last_pages -= 1
+            self.gets.append(body)
+            self.fresh = None
+            return _textract_error(
+                "ProvisionedThroughputExceededException", "Provisioned rate exceeded"
+            )
         if token and token != self.fresh and self.stale_tokens > 0:
             self.stale_tokens -= 1
             self.gets.append(body)

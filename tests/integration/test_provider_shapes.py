@@ -33,6 +33,7 @@ from starlette.routing import Route
 
 from bench.harness import TestClock
 from receiver.api.resources import operation_resource
+from reconciler.steps.collect import MAX_RESULT_ATTEMPTS
 from shared.ledger import audit, log, log_audit
 from shared.ledger.states import LocalState
 from shared.providers import HttpRequest, HttpResponse
@@ -74,6 +75,7 @@ from tests.fixtures_providers.shapes import (
     bulk_export,
     bulk_query,
     cancelled_output,
+    crawl_documents,
     dub_audio,
     elevenlabs_dubbing,
     fal_queue,
@@ -282,9 +284,10 @@ async def test_a_result_paged_by_a_header_is_collected_whole(
 async def test_a_page_that_fails_is_fetched_again_where_the_attempt_stopped(
     pool: Any, tmp_path: Path
 ) -> None:
-    """Page 2 answers 503: no partial result is stored; the next attempt goes on
-    from page 2 with page 1 as it was read (reconciler/page_memory.py). Before,
-    it read from page 1 again."""
+    """Page 2 answers 503: no partial result is stored; the next attempt reads
+    page 1 again, finds it the same bytes, and goes on from page 2 with the page 1
+    kept (reconciler/page_memory.py). Before page memory, it read from page 1
+    again and on."""
     fx = BulkQueryFixture(busy_later_pages=1)
     described = bulk_query(paged=True)
     async with preset_rig(
@@ -292,7 +295,7 @@ async def test_a_page_that_fails_is_fetched_again_where_the_attempt_stopped(
     ) as r:
         op_id = await r.submit({"query": "SELECT Id, Name FROM Account"})
         assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
-        assert fx.locators == [None, BULK_LOCATOR, BULK_LOCATOR]
+        assert fx.locators == [None, BULK_LOCATOR, None, BULK_LOCATOR]
         summary = (await r.op(op_id)).result_summary
         assert (summary["items_total"], summary["items_succeeded"]) == (6, 6)
 
@@ -368,7 +371,8 @@ async def test_a_crawl_page_refused_for_its_rate_goes_on_from_that_page(
 ) -> None:
     """Firecrawl answers 429 past its rate limit: the attempt stops there and the
     next goes on from the page refused, by the URL the last page read named,
-    rather than from the first page again."""
+    rather than from the first page again (page 1 alone is fetched again, to
+    find the result unchanged)."""
     fx = CrawlFixture(limited_pages=2)
     async with preset_rig(
         pool, tmp_path, fx.app(), preset=None, name="fc", env=FC_ENV, overrides=firecrawl_crawl()
@@ -382,7 +386,9 @@ async def test_a_crawl_page_refused_for_its_rate_goes_on_from_that_page(
     assert [(c["url"], c["status_code"]) for c in calls] == [
         (base, 200),
         (f"{base}?skip=10", 429),
+        (base, 200),
         (f"{base}?skip=10", 429),
+        (base, 200),
         (f"{base}?skip=10", 200),
         (f"{base}?skip=20", 200),
     ]
@@ -408,13 +414,92 @@ async def test_a_page_that_fails_again_where_it_was_resumed_is_read_from_page_1_
     assert [(c["url"], c["status_code"]) for c in calls] == [
         (base, 200),
         (f"{base}?skip=10", 429),
+        (base, 200),  # page 1 the same: went on from page 2
         (f"{base}?skip=10", 429),  # resumed three times, no page read: forgotten
+        (base, 200),
         (f"{base}?skip=10", 429),
+        (base, 200),
         (f"{base}?skip=10", 429),
         (base, 200),
         (f"{base}?skip=10", 200),
         (f"{base}?skip=20", 200),
     ]
+
+
+async def test_an_unchanged_result_goes_on_from_the_page_refused_reading_page_1_alone_again(
+    pool: Any, tmp_path: Path
+) -> None:
+    """Page 3 answers 429: the next attempt fetches page 1 again, finds the same
+    bytes, and goes on with page 3; page 2 is not fetched a second time."""
+    fx = CrawlFixture(limited_pages=1, limited_from=20)
+    async with preset_rig(
+        pool, tmp_path, fx.app(), preset=None, name="fc", env=FC_ENV, overrides=firecrawl_crawl()
+    ) as r:
+        op_id = await r.submit({"url": "https://docs.example", "limit": 25})
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        op = await r.op(op_id)
+        calls = await r.calls(op_id, "result")
+        stored = await _stored(pool, op.result_id)
+    base = f"{r.url}/v1/crawl/{op.remote_job_id}"
+    assert [(c["url"], c["status_code"]) for c in calls] == [
+        (base, 200),
+        (f"{base}?skip=10", 200),
+        (f"{base}?skip=20", 429),
+        (base, 200),
+        (f"{base}?skip=20", 200),
+    ]
+    assert [doc for page in json.loads(stored) for doc in page["data"]] == CRAWL_DOCUMENTS
+
+
+async def test_a_result_rewritten_between_a_throttled_page_and_the_resume_is_read_whole_anew(
+    pool: Any, tmp_path: Path
+) -> None:
+    """The crawl is run again between page 2's 429 and the next attempt (same
+    count, new documents): page 1 fetched again differs, so the pages kept are
+    dropped and the result is read from the new page 1. Before, the next attempt
+    went on from page 2 and stored the old page 1 joined to the new pages 2 and 3,
+    a success (the count, 25, matched)."""
+    fx = CrawlFixture(limited_pages=1, rewrites=1)
+    async with preset_rig(
+        pool, tmp_path, fx.app(), preset=None, name="fc", env=FC_ENV, overrides=firecrawl_crawl()
+    ) as r:
+        op_id = await r.submit({"url": "https://docs.example", "limit": 25})
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        op = await r.op(op_id)
+        calls = await r.calls(op_id, "result")
+        stored = await _stored(pool, op.result_id)
+    # one version whole, the new one: never the old page 1 joined to new pages
+    assert [doc for page in json.loads(stored) for doc in page["data"]] == crawl_documents(1)
+    base = f"{r.url}/v1/crawl/{op.remote_job_id}"
+    assert [(c["url"], c["status_code"]) for c in calls] == [
+        (base, 200),
+        (f"{base}?skip=10", 429),
+        (base, 200),  # the new version's: read on from it
+        (f"{base}?skip=10", 200),
+        (f"{base}?skip=20", 200),
+    ]
+
+
+async def test_a_result_rewritten_at_every_resume_ends_unavailable_saying_it_kept_changing(
+    pool: Any, tmp_path: Path
+) -> None:
+    """Each attempt meets a 429 on page 2 and the crawl is run again before the
+    next: every resume finds page 1 changed and begins again, never one version
+    whole. The collection's attempts bound it (MAX_RESULT_ATTEMPTS), and the
+    reason says the result kept changing; nothing is stored."""
+    fx = CrawlFixture(limited_pages=1000, rewrites=1000)
+    async with preset_rig(
+        pool, tmp_path, fx.app(), preset=None, name="fc", env=FC_ENV, overrides=firecrawl_crawl()
+    ) as r:
+        op_id = await r.submit({"url": "https://docs.example", "limit": 25})
+        assert await r.settle(op_id, ENDS) is S.RESULT_UNAVAILABLE, await r.history(op_id)
+        op = await r.op(op_id)
+        calls = await r.calls(op_id, "result")
+        reason = (await r.escalation(op_id))["reason"]
+    assert op.result_id is None
+    assert "result fetch kept failing after 6 attempts" in reason, reason
+    assert "the result kept changing: 5 attempt(s)" in reason, reason
+    assert len(calls) == 2 * MAX_RESULT_ATTEMPTS  # page 1 and page 2's 429, each attempt
 
 
 class _CrawlMirror:

@@ -65,3 +65,14 @@ def test_keeping_again_replaces_and_counts_the_bytes_once() -> None:
     memory.keep("op-2", FIRST, progress(30), now=2.0)
     assert memory.take("op-1", FIRST, now=3.0) is not None
     assert memory.take("op-2", FIRST, now=3.0) is not None
+
+
+def test_the_kept_pages_go_on_only_from_the_same_first_page() -> None:
+    """The attempt that goes on fetches page 1 again: the same bytes, the same
+    result; other bytes (the result rewritten meanwhile), or an answer other than
+    the kept 2xx, another one, whose kept pages would join two versions."""
+    kept = progress(10, 20)
+    assert kept.same_result(HttpResponse(200, body=b"x" * 10))
+    assert not kept.same_result(HttpResponse(200, body=b"y" * 10))
+    assert not kept.same_result(HttpResponse(200, body=b"x" * 11))
+    assert not kept.same_result(HttpResponse(404, body=b"x" * 10))
