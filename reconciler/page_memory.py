@@ -25,10 +25,23 @@ correctness.
 
 from __future__ import annotations
 
+import json
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from typing import Any
 
 from shared.providers import HttpRequest, HttpResponse
+from shared.providers.paths import ValuePath, extract
+
+
+def _items_of(items: ValuePath, page: HttpResponse) -> Any:
+    """The page's items (a JSON page), or None (no JSON, or no items there): such a
+    page, its bytes changed, is taken as changed."""
+    try:
+        return extract(items, json.loads(page.body))
+    except (ValueError, RecursionError):
+        return None
+
 
 # What all the kept pages may hold together; an entry past it is not kept.
 MAX_BYTES = 64 * 1024 * 1024
@@ -51,14 +64,28 @@ class PageProgress:
     stalls: int = 0  # attempts in a row that went on from here and read no page
     changes: int = 0  # attempts that found the first page changed and began again
 
-    def same_result(self, first_page: HttpResponse) -> bool:
+    def same_result(self, first_page: HttpResponse, items: ValuePath | None = None) -> bool:
         """Is `first_page`, fetched again by the request that answered `parts[0]`,
-        the same version of the result? Its bytes as they were (the kept page's
-        own bytes are compared, so no digest is kept beside them): a provider that
-        rewrote the result meanwhile (a job re-run, a dataset regenerated) changes
-        its first page, and the kept pages would join an old version to a new one."""
+        the same version of the result? A provider that rewrote the result
+        meanwhile (a job re-run, a dataset regenerated) changes its first page,
+        and the kept pages would join an old version to a new one.
+
+        With `items` (the result's items, JSON pages), the two pages' items are
+        compared: what else a page holds may differ from one fetch to the next
+        though the result did not (a fresh cursor or signed next-page link, a
+        request id, the time of the answer), and such a page compared byte for
+        byte would send every resume back to page 1 and, throttled on each, end
+        with the result said to keep changing. Else the bytes (the kept page's
+        own are compared, so no digest is kept beside them)."""
         kept = self.parts[0]
-        return (first_page.status_code, first_page.body) == (kept.status_code, kept.body)
+        if first_page.status_code != kept.status_code:
+            return False
+        if first_page.body == kept.body:
+            return True
+        if items is None:
+            return False
+        now, then = _items_of(items, first_page), _items_of(items, kept)
+        return now is not None and now == then
 
     @property
     def size(self) -> int:

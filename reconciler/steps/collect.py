@@ -631,7 +631,7 @@ def _going_on(
     pages an earlier attempt kept if page 1 is still what they began with, else
     the reading of the result begun again from this page 1 (a rewritten result is
     counted in `changes`, logged, and said in the reason if the attempts run out)."""
-    if kept is not None and kept.same_result(page_1):
+    if kept is not None and kept.same_result(page_1, step.adapter.desc.result.items):
         return kept
     progress = _begun(step, first, page_1)
     progress.changes = changes

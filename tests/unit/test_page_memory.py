@@ -3,8 +3,11 @@ bounded by bytes and by age, handed out once."""
 
 from __future__ import annotations
 
+import json
+
 from reconciler.page_memory import PageMemory, PageProgress
 from shared.providers import HttpRequest, HttpResponse
+from shared.providers.paths import parse_path
 
 FIRST = ("https://api.example/v1/result", "null")
 
@@ -76,3 +79,23 @@ def test_the_kept_pages_go_on_only_from_the_same_first_page() -> None:
     assert not kept.same_result(HttpResponse(200, body=b"y" * 10))
     assert not kept.same_result(HttpResponse(200, body=b"x" * 11))
     assert not kept.same_result(HttpResponse(404, body=b"x" * 10))
+
+
+def _page(items: list[int], cursor: str) -> HttpResponse:
+    return HttpResponse(200, body=json.dumps({"data": items, "next": cursor}).encode())
+
+
+def test_a_first_page_whose_items_are_the_same_is_the_same_result() -> None:
+    """A page 1 fetched again may name a fresh cursor or signed next link, a request
+    id, the time, though the result did not change: with the result's items
+    named, those are compared. Byte for byte, every resume would go back to page 1
+    and, throttled on each, end with the result said to keep changing."""
+    req = HttpRequest("result", "GET", "https://api.example/v1/result", {})
+    kept = PageProgress(req, [_page([1, 2, 3], "c-1")], req, "c-1")
+    items = parse_path("/data")
+    assert kept.same_result(_page([1, 2, 3], "c-2"), items)
+    assert not kept.same_result(_page([1, 2, 4], "c-1"), items)  # rewritten
+    assert not kept.same_result(_page([1, 2, 3], "c-2"))  # no items named: the bytes
+    assert not kept.same_result(HttpResponse(200, body=b"<html>"), items)
+    elsewhere = parse_path("/missing")  # neither page holds items there: the bytes
+    assert not kept.same_result(_page([1, 2, 3], "c-2"), elsewhere)
