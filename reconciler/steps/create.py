@@ -628,15 +628,8 @@ async def _interpret_create(
         # waits for it, else for the backoff. The create deadline bounds this.
         return step.until_allowed(step.retry(attempt, fact.retry_after_seconds))
     # ambiguous: the provider may or may not hold a job
-    if fact.error is not None and (fact.error.code or fact.error.message):
-        # its own words on record (a 2xx naming an error instead of a job): the
-        # agent reads them, and the human a doubt goes to is told them
-        said = {
-            "status": fact.status_code,
-            "reason": fact.reason,
-            "code": fact.error.code,
-            "message": fact.error.message,
-        }
+    said = _doubtful_answer(fact, step.op.last_error)
+    if said is not None:
         await ledger.set_last_error(conn, step.op.operation_id, said, fence=step.fence)
         await step.reload(conn)
     if step.op.state is S.CREATE_PENDING:
@@ -647,6 +640,28 @@ async def _interpret_create(
             await step.move(conn, S.NEEDS_ATTENTION, _conflicts_cause(run["conflicts"]))
             return None
     return step.until_allowed(step.retry(attempt, fact.retry_after_seconds))
+
+
+def _doubtful_answer(fact: CreateFact, last_error: Any) -> dict[str, Any] | None:
+    """What a doubtful create answer puts on record as last_error, if anything.
+
+    Its own words (a 2xx naming an error instead of a job): the agent reads them,
+    and the human a doubt goes to is told them (`_providers_words`). An answer
+    with none, after an earlier create answer's words were recorded, is recorded
+    too, wordless: else those words stayed as if the last answer had said them
+    (two 200s, the first MiniMax's "1002 rate limited", the second naming
+    nothing: the human read "the last create got HTTP 200 (1002: rate limited)").
+    """
+    words = fact.error is not None and bool(fact.error.code or fact.error.message)
+    earlier = isinstance(last_error, dict) and "status" in last_error
+    if not words and not earlier:
+        return None
+    return {
+        "status": fact.status_code,
+        "reason": fact.reason,
+        "code": fact.error.code if words and fact.error is not None else None,
+        "message": fact.error.message if words and fact.error is not None else None,
+    }
 
 
 def _conflicts_cause(conflicts: int) -> str:
