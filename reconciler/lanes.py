@@ -36,7 +36,7 @@ import httpx
 
 from reconciler.connect_guard import Resolver, guard, system_resolver
 from shared.closing import ClosedOnExit
-from shared.providers.messages import UNDONE_CODINGS
+from shared.providers.messages import CODINGS_NOT_UNDONE, UNDONE_CODINGS
 
 # A lane's connections: the provider's API host, and a second (a result host).
 LANE_CONNECTIONS = 2
@@ -411,9 +411,19 @@ class _Layer:
 def _layers(coding: str) -> tuple[_Layer, ...]:
     """The codings to undo (`UNDONE_CODINGS`), last applied first; others (identity,
     unknown) are left, as httpx left those it had no decoder for. "x-gzip" is gzip
-    (RFC 9110 8.4.1.3): left, a gzipped JSON result failed as "not valid JSON"."""
-    names = [name.strip().lower() for name in coding.split(",")]
-    return tuple(_Layer(UNDONE_CODINGS[name]) for name in reversed(names) if name in UNDONE_CODINGS)
+    (RFC 9110 8.4.1.3): left, a gzipped JSON result failed as "not valid JSON".
+
+    Up to the first registered coding not undone (`CODINGS_NOT_UNDONE`), from the
+    outside in: those applied before it are inside its bytes. `gzip, br` (Brotli
+    outermost) fed the Brotli bytes to gunzip, a decoding error on every fetch,
+    retried to "kept failing"; left whole, the result is refused naming br."""
+    layers = []
+    for name in reversed([name.strip().lower() for name in coding.split(",")]):
+        if name in CODINGS_NOT_UNDONE:
+            break
+        if name in UNDONE_CODINGS:
+            layers.append(_Layer(UNDONE_CODINGS[name]))
+    return tuple(layers)
 
 
 def _decode(layers: Sequence[_Layer], data: bytes, room: int) -> bytes:

@@ -138,6 +138,15 @@ class HttpRequest:
 # name an answer's Content-Encoding gives them: "x-gzip" is gzip (RFC 9110 8.4.1.3).
 UNDONE_CODINGS: Mapping[str, str] = {"gzip": "gzip", "x-gzip": "gzip", "deflate": "deflate"}
 
+# Content codings registered for HTTP (IANA's registry) that the transport does not
+# undo: a body in one of them is not the result's bytes (shared.providers.results
+# refuses it), and a coding applied under one is left too (reconciler.lanes: its
+# bytes are inside the other's). Other names (a server's "utf-8", "binary") are no
+# coding at all, and passed over as sent.
+CODINGS_NOT_UNDONE = frozenset(
+    {"aes128gcm", "br", "compress", "x-compress", "dcb", "dcz", "exi", "pack200-gzip", "zstd"}
+)
+
 
 @dataclass(frozen=True)
 class HttpResponse:

@@ -53,7 +53,7 @@ from shared.providers.description import (
     base64_encoded_size,
 )
 from shared.providers.facts import ItemFailure, ResultCheck, StatusFact
-from shared.providers.messages import UNDONE_CODINGS, HttpResponse
+from shared.providers.messages import CODINGS_NOT_UNDONE, UNDONE_CODINGS, HttpResponse
 from shared.providers.paths import extract
 from shared.providers.result_formats import (
     CsvTable,
@@ -468,14 +468,6 @@ def _check_transport(
         raise _Invalid(exc.reason) from None
 
 
-# Content codings registered for HTTP (IANA's registry) that the transport does not
-# undo (UNDONE_CODINGS): a body in one of them is not the result's bytes. Other
-# names (a server's "utf-8", "binary") are no coding at all, and passed as sent.
-_CODINGS_NOT_UNDONE = frozenset(
-    {"aes128gcm", "br", "compress", "x-compress", "dcb", "dcz", "exi", "pack200-gzip", "zstd"}
-)
-
-
 def _check_coding(coding: str | None) -> None:
     """A part whose Content-Encoding names a coding the transport left in place (we
     ask for identity; Brotli and zstd are what CDNs send anyway): its bytes are
@@ -484,7 +476,7 @@ def _check_coding(coding: str | None) -> None:
     if coding is None:
         return
     names = {name.strip().lower() for name in coding.split(",")}
-    left = sorted(names & _CODINGS_NOT_UNDONE)
+    left = sorted(names & CODINGS_NOT_UNDONE)
     if left:
         raise _Invalid(
             f"the result came with Content-Encoding {', '.join(left)}, which is not undone "

@@ -279,6 +279,24 @@ async def test_a_json_result_in_brotli_is_refused_naming_the_coding(
     assert "Content-Encoding br," in reason, reason
 
 
+async def test_a_result_brotli_over_gzip_is_refused_naming_brotli_not_retried(
+    pool: Any, tmp_path: Path, clock: TestClock
+) -> None:
+    """`Content-Encoding: gzip, br` lists the codings in the order applied (RFC 9110
+    8.4): gzip first, then Brotli, outermost. Gzip was undone whatever its place, so
+    the Brotli bytes were fed to gunzip: a decoding error on every fetch, retried
+    into result_unavailable "result fetch kept failing", never naming the cause.
+    A coding under one that is not undone is left too: refused at once, naming br."""
+    brotli_outside = b"\x1b\x4f\x00\xf8" + gzip.compress(MP4, mtime=0)
+    answer = whole(brotli_outside, b"video/mp4", **{"content-encoding": b"gzip, br"})
+    state, reason, stored, fetches = await collected(
+        pool, tmp_path, clock, Storage([answer]), described=video()
+    )
+    assert (state, stored) == (S.RESULT_VALIDATION_FAILED, None), reason
+    assert "Content-Encoding br," in reason, reason
+    assert len(fetches) == 1, fetches
+
+
 @pytest.mark.parametrize("coding", [b"identity", b"binary"])
 async def test_a_binary_result_sent_as_it_is_is_stored(
     pool: Any, tmp_path: Path, clock: TestClock, coding: bytes
