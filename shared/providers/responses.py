@@ -351,6 +351,9 @@ def parse_status(
         # the answer names no state at all: an unknown state in the body stays
         # undecided rather than being overruled by a 200.
         by_http = replace(fact, remote_state=by_code, raw_state=f"HTTP {code}", problem=None)
+        if by_http.error is None:
+            # a failed state told by the code alone (410 mapped to failed) is its reason
+            by_http = replace(by_http, error=_unexplained_failure(by_code, by_http.raw_state))
         return _failed_by_error(desc.status, by_http)
     if not isinstance(body, dict) and fact.raw_state is None:
         return replace(fact, problem="status body is not a JSON object")

@@ -981,3 +981,30 @@ def test_a_failed_state_read_without_an_error_names_the_state_as_its_reason() ->
     assert (failed.error.code, failed.error.message) == ("DataInspectionFailed", "bad input")
     running = parse_status(desc, response(200, {"output": {"task_status": "RUNNING"}}))
     assert running.error is None
+
+
+def test_a_failed_state_told_by_the_http_status_alone_names_it_as_its_reason() -> None:
+    """`state_from_http_status = {"410" = "failed"}`: a job read answered 410 Gone
+    with no error of the provider's is failed, the code its state. A failed state
+    read from the body names itself as the reason; one told by the status code alone
+    had none, and the operation failed with no reason at all."""
+    desc = provider(
+        {
+            **RUNWAY,
+            "status": {
+                "path": "/api/v1/tasks/{job_id}",
+                "state": "/output/task_status",
+                "error_message": "/output/message",
+                "state_map": {"RUNNING": "running", "FAILED": "failed"},
+                "state_from_http_status": {"410": "failed"},
+            },
+        }
+    )
+    gone = parse_status(desc, response(410, {"detail": "Gone"}))
+    assert gone.remote_state is RemoteState.FAILED
+    assert gone.error is not None and gone.error.code is None
+    assert gone.error.message == (
+        "the provider's status says 'HTTP 410' (a failed state) and gives no reason"
+    )
+    said = parse_status(desc, response(410, {"output": {"message": "expired after 24h"}}))
+    assert said.error is not None and said.error.message == "expired after 24h"
