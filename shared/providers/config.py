@@ -833,11 +833,14 @@ def _auth_value(table: _Table, default: str) -> Template:
 def _auth_also(table: _Table, main: str, optional: bool) -> tuple[AuthHeader, ...] | None:
     """`[auth.also.<Header>]`: further credential headers sent with the main one
     (Adobe PDF Services' `x-api-key` client id beside its bearer token); None when
-    one's optional secret is unset (no credential is then sent at all)."""
+    one's optional secret is unset (no credential is then sent at all). Every entry
+    is checked all the same: a mistake in one after an unset secret is said now,
+    not when the reconciler first starts with the credentials."""
     also = table.sub("also")
     if also is None:
         return ()
     found: list[AuthHeader] = []
+    unset = False
     for name in sorted(also.data):
         if not _TOKEN.match(name):
             raise also.error(name, "must be an HTTP header name")
@@ -848,11 +851,12 @@ def _auth_also(table: _Table, main: str, optional: bool) -> tuple[AuthHeader, ..
         secret = _secret(entry, "secret_env", "secret_file", optional or not table.ctx.credentials)
         entry.finish()
         if secret is None:
-            return None
+            unset = True
+            continue
         _check_secret(entry, secret, _header_safe, ("secret_env", "secret_file"))
         found.append(AuthHeader(header=name, value=template, secret=secret))
     also.finish()
-    return tuple(found)
+    return None if unset else tuple(found)
 
 
 def _check_secret(

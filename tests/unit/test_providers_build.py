@@ -416,3 +416,31 @@ def test_a_second_credential_header_naming_the_first_is_refused() -> None:
             },
             {"T": "x"},
         )
+
+
+def test_every_second_credential_header_is_checked_when_a_secret_is_not_set() -> None:
+    """`providers check` for the receiver (no credentials loaded), or an optional auth
+    whose secrets are not set yet: a mistake in an `[auth.also]` entry after one whose
+    secret is unset went unsaid (the entries after it were never read), and surfaced
+    only when the reconciler started with the credentials."""
+    described = {
+        "base_url": "https://api.test",
+        "auth": {
+            "secret_env": "T",
+            "optional": True,
+            "also": {
+                "a-key": {"secret_env": "A"},
+                "b-key": {"secret_evn": "B"},
+            },
+        },
+        "create": {"path": "/jobs", "idempotency": "none", "job_id": "/id"},
+        "status": {
+            "path": "/jobs/{job_id}",
+            "state": "/status",
+            "state_map": {"done": "succeeded"},
+            "result_url": "/url",
+        },
+        "result": {"source": "url"},
+    }
+    with pytest.raises(Exception, match=r"auth\.also\.b-key\.secret_env: required"):
+        provider(described, {"T": "x"})
