@@ -416,20 +416,30 @@ def _with_query(url: str, params: Mapping[str, str]) -> str:
     return urlunsplit(parts._replace(query="&".join([*kept, added])))
 
 
-def _next_page_url(desc: ProviderDescription, page_url: str, named: str) -> str:
-    """The absolute URL of the next page a page named (`build_result_page`)."""
-    what = "the next page's URL"
+def _linked_url(desc: ProviderDescription, base: str, named: str, what: str) -> str:
+    """The absolute URL of a link an answer named (`what`), resolved against `base`
+    (the URL that answered), that the sender may send: never parsed past its
+    length, no character a path may not hold, no user name or password (the
+    client would send them as Basic credentials in our token's place), and
+    `check_sendable`'s hosts only."""
     if len(named) > MAX_URL_CHARS:  # before any parsing: never quoted, never worked on
         raise RequestBuildError(_too_long(what, len(named)))
     check_path_value(named, what)
-    url, parts = _joined(page_url, named.strip(), what)
+    url, parts = _joined(base, named.strip(), what)
     if parts.username is not None or parts.password is not None:
-        # the client would send it as Basic credentials in our token's place
         raise RequestBuildError(f"{what} carries a user name or password")
     check_sendable(desc, url, what)
+    return url
+
+
+def _next_page_url(desc: ProviderDescription, page_url: str, named: str) -> str:
+    """The absolute URL of the next page a page named (`build_result_page`)."""
+    what = "the next page's URL"
+    url = _linked_url(desc, page_url, named, what)
     extra = desc.auth.extra_hosts if desc.auth is not None else ()
     if _origin_of(url) in _page_origins(desc.base_url, extra, desc.result.allowed_hosts):
         return url
+    parts = urlsplit(url)
     host = _host_of(httpx.URL(url))  # check_sendable parsed it so
     port = f":{parts.port}" if parts.port is not None else ""
     raise RequestBuildError(
@@ -500,14 +510,7 @@ def build_followed(desc: ProviderDescription, document_url: str, link: str) -> H
     (`_may_receive_credential`): a signed storage link needs none. A link with a
     user name or password is refused: the client would send it as credentials.
     """
-    what = "the link the result document names"
-    if len(link) > MAX_URL_CHARS:  # before any parsing: never quoted, never worked on
-        raise RequestBuildError(_too_long(what, len(link)))
-    check_path_value(link, what)
-    url, parts = _joined(document_url, link.strip(), what)
-    if parts.username is not None or parts.password is not None:
-        raise RequestBuildError(f"{what} carries a user name or password")
-    check_sendable(desc, url, what)
+    url = _linked_url(desc, document_url, link, "the link the result document names")
     return _request(desc, "result", "GET", url, _result_headers(desc), None)
 
 
