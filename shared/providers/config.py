@@ -1630,6 +1630,7 @@ def _result(table: _Table, status: StatusSpec) -> ResultSpec:
         method=method,
         body=body,
         headers=_static_headers(table),
+        failures_only=_failures_only(table, fmt, items),
     )
     spec = _base64(table, spec)
     spec = _follow(table, spec)
@@ -1647,6 +1648,19 @@ def _result(table: _Table, status: StatusSpec) -> ResultSpec:
         raise table.error("follow_redirects", f"nothing is fetched with source = {source}")
     table.finish()
     return spec
+
+
+def _failures_only(table: _Table, fmt: ResultFormat, items: ValuePath | None) -> bool:
+    """`result.failures_only`: only where the result has items to count as failures."""
+    if not table.boolean("failures_only", False):
+        return False
+    if fmt is ResultFormat.JSON and items is None:
+        raise table.error("failures_only", "needs result.items (the list of failures)")
+    if not fmt.is_json:
+        raise table.error("failures_only", f"a {fmt} result has no items to count as failures")
+    if table.has("item_success"):
+        raise table.error("failures_only", "every item is a failure: item_success says nothing")
+    return True
 
 
 # What a followed link's document comes from: a fetch (`result.follow`).

@@ -105,6 +105,11 @@ rules in ``shared/providers/paths.py``); *paths* = a path or a list of paths;
                output is read at its path too), format = json|jsonl|csv|text|binary,
                items, item_id,
                item_error, item_success + item_success_values (json/jsonl only),
+               failures_only (false; true: the result lists the job's failures alone,
+                 every item (row, line) a failed item, e.g. HubSpot's import errors;
+                 json with items, or jsonl; the successes are the status's counts
+                 alone, never looked for in it, and a result of failures is not the
+                 verdict "every item failed"),
                base64 (a path into the fetched JSON, or into the inline value: the
                  result is the base64 text there, decoded strictly (RFC 4648, padded,
                  no other characters); format = binary, expect.content_types its one
@@ -744,6 +749,12 @@ class ResultSpec:
     # off the provider's origins, internal hosts refused unless allowed, an
     # expired link read afresh once); format and expect judge those bytes.
     follow: ValuePath | None = None
+    # The result lists the job's failures alone (HubSpot's import errors, one per
+    # row that failed): every item is a failed one and the successes are the
+    # status's to count. Read as an ordinary result, its items all "failed" made
+    # an import that wrote most of its rows a failed job, and the status's
+    # successes, looked for among its items, a result "cut short".
+    failures_only: bool = False
 
     @property
     def fetched_max_bytes(self) -> int:

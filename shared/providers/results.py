@@ -632,6 +632,8 @@ def _check_rows(
 
 
 def _split(spec: ResultSpec, entries: list[Any]) -> _Items:
+    if spec.failures_only:
+        return _failures(spec, entries)
     failures: list[ItemFailure] = []
     failed = 0
     for position, entry in enumerate(entries):
@@ -645,6 +647,22 @@ def _split(spec: ResultSpec, entries: list[Any]) -> _Items:
         failed=failed,
         failures=tuple(failures),
         truncated=failed > len(failures),
+    )
+
+
+def _failures(spec: ResultSpec, entries: list[Any]) -> _Items:
+    """`result.failures_only`: every entry a failed item; the successes unknown here
+    (None: the status's counts tell them, and no count check looks for them)."""
+    failures = [
+        item_failure(entry, position, None, spec.item_id, spec.item_error)
+        for position, entry in enumerate(entries[:MAX_FAILED_ITEMS])
+    ]
+    return _Items(
+        total=len(entries),
+        succeeded=None,
+        failed=len(entries),
+        failures=tuple(failures),
+        truncated=len(entries) > len(failures),
     )
 
 

@@ -292,3 +292,24 @@ def test_a_refused_fetch_quoting_the_callback_url_does_not_quote_its_token() -> 
     body = json.dumps({"error": "bad", "callback": "https://h/w%3Ftoken%3D" + token}).encode()
     check = validate_result(desc, HttpResponse(400, {}, body), None)
     assert check.unavailable and token not in check.reason, check.reason
+
+
+def test_a_result_of_failures_alone_counts_them_and_looks_for_no_successes() -> None:
+    """`failures_only` (HubSpot's import errors): every item is a failed one and the
+    status's successes are not looked for among them. Before, the items all read
+    as failures left the status's 1 success unfound: a result "cut short"."""
+    errors = {
+        "source": "path",
+        "path": "/v1/jobs/{job_id}/errors",
+        "items": "/results",
+        "item_error": "/errorType",
+    }
+    desc = provider({**errors, "failures_only": True})
+    failed = [{"id": f"e{n}", "errorType": "INVALID_EMAIL"} for n in (1, 2)]
+    body = json.dumps({"results": failed}).encode()
+    resp = HttpResponse(200, {"Content-Type": "application/json"}, body)
+    check = validate_result(desc, resp, final_status(3, 1, 2))
+    assert check.ok, check.reason
+    assert (check.items_total, check.items_succeeded, check.items_failed) == (2, None, 2)
+    ordinary = provider(errors)
+    assert not validate_result(ordinary, resp, final_status(3, 1, 2)).ok

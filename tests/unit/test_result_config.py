@@ -234,3 +234,19 @@ def test_guarantee_shorthand_wording_unchanged() -> None:
         not holds
         and why == "no checksum from the provider; checked: max 52428800 bytes, UTF-8 text"
     )
+
+
+def test_failures_only_needs_items_to_count_as_failures() -> None:
+    assert load(items="/results", failures_only=True).result.failures_only
+    assert load(format="jsonl", failures_only=True).result.failures_only
+    assert not load(items="/results").result.failures_only
+    message = error(failures_only=True)
+    assert message == (
+        "t.toml: providers.p.result.failures_only: needs result.items (the list of failures)"
+    )
+    assert "no items to count as failures" in error(format="text", failures_only=True)
+    assert "no items to count as failures" in error(format="csv", failures_only=True)
+    message = error(
+        items="/r", failures_only=True, item_success="/ok", item_success_values=["true"]
+    )
+    assert "item_success says nothing" in message
