@@ -188,6 +188,11 @@ def _counts(check: ResultCheck, status: StatusFact | None) -> Counts:
         total = max((counts.succeeded or 0) + (counts.failed or 0), check.items_total or 0)
     ok = counts.succeeded if counts and counts.succeeded is not None else check.items_succeeded
     failed = counts.failed if counts and counts.failed is not None else check.items_failed
+    if ok is None and counts and counts.total is not None and counts.failed is not None:
+        # the status counts all and the failed (Mailchimp's total_operations and
+        # errored_operations), the result none (an archive): the rest succeeded,
+        # as outcome_from_counts reads it
+        ok = max(counts.total - counts.failed, 0)
     return total, ok, failed
 
 

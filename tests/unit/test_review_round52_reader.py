@@ -64,3 +64,12 @@ def test_a_verdict_with_items_neither_failed_nor_succeeded_does_not_say_every_it
     assert verdict is not None
     assert "every item failed" not in verdict.message, verdict.message
     assert "no item succeeded (2 of 10 failed)" in verdict.message, verdict.message
+
+
+def test_successes_are_the_total_less_the_failed_when_only_those_are_counted() -> None:
+    """Mailchimp's batch: total_operations 3 and errored_operations 1, its result an
+    archive that counts nothing. Before, the summary said 3 items, 1 failed and
+    succeeded null, though the status's counts (and outcome_from_counts) say 2."""
+    counts = Counts(total=3, succeeded=None, failed=1)
+    assert _counts(_check(None, None, None), _status(counts)) == (3, 2, 1)
+    assert _counts(_check(3, 3, 0), _status(counts)) == (3, 3, 1)  # the result's own
