@@ -53,8 +53,9 @@ loopback answering in the shapes their public documentation gives
 
 Scripts (the create's `script`, a form field or a member of the JSON part): "fail",
 "slow" (runs until the test ends it), "partial" (Mailchimp: one operation errored;
-HubSpot: DONE with errors; Salesforce: rows without LastName), "timeout" (Mistral's
-TIMEOUT_EXCEEDED, half done); anything else succeeds after a few reads.
+HubSpot: DONE with errors; Salesforce: rows without LastName; Mistral: one request
+in error_file), "timeout" (Mistral's TIMEOUT_EXCEEDED, half done); anything else
+succeeds after a few reads.
 """
 
 from __future__ import annotations
@@ -228,6 +229,10 @@ class MailchimpFixture(_Jobs, _Storage):
         self.jobs[bid] = job | {"script": script, "errored": errored}
         await _created(self)
         return json_response(self.batch(self.jobs[bid]))
+
+    def finish(self, bid: str) -> None:
+        """Batch `bid` is finished (its archive named at the next read)."""
+        self.jobs[bid]["state"] = "finished"
 
     def _find(self, request: Request) -> dict[str, Any] | None:
         bid = request.path_params["bid"]
@@ -598,6 +603,26 @@ def mistral_lines(jid: str, n: int) -> bytes:
     return b"".join(json.dumps(line).encode() + b"\n" for line in lines)
 
 
+MISTRAL_REQUEST_ERROR = "Invalid model: mistral-nonexistent"
+
+
+def mistral_errors(jid: str, first: int, n: int) -> bytes:
+    """The error file of job `jid`: requests `first`.. failed, each its 400."""
+    lines = [
+        {
+            "id": f"batch-{jid[-4:]}-{k}",
+            "custom_id": f"request-{k}",
+            "response": {
+                "status_code": 400,
+                "body": {"object": "error", "message": MISTRAL_REQUEST_ERROR},
+            },
+            "error": {"message": MISTRAL_REQUEST_ERROR, "code": 1500},
+        }
+        for k in range(first, first + n)
+    ]
+    return b"".join(json.dumps(line).encode() + b"\n" for line in lines)
+
+
 class MistralFixture(_Jobs):
     """`file_reads`: each file content read."""
 
@@ -627,6 +652,8 @@ class MistralFixture(_Jobs):
         state = job["state"]
         done = {"SUCCESS": MISTRAL_REQUESTS, "TIMEOUT_EXCEEDED": MISTRAL_REQUESTS // 2}
         succeeded = done.get(state, 0)
+        failed = 1 if state == "SUCCESS" and job["script"] == "partial" else 0
+        succeeded -= failed
         answer = {
             "id": job["id"],
             "object": "batch",
@@ -640,9 +667,9 @@ class MistralFixture(_Jobs):
             "status": state,
             "created_at": 1765000000,
             "total_requests": MISTRAL_REQUESTS,
-            "completed_requests": succeeded,
+            "completed_requests": succeeded + failed,
             "succeeded_requests": succeeded,
-            "failed_requests": 0,
+            "failed_requests": failed,
             "started_at": 1765000001 if state != "QUEUED" else None,
             "completed_at": None,
         }
@@ -650,6 +677,10 @@ class MistralFixture(_Jobs):
             fid = f"out-{job['id'][-4:]}"
             self.files.setdefault(fid, mistral_lines(job["id"], succeeded))
             answer["output_file"] = fid
+        if failed:
+            eid = f"err-{job['id'][-4:]}"
+            self.files.setdefault(eid, mistral_errors(job["id"], succeeded, failed))
+            answer["error_file"] = eid
         if state == "FAILED":
             answer["errors"] = [{"message": MISTRAL_FAILURE, "count": 1}]
         return answer

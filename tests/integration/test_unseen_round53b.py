@@ -32,6 +32,7 @@ from tests.fixtures_providers.unseen_round53b import (
     MAILCHIMP_BASIC,
     MISTRAL_FAILURE,
     MISTRAL_KEY,
+    MISTRAL_REQUEST_ERROR,
     PNG,
     SALESFORCE_FAILURE,
     SALESFORCE_TOKEN,
@@ -170,6 +171,21 @@ async def test_mailchimp_a_cancel_deletes_the_running_batch(pool: Any, tmp_path:
         await r.cancel(op_id)
         assert await r.settle(op_id, ENDS) is S.CANCELLED, await r.history(op_id)
         assert [c[0] for c in fx.cancels] == [fx.only()["id"]]
+
+
+async def test_mailchimp_a_cancel_never_deletes_a_finished_batch(pool: Any, tmp_path: Path) -> None:
+    """The batch finished before our DELETE would go: read first, no DELETE sent
+    ("the results of any completed operations will not be available after this
+    call"), the archive kept as the result."""
+    fx = MailchimpFixture()
+    async with mailchimp(pool, tmp_path, fx) as r:
+        op_id = await r.submit({**OPERATIONS, "script": "slow"})
+        await r.settle(op_id, {S.OBSERVING})
+        fx.finish(fx.only()["id"])
+        await r.cancel(op_id)
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert fx.cancels == [] and fx.deleted == []
+        assert len(archive_answers(await r.result_bytes(op_id))) == 3
 
 
 async def test_mailchimp_a_lost_create_goes_to_a_human(pool: Any, tmp_path: Path) -> None:
@@ -378,6 +394,28 @@ async def test_mistral_a_batch_is_collected_from_its_output_file(pool: Any, tmp_
         assert await r.result_bytes(op_id) == mistral_lines(job["id"], 4)
         summary = (await r.op(op_id)).result_summary
         assert (summary["items_total"], summary["items_succeeded"]) == (4, 4), summary
+
+
+async def test_mistral_a_failed_request_is_read_from_the_error_file(
+    pool: Any, tmp_path: Path
+) -> None:
+    """SUCCESS with one request of four failed: output_file and error_file are read,
+    the failed request recorded by its custom_id and Mistral's message."""
+    fx = MistralFixture()
+    async with mistral(pool, tmp_path, fx) as r:
+        op_id = await r.submit({**BATCH, "script": "partial"})
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        jid = fx.only()["id"]
+        assert fx.file_reads == [f"out-{jid[-4:]}", f"err-{jid[-4:]}"]
+        summary = (await r.op(op_id)).result_summary
+        counts = (summary["items_total"], summary["items_succeeded"], summary["items_failed"])
+        assert counts == (4, 3, 1), summary
+        failed = await r.pool.fetch(
+            "SELECT item_key, message FROM agent_failed_items WHERE operation_id = $1", op_id
+        )
+        assert [(f["item_key"], f["message"]) for f in failed] == [
+            ("request-3", MISTRAL_REQUEST_ERROR)
+        ]
 
 
 async def test_mistral_timeout_exceeded_keeps_the_partial_output(pool: Any, tmp_path: Path) -> None:
