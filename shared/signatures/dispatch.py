@@ -51,7 +51,7 @@ class _OwnModule:
     signs_timestamp: bool = False
     # whether the URL is signed; options-dependent for `jwt` (an audience `{url}`)
     signs_url: bool | Callable[[Mapping[str, object]], bool] = False
-    reads_form: bool = False  # a form body is read (its fields are what is signed)
+    reads_form: bool = False  # a form body is read (its fields, signed or not)
     # whether the body (so an id read from it) is covered; False: only its hash dedupes
     signs_body: bool | Callable[[Mapping[str, object]], bool] = True
     # (options, usable secrets, tolerance_seconds): the check built once, its
@@ -70,6 +70,10 @@ _OWN_MODULES: Final[Mapping[str, _OwnModule]] = {
         static_header.verify,
         static_header.headers_read,
         signs_body=False,
+        # nothing is signed, so a form body is read as its fields as well as a JSON
+        # one: Mailchimp's batch webhooks POST form-encoded fields (`data[id]`),
+        # their only credential a token in the callback URL
+        reads_form=True,
     ),
     twilio.SCHEME: _OwnModule(
         twilio.check_options,

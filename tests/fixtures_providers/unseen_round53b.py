@@ -11,7 +11,9 @@ loopback answering in the shapes their public documentation gives
   "response_body_url" (finished: a signed S3 link to a .tar.gz of JSON files, each a
   list of {"status_code", "operation_id", "response"}); `DELETE /3.0/batches/{id}`
   204 (the batch is gone after: 404). Errors are problem+json {"type", "title",
-  "status", "detail", "instance"}.
+  "status", "detail", "instance"}. A batch webhook (`POST /3.0/batch-webhooks`
+  {"url"}) posts form-encoded fields, unsigned: type=batch_operation_completed,
+  fired_at, data[id], data[status], data[total_operations], ...
 - HubSpot CRM imports (bearer): `POST /crm/v3/imports` multipart (`importRequest`
   JSON, `files`) answers 200 {"id", "state": "STARTED", "importName", "metadata":
   {"counters", "fileIds", "objectLists"}, ...}; `GET /crm/v3/imports/{id}` state
@@ -66,6 +68,7 @@ import json
 import tarfile
 from typing import Any
 
+import httpx
 from starlette.applications import Starlette
 from starlette.datastructures import UploadFile
 from starlette.requests import Request
@@ -229,6 +232,14 @@ class MailchimpFixture(_Jobs, _Storage):
         self.jobs[bid] = job | {"script": script, "errored": errored}
         await _created(self)
         return json_response(self.batch(self.jobs[bid]))
+
+    async def deliver(self, url: str, bid: str) -> int:
+        """Mailchimp's batch webhook for `bid` (form-encoded, unsigned) to `url`."""
+        job = self.jobs[bid]
+        fields = {f"data[{k}]": str(v) for k, v in self.batch(job).items() if k != "_links"}
+        fields |= {"type": "batch_operation_completed", "fired_at": "2026-12-06 05:01:00"}
+        async with httpx.AsyncClient() as client:
+            return (await client.post(url, data=fields)).status_code
 
     def finish(self, bid: str) -> None:
         """Batch `bid` is finished (its archive named at the next read)."""

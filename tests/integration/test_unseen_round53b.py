@@ -51,10 +51,11 @@ S = LocalState
 
 
 def rig(pool: Any, tmp_path: Path, app: Any, name: str, env: dict[str, str], **kwargs: Any) -> Any:
-    """Provider `name` as described in unseen/<name>.toml, served by `app`."""
-    return preset_rig(
-        pool, tmp_path, app, preset=None, name=name, env=env, overrides=described(name, **kwargs)
-    )
+    """Provider `name` as described in unseen/<name>.toml, served by `app`, without
+    its webhooks (no receiver here: the status is polled)."""
+    table = described(name, **kwargs)
+    table.pop("webhooks", None)
+    return preset_rig(pool, tmp_path, app, preset=None, name=name, env=env, overrides=table)
 
 
 async def reason(r: Any, op_id: str) -> str:
@@ -89,7 +90,11 @@ async def with_storage(
 
 # --- Mailchimp ---------------------------------------------------------------------
 
-MAILCHIMP_ENV = {"MAILCHIMP_BASIC_CREDENTIALS": MAILCHIMP_BASIC}
+HOOK_TOKEN = "mc-hook-7f3a9c2e5b1d4e6f8a0b2c4d"
+MAILCHIMP_ENV = {
+    "MAILCHIMP_BASIC_CREDENTIALS": MAILCHIMP_BASIC,
+    "MAILCHIMP_WEBHOOK_TOKEN": HOOK_TOKEN,
+}
 OPERATIONS = {
     "operations": [
         {
@@ -186,6 +191,43 @@ async def test_mailchimp_a_cancel_never_deletes_a_finished_batch(pool: Any, tmp_
         assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
         assert fx.cancels == [] and fx.deleted == []
         assert len(archive_answers(await r.result_bytes(op_id))) == 3
+
+
+async def test_mailchimp_a_form_encoded_batch_webhook_is_read(pool: Any, tmp_path: Path) -> None:
+    """Mailchimp's batch webhook posts form fields (data[id], data[status]), signed by
+    nothing, to a URL carrying our token: read as its fields, matched to the batch
+    by data[id], stored with its state. One without the token is refused and
+    stores nothing. Before, every static_header delivery that was a form was
+    refused 415 unread: Mailchimp's batch webhooks could not be received."""
+    fx = MailchimpFixture()
+    async with serve_app(fx.storage()) as storage_url:
+        fx.url = storage_url.replace("127.0.0.1", "localhost")
+        table = described("mailchimp_batches", result={"allowed_hosts": ["localhost"]})
+        async with preset_rig(
+            pool,
+            tmp_path,
+            fx.app(),
+            preset=None,
+            name="mailchimp_batches",
+            env=MAILCHIMP_ENV,
+            overrides=table,
+            with_receiver=True,
+        ) as r:
+            op_id = await r.submit({**OPERATIONS, "script": "slow"})
+            await r.settle(op_id, {S.OBSERVING, S.ACCEPTED})
+            bid = fx.only()["id"]
+            fx.finish(bid)
+            assert await fx.deliver(r.hook_url, bid) == 400  # no token: missing_header
+            assert await r.pool.fetchval("SELECT count(*) FROM webhook_events") == 0
+            assert await fx.deliver(f"{r.hook_url}?token={HOOK_TOKEN}", bid) == 200
+            assert await r.settle(op_id, ENDS, timeout=8) is S.SUCCEEDED, await r.history(op_id)
+            events = await r.pool.fetch(
+                "SELECT operation_id, remote_state_raw FROM webhook_events"
+                " WHERE provider = 'mailchimp_batches'"
+            )
+            assert [(e["operation_id"], e["remote_state_raw"]) for e in events] == [
+                (op_id, "finished")
+            ]
 
 
 async def test_mailchimp_a_lost_create_goes_to_a_human(pool: Any, tmp_path: Path) -> None:
