@@ -404,6 +404,24 @@ async def test_salesforce_an_abort_is_confirmed(pool: Any, tmp_path: Path) -> No
         assert [c[0] for c in fx.cancels] == [fx.only()["id"]]
 
 
+async def test_salesforce_an_abort_of_a_completed_job_is_refused_and_its_result_kept(
+    pool: Any, tmp_path: Path
+) -> None:
+    """The job completed before our PATCH: 400 INVALIDJOB "Aborting already Completed
+    Job not allowed". No cancel is claimed: the job is read, JobComplete, and its
+    results are collected."""
+    fx = SalesforceFixture()
+    async with salesforce(pool, tmp_path, fx) as r:
+        op_id = await r.submit(ingest("slow"))
+        await r.settle(op_id, {S.OBSERVING})
+        fx.only()["state"] = "JobComplete"
+        await r.cancel(op_id)
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert fx.cancels == [(fx.only()["id"], "JobComplete")]
+        assert "cancelled" not in await r.history(op_id)
+        assert (await r.op(op_id)).result_summary["items_succeeded"] == 4
+
+
 async def test_salesforce_a_lost_create_goes_to_a_human(pool: Any, tmp_path: Path) -> None:
     fx = SalesforceFixture(lose_first_create=True)
     async with salesforce(pool, tmp_path, fx) as r:
@@ -555,6 +573,23 @@ async def test_zamzar_a_cancel_is_confirmed(pool: Any, tmp_path: Path) -> None:
         await r.cancel(op_id)
         assert await r.settle(op_id, ENDS) is S.CANCELLED, await r.history(op_id)
         assert [c[0] for c in fx.cancels] == [fx.only()["id"]]
+
+
+async def test_zamzar_a_cancel_of_a_finished_job_is_refused_and_its_file_kept(
+    pool: Any, tmp_path: Path
+) -> None:
+    """The conversion finished before our DELETE: 422, nothing cancelled. No cancel
+    is claimed: the job is read, successful, and its file collected."""
+    fx = ZamzarFixture()
+    async with zamzar(pool, tmp_path, fx) as r:
+        op_id = await r.submit(conversion("slow"))
+        await r.settle(op_id, {S.OBSERVING})
+        fx.only()["state"] = "successful"
+        await r.cancel(op_id)
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert fx.cancels == [(fx.only()["id"], "successful")]
+        assert "cancelled" not in await r.history(op_id)
+        assert await r.result_bytes(op_id) == PNG
 
 
 async def test_zamzar_a_lost_create_goes_to_a_human(pool: Any, tmp_path: Path) -> None:
