@@ -41,9 +41,10 @@ loopback answering in the shapes their public documentation gives
   "failed_requests", ...}; `GET /v1/batch/jobs/{id}` status QUEUED | RUNNING |
   SUCCESS | FAILED | TIMEOUT_EXCEEDED | CANCELLATION_REQUESTED | CANCELLED; `POST
   /v1/batch/jobs/{id}/cancel` the job, CANCELLATION_REQUESTED (CANCELLED on the
-  next read); `GET /v1/batch/jobs?page=&page_size=` {"data", "object": "list",
-  "total"}; `GET /v1/files/{id}/content` the JSONL, one line a request
-  {"id", "custom_id", "response": {"status_code", "body"}, "error": null}.
+  next read, a running job's finished half in output_file); `GET
+  /v1/batch/jobs?page=&page_size=` {"data", "object": "list", "total"}; `GET
+  /v1/files/{id}/content` the JSONL, one line a request {"id", "custom_id",
+  "response": {"status_code", "body"}, "error": null}.
 - Zamzar (HTTP basic "<apikey>:"): `POST /v1/jobs` multipart (`source_file`,
   `target_format`) answers 201 {"id" (an integer), "key", "status":
   "initialising", "source_file", "target_files": [], "target_format", ...}; `GET
@@ -661,7 +662,11 @@ class MistralFixture(_Jobs):
 
     def job(self, job: dict[str, Any]) -> dict[str, Any]:
         state = job["state"]
-        done = {"SUCCESS": MISTRAL_REQUESTS, "TIMEOUT_EXCEEDED": MISTRAL_REQUESTS // 2}
+        done = {
+            "SUCCESS": MISTRAL_REQUESTS,
+            "TIMEOUT_EXCEEDED": MISTRAL_REQUESTS // 2,
+            "CANCELLED": job.get("done_at_cancel", 0),  # what ran before it stopped
+        }
         succeeded = done.get(state, 0)
         failed = 1 if state == "SUCCESS" and job["script"] == "partial" else 0
         succeeded -= failed
@@ -731,6 +736,7 @@ class MistralFixture(_Jobs):
             return json_response({"message": "Batch job not found"}, 404)
         self.cancels.append((job["id"], job["state"]))
         if job["state"] in ("QUEUED", "RUNNING"):
+            job["done_at_cancel"] = MISTRAL_REQUESTS // 2 if job["state"] == "RUNNING" else 0
             job["state"] = "CANCELLATION_REQUESTED"
         return json_response(self.job(job))
 

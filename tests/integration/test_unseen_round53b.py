@@ -502,7 +502,8 @@ async def test_mistral_a_failed_batch_is_failed_with_its_error(pool: Any, tmp_pa
 
 async def test_mistral_a_cancel_is_requested_then_confirmed(pool: Any, tmp_path: Path) -> None:
     """The cancel answers CANCELLATION_REQUESTED (still running); the next read
-    CANCELLED."""
+    CANCELLED, naming the output of the two requests done before it stopped: kept
+    as the cancelled job's partial output."""
     fx = MistralFixture()
     async with mistral(pool, tmp_path, fx) as r:
         op_id = await r.submit({**BATCH, "script": "slow"})
@@ -511,6 +512,9 @@ async def test_mistral_a_cancel_is_requested_then_confirmed(pool: Any, tmp_path:
         assert await r.settle(op_id, ENDS) is S.CANCELLED, await r.history(op_id)
         assert len(fx.cancels) == 1
         assert "CANCELLED" in await r.raw_states(op_id)
+        assert await r.result_bytes(op_id) == mistral_lines(fx.only()["id"], 2)
+        summary = (await r.op(op_id)).result_summary
+        assert summary["partial"] and summary["items_succeeded"] == 2, summary
 
 
 async def test_mistral_a_lost_create_is_found_by_its_metadata(pool: Any, tmp_path: Path) -> None:
