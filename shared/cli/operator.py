@@ -40,6 +40,7 @@ from shared.ledger.decisions import operator_targets
 from shared.ledger.errors import AdoptionRefused, LedgerError, RequestMismatch, UnknownOperation
 from shared.ledger.states import TERMINAL, LocalState
 from shared.ledger.tokens import CALLER_NAME, Scope, mint_token
+from shared.text import holds_exactly
 
 S = LocalState
 # When an operator resumes observation of an operation whose result deadline
@@ -67,6 +68,22 @@ def parse_duration(text: str) -> float:
     if not match:
         raise argparse.ArgumentTypeError(f"not a duration: {text!r} (e.g. 90s, 15m, 2h, 3d)")
     return float(match.group(1)) * _UNITS[match.group(2)]
+
+
+def stored_text(text: str) -> str:
+    """An argument recorded or looked up as PostgreSQL text: refused (a usage
+    error) when the database cannot hold it, before anything is written.
+
+    NUL, and the unpaired surrogate Python makes of argv bytes that are not
+    UTF-8 (a Latin-1 terminal's "café"), were a driver traceback at the first
+    query. The value is not echoed: it is what could not be shown.
+    """
+    if not holds_exactly(text):
+        raise argparse.ArgumentTypeError(
+            "contains NUL or bytes that are not UTF-8, which the database cannot hold; "
+            "type it again as UTF-8 text"
+        )
+    return text
 
 
 def operator_actor(args: argparse.Namespace) -> str:
@@ -813,6 +830,7 @@ def _as_flag(parser: argparse.ArgumentParser) -> None:
         "--as",
         dest="actor",
         metavar="NAME",
+        type=stored_text,
         help="operator name recorded in history (default: $USER)",
     )
 
@@ -848,13 +866,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "show", help="one operation's timeline: transitions, calls, observations, decisions"
     )
-    p.add_argument("operation_id", metavar="ID")
+    p.add_argument("operation_id", metavar="ID", type=stored_text)
     json_flag(p)
     p.set_defaults(handler=_guard(cmd_show))
 
     p = sub.add_parser("cancel", help="request cancellation (never claims it happened)")
-    p.add_argument("operation_id", metavar="ID")
-    p.add_argument("--reason", required=True, help="why, recorded in history")
+    p.add_argument("operation_id", metavar="ID", type=stored_text)
+    p.add_argument("--reason", required=True, type=stored_text, help="why, recorded in history")
     _as_flag(p)
     json_flag(p)
     p.set_defaults(handler=_guard(cmd_cancel))
@@ -876,9 +894,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             "sends the operation back to the inbox."
         ),
     )
-    p.add_argument("operation_id", metavar="ID")
+    p.add_argument("operation_id", metavar="ID", type=stored_text)
     p.add_argument("--decision", required=True, metavar="STATE", help="target state")
-    p.add_argument("--reason", required=True, help="why (at least 3 characters), recorded")
+    p.add_argument(
+        "--reason", required=True, type=stored_text, help="why (at least 3 characters), recorded"
+    )
     p.add_argument(
         "--job-id",
         metavar="JOB",
@@ -903,8 +923,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "reconcile", help="resume an escalated operation and trigger a fresh status read"
     )
-    p.add_argument("operation_id", metavar="ID")
-    p.add_argument("--reason", help="why (default: operator-triggered status read)")
+    p.add_argument("operation_id", metavar="ID", type=stored_text)
+    p.add_argument(
+        "--reason", type=stored_text, help="why (default: operator-triggered status read)"
+    )
     p.add_argument(
         "--extend-deadline",
         type=parse_duration,

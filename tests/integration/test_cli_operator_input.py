@@ -1,0 +1,84 @@
+"""Operator commands given text the database cannot hold, or durations no clock reaches.
+
+Each case is refused in words (exit 2, a usage error) with nothing recorded:
+before, each was a traceback from deep in the database driver.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from shared.ledger.states import LocalState
+from tests.integration.test_cli_operator import environment, escalate, run  # noqa: F401
+
+S = LocalState
+ROOT = Path(__file__).resolve().parents[2]
+
+# Bytes that are not UTF-8 in a command line (a Latin-1 terminal's "café")
+# reach Python as an unpaired surrogate; NUL reaches a command given its
+# arguments in-process (a script, the console's shared code).
+NOT_UTF8 = "caf\udce9 done"
+NUL = "stop\x00now"
+
+Argv = Callable[[str], list[str]]
+CASES: dict[str, Argv] = {
+    "resolve reason not utf-8": lambda o: [
+        "resolve", o, "--decision", "failed", "--reason", NOT_UTF8,
+    ],
+    "resolve reason with NUL": lambda o: ["resolve", o, "--decision", "failed", "--reason", NUL],
+    "resolve as not utf-8": lambda o: [
+        "resolve", o, "--decision", "failed", "--reason", "vendor says so", "--as", NOT_UTF8,
+    ],
+    "resolve id not utf-8": lambda o: [
+        "resolve", o + "\udcff", "--decision", "failed", "--reason", "vendor says so",
+    ],
+    "reconcile reason with NUL": lambda o: ["reconcile", o, "--reason", NUL],
+    "cancel reason not utf-8": lambda o: ["cancel", o, "--reason", NOT_UTF8],
+    "cancel id with NUL": lambda o: ["cancel", o + "\x00", "--reason", "stop it"],
+    "show id not utf-8": lambda o: ["show", o + "\udcff"],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("argv", CASES.values(), ids=CASES.keys())
+async def test_text_postgresql_cannot_hold_is_a_usage_error_and_nothing_is_recorded(
+    db: Any, capsys: pytest.CaptureFixture[str], argv: Argv
+) -> None:
+    op_id = await escalate(db, S.RESULT_TIMED_OUT, "deadline passed")
+    history = await db.fetchval("SELECT count(*) FROM history WHERE operation_id = $1", op_id)
+    with pytest.raises(SystemExit) as exited:
+        await run(*argv(op_id))
+    assert exited.value.code == 2
+    assert "NUL or bytes that are not UTF-8" in capsys.readouterr().err
+    assert await db.fetchval("SELECT count(*) FROM decisions") == 0
+    assert (
+        await db.fetchval("SELECT count(*) FROM history WHERE operation_id = $1", op_id) == history
+    )
+    state = await db.fetchval("SELECT state::text FROM operations WHERE operation_id = $1", op_id)
+    assert state == "result_timed_out"
+
+
+async def test_a_latin1_reason_from_a_real_command_line_is_refused_in_words(
+    db: Any, db_url: str, tmp_path: Path
+) -> None:
+    """As an operator's shell passes it: raw bytes in argv, not UTF-8."""
+    op_id = await escalate(db, S.NEEDS_ATTENTION, "two job ids")
+    done = subprocess.run(
+        [sys.executable, "-m", "shared.cli", "resolve", op_id, "--decision", "failed",
+         "--reason", b"caf\xe9 confirmed it failed"],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "DATABASE_URL": db_url},
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )  # fmt: skip
+    stderr = done.stderr.decode("utf-8", "backslashreplace")
+    assert done.returncode == 2, stderr
+    assert "Traceback" not in stderr and "NUL or bytes that are not UTF-8" in stderr
+    assert await db.fetchval("SELECT count(*) FROM decisions") == 0
