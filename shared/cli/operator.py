@@ -49,6 +49,9 @@ S = LocalState
 DEFAULT_RESUME_EXTENSION_SECONDS = 3600.0
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhd]?)$")
 _UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+# Longer than any deadline, age or extension means; far longer ones (10^14 days,
+# or so many digits the float is infinite) overflow PostgreSQL's timestamps.
+MAX_DURATION_SECONDS = 100 * 365 * 86400.0
 
 # Where `reconcile` moves an escalated operation so the reconciler reads again.
 _RESUME_TO: dict[LocalState, LocalState] = {
@@ -67,7 +70,11 @@ def parse_duration(text: str) -> float:
     match = _DURATION.match(text.strip().lower())
     if not match:
         raise argparse.ArgumentTypeError(f"not a duration: {text!r} (e.g. 90s, 15m, 2h, 3d)")
-    return float(match.group(1)) * _UNITS[match.group(2)]
+    seconds = float(match.group(1)) * _UNITS[match.group(2)]
+    if not seconds <= MAX_DURATION_SECONDS:
+        # it reached the database, whose interval or timestamp overflowed: a traceback
+        raise argparse.ArgumentTypeError(f"{text!r} is longer than 100 years (36500d)")
+    return seconds
 
 
 def stored_text(text: str) -> str:

@@ -82,3 +82,33 @@ async def test_a_latin1_reason_from_a_real_command_line_is_refused_in_words(
     assert done.returncode == 2, stderr
     assert "Traceback" not in stderr and "NUL or bytes that are not UTF-8" in stderr
     assert await db.fetchval("SELECT count(*) FROM decisions") == 0
+
+
+# 10^14 days is past the last timestamp PostgreSQL holds (294276 AD); 400 nines
+# is a float infinity.
+BEYOND = ["99999999999999d", "9" * 400]
+DURATIONS: dict[str, Argv] = {
+    "reconcile --extend-deadline": lambda d: ["reconcile", "OP", "--extend-deadline", d],
+    "list --older-than": lambda d: ["list", "--older-than", d],
+    "submit --result-deadline": lambda d: [
+        "submit", "--provider", "sim", "--kind", "export", "--result-deadline", d,
+    ],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("duration", BEYOND, ids=["1e14 days", "infinite"])
+@pytest.mark.parametrize("argv", DURATIONS.values(), ids=DURATIONS.keys())
+async def test_a_duration_past_any_clock_is_a_usage_error_and_nothing_is_recorded(
+    db: Any, capsys: pytest.CaptureFixture[str], argv: Argv, duration: str
+) -> None:
+    """Each was a DatetimeFieldOverflowError traceback (or an infinite interval)."""
+    op_id = await escalate(db, S.RESULT_TIMED_OUT, "deadline passed")
+    operations = await db.fetchval("SELECT count(*) FROM operations")
+    with pytest.raises(SystemExit) as exited:
+        await run(*[op_id if a == "OP" else a for a in argv(duration)])
+    assert exited.value.code == 2
+    assert "longer than 100 years" in capsys.readouterr().err
+    assert await db.fetchval("SELECT count(*) FROM decisions") == 0
+    assert await db.fetchval("SELECT count(*) FROM operations") == operations
+    state = await db.fetchval("SELECT state::text FROM operations WHERE operation_id = $1", op_id)
+    assert state == "result_timed_out"
