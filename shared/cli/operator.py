@@ -32,7 +32,7 @@ from rich.table import Table
 from rich.text import Text
 
 from shared import ledger
-from shared.cli.errors import USAGE, CommandError, failure_of, report
+from shared.cli.errors import USAGE, CommandError, failure_of, printable, report
 from shared.db.queries import q
 from shared.db.runtime import migrated_connection
 from shared.ledger import RequestSpec, decisions, tokens
@@ -117,27 +117,6 @@ DETAIL_INDENT = 4
 # Width when output is not a terminal (a pipe, a log): wide enough that ids
 # and reasons are not folded, which the 80 columns rich assumes would do.
 PIPE_WIDTH = 160
-
-
-# What a terminal would act on rather than show: C0 and C1 controls (ESC
-# starts colour, cursor and OSC 8 hyperlink sequences; CR and LF forge lines),
-# the line and paragraph separators, and the bidi controls that reorder what
-# is shown (Trojan Source). Stored text from agents and providers may hold any.
-_UNSHOWABLE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
-
-
-def _escaped(match: re.Match[str]) -> str:
-    code = ord(match.group())
-    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
-
-
-def printable(value: object) -> str:
-    """`value` as text a terminal shows as it is: every control, separator and
-    bidi character written as an escape (\\x1b, \\u202e), so a stored kind,
-    reference, reason or provider message cannot move the cursor, colour the
-    screen, link elsewhere or fake a line. Print it as rich `Text`, or through
-    `rich.markup.escape` where markup is used, so `[bold]` stays literal too."""
-    return _UNSHOWABLE.sub(_escaped, str(value))
 
 
 def _console() -> Console:

@@ -112,3 +112,18 @@ async def test_a_duration_past_any_clock_is_a_usage_error_and_nothing_is_recorde
     assert await db.fetchval("SELECT count(*) FROM operations") == operations
     state = await db.fetchval("SELECT state::text FROM operations WHERE operation_id = $1", op_id)
     assert state == "result_timed_out"
+
+
+async def test_a_refusal_echoes_no_terminal_control_the_operator_pasted(
+    db: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An id pasted with an escape sequence (clear the screen) or a bidi override was
+    written back raw in 'no operation ...': the terminal acted on it. Now escaped."""
+    pasted = "op_\x1b[2J\x1b]8;;https://evil.example\x07\u202eexample"
+    assert await run("show", pasted) == 1
+    assert await run("resolve", pasted, "--decision", "failed", "--reason", "vendor") == 1
+    err = capsys.readouterr().err
+    assert not any(c in err for c in ("\x1b", "\x07", "\u202e")), repr(err)
+    assert (
+        err.count("no operation op_\\x1b[2J\\x1b]8;;https://evil.example\\x07\\u202eexample") == 2
+    )
