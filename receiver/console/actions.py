@@ -22,6 +22,7 @@ from shared.ledger import decisions
 from shared.ledger.decisions import operator_targets
 from shared.ledger.errors import LedgerError, UnknownOperation
 from shared.ledger.states import CANCELLABLE, TERMINAL, LocalState
+from shared.text import holds_exactly
 
 S = LocalState
 # As `jobwarden reconcile`: resuming observation of an operation whose result
@@ -54,7 +55,12 @@ class Done:
 
 
 def reason_of(text: str | None) -> str:
+    """The form's reason as recorded, or ActionRefused: too short, too long, or
+    holding NUL (a form's %00), which PostgreSQL text cannot hold (the insert
+    failed in the driver: an 'unexpected server error' page)."""
     reason = (text or "").strip()
+    if not holds_exactly(reason):
+        raise ActionRefused("The reason holds a NUL character, which cannot be recorded.")
     if len(reason) < MIN_REASON:
         raise ActionRefused(f"Give a reason of at least {MIN_REASON} characters; it is recorded.")
     if len(reason) > MAX_REASON:

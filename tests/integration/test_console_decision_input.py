@@ -1,0 +1,114 @@
+"""The console's decisions given input a form can carry but the ledger cannot hold,
+and two operators deciding the same escalation from two sessions at once."""
+
+from __future__ import annotations
+
+import asyncio
+import html
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.integration.agent_support import make_token
+from tests.integration.console_support import Receiver, action_form, escalated, sign_in
+from tests.integration.test_console import client, operator, receiver, signed_in  # noqa: F401
+
+
+async def test_a_reason_with_nul_is_refused_in_words_not_a_500(
+    receiver: Receiver,  # noqa: F811
+    client: httpx.AsyncClient,  # noqa: F811
+    operator: str,  # noqa: F811
+    db: Any,
+) -> None:
+    """A form's %00 decodes to NUL, which PostgreSQL text cannot hold: the insert
+    failed in the driver, an 'Unexpected server error' page and a logged traceback."""
+    op_id = await escalated(db)
+    await signed_in(client, receiver, operator)
+    page = await client.get(receiver.url(f"/console/operations/{op_id}"))
+    answer = await client.post(
+        receiver.url(f"/console/operations/{op_id}/resolve"),
+        data={**action_form(page.text), "target": "failed", "reason": "vendor\x00says failed"},
+    )
+    assert answer.status_code == 409, answer.text
+    assert "NUL" in answer.text
+    assert await db.fetchval("SELECT count(*) FROM decisions") == 0
+    assert await db.fetchval("SELECT state::text FROM operations") == "needs_attention"
+
+
+@pytest.mark.parametrize("hours", ["nan", "inf", "-2", "0", "1e400", "721"])
+async def test_an_extension_out_of_bounds_is_refused_and_nothing_is_recorded(
+    receiver: Receiver,  # noqa: F811
+    client: httpx.AsyncClient,  # noqa: F811
+    operator: str,  # noqa: F811
+    db: Any,
+    hours: str,
+) -> None:
+    """No test gave the form a NaN, an infinity or a negative: each is refused."""
+    op_id = await escalated(db)
+    await db.execute("UPDATE operations SET remote_job_id = 'job_1' WHERE operation_id = $1", op_id)
+    await signed_in(client, receiver, operator)
+    page = await client.get(receiver.url(f"/console/operations/{op_id}"))
+    answer = await client.post(
+        receiver.url(f"/console/operations/{op_id}/reconcile"),
+        data={**action_form(page.text), "reason": "vendor fixed it", "extend_hours": hours},
+    )
+    assert answer.status_code == 409, answer.text
+    assert "more than 0 and at most 720 hours" in answer.text
+    assert await db.fetchval("SELECT count(*) FROM decisions") == 0
+
+
+async def test_two_sessions_resolving_one_escalation_at_once_one_wins_once(
+    receiver: Receiver,  # noqa: F811
+    operator: str,  # noqa: F811
+    db: Any,
+) -> None:
+    """Two operators, two sessions, the same page: exactly one decision is recorded,
+    the other is told the operation moved (the CLI has this test; the console had none)."""
+    carol = await make_token(db, "carol", "operator")
+    async with httpx.AsyncClient(timeout=10.0) as dana, httpx.AsyncClient(timeout=10.0) as other:
+        for who, token in ((dana, operator), (other, carol)):
+            assert (await sign_in(who, receiver, token)).status_code == 303
+        for _ in range(4):
+            op_id = await escalated(db)
+            pages = [
+                await c.get(receiver.url(f"/console/operations/{op_id}")) for c in (dana, other)
+            ]
+            answers = await asyncio.gather(
+                dana.post(
+                    receiver.url(f"/console/operations/{op_id}/resolve"),
+                    data={
+                        **action_form(pages[0].text),
+                        "target": "failed",
+                        "reason": "dana: failed",
+                    },
+                ),
+                other.post(
+                    receiver.url(f"/console/operations/{op_id}/resolve"),
+                    data={
+                        **action_form(pages[1].text),
+                        "target": "cancel_requested",
+                        "reason": "carol: stop it",
+                    },
+                ),
+            )
+            codes = sorted(a.status_code for a in answers)
+            assert codes == [303, 409], [a.text[:500] for a in answers]
+            (refused,) = [a for a in answers if a.status_code == 409]
+            said = html.unescape(refused.text)
+            assert any(
+                words in said
+                for words in (
+                    "concurrent or stale decision",  # both passed the checks: the row lock told
+                    "moved since this page was shown",  # the first had committed: check_seen told
+                    "it may have changed state meanwhile",  # ... between check_seen and the load
+                )
+            ), said
+            decided = await db.fetch(
+                "SELECT decision_id FROM decisions WHERE operation_id = $1", op_id
+            )
+            assert len(decided) == 1
+            closed_by = await db.fetch(
+                "SELECT decision_id FROM escalations WHERE operation_id = $1", op_id
+            )
+            assert [r["decision_id"] for r in closed_by] == [decided[0]["decision_id"]]
