@@ -16,7 +16,7 @@ import json
 import os
 import re
 import sys
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from decimal import Decimal
@@ -423,13 +423,14 @@ def _cancel_deadline(provider: str) -> float | None:
 async def cmd_cancel(args: argparse.Namespace) -> int:
     async with app_connection() as conn:
         op = await _load(conn, args.operation_id)
-        state = await ledger.request_cancel(
-            conn,
-            op.operation_id,
-            requested_by=operator_actor(args),
-            reason=args.reason,
-            cancel_deadline_s=_cancel_deadline(op.provider),
-        )
+        with _outcome_unknown_if_cut(op.operation_id, "the cancel request"):
+            state = await ledger.request_cancel(
+                conn,
+                op.operation_id,
+                requested_by=operator_actor(args),
+                reason=args.reason,
+                cancel_deadline_s=_cancel_deadline(op.provider),
+            )
     if state in (S.CANCEL_REQUESTED, S.CANCELLING):
         message = "cancellation requested; NOT confirmed until the provider reports it"
     elif state is S.ABANDONED:
@@ -486,6 +487,27 @@ def _inbox_record(r: Any) -> Record:
 
 
 # ------------------------------------------------------------------ resolve / reconcile
+
+
+@contextlib.contextmanager
+def _outcome_unknown_if_cut(operation_id: str, what: str) -> Iterator[None]:
+    """A connection lost while `what` was being written: it may have been committed.
+
+    Cut at the COMMIT, the server has committed and only the answer is lost.
+    The generic account ("check that the server is running, then try again")
+    let the operator believe nothing was done; the retry was then refused in
+    words that did not say why (the first attempt had moved the operation).
+    """
+    try:
+        yield
+    except (asyncpg.ConnectionDoesNotExistError, ConnectionResetError) as exc:
+        raise CommandError(
+            f"the connection to PostgreSQL was lost while {what} was being recorded ({exc}): "
+            "it may have been recorded",
+            code="connection_lost",
+            hint=f"look at jobwarden show {operation_id} before acting again: its timeline "
+            "shows whether it was",
+        ) from None
 
 
 def _refused_by_db(exc: Exception) -> CommandError:
@@ -570,6 +592,14 @@ async def cmd_resolve(args: argparse.Namespace) -> int:
             refusal = decisions.adoption_refusal(op, job_id)
             if refusal is not None:
                 raise CommandError(f"{refusal}; nothing was changed")
+        elif target is op.state and target not in allowed:
+            # a retry of a decision already applied (its answer lost), or a second
+            # operator's: a usage error ("not an operator move") said neither
+            raise CommandError(
+                f"{op.operation_id} is already {op.state.value}; nothing was changed",
+                hint=f"jobwarden show {op.operation_id}: its timeline shows the decision "
+                "that moved it",
+            )
         elif target not in allowed:
             raise CommandError(
                 f"{op.state.value} -> {target.value} is not an operator move; "
@@ -587,37 +617,38 @@ async def cmd_resolve(args: argparse.Namespace) -> int:
         extension = None
         if target is S.OBSERVING:
             extension = await _resume_extension(conn, op, args.extend_deadline)
-        try:
-            if job_id is not None:
-                decided = await decisions.adopt_job(
-                    conn,
-                    op,
-                    job_id,
-                    status_request=_adopted_status_request(op.provider, job_id),
-                    actor=operator_actor(args),
-                    reason=args.reason,
-                    extend_result_deadline_s=extension,
-                )
-            else:
-                decided = await decisions.decide(
-                    conn,
-                    op,
-                    target,
-                    actor=operator_actor(args),
-                    reason=args.reason,
-                    extend_result_deadline_s=extension,
-                    cancel_deadline_s=(
-                        _cancel_deadline(op.provider) if target is S.CANCEL_REQUESTED else None
-                    ),
-                )
-        except AdoptionRefused as exc:
-            raise CommandError(f"{exc}; nothing was changed") from None
-        except (
-            LedgerError,
-            asyncpg.IntegrityConstraintViolationError,
-            asyncpg.InsufficientPrivilegeError,  # a guard trigger's refusal (migration 033)
-        ) as exc:
-            raise _refused_by_db(exc) from None
+        with _outcome_unknown_if_cut(op.operation_id, "the decision"):
+            try:
+                if job_id is not None:
+                    decided = await decisions.adopt_job(
+                        conn,
+                        op,
+                        job_id,
+                        status_request=_adopted_status_request(op.provider, job_id),
+                        actor=operator_actor(args),
+                        reason=args.reason,
+                        extend_result_deadline_s=extension,
+                    )
+                else:
+                    decided = await decisions.decide(
+                        conn,
+                        op,
+                        target,
+                        actor=operator_actor(args),
+                        reason=args.reason,
+                        extend_result_deadline_s=extension,
+                        cancel_deadline_s=(
+                            _cancel_deadline(op.provider) if target is S.CANCEL_REQUESTED else None
+                        ),
+                    )
+            except AdoptionRefused as exc:
+                raise CommandError(f"{exc}; nothing was changed") from None
+            except (
+                LedgerError,
+                asyncpg.IntegrityConstraintViolationError,
+                asyncpg.InsufficientPrivilegeError,  # a guard trigger's refusal (migration 033)
+            ) as exc:
+                raise _refused_by_db(exc) from None
         decision_id = decided.decision_id
     result = {
         "operation_id": op.operation_id,
@@ -674,31 +705,37 @@ async def cmd_reconcile(args: argparse.Namespace) -> int:
             )
         deadline = None
         override = bool(getattr(args, "override_back_pressure", False))
-        try:
-            if target is None:  # keep the state, read again (cancellation_unconfirmed...)
-                await decisions.request_read(
-                    conn, op, actor=actor, reason=reason, override_back_pressure=override
-                )
-                moved_to = op.state
-            else:
-                extension = None
-                if target is S.OBSERVING:
-                    extension = await _resume_extension(conn, op, args.extend_deadline)
-                decided = await decisions.decide(
-                    conn, op, target, actor=actor, reason=reason, extend_result_deadline_s=extension
-                )
-                deadline = decided.result_deadline
-                if override:
+        with _outcome_unknown_if_cut(op.operation_id, "the decision"):
+            try:
+                if target is None:  # keep the state, read again (cancellation_unconfirmed...)
                     await decisions.request_read(
+                        conn, op, actor=actor, reason=reason, override_back_pressure=override
+                    )
+                    moved_to = op.state
+                else:
+                    extension = None
+                    if target is S.OBSERVING:
+                        extension = await _resume_extension(conn, op, args.extend_deadline)
+                    decided = await decisions.decide(
                         conn,
-                        await _load(conn, op.operation_id),
+                        op,
+                        target,
                         actor=actor,
                         reason=reason,
-                        override_back_pressure=True,
+                        extend_result_deadline_s=extension,
                     )
-                moved_to = target
-        except (LedgerError, asyncpg.IntegrityConstraintViolationError) as exc:
-            raise _refused_by_db(exc) from None
+                    deadline = decided.result_deadline
+                    if override:
+                        await decisions.request_read(
+                            conn,
+                            await _load(conn, op.operation_id),
+                            actor=actor,
+                            reason=reason,
+                            override_back_pressure=True,
+                        )
+                    moved_to = target
+            except (LedgerError, asyncpg.IntegrityConstraintViolationError) as exc:
+                raise _refused_by_db(exc) from None
     result = {
         "operation_id": op.operation_id,
         "from": op.state.value,
