@@ -93,6 +93,25 @@ def stored_text(text: str) -> str:
     return text
 
 
+# The decisions.reason CHECK, counted as the console counts it: without the
+# blanks around it (three spaces passed the CHECK, a decision with no reason).
+MIN_REASON = 3
+
+
+def reason_text(text: str) -> str:
+    """A --reason as recorded: storable, stripped, at least MIN_REASON characters.
+
+    Shorter was the database's 'constraint decisions_reason_check' (exit 1),
+    and a blank one was recorded; the console refuses both in words.
+    """
+    reason = stored_text(text).strip()
+    if len(reason) < MIN_REASON:
+        raise argparse.ArgumentTypeError(
+            f"give a reason of at least {MIN_REASON} characters; it is recorded in the history"
+        )
+    return reason
+
+
 def operator_actor(args: argparse.Namespace) -> str:
     name = getattr(args, "actor", None) or os.environ.get("USER") or getpass.getuser()
     return f"operator:{name}"
@@ -895,7 +914,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
     p = sub.add_parser("cancel", help="request cancellation (never claims it happened)")
     p.add_argument("operation_id", metavar="ID", type=stored_text)
-    p.add_argument("--reason", required=True, type=stored_text, help="why, recorded in history")
+    p.add_argument("--reason", required=True, type=reason_text, help="why, recorded in history")
     _as_flag(p)
     json_flag(p)
     p.set_defaults(handler=_guard(cmd_cancel))
@@ -920,7 +939,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("operation_id", metavar="ID", type=stored_text)
     p.add_argument("--decision", required=True, metavar="STATE", help="target state")
     p.add_argument(
-        "--reason", required=True, type=stored_text, help="why (at least 3 characters), recorded"
+        "--reason", required=True, type=reason_text, help="why (at least 3 characters), recorded"
     )
     p.add_argument(
         "--job-id",
@@ -948,7 +967,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument("operation_id", metavar="ID", type=stored_text)
     p.add_argument(
-        "--reason", type=stored_text, help="why (default: operator-triggered status read)"
+        "--reason", type=reason_text, help="why (default: operator-triggered status read)"
     )
     p.add_argument(
         "--extend-deadline",

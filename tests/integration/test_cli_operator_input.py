@@ -127,3 +127,32 @@ async def test_a_refusal_echoes_no_terminal_control_the_operator_pasted(
     assert (
         err.count("no operation op_\\x1b[2J\\x1b]8;;https://evil.example\\x07\\u202eexample") == 2
     )
+
+
+REASONS: dict[str, Argv] = {
+    "resolve, blank": lambda o: ["resolve", o, "--decision", "failed", "--reason", "   "],
+    "resolve, 2 characters": lambda o: ["resolve", o, "--decision", "failed", "--reason", " ok "],
+    "reconcile, 2 characters": lambda o: ["reconcile", o, "--reason", "ok"],
+    "cancel, blank": lambda o: ["cancel", o, "--reason", " \t "],
+}
+
+
+@pytest.mark.parametrize("argv", REASONS.values(), ids=REASONS.keys())
+async def test_a_reason_of_under_3_characters_is_a_usage_error_in_words(
+    db: Any, capsys: pytest.CaptureFixture[str], argv: Argv
+) -> None:
+    """Three spaces passed the decisions.reason CHECK (length >= 3): a decision with
+    no reason was recorded (the console strips and refuses it); two characters were
+    'the database refused the move (constraint decisions_reason_check)', exit 1."""
+    op_id = await escalate(db, S.RESULT_TIMED_OUT, "deadline passed")
+    with pytest.raises(SystemExit) as exited:
+        await run(*argv(op_id))
+    assert exited.value.code == 2
+    assert "a reason of at least 3 characters" in capsys.readouterr().err
+    assert await db.fetchval("SELECT count(*) FROM decisions") == 0
+    assert (
+        await db.fetchval(
+            "SELECT cancel_requested_at FROM operations WHERE operation_id = $1", op_id
+        )
+        is None
+    )
