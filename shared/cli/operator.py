@@ -226,11 +226,26 @@ def _row(record: Any) -> dict[str, Any]:
 
 
 def _body_argument(text: str) -> Any:
-    raw = Path(text[1:]).read_text("utf-8") if text.startswith("@") else text
+    """--body as JSON: inline, or @FILE. A file that cannot be read, or is not
+    UTF-8, and a string escape PostgreSQL cannot hold (a lone surrogate such as
+    "\\ud800") were tracebacks (FileNotFoundError, UnicodeDecodeError,
+    UnicodeEncodeError at the insert): each is a usage error now."""
     try:
-        return json.loads(raw)
+        raw = Path(text[1:]).read_text("utf-8") if text.startswith("@") else text
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CommandError(
+            f"--body {printable(text)}: cannot read it as UTF-8 ({exc})", USAGE
+        ) from None
+    try:
+        body = json.loads(raw)
     except json.JSONDecodeError as exc:
         raise CommandError(f"--body is not valid JSON: {exc}", USAGE) from None
+    if not holds_exactly(json.dumps(body, ensure_ascii=False)):
+        raise CommandError(
+            "--body holds a lone surrogate escape (such as \\ud800), which cannot be stored",
+            USAGE,
+        )
+    return body
 
 
 async def cmd_submit(args: argparse.Namespace) -> int:
@@ -880,13 +895,23 @@ def _as_flag(parser: argparse.ArgumentParser) -> None:
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the operator commands to `jobwarden`'s subcommand parser."""
     p = sub.add_parser("submit", help="record a new operation (the reconciler sends it)")
-    p.add_argument("--provider", required=True, help="configured provider name")
-    p.add_argument("--kind", required=True, help="what the job is, e.g. export")
-    p.add_argument("--body", default="{}", help="request body as JSON, or @file.json")
-    p.add_argument("--method", help="HTTP method (default: the provider's create method)")
-    p.add_argument("--target", help="target path (default: the provider's create path)")
-    p.add_argument("--ref", help="client reference: resubmitting the same one is idempotent")
-    p.add_argument("--approval-ref", help="reference of the approval behind this job")
+    p.add_argument("--provider", required=True, type=stored_text, help="configured provider name")
+    p.add_argument("--kind", required=True, type=stored_text, help="what the job is, e.g. export")
+    p.add_argument(
+        "--body", default="{}", type=stored_text, help="request body as JSON, or @file.json"
+    )
+    p.add_argument(
+        "--method", type=stored_text, help="HTTP method (default: the provider's create method)"
+    )
+    p.add_argument(
+        "--target", type=stored_text, help="target path (default: the provider's create path)"
+    )
+    p.add_argument(
+        "--ref", type=stored_text, help="client reference: resubmitting the same one is idempotent"
+    )
+    p.add_argument(
+        "--approval-ref", type=stored_text, help="reference of the approval behind this job"
+    )
     p.add_argument("--create-deadline", type=parse_duration, help="e.g. 10m")
     p.add_argument("--result-deadline", type=parse_duration, help="e.g. 2h")
     _as_flag(p)
@@ -895,7 +920,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
     p = sub.add_parser("list", help="list operations, newest first")
     p.add_argument("--state", action="append", help="filter by state (repeat or comma-separate)")
-    p.add_argument("--provider", help="filter by provider")
+    p.add_argument("--provider", type=stored_text, help="filter by provider")
     p.add_argument("--older-than", type=parse_duration, help="created before, e.g. 1h")
     p.add_argument("--newer-than", type=parse_duration, help="created within, e.g. 15m")
     group = p.add_mutually_exclusive_group()
@@ -995,7 +1020,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     json_flag(t)
     t.set_defaults(handler=_guard(cmd_tokens_list))
     t = tokens.add_parser("revoke", help="revoke a token at once")
-    t.add_argument("token_id", metavar="ID")
+    t.add_argument("token_id", metavar="ID", type=stored_text)
     json_flag(t)
     t.set_defaults(handler=_guard(cmd_tokens_revoke))
 

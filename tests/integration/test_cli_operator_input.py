@@ -156,3 +156,43 @@ async def test_a_reason_of_under_3_characters_is_a_usage_error_in_words(
         )
         is None
     )
+
+
+OTHER_COMMANDS = {
+    "tokens revoke": ["tokens", "revoke", "tok_\udcff"],
+    "list --provider": ["list", "--provider", "sim\x00"],
+    "submit --kind": ["submit", "--provider", "sim", "--kind", NOT_UTF8],
+    "submit --ref": ["submit", "--provider", "sim", "--kind", "export", "--ref", NUL],
+    "submit --approval-ref": [
+        "submit", "--provider", "sim", "--kind", "export", "--approval-ref", NOT_UTF8,
+    ],
+    "submit --target": ["submit", "--provider", "sim", "--kind", "export", "--target", NOT_UTF8],
+    "submit --body": ["submit", "--provider", "sim", "--kind", "export", "--body", '"\udcff"'],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("argv", OTHER_COMMANDS.values(), ids=OTHER_COMMANDS.keys())
+async def test_the_other_commands_refuse_such_text_too(
+    db: Any, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    """Each was a DataError, CharacterNotInRepertoireError or UnicodeEncodeError traceback."""
+    with pytest.raises(SystemExit) as exited:
+        await run(*argv)
+    assert exited.value.code == 2
+    assert "NUL or bytes that are not UTF-8" in capsys.readouterr().err
+    assert await db.fetchval("SELECT count(*) FROM operations") == 0
+
+
+@pytest.mark.parametrize(
+    "body",
+    ["@missing.json", "@latin1.json", '{"a": "\\ud800"}'],
+    ids=["missing", "latin-1", "lone"],
+)
+async def test_a_body_that_cannot_be_read_or_stored_is_a_usage_error(
+    db: Any, capsys: pytest.CaptureFixture[str], tmp_path: Path, body: str
+) -> None:
+    """Each was a traceback: FileNotFoundError, UnicodeDecodeError, UnicodeEncodeError."""
+    (tmp_path / "latin1.json").write_bytes(b'{"city": "Montr\xe9al"}')
+    assert await run("submit", "--provider", "sim", "--kind", "export", "--body", body) == 2
+    assert "--body" in capsys.readouterr().err
+    assert await db.fetchval("SELECT count(*) FROM operations") == 0
