@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
+from shared.ledger import tokens
 from tests.integration.agent_support import make_token
 from tests.integration.console_support import Receiver, action_form, escalated, sign_in
 from tests.integration.test_console import client, operator, receiver, signed_in  # noqa: F401
@@ -112,3 +113,26 @@ async def test_two_sessions_resolving_one_escalation_at_once_one_wins_once(
                 "SELECT decision_id FROM escalations WHERE operation_id = $1", op_id
             )
             assert [r["decision_id"] for r in closed_by] == [decided[0]["decision_id"]]
+
+
+async def test_a_decision_posted_after_its_token_was_revoked_is_refused_and_not_recorded(
+    receiver: Receiver,  # noqa: F811
+    client: httpx.AsyncClient,  # noqa: F811
+    operator: str,  # noqa: F811
+    db: Any,
+) -> None:
+    """The page was open, its form filled, when the token was revoked (`jobwarden tokens
+    revoke`): the POST is refused and nothing is recorded. test_console's revocation
+    test only reads a page; no test posted a decision after a revocation."""
+    op_id = await escalated(db)
+    await signed_in(client, receiver, operator)
+    page = await client.get(receiver.url(f"/console/operations/{op_id}"))
+    token_id = await db.fetchval("SELECT token_id FROM api_tokens WHERE caller = 'dana'")
+    assert await tokens.revoke_token(db, token_id) is not None
+    answer = await client.post(
+        receiver.url(f"/console/operations/{op_id}/resolve"),
+        data={**action_form(page.text), "target": "failed", "reason": "vendor says failed"},
+    )
+    assert answer.status_code == 403 and "session has expired or ended" in answer.text
+    assert await db.fetchval("SELECT count(*) FROM decisions") == 0
+    assert await db.fetchval("SELECT state::text FROM operations") == "needs_attention"
