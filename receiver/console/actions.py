@@ -116,6 +116,19 @@ def resume_target(op: ledger.Operation) -> LocalState | None:
     return RESUME_TO.get(op.state)
 
 
+async def _resume_extension(
+    conn: Any, op: ledger.Operation, extend_s: float | None
+) -> float | None:
+    """How far a move to observing pushes the result deadline: as typed, else
+    DEFAULT_RESUME_EXTENSION_SECONDS once it has passed (the next sweep would
+    time the operation out again at once), else not at all."""
+    if extend_s is not None:
+        return extend_s
+    if op.result_deadline <= await ledger.clock_now(conn):
+        return DEFAULT_RESUME_EXTENSION_SECONDS
+    return None
+
+
 async def resolve(
     conn: Any,
     operation_id: str,
@@ -124,7 +137,12 @@ async def resolve(
     actor: str,
     reason: str,
     cancel_deadline_s: float | None,
+    extend_s: float | None = None,
 ) -> Done:
+    """A resolution button. To observing, the deadline is extended as `reconcile`
+    extends it (the extension typed beside the buttons was ignored, and none was
+    given by default: a deadline long past timed the operation out again); with
+    any other target a typed extension is refused, not dropped."""
     op = await load(conn, operation_id)
     allowed = operator_targets(op.state)
     try:
@@ -145,6 +163,12 @@ async def resolve(
             "the job in the provider's console, adopt it from the command line: jobwarden "
             f'resolve {operation_id} --decision observing --job-id JOB --reason "...".'
         )
+    if extend_s is not None and target is not S.OBSERVING:
+        raise ActionRefused(
+            "The deadline extension applies only when observation resumes (→ observing); "
+            "nothing was done."
+        )
+    extension = await _resume_extension(conn, op, extend_s) if target is S.OBSERVING else None
     try:
         decided = await decisions.decide(
             conn,
@@ -152,6 +176,7 @@ async def resolve(
             target,
             actor=actor,
             reason=reason,
+            extend_result_deadline_s=extension,
             cancel_deadline_s=cancel_deadline_s if target is S.CANCEL_REQUESTED else None,
         )
     except (LedgerError, asyncpg.IntegrityConstraintViolationError) as exc:
@@ -176,13 +201,7 @@ async def reconcile(
         if target is None:  # keep the state, read again (cancellation_unconfirmed, ...)
             decision_id = await decisions.request_read(conn, op, actor=actor, reason=reason)
             return Done("read", decision_id)
-        extension = extend_s if target is S.OBSERVING else None
-        if (
-            target is S.OBSERVING
-            and extension is None
-            and op.result_deadline <= await ledger.clock_now(conn)
-        ):
-            extension = DEFAULT_RESUME_EXTENSION_SECONDS
+        extension = await _resume_extension(conn, op, extend_s) if target is S.OBSERVING else None
         decided = await decisions.decide(
             conn, op, target, actor=actor, reason=reason, extend_result_deadline_s=extension
         )

@@ -143,6 +143,7 @@ async def act(console: Console, request: Request, session: Session) -> Response:
                     cancel_deadline_s=console.settings.cancel_deadline_for(
                         (await actions.load(conn, operation_id)).provider
                     ),
+                    extend_s=actions.extension_of(form.get("extend_hours")),
                 )
             elif action == "reconcile":
                 done = await actions.reconcile(

@@ -11,9 +11,13 @@ import httpx
 import pytest
 
 from shared.ledger import tokens
+from shared.ledger.states import LocalState
 from tests.integration.agent_support import make_token
 from tests.integration.console_support import Receiver, action_form, escalated, sign_in
 from tests.integration.test_console import client, operator, receiver, signed_in  # noqa: F401
+from tests.support import drive, submit
+
+S = LocalState
 
 
 async def test_a_reason_with_nul_is_refused_in_words_not_a_500(
@@ -136,3 +140,76 @@ async def test_a_decision_posted_after_its_token_was_revoked_is_refused_and_not_
     assert answer.status_code == 403 and "session has expired or ended" in answer.text
     assert await db.fetchval("SELECT count(*) FROM decisions") == 0
     assert await db.fetchval("SELECT state::text FROM operations") == "needs_attention"
+
+
+async def timed_out_long_ago(db: Any) -> str:
+    """An operation in result_timed_out whose result deadline is long past."""
+    op_id = await submit(db)
+    await drive(db, op_id, S.RESULT_TIMED_OUT)
+    await db.execute(
+        "UPDATE operations SET result_deadline = created_at + interval '1 ms'"
+        " WHERE operation_id = $1",
+        op_id,
+    )
+    return op_id
+
+
+@pytest.mark.parametrize(
+    ("hours", "at_least"), [("2", "110 minutes"), ("", "50 minutes")], ids=["typed", "default"]
+)
+async def test_resolve_to_observing_extends_the_deadline_as_reconcile_does(
+    receiver: Receiver,  # noqa: F811
+    client: httpx.AsyncClient,  # noqa: F811
+    operator: str,  # noqa: F811
+    db: Any,
+    hours: str,
+    at_least: str,
+) -> None:
+    """The form's "Resolve → observing" button ignored the extension typed beside it
+    and gave none by default: the operation, its deadline long past, went back to
+    observing only to be timed out again at the reconciler's next sweep."""
+    op_id = await timed_out_long_ago(db)
+    await signed_in(client, receiver, operator)
+    page = await client.get(receiver.url(f"/console/operations/{op_id}"))
+    assert 'name="extend_hours"' in page.text and 'value="observing"' in page.text
+    answer = await client.post(
+        receiver.url(f"/console/operations/{op_id}/resolve"),
+        data={
+            **action_form(page.text),
+            "target": "observing",
+            "reason": "the provider is slow today",
+            "extend_hours": hours,
+        },
+    )
+    assert answer.status_code == 303, answer.text
+    row = await db.fetchrow(
+        "SELECT state::text, result_deadline > now() + $1::text::interval AS extended"
+        " FROM operations",
+        at_least,
+    )
+    assert tuple(row) == ("observing", True)
+
+
+async def test_an_extension_with_a_resolution_that_does_not_observe_is_refused(
+    receiver: Receiver,  # noqa: F811
+    client: httpx.AsyncClient,  # noqa: F811
+    operator: str,  # noqa: F811
+    db: Any,
+) -> None:
+    """It was dropped without a word (the CLI refuses --extend-deadline there)."""
+    op_id = await timed_out_long_ago(db)
+    await signed_in(client, receiver, operator)
+    page = await client.get(receiver.url(f"/console/operations/{op_id}"))
+    answer = await client.post(
+        receiver.url(f"/console/operations/{op_id}/resolve"),
+        data={
+            **action_form(page.text),
+            "target": "needs_attention",
+            "reason": "look at it tomorrow",
+            "extend_hours": "2",
+        },
+    )
+    assert answer.status_code == 409, answer.text
+    assert "only when observation resumes" in answer.text
+    assert await db.fetchval("SELECT count(*) FROM decisions") == 0
+    assert await db.fetchval("SELECT state::text FROM operations") == "result_timed_out"
