@@ -35,6 +35,7 @@ from shared import ledger
 from shared.cli.errors import USAGE, CommandError, failure_of, printable, report
 from shared.db.queries import q
 from shared.db.runtime import migrated_connection
+from shared.ids import is_operation_id
 from shared.ledger import RequestSpec, decisions, tokens
 from shared.ledger.decisions import operator_targets
 from shared.ledger.errors import AdoptionRefused, LedgerError, RequestMismatch, UnknownOperation
@@ -211,7 +212,18 @@ async def app_connection() -> AsyncIterator[Any]:
         yield conn
 
 
+# How much of an id that is not one a refusal quotes (a 10 KB paste was echoed whole).
+_QUOTED_ID = 64
+
+
 async def _load(conn: Any, operation_id: str) -> ledger.Operation:
+    if not is_operation_id(operation_id):
+        shown = operation_id[:_QUOTED_ID] + ("…" if len(operation_id) > _QUOTED_ID else "")
+        raise CommandError(
+            f"no operation {shown}: not an operation id "
+            "(op_ and 26 letters and digits, as `jobwarden list` shows them)",
+            code="not_found",
+        )
     try:
         return await ledger.load_operation(conn, operation_id)
     except UnknownOperation:

@@ -6,6 +6,7 @@ before, each was a traceback from deep in the database driver.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -196,3 +197,22 @@ async def test_a_body_that_cannot_be_read_or_stored_is_a_usage_error(
     assert await run("submit", "--provider", "sim", "--kind", "export", "--body", body) == 2
     assert "--body" in capsys.readouterr().err
     assert await db.fetchval("SELECT count(*) FROM operations") == 0
+
+
+@pytest.mark.parametrize("command", ["show", "cancel", "resolve", "reconcile"])
+async def test_a_10_kb_id_is_refused_in_one_short_line_with_no_query(
+    db: Any, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    """A 10 KB paste was echoed whole ('no operation xxxx…' 10,000 characters long)
+    after a lookup; an id not shaped like one is now refused as such, cut short."""
+    extra = {
+        "cancel": ["--reason", "stop it"],
+        "resolve": ["--decision", "failed", "--reason", "vendor says"],
+        "reconcile": [],
+        "show": [],
+    }[command]
+    assert await run(command, "op_" + "x" * 10_000, *extra, "--json") == 1
+    error = json.loads(capsys.readouterr().out)["error"]
+    assert error["code"] == "not_found" and "not an operation id" in error["message"]
+    assert len(error["message"]) < 300
+    assert await db.fetchval("SELECT count(*) FROM decisions") == 0
