@@ -233,6 +233,12 @@ async def cancel(
         return Done("cancel")
     if state is S.ABANDONED:
         return Done("abandoned")
+    if state in TERMINAL:
+        # finished between the check above and the request (the reconciler's
+        # move): nothing was recorded, and "cancel intent recorded" would claim it
+        raise ActionRefused(
+            f"{operation_id} is already {state.value}: nothing to cancel; nothing was done."
+        )
     return Done("cancel_intent")
 
 

@@ -10,9 +10,11 @@ from typing import Any
 import httpx
 import pytest
 
+from receiver.console import actions
+from shared.db.connect import connection
 from shared.ledger import tokens
 from shared.ledger.states import LocalState
-from tests.integration.agent_support import make_token
+from tests.integration.agent_support import finish_with_result, make_token
 from tests.integration.console_support import Receiver, action_form, escalated, sign_in
 from tests.integration.test_console import client, operator, receiver, signed_in  # noqa: F401
 from tests.support import drive, submit
@@ -213,3 +215,31 @@ async def test_an_extension_with_a_resolution_that_does_not_observe_is_refused(
     assert "only when observation resumes" in answer.text
     assert await db.fetchval("SELECT count(*) FROM decisions") == 0
     assert await db.fetchval("SELECT state::text FROM operations") == "result_timed_out"
+
+
+async def test_a_cancel_of_an_operation_that_just_succeeded_claims_no_intent(
+    db: Any, db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reconciler finishes the operation between the console's check (observing:
+    cancellable) and the cancel request: request_cancel recorded nothing and said so
+    (the state it found, succeeded), yet the page said 'Cancel intent recorded; the
+    operation waits for an operator'. Now it is refused: already succeeded."""
+    op_id = await submit(db)
+    await drive(db, op_id, S.OBSERVING)
+    loaded = actions.load
+
+    async def load_then_the_reconciler_finishes_it(conn: Any, operation_id: str) -> Any:
+        op = await loaded(conn, operation_id)
+        async with connection(db_url) as reconciler:
+            await finish_with_result(reconciler, operation_id, total=1)
+        return op
+
+    monkeypatch.setattr(actions, "load", load_then_the_reconciler_finishes_it)
+    with pytest.raises(actions.ActionRefused, match="already succeeded: nothing to cancel"):
+        await actions.cancel(
+            db, op_id, actor="operator:dana", reason="not needed", cancel_deadline_s=None
+        )
+    row = await db.fetchrow(
+        "SELECT state::text, cancel_requested_at FROM operations WHERE operation_id = $1", op_id
+    )
+    assert tuple(row) == ("succeeded", None)
