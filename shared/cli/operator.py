@@ -762,23 +762,27 @@ async def cmd_reconcile(args: argparse.Namespace) -> int:
                     extension = None
                     if target is S.OBSERVING:
                         extension = await _resume_extension(conn, op, args.extend_deadline)
-                    decided = await decisions.decide(
-                        conn,
-                        op,
-                        target,
-                        actor=actor,
-                        reason=reason,
-                        extend_result_deadline_s=extension,
-                    )
-                    deadline = decided.result_deadline
-                    if override:
-                        await decisions.request_read(
+                    # One transaction: the move and the override apply together or
+                    # not at all. Apart, a reconciler's move between them made the
+                    # override refuse (exit 1) after the move and its decision stood.
+                    async with conn.transaction():
+                        decided = await decisions.decide(
                             conn,
-                            await _load(conn, op.operation_id),
+                            op,
+                            target,
                             actor=actor,
                             reason=reason,
-                            override_back_pressure=True,
+                            extend_result_deadline_s=extension,
                         )
+                        if override:
+                            await decisions.request_read(
+                                conn,
+                                await _load(conn, op.operation_id),
+                                actor=actor,
+                                reason=reason,
+                                override_back_pressure=True,
+                            )
+                    deadline = decided.result_deadline
                     moved_to = target
             except (LedgerError, asyncpg.IntegrityConstraintViolationError) as exc:
                 raise _refused_by_db(exc) from None

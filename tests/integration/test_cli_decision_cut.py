@@ -9,9 +9,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import pytest
 
 from bench.pgproxy import Fault, PgProxy
+from shared import ledger
+from shared.cli import operator as cli_operator
+from shared.ledger.errors import StaleTransition
 from shared.ledger.states import LocalState
 from tests.integration.test_cli_operator import escalate, run
 from tests.support import drive, submit
@@ -106,3 +110,48 @@ async def test_the_retry_of_a_resolution_already_applied_says_so_and_records_not
     assert f"{op_id} is already failed" in err and "nothing was changed" in err, err
     assert await db.fetchval("SELECT count(*) FROM decisions") == 1
     assert await db.fetchval("SELECT count(*) FROM history WHERE to_state = 'failed'") == 1
+
+
+async def test_a_resume_overriding_back_pressure_is_one_decision_or_none(
+    db: Any,
+    db_url: str,
+    point_at: PointAt,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`reconcile --override-back-pressure` resumed observation in one transaction and
+    overrode in a second: the reconciler escalating the operation in between made the
+    second refuse ('the database refused the move', exit 1) while the first had moved it
+    and recorded its decision. Now both are one transaction: the reconciler's move
+    waits for it (here its lock wait times out), and the command's answer is the truth."""
+    op_id = await escalate(db, S.RESULT_TIMED_OUT, "deadline passed")
+    sep = "&" if "?" in db_url else "?"
+    monkeypatch.setenv("DATABASE_URL", f"{db_url}{sep}role=jobwarden_operator")
+    loads = 0
+    reloaded = cli_operator._load
+    blocked: list[str] = []
+
+    async def the_reconciler_escalates_between(conn: Any, operation_id: str) -> Any:
+        nonlocal loads
+        loads += 1
+        if loads == 2:  # the reload before the override's read
+            try:
+                async with db.transaction():
+                    await db.execute("SET LOCAL lock_timeout = '50ms'")
+                    await ledger.transition(
+                        db, operation_id, S.OBSERVING, S.NEEDS_ATTENTION,
+                        actor="reconciler:test", cause="contradictory status",
+                    )  # fmt: skip
+            except (asyncpg.LockNotAvailableError, StaleTransition) as exc:
+                blocked.append(type(exc).__name__)
+        return await reloaded(conn, operation_id)
+
+    monkeypatch.setattr(cli_operator, "_load", the_reconciler_escalates_between)
+    code = await run("reconcile", op_id, "--override-back-pressure", "--reason", "vendor is up")
+    err = capsys.readouterr().err
+    decided = await db.fetchval("SELECT count(*) FROM decisions WHERE operation_id = $1", op_id)
+    state = await db.fetchval("SELECT state::text FROM operations WHERE operation_id = $1", op_id)
+    if code == 0:
+        assert decided == 2 and blocked, (decided, blocked)
+    else:  # refused: then nothing of it may be recorded
+        assert (decided, state) == (0, "result_timed_out"), (code, err, decided, state)
