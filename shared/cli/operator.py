@@ -469,26 +469,41 @@ def _cancel_deadline(provider: str) -> float | None:
 async def cmd_cancel(args: argparse.Namespace) -> int:
     async with app_connection() as conn:
         op = await _load(conn, args.operation_id)
+        actor = operator_actor(args)
         with _outcome_unknown_if_cut(op.operation_id, "the cancel request"):
             state = await ledger.request_cancel(
                 conn,
                 op.operation_id,
-                requested_by=operator_actor(args),
+                requested_by=actor,
                 reason=args.reason,
                 cancel_deadline_s=_cancel_deadline(op.provider),
             )
+        after = await _load(conn, op.operation_id)
     if state in (S.CANCEL_REQUESTED, S.CANCELLING):
         message = "cancellation requested; NOT confirmed until the provider reports it"
     elif state is S.ABANDONED:
         message = "abandoned: the create request had not been sent, no job exists"
     elif state in TERMINAL:
         message = f"nothing to cancel: already {state.value}"
+    elif after.cancel_requested_at == op.cancel_requested_at or (
+        after.cancel_requested_by != actor
+    ):
+        # request_cancel keeps an intent still waiting for an operator (an earlier
+        # one, or another operator's of a moment ago): this one was recorded
+        # nowhere, though "intent recorded" said it was
+        message = (
+            f"not recorded: the cancel intent of {after.cancel_requested_by} at "
+            f"{_when(after.cancel_requested_at)} stands; the operation stays {state.value} "
+            f"(to cancel it now: jobwarden resolve {op.operation_id} --decision "
+            "cancel_requested --reason ...)"
+        )
     else:
         message = f"intent recorded; the operation stays {state.value}"
     if args.json:
         print_json({"operation_id": op.operation_id, "state": state.value, "message": message})
     else:
-        _console().print(f"{op.operation_id}: {message}")
+        # the message may quote an operator name (--as), typed with anything in it
+        _console().print(Text(printable(f"{op.operation_id}: {message}")))
     return 0
 
 

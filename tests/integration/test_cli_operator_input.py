@@ -216,3 +216,23 @@ async def test_a_10_kb_id_is_refused_in_one_short_line_with_no_query(
     assert error["code"] == "not_found" and "not an operation id" in error["message"]
     assert len(error["message"]) < 300
     assert await db.fetchval("SELECT count(*) FROM decisions") == 0
+
+
+async def test_a_second_cancel_of_a_stopped_operation_says_the_first_intent_stands(
+    db: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An operation in needs_attention keeps the first cancel intent (the ledger's
+    request_cancel is idempotent there): the second operator was told 'intent
+    recorded', their name and reason recorded nowhere."""
+    op_id = await escalate(db, S.NEEDS_ATTENTION, "two job ids")
+    assert await run("cancel", op_id, "--reason", "dana: not needed") == 0
+    assert "intent recorded" in capsys.readouterr().out
+    assert await run("cancel", op_id, "--reason", "erin: stop it", "--as", "erin", "--json") == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert answer["state"] == "needs_attention"
+    assert "not recorded" in answer["message"] and "operator:dana" in answer["message"]
+    assert "resolve" in answer["message"]
+    row = await db.fetchrow(
+        "SELECT cancel_requested_by, cancel_reason FROM operations WHERE operation_id = $1", op_id
+    )
+    assert tuple(row) == ("operator:dana", "dana: not needed")
