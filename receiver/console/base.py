@@ -62,6 +62,11 @@ CONSOLE_LOGIN_REFUSED = (
     "recorded. Check that it names an existing login in the jobwarden_operator role, "
     "with its password, and this database."
 )
+DECISION_OUTCOME_UNKNOWN = (
+    "The connection to the database was lost while your action was being recorded: it "
+    "may have been recorded. Open the operation's page again and look at its timeline "
+    "before acting again."
+)
 Endpoint = Callable[[Request], Awaitable[Response]]
 
 
@@ -132,6 +137,11 @@ class Console:
             )
             message = CONSOLE_LOGIN_MAY_NOT_DECIDE if own_login else RECEIVER_MAY_NOT_DECIDE
             raise Refused(503, message) from None
+        except DATABASE_DOWN:
+            # Lost at the COMMIT, the server has committed and only its answer is
+            # gone: "retry shortly" let the operator believe nothing was done.
+            log.warning("the connection was lost during a console action", exc_info=True)
+            raise Refused(503, DECISION_OUTCOME_UNKNOWN) from None
         finally:
             await pooled.release(pool, conn)
 

@@ -5,21 +5,32 @@ from __future__ import annotations
 
 import asyncio
 import html
+import re
 from typing import Any
 
 import httpx
 import pytest
 
+from bench.pgproxy import Fault, PgProxy
 from receiver.console import actions
-from shared.db.connect import connection
+from shared.db.connect import ResolvedDatabase, connection
 from shared.ledger import tokens
 from shared.ledger.states import LocalState
 from tests.integration.agent_support import finish_with_result, make_token
-from tests.integration.console_support import Receiver, action_form, escalated, sign_in
+from tests.integration.console_support import (
+    Receiver,
+    action_form,
+    console_login,
+    escalated,
+    running_receiver,
+    sign_in,
+)
 from tests.integration.test_console import client, operator, receiver, signed_in  # noqa: F401
 from tests.support import drive, submit
 
 S = LocalState
+COMMIT = re.compile(r"^\s*COMMIT", re.IGNORECASE)
+DECISION_INSERT = re.compile(r"INSERT INTO decisions")
 
 
 async def test_a_reason_with_nul_is_refused_in_words_not_a_500(
@@ -243,3 +254,39 @@ async def test_a_cancel_of_an_operation_that_just_succeeded_claims_no_intent(
         "SELECT state::text, cancel_requested_at FROM operations WHERE operation_id = $1", op_id
     )
     assert tuple(row) == ("succeeded", None)
+
+
+async def test_a_decision_cut_at_its_commit_says_it_may_have_been_recorded(
+    pg_server: ResolvedDatabase,
+    db_url: str,
+    client: httpx.AsyncClient,  # noqa: F811
+    operator: str,  # noqa: F811
+    db: Any,
+) -> None:
+    """The console's decision connection cut at the COMMIT (the server committed, the
+    answer lost) was 'The database is unavailable; retry shortly': the operator
+    believed nothing was done. Now the page says it may have been recorded; the
+    retry from the old page is refused (it moved), so nothing is applied twice."""
+    op_id = await escalated(db)
+    async with (
+        console_login(pg_server.admin_url, db_url) as console_url,
+        PgProxy.from_url(console_url) as proxy,
+        running_receiver(db_url, proxy.url_for(console_url)) as through_proxy,
+    ):
+        await signed_in(client, through_proxy, operator)
+        page = await client.get(through_proxy.url(f"/console/operations/{op_id}"))
+        form = {**action_form(page.text), "target": "failed", "reason": "vendor says failed"}
+        proxy.arm(Fault(action="drop_after", match=COMMIT, after_match=DECISION_INSERT))
+        cut = await client.post(
+            through_proxy.url(f"/console/operations/{op_id}/resolve"), data=form
+        )
+        assert proxy.fired.is_set()
+        assert cut.status_code == 503, cut.text
+        said = html.unescape(cut.text)
+        assert "may have been recorded" in said and "retry shortly" not in said
+        assert await db.fetchval("SELECT state::text FROM operations") == "failed"
+        again = await client.post(
+            through_proxy.url(f"/console/operations/{op_id}/resolve"), data=form
+        )
+        assert again.status_code == 409 and "moved since this page" in html.unescape(again.text)
+    assert await db.fetchval("SELECT count(*) FROM decisions") == 1
