@@ -653,9 +653,10 @@ async def cmd_resolve(args: argparse.Namespace) -> int:
             refusal = decisions.adoption_refusal(op, job_id)
             if refusal is not None:
                 raise CommandError(f"{refusal}; nothing was changed")
-        elif target is op.state and target not in allowed:
+        elif (target is op.state or op.state in TERMINAL) and target not in allowed:
             # a retry of a decision already applied (its answer lost), or a second
-            # operator's: a usage error ("not an operator move") said neither
+            # operator's finishing it first: a usage error ("not an operator move",
+            # exit 2) said neither
             raise CommandError(
                 f"{op.operation_id} is already {op.state.value}; nothing was changed",
                 hint=f"jobwarden show {op.operation_id}: its timeline shows the decision "

@@ -155,3 +155,25 @@ async def test_a_resume_overriding_back_pressure_is_one_decision_or_none(
         assert decided == 2 and blocked, (decided, blocked)
     else:  # refused: then nothing of it may be recorded
         assert (decided, state) == (0, "result_timed_out"), (code, err, decided, state)
+
+
+async def test_a_resolution_of_an_operation_another_decision_finished_is_refused_not_usage(
+    db: Any,
+    db_url: str,
+    point_at: PointAt,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two operators on one escalation: the second, loading after the first's commit,
+    was told 'failed -> cancel_requested is not an operator move; allowed from failed:
+    none', exit 2, as if they had typed the command wrongly."""
+    op_id = await escalate(db, S.NEEDS_ATTENTION, "two job ids")
+    sep = "&" if "?" in db_url else "?"
+    monkeypatch.setenv("DATABASE_URL", f"{db_url}{sep}role=jobwarden_operator")
+    assert await run("resolve", op_id, "--decision", "failed", "--reason", "alice: failed") == 0
+    capsys.readouterr()
+    argv = ["resolve", op_id, "--decision", "cancel_requested", "--reason", "carol: stop"]
+    assert await run(*argv) == 1
+    err = capsys.readouterr().err
+    assert f"{op_id} is already failed; nothing was changed" in err, err
+    assert await db.fetchval("SELECT count(*) FROM decisions") == 1

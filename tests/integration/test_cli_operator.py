@@ -384,7 +384,10 @@ async def test_two_operators_deciding_at_once_one_wins_and_the_other_is_told(
         )
         assert codes.count(0) == 1 and set(codes) - {0} <= {1, 2}  # one refused, in words
         refusal = capsys.readouterr().err
-        assert "concurrent or stale" in refusal or "is not an operator move" in refusal
+        assert any(
+            words in refusal
+            for words in ("concurrent or stale", "is not an operator move", "is already failed")
+        )
         decided = await db.fetchval("SELECT count(*) FROM decisions WHERE operation_id = $1", op_id)
         assert decided == 1
 
