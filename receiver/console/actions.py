@@ -16,6 +16,7 @@ from typing import Any
 
 import asyncpg
 
+from receiver.console.render import when
 from shared import ledger
 from shared.db.queries import q
 from shared.ledger import decisions
@@ -239,7 +240,26 @@ async def cancel(
         raise ActionRefused(
             f"{operation_id} is already {state.value}: nothing to cancel; nothing was done."
         )
+    await _intent_recorded(conn, op, actor, state)
     return Done("cancel_intent")
+
+
+async def _intent_recorded(conn: Any, op: ledger.Operation, actor: str, state: LocalState) -> None:
+    """ActionRefused unless this operator's intent is the one on record.
+
+    Escalated between the check above and the request (the reconciler's move),
+    an operation with an earlier intent keeps it (request_cancel keeps an intent
+    still waiting for an operator): this one was recorded nowhere, yet the page
+    said "Cancel intent recorded". The same test as `jobwarden cancel`'s.
+    """
+    after = await load(conn, op.operation_id)
+    if after.cancel_requested_at != op.cancel_requested_at and (after.cancel_requested_by == actor):
+        return
+    raise ActionRefused(
+        f"Not recorded: the cancel intent of {after.cancel_requested_by} at "
+        f"{when(after.cancel_requested_at)} stands; {op.operation_id} stays {state.value} "
+        "and nothing was done. To cancel it now, resolve it to cancel_requested."
+    )
 
 
 def moves(op_state: LocalState) -> list[LocalState]:

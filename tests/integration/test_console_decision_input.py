@@ -13,8 +13,10 @@ import pytest
 
 from bench.pgproxy import Fault, PgProxy
 from receiver.console import actions
+from receiver.console.render import when
+from shared import ledger
 from shared.db.connect import ResolvedDatabase, connection
-from shared.ledger import tokens
+from shared.ledger import decisions, tokens
 from shared.ledger.states import LocalState
 from tests.integration.agent_support import finish_with_result, make_token
 from tests.integration.console_support import (
@@ -290,3 +292,48 @@ async def test_a_decision_cut_at_its_commit_says_it_may_have_been_recorded(
         )
         assert again.status_code == 409 and "moved since this page" in html.unescape(again.text)
     assert await db.fetchval("SELECT count(*) FROM decisions") == 1
+
+
+async def test_a_cancel_raced_by_an_escalation_with_an_earlier_intent_says_it_stands(
+    receiver: Receiver,  # noqa: F811
+    client: httpx.AsyncClient,  # noqa: F811
+    operator: str,  # noqa: F811
+    db: Any,
+    db_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Observing with carol's intent left from an escalation an operator resumed: the
+    page offers Cancel. The reconciler escalates it between the console's check and
+    the cancel request, which keeps carol's intent (one waiting for an operator):
+    dana's was recorded nowhere, yet the page said 'Cancel intent recorded'. Now it
+    says carol's intent stands and how to cancel now, as `jobwarden cancel` does."""
+    op_id = await escalated(db)
+    await db.execute("UPDATE operations SET remote_job_id = 'job_1' WHERE operation_id = $1", op_id)
+    await ledger.request_cancel(db, op_id, requested_by="operator:carol", reason="first")
+    resumed = await ledger.load_operation(db, op_id)
+    await decisions.decide(db, resumed, S.OBSERVING, actor="operator:carol", reason="resume")
+    earlier = await db.fetchval("SELECT cancel_requested_at FROM operations")
+    requested = ledger.request_cancel
+
+    async def escalated_first(conn: Any, operation_id: str, **kwargs: Any) -> Any:
+        async with connection(db_url) as reconciler:
+            await drive(reconciler, operation_id, S.NEEDS_ATTENTION)
+        return await requested(conn, operation_id, **kwargs)
+
+    await signed_in(client, receiver, operator)
+    page = await client.get(receiver.url(f"/console/operations/{op_id}"))
+    assert f"/console/operations/{op_id}/cancel" in page.text
+    monkeypatch.setattr(ledger, "request_cancel", escalated_first)
+    answer = await client.post(
+        receiver.url(f"/console/operations/{op_id}/cancel"),
+        data={**action_form(page.text), "reason": "dana: stop it"},
+    )
+    assert answer.status_code == 409, answer.text
+    said = html.unescape(answer.text)
+    assert "Cancel intent recorded" not in said
+    assert f"Not recorded: the cancel intent of operator:carol at {when(earlier)} stands" in said
+    assert "resolve it to cancel_requested" in said
+    row = await db.fetchrow(
+        "SELECT state::text, cancel_requested_by, cancel_reason FROM operations"
+    )
+    assert tuple(row) == ("needs_attention", "operator:carol", "first")
