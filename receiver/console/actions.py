@@ -26,10 +26,6 @@ from shared.ledger.states import CANCELLABLE, TERMINAL, LocalState
 from shared.text import holds_exactly
 
 S = LocalState
-# As `jobwarden reconcile`: resuming observation of an operation whose result
-# deadline has passed would time it out again at once, so it gets one more
-# realistic round of observation unless the operator says how long.
-DEFAULT_RESUME_EXTENSION_SECONDS = 3600.0
 # The longest extension the form accepts (a typo of 1000 days is refused).
 MAX_EXTENSION_SECONDS = 30 * 86400.0
 MIN_REASON = 3  # the decisions.reason CHECK
@@ -117,19 +113,6 @@ def resume_target(op: ledger.Operation) -> LocalState | None:
     return RESUME_TO.get(op.state)
 
 
-async def _resume_extension(
-    conn: Any, op: ledger.Operation, extend_s: float | None
-) -> float | None:
-    """How far a move to observing pushes the result deadline: as typed, else
-    DEFAULT_RESUME_EXTENSION_SECONDS once it has passed (the next sweep would
-    time the operation out again at once), else not at all."""
-    if extend_s is not None:
-        return extend_s
-    if op.result_deadline <= await ledger.clock_now(conn):
-        return DEFAULT_RESUME_EXTENSION_SECONDS
-    return None
-
-
 async def resolve(
     conn: Any,
     operation_id: str,
@@ -169,7 +152,9 @@ async def resolve(
             "The deadline extension applies only when observation resumes (→ observing); "
             "nothing was done."
         )
-    extension = await _resume_extension(conn, op, extend_s) if target is S.OBSERVING else None
+    extension = (
+        await decisions.resume_extension(conn, op, extend_s) if target is S.OBSERVING else None
+    )
     try:
         decided = await decisions.decide(
             conn,
@@ -202,7 +187,9 @@ async def reconcile(
         if target is None:  # keep the state, read again (cancellation_unconfirmed, ...)
             decision_id = await decisions.request_read(conn, op, actor=actor, reason=reason)
             return Done("read", decision_id)
-        extension = await _resume_extension(conn, op, extend_s) if target is S.OBSERVING else None
+        extension = (
+            await decisions.resume_extension(conn, op, extend_s) if target is S.OBSERVING else None
+        )
         decided = await decisions.decide(
             conn, op, target, actor=actor, reason=reason, extend_result_deadline_s=extension
         )

@@ -34,6 +34,7 @@ from reconciler.steps.collect import Partial, collect_partial_output
 from shared.db import pgjson
 from shared.db.errors import db_error_context, db_error_reason
 from shared.ledger import evidence, webhooks
+from shared.ledger.decisions import DEADLINE_READ_GRACE_S
 from shared.ledger.errors import StaleTransition
 from shared.ledger.evidence import ROW_ERRORS, StatusRead
 from shared.ledger.states import SCHEDULED, Evidence, LocalState, RemoteState
@@ -58,10 +59,6 @@ REFUSED_READS_TOLERANCE = STATELESS_READS_TOLERANCE
 PASSING_CLIENT_STATUSES = frozenset({408, 425, 429})
 # Once cancellation is unconfirmed we keep reading, slowly, in case it settles.
 UNCONFIRMED_POLL_SECONDS = 300.0
-# How long past a deadline the owner keeps trying to read before escalating:
-# long enough to wait out a provider's Retry-After of a few minutes or a
-# short outage, short enough that the escalation still means "on time".
-DEADLINE_READ_GRACE_S = 300.0
 
 TERMINAL_TARGET = {
     RemoteState.SUCCEEDED: S.RESULT_COLLECTING,

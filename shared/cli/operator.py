@@ -44,10 +44,6 @@ from shared.ledger.tokens import CALLER_NAME, Scope, mint_token
 from shared.text import holds_exactly
 
 S = LocalState
-# When an operator resumes observation of an operation whose result deadline
-# has passed, the reconciler would time it out again on its next sweep; an hour
-# is one more realistic round of observation unless --extend-deadline says.
-DEFAULT_RESUME_EXTENSION_SECONDS = 3600.0
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhd]?)$")
 _UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 # Longer than any deadline, age or extension means; far longer ones (10^14 days,
@@ -577,19 +573,6 @@ def _refused_by_db(exc: Exception) -> CommandError:
     return CommandError(f"the database refused the move ({detail})")
 
 
-async def _resume_extension(
-    conn: Any, op: ledger.Operation, requested: float | None
-) -> float | None:
-    """How far to push the result deadline when observation resumes: as asked, else
-    DEFAULT_RESUME_EXTENSION_SECONDS once it has passed (the reconciler would time
-    the operation out again on its next sweep), else not at all (None; so is 0)."""
-    if requested is not None:
-        return requested or None
-    if op.result_deadline <= await ledger.clock_now(conn):
-        return DEFAULT_RESUME_EXTENSION_SECONDS
-    return None
-
-
 def _adopted_status_request(provider: str, job_id: str) -> dict[str, Any]:
     """The status read a worker will send for `job_id`, as the create step records it
     (`reconciler/steps/create.py` `_accept`): built by the provider's adapter."""
@@ -678,7 +661,7 @@ async def cmd_resolve(args: argparse.Namespace) -> int:
             )
         extension = None
         if target is S.OBSERVING:
-            extension = await _resume_extension(conn, op, args.extend_deadline)
+            extension = await decisions.resume_extension(conn, op, args.extend_deadline)
         with _outcome_unknown_if_cut(op.operation_id, "the decision"):
             try:
                 if job_id is not None:
@@ -777,7 +760,7 @@ async def cmd_reconcile(args: argparse.Namespace) -> int:
                 else:
                     extension = None
                     if target is S.OBSERVING:
-                        extension = await _resume_extension(conn, op, args.extend_deadline)
+                        extension = await decisions.resume_extension(conn, op, args.extend_deadline)
                     # One transaction: the move and the override apply together or
                     # not at all. Apart, a reconciler's move between them made the
                     # override refuse (exit 1) after the move and its decision stood.
@@ -1012,7 +995,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="DURATION",
         help=(
             "with --decision observing: push the result deadline this far from now "
-            "(default 1h if it has passed)"
+            "(default 1h if under 5 minutes remain)"
         ),
     )
     _as_flag(p)
@@ -1029,7 +1012,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--extend-deadline",
         type=parse_duration,
-        help="push the result deadline this far from now (default 1h if it has passed)",
+        help="push the result deadline this far from now (default 1h if under 5 minutes remain)",
     )
     p.add_argument(
         "--override-back-pressure",

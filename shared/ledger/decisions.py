@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from shared.db.connect import Executor
@@ -23,6 +23,7 @@ from shared.ledger.errors import AdoptionRefused, JobShared, StaleTransition
 from shared.ledger.operations import (
     DEFAULT_CANCEL_DEADLINE_S,
     Operation,
+    clock_now,
     holder_of_job,
     ledger_errors,
     record_remote_job,
@@ -33,6 +34,36 @@ from shared.ledger.operations import (
 from shared.ledger.states import EDGES, ESCALATED, Evidence, LocalState
 
 S = LocalState
+# How long past a result or cancel deadline the reconciler keeps trying to read
+# before it escalates (reconciler/steps/poll.py): long enough to wait out a
+# provider's Retry-After of a few minutes or a short outage, short enough that
+# the escalation still means "on time". Here too: it is the margin a resumed
+# observation needs (`resume_extension`).
+DEADLINE_READ_GRACE_S = 300.0
+# What resuming observation (→ observing: `jobwarden reconcile` / `resolve`,
+# the console's "Reconcile now" / "Resolve → observing") adds to a result
+# deadline that is passed or about to pass, unless the operator says how long:
+# one more realistic round of observation.
+DEFAULT_RESUME_EXTENSION_SECONDS = 3600.0
+
+
+async def resume_extension(conn: Any, op: Operation, requested: float | None) -> float | None:
+    """How far a move to observing pushes the result deadline (None: not at all).
+
+    As asked (0: not at all); else DEFAULT_RESUME_EXTENSION_SECONDS when less
+    than DEADLINE_READ_GRACE_S remains before the deadline, else not at all.
+    Before, the default applied only once the deadline had passed: an operation
+    resumed with seconds left was read once at most and timed out again, as the
+    reconciler escalates at the first read after the deadline that shows no end
+    (waiting only out a Retry-After within its grace). One rule, for the CLI and
+    the console alike.
+    """
+    if requested is not None:
+        return requested or None
+    left = op.result_deadline - await clock_now(conn)
+    if left < timedelta(seconds=DEADLINE_READ_GRACE_S):
+        return DEFAULT_RESUME_EXTENSION_SECONDS
+    return None
 
 
 async def record_decision(

@@ -345,6 +345,35 @@ async def test_reconcile_resumes_a_timed_out_operation(
     )
 
 
+@pytest.mark.parametrize(
+    ("left", "extended"), [("30 seconds", True), ("2 hours", False)], ids=["seconds", "hours"]
+)
+async def test_reconcile_extends_a_deadline_about_to_pass_as_one_passed(
+    db: Any, capsys: pytest.CaptureFixture[str], left: str, extended: bool
+) -> None:
+    """The default hour applied only once the result deadline had passed: resumed
+    with seconds left, the operation got no extension, was read once at most and
+    timed out again (the reconciler escalates at the first read past the deadline).
+    Now it applies when less than the reconciler's deadline grace remains; a
+    deadline hours away is left as it is."""
+    op_id = await escalate(db, S.RESULT_TIMED_OUT, "deadline passed")
+    await db.execute(
+        "UPDATE operations SET result_deadline = now() + $2::text::interval"
+        " WHERE operation_id = $1",
+        op_id,
+        left,
+    )
+    assert await run("reconcile", op_id, "--json") == 0
+    assert output(capsys)["to"] == "observing"
+    row = await db.fetchrow(
+        "SELECT result_deadline > now() + interval '50 minutes' + $2::text::interval"
+        " FROM operations WHERE operation_id = $1",
+        op_id,
+        left,
+    )
+    assert row[0] is extended
+
+
 async def test_reconcile_a_result_problem_collects_again(
     db: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:

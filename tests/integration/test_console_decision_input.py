@@ -205,6 +205,33 @@ async def test_resolve_to_observing_extends_the_deadline_as_reconcile_does(
     assert tuple(row) == ("observing", True)
 
 
+@pytest.mark.parametrize("action", ["resolve", "reconcile"])
+async def test_resuming_with_seconds_left_extends_the_deadline_by_default(
+    receiver: Receiver,  # noqa: F811
+    client: httpx.AsyncClient,  # noqa: F811
+    operator: str,  # noqa: F811
+    db: Any,
+    action: str,
+) -> None:
+    """The default hour applied only once the result deadline had passed: resumed
+    with 30 seconds left and no hours typed, the operation was timed out again
+    right after. Now it applies when less than the reconciler's deadline grace
+    remains (decisions.resume_extension, the CLI's rule too)."""
+    op_id = await timed_out_long_ago(db)
+    await db.execute("UPDATE operations SET result_deadline = now() + interval '30 seconds'")
+    await signed_in(client, receiver, operator)
+    page = await client.get(receiver.url(f"/console/operations/{op_id}"))
+    answer = await client.post(
+        receiver.url(f"/console/operations/{op_id}/{action}"),
+        data={**action_form(page.text), "target": "observing", "reason": "provider is slow"},
+    )
+    assert answer.status_code == 303, answer.text
+    row = await db.fetchrow(
+        "SELECT state::text, result_deadline > now() + interval '50 minutes' FROM operations"
+    )
+    assert tuple(row) == ("observing", True)
+
+
 async def test_an_extension_with_a_resolution_that_does_not_observe_is_refused(
     receiver: Receiver,  # noqa: F811
     client: httpx.AsyncClient,  # noqa: F811
