@@ -12,7 +12,7 @@ jobwarden_operator, since the receiver's role may not record decisions.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 import asyncpg
 
@@ -208,7 +208,7 @@ async def cancel(
             "(an escalated operation is cancelled by a resolution to cancel_requested)."
         )
     try:
-        state = await ledger.request_cancel(
+        done = await ledger.cancel_intent(
             conn,
             op.operation_id,
             requested_by=actor,
@@ -217,6 +217,7 @@ async def cancel(
         )
     except (LedgerError, asyncpg.IntegrityConstraintViolationError) as exc:
         raise _refused(exc) from None
+    state = done.state
     if state in (S.CANCEL_REQUESTED, S.CANCELLING):
         return Done("cancel")
     if state is S.ABANDONED:
@@ -227,21 +228,20 @@ async def cancel(
         raise ActionRefused(
             f"{operation_id} is already {state.value}: nothing to cancel; nothing was done."
         )
-    await _intent_recorded(conn, op, actor, state)
+    if not done.recorded:
+        await _intent_stands(conn, op, state)
     return Done("cancel_intent")
 
 
-async def _intent_recorded(conn: Any, op: ledger.Operation, actor: str, state: LocalState) -> None:
-    """ActionRefused unless this operator's intent is the one on record.
+async def _intent_stands(conn: Any, op: ledger.Operation, state: LocalState) -> NoReturn:
+    """ActionRefused naming the intent that stands in place of this operator's.
 
     Escalated between the check above and the request (the reconciler's move),
-    an operation with an earlier intent keeps it (request_cancel keeps an intent
-    still waiting for an operator): this one was recorded nowhere, yet the page
-    said "Cancel intent recorded". The same test as `jobwarden cancel`'s.
+    an operation with an earlier intent keeps it (`ledger.cancel_intent` keeps
+    an intent still waiting for an operator): this one was recorded nowhere, yet
+    the page said "Cancel intent recorded". As `jobwarden cancel` says it.
     """
     after = await load(conn, op.operation_id)
-    if after.cancel_requested_at != op.cancel_requested_at and (after.cancel_requested_by == actor):
-        return
     raise ActionRefused(
         f"Not recorded: the cancel intent of {after.cancel_requested_by} at "
         f"{when(after.cancel_requested_at)} stands; {op.operation_id} stays {state.value} "

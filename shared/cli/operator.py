@@ -467,7 +467,7 @@ async def cmd_cancel(args: argparse.Namespace) -> int:
         op = await _load(conn, args.operation_id)
         actor = operator_actor(args)
         with _outcome_unknown_if_cut(op.operation_id, "the cancel request"):
-            state = await ledger.request_cancel(
+            done = await ledger.cancel_intent(
                 conn,
                 op.operation_id,
                 requested_by=actor,
@@ -475,18 +475,17 @@ async def cmd_cancel(args: argparse.Namespace) -> int:
                 cancel_deadline_s=_cancel_deadline(op.provider),
             )
         after = await _load(conn, op.operation_id)
+    state = done.state
     if state in (S.CANCEL_REQUESTED, S.CANCELLING):
         message = "cancellation requested; NOT confirmed until the provider reports it"
     elif state is S.ABANDONED:
         message = "abandoned: the create request had not been sent, no job exists"
     elif state in TERMINAL:
         message = f"nothing to cancel: already {state.value}"
-    elif after.cancel_requested_at == op.cancel_requested_at or (
-        after.cancel_requested_by != actor
-    ):
-        # request_cancel keeps an intent still waiting for an operator (an earlier
-        # one, or another operator's of a moment ago): this one was recorded
-        # nowhere, though "intent recorded" said it was
+    elif not done.recorded:
+        # an intent still waiting for an operator (an earlier one, or another
+        # operator's of a moment ago) is kept: this one was recorded nowhere,
+        # though "intent recorded" said it was
         message = (
             f"not recorded: the cancel intent of {after.cancel_requested_by} at "
             f"{_when(after.cancel_requested_at)} stands; the operation stays {state.value} "

@@ -577,14 +577,43 @@ async def attach_result(
     )
 
 
+@dataclass(frozen=True)
+class CancelRequest:
+    """What a cancel request did: the state it left, and whether its intent (who,
+    why) is now the one on record. Not recorded: the operation had ended, or an
+    earlier intent still waiting for an operator stands (`request_cancel`)."""
+
+    state: LocalState
+    recorded: bool
+
+
 async def request_cancel(
-    conn: Any,  # a connection: the intent, the move and the wake-up share one transaction
+    conn: Any,
     operation_id: str,
     *,
     requested_by: str,
     reason: str,
     cancel_deadline_s: float | None = None,
 ) -> LocalState:
+    """`cancel_intent`'s state alone."""
+    done = await cancel_intent(
+        conn,
+        operation_id,
+        requested_by=requested_by,
+        reason=reason,
+        cancel_deadline_s=cancel_deadline_s,
+    )
+    return done.state
+
+
+async def cancel_intent(
+    conn: Any,  # a connection: the intent, the move and the wake-up share one transaction
+    operation_id: str,
+    *,
+    requested_by: str,
+    reason: str,
+    cancel_deadline_s: float | None = None,
+) -> CancelRequest:
     """Record the intent to stop (who, why) and move to cancel_requested.
 
     Never answers `cancelled`: that is a remote fact only an observation proves.
@@ -595,6 +624,9 @@ async def request_cancel(
     stale, and a new request replaces it and moves the operation on.
     `conn` must be a connection (the steps share one transaction).
     `cancel_deadline_s` comes from the provider's limits (None: the default).
+    `recorded` is the statement's own answer (the intent's UPDATE took the row
+    or not), never a reading of the row after the commit, where another
+    operator's request of the same moment would be mistaken for this one.
     """
     if cancel_deadline_s is None:
         cancel_deadline_s = DEFAULT_CANCEL_DEADLINE_S
@@ -606,10 +638,10 @@ async def request_cancel(
             current = await conn.fetchval(q("operation_state"), operation_id)
             if current is None:
                 raise UnknownOperation(f"no operation {operation_id}")
-            return LocalState(current)
+            return CancelRequest(LocalState(current), recorded=False)
         state = LocalState(intent["state"])
         if state not in CANCELLABLE:
-            return state
+            return CancelRequest(state, recorded=True)
         target = (
             LocalState.ABANDONED
             if state is LocalState.CREATE_PENDING and intent["create_attempts"] == 0
@@ -619,7 +651,7 @@ async def request_cancel(
             conn, operation_id, state, target, actor=requested_by, cause=f"cancel: {reason}"
         )
         await request_wake(conn, operation_id)  # the lease owner sends the cancel now
-        return target
+        return CancelRequest(target, recorded=True)
 
 
 async def request_wake(db: Executor, operation_id: str) -> None:

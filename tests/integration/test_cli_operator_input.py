@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from shared import ledger
 from shared.ledger.states import LocalState
 from tests.integration.test_cli_operator import environment, escalate, run  # noqa: F401
 
@@ -236,3 +237,25 @@ async def test_a_second_cancel_of_a_stopped_operation_says_the_first_intent_stan
         "SELECT cancel_requested_by, cancel_reason FROM operations WHERE operation_id = $1", op_id
     )
     assert tuple(row) == ("operator:dana", "dana: not needed")
+
+
+async def test_whether_a_cancel_intent_was_recorded_is_the_statements_own_answer(
+    db: Any,
+) -> None:
+    """`ledger.cancel_intent` says whether this request's intent is the one on record,
+    from its own UPDATE: the CLI and the console used to judge it by reading the row
+    after the commit, where a second session of the same operator (the same actor)
+    recording its intent a moment earlier made a kept intent look like this one."""
+    op_id = await escalate(db, S.NEEDS_ATTENTION, "two job ids")
+    first = await ledger.cancel_intent(
+        db, op_id, requested_by="operator:dana", reason="from the first window"
+    )
+    second = await ledger.cancel_intent(
+        db, op_id, requested_by="operator:dana", reason="from the second window"
+    )
+    assert (first.state, first.recorded) == (S.NEEDS_ATTENTION, True)
+    assert (second.state, second.recorded) == (S.NEEDS_ATTENTION, False)
+    reason = await db.fetchval(
+        "SELECT cancel_reason FROM operations WHERE operation_id = $1", op_id
+    )
+    assert reason == "from the first window"

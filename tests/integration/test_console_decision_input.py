@@ -340,7 +340,7 @@ async def test_a_cancel_raced_by_an_escalation_with_an_earlier_intent_says_it_st
     resumed = await ledger.load_operation(db, op_id)
     await decisions.decide(db, resumed, S.OBSERVING, actor="operator:carol", reason="resume")
     earlier = await db.fetchval("SELECT cancel_requested_at FROM operations")
-    requested = ledger.request_cancel
+    requested = ledger.cancel_intent
 
     async def escalated_first(conn: Any, operation_id: str, **kwargs: Any) -> Any:
         async with connection(db_url) as reconciler:
@@ -350,7 +350,7 @@ async def test_a_cancel_raced_by_an_escalation_with_an_earlier_intent_says_it_st
     await signed_in(client, receiver, operator)
     page = await client.get(receiver.url(f"/console/operations/{op_id}"))
     assert f"/console/operations/{op_id}/cancel" in page.text
-    monkeypatch.setattr(ledger, "request_cancel", escalated_first)
+    monkeypatch.setattr(ledger, "cancel_intent", escalated_first)
     answer = await client.post(
         receiver.url(f"/console/operations/{op_id}/cancel"),
         data={**action_form(page.text), "reason": "dana: stop it"},
