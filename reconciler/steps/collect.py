@@ -44,12 +44,14 @@ from shared.providers import (
 from shared.providers.description import (
     Checksum,
     ProviderDescription,
+    ResultFormat,
     ResultPages,
     ResultSource,
 )
-from shared.providers.requests import build_followed, build_redirect
+from shared.providers.requests import build_followed, build_redirect, errors_list_url
 from shared.providers.responses import throttle_code
 from shared.providers.results import (
+    MAX_FAILED_ITEMS,
     REDIRECT_NOT_FOLLOWED,
     followed_link,
     inline_content,
@@ -280,9 +282,11 @@ async def _collect(step: Step, conn: Any) -> Delay:
         )
     # error pages only where the description says how to read them: a
     # provider that lists failures in the result itself (CSV rows) may
-    # still link an errors URL we have no shape for
-    if fetched.check.ok and status.errors_url and step.adapter.desc.result.errors:
-        pages = await _error_pages(step, conn, status.errors_url)
+    # still link an errors URL we have no shape for. The status's URL wins;
+    # else [result.errors] path names the list (HubSpot, Salesforce name none).
+    errors_url = errors_list_url(desc, step.op.remote_job_id or "", status.errors_url)
+    if fetched.check.ok and errors_url:
+        pages = await _error_pages(step, conn, errors_url)
         fetched = Collected(
             fetched.check,
             fetched.content,
@@ -949,10 +953,22 @@ async def _error_pages(step: Step, conn: Any, errors_url: str) -> list[ItemFailu
             break
         parsed = step.adapter.parse_errors_page(resp)
         failures.extend(parsed.items)
+        if _enough_failures(step, failures):
+            return failures[:MAX_FAILED_ITEMS]
         token = parsed.next_page_token
         if not token:
             break
     return failures
+
+
+def _enough_failures(step: Step, failures: list[ItemFailure]) -> bool:
+    """A CSV errors list is read no further once it gave MAX_FAILED_ITEMS, as a CSV
+    result's failed rows are kept: one Salesforce failedResults page may hold
+    thousands of rows, where a JSON page holds its page_size. The status's counts
+    still say how many failed."""
+    spec = step.adapter.desc.result.errors
+    csv_list = spec is not None and spec.format is ResultFormat.CSV
+    return csv_list and len(failures) >= MAX_FAILED_ITEMS
 
 
 async def _store_and_move(

@@ -2163,23 +2163,70 @@ def _checksum(expect: _Table) -> tuple[Checksum, ChecksumOptions]:
 
 
 def _errors(table: _Table | None, status: StatusSpec) -> ErrorsSpec | None:
+    """`[result.errors]`: where the failed items' list is (the status's URL, or
+    `path`) and how its pages read (JSON items, or CSV rows by column)."""
     if table is None:
         return None
-    if status.errors_url is None:
-        raise table.error(None, "needs status.errors_url (where the errors list is)")
-    spec = ErrorsSpec(
+    path = _job_path(table, required=False)
+    if status.errors_url is None and path is None:
+        raise table.error(
+            None,
+            "needs status.errors_url or a path with {job_id} (where the errors list is)",
+        )
+    fmt = table.choice("format", ResultFormat, ResultFormat.JSON)
+    if fmt not in (ResultFormat.JSON, ResultFormat.CSV):
+        raise table.error("format", f"'{fmt}': an errors list is read as json or csv")
+    paging = {
+        "next_page_token": table.path("next_page_token", RESPONSE),
+        "page_token_param": table.str_or("page_token_param", DEFAULT_PAGE_TOKEN_PARAM),
+        "page_size": table.opt_int("page_size"),
+        "page_size_param": table.str_or("page_size_param", "page_size"),
+        "end_values": frozenset(table.strings("end_values")),
+    }
+    if paging["end_values"] and paging["next_page_token"] is None:
+        raise table.error("end_values", "needs next_page_token (the values it may hold)")
+    spec = (
+        _csv_errors(table, path, paging)
+        if fmt is ResultFormat.CSV
+        else _json_errors(table, path, paging)
+    )
+    table.finish()
+    return spec
+
+
+def _json_errors(table: _Table, path: Template | None, paging: dict[str, Any]) -> ErrorsSpec:
+    return ErrorsSpec(
         items=table.req_path("items", BODY),
-        next_page_token=table.path("next_page_token", RESPONSE),
-        page_token_param=table.str_or("page_token_param", DEFAULT_PAGE_TOKEN_PARAM),
-        page_size=table.opt_int("page_size"),
-        page_size_param=table.str_or("page_size_param", "page_size"),
         item_index=table.path("item_index", BODY, "/index"),
         item_id=table.path("item_id", BODY),
         item_code=table.path("item_code", BODY, "/code"),
         item_message=table.path("item_message", BODY, "/message"),
+        path=path,
+        **paging,
     )
-    table.finish()
-    return spec
+
+
+def _csv_errors(table: _Table, path: Template | None, paging: dict[str, Any]) -> ErrorsSpec:
+    """CSV rows, each a failed item: its columns are named, as [result.csv]'s are;
+    JSON paths into an item would address nothing."""
+    for key in ("items", "item_index", "item_code"):
+        if table.has(key):
+            raise table.error(key, "only with format = json (csv rows are the items)")
+    message = _csv_column(table, "item_message", header=True)
+    if message is None:
+        raise table.error("item_message", "required with format = csv (the column of the error)")
+    return ErrorsSpec(
+        items=None,
+        item_index=None,
+        item_id=None,
+        item_code=None,
+        item_message=None,
+        path=path,
+        format=ResultFormat.CSV,
+        id_column=_csv_column(table, "item_id", header=True),
+        message_column=message,
+        **paging,
+    )
 
 
 def _lookup(table: _Table | None, create: CreateSpec) -> LookupSpec:

@@ -172,9 +172,19 @@ rules in ``shared/providers/paths.py``); *paths* = a path or a list of paths;
                end_values ([]: token or URL values meaning "last page", e.g. ["null"]),
                max_pages (1000: a result with more is not collected); a page naming one
                already fetched (the same URL) is a loop, not collected either
-    [result.errors]  items (required), next_page_token, page_token_param ("page_token"),
-               page_size, page_size_param ("page_size"), item_index, item_id, item_code,
-               item_message
+    [result.errors]  the list of a batch's failed items, read after its result: at the
+               status's errors_url, or, when the status names none, at path (template
+               with {job_id}: HubSpot's "/crm/v3/imports/{job_id}/errors"; without one
+               it needs status.errors_url); format = json (default) | csv;
+               json: items (required), item_index, item_id, item_code, item_message
+               (paths in an item); csv (a header row first, every row one failed
+               item): item_id, item_message (column names or 0-based indexes;
+               item_message required, e.g. Salesforce's "sf__Error"); paged by
+               next_page_token (a body path, or header:NAME, e.g.
+               "header:Sforce-Locator"), page_token_param ("page_token"), end_values
+               ([]: token values meaning "last page", e.g. ["null"]), page_size,
+               page_size_param ("page_size"); at most 50 pages are read (a csv list:
+               until 100 failed items, as a CSV result's), the counts the status's
     [lookup]   supported (true if the table exists), reason, kind = list|get, method,
                path (template: {client_reference}, {idempotency_token}), query_param,
                list, match, job_id, next_page_token, has_more, page_token_param,
@@ -618,9 +628,17 @@ class ResultExpect:
 
 @dataclass(frozen=True)
 class ErrorsSpec:
-    """The paginated per-item failure list of a batch (SPEC §7: never inline)."""
+    """The paginated per-item failure list of a batch (SPEC §7: never inline).
 
-    items: ValuePath
+    Where it is: the URL the status names (`status.errors_url`), else `path`, a
+    template with {job_id}: some APIs keep the list at a fixed place the status
+    never names (HubSpot's `/crm/v3/imports/{id}/errors`, Salesforce's
+    `failedResults/`). A JSON page holds its items at `items`; a CSV page
+    (`format = "csv"`, header row first) is its rows, read by the columns
+    `id_column` and `message_column` name.
+    """
+
+    items: ValuePath | None  # None only with format = csv
     next_page_token: ValuePath | None
     page_token_param: str
     page_size: int | None
@@ -629,6 +647,12 @@ class ErrorsSpec:
     item_id: ValuePath | None
     item_code: ValuePath | None
     item_message: ValuePath | None
+    path: Template | None = None
+    format: ResultFormat = ResultFormat.JSON
+    id_column: CsvColumn | None = None
+    message_column: CsvColumn | None = None
+    # Token values that mean "no next page" (Salesforce's "null" Sforce-Locator)
+    end_values: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)

@@ -514,6 +514,21 @@ def build_followed(desc: ProviderDescription, document_url: str, link: str) -> H
     return _request(desc, "result", "GET", url, _result_headers(desc), None)
 
 
+def errors_list_url(
+    desc: ProviderDescription, remote_job_id: str, errors_url: str | None
+) -> str | None:
+    """Where a batch's failed items are listed: the URL its status named, which
+    wins, else `[result.errors] path` for this job; None: nowhere to read."""
+    spec = desc.result.errors
+    if spec is None:
+        return None
+    if errors_url:
+        return errors_url
+    if spec.path is None:
+        return None
+    return _join(desc, spec.path, {"job_id": remote_job_id})
+
+
 def build_errors_page(
     desc: ProviderDescription, errors_url: str, page_token: str | None = None
 ) -> HttpRequest:

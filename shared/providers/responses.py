@@ -37,6 +37,8 @@ from shared.jsonread import NOT_JSON
 from shared.ledger.states import RemoteState
 from shared.providers.description import (
     CreateSpec,
+    CsvOptions,
+    ErrorsSpec,
     Idempotency,
     LastPage,
     LookupKind,
@@ -58,13 +60,14 @@ from shared.providers.facts import (
     CreateFact,
     ErrorInfo,
     ErrorsPage,
+    ItemFailure,
     LookupFact,
     StatusFact,
     WebhookFact,
 )
 from shared.providers.messages import HttpResponse
 from shared.providers.paths import PathSource, ValuePath, extract, parse_path
-from shared.providers.result_formats import FormatError, parse_csv
+from shared.providers.result_formats import FormatError, column_index, parse_csv
 from shared.providers.results import in_its_words
 from shared.providers.timing import parse_retry_after
 from shared.providers.tokens import create_token
@@ -879,20 +882,59 @@ def parse_errors_page(desc: ProviderDescription, resp: HttpResponse) -> ErrorsPa
         raise ValueError(f"provider {desc.name}: no errors pagination configured")
     if not 200 <= resp.status_code < 300:
         raise ValueError(f"errors page answered HTTP {resp.status_code}")
-    body = resp.json_body
-    items = extract(spec.items, body)
+    failures = _csv_error_items(spec, resp) if spec.items is None else _json_error_items(spec, resp)
+    token = (
+        as_str(extract(spec.next_page_token, _json_or_none(spec, resp), resp.headers))
+        if spec.next_page_token
+        else None
+    )
+    if token is not None and (not token.strip() or token in spec.end_values):
+        token = None
+    return ErrorsPage(items=failures, next_page_token=token)
+
+
+def _json_or_none(spec: ErrorsSpec, resp: HttpResponse) -> Any:
+    """The page's JSON body where a token may be read from it; a CSV page has none."""
+    return resp.json_body if spec.items is not None else None
+
+
+def _json_error_items(spec: ErrorsSpec, resp: HttpResponse) -> tuple[ItemFailure, ...]:
+    assert spec.items is not None
+    items = extract(spec.items, resp.json_body)
     if not isinstance(items, list):
         raise ValueError(f"errors page has no item list at {spec.items.text}")
-    failures = tuple(
+    return tuple(
         item_failure(
             item, None, spec.item_index, spec.item_id, None, spec.item_code, spec.item_message
         )
         for item in items
     )
-    token = (
-        as_str(extract(spec.next_page_token, body, resp.headers)) if spec.next_page_token else None
+
+
+def _csv_error_items(spec: ErrorsSpec, resp: HttpResponse) -> tuple[ItemFailure, ...]:
+    """Every row of a CSV errors page is one failed item (Salesforce's failedResults:
+    `"sf__Id","sf__Error",<the record's columns>`); its message and id are the
+    columns named. The row's index is unknown: the list is the provider's own."""
+    assert spec.message_column is not None  # config: required with format = csv
+    try:
+        table = parse_csv(CsvOptions(), resp.body, "errors page")
+        message = column_index(table, spec.message_column, "item_message")
+        ident = (
+            column_index(table, spec.id_column, "item_id") if spec.id_column is not None else None
+        )
+    except FormatError as exc:
+        raise ValueError(exc.reason) from None
+    if message is None:  # no rows to read the column from
+        return ()
+    return tuple(
+        ItemFailure(
+            index=None,
+            item_id=clip(row[ident]) if ident is not None and row[ident] else None,
+            code=None,
+            message=clip(row[message]) or None,
+        )
+        for row in table.rows
     )
-    return ErrorsPage(items=failures, next_page_token=token)
 
 
 def result_next_page(

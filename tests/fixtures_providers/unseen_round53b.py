@@ -442,6 +442,7 @@ class HubSpotFixture(_Jobs):
 # --- Salesforce Bulk API 2.0 ingest ------------------------------------------------
 
 SF_JOBS = "/services/data/v62.0/jobs/ingest"
+SF_RECORD_ERROR = "REQUIRED_FIELD_MISSING:Required fields are missing: [LastName]:LastName --"
 SF_CSV = "FirstName,LastName\nAstro,Nomical\nHootie,McOwl\nAppy,Camper\nEarnie,Badger\nNo,\n"
 
 
@@ -577,8 +578,7 @@ class SalesforceFixture(_Jobs):
             rows = [[f"003xx0000{n:06d}", "true", *r.split(",")] for n, r in enumerate(ok)]
         else:
             writer.writerow(["sf__Id", "sf__Error", *job["header"].split(",")])
-            error = "REQUIRED_FIELD_MISSING:Required fields are missing: [LastName]:LastName --"
-            rows = [["", error, *r.split(",")] for r in job["failed"]]
+            rows = [["", SF_RECORD_ERROR, *r.split(",")] for r in job["failed"]]
         start = int(locator or 0)
         writer.writerows(rows[start : start + self.page_size])
         more = start + self.page_size < len(rows)

@@ -37,6 +37,7 @@ from tests.fixtures_providers.unseen_round53b import (
     SALESFORCE_FAILURE,
     SALESFORCE_TOKEN,
     SF_CSV,
+    SF_RECORD_ERROR,
     ZAMZAR_BASIC,
     ZAMZAR_FAILURE,
     HubSpotFixture,
@@ -365,6 +366,7 @@ async def test_salesforce_a_multipart_ingest_is_collected_page_by_page(
         assert fx.result_reads == [
             ("successfulResults", None),
             ("successfulResults", "2"),
+            ("failedResults", None),  # none failed: its header row only
         ]
         kept = (await r.result_bytes(op_id)).decode().splitlines()
         assert kept[0].startswith("sf__Id,sf__Created") and len(kept) == 5, kept
@@ -373,7 +375,10 @@ async def test_salesforce_a_multipart_ingest_is_collected_page_by_page(
 
 async def test_salesforce_a_job_with_failed_records_is_partial(pool: Any, tmp_path: Path) -> None:
     """JobComplete with numberRecordsFailed 1 of 5: the four successful rows are the
-    result; the failed one is counted from the status."""
+    result; the failed one is counted from the status and read from failedResults/
+    (`[result.errors] path`, CSV, paged by Sforce-Locator), its sf__Error its
+    failure. Before, the status naming no errors URL, the failed record was only a
+    count: why it failed stayed at Salesforce."""
     fx = SalesforceFixture()
     async with salesforce(pool, tmp_path, fx) as r:
         op_id = await r.submit(ingest("partial"))
@@ -381,6 +386,49 @@ async def test_salesforce_a_job_with_failed_records_is_partial(pool: Any, tmp_pa
         assert end is S.SUCCEEDED, await r.history(op_id)
         summary = (await r.op(op_id)).result_summary
         assert (summary["items_total"], summary["items_failed"]) == (5, 1), summary
+        assert summary["failed_items_recorded"] == 1, summary
+        assert ("failedResults", None) in fx.result_reads, fx.result_reads
+        failed = await r.pool.fetch(
+            "SELECT item_key, code, message FROM agent_failed_items WHERE operation_id = $1",
+            op_id,
+        )
+        assert [(f["code"], f["message"]) for f in failed] == [(None, SF_RECORD_ERROR)]
+
+
+async def test_salesforce_failed_records_are_read_page_by_page(pool: Any, tmp_path: Path) -> None:
+    """Three failed records, one a page: failedResults/ is read by its Sforce-Locator
+    until "null", every failure recorded."""
+    fx = SalesforceFixture()
+    fx.page_size = 1
+    async with salesforce(pool, tmp_path, fx) as r:
+        op_id = await r.submit(ingest("partial"))
+        await r.settle(op_id, {S.OBSERVING})
+        job = fx.only()
+        job["failed"] = job["rows"][:3]
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        reads = [loc for kind, loc in fx.result_reads if kind == "failedResults"]
+        assert reads == [None, "1", "2"], fx.result_reads
+        summary = (await r.op(op_id)).result_summary
+        assert (summary["items_failed"], summary["failed_items_recorded"]) == (3, 3), summary
+
+
+async def test_salesforce_failed_records_are_kept_bounded(pool: Any, tmp_path: Path) -> None:
+    """150 failed records, 60 a page: the first 100 are kept (MAX_FAILED_ITEMS, as a
+    CSV result's failed rows) and the third page is not read; the count stays the
+    status's 150."""
+    fx = SalesforceFixture()
+    fx.page_size = 60
+    async with salesforce(pool, tmp_path, fx) as r:
+        op_id = await r.submit(ingest("partial"))
+        await r.settle(op_id, {S.OBSERVING})
+        job = fx.only()
+        job["failed"] = [f"Row{n}," for n in range(150)]
+        job["rows"] = job["rows"] + job["failed"]
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        reads = [loc for kind, loc in fx.result_reads if kind == "failedResults"]
+        assert reads == [None, "60"], fx.result_reads
+        summary = (await r.op(op_id)).result_summary
+        assert (summary["items_failed"], summary["failed_items_recorded"]) == (150, 100), summary
 
 
 async def test_salesforce_a_failed_job_is_failed_with_its_error_message(

@@ -838,3 +838,45 @@ def test_braces_inside_a_literal_set_body_value_that_name_nothing_of_ours_are_ke
     desc = load(acme(create={"set_body": body}))
     (field,) = desc.create.set_body
     assert field.literal == {"prompt": "{not a placeholder}", "n": [1, "{x}"]}
+
+
+# --- [result.errors] at a path, CSV ------------------------------------------------
+
+CSV_ERRORS = {
+    "path": "/v1/jobs/{job_id}/failed",
+    "format": "csv",
+    "item_id": "sf__Id",
+    "item_message": "sf__Error",
+    "next_page_token": "header:Sforce-Locator",
+    "page_token_param": "locator",
+    "end_values": ["null"],
+}
+
+
+def test_an_errors_list_at_a_path_needs_no_status_url() -> None:
+    """Salesforce's failedResults/ and HubSpot's /errors: the status names no URL;
+    before, [result.errors] was refused without status.errors_url."""
+    spec = load(acme(result={"errors": CSV_ERRORS})).result.errors
+    assert spec.path.text == "/v1/jobs/{job_id}/failed" and spec.items is None
+    assert (spec.id_column, spec.message_column) == ("sf__Id", "sf__Error")
+    assert spec.end_values == frozenset({"null"})
+
+
+@pytest.mark.parametrize(
+    ("errors", "refusal"),
+    [
+        ({"items": "/items"}, "needs status.errors_url or a path with {job_id}"),
+        ({"items": "/items", "path": "/v1/errors"}, "must name the job"),
+        ({**CSV_ERRORS, "item_message": None}, "item_message: required with format = csv"),
+        ({**CSV_ERRORS, "items": "/items"}, "items: only with format = json"),
+        ({**CSV_ERRORS, "item_message": "/message"}, None),  # a column may be named so
+        ({**CSV_ERRORS, "format": "jsonl"}, "an errors list is read as json or csv"),
+        ({"items": "/items", "path": "/v1/{job_id}/e", "end_values": ["x"]}, "needs next_page"),
+    ],
+)
+def test_nonsense_in_an_errors_list_is_refused(errors: dict[str, Any], refusal: str | None) -> None:
+    table = acme(result={"errors": {k: v for k, v in errors.items() if v is not None}})
+    if refusal is None:
+        load(table)
+        return
+    assert refusal in config_error(table)

@@ -29,6 +29,7 @@ from shared.providers import (
 from shared.providers.adapter import ProviderAdapter, parse_parsed_webhook
 from shared.providers.description import ProviderDescription
 from shared.providers.facts import WebhookFact
+from shared.providers.requests import errors_list_url
 from shared.providers.responses import map_state
 
 NOW = datetime(2025, 1, 6, 12, 0, 0, tzinfo=UTC)
@@ -1008,3 +1009,63 @@ def test_a_failed_state_told_by_the_http_status_alone_names_it_as_its_reason() -
     )
     said = parse_status(desc, response(410, {"output": {"message": "expired after 24h"}}))
     assert said.error is not None and said.error.message == "expired after 24h"
+
+
+CSV_ERRORS = parse_providers(
+    {
+        "providers": {
+            "sf": {
+                "base_url": "https://sf.test",
+                "create": {"path": "/jobs", "idempotency": "none", "job_id": "/id"},
+                "status": {
+                    "path": "/jobs/{job_id}",
+                    "state": "/state",
+                    "state_map": {"InProgress": "running", "JobComplete": "succeeded"},
+                },
+                "result": {
+                    "source": "path",
+                    "path": "/jobs/{job_id}/ok",
+                    "errors": {
+                        "path": "/jobs/{job_id}/failedResults/",
+                        "format": "csv",
+                        "item_id": "sf__Id",
+                        "item_message": "sf__Error",
+                        "next_page_token": "header:Sforce-Locator",
+                        "page_token_param": "locator",
+                        "end_values": ["null"],
+                    },
+                },
+            }
+        }
+    },
+    "config.toml",
+    {},
+)["sf"]
+
+
+def csv_page(text: str, locator: str) -> HttpResponse:
+    return HttpResponse(status_code=200, headers={"Sforce-Locator": locator}, body=text.encode())
+
+
+def test_a_csv_errors_page_is_its_rows_by_the_columns_named() -> None:
+    text = '"sf__Id","sf__Error",FirstName,LastName\n,"REQUIRED_FIELD_MISSING:x",No,\n'
+    page = parse_errors_page(CSV_ERRORS, csv_page(text, "MjAwMDAw"))
+    assert page.next_page_token == "MjAwMDAw"
+    assert [(i.index, i.item_id, i.message) for i in page.items] == [
+        (None, None, "REQUIRED_FIELD_MISSING:x")
+    ]
+    last = parse_errors_page(CSV_ERRORS, csv_page("sf__Id,sf__Error,A\n001,bad,x\n", "null"))
+    assert last.next_page_token is None and last.items[0].item_id == "001"
+    empty = parse_errors_page(CSV_ERRORS, csv_page("sf__Id,sf__Error,A\n", "null"))
+    assert empty.items == ()
+
+
+def test_a_csv_errors_page_without_its_column_is_unreadable() -> None:
+    with pytest.raises(ValueError, match="no column sf__Error"):
+        parse_errors_page(CSV_ERRORS, csv_page("sf__Id,Oops\n1,x\n", "null"))
+
+
+def test_the_status_named_errors_url_wins_over_the_path() -> None:
+    assert errors_list_url(CSV_ERRORS, "750", "/named/errs") == "/named/errs"
+    assert errors_list_url(CSV_ERRORS, "750", None) == "https://sf.test/jobs/750/failedResults/"
+    assert errors_list_url(SIM, "j", None) is None
