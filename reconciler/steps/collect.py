@@ -951,7 +951,23 @@ async def _error_pages(step: Step, conn: Any, errors_url: str) -> list[ItemFailu
         resp = await _recorded_call(step, conn, req, "errors", page + 1)
         if resp is None or resp.status_code != 200:
             break
-        parsed = step.adapter.parse_errors_page(resp)
+        try:
+            parsed = step.adapter.parse_errors_page(resp)
+        except ValueError as exc:
+            # A page the description cannot read (a proxy's HTML answered 200, a
+            # CSV without its columns): the result is no less good. Raised, it
+            # failed the step at every attempt and the result was never stored.
+            log.warning(
+                "error page unreadable; failed items kept so far only",
+                extra={
+                    "ctx": {
+                        "operation_id": step.op.operation_id,
+                        "page": page + 1,
+                        "why": str(exc)[:200],
+                    }
+                },
+            )
+            break
         failures.extend(parsed.items)
         if _enough_failures(step, failures):
             return failures[:MAX_FAILED_ITEMS]

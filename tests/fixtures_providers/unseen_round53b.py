@@ -455,6 +455,7 @@ class SalesforceFixture(_Jobs):
         self.uploads: list[dict[str, Any]] = []
         self.result_reads: list[tuple[str, str | None]] = []
         self.page_size = 2
+        self.garbled_failures = False  # failedResults/ answers 200 with an HTML page
 
     def app(self) -> Starlette:
         return Starlette(
@@ -570,6 +571,9 @@ class SalesforceFixture(_Jobs):
             return self._error("NOT_FOUND", "The requested resource does not exist", 404)
         locator = request.query_params.get("locator")
         self.result_reads.append((kind, locator))
+        if kind == "failedResults" and self.garbled_failures:
+            # a proxy's or a maintenance page's HTML, answered 200
+            return Response("<html><body>Service Unavailable</body></html>", media_type="text/html")
         out = io.StringIO()
         writer = csv.writer(out, lineterminator="\n")
         if kind == "successfulResults":

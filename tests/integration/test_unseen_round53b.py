@@ -395,6 +395,26 @@ async def test_salesforce_a_job_with_failed_records_is_partial(pool: Any, tmp_pa
         assert [(f["code"], f["message"]) for f in failed] == [(None, SF_RECORD_ERROR)]
 
 
+async def test_salesforce_an_unreadable_failure_list_keeps_the_result(
+    pool: Any, tmp_path: Path
+) -> None:
+    """failedResults/ answers 200 with an HTML page (a proxy's, a maintenance page):
+    the failures cannot be read, but the result can. It is stored and the job ends
+    on the status's counts, the failure list's reading stopped and logged. Before,
+    the list's ValueError escaped the step: "step failed" at every attempt, the
+    result fetched again and never stored, until the deadline."""
+    fx = SalesforceFixture()
+    fx.garbled_failures = True
+    async with salesforce(pool, tmp_path, fx) as r:
+        op_id = await r.submit(ingest("partial"))
+        end = await r.settle(op_id, ENDS)
+        assert end is S.SUCCEEDED, await r.history(op_id)
+        summary = (await r.op(op_id)).result_summary
+        assert (summary["items_total"], summary["items_failed"]) == (5, 1), summary
+        assert summary["failed_items_recorded"] == 0, summary
+        assert fx.result_reads.count(("failedResults", None)) == 1, fx.result_reads
+
+
 async def test_salesforce_failed_records_are_read_page_by_page(pool: Any, tmp_path: Path) -> None:
     """Three failed records, one a page: failedResults/ is read by its Sforce-Locator
     until "null", every failure recorded."""
