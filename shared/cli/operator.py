@@ -993,8 +993,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         type=parse_duration,
         metavar="DURATION",
         help=(
-            "with --decision observing: push the result deadline this far from now "
-            "(default 1h if under 5 minutes remain)"
+            "with --decision observing: push the result deadline this much later (from "
+            "now if it has passed; default 1h if under 5 minutes remain)"
         ),
     )
     _as_flag(p)
@@ -1011,7 +1011,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--extend-deadline",
         type=parse_duration,
-        help="push the result deadline this far from now (default 1h if under 5 minutes remain)",
+        help=(
+            "push the result deadline this much later (from now if it has passed; "
+            "default 1h if under 5 minutes remain)"
+        ),
     )
     p.add_argument(
         "--override-back-pressure",
