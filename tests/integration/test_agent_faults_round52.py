@@ -54,6 +54,13 @@ class Served:
 async def served(db_url: str) -> AsyncIterator[Served]:
     async with receiver_pool(db_url) as pool:
         ops = OperationsApi(sim_settings(), pool)
+        listen = ops.hub.ensure_listening
+
+        async def announced():  # the test's signal: a long-poll's LISTEN is held
+            await listen()
+            print("listening", flush=True)
+
+        ops.hub.ensure_listening = announced
         async with serve_app(Starlette(routes=ops.routes())) as url:
             yield Served(url, ops)
 
@@ -347,6 +354,13 @@ from tests.integration.agent_support import receiver_pool, sim_settings
 async def main():
     async with receiver_pool(sys.argv[1]) as pool:
         ops = OperationsApi(sim_settings(), pool)
+        listen = ops.hub.ensure_listening
+
+        async def announced():  # the test's signal: a long-poll's LISTEN is held
+            await listen()
+            print("listening", flush=True)
+
+        ops.hub.ensure_listening = announced
         async with serve_app(Starlette(routes=ops.routes()), port=int(sys.argv[2])):
             print("ready", flush=True)
             await asyncio.Event().wait()
@@ -380,15 +394,6 @@ async def api_process(db_url: str, port: int) -> AsyncIterator[subprocess.Popen[
             proc.stdout.close()
 
 
-async def listening_backends(db: Any) -> int:
-    return int(
-        await db.fetchval(
-            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
-            " AND query LIKE 'LISTEN %jobwarden_transition%'"
-        )
-    )
-
-
 async def test_a_wait_survives_the_api_server_sigkilled_and_restarted(db: Any, db_url: str) -> None:
     """start_and_await with a consumer, the API process SIGKILLed while the
     long-poll is held (its listener open), the job finishing while no server
@@ -404,9 +409,10 @@ async def test_a_wait_survives_the_api_server_sigkilled_and_restarted(db: Any, d
             waiting = asyncio.ensure_future(
                 agent_tools.await_operation_async(client, op_id, 60, consumer="next-step")
             )
-            async with asyncio.timeout(SIGNAL_TIMEOUT_SECONDS):
-                while not await listening_backends(db):  # the long-poll is held
-                    await asyncio.sleep(0.02)
+            assert first.stdout is not None
+            async with asyncio.timeout(SIGNAL_TIMEOUT_SECONDS):  # the long-poll is held
+                line = await asyncio.to_thread(first.stdout.readline)
+            assert line.strip() == b"listening", line
             first.send_signal(signal.SIGKILL)
             await asyncio.to_thread(first.wait)
         await advance(db, op_id, S.OBSERVING)
