@@ -319,7 +319,17 @@ def _body_snippet(resp: HttpResponse) -> ErrorInfo | None:
 def parse_status(
     desc: ProviderDescription, resp: HttpResponse, now: datetime | None = None
 ) -> StatusFact:
-    """Read a status response; a non-2xx or unreadable body yields a fact without state."""
+    """Read a status response; a non-2xx or unreadable body yields a fact without state.
+
+    A failed state read with no error of its own is given one, however the state
+    was told (the body, a header, the HTTP status): `_unexplained_failure`."""
+    fact = _read_status(desc, resp, now)
+    if fact.error is None and fact.remote_state is RemoteState.FAILED:
+        return replace(fact, error=_unexplained_failure(fact.raw_state))
+    return fact
+
+
+def _read_status(desc: ProviderDescription, resp: HttpResponse, now: datetime | None) -> StatusFact:
     code = resp.status_code
     common: dict[str, Any] = {
         "status_code": code,
@@ -354,9 +364,6 @@ def parse_status(
         # the answer names no state at all: an unknown state in the body stays
         # undecided rather than being overruled by a 200.
         by_http = replace(fact, remote_state=by_code, raw_state=f"HTTP {code}", problem=None)
-        if by_http.error is None:
-            # a failed state told by the code alone (410 mapped to failed) is its reason
-            by_http = replace(by_http, error=_unexplained_failure(by_code, by_http.raw_state))
         return _failed_by_error(desc.status, by_http)
     if not isinstance(body, dict) and fact.raw_state is None:
         return replace(fact, problem="status body is not a JSON object")
@@ -465,8 +472,7 @@ def _status_from_body(
         poll_after_seconds=as_seconds(get(spec.poll_after_seconds)),
         estimated_end=_estimated_end(spec, body, headers, now),
         error=error_info(body, spec.error, spec.error_code, spec.error_message, headers)
-        or _counted_failure(said, state, raw, counts)
-        or _unexplained_failure(state, raw),
+        or _counted_failure(said, state, raw, counts),
         result_url=as_str(get(spec.result_url)),
         errors_url=as_str(get(spec.errors_url)),
         result_file_ids=file_ids,
@@ -593,14 +599,14 @@ def _counted_failure(
     )
 
 
-def _unexplained_failure(state: RemoteState | None, raw: str | None) -> ErrorInfo | None:
+def _unexplained_failure(raw: str | None) -> ErrorInfo | None:
     """The reason of a failed job whose read carries no error of its own: the state
     the provider named. A state that is the whole story (DashScope's UNKNOWN, "the
     task does not exist or its status is unknown", a task past its 24 hours;
     Gemini's BATCH_STATE_EXPIRED, a batch unfinished after 48 hours) comes with no
     code or message: before, the operation failed with no reason at all, the agent
     told nothing of why, and only the observation's raw state said it."""
-    if state is not RemoteState.FAILED or raw is None:
+    if raw is None:
         return None
     return ErrorInfo(
         code=None,
