@@ -20,7 +20,7 @@ from receiver.console.render import when
 from shared import ledger
 from shared.db.queries import q
 from shared.ledger import decisions
-from shared.ledger.decisions import operator_targets
+from shared.ledger.decisions import MIN_REASON, operator_targets
 from shared.ledger.errors import LedgerError, UnknownOperation
 from shared.ledger.states import CANCELLABLE, TERMINAL, LocalState
 from shared.text import holds_exactly
@@ -28,7 +28,6 @@ from shared.text import holds_exactly
 S = LocalState
 # The longest extension the form accepts (a typo of 1000 days is refused).
 MAX_EXTENSION_SECONDS = 30 * 86400.0
-MIN_REASON = 3  # the decisions.reason CHECK
 MAX_REASON = 2000
 
 # Where `reconcile` moves an escalated operation so the reconciler reads again

@@ -37,7 +37,7 @@ from shared.db.queries import q
 from shared.db.runtime import migrated_connection
 from shared.ids import is_operation_id
 from shared.ledger import RequestSpec, decisions, tokens
-from shared.ledger.decisions import operator_targets
+from shared.ledger.decisions import MIN_REASON, operator_targets
 from shared.ledger.errors import AdoptionRefused, LedgerError, RequestMismatch, UnknownOperation
 from shared.ledger.states import TERMINAL, LocalState
 from shared.ledger.tokens import CALLER_NAME, Scope, mint_token
@@ -88,11 +88,6 @@ def stored_text(text: str) -> str:
             "type it again as UTF-8 text"
         )
     return text
-
-
-# The decisions.reason CHECK, counted as the console counts it: without the
-# blanks around it (three spaces passed the CHECK, a decision with no reason).
-MIN_REASON = 3
 
 
 def reason_text(text: str) -> str:

@@ -34,6 +34,10 @@ from shared.ledger.operations import (
 from shared.ledger.states import EDGES, ESCALATED, Evidence, LocalState
 
 S = LocalState
+# The shortest reason a decision records, counted without the blanks around it:
+# the decisions.reason CHECK (length >= 3) let three spaces through, a decision
+# with no reason. The CLI and the console refuse shorter in words.
+MIN_REASON = 3
 # How long past a result or cancel deadline the reconciler keeps trying to read
 # before it escalates (reconciler/steps/poll.py): long enough to wait out a
 # provider's Retry-After of a few minutes or a short outage, short enough that
