@@ -65,10 +65,15 @@ async def call(db: Any, op_id: str, kind: str, status: int, job: str | None = No
 
 
 async def observe(
-    db: Any, op_id: str, remote_state: str, *, error: tuple[str, str] | None = None
+    db: Any,
+    op_id: str,
+    remote_state: str,
+    *,
+    error: tuple[str, str] | None = None,
+    progress: tuple[int | None, int | None, float | None] = (None, None, None),
 ) -> int:
-    """A status read showing `remote_state` (and the provider's error code and message),
-    recorded the way the reconciler records one."""
+    """A status read showing `remote_state` (the provider's error code and message, and
+    its progress: completed, total, percent), recorded the way the reconciler records one."""
     read = evidence.StatusRead(
         operation_id=op_id,
         fence=None,
@@ -82,6 +87,9 @@ async def observe(
             remote_state=remote_state,
             error_code=error[0] if error else None,
             error_message=error[1] if error else None,
+            progress_completed=progress[0],
+            progress_total=progress[1],
+            progress_percent=progress[2],
         ),
     )
     written = await evidence.record_status_read(db, read)

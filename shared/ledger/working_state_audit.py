@@ -16,6 +16,8 @@ log's own checks bind, it is compared with them here:
   state emptied by hand is shown to agents as plain success);
 - a failed operation's `last_error`, when its failing transition cites the
   newest such read: the error that read observed;
+- the progress agents are shown (`progress_completed`, `progress_total`,
+  `progress_percent`): each what the newest status read giving it logged;
 - who asked to cancel and why (`cancel_requested_by`, `cancel_reason`): as
   the newest transition that recorded an intent says (a request's actor and
   cause, or the operator decision it cites).
@@ -35,8 +37,8 @@ so nothing here needs excusing.
 
 What no logged evidence determines is not judged (README, *The evidence
 log*): the deadlines, the status read to send, an intent recorded with no
-transition (while stopped for a human, before any other), progress, and any
-other error.
+transition (while stopped for a human, before any other), the forecast's
+progress anchor, and any other error.
 """
 
 from __future__ import annotations
@@ -75,6 +77,8 @@ async def check_working_state(conn: Any, report: Reports) -> None:
             f"the status read its failure cites (observation {row['observation_id']}, "
             f"history seq {row['seq']})"
         )
+    async for row in conn.cursor(q("audit_progress"), prefetch=PREFETCH):
+        report.problem(f"operations {row['operation_id']}: {_progress_problem(row)}")
     async for row in conn.cursor(q("audit_cancel_intents"), prefetch=PREFETCH):
         problem = _cancel_problem(row)
         if problem:
@@ -132,6 +136,23 @@ def _cancel_problem(row: Any) -> str | None:
     return (
         "who asked to cancel and why (cancel_requested_by, cancel_reason) differ from "
         f"the logged request (history seq {seq})"
+    )
+
+
+def _progress_text(completed: Any, total: Any, percent: Any) -> str:
+    return f"completed {completed}, total {total}, percent {percent}"
+
+
+def _progress_problem(row: Any) -> str:
+    shown = _progress_text(
+        row["progress_completed"], row["progress_total"], row["progress_percent"]
+    )
+    if row["observation_id"] is None:
+        return f"progress ({shown}) was shown by no logged status read of its own"
+    logged = _progress_text(row["completed"], row["total"], row["percent"])
+    return (
+        f"progress ({shown}) differs from what its newest status reads logged ({logged}, "
+        f"up to observation {row['observation_id']})"
     )
 
 

@@ -112,6 +112,45 @@ WHERE o.remote_state IS DISTINCT FROM n.remote_state
                   WHERE x.operation_id = o.operation_id AND x.kind = 'observation')
 ORDER BY o.operation_id COLLATE "C";
 
+-- name: audit_progress
+-- The progress agents are shown (progress_completed, progress_total,
+-- progress_percent), against the status reads that showed it. Only
+-- record_polls writes those columns, in the statement that inserts the read's
+-- observation, numbered after the row lock that orders them; each column keeps
+-- its value until a read gives a new one (coalesce), so each must be the one the
+-- newest status read giving that column logged, or empty when none gave it. An
+-- operation whose observations were archived is not judged. One grouped pass
+-- over the status reads (a hash aggregate: the newest id giving each column),
+-- then at most three lookups by primary key per operation with progress.
+WITH newest AS (
+    SELECT operation_id,
+           max(observation_id) FILTER (WHERE progress_completed IS NOT NULL) AS completed_id,
+           max(observation_id) FILTER (WHERE progress_total IS NOT NULL) AS total_id,
+           max(observation_id) FILTER (WHERE progress_percent IS NOT NULL) AS percent_id
+    FROM observations
+    WHERE source = 'poll'
+    GROUP BY operation_id
+), shown AS (
+    SELECT n.operation_id,
+           (SELECT progress_completed FROM observations WHERE observation_id = n.completed_id)
+               AS completed,
+           (SELECT progress_total FROM observations WHERE observation_id = n.total_id) AS total,
+           (SELECT progress_percent FROM observations WHERE observation_id = n.percent_id)
+               AS percent,
+           greatest(n.completed_id, n.total_id, n.percent_id) AS observation_id
+    FROM newest n
+)
+SELECT o.operation_id, o.progress_completed, o.progress_total, o.progress_percent,
+       s.completed, s.total, s.percent, s.observation_id
+FROM operations o
+LEFT JOIN shown s USING (operation_id)
+WHERE (o.progress_completed IS DISTINCT FROM s.completed
+       OR o.progress_total IS DISTINCT FROM s.total
+       OR o.progress_percent IS DISTINCT FROM s.percent)
+  AND NOT EXISTS (SELECT 1 FROM log_archived x
+                  WHERE x.operation_id = o.operation_id AND x.kind = 'observation')
+ORDER BY o.operation_id COLLATE "C";
+
 -- name: audit_failed_errors
 -- A failed operation's error (code and message agents are shown), when its
 -- failing transition cites a status read or a result verdict that is still

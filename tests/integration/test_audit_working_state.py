@@ -119,7 +119,9 @@ async def _mid_flight(pool: Any) -> tuple[str, str]:
             await ledger.record_remote_job(conn, cancelling, FOUND, create_mode="async")
         observing = await submit(conn, ref="observing")
         await drive(conn, observing, S.OBSERVING)
-        await observe(conn, observing, "running")
+        # progress counted, then a read giving only a percent: the count is kept beside it
+        await observe(conn, observing, "running", progress=(3, 9, None))
+        await observe(conn, observing, "running", progress=(None, None, 40.5))
     return cancelling, observing
 
 
@@ -363,6 +365,28 @@ ATTACKS: dict[str, Attack] = {
         "cancel_reason = 'a reason nobody gave'",
         "who asked to cancel and why (cancel_requested_by, cancel_reason) differ from the "
         "logged decision #",
+    ),
+    "progress of a running job": (
+        lambda lc: lc.observing,
+        "progress_completed = 8",
+        "progress (completed 8, total 9, percent 40.50) differs from what its newest status "
+        "reads logged (completed 3, total 9, percent 40.50, up to observation",
+    ),
+    "a percent no read showed": (
+        lambda lc: lc.observing,
+        "progress_percent = 99",
+        "progress (completed 3, total 9, percent 99.00) differs from what its newest status",
+    ),
+    "progress emptied": (
+        lambda lc: lc.observing,
+        "progress_completed = NULL, progress_total = NULL, progress_percent = NULL",
+        "progress (completed None, total None, percent None) differs from what its newest "
+        "status reads logged (completed 3, total 9, percent 40.50",
+    ),
+    "progress on an operation never read": (
+        lambda lc: lc.adopted,
+        "progress_completed = 1, progress_total = 2",
+        "progress (completed 1, total 2, percent None) was shown by no logged status read",
     ),
     "a failed operation's error cleared": (
         lambda lc: lc.failed,
