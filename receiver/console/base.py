@@ -62,6 +62,7 @@ CONSOLE_LOGIN_REFUSED = (
     "recorded. Check that it names an existing login in the jobwarden_operator role, "
     "with its password, and this database."
 )
+SESSION_ENDED = "Your console session has expired or ended: sign in again."
 DECISION_OUTCOME_UNKNOWN = (
     "The connection to the database was lost while your action was being recorded: it "
     "may have been recorded. Open the operation's page again and look at its timeline "
@@ -263,7 +264,7 @@ def signed_in(
         session = await console.session(request)
         if session is None:
             if request.method == "POST":
-                raise Refused(403, "Your console session has expired or ended: sign in again.")
+                raise Refused(403, SESSION_ENDED)
             return signin_redirect(
                 request, "expired" if request.cookies.get(sessions.COOKIE) else None
             )

@@ -111,6 +111,13 @@ async def still_live(conn: Any, request: Request) -> bool:
     return live is not None
 
 
+async def hold(conn: Any, session: Session) -> bool:
+    """Whether `session` is still live, its token kept from revocation until the
+    transaction `conn` is in ends: what a decision is recorded under."""
+    live = await ledger_sessions.hold_session(conn, session.secret, idle_s=float(IDLE_SECONDS))
+    return live is not None
+
+
 async def end_session(conn: Any, secret: str) -> None:
     await ledger_sessions.end_session(conn, secret)
 

@@ -8,8 +8,8 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from receiver.console import actions
-from receiver.console.base import PREFIX, Console, Refused
+from receiver.console import actions, sessions
+from receiver.console.base import PREFIX, SESSION_ENDED, Console, Refused
 from receiver.console.inbox import next_moves
 from receiver.console.render import page, with_headers
 from receiver.console.sessions import Session
@@ -131,39 +131,56 @@ async def act(console: Console, request: Request, session: Session) -> Response:
         async with (
             console.deciding() as conn,
             traced_moves(conn, operation_id, f"operator {action}", session.actor),
+            conn.transaction(),
         ):
-            await actions.check_seen(conn, operation_id, form.get("seen"))
-            if action == "resolve":
-                done = await actions.resolve(
-                    conn,
-                    operation_id,
-                    form.get("target", ""),
-                    actor=session.actor,
-                    reason=reason,
-                    cancel_deadline_s=console.settings.cancel_deadline_for(
-                        (await actions.load(conn, operation_id)).provider
-                    ),
-                    extend_s=actions.extension_of(form.get("extend_hours")),
-                )
-            elif action == "reconcile":
-                done = await actions.reconcile(
-                    conn,
-                    operation_id,
-                    actor=session.actor,
-                    reason=reason,
-                    extend_s=actions.extension_of(form.get("extend_hours")),
-                )
-            else:
-                done = await actions.cancel(
-                    conn,
-                    operation_id,
-                    actor=session.actor,
-                    reason=reason,
-                    cancel_deadline_s=console.settings.cancel_deadline_for(
-                        (await actions.load(conn, operation_id)).provider
-                    ),
-                )
+            # The session was checked as the request began; its token may have been
+            # revoked since. Held now, no decision commits after a revocation.
+            if not await sessions.hold(conn, session):
+                raise Refused(403, SESSION_ENDED)
+            done = await _decide(console, conn, operation_id, action, form, session, reason)
     except actions.ActionRefused as refused:
         return await render(console, request, session, operation_id, error=str(refused), status=409)
     target = f"{PREFIX}/operations/{operation_id}?done={done.notice}"
     return with_headers(RedirectResponse(target, status_code=303))
+
+
+async def _decide(
+    console: Console,
+    conn: Any,
+    operation_id: str,
+    action: str,
+    form: dict[str, str],
+    session: Session,
+    reason: str,
+) -> actions.Done:
+    """The action itself, inside the transaction that holds the session."""
+    await actions.check_seen(conn, operation_id, form.get("seen"))
+    if action == "resolve":
+        return await actions.resolve(
+            conn,
+            operation_id,
+            form.get("target", ""),
+            actor=session.actor,
+            reason=reason,
+            cancel_deadline_s=console.settings.cancel_deadline_for(
+                (await actions.load(conn, operation_id)).provider
+            ),
+            extend_s=actions.extension_of(form.get("extend_hours")),
+        )
+    if action == "reconcile":
+        return await actions.reconcile(
+            conn,
+            operation_id,
+            actor=session.actor,
+            reason=reason,
+            extend_s=actions.extension_of(form.get("extend_hours")),
+        )
+    return await actions.cancel(
+        conn,
+        operation_id,
+        actor=session.actor,
+        reason=reason,
+        cancel_deadline_s=console.settings.cancel_deadline_for(
+            (await actions.load(conn, operation_id)).provider
+        ),
+    )

@@ -58,5 +58,13 @@ async def live_session(db: Executor, secret: str, *, idle_s: float) -> LiveSessi
     return None if row is None else LiveSession(row["token_id"], row["caller"], row["expires_at"])
 
 
+async def hold_session(db: Executor, secret: str, *, idle_s: float) -> LiveSession | None:
+    """The live session with this secret, its token held unrevoked until the caller's
+    transaction ends (None: ended meanwhile). Checked when a request begins, a
+    session could lose its token before the decision it carries commits."""
+    row = await db.fetchrow(q("console_session_hold"), session_digest(secret), idle_s)
+    return None if row is None else LiveSession(row["token_id"], row["caller"], row["expires_at"])
+
+
 async def end_session(db: Executor, secret: str) -> None:
     await db.execute(q("console_session_end"), session_digest(secret))

@@ -33,6 +33,23 @@ WHERE s.session_sha256 = $1
   AND s.expires_at > jw_now()
   AND s.last_seen_at > jw_now() - make_interval(secs => $2);
 
+-- name: console_session_hold
+-- The session, still live, with its token share-locked until the decision's
+-- transaction ends: a revocation (token_revoke's UPDATE) committed after the
+-- session was checked is seen here (the row re-read once it commits), and one
+-- started after this waits for the decision's commit. Either way no decision
+-- commits after its token's revocation. Locks the token row only (FOR SHARE
+-- needs UPDATE on a column of it: jobwarden_operator and jobwarden_receiver
+-- each have one).
+SELECT t.token_id, t.caller, s.expires_at
+FROM console_sessions s
+JOIN api_tokens t ON t.token_id = s.token_id
+WHERE s.session_sha256 = $1
+  AND t.scope = 'operator' AND t.revoked_at IS NULL
+  AND s.expires_at > jw_now()
+  AND s.last_seen_at > jw_now() - make_interval(secs => $2)
+FOR SHARE OF t;
+
 -- name: console_session_end
 DELETE FROM console_sessions WHERE session_sha256 = $1;
 

@@ -4,15 +4,18 @@ and two operators deciding the same escalation from two sessions at once."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import html
 import re
+from collections.abc import AsyncIterator
 from typing import Any
 
+import asyncpg
 import httpx
 import pytest
 
 from bench.pgproxy import Fault, PgProxy
-from receiver.console import actions
+from receiver.console import actions, timeline
 from receiver.console.render import when
 from shared import ledger
 from shared.db.connect import ResolvedDatabase, connection
@@ -28,7 +31,7 @@ from tests.integration.console_support import (
     sign_in,
 )
 from tests.integration.test_console import client, operator, receiver, signed_in  # noqa: F401
-from tests.support import drive, submit
+from tests.support import drive, lock_waits, submit
 
 S = LocalState
 COMMIT = re.compile(r"^\s*COMMIT", re.IGNORECASE)
@@ -155,6 +158,87 @@ async def test_a_decision_posted_after_its_token_was_revoked_is_refused_and_not_
     assert answer.status_code == 403 and "session has expired or ended" in answer.text
     assert await db.fetchval("SELECT count(*) FROM decisions") == 0
     assert await db.fetchval("SELECT state::text FROM operations") == "needs_attention"
+
+
+async def test_a_token_revoked_after_the_session_check_stops_the_decision(
+    receiver: Receiver,  # noqa: F811
+    client: httpx.AsyncClient,  # noqa: F811
+    operator: str,  # noqa: F811
+    db: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The revocation commits after the request's session check and before the
+    decision's transaction: the decision was recorded, committed after its token was
+    revoked (the check happened once, as the request began). The session is now held
+    in the decision's own transaction: refused, nothing recorded."""
+    op_id = await escalated(db)
+    await signed_in(client, receiver, operator)
+    page = await client.get(receiver.url(f"/console/operations/{op_id}"))
+    token_id = await db.fetchval("SELECT token_id FROM api_tokens WHERE caller = 'dana'")
+    revoked: list[Any] = []
+    moves = timeline.traced_moves
+
+    @contextlib.asynccontextmanager
+    async def revoked_first(*args: Any) -> AsyncIterator[None]:
+        # between the session check (the request's start) and the decision
+        revoked.append(await tokens.revoke_token(db, token_id))
+        async with moves(*args):
+            yield
+
+    monkeypatch.setattr(timeline, "traced_moves", revoked_first)
+    answer = await client.post(
+        receiver.url(f"/console/operations/{op_id}/resolve"),
+        data={**action_form(page.text), "target": "failed", "reason": "vendor says failed"},
+    )
+    assert revoked and revoked[0] is not None  # the revocation did come in between
+    assert answer.status_code == 403 and "session has expired or ended" in answer.text
+    assert await db.fetchval("SELECT count(*) FROM decisions") == 0
+    assert await db.fetchval("SELECT state::text FROM operations") == "needs_attention"
+
+
+async def test_a_revocation_waits_for_the_decision_it_began_during(
+    receiver: Receiver,  # noqa: F811
+    client: httpx.AsyncClient,  # noqa: F811
+    operator: str,  # noqa: F811
+    db: Any,
+    db_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A revocation sent while a decision is being recorded waits for it: the decision
+    is ordered before the revocation (before, nothing held the token: revoked at
+    once, the decision committed after it)."""
+    op_id = await escalated(db)
+    await signed_in(client, receiver, operator)
+    page = await client.get(receiver.url(f"/console/operations/{op_id}"))
+    token_id = await db.fetchval("SELECT token_id FROM api_tokens WHERE caller = 'dana'")
+    other = await asyncpg.connect(db_url)
+    waits = await lock_waits(other)
+    revoking: list[asyncio.Task[Any]] = []
+    seen = actions.check_seen
+
+    async def revoked_meanwhile(conn: Any, operation_id: str, shown: str | None) -> None:
+        # the session is held by now: the revocation must wait for this transaction
+        revoke = asyncio.create_task(tokens.revoke_token(other, token_id))
+        revoking.append(revoke)
+        waiting = asyncio.create_task(waits.get())  # its backend waits for a lock
+        async with asyncio.timeout(30):
+            await asyncio.wait({revoke, waiting}, return_when=asyncio.FIRST_COMPLETED)
+        assert waiting.done() and not revoke.done()  # not revoked while the decision is made
+        await seen(conn, operation_id, shown)
+
+    monkeypatch.setattr(actions, "check_seen", revoked_meanwhile)
+    try:
+        answer = await client.post(
+            receiver.url(f"/console/operations/{op_id}/resolve"),
+            data={**action_form(page.text), "target": "failed", "reason": "vendor says failed"},
+        )
+        assert answer.status_code == 303, answer.text
+        revoked = await revoking[0]
+    finally:
+        await other.close()
+    assert revoked is not None  # then revoked, once the decision had committed
+    assert await db.fetchval("SELECT count(*) FROM decisions") == 1
+    assert await db.fetchval("SELECT state::text FROM operations") == "failed"
 
 
 async def timed_out_long_ago(db: Any) -> str:
