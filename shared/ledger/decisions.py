@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from shared.db.connect import Executor
@@ -174,22 +174,36 @@ async def decide(
 async def _decided(
     conn: Any,
     op: Operation,
-    decision: str,
+    move: str,
     *,
     actor: str,
     reason: str,
     extend_result_deadline_s: float | None,
+    tail: str = "",
 ) -> tuple[int, datetime | None]:
-    """The decision row, and the result deadline it pushed on (None: not asked to)."""
+    """The decision row, and the result deadline it pushed on (None: not asked to).
+
+    The decision's text is the move, then the deadline it set when it extended
+    one (`deadline_note`), then `tail`: the log binds the row's result deadline
+    to the newest such text (migration 040; audit_deadlines), and an adoption's
+    text must still end with its job (migration 035's trigger reads the end)."""
     deadline = None
     if extend_result_deadline_s:
         deadline = await conn.fetchval(
             q("extend_result_deadline"), op.operation_id, extend_result_deadline_s
         )
+    decision = move + (deadline_note(deadline) if deadline is not None else "") + tail
     decision_id = await record_decision(
         conn, op.operation_id, actor=actor, decision=decision, reason=reason
     )
     return decision_id, deadline
+
+
+def deadline_note(deadline: datetime) -> str:
+    """` (result deadline <UTC, microseconds>)`: the text audit_deadlines reads back
+    as exactly this timestamptz (it anchors at the decision's leading move, so a
+    job id in the tail cannot pose as one)."""
+    return f" (result deadline {deadline.astimezone(UTC).strftime('%Y-%m-%dT%H:%M:%S.%fZ')})"
 
 
 # Where an operator may adopt a job id found at the provider: an operation
@@ -279,10 +293,11 @@ async def adopt_job(
             decision_id, deadline = await _decided(
                 conn,
                 op,
-                f"{op.state.value} -> {S.OBSERVING.value}, adopting job {job_id}",
+                f"{op.state.value} -> {S.OBSERVING.value}",
                 actor=actor,
                 reason=reason,
                 extend_result_deadline_s=extend_result_deadline_s,
+                tail=f", adopting job {job_id}",
             )
             cause = f"operator decision #{decision_id}: adopting job {job_id} found at the provider"
             if op.state is S.CREATE_UNKNOWN:

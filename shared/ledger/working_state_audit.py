@@ -18,6 +18,10 @@ log's own checks bind, it is compared with them here:
   newest such read: the error that read observed;
 - the progress agents are shown (`progress_completed`, `progress_total`,
   `progress_percent`): each what the newest status read giving it logged;
+- the deadlines (`create_deadline`, `result_deadline`: when the reconciler
+  stops retrying a create, and gives up on a job): as the submission logged
+  them (its first history row, migration 040), the result deadline as the
+  newest operator decision that extended it says;
 - who asked to cancel and why (`cancel_requested_by`, `cancel_reason`): as
   the newest transition that recorded an intent says (a request's actor and
   cause, or the operator decision it cites).
@@ -36,9 +40,10 @@ row checks then wait for it to be logged as it is (verify_log's settling),
 so nothing here needs excusing.
 
 What no logged evidence determines is not judged (README, *The evidence
-log*): the deadlines, the status read to send, an intent recorded with no
-transition (while stopped for a human, before any other), the forecast's
-progress anchor, and any other error.
+log*): the deadlines of an operation submitted before migration 040 (until an
+operator extends one), the cancel deadline, the status read to send, an
+intent recorded with no transition (while stopped for a human, before any
+other), the forecast's progress anchor, and any other error.
 """
 
 from __future__ import annotations
@@ -79,6 +84,9 @@ async def check_working_state(conn: Any, report: Reports) -> None:
         )
     async for row in conn.cursor(q("audit_progress"), prefetch=PREFETCH):
         report.problem(f"operations {row['operation_id']}: {_progress_problem(row)}")
+    async for row in conn.cursor(q("audit_deadlines"), prefetch=PREFETCH):
+        for differs in _deadline_problems(row):
+            report.problem(f"operations {row['operation_id']}: {differs}")
     async for row in conn.cursor(q("audit_cancel_intents"), prefetch=PREFETCH):
         problem = _cancel_problem(row)
         if problem:
@@ -154,6 +162,26 @@ def _progress_problem(row: Any) -> str:
         f"progress ({shown}) differs from what its newest status reads logged ({logged}, "
         f"up to observation {row['observation_id']})"
     )
+
+
+def _deadline_problems(row: Any) -> list[str]:
+    problems = []
+    if row["create_differs"]:
+        problems.append(
+            f"create_deadline {row['create_deadline']} differs from the one its submission "
+            f"logged ({row['logged_create']}, history seq 1)"
+        )
+    logged = row["logged_result"]
+    if logged is not None and row["result_deadline"] != logged:
+        source = (
+            "its submission logged (history seq 1)"
+            if row["decision_id"] is None
+            else f"the logged decision #{row['decision_id']} that last extended it set"
+        )
+        problems.append(
+            f"result_deadline {row['result_deadline']} differs from the one {source} ({logged})"
+        )
+    return problems
 
 
 def _remote_state_problem(row: Any) -> str:

@@ -151,6 +151,45 @@ WHERE (o.progress_completed IS DISTINCT FROM s.completed
                   WHERE x.operation_id = o.operation_id AND x.kind = 'observation')
 ORDER BY o.operation_id COLLATE "C";
 
+-- name: audit_deadlines
+-- The deadlines, against the texts that logged them (migration 040): the
+-- first history row names both as the submission set them, and an operator's
+-- decision that extended the result deadline names the one it set, right
+-- after its move ("<from> -> <to> (result deadline <UTC>)": anchored there, a
+-- job id an adoption names after it cannot pose as one). Nothing else writes
+-- either column (insert_operation, extend_result_deadline), so the create
+-- deadline must be the submission's and the result deadline the newest such
+-- decision's, else the submission's. An operation submitted before 040 names
+-- neither and is judged from its first logged extension on.
+WITH born AS (
+    SELECT operation_id,
+           substring(cause FROM '^submitted; create deadline ([0-9T:.Z-]{1,40});')::timestamptz
+               AS create_deadline,
+           substring(cause FROM '; result deadline ([0-9T:.Z-]{1,40})$')::timestamptz
+               AS result_deadline
+    FROM history
+    WHERE seq = 1 AND cause LIKE 'submitted; create deadline %'
+), extended AS (
+    SELECT DISTINCT ON (operation_id) operation_id, decision_id,
+           substring(decision FROM '^[a-z_]+ -> [a-z_]+ \(result deadline ([0-9T:.Z-]{1,40})\)')
+               ::timestamptz AS result_deadline
+    FROM decisions
+    WHERE decision ~ '^[a-z_]+ -> [a-z_]+ \(result deadline [0-9T:.Z-]{1,40}\)'
+    ORDER BY operation_id, decision_id DESC
+)
+SELECT o.operation_id, o.create_deadline, o.result_deadline,
+       b.create_deadline AS logged_create, coalesce(e.result_deadline, b.result_deadline)
+           AS logged_result, e.decision_id,
+       b.operation_id IS NOT NULL AND o.create_deadline IS DISTINCT FROM b.create_deadline
+           AS create_differs
+FROM operations o
+LEFT JOIN born b USING (operation_id)
+LEFT JOIN extended e USING (operation_id)
+WHERE (b.operation_id IS NOT NULL AND o.create_deadline IS DISTINCT FROM b.create_deadline)
+   OR (coalesce(e.result_deadline, b.result_deadline) IS NOT NULL
+       AND o.result_deadline IS DISTINCT FROM coalesce(e.result_deadline, b.result_deadline))
+ORDER BY o.operation_id COLLATE "C";
+
 -- name: audit_failed_errors
 -- A failed operation's error (code and message agents are shown), when its
 -- failing transition cites a status read or a result verdict that is still

@@ -21,11 +21,14 @@ import pytest
 
 from bench.harness import FILL_SQL
 from shared import ledger
+from shared.db.connect import ResolvedDatabase, connect
+from shared.db.migrate import apply_migrations, load_migrations
 from shared.db.queries import q
 from shared.ledger import log
 from shared.ledger.decisions import adopt_job, decide
 from shared.ledger.log_audit import LogReport, verify_log
 from shared.ledger.states import LocalState
+from shared.ledger.working_state_audit import check_working_state
 from shared.tlog import Signer
 from tests.harness import rig
 from tests.integration.test_evidence_log import (
@@ -34,7 +37,15 @@ from tests.integration.test_evidence_log import (
     superuser,
 )
 from tests.integration.test_evidence_log_queue import _verify_while_sequencing
-from tests.support import call, drive, jobwarden, observe, submit
+from tests.support import (
+    call,
+    drive,
+    dropped_afterwards,
+    jobwarden,
+    observe,
+    partly_migrated,
+    submit,
+)
 
 S = LocalState
 DONE = {S.SUCCEEDED, S.FAILED, S.RESULT_VALIDATION_FAILED}
@@ -388,6 +399,22 @@ ATTACKS: dict[str, Attack] = {
         "progress_completed = 1, progress_total = 2",
         "progress (completed 1, total 2, percent None) was shown by no logged status read",
     ),
+    "a result deadline pushed on": (
+        # when the reconciler gives up on the job: as the submission logged it
+        lambda lc: lc.observing,
+        "result_deadline = result_deadline + interval '30 days'",
+        "differs from the one its submission logged (history seq 1)",
+    ),
+    "a result deadline an operator's extension set": (
+        lambda lc: lc.adopted,
+        "result_deadline = result_deadline - interval '1 hour'",
+        "differs from the one the logged decision #",
+    ),
+    "a create deadline": (
+        lambda lc: lc.cancelling,
+        "create_deadline = create_deadline + interval '1 day'",
+        "create_deadline ",
+    ),
     "a failed operation's error cleared": (
         lambda lc: lc.failed,
         "last_error = NULL",
@@ -487,3 +514,61 @@ async def test_the_remote_state_check_reads_each_operations_newest_reads_not_a_s
     scans = {n["Node Type"] for n in nodes if n.get("Relation Name") == "observations"}
     assert scans <= {"Index Scan", "Index Only Scan"}, scans
     assert await db.fetch(q("audit_remote_states")) == []  # and each agrees with its reads
+
+
+class _Problems(list[str]):
+    def problem(self, text: str) -> None:
+        self.append(text)
+
+
+async def _working_state_problems(conn: Any) -> _Problems:
+    problems = _Problems()
+    async with conn.transaction(isolation="repeatable_read"):
+        await check_working_state(conn, problems)
+    return problems
+
+
+async def test_an_operation_submitted_before_040_is_judged_from_its_first_logged_extension(
+    pg_server: ResolvedDatabase,
+) -> None:
+    """Submitted before migration 040, an operation's first history row names no
+    deadline: neither is judged (no false alarm on an upgraded database), until an
+    operator's extension logs the result deadline it sets."""
+    async with dropped_afterwards(pg_server.admin_url, "jw_audit_040") as name:
+        migrations = load_migrations()
+        assert migrations[39].name.startswith("040_")
+        url = await partly_migrated(pg_server.admin_url, name, 39)
+        conn = await connect(url)  # the server's superuser, as the attacker is
+        try:
+            op_id = await submit(conn, ref="before-040")
+            await apply_migrations(conn)
+            cause = await conn.fetchval("SELECT cause FROM history WHERE operation_id = $1", op_id)
+            assert cause == "submitted"
+            forged = (
+                "UPDATE operations SET result_deadline = result_deadline + interval '30 days',"
+                " create_deadline = create_deadline + interval '1 day' WHERE operation_id = $1"
+            )
+            async with conn.transaction():
+                await conn.execute("SET LOCAL session_replication_role = replica")
+                await conn.execute(forged, op_id)
+            assert await _working_state_problems(conn) == []
+            await drive(conn, op_id, S.NEEDS_ATTENTION)
+            await adopt_job(
+                conn,
+                await ledger.load_operation(conn, op_id),
+                "job-adopted-after-040",
+                status_request=None,
+                actor="operator:alice",
+                reason="found in the provider's console",
+                extend_result_deadline_s=3600,
+            )
+            assert await _working_state_problems(conn) == []  # the extension's own deadline
+            async with conn.transaction():
+                await conn.execute("SET LOCAL session_replication_role = replica")
+                await conn.execute(forged, op_id)
+            problems = await _working_state_problems(conn)
+        finally:
+            await conn.close()
+    assert len(problems) == 1, problems  # the create deadline still is not judged
+    assert problems[0].startswith(f"operations {op_id}: result_deadline ")
+    assert "differs from the one the logged decision #" in problems[0]

@@ -581,10 +581,12 @@ async def test_a_database_rolled_back_to_a_backup_is_caught_by_the_newer_checkpo
 WORKING_STATE = {
     # what agents are shown, or what the reconciler acts on next, written without
     # a history row and determined by no logged evidence: operations' columns
-    # outside the submitted intent. (The job id, the remote state, progress, a
-    # failed operation's error and a cancel intent a transition recorded are
-    # checked against their evidence: test_audit_working_state.py.)
-    "the_deadline_read_by": "result_deadline = result_deadline + interval '30 days'",
+    # outside the submitted intent. (The job id, the remote state, progress, the
+    # create and result deadlines, a failed operation's error and a cancel intent
+    # a transition recorded are checked against their evidence:
+    # test_audit_working_state.py.)
+    # (the create and result deadlines are logged since migration 040; a cancel's is not)
+    "the_cancel_deadline": "cancel_deadline = now() + interval '30 days'",
     "the_status_url": "status_url = 'https://elsewhere.example/v1/jobs/x'",
     # an intent where no transition recorded one (as one recorded while stopped for
     # a human is): who asked and why, on an operation nobody asked to cancel
@@ -599,11 +601,12 @@ async def test_the_operations_working_state_is_not_covered(
     pool: Any, signed: tuple[list[str], str], case: str
 ) -> None:
     """The operation row's working state is outside the log (README: *Not covered*),
-    and some of it reaches agents or the reconciler: the deadlines, the status
-    URL, a cancel intent no transition recorded. Of it, the state (the chain's
-    last transition), the result (its own, the one its success cites), the job
-    id, the remote state, progress, a failed operation's error and who asked to
-    cancel and why (as the transition that recorded it says) are checked."""
+    and some of it reaches agents or the reconciler: the cancel deadline, the
+    status URL, a cancel intent no transition recorded. Of it, the state (the
+    chain's last transition), the result (its own, the one its success cites),
+    the job id, the remote state, progress, the create and result deadlines, a
+    failed operation's error and who asked to cancel and why (as the transition
+    that recorded it says) are checked."""
     ops, note = signed
     op_id = ops[2]
     async with pool.acquire() as conn:

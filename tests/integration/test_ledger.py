@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from datetime import UTC
 from typing import Any
 
 import pytest
@@ -27,7 +28,14 @@ async def test_submit_records_intent_before_anything_else(db: Any) -> None:
     assert op.request_fingerprint.startswith("sha256:")
     assert op.next_poll_at is not None  # the reconciler picks it up at once
     history = await db.fetch("SELECT actor, from_state, to_state, cause FROM history")
-    assert [tuple(h) for h in history] == [("agent:test", None, "create_pending", "submitted")]
+    # the deadlines as the submission set them, logged with it (migration 040)
+    said = "submitted; create deadline {}; result deadline {}".format(
+        *(
+            d.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+            for d in (op.create_deadline, op.result_deadline)
+        )
+    )
+    assert [tuple(h) for h in history] == [("agent:test", None, "create_pending", said)]
 
 
 async def test_a_loaded_operation_is_the_frozen_dataclass_its_constructor_makes(db: Any) -> None:
