@@ -198,8 +198,19 @@ def _operation_schema() -> dict[str, Any]:
             "cancel": {
                 "type": "object",
                 "description": "Cancel only: what the request achieved, in words.",
-                "required": ["state", "message"],
-                "properties": {"state": {"type": "string"}, "message": {"type": "string"}},
+                "required": ["state", "recorded", "message"],
+                "properties": {
+                    "state": {"type": "string"},
+                    "recorded": {
+                        "type": "boolean",
+                        "description": (
+                            "Whether this request's intent (who, why) is the one on record: "
+                            "false when the operation had ended, or an earlier intent "
+                            "waiting for an operator stands."
+                        ),
+                    },
+                    "message": {"type": "string"},
+                },
             },
         },
     }

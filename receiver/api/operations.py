@@ -235,8 +235,16 @@ async def unless_disconnected(receive: Receive, work: Coroutine[Any, Any, T]) ->
     return task.result()
 
 
-def cancel_message(state: LocalState) -> str:
-    """What a cancel request achieved, in words that cannot be read as 'cancelled'."""
+def cancel_message(state: LocalState, recorded: bool = True, intent_at: Any = None) -> str:
+    """What a cancel request achieved, in words that cannot be read as 'cancelled'.
+
+    `recorded`: whether this request's intent is the one on record. An
+    escalated operation with an earlier intent keeps it (`ledger.cancel_intent`),
+    and "intent recorded" claimed a record that was never made: the caller's
+    reason was kept nowhere. The CLI and the console name the intent that
+    stands; so does this answer (its time only: the intent may be another
+    caller's, whose name this token may not see).
+    """
     if state in _CANCEL_PENDING:
         return (
             "Cancellation requested, NOT yet confirmed by the provider. The job may still "
@@ -251,6 +259,14 @@ def cancel_message(state: LocalState) -> str:
         )
     if state in TERMINAL:
         return f"Nothing to cancel: the operation had already finished ({state.value})."
+    if not recorded:
+        since = f" (recorded at {intent_at:%Y-%m-%dT%H:%M:%SZ})" if intent_at is not None else ""
+        return (
+            f"NOT recorded: an earlier cancellation intent{since} stands; the operation "
+            f"stays {state.value}, waits for an operator, who sees that intent and decides, "
+            "and nothing was done. If the operator resumes the operation instead, ask "
+            "again: a later cancel request is then sent."
+        )
     return (
         f"Cancellation intent recorded, NOT acted on yet: the operation is {state.value} and "
         "waits for an operator, who sees the request and decides. If the operator resumes "
@@ -497,18 +513,23 @@ class OperationsApi:
             row = await self.visible(conn, operation_id, caller)
             deadline = self.settings.cancel_deadline_for(row["provider"])
             async with traced_moves(conn, operation_id, "cancel request", caller.requested_by):
-                state = await self._request_cancel(conn, operation_id, caller, reason, deadline)
+                done = await self._request_cancel(conn, operation_id, caller, reason, deadline)
             row = await self.visible(conn, operation_id, caller)
         resource = operation_resource(row)
-        resource["cancel"] = {"state": state.value, "message": cancel_message(state)}
+        state = done.state
+        resource["cancel"] = {
+            "state": state.value,
+            "recorded": done.recorded,
+            "message": cancel_message(state, done.recorded, row["cancel_requested_at"]),
+        }
         return ApiJSONResponse(resource, status_code=202 if state in _CANCEL_PENDING else 200)
 
     async def _request_cancel(
         self, conn: Any, operation_id: str, caller: Caller, reason: str, deadline: float | None
-    ) -> LocalState:
+    ) -> ledger.CancelRequest:
         for attempt in range(1, CANCEL_ATTEMPTS + 1):
             try:
-                return await ledger.request_cancel(
+                return await ledger.cancel_intent(
                     conn,
                     operation_id,
                     requested_by=caller.requested_by,

@@ -414,6 +414,51 @@ async def test_cancel_answers_cancel_requested_never_cancelled(api: Api, db: Any
     assert tuple(row) == ("agent:alice", "wrong month", True)
 
 
+async def test_a_second_cancel_of_an_unconfirmed_cancellation_says_it_was_not_recorded(
+    api: Api, db: Any
+) -> None:
+    """Alice's cancel went unconfirmed (cancellation_unconfirmed, waiting for an operator);
+    the operator then asks through the API to cancel it too. Nothing is recorded (the
+    intent waiting for the operator stands, as `ledger.cancel_intent` keeps it), yet
+    the answer said "Cancellation intent recorded": the CLI and the console say
+    the earlier intent stands instead, and so must the API agents read."""
+    op_id = (await submitted(api))["operation_id"]
+    await drive(db, op_id, S.OBSERVING)
+    first = await api.http.post(
+        f"/v1/operations/{op_id}:cancel", json={"reason": "wrong month"}, headers=api.alice
+    )
+    assert first.status_code == 202
+    await drive(db, op_id, S.CANCELLATION_UNCONFIRMED)
+    again = await api.http.post(
+        f"/v1/operations/{op_id}:cancel", json={"reason": "stop it now"}, headers=api.operator
+    )
+    assert again.status_code == 200
+    said = again.json()["cancel"]
+    assert said["state"] == "cancellation_unconfirmed"
+    assert said["recorded"] is False
+    assert said["message"].startswith("NOT recorded: an earlier cancellation intent (recorded at")
+    assert "stands" in said["message"] and "nothing was done" in said["message"]
+    row = await db.fetchrow(
+        "SELECT cancel_requested_by, cancel_reason FROM operations WHERE operation_id = $1",
+        op_id,
+    )
+    assert tuple(row) == ("agent:alice", "wrong month")
+
+
+async def test_a_first_cancel_of_an_escalated_operation_says_it_was_recorded(
+    api: Api, db: Any
+) -> None:
+    op_id = (await submitted(api))["operation_id"]
+    await drive(db, op_id, S.NEEDS_ATTENTION)
+    response = await api.http.post(
+        f"/v1/operations/{op_id}:cancel", json={"reason": "wrong month"}, headers=api.alice
+    )
+    said = response.json()["cancel"]
+    assert response.status_code == 200 and said["state"] == "needs_attention"
+    assert said["recorded"] is True
+    assert said["message"].startswith("Cancellation intent recorded, NOT acted on yet")
+
+
 async def test_cancel_before_the_create_was_sent_abandons(api: Api) -> None:
     op_id = (await submitted(api))["operation_id"]
     response = await api.http.post(
