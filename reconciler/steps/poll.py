@@ -33,6 +33,7 @@ from reconciler.step import NOW, Delay, Step, lease_lost
 from reconciler.steps.collect import Partial, collect_partial_output
 from shared.db import pgjson
 from shared.db.errors import db_error_context, db_error_reason
+from shared.db.queries import q
 from shared.ledger import evidence, webhooks
 from shared.ledger.decisions import DEADLINE_READ_GRACE_S
 from shared.ledger.errors import StaleTransition
@@ -675,10 +676,45 @@ async def _escalate(step: Step, deadline: Deadline, why: str) -> Delay:
 
 async def _escalate_on(step: Step, conn: Any, deadline: Deadline, why: str) -> Delay:
     """The deadline's escalation, with what the owner saw when it looked."""
-    await step.move(conn, deadline.escalate_to, f"{deadline.reason}: {why}")
+    reason = await _unanswered_cancel(step, conn, deadline) or deadline.reason
+    await step.move(conn, deadline.escalate_to, f"{reason}: {why}")
     if deadline.escalate_to is S.CANCELLATION_UNCONFIRMED:
         return step.until_allowed(UNCONFIRMED_POLL_SECONDS, read=True)
     return None
+
+
+async def _unanswered_cancel(step: Step, conn: Any, deadline: Deadline) -> str | None:
+    """The cancel deadline's reason when our last cancel got no answer, else None.
+
+    A cancel sent whose answer never came (a timeout, a reset, a process
+    stopped before recording it) may have reached the provider and stopped
+    the job, or not: "our cancel request was not accepted" claimed what nobody
+    knows, and an operator reading it would send a second cancel by hand,
+    the very thing `cancel.idempotent = false` says is unsafe.
+    """
+    op = step.op
+    cancel = step.adapter.desc.cancel
+    if not (
+        deadline.escalate_to is S.CANCELLATION_UNCONFIRMED
+        and op.state is S.CANCEL_REQUESTED
+        and op.cancel_sent_at is not None
+        and cancel.supported
+    ):
+        return None
+    last = await conn.fetchrow(q("cancel_calls"), op.operation_id)
+    if last is None or last["status_code"] is not None:
+        return None
+    how = last["error_category"] or "interrupted before its answer was recorded"
+    reason = (
+        f"cancel deadline passed and our cancel request got no answer ({how}): it may "
+        "have reached the provider, so whether the provider took it is unknown"
+    )
+    if not cancel.idempotent:
+        reason += (
+            "; it is not sent again (cancel.idempotent is false): check with the provider "
+            "before sending another"
+        )
+    return reason
 
 
 async def _facts_refused(step: Step, conn: Any, read: StatusRead, exc: Exception) -> Delay:
