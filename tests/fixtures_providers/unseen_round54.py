@@ -1,0 +1,269 @@
+"""OpenAI's Videos API (Sora), OpenAI's Responses API in background mode, Groq's
+Batch API, ElevenLabs' dubbing and Fireworks' batch inference jobs, each a real app
+on loopback answering in the shapes their public documentation gives
+(tests/integration/test_unseen_round54.py).
+
+Written from what is known of the public docs, without them open (no search was
+available this round); each assumption is marked ASSUMED.
+
+- OpenAI Videos (platform.openai.com/docs/api-reference/videos, guides/video-generation):
+  `POST /v1/videos` (bearer; JSON or multipart: model, prompt, seconds, size)
+  answers 200 a video {"id": "video_…", "object": "video", "model", "status":
+  "queued", "progress": 0, "created_at", "size", "seconds", "quality"}; `GET
+  /v1/videos/{id}` the same object, status queued | in_progress | completed |
+  failed, "progress" 0..100, "completed_at"/"expires_at" once completed, "error":
+  {"code", "message"} once failed; `GET /v1/videos/{id}/content` the MP4 bytes
+  (`?variant=thumbnail|spritesheet` the stills), 404 once the video's assets
+  expired (ASSUMED: the code; the docs say assets are kept for a limited time);
+  `DELETE /v1/videos/{id}` 200 {"id", "object": "video.deleted", "deleted": true}
+  (ASSUMED: the shape; and that it deletes a video in any state, a running one
+  included, which then reads 404). No idempotency key, and no metadata to find a
+  video by in `GET /v1/videos` (a list of the videos alone). Errors {"error":
+  {"message", "type", "param", "code"}}. Webhooks (platform.openai.com/docs/guides/
+  webhooks): Standard Webhooks (`webhook-id`, `webhook-timestamp`,
+  `webhook-signature: v1,<base64 HMAC-SHA256 of "id.timestamp.body">` under the
+  `whsec_` secret), body {"id": "evt_…", "object": "event", "created_at", "type":
+  "video.completed" | "video.failed", "data": {"id": "video_…"}}: thin.
+- OpenAI Responses, background mode (guides/background, api-reference/responses):
+  `POST /v1/responses` {"model", "input", "background": true, "store": true?,
+  "metadata"?} answers 200 a response {"id": "resp_…", "object": "response",
+  "status": "queued", "background": true, "output": [], "error": null,
+  "incomplete_details": null, "metadata", "usage": null}; background needs the
+  response stored: `"store": false` is refused 400 (ASSUMED: the code and words);
+  `GET /v1/responses/{id}` status queued | in_progress | completed | failed |
+  cancelled | incomplete, the answer in "output" (items {"type": "message", "role":
+  "assistant", "content": [{"type": "output_text", "text"}]}; `output_text` is the
+  SDKs' convenience, not in the JSON), "error": {"code", "message"} once failed,
+  "incomplete_details": {"reason": "max_output_tokens" | "content_filter"} once
+  incomplete (its output cut short); `POST /v1/responses/{id}/cancel` answers the
+  response, "cancelled", and again the same for one already cancelled ("cancelling
+  twice is idempotent"); a response that ended otherwise is refused 400
+  {"error": {"message": "Cannot cancel a completed response.", "type":
+  "invalid_request_error", "code": null}} (ASSUMED: the code and words). No list
+  of responses. Webhooks as the Videos': response.completed | response.failed |
+  response.cancelled | response.incomplete, data.id.
+- Groq Batch (console.groq.com/docs/batch, api-reference#batches): OpenAI's batch
+  objects under `/openai/v1`: `POST /openai/v1/batches` {"input_file_id",
+  "endpoint": "/v1/chat/completions", "completion_window": "24h".."7d",
+  "metadata"?} answers 200 {"id": "batch_…", "object": "batch", "status":
+  "validating", "request_counts": {"total", "completed", "failed"},
+  "output_file_id", "error_file_id", "errors", "metadata", …}; `GET
+  /openai/v1/batches/{id}` status validating | failed | in_progress | finalizing
+  | completed | expired | cancelling | cancelled; `POST
+  /openai/v1/batches/{id}/cancel` answers the batch, "cancelling", then
+  "cancelled"; `GET /openai/v1/batches` {"object": "list", "data": [batches]}
+  (ASSUMED: no `has_more`/`last_id` paging; the whole list, newest first); `GET
+  /openai/v1/files/{id}/content` the JSONL lines {"id", "custom_id", "response":
+  {"status_code", "request_id", "body"} | null, "error": {"code", "message"} |
+  null}. An expired batch keeps what it finished: its output file, and its error
+  file naming the rest (code "batch_expired"). Errors {"error": {"message",
+  "type", "code"}}. No webhooks.
+- ElevenLabs dubbing (elevenlabs.io/docs/api-reference/dubbing): `POST /v1/dubbing`
+  (`xi-api-key`; multipart: "file" or "source_url", "target_lang", "source_lang",
+  "name", "num_speakers", …) answers 200 {"dubbing_id", "expected_duration_sec"};
+  `GET /v1/dubbing/{id}` {"dubbing_id", "name", "status": "dubbing" | "dubbed" |
+  "failed", "target_languages": [...], "media_metadata"?, "error": null | text};
+  `GET /v1/dubbing/{id}/audio/{language_code}` the dubbed file (audio/mpeg for an
+  audio source, video/mp4 for a video), 425 "Dubbing not yet complete"? before
+  (ASSUMED); `DELETE /v1/dubbing/{id}` {"status": "ok"}, the dub gone after (404
+  {"detail": {"status": "dubbing_not_found", "message"}}); `GET
+  /v1/dubbing?cursor=&page_size=` {"dubs": [metadata], "next_cursor", "has_more"}
+  (ASSUMED: newest first). Errors {"detail": {"status", "message"}} or FastAPI's
+  422 {"detail": [...]}. `expected_duration_sec`: the create answer's estimate,
+  which no status read repeats.
+- Fireworks batch inference (docs.fireworks.ai/api-reference/create-batch-inference-job):
+  `POST /v1/accounts/{account}/batchInferenceJobs?batchInferenceJobId=<id>` (bearer;
+  {"model", "inputDatasetId", "outputDatasetId"?, "inferenceParameters"?}; the id
+  chosen by the client: 1-63 of [a-z0-9-], ASSUMED starting with a letter) answers
+  200 {"name": "accounts/{account}/batchInferenceJobs/{id}", "state":
+  "JOB_STATE_CREATING", "inputDatasetId", "outputDatasetId":
+  "accounts/{account}/datasets/…", "createTime", …}; the same id again is 409
+  {"code": 6, "message": "… already exists", "details": []} (gRPC ALREADY_EXISTS as
+  JSON, ASSUMED); `GET …/batchInferenceJobs/{id}` the job, state
+  JOB_STATE_CREATING | JOB_STATE_QUEUED | JOB_STATE_PENDING | JOB_STATE_RUNNING |
+  JOB_STATE_COMPLETED | JOB_STATE_FAILED | JOB_STATE_CANCELLED | JOB_STATE_EXPIRED
+  (and the rest of Fireworks' shared JobState: VALIDATING, WRITING_RESULTS,
+  CANCELLING, DELETING, …), "status": {"code": "…", "message"} beside a failure,
+  "jobProgress": {"percent", "totalRequestCount", "successfulRequestCount",
+  "failedRequestCount"}; `DELETE …/batchInferenceJobs/{id}` {} (ASSUMED: deletes the
+  job, running or not; no separate cancel call). The output is a dataset: `GET
+  /v1/accounts/{account}/datasets/{id}:getDownloadEndpoint` {"filenameToSignedUrls":
+  {"<file>.jsonl": "https://storage…"}}.
+
+Scripts: the create body's `script` ("fail", "slow": runs until the test ends it,
+"incomplete": the response is cut short, "expire": the batch or job expires after
+running, "queued": stays queued; anything else succeeds after a few reads).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from typing import Any
+
+import httpx
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from shared.signatures import sign_standard_webhooks
+from tests.fixtures_providers.common import hang, json_response, read_json
+from tests.fixtures_providers.unseen_media import MP4, _Jobs
+
+OPENAI_KEY = "sk-openai-test"
+# a Standard Webhooks secret: whsec_ + base64 of the key
+OPENAI_WEBHOOK_SECRET = "whsec_" + "c2VjcmV0LWtleS1vZi10aGUtb3BlbmFpLXdlYmhvb2s="
+SORA_FAILURE = "Your request was blocked by our moderation system."
+
+
+def _script(job: dict[str, Any]) -> str | None:
+    body = job["input"]
+    return body.get("script") if isinstance(body, dict) else None
+
+
+async def _created(fx: _Jobs) -> None:
+    """Count a create; the first one's answer is lost when the fixture says so."""
+    fx.creates += 1
+    if fx.lose_first_create and fx.creates == 1:
+        await hang()
+
+
+def _openai_error(message: str, status: int, code: str | None = None) -> Response:
+    error = {"message": message, "type": "invalid_request_error", "param": None, "code": code}
+    return json_response({"error": error}, status)
+
+
+def _bearer(request: Request, key: str) -> bool:
+    return request.headers.get("authorization") == f"Bearer {key}"
+
+
+async def deliver_standard(
+    url: str, event_type: str, object_id: str, *, secret: str = OPENAI_WEBHOOK_SECRET
+) -> int:
+    """An OpenAI webhook (Standard Webhooks) of `event_type` naming `object_id`."""
+    event_id = f"evt_{hashlib.sha256(f'{event_type}{object_id}'.encode()).hexdigest()[:24]}"
+    body = json.dumps(
+        {
+            "id": event_id,
+            "object": "event",
+            "created_at": int(time.time()),
+            "type": event_type,
+            "data": {"id": object_id},
+        }
+    ).encode()
+    now = int(time.time())
+    headers = {
+        "content-type": "application/json",
+        "webhook-id": event_id,
+        "webhook-timestamp": str(now),
+        "webhook-signature": sign_standard_webhooks(secret, event_id, now, body),
+    }
+    async with httpx.AsyncClient() as client:
+        return (await client.post(url, content=body, headers=headers)).status_code
+
+
+# --- OpenAI Videos (Sora) ----------------------------------------------------------
+
+
+class SoraFixture(_Jobs):
+    """`contents`: the content reads of each video; `expired`: the videos whose assets
+    are gone (content 404); `deleted`: the videos a DELETE removed."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__("video_68d7512d07848190b3e45da0ecbebcde", **kwargs)
+        self.contents: dict[str, int] = {}
+        self.variants: list[str | None] = []
+        self.expired: set[str] = set()
+        self.deleted: list[str] = []
+
+    def app(self) -> Starlette:
+        return Starlette(
+            routes=[
+                Route("/v1/videos", self.create, methods=["POST"]),
+                Route("/v1/videos/{vid}", self.status, methods=["GET"]),
+                Route("/v1/videos/{vid}", self.delete, methods=["DELETE"]),
+                Route("/v1/videos/{vid}/content", self.content, methods=["GET"]),
+            ]
+        )
+
+    def video(self, job: dict[str, Any]) -> dict[str, Any]:
+        progress = {"queued": 0, "in_progress": 42, "completed": 100, "failed": 42}
+        video: dict[str, Any] = {
+            "id": job["id"],
+            "object": "video",
+            "model": job["input"].get("model", "sora-2"),
+            "status": job["state"],
+            "progress": progress[job["state"]],
+            "created_at": 1765000000,
+            "size": job["input"].get("size", "1280x720"),
+            "seconds": str(job["input"].get("seconds", "4")),
+            "quality": "standard",
+            "remixed_from_video_id": None,
+            "completed_at": None,
+            "expires_at": None,
+            "error": None,
+        }
+        if job["state"] == "completed":
+            video |= {"completed_at": 1765000100, "expires_at": 1765086500}
+        elif job["state"] == "failed":
+            video["error"] = {"code": "moderation_blocked", "message": SORA_FAILURE}
+        return video
+
+    def _find(self, request: Request) -> dict[str, Any] | None:
+        vid = request.path_params["vid"]
+        return None if vid in self.deleted else self.jobs.get(vid)
+
+    async def create(self, request: Request) -> Response:
+        if not _bearer(request, OPENAI_KEY):
+            return _openai_error("Incorrect API key provided.", 401, "invalid_api_key")
+        body = await read_json(request)
+        if not isinstance(body, dict) or not body.get("prompt"):
+            return _openai_error("Missing required parameter: 'prompt'.", 400)
+        vid = self.new_id()
+        self.jobs[vid] = {"id": vid, "input": body, "state": "queued", "reads": 0}
+        await _created(self)
+        return json_response(self.video(self.jobs[vid]))
+
+    def finish(self, vid: str) -> None:
+        job = self.jobs[vid]
+        job["state"] = "failed" if _script(job) == "fail" else "completed"
+
+    async def status(self, request: Request) -> Response:
+        if not _bearer(request, OPENAI_KEY):
+            return _openai_error("Incorrect API key provided.", 401, "invalid_api_key")
+        job = self._find(request)
+        if job is None:
+            return _openai_error("Video not found.", 404, "not_found")
+        self.reads += 1
+        job["reads"] += 1
+        if job["state"] == "queued":
+            job["state"] = "in_progress"
+        elif job["state"] == "in_progress" and job["reads"] >= 3 and _script(job) != "slow":
+            self.finish(job["id"])
+        return json_response(self.video(job))
+
+    async def content(self, request: Request) -> Response:
+        if not _bearer(request, OPENAI_KEY):
+            return _openai_error("Incorrect API key provided.", 401, "invalid_api_key")
+        job = self._find(request)
+        if job is None:
+            return _openai_error("Video not found.", 404, "not_found")
+        self.variants.append(request.query_params.get("variant"))
+        if job["id"] in self.expired:
+            return _openai_error("The video's assets have expired.", 404, "not_found")
+        if job["state"] != "completed":
+            return _openai_error("Video is not ready yet.", 400, "video_not_ready")
+        self.contents[job["id"]] = self.contents.get(job["id"], 0) + 1
+        return Response(MP4, media_type="video/mp4")
+
+    async def delete(self, request: Request) -> Response:
+        if not _bearer(request, OPENAI_KEY):
+            return _openai_error("Incorrect API key provided.", 401, "invalid_api_key")
+        job = self._find(request)
+        if job is None:
+            return _openai_error("Video not found.", 404, "not_found")
+        self.cancels.append((job["id"], job["state"]))
+        self.deleted.append(job["id"])
+        return json_response({"id": job["id"], "object": "video.deleted", "deleted": True})

@@ -1,0 +1,188 @@
+"""OpenAI's Videos API (Sora), described in TOML as a new user would from README.md
+(tests/fixtures_providers/unseen/openai_videos.toml) and
+driven through the real reconciler (and receiver) against fakes on loopback
+(tests/fixtures_providers/unseen_round54.py): success with the result collected and
+validated, failure with its reason, cancel (confirmed, or refused as the API
+documents), a lost create answer, and each API's own edge: Sora's progress in
+percent, its MP4 at `/content` gone once the assets expired, a DELETE that must
+never reach a completed video, thin Standard Webhooks.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from shared.ledger.states import LocalState
+from tests.fixtures_providers.described import ENDS, described
+from tests.fixtures_providers.rig import preset_rig
+from tests.fixtures_providers.unseen_media import MP4
+from tests.fixtures_providers.unseen_round54 import (
+    OPENAI_KEY,
+    OPENAI_WEBHOOK_SECRET,
+    SORA_FAILURE,
+    SoraFixture,
+    deliver_standard,
+)
+
+S = LocalState
+OPENAI_ENV = {"OPENAI_API_KEY": OPENAI_KEY, "OPENAI_WEBHOOK_SECRET": OPENAI_WEBHOOK_SECRET}
+
+
+def rig(
+    pool: Any,
+    tmp_path: Path,
+    app: Any,
+    name: str,
+    env: dict[str, str],
+    *,
+    with_receiver: bool = False,
+    **over: dict[str, Any],
+) -> Any:
+    """Provider `name` as described in unseen/<name>.toml, served by `app`; without
+    the receiver, without its webhooks (polling is then no 30 s backstop)."""
+    table = described(name, **over)
+    if not with_receiver:
+        table.pop("webhooks", None)
+    return preset_rig(
+        pool,
+        tmp_path,
+        app,
+        preset=None,
+        name=name,
+        env=env,
+        overrides=table,
+        with_receiver=with_receiver,
+    )
+
+
+async def reason(r: Any, op_id: str) -> str:
+    """What the operation's record says went wrong (its last error, or escalation)."""
+    op = await r.op(op_id)
+    if op.last_error:
+        return json.dumps(op.last_error)
+    esc = await r.escalation(op_id)
+    return str(esc["reason"]) if esc else ""
+
+
+# --- OpenAI Videos (Sora) ----------------------------------------------------------
+
+VIDEO = {"model": "sora-2", "prompt": "A calico cat playing a piano on stage", "seconds": "4"}
+
+
+def sora(pool: Any, tmp_path: Path, fx: SoraFixture, *, with_receiver: bool = False) -> Any:
+    return rig(pool, tmp_path, fx.app(), "openai_videos", OPENAI_ENV, with_receiver=with_receiver)
+
+
+async def test_sora_a_video_is_collected_from_its_content(pool: Any, tmp_path: Path) -> None:
+    """queued, in_progress (42 %), completed: the MP4 at /v1/videos/{id}/content is
+    fetched once and kept, its type checked; the progress is read as a percent."""
+    fx = SoraFixture()
+    async with sora(pool, tmp_path, fx) as r:
+        op_id = await r.submit(VIDEO)
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        video = fx.only()
+        assert (await r.op(op_id)).remote_job_id == video["id"]
+        assert await r.result_bytes(op_id) == MP4
+        assert fx.contents == {video["id"]: 1}
+        assert {"in_progress", "completed"} <= await r.raw_states(op_id)
+        read = await r.pool.fetch(
+            "SELECT remote_state_raw, progress_percent FROM observations"
+            " WHERE operation_id = $1 AND remote_state_raw = 'in_progress'",
+            op_id,
+        )
+        assert read and all(row["progress_percent"] == 42 for row in read), read
+
+
+async def test_sora_a_failed_video_is_failed_with_its_error(pool: Any, tmp_path: Path) -> None:
+    fx = SoraFixture()
+    async with sora(pool, tmp_path, fx) as r:
+        op_id = await r.submit({**VIDEO, "script": "fail"})
+        assert await r.settle(op_id, ENDS) is S.FAILED, await r.history(op_id)
+        error = (await r.op(op_id)).last_error
+        assert (error["code"], error["message"]) == ("moderation_blocked", SORA_FAILURE), error
+        assert fx.contents == {}
+
+
+async def test_sora_a_cancel_deletes_the_running_video_and_its_404_is_the_cancel(
+    pool: Any, tmp_path: Path
+) -> None:
+    """No cancel call: DELETE removes the video; read first (it is still running),
+    then the 404 after our accepted DELETE is the job cancelled, by us."""
+    fx = SoraFixture()
+    async with sora(pool, tmp_path, fx) as r:
+        op_id = await r.submit({**VIDEO, "script": "slow"})
+        await r.settle(op_id, {S.OBSERVING})
+        await r.cancel(op_id)
+        assert await r.settle(op_id, ENDS) is S.CANCELLED, await r.history(op_id)
+        assert fx.cancels == [(fx.only()["id"], "in_progress")]
+
+
+async def test_sora_a_cancel_never_deletes_a_video_that_completed(
+    pool: Any, tmp_path: Path
+) -> None:
+    """The video completed before our DELETE would go: the read first sees it, no
+    DELETE is sent (it would destroy the MP4), and the video is kept."""
+    fx = SoraFixture()
+    async with sora(pool, tmp_path, fx) as r:
+        op_id = await r.submit({**VIDEO, "script": "slow"})
+        await r.settle(op_id, {S.OBSERVING})
+        fx.finish(fx.only()["id"])
+        await r.cancel(op_id)
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert fx.cancels == [] and fx.deleted == []
+        assert await r.result_bytes(op_id) == MP4
+
+
+async def test_sora_content_gone_after_expiry_is_never_a_success(pool: Any, tmp_path: Path) -> None:
+    """The video reads completed but its assets have expired (/content 404): the
+    result is unavailable, in OpenAI's words, never an empty success."""
+    fx = SoraFixture()
+    async with sora(pool, tmp_path, fx) as r:
+        op_id = await r.submit({**VIDEO, "script": "slow"})
+        await r.settle(op_id, {S.OBSERVING})
+        vid = fx.only()["id"]
+        fx.expired.add(vid)
+        fx.finish(vid)
+        assert await r.settle(op_id, ENDS) is S.RESULT_UNAVAILABLE, await r.history(op_id)
+        said = await reason(r, op_id)
+        assert "404" in said and "expired" in said, said
+        assert (await r.op(op_id)).result_id is None
+
+
+async def test_sora_a_lost_create_goes_to_a_human(pool: Any, tmp_path: Path) -> None:
+    fx = SoraFixture(lose_first_create=True)
+    async with sora(pool, tmp_path, fx) as r:
+        op_id = await r.submit(VIDEO)
+        assert await r.settle(op_id, ENDS) is S.NEEDS_ATTENTION, await r.history(op_id)
+        assert fx.creates == 1
+        said = (await r.escalation(op_id))["reason"]
+        assert "cannot deduplicate creates and offers no lookup" in said, said
+
+
+async def test_sora_a_signed_video_completed_webhook_wakes_the_read(
+    pool: Any, tmp_path: Path
+) -> None:
+    """video.completed, Standard Webhooks signed, thin ({"data": {"id"}}): matched by
+    the video id and answered 200; the read it wakes decides, long before the
+    backstop. One signed with another secret is refused and stores nothing."""
+    fx = SoraFixture()
+    async with sora(pool, tmp_path, fx, with_receiver=True) as r:
+        op_id = await r.submit({**VIDEO, "script": "slow"})
+        await r.settle(op_id, {S.OBSERVING, S.ACCEPTED})
+        vid = fx.only()["id"]
+        fx.finish(vid)
+        other = "whsec_" + "YW5vdGhlci1zZWNyZXQtYWx0b2dldGhlcg=="
+        assert await deliver_standard(r.hook_url, "video.completed", vid, secret=other) == 401
+        assert await r.pool.fetchval("SELECT count(*) FROM webhook_events") == 0
+        assert await deliver_standard(r.hook_url, "video.completed", vid) == 200
+        assert await r.settle(op_id, ENDS, timeout=8) is S.SUCCEEDED, await r.history(op_id)
+        events = await r.pool.fetch(
+            "SELECT operation_id, remote_state_raw FROM webhook_events"
+            " WHERE provider = 'openai_videos'"
+        )
+        assert [(e["operation_id"], e["remote_state_raw"]) for e in events] == [
+            (op_id, "video.completed")
+        ]
+        assert await r.result_bytes(op_id) == MP4
