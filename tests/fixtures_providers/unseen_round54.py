@@ -116,6 +116,8 @@ OPENAI_KEY = "sk-openai-test"
 # a Standard Webhooks secret: whsec_ + base64 of the key
 OPENAI_WEBHOOK_SECRET = "whsec_" + "c2VjcmV0LWtleS1vZi10aGUtb3BlbmFpLXdlYmhvb2s="
 SORA_FAILURE = "Your request was blocked by our moderation system."
+RESPONSES_FAILURE = "The model produced invalid content."
+ANSWER = "The capital of France is Paris."
 
 
 def _script(job: dict[str, Any]) -> str | None:
@@ -267,3 +269,126 @@ class SoraFixture(_Jobs):
         self.cancels.append((job["id"], job["state"]))
         self.deleted.append(job["id"])
         return json_response({"id": job["id"], "object": "video.deleted", "deleted": True})
+
+
+# --- OpenAI Responses, background mode ---------------------------------------------
+
+MESSAGE = {
+    "type": "message",
+    "id": "msg_67ccd3acc8d48190a77525dc6de64b4104becb25c5dc7b6e",
+    "status": "completed",
+    "role": "assistant",
+    "content": [{"type": "output_text", "text": ANSWER, "annotations": []}],
+}
+CUT_SHORT = {
+    **MESSAGE,
+    "status": "incomplete",
+    "content": [{"type": "output_text", "text": "The capital of", "annotations": []}],
+}
+
+
+class ResponsesFixture(_Jobs):
+    """`stores`: what each create said of `store`; `backgrounds`: of `background`."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__("resp_67ccd2bed1ec8190b14f964abc0542670bb6a6b452d3795b", **kwargs)
+        self.backgrounds: list[Any] = []
+        self.stores: list[Any] = []
+
+    def app(self) -> Starlette:
+        return Starlette(
+            routes=[
+                Route("/v1/responses", self.create, methods=["POST"]),
+                Route("/v1/responses/{rid}", self.status, methods=["GET"]),
+                Route("/v1/responses/{rid}/cancel", self.cancel, methods=["POST"]),
+            ]
+        )
+
+    def response(self, job: dict[str, Any]) -> dict[str, Any]:
+        body = job["input"]
+        answer: dict[str, Any] = {
+            "id": job["id"],
+            "object": "response",
+            "created_at": 1765000000,
+            "status": job["state"],
+            "background": True,
+            "error": None,
+            "incomplete_details": None,
+            "instructions": None,
+            "max_output_tokens": body.get("max_output_tokens"),
+            "model": body.get("model", "o3"),
+            "output": [],
+            "parallel_tool_calls": True,
+            "previous_response_id": None,
+            "store": True,
+            "temperature": 1.0,
+            "text": {"format": {"type": "text"}},
+            "tool_choice": "auto",
+            "tools": [],
+            "top_p": 1.0,
+            "truncation": "disabled",
+            "usage": None,
+            "user": None,
+            "metadata": body.get("metadata") or {},
+        }
+        usage = {"input_tokens": 36, "output_tokens": 87, "total_tokens": 123}
+        if job["state"] == "completed":
+            answer |= {"output": [MESSAGE], "usage": usage}
+        elif job["state"] == "incomplete":
+            answer |= {
+                "output": [CUT_SHORT],
+                "usage": usage,
+                "incomplete_details": {"reason": "max_output_tokens"},
+            }
+        elif job["state"] == "failed":
+            answer["error"] = {"code": "server_error", "message": RESPONSES_FAILURE}
+        return answer
+
+    async def create(self, request: Request) -> Response:
+        if not _bearer(request, OPENAI_KEY):
+            return _openai_error("Incorrect API key provided.", 401, "invalid_api_key")
+        body = await read_json(request)
+        if not isinstance(body, dict) or not body.get("model"):
+            return _openai_error("Missing required parameter: 'model'.", 400)
+        self.backgrounds.append(body.get("background"))
+        self.stores.append(body.get("store"))
+        if body.get("background") and body.get("store") is False:
+            return _openai_error("Background mode requires store=true.", 400)
+        rid = self.new_id()
+        state = "queued" if body.get("background") else "completed"
+        self.jobs[rid] = {"id": rid, "input": body, "state": state, "reads": 0}
+        await _created(self)
+        return json_response(self.response(self.jobs[rid]))
+
+    async def status(self, request: Request) -> Response:
+        if not _bearer(request, OPENAI_KEY):
+            return _openai_error("Incorrect API key provided.", 401, "invalid_api_key")
+        job = self.jobs.get(request.path_params["rid"])
+        if job is None:
+            return _openai_error(f"Response with id '{request.path_params['rid']}' not found.", 404)
+        self.reads += 1
+        job["reads"] += 1
+        script = _script(job)
+        if job["state"] == "queued" and script != "queued":
+            job["state"] = "in_progress"
+        elif job["state"] == "in_progress" and job["reads"] >= 3 and script != "slow":
+            self.finish(job["id"])
+        return json_response(self.response(job))
+
+    def finish(self, rid: str) -> None:
+        job = self.jobs[rid]
+        ends = {"fail": "failed", "incomplete": "incomplete"}
+        job["state"] = ends.get(_script(job) or "", "completed")
+
+    async def cancel(self, request: Request) -> Response:
+        if not _bearer(request, OPENAI_KEY):
+            return _openai_error("Incorrect API key provided.", 401, "invalid_api_key")
+        job = self.jobs.get(request.path_params["rid"])
+        if job is None:
+            return _openai_error("Response not found.", 404)
+        self.cancels.append((job["id"], job["state"]))
+        if job["state"] in ("queued", "in_progress"):
+            job["state"] = "cancelled"
+        elif job["state"] != "cancelled":
+            return _openai_error(f"Cannot cancel a {job['state']} response.", 400)
+        return json_response(self.response(job))

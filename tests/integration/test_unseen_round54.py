@@ -1,11 +1,14 @@
-"""OpenAI's Videos API (Sora), described in TOML as a new user would from README.md
-(tests/fixtures_providers/unseen/openai_videos.toml) and
+"""OpenAI's Videos API (Sora) and OpenAI's Responses API in background mode,
+described in TOML as a new user would from README.md
+(tests/fixtures_providers/unseen/openai_videos.toml, openai_responses.toml) and
 driven through the real reconciler (and receiver) against fakes on loopback
 (tests/fixtures_providers/unseen_round54.py): success with the result collected and
 validated, failure with its reason, cancel (confirmed, or refused as the API
 documents), a lost create answer, and each API's own edge: Sora's progress in
 percent, its MP4 at `/content` gone once the assets expired, a DELETE that must
-never reach a completed video, thin Standard Webhooks.
+never reach a completed video, thin Standard Webhooks; the Responses API's
+`background`/`store` set by the description, `incomplete` with its reason, and a
+cancel of a response that already ended refused.
 """
 
 from __future__ import annotations
@@ -19,9 +22,12 @@ from tests.fixtures_providers.described import ENDS, described
 from tests.fixtures_providers.rig import preset_rig
 from tests.fixtures_providers.unseen_media import MP4
 from tests.fixtures_providers.unseen_round54 import (
+    ANSWER,
     OPENAI_KEY,
     OPENAI_WEBHOOK_SECRET,
+    RESPONSES_FAILURE,
     SORA_FAILURE,
+    ResponsesFixture,
     SoraFixture,
     deliver_standard,
 )
@@ -186,3 +192,94 @@ async def test_sora_a_signed_video_completed_webhook_wakes_the_read(
             (op_id, "video.completed")
         ]
         assert await r.result_bytes(op_id) == MP4
+
+
+# --- OpenAI Responses, background mode ---------------------------------------------
+
+QUESTION = {"model": "o3", "input": "What is the capital of France?"}
+
+
+def responses(pool: Any, tmp_path: Path, fx: ResponsesFixture) -> Any:
+    return rig(pool, tmp_path, fx.app(), "openai_responses", OPENAI_ENV)
+
+
+async def test_responses_a_background_response_is_collected(pool: Any, tmp_path: Path) -> None:
+    """The description sets `background` and `store` on every create (the agent's
+    body need not); queued, in_progress, completed: the response, its output, kept."""
+    fx = ResponsesFixture()
+    async with responses(pool, tmp_path, fx) as r:
+        op_id = await r.submit(QUESTION)
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert fx.backgrounds == [True] and fx.stores == [True]
+        resp = fx.only()
+        assert resp["input"]["metadata"] == {"jobwarden_operation": op_id}
+        kept = json.loads(await r.result_bytes(op_id))
+        assert kept["id"] == resp["id"]
+        assert kept["output"][0]["content"][0]["text"] == ANSWER
+        assert {"in_progress", "completed"} <= await r.raw_states(op_id)
+
+
+async def test_responses_a_failed_response_is_failed_with_its_error(
+    pool: Any, tmp_path: Path
+) -> None:
+    fx = ResponsesFixture()
+    async with responses(pool, tmp_path, fx) as r:
+        op_id = await r.submit({**QUESTION, "script": "fail"})
+        assert await r.settle(op_id, ENDS) is S.FAILED, await r.history(op_id)
+        error = (await r.op(op_id)).last_error
+        assert (error["code"], error["message"]) == ("server_error", RESPONSES_FAILURE), error
+
+
+async def test_responses_an_incomplete_response_is_failed_naming_why(
+    pool: Any, tmp_path: Path
+) -> None:
+    """`incomplete` (its output cut short) carries no error, only
+    incomplete_details.reason: failed, that reason on record, never a success with
+    half an answer."""
+    fx = ResponsesFixture()
+    async with responses(pool, tmp_path, fx) as r:
+        op_id = await r.submit({**QUESTION, "max_output_tokens": 16, "script": "incomplete"})
+        assert await r.settle(op_id, ENDS) is S.FAILED, await r.history(op_id)
+        assert "incomplete" in await r.raw_states(op_id)
+        said = await reason(r, op_id)
+        assert "max_output_tokens" in said, said
+        assert (await r.op(op_id)).result_id is None
+
+
+async def test_responses_a_queued_response_is_cancelled(pool: Any, tmp_path: Path) -> None:
+    fx = ResponsesFixture()
+    async with responses(pool, tmp_path, fx) as r:
+        op_id = await r.submit({**QUESTION, "script": "queued"})
+        await r.settle(op_id, {S.OBSERVING})
+        await r.cancel(op_id)
+        assert await r.settle(op_id, ENDS) is S.CANCELLED, await r.history(op_id)
+        assert fx.cancels[0] == (fx.only()["id"], "queued")
+        assert "cancelled" in await r.raw_states(op_id)
+
+
+async def test_responses_a_cancel_of_a_response_that_completed_is_refused_and_it_is_kept(
+    pool: Any, tmp_path: Path
+) -> None:
+    """The response completed before the cancel arrived: 400 "Cannot cancel a
+    completed response". No cancel is claimed: the read that follows shows it
+    completed, and the answer is collected."""
+    fx = ResponsesFixture()
+    async with responses(pool, tmp_path, fx) as r:
+        op_id = await r.submit({**QUESTION, "script": "slow"})
+        await r.settle(op_id, {S.OBSERVING})
+        fx.finish(fx.only()["id"])
+        await r.cancel(op_id)
+        end = await r.settle(op_id, ENDS)
+        assert end is S.SUCCEEDED, (await r.history(op_id), await r.escalation(op_id))
+        assert fx.cancels == [(fx.only()["id"], "completed")]
+        assert "cancelled" not in await r.history(op_id)
+        kept = json.loads(await r.result_bytes(op_id))
+        assert kept["output"][0]["content"][0]["text"] == ANSWER
+
+
+async def test_responses_a_lost_create_goes_to_a_human(pool: Any, tmp_path: Path) -> None:
+    fx = ResponsesFixture(lose_first_create=True)
+    async with responses(pool, tmp_path, fx) as r:
+        op_id = await r.submit(QUESTION)
+        assert await r.settle(op_id, ENDS) is S.NEEDS_ATTENTION, await r.history(op_id)
+        assert fx.creates == 1
