@@ -392,3 +392,153 @@ class ResponsesFixture(_Jobs):
         elif job["state"] != "cancelled":
             return _openai_error(f"Cannot cancel a {job['state']} response.", 400)
         return json_response(self.response(job))
+
+
+# --- ElevenLabs dubbing ------------------------------------------------------------
+
+ELEVENLABS_KEY = "sk_elevenlabs_test"
+DUB_FAILURE = "Failed to download the source media: 404 Not Found"
+
+
+def dubbed_audio(language: str) -> bytes:
+    """A dubbed MP3 (ID3 header), its bytes naming its language."""
+    return b"ID3\x04\x00\x00" + language.encode() * 32
+
+
+class DubbingFixture(_Jobs):
+    """`forms`: each create's fields as sent (a file as (filename, content type,
+    bytes)); `audio_reads`: (dub id, language) of each audio read; `deleted`: dubs a
+    DELETE removed; `list_reads`: the list's reads (its cursor, as sent)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__("21m00Tcm4TlvDq8ikWAM", **kwargs)
+        self.forms: list[dict[str, Any]] = []
+        self.audio_reads: list[tuple[str, str]] = []
+        self.deleted: list[str] = []
+        self.list_reads: list[str | None] = []
+        self.expected_duration_sec = 0.6
+
+    def app(self) -> Starlette:
+        return Starlette(
+            routes=[
+                Route("/v1/dubbing", self.create, methods=["POST"]),
+                Route("/v1/dubbing", self.list, methods=["GET"]),
+                Route("/v1/dubbing/{did}", self.status, methods=["GET"]),
+                Route("/v1/dubbing/{did}", self.delete, methods=["DELETE"]),
+                Route("/v1/dubbing/{did}/audio/{lang}", self.audio, methods=["GET"]),
+            ]
+        )
+
+    @staticmethod
+    def _error(status: str, message: str, code: int) -> Response:
+        return json_response({"detail": {"status": status, "message": message}}, code)
+
+    def _refused(self, request: Request) -> Response | None:
+        if request.headers.get("xi-api-key") != ELEVENLABS_KEY:
+            return self._error("invalid_api_key", "Invalid API key", 401)
+        return None
+
+    def metadata(self, job: dict[str, Any]) -> dict[str, Any]:
+        form = job["input"]
+        return {
+            "dubbing_id": job["id"],
+            "name": form.get("name", ""),
+            "status": job["state"],
+            "source_language": form.get("source_lang", "auto"),
+            "target_languages": [form["target_lang"]],
+            "editable": False,
+            "created_at": "2026-12-06T07:00:00Z",
+            "media_metadata": {"content_type": "audio/mpeg", "duration": 12.5},
+            "error": DUB_FAILURE if job["state"] == "failed" else None,
+        }
+
+    def _find(self, request: Request) -> dict[str, Any] | None:
+        did = request.path_params["did"]
+        return None if did in self.deleted else self.jobs.get(did)
+
+    async def create(self, request: Request) -> Response:
+        refused = self._refused(request)
+        if refused is not None:
+            return refused
+        if not request.headers.get("content-type", "").startswith("multipart/form-data"):
+            return json_response(
+                {"detail": [{"loc": ["body"], "msg": "Expected multipart", "type": "value_error"}]},
+                422,
+            )
+        form: dict[str, Any] = {}
+        async with request.form() as fields:
+            for key, value in fields.multi_items():
+                if isinstance(value, str):
+                    form[key] = value
+                else:
+                    form[key] = (value.filename, value.content_type, await value.read())
+        self.forms.append(form)
+        if "target_lang" not in form or not ("file" in form or "source_url" in form):
+            return json_response(
+                {"detail": [{"loc": ["body", "target_lang"], "msg": "field required"}]}, 422
+            )
+        did = self.new_id()
+        self.jobs[did] = {"id": did, "input": form, "state": "dubbing", "reads": 0}
+        await _created(self)
+        return json_response(
+            {"dubbing_id": did, "expected_duration_sec": self.expected_duration_sec}
+        )
+
+    def finish(self, did: str) -> None:
+        job = self.jobs[did]
+        job["state"] = "failed" if job["input"].get("script") == "fail" else "dubbed"
+
+    async def status(self, request: Request) -> Response:
+        refused = self._refused(request)
+        if refused is not None:
+            return refused
+        job = self._find(request)
+        if job is None:
+            return self._error("dubbing_not_found", "Dubbing not found.", 404)
+        self.reads += 1
+        job["reads"] += 1
+        job.setdefault("read_at", time.monotonic())
+        if job["reads"] >= 2 and job["input"].get("script") != "slow":
+            self.finish(job["id"])
+        return json_response(self.metadata(job))
+
+    async def audio(self, request: Request) -> Response:
+        refused = self._refused(request)
+        if refused is not None:
+            return refused
+        job = self._find(request)
+        language = request.path_params["lang"]
+        if job is None or language not in self.metadata(job)["target_languages"]:
+            return self._error("dubbing_not_found", "Dubbing not found.", 404)
+        if job["state"] != "dubbed":
+            return self._error("dubbing_not_completed", "Dubbing is not complete yet.", 425)
+        self.audio_reads.append((job["id"], language))
+        return Response(dubbed_audio(language), media_type="audio/mpeg")
+
+    async def delete(self, request: Request) -> Response:
+        refused = self._refused(request)
+        if refused is not None:
+            return refused
+        job = self._find(request)
+        if job is None:
+            return self._error("dubbing_not_found", "Dubbing not found.", 404)
+        self.cancels.append((job["id"], job["state"]))
+        self.deleted.append(job["id"])
+        return json_response({"status": "ok"})
+
+    async def list(self, request: Request) -> Response:
+        refused = self._refused(request)
+        if refused is not None:
+            return refused
+        cursor = request.query_params.get("cursor")
+        self.list_reads.append(cursor)
+        size = int(request.query_params.get("page_size", "100"))
+        newest = [
+            self.metadata(j) for j in reversed(self.jobs.values()) if j["id"] not in self.deleted
+        ]
+        start = int(cursor) if cursor else 0
+        page = newest[start : start + size]
+        more = start + size < len(newest)
+        return json_response(
+            {"dubs": page, "next_cursor": str(start + size) if more else None, "has_more": more}
+        )

@@ -13,6 +13,7 @@ cancel of a response that already ended refused.
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 from typing import Any
@@ -23,13 +24,17 @@ from tests.fixtures_providers.rig import preset_rig
 from tests.fixtures_providers.unseen_media import MP4
 from tests.fixtures_providers.unseen_round54 import (
     ANSWER,
+    DUB_FAILURE,
+    ELEVENLABS_KEY,
     OPENAI_KEY,
     OPENAI_WEBHOOK_SECRET,
     RESPONSES_FAILURE,
     SORA_FAILURE,
+    DubbingFixture,
     ResponsesFixture,
     SoraFixture,
     deliver_standard,
+    dubbed_audio,
 )
 
 S = LocalState
@@ -283,3 +288,89 @@ async def test_responses_a_lost_create_goes_to_a_human(pool: Any, tmp_path: Path
         op_id = await r.submit(QUESTION)
         assert await r.settle(op_id, ENDS) is S.NEEDS_ATTENTION, await r.history(op_id)
         assert fx.creates == 1
+
+
+# --- ElevenLabs dubbing ------------------------------------------------------------
+
+ELEVENLABS_ENV = {"ELEVENLABS_API_KEY": ELEVENLABS_KEY}
+SPEECH = b"ID3\x04\x00\x00" + b"hello, world " * 16
+DUB = {
+    "file": {
+        "content_base64": base64.b64encode(SPEECH).decode(),
+        "filename": "hello.mp3",
+        "content_type": "audio/mpeg",
+    },
+    "source_lang": "en",
+    "target_lang": "es",
+    "num_speakers": 1,
+}
+
+
+def dubbing(pool: Any, tmp_path: Path, fx: DubbingFixture) -> Any:
+    return rig(pool, tmp_path, fx.app(), "elevenlabs_dubbing", ELEVENLABS_ENV)
+
+
+async def test_elevenlabs_a_dub_sent_as_multipart_is_collected_per_language(
+    pool: Any, tmp_path: Path
+) -> None:
+    """The create is multipart/form-data: the agent's audio as the `file` part, its
+    options as fields, our operation id as the dub's `name`; dubbing, dubbed: the
+    Spanish audio at /audio/es fetched once and kept."""
+    fx = DubbingFixture()
+    async with dubbing(pool, tmp_path, fx) as r:
+        op_id = await r.submit(DUB)
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        (form,) = fx.forms
+        assert form["file"] == ("hello.mp3", "audio/mpeg", SPEECH)
+        assert (form["target_lang"], form["num_speakers"], form["name"]) == ("es", "1", op_id)
+        dub = fx.only()
+        assert (await r.op(op_id)).remote_job_id == dub["id"]
+        assert fx.audio_reads == [(dub["id"], "es")]
+        assert await r.result_bytes(op_id) == dubbed_audio("es")
+        assert {"dubbing", "dubbed"} <= await r.raw_states(op_id)
+
+
+async def test_elevenlabs_a_failed_dub_is_failed_with_its_error(pool: Any, tmp_path: Path) -> None:
+    """`error` is text beside "failed": the reason on record."""
+    fx = DubbingFixture()
+    async with dubbing(pool, tmp_path, fx) as r:
+        op_id = await r.submit({**DUB, "script": "fail"})
+        assert await r.settle(op_id, ENDS) is S.FAILED, await r.history(op_id)
+        assert (await r.op(op_id)).last_error["message"] == DUB_FAILURE
+        assert fx.audio_reads == []
+
+
+async def test_elevenlabs_a_cancel_deletes_the_dub_in_progress(pool: Any, tmp_path: Path) -> None:
+    fx = DubbingFixture()
+    async with dubbing(pool, tmp_path, fx) as r:
+        op_id = await r.submit({**DUB, "script": "slow"})
+        await r.settle(op_id, {S.OBSERVING})
+        await r.cancel(op_id)
+        assert await r.settle(op_id, ENDS) is S.CANCELLED, await r.history(op_id)
+        assert fx.cancels == [(fx.only()["id"], "dubbing")]
+
+
+async def test_elevenlabs_a_cancel_never_deletes_a_finished_dub(pool: Any, tmp_path: Path) -> None:
+    fx = DubbingFixture()
+    async with dubbing(pool, tmp_path, fx) as r:
+        op_id = await r.submit({**DUB, "script": "slow"})
+        await r.settle(op_id, {S.OBSERVING})
+        fx.finish(fx.only()["id"])
+        await r.cancel(op_id)
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert fx.cancels == [] and fx.deleted == []
+        assert await r.result_bytes(op_id) == dubbed_audio("es")
+
+
+async def test_elevenlabs_a_lost_create_is_found_by_the_dubs_name(
+    pool: Any, tmp_path: Path
+) -> None:
+    """The create's answer is lost (the dub was made): the list of dubs, paged by
+    its cursor, shows it by our operation id in `name`; adopted, never made twice."""
+    fx = DubbingFixture(lose_first_create=True)
+    async with dubbing(pool, tmp_path, fx) as r:
+        op_id = await r.submit(DUB)
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert fx.creates == 1 and fx.list_reads
+        assert (await r.op(op_id)).remote_job_id == fx.only()["id"]
+        assert await r.result_bytes(op_id) == dubbed_audio("es")
