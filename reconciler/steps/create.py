@@ -590,6 +590,7 @@ async def _interpret_create(
             status_url=fact.status_url,
             cross_check=retried and step.adapter.desc.lookup.supported,
             retry_after=fact.retry_after_seconds,
+            poll_after=fact.poll_after_seconds,
         )
     if fact.kind == "sync_result":
         return await store_sync_result(step, conn, fact, call_id)
@@ -687,10 +688,13 @@ async def _accept(
     status_url: str | None = None,
     cross_check: bool = False,
     retry_after: float | None = None,
+    poll_after: float | None = None,
 ) -> Delay:
     """Record the job id (with the status read to send, and any cross-check to run next);
     `retry_after`: when the answer said to read it (no status read comes sooner,
-    unless a cross-check follows: see `_first_read`)."""
+    unless a cross-check follows: see `_first_read`); `poll_after`: the answer's own
+    estimate (`create.poll_after_seconds`), the first read's time when polling, kept
+    off the row: an estimate holds back no read a delivery wakes."""
     unstorable = unstorable_job_id(job_id)
     if unstorable is not None:
         # Storing it altered would point every later call at the wrong job.
@@ -742,7 +746,7 @@ async def _accept(
     if delivered and request is not None and not cross_check and step.op.state is S.ACCEPTED:
         return step.until_allowed(NOW, read=True)
     return step.until_allowed(
-        _first_read(step, cross_check, retry_after, readable=request is not None)
+        _first_read(step, cross_check, retry_after, poll_after, readable=request is not None)
     )
 
 
@@ -761,7 +765,12 @@ async def _shared_job(step: Step, conn: Any, job_id: str, via: str) -> Delay:
 
 
 def _first_read(
-    step: Step, cross_check: bool, retry_after: float | None, *, readable: bool
+    step: Step,
+    cross_check: bool,
+    retry_after: float | None,
+    poll_after: float | None = None,
+    *,
+    readable: bool,
 ) -> float:
     """When to read a job just accepted: on the schedule's first step, not at once.
 
@@ -769,8 +778,11 @@ def _first_read(
     answer's Retry-After says (an Azure-style 202: not back-pressure, since it
     holds back no other call, but kept on the row as the job's poll hint, so no
     read comes sooner, even when a delivery wakes the operation; not when a
-    cross-check follows, whose retries would wait for it), else the backoff's first
-    (about 2 s) or the provider's fixed poll interval; with webhooks the backstop's
+    cross-check follows, whose retries would wait for it), else when the answer's
+    own estimate says (`create.poll_after_seconds`, ElevenLabs'
+    `expected_duration_sec`: as a status's poll hint, capped at a day, never on the
+    row; before it was read, the dub was read at the backoff's pace), else the
+    backoff's first (about 2 s) or the provider's fixed poll interval; with webhooks the backstop's
     (webhook_backstop_poll_seconds at the least), or sooner when a delivery
     wakes the operation. The job stays `accepted` until then, and after it
     until a read names the job's state (steps/poll.py). A cross-check or
@@ -779,7 +791,7 @@ def _first_read(
     than at the first read).
     """
     if readable and not cross_check and step.op.state is S.ACCEPTED:
-        return step.backoff(0, retry_after)
+        return step.backoff(0, retry_after, poll_after)
     return NOW
 
 

@@ -1245,6 +1245,7 @@ def _create(table: _Table, status: StatusSpec, has_plugin: bool) -> CreateSpec:
         not_created_statuses=_not_created_statuses(table),
         not_created_codes=_not_created_codes(table, "not_created_codes"),
         encoding=table.choice("encoding", BodyEncoding, BodyEncoding.JSON),
+        poll_after_seconds=table.path("poll_after_seconds", RESPONSE),
     )
     if spec.encoding is not BodyEncoding.JSON:
         _check_form_create(table, spec)

@@ -48,6 +48,10 @@ rules in ``shared/providers/paths.py``); *paths* = a path or a list of paths;
                  shared/providers/bodies.py),
                min_result_deadline_seconds (1: the least result_deadline_seconds sent),
                job_id, state, status_url (paths; status_url may list fallbacks),
+               poll_after_seconds (a path: the accepted answer's hint of when the first
+                 read is worth making, seconds or ISO 8601, e.g. ElevenLabs'
+                 "/expected_duration_sec"; a Retry-After outranks it, a delivery
+                 still wakes the job sooner),
                accepted_statuses ([200,201,202]), sync_result_statuses ([]), sync_result,
                conflict_reject_codes ([]), error_code ("/error/code"),
                error_message ("/error/message"),
@@ -504,6 +508,10 @@ class CreateSpec:
     min_result_deadline_seconds: int = 1
     # How the body is sent: JSON, or built as JSON and sent as a form.
     encoding: BodyEncoding = BodyEncoding.JSON
+    # Where an accepted create's answer says when the first read is worth making
+    # (ElevenLabs' `expected_duration_sec`, which no status read repeats): the
+    # first read waits that long, as for a status's poll_after_seconds.
+    poll_after_seconds: ValuePath | None = None
 
     @property
     def asks_callback(self) -> bool:

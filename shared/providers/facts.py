@@ -59,6 +59,8 @@ class CreateFact:
     provider_request_id: str | None = None
     error: ErrorInfo | None = None
     retry_after_seconds: float | None = None
+    # An accepted answer's own word on when to read first (create.poll_after_seconds).
+    poll_after_seconds: float | None = None
     sync_result: Any = None
     # A 409 rejection: the token is on record at the provider with another
     # request. Contradictory facts, so the reconciler should escalate.

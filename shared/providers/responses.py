@@ -232,11 +232,17 @@ def _parse_create_success(
         ),
         None,
     )
+    hint = (
+        as_seconds(extract(spec.poll_after_seconds, body, resp.headers))
+        if spec.poll_after_seconds is not None
+        else None
+    )
     known: dict[str, Any] = {
         "remote_job_id": job_id,
         "remote_state": state,
         "raw_state": raw,
         "status_url": status_url,
+        "poll_after_seconds": hint if hint is not None and hint >= 0 else None,
     }
     if code in spec.sync_result_statuses and spec.sync_result is not None:
         result = extract(spec.sync_result, body, resp.headers)

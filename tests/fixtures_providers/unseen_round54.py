@@ -408,7 +408,9 @@ def dubbed_audio(language: str) -> bytes:
 class DubbingFixture(_Jobs):
     """`forms`: each create's fields as sent (a file as (filename, content type,
     bytes)); `audio_reads`: (dub id, language) of each audio read; `deleted`: dubs a
-    DELETE removed; `list_reads`: the list's reads (its cursor, as sent)."""
+    DELETE removed; `list_reads`: the list's reads (its cursor, as sent);
+    `expected_duration_sec`: each create answer's estimate (each dub's `answered_at`
+    and first `read_at` say when, by the monotonic clock)."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("21m00Tcm4TlvDq8ikWAM", **kwargs)
@@ -480,6 +482,7 @@ class DubbingFixture(_Jobs):
         did = self.new_id()
         self.jobs[did] = {"id": did, "input": form, "state": "dubbing", "reads": 0}
         await _created(self)
+        self.jobs[did]["answered_at"] = time.monotonic()
         return json_response(
             {"dubbing_id": did, "expected_duration_sec": self.expected_duration_sec}
         )

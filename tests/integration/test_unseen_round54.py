@@ -374,3 +374,18 @@ async def test_elevenlabs_a_lost_create_is_found_by_the_dubs_name(
         assert fx.creates == 1 and fx.list_reads
         assert (await r.op(op_id)).remote_job_id == fx.only()["id"]
         assert await r.result_bytes(op_id) == dubbed_audio("es")
+
+
+async def test_elevenlabs_the_first_read_waits_for_the_expected_duration(
+    pool: Any, tmp_path: Path
+) -> None:
+    """`expected_duration_sec` is in the create's answer alone: read with
+    `create.poll_after_seconds`, the first status read waits that long (0.6 s here;
+    the backoff's first step is 50 ms). Before, no key could read it: a status
+    path reads status answers only, and the dub was read at the backoff's pace."""
+    fx = DubbingFixture()
+    async with dubbing(pool, tmp_path, fx) as r:
+        op_id = await r.submit(DUB)
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        dub = fx.only()
+        assert dub["read_at"] - dub["answered_at"] >= 0.5, dub
