@@ -109,7 +109,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from shared.signatures import sign_standard_webhooks
-from tests.fixtures_providers.common import hang, json_response, read_json
+from tests.fixtures_providers.common import hang, json_response, jsonl, read_json
 from tests.fixtures_providers.unseen_media import MP4, _Jobs
 
 OPENAI_KEY = "sk-openai-test"
@@ -545,3 +545,184 @@ class DubbingFixture(_Jobs):
         return json_response(
             {"dubs": page, "next_cursor": str(start + size) if more else None, "has_more": more}
         )
+
+
+# --- Groq Batch --------------------------------------------------------------------
+
+GROQ_KEY = "gsk_groq_test_key"
+GROQ_FAILURE = "Line 3: invalid JSON: unexpected end of input"
+GROQ_REQUESTS = 4
+
+
+def groq_line(n: int) -> dict[str, Any]:
+    """The output file's line for request `n` (answered 200)."""
+    return {
+        "id": f"batch_req_{n:03d}",
+        "custom_id": f"request-{n}",
+        "response": {
+            "status_code": 200,
+            "request_id": f"req_{n:03d}",
+            "body": {
+                "id": f"chatcmpl-{n}",
+                "object": "chat.completion",
+                "model": "llama-3.1-8b-instant",
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": f"answer {n}"},
+                        "finish_reason": "stop",
+                    }
+                ],
+            },
+        },
+        "error": None,
+    }
+
+
+def groq_cut(n: int, code: str) -> dict[str, Any]:
+    """The error file's line for request `n`, cut off (batch_expired, batch_cancelled)."""
+    message = {
+        "batch_expired": "This request could not be executed before the completion window expired.",
+        "batch_cancelled": "This request was not executed because the batch was cancelled.",
+    }[code]
+    return {
+        "id": f"batch_req_{n:03d}",
+        "custom_id": f"request-{n}",
+        "response": None,
+        "error": {"code": code, "message": message},
+    }
+
+
+class GroqFixture(_Jobs):
+    """`files`: the JSONL files by id; `file_reads`: each file read; `list_reads`:
+    the list's reads (its query, as sent)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__("batch_01jh6xa7reempvjyh6n3yst2zw", **kwargs)
+        self.files: dict[str, bytes] = {}
+        self.file_reads: list[str] = []
+        self.list_reads: list[str] = []
+
+    def app(self) -> Starlette:
+        return Starlette(
+            routes=[
+                Route("/openai/v1/batches", self.create, methods=["POST"]),
+                Route("/openai/v1/batches", self.list, methods=["GET"]),
+                Route("/openai/v1/batches/{bid}", self.status, methods=["GET"]),
+                Route("/openai/v1/batches/{bid}/cancel", self.cancel, methods=["POST"]),
+                Route("/openai/v1/files/{fid}/content", self.content, methods=["GET"]),
+            ]
+        )
+
+    def batch(self, job: dict[str, Any]) -> dict[str, Any]:
+        body = job["input"]
+        done = job.get("done", 0)
+        failed = job.get("cut", 0)
+        answer: dict[str, Any] = {
+            "id": job["id"],
+            "object": "batch",
+            "endpoint": body.get("endpoint"),
+            "errors": None,
+            "input_file_id": body.get("input_file_id"),
+            "completion_window": body.get("completion_window"),
+            "status": job["state"],
+            "output_file_id": job.get("output_file_id"),
+            "error_file_id": job.get("error_file_id"),
+            "created_at": 1765000000,
+            "in_progress_at": None,
+            "expires_at": 1765086400,
+            "finalizing_at": None,
+            "completed_at": None,
+            "failed_at": None,
+            "expired_at": None,
+            "cancelling_at": None,
+            "cancelled_at": None,
+            "request_counts": {"total": GROQ_REQUESTS, "completed": done, "failed": failed},
+            "metadata": body.get("metadata"),
+        }
+        if job["state"] == "failed":
+            line = {"code": "invalid_json_line", "message": GROQ_FAILURE, "param": None, "line": 3}
+            answer["errors"] = {"object": "list", "data": [line]}
+            answer["request_counts"] = {"total": 0, "completed": 0, "failed": 0}
+        return answer
+
+    def _file(self, job: dict[str, Any], kind: str, lines: list[dict[str, Any]]) -> None:
+        if lines:
+            fid = f"file_{kind}_{job['id'][-8:]}"
+            self.files[fid] = jsonl(lines)
+            job[f"{kind}_file_id"] = fid
+
+    def end(self, job: dict[str, Any], state: str, done: int, code: str | None = None) -> None:
+        """`done` requests answered, the rest cut off with `code`."""
+        job |= {"state": state, "done": done, "cut": GROQ_REQUESTS - done}
+        self._file(job, "output", [groq_line(n) for n in range(1, done + 1)])
+        cut = [groq_cut(n, code) for n in range(done + 1, GROQ_REQUESTS + 1)] if code else []
+        self._file(job, "error", cut)
+
+    async def create(self, request: Request) -> Response:
+        if not _bearer(request, GROQ_KEY):
+            return _openai_error("Invalid API Key", 401, "invalid_api_key")
+        body = await read_json(request)
+        if not isinstance(body, dict) or not body.get("input_file_id"):
+            return _openai_error("input_file_id is required", 400)
+        window = body.get("completion_window")
+        if window not in ("24h", "48h", "72h", "7d") and not str(window).endswith("h"):
+            return _openai_error("completion_window must be between 24h and 7d", 400)
+        bid = self.new_id()
+        self.jobs[bid] = {"id": bid, "input": body, "state": "validating", "reads": 0}
+        await _created(self)
+        return json_response(self.batch(self.jobs[bid]))
+
+    async def status(self, request: Request) -> Response:
+        if not _bearer(request, GROQ_KEY):
+            return _openai_error("Invalid API Key", 401, "invalid_api_key")
+        job = self.jobs.get(request.path_params["bid"])
+        if job is None:
+            return _openai_error("batch not found", 404, "not_found")
+        self.reads += 1
+        job["reads"] += 1
+        script = _script(job)
+        if job["state"] == "validating":
+            job["state"] = "failed" if script == "fail" else "in_progress"
+        elif job["state"] == "in_progress" and job["reads"] >= 3 and script != "slow":
+            job["state"] = "finalizing"
+        elif job["state"] == "finalizing":
+            if script == "expire":
+                self.end(job, "expired", 1, "batch_expired")
+            else:
+                self.end(job, "completed", GROQ_REQUESTS)
+        elif job["state"] == "cancelling":
+            # read cancelling once, as a batch stays cancelling up to minutes
+            job["cancelling_reads"] = job.get("cancelling_reads", 0) + 1
+            if job["cancelling_reads"] > 1:
+                self.end(job, "cancelled", 1, "batch_cancelled")
+        return json_response(self.batch(job))
+
+    async def cancel(self, request: Request) -> Response:
+        if not _bearer(request, GROQ_KEY):
+            return _openai_error("Invalid API Key", 401, "invalid_api_key")
+        job = self.jobs.get(request.path_params["bid"])
+        if job is None:
+            return _openai_error("batch not found", 404, "not_found")
+        self.cancels.append((job["id"], job["state"]))
+        if job["state"] in ("validating", "in_progress", "finalizing"):
+            job["state"] = "cancelling"
+        elif job["state"] not in ("cancelling", "cancelled"):
+            return _openai_error(f"Cannot cancel a batch with status {job['state']}", 400)
+        return json_response(self.batch(job))
+
+    async def list(self, request: Request) -> Response:
+        if not _bearer(request, GROQ_KEY):
+            return _openai_error("Invalid API Key", 401, "invalid_api_key")
+        self.list_reads.append(str(request.query_params))
+        newest = [self.batch(j) for j in reversed(self.jobs.values())]
+        return json_response({"object": "list", "data": newest})
+
+    async def content(self, request: Request) -> Response:
+        if not _bearer(request, GROQ_KEY):
+            return _openai_error("Invalid API Key", 401, "invalid_api_key")
+        fid = request.path_params["fid"]
+        if fid not in self.files:
+            return _openai_error("file not found", 404, "not_found")
+        self.file_reads.append(fid)
+        return Response(self.files[fid], media_type="application/octet-stream")

@@ -1,14 +1,19 @@
-"""OpenAI's Videos API (Sora) and OpenAI's Responses API in background mode,
-described in TOML as a new user would from README.md
-(tests/fixtures_providers/unseen/openai_videos.toml, openai_responses.toml) and
-driven through the real reconciler (and receiver) against fakes on loopback
+"""OpenAI's Videos API (Sora), OpenAI's Responses API in background mode,
+ElevenLabs' dubbing and Groq's Batch API, described in TOML as a new user would
+from README.md (tests/fixtures_providers/unseen/openai_videos.toml,
+openai_responses.toml, elevenlabs_dubbing.toml, groq_batch.toml) and driven
+through the real reconciler (and receiver) against fakes on loopback
 (tests/fixtures_providers/unseen_round54.py): success with the result collected and
 validated, failure with its reason, cancel (confirmed, or refused as the API
 documents), a lost create answer, and each API's own edge: Sora's progress in
 percent, its MP4 at `/content` gone once the assets expired, a DELETE that must
 never reach a completed video, thin Standard Webhooks; the Responses API's
 `background`/`store` set by the description, `incomplete` with its reason, and a
-cancel of a response that already ended refused.
+cancel of a response that already ended refused; ElevenLabs' multipart create with
+the agent's audio as a file, a file per target language, the create answer's
+`expected_duration_sec` (`create.poll_after_seconds`); Groq through the
+openai_batch preset at its own paths, an expired batch's partial output, a list
+with no cursor, and no OpenAI webhook secret taken by mistake.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from shared.ledger.states import LocalState
+from shared.providers import parse_providers
 from tests.fixtures_providers.described import ENDS, described
 from tests.fixtures_providers.rig import preset_rig
 from tests.fixtures_providers.unseen_media import MP4
@@ -26,11 +32,14 @@ from tests.fixtures_providers.unseen_round54 import (
     ANSWER,
     DUB_FAILURE,
     ELEVENLABS_KEY,
+    GROQ_FAILURE,
+    GROQ_KEY,
     OPENAI_KEY,
     OPENAI_WEBHOOK_SECRET,
     RESPONSES_FAILURE,
     SORA_FAILURE,
     DubbingFixture,
+    GroqFixture,
     ResponsesFixture,
     SoraFixture,
     deliver_standard,
@@ -389,3 +398,116 @@ async def test_elevenlabs_the_first_read_waits_for_the_expected_duration(
         assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
         dub = fx.only()
         assert dub["read_at"] - dub["answered_at"] >= 0.5, dub
+
+
+# --- Groq Batch --------------------------------------------------------------------
+
+GROQ_ENV = {"GROQ_API_KEY": GROQ_KEY}
+BATCH = {
+    "input_file_id": "file_01jh6x76wtemjr74t1fh0faj5t",
+    "endpoint": "/v1/chat/completions",
+    "completion_window": "24h",
+}
+
+
+def groq(pool: Any, tmp_path: Path, fx: GroqFixture) -> Any:
+    return rig(pool, tmp_path, fx.app(), "groq_batch", GROQ_ENV)
+
+
+async def lines(r: Any, op_id: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (await r.result_bytes(op_id)).splitlines() if line]
+
+
+async def test_groq_a_batch_through_the_openai_preset_is_collected(
+    pool: Any, tmp_path: Path
+) -> None:
+    """The openai_batch preset with Groq's /openai/v1 paths: validating, in_progress,
+    finalizing, completed; the output file's four lines kept, counted against
+    request_counts, our operation id in the batch's metadata."""
+    fx = GroqFixture()
+    async with groq(pool, tmp_path, fx) as r:
+        op_id = await r.submit(BATCH)
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        batch = fx.only()
+        assert batch["input"]["metadata"] == {"jobwarden_operation_id": op_id}
+        assert [line["custom_id"] for line in await lines(r, op_id)] == [
+            f"request-{n}" for n in range(1, 5)
+        ]
+        summary = (await r.op(op_id)).result_summary
+        assert (summary["items_total"], summary["items_succeeded"]) == (4, 4), summary
+        assert {"in_progress", "finalizing", "completed"} <= await r.raw_states(op_id)
+        assert fx.file_reads == [batch["output_file_id"]]
+
+
+async def test_groq_a_batch_that_fails_validation_is_failed_with_its_reason(
+    pool: Any, tmp_path: Path
+) -> None:
+    fx = GroqFixture()
+    async with groq(pool, tmp_path, fx) as r:
+        op_id = await r.submit({**BATCH, "script": "fail"})
+        assert await r.settle(op_id, ENDS) is S.FAILED, await r.history(op_id)
+        error = (await r.op(op_id)).last_error
+        assert (error["code"], error["message"]) == ("invalid_json_line", GROQ_FAILURE), error
+        assert fx.file_reads == []
+
+
+async def test_groq_an_expired_batch_keeps_what_it_finished(pool: Any, tmp_path: Path) -> None:
+    """`expired` (the completion window ran out) after one of four requests: a partial
+    result, both files read, the three cut off recorded as batch_expired, never a
+    plain failure that drops the answer Groq billed for."""
+    fx = GroqFixture()
+    async with groq(pool, tmp_path, fx) as r:
+        op_id = await r.submit({**BATCH, "script": "expire"})
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        op = await r.op(op_id)
+        assert op.remote_state == "partially_succeeded"
+        summary = op.result_summary
+        assert (summary["items_total"], summary["items_succeeded"]) == (4, 1), summary
+        codes = await pool.fetch(
+            "SELECT code FROM result_item_failures WHERE result_id = $1", op.result_id
+        )
+        assert [c[0] for c in codes] == ["batch_expired"] * 3
+
+
+async def test_groq_a_cancel_goes_through_cancelling_and_keeps_the_partial_output(
+    pool: Any, tmp_path: Path
+) -> None:
+    """POST …/cancel: cancelling, then cancelled with one request done; that answer
+    is fetched and kept before the operation ends cancelled."""
+    fx = GroqFixture()
+    async with groq(pool, tmp_path, fx) as r:
+        op_id = await r.submit({**BATCH, "script": "slow"})
+        await r.settle(op_id, {S.OBSERVING})
+        await r.cancel(op_id)
+        assert await r.settle(op_id, ENDS) is S.CANCELLED, await r.history(op_id)
+        batch = fx.only()
+        assert fx.cancels[0][0] == batch["id"]
+        assert {"cancelling", "cancelled"} <= await r.raw_states(op_id)
+        assert batch["output_file_id"] in fx.file_reads
+
+
+async def test_groq_a_lost_create_is_found_by_its_metadata_in_an_unpaged_list(
+    pool: Any, tmp_path: Path
+) -> None:
+    """The create's answer is lost (the batch was made): Groq's list, one page with no
+    cursor, shows it by our metadata; adopted, never made twice, and collected."""
+    fx = GroqFixture(lose_first_create=True)
+    async with groq(pool, tmp_path, fx) as r:
+        op_id = await r.submit(BATCH)
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert fx.creates == 1 and fx.list_reads
+        assert (await r.op(op_id)).remote_job_id == fx.only()["id"]
+
+
+def test_groq_takes_no_webhook_secret_meant_for_openai() -> None:
+    """The preset's webhooks read OPENAI_WEBHOOK_SECRET: set for an OpenAI provider
+    beside this one, Groq's batches would be read at the 5-minute webhook backstop,
+    waiting for deliveries Groq never sends. The description points them at a
+    variable no one sets."""
+    table = {"base_url": "https://api.groq.com", **described("groq_batch")}
+    env = {**GROQ_ENV, "OPENAI_WEBHOOK_SECRET": OPENAI_WEBHOOK_SECRET}
+    desc = parse_providers({"providers": {"groq_batch": table}}, "jobwarden.toml", env)
+    assert desc["groq_batch"].webhooks is None
+    openai_too = {**table, "webhooks": {}}
+    desc = parse_providers({"providers": {"groq_batch": openai_too}}, "jobwarden.toml", env)
+    assert desc["groq_batch"].webhooks is not None  # what the override prevents
