@@ -726,3 +726,156 @@ class GroqFixture(_Jobs):
             return _openai_error("file not found", 404, "not_found")
         self.file_reads.append(fid)
         return Response(self.files[fid], media_type="application/octet-stream")
+
+
+# --- Fireworks batch inference jobs ------------------------------------------------
+
+FIREWORKS_KEY = "fw_test_key"
+FIREWORKS_ACCOUNT = "my-account"
+FIREWORKS_FAILURE = "Input dataset row 2 is not a valid chat completion request"
+FIREWORKS_OUTPUT = "BIJOutputSet.jsonl"
+RUNNING = ("JOB_STATE_CREATING", "JOB_STATE_QUEUED", "JOB_STATE_RUNNING")
+
+
+def fireworks_line(n: int) -> dict[str, Any]:
+    return {
+        "custom_id": f"request-{n}",
+        "response": {
+            "id": f"cmpl-{n}",
+            "object": "chat.completion",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": f"answer {n}"}}],
+        },
+    }
+
+
+class FireworksFixture(_Jobs):
+    """Jobs by the id the client chose. `ids_asked`: the batchInferenceJobId of each
+    create, as sent; `conflicts`: creates refused 409 ALREADY_EXISTS; `downloads`:
+    the output file's reads."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__("", **kwargs)
+        self.ids_asked: list[str | None] = []
+        self.conflicts = 0
+        self.endpoint_reads = 0
+        self.downloads = 0
+
+    def app(self) -> Starlette:
+        prefix = f"/v1/accounts/{FIREWORKS_ACCOUNT}"
+        return Starlette(
+            routes=[
+                Route(f"{prefix}/batchInferenceJobs", self.create, methods=["POST"]),
+                Route(f"{prefix}/batchInferenceJobs/{{jid}}", self.status, methods=["GET"]),
+                Route(f"{prefix}/batchInferenceJobs/{{jid}}", self.delete, methods=["DELETE"]),
+                Route(f"{prefix}/datasets/{{call}}", self.endpoint, methods=["GET"]),
+                Route("/signed/{name}", self.download, methods=["GET"]),
+            ]
+        )
+
+    @staticmethod
+    def _error(code: int, message: str, status: int) -> Response:
+        # grpc-gateway's error body: google.rpc.Status as JSON
+        return json_response({"code": code, "message": message, "details": []}, status)
+
+    def _refused(self, request: Request) -> Response | None:
+        if not _bearer(request, FIREWORKS_KEY):
+            return self._error(16, "unauthenticated: invalid API key", 401)
+        return None
+
+    def job(self, job: dict[str, Any]) -> dict[str, Any]:
+        body = job["input"]
+        done = job["state"] == "JOB_STATE_COMPLETED"
+        answer: dict[str, Any] = {
+            "name": f"accounts/{FIREWORKS_ACCOUNT}/batchInferenceJobs/{job['id']}",
+            "displayName": body.get("displayName", ""),
+            "createTime": "2026-12-06T07:00:00Z",
+            "createdBy": "dev@example.com",
+            "state": job["state"],
+            "model": body.get("model"),
+            "inputDatasetId": body.get("inputDatasetId"),
+            "outputDatasetId": f"accounts/{FIREWORKS_ACCOUNT}/datasets/out-{job['id']}",
+            "inferenceParameters": body.get("inferenceParameters", {}),
+            "updateTime": "2026-12-06T07:05:00Z",
+            "jobProgress": {
+                "percent": 100 if done else 50 if job["state"] == "JOB_STATE_RUNNING" else 0,
+                "totalRequestCount": 3,
+                "successfulRequestCount": 3 if done else 0,
+                "failedRequestCount": 0,
+            },
+        }
+        if job["state"] == "JOB_STATE_FAILED":
+            answer["status"] = {"code": "INVALID_ARGUMENT", "message": FIREWORKS_FAILURE}
+        return answer
+
+    async def create(self, request: Request) -> Response:
+        refused = self._refused(request)
+        if refused is not None:
+            return refused
+        jid = request.query_params.get("batchInferenceJobId")
+        self.ids_asked.append(jid)
+        body = await read_json(request)
+        if not isinstance(body, dict) or not body.get("model") or not body.get("inputDatasetId"):
+            return self._error(3, "model and inputDatasetId are required", 400)
+        if jid is not None and not _fireworks_id(jid):
+            return self._error(3, f"invalid batch inference job id {jid!r}", 400)
+        if jid in self.jobs:
+            self.conflicts += 1
+            name = f"accounts/{FIREWORKS_ACCOUNT}/batchInferenceJobs/{jid}"
+            return self._error(6, f"batch inference job {name} already exists", 409)
+        jid = jid or f"bij-{len(self.jobs) + 1:04d}"
+        self.jobs[jid] = {"id": jid, "input": body, "state": "JOB_STATE_CREATING", "reads": 0}
+        await _created(self)
+        return json_response(self.job(self.jobs[jid]))
+
+    def finish(self, jid: str) -> None:
+        job = self.jobs[jid]
+        ends = {"fail": "JOB_STATE_FAILED", "expire": "JOB_STATE_EXPIRED"}
+        job["state"] = ends.get(_script(job) or "", "JOB_STATE_COMPLETED")
+
+    async def status(self, request: Request) -> Response:
+        refused = self._refused(request)
+        if refused is not None:
+            return refused
+        job = self.jobs.get(request.path_params["jid"])
+        if job is None:
+            return self._error(5, "batch inference job not found", 404)
+        self.reads += 1
+        job["reads"] += 1
+        if job["state"] in RUNNING[:-1]:
+            job["state"] = RUNNING[RUNNING.index(job["state"]) + 1]
+        elif job["state"] == "JOB_STATE_RUNNING" and _script(job) != "slow":
+            self.finish(job["id"])
+        return json_response(self.job(job))
+
+    async def delete(self, request: Request) -> Response:
+        refused = self._refused(request)
+        if refused is not None:
+            return refused
+        job = self.jobs.get(request.path_params["jid"])
+        if job is None:
+            return self._error(5, "batch inference job not found", 404)
+        self.cancels.append((job["id"], job["state"]))
+        del self.jobs[job["id"]]
+        return json_response({})
+
+    async def endpoint(self, request: Request) -> Response:
+        refused = self._refused(request)
+        if refused is not None:
+            return refused
+        dataset, _, verb = request.path_params["call"].partition(":")
+        if verb != "getDownloadEndpoint" or not dataset.startswith("out-"):
+            return self._error(5, "dataset not found", 404)
+        self.endpoint_reads += 1
+        signed = f"{request.base_url}signed/{dataset}.jsonl?X-Goog-Signature=ab12"
+        return json_response({"filenameToSignedUrls": {FIREWORKS_OUTPUT: signed}})
+
+    async def download(self, request: Request) -> Response:
+        self.downloads += 1
+        lines = [fireworks_line(n) for n in (1, 2, 3)]
+        return Response(jsonl(lines), media_type="application/jsonl")
+
+
+def _fireworks_id(jid: str) -> bool:
+    """1-63 of lowercase letters, digits and hyphens, starting with a letter."""
+    allowed = set("abcdefghijklmnopqrstuvwxyz0123456789-")
+    return 0 < len(jid) <= 63 and jid[0].isalpha() and jid[0].islower() and set(jid) <= allowed

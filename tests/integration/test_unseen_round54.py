@@ -1,7 +1,8 @@
 """OpenAI's Videos API (Sora), OpenAI's Responses API in background mode,
-ElevenLabs' dubbing and Groq's Batch API, described in TOML as a new user would
-from README.md (tests/fixtures_providers/unseen/openai_videos.toml,
-openai_responses.toml, elevenlabs_dubbing.toml, groq_batch.toml) and driven
+ElevenLabs' dubbing, Groq's Batch API and Fireworks' batch inference jobs, described
+in TOML as a new user would from README.md (tests/fixtures_providers/unseen/
+openai_videos.toml, openai_responses.toml, elevenlabs_dubbing.toml, groq_batch.toml,
+fireworks_batch.toml) and driven
 through the real reconciler (and receiver) against fakes on loopback
 (tests/fixtures_providers/unseen_round54.py): success with the result collected and
 validated, failure with its reason, cancel (confirmed, or refused as the API
@@ -13,7 +14,10 @@ cancel of a response that already ended refused; ElevenLabs' multipart create wi
 the agent's audio as a file, a file per target language, the create answer's
 `expected_duration_sec` (`create.poll_after_seconds`); Groq through the
 openai_batch preset at its own paths, an expired batch's partial output, a list
-with no cursor, and no OpenAI webhook secret taken by mistake.
+with no cursor, and no OpenAI webhook secret taken by mistake; Fireworks' job id
+chosen by us (`client_job_id`, a UUID behind a letter for its id alphabet), its
+JSONL one hop past the output dataset's download endpoint (`result.follow`), and
+EXPIRED failed.
 """
 
 from __future__ import annotations
@@ -32,6 +36,9 @@ from tests.fixtures_providers.unseen_round54 import (
     ANSWER,
     DUB_FAILURE,
     ELEVENLABS_KEY,
+    FIREWORKS_ACCOUNT,
+    FIREWORKS_FAILURE,
+    FIREWORKS_KEY,
     GROQ_FAILURE,
     GROQ_KEY,
     OPENAI_KEY,
@@ -39,6 +46,7 @@ from tests.fixtures_providers.unseen_round54 import (
     RESPONSES_FAILURE,
     SORA_FAILURE,
     DubbingFixture,
+    FireworksFixture,
     GroqFixture,
     ResponsesFixture,
     SoraFixture,
@@ -511,3 +519,76 @@ def test_groq_takes_no_webhook_secret_meant_for_openai() -> None:
     openai_too = {**table, "webhooks": {}}
     desc = parse_providers({"providers": {"groq_batch": openai_too}}, "jobwarden.toml", env)
     assert desc["groq_batch"].webhooks is not None  # what the override prevents
+
+
+# --- Fireworks batch inference jobs ------------------------------------------------
+
+FIREWORKS_ENV = {"FIREWORKS_API_KEY": FIREWORKS_KEY}
+JOB = {
+    "model": "accounts/fireworks/models/llama-v3p1-8b-instruct",
+    "inputDatasetId": f"accounts/{FIREWORKS_ACCOUNT}/datasets/my-input",
+    "inferenceParameters": {"maxTokens": 256},
+}
+
+
+def fireworks(pool: Any, tmp_path: Path, fx: FireworksFixture) -> Any:
+    return rig(pool, tmp_path, fx.app(), "fireworks_batch", FIREWORKS_ENV)
+
+
+async def test_fireworks_a_job_named_by_us_is_collected_from_its_output_dataset(
+    pool: Any, tmp_path: Path
+) -> None:
+    """The job's id is ours (`jw-` and a UUID of our token: Fireworks' id alphabet);
+    CREATING, QUEUED, RUNNING, COMPLETED; the output dataset's download endpoint
+    names the file's signed URL, which is followed and its JSONL kept and counted."""
+    fx = FireworksFixture()
+    async with fireworks(pool, tmp_path, fx) as r:
+        op_id = await r.submit(JOB)
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        (asked,) = fx.ids_asked
+        assert asked is not None and asked.startswith("jw-") and len(asked) == 39, asked
+        job = fx.only()
+        op = await r.op(op_id)
+        assert op.remote_job_id == f"accounts/{FIREWORKS_ACCOUNT}/batchInferenceJobs/{asked}"
+        kept = [json.loads(line) for line in (await r.result_bytes(op_id)).splitlines()]
+        assert [line["custom_id"] for line in kept] == ["request-1", "request-2", "request-3"]
+        assert (fx.endpoint_reads, fx.downloads) == (1, 1)
+        assert op.result_summary["items_total"] == 3, op.result_summary
+        assert {"JOB_STATE_QUEUED", "JOB_STATE_RUNNING", "JOB_STATE_COMPLETED"} <= (
+            await r.raw_states(op_id)
+        )
+        assert job["id"] == asked
+
+
+async def test_fireworks_a_failed_job_is_failed_with_its_status_message(
+    pool: Any, tmp_path: Path
+) -> None:
+    fx = FireworksFixture()
+    async with fireworks(pool, tmp_path, fx) as r:
+        op_id = await r.submit({**JOB, "script": "fail"})
+        assert await r.settle(op_id, ENDS) is S.FAILED, await r.history(op_id)
+        error = (await r.op(op_id)).last_error
+        assert (error["code"], error["message"]) == ("INVALID_ARGUMENT", FIREWORKS_FAILURE)
+        assert fx.downloads == 0
+
+
+async def test_fireworks_an_expired_job_is_failed_naming_its_state(
+    pool: Any, tmp_path: Path
+) -> None:
+    fx = FireworksFixture()
+    async with fireworks(pool, tmp_path, fx) as r:
+        op_id = await r.submit({**JOB, "script": "expire"})
+        assert await r.settle(op_id, ENDS) is S.FAILED, await r.history(op_id)
+        said = await reason(r, op_id)
+        assert "JOB_STATE_EXPIRED" in said, said
+
+
+async def test_fireworks_a_cancel_deletes_the_running_job(pool: Any, tmp_path: Path) -> None:
+    fx = FireworksFixture()
+    async with fireworks(pool, tmp_path, fx) as r:
+        op_id = await r.submit({**JOB, "script": "slow"})
+        await r.settle(op_id, {S.OBSERVING})
+        await r.cancel(op_id)
+        assert await r.settle(op_id, ENDS) is S.CANCELLED, await r.history(op_id)
+        ((jid, state),) = fx.cancels
+        assert jid.startswith("jw-") and state in ("JOB_STATE_QUEUED", "JOB_STATE_RUNNING")
