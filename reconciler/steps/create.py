@@ -271,7 +271,7 @@ async def _resolve_uncertain(step: Step, conn: Any) -> tuple[bool, Delay]:
     desc = step.adapter.desc
     no_idempotency = desc.create.idempotency is Idempotency.NONE
     cancelling = step.op.state is S.CANCEL_REQUESTED
-    if not no_idempotency and not cancelling:
+    if not no_idempotency and not cancelling and not await _our_id_taken(step, conn):
         return False, None  # the same-token retry is safe; a lookup cross-checks its answer
     if not desc.lookup.supported and cancelling:
         # Whatever the idempotency: a retry would start the job the caller just
@@ -329,6 +329,21 @@ async def _resolve_uncertain(step: Step, conn: Any) -> tuple[bool, Delay]:
             )
         return True, None
     return False, None  # proven absent: sending again cannot duplicate
+
+
+async def _our_id_taken(step: Step, conn: Any) -> bool:
+    """Did the last create answer 409 to a job id we chose (`client_job_id`), with a
+    lookup to read that job by? Then the job most likely exists, made by our own
+    earlier attempt whose answer was lost (Fireworks' ALREADY_EXISTS for a
+    batchInferenceJobId it holds): it is looked up rather than sent again, since
+    every resend would get the same 409. Before, the create was resent at the
+    backoff until the create deadline's lookup, or ten minutes of 409s sent it to a
+    human (`test_unseen_round54.py::test_fireworks_a_lost_create_is_the_job_of_the_id_we_chose`)."""
+    desc = step.adapter.desc
+    if desc.create.idempotency is not Idempotency.CLIENT_JOB_ID or not desc.lookup.supported:
+        return False
+    last = await conn.fetchrow(q("latest_create_call"), step.op.operation_id)
+    return last is not None and last["status_code"] == 409
 
 
 async def _absence_settled(step: Step, conn: Any) -> bool:

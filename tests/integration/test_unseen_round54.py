@@ -592,3 +592,24 @@ async def test_fireworks_a_cancel_deletes_the_running_job(pool: Any, tmp_path: P
         assert await r.settle(op_id, ENDS) is S.CANCELLED, await r.history(op_id)
         ((jid, state),) = fx.cancels
         assert jid.startswith("jw-") and state in ("JOB_STATE_QUEUED", "JOB_STATE_RUNNING")
+
+
+async def test_fireworks_a_lost_create_is_the_job_of_the_id_we_chose(
+    pool: Any, tmp_path: Path
+) -> None:
+    """The create's answer is lost (the job was made under our id): the resend, with
+    the same id, is refused 409 ALREADY_EXISTS; that 409 to an id we chose sends
+    the operation to the lookup (a GET of that id), which finds the job: adopted,
+    never made twice, and collected. Before, the create was resent at the backoff
+    (409 after 409) until the create deadline's lookup, or ten minutes of 409s sent
+    it to a human."""
+    fx = FireworksFixture(lose_first_create=True)
+    async with fireworks(pool, tmp_path, fx) as r:
+        op_id = await r.submit(JOB)
+        end = await r.settle(op_id, ENDS)
+        assert fx.creates == 1
+        assert len(set(fx.ids_asked)) == 1, fx.ids_asked
+        assert fx.conflicts == 1, fx.ids_asked
+        assert len(await r.calls(op_id, "lookup")) >= 1
+        assert end is S.SUCCEEDED, (await r.history(op_id), await r.escalation(op_id))
+        assert (await r.op(op_id)).remote_job_id.endswith(fx.only()["id"])
