@@ -751,7 +751,9 @@ def fireworks_line(n: int) -> dict[str, Any]:
 class FireworksFixture(_Jobs):
     """Jobs by the id the client chose. `ids_asked`: the batchInferenceJobId of each
     create, as sent; `conflicts`: creates refused 409 ALREADY_EXISTS; `downloads`:
-    the output file's reads."""
+    the output file's reads, each one's Authorization in `download_auth`, served by
+    `storage()` at `storage_url` (Google Cloud Storage: another server; the API's
+    own when None)."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("", **kwargs)
@@ -759,6 +761,8 @@ class FireworksFixture(_Jobs):
         self.conflicts = 0
         self.endpoint_reads = 0
         self.downloads = 0
+        self.download_auth: list[str | None] = []
+        self.storage_url: str | None = None
 
     def app(self) -> Starlette:
         prefix = f"/v1/accounts/{FIREWORKS_ACCOUNT}"
@@ -771,6 +775,9 @@ class FireworksFixture(_Jobs):
                 Route("/signed/{name}", self.download, methods=["GET"]),
             ]
         )
+
+    def storage(self) -> Starlette:
+        return Starlette(routes=[Route("/signed/{name}", self.download, methods=["GET"])])
 
     @staticmethod
     def _error(code: int, message: str, status: int) -> Response:
@@ -866,11 +873,13 @@ class FireworksFixture(_Jobs):
         if verb != "getDownloadEndpoint" or not dataset.startswith("out-"):
             return self._error(5, "dataset not found", 404)
         self.endpoint_reads += 1
-        signed = f"{request.base_url}signed/{dataset}.jsonl?X-Goog-Signature=ab12"
+        storage = self.storage_url or str(request.base_url).rstrip("/")
+        signed = f"{storage}/signed/{dataset}.jsonl?X-Goog-Signature=ab12"
         return json_response({"filenameToSignedUrls": {FIREWORKS_OUTPUT: signed}})
 
     async def download(self, request: Request) -> Response:
         self.downloads += 1
+        self.download_auth.append(request.headers.get("authorization"))
         lines = [fireworks_line(n) for n in (1, 2, 3)]
         return Response(jsonl(lines), media_type="application/jsonl")
 

@@ -23,12 +23,15 @@ EXPIRED failed.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 from shared.ledger.states import LocalState
 from shared.providers import parse_providers
+from shared.serve import serve_app
 from tests.fixtures_providers.described import ENDS, described
 from tests.fixtures_providers.rig import preset_rig
 from tests.fixtures_providers.unseen_media import MP4
@@ -221,8 +224,12 @@ async def test_sora_a_signed_video_completed_webhook_wakes_the_read(
 QUESTION = {"model": "o3", "input": "What is the capital of France?"}
 
 
-def responses(pool: Any, tmp_path: Path, fx: ResponsesFixture) -> Any:
-    return rig(pool, tmp_path, fx.app(), "openai_responses", OPENAI_ENV)
+def responses(
+    pool: Any, tmp_path: Path, fx: ResponsesFixture, *, with_receiver: bool = False
+) -> Any:
+    return rig(
+        pool, tmp_path, fx.app(), "openai_responses", OPENAI_ENV, with_receiver=with_receiver
+    )
 
 
 async def test_responses_a_background_response_is_collected(pool: Any, tmp_path: Path) -> None:
@@ -297,6 +304,32 @@ async def test_responses_a_cancel_of_a_response_that_completed_is_refused_and_it
         assert "cancelled" not in await r.history(op_id)
         kept = json.loads(await r.result_bytes(op_id))
         assert kept["output"][0]["content"][0]["text"] == ANSWER
+
+
+async def test_responses_a_signed_response_incomplete_webhook_wakes_the_read(
+    pool: Any, tmp_path: Path
+) -> None:
+    """response.incomplete, Standard Webhooks signed and thin: matched by the
+    response id; the read it wakes decides (failed, naming max_output_tokens), long
+    before the backstop."""
+    fx = ResponsesFixture()
+    async with responses(pool, tmp_path, fx, with_receiver=True) as r:
+        op_id = await r.submit({**QUESTION, "script": "slow", "max_output_tokens": 16})
+        await r.settle(op_id, {S.OBSERVING, S.ACCEPTED})
+        rid = fx.only()["id"]
+        fx.jobs[rid]["input"]["script"] = "incomplete"
+        fx.finish(rid)
+        assert await deliver_standard(r.hook_url, "response.incomplete", rid) == 200
+        assert await r.settle(op_id, ENDS, timeout=8) is S.FAILED, await r.history(op_id)
+        said = await reason(r, op_id)
+        assert "max_output_tokens" in said, said
+        events = await r.pool.fetch(
+            "SELECT operation_id, remote_state_raw FROM webhook_events"
+            " WHERE provider = 'openai_responses'"
+        )
+        assert [(e["operation_id"], e["remote_state_raw"]) for e in events] == [
+            (op_id, "response.incomplete")
+        ]
 
 
 async def test_responses_a_lost_create_goes_to_a_human(pool: Any, tmp_path: Path) -> None:
@@ -531,8 +564,17 @@ JOB = {
 }
 
 
-def fireworks(pool: Any, tmp_path: Path, fx: FireworksFixture) -> Any:
-    return rig(pool, tmp_path, fx.app(), "fireworks_batch", FIREWORKS_ENV)
+@contextlib.asynccontextmanager
+async def fireworks(pool: Any, tmp_path: Path, fx: FireworksFixture) -> AsyncIterator[Any]:
+    """The rig, with the signed URLs' storage on `localhost` beside it, another
+    server (named in result.allowed_hosts: a loopback name is refused otherwise)."""
+    async with serve_app(fx.storage()) as storage_url:
+        fx.storage_url = storage_url.replace("127.0.0.1", "localhost")
+        allowed = {"allowed_hosts": ["localhost"]}
+        async with rig(
+            pool, tmp_path, fx.app(), "fireworks_batch", FIREWORKS_ENV, result=allowed
+        ) as r:
+            yield r
 
 
 async def test_fireworks_a_job_named_by_us_is_collected_from_its_output_dataset(
@@ -540,7 +582,8 @@ async def test_fireworks_a_job_named_by_us_is_collected_from_its_output_dataset(
 ) -> None:
     """The job's id is ours (`jw-` and a UUID of our token: Fireworks' id alphabet);
     CREATING, QUEUED, RUNNING, COMPLETED; the output dataset's download endpoint
-    names the file's signed URL, which is followed and its JSONL kept and counted."""
+    names the file's signed URL, on the storage's server, which is followed without
+    our key and its JSONL kept and counted."""
     fx = FireworksFixture()
     async with fireworks(pool, tmp_path, fx) as r:
         op_id = await r.submit(JOB)
@@ -553,6 +596,7 @@ async def test_fireworks_a_job_named_by_us_is_collected_from_its_output_dataset(
         kept = [json.loads(line) for line in (await r.result_bytes(op_id)).splitlines()]
         assert [line["custom_id"] for line in kept] == ["request-1", "request-2", "request-3"]
         assert (fx.endpoint_reads, fx.downloads) == (1, 1)
+        assert fx.download_auth == [None]
         assert op.result_summary["items_total"] == 3, op.result_summary
         assert {"JOB_STATE_QUEUED", "JOB_STATE_RUNNING", "JOB_STATE_COMPLETED"} <= (
             await r.raw_states(op_id)
