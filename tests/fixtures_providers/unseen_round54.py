@@ -137,6 +137,21 @@ def _openai_error(message: str, status: int, code: str | None = None) -> Respons
     return json_response({"error": error}, status)
 
 
+async def _form_or_json(request: Request) -> Any:
+    """A create's fields, sent as multipart/form-data (a file as (filename, content
+    type, bytes)) or as JSON."""
+    if not request.headers.get("content-type", "").startswith("multipart/form-data"):
+        return await read_json(request)
+    form: dict[str, Any] = {}
+    async with request.form() as fields:
+        for key, value in fields.multi_items():
+            if isinstance(value, str):
+                form[key] = value
+            else:
+                form[key] = (value.filename, value.content_type, await value.read())
+    return form
+
+
 def _bearer(request: Request, key: str) -> bool:
     return request.headers.get("authorization") == f"Bearer {key}"
 
@@ -171,7 +186,8 @@ async def deliver_standard(
 
 class SoraFixture(_Jobs):
     """`contents`: the content reads of each video; `expired`: the videos whose assets
-    are gone (content 404); `deleted`: the videos a DELETE removed."""
+    are gone (content 404); `deleted`: the videos a DELETE removed; `encodings`: each
+    create's content type (the docs' examples send a form: `curl -F`)."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("video_68d7512d07848190b3e45da0ecbebcde", **kwargs)
@@ -179,6 +195,7 @@ class SoraFixture(_Jobs):
         self.variants: list[str | None] = []
         self.expired: set[str] = set()
         self.deleted: list[str] = []
+        self.encodings: list[str] = []
 
     def app(self) -> Starlette:
         return Starlette(
@@ -220,7 +237,8 @@ class SoraFixture(_Jobs):
     async def create(self, request: Request) -> Response:
         if not _bearer(request, OPENAI_KEY):
             return _openai_error("Incorrect API key provided.", 401, "invalid_api_key")
-        body = await read_json(request)
+        self.encodings.append(request.headers.get("content-type", "").split(";")[0])
+        body = await _form_or_json(request)
         if not isinstance(body, dict) or not body.get("prompt"):
             return _openai_error("Missing required parameter: 'prompt'.", 400)
         vid = self.new_id()
@@ -467,13 +485,7 @@ class DubbingFixture(_Jobs):
                 {"detail": [{"loc": ["body"], "msg": "Expected multipart", "type": "value_error"}]},
                 422,
             )
-        form: dict[str, Any] = {}
-        async with request.form() as fields:
-            for key, value in fields.multi_items():
-                if isinstance(value, str):
-                    form[key] = value
-                else:
-                    form[key] = (value.filename, value.content_type, await value.read())
+        form = await _form_or_json(request)
         self.forms.append(form)
         if "target_lang" not in form or not ("file" in form or "source_url" in form):
             return json_response(

@@ -100,6 +100,12 @@ async def reason(r: Any, op_id: str) -> str:
 # --- OpenAI Videos (Sora) ----------------------------------------------------------
 
 VIDEO = {"model": "sora-2", "prompt": "A calico cat playing a piano on stage", "seconds": "4"}
+PNG = b"\x89PNG\r\n\x1a\n" + bytes(24)
+REFERENCE = {
+    "content_base64": base64.b64encode(PNG).decode(),
+    "filename": "first-frame.png",
+    "content_type": "image/png",
+}
 
 
 def sora(pool: Any, tmp_path: Path, fx: SoraFixture, *, with_receiver: bool = False) -> Any:
@@ -107,13 +113,17 @@ def sora(pool: Any, tmp_path: Path, fx: SoraFixture, *, with_receiver: bool = Fa
 
 
 async def test_sora_a_video_is_collected_from_its_content(pool: Any, tmp_path: Path) -> None:
-    """queued, in_progress (42 %), completed: the MP4 at /v1/videos/{id}/content is
+    """Sent as a form (multipart), with the agent's reference image as a file part;
+    queued, in_progress (42 %), completed: the MP4 at /v1/videos/{id}/content is
     fetched once and kept, its type checked; the progress is read as a percent."""
     fx = SoraFixture()
     async with sora(pool, tmp_path, fx) as r:
-        op_id = await r.submit(VIDEO)
+        op_id = await r.submit({**VIDEO, "input_reference": REFERENCE})
         assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
         video = fx.only()
+        assert fx.encodings == ["multipart/form-data"]
+        assert video["input"]["input_reference"] == ("first-frame.png", "image/png", PNG)
+        assert (video["input"]["seconds"], video["input"]["model"]) == ("4", "sora-2")
         assert (await r.op(op_id)).remote_job_id == video["id"]
         assert await r.result_bytes(op_id) == MP4
         assert fx.contents == {video["id"]: 1}
