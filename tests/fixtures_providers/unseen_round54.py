@@ -39,7 +39,8 @@ available this round); each assumption is marked ASSUMED.
   response, "cancelled", and again the same for one already cancelled ("cancelling
   twice is idempotent"); a response that ended otherwise is refused 400
   {"error": {"message": "Cannot cancel a completed response.", "type":
-  "invalid_request_error", "code": null}} (ASSUMED: the code and words). No list
+  "invalid_request_error", "code": null}} (ASSUMED: the code and words; the other
+  reading, a 200 no-op answering the response as it is, is `noop_cancel`). No list
   of responses. Webhooks as the Videos': response.completed | response.failed |
   response.cancelled | response.incomplete, data.id.
 - Groq Batch (console.groq.com/docs/batch, api-reference#batches): OpenAI's batch
@@ -306,12 +307,15 @@ CUT_SHORT = {
 
 
 class ResponsesFixture(_Jobs):
-    """`stores`: what each create said of `store`; `backgrounds`: of `background`."""
+    """`stores`: what each create said of `store`; `backgrounds`: of `background`;
+    `noop_cancel`: a cancel of a response that ended answers 200 with it unchanged
+    (the other reading of the docs: "a no-op") instead of 400."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("resp_67ccd2bed1ec8190b14f964abc0542670bb6a6b452d3795b", **kwargs)
         self.backgrounds: list[Any] = []
         self.stores: list[Any] = []
+        self.noop_cancel = False
 
     def app(self) -> Starlette:
         return Starlette(
@@ -407,7 +411,7 @@ class ResponsesFixture(_Jobs):
         self.cancels.append((job["id"], job["state"]))
         if job["state"] in ("queued", "in_progress"):
             job["state"] = "cancelled"
-        elif job["state"] != "cancelled":
+        elif job["state"] != "cancelled" and not self.noop_cancel:
             return _openai_error(f"Cannot cancel a {job['state']} response.", 400)
         return json_response(self.response(job))
 

@@ -29,6 +29,8 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from shared.ledger.states import LocalState
 from shared.providers import parse_providers
 from shared.serve import serve_app
@@ -296,13 +298,16 @@ async def test_responses_a_queued_response_is_cancelled(pool: Any, tmp_path: Pat
         assert "cancelled" in await r.raw_states(op_id)
 
 
+@pytest.mark.parametrize("noop", [False, True], ids=["refused", "no-op"])
 async def test_responses_a_cancel_of_a_response_that_completed_is_refused_and_it_is_kept(
-    pool: Any, tmp_path: Path
+    pool: Any, tmp_path: Path, noop: bool
 ) -> None:
     """The response completed before the cancel arrived: 400 "Cannot cancel a
-    completed response". No cancel is claimed: the read that follows shows it
-    completed, and the answer is collected."""
+    completed response", or (the docs' other reading) a 200 no-op answering it
+    completed. No cancel is claimed either way: it reads completed, and the answer
+    is collected."""
     fx = ResponsesFixture()
+    fx.noop_cancel = noop
     async with responses(pool, tmp_path, fx) as r:
         op_id = await r.submit({**QUESTION, "script": "slow"})
         await r.settle(op_id, {S.OBSERVING})
