@@ -2396,6 +2396,11 @@ def _first_page(table: _Table, page_param: str | None) -> int:
 def _webhooks(table: _Table | None, status: StatusSpec) -> WebhookSpec | None:
     if table is None:
         return None
+    if not table.boolean("supported", True):
+        # A preset's webhooks turned off (Groq's batches under openai_batch: Groq
+        # sends none): its other keys are not read, so none of them can take a
+        # secret meant for another provider, or be refused for a missing one.
+        return None
     scheme = table.choice("scheme", WebhookScheme, None)
     optional = table.boolean("optional", False)
     options = table.mapping("options")

@@ -200,7 +200,9 @@ rules in ``shared/providers/paths.py``); *paths* = a path or a list of paths;
                end is known: an empty page, always; a page shorter than page_size; the
                items read reaching `total`, a path; default total when `total` is set,
                else empty); page_size + page_size_param ("page_size"), sent when set
-    [webhooks] scheme = standard_webhooks|stripe|github|generic_hmac|static_header,
+    [webhooks] supported (true; false: no webhooks, the table's other keys unread,
+                 e.g. a preset's turned off for a provider that sends none),
+               scheme = standard_webhooks|stripe|github|generic_hmac|static_header,
                [options] (checked by shared.signatures; static_header: header, or
                query for a token in the callback URL), secrets_env | secrets_file
                (one or a list: rotation), optional, tolerance_seconds (300), event_id,

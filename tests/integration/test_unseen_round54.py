@@ -557,9 +557,9 @@ async def test_groq_a_lost_create_is_found_by_its_metadata_in_an_unpaged_list(
 
 def test_groq_takes_no_webhook_secret_meant_for_openai() -> None:
     """The preset's webhooks read OPENAI_WEBHOOK_SECRET: set for an OpenAI provider
-    beside this one, Groq's batches would be read at the 5-minute webhook backstop,
-    waiting for deliveries Groq never sends. The description points them at a
-    variable no one sets."""
+    beside this one, Groq's batches would be read at the webhook backstop's pace,
+    waiting for deliveries Groq never sends. The description turns them off
+    (`webhooks.supported = false`)."""
     table = {"base_url": "https://api.groq.com", **described("groq_batch")}
     env = {**GROQ_ENV, "OPENAI_WEBHOOK_SECRET": OPENAI_WEBHOOK_SECRET}
     desc = parse_providers({"providers": {"groq_batch": table}}, "jobwarden.toml", env)
