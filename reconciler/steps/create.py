@@ -218,11 +218,24 @@ async def _deadline_passed(step: Step, conn: Any) -> Delay:
             "create deadline passed without proof that a remote job exists or not"
             + (f" ({unread})" if unread else "")
             + _last_create_answer(last, step.op.last_error)
+            + _cancel_never_sent(step)
         )
     async with conn.transaction():
         await step.reload(conn)
         await step.move(conn, S.NEEDS_ATTENTION, reason, create_attempts=step.op.create_attempts)
     return None
+
+
+def _cancel_never_sent(step: Step) -> str:
+    """A cancel asked while the create was uncertain waits for the job id, which the
+    deadline now leaves unknown: the human must hear it was never sent, or a job
+    that does exist runs on, watched by nobody and stopped by nobody."""
+    if step.op.state is not S.CANCEL_REQUESTED:
+        return ""
+    return (
+        "; a cancel was asked meanwhile and never sent (no job id to send it to): "
+        "if the job exists at the provider, cancel it there"
+    )
 
 
 def _last_create_answer(call: Any, last_error: Any = None) -> str:

@@ -153,3 +153,23 @@ async def test_our_job_behind_a_page_of_jobs_without_references_is_found(
         assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
         assert fx.creates == 1
         assert fx.ours(op_id) == [(await r.op(op_id)).remote_job_id]
+
+
+async def test_a_cancel_waiting_for_the_job_id_is_named_at_the_create_deadline(
+    pool: Any, tmp_path: Path, clock: TestClock
+) -> None:
+    """A cancel asked while the create is uncertain waits for the job id; the lookups
+    never settle it, and the create deadline sends the operation to a human. The
+    reason said only that the create was unproven: the human was not told that a
+    cancel was asked and never sent, so a job that does exist runs on unwatched."""
+    fx = ListedFixture(others=150)
+    async with rig(pool, tmp_path, fx, TYPO, clock=clock) as r:
+        op_id = await r.submit({"model": "mistral-small-latest"}, create_deadline_s=60.0)
+        await r.settle(op_id, {S.CREATE_UNKNOWN})
+        assert await r.cancel(op_id) is S.CANCEL_REQUESTED
+        await clock.advance(70.0)
+        assert await r.settle(op_id, ENDS) is S.NEEDS_ATTENTION, await r.history(op_id)
+        assert fx.creates == 1
+        reason = (await r.escalation(op_id))["reason"]
+    assert "create deadline passed without proof" in reason, reason
+    assert "a cancel was asked meanwhile and never sent" in reason, reason
