@@ -332,13 +332,17 @@ async def _resolve_uncertain(step: Step, conn: Any) -> tuple[bool, Delay]:
         return True, step.retry(step.op.lookup_attempts)
     if step.op.state is S.CANCEL_REQUESTED:
         # Nothing to cancel, as far as the provider can tell; creating the job
-        # only to cancel it would be absurd. A human closes it.
+        # only to cancel it would be absurd. A human closes it, told that this is
+        # the list's word, not a proof: a create the provider registered after
+        # its list was read made a job all the same, which nobody would stop.
         async with conn.transaction():
             await step.move(
                 conn,
                 S.NEEDS_ATTENTION,
                 "cancel requested before the job id was known, and the provider's lookup "
-                "shows no job for this operation: nothing to cancel",
+                "shows no job for this operation: most likely nothing to cancel; a create "
+                "the provider registered after its list was read would still have made a "
+                "job, so check there before closing this",
             )
         return True, None
     return False, None  # proven absent: sending again cannot duplicate

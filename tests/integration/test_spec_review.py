@@ -227,7 +227,8 @@ async def test_a_cancel_while_the_create_is_uncertain_looks_up_instead_of_creati
         assert end is S.NEEDS_ATTENTION
         op = await ledger.load_operation(pool, op_id)
         (escalation,) = await _escalations(pool, op_id)
-        assert "nothing to cancel" in escalation["reason"], (op, escalation)
+        assert "most likely nothing to cancel" in escalation["reason"], (op, escalation)
+        assert "check there before closing this" in escalation["reason"], (op, escalation)
 
 
 async def test_a_cancel_while_the_create_is_uncertain_without_a_lookup_escalates(
