@@ -137,6 +137,38 @@ async def test_two_sessions_resolving_one_escalation_at_once_one_wins_once(
             assert [r["decision_id"] for r in closed_by] == [decided[0]["decision_id"]]
 
 
+async def _page_open(
+    receiver: Receiver,  # noqa: F811
+    client: httpx.AsyncClient,  # noqa: F811
+    operator: str,  # noqa: F811
+    db: Any,
+) -> tuple[str, str, str]:
+    """An escalated operation's page open in dana's session: (its id, the page, her token)."""
+    op_id = await escalated(db)
+    await signed_in(client, receiver, operator)
+    page = await client.get(receiver.url(f"/console/operations/{op_id}"))
+    token_id = await db.fetchval("SELECT token_id FROM api_tokens WHERE caller = 'dana'")
+    return op_id, page.text, token_id
+
+
+async def _resolve_as_failed(
+    receiver: Receiver,  # noqa: F811
+    client: httpx.AsyncClient,  # noqa: F811
+    op_id: str,
+    page: str,
+) -> httpx.Response:
+    return await client.post(
+        receiver.url(f"/console/operations/{op_id}/resolve"),
+        data={**action_form(page), "target": "failed", "reason": "vendor says failed"},
+    )
+
+
+async def _refused_and_nothing_decided(answer: httpx.Response, db: Any) -> None:
+    assert answer.status_code == 403 and "session has expired or ended" in answer.text
+    assert await db.fetchval("SELECT count(*) FROM decisions") == 0
+    assert await db.fetchval("SELECT state::text FROM operations") == "needs_attention"
+
+
 async def test_a_decision_posted_after_its_token_was_revoked_is_refused_and_not_recorded(
     receiver: Receiver,  # noqa: F811
     client: httpx.AsyncClient,  # noqa: F811
@@ -146,18 +178,10 @@ async def test_a_decision_posted_after_its_token_was_revoked_is_refused_and_not_
     """The page was open, its form filled, when the token was revoked (`jobwarden tokens
     revoke`): the POST is refused and nothing is recorded. test_console's revocation
     test only reads a page; no test posted a decision after a revocation."""
-    op_id = await escalated(db)
-    await signed_in(client, receiver, operator)
-    page = await client.get(receiver.url(f"/console/operations/{op_id}"))
-    token_id = await db.fetchval("SELECT token_id FROM api_tokens WHERE caller = 'dana'")
+    op_id, page, token_id = await _page_open(receiver, client, operator, db)
     assert await tokens.revoke_token(db, token_id) is not None
-    answer = await client.post(
-        receiver.url(f"/console/operations/{op_id}/resolve"),
-        data={**action_form(page.text), "target": "failed", "reason": "vendor says failed"},
-    )
-    assert answer.status_code == 403 and "session has expired or ended" in answer.text
-    assert await db.fetchval("SELECT count(*) FROM decisions") == 0
-    assert await db.fetchval("SELECT state::text FROM operations") == "needs_attention"
+    answer = await _resolve_as_failed(receiver, client, op_id, page)
+    await _refused_and_nothing_decided(answer, db)
 
 
 async def test_a_token_revoked_after_the_session_check_stops_the_decision(
@@ -171,10 +195,7 @@ async def test_a_token_revoked_after_the_session_check_stops_the_decision(
     decision's transaction: the decision was recorded, committed after its token was
     revoked (the check happened once, as the request began). The session is now held
     in the decision's own transaction: refused, nothing recorded."""
-    op_id = await escalated(db)
-    await signed_in(client, receiver, operator)
-    page = await client.get(receiver.url(f"/console/operations/{op_id}"))
-    token_id = await db.fetchval("SELECT token_id FROM api_tokens WHERE caller = 'dana'")
+    op_id, page, token_id = await _page_open(receiver, client, operator, db)
     revoked: list[Any] = []
     moves = timeline.traced_moves
 
@@ -186,14 +207,9 @@ async def test_a_token_revoked_after_the_session_check_stops_the_decision(
             yield
 
     monkeypatch.setattr(timeline, "traced_moves", revoked_first)
-    answer = await client.post(
-        receiver.url(f"/console/operations/{op_id}/resolve"),
-        data={**action_form(page.text), "target": "failed", "reason": "vendor says failed"},
-    )
+    answer = await _resolve_as_failed(receiver, client, op_id, page)
     assert revoked and revoked[0] is not None  # the revocation did come in between
-    assert answer.status_code == 403 and "session has expired or ended" in answer.text
-    assert await db.fetchval("SELECT count(*) FROM decisions") == 0
-    assert await db.fetchval("SELECT state::text FROM operations") == "needs_attention"
+    await _refused_and_nothing_decided(answer, db)
 
 
 async def test_a_revocation_waits_for_the_decision_it_began_during(
@@ -207,10 +223,7 @@ async def test_a_revocation_waits_for_the_decision_it_began_during(
     """A revocation sent while a decision is being recorded waits for it: the decision
     is ordered before the revocation (before, nothing held the token: revoked at
     once, the decision committed after it)."""
-    op_id = await escalated(db)
-    await signed_in(client, receiver, operator)
-    page = await client.get(receiver.url(f"/console/operations/{op_id}"))
-    token_id = await db.fetchval("SELECT token_id FROM api_tokens WHERE caller = 'dana'")
+    op_id, page, token_id = await _page_open(receiver, client, operator, db)
     other = await asyncpg.connect(db_url)
     waits = await lock_waits(other)
     revoking: list[asyncio.Task[Any]] = []
@@ -228,10 +241,7 @@ async def test_a_revocation_waits_for_the_decision_it_began_during(
 
     monkeypatch.setattr(actions, "check_seen", revoked_meanwhile)
     try:
-        answer = await client.post(
-            receiver.url(f"/console/operations/{op_id}/resolve"),
-            data={**action_form(page.text), "target": "failed", "reason": "vendor says failed"},
-        )
+        answer = await _resolve_as_failed(receiver, client, op_id, page)
         assert answer.status_code == 303, answer.text
         revoked = await revoking[0]
     finally:
