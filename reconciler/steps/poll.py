@@ -27,7 +27,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from reconciler import forecast
-from reconciler.calls import Sent, poll_hint, status_read
+from reconciler.calls import NEVER_LEFT, Sent, poll_hint, status_read
 from reconciler.readings import read_status
 from reconciler.step import NOW, Delay, Step, lease_lost
 from reconciler.steps.collect import Partial, collect_partial_output
@@ -684,7 +684,8 @@ async def _escalate_on(step: Step, conn: Any, deadline: Deadline, why: str) -> D
 
 
 async def _unanswered_cancel(step: Step, conn: Any, deadline: Deadline) -> str | None:
-    """The cancel deadline's reason when our last cancel got no answer, else None.
+    """The cancel deadline's reason when our last cancel that left got no answer, or
+    none left at all, else None.
 
     A cancel sent whose answer never came (a timeout, a reset, a process
     stopped before recording it) may have reached the provider and stopped
@@ -701,8 +702,21 @@ async def _unanswered_cancel(step: Step, conn: Any, deadline: Deadline) -> str |
         and cancel.supported
     ):
         return None
-    last = await conn.fetchrow(q("cancel_calls"), op.operation_id)
-    if last is None or last["status_code"] is not None:
+    # A call that never left (no connection) reached nothing: a cancel safe to
+    # repeat stays "sent" after one, so the newest call may be such a one, and
+    # "it may have reached the provider" was said of a request that reached nothing.
+    left = [
+        c
+        for c in await conn.fetch(q("cancel_calls"), op.operation_id)
+        if c["error_category"] not in NEVER_LEFT
+    ]
+    if not left:
+        return (
+            "cancel deadline passed and no cancel request reached the provider (each "
+            "attempt failed before it left), so no cancel was sent"
+        )
+    last = left[0]
+    if last["status_code"] is not None:
         return None
     how = last["error_category"] or "interrupted before its answer was recorded"
     reason = (

@@ -484,3 +484,45 @@ async def test_a_side_effecting_result_is_fetched_again_only_if_no_fetch_could_h
         )
         await clock.advance(1.1)  # the job has finished at the provider
         assert await r.settle(op_id, {S.SUCCEEDED, S.RESULT_UNAVAILABLE}) is outcome
+
+
+async def test_a_cancel_safe_to_repeat_that_never_left_is_not_called_maybe_delivered(
+    pool: Any, tmp_path: Path, clock: TestClock
+) -> None:
+    """A cancel safe to repeat (`cancel.idempotent = true`) stays "sent" after a
+    connect failure, so at its deadline the newest cancel call has no answer; but
+    it never left (no connection), nor did any before it. The reason said "our
+    cancel request got no answer (connect): it may have reached the provider, so
+    whether the provider took it is unknown", of a request that provably reached
+    nothing: it must say no cancel request reached the provider."""
+    async with rig(pool, tmp_path, clock=clock) as r:
+        op_id = await r.submit("never_finishes")
+        await r.settle(op_id, {S.OBSERVING})
+        # The provider refuses every connection from now on (port 1).
+        r.ctx.adapters = build_adapters(sim_providers("http://127.0.0.1:1"))
+        async with pool.acquire() as conn:
+            await ledger.request_cancel(
+                conn, op_id, requested_by="human:ann", reason="x", cancel_deadline_s=30.0
+            )
+        await r.reconciler.run_once()
+        op = await ledger.load_operation(pool, op_id)
+        assert op.state is S.CANCEL_REQUESTED and op.cancel_sent_at is not None
+        # past the deadline and the grace its look waits for a read
+        await clock.advance(30.0 + DEADLINE_READ_GRACE_S + 1)
+        for _ in range(4):
+            await r.reconciler.run_once()
+            await clock.advance(ERROR_RETRY_SECONDS)
+        op = await ledger.load_operation(pool, op_id)
+        assert op.state is S.CANCELLATION_UNCONFIRMED, op.state
+        categories = await pool.fetch(
+            "SELECT error_category FROM provider_calls"
+            " WHERE operation_id = $1 AND call_kind = 'cancel'",
+            op_id,
+        )
+        assert categories and {c[0] for c in categories} == {"connect"}
+        cause = await pool.fetchval(
+            "SELECT cause FROM history WHERE operation_id = $1 ORDER BY seq DESC LIMIT 1", op_id
+        )
+        assert "may have reached the provider" not in cause, cause
+        assert "no cancel request reached the provider" in cause, cause
+        assert (await r.stats())["cancels_per_job"] == {}
