@@ -159,8 +159,9 @@ ORDER BY o.operation_id COLLATE "C";
 -- job id an adoption names after it cannot pose as one). Nothing else writes
 -- either column (insert_operation, extend_result_deadline), so the create
 -- deadline must be the submission's and the result deadline the newest such
--- decision's, else the submission's. An operation submitted before 040 names
--- neither and is judged from its first logged extension on.
+-- decision's (one a transition cites), else the submission's. An operation
+-- submitted before 040 names neither and is judged from its first logged
+-- extension on.
 WITH born AS (
     SELECT operation_id,
            substring(cause FROM '^submitted; create deadline ([0-9T:.Z-]{1,40});')::timestamptz
@@ -173,8 +174,13 @@ WITH born AS (
     SELECT DISTINCT ON (operation_id) operation_id, decision_id,
            substring(decision FROM '^[a-z_]+ -> [a-z_]+ \(result deadline ([0-9T:.Z-]{1,40})\)')
                ::timestamptz AS result_deadline
-    FROM decisions
+    FROM decisions d
     WHERE decision ~ '^[a-z_]+ -> [a-z_]+ \(result deadline [0-9T:.Z-]{1,40}\)'
+      -- as every real one is, cited by the transition it decided: a decision row
+      -- inserted alone (logged, but deciding nothing) extends nothing
+      AND EXISTS (SELECT 1 FROM history h
+                  WHERE h.operation_id = d.operation_id
+                    AND h.cause LIKE 'operator decision #' || d.decision_id || ': %')
     ORDER BY operation_id, decision_id DESC
 )
 SELECT o.operation_id, o.create_deadline, o.result_deadline,

@@ -25,7 +25,7 @@ from shared.db.connect import ResolvedDatabase, connect
 from shared.db.migrate import apply_migrations, load_migrations
 from shared.db.queries import q
 from shared.ledger import log
-from shared.ledger.decisions import adopt_job, decide
+from shared.ledger.decisions import adopt_job, deadline_note, decide
 from shared.ledger.log_audit import LogReport, verify_log
 from shared.ledger.states import LocalState
 from shared.ledger.working_state_audit import check_working_state
@@ -572,3 +572,28 @@ async def test_an_operation_submitted_before_040_is_judged_from_its_first_logged
     assert len(problems) == 1, problems  # the create deadline still is not judged
     assert problems[0].startswith(f"operations {op_id}: result_deadline ")
     assert "differs from the one the logged decision #" in problems[0]
+
+
+async def test_a_decision_row_inserted_alone_extends_no_deadline(
+    pool: Any, lifecycle: Lifecycle, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A superuser who inserts a decision naming a later result deadline (logged, as
+    any insert with the triggers on is) and moves the deadline to it: every real
+    extension is cited by the transition it decided, and this one by none."""
+    op_id = lifecycle.observing
+    async with pool.acquire() as conn:
+        later = await conn.fetchval(
+            "SELECT result_deadline + interval '30 days' FROM operations WHERE operation_id = $1",
+            op_id,
+        )
+        await conn.execute(
+            "INSERT INTO decisions (operation_id, actor, decision, reason) VALUES ($1, $2, $3, $4)",
+            op_id,
+            "operator:mallory",
+            "observing -> observing" + deadline_note(later),
+            "more time",
+        )
+    await _rewrite(pool, op_id, "result_deadline = result_deadline + interval '30 days'")
+    report = await _verify(pool, lifecycle, monkeypatch)
+    mine = [p for p in report.problems if p.startswith(f"operations {op_id}: ")]
+    assert len(mine) == 1 and "differs from the one its submission logged" in mine[0], mine
