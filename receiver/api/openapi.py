@@ -205,8 +205,9 @@ def _operation_schema() -> dict[str, Any]:
                         "type": "boolean",
                         "description": (
                             "Whether this request's intent (who, why) is the one on record: "
-                            "false when the operation had ended, or an earlier intent "
-                            "waiting for an operator stands."
+                            "false when the operation had ended, when a cancel was already "
+                            "under way (the earlier request's intent acts), or when an "
+                            "earlier intent waiting for an operator stands."
                         ),
                     },
                     "message": {"type": "string"},

@@ -893,8 +893,16 @@ def _nothing_under(operation_id: str, well_formed: bool) -> str:
 
 
 def _cancelled_view(resource: Mapping[str, Any]) -> ToolResult:
+    """The operation after a cancel request, told in the cancel's own words where they
+    say more than its state: while it runs (requested, not confirmed), and while it
+    waits for an operator (the intent recorded for them, or NOT recorded because an
+    earlier one stands), which reads as done; a finished operation reads as its end."""
     base = from_resource(resource)
     note = resource.get("cancel", {}).get("message")
-    if not note or base.done:
+    if not note:
         return base
-    return replace(base, message=note)
+    if not base.done:
+        return replace(base, message=note)
+    if base.needs_human:
+        return replace(base, message=f"{base.message} {note}")
+    return base

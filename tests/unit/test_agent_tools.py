@@ -430,3 +430,48 @@ def test_a_cancelled_jobs_partial_output_reaches_the_tool_caller() -> None:
     result = from_resource(resource(done=True, outcome="cancelled", partial_output=partial))
     assert result.status == "cancelled"
     assert (result.result_ref, result.result) == ("file:/p", [1, 2])
+
+
+class _CancelClient:
+    """What the API answered a cancel, handed to the tool as its client would."""
+
+    def __init__(self, answer: dict[str, Any]) -> None:
+        self.answer = answer
+
+    def cancel(self, operation_id: str, reason: str) -> dict[str, Any]:
+        return self.answer
+
+
+@pytest.mark.parametrize("recorded", [False, True], ids=["not_recorded", "recorded"])
+def test_a_cancel_of_an_escalated_operation_tells_the_agent_what_became_of_it(
+    recorded: bool,
+) -> None:
+    """An escalated operation reads as done (needs a human): the cancel's own words
+    were dropped for the operation's, so an agent never learned that its cancel was
+    NOT recorded (an earlier intent stands), nor that it waits for an operator."""
+    said = (
+        "NOT recorded: an earlier cancellation intent stands"
+        if recorded is False
+        else ("Cancellation intent recorded, NOT acted on yet")
+    )
+    answer = resource(
+        done=True,
+        outcome="needs_attention",
+        message="Waiting for an operator.",
+        cancel={"state": "needs_attention", "recorded": recorded, "message": said},
+    )
+    result = agent_tools.cancel(_CancelClient(answer), "op_1", "stop")  # type: ignore[arg-type]
+    assert result.needs_human and result.done
+    assert said in result.message
+    assert "NOT finished from your point of view" in result.message
+
+
+def test_a_cancel_of_a_finished_operation_reads_as_its_end() -> None:
+    answer = resource(
+        done=True,
+        outcome="succeeded",
+        message="Succeeded.",
+        cancel={"state": "succeeded", "recorded": False, "message": "Nothing to cancel"},
+    )
+    result = agent_tools.cancel(_CancelClient(answer), "op_1", "stop")  # type: ignore[arg-type]
+    assert result.status == "succeeded" and result.message == "Succeeded."
