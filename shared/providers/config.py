@@ -1125,7 +1125,7 @@ def _status(table: _Table) -> StatusSpec:
         error=error,
         error_code=error_code,
         error_message=error_message,
-        cancelled_error_codes=table.scalars("cancelled_error_codes", {"1"}),
+        cancelled_error_codes=_cancelled_error_codes(table, done, error_code),
         progress_completed=table.path("progress_completed", RESPONSE),
         progress_total=table.path("progress_total", RESPONSE),
         progress_percent=table.path("progress_percent", RESPONSE),
@@ -1160,6 +1160,24 @@ def _status(table: _Table) -> StatusSpec:
         raise table.error("body", 'a GET carries no body: set method = "POST" (GraphQL)')
     table.finish()
     return spec
+
+
+def _cancelled_error_codes(
+    table: _Table, done: ValuePath | None, error_code: ValuePath | None
+) -> frozenset[str]:
+    """`status.cancelled_error_codes`: the error codes of a failed read that mean the
+    job was cancelled (AIP-151's 1, CANCELLED, by default with `done`; BigQuery's
+    DONE with errorResult.reason "stopped", Snowflake's 422 code "000604").
+
+    Without `done` none is assumed, and the key needs `error_code` to read the code
+    at: before, it was read with `done` alone, and ignored anywhere else without a
+    word, so a cancelled job read as failed."""
+    if done is not None:
+        return table.scalars("cancelled_error_codes", {"1"})
+    codes = table.scalars("cancelled_error_codes")
+    if codes and error_code is None:
+        raise table.error("cancelled_error_codes", "needs error_code (where the code is)")
+    return codes
 
 
 def _error_means_failed(

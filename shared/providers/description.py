@@ -62,7 +62,10 @@ rules in ``shared/providers/paths.py``); *paths* = a path or a list of paths;
                  created", read at that path of any answer without a job id, e.g.
                  "/errors/0/extensions/code" = ["THROTTLED"]; the same back-pressure)
     [status]   method (GET), path (template: {job_id} / {+job_id}), use_status_url,
-               state + [status.state_map] | done (AIP-151) + cancelled_error_codes ([1]),
+               state + [status.state_map] | done (AIP-151),
+               cancelled_error_codes (error codes of a failed read that mean the job was
+                 cancelled: [1] with done; else none, needs error_code: BigQuery's
+                 ["stopped"], Snowflake's 422 ["000604"]),
                error, error_code, error_message, progress_completed, progress_total,
                progress_percent | progress_fraction (a share of 1: Runway's 0.42 is
                42 %), updated_at, poll_after_seconds, estimated_end (a

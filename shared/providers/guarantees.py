@@ -197,7 +197,7 @@ def _cancellable(desc: ProviderDescription) -> Guarantee:
             name,
             False,
             f"{spec.method} {spec.path.text} is sent, but no status the description reads "
-            "means cancelled (status.state_map, state_from_http_status, done + "
+            "means cancelled (status.state_map, state_from_http_status, "
             "cancelled_error_codes): a cancel can never be confirmed; the operation ends "
             "with the job (or cancellation_unconfirmed at the cancel deadline)",
         )
@@ -221,7 +221,8 @@ def _reads_cancelled(desc: ProviderDescription) -> bool:
     states = {*status.state_map.values(), *status.state_from_http_status.values()}
     return (
         RemoteState.CANCELLED in states
-        or (status.done is not None and bool(status.cancelled_error_codes))
+        # done's default (1), or the codes a failed read names when cancelled
+        or bool(status.cancelled_error_codes)
         # a batch whose items all read cancelled (Anthropic's request_counts)
         or (status.outcome_from_counts and bool(status.counts_cancelled))
     )

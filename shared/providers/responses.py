@@ -330,9 +330,21 @@ def parse_status(
     A failed state read with no error of its own is given one, however the state
     was told (the body, a header, the HTTP status): `_unexplained_failure`."""
     fact = _read_status(desc, resp, now)
+    if _cancelled_by_code(desc.status, fact):
+        return replace(fact, remote_state=RemoteState.CANCELLED)
     if fact.error is None and fact.remote_state is RemoteState.FAILED:
         return replace(fact, error=_unexplained_failure(fact.raw_state))
     return fact
+
+
+def _cancelled_by_code(spec: StatusSpec, fact: StatusFact) -> bool:
+    """A failed read whose error code `status.cancelled_error_codes` lists, however the
+    failure was told (a state, the HTTP status, `error_means_failed`), is the job
+    cancelled: BigQuery's DONE with errorResult.reason "stopped", Snowflake's 422
+    with code "000604". (With `done`, `_state_of` reads it from the code itself.)"""
+    if spec.done is not None or fact.remote_state is not RemoteState.FAILED:
+        return False
+    return fact.error is not None and fact.error.code in spec.cancelled_error_codes
 
 
 def _read_status(desc: ProviderDescription, resp: HttpResponse, now: datetime | None) -> StatusFact:
