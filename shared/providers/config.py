@@ -1264,7 +1264,13 @@ def _create(table: _Table, status: StatusSpec, has_plugin: bool) -> CreateSpec:
         not_created_codes=_not_created_codes(table, "not_created_codes"),
         encoding=table.choice("encoding", BodyEncoding, BodyEncoding.JSON),
         poll_after_seconds=table.path("poll_after_seconds", RESPONSE),
+        already_exists_codes=table.scalars("already_exists_codes"),
     )
+    if spec.already_exists_codes and idempotency is not Idempotency.CLIENT_JOB_ID:
+        raise table.error(
+            "already_exists_codes",
+            "only with idempotency = client_job_id (the id must be ours to prove the job ours)",
+        )
     if spec.encoding is not BodyEncoding.JSON:
         _check_form_create(table, spec)
     if spec.state is not None and not status.state_map:

@@ -54,6 +54,9 @@ rules in ``shared/providers/paths.py``); *paths* = a path or a list of paths;
                  still wakes the job sooner),
                accepted_statuses ([200,201,202]), sync_result_statuses ([]), sync_result,
                conflict_reject_codes ([]), error_code ("/error/code"),
+               already_exists_codes ([]: with idempotency = client_job_id, the codes of a
+                 409 documented as "a job with this id already exists", e.g. BigQuery's
+                 "duplicate": the job we chose the id of is accepted under it),
                error_message ("/error/message"),
                not_created_statuses ([]: 4xx/5xx codes the provider documents as "nothing
                  was created", e.g. [429]; such an answer is back-pressure: the create is
@@ -517,6 +520,11 @@ class CreateSpec:
     # (ElevenLabs' `expected_duration_sec`, which no status read repeats): the
     # first read waits that long, as for a status's poll_after_seconds.
     poll_after_seconds: ValuePath | None = None
+    # Error codes of a 409 the provider documents as "a job with this id already
+    # exists" (client_job_id only: BigQuery's reason "duplicate"). The id is ours,
+    # so such an answer to a resend is our earlier create: the job is accepted
+    # under the id we chose, never resent or escalated as a conflict.
+    already_exists_codes: frozenset[str] = frozenset()
 
     @property
     def asks_callback(self) -> bool:

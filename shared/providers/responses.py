@@ -15,6 +15,9 @@ Classification rules for a create response, and why:
   its own API outranks our conservative reading of the code.
 - 408, 425, 429, 5xx: `ambiguous` — the provider may have started the work
   before failing to answer (429/503 are also flagged as back-pressure).
+- 409 whose error code is one of `already_exists_codes` (client_job_id only):
+  `accepted`, the job id the one we chose: the job exists, made by an earlier
+  attempt of ours (BigQuery's "duplicate").
 - 409: `rejected` only when its error code is one of `conflict_reject_codes`
   (e.g. "idempotency_key_reused"); otherwise `ambiguous`, because providers
   (Stripe among them) answer 409 while a request with the same token is still
@@ -184,6 +187,15 @@ def parse_create(
             "ambiguous", reason=f"HTTP {code}: the job may exist", error=error, **common
         )
     if code == 409:
+        if _ours_already(spec, error, idempotency_token):
+            assert idempotency_token is not None
+            return CreateFact(
+                "accepted",
+                reason=f"HTTP 409 {error.code if error else ''}: the job with the id we chose "
+                "already exists (create.already_exists_codes)",
+                remote_job_id=create_token(spec, idempotency_token),
+                **common,
+            )
         if error is not None and error.code in spec.conflict_reject_codes:
             return CreateFact(
                 "rejected",
@@ -207,6 +219,18 @@ def parse_create(
             **common,
         )
     return CreateFact("ambiguous", reason=f"HTTP {code} is not a create answer", **common)
+
+
+def _ours_already(spec: CreateSpec, error: ErrorInfo | None, token: str | None) -> bool:
+    """Does a 409 say the job with the id we chose exists (`already_exists_codes`)?
+    The id is our token, minted for this operation alone: the job is ours, made by
+    an earlier attempt whose answer was lost (BigQuery's "Already Exists: Job ...")."""
+    return (
+        spec.idempotency is Idempotency.CLIENT_JOB_ID
+        and token is not None
+        and error is not None
+        and error.code in spec.already_exists_codes
+    )
 
 
 def _parse_create_success(

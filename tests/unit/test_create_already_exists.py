@@ -1,0 +1,72 @@
+"""`create.already_exists_codes`: with a job id we chose (client_job_id), a 409 the
+provider documents as "a job with this id already exists" is our earlier create,
+accepted under that id. BigQuery's jobs.insert resent after a lost answer says
+409 "Already Exists: Job p:US.<our id>", reason "duplicate"; before, that was an
+ambiguous conflict, resent until ten minutes of 409s (or the create deadline) sent
+a running job to a human."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from shared.providers import HttpResponse, parse_providers
+from shared.providers.config import ConfigError
+from shared.providers.description import ProviderDescription
+from shared.providers.responses import parse_create
+
+TOKEN = "idem_0123456789abcdef0123456789abcdef"
+DUPLICATE = {
+    "error": {
+        "code": 409,
+        "message": f"Already Exists: Job p:US.{TOKEN}",
+        "errors": [{"message": f"Already Exists: Job p:US.{TOKEN}", "reason": "duplicate"}],
+        "status": "ALREADY_EXISTS",
+    }
+}
+
+
+def load(**create: Any) -> ProviderDescription:
+    table = {
+        "base_url": "https://bigquery.example.test",
+        "create": {
+            "path": "/bigquery/v2/projects/p/jobs",
+            "idempotency": "client_job_id",
+            "set_body": {"/jobReference/jobId": "{idempotency_token}"},
+            "job_id": "/jobReference/jobId",
+            "error_code": "/error/errors/0/reason",
+            **create,
+        },
+        "status": {
+            "path": "/bigquery/v2/projects/p/jobs/{job_id}",
+            "state": "/status/state",
+            "state_map": {"RUNNING": "running", "DONE": "succeeded"},
+        },
+        "result": {"source": "none"},
+    }
+    return parse_providers({"providers": {"p": table}}, "test.toml", {})["p"]
+
+
+def answer(code: int, body: Any) -> HttpResponse:
+    return HttpResponse(code, {}, json.dumps(body).encode())
+
+
+def test_a_409_already_exists_is_our_job_accepted_under_the_id_we_chose() -> None:
+    fact = parse_create(load(already_exists_codes=["duplicate"]), answer(409, DUPLICATE), TOKEN)
+    assert fact.kind == "accepted", fact
+    assert fact.remote_job_id == TOKEN
+    assert "already_exists_codes" in fact.reason
+
+
+def test_another_409_stays_ambiguous_and_without_the_key_so_does_this_one() -> None:
+    desc = load(already_exists_codes=["duplicate"])
+    other = {"error": {"code": 409, "errors": [{"reason": "jobInternalError"}]}}
+    assert parse_create(desc, answer(409, other), TOKEN).kind == "ambiguous"
+    assert parse_create(load(), answer(409, DUPLICATE), TOKEN).kind == "ambiguous"
+
+
+def test_the_key_is_refused_where_the_job_id_is_not_ours() -> None:
+    with pytest.raises(ConfigError, match="already_exists_codes: only with idempotency"):
+        load(idempotency="none", already_exists_codes=["duplicate"], set_body={})
