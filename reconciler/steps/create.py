@@ -352,15 +352,23 @@ async def _our_id_taken(step: Step, conn: Any) -> bool:
     """Did the last create answer 409 to a job id we chose (`client_job_id`), with a
     lookup to read that job by? Then the job most likely exists, made by our own
     earlier attempt whose answer was lost (Fireworks' ALREADY_EXISTS for a
-    batchInferenceJobId it holds): it is looked up rather than sent again, since
-    every resend would get the same 409. Before, the create was resent at the
-    backoff until the create deadline's lookup, or ten minutes of 409s sent it to a
-    human (`test_unseen_round54.py::test_fireworks_a_lost_create_is_the_job_of_the_id_we_chose`)."""
+    batchInferenceJobId it holds): it is looked up (the lookup's read is what
+    proves it ours) rather than sent again, since every resend would get the same
+    409. Where `create.already_exists_codes` names the codes the provider documents
+    for it (BigQuery's "duplicate"), only a 409 carrying one counts. Before, the
+    create was resent at the backoff until the create deadline's lookup, or ten
+    minutes of 409s sent it to a human
+    (`test_unseen_round54.py::test_fireworks_a_lost_create_is_the_job_of_the_id_we_chose`)."""
     desc = step.adapter.desc
     if desc.create.idempotency is not Idempotency.CLIENT_JOB_ID or not desc.lookup.supported:
         return False
     last = await conn.fetchrow(q("latest_create_call"), step.op.operation_id)
-    return last is not None and last["status_code"] == 409
+    if last is None or last["finished_at"] is None or last["status_code"] != 409:
+        return False
+    if not desc.create.already_exists_codes:
+        return True
+    fact = _recorded_fact(step, last)
+    return fact is not None and fact.exists
 
 
 async def _absence_settled(step: Step, conn: Any) -> bool:

@@ -693,6 +693,12 @@ def _provider(name: str, data: Mapping[str, Any], ctx: _Ctx) -> ProviderDescript
     cancel = _cancel(top.sub("cancel"), create)
     result = _result(top.req_sub("result"), status)
     lookup = _lookup(top.sub("lookup"), create)
+    if create.already_exists_codes and not lookup.supported:
+        raise top.error(
+            "create.already_exists_codes",
+            "needs a [lookup] (kind = get, its path naming {idempotency_token}): the job "
+            "that exists is read by the id we chose",
+        )
     _check_lookup_reads(top, status, lookup, plugin_class is not None)
     _check_plugin_hooks(top, plugin_spec, plugin_class, result, lookup)
     webhooks = _webhooks(top.sub("webhooks"), status)

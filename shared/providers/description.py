@@ -56,7 +56,8 @@ rules in ``shared/providers/paths.py``); *paths* = a path or a list of paths;
                conflict_reject_codes ([]), error_code ("/error/code"),
                already_exists_codes ([]: with idempotency = client_job_id, the codes of a
                  409 documented as "a job with this id already exists", e.g. BigQuery's
-                 "duplicate": the job we chose the id of is accepted under it),
+                 "duplicate": the job is read by that id through the [lookup] it needs
+                 and adopted, not the create resent),
                error_message ("/error/message"),
                not_created_statuses ([]: 4xx/5xx codes the provider documents as "nothing
                  was created", e.g. [429]; such an answer is back-pressure: the create is
@@ -522,8 +523,8 @@ class CreateSpec:
     poll_after_seconds: ValuePath | None = None
     # Error codes of a 409 the provider documents as "a job with this id already
     # exists" (client_job_id only: BigQuery's reason "duplicate"). The id is ours,
-    # so such an answer to a resend is our earlier create: the job is accepted
-    # under the id we chose, never resent or escalated as a conflict.
+    # so such an answer to a resend is our earlier create: the job is read by
+    # that id (the lookup) and adopted, never resent or escalated as a conflict.
     already_exists_codes: frozenset[str] = frozenset()
 
     @property

@@ -66,6 +66,10 @@ class CreateFact:
     # request. Contradictory facts, so the reconciler should escalate.
     idempotency_conflict: bool = False
     back_pressure: bool = False
+    # An ambiguous 409 the description says means "a job with the id we chose
+    # exists" (`create.already_exists_codes`): the job is ours, to be read by
+    # that id (the lookup), not the create resent.
+    exists: bool = False
 
 
 @dataclass(frozen=True)

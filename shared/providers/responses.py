@@ -16,8 +16,9 @@ Classification rules for a create response, and why:
 - 408, 425, 429, 5xx: `ambiguous` — the provider may have started the work
   before failing to answer (429/503 are also flagged as back-pressure).
 - 409 whose error code is one of `already_exists_codes` (client_job_id only):
-  `accepted`, the job id the one we chose: the job exists, made by an earlier
-  attempt of ours (BigQuery's "duplicate").
+  `ambiguous` with `exists`: the job with the id we chose exists, made by an
+  earlier attempt of ours (BigQuery's "duplicate"); the reconciler reads it by
+  that id (the lookup) rather than resending.
 - 409: `rejected` only when its error code is one of `conflict_reject_codes`
   (e.g. "idempotency_key_reused"); otherwise `ambiguous`, because providers
   (Stripe among them) answer 409 while a request with the same token is still
@@ -188,12 +189,12 @@ def parse_create(
         )
     if code == 409:
         if _ours_already(spec, error, idempotency_token):
-            assert idempotency_token is not None
             return CreateFact(
-                "accepted",
+                "ambiguous",
                 reason=f"HTTP 409 {error.code if error else ''}: the job with the id we chose "
-                "already exists (create.already_exists_codes)",
-                remote_job_id=create_token(spec, idempotency_token),
+                "already exists (create.already_exists_codes): read it by that id",
+                error=error,
+                exists=True,
                 **common,
             )
         if error is not None and error.code in spec.conflict_reject_codes:

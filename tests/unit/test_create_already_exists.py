@@ -1,9 +1,9 @@
 """`create.already_exists_codes`: with a job id we chose (client_job_id), a 409 the
 provider documents as "a job with this id already exists" is our earlier create,
-accepted under that id. BigQuery's jobs.insert resent after a lost answer says
-409 "Already Exists: Job p:US.<our id>", reason "duplicate"; before, that was an
-ambiguous conflict, resent until ten minutes of 409s (or the create deadline) sent
-a running job to a human."""
+read by that id (the lookup) rather than resent. BigQuery's jobs.insert resent
+after a lost answer says 409 "Already Exists: Job p:US.<our id>", reason
+"duplicate"; before, that was an ambiguous conflict, resent until ten minutes of
+409s (or the create deadline) sent a running job to a human."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ DUPLICATE = {
 }
 
 
-def load(**create: Any) -> ProviderDescription:
+def load(lookup: bool = True, **create: Any) -> ProviderDescription:
     table = {
         "base_url": "https://bigquery.example.test",
         "create": {
@@ -45,7 +45,15 @@ def load(**create: Any) -> ProviderDescription:
             "state_map": {"RUNNING": "running", "DONE": "succeeded"},
         },
         "result": {"source": "none"},
+        "lookup": {
+            "kind": "get",
+            "path": "/bigquery/v2/projects/p/jobs/{idempotency_token}",
+            "job_id": "/jobReference/jobId",
+            "not_found_means_absent": True,
+        },
     }
+    if not lookup:
+        del table["lookup"]
     return parse_providers({"providers": {"p": table}}, "test.toml", {})["p"]
 
 
@@ -53,20 +61,23 @@ def answer(code: int, body: Any) -> HttpResponse:
     return HttpResponse(code, {}, json.dumps(body).encode())
 
 
-def test_a_409_already_exists_is_our_job_accepted_under_the_id_we_chose() -> None:
+def test_a_409_already_exists_says_the_job_with_our_id_exists() -> None:
+    """Still no acceptance (the ledger takes a 2xx as proof of a job, a lookup's
+    read of it): the fact says the job exists, to be read by our id."""
     fact = parse_create(load(already_exists_codes=["duplicate"]), answer(409, DUPLICATE), TOKEN)
-    assert fact.kind == "accepted", fact
-    assert fact.remote_job_id == TOKEN
+    assert (fact.kind, fact.exists) == ("ambiguous", True), fact
     assert "already_exists_codes" in fact.reason
 
 
 def test_another_409_stays_ambiguous_and_without_the_key_so_does_this_one() -> None:
     desc = load(already_exists_codes=["duplicate"])
     other = {"error": {"code": 409, "errors": [{"reason": "jobInternalError"}]}}
-    assert parse_create(desc, answer(409, other), TOKEN).kind == "ambiguous"
-    assert parse_create(load(), answer(409, DUPLICATE), TOKEN).kind == "ambiguous"
+    assert not parse_create(desc, answer(409, other), TOKEN).exists
+    assert not parse_create(load(), answer(409, DUPLICATE), TOKEN).exists
 
 
 def test_the_key_is_refused_where_the_job_id_is_not_ours() -> None:
     with pytest.raises(ConfigError, match="already_exists_codes: only with idempotency"):
         load(idempotency="none", already_exists_codes=["duplicate"], set_body={})
+    with pytest.raises(ConfigError, match="already_exists_codes: needs a \\[lookup\\]"):
+        load(lookup=False, already_exists_codes=["duplicate"])
