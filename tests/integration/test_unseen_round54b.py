@@ -1,0 +1,156 @@
+"""Google BigQuery's query jobs, Databricks' one-time runs, Cloudflare Stream's
+copied videos and Snowflake's SQL API statements, described in TOML as a new user
+would (tests/fixtures_providers/unseen/bigquery_jobs.toml, databricks_runs.toml,
+cloudflare_stream.toml, snowflake_sql.toml) and driven through the real reconciler
+(and receiver) against fakes on loopback (tests/fixtures_providers/unseen_round54b.py):
+success with the result collected and validated, failure with its reason, cancel
+(confirmed, or refused as the API documents), a lost create answer, and each API's
+own edge: BigQuery's job id of our choosing (a resend answered 409 "Already
+Exists") and its cancel told by errorResult "stopped", best effort only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from shared.ledger.states import LocalState
+from tests.fixtures_providers.described import ENDS, described
+from tests.fixtures_providers.rig import PresetRig, preset_rig
+from tests.fixtures_providers.unseen_round54b import (
+    BIGQUERY_FAILURE,
+    BIGQUERY_ROWS,
+    BIGQUERY_STOPPED,
+    BIGQUERY_TOKEN,
+    BigQueryFixture,
+)
+
+S = LocalState
+
+
+async def reason(r: Any, op_id: str) -> str:
+    """What the operation's record says went wrong (its last error, or escalation)."""
+    op = await r.op(op_id)
+    if op.last_error:
+        return str(op.last_error.get("message"))
+    esc = await r.escalation(op_id)
+    return str(esc["reason"]) if esc else ""
+
+
+# --- BigQuery ----------------------------------------------------------------------
+
+
+def query(script: str | None = None) -> dict[str, Any]:
+    config: dict[str, Any] = {
+        "query": {
+            "query": "SELECT word, n FROM `my-project.demo.words` ORDER BY n",
+            "useLegacySql": False,
+        }
+    }
+    if script:
+        config["labels"] = {"script": script}
+    return {"configuration": config}
+
+
+@contextlib.asynccontextmanager
+async def bigquery(pool: Any, tmp_path: Path, fx: BigQueryFixture) -> AsyncIterator[PresetRig]:
+    """The description as written, its access token in a file (as a timer keeps it)."""
+    token_file = tmp_path / "bigquery_token"
+    token_file.write_text(BIGQUERY_TOKEN + "\n")
+    table = described("bigquery_jobs")
+    table["auth"] = {**table["auth"], "secret_file": str(token_file)}
+    async with preset_rig(
+        pool, tmp_path, fx.app(), preset=None, name="bigquery_jobs", env={}, overrides=table
+    ) as r:
+        yield r
+
+
+def rows_of(kept: bytes) -> list[list[str]]:
+    """The rows of every page kept, in order: the pages are one JSON array."""
+    pages = json.loads(kept)
+    pages = pages if isinstance(pages, list) else [pages]
+    return [[cell["v"] for cell in row["f"]] for page in pages for row in page["rows"]]
+
+
+async def test_bigquery_a_query_job_is_collected_page_by_page(pool: Any, tmp_path: Path) -> None:
+    """The job id is ours (jobReference.jobId, our token), read in its location;
+    PENDING, RUNNING, DONE; the rows are read a page at a time behind pageToken,
+    all five kept in order."""
+    fx = BigQueryFixture()
+    async with bigquery(pool, tmp_path, fx) as r:
+        op_id = await r.submit(query())
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        op = await r.op(op_id)
+        job = fx.only()
+        assert job["id"] == op.remote_job_id == op.idempotency_token
+        assert {"RUNNING", "DONE"} <= await r.raw_states(op_id)
+        assert set(fx.locations) == {"US"}
+        assert fx.page_reads == [None, "BHZ2", "BHZ4"]
+        assert rows_of(await r.result_bytes(op_id)) == BIGQUERY_ROWS
+        summary = op.result_summary
+        assert summary["items_total"] == len(BIGQUERY_ROWS), summary
+
+
+async def test_bigquery_done_with_an_error_result_is_failed_with_its_message(
+    pool: Any, tmp_path: Path
+) -> None:
+    """DONE is every end: with status.errorResult it is a failure, its reason and
+    message kept (error_means_failed)."""
+    fx = BigQueryFixture()
+    async with bigquery(pool, tmp_path, fx) as r:
+        op_id = await r.submit(query("fail"))
+        assert await r.settle(op_id, ENDS) is S.FAILED, await r.history(op_id)
+        assert await reason(r, op_id) == BIGQUERY_FAILURE
+        assert (await r.op(op_id)).last_error["code"] == "invalidQuery"
+        assert fx.page_reads == []
+
+
+async def test_bigquery_a_cancel_is_confirmed_by_done_stopped(pool: Any, tmp_path: Path) -> None:
+    """The cancel answers the job still RUNNING; the next read is DONE with
+    errorResult.reason "stopped": cancelled (status.cancelled_error_codes), never
+    failed."""
+    fx = BigQueryFixture()
+    async with bigquery(pool, tmp_path, fx) as r:
+        op_id = await r.submit(query("slow"))
+        await r.settle(op_id, {S.OBSERVING})
+        await r.cancel(op_id)
+        assert await r.settle(op_id, ENDS) is S.CANCELLED, await r.history(op_id)
+        assert [c[0] for c in fx.cancels] == [fx.only()["id"]]
+        assert fx.only()["error"]["message"] == BIGQUERY_STOPPED
+        assert "failed" not in await r.history(op_id)
+
+
+async def test_bigquery_a_job_that_completes_despite_the_cancel_is_collected(
+    pool: Any, tmp_path: Path
+) -> None:
+    """Best effort: the cancel is taken and the job completes all the same (DONE,
+    no error). It succeeded, its rows collected; no cancel is claimed."""
+    fx = BigQueryFixture()
+    async with bigquery(pool, tmp_path, fx) as r:
+        op_id = await r.submit(query("race"))
+        await r.settle(op_id, {S.OBSERVING})
+        await r.cancel(op_id)
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert len(fx.cancels) == 1
+        assert "cancelled" not in await r.history(op_id)
+        assert rows_of(await r.result_bytes(op_id)) == BIGQUERY_ROWS
+
+
+async def test_bigquery_a_lost_insert_is_ours_at_the_first_already_exists(
+    pool: Any, tmp_path: Path
+) -> None:
+    """The insert's answer is lost; the same insert (the same jobId) is sent again
+    and answered 409 "Already Exists", reason duplicate: that job is ours, accepted
+    under the id we chose (create.already_exists_codes) and collected, one job run.
+    Before, the 409 was an ambiguous conflict resent for ten minutes, then a human
+    (here: past the create deadline's lookup, after the settle's wait)."""
+    fx = BigQueryFixture(lose_first_create=True)
+    async with bigquery(pool, tmp_path, fx) as r:
+        op_id = await r.submit(query())
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert fx.creates == 1 and fx.duplicates == 1
+        assert (await r.op(op_id)).remote_job_id == fx.only()["id"]
+        assert rows_of(await r.result_bytes(op_id)) == BIGQUERY_ROWS
