@@ -616,7 +616,7 @@ def _refused_cause(fact: StatusFact, reads: int) -> str:
 
 def _stateless_cause(step: Step, fact: StatusFact, reads: int) -> str:
     status = step.adapter.desc.status
-    where = status.state.text if status.state is not None else "status.done"
+    where = " or ".join(p.text for p in status.state_paths) or "status.done"
     if fact.raw_state is not None:
         shown = f"state {fact.raw_state!r}, which status.state_map does not map"
     else:

@@ -1096,7 +1096,10 @@ def _status(table: _Table) -> StatusSpec:
     use_status_url = table.boolean("use_status_url", False)
     if path is None and not use_status_url:
         raise table.error("path", "required (or use_status_url = true)")
-    state = table.path("state", RESPONSE)
+    # a list: the first path holding a state is read (Databricks' result_state,
+    # which a run names once it ended, else its life_cycle_state)
+    states = table.paths("state", RESPONSE)
+    state = states[0] if states else None
     done = table.path("done", RESPONSE)
     state_map = _state_map(table, "state_map")
     if state is not None and done is not None:
@@ -1126,6 +1129,7 @@ def _status(table: _Table) -> StatusSpec:
         path=path,
         use_status_url=use_status_url,
         state=state,
+        state_also=states[1:],
         state_map=state_map,
         done=done,
         error=error,

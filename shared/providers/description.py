@@ -66,7 +66,9 @@ rules in ``shared/providers/paths.py``); *paths* = a path or a list of paths;
                  created", read at that path of any answer without a job id, e.g.
                  "/errors/0/extensions/code" = ["THROTTLED"]; the same back-pressure)
     [status]   method (GET), path (template: {job_id} / {+job_id}), use_status_url,
-               state + [status.state_map] | done (AIP-151),
+               state (a path, or a list: the first holding a state is read, e.g.
+                 Databricks' ["/state/result_state", "/state/life_cycle_state"]) +
+                 [status.state_map] | done (AIP-151),
                cancelled_error_codes (error codes of a failed read that mean the job was
                  cancelled: [1] with done; else none, needs error_code: BigQuery's
                  ["stopped"], Snowflake's 422 ["000604"]),
@@ -591,6 +593,16 @@ class StatusSpec:
     # `COMPLETED` with `error` and `error_type`); off by default, as an error
     # beside a success is a warning at other providers.
     error_means_failed: bool = False
+    # `state` written as a list: the paths after the first, tried in order when
+    # the ones before hold no state (absent, null or empty). Databricks names a
+    # run's result_state only once it ended: ["/state/result_state",
+    # "/state/life_cycle_state"].
+    state_also: tuple[ValuePath, ...] = ()
+
+    @property
+    def state_paths(self) -> tuple[ValuePath, ...]:
+        """Every path a state is read at, in the order tried."""
+        return (self.state, *self.state_also) if self.state is not None else ()
 
     def answers(self, status_code: int) -> bool:
         """Whether a status read with this code says where the job is (a 2xx, or a

@@ -575,7 +575,12 @@ def _state_of(
     spec: StatusSpec, body: Any, headers: Mapping[str, str]
 ) -> tuple[RemoteState | None, str | None]:
     if spec.state is not None:
-        return map_state(spec.state_map, extract(spec.state, body, headers))
+        found = None
+        for path in spec.state_paths:
+            found = extract(path, body, headers)
+            if found is not None and found != "":
+                break
+        return map_state(spec.state_map, found)
     if spec.done is None:
         return None, None
     done = extract(spec.done, body, headers)
