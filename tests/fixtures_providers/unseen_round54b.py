@@ -27,11 +27,33 @@ open, the assumption is stated here.
   "pageToken" (absent on the last page), "jobComplete": true,
   "totalBytesProcessed", "cacheHit"}. Errors: {"error": {"code", "message",
   "errors": [{"reason"}], "status"}}.
+- Databricks Jobs API 2.1 (bearer, a PAT "dapi..."): `POST
+  /api/2.1/jobs/runs/submit` {"run_name", "tasks": [{"task_key",
+  "notebook_task": {"notebook_path", "base_parameters"}, "existing_cluster_id"}],
+  "idempotency_token" (at most 64 characters), "timeout_seconds"} answers 200
+  {"run_id"} (an int64); a submit repeating a token answers the run it launched.
+  `GET /api/2.1/jobs/runs/get?run_id=` {"job_id", "run_id", "state":
+  {"life_cycle_state" QUEUED | PENDING | RUNNING | TERMINATING | TERMINATED |
+  SKIPPED | INTERNAL_ERROR, "result_state" (only once the run ended) SUCCESS |
+  FAILED | TIMEDOUT | CANCELED | ..., "state_message",
+  "user_cancelled_or_timedout"}, "tasks": [{"run_id" (the task run's own),
+  "task_key", "state", ...}], "run_name", "run_type": "SUBMIT_RUN",
+  "run_page_url", ...}. `POST /api/2.1/jobs/runs/cancel` {"run_id"} answers {} at
+  once, the run TERMINATING, then TERMINATED with result_state CANCELED ("Run
+  cancelled."); an ended run's cancel answers {} as well and changes nothing
+  (assumed: the docs say only that the cancel is asynchronous). `GET
+  /api/2.1/jobs/runs/get-output?run_id=` a task run's {"metadata": the task run,
+  "notebook_output": {"result", "truncated"}}; asked of the submitted (multi-task)
+  run itself, 400 INVALID_PARAMETER_VALUE "Retrieving the output of runs with
+  multiple tasks is not supported...". Errors {"error_code", "message"}. An int64
+  in a request is read as a JSON number or its decimal string (assumed, as
+  proto3's JSON mapping reads int64, which the API's definitions are).
 
-Scripts (a create's `configuration.labels.script`, BigQuery's own labels): "fail"
-(DONE with invalidQuery), "slow" (runs until the test ends it), "race" (a cancel
-is taken, and the job completes all the same); anything else completes after a
-few reads.
+Scripts: BigQuery's in the create's `configuration.labels.script` (BigQuery's own
+labels), Databricks' in the first task's `notebook_task.base_parameters.script`:
+"fail" (DONE with invalidQuery; FAILED), "timeout" (Databricks' TIMEDOUT), "slow"
+(runs until the test ends it), "race" (BigQuery: a cancel is taken, and the job
+completes all the same); anything else completes after a few reads.
 """
 
 from __future__ import annotations
@@ -236,3 +258,193 @@ class BigQueryFixture(_Jobs):
         if end < len(BIGQUERY_ROWS):
             page["pageToken"] = f"BHZ{end}"
         return Response(json.dumps(page), media_type="application/json; charset=UTF-8")
+
+
+# --- Databricks --------------------------------------------------------------------
+
+DATABRICKS_TOKEN = "dapi0123456789abcdef0123456789abcdef"
+DATABRICKS_FAILURE = (
+    "Task ingest failed with message: Workload failed, see run output for details."
+    " This caused all downstream tasks to get skipped."
+)
+DATABRICKS_TIMEOUT = "Run timed out after 3600 seconds"
+DATABRICKS_MULTI_TASK = (
+    "Retrieving the output of runs with multiple tasks is not supported."
+    " Please retrieve the output of each individual task run instead."
+)
+
+
+def databricks_output(task_key: str) -> str:
+    """What a task's notebook handed to dbutils.notebook.exit()."""
+    return json.dumps({"task": task_key, "rows_written": 1200})
+
+
+class DatabricksFixture(_Jobs):
+    """`tokens`: the idempotency_token of each submit; `output_reads`: the run id of
+    each get-output read; `cancel_bodies`: each cancel's JSON body."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__("", **kwargs)
+        self.tokens: list[str | None] = []
+        self.output_reads: list[str] = []
+        self.cancel_bodies: list[Any] = []
+        self.by_token: dict[str, str] = {}
+        self.task_runs: dict[str, tuple[str, str]] = {}  # task run id: (run id, task key)
+
+    def new_id(self) -> str:
+        return str(455644800 + len(self.jobs) + 1)
+
+    def app(self) -> Starlette:
+        return Starlette(
+            routes=[
+                Route("/api/2.1/jobs/runs/submit", self.submit, methods=["POST"]),
+                Route("/api/2.1/jobs/runs/get", self.get, methods=["GET"]),
+                Route("/api/2.1/jobs/runs/cancel", self.cancel, methods=["POST"]),
+                Route("/api/2.1/jobs/runs/get-output", self.output, methods=["GET"]),
+            ]
+        )
+
+    @staticmethod
+    def _error(code: str, message: str, status: int) -> Response:
+        return json_response({"error_code": code, "message": message}, status)
+
+    def _refused(self, request: Request) -> Response | None:
+        if request.headers.get("authorization") != f"Bearer {DATABRICKS_TOKEN}":
+            return self._error("PERMISSION_DENIED", "Invalid access token.", 403)
+        return None
+
+    @staticmethod
+    def _run_id(value: Any) -> str | None:
+        """An int64 run id, as a JSON number or (proto3's JSON mapping) its decimal
+        string; anything else is no run id."""
+        if isinstance(value, bool):
+            return None
+        if isinstance(value, int) or (isinstance(value, str) and value.isdigit()):
+            return str(value)
+        return None
+
+    def run(self, job: dict[str, Any]) -> dict[str, Any]:
+        life, result = job["state"], job.get("result")
+        state: dict[str, Any] = {
+            "life_cycle_state": life,
+            "state_message": job.get("message", ""),
+            "user_cancelled_or_timedout": result in ("CANCELED", "TIMEDOUT"),
+        }
+        if result is not None:
+            state["result_state"] = result
+        tasks = [
+            {
+                "run_id": int(tid),
+                "task_key": key,
+                "state": {k: v for k, v in state.items() if k != "user_cancelled_or_timedout"},
+                "notebook_task": {"notebook_path": f"/Repos/etl/{key}", "source": "WORKSPACE"},
+                "existing_cluster_id": "0923-164208-meows279",
+                "attempt_number": 0,
+            }
+            for tid, key in job["tasks"]
+        ]
+        return {
+            "job_id": 684372 + int(job["id"]) % 1000,
+            "run_id": int(job["id"]),
+            "creator_user_name": "jobwarden@example.com",
+            "number_in_job": int(job["id"]),
+            "original_attempt_run_id": int(job["id"]),
+            "state": state,
+            "tasks": tasks,
+            "run_name": job["name"],
+            "run_type": "SUBMIT_RUN",
+            "run_page_url": f"https://dbc-a1b2345c-d6e7.cloud.databricks.com/#job/0/run/{job['id']}",
+            "start_time": 1765000000000,
+            "format": "MULTI_TASK",
+        }
+
+    async def submit(self, request: Request) -> Response:
+        if (refused := self._refused(request)) is not None:
+            return refused
+        body = await read_json(request)
+        tasks = body.get("tasks") if isinstance(body, dict) else None
+        if not isinstance(tasks, list) or not tasks:
+            return self._error("INVALID_PARAMETER_VALUE", "At least one task is required.", 400)
+        token = body.get("idempotency_token")
+        self.tokens.append(token)
+        if isinstance(token, str) and len(token) > 64:
+            return self._error(
+                "INVALID_PARAMETER_VALUE", "idempotency_token must be at most 64 characters", 400
+            )
+        if token in self.by_token:
+            return json_response({"run_id": int(self.by_token[token])})
+        rid = self.new_id()
+        params = (tasks[0].get("notebook_task") or {}).get("base_parameters") or {}
+        keys = [str(t.get("task_key")) for t in tasks]
+        task_ids = [(str(int(rid) * 10 + n), key) for n, key in enumerate(keys, start=1)]
+        for tid, key in task_ids:
+            self.task_runs[tid] = (rid, key)
+        self.jobs[rid] = {
+            "id": rid,
+            "name": body.get("run_name", "Untitled"),
+            "tasks": task_ids,
+            "state": "PENDING",
+            "reads": 0,
+            "script": params.get("script"),
+        }
+        if isinstance(token, str):
+            self.by_token[token] = rid
+        await _created(self)
+        return json_response({"run_id": int(rid)})
+
+    async def get(self, request: Request) -> Response:
+        if (refused := self._refused(request)) is not None:
+            return refused
+        rid = self._run_id(request.query_params.get("run_id"))
+        job = self.jobs.get(rid or "")
+        if job is None:
+            return self._error("RESOURCE_DOES_NOT_EXIST", f"Run {rid} does not exist.", 404)
+        self.reads += 1
+        if job["state"] == "TERMINATING" and job.pop("terminating", False):
+            job["state"], job["result"], job["message"] = "TERMINATED", "CANCELED", "Run cancelled."
+        elif job["state"] == "TERMINATING":
+            job["terminating"] = True  # one read of it: the cluster stops its work
+        elif job["state"] == "RUNNING" and job["script"] != "slow":
+            job["state"] = "TERMINATED"
+            job["result"], job["message"] = {
+                "fail": ("FAILED", DATABRICKS_FAILURE),
+                "timeout": ("TIMEDOUT", DATABRICKS_TIMEOUT),
+            }.get(job["script"] or "", ("SUCCESS", ""))
+        elif job["state"] == "PENDING":
+            job["state"], job["message"] = "RUNNING", "In run"
+        return json_response(self.run(job))
+
+    async def cancel(self, request: Request) -> Response:
+        if (refused := self._refused(request)) is not None:
+            return refused
+        body = await read_json(request)
+        self.cancel_bodies.append(body)
+        rid = self._run_id(body.get("run_id") if isinstance(body, dict) else None)
+        if rid is None:
+            return self._error("INVALID_PARAMETER_VALUE", "Missing required field: run_id", 400)
+        job = self.jobs.get(rid)
+        if job is None:
+            return self._error("RESOURCE_DOES_NOT_EXIST", f"Run {rid} does not exist.", 404)
+        self.cancels.append((rid, job["state"]))
+        if job["state"] in ("PENDING", "QUEUED", "RUNNING"):
+            job["state"], job["message"] = "TERMINATING", "Run cancellation requested."
+        return json_response({})  # an ended run: nothing to do, answered the same
+
+    async def output(self, request: Request) -> Response:
+        if (refused := self._refused(request)) is not None:
+            return refused
+        rid = self._run_id(request.query_params.get("run_id")) or ""
+        self.output_reads.append(rid)
+        if rid in self.jobs:
+            return self._error("INVALID_PARAMETER_VALUE", DATABRICKS_MULTI_TASK, 400)
+        if rid not in self.task_runs:
+            return self._error("RESOURCE_DOES_NOT_EXIST", f"Run {rid} does not exist.", 404)
+        parent, key = self.task_runs[rid]
+        run = self.run(self.jobs[parent])
+        (task,) = [t for t in run["tasks"] if t["task_key"] == key]
+        return json_response(
+            {
+                "metadata": task | {"job_id": run["job_id"], "run_type": "SUBMIT_RUN"},
+                "notebook_output": {"result": databricks_output(key), "truncated": False},
+            }
+        )

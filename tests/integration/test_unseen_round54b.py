@@ -6,7 +6,9 @@ cloudflare_stream.toml, snowflake_sql.toml) and driven through the real reconcil
 success with the result collected and validated, failure with its reason, cancel
 (confirmed, or refused as the API documents), a lost create answer, and each API's
 own edge: BigQuery's job id of our choosing (a resend answered 409 "Already
-Exists") and its cancel told by errorResult "stopped", best effort only.
+Exists") and its cancel told by errorResult "stopped", best effort only;
+Databricks' state told by two fields (result_state only once the run ended), its
+output read per task run, its cancel asynchronous (TERMINATING first).
 """
 
 from __future__ import annotations
@@ -25,7 +27,12 @@ from tests.fixtures_providers.unseen_round54b import (
     BIGQUERY_ROWS,
     BIGQUERY_STOPPED,
     BIGQUERY_TOKEN,
+    DATABRICKS_FAILURE,
+    DATABRICKS_TIMEOUT,
+    DATABRICKS_TOKEN,
     BigQueryFixture,
+    DatabricksFixture,
+    databricks_output,
 )
 
 S = LocalState
@@ -154,3 +161,127 @@ async def test_bigquery_a_lost_insert_is_ours_at_the_first_already_exists(
         assert fx.creates == 1 and fx.duplicates == 1
         assert (await r.op(op_id)).remote_job_id == fx.only()["id"]
         assert rows_of(await r.result_bytes(op_id)) == BIGQUERY_ROWS
+
+
+# --- Databricks --------------------------------------------------------------------
+
+DATABRICKS_ENV = {"DATABRICKS_TOKEN": DATABRICKS_TOKEN}
+
+
+def run_submit(script: str | None = None, tasks: tuple[str, ...] = ("ingest",)) -> dict[str, Any]:
+    params = {"date": "2026-12-06"} | ({"script": script} if script else {})
+    return {
+        "run_name": "nightly ingest",
+        "tasks": [
+            {
+                "task_key": key,
+                "notebook_task": {"notebook_path": f"/Repos/etl/{key}", "base_parameters": params},
+                "existing_cluster_id": "0923-164208-meows279",
+            }
+            for key in tasks
+        ],
+        "timeout_seconds": 3600,
+    }
+
+
+def databricks(pool: Any, tmp_path: Path, fx: DatabricksFixture) -> Any:
+    return preset_rig(
+        pool,
+        tmp_path,
+        fx.app(),
+        preset=None,
+        name="databricks_runs",
+        env=DATABRICKS_ENV,
+        overrides=described("databricks_runs"),
+    )
+
+
+async def test_databricks_each_task_runs_output_is_collected(pool: Any, tmp_path: Path) -> None:
+    """A run of two tasks: the token rides in idempotency_token; RUNNING, and
+    then TERMINATED, read at its result_state SUCCESS. runs/get-output is asked of
+    each task run (never of the submitted run, which refuses a multi-task run) and
+    the two outputs kept as one array."""
+    fx = DatabricksFixture()
+    async with databricks(pool, tmp_path, fx) as r:
+        op_id = await r.submit(run_submit(tasks=("ingest", "publish")))
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        op = await r.op(op_id)
+        assert fx.tokens == [op.idempotency_token]
+        assert {"RUNNING", "SUCCESS"} <= await r.raw_states(op_id)
+        job = fx.only()
+        assert fx.output_reads == [tid for tid, _ in job["tasks"]]
+        outputs = json.loads(await r.result_bytes(op_id))
+        assert [o["notebook_output"]["result"] for o in outputs] == [
+            databricks_output("ingest"),
+            databricks_output("publish"),
+        ]
+
+
+async def test_databricks_a_failed_run_is_failed_with_its_state_message(
+    pool: Any, tmp_path: Path
+) -> None:
+    fx = DatabricksFixture()
+    async with databricks(pool, tmp_path, fx) as r:
+        op_id = await r.submit(run_submit("fail"))
+        assert await r.settle(op_id, ENDS) is S.FAILED, await r.history(op_id)
+        assert await reason(r, op_id) == DATABRICKS_FAILURE
+        assert "FAILED" in await r.raw_states(op_id)
+        assert fx.output_reads == []
+
+
+async def test_databricks_a_timed_out_run_is_failed_saying_so(pool: Any, tmp_path: Path) -> None:
+    fx = DatabricksFixture()
+    async with databricks(pool, tmp_path, fx) as r:
+        op_id = await r.submit(run_submit("timeout"))
+        assert await r.settle(op_id, ENDS) is S.FAILED, await r.history(op_id)
+        assert await reason(r, op_id) == DATABRICKS_TIMEOUT
+        assert "TIMEDOUT" in await r.raw_states(op_id)
+
+
+async def test_databricks_a_cancel_is_confirmed_once_the_run_terminates(
+    pool: Any, tmp_path: Path
+) -> None:
+    """runs/cancel answers {} while the run is TERMINATING (no result_state yet:
+    still running); the next read is TERMINATED, CANCELED: cancelled."""
+    fx = DatabricksFixture()
+    async with databricks(pool, tmp_path, fx) as r:
+        op_id = await r.submit(run_submit("slow"))
+        await r.settle(op_id, {S.OBSERVING})
+        await r.cancel(op_id)
+        assert await r.settle(op_id, ENDS) is S.CANCELLED, await r.history(op_id)
+        rid = fx.only()["id"]
+        assert fx.cancels == [(rid, "RUNNING")]
+        assert [str(b["run_id"]) for b in fx.cancel_bodies] == [rid]
+        assert {"TERMINATING", "CANCELED"} <= await r.raw_states(op_id)
+
+
+async def test_databricks_a_cancel_after_the_run_ended_leaves_its_success(
+    pool: Any, tmp_path: Path
+) -> None:
+    """The run succeeded before our cancel arrived: the cancel answers {} and
+    changes nothing; the run reads SUCCESS, its output collected, no cancel
+    claimed."""
+    fx = DatabricksFixture()
+    async with databricks(pool, tmp_path, fx) as r:
+        op_id = await r.submit(run_submit("slow"))
+        await r.settle(op_id, {S.OBSERVING})
+        job = fx.only()
+        job["state"], job["result"], job["message"] = "TERMINATED", "SUCCESS", ""
+        await r.cancel(op_id)
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert "cancelled" not in await r.history(op_id)
+        (output,) = [json.loads(await r.result_bytes(op_id))]
+        assert output["notebook_output"]["result"] == databricks_output("ingest")
+
+
+async def test_databricks_a_lost_submit_is_sent_again_with_its_token_and_runs_once(
+    pool: Any, tmp_path: Path
+) -> None:
+    """The submit's answer is lost; the same submit (the same idempotency_token)
+    is answered with the run the first launched: one run, collected."""
+    fx = DatabricksFixture(lose_first_create=True)
+    async with databricks(pool, tmp_path, fx) as r:
+        op_id = await r.submit(run_submit())
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert fx.creates == 1 and len(fx.tokens) == 2 and len(set(fx.tokens)) == 1
+        assert (await r.op(op_id)).remote_job_id == fx.only()["id"]
