@@ -48,19 +48,38 @@ open, the assumption is stated here.
   multiple tasks is not supported...". Errors {"error_code", "message"}. An int64
   in a request is read as a JSON number or its decimal string (assumed, as
   proto3's JSON mapping reads int64, which the API's definitions are).
+- Cloudflare Stream (bearer, an API token): `POST
+  /client/v4/accounts/{acct}/stream/copy` {"url", "meta", "creator" (at most 64
+  characters), "requireSignedURLs", ...} answers 200 {"result": the video,
+  "success": true, "errors": [], "messages": []}; the video {"uid", "creator",
+  "readyToStream", "status": {"state" pendingupload | downloading | queued |
+  inprogress | ready | error, "pctComplete" (a string), "errorReasonCode"
+  (ERR_NON_VIDEO, ERR_DURATION_EXCEED_CONSTRAINT, ...), "errorReasonText"},
+  "meta", "playback": {"hls", "dash"}, "duration", "input", "size", ...}. `GET
+  .../stream/{uid}` the same envelope; `GET .../stream?creator=` {"result":
+  [videos], "total", "range"}; `DELETE .../stream/{uid}` 200, the video gone
+  whatever its state (then 404). Errors {"success": false, "errors": [{"code",
+  "message"}]} (10003 "Not Found"). Webhooks (`PUT .../stream/webhook`
+  {"notificationUrl"} answers the `secret`) post the video as the API shows it,
+  `Webhook-Signature: time=<unix>,sig1=<hex HMAC-SHA256 of "<time>.<body>">`.
 
 Scripts: BigQuery's in the create's `configuration.labels.script` (BigQuery's own
-labels), Databricks' in the first task's `notebook_task.base_parameters.script`:
-"fail" (DONE with invalidQuery; FAILED), "timeout" (Databricks' TIMEDOUT), "slow"
-(runs until the test ends it), "race" (BigQuery: a cancel is taken, and the job
-completes all the same); anything else completes after a few reads.
+labels), Databricks' in the first task's `notebook_task.base_parameters.script`,
+Cloudflare's in `meta.script`: "fail" (DONE with invalidQuery; FAILED; error
+ERR_NON_VIDEO), "timeout" (Databricks' TIMEDOUT), "slow" (runs until the test ends
+it), "race" (BigQuery: a cancel is taken, and the job completes all the same);
+anything else completes after a few reads.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
+import time
 from typing import Any
 
+import httpx
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
@@ -448,3 +467,171 @@ class DatabricksFixture(_Jobs):
                 "notebook_output": {"result": databricks_output(key), "truncated": False},
             }
         )
+
+
+# --- Cloudflare Stream -------------------------------------------------------------
+
+CLOUDFLARE_TOKEN = "cf-stream-edit-token-0123456789"
+CLOUDFLARE_ACCOUNT = "023e105f4ecef8ad9ca31a8372d0c353"
+CLOUDFLARE_WEBHOOK_SECRET = "85011ed3a913c6ad5f9cf6c5573cc0a7"
+CLOUDFLARE_FAILURE = ("ERR_NON_VIDEO", "The file was not recognized as a valid video file.")
+CLOUDFLARE_STEPS = ["downloading", "queued", "inprogress"]
+
+
+class CloudflareStreamFixture(_Jobs):
+    """`copies`: each copy's body; `list_reads`: the `creator` of each list read;
+    `deleted`: the videos a DELETE removed."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__("ea95132c15732412d22c1476fa83f", **kwargs)
+        self.copies: list[dict[str, Any]] = []
+        self.list_reads: list[str | None] = []
+        self.deleted: list[str] = []
+
+    def app(self) -> Starlette:
+        base = f"/client/v4/accounts/{CLOUDFLARE_ACCOUNT}/stream"
+        return Starlette(
+            routes=[
+                Route(f"{base}/copy", self.copy, methods=["POST"]),
+                Route(base, self.list, methods=["GET"]),
+                Route(f"{base}/{{uid}}", self.get, methods=["GET"]),
+                Route(f"{base}/{{uid}}", self.delete, methods=["DELETE"]),
+            ]
+        )
+
+    @staticmethod
+    def envelope(result: Any, status: int = 200, **extra: Any) -> Response:
+        return json_response(
+            {"result": result, "success": True, "errors": [], "messages": [], **extra}, status
+        )
+
+    @staticmethod
+    def _error(code: int, message: str, status: int) -> Response:
+        body = {
+            "result": None,
+            "success": False,
+            "errors": [{"code": code, "message": message}],
+            "messages": [],
+        }
+        return json_response(body, status)
+
+    def _refused(self, request: Request) -> Response | None:
+        if request.headers.get("authorization") != f"Bearer {CLOUDFLARE_TOKEN}":
+            return self._error(10000, "Authentication error", 403)
+        return None
+
+    def video(self, job: dict[str, Any]) -> dict[str, Any]:
+        state = job["state"]
+        ready = state == "ready"
+        code, text = CLOUDFLARE_FAILURE if state == "error" else ("", "")
+        percent = {"downloading": 0.0, "queued": 0.0, "inprogress": 42.5}.get(state, 100.0)
+        uid = job["id"]
+        playback = f"https://customer-f33zs165nr7gyfy4.cloudflarestream.com/{uid}"
+        return {
+            "uid": uid,
+            "creator": job["creator"],
+            "thumbnail": f"{playback}/thumbnails/thumbnail.jpg",
+            "thumbnailTimestampPct": 0,
+            "readyToStream": ready,
+            "readyToStreamAt": "2026-12-06T05:01:00Z" if ready else None,
+            "status": {
+                "state": state,
+                "pctComplete": f"{percent:.6f}",
+                "errorReasonCode": code,
+                "errorReasonText": text,
+            },
+            "meta": job["meta"],
+            "created": "2026-12-06T05:00:00Z",
+            "modified": "2026-12-06T05:01:00Z",
+            "size": 4190963 if ready else 0,
+            "preview": f"https://customer-f33zs165nr7gyfy4.cloudflarestream.com/{uid}/watch",
+            "allowedOrigins": [],
+            "requireSignedURLs": False,
+            "uploaded": "2026-12-06T05:00:00Z",
+            "uploadExpiry": None,
+            "maxSizeBytes": None,
+            "maxDurationSeconds": None,
+            "duration": 26.8 if ready else -1,
+            "input": {"width": 1920, "height": 1080} if ready else {"width": -1, "height": -1},
+            "playback": {
+                "hls": f"{playback}/manifest/video.m3u8",
+                "dash": f"{playback}/manifest/video.mpd",
+            },
+            "watermark": None,
+        }
+
+    async def copy(self, request: Request) -> Response:
+        if (refused := self._refused(request)) is not None:
+            return refused
+        body = await read_json(request)
+        if not isinstance(body, dict) or not isinstance(body.get("url"), str):
+            return self._error(10005, "url is required", 400)
+        self.copies.append(body)
+        creator = body.get("creator")
+        if isinstance(creator, str) and len(creator) > 64:
+            return self._error(10005, "creator must be at most 64 characters", 400)
+        uid = self.new_id()
+        meta = body.get("meta") or {}
+        self.jobs[uid] = {
+            "id": uid,
+            "creator": creator,
+            "meta": meta,
+            "state": "downloading",
+            "reads": 0,
+            "script": meta.get("script"),
+        }
+        await _created(self)
+        return self.envelope(self.video(self.jobs[uid]))
+
+    def _find(self, request: Request) -> dict[str, Any] | None:
+        uid = request.path_params["uid"]
+        return None if uid in self.deleted else self.jobs.get(uid)
+
+    async def get(self, request: Request) -> Response:
+        if (refused := self._refused(request)) is not None:
+            return refused
+        job = self._find(request)
+        if job is None:
+            return self._error(10003, "Not Found", 404)
+        self.reads += 1
+        _advance(job, CLOUDFLARE_STEPS, "error" if job["script"] == "fail" else "ready")
+        return self.envelope(self.video(job))
+
+    async def list(self, request: Request) -> Response:
+        if (refused := self._refused(request)) is not None:
+            return refused
+        creator = request.query_params.get("creator")
+        self.list_reads.append(creator)
+        videos = [
+            self.video(j)
+            for j in self.jobs.values()
+            if j["id"] not in self.deleted and (creator is None or j["creator"] == creator)
+        ]
+        return self.envelope(videos, total=str(len(videos)), range="1000")
+
+    async def delete(self, request: Request) -> Response:
+        if (refused := self._refused(request)) is not None:
+            return refused
+        job = self._find(request)
+        if job is None:
+            return self._error(10003, "Not Found", 404)
+        self.cancels.append((job["id"], job["state"]))
+        self.deleted.append(job["id"])
+        return Response(status_code=200)
+
+    def finish(self, uid: str, state: str = "ready") -> None:
+        self.jobs[uid]["state"] = state
+
+    async def deliver(
+        self, url: str, uid: str, *, secret: str = CLOUDFLARE_WEBHOOK_SECRET, at: int | None = None
+    ) -> int:
+        """Stream's webhook for video `uid` as it stands, signed as Stream signs it."""
+        body = json.dumps(self.video(self.jobs[uid])).encode()
+        stamp = str(at if at is not None else int(time.time()))
+        mac = hmac.new(secret.encode(), stamp.encode() + b"." + body, hashlib.sha256)
+        headers = {
+            "content-type": "application/json",
+            "webhook-signature": f"time={stamp},sig1={mac.hexdigest()}",
+        }
+        async with httpx.AsyncClient() as client:
+            return (await client.post(url, content=body, headers=headers)).status_code

@@ -8,13 +8,16 @@ success with the result collected and validated, failure with its reason, cancel
 own edge: BigQuery's job id of our choosing (a resend answered 409 "Already
 Exists") and its cancel told by errorResult "stopped", best effort only;
 Databricks' state told by two fields (result_state only once the run ended), its
-output read per task run, its cancel asynchronous (TERMINATING first).
+output read per task run, its cancel asynchronous (TERMINATING first); Cloudflare
+Stream's lost copy found by its creator, its DELETE (a ready video never deleted)
+and its `Webhook-Signature: time=,sig1=` deliveries.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -27,10 +30,14 @@ from tests.fixtures_providers.unseen_round54b import (
     BIGQUERY_ROWS,
     BIGQUERY_STOPPED,
     BIGQUERY_TOKEN,
+    CLOUDFLARE_FAILURE,
+    CLOUDFLARE_TOKEN,
+    CLOUDFLARE_WEBHOOK_SECRET,
     DATABRICKS_FAILURE,
     DATABRICKS_TIMEOUT,
     DATABRICKS_TOKEN,
     BigQueryFixture,
+    CloudflareStreamFixture,
     DatabricksFixture,
     databricks_output,
 )
@@ -285,3 +292,124 @@ async def test_databricks_a_lost_submit_is_sent_again_with_its_token_and_runs_on
         assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
         assert fx.creates == 1 and len(fx.tokens) == 2 and len(set(fx.tokens)) == 1
         assert (await r.op(op_id)).remote_job_id == fx.only()["id"]
+
+
+# --- Cloudflare Stream -------------------------------------------------------------
+
+CLOUDFLARE_ENV = {
+    "CLOUDFLARE_API_TOKEN": CLOUDFLARE_TOKEN,
+    "CLOUDFLARE_STREAM_WEBHOOK_SECRET": CLOUDFLARE_WEBHOOK_SECRET,
+}
+
+
+def copy(script: str | None = None) -> dict[str, Any]:
+    meta = {"name": "launch-teaser.mp4"} | ({"script": script} if script else {})
+    return {"url": "https://media.example.com/launch-teaser.mp4", "meta": meta}
+
+
+def cloudflare(
+    pool: Any, tmp_path: Path, fx: CloudflareStreamFixture, *, with_receiver: bool = False
+) -> Any:
+    table = described("cloudflare_stream")
+    if not with_receiver:
+        table.pop("webhooks")
+    return preset_rig(
+        pool,
+        tmp_path,
+        fx.app(),
+        preset=None,
+        name="cloudflare_stream",
+        env=CLOUDFLARE_ENV,
+        overrides=table,
+        with_receiver=with_receiver,
+    )
+
+
+async def test_cloudflare_a_copied_video_ready_to_stream_is_kept(pool: Any, tmp_path: Path) -> None:
+    """The copy carries our operation id as `creator`; downloading, queued,
+    inprogress, ready; the ready video (uid, playback, duration) is the result."""
+    fx = CloudflareStreamFixture()
+    async with cloudflare(pool, tmp_path, fx) as r:
+        op_id = await r.submit(copy())
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert fx.copies[0]["creator"] == op_id
+        assert {"queued", "inprogress", "ready"} <= await r.raw_states(op_id)
+        video = json.loads(await r.result_bytes(op_id))
+        assert video["uid"] == fx.only()["id"] and video["readyToStream"] is True
+        assert video["playback"]["hls"].endswith("/manifest/video.m3u8")
+
+
+async def test_cloudflare_a_video_in_error_is_failed_with_its_reason(
+    pool: Any, tmp_path: Path
+) -> None:
+    fx = CloudflareStreamFixture()
+    async with cloudflare(pool, tmp_path, fx) as r:
+        op_id = await r.submit(copy("fail"))
+        assert await r.settle(op_id, ENDS) is S.FAILED, await r.history(op_id)
+        code, text = CLOUDFLARE_FAILURE
+        assert await reason(r, op_id) == text
+        assert (await r.op(op_id)).last_error["code"] == code
+
+
+async def test_cloudflare_a_cancel_deletes_the_video_and_its_404_confirms_it(
+    pool: Any, tmp_path: Path
+) -> None:
+    """DELETE while the video is still processing; it then reads 404 (10003 Not
+    Found): with deletes_job, that is the video cancelled by us."""
+    fx = CloudflareStreamFixture()
+    async with cloudflare(pool, tmp_path, fx) as r:
+        op_id = await r.submit(copy("slow"))
+        await r.settle(op_id, {S.OBSERVING})
+        await r.cancel(op_id)
+        assert await r.settle(op_id, ENDS) is S.CANCELLED, await r.history(op_id)
+        assert fx.cancels == [(fx.only()["id"], "inprogress")]
+
+
+async def test_cloudflare_a_cancel_never_deletes_a_ready_video(pool: Any, tmp_path: Path) -> None:
+    """The video became ready before our DELETE would go: read first, nothing
+    deleted, the video kept as the result."""
+    fx = CloudflareStreamFixture()
+    async with cloudflare(pool, tmp_path, fx) as r:
+        op_id = await r.submit(copy("slow"))
+        await r.settle(op_id, {S.OBSERVING})
+        fx.finish(fx.only()["id"])
+        await r.cancel(op_id)
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert fx.cancels == [] and fx.deleted == []
+        assert json.loads(await r.result_bytes(op_id))["readyToStream"] is True
+
+
+async def test_cloudflare_a_lost_copy_is_found_by_its_creator(pool: Any, tmp_path: Path) -> None:
+    """No idempotency: the copy whose answer was lost is never sent again; the
+    video list filtered by creator (our operation id) names it, and it is adopted."""
+    fx = CloudflareStreamFixture(lose_first_create=True)
+    async with cloudflare(pool, tmp_path, fx) as r:
+        op_id = await r.submit(copy())
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert fx.creates == 1 and op_id in fx.list_reads
+        assert (await r.op(op_id)).remote_job_id == fx.only()["id"]
+
+
+async def test_cloudflare_a_signed_webhook_wakes_the_video_and_forgeries_are_refused(
+    pool: Any, tmp_path: Path
+) -> None:
+    """`Webhook-Signature: time=…,sig1=…` over "time.body": a delivery signed so is
+    stored, matched by the video's creator (our operation id), and wakes the read
+    long before the backstop; one under another secret, or five minutes stale (a
+    replay), is refused and stores nothing."""
+    fx = CloudflareStreamFixture()
+    async with cloudflare(pool, tmp_path, fx, with_receiver=True) as r:
+        op_id = await r.submit(copy("slow"))
+        await r.settle(op_id, {S.OBSERVING, S.ACCEPTED})
+        uid = fx.only()["id"]
+        fx.finish(uid)
+        assert await fx.deliver(r.hook_url, uid, secret="another-secret") == 401
+        assert await fx.deliver(r.hook_url, uid, at=int(time.time()) - 600) == 401
+        assert await r.pool.fetchval("SELECT count(*) FROM webhook_events") == 0
+        assert await fx.deliver(r.hook_url, uid) == 200
+        assert await r.settle(op_id, ENDS, timeout=8) is S.SUCCEEDED, await r.history(op_id)
+        events = await r.pool.fetch(
+            "SELECT operation_id, remote_job_id, remote_state_raw FROM webhook_events"
+            " WHERE provider = 'cloudflare_stream'"
+        )
+        assert [tuple(e) for e in events] == [(op_id, uid, "ready")]
