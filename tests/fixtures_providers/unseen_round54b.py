@@ -62,13 +62,32 @@ open, the assumption is stated here.
   "message"}]} (10003 "Not Found"). Webhooks (`PUT .../stream/webhook`
   {"notificationUrl"} answers the `secret`) post the video as the API shows it,
   `Webhook-Signature: time=<unix>,sig1=<hex HMAC-SHA256 of "<time>.<body>">`.
+- Snowflake SQL API v2 (`Authorization: Bearer <key-pair JWT>` with
+  `X-Snowflake-Authorization-Token-Type: KEYPAIR_JWT`): `POST
+  /api/v2/statements?requestId=<uuid>&async=true` {"statement", "timeout",
+  "database", "schema", "warehouse", "role", "parameters"} answers 202 {"code":
+  "333334", "message": "Asynchronous execution in progress...",
+  "statementHandle", "statementStatusUrl"}. Resubmitted with the same requestId
+  and retry=true, it answers the statement already submitted (assumed: retry=true
+  on a first submission finds none and runs it; the docs say to set it "only
+  when retrying"). `GET /api/v2/statements/{handle}` 202 the same while it runs;
+  200 the result set {"resultSetMetaData": {"numRows", "format": "jsonv2",
+  "partitionInfo": [{"rowCount", "uncompressedSize"}], "rowType"}, "data": [[...]],
+  "code": "090001", "sqlState": "00000", "message": "Statement executed
+  successfully.", "statementHandle", "requestId", "createdOn"}; 422 {"code",
+  "message", "sqlState", "statementHandle"} a failure (002003 ... 42S02), and a
+  cancelled statement alike (000604 "SQL execution canceled", 57014).
+  `?partition=N` (N > 0) answers {"data"} alone (assumed from "subsequent
+  partitions" carrying no metadata). `POST .../{handle}/cancel` 200 {"code",
+  "sqlState", "message", "statementHandle", "statementStatusUrl"}.
 
 Scripts: BigQuery's in the create's `configuration.labels.script` (BigQuery's own
 labels), Databricks' in the first task's `notebook_task.base_parameters.script`,
-Cloudflare's in `meta.script`: "fail" (DONE with invalidQuery; FAILED; error
-ERR_NON_VIDEO), "timeout" (Databricks' TIMEDOUT), "slow" (runs until the test ends
-it), "race" (BigQuery: a cancel is taken, and the job completes all the same);
-anything else completes after a few reads.
+Cloudflare's in `meta.script`, Snowflake's in `parameters.query_tag`: "fail" (DONE
+with invalidQuery; FAILED; error ERR_NON_VIDEO; 422 002003), "timeout" (Databricks'
+TIMEDOUT), "slow" (runs until the test ends it), "race" (BigQuery: a cancel is
+taken, and the job completes all the same); anything else completes after a few
+reads.
 """
 
 from __future__ import annotations
@@ -635,3 +654,162 @@ class CloudflareStreamFixture(_Jobs):
         }
         async with httpx.AsyncClient() as client:
             return (await client.post(url, content=body, headers=headers)).status_code
+
+
+# --- Snowflake SQL API -------------------------------------------------------------
+
+SNOWFLAKE_JWT = "eyJhbGciOiJSUzI1NiJ9.eyJpc3MiOiJNWU9SRy5NWUFDQ09VTlQuSk9CV0FSREVOIn0.c2ln"
+SNOWFLAKE_FAILURE = (
+    "SQL compilation error:\nObject 'SALES.PUBLIC.ORDRES' does not exist or not authorized."
+)
+SNOWFLAKE_ROWS = [["2026-12-01", "118"], ["2026-12-02", "97"], ["2026-12-03", "131"]]
+SNOWFLAKE_RUNNING = (
+    "Asynchronous execution in progress. Use provided query id to perform query"
+    " monitoring and management."
+)
+
+
+class SnowflakeFixture(_Jobs):
+    """`submits`: (requestId, retry) of each POST; `partition_reads`: the partition
+    of each result read; `partitions`: how many the result is cut into."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__("01b2c3d4-0000-7a1e-0000-", **kwargs)
+        self.submits: list[tuple[str | None, str | None]] = []
+        self.by_request: dict[str, str] = {}
+        self.partition_reads: list[str | None] = []
+        self.partitions = 1
+
+    def new_id(self) -> str:
+        return f"{self.prefix}{len(self.jobs) + 1:012d}"
+
+    def app(self) -> Starlette:
+        return Starlette(
+            routes=[
+                Route("/api/v2/statements", self.submit, methods=["POST"]),
+                Route("/api/v2/statements/{handle}", self.get, methods=["GET"]),
+                Route("/api/v2/statements/{handle}/cancel", self.cancel, methods=["POST"]),
+            ]
+        )
+
+    def _refused(self, request: Request) -> Response | None:
+        typed = request.headers.get("x-snowflake-authorization-token-type") == "KEYPAIR_JWT"
+        if request.headers.get("authorization") != f"Bearer {SNOWFLAKE_JWT}" or not typed:
+            body = {"code": "390144", "message": "JWT token is invalid."}
+            return json_response(body, 401)
+        return None
+
+    def url(self, handle: str) -> str:
+        return f"/api/v2/statements/{handle}"
+
+    def running(self, job: dict[str, Any]) -> Response:
+        body = {
+            "code": "333334",
+            "message": SNOWFLAKE_RUNNING,
+            "statementHandle": job["id"],
+            "statementStatusUrl": self.url(job["id"]),
+        }
+        return json_response(body, 202)
+
+    def result(self, job: dict[str, Any], partition: int) -> Response:
+        share = -(-len(SNOWFLAKE_ROWS) // self.partitions)  # rows a partition, rounded up
+        rows = SNOWFLAKE_ROWS[partition * share : (partition + 1) * share]
+        if partition > 0:
+            return json_response({"data": rows})  # later partitions: the data alone
+        info = [
+            {"rowCount": len(SNOWFLAKE_ROWS[n * share : (n + 1) * share]), "uncompressedSize": 64}
+            for n in range(self.partitions)
+        ]
+        body = {
+            "resultSetMetaData": {
+                "numRows": len(SNOWFLAKE_ROWS),
+                "format": "jsonv2",
+                "partitionInfo": info,
+                "rowType": [
+                    {"name": "DAY", "type": "date", "nullable": False},
+                    {"name": "ORDERS", "type": "fixed", "nullable": False, "scale": 0},
+                ],
+            },
+            "data": rows,
+            "code": "090001",
+            "statementStatusUrl": self.url(job["id"]),
+            "requestId": job["request_id"],
+            "sqlState": "00000",
+            "statementHandle": job["id"],
+            "message": "Statement executed successfully.",
+            "createdOn": 1765000000000,
+        }
+        return json_response(body)
+
+    async def submit(self, request: Request) -> Response:
+        if (refused := self._refused(request)) is not None:
+            return refused
+        request_id = request.query_params.get("requestId")
+        retry = request.query_params.get("retry")
+        self.submits.append((request_id, retry))
+        body = await read_json(request)
+        if not isinstance(body, dict) or not isinstance(body.get("statement"), str):
+            return json_response({"code": "391903", "message": "statement is required"}, 400)
+        if request_id in self.by_request and retry == "true":
+            return self.running(self.jobs[self.by_request[request_id]])  # the one submitted
+        handle = self.new_id()
+        self.jobs[handle] = {
+            "id": handle,
+            "request_id": request_id,
+            "statement": body["statement"],
+            "state": "running",
+            "reads": 0,
+            "script": (body.get("parameters") or {}).get("query_tag"),
+        }
+        if request_id:
+            self.by_request[request_id] = handle
+        await _created(self)
+        return self.running(self.jobs[handle])
+
+    async def get(self, request: Request) -> Response:
+        if (refused := self._refused(request)) is not None:
+            return refused
+        job = self.jobs.get(request.path_params["handle"])
+        if job is None:
+            body = {"code": "000709", "message": "Statement not found"}
+            return json_response(body, 404)
+        partition = request.query_params.get("partition")
+        self.reads += 1
+        job["reads"] += 1
+        if job["state"] == "running" and job["reads"] >= 3 and job["script"] != "slow":
+            job["state"] = "failed" if job["script"] == "fail" else "done"
+        if job["state"] == "running":
+            return self.running(job)
+        if job["state"] in ("failed", "cancelled"):
+            code, message, sql_state = (
+                ("000604", "SQL execution canceled", "57014")
+                if job["state"] == "cancelled"
+                else ("002003", SNOWFLAKE_FAILURE, "42S02")
+            )
+            body = {
+                "code": code,
+                "message": message,
+                "sqlState": sql_state,
+                "statementHandle": job["id"],
+            }
+            return json_response(body, 422)
+        self.partition_reads.append(partition)
+        return self.result(job, int(partition or 0))
+
+    async def cancel(self, request: Request) -> Response:
+        if (refused := self._refused(request)) is not None:
+            return refused
+        job = self.jobs.get(request.path_params["handle"])
+        if job is None:
+            return json_response({"code": "000709", "message": "Statement not found"}, 404)
+        self.cancels.append((job["id"], job["state"]))
+        if job["state"] == "running":
+            job["state"] = "cancelled"
+        body = {
+            "code": "000000",
+            "sqlState": "00000",
+            "message": "successfully executed",
+            "statementHandle": job["id"],
+            "statementStatusUrl": self.url(job["id"]),
+        }
+        return json_response(body)

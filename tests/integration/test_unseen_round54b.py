@@ -10,7 +10,10 @@ Exists") and its cancel told by errorResult "stopped", best effort only;
 Databricks' state told by two fields (result_state only once the run ended), its
 output read per task run, its cancel asynchronous (TERMINATING first); Cloudflare
 Stream's lost copy found by its creator, its DELETE (a ready video never deleted)
-and its `Webhook-Signature: time=,sig1=` deliveries.
+and its `Webhook-Signature: time=,sig1=` deliveries; Snowflake's 202-then-200
+statement read by HTTP status and code, its cancel told by 422 code 000604, its
+resubmission by requestId, and a result of several partitions (which no
+description can ask for by number) refused rather than kept as its first.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import json
 import time
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -36,9 +40,13 @@ from tests.fixtures_providers.unseen_round54b import (
     DATABRICKS_FAILURE,
     DATABRICKS_TIMEOUT,
     DATABRICKS_TOKEN,
+    SNOWFLAKE_FAILURE,
+    SNOWFLAKE_JWT,
+    SNOWFLAKE_ROWS,
     BigQueryFixture,
     CloudflareStreamFixture,
     DatabricksFixture,
+    SnowflakeFixture,
     databricks_output,
 )
 
@@ -413,3 +421,111 @@ async def test_cloudflare_a_signed_webhook_wakes_the_video_and_forgeries_are_ref
             " WHERE provider = 'cloudflare_stream'"
         )
         assert [tuple(e) for e in events] == [(op_id, uid, "ready")]
+
+
+# --- Snowflake SQL API -------------------------------------------------------------
+
+
+def statement(script: str | None = None) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "statement": "SELECT day, COUNT(*) FROM sales.public.orders GROUP BY day ORDER BY day",
+        "timeout": 600,
+        "database": "SALES",
+        "schema": "PUBLIC",
+        "warehouse": "REPORTING_WH",
+        "role": "ANALYST",
+    }
+    if script:
+        body["parameters"] = {"query_tag": script}
+    return body
+
+
+@contextlib.asynccontextmanager
+async def snowflake(pool: Any, tmp_path: Path, fx: SnowflakeFixture) -> AsyncIterator[PresetRig]:
+    jwt_file = tmp_path / "snowflake.jwt"
+    jwt_file.write_text(SNOWFLAKE_JWT + "\n")
+    table = described("snowflake_sql")
+    table["auth"] = {**table["auth"], "secret_file": str(jwt_file)}
+    async with preset_rig(
+        pool,
+        tmp_path,
+        fx.app(),
+        preset=None,
+        name="snowflake_sql",
+        env={"SNOWFLAKE_TOKEN_TYPE": "KEYPAIR_JWT"},
+        overrides=table,
+    ) as r:
+        yield r
+
+
+async def test_snowflake_a_statement_is_read_202_then_200_its_rows_kept(
+    pool: Any, tmp_path: Path
+) -> None:
+    """Submitted with async=true and our requestId (a UUID); 202 code 333334 while
+    it runs, then 200 with the result set: its rows kept, counted against numRows."""
+    fx = SnowflakeFixture()
+    async with snowflake(pool, tmp_path, fx) as r:
+        op_id = await r.submit(statement())
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        ((request_id, retry),) = fx.submits
+        assert request_id is not None and str(uuid.UUID(request_id)) == request_id
+        assert retry == "true"  # sent on the first too: the path cannot tell a resend
+        assert {"333334", "090001"} <= await r.raw_states(op_id)
+        assert json.loads(await r.result_bytes(op_id))["data"] == SNOWFLAKE_ROWS
+        summary = (await r.op(op_id)).result_summary
+        assert summary["items_total"] == len(SNOWFLAKE_ROWS), summary
+
+
+async def test_snowflake_a_422_is_failed_with_its_message(pool: Any, tmp_path: Path) -> None:
+    fx = SnowflakeFixture()
+    async with snowflake(pool, tmp_path, fx) as r:
+        op_id = await r.submit(statement("fail"))
+        assert await r.settle(op_id, ENDS) is S.FAILED, await r.history(op_id)
+        assert await reason(r, op_id) == SNOWFLAKE_FAILURE
+        assert (await r.op(op_id)).last_error["code"] == "002003"
+
+
+async def test_snowflake_a_cancelled_statements_422_000604_is_cancelled(
+    pool: Any, tmp_path: Path
+) -> None:
+    """After POST .../cancel the statement answers 422 too, code 000604 "SQL
+    execution canceled": cancelled (status.cancelled_error_codes), never failed."""
+    fx = SnowflakeFixture()
+    async with snowflake(pool, tmp_path, fx) as r:
+        op_id = await r.submit(statement("slow"))
+        await r.settle(op_id, {S.OBSERVING})
+        await r.cancel(op_id)
+        assert await r.settle(op_id, ENDS) is S.CANCELLED, await r.history(op_id)
+        assert fx.cancels == [(fx.only()["id"], "running")]
+        assert "failed" not in await r.history(op_id)
+
+
+async def test_snowflake_a_lost_submit_is_resubmitted_with_its_request_id_and_runs_once(
+    pool: Any, tmp_path: Path
+) -> None:
+    """The submit's answer is lost; the same request (the same requestId, with
+    retry=true) is answered with the statement already running: one statement."""
+    fx = SnowflakeFixture(lose_first_create=True)
+    async with snowflake(pool, tmp_path, fx) as r:
+        op_id = await r.submit(statement())
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert fx.creates == 1 and len(fx.submits) == 2 and len(set(fx.submits)) == 1
+        assert (await r.op(op_id)).remote_job_id == fx.only()["id"]
+
+
+async def test_snowflake_a_result_of_several_partitions_is_never_kept_as_its_first(
+    pool: Any, tmp_path: Path
+) -> None:
+    """A result cut into partitions (?partition=1, ... carry only their data): the
+    description cannot ask for a partition by number, so only the first is read;
+    its rows fall short of numRows and the result is refused, never a success with
+    part of the rows (a gap: result pages by number are not describable)."""
+    fx = SnowflakeFixture()
+    fx.partitions = 2
+    async with snowflake(pool, tmp_path, fx) as r:
+        op_id = await r.submit(statement())
+        end = await r.settle(op_id, ENDS)
+        assert end is S.RESULT_VALIDATION_FAILED, await r.history(op_id)
+        assert set(fx.partition_reads) == {None}
+        said = (await r.escalation(op_id))["reason"]
+        assert "the status reports 3 items" in said, said
