@@ -1,5 +1,6 @@
 """Google BigQuery's query jobs, Databricks' one-time runs, Cloudflare Stream's
-copied videos and Snowflake's SQL API statements, each a real app on loopback
+copied videos, Snowflake's SQL API statements and Shopify's bulk operations, each a
+real app on loopback
 answering in the shapes their public documentation gives
 (tests/integration/test_unseen_round54b.py). Where the docs leave a behaviour
 open, the assumption is stated here.
@@ -80,18 +81,40 @@ open, the assumption is stated here.
   `?partition=N` (N > 0) answers {"data"} alone (assumed from "subsequent
   partitions" carrying no metadata). `POST .../{handle}/cancel` 200 {"code",
   "sqlState", "message", "statementHandle", "statementStatusUrl"}.
+- Shopify Admin GraphQL bulk operations (`X-Shopify-Access-Token`): every call a
+  `POST /admin/api/2025-01/graphql.json` answered 200, errors included.
+  `bulkOperationRunQuery(query:)` answers {"data": {"bulkOperationRunQuery":
+  {"bulkOperation": {"id": "gid://shopify/BulkOperation/<n>", "status":
+  "CREATED"}, "userErrors": []}}, "extensions": {"cost"}}; the shop's one bulk
+  query already running: bulkOperation null, userErrors [{"field", "message",
+  "code": "OPERATION_IN_PROGRESS"}]; throttled: {"errors": [{"message":
+  "Throttled", "extensions": {"code": "THROTTLED"}}]}, nothing made. `node(id:)
+  { ... on BulkOperation { id status errorCode objectCount fileSize url
+  partialDataUrl } }` status CREATED | RUNNING | COMPLETED | FAILED | CANCELING |
+  CANCELED | EXPIRED, errorCode ACCESS_DENIED | INTERNAL_SERVER_ERROR | TIMEOUT,
+  objectCount a string, url a signed Google Cloud Storage link to the JSONL (one
+  object a line, a nested connection's with "__parentId"), null when the query
+  matched nothing (objectCount "0"). `bulkOperationCancel(id:)` answers the
+  operation CANCELING (CANCELED on a later read); an ended one: userErrors
+  [{"message": "A bulk operation cannot be canceled when it is completed"}],
+  still 200. Webhook bulk_operations/finish: {"admin_graphql_api_id", "status"
+  (lower case), "error_code", "type", "created_at", "completed_at"},
+  `X-Shopify-Hmac-Sha256` the base64 HMAC-SHA256 of the raw body under the app's
+  client secret, `X-Shopify-Topic`, `X-Shopify-Webhook-Id`, ...
 
 Scripts: BigQuery's in the create's `configuration.labels.script` (BigQuery's own
 labels), Databricks' in the first task's `notebook_task.base_parameters.script`,
-Cloudflare's in `meta.script`, Snowflake's in `parameters.query_tag`: "fail" (DONE
-with invalidQuery; FAILED; error ERR_NON_VIDEO; 422 002003), "timeout" (Databricks'
-TIMEDOUT), "slow" (runs until the test ends it), "race" (BigQuery: a cancel is
-taken, and the job completes all the same); anything else completes after a few
-reads.
+Cloudflare's in `meta.script`, Snowflake's in `parameters.query_tag`, Shopify's in
+the mutation's `variables.script`: "fail" (DONE with invalidQuery; FAILED; error
+ERR_NON_VIDEO; 422 002003; FAILED ACCESS_DENIED), "timeout" (Databricks'
+TIMEDOUT), "empty" (Shopify: a query that matched nothing), "slow" (runs until the
+test ends it), "race" (BigQuery: a cancel is taken, and the job completes all the
+same); anything else completes after a few reads.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import json
@@ -813,3 +836,204 @@ class SnowflakeFixture(_Jobs):
             "statementStatusUrl": self.url(job["id"]),
         }
         return json_response(body)
+
+
+# --- Shopify bulk operations -------------------------------------------------------
+
+SHOPIFY_TOKEN = "shpat_0123456789abcdef0123456789abcdef"
+SHOPIFY_WEBHOOK_SECRET = "shpss_0123456789abcdef0123456789abcdef"
+SHOPIFY_LINES = [
+    {"id": "gid://shopify/Product/1921569226808", "title": "Snowboard"},
+    {
+        "id": "gid://shopify/ProductVariant/1",
+        "sku": "SB-1",
+        "__parentId": "gid://shopify/Product/1921569226808",
+    },
+    {"id": "gid://shopify/Product/1921569259576", "title": "Bindings"},
+]
+SHOPIFY_BUSY = (
+    "A bulk query operation for this app and shop is already in progress:"
+    " gid://shopify/BulkOperation/1000."
+)
+SHOPIFY_COST = {
+    "requestedQueryCost": 10,
+    "actualQueryCost": 10,
+    "throttleStatus": {
+        "maximumAvailable": 2000.0,
+        "currentlyAvailable": 1990,
+        "restoreRate": 100.0,
+    },
+}
+SHOPIFY_THROTTLED = {
+    "errors": [
+        {
+            "message": "Throttled",
+            "extensions": {
+                "code": "THROTTLED",
+                "documentation": "https://shopify.dev/api/usage/rate-limits",
+            },
+        }
+    ],
+    "extensions": {"cost": SHOPIFY_COST | {"actualQueryCost": None}},
+}
+
+
+class ShopifyBulkFixture(_Jobs):
+    """`storage_headers`: the headers of each read of the signed link; `refuse_first`:
+    the first create's answer ("THROTTLED" or "OPERATION_IN_PROGRESS", nothing
+    made); `throttled_reads`: how many status reads are answered THROTTLED."""
+
+    def __init__(self, *, refuse_first: str | None = None, **kwargs: Any) -> None:
+        super().__init__("gid://shopify/BulkOperation/72091", **kwargs)
+        self.refuse_first = refuse_first
+        self.posts = 0
+        self.refused: list[str] = []
+        self.storage_url = ""
+        self.storage_headers: list[dict[str, str]] = []
+        self.throttled_reads = 0
+
+    def app(self) -> Starlette:
+        return Starlette(
+            routes=[Route("/admin/api/2025-01/graphql.json", self.graphql, methods=["POST"])]
+        )
+
+    def storage(self) -> Starlette:
+        """Google Cloud Storage's signed links (X-Goog-Signature in the query)."""
+        return Starlette(routes=[Route("/shopify-tiers-assets/{key:path}", self.download)])
+
+    def operation(self, job: dict[str, Any]) -> dict[str, Any]:
+        state = job["state"]
+        done = state == "COMPLETED"
+        count = 0 if job["script"] == "empty" else len(SHOPIFY_LINES)
+        url = None
+        if done and count:
+            url = (
+                f"{self.storage_url}/shopify-tiers-assets/bulk/{job['id'].rsplit('/', 1)[1]}.jsonl"
+                "?X-Goog-Algorithm=GOOG4-RSA-SHA256&X-Goog-Expires=604800&X-Goog-Signature=0ddba11"
+            )
+        return {
+            "id": job["id"],
+            "status": state,
+            "errorCode": "ACCESS_DENIED" if state == "FAILED" else None,
+            "objectCount": str(count if done else 0),
+            "fileSize": str(len(self.jsonl())) if url else None,
+            "url": url,
+            "partialDataUrl": None,
+        }
+
+    @staticmethod
+    def jsonl() -> bytes:
+        return b"".join(json.dumps(line).encode() + b"\n" for line in SHOPIFY_LINES)
+
+    @staticmethod
+    def answer(data: dict[str, Any]) -> Response:
+        return json_response({"data": data, "extensions": {"cost": SHOPIFY_COST}})
+
+    async def graphql(self, request: Request) -> Response:
+        if request.headers.get("x-shopify-access-token") != SHOPIFY_TOKEN:
+            body = {
+                "errors": "[API] Invalid API key or access token"
+                " (unrecognized login or wrong password)"
+            }
+            return json_response(body, 401)
+        body = await read_json(request)
+        query = body.get("query", "") if isinstance(body, dict) else ""
+        variables = (body.get("variables") or {}) if isinstance(body, dict) else {}
+        if "bulkOperationRunQuery" in query:
+            return await self.run_query(variables)
+        if "bulkOperationCancel" in query:
+            return self.cancel(variables)
+        if "node(id:" in query:
+            return self.node(variables)
+        return json_response({"errors": [{"message": "Field doesn't exist"}]})
+
+    async def run_query(self, variables: dict[str, Any]) -> Response:
+        self.posts += 1
+        if self.refuse_first and self.posts == 1:
+            self.refused.append(self.refuse_first)
+            if self.refuse_first == "THROTTLED":
+                return json_response(SHOPIFY_THROTTLED)
+            error = {"field": None, "message": SHOPIFY_BUSY, "code": "OPERATION_IN_PROGRESS"}
+            return self.answer(
+                {"bulkOperationRunQuery": {"bulkOperation": None, "userErrors": [error]}}
+            )
+        oid = self.new_id()
+        self.jobs[oid] = {
+            "id": oid,
+            "query": variables.get("q"),
+            "state": "CREATED",
+            "reads": 0,
+            "script": variables.get("script"),
+        }
+        await _created(self)
+        made = {"bulkOperation": {"id": oid, "status": "CREATED"}, "userErrors": []}
+        return self.answer({"bulkOperationRunQuery": made})
+
+    def node(self, variables: dict[str, Any]) -> Response:
+        if self.throttled_reads > 0:
+            self.throttled_reads -= 1
+            return json_response(SHOPIFY_THROTTLED)
+        job = self.jobs.get(variables.get("id", ""))
+        if job is None:
+            return self.answer({"node": None})
+        self.reads += 1
+        if job["state"] == "CANCELING":
+            job["state"] = "CANCELED"
+        _advance(job, ["CREATED", "RUNNING"], "FAILED" if job["script"] == "fail" else "COMPLETED")
+        return self.answer({"node": self.operation(job)})
+
+    def cancel(self, variables: dict[str, Any]) -> Response:
+        job = self.jobs.get(variables.get("id", ""))
+        if job is None:
+            error = {"field": ["id"], "message": "Bulk operation does not exist"}
+            return self.answer(
+                {"bulkOperationCancel": {"bulkOperation": None, "userErrors": [error]}}
+            )
+        self.cancels.append((job["id"], job["state"]))
+        errors = []
+        if job["state"] in ("CREATED", "RUNNING"):
+            job["state"] = "CANCELING"
+        else:
+            state = job["state"].lower()
+            errors = [
+                {
+                    "field": None,
+                    "message": f"A bulk operation cannot be canceled when it is {state}",
+                }
+            ]
+        made = {"bulkOperation": {"id": job["id"], "status": job["state"]}, "userErrors": errors}
+        return self.answer({"bulkOperationCancel": made})
+
+    async def download(self, request: Request) -> Response:
+        self.storage_headers.append(dict(request.headers))
+        if "X-Goog-Signature" not in request.query_params:
+            return Response(b"<Error><Code>AccessDenied</Code></Error>", 403)
+        return Response(self.jsonl(), media_type="application/jsonl")
+
+    def finish(self, oid: str) -> None:
+        self.jobs[oid]["state"] = "COMPLETED"
+
+    async def deliver(self, url: str, oid: str, *, secret: str = SHOPIFY_WEBHOOK_SECRET) -> int:
+        """The bulk_operations/finish webhook for `oid`, signed as Shopify signs it."""
+        job = self.jobs[oid]
+        event = {
+            "admin_graphql_api_id": oid,
+            "completed_at": "2026-12-06T05:01:00-05:00",
+            "created_at": "2026-12-06T05:00:00-05:00",
+            "error_code": None,
+            "status": job["state"].lower(),
+            "type": "query",
+        }
+        body = json.dumps(event).encode()
+        mac = base64.b64encode(hmac.new(secret.encode(), body, hashlib.sha256).digest()).decode()
+        headers = {
+            "content-type": "application/json",
+            "x-shopify-topic": "bulk_operations/finish",
+            "x-shopify-hmac-sha256": mac,
+            "x-shopify-shop-domain": "my-shop.myshopify.com",
+            "x-shopify-api-version": "2025-01",
+            "x-shopify-webhook-id": f"b54557e4-bdd9-4b37-8a5f-bf7d70bc{self.posts:04d}",
+            "x-shopify-triggered-at": "2026-12-06T10:01:00.000000Z",
+        }
+        async with httpx.AsyncClient() as client:
+            return (await client.post(url, content=body, headers=headers)).status_code

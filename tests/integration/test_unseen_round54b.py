@@ -1,8 +1,9 @@
 """Google BigQuery's query jobs, Databricks' one-time runs, Cloudflare Stream's
-copied videos and Snowflake's SQL API statements, described in TOML as a new user
-would (tests/fixtures_providers/unseen/bigquery_jobs.toml, databricks_runs.toml,
-cloudflare_stream.toml, snowflake_sql.toml) and driven through the real reconciler
-(and receiver) against fakes on loopback (tests/fixtures_providers/unseen_round54b.py):
+copied videos, Snowflake's SQL API statements and Shopify's bulk operations,
+described in TOML as a new user would (tests/fixtures_providers/unseen/:
+bigquery_jobs, databricks_runs, cloudflare_stream, snowflake_sql, shopify_bulk) and
+driven through the real reconciler (and receiver) against fakes on loopback
+(tests/fixtures_providers/unseen_round54b.py):
 success with the result collected and validated, failure with its reason, cancel
 (confirmed, or refused as the API documents), a lost create answer, and each API's
 own edge: BigQuery's job id of our choosing (a resend answered 409 "Already
@@ -13,7 +14,10 @@ Stream's lost copy found by its creator, its DELETE (a ready video never deleted
 and its `Webhook-Signature: time=,sig1=` deliveries; Snowflake's 202-then-200
 statement read by HTTP status and code, its cancel told by 422 code 000604, its
 resubmission by requestId, and a result of several partitions (which no
-description can ask for by number) refused rather than kept as its first.
+description can ask for by number) refused rather than kept as its first;
+Shopify's GraphQL everywhere (200 for errors: THROTTLED and OPERATION_IN_PROGRESS
+creating nothing, throttled reads read past), its empty result without a URL and
+its bulk_operations/finish webhook.
 """
 
 from __future__ import annotations
@@ -26,7 +30,10 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from shared.ledger.states import LocalState
+from shared.serve import serve_app
 from tests.fixtures_providers.described import ENDS, described
 from tests.fixtures_providers.rig import PresetRig, preset_rig
 from tests.fixtures_providers.unseen_round54b import (
@@ -40,12 +47,16 @@ from tests.fixtures_providers.unseen_round54b import (
     DATABRICKS_FAILURE,
     DATABRICKS_TIMEOUT,
     DATABRICKS_TOKEN,
+    SHOPIFY_LINES,
+    SHOPIFY_TOKEN,
+    SHOPIFY_WEBHOOK_SECRET,
     SNOWFLAKE_FAILURE,
     SNOWFLAKE_JWT,
     SNOWFLAKE_ROWS,
     BigQueryFixture,
     CloudflareStreamFixture,
     DatabricksFixture,
+    ShopifyBulkFixture,
     SnowflakeFixture,
     databricks_output,
 )
@@ -529,3 +540,179 @@ async def test_snowflake_a_result_of_several_partitions_is_never_kept_as_its_fir
         assert set(fx.partition_reads) == {None}
         said = (await r.escalation(op_id))["reason"]
         assert "the status reports 3 items" in said, said
+
+
+# --- Shopify bulk operations -------------------------------------------------------
+
+SHOPIFY_ENV = {
+    "SHOPIFY_ACCESS_TOKEN": SHOPIFY_TOKEN,
+    "SHOPIFY_WEBHOOK_SECRET": SHOPIFY_WEBHOOK_SECRET,
+}
+RUN_QUERY = (
+    "mutation($q: String!) { bulkOperationRunQuery(query: $q) {"
+    " bulkOperation { id status } userErrors { field message code } } }"
+)
+
+
+def bulk_query(script: str | None = None) -> dict[str, Any]:
+    q = "{ products { edges { node { id title variants { edges { node { id sku } } } } } } }"
+    variables = {"q": q} | ({"script": script} if script else {})
+    return {"query": RUN_QUERY, "variables": variables}
+
+
+@contextlib.asynccontextmanager
+async def shopify(
+    pool: Any, tmp_path: Path, fx: ShopifyBulkFixture, *, with_receiver: bool = False
+) -> AsyncIterator[PresetRig]:
+    """The description as written, with Google Cloud Storage's signed links on
+    `localhost` beside it (result.allowed_hosts, as an operator names it)."""
+    table = described("shopify_bulk", result={"allowed_hosts": ["localhost"]})
+    if not with_receiver:
+        table.pop("webhooks")
+    async with serve_app(fx.storage()) as storage_url:
+        fx.storage_url = storage_url.replace("127.0.0.1", "localhost")
+        async with preset_rig(
+            pool,
+            tmp_path,
+            fx.app(),
+            preset=None,
+            name="shopify_bulk",
+            env=SHOPIFY_ENV,
+            overrides=table,
+            with_receiver=with_receiver,
+        ) as r:
+            yield r
+
+
+def lines_of(kept: bytes) -> list[Any]:
+    return [json.loads(line) for line in kept.splitlines()]
+
+
+async def test_shopify_a_bulk_query_is_collected_from_its_signed_link(
+    pool: Any, tmp_path: Path
+) -> None:
+    """CREATED, RUNNING, COMPLETED read by POSTing node(id:); the JSONL at the
+    signed link is fetched without our access token, its lines counted against
+    objectCount, nested objects (__parentId) included."""
+    fx = ShopifyBulkFixture()
+    async with shopify(pool, tmp_path, fx) as r:
+        op_id = await r.submit(bulk_query())
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert (await r.op(op_id)).remote_job_id == fx.only()["id"]
+        assert {"RUNNING", "COMPLETED"} <= await r.raw_states(op_id)
+        assert lines_of(await r.result_bytes(op_id)) == SHOPIFY_LINES
+        (headers,) = fx.storage_headers
+        assert "x-shopify-access-token" not in headers
+        summary = (await r.op(op_id)).result_summary
+        assert summary["items_total"] == len(SHOPIFY_LINES), summary
+
+
+async def test_shopify_a_query_that_matched_nothing_is_an_empty_success(
+    pool: Any, tmp_path: Path
+) -> None:
+    """COMPLETED with url null and objectCount "0": nothing to fetch, an empty
+    result kept (result.empty_without_url), never result_unavailable."""
+    fx = ShopifyBulkFixture()
+    async with shopify(pool, tmp_path, fx) as r:
+        op_id = await r.submit(bulk_query("empty"))
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert await r.result_bytes(op_id) == b""
+        assert fx.storage_headers == []
+
+
+async def test_shopify_a_failed_operation_is_failed_with_its_error_code(
+    pool: Any, tmp_path: Path
+) -> None:
+    fx = ShopifyBulkFixture()
+    async with shopify(pool, tmp_path, fx) as r:
+        op_id = await r.submit(bulk_query("fail"))
+        assert await r.settle(op_id, ENDS) is S.FAILED, await r.history(op_id)
+        assert (await r.op(op_id)).last_error["code"] == "ACCESS_DENIED"
+
+
+async def test_shopify_a_cancel_goes_canceling_then_canceled(pool: Any, tmp_path: Path) -> None:
+    fx = ShopifyBulkFixture()
+    async with shopify(pool, tmp_path, fx) as r:
+        op_id = await r.submit(bulk_query("slow"))
+        await r.settle(op_id, {S.OBSERVING})
+        await r.cancel(op_id)
+        assert await r.settle(op_id, ENDS) is S.CANCELLED, await r.history(op_id)
+        assert fx.cancels == [(fx.only()["id"], "RUNNING")]
+        assert "CANCELED" in await r.raw_states(op_id)
+
+
+async def test_shopify_a_cancel_of_a_completed_operation_is_refused_and_its_file_kept(
+    pool: Any, tmp_path: Path
+) -> None:
+    """The operation completed before our cancel: Shopify answers 200 with a
+    userError ("cannot be canceled when it is completed") and the operation
+    COMPLETED. Nothing is cancelled; the file is collected."""
+    fx = ShopifyBulkFixture()
+    async with shopify(pool, tmp_path, fx) as r:
+        op_id = await r.submit(bulk_query("slow"))
+        await r.settle(op_id, {S.OBSERVING})
+        fx.finish(fx.only()["id"])
+        await r.cancel(op_id)
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert fx.cancels == [(fx.only()["id"], "COMPLETED")]
+        assert "cancelled" not in await r.history(op_id)
+        assert lines_of(await r.result_bytes(op_id)) == SHOPIFY_LINES
+
+
+@pytest.mark.parametrize("refusal", ["THROTTLED", "OPERATION_IN_PROGRESS"])
+async def test_shopify_a_throttled_or_busy_create_made_nothing_and_is_sent_again(
+    pool: Any, tmp_path: Path, refusal: str
+) -> None:
+    """A 200 carrying errors THROTTLED, or userErrors OPERATION_IN_PROGRESS (the
+    shop's one bulk query is busy), created nothing (create.not_created_codes):
+    the same create goes again, one operation made, no human asked."""
+    fx = ShopifyBulkFixture(refuse_first=refusal)
+    async with shopify(pool, tmp_path, fx) as r:
+        op_id = await r.submit(bulk_query())
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert fx.refused == [refusal] and fx.posts == 2 and fx.creates == 1
+        assert "create_unknown" not in await r.history(op_id)
+
+
+async def test_shopify_throttled_status_reads_are_read_past(pool: Any, tmp_path: Path) -> None:
+    """Status reads answered 200 with errors THROTTLED name no state: read past,
+    never counted toward a human, the operation collected."""
+    fx = ShopifyBulkFixture()
+    fx.throttled_reads = 4
+    async with shopify(pool, tmp_path, fx) as r:
+        op_id = await r.submit(bulk_query())
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert fx.throttled_reads == 0
+
+
+async def test_shopify_a_lost_create_goes_to_a_human(pool: Any, tmp_path: Path) -> None:
+    """No idempotency and no lookup (currentBulkOperation names no reference of
+    ours): a create whose answer was lost is never sent again."""
+    fx = ShopifyBulkFixture(lose_first_create=True)
+    async with shopify(pool, tmp_path, fx) as r:
+        op_id = await r.submit(bulk_query())
+        assert await r.settle(op_id, ENDS) is S.NEEDS_ATTENTION, await r.history(op_id)
+        assert fx.creates == 1
+
+
+async def test_shopify_the_signed_finish_webhook_wakes_the_operation(
+    pool: Any, tmp_path: Path
+) -> None:
+    """bulk_operations/finish, X-Shopify-Hmac-Sha256 over the raw body: stored
+    matched by admin_graphql_api_id and wakes the read; one signed with another
+    secret is refused and stores nothing."""
+    fx = ShopifyBulkFixture()
+    async with shopify(pool, tmp_path, fx, with_receiver=True) as r:
+        op_id = await r.submit(bulk_query("slow"))
+        await r.settle(op_id, {S.OBSERVING, S.ACCEPTED})
+        oid = fx.only()["id"]
+        fx.finish(oid)
+        assert await fx.deliver(r.hook_url, oid, secret="shpss_another") == 401
+        assert await r.pool.fetchval("SELECT count(*) FROM webhook_events") == 0
+        assert await fx.deliver(r.hook_url, oid) == 200
+        assert await r.settle(op_id, ENDS, timeout=8) is S.SUCCEEDED, await r.history(op_id)
+        events = await r.pool.fetch(
+            "SELECT operation_id, remote_state_raw FROM webhook_events"
+            " WHERE provider = 'shopify_bulk'"
+        )
+        assert [tuple(e) for e in events] == [(op_id, "completed")]
