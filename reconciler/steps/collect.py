@@ -741,7 +741,7 @@ def _next_page(
 
 
 def _leads_on(step: Step, pages: ResultPages, got: HttpResponse, token: str) -> str | None:
-    if pages.offset_param is None:
+    if not pages.counted:
         return step.adapter.result_next_page(got)
     return step.adapter.result_next_page(got, token)
 

@@ -747,6 +747,8 @@ def _check_plugin_hooks(
         needs.append(("result.pages.next_page_url", "build_result_page", ("page_url",), 3))
     if pages is not None and pages.offset_param is not None:
         needs.append(("result.pages.offset_param", "result_next_page", ("page_token",), 2))
+    if pages is not None and pages.page_param is not None:
+        needs.append(("result.pages.page_param", "result_next_page", ("page_token",), 2))
     if lookup.numbered:
         needs.append(("lookup", "parse_lookup", ("page_token",), 3))
     if lookup.supported:  # every lookup is built with our token and a page token
@@ -1817,26 +1819,29 @@ def _pages(
     token = table.path("next_page_token", RESPONSE)
     url = table.path("next_page_url", RESPONSE)
     offset_param = table.opt_str("offset_param")
+    page_param = table.opt_str("page_param")
     ways = [
         key
         for key, value in (
             ("next_page_token", token),
             ("next_page_url", url),
             ("offset_param", offset_param),
+            ("page_param", page_param),
         )
         if value is not None
     ]
     if not ways:
         raise table.error(
             "next_page_token",
-            "required, or next_page_url, or offset_param: how a page leads to the next",
+            "required, or next_page_url, or offset_param, or page_param: how a page leads "
+            "to the next",
         )
     way = ways[0]
     if len(ways) > 1:
         raise table.error(
             ways[1],
-            f"contradicts {way}: a page leads to the next by a token, by its URL "
-            "or by an offset, never two",
+            f"contradicts {way}: a page leads to the next by a token, by its URL, "
+            "by an offset or by its number, never two",
         )
     named = token or url
     if named is not None and named.source is PathSource.BODY and fmt is not ResultFormat.JSON:
@@ -1857,7 +1862,7 @@ def _pages(
         raise table.error(
             "end_values",
             "only meaningful with next_page_token or next_page_url "
-            "(an offset-paged result ends as last_page says)",
+            "(an offset-paged result ends as last_page says, a numbered one at page_count)",
         )
     spec = ResultPages(
         next_page_token=token,
@@ -1869,6 +1874,12 @@ def _pages(
         next_page_url=url,
         page_token_body_field=in_body,
     )
+    if page_param is not None:
+        spec = dataclasses.replace(spec, **_result_numbers(table, source, path, page_param))
+    else:
+        for key in _PAGE_NUMBER_ONLY:
+            if table.has(key):
+                raise table.error(key, "only meaningful with page_param")
     if offset_param is None:
         for key in _OFFSET_ONLY:
             if table.has(key):
@@ -1888,6 +1899,31 @@ def _pages(
 
 # Keys of `[result.pages]` that only offset paging reads.
 _OFFSET_ONLY = ("page_size", "page_size_param", "last_page", "total")
+# ...and that only a result paged by number reads.
+_PAGE_NUMBER_ONLY = ("first_page", "page_count")
+
+
+def _result_numbers(
+    table: _Table, source: ResultSource | None, path: Template | None, page_param: str
+) -> dict[str, Any]:
+    """The keys of `[result.pages]` paged by number (Snowflake's `?partition=N`).
+
+    The first page is asked for by its number too (a default page is a guess), so
+    `first_page` is required, as a numbered `[lookup]`'s; the count of pages is
+    read on it (later pages may carry the data alone)."""
+    first = table.opt_int("first_page", minimum=0, maximum=1)
+    if first is None:
+        raise table.error("first_page", "required with page_param: 0 or 1 (a wrong guess skips)")
+    count = table.path("page_count", RESPONSE)
+    if count is None:
+        raise table.error(
+            "page_count",
+            "required with page_param: where the first page says how many pages there are",
+        )
+    query = urlsplit(path.text).query if path is not None and source is ResultSource.PATH else ""
+    if page_param in {pair.partition("=")[0] for pair in query.split("&") if pair}:
+        raise table.error("page_param", f"result.path already sets ?{page_param}=: set it once")
+    return {"page_param": page_param, "first_page": first, "page_count": count}
 
 
 def _result_offsets(

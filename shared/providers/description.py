@@ -182,6 +182,11 @@ rules in ``shared/providers/paths.py``); *paths* = a path or a list of paths;
                    page_size + page_size_param ("page_size"), sent on every page when set,
                    last_page = empty|short|total + total (a path, header:NAME unless json),
                    as [lookup]'s: an empty page always ends it;
+                 page_param (the page number's query parameter, e.g. Snowflake's
+                   "partition") + first_page (0 or 1, required) + page_count (required: a
+                   path read on the first page, a number or a list whose length is the
+                   number of pages, e.g. "/resultSetMetaData/partitionInfo"; unreadable,
+                   the first page is the last);
                end_values ([]: token or URL values meaning "last page", e.g. ["null"]),
                max_pages (1000: a result with more is not collected); a page naming one
                already fetched (the same URL) is a loop, not collected either
@@ -702,7 +707,9 @@ class ResultPages:
     `auth.extra_hosts` or `result.allowed_hosts` host's (never another port or
     scheme of it); or an offset (Apify's dataset items:
     `?offset=0&limit=1000`), the number of items already read, sent in
-    `offset_param` (0 on the first page), the end known by `last_page`.
+    `offset_param` (0 on the first page), the end known by `last_page`; or a
+    page number (Snowflake's partitions: `?partition=1`), sent in `page_param`
+    from `first_page`, the count read on the first page at `page_count`.
     """
 
     next_page_token: ValuePath | None
@@ -720,11 +727,24 @@ class ResultPages:
     # Where the next page's token goes in the result request's body instead of
     # its query (Textract: GetDocumentTextDetection's `NextToken`, a POST to `/`).
     page_token_body_field: ValuePath | None = None
+    # Paged by number (Snowflake's result partitions, `?partition=N`): the page's
+    # number in `page_param`, from `first_page`; the first page says how many
+    # there are at `page_count` (a number, or a list: its length).
+    page_param: str | None = None
+    first_page: int = 0
+    page_count: ValuePath | None = None
 
     @property
     def named(self) -> ValuePath | None:
-        """Where a page names the next (its token or its URL); None: paged by offset."""
+        """Where a page names the next (its token or its URL); None: paged by offset
+        or by number."""
         return self.next_page_token or self.next_page_url
+
+    @property
+    def counted(self) -> bool:
+        """Does the next page's request depend on the page before's own token (an
+        offset, a page number), passed to `result_next_page`?"""
+        return self.offset_param is not None or self.page_param is not None
 
 
 @dataclass(frozen=True)

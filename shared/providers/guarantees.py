@@ -432,6 +432,9 @@ def _paging(pages: ResultPages) -> str:
             f"the next page's URL named by {pages.next_page_url.text}, "
             "on the provider's origin or allowed hosts only"
         )
+    if pages.page_param is not None:
+        count = pages.page_count.text if pages.page_count else ""
+        return f"by number, ?{pages.page_param}=<n> from {pages.first_page}, as many as {count}"
     size = f"&{pages.page_size_param}={pages.page_size}" if pages.page_size is not None else ""
     end = {
         LastPage.EMPTY: "to an empty page",

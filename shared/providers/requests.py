@@ -352,6 +352,8 @@ def build_result_requests(
     if pages is not None and pages.offset_param is not None:
         # the first page is named, never left to a default (as a lookup's)
         urls = [_with_query(url, _offset_query(pages, "0")) for url in urls]
+    if pages is not None and pages.page_param is not None:
+        urls = [_with_query(url, {pages.page_param: str(pages.first_page)}) for url in urls]
     # config allows a method and a body with source = path alone (GET, none otherwise)
     payload = _render_json(spec.body, {"job_id": remote_job_id})
     return [
@@ -385,6 +387,9 @@ def build_result_page(
         url = _next_page_url(desc, page_url or first.url, page_token)
     elif spec.offset_param is not None:
         url = _with_query(first.url, _offset_query(spec, page_token))
+    elif spec.page_param is not None:
+        # the token is "<number>:<count>" (`responses.result_next_page`)
+        url = _with_query(first.url, {spec.page_param: page_token.partition(":")[0]})
     elif spec.page_token_body_field is not None:
         payload = copy.deepcopy(first.json)
         set_value(payload, spec.page_token_body_field, page_token)

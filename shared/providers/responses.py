@@ -1001,11 +1001,13 @@ def result_next_page(
     none, an empty one, or one of `end_values` (Salesforce's "null") is the last.
     By offset (`offset_param`), the next offset: the items read, counted page
     by page from `page_token`, this page's own offset (None: the first, 0);
-    see `_next_offset` for the end.
+    see `_next_offset` for the end. By number (`page_param`): `_next_number`.
     """
     spec = desc.result.pages
     if spec is None:
         return None
+    if spec.page_param is not None:
+        return _next_number(spec, resp, page_token)
     path = spec.named
     if path is None:
         return _next_offset(desc.result, spec, resp, page_token)
@@ -1014,6 +1016,25 @@ def result_next_page(
     if token is None or not token.strip() or token in spec.end_values:
         return None
     return token
+
+
+def _next_number(spec: ResultPages, resp: HttpResponse, page_token: str | None) -> str | None:
+    """Paged by number (`page_param`): the next page's token, "<number>:<count>", or
+    None after the last. The count is read on the first page (`page_count`: a
+    number, or a list whose length it is), as Snowflake's later partitions carry
+    their data alone, and rides in the token from page to page. A first page that
+    names no count is the last: the result is that page, judged by the status's
+    counts."""
+    if page_token is None:
+        found = extract(spec.page_count, resp.json_body, resp.headers) if spec.page_count else None
+        count = len(found) if isinstance(found, list) else as_int(found)
+        number = spec.first_page
+    else:
+        shown, _, counted = page_token.partition(":")
+        number, count = int(shown), as_int(counted)
+    if count is None or number + 1 >= spec.first_page + count:
+        return None
+    return f"{number + 1}:{count}"
 
 
 def _next_offset(

@@ -817,6 +817,9 @@ class SnowflakeFixture(_Jobs):
             }
             return json_response(body, 422)
         self.partition_reads.append(partition)
+        if int(partition or 0) >= self.partitions:
+            body = {"code": "000605", "message": f"Partition {partition} out of range"}
+            return json_response(body, 422)
         return self.result(job, int(partition or 0))
 
     async def cancel(self, request: Request) -> Response:

@@ -13,8 +13,7 @@ output read per task run, its cancel asynchronous (TERMINATING first); Cloudflar
 Stream's lost copy found by its creator, its DELETE (a ready video never deleted)
 and its `Webhook-Signature: time=,sig1=` deliveries; Snowflake's 202-then-200
 statement read by HTTP status and code, its cancel told by 422 code 000604, its
-resubmission by requestId, and a result of several partitions (which no
-description can ask for by number) refused rather than kept as its first;
+resubmission by requestId, and a result of several partitions read by number;
 Shopify's GraphQL everywhere (200 for errors: THROTTLED and OPERATION_IN_PROGRESS
 creating nothing, throttled reads read past), its empty result without a URL and
 its bulk_operations/finish webhook.
@@ -524,22 +523,24 @@ async def test_snowflake_a_lost_submit_is_resubmitted_with_its_request_id_and_ru
         assert (await r.op(op_id)).remote_job_id == fx.only()["id"]
 
 
-async def test_snowflake_a_result_of_several_partitions_is_never_kept_as_its_first(
+async def test_snowflake_a_result_of_several_partitions_is_read_partition_by_partition(
     pool: Any, tmp_path: Path
 ) -> None:
-    """A result cut into partitions (?partition=1, ... carry only their data): the
-    description cannot ask for a partition by number, so only the first is read;
-    its rows fall short of numRows and the result is refused, never a success with
-    part of the rows (a gap: result pages by number are not describable)."""
+    """A result cut into two partitions: the first (?partition=0) lists them in
+    partitionInfo, the second carries its data alone; both are read by number and
+    kept as one, every row of numRows there. Before, no description could ask for
+    a partition by number: only the first was read, and the result refused."""
     fx = SnowflakeFixture()
     fx.partitions = 2
     async with snowflake(pool, tmp_path, fx) as r:
         op_id = await r.submit(statement())
-        end = await r.settle(op_id, ENDS)
-        assert end is S.RESULT_VALIDATION_FAILED, await r.history(op_id)
-        assert set(fx.partition_reads) == {None}
-        said = (await r.escalation(op_id))["reason"]
-        assert "the status reports 3 items" in said, said
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        # the status reads name no partition; the result's fetches each name theirs
+        assert [p for p in fx.partition_reads if p is not None] == ["0", "1"]
+        kept = json.loads(await r.result_bytes(op_id))
+        assert [row for part in kept for row in part["data"]] == SNOWFLAKE_ROWS
+        summary = (await r.op(op_id)).result_summary
+        assert summary["items_total"] == len(SNOWFLAKE_ROWS), summary
 
 
 # --- Shopify bulk operations -------------------------------------------------------
