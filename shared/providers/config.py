@@ -1668,6 +1668,7 @@ def _result(table: _Table, status: StatusSpec) -> ResultSpec:
         body=body,
         headers=_static_headers(table),
         failures_only=_failures_only(table, fmt, items),
+        empty_without_items=_empty_without_items(table, fmt, items),
     )
     spec = _base64(table, spec)
     spec = _follow(table, spec)
@@ -1697,6 +1698,18 @@ def _failures_only(table: _Table, fmt: ResultFormat, items: ValuePath | None) ->
         raise table.error("failures_only", f"a {fmt} result has no items to count as failures")
     if table.has("item_success"):
         raise table.error("failures_only", "every item is a failure: item_success says nothing")
+    return True
+
+
+def _empty_without_items(table: _Table, fmt: ResultFormat, items: ValuePath | None) -> bool:
+    """`result.empty_without_items`: a json document without its item list holds
+    none. Only where such a list is named (`result.items`, not the whole page)."""
+    if not table.boolean("empty_without_items", False):
+        return False
+    if fmt is not ResultFormat.JSON or items is None or not items.text.strip("/"):
+        raise table.error(
+            "empty_without_items", "only with format = json and result.items naming a member"
+        )
     return True
 
 

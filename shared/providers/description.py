@@ -123,6 +123,9 @@ rules in ``shared/providers/paths.py``); *paths* = a path or a list of paths;
                  json with items, or jsonl; the successes are the status's counts
                  alone, never looked for in it, and a result of failures is not the
                  verdict "every item failed"),
+               empty_without_items (false; true: a json document, or page, without
+                 its list at items holds none, e.g. BigQuery's `rows`, left out when
+                 there is no row; else such a document is refused as a typo'd path),
                base64 (a path into the fetched JSON, or into the inline value: the
                  result is the base64 text there, decoded strictly (RFC 4648, padded,
                  no other characters); format = binary, expect.content_types its one
@@ -833,6 +836,9 @@ class ResultSpec:
     # an import that wrote most of its rows a failed job, and the status's
     # successes, looked for among its items, a result "cut short".
     failures_only: bool = False
+    # A JSON document without its item list at `items` holds none (BigQuery's
+    # query results leave `rows` out when there is no row); else it is refused.
+    empty_without_items: bool = False
 
     @property
     def fetched_max_bytes(self) -> int:

@@ -1062,7 +1062,10 @@ def _page_items(result: ResultSpec, resp: HttpResponse) -> int | None:
             return len(parse_csv(result.csv, resp.body, "result page").rows)
         except FormatError:
             return None
-    found = extract(result.items, resp.json_body) if result.items is not None else None
+    body = resp.json_body
+    found = extract(result.items, body) if result.items is not None else None
+    if found is None and result.empty_without_items and isinstance(body, dict):
+        return 0
     return len(found) if isinstance(found, list) else None
 
 

@@ -601,6 +601,8 @@ def _check_content(
         entries = []
         for document in documents:
             found = extract(spec.items, document)
+            if found is None and spec.empty_without_items and isinstance(document, dict):
+                found = []  # BigQuery leaves `rows` out when there is none
             if not isinstance(found, list):
                 raise _Invalid(f"missing item list {spec.items.text}")
             entries.extend(found)

@@ -303,6 +303,11 @@ class BigQueryFixture(_Jobs):
         if job.get("error"):
             error = job["error"]
             return self._error(400, "INVALID_ARGUMENT", error["reason"], error["message"])
+        if job["script"] == "empty":
+            # no row: BigQuery leaves `rows` out (proto3's JSON omits an empty list)
+            empty = {"kind": "bigquery#getQueryResultsResponse", "schema": BIGQUERY_SCHEMA}
+            empty |= {"jobReference": ref, "totalRows": "0", "jobComplete": True}
+            return json_response(empty | {"totalBytesProcessed": "0", "cacheHit": False})
         start = int(token.removeprefix("BHZ")) if token else 0
         end = start + self.page_size
         page: dict[str, Any] = {

@@ -126,6 +126,21 @@ async def test_bigquery_a_query_job_is_collected_page_by_page(pool: Any, tmp_pat
         assert summary["items_total"] == len(BIGQUERY_ROWS), summary
 
 
+async def test_bigquery_a_query_that_returned_no_row_is_an_empty_success(
+    pool: Any, tmp_path: Path
+) -> None:
+    """totalRows "0" and no `rows` at all (BigQuery omits an empty list): a
+    success with no item (result.empty_without_items), never a result refused for
+    its missing item list."""
+    fx = BigQueryFixture()
+    async with bigquery(pool, tmp_path, fx) as r:
+        op_id = await r.submit(query("empty"))
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert "rows" not in json.loads(await r.result_bytes(op_id))
+        summary = (await r.op(op_id)).result_summary
+        assert summary["items_total"] == 0, summary
+
+
 async def test_bigquery_done_with_an_error_result_is_failed_with_its_message(
     pool: Any, tmp_path: Path
 ) -> None:
