@@ -107,9 +107,10 @@ labels), Databricks' in the first task's `notebook_task.base_parameters.script`,
 Cloudflare's in `meta.script`, Snowflake's in `parameters.query_tag`, Shopify's in
 the mutation's `variables.script`: "fail" (DONE with invalidQuery; FAILED; error
 ERR_NON_VIDEO; 422 002003; FAILED ACCESS_DENIED), "timeout" (Databricks'
-TIMEDOUT), "empty" (Shopify: a query that matched nothing), "slow" (runs until the
-test ends it), "race" (BigQuery: a cancel is taken, and the job completes all the
-same); anything else completes after a few reads.
+TIMEDOUT), "skip" (Databricks' SKIPPED, ended with no result_state), "empty"
+(BigQuery: no row, `rows` left out; Shopify: a query that matched nothing), "slow"
+(runs until the test ends it), "race" (BigQuery: a cancel is taken, and the job
+completes all the same); anything else completes after a few reads.
 """
 
 from __future__ import annotations
@@ -334,6 +335,9 @@ DATABRICKS_FAILURE = (
     " This caused all downstream tasks to get skipped."
 )
 DATABRICKS_TIMEOUT = "Run timed out after 3600 seconds"
+DATABRICKS_SKIPPED = (
+    "Skipping this run because the limit of 1 maximum concurrent runs has been reached."
+)
 DATABRICKS_MULTI_TASK = (
     "Retrieving the output of runs with multiple tasks is not supported."
     " Please retrieve the output of each individual task run instead."
@@ -476,6 +480,8 @@ class DatabricksFixture(_Jobs):
                 "fail": ("FAILED", DATABRICKS_FAILURE),
                 "timeout": ("TIMEDOUT", DATABRICKS_TIMEOUT),
             }.get(job["script"] or "", ("SUCCESS", ""))
+        elif job["state"] == "PENDING" and job["script"] == "skip":
+            job["state"], job["message"] = "SKIPPED", DATABRICKS_SKIPPED  # no result_state
         elif job["state"] == "PENDING":
             job["state"], job["message"] = "RUNNING", "In run"
         return json_response(self.run(job))

@@ -44,6 +44,7 @@ from tests.fixtures_providers.unseen_round54b import (
     CLOUDFLARE_TOKEN,
     CLOUDFLARE_WEBHOOK_SECRET,
     DATABRICKS_FAILURE,
+    DATABRICKS_SKIPPED,
     DATABRICKS_TIMEOUT,
     DATABRICKS_TOKEN,
     SHOPIFY_LINES,
@@ -276,6 +277,19 @@ async def test_databricks_a_timed_out_run_is_failed_saying_so(pool: Any, tmp_pat
         assert await r.settle(op_id, ENDS) is S.FAILED, await r.history(op_id)
         assert await reason(r, op_id) == DATABRICKS_TIMEOUT
         assert "TIMEDOUT" in await r.raw_states(op_id)
+
+
+async def test_databricks_a_skipped_run_ends_failed_read_at_its_life_cycle_state(
+    pool: Any, tmp_path: Path
+) -> None:
+    """SKIPPED ends a run with no result_state at all: read at the second path,
+    life_cycle_state, a failure saying why it never ran."""
+    fx = DatabricksFixture()
+    async with databricks(pool, tmp_path, fx) as r:
+        op_id = await r.submit(run_submit("skip"))
+        assert await r.settle(op_id, ENDS) is S.FAILED, await r.history(op_id)
+        assert "SKIPPED" in await r.raw_states(op_id)
+        assert await reason(r, op_id) == DATABRICKS_SKIPPED
 
 
 async def test_databricks_a_cancel_is_confirmed_once_the_run_terminates(
