@@ -36,6 +36,7 @@ from shared.ledger.states import STATE_SETS, Evidence, LocalState
 from shared.providers import CreateFact, HttpRequest, LookupFact, RequestBuildError
 from shared.providers.delivery import may_have_been_delivered
 from shared.providers.description import Idempotency
+from shared.providers.requests import RESEND
 from shared.providers.responses import unreferenced_listing
 
 S = LocalState
@@ -510,6 +511,8 @@ def _create_request(step: Step) -> tuple[HttpRequest, bool | None]:
     webhook_url = step.ctx.webhook_url_for(op.provider)
     context = {
         "webhook_url": webhook_url,
+        # an earlier attempt may have reached the provider: create.resend_query
+        RESEND: "yes" if op.create_attempts > 0 else None,
         "trace_id": op.trace_id,
         "result_deadline_seconds": str(
             max(

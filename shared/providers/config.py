@@ -1277,6 +1277,7 @@ def _create(table: _Table, status: StatusSpec, has_plugin: bool) -> CreateSpec:
         encoding=table.choice("encoding", BodyEncoding, BodyEncoding.JSON),
         poll_after_seconds=table.path("poll_after_seconds", RESPONSE),
         already_exists_codes=table.scalars("already_exists_codes"),
+        resend_query=_resend_query(table),
     )
     if spec.already_exists_codes and idempotency is not Idempotency.CLIENT_JOB_ID:
         raise table.error(
@@ -1289,6 +1290,26 @@ def _create(table: _Table, status: StatusSpec, has_plugin: bool) -> CreateSpec:
         raise table.error("state", "needs status.state_map to be read")
     table.finish()
     return spec
+
+
+def _resend_query(table: _Table) -> tuple[tuple[str, str], ...]:
+    """`create.resend_query`: query parameters only a create sent again carries
+    (Snowflake's retry=true). Text values, names create.path's query does not set
+    already (one of them would be sent twice, or the first attempt would carry it)."""
+    found = table.mapping("resend_query")
+    path = table.data.get("path")
+    query = urlsplit(path).query if isinstance(path, str) else ""
+    fixed = {pair.partition("=")[0] for pair in query.split("&") if pair}
+    params = []
+    for name, value in found.items():
+        if not name or not isinstance(value, str):
+            raise table.error(f"resend_query.{name}", "must be a name and a text value")
+        if name in fixed:
+            raise table.error(
+                f"resend_query.{name}", f"create.path already sets ?{name}=: the first would too"
+            )
+        params.append((name, value))
+    return tuple(params)
 
 
 def _check_form_create(table: _Table, spec: CreateSpec) -> None:

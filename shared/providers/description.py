@@ -59,6 +59,10 @@ rules in ``shared/providers/paths.py``); *paths* = a path or a list of paths;
                  "duplicate": the job is read by that id through the [lookup] it needs
                  and adopted, not the create resent),
                error_message ("/error/message"),
+               resend_query = {name = "value"} (query parameters added to a create sent
+                 again after an attempt that may have reached the provider, never to
+                 the first: Snowflake's { retry = "true" } beside
+                 ?requestId={idempotency_token}),
                not_created_statuses ([]: 4xx/5xx codes the provider documents as "nothing
                  was created", e.g. [429]; such an answer is back-pressure: the create is
                  sent again after Retry-After or the backoff, never looked up or escalated),
@@ -536,6 +540,10 @@ class CreateSpec:
     # so such an answer to a resend is our earlier create: the job is read by
     # that id (the lookup) and adopted, never resent or escalated as a conflict.
     already_exists_codes: frozenset[str] = frozenset()
+    # Query parameters a create carries only when sent again after an attempt that
+    # may have reached the provider (Snowflake's retry=true, "set to true only
+    # when retrying the request"); the first attempt goes without them.
+    resend_query: tuple[tuple[str, str], ...] = ()
 
     @property
     def asks_callback(self) -> bool:

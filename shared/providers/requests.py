@@ -65,6 +65,9 @@ from shared.secret import Secret
 # `_create_request` in reconciler/steps/create.py); build_create fills the rest
 # of config.CREATE_VALUES itself.
 CREATE_CONTEXT_VALUES = ("webhook_url", "trace_id", "result_deadline_seconds")
+# A context fact, not a template value: set (to any text) when an earlier attempt
+# of this create may have reached the provider, so `create.resend_query` applies.
+RESEND = "resend"
 
 # The longest URL a request is built for. httpx refuses 65,536 characters;
 # no API's status, result or errors link comes near 16 KiB (a pre-signed S3
@@ -95,7 +98,8 @@ def build_create(
     `body` is the operation's stored request body (copied, never mutated);
     `client_reference` is our operation id; `context` supplies optional
     template values (CREATE_CONTEXT_VALUES) — a `set_body`/`set_headers`
-    entry whose value is unknown is left out.
+    entry whose value is unknown is left out — and, under RESEND, whether an
+    earlier attempt may have reached the provider (`create.resend_query`).
     """
     spec = desc.create
     idempotency_token = create_token(spec, idempotency_token)
@@ -160,7 +164,11 @@ def _create_url(desc: ProviderDescription, values: Mapping[str, str | None]) -> 
     }
     if "webhook_url" in path.names and "webhook_url" not in filled:
         path = without_query_param(path, "webhook_url")
-    return _join(desc, path, filled)
+    url = _join(desc, path, filled)
+    if values.get(RESEND) and desc.create.resend_query:
+        # Snowflake's retry=true: "set to true only when retrying the request"
+        url = _with_query(url, dict(desc.create.resend_query))
+    return url
 
 
 def _create_body(

@@ -69,11 +69,12 @@ open, the assumption is stated here.
   "database", "schema", "warehouse", "role", "parameters"} answers 202 {"code":
   "333334", "message": "Asynchronous execution in progress...",
   "statementHandle", "statementStatusUrl"}. Resubmitted with the same requestId
-  and retry=true, it answers the statement already submitted (assumed: retry=true
-  on a first submission finds none and runs it; the docs say to set it "only
-  when retrying"). `GET /api/v2/statements/{handle}` 202 the same while it runs;
-  200 the result set {"resultSetMetaData": {"numRows", "format": "jsonv2",
-  "partitionInfo": [{"rowCount", "uncompressedSize"}], "rowType"}, "data": [[...]],
+  and retry=true ("set to true only when retrying the request"), it answers the
+  statement already submitted (assumed: without retry=true, a requestId seen
+  before runs the statement again, as the fake does). `GET
+  /api/v2/statements/{handle}` 202 the same while it runs; 200 the result set
+  {"resultSetMetaData": {"numRows", "format": "jsonv2", "partitionInfo":
+  [{"rowCount", "uncompressedSize"}], "rowType"}, "data": [[...]],
   "code": "090001", "sqlState": "00000", "message": "Statement executed
   successfully.", "statementHandle", "requestId", "createdOn"}; 422 {"code",
   "message", "sqlState", "statementHandle"} a failure (002003 ... 42S02), and a
