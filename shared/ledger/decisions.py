@@ -32,6 +32,7 @@ from shared.ledger.operations import (
     unstorable_job_id,
 )
 from shared.ledger.states import EDGES, ESCALATED, Evidence, LocalState
+from shared.text import scrub_text
 
 S = LocalState
 # The shortest reason a decision records, counted without the blanks around it:
@@ -86,6 +87,9 @@ async def escalate(
     Called after a move into an escalated state. An escalation still open (the
     move came from another escalated state) is closed, never rewritten: the
     evidence log keeps an escalation's state, reason and details as written.
+    The reason often quotes a provider (a job id a lookup listed): a NUL there
+    is scrubbed as in a history cause, else PostgreSQL refuses the row and the
+    step fails on every lease, the human never told.
     """
     calls = await db.fetch(q("escalation_context"), op.operation_id)
     context = {
@@ -106,7 +110,9 @@ async def escalate(
         ],
         **details,
     }
-    await db.fetchval(q("open_escalation"), op.operation_id, state.value, reason, context)
+    await db.fetchval(
+        q("open_escalation"), op.operation_id, state.value, scrub_text(reason), context
+    )
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,138 @@
+"""Job ids in create and lookup answers that no request can name exactly.
+
+A provider's answer is a third party's bytes: a job id holding NUL (PostgreSQL
+text cannot), or one the provider wrote as a JSON float (1e400, rounded to
+"inf" as it is read). Neither may be recorded altered (every later call would
+name another job), claimed as what it is not (a conflict no provider answered),
+or stop the reconciler on a database error, over and over, with the operation
+left where it was. A human is told, in words the database can hold.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from bench.harness import TestClock
+from shared.ledger.states import LocalState
+from tests.fixtures_providers.rig import PresetRig, preset_rig
+
+S = LocalState
+Answer = Callable[["Jobs", Any], Awaitable[Response]]
+
+DESCRIBED: dict[str, Any] = {
+    "create": {
+        "path": "/v1/jobs",
+        "idempotency": "header",
+        "accepted_statuses": [201],
+        "job_id": "/id",
+        "client_reference_field": "ref",
+    },
+    "status": {"path": "/v1/jobs/{job_id}", "state": "/status", "state_map": {"done": "succeeded"}},
+    "lookup": {
+        "path": "/v1/jobs",
+        "query_param": "ref",
+        "list": "/jobs",
+        "match": "ref",
+        "job_id": "id",
+    },
+    "result": {"source": "none"},
+}
+
+
+class Jobs:
+    """Creates answered from a script (the last answer repeats); a lookup lists
+    `listed` (raw JSON items, as the provider wrote them); every job read is done."""
+
+    def __init__(self, answers: list[Answer]) -> None:
+        self.answers = answers
+        self.creates = self.lookups = self.reads = 0
+        self.listed: list[bytes] = []
+
+    def app(self) -> Starlette:
+        return Starlette(
+            routes=[
+                Route("/v1/jobs", self.create, methods=["POST"]),
+                Route("/v1/jobs", self.lookup, methods=["GET"]),
+                Route("/v1/jobs/{job_id}", self.read, methods=["GET"]),
+            ]
+        )
+
+    async def create(self, request: Request) -> Response:
+        answer = self.answers[min(self.creates, len(self.answers) - 1)]
+        self.creates += 1
+        return await answer(self, await request.json())
+
+    async def lookup(self, request: Request) -> Response:
+        self.lookups += 1
+        items = b",".join(self.listed)
+        return Response(b'{"jobs": [' + items + b"]}", media_type="application/json")
+
+    async def read(self, request: Request) -> Response:
+        self.reads += 1
+        return JSONResponse({"id": request.path_params["job_id"], "status": "done"})
+
+
+def answer(status: int, body: bytes) -> Answer:
+    """The create answered `status` with `body`, bytes as the provider wrote them."""
+
+    async def respond(_jobs: Jobs, _body: Any) -> Response:
+        return Response(body, status_code=status, media_type="application/json")
+
+    return respond
+
+
+def rig(pool: Any, tmp_path: Path, jobs: Jobs, clock: TestClock) -> Any:
+    return preset_rig(
+        pool,
+        tmp_path,
+        jobs.app(),
+        preset=None,
+        name="odd",
+        env={},
+        overrides=DESCRIBED,
+        clock=clock,
+    )
+
+
+async def run(r: PresetRig, clock: TestClock, rounds: int) -> None:
+    """The daemon's sweeps, `rounds` times, five seconds apart."""
+    for _ in range(rounds):
+        await r.reconciler.run_once()
+        await clock.advance(5.0)
+
+
+def failed_steps(caplog: Any) -> list[Any]:
+    return [rec for rec in caplog.records if rec.getMessage() == "step failed"]
+
+
+async def test_a_stranger_with_nul_beside_our_job_goes_to_a_human(
+    pool: Any, tmp_path: Path, clock: TestClock, caplog: Any
+) -> None:
+    """The first create got a 502, the same-token retry job j1; the cross-check's
+    lookup lists j1 and a second job for our reference whose id holds NUL. The
+    escalation quoted that id in its reason, which PostgreSQL refused: "step
+    failed" at every lease, the operation left `accepted` with its cross-check
+    pending, no human told of the second job, the job never read."""
+    jobs = Jobs([answer(502, b"bad gateway"), answer(201, b'{"id": "j1"}')])
+    async with rig(pool, tmp_path, jobs, clock) as r:
+        op_id = await r.submit({"x": 1}, create_deadline_s=600)
+        ref = op_id.encode()
+        jobs.listed = [
+            b'{"ref": "' + ref + b'", "id": "j1"}',
+            b'{"ref": "' + ref + b'", "id": "j\\u00002"}',
+        ]
+        await run(r, clock, 6)
+        op = await r.op(op_id)
+        assert op.state is S.NEEDS_ATTENTION, await r.history(op_id)
+        assert op.remote_job_id == "j1"
+        reason = (await r.escalation(op_id))["reason"]
+        assert "same token answered with job j1, but the provider also holds j" in reason, reason
+        assert jobs.creates == 2 and jobs.reads == 0
+        assert not failed_steps(caplog)
