@@ -611,6 +611,11 @@ async def _interpret_create(
 ) -> Delay:
     if fact.kind == "accepted":
         assert fact.remote_job_id is not None
+        unstorable = unstorable_job_id(fact.remote_job_id)
+        if unstorable is not None:
+            # Before any comparison: the calls on record hold such an id scrubbed,
+            # and this answer, compared with its own call, read as another job id.
+            return await _unrecordable(step, conn, unstorable)
         known = [
             r["remote_job_id"]
             for r in await conn.fetch(q("known_remote_job_ids"), step.op.operation_id)
@@ -740,10 +745,7 @@ async def _accept(
     off the row: an estimate holds back no read a delivery wakes."""
     unstorable = unstorable_job_id(job_id)
     if unstorable is not None:
-        # Storing it altered would point every later call at the wrong job.
-        return await _conflict(
-            step, conn, f"the provider's job id cannot be recorded as given ({unstorable})", []
-        )
+        return await _unrecordable(step, conn, unstorable)
     request: dict[str, Any] | None
     try:
         status = step.adapter.build_status(job_id, status_url)
@@ -790,6 +792,14 @@ async def _accept(
         return step.until_allowed(NOW, read=True)
     return step.until_allowed(
         _first_read(step, cross_check, retry_after, poll_after, readable=request is not None)
+    )
+
+
+async def _unrecordable(step: Step, conn: Any, why: str) -> Delay:
+    """The provider named a job whose id PostgreSQL cannot hold as given (`why`):
+    storing it altered would point every later call at the wrong job."""
+    return await _conflict(
+        step, conn, f"the provider's job id cannot be recorded as given ({why})", []
     )
 
 

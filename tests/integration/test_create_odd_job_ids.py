@@ -136,3 +136,27 @@ async def test_a_stranger_with_nul_beside_our_job_goes_to_a_human(
         assert "same token answered with job j1, but the provider also holds j" in reason, reason
         assert jobs.creates == 2 and jobs.reads == 0
         assert not failed_steps(caplog)
+
+
+async def test_a_created_job_whose_id_holds_nul_is_no_conflict(
+    pool: Any, tmp_path: Path, clock: TestClock, caplog: Any
+) -> None:
+    """A single create answered 201 naming job "job<NUL>x". Its call kept the id
+    scrubbed (U+FFFD for the NUL), and the answer, compared with that record,
+    read as "the same idempotency token was answered with another job id": a
+    conflict no provider answered, the same id twice in the human's list (and,
+    before escalations were scrubbed, a step failing on every lease). The id
+    cannot be recorded as given: that is what the human is told."""
+    jobs = Jobs([answer(201, b'{"id": "job\\u0000x"}')])
+    async with rig(pool, tmp_path, jobs, clock) as r:
+        op_id = await r.submit({"x": 1})
+        await run(r, clock, 3)
+        op = await r.op(op_id)
+        assert op.state is S.NEEDS_ATTENTION, await r.history(op_id)
+        assert await r.history(op_id) == ["create_pending", "needs_attention"]
+        assert op.remote_job_id is None
+        reason = (await r.escalation(op_id))["reason"]
+        assert "cannot be recorded as given" in reason, reason
+        assert "another job id" not in reason, reason
+        assert jobs.creates == 1 and jobs.lookups == 0 and jobs.reads == 0
+        assert not failed_steps(caplog)
