@@ -88,8 +88,8 @@ however long). A JSON float (a literal with a fraction or an exponent) is
 rounded to a double as it is read, so it names nothing exactly: 1e400 and
 2e400 would be one key ("inf"), and a job id of 1e400 would match the job
 "inf". Such an id counts as absent (`shared.providers.values.as_id`, used
-wherever an id or a reference is read from a webhook's body; a create's or a
-lookup's answer still reads a job id with `as_str`): the dedupe key is then
+wherever an id or a reference is read from a webhook's body, and for the job
+id of a create's or a lookup's answer): the dedupe key is then
 the body's hash, which the signature covers, and the reference is not used.
 
 GitHub signs only the body: its `X-GitHub-Delivery` id is not covered, so it is

@@ -243,7 +243,8 @@ def _parse_create_success(
 ) -> CreateFact:
     spec = desc.create
     code = resp.status_code
-    job_id = as_str(extract(spec.job_id, body, resp.headers)) if spec.job_id else None
+    # as_id: a float (1e400 read as "inf") names no job; a retry or a lookup follows
+    job_id = as_id(extract(spec.job_id, body, resp.headers)) if spec.job_id else None
     if job_id is None and spec.idempotency is Idempotency.CLIENT_JOB_ID and idempotency_token:
         job_id = create_token(spec, idempotency_token)
     state, raw = (None, None)
@@ -769,7 +770,7 @@ def parse_lookup(
         )
     body = resp.json_body
     if spec.kind is LookupKind.GET:
-        job_id = as_str(extract(spec.job_id, body, resp.headers)) if spec.job_id else None
+        job_id = as_id(extract(spec.job_id, body, resp.headers)) if spec.job_id else None
         if job_id is None:
             return LookupFact(status_code=code, problem="lookup answer without a job id")
         url = _found_status_url(spec, body, resp.headers)
@@ -788,7 +789,7 @@ def parse_lookup(
             referenced += 1
         if reference != client_reference:
             continue
-        job_id = as_str(extract(spec.job_id, job)) if spec.job_id is not None else None
+        job_id = as_id(extract(spec.job_id, job)) if spec.job_id is not None else None
         if job_id is None:
             unnamed = True
         elif job_id not in found:

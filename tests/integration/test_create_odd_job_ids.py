@@ -160,3 +160,42 @@ async def test_a_created_job_whose_id_holds_nul_is_no_conflict(
         assert "another job id" not in reason, reason
         assert jobs.creates == 1 and jobs.lookups == 0 and jobs.reads == 0
         assert not failed_steps(caplog)
+
+
+async def test_a_job_id_written_as_a_float_names_no_job(
+    pool: Any, tmp_path: Path, clock: TestClock
+) -> None:
+    """A create answered 201 {"id": 1e400}: the float, rounded as it is read, was
+    taken as job "inf", whose reads the provider answered (a job of that name, or
+    a catch-all route), and the operation "succeeded" on a job nobody named. A
+    float names no id exactly (as in a webhook: `as_id`): the answer names no
+    job, and the create stays uncertain."""
+    jobs = Jobs([answer(201, b'{"id": 1e400}')])
+    async with rig(pool, tmp_path, jobs, clock) as r:
+        op_id = await r.submit({"x": 1}, create_deadline_s=600)
+        await run(r, clock, 4)
+        op = await r.op(op_id)
+        assert op.state is S.CREATE_UNKNOWN, await r.history(op_id)
+        assert op.remote_job_id is None and jobs.reads == 0
+        assert [c["remote_job_id"] for c in await r.calls(op_id, "create")] == [None] * jobs.creates
+
+
+async def test_a_listed_job_id_written_as_a_float_is_no_lookup_answer(
+    pool: Any, tmp_path: Path, clock: TestClock
+) -> None:
+    """Every create got a 502; at the create deadline the lookup lists our
+    reference with {"id": 1e20}, which was adopted as job "1e+20" (Python's
+    spelling of the float, not the provider's). It names no job: inconclusive,
+    and the human is told the list holds our operation without a usable id."""
+    jobs = Jobs([answer(502, b"bad gateway")])
+    async with rig(pool, tmp_path, jobs, clock) as r:
+        op_id = await r.submit({"x": 1}, create_deadline_s=60)
+        jobs.listed = [b'{"ref": "' + op_id.encode() + b'", "id": 1e20}']
+        await run(r, clock, 3)
+        await clock.advance(120.0)
+        await run(r, clock, 2)
+        op = await r.op(op_id)
+        assert op.state is S.NEEDS_ATTENTION, await r.history(op_id)
+        assert op.remote_job_id is None and jobs.lookups >= 1 and jobs.reads == 0
+        reason = (await r.escalation(op_id))["reason"]
+        assert "the list holds our operation but no job id at" in reason, reason
