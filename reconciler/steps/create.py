@@ -21,6 +21,7 @@ the next owner runs the cross-check before anything else.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from reconciler.calls import NEVER_LEFT, imposed_wait, recorded_response
@@ -30,6 +31,7 @@ from reconciler.steps.collect import store_sync_result
 from shared import ledger
 from shared.db.queries import q
 from shared.ledger import webhooks
+from shared.ledger.decisions import DEADLINE_READ_GRACE_S
 from shared.ledger.errors import JobShared, StaleTransition
 from shared.ledger.operations import unstorable_job_id
 from shared.ledger.states import STATE_SETS, Evidence, LocalState
@@ -63,7 +65,10 @@ CONFLICTS_MIN_SECONDS = 600.0
 async def step_create(step: Step) -> Delay:
     held = step.held_back()
     if held is not None:
-        return held
+        if not _outlasts_deadline(step, held):
+            return held
+        async with step.ctx.pool.acquire() as conn:
+            return await _held_past_deadline(step, conn, held)
     async with step.ctx.pool.acquire() as conn:
         op = step.op
         last = None
@@ -603,7 +608,54 @@ async def _send_create(step: Step, conn: Any) -> Delay:
     )
     async with conn.transaction():
         await step.reload(conn)
-        return await _interpret_create(step, conn, fact, call_id, attempt, retried=retried)
+        delay = await _interpret_create(step, conn, fact, call_id, attempt, retried=retried)
+    held = step.held_back()
+    if fact.kind in ("ambiguous", "not_created") and held and _outlasts_deadline(step, held):
+        return await _held_past_deadline(step, conn, held)
+    return delay
+
+
+def _outlasts_deadline(step: Step, held: float) -> bool:
+    """Does the provider's window (`held` seconds from now) end past the create
+    deadline's grace? Then no create or lookup can settle anything in time."""
+    allowed_at = step.now() + timedelta(seconds=held)
+    return allowed_at > step.op.create_deadline + timedelta(seconds=DEADLINE_READ_GRACE_S)
+
+
+async def _held_past_deadline(step: Step, conn: Any, held: float) -> Delay:
+    """The provider asks for a wait (a 429's Retry-After of a day) that ends past
+    the create deadline's grace: a human is asked now, as a status read's wait
+    past the result deadline is escalated (steps/poll.py), and nothing is sent.
+
+    Before, the operation waited out the window in create_unknown, its deadline
+    passed unseen: the row is not due before the window ends, and a human heard
+    of it a day after a two-minute create deadline.
+    """
+    op = step.op
+    if op.state not in STATE_SETS["wants_create"] or op.remote_job_id:
+        return held  # the answer settled it (a job id, a human already asked)
+    allowed_at = step.now() + timedelta(seconds=held)
+    if op.create_attempts == 0:
+        known = "no create request was ever sent"
+    elif await _made_a_job_maybe(step, conn, None):
+        known = "whether a remote job exists is unknown"
+    else:
+        known = (
+            "no remote job exists: every create attempt was refused with a status or code "
+            "the provider documents as creating nothing"
+        )
+    last = await conn.fetchrow(q("latest_create_call"), op.operation_id)
+    reason = (
+        f"the provider asks us not to call again until {allowed_at:%Y-%m-%dT%H:%M:%SZ}, "
+        f"past the create deadline ({op.create_deadline:%Y-%m-%dT%H:%M:%SZ}) and its grace: "
+        f"{known}" + _last_create_answer(last, op.last_error) + _cancel_never_sent(step)
+    )
+    async with conn.transaction():
+        await step.reload(conn)
+        if step.op.state not in STATE_SETS["wants_create"] or step.op.remote_job_id:
+            return held
+        await step.move(conn, S.NEEDS_ATTENTION, reason, create_attempts=step.op.create_attempts)
+    return None
 
 
 async def _interpret_create(

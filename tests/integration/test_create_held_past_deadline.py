@@ -1,0 +1,113 @@
+"""A create answered with a wait that outlasts the create deadline.
+
+`Retry-After` is honoured (seconds or HTTP-date, capped at a day), and no call
+goes out before it ends. A create deadline that passes meanwhile still asks a
+human, as a result deadline does for status reads (the provider's window past
+the deadline's grace escalates): before, the operation sat in create_unknown
+until the window ended, a day after a two-minute deadline, nobody told.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from bench.harness import TestClock
+from shared.ledger.states import LocalState
+from tests.fixtures_providers.rig import preset_rig
+
+S = LocalState
+
+DESCRIBED: dict[str, Any] = {
+    "create": {
+        "path": "/v1/jobs",
+        "idempotency": "header",
+        "accepted_statuses": [201],
+        "job_id": "/id",
+        "client_reference_field": "ref",
+    },
+    "status": {"path": "/v1/jobs/{job_id}", "state": "/status", "state_map": {"done": "succeeded"}},
+    "lookup": {
+        "path": "/v1/jobs",
+        "query_param": "ref",
+        "list": "/jobs",
+        "match": "ref",
+        "job_id": "id",
+    },
+    "result": {"source": "none"},
+}
+
+
+class Throttling:
+    """Every create answered 429 with `retry_after`; lookups list nothing."""
+
+    def __init__(self, retry_after: str) -> None:
+        self.retry_after = retry_after
+        self.creates = self.lookups = 0
+
+    def app(self) -> Starlette:
+        return Starlette(
+            routes=[
+                Route("/v1/jobs", self.create, methods=["POST"]),
+                Route("/v1/jobs", self.lookup, methods=["GET"]),
+            ]
+        )
+
+    async def create(self, _request: Request) -> Response:
+        self.creates += 1
+        return JSONResponse(
+            {"error": "slow down"}, status_code=429, headers={"Retry-After": self.retry_after}
+        )
+
+    async def lookup(self, _request: Request) -> Response:
+        self.lookups += 1
+        return JSONResponse({"jobs": []})
+
+
+@pytest.mark.parametrize(
+    ("retry_after", "documented"),
+    [("86400", False), ("Fri, 31 Dec 9999 23:59:59 GMT", False), ("86400", True)],
+    ids=["seconds", "http_date", "documented_429"],
+)
+async def test_a_wait_past_the_create_deadline_goes_to_a_human(
+    retry_after: str, documented: bool, pool: Any, tmp_path: Path, clock: TestClock
+) -> None:
+    """The create got 429 asking for a day's wait, the create deadline two
+    minutes away: a human is asked by the deadline, told until when the provider
+    asks us to wait, and nothing more is sent meanwhile (no create, no lookup)."""
+    fx = Throttling(retry_after)
+    overrides = DESCRIBED
+    if documented:
+        overrides = {**DESCRIBED, "create": {**DESCRIBED["create"], "not_created_statuses": [429]}}
+    async with preset_rig(
+        pool,
+        tmp_path,
+        fx.app(),
+        preset=None,
+        name="throttling",
+        env={},
+        overrides=overrides,
+        clock=clock,
+    ) as r:
+        op_id = await r.submit({"x": 1}, create_deadline_s=120)
+        await r.reconciler.run_once()
+        assert fx.creates == 1
+        await clock.advance(130.0)  # past the create deadline, well within the day
+        for _ in range(3):
+            await r.reconciler.run_once()
+            await clock.advance(5.0)
+        assert await r.state(op_id) is S.NEEDS_ATTENTION, await r.history(op_id)
+        reason = (await r.escalation(op_id))["reason"]
+        assert "asks us not to call again until" in reason, reason
+        assert "past the create deadline" in reason, reason
+        if documented:
+            assert "no remote job exists" in reason, reason
+        else:
+            assert "whether a remote job exists is unknown" in reason, reason
+        assert fx.creates == 1 and fx.lookups == 0
