@@ -64,11 +64,23 @@ CONFLICTS_MIN_SECONDS = 600.0
 
 async def step_create(step: Step) -> Delay:
     held = step.held_back()
-    if held is not None:
-        if not _outlasts_deadline(step, held):
-            return held
-        async with step.ctx.pool.acquire() as conn:
-            return await _held_past_deadline(step, conn, held)
+    if held is not None and not _outlasts_deadline(step, held):
+        return held
+    delay = await _create(step) if held is None else held
+    # An answer of this step (a create's or a lookup's 429) or an earlier one may
+    # hold every call past the create deadline's grace: a human hears of it now.
+    held = step.held_back()
+    if held is None or not _outlasts_deadline(step, held) or not _wants_create(step):
+        return delay
+    async with step.ctx.pool.acquire() as conn:
+        return await _held_past_deadline(step, conn, held)
+
+
+def _wants_create(step: Step) -> bool:
+    return step.op.state in STATE_SETS["wants_create"] and not step.op.remote_job_id
+
+
+async def _create(step: Step) -> Delay:
     async with step.ctx.pool.acquire() as conn:
         op = step.op
         last = None
@@ -608,11 +620,7 @@ async def _send_create(step: Step, conn: Any) -> Delay:
     )
     async with conn.transaction():
         await step.reload(conn)
-        delay = await _interpret_create(step, conn, fact, call_id, attempt, retried=retried)
-    held = step.held_back()
-    if fact.kind in ("ambiguous", "not_created") and held and _outlasts_deadline(step, held):
-        return await _held_past_deadline(step, conn, held)
-    return delay
+        return await _interpret_create(step, conn, fact, call_id, attempt, retried=retried)
 
 
 def _outlasts_deadline(step: Step, held: float) -> bool:
@@ -623,17 +631,16 @@ def _outlasts_deadline(step: Step, held: float) -> bool:
 
 
 async def _held_past_deadline(step: Step, conn: Any, held: float) -> Delay:
-    """The provider asks for a wait (a 429's Retry-After of a day) that ends past
-    the create deadline's grace: a human is asked now, as a status read's wait
-    past the result deadline is escalated (steps/poll.py), and nothing is sent.
+    """The provider asks for a wait (a create's or a lookup's 429 with a
+    Retry-After of a day) that ends past the create deadline's grace: a human
+    is asked now, as a status read's wait past the result deadline is escalated
+    (steps/poll.py), and nothing is sent.
 
     Before, the operation waited out the window in create_unknown, its deadline
     passed unseen: the row is not due before the window ends, and a human heard
     of it a day after a two-minute create deadline.
     """
     op = step.op
-    if op.state not in STATE_SETS["wants_create"] or op.remote_job_id:
-        return held  # the answer settled it (a job id, a human already asked)
     allowed_at = step.now() + timedelta(seconds=held)
     if op.create_attempts == 0:
         known = "no create request was ever sent"
@@ -652,8 +659,8 @@ async def _held_past_deadline(step: Step, conn: Any, held: float) -> Delay:
     )
     async with conn.transaction():
         await step.reload(conn)
-        if step.op.state not in STATE_SETS["wants_create"] or step.op.remote_job_id:
-            return held
+        if not _wants_create(step):
+            return held  # settled meanwhile (a webhook's job id, an operator)
         await step.move(conn, S.NEEDS_ATTENTION, reason, create_attempts=step.op.create_attempts)
     return None
 

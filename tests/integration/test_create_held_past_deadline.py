@@ -111,3 +111,52 @@ async def test_a_wait_past_the_create_deadline_goes_to_a_human(
         else:
             assert "whether a remote job exists is unknown" in reason, reason
         assert fx.creates == 1 and fx.lookups == 0
+
+
+class LookupThrottling(Throttling):
+    """The create answered 502 (the job may exist); every lookup 429 with `retry_after`."""
+
+    async def create(self, _request: Request) -> Response:
+        self.creates += 1
+        return JSONResponse({"error": "bad gateway"}, status_code=502)
+
+    async def lookup(self, _request: Request) -> Response:
+        self.lookups += 1
+        return JSONResponse(
+            {"error": "slow down"}, status_code=429, headers={"Retry-After": self.retry_after}
+        )
+
+
+async def test_a_lookups_wait_past_the_create_deadline_goes_to_a_human(
+    pool: Any, tmp_path: Path, clock: TestClock
+) -> None:
+    """A provider that cannot deduplicate creates: the create got a 502, so only a
+    lookup may tell whether the job exists, and the lookup got 429 asking for a
+    day. The operation sat in create_unknown for that day, its two-minute create
+    deadline passed unseen."""
+    fx = LookupThrottling("86400")
+    overrides = {**DESCRIBED, "create": {**DESCRIBED["create"], "idempotency": "none"}}
+    async with preset_rig(
+        pool,
+        tmp_path,
+        fx.app(),
+        preset=None,
+        name="throttling",
+        env={},
+        overrides=overrides,
+        clock=clock,
+    ) as r:
+        op_id = await r.submit({"x": 1}, create_deadline_s=120)
+        for _ in range(3):
+            await r.reconciler.run_once()
+            await clock.advance(5.0)
+        assert fx.creates == 1 and fx.lookups == 1
+        await clock.advance(130.0)  # past the create deadline, well within the day
+        for _ in range(3):
+            await r.reconciler.run_once()
+            await clock.advance(5.0)
+        assert await r.state(op_id) is S.NEEDS_ATTENTION, await r.history(op_id)
+        reason = (await r.escalation(op_id))["reason"]
+        assert "asks us not to call again until" in reason, reason
+        assert "whether a remote job exists is unknown" in reason, reason
+        assert fx.creates == 1 and fx.lookups == 1
