@@ -182,6 +182,14 @@ def _text(value: str | None) -> str | None:
     return scrub_text(value) if value is not None else None
 
 
+def _exact(job_id: str | None) -> str | None:
+    """A job id as the call names it: as given, or None when PostgreSQL cannot
+    hold it so (NUL, a lone surrogate). Scrubbed, it was an id no provider gave,
+    compared with later answers as the job's and read by whoever recovers the
+    call; the answer's own bytes stay in its stored body."""
+    return job_id if job_id is None or scrub_text(job_id) == job_id else None
+
+
 def _status_code(code: int | None, anomalies: _Anomalies) -> int | None:
     if code is None or code in _STATUS_CODES:
         return code
@@ -387,7 +395,7 @@ async def finish_call(
     anomalies = _Anomalies()
     document = {
         **_answer_fields(answer, anomalies),
-        "remote_job_id": _text(remote_job_id),
+        "remote_job_id": _exact(remote_job_id),
         "not_before_seconds": _wait("retry_after", not_before_seconds, anomalies),
     }
     document["anomalies"] = anomalies.names or None

@@ -160,6 +160,8 @@ async def test_a_created_job_whose_id_holds_nul_is_no_conflict(
         assert "another job id" not in reason, reason
         assert jobs.creates == 1 and jobs.lookups == 0 and jobs.reads == 0
         assert not failed_steps(caplog)
+        # the call on record names no job the provider did not (the id scrubbed)
+        assert [c["remote_job_id"] for c in await r.calls(op_id, "create")] == [None]
 
 
 async def test_a_job_id_written_as_a_float_names_no_job(
@@ -199,3 +201,19 @@ async def test_a_listed_job_id_written_as_a_float_is_no_lookup_answer(
         assert op.remote_job_id is None and jobs.lookups >= 1 and jobs.reads == 0
         reason = (await r.escalation(op_id))["reason"]
         assert "the list holds our operation but no job id at" in reason, reason
+
+
+async def test_a_lookup_naming_only_a_job_with_nul_records_no_altered_id(
+    pool: Any, tmp_path: Path, clock: TestClock
+) -> None:
+    """The same-token retry answered j1; the cross-check's lookup lists, for our
+    reference, only a job whose id holds NUL. A human is told; the lookup's call
+    on record named "j\ufffd2", an id no provider gave, which a later
+    comparison or a human would take for the job's."""
+    jobs = Jobs([answer(502, b"bad gateway"), answer(201, b'{"id": "j1"}')])
+    async with rig(pool, tmp_path, jobs, clock) as r:
+        op_id = await r.submit({"x": 1}, create_deadline_s=600)
+        jobs.listed = [b'{"ref": "' + op_id.encode() + b'", "id": "j\\u00002"}']
+        await run(r, clock, 6)
+        assert await r.state(op_id) is S.NEEDS_ATTENTION, await r.history(op_id)
+        assert [c["remote_job_id"] for c in await r.calls(op_id, "lookup")] == [None]
