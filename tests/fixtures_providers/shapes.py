@@ -185,11 +185,13 @@ def request_reply(done_by: Literal["303", "presigned"]) -> dict[str, Any]:
 
 
 class PipelinesFixture:
-    """GitLab-like pipelines; `lose_first_create`: the first create's answer never comes."""
+    """GitLab-like pipelines; `lose_first_create`: the first create's answer never comes;
+    `unlisted`: the list leaves ours out until `list_ours()` (a list that lags)."""
 
-    def __init__(self, *, lose_first_create: bool = False) -> None:
+    def __init__(self, *, lose_first_create: bool = False, unlisted: bool = False) -> None:
         self.registry = Registry("")
         self.lose_first_create = lose_first_create
+        self.unlisted = unlisted
         self.pipelines: dict[str, dict[str, Any]] = {
             str(900 + i): {"id": 900 + i, "name": f"someone-else-{i}", "status": "success"}
             for i in range(PAGE_SIZE)
@@ -225,11 +227,18 @@ class PipelinesFixture:
         """Oldest first: the pipelines of others fill page 1, ours come after."""
         page = int(request.query_params.get("page", "1"))
         self.pages.append(page)
-        ordered = list(self.pipelines.values())
+        ordered = [
+            p
+            for p in self.pipelines.values()
+            if not self.unlisted or str(p["name"]).startswith("someone-else")
+        ]
         headers = {"X-Page": str(page)}
         if page * PAGE_SIZE < len(ordered):
             headers["X-Next-Page"] = str(page + 1)
         return json_response(ordered[(page - 1) * PAGE_SIZE : page * PAGE_SIZE], headers=headers)
+
+    def list_ours(self) -> None:
+        self.unlisted = False
 
     async def status(self, request: Request) -> Response:
         pid = request.path_params["pid"]
