@@ -1909,7 +1909,7 @@ def _pages(
         page_token_body_field=in_body,
     )
     if page_param is not None:
-        spec = dataclasses.replace(spec, **_result_numbers(table, source, path, page_param))
+        spec = dataclasses.replace(spec, **_result_numbers(table, source, fmt, path, page_param))
     else:
         for key in _PAGE_NUMBER_ONLY:
             if table.has(key):
@@ -1938,7 +1938,11 @@ _PAGE_NUMBER_ONLY = ("first_page", "page_count")
 
 
 def _result_numbers(
-    table: _Table, source: ResultSource | None, path: Template | None, page_param: str
+    table: _Table,
+    source: ResultSource | None,
+    fmt: ResultFormat,
+    path: Template | None,
+    page_param: str,
 ) -> dict[str, Any]:
     """The keys of `[result.pages]` paged by number (Snowflake's `?partition=N`).
 
@@ -1954,6 +1958,10 @@ def _result_numbers(
             "page_count",
             "required with page_param: where the first page says how many pages there are",
         )
+    if count.source is PathSource.BODY and fmt is not ResultFormat.JSON:
+        # never read as one JSON document: the count was never found, the first
+        # page always the last (as offset paging's `total`)
+        raise table.error("page_count", f"a {fmt} page has no body path: use header:NAME")
     query = urlsplit(path.text).query if path is not None and source is ResultSource.PATH else ""
     if page_param in {pair.partition("=")[0] for pair in query.split("&") if pair}:
         raise table.error("page_param", f"result.path already sets ?{page_param}=: set it once")

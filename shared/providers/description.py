@@ -191,9 +191,10 @@ rules in ``shared/providers/paths.py``); *paths* = a path or a list of paths;
                    as [lookup]'s: an empty page always ends it;
                  page_param (the page number's query parameter, e.g. Snowflake's
                    "partition") + first_page (0 or 1, required) + page_count (required: a
-                   path read on the first page, a number or a list whose length is the
-                   number of pages, e.g. "/resultSetMetaData/partitionInfo"; unreadable,
-                   the first page is the last);
+                   path read on the first page (header:NAME unless json), a number or a
+                   list whose length is the number of pages, e.g.
+                   "/resultSetMetaData/partitionInfo"; unreadable, the first page is the
+                   last);
                end_values ([]: token or URL values meaning "last page", e.g. ["null"]),
                max_pages (1000: a result with more is not collected); a page naming one
                already fetched (the same URL) is a loop, not collected either

@@ -93,3 +93,26 @@ def test_paging_by_number_is_refused_incomplete_or_mixed(
 ) -> None:
     with pytest.raises(ConfigError, match=message):
         load(**pages)
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl"])
+def test_a_count_in_the_body_of_a_page_that_is_no_json_document_is_refused(fmt: str) -> None:
+    """A csv or jsonl page is never read as one JSON document, so a body path
+    there names no count: the first page was always the last, the rest of the
+    result never asked for, and the key accepted all the same (as offset
+    paging's `total` is refused, a header is where such a page can say it)."""
+    table: dict[str, Any] = {
+        "base_url": BASE,
+        "create": {"path": "/api/v2/statements", "idempotency": "none", "job_id": "/h"},
+        "status": {
+            "path": "/api/v2/statements/{job_id}",
+            "state": "/code",
+            "state_map": {"090001": "succeeded"},
+        },
+        "result": {"source": "path", "path": "/r/{job_id}", "format": fmt, "pages": PARTITIONS},
+    }
+    with pytest.raises(ConfigError, match="page_count"):
+        parse_providers({"providers": {"p": table}}, "test.toml", {})
+    table["result"]["pages"] = PARTITIONS | {"page_count": "header:X-Page-Count"}
+    desc = parse_providers({"providers": {"p": table}}, "test.toml", {})["p"]
+    assert desc.result.pages is not None and desc.result.pages.page_param == "partition"
