@@ -1137,7 +1137,7 @@ def _status(table: _Table) -> StatusSpec:
         error=error,
         error_code=error_code,
         error_message=error_message,
-        cancelled_error_codes=_cancelled_error_codes(table, done, error_code),
+        cancelled_error_codes=_cancelled_error_codes(table, done, error, error_code),
         progress_completed=table.path("progress_completed", RESPONSE),
         progress_total=table.path("progress_total", RESPONSE),
         progress_percent=table.path("progress_percent", RESPONSE),
@@ -1175,20 +1175,23 @@ def _status(table: _Table) -> StatusSpec:
 
 
 def _cancelled_error_codes(
-    table: _Table, done: ValuePath | None, error_code: ValuePath | None
+    table: _Table, done: ValuePath | None, error: ValuePath | None, error_code: ValuePath | None
 ) -> frozenset[str]:
     """`status.cancelled_error_codes`: the error codes of a failed read that mean the
     job was cancelled (AIP-151's 1, CANCELLED, by default with `done`; BigQuery's
     DONE with errorResult.reason "stopped", Snowflake's 422 code "000604").
 
-    Without `done` none is assumed, and the key needs `error_code` to read the code
-    at: before, it was read with `done` alone, and ignored anywhere else without a
-    word, so a cancelled job read as failed."""
+    Without `done` none is assumed, and the key needs `error_code` or `error` (the
+    error object, its `code` or `type` read) to find a code at: before, it was read
+    with `done` alone, and ignored anywhere else without a word, so a cancelled job
+    read as failed."""
     if done is not None:
         return table.scalars("cancelled_error_codes", {"1"})
     codes = table.scalars("cancelled_error_codes")
-    if codes and error_code is None:
-        raise table.error("cancelled_error_codes", "needs error_code (where the code is)")
+    if codes and error_code is None and error is None:
+        raise table.error(
+            "cancelled_error_codes", "needs error_code (where the code is) or error (its object)"
+        )
     return codes
 
 

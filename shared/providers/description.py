@@ -74,7 +74,7 @@ rules in ``shared/providers/paths.py``); *paths* = a path or a list of paths;
                  Databricks' ["/state/result_state", "/state/life_cycle_state"]) +
                  [status.state_map] | done (AIP-151),
                cancelled_error_codes (error codes of a failed read that mean the job was
-                 cancelled: [1] with done; else none, needs error_code: BigQuery's
+                 cancelled: [1] with done; else none, needs error_code or error: BigQuery's
                  ["stopped"], Snowflake's 422 ["000604"]),
                error, error_code, error_message, progress_completed, progress_total,
                progress_percent | progress_fraction (a share of 1: Runway's 0.42 is

@@ -97,3 +97,22 @@ def test_without_done_no_code_is_assumed_and_one_listed_needs_error_code() -> No
 def test_with_done_the_default_stays_aip151s_cancelled() -> None:
     desc = load({"path": "/v1/{+job_id}", "done": "/done", "error": "/error"})
     assert desc.status.cancelled_error_codes == frozenset({"1"})
+
+
+def test_a_code_read_from_the_error_object_needs_no_error_code() -> None:
+    """`status.error` names the error object, whose `code` (else `type`) is the
+    code read: listed codes are found there as well, and such a description was
+    refused for want of an `error_code` it does not need."""
+    desc = load(
+        {
+            "path": "/jobs/{job_id}",
+            "state": "/status",
+            "state_map": {"running": "running", "failed": "failed", "done": "succeeded"},
+            "error": "/error",
+            "cancelled_error_codes": ["job_cancelled"],
+        }
+    )
+    cancelled = {"status": "failed", "error": {"code": "job_cancelled", "message": "by user"}}
+    assert read(desc, cancelled).remote_state is RemoteState.CANCELLED
+    failed = {"status": "failed", "error": {"code": "oom", "message": "out of memory"}}
+    assert read(desc, failed).remote_state is RemoteState.FAILED
