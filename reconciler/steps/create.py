@@ -645,17 +645,23 @@ async def _held_past_deadline(step: Step, conn: Any, held: float) -> Delay:
     if op.create_attempts == 0:
         known = "no create request was ever sent"
     elif await _made_a_job_maybe(step, conn, None):
-        known = "whether a remote job exists is unknown"
+        last = await conn.fetchrow(q("latest_create_call"), op.operation_id)
+        known = (
+            "whether a remote job exists is unknown"
+            + _last_create_answer(last, op.last_error)
+            + _cancel_never_sent(step)
+        )
     else:
+        # as `_deadline_passed` says it: no advice meant for a job that may exist
+        # (list the answer as creating nothing: it is; cancel the job: there is none)
         known = (
             "no remote job exists: every create attempt was refused with a status or code "
             "the provider documents as creating nothing"
         )
-    last = await conn.fetchrow(q("latest_create_call"), op.operation_id)
     reason = (
         f"the provider asks us not to call again until {allowed_at:%Y-%m-%dT%H:%M:%SZ}, "
         f"past the create deadline ({op.create_deadline:%Y-%m-%dT%H:%M:%SZ}) and its grace: "
-        f"{known}" + _last_create_answer(last, op.last_error) + _cancel_never_sent(step)
+        f"{known}"
     )
     async with conn.transaction():
         await step.reload(conn)

@@ -160,3 +160,52 @@ async def test_a_lookups_wait_past_the_create_deadline_goes_to_a_human(
         assert "asks us not to call again until" in reason, reason
         assert "whether a remote job exists is unknown" in reason, reason
         assert fx.creates == 1 and fx.lookups == 1
+
+
+class RefusedThenLookupThrottling(Throttling):
+    """Every create answered with a documented 429 (creating nothing) asking for
+    `retry_after`; every lookup 429 asking for a day."""
+
+    async def lookup(self, _request: Request) -> Response:
+        self.lookups += 1
+        return JSONResponse(
+            {"error": "slow down"}, status_code=429, headers={"Retry-After": "86400"}
+        )
+
+
+async def test_a_wait_past_the_deadline_where_no_job_can_exist_says_so_alone(
+    pool: Any, tmp_path: Path, clock: TestClock
+) -> None:
+    """Every create was refused with a 429 the provider documents as creating
+    nothing, a cancel came, and the lookup it asked for got a day's wait. The
+    human was told no job exists, and in the same breath to list the 429 in
+    create.not_created_statuses (it is listed) and to cancel the job at the
+    provider if it exists: advice for a job that may exist, which
+    `_deadline_passed` gives only then."""
+    fx = RefusedThenLookupThrottling("30")
+    overrides = {**DESCRIBED, "create": {**DESCRIBED["create"], "not_created_statuses": [429]}}
+    async with preset_rig(
+        pool,
+        tmp_path,
+        fx.app(),
+        preset=None,
+        name="throttling",
+        env={},
+        overrides=overrides,
+        clock=clock,
+    ) as r:
+        op_id = await r.submit({"x": 1}, create_deadline_s=120)
+        await r.reconciler.run_once()
+        assert fx.creates == 1 and await r.state(op_id) is S.CREATE_PENDING
+        assert await r.cancel(op_id) is S.CANCEL_REQUESTED
+        await clock.advance(31.0)
+        for _ in range(3):
+            await r.reconciler.run_once()
+            await clock.advance(5.0)
+        assert await r.state(op_id) is S.NEEDS_ATTENTION, await r.history(op_id)
+        assert fx.creates == 1 and fx.lookups == 1
+        reason = (await r.escalation(op_id))["reason"]
+        assert "asks us not to call again until" in reason, reason
+        assert "no remote job exists" in reason, reason
+        assert "not_created_statuses: it is then sent again" not in reason, reason
+        assert "cancel it there" not in reason, reason
