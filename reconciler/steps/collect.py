@@ -30,6 +30,7 @@ from shared import ledger
 from shared.db.queries import q
 from shared.ledger import evidence
 from shared.ledger.errors import JobShared
+from shared.ledger.operations import unstorable_job_id
 from shared.ledger.states import Evidence, LocalState, RemoteState
 from shared.providers import (
     CreateFact,
@@ -1090,11 +1091,17 @@ async def store_sync_result(step: Step, conn: Any, fact: CreateFact, call_id: in
     refuses it: JobShared) is not recorded, and the result is kept all the
     same, the move saying why: nothing is read or cancelled after a
     synchronous result, so the id served nothing but the record, and the
-    result, delivered once, would be lost with it.
+    result, delivered once, would be lost with it. So is an id PostgreSQL
+    cannot hold as given (NUL): before, the database refused the row and the
+    step failed on every lease, the result never kept.
     """
     cause = "create answered with the final result"
-    shared = False
-    if fact.remote_job_id:
+    unrecorded = False
+    unstorable = unstorable_job_id(fact.remote_job_id) if fact.remote_job_id else None
+    if unstorable is not None:
+        unrecorded = True
+        cause += f"; its job id cannot be recorded as given ({unstorable}): not recorded"
+    elif fact.remote_job_id:
         try:
             async with conn.transaction():  # a savepoint: JobShared rolls back only this
                 await ledger.record_remote_job(
@@ -1105,12 +1112,12 @@ async def store_sync_result(step: Step, conn: Any, fact: CreateFact, call_id: in
                     fence=step.fence,
                 )
         except JobShared:
-            shared = True
+            unrecorded = True
             cause += (
                 f"; its job id {fact.remote_job_id} is another operation's "
                 "(ids reused?): not recorded"
             )
-    if not fact.remote_job_id or shared:
+    if not fact.remote_job_id or unrecorded:
         await ledger.record_sync_mode(conn, step.op.operation_id, fence=step.fence)
     await step.reload(conn)
     await step.move(conn, S.RESULT_COLLECTING, cause, (Evidence.CALL, call_id))

@@ -217,3 +217,48 @@ async def test_a_lookup_naming_only_a_job_with_nul_records_no_altered_id(
         await run(r, clock, 6)
         assert await r.state(op_id) is S.NEEDS_ATTENTION, await r.history(op_id)
         assert [c["remote_job_id"] for c in await r.calls(op_id, "lookup")] == [None]
+
+
+async def test_a_synchronous_result_naming_a_job_id_with_nul_is_kept_without_it(
+    pool: Any, tmp_path: Path, clock: TestClock, caplog: Any
+) -> None:
+    """A create answered 200 with its result inline and a job id holding NUL. The
+    accepted path refuses such an id before anything else; the synchronous one
+    handed it to the database, which refused the row: "step failed" at every
+    lease, the result delivered once never kept, the operation left pending.
+    As for a synchronous answer's id another operation holds, the id is not
+    recorded and the result is kept all the same (nothing is read or cancelled
+    after a synchronous result)."""
+    described = {
+        **DESCRIBED,
+        "create": {
+            **DESCRIBED["create"],
+            "sync_result_statuses": [200],
+            "sync_result": "/output",
+        },
+        "result": {"source": "inline", "inline": "/output", "format": "json"},
+    }
+    jobs = Jobs([answer(200, b'{"id": "job\\u0000x", "output": {"answer": 42}}')])
+    async with preset_rig(
+        pool,
+        tmp_path,
+        jobs.app(),
+        preset=None,
+        name="odd",
+        env={},
+        overrides=described,
+        clock=clock,
+    ) as r:
+        op_id = await r.submit({"x": 1})
+        await run(r, clock, 3)
+        op = await r.op(op_id)
+        assert not failed_steps(caplog)
+        assert op.state is S.SUCCEEDED, await r.history(op_id)
+        assert (op.remote_job_id, op.create_mode) == (None, "sync")
+        assert b"42" in await r.result_bytes(op_id)
+        cause = await pool.fetchval(
+            "SELECT cause FROM history WHERE operation_id = $1 AND to_state = 'result_collecting'",
+            op_id,
+        )
+        assert "cannot be recorded as given" in cause, cause
+        assert jobs.creates == 1 and jobs.reads == 0
