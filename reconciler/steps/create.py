@@ -40,6 +40,7 @@ from shared.providers.delivery import may_have_been_delivered
 from shared.providers.description import Idempotency
 from shared.providers.requests import RESEND
 from shared.providers.responses import unreferenced_listing
+from shared.text import holds_exactly
 
 S = LocalState
 CROSS_CHECK = "cross_check"
@@ -811,6 +812,13 @@ async def _accept(
     unstorable = unstorable_job_id(job_id)
     if unstorable is not None:
         return await _unrecordable(step, conn, unstorable)
+    said = ""
+    if status_url is not None and not holds_exactly(status_url):
+        # PostgreSQL refused the row (NUL) and the step failed on every lease, the
+        # job never recorded: the URL is left out, as when none is given, and the
+        # job is read by status.path (without one, the first read asks a human)
+        status_url = None
+        said = " (its status URL holds NUL or an unpaired surrogate: not recorded)"
     request: dict[str, Any] | None
     try:
         status = step.adapter.build_status(job_id, status_url)
@@ -840,7 +848,10 @@ async def _accept(
             await step.reload(conn)
             if step.op.state in (S.CREATE_PENDING, S.CREATE_UNKNOWN):
                 await step.move(
-                    conn, S.ACCEPTED, f"{via} answered with job {job_id}", (Evidence.CALL, call_id)
+                    conn,
+                    S.ACCEPTED,
+                    f"{via} answered with job {job_id}{said}",
+                    (Evidence.CALL, call_id),
                 )
             # in cancel_requested the job id is all we needed: the cancel goes out next
             # A delivery that came before the job id (the create's answer lost, the

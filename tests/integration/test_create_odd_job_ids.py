@@ -262,3 +262,40 @@ async def test_a_synchronous_result_naming_a_job_id_with_nul_is_kept_without_it(
         )
         assert "cannot be recorded as given" in cause, cause
         assert jobs.creates == 1 and jobs.reads == 0
+
+
+async def test_a_status_url_holding_nul_stops_no_step(
+    pool: Any, tmp_path: Path, clock: TestClock, caplog: Any
+) -> None:
+    """A create answered 201 naming job j1 and a status URL holding NUL. The URL
+    went to the database with the job id, which refused the row: "step failed"
+    at every lease, the job never recorded, the operation left pending until its
+    create deadline sent it to a human. The URL is left out, as when none is
+    given: the job is read by status.path, and the history says why."""
+    described = {
+        **DESCRIBED,
+        "create": {**DESCRIBED["create"], "status_url": "/status_url"},
+        "status": {**DESCRIBED["status"], "use_status_url": True},
+    }
+    jobs = Jobs([answer(201, b'{"id": "j1", "status_url": "/v1/jobs/j\\u00001"}')])
+    async with preset_rig(
+        pool,
+        tmp_path,
+        jobs.app(),
+        preset=None,
+        name="odd",
+        env={},
+        overrides=described,
+        clock=clock,
+    ) as r:
+        op_id = await r.submit({"x": 1})
+        await run(r, clock, 4)
+        assert not failed_steps(caplog)
+        op = await r.op(op_id)
+        assert (op.remote_job_id, op.status_url) == ("j1", None)
+        assert op.state is S.SUCCEEDED, await r.history(op_id)
+        assert jobs.creates == 1 and jobs.reads >= 1
+        cause = await pool.fetchval(
+            "SELECT cause FROM history WHERE operation_id = $1 AND to_state = 'accepted'", op_id
+        )
+        assert "its status URL holds NUL" in cause, cause
