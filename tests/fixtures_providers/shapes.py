@@ -184,6 +184,28 @@ def request_reply(done_by: Literal["303", "presigned"]) -> dict[str, Any]:
     }
 
 
+# The plainest API a create test needs: a header token, a 201 naming the job,
+# a status by path, a lookup by our reference, no result (the create tests).
+PLAIN_JOBS: dict[str, Any] = {
+    "create": {
+        "path": "/v1/jobs",
+        "idempotency": "header",
+        "accepted_statuses": [201],
+        "job_id": "/id",
+        "client_reference_field": "ref",
+    },
+    "status": {"path": "/v1/jobs/{job_id}", "state": "/status", "state_map": {"done": "succeeded"}},
+    "lookup": {
+        "path": "/v1/jobs",
+        "query_param": "ref",
+        "list": "/jobs",
+        "match": "ref",
+        "job_id": "id",
+    },
+    "result": {"source": "none"},
+}
+
+
 class PipelinesFixture:
     """GitLab-like pipelines; `lose_first_create`: the first create's answer never comes;
     `unlisted`: the list leaves ours out until `list_ours()` (a list that lags)."""

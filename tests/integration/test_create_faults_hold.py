@@ -33,30 +33,14 @@ from shared.ledger import RequestSpec
 from shared.ledger.states import LocalState
 from shared.serve import serve_app
 from tests.fixtures_providers.rig import load, preset_rig
+from tests.fixtures_providers.shapes import PLAIN_JOBS
 from tests.harness import reconciler_context
 from tests.integration.test_transport_review import plain, serve
 
 S = LocalState
 Answer = Callable[["Provider", Request], Awaitable[Response]]
 
-DESCRIBED: dict[str, Any] = {
-    "create": {
-        "path": "/v1/jobs",
-        "idempotency": "header",
-        "accepted_statuses": [201],
-        "job_id": "/id",
-        "client_reference_field": "ref",
-    },
-    "status": {"path": "/v1/jobs/{job_id}", "state": "/status", "state_map": {"done": "succeeded"}},
-    "lookup": {
-        "path": "/v1/jobs",
-        "query_param": "ref",
-        "list": "/jobs",
-        "match": "ref",
-        "job_id": "id",
-    },
-    "result": {"source": "none"},
-}
+DESCRIBED = PLAIN_JOBS
 
 
 async def agent_view(pool: Any, op_id: str) -> Any:

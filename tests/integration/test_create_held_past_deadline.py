@@ -21,27 +21,11 @@ from starlette.routing import Route
 from bench.harness import TestClock
 from shared.ledger.states import LocalState
 from tests.fixtures_providers.rig import preset_rig
+from tests.fixtures_providers.shapes import PLAIN_JOBS
 
 S = LocalState
 
-DESCRIBED: dict[str, Any] = {
-    "create": {
-        "path": "/v1/jobs",
-        "idempotency": "header",
-        "accepted_statuses": [201],
-        "job_id": "/id",
-        "client_reference_field": "ref",
-    },
-    "status": {"path": "/v1/jobs/{job_id}", "state": "/status", "state_map": {"done": "succeeded"}},
-    "lookup": {
-        "path": "/v1/jobs",
-        "query_param": "ref",
-        "list": "/jobs",
-        "match": "ref",
-        "job_id": "id",
-    },
-    "result": {"source": "none"},
-}
+DESCRIBED = PLAIN_JOBS
 
 
 class Throttling:
