@@ -64,13 +64,12 @@ CONFLICTS_MIN_SECONDS = 600.0
 
 
 async def step_create(step: Step) -> Delay:
-    held = step.held_back()
-    if held is not None and not _outlasts_deadline(step, held):
-        return held
-    delay = await _create(step) if held is None else held
+    held = delay = step.held_back()
+    if held is None:
+        delay = await _create(step)
+        held = step.held_back()  # the wait this step's own answer imposed (a 429's)
     # An answer of this step (a create's or a lookup's 429) or an earlier one may
     # hold every call past the create deadline's grace: a human hears of it now.
-    held = step.held_back()
     if held is None or not _outlasts_deadline(step, held) or not _wants_create(step):
         return delay
     async with step.ctx.pool.acquire() as conn:
