@@ -1295,14 +1295,20 @@ def _create(table: _Table, status: StatusSpec, has_plugin: bool) -> CreateSpec:
     return spec
 
 
+def _query_names(path: str | None) -> set[str]:
+    """The query parameters a path template sets itself (`?name=...`): a paging or
+    resend parameter of the same name would be sent twice."""
+    query = urlsplit(path).query if path is not None else ""
+    return {pair.partition("=")[0] for pair in query.split("&") if pair}
+
+
 def _resend_query(table: _Table) -> tuple[tuple[str, str], ...]:
     """`create.resend_query`: query parameters only a create sent again carries
     (Snowflake's retry=true). Text values, names create.path's query does not set
     already (one of them would be sent twice, or the first attempt would carry it)."""
     found = table.mapping("resend_query")
     path = table.data.get("path")
-    query = urlsplit(path).query if isinstance(path, str) else ""
-    fixed = {pair.partition("=")[0] for pair in query.split("&") if pair}
+    fixed = _query_names(path if isinstance(path, str) else None)
     params = []
     for name, value in found.items():
         if not name or not isinstance(value, str):
@@ -1965,8 +1971,9 @@ def _result_numbers(
         # never read as one JSON document: the count was never found, the first
         # page always the last (as offset paging's `total`)
         raise table.error("page_count", f"a {fmt} page has no body path: use header:NAME")
-    query = urlsplit(path.text).query if path is not None and source is ResultSource.PATH else ""
-    if page_param in {pair.partition("=")[0] for pair in query.split("&") if pair}:
+    if page_param in _query_names(
+        path.text if path is not None and source is ResultSource.PATH else None
+    ):
         raise table.error("page_param", f"result.path already sets ?{page_param}=: set it once")
     return {"page_param": page_param, "first_page": first, "page_count": count}
 
@@ -1998,8 +2005,7 @@ def _result_offsets(
             "page_size_param", "is offset_param too: each needs a query parameter of its own"
         )
     params = [offset_param] + ([page_size_param] if page_size is not None else [])
-    query = urlsplit(path.text).query if path is not None and source is ResultSource.PATH else ""
-    fixed = {pair.partition("=")[0] for pair in query.split("&") if pair}
+    fixed = _query_names(path.text if path is not None and source is ResultSource.PATH else None)
     clash = [p for p in params if p in fixed]
     if clash:
         raise table.error(
@@ -2472,8 +2478,7 @@ def _refuse_shared_params(
     """Each paging value needs a query parameter of its own, not one the path sets."""
     if len(set(params)) < len(params):
         raise table.error(numbered, "names a query parameter another lookup key already uses")
-    query = urlsplit(spec.path.text).query if spec.path is not None else ""
-    fixed = {pair.partition("=")[0] for pair in query.split("&") if pair}
+    fixed = _query_names(spec.path.text if spec.path is not None else None)
     clash = sorted(fixed & set(params))
     if clash:
         raise table.error(
