@@ -29,7 +29,7 @@ from shared.db.connect import Executor
 from shared.db.queries import q
 from shared.ledger.errors import LeaseLost
 from shared.redaction import sanitize_url, stored_excerpt
-from shared.text import scrub_text
+from shared.text import holds_exactly, scrub_text
 
 # The largest value a bigint column holds.
 _BIGINT_MAX = 2**63 - 1
@@ -187,7 +187,7 @@ def _exact(job_id: str | None) -> str | None:
     hold it so (NUL, a lone surrogate). Scrubbed, it was an id no provider gave,
     compared with later answers as the job's and read by whoever recovers the
     call; the answer's own bytes stay in its stored body."""
-    return job_id if job_id is None or scrub_text(job_id) == job_id else None
+    return job_id if job_id is None or holds_exactly(job_id) else None
 
 
 def _status_code(code: int | None, anomalies: _Anomalies) -> int | None:
