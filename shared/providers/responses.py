@@ -576,11 +576,11 @@ def _state_of(
     spec: StatusSpec, body: Any, headers: Mapping[str, str]
 ) -> tuple[RemoteState | None, str | None]:
     if spec.state is not None:
-        found = None
-        for path in spec.state_paths:
-            found = extract(path, body, headers)
+        found = extract(spec.state, body, headers)
+        for path in spec.state_also:  # a state list's later paths, while none holds one
             if found is not None and found != "":
                 break
+            found = extract(path, body, headers)
         return map_state(spec.state_map, found)
     if spec.done is None:
         return None, None
