@@ -24,7 +24,7 @@ from shared import ledger
 from shared.db.connect import ResolvedDatabase, connect
 from shared.db.migrate import apply_migrations, load_migrations
 from shared.db.queries import q
-from shared.ledger import log
+from shared.ledger import decisions, log
 from shared.ledger.decisions import adopt_job, deadline_note, decide
 from shared.ledger.log_audit import LogReport, verify_log
 from shared.ledger.states import LocalState
@@ -600,3 +600,27 @@ async def test_a_decision_row_inserted_alone_extends_no_deadline(
     report = await _verify(pool, lifecycle, monkeypatch)
     mine = [p for p in report.problems if p.startswith(f"operations {op_id}: ")]
     assert len(mine) == 1 and "differs from the one its submission logged" in mine[0], mine
+
+
+async def test_an_extension_recorded_by_a_version_before_040_is_reported(
+    db: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """README's upgrade note: an extension made by an older CLI or console against the
+    migrated database names no deadline, so the row's result deadline differs from
+    the submission's and the operation is reported: upgrade them with the migration."""
+    op_id = await submit(db, ref="old-cli")
+    await drive(db, op_id, S.NEEDS_ATTENTION)
+    monkeypatch.setattr(decisions, "deadline_note", lambda deadline: "")  # the old text
+    await adopt_job(
+        db,
+        await ledger.load_operation(db, op_id),
+        "job-adopted-by-an-old-cli",
+        status_request=None,
+        actor="operator:alice",
+        reason="found in the provider's console",
+        extend_result_deadline_s=3600,
+    )
+    problems = await _working_state_problems(db)
+    assert len(problems) == 1, problems
+    assert problems[0].startswith(f"operations {op_id}: result_deadline ")
+    assert "differs from the one its submission logged (history seq 1)" in problems[0]
