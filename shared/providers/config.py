@@ -696,8 +696,8 @@ def _provider(name: str, data: Mapping[str, Any], ctx: _Ctx) -> ProviderDescript
     if create.already_exists_codes and not lookup.supported:
         raise top.error(
             "create.already_exists_codes",
-            "needs a [lookup] (kind = get, its path naming {idempotency_token}): the job "
-            "that exists is read by the id we chose",
+            "needs a [lookup]: the job that exists is found by the id we chose (a get at "
+            "a path naming {idempotency_token}, or a list matching it)",
         )
     _check_lookup_reads(top, status, lookup, plugin_class is not None)
     _check_plugin_hooks(top, plugin_spec, plugin_class, result, lookup)
