@@ -54,6 +54,20 @@ class Throttling:
         return JSONResponse({"jobs": []})
 
 
+def _rig(pool: Any, tmp_path: Path, fx: Any, overrides: dict[str, Any], clock: TestClock) -> Any:
+    """The throttling provider `fx` serves, described as `overrides`, on the test clock."""
+    return preset_rig(
+        pool,
+        tmp_path,
+        fx.app(),
+        preset=None,
+        name="throttling",
+        env={},
+        overrides=overrides,
+        clock=clock,
+    )
+
+
 @pytest.mark.parametrize(
     ("retry_after", "documented"),
     [("86400", False), ("Fri, 31 Dec 9999 23:59:59 GMT", False), ("86400", True)],
@@ -69,16 +83,7 @@ async def test_a_wait_past_the_create_deadline_goes_to_a_human(
     overrides = DESCRIBED
     if documented:
         overrides = {**DESCRIBED, "create": {**DESCRIBED["create"], "not_created_statuses": [429]}}
-    async with preset_rig(
-        pool,
-        tmp_path,
-        fx.app(),
-        preset=None,
-        name="throttling",
-        env={},
-        overrides=overrides,
-        clock=clock,
-    ) as r:
+    async with _rig(pool, tmp_path, fx, overrides, clock) as r:
         op_id = await r.submit({"x": 1}, create_deadline_s=120)
         await r.reconciler.run_once()
         assert fx.creates == 1
@@ -120,16 +125,7 @@ async def test_a_lookups_wait_past_the_create_deadline_goes_to_a_human(
     deadline passed unseen."""
     fx = LookupThrottling("86400")
     overrides = {**DESCRIBED, "create": {**DESCRIBED["create"], "idempotency": "none"}}
-    async with preset_rig(
-        pool,
-        tmp_path,
-        fx.app(),
-        preset=None,
-        name="throttling",
-        env={},
-        overrides=overrides,
-        clock=clock,
-    ) as r:
+    async with _rig(pool, tmp_path, fx, overrides, clock) as r:
         op_id = await r.submit({"x": 1}, create_deadline_s=120)
         for _ in range(3):
             await r.reconciler.run_once()
@@ -168,16 +164,7 @@ async def test_a_wait_past_the_deadline_where_no_job_can_exist_says_so_alone(
     `_deadline_passed` gives only then."""
     fx = RefusedThenLookupThrottling("30")
     overrides = {**DESCRIBED, "create": {**DESCRIBED["create"], "not_created_statuses": [429]}}
-    async with preset_rig(
-        pool,
-        tmp_path,
-        fx.app(),
-        preset=None,
-        name="throttling",
-        env={},
-        overrides=overrides,
-        clock=clock,
-    ) as r:
+    async with _rig(pool, tmp_path, fx, overrides, clock) as r:
         op_id = await r.submit({"x": 1}, create_deadline_s=120)
         await r.reconciler.run_once()
         assert fx.creates == 1 and await r.state(op_id) is S.CREATE_PENDING
