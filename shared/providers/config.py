@@ -1287,12 +1287,35 @@ def _create(table: _Table, status: StatusSpec, has_plugin: bool) -> CreateSpec:
             "already_exists_codes",
             "only with idempotency = client_job_id (the id must be ours to prove the job ours)",
         )
+    _check_exists_codes_apart(table, spec)
     if spec.encoding is not BodyEncoding.JSON:
         _check_form_create(table, spec)
     if spec.state is not None and not status.state_map:
         raise table.error("state", "needs status.state_map to be read")
     table.finish()
     return spec
+
+
+def _check_exists_codes_apart(table: _Table, spec: CreateSpec) -> None:
+    """A code cannot say both "the job with our id exists" and "nothing was
+    created" (`conflict_reject_codes`, or `not_created_codes` at the error code's
+    own path): one of the two would be silently ignored, and which one is a
+    matter of the order the answer is read in, not of what the provider said."""
+    for key, codes in (
+        ("conflict_reject_codes", spec.conflict_reject_codes),
+        *(
+            ("not_created_codes", c)
+            for p, c in spec.not_created_codes
+            if (p.source, p.segments) == (spec.error_code.source, spec.error_code.segments)
+        ),
+    ):
+        both = sorted(spec.already_exists_codes & codes)
+        if both:
+            raise table.error(
+                "already_exists_codes",
+                f"{', '.join(map(repr, both))} also in create.{key}: a code says the job "
+                "exists or that nothing was created, not both",
+            )
 
 
 def _query_names(path: str | None) -> set[str]:

@@ -81,3 +81,30 @@ def test_the_key_is_refused_where_the_job_id_is_not_ours() -> None:
         load(idempotency="none", already_exists_codes=["duplicate"], set_body={})
     with pytest.raises(ConfigError, match="already_exists_codes: needs a \\[lookup\\]"):
         load(lookup=False, already_exists_codes=["duplicate"])
+
+
+@pytest.mark.parametrize(
+    "overlap",
+    [
+        {"conflict_reject_codes": ["duplicate", "invalid"]},
+        {"not_created_codes": {"/error/errors/0/reason": ["duplicate"]}},
+    ],
+)
+def test_a_code_cannot_say_the_job_exists_and_that_nothing_was_created(
+    overlap: dict[str, Any],
+) -> None:
+    """Before, the load took both and the answer's reading order picked one: a
+    `not_created_codes` entry won (the create resent), a `conflict_reject_codes`
+    one lost (the rejection the user wrote never happened)."""
+    with pytest.raises(ConfigError, match=r"'duplicate' also in create\.") as refused:
+        load(already_exists_codes=["duplicate"], **overlap)
+    assert "not both" in str(refused.value)
+
+
+def test_not_created_codes_at_another_path_may_name_the_same_code() -> None:
+    """Only the error code's own path can conflict: a code read elsewhere in the
+    answer is another field's value."""
+    desc = load(
+        already_exists_codes=["duplicate"], not_created_codes={"/error/status": ["duplicate"]}
+    )
+    assert desc.create.already_exists_codes == {"duplicate"}
