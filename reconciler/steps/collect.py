@@ -50,7 +50,7 @@ from shared.providers.description import (
     ResultSource,
 )
 from shared.providers.requests import build_followed, build_redirect, errors_list_url
-from shared.providers.responses import throttle_code
+from shared.providers.responses import announced_pages, throttle_code
 from shared.providers.results import (
     MAX_FAILED_ITEMS,
     REDIRECT_NOT_FOLLOWED,
@@ -708,6 +708,12 @@ async def _pages_after(
         sent = _sent(req)
         if sent in progress.seen:
             return _PagesCut("the result has its pages loop (a page named one already read)")
+        announced = announced_pages(pages, progress.token)
+        if announced is not None and announced > pages.max_pages:
+            return _PagesCut(
+                f"the result names {announced} pages, more than {pages.max_pages} "
+                "(result.pages.max_pages)"
+            )
         if len(progress.parts) >= pages.max_pages:
             return _PagesCut(
                 f"the result has more than {pages.max_pages} pages (result.pages.max_pages)"

@@ -1038,6 +1038,19 @@ def _next_number(spec: ResultPages, resp: HttpResponse, page_token: str | None) 
     return f"{number + 1}:{count}"
 
 
+def announced_pages(spec: ResultPages, page_token: str) -> int | None:
+    """How many pages a result paged by number says it has (the count the first
+    page named, carried in the token `_next_number` writes), or None: another
+    paging mode, or a token of a plugin's own. The collector refuses a count past
+    `max_pages` before fetching the next page, not after fetching up to the limit."""
+    if spec.page_param is None:
+        return None
+    shown, sep, counted = page_token.partition(":")
+    if not sep or not shown.isdigit():
+        return None
+    return as_int(counted)
+
+
 def _next_offset(
     result: ResultSpec, spec: ResultPages, resp: HttpResponse, page_token: str | None
 ) -> str | None:

@@ -480,11 +480,16 @@ def statement(script: str | None = None) -> dict[str, Any]:
 
 
 @contextlib.asynccontextmanager
-async def snowflake(pool: Any, tmp_path: Path, fx: SnowflakeFixture) -> AsyncIterator[PresetRig]:
+async def snowflake(
+    pool: Any, tmp_path: Path, fx: SnowflakeFixture, max_pages: int | None = None
+) -> AsyncIterator[PresetRig]:
     jwt_file = tmp_path / "snowflake.jwt"
     jwt_file.write_text(SNOWFLAKE_JWT + "\n")
     table = described("snowflake_sql")
     table["auth"] = {**table["auth"], "secret_file": str(jwt_file)}
+    if max_pages is not None:
+        pages = table["result"]["pages"] | {"max_pages": max_pages}
+        table["result"] = table["result"] | {"pages": pages}
     async with preset_rig(
         pool,
         tmp_path,
@@ -572,6 +577,24 @@ async def test_snowflake_a_result_of_several_partitions_is_read_partition_by_par
         assert [row for part in kept for row in part["data"]] == SNOWFLAKE_ROWS
         summary = (await r.op(op_id)).result_summary
         assert summary["items_total"] == len(SNOWFLAKE_ROWS), summary
+
+
+async def test_snowflake_more_partitions_than_max_pages_are_refused_at_the_first(
+    pool: Any, tmp_path: Path
+) -> None:
+    """The first partition names three, `max_pages` allows two: refused there, no
+    other partition fetched. Before, partitions were fetched up to the limit and
+    the result refused only then: work and bytes for a result that could never be
+    kept whole."""
+    fx = SnowflakeFixture()
+    fx.partitions = len(SNOWFLAKE_ROWS)
+    async with snowflake(pool, tmp_path, fx, max_pages=2) as r:
+        op_id = await r.submit(statement())
+        assert await r.settle(op_id, ENDS) is not S.SUCCEEDED, await r.history(op_id)
+        assert [p for p in fx.partition_reads if p is not None] == ["0"]
+        esc = await r.escalation(op_id)
+        said = str(esc["reason"]) if esc else str(await r.history(op_id))
+        assert "names 3 pages, more than 2 (result.pages.max_pages)" in said, said
 
 
 # --- Shopify bulk operations -------------------------------------------------------
