@@ -515,7 +515,9 @@ def _status_from_body(
         provider_updated_at=as_datetime(get(spec.updated_at)),
         poll_after_seconds=as_seconds(get(spec.poll_after_seconds)),
         estimated_end=_estimated_end(spec, body, headers, now),
-        error=error_info(body, spec.error, spec.error_code, spec.error_message, headers)
+        error=_no_state_code(
+            spec, error_info(body, spec.error, spec.error_code, spec.error_message, headers)
+        )
         or _counted_failure(said, state, raw, counts),
         result_url=as_str(get(spec.result_url)),
         errors_url=as_str(get(spec.errors_url)),
@@ -525,6 +527,22 @@ def _status_from_body(
         problem=None if raw is not None else "no state in the status body",
         **common,
     )
+
+
+# The states whose code, read at `error_code`, is no error (Snowflake's "090001",
+# "Statement executed successfully.": its code and message are on every answer).
+_NOT_ERRORS = frozenset({RemoteState.PENDING, RemoteState.RUNNING, RemoteState.SUCCEEDED})
+
+
+def _no_state_code(spec: StatusSpec, error: ErrorInfo | None) -> ErrorInfo | None:
+    """The error a status read gave, unless its code is one `state_map` maps to a
+    state that is no failure: a provider whose every answer carries a code and a
+    message (Snowflake's SQL API) otherwise had "Statement executed successfully."
+    kept as the operation's last error, shown to whoever reads a result refused
+    after it as what went wrong."""
+    if error is not None and spec.state_map.get(error.code or "") in _NOT_ERRORS:
+        return None
+    return error
 
 
 def _percent_of_fraction(fraction: float | None) -> float | None:
