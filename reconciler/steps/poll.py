@@ -684,8 +684,9 @@ async def _escalate_on(step: Step, conn: Any, deadline: Deadline, why: str) -> D
 
 
 async def _unanswered_cancel(step: Step, conn: Any, deadline: Deadline) -> str | None:
-    """The cancel deadline's reason when our last cancel that left got no answer, or
-    none left at all, else None.
+    """The cancel deadline's reason when a cancel that left got no answer (the last,
+    or an earlier one the later answers say nothing of), or none left at all,
+    else None.
 
     A cancel sent whose answer never came (a timeout, a reset, a process
     stopped before recording it) may have reached the provider and stopped
@@ -716,13 +717,25 @@ async def _unanswered_cancel(step: Step, conn: Any, deadline: Deadline) -> str |
             "attempt failed before it left), so no cancel was sent"
         )
     last = left[0]
-    if last["status_code"] is not None:
-        return None
-    how = last["error_category"] or "interrupted before its answer was recorded"
-    reason = (
-        f"cancel deadline passed and our cancel request got no answer ({how}): it may "
-        "have reached the provider, so whether the provider took it is unknown"
-    )
+    if last["status_code"] is None:
+        how = last["error_category"] or "interrupted before its answer was recorded"
+        reason = (
+            f"cancel deadline passed and our cancel request got no answer ({how}): it may "
+            "have reached the provider, so whether the provider took it is unknown"
+        )
+    else:
+        # answered, but an earlier one that left was not: the answer to a later
+        # request says nothing of what the earlier one did
+        earlier = next((c for c in left if c["status_code"] is None), None)
+        if earlier is None:
+            return None
+        how = earlier["error_category"] or "interrupted before its answer was recorded"
+        reason = (
+            f"cancel deadline passed; an earlier cancel request got no answer ({how}) and "
+            "may have reached the provider, and the later ones' answers confirm nothing "
+            f"(the last: HTTP {last['status_code']}), so whether the provider took it is "
+            "unknown"
+        )
     if not cancel.idempotent:
         reason += (
             "; it is not sent again (cancel.idempotent is false): check with the provider "
