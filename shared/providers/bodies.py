@@ -15,7 +15,13 @@ object is one field:
   other object is a JSON part (`Content-Type: application/json`).
 
 A form (`application/x-www-form-urlencoded`) cannot carry an object: such a
-body is refused when the request is built, naming the field. The encoding
+body is refused when the request is built, naming the field, unless the
+description says how its API reads one (`create.form_nesting = "brackets"`,
+Stripe's and Rack's way: `{"parameters": {"interval_start": 1}}` is the field
+`parameters[interval_start]=1`, a list's items `a[0]=x&a[1]=y`, at any depth;
+an empty object or list sends nothing). Without it the agent had to write
+`"parameters[interval_start]"` as a member's name itself, and a body written as
+Stripe's documentation and libraries show it went to a human unsent. The encoding
 is a pure function of the body: the multipart boundary is derived from the
 parts, so the same create sends the same bytes on every retry. It is derived
 from the parts as they are recorded (`seed`: the body with its secret fields
@@ -35,7 +41,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
-from shared.providers.description import BodyEncoding
+from shared.providers.description import BodyEncoding, FormNesting
 from shared.providers.errors import RequestBuildError
 
 FILE_KEYS = frozenset({"content_base64", "filename", "content_type"})
@@ -50,14 +56,23 @@ class _Part:
     content_type: str | None = None
 
 
-def encode(body: Any, encoding: BodyEncoding, seed: Any = None) -> tuple[bytes, str]:
+def encode(
+    body: Any,
+    encoding: BodyEncoding,
+    seed: Any = None,
+    *,
+    nesting: FormNesting = FormNesting.NONE,
+) -> tuple[bytes, str]:
     """The body's bytes and Content-Type; RequestBuildError for a body it cannot carry.
 
     `seed` is what the multipart boundary is derived from when the body holds
     a secret: the same body with the secret redacted (default: the body).
+    `nesting` is how a form carries an object (FormNesting.BRACKETS: `a[b]=v`).
     """
     if not isinstance(body, Mapping):
         raise RequestBuildError(f"a {encoding} body must be a JSON object of fields")
+    if encoding is BodyEncoding.FORM and nesting is FormNesting.BRACKETS:
+        return urlencode(list(_bracketed(body))).encode("ascii"), FORM_TYPE
     parts = list(_parts(body, encoding))
     if encoding is BodyEncoding.FORM:
         pairs = [(part.name, part.data.decode()) for part in parts]
@@ -67,6 +82,21 @@ def encode(body: Any, encoding: BodyEncoding, seed: Any = None) -> tuple[bytes, 
     same = seed is None or seed is body or not isinstance(seed, Mapping)
     boundary = _boundary(parts if same else list(_parts(seed, encoding)), parts)
     return _multipart(parts, boundary), f"multipart/form-data; boundary={boundary}"
+
+
+def _bracketed(value: Any, name: str = "") -> Iterator[tuple[str, str]]:
+    """(field, text) pairs of `value` named in brackets below `name`: an object's
+    members `name[key]`, a list's items `name[0]`, `name[1]`; null sends nothing."""
+    if isinstance(value, Mapping):
+        for key, member in value.items():
+            yield from _bracketed(member, f"{name}[{key}]" if name else str(key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _bracketed(item, f"{name}[{index}]")
+    elif isinstance(value, str):
+        yield name, value
+    elif value is not None:
+        yield name, json.dumps(value)
 
 
 def is_file(value: Any) -> bool:

@@ -51,6 +51,7 @@ from shared.providers.description import (
     CsvColumn,
     CsvOptions,
     ErrorsSpec,
+    FormNesting,
     GetAnswer,
     GetChallenge,
     Idempotency,
@@ -1278,6 +1279,7 @@ def _create(table: _Table, status: StatusSpec, has_plugin: bool) -> CreateSpec:
         not_created_statuses=_not_created_statuses(table),
         not_created_codes=_not_created_codes(table, "not_created_codes"),
         encoding=table.choice("encoding", BodyEncoding, BodyEncoding.JSON),
+        form_nesting=table.choice("form_nesting", FormNesting, FormNesting.NONE),
         poll_after_seconds=table.path("poll_after_seconds", RESPONSE),
         already_exists_codes=table.scalars("already_exists_codes"),
         resend_query=_resend_query(table),
@@ -1288,6 +1290,11 @@ def _create(table: _Table, status: StatusSpec, has_plugin: bool) -> CreateSpec:
             "only with idempotency = client_job_id (the id must be ours to prove the job ours)",
         )
     _check_exists_codes_apart(table, spec)
+    if spec.form_nesting is not FormNesting.NONE and spec.encoding is not BodyEncoding.FORM:
+        raise table.error(
+            "form_nesting",
+            f'only with encoding = "form" (a {spec.encoding} body carries objects as they are)',
+        )
     if spec.encoding is not BodyEncoding.JSON:
         _check_form_create(table, spec)
     if spec.state is not None and not status.state_map:
@@ -1360,11 +1367,13 @@ def _check_form_create(table: _Table, spec: CreateSpec) -> None:
         if path is None:
             continue
         nested = len(writable_keys(path)) != 1
-        if nested and spec.encoding is BodyEncoding.FORM:
+        flat = spec.form_nesting is FormNesting.NONE
+        if nested and flat and spec.encoding is BodyEncoding.FORM:
             raise table.error(
                 key,
                 "a form body is one text field per top-level member: name one "
-                '(encoding = "multipart" sends an object member as a JSON part)',
+                '(encoding = "multipart" sends an object member as a JSON part; '
+                'form_nesting = "brackets" writes it a[b]=v, as Stripe reads a form)',
             )
     for name, _template in spec.set_headers:
         if name.lower() == "content-type":

@@ -46,6 +46,11 @@ rules in ``shared/providers/paths.py``); *paths* = a path or a list of paths;
                  multipart files as {content_base64, filename, content_type}, other
                  objects as JSON parts, which a path below the top level writes into:
                  shared/providers/bodies.py),
+               form_nesting = none|brackets (none: a form refuses an object member;
+                 brackets: encoding = "form" only, an object written a[b]=v at any depth
+                 and a list's items a[0]=x, a[1]=y, Stripe's and Rack's way:
+                 parameters[interval_start]=...; paths below the top level may then be
+                 written: client_reference_field = "/metadata/operation"),
                min_result_deadline_seconds (1: the least result_deadline_seconds sent),
                job_id, state, status_url (paths; status_url may list fallbacks),
                poll_after_seconds (a path: the accepted answer's hint of when the first
@@ -285,6 +290,15 @@ class BodyEncoding(StrEnum):
     JSON = "json"
     FORM = "form"  # application/x-www-form-urlencoded
     MULTIPART = "multipart"  # multipart/form-data
+
+
+class FormNesting(StrEnum):
+    """How a form (`create.encoding = "form"`) carries a member that is an object or
+    a list of them (shared/providers/bodies.py)."""
+
+    NONE = "none"  # refused: a form field is text (the default)
+    # Stripe's and Rack's: {"a": {"b": 1}} is a[b]=1, a list's items a[0]=x, a[1]=y
+    BRACKETS = "brackets"
 
 
 class TokenFormat(StrEnum):
@@ -532,6 +546,9 @@ class CreateSpec:
     min_result_deadline_seconds: int = 1
     # How the body is sent: JSON, or built as JSON and sent as a form.
     encoding: BodyEncoding = BodyEncoding.JSON
+    # How a form carries an object member: refused, or in brackets (Stripe's
+    # parameters[interval_start]=...).
+    form_nesting: FormNesting = FormNesting.NONE
     # Where an accepted create's answer says when the first read is worth making
     # (ElevenLabs' `expected_duration_sec`, which no status read repeats): the
     # first read waits that long, as for a status's poll_after_seconds.

@@ -139,7 +139,9 @@ def build_create(
     if spec.encoding is not BodyEncoding.JSON:
         # the boundary (recorded with the headers) derives from the body as recorded
         recorded = redacted(payload, secret_fields)
-        content, content_type = bodies.encode(payload, spec.encoding, recorded)
+        content, content_type = bodies.encode(
+            payload, spec.encoding, recorded, nesting=spec.form_nesting
+        )
         _put(headers, "Content-Type", content_type)
     return _request(
         desc,

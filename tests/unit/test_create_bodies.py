@@ -303,3 +303,51 @@ def test_a_secret_written_into_a_json_part_leaves_the_boundary_alone() -> None:
         assert req.content is not None
         (config,) = [data for name, _f, _t, data in parts(req.content, recorded[0])]
         assert json.loads(config) == {"hook": {"token": secret}}
+
+
+def test_a_form_in_brackets_carries_objects_and_lists_as_stripe_reads_them() -> None:
+    """`create.form_nesting = "brackets"`: Stripe's report run, as its docs and
+    libraries write it, goes as `parameters[interval_start]=...`, a list's items
+    indexed, our reference written below the top level; before, the body was
+    refused unsent ("a form carries text only") and the operation went to a human."""
+    desc = provider(
+        {
+            "encoding": "form",
+            "form_nesting": "brackets",
+            "client_reference_field": "/metadata/operation",
+        }
+    )
+    body = {
+        "report_type": "balance.summary.1",
+        "parameters": {"interval_start": 1764547200, "columns": ["category", "net_amount"]},
+        "expand": ["result"],
+        "livemode": False,
+        "skip": None,
+        "empty": {},
+    }
+    req = build_create(desc, body=body, idempotency_token="tok", client_reference="op_1")
+    assert req.content is not None
+    assert req.headers["Content-Type"] == "application/x-www-form-urlencoded"
+    assert parse_qsl(req.content.decode()) == [
+        ("report_type", "balance.summary.1"),
+        ("parameters[interval_start]", "1764547200"),
+        ("parameters[columns][0]", "category"),
+        ("parameters[columns][1]", "net_amount"),
+        ("expand[0]", "result"),
+        ("livemode", "false"),
+        ("metadata[operation]", "op_1"),
+    ]
+
+
+def test_form_nesting_is_refused_beside_any_encoding_but_a_form() -> None:
+    with pytest.raises(ConfigError) as caught:
+        provider({"encoding": "multipart", "form_nesting": "brackets"})
+    message = str(caught.value)
+    assert message.startswith("config.toml: providers.p.create.form_nesting: only with"), message
+    with pytest.raises(ConfigError, match=r"create\.form_nesting"):
+        provider({"encoding": "form", "form_nesting": "dots"})
+
+
+def test_a_flat_form_refusing_a_nested_reference_names_brackets() -> None:
+    with pytest.raises(ConfigError, match='form_nesting = "brackets"'):
+        provider({"encoding": "form", "client_reference_field": "/meta/ref"})
