@@ -1112,8 +1112,14 @@ def _status(table: _Table) -> StatusSpec:
     if state is not None and not state_map:
         raise table.error("state_map", "required with state")
     error = table.path("error", RESPONSE)
-    error_code = table.path("error_code", RESPONSE, "/error/code" if done else None)
-    error_message = table.path("error_message", RESPONSE)
+    # lists, as `state`: the first path holding a value is read (Elasticsearch's
+    # task `error`, else the first of a reindex's `response.failures`)
+    error_codes = table.paths("error_code", RESPONSE)
+    if not error_codes and done is not None:
+        error_codes = (parse_path("/error/code"),)
+    error_code = error_codes[0] if error_codes else None
+    error_messages = table.paths("error_message", RESPONSE)
+    error_message = error_messages[0] if error_messages else None
     counts = {
         k: table.paths(f"counts_{k}", RESPONSE)
         for k in ("total", "succeeded", "failed", "cancelled")
@@ -1138,6 +1144,8 @@ def _status(table: _Table) -> StatusSpec:
         error=error,
         error_code=error_code,
         error_message=error_message,
+        error_code_also=error_codes[1:],
+        error_message_also=error_messages[1:],
         cancelled_error_codes=_cancelled_error_codes(table, done, error, error_code),
         progress_completed=table.path("progress_completed", RESPONSE),
         progress_total=table.path("progress_total", RESPONSE),

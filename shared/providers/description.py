@@ -81,7 +81,9 @@ rules in ``shared/providers/paths.py``); *paths* = a path or a list of paths;
                cancelled_error_codes (error codes of a failed read that mean the job was
                  cancelled: [1] with done; else none, needs error_code or error: BigQuery's
                  ["stopped"], Snowflake's 422 ["000604"]),
-               error, error_code, error_message, progress_completed, progress_total,
+               error, error_code, error_message (paths: a list is tried in order, the
+                 first holding a value read, e.g. Elasticsearch's ["/error/reason",
+                 "/response/failures/0/cause/reason"]), progress_completed, progress_total,
                progress_percent | progress_fraction (a share of 1: Runway's 0.42 is
                42 %), updated_at, poll_after_seconds, estimated_end (a
                timestamp) | estimated_seconds_left (from the answer), result_url, errors_url,
@@ -632,11 +634,28 @@ class StatusSpec:
     # run's result_state only once it ended: ["/state/result_state",
     # "/state/life_cycle_state"].
     state_also: tuple[ValuePath, ...] = ()
+    # `error_code` / `error_message` written as lists: the paths after the first,
+    # tried in order when the ones before hold nothing. Elasticsearch ends a task
+    # with `error`, and a reindex aborted on its documents with
+    # `response.failures`: ["/error/reason", "/response/failures/0/cause/reason"].
+    error_code_also: tuple[ValuePath, ...] = ()
+    error_message_also: tuple[ValuePath, ...] = ()
 
     @property
     def state_paths(self) -> tuple[ValuePath, ...]:
         """Every path a state is read at, in the order tried."""
         return (self.state, *self.state_also) if self.state is not None else ()
+
+    @property
+    def error_code_paths(self) -> tuple[ValuePath, ...]:
+        """Every path an error code is read at, in the order tried."""
+        return (self.error_code, *self.error_code_also) if self.error_code is not None else ()
+
+    @property
+    def error_message_paths(self) -> tuple[ValuePath, ...]:
+        """Every path an error message is read at, in the order tried."""
+        first = self.error_message
+        return (first, *self.error_message_also) if first is not None else ()
 
     def answers(self, status_code: int) -> bool:
         """Whether a status read with this code says where the job is (a 2xx, or a

@@ -467,6 +467,30 @@ def _out_of_quota(resp: HttpResponse) -> bool:
 _REMAINING = "remaining"
 
 
+def _first_held(
+    paths: tuple[ValuePath, ...], body: Any, headers: Mapping[str, str]
+) -> ValuePath | None:
+    """The first of `paths` holding a value, not null or empty (an error code or
+    message written as a list); else the last, which holds none either. One path,
+    the common case, is returned unread."""
+    for path in paths[:-1]:
+        if extract(path, body, headers) not in (None, ""):
+            return path
+    return paths[-1] if paths else None
+
+
+def _status_error(spec: StatusSpec, body: Any, headers: Mapping[str, str]) -> ErrorInfo | None:
+    """A status read's error, its code and its message each read at the first of
+    their paths holding one (`error_code`, `error_message` written as lists); a
+    single path, the common case, builds nothing on the hot path."""
+    code, message = spec.error_code, spec.error_message
+    if spec.error_code_also:
+        code = _first_held(spec.error_code_paths, body, headers)
+    if spec.error_message_also:
+        message = _first_held(spec.error_message_paths, body, headers)
+    return error_info(body, spec.error, code, message, headers)
+
+
 def _status_from_body(
     desc: ProviderDescription,
     body: dict[str, Any],
@@ -515,9 +539,7 @@ def _status_from_body(
         provider_updated_at=as_datetime(get(spec.updated_at)),
         poll_after_seconds=as_seconds(get(spec.poll_after_seconds)),
         estimated_end=_estimated_end(spec, body, headers, now),
-        error=_no_state_code(
-            spec, error_info(body, spec.error, spec.error_code, spec.error_message, headers)
-        )
+        error=_no_state_code(spec, _status_error(spec, body, headers))
         or _counted_failure(said, state, raw, counts),
         result_url=as_str(get(spec.result_url)),
         errors_url=as_str(get(spec.errors_url)),

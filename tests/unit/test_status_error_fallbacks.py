@@ -1,0 +1,89 @@
+"""`status.error_code` and `status.error_message` as lists of paths: the first holding
+a value (not null or empty) is read, as `status.state` reads its list. An
+Elasticsearch task that threw ends `completed` with `error` {"type", "reason"}; a
+reindex aborted on its documents ends `completed` with no `error` but
+`response.failures` ("if this is non-empty then the request aborted because of those
+failures"). Before, one path each: read at `error`, an aborted reindex was a success;
+there was no way to say both."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from shared.ledger.states import RemoteState
+from shared.providers import ConfigError, HttpResponse, parse_providers
+from shared.providers.description import ProviderDescription
+from shared.providers.responses import parse_status
+
+CODES = ["/error/type", "/response/failures/0/cause/type"]
+MESSAGES = ["/error/reason", "/response/failures/0/cause/reason"]
+
+
+def load(**status: Any) -> ProviderDescription:
+    table = {
+        "base_url": "https://es.example.test",
+        "create": {"path": "/_reindex", "idempotency": "none", "job_id": "/task"},
+        "status": {
+            "path": "/_tasks/{job_id}",
+            "state": "/completed",
+            "state_map": {"false": "running", "true": "succeeded"},
+            "error_means_failed": True,
+        }
+        | status,
+        "result": {"source": "none"},
+    }
+    return parse_providers({"providers": {"p": table}}, "test.toml", {})["p"]
+
+
+def read(desc: ProviderDescription, body: dict[str, Any]) -> Any:
+    return parse_status(desc, HttpResponse(200, {}, json.dumps(body).encode()))
+
+
+FAILURE = {"type": "mapper_parsing_exception", "reason": "failed to parse field [price]"}
+
+
+def test_a_reindex_aborted_on_its_failures_is_failed_with_the_first() -> None:
+    desc = load(error_code=CODES, error_message=MESSAGES)
+    fact = read(desc, {"completed": True, "response": {"failures": [{"cause": FAILURE}]}})
+    assert fact.remote_state is RemoteState.FAILED
+    assert fact.error is not None
+    assert (fact.error.code, fact.error.message) == (FAILURE["type"], FAILURE["reason"])
+
+
+def test_the_first_path_holding_an_error_wins() -> None:
+    desc = load(error_code=CODES, error_message=MESSAGES)
+    thrown = {"type": "cluster_block_exception", "reason": "index write blocked"}
+    body = {"completed": True, "error": thrown, "response": {"failures": [{"cause": FAILURE}]}}
+    fact = read(desc, body)
+    assert fact.error is not None and fact.error.message == "index write blocked"
+    assert fact.error.code == "cluster_block_exception"
+    # an empty or null one is none: the next path is read
+    fact = read(
+        desc,
+        {
+            "completed": True,
+            "error": {"reason": ""},
+            "response": {"failures": [{"cause": FAILURE}]},
+        },
+    )
+    assert fact.error is not None and fact.error.message == FAILURE["reason"]
+
+
+def test_no_error_at_any_path_is_a_success() -> None:
+    desc = load(error_code=CODES, error_message=MESSAGES)
+    fact = read(desc, {"completed": True, "response": {"created": 3, "failures": []}})
+    assert (fact.remote_state, fact.error) == (RemoteState.SUCCEEDED, None)
+
+
+def test_a_single_path_reads_as_before() -> None:
+    fact = read(load(error_message="/error/reason"), {"completed": True, "error": FAILURE})
+    assert fact.remote_state is RemoteState.FAILED
+    assert fact.error is not None and fact.error.message == FAILURE["reason"]
+
+
+def test_a_list_that_is_not_of_paths_is_refused() -> None:
+    with pytest.raises(ConfigError, match=r"status\.error_message: must be a path or a list"):
+        load(error_message=["/error/reason", 3])
