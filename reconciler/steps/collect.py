@@ -54,6 +54,7 @@ from shared.providers.responses import announced_pages, throttle_code
 from shared.providers.results import (
     MAX_FAILED_ITEMS,
     REDIRECT_NOT_FOLLOWED,
+    decompressed,
     followed_link,
     inline_content,
     inline_json,
@@ -479,7 +480,11 @@ async def _followed(
         refused = _refused_part(step, [answer], status)
         if refused is not None:
             return refused
-        got.append(answer)
+        # as its document says: a gzip file (SP-API's compressionAlgorithm) undone
+        opened = decompressed(desc, document, answer)
+        if isinstance(opened, ResultCheck):
+            return Collected(opened, answer.body, "result", _counts(opened, status))
+        got.append(opened)
         size += len(answer.body)
     return got
 

@@ -1798,7 +1798,14 @@ def _follow(table: _Table, spec: ResultSpec) -> ResultSpec:
     mended by fetching the document again, which such a result forbids), and
     partial_on_cancel (a cancelled job's document is not followed)."""
     found = table.path("follow", BODY)
+    compression = table.path("compression", BODY)
     if found is None:
+        if compression is not None:
+            raise table.error(
+                "compression",
+                "only with result.follow: it is read in the document naming the link "
+                '(Amazon SP-API\'s "/compressionAlgorithm")',
+            )
         return spec
     source = spec.source
     if source not in _FOLLOW_SOURCES:
@@ -1834,7 +1841,7 @@ def _follow(table: _Table, spec: ResultSpec) -> ResultSpec:
     for refused, key, why in clash:
         if refused:
             raise table.error("follow", f"not with result.{key}: {why}")
-    return dataclasses.replace(spec, follow=found)
+    return dataclasses.replace(spec, follow=found, compression=compression)
 
 
 # Where a base64 result's JSON comes from: a fetch (path, url) or the inline value.

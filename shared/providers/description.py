@@ -161,6 +161,10 @@ rules in ``shared/providers/paths.py``); *paths* = a path or a list of paths;
                  paged document (next_page_token, next_page_url) is read whole and its
                  first page naming a link followed; not with base64, pages.offset_param,
                  side_effects or partial_on_cancel),
+               compression (with follow: a path into the document naming how the
+                 linked file is compressed, e.g. Amazon SP-API's "/compressionAlgorithm":
+                 GZIP (any case) is decompressed before it is judged and kept, absent or
+                 null is as sent, another algorithm result_validation_failed naming it),
                allowed_hosts ([]: hosts, exact match, case-insensitive, on which a
                  provider-given URL may reach a loopback/private/link-local address, a
                  bare host on any port, host:port ([::1]:8443) on that port alone; the
@@ -875,6 +879,11 @@ class ResultSpec:
     # off the provider's origins, internal hosts refused unless allowed, an
     # expired link read afresh once); format and expect judge those bytes.
     follow: ValuePath | None = None
+    # Where the document `follow` read names how the linked file is compressed
+    # (Amazon SP-API's report document: "compressionAlgorithm": "GZIP", absent
+    # when it is not): a gzip file is kept, judged and hashed decompressed. Its
+    # store serves it with no Content-Encoding, so no transport undoes it.
+    compression: ValuePath | None = None
     # The result lists the job's failures alone (HubSpot's import errors, one per
     # row that failed): every item is a failed one and the successes are the
     # status's to count. Read as an ordinary result, its items all "failed" made

@@ -36,8 +36,10 @@ reason names for a fetched result is where reading stopped, not the whole.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -259,6 +261,57 @@ def followed_link(desc: ProviderDescription, document: HttpResponse) -> str | Re
         return _document_refused(document, said, unavailable=True)
     kind = _JSON_TYPES.get(type(value), "a value")
     return _document_refused(document, f"the result document names {where}, but {kind}")
+
+
+def decompressed(
+    desc: ProviderDescription, document: HttpResponse, answer: HttpResponse
+) -> HttpResponse | ResultCheck:
+    """The followed file as its document says it is (`result.compression`): gzip
+    decompressed, at most max_bytes + 1 bytes of it (validation says a larger one
+    is too large, as for any download); its digests as sent are the compressed
+    bytes', which a digest header covers. Not named: the file as it came. Another
+    algorithm, or bytes that are no gzip: invalid, never the compressed bytes kept
+    as the result. Before, an SP-API report document naming GZIP was judged as the
+    gzip bytes, "not valid UTF-8" for a text report."""
+    path = desc.result.compression
+    if path is None or not 200 <= answer.status_code < 300:
+        return answer
+    try:
+        named = extract(path, _strict_json(document.body))
+    except NOT_JSON:
+        return answer  # followed_link judged the document already
+    algorithm = raw_text(named)
+    if not algorithm:
+        return answer
+    where = f"{path.text}, result.compression"
+    if algorithm.lower() != "gzip":
+        reason = f"the result document says the file is compressed with {algorithm} ({where})"
+        return _document_refused(answer, f"{reason}, which is not undone here")
+    try:
+        body = _gunzip(answer.body, desc.result.expect.max_bytes + 1)
+    except (zlib.error, EOFError) as exc:
+        reason = f"the result document says the file is gzip ({where}), but it is not: {exc}"
+        return _document_refused(answer, reason)
+    digests = dict(answer.sent_digests) or {
+        name: hashlib.new(name, answer.body, usedforsecurity=False).digest()
+        for name in ("sha256", "sha512", "md5")
+    }
+    return dataclasses.replace(answer, body=body, sent_digests=digests)
+
+
+def _gunzip(data: bytes, limit: int) -> bytes:
+    """The gzip members of `data` decompressed, up to `limit` bytes (a bomb stops
+    there); a stream cut short is an error, never a prefix passed as the file."""
+    out = bytearray()
+    while data and len(out) < limit:
+        inflater = zlib.decompressobj(zlib.MAX_WBITS | 16)
+        out += inflater.decompress(data, limit - len(out))
+        if inflater.unconsumed_tail:
+            break  # the limit is reached: no need to read on
+        if not inflater.eof:
+            raise EOFError("the gzip stream ends before its end")
+        data = inflater.unused_data
+    return bytes(out)
 
 
 def _document_refused(

@@ -1,0 +1,129 @@
+"""`result.compression`: the document `result.follow` reads names how the linked file
+is compressed (Amazon SP-API's report document: `"compressionAlgorithm": "GZIP"`,
+absent when it is not), and the file is judged and kept decompressed. Its store
+(S3) serves it with no Content-Encoding, so no transport undoes it; before, the
+gzip bytes were the result, "not valid UTF-8" for a text report. The end-to-end
+collection is tests/integration/test_unseen_round55.py."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+from typing import Any
+
+import pytest
+
+from shared.providers import ConfigError, parse_providers
+from shared.providers.facts import ResultCheck
+from shared.providers.messages import HttpResponse
+from shared.providers.results import decompressed
+
+TSV = b"item-name\tseller-sku\nSnowboard\tSB-1\n"
+
+
+def load(**result: Any) -> Any:
+    table = {
+        "base_url": "https://sellingpartnerapi-na.amazon.test",
+        "create": {"path": "/reports", "idempotency": "none", "job_id": "/reportId"},
+        "status": {
+            "path": "/reports/{job_id}",
+            "state": "/processingStatus",
+            "state_map": {"IN_PROGRESS": "running", "DONE": "succeeded"},
+        },
+        "result": {
+            "source": "files",
+            "file_ids": "/reportDocumentId",
+            "path": "/documents/{file_id}",
+            "follow": "/url",
+            "compression": "/compressionAlgorithm",
+            "format": "text",
+        }
+        | result,
+    }
+    return parse_providers({"providers": {"sp": table}}, "config.toml", {})["sp"]
+
+
+def document(**named: Any) -> HttpResponse:
+    body = {"reportDocumentId": "amzn1.spdoc.1", "url": "https://s3.test/doc"} | named
+    return HttpResponse(200, {"content-type": "application/json"}, json.dumps(body).encode())
+
+
+def file(data: bytes, status: int = 200) -> HttpResponse:
+    return HttpResponse(status, {"content-type": "text/plain"}, data, url="https://s3.test/doc")
+
+
+@pytest.mark.parametrize("algorithm", ["GZIP", "gzip"])
+def test_a_file_its_document_calls_gzip_is_kept_decompressed(algorithm: str) -> None:
+    packed = gzip.compress(TSV)
+    opened = decompressed(load(), document(compressionAlgorithm=algorithm), file(packed))
+    assert isinstance(opened, HttpResponse)
+    assert opened.body == TSV
+    # a digest header covers the bytes as sent: the compressed ones
+    assert opened.sent_digests["sha256"] == hashlib.sha256(packed).digest()
+
+
+def test_several_gzip_members_are_one_file() -> None:
+    packed = gzip.compress(TSV[:10]) + gzip.compress(TSV[10:])
+    opened = decompressed(load(), document(compressionAlgorithm="GZIP"), file(packed))
+    assert isinstance(opened, HttpResponse) and opened.body == TSV
+
+
+@pytest.mark.parametrize("named", [{}, {"compressionAlgorithm": None}])
+def test_a_file_its_document_names_no_algorithm_is_as_sent(named: dict[str, Any]) -> None:
+    answer = file(TSV)
+    assert decompressed(load(), document(**named), answer) is answer
+
+
+def test_a_refused_fetch_is_left_to_its_own_verdict() -> None:
+    answer = file(b"<Error><Code>AccessDenied</Code></Error>", status=403)
+    assert decompressed(load(), document(compressionAlgorithm="GZIP"), answer) is answer
+
+
+def test_bytes_that_are_no_gzip_or_cut_short_are_invalid_never_kept() -> None:
+    for data in (TSV, gzip.compress(TSV)[:-12]):
+        check = decompressed(load(), document(compressionAlgorithm="GZIP"), file(data))
+        assert isinstance(check, ResultCheck) and not check.ok
+        assert "says the file is gzip (/compressionAlgorithm" in check.reason, check.reason
+
+
+def test_another_algorithm_is_invalid_naming_it() -> None:
+    check = decompressed(load(), document(compressionAlgorithm="ZSTD"), file(TSV))
+    assert isinstance(check, ResultCheck) and not check.ok
+    assert "compressed with ZSTD" in check.reason and "not undone" in check.reason
+
+
+def test_a_bomb_stops_past_max_bytes() -> None:
+    desc = load(expect={"max_bytes": 1000})
+    packed = gzip.compress(b"\0" * 10_000_000)
+    opened = decompressed(desc, document(compressionAlgorithm="GZIP"), file(packed))
+    assert isinstance(opened, HttpResponse) and len(opened.body) == 1001
+
+
+def test_compression_is_refused_without_follow() -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_providers(
+            {
+                "providers": {
+                    "sp": {
+                        "base_url": "https://sp.test",
+                        "create": {"path": "/r", "idempotency": "none", "job_id": "/id"},
+                        "status": {
+                            "path": "/r/{job_id}",
+                            "state": "/s",
+                            "state_map": {"DONE": "succeeded"},
+                            "result_url": "/url",
+                        },
+                        "result": {
+                            "source": "url",
+                            "compression": "/compressionAlgorithm",
+                            "format": "text",
+                        },
+                    }
+                }
+            },
+            "config.toml",
+            {},
+        )
+    message = str(caught.value)
+    assert message.startswith("config.toml: providers.sp.result.compression: only with"), message
