@@ -28,7 +28,9 @@ the assumption is stated here.
   processingStatus=IN_QUEUE can be cancelled"); `GET .../documents/{id}`
   {"reportDocumentId", "url" (a pre-signed S3 link, refusing any other credential),
   "compressionAlgorithm"? "GZIP"}: the file then gzipped as stored, served with no
-  Content-Encoding. A report with no data ends CANCELLED on its own.
+  Content-Encoding. A report with no data ends CANCELLED on its own. Throttled
+  (createReport: 0.0167 requests a second, a burst of 15): 429 {"errors": [{"code":
+  "QuotaExceeded"}]} with `x-amzn-RateLimit-Limit`, the request refused.
 - Elasticsearch 8 (`Authorization: ApiKey <base64>`): `POST
   /_reindex?wait_for_completion=false` {"source": {"index"}, "dest": {"index"}}
   answers 200 {"task": "<node id>:<number>"}; a missing source index 404 {"error":
@@ -243,6 +245,7 @@ class MetaInsightsFixture(_Jobs):
 # --- Amazon SP-API reports ---------------------------------------------------------
 
 SP_TOKEN = "Atza|IwEBIAmazonLwaTestToken0123456789"
+SP_QUOTA = "You exceeded your quota for the requested resource."
 SP_TSV = (
     b"item-name\tseller-sku\tprice\tquantity\n"
     b"Snowboard\tSB-1\t399.00\t12\n"
@@ -286,6 +289,11 @@ class AmazonReportsFixture(_Jobs, _Storage):
     async def create(self, request: Request) -> Response:
         if (refused := self._refused(request)) is not None:
             return refused
+        if self.throttled_creates > 0:
+            self.throttled_creates -= 1
+            headers = {"x-amzn-RateLimit-Limit": "0.0167"}
+            body = {"errors": [{"code": "QuotaExceeded", "message": SP_QUOTA}]}
+            return json_response(body, 429, headers)
         body = await read_json(request)
         if not isinstance(body, dict) or not body.get("reportType"):
             return self._error(400, "InvalidInput", "reportType is required")

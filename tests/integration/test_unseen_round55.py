@@ -216,6 +216,20 @@ async def test_amazon_a_gzipped_document_is_kept_decompressed(pool: Any, tmp_pat
         assert await r.result_bytes(op_id) == SP_TSV
 
 
+async def test_amazon_a_throttled_create_made_nothing_and_is_sent_again(
+    pool: Any, tmp_path: Path
+) -> None:
+    """429 QuotaExceeded rejects the request (create.not_created_statuses): the same
+    create goes again, one report made, no human asked."""
+    fx = AmazonReportsFixture()
+    fx.throttled_creates = 2
+    async with amazon(pool, tmp_path, fx) as r:
+        op_id = await r.submit(report())
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert fx.throttled_creates == 0 and fx.creates == 1
+        assert "create_unknown" not in await r.history(op_id)
+
+
 async def test_amazon_a_fatal_report_is_failed(pool: Any, tmp_path: Path) -> None:
     """FATAL is failed. Its reason is in the error document its reportDocumentId
     names, which no description reads on a failure: the reason says FATAL alone
