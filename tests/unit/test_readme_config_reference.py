@@ -105,3 +105,20 @@ def test_every_variable_read_is_in_the_reference() -> None:
 
 def test_every_internal_variable_is_still_read() -> None:
     assert variables_read() >= INTERNAL
+
+
+def test_the_units_environment_file_has_every_variable_the_readme_says_it_has() -> None:
+    """deploy/systemd/jobwarden.env.example, as the README's operator guide
+    describes it: every variable of the reference but the demo's and an
+    agent's (the tracing one stands for the other OTEL_* variables)."""
+    example = (ROOT / "deploy" / "systemd" / "jobwarden.env.example").read_text("utf-8")
+    section = reference_section()
+    named = set(re.findall(r"`((?:JW|OTEL|DATABASE|FORWARDED)_[A-Z0-9_]*|DATABASE_URL)`", section))
+    expected = {
+        name
+        for name in named
+        if not name.startswith(("JW_DEMO_", "JW_API_"))
+        and (not name.startswith("OTEL_") or name == "OTEL_EXPORTER_OTLP_ENDPOINT")
+    }
+    assert "JW_LEASE_SECONDS" in expected
+    assert {name for name in expected if name not in example} == set()
