@@ -48,8 +48,9 @@ class Settings:
     # Our receiver as providers reach it, e.g. https://hooks.example.com/webhooks/{provider};
     # given to providers that take a per-job webhook URL.
     public_webhook_url: str = ""
-    # evidence log: how often the reconciler sequences it (and signs a
-    # checkpoint, when a signing key is set), and where checkpoints are written
+    # evidence log: how often the reconciler sequences it (a checkpoint, when a
+    # signing key is set, at most once a minute: reconciler/sequencer.py
+    # CHECKPOINT_MIN_SECONDS), and where checkpoints are written
     log_interval: float = 5.0
     log_checkpoint_dir: Path = Path("var/checkpoints")
     # the sequencer child's watchdog: one silent this long (no batch or pass
