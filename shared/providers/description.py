@@ -168,7 +168,16 @@ rules in ``shared/providers/paths.py``); *paths* = a path or a list of paths;
                allowed_hosts ([]: hosts, exact match, case-insensitive, on which a
                  provider-given URL may reach a loopback/private/link-local address, a
                  bare host on any port, host:port ([::1]:8443) on that port alone; the
-                 base_url's host and auth.extra_hosts always may)
+                 base_url's host and auth.extra_hosts always may),
+               empty_without_url (false; true: a final status naming no result URL
+                 whose status.counts_total is 0 is an empty result, stored without a
+                 fetch: Shopify's bulk operations; source = url only, not with format
+                 json, a csv with a header row, or a required checksum)
+    [result.failed]  (source url, path or files) statuses (required: 4xx/5xx codes,
+               not 429/502/503/504, of the result's first fetch that are the
+               provider's verdict that the job failed, e.g. fal.ai's 422), error,
+               error_code, error_message (paths into that answer; a 5xx needs one:
+               an answer carrying none is no verdict)
     [result.csv]  (format = csv only) header (true), delimiter (","), required_columns,
                id_column, failed_column + failed_values, error_column (columns: a header
                name, or a 0-based index)
@@ -221,7 +230,7 @@ rules in ``shared/providers/paths.py``); *paths* = a path or a list of paths;
                "header:Sforce-Locator"), page_token_param ("page_token"), end_values
                ([]: token values meaning "last page", e.g. ["null"]), page_size,
                page_size_param ("page_size"); at most 50 pages are read (a csv list:
-               until 100 failed items, as a CSV result's), the counts the status's
+               until 100 failed items, as a CSV result's), the counts staying the status's
     [lookup]   supported (true if the table exists), reason, kind = list|get, method,
                path (template: {client_reference}, {idempotency_token}), query_param,
                list, match, job_id, next_page_token, has_more, page_token_param,
@@ -235,9 +244,11 @@ rules in ``shared/providers/paths.py``); *paths* = a path or a list of paths;
                else empty); page_size + page_size_param ("page_size"), sent when set
     [webhooks] supported (true; false: no webhooks, the table's other keys unread,
                  e.g. a preset's turned off for a provider that sends none),
-               scheme = standard_webhooks|stripe|github|generic_hmac|static_header,
-               [options] (checked by shared.signatures; static_header: header, or
-               query for a token in the callback URL), secrets_env | secrets_file
+               scheme = standard_webhooks|stripe|github|slack|shopify|generic_hmac|
+                 hmac|asymmetric|static_header|twilio|mailgun|jwt (required),
+               [options] (checked by shared.signatures, per scheme: README "Webhook
+               signature schemes"; static_header: header, or query for a token in
+               the callback URL), secrets_env | secrets_file
                (one or a list: rotation), optional, tolerance_seconds (300), event_id,
                state, [state_map] (over status.state_map), thin, get_challenge (a
                query parameter: a GET carrying it is answered with its value as
@@ -255,10 +266,19 @@ rules in ``shared/providers/paths.py``); *paths* = a path or a list of paths;
                    echoed request metadata; matches only when exactly one operation of
                    the provider has it),
                  job_id (the provider's job id; an event for a job id not yet recorded
-                   is kept and attached when it is)
+                   is kept and attached when it is);
+               challenge = zoom|slack|event_grid (a signed endpoint challenge answered,
+                 never stored; or a table: answer, when, equals, token, where the
+                 sender puts them elsewhere; event_grid needs events),
+               events (a body path to a list of events in one delivery, "" for the
+                 body itself: each element an event of its own, the table's body paths
+                 read in it; HubSpot, SendGrid, Event Grid, Graph's "/value"),
+               allowed_origins ([]: the origins whose CloudEvents OPTIONS handshake is
+                 answered, host names perhaps with a port, or ["*"]; none: 405)
     [limits]   backoff_base (2), backoff_factor (2), backoff_cap (60), max_concurrency (8),
-               request_timeout (10), create_deadline_seconds, result_deadline_seconds,
-               cancel_deadline_seconds, webhook_backstop_poll_seconds (300),
+               request_timeout (10), create_deadline_seconds (3600),
+               result_deadline_seconds (86400), cancel_deadline_seconds (900),
+               webhook_backstop_poll_seconds (300),
                default_poll_after_seconds, result_retry_seconds (3600)
 """
 
