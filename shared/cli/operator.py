@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import asyncpg
 from rich import box
@@ -42,6 +42,9 @@ from shared.ledger.errors import AdoptionRefused, LedgerError, RequestMismatch, 
 from shared.ledger.states import TERMINAL, LocalState
 from shared.ledger.tokens import CALLER_NAME, Scope, mint_token
 from shared.text import holds_exactly
+
+if TYPE_CHECKING:  # the provider table is loaded by submit alone
+    from shared.providers import ProviderDescription
 
 S = LocalState
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhd]?)$")
@@ -251,6 +254,31 @@ def _body_argument(text: str) -> Any:
     return body
 
 
+def _create_call(args: argparse.Namespace, desc: ProviderDescription) -> RequestSpec:
+    """What will be sent: the provider's create call, with the body given.
+
+    `--method` and `--target` may only restate that call, as the API's
+    `request.method` and `request.target` may: the reconciler always sends the
+    configured one (build_create), so any other would be recorded, fingerprinted
+    and shown as sent while something else was.
+    """
+    create = desc.create
+    method = create.method.upper()
+    if args.method is not None and args.method.upper() != method:
+        raise CommandError(
+            f"--method: provider {args.provider!r} is called with {method} to create a job;"
+            " leave --method out or give that",
+            USAGE,
+        )
+    if args.target is not None and args.target != create.path.text:
+        raise CommandError(
+            f"--target: provider {args.provider!r} creates jobs at its configured path"
+            f" {printable(create.path.text)}; leave --target out or give that path",
+            USAGE,
+        )
+    return RequestSpec(method, create.path.text, _body_argument(args.body))
+
+
 async def cmd_submit(args: argparse.Namespace) -> int:
     from shared.settings import load_settings  # the provider table is only needed here
 
@@ -261,11 +289,7 @@ async def cmd_submit(args: argparse.Namespace) -> int:
         raise CommandError(
             f"provider {args.provider!r} is not configured (configured: {known})", USAGE
         )
-    spec = RequestSpec(
-        (args.method or desc.create.method).upper(),
-        args.target or desc.create.path.text,
-        _body_argument(args.body),
-    )
+    spec = _create_call(args, desc)
     async with app_connection() as conn:
         try:
             submitted = await ledger.submit_operation(
@@ -910,10 +934,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--body", default="{}", type=stored_text, help="request body as JSON, or @file.json"
     )
     p.add_argument(
-        "--method", type=stored_text, help="HTTP method (default: the provider's create method)"
+        "--method",
+        type=stored_text,
+        help="the provider's create method (the default), restated; any other is refused",
     )
     p.add_argument(
-        "--target", type=stored_text, help="target path (default: the provider's create path)"
+        "--target",
+        type=stored_text,
+        help="the provider's create path (the default), restated; any other is refused",
     )
     p.add_argument(
         "--ref", type=stored_text, help="client reference: resubmitting the same one is idempotent"

@@ -122,6 +122,34 @@ async def test_submit_records_an_operation_once(
     assert await db.fetchval("SELECT count(*) FROM operations") == 1
 
 
+@pytest.mark.parametrize(
+    ("flag", "value", "named"),
+    [("--method", "DELETE", "POST"), ("--target", "/v1/elsewhere", "/v1/jobs")],
+)
+async def test_submit_refuses_a_method_or_target_the_create_call_never_sends(
+    db: Any, capsys: pytest.CaptureFixture[str], flag: str, value: str, named: str
+) -> None:
+    """The reconciler always sends the provider's configured create call: any
+    other method or target would be recorded, fingerprinted and shown as sent
+    while that call was (the API refuses it: 422), so it is a usage error."""
+    argv = ["submit", "--provider", "sim", "--kind", "export", "--ref", "r1"]
+    assert await run(*argv, flag, value) == 2
+    err = capsys.readouterr().err
+    assert flag in err and named in err
+    assert await db.fetchval("SELECT count(*) FROM operations") == 0
+
+
+async def test_submit_takes_a_method_and_target_that_restate_the_create_call(
+    db: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["submit", "--provider", "sim", "--kind", "export", "--ref", "r1", "--json"]
+    assert await run(*argv, "--method", "post", "--target", "/v1/jobs") == 0
+    assert output(capsys)["created"] is True
+    request = await db.fetchval("SELECT request FROM operations")
+    stored = json.loads(request) if isinstance(request, str) else request
+    assert (stored["method"], stored["target"]) == ("POST", "/v1/jobs")
+
+
 async def test_submit_to_an_unknown_provider_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
     assert await run("submit", "--provider", "acme", "--kind", "x") == 2
     assert "not configured (configured: sim)" in capsys.readouterr().err
