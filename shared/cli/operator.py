@@ -303,6 +303,15 @@ async def cmd_submit(args: argparse.Namespace) -> int:
                 idempotency_mode=desc.create.idempotency.value,
                 create_deadline_s=args.create_deadline or desc.limits.create_deadline_seconds,
                 result_deadline_s=args.result_deadline or desc.limits.result_deadline_seconds,
+                # a deadline given is part of the intent, as in the API; a default is not
+                given_deadlines=tuple(
+                    name
+                    for name, given in (
+                        ("create_deadline_seconds", args.create_deadline),
+                        ("result_deadline_seconds", args.result_deadline),
+                    )
+                    if given is not None
+                ),
             )
         except RequestMismatch as exc:
             raise CommandError(str(exc)) from None

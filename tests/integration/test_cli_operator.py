@@ -150,6 +150,24 @@ async def test_submit_takes_a_method_and_target_that_restate_the_create_call(
     assert (stored["method"], stored["target"]) == ("POST", "/v1/jobs")
 
 
+async def test_a_resubmit_naming_another_deadline_is_refused_as_the_apis_is(
+    db: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A deadline given is part of the intent, as in the API (409 naming the
+    field); one left out is not compared. Before, the CLI compared none: a
+    resubmit asking for a longer wait was told "already recorded" and kept the
+    first deadline."""
+    argv = ["submit", "--provider", "sim", "--kind", "export", "--ref", "r1"]
+    assert await run(*argv, "--result-deadline", "2h") == 0
+    capsys.readouterr()
+    assert await run(*argv, "--result-deadline", "3h") == 1
+    assert "result_deadline" in capsys.readouterr().err
+    assert await run(*argv) == 0  # left out: not compared
+    assert "already recorded as" in capsys.readouterr().out
+    assert await run(*argv, "--result-deadline", "2h") == 0
+    assert await db.fetchval("SELECT count(*) FROM operations") == 1
+
+
 async def test_submit_to_an_unknown_provider_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
     assert await run("submit", "--provider", "acme", "--kind", "x") == 2
     assert "not configured (configured: sim)" in capsys.readouterr().err
