@@ -26,11 +26,9 @@ from receiver.api.params import shown
 from receiver.api.problems import Problem, invalid
 from receiver.api.text import unstorable
 from shared.fingerprint import FingerprintError
-from shared.ids import new_idempotency_token, new_operation_id
 from shared.ledger import RequestSpec
 from shared.providers.description import HTTP_METHODS, ProviderDescription
-from shared.providers.errors import RequestBuildError
-from shared.providers.requests import CREATE_CONTEXT_VALUES, build_create
+from shared.providers.requests import unsendable
 
 # Deeper than any provider's request body; the ledger's canonical JSON
 # recurses once per level, and PostgreSQL's jsonb parser has its own stack.
@@ -281,26 +279,12 @@ def needs_object_body(name: str, desc: ProviderDescription) -> bool:
 
 
 def _check_sendable(body: Any, name: str, desc: ProviderDescription) -> None:
-    """Refuse a body the provider's create call cannot carry, before it is recorded.
-
-    The same builder the reconciler sends with (`build_create`), run on
-    placeholder ids and every template value set, so each field it writes into
-    the body is tried: a body it cannot build (a number where our token must
-    go, a string where `metadata.*` must be) would otherwise be accepted with
-    202 and end in needs_attention, never sent. Pure: nothing leaves the process.
-    """
-    context = dict.fromkeys(CREATE_CONTEXT_VALUES, "0")
-    try:
-        build_create(
-            desc,
-            body=body,
-            idempotency_token=new_idempotency_token(),
-            client_reference=new_operation_id(),
-            context=context,
-        )
-    except RequestBuildError as exc:
-        detail = str(exc).removeprefix(f"provider {desc.name}: ")
-        raise invalid(f"request.body cannot be sent to provider '{name}': {detail}") from None
+    """Refuse a body the provider's create call cannot carry, before it is recorded
+    (`unsendable`: a body it cannot build would otherwise be accepted with 202 and
+    end in needs_attention, never sent)."""
+    problem = unsendable(desc, body)
+    if problem is not None:
+        raise invalid(f"request.body cannot be sent to provider '{name}': {problem}")
 
 
 def parse_submit(raw: Any, providers: Mapping[str, ProviderDescription]) -> SubmitBody:

@@ -260,7 +260,8 @@ def _create_call(args: argparse.Namespace, desc: ProviderDescription) -> Request
     `--method` and `--target` may only restate that call, as the API's
     `request.method` and `request.target` may: the reconciler always sends the
     configured one (build_create), so any other would be recorded, fingerprinted
-    and shown as sent while something else was.
+    and shown as sent while something else was. A body that call cannot carry is
+    refused as the API refuses it (`unsendable`).
     """
     create = desc.create
     method = create.method.upper()
@@ -276,7 +277,13 @@ def _create_call(args: argparse.Namespace, desc: ProviderDescription) -> Request
             f" {printable(create.path.text)}; leave --target out or give that path",
             USAGE,
         )
-    return RequestSpec(method, create.path.text, _body_argument(args.body))
+    from shared.providers.requests import unsendable  # as load_settings: submit alone
+
+    body = _body_argument(args.body)
+    problem = unsendable(desc, body)
+    if problem is not None:
+        raise CommandError(f"--body cannot be sent to provider {args.provider!r}: {problem}", USAGE)
+    return RequestSpec(method, create.path.text, body)
 
 
 async def cmd_submit(args: argparse.Namespace) -> int:

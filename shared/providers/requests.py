@@ -37,6 +37,7 @@ from urllib.parse import (
 
 import httpx
 
+from shared.ids import new_idempotency_token, new_operation_id
 from shared.providers import bodies, sigv4
 from shared.providers.description import (
     AuthSpec,
@@ -82,6 +83,29 @@ _QUOTE_CHARS = 100
 # hex, octal, or decimal. `127.1`, `0x7f000001` and `2130706433` all name
 # 127.0.0.1, and httpx passes the shorter forms on as names.
 _INET_PART = re.compile(r"0x[0-9a-f]*|0[0-7]*|[1-9][0-9]*")
+
+
+def unsendable(desc: ProviderDescription, body: Any) -> str | None:
+    """Why the provider's create call cannot carry `body` (None: it can).
+
+    The builder the reconciler sends with, run on placeholder ids and every
+    template value set, so each field it writes into the body is tried: a body
+    it cannot build (a number where our token must go, a list where the client
+    reference must) would be recorded and then never sent. The API (422) and
+    `jobwarden submit` refuse such a body before recording it. Pure: nothing
+    leaves the process.
+    """
+    try:
+        build_create(
+            desc,
+            body=body,
+            idempotency_token=new_idempotency_token(),
+            client_reference=new_operation_id(),
+            context=dict.fromkeys(CREATE_CONTEXT_VALUES, "0"),
+        )
+    except RequestBuildError as exc:
+        return str(exc).removeprefix(f"provider {desc.name}: ")
+    return None
 
 
 def build_create(

@@ -139,6 +139,19 @@ async def test_submit_refuses_a_method_or_target_the_create_call_never_sends(
     assert await db.fetchval("SELECT count(*) FROM operations") == 0
 
 
+async def test_submit_refuses_a_body_the_create_call_cannot_carry(
+    db: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Checked by building the create as the reconciler will, as the API does
+    (422): before, the CLI recorded it, and the operation went to a human at
+    its first create, never sent."""
+    argv = ["submit", "--provider", "sim", "--kind", "export", "--body", "[1, 2]"]
+    assert await run(*argv) == 2
+    err = capsys.readouterr().err
+    assert "--body cannot be sent to provider 'sim'" in err and "JSON object" in err
+    assert await db.fetchval("SELECT count(*) FROM operations") == 0
+
+
 async def test_submit_takes_a_method_and_target_that_restate_the_create_call(
     db: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
