@@ -36,7 +36,10 @@ from shared.text import scrub_text
 # Defaults when neither the caller nor the provider config says otherwise.
 DEFAULT_CREATE_DEADLINE_S = 120.0  # obtaining a job id is a matter of minutes
 DEFAULT_RESULT_DEADLINE_S = 3600.0  # the business waits an hour for completion
-DEFAULT_CANCEL_DEADLINE_S = 600.0  # OpenAI batches may sit in "cancelling" ~10 min
+# A provider's own default (Limits.cancel_deadline_seconds), for a cancel whose
+# provider limits are unknown (no longer configured, or a config that cannot be
+# read): one default, not two (tests/unit/test_default_cancel_deadline.py).
+DEFAULT_CANCEL_DEADLINE_S = 900.0  # OpenAI batches may sit in "cancelling" ~10 min
 
 
 @contextlib.contextmanager
