@@ -15,13 +15,17 @@ from collections.abc import Mapping
 
 from mcp.server.stdio import stdio_server
 
+from shared.agents.client import JobwardenError
 from shared.agents.mcp.server import build_server
 from shared.agents.mcp.sources import EnvClientSource
+
+log = logging.getLogger(__name__)
 
 
 async def run_stdio(env: Mapping[str, str] | None = None) -> int:
     """Serve until stdin closes; 0 on a clean end."""
     source = EnvClientSource(env)
+    _say_if_unreachable(source)
     server = build_server(source)
     try:
         async with stdio_server() as (read_stream, write_stream):
@@ -29,6 +33,16 @@ async def run_stdio(env: Mapping[str, str] | None = None) -> int:
     finally:
         await source.aclose()
     return 0
+
+
+def _say_if_unreachable(source: EnvClientSource) -> None:
+    """Without JW_API_URL / JW_API_TOKEN the server still starts (an MCP client
+    launches it and lists its tools), but every tool call will fail: say so on
+    stderr now, where whoever wired it up looks, not at the agent's first call."""
+    try:
+        source.client()
+    except JobwardenError as exc:
+        log.warning("%s: the server starts, and every tool call will fail until then", exc)
 
 
 def main() -> int:
