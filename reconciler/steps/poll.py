@@ -504,6 +504,8 @@ async def _decide(
             cause += "; the job had already ended, so no cancel request was sent"
         elif target is S.CANCELLED and step.op.cancel_sent_at is not None:
             cause += _after_a_destructive_cancel(step)
+        elif target is S.CANCELLED:
+            cause += _cancelled_without_ours(step)
         await step.move(conn, target, cause, (Evidence.OBSERVATION, observation_id))
         return NOW if target is S.RESULT_COLLECTING else None
     if deadline is not None:
@@ -652,6 +654,22 @@ def _after_our_cancel(step: Step) -> str:
         )
     return (
         f"{said}: if that request deletes the job, it may have deleted it, with any result it had"
+    )
+
+
+def _cancelled_without_ours(step: Step) -> str:
+    """Who cancelled a job no cancel of ours reached: "remote cancelled" alone read
+    as the cancel an agent asked for, where the provider, its owner or an operator
+    there did it (Amazon SP-API cancels a report that has no data on its own)."""
+    if step.op.cancel_requested_at is None:
+        return (
+            "; no cancellation was asked of jobwarden and none was sent: the job was "
+            "cancelled at the provider (by its owner, an operator there or the provider "
+            "itself)"
+        )
+    return (
+        "; our cancel request had not been sent yet: the job was cancelled at the "
+        "provider, not by it"
     )
 
 
