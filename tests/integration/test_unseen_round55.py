@@ -277,13 +277,17 @@ async def test_amazon_a_report_amazon_cancelled_for_want_of_data_reads_cancelled
     pool: Any, tmp_path: Path
 ) -> None:
     """Amazon cancels a report with no data on its own: CANCELLED, mapped as
-    documented. Nothing tells it from our cancel but that none was asked (left so:
-    see the round's report)."""
+    documented, the transition saying no cancel was asked of jobwarden (before,
+    "remote CANCELLED" alone, read as an agent's cancel)."""
     fx = AmazonReportsFixture()
     async with amazon(pool, tmp_path, fx) as r:
         op_id = await r.submit(report("nodata"))
         assert await r.settle(op_id, ENDS) is S.CANCELLED, await r.history(op_id)
         assert "cancel_requested" not in await r.history(op_id) and fx.cancels == []
+        cause = await r.pool.fetchval(
+            "SELECT cause FROM history WHERE operation_id = $1 AND to_state = 'cancelled'", op_id
+        )
+        assert "no cancellation was asked of jobwarden and none was sent" in cause, cause
 
 
 # --- Elasticsearch -----------------------------------------------------------------
