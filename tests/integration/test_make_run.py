@@ -92,6 +92,7 @@ async def test_make_run_shows_every_path_and_settles(
     finally:
         if proc.poll() is None:
             proc.kill()
+        proc.wait(timeout=60)  # reaped: a failure here is one failure, not a stray process
         proc.stdout.close()
     stdout = "".join(lines)
     assert proc.returncode == 0, stdout[-3000:]
