@@ -103,7 +103,7 @@ def answer_reading(desc: ProviderDescription, action: str) -> Reading:
     on top: past that, the result would be refused anyway.
     """
     carries = (action == "status" and status_carries_result(desc)) or (
-        action == "create" and bool(desc.create.sync_result_statuses)
+        action == "create" and desc.create.sync_result is not None
     )
     if not carries:
         return ANSWER

@@ -1260,6 +1260,12 @@ def _create(table: _Table, status: StatusSpec, has_plugin: bool) -> CreateSpec:
     sync_result = table.path("sync_result", RESPONSE)
     if sync_statuses and sync_result is None:
         raise table.error("sync_result", "required with sync_result_statuses")
+    if sync_result is not None and not sync_statuses and table.path("state", RESPONSE) is None:
+        raise table.error(
+            "sync_result",
+            "needs sync_result_statuses or create.state (what tells an answer that is the"
+            " result from one that names a job)",
+        )
     spec = CreateSpec(
         method=table.method("method", "POST"),
         path=_create_path(table),

@@ -57,7 +57,10 @@ rules in ``shared/providers/paths.py``); *paths* = a path or a list of paths;
                  read is worth making, seconds or ISO 8601, e.g. ElevenLabs'
                  "/expected_duration_sec"; a Retry-After outranks it, a delivery
                  still wakes the job sooner),
-               accepted_statuses ([200,201,202]), sync_result_statuses ([]), sync_result,
+               accepted_statuses ([200,201,202]), sync_result_statuses ([]), sync_result
+                 (a path: the result of a create answered done, told by one of
+                 sync_result_statuses, or by `state` read as succeeded: Dropbox's 200
+                 {".tag": "complete", ...} beside {".tag": "async_job_id", ...}),
                conflict_reject_codes ([]), error_code ("/error/code"),
                already_exists_codes ([]: with idempotency = client_job_id, the codes of a
                  409 documented as "a job with this id already exists", e.g. BigQuery's

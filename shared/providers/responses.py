@@ -2,8 +2,9 @@
 
 Classification rules for a create response, and why:
 
-- 2xx listed in `sync_result_statuses` with the result present: the job ran
-  synchronously; the result is final (`sync_result`).
+- 2xx listed in `sync_result_statuses`, or an accepted 2xx whose `create.state`
+  maps to succeeded, with the result present: the job ran synchronously; the
+  result is final (`sync_result`).
 - 2xx listed in `accepted_statuses` with a job id: `accepted`.
 - 2xx without a job id, or a 2xx the description does not list: `ambiguous`
   — something may exist at the provider that we cannot name.
@@ -270,7 +271,8 @@ def _parse_create_success(
         "status_url": status_url,
         "poll_after_seconds": hint if hint is not None and hint >= 0 else None,
     }
-    if code in spec.sync_result_statuses and spec.sync_result is not None:
+    if _answered_with_result(spec, code, state):
+        assert spec.sync_result is not None
         result = extract(spec.sync_result, body, resp.headers)
         if result is not None:
             return CreateFact(
@@ -311,6 +313,22 @@ def _parse_create_success(
             **common,
         )
     return CreateFact("accepted", reason=f"HTTP {code} with job id", **known, **common)
+
+
+def _answered_with_result(spec: CreateSpec, code: int, state: RemoteState | None) -> bool:
+    """Whether a create answer is the job done, its result at `create.sync_result`.
+
+    Told by the answer's HTTP status (`sync_result_statuses`), or, for an API that
+    answers every create alike and says in the body which it did, by `create.state`
+    reading a state the map calls succeeded: Dropbox's save_url answers 200
+    {".tag": "async_job_id", ...} or 200 {".tag": "complete", <the file>}. Before,
+    such a completion carried no job id and was an ambiguous create, for a human.
+    """
+    if spec.sync_result is None:
+        return False
+    if code in spec.sync_result_statuses:
+        return True
+    return code in spec.accepted_statuses and state is RemoteState.SUCCEEDED
 
 
 def _not_created_code(spec: CreateSpec, body: Any, resp: HttpResponse) -> str | None:
