@@ -788,8 +788,12 @@ def _check_expected(
 ) -> tuple[str, ...]:
     """Compare item numbers with what the provider announced (`expect.item_count`).
 
-    Successful items are compared with the announced successes (status
-    counts.succeeded, else total - failed). When the result can show failed
+    A count read in the result (`item_count`, a path) is of the items it
+    lists: all of them when it can show failed items (item_error /
+    item_success), else its successes. Before, it was always held to the
+    successes, and a Zendesk job of three users, one refused, was "expected 3
+    items, got 2". Successful items are compared with the announced successes
+    (status counts.succeeded, else total - failed). When the result can show failed
     items too (item_error / item_success, or a CSV failed_column, configured),
     all items together are
     compared with counts.total; otherwise failures live on a separate errors
@@ -798,6 +802,11 @@ def _check_expected(
     expect = spec.expect
     if items.succeeded is None or items.total is None:
         return ()
+    can_see_failures = (
+        spec.item_error is not None
+        or spec.item_success is not None
+        or (spec.csv is not None and spec.csv.can_fail_rows)
+    )
     if expect.item_count is not None and documents:
         # a JSON result's parts (one document each) state their own counts: the
         # whole is their sum; a JSONL result's count is read from its first line
@@ -806,7 +815,9 @@ def _check_expected(
         if None in stated:
             raise _Invalid(f"missing item count {expect.item_count.text}")
         expected = sum(n for n in stated if n is not None)
-        _compare(expected, items.succeeded)
+        # a result that lists its failed items beside the others counts them all
+        # (Zendesk's job status: `total` users, `results` one each, made or not)
+        _compare(expected, items.total if can_see_failures else items.succeeded)
         return ()
     if not expect.item_count_from_status:
         return ()
@@ -818,11 +829,6 @@ def _check_expected(
         expected_ok = counts.total - (counts.failed or 0)
     if expected_ok is not None:
         _compare(expected_ok, items.succeeded, "successful ")
-    can_see_failures = (
-        spec.item_error is not None
-        or spec.item_success is not None
-        or (spec.csv is not None and spec.csv.can_fail_rows)
-    )
     listed = counts.total
     cut_short = status is not None and status.remote_state is RemoteState.CANCELLED
     if cut_short and counts.succeeded is not None and counts.failed is not None:

@@ -313,3 +313,53 @@ def test_a_result_of_failures_alone_counts_them_and_looks_for_no_successes() -> 
     assert (check.items_total, check.items_succeeded, check.items_failed) == (2, None, 2)
     ordinary = provider(errors)
     assert not validate_result(ordinary, resp, final_status(3, 1, 2)).ok
+
+
+def _zendesk_like(**result: Any) -> ProviderDescription:
+    table = {
+        "base_url": "https://api.example.test",
+        "create": {"path": "/v1/jobs", "idempotency": "none", "job_id": "/id"},
+        "status": {
+            "path": "/v1/jobs/{job_id}",
+            "state": "/status",
+            "state_map": {"completed": "succeeded"},
+        },
+        "result": {
+            "source": "inline",
+            "inline": "/job_status",
+            "format": "json",
+            "items": "/results",
+            "expect": {"item_count": "/total"},
+            **result,
+        },
+    }
+    return parse_providers({"providers": {"p": table}}, "test.toml", {})["p"]
+
+
+ZENDESK_STATUS = {
+    "id": "V3-1",
+    "status": "completed",
+    "total": 3,
+    "results": [
+        {"id": 1, "status": "Created"},
+        {"index": 1, "error": "UserCreateFailed", "details": "Email is already in use"},
+        {"id": 3, "status": "Created"},
+    ],
+}
+
+
+def test_a_count_in_a_result_that_lists_its_failures_counts_them_too() -> None:
+    """Zendesk's job status: `total` users, one `results` entry each, made or
+    refused (item_error). Before, the count was held to the successes alone:
+    "expected 3 items, got 2" for a job that said exactly what it did."""
+    check = validate_inline_result(_zendesk_like(item_error="/error"), ZENDESK_STATUS, None)
+    assert check.ok, check.reason
+    assert (check.items_total, check.items_failed) == (3, 1)
+    short = dict(ZENDESK_STATUS, total=4)
+    check = validate_inline_result(_zendesk_like(item_error="/error"), short, None)
+    assert check.reason == "expected 4 items, got 3"
+
+
+def test_a_count_in_a_result_that_cannot_tell_failures_counts_its_items() -> None:
+    check = validate_inline_result(_zendesk_like(), ZENDESK_STATUS, None)
+    assert check.ok, check.reason
