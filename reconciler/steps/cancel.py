@@ -53,7 +53,9 @@ async def _act_on_recorded_cancel(step: Step, conn: Any) -> Delay | None:
     last = calls[0]
     if step.op.state is not S.CANCEL_REQUESTED:
         return None
-    if last["status_code"] not in step.adapter.desc.cancel.accepted_statuses:
+    if last["status_code"] not in step.adapter.desc.cancel.accepted_statuses or (
+        await _refused_in_its_body(step, conn, last)
+    ):
         return await _refused_while_running(step, conn, last)
     async with conn.transaction():
         await step.reload(conn)
@@ -104,6 +106,19 @@ async def _refused_while_running(step: Step, conn: Any, last: Any) -> Delay | No
             escalation=f"{cause}: the job goes on; decide whether to cancel it another way",
         )
     return step.until_allowed(UNCONFIRMED_POLL_SECONDS, read=True)
+
+
+async def _refused_in_its_body(step: Step, conn: Any, last: Any) -> bool:
+    """Whether an accepted status's cancel answer says the cancel was not taken
+    (`cancel.refused_codes`: Baseten's 200 {"canceled": false}). Before, such an
+    answer moved the operation to cancelling, to wait out the cancel deadline
+    while the job ran on, the provider's refusal unsaid."""
+    if not step.adapter.desc.cancel.refused_codes or last["status_code"] is None:
+        return False
+    call = await conn.fetchrow(
+        q("cancel_call_and_read_after"), step.op.operation_id, last["call_id"]
+    )
+    return call is not None and _refusal(step, call) is not None
 
 
 def _refusal(step: Step, call: Any) -> str | None:

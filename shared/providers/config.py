@@ -1418,9 +1418,10 @@ def _refusal_statuses(table: _Table, key: str, what: str) -> frozenset[int]:
 
 
 def _not_created_codes(table: _Table, key: str) -> tuple[tuple[ValuePath, frozenset[str]], ...]:
-    """`[create.not_created_codes]` (`[status.throttle_codes]`): a path of the
-    answer, and the error codes found there that the provider documents as
-    creating nothing (as a throttle)."""
+    """`[create.not_created_codes]` (`[status.throttle_codes]`,
+    `[cancel.refused_codes]`): a path of the answer, and the error codes found
+    there that the provider documents as creating nothing (as a throttle, as a
+    cancel not taken)."""
     found = []
     for text, codes in table.mapping(key).items():
         where = f"{key}.{text}"
@@ -1430,10 +1431,13 @@ def _not_created_codes(table: _Table, key: str) -> tuple[tuple[ValuePath, frozen
             raise table.error(where, f"bad path {exc}") from None
         if path.source not in RESPONSE:
             raise table.error(where, "reads the answer's body or a header only")
+        if isinstance(codes, list) and any(isinstance(c, bool) for c in codes):
+            # an answer's boolean is read as JSON writes it: Baseten's {"canceled": false}
+            raise table.error(where, 'a boolean is written as text here: ["false"], ["true"]')
         if (
             not isinstance(codes, list)
             or not codes
-            or not all(isinstance(c, str | int) and not isinstance(c, bool) for c in codes)
+            or not all(isinstance(c, str | int) for c in codes)
         ):
             raise table.error(where, "must be a non-empty list of codes (strings or integers)")
         found.append((path, frozenset(str(c) for c in codes)))
@@ -1595,6 +1599,7 @@ def _cancel(table: _Table | None, create: CreateSpec) -> CancelSpec:
         deletes_job=table.boolean("deletes_job", False),
         resend_statuses=_resend_statuses(table),
         use_status_url=use_status_url,
+        refused_codes=_not_created_codes(table, "refused_codes"),
     )
     if spec.body is not None and spec.method == "GET":
         raise table.error("body", "a GET carries no body: set method (POST, PATCH...)")

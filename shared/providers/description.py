@@ -116,7 +116,10 @@ rules in ``shared/providers/paths.py``); *paths* = a path or a list of paths;
                resend_statuses ([]: 4xx/5xx answers documented as a cancel not taken,
                  e.g. [429]: a cancel unsafe to repeat is sent again after Retry-After),
                use_status_url (false; true: the cancel goes to the status URL the create
-                 answer gave, e.g. Azure AI Speech's DELETE on `self`; path optional)
+                 answer gave, e.g. Azure AI Speech's DELETE on `self`; path optional),
+               [refused_codes] (path = [codes]: what a 2xx cancel answer carries when
+                 the cancel was not taken, a boolean read as JSON writes it, e.g.
+                 Baseten's "/canceled" = ["false"]: a refusal, as a 4xx is)
     [result]   source = inline|url|path|files|none (required), path (template:
                {job_id}, {file_id}), inline (path; "" = whole body), file_ids (paths;
                  with source = files and no path, each id is a URL fetched as a
@@ -727,6 +730,11 @@ class CancelSpec:
     # DELETE on a transcription's `self`, its only name), as status reads may
     # (`status.use_status_url`); `path` then serves a job with no URL on record.
     use_status_url: bool = False
+    # Codes a 2xx cancel answer carries when the provider did not take it (path ->
+    # codes, read as `create.not_created_codes` are; a boolean as JSON writes it):
+    # Baseten's 200 {"canceled": false, "message": "Only QUEUED requests may be
+    # canceled"}. Such an answer is a refusal, as a 4xx is.
+    refused_codes: tuple[tuple[ValuePath, frozenset[str]], ...] = ()
 
 
 @dataclass(frozen=True)

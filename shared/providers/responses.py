@@ -341,7 +341,9 @@ def _listed_code_at(
 ) -> str | None:
     """`path = code` for the first path whose code its list holds (`listed_code`)."""
     for path, codes in listed:
-        found = as_code(extract(path, body, resp.headers))
+        value = extract(path, body, resp.headers)
+        # a boolean as JSON writes it: Baseten's {"canceled": false}
+        found = ("true" if value else "false") if isinstance(value, bool) else as_code(value)
         if listed_code(found, codes):
             return f"{path.text} = {found}"
     return None
@@ -781,6 +783,14 @@ def parse_cancel(
         "provider_request_id": provider_request_id(desc, resp),
     }
     if 200 <= code < 300:
+        said = _listed_code_at(desc.cancel.refused_codes, body, resp)
+        if said is not None:
+            return CancelFact(
+                "rejected",
+                reason=f"HTTP {code}, {said}: the cancel was not taken (cancel.refused_codes)",
+                error=ErrorInfo(code=clip(said), message=None),
+                **common,
+            )
         state, raw = (None, None)
         if desc.cancel.state is not None:
             state, raw = map_state(desc.status.state_map, extract(desc.cancel.state, body))
