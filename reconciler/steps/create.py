@@ -300,7 +300,8 @@ async def _resolve_uncertain(step: Step, conn: Any) -> tuple[bool, Delay]:
     proves there is none, and without a lookup a human decides.
     """
     desc = step.adapter.desc
-    no_idempotency = desc.create.idempotency is Idempotency.NONE
+    expired = await _token_expired(step, conn)
+    no_idempotency = desc.create.idempotency is Idempotency.NONE or expired
     cancelling = step.op.state is S.CANCEL_REQUESTED
     if not no_idempotency and not cancelling and not await _our_id_taken(step, conn):
         return False, None  # the same-token retry is safe; a lookup cross-checks its answer
@@ -327,8 +328,7 @@ async def _resolve_uncertain(step: Step, conn: Any) -> tuple[bool, Delay]:
             await step.move(
                 conn,
                 S.NEEDS_ATTENTION,
-                f"provider {desc.name} cannot deduplicate creates and offers no lookup: an "
-                f"uncertain create cannot be retried safely (it might run twice){said}",
+                _no_safe_resend(desc.name, desc.create.idempotency_window_seconds, expired) + said,
                 create_attempts=step.op.create_attempts,
             )
         return True, None
@@ -364,6 +364,40 @@ async def _resolve_uncertain(step: Step, conn: Any) -> tuple[bool, Delay]:
             )
         return True, None
     return False, None  # proven absent: sending again cannot duplicate
+
+
+def _no_safe_resend(name: str, window: int | None, expired: bool) -> str:
+    """Why an uncertain create goes to a human, in the description's own terms."""
+    if expired:
+        return (
+            f"provider {name} honours our idempotency token only {window}s after the first "
+            "attempt (create.idempotency_window_seconds), too little is left for a resend "
+            "to arrive inside it, and it offers no lookup: an uncertain create cannot be "
+            "retried safely (it might run twice)"
+        )
+    return (
+        f"provider {name} cannot deduplicate creates and offers no lookup: an "
+        "uncertain create cannot be retried safely (it might run twice)"
+    )
+
+
+async def _token_expired(step: Step, conn: Any) -> bool:
+    """Would a resend arrive after the provider stops honouring our token?
+
+    `create.idempotency_window_seconds` counts from the first attempt (the
+    earliest the provider may have taken it: MediaConvert honours a
+    clientRequestToken "within one minute of a successful request"), and a resend
+    may take the whole request timeout to arrive. Before, a lost create was
+    resent with the same token however late (after an outage, a reconciler
+    down), and MediaConvert ran the job a second time."""
+    window = step.adapter.desc.create.idempotency_window_seconds
+    if window is None:
+        return False
+    first = await conn.fetchrow(q("first_create_call"), step.op.operation_id)
+    if first is None or first["started_at"] is None:
+        return False
+    since = (step.now() - first["started_at"]).total_seconds()
+    return bool(since + step.adapter.desc.limits.request_timeout >= window)
 
 
 async def _our_id_taken(step: Step, conn: Any) -> bool:

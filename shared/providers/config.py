@@ -1297,7 +1297,12 @@ def _create(table: _Table, status: StatusSpec, has_plugin: bool) -> CreateSpec:
         poll_after_seconds=table.path("poll_after_seconds", RESPONSE),
         already_exists_codes=table.scalars("already_exists_codes"),
         resend_query=_resend_query(table),
+        idempotency_window_seconds=table.opt_int("idempotency_window_seconds"),
     )
+    if spec.idempotency_window_seconds is not None and idempotency is Idempotency.NONE:
+        raise table.error(
+            "idempotency_window_seconds", "needs a token to hold (idempotency is none)"
+        )
     if spec.already_exists_codes and idempotency is not Idempotency.CLIENT_JOB_ID:
         raise table.error(
             "already_exists_codes",

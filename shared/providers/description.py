@@ -67,6 +67,10 @@ rules in ``shared/providers/paths.py``); *paths* = a path or a list of paths;
                  "duplicate": the job is read by that id through the [lookup] it needs
                  and adopted, not the create resent),
                error_message ("/error/message"),
+               idempotency_window_seconds (none: how long after the first attempt the
+                 provider honours our token, e.g. MediaConvert's 60; a lost create is
+                 resent only while a resend can arrive inside it, then looked up, or
+                 left to a human, as with idempotency = none),
                resend_query = {name = "value"} (query parameters added to a create sent
                  again after an attempt that may have reached the provider, never to
                  the first: Snowflake's { retry = "true" } beside
@@ -594,6 +598,12 @@ class CreateSpec:
     # may have reached the provider (Snowflake's retry=true, "set to true only
     # when retrying the request"); the first attempt goes without them.
     resend_query: tuple[tuple[str, str], ...] = ()
+    # How long after its first use the provider honours our token (MediaConvert's
+    # clientRequestToken: "within one minute of a successful request"). A create
+    # whose answer was lost is sent again with it only while a resend can still
+    # arrive inside that time; past it, as with idempotency = none: the lookup,
+    # or a human. None: for as long as the operation lives.
+    idempotency_window_seconds: int | None = None
 
     @property
     def asks_callback(self) -> bool:

@@ -241,6 +241,12 @@ FROM provider_calls c
 WHERE c.operation_id = $1 AND c.call_kind = 'create'
 ORDER BY c.call_id DESC LIMIT 1;
 
+-- name: first_create_call
+-- The operation's first create request: when its token was first used.
+SELECT started_at FROM provider_calls
+WHERE operation_id = $1 AND call_kind = 'create'
+ORDER BY call_id LIMIT 1;
+
 -- name: create_conflicts_in_a_row
 -- How many of operation $1's create calls in a row, newest first, were
 -- answered 409 (those since its newest create answered otherwise; calls with
