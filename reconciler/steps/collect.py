@@ -405,8 +405,14 @@ async def _fetch(
         else:
             value = step.adapter.inline_result(status_resp)
         check = step.adapter.validate_inline_result(value, status)
+        # its failed items too, as a fetched result's: Zendesk's job status lists
+        # each refused user in `results`; before, they were counted, never recorded
         return Collected(
-            check, _inline_content(step, check, value), "result", _counts(check, status)
+            check,
+            _inline_content(step, check, value),
+            "result",
+            _counts(check, status),
+            check.failed_items,
         )
     too_many = _too_many_files(reqs)
     if too_many is not None:
