@@ -45,7 +45,21 @@ def describe_guarantees(desc: ProviderDescription) -> list[Guarantee]:
 
 def _at_most_once(desc: ProviderDescription) -> Guarantee:
     name, holds, why = _token_guarantee(desc)
-    return name, holds, why + _not_created_note(desc)
+    return name, holds, why + _window_note(desc) + _not_created_note(desc)
+
+
+def _window_note(desc: ProviderDescription) -> str:
+    """How long the token holds (`create.idempotency_window_seconds`): past it, a
+    lost create is not resent. Before, the line said "returns the original job"
+    with no limit, for a MediaConvert token that holds a minute."""
+    window = desc.create.idempotency_window_seconds
+    if window is None or desc.create.idempotency is Idempotency.NONE:
+        return ""
+    after = "looked up instead" if desc.lookup.supported else "escalated to an operator"
+    return (
+        f", only while it can arrive within {window}s of the first attempt "
+        f"(create.idempotency_window_seconds); past that, it is {after}"
+    )
 
 
 def _not_created_note(desc: ProviderDescription) -> str:
