@@ -1676,7 +1676,15 @@ def _templated(
 
 
 # [result] keys that read JSON items: meaningless for csv, text and binary results.
-_JSON_ITEM_KEYS = ("items", "item_id", "item_error", "item_success", "item_success_values")
+_JSON_ITEM_KEYS = (
+    "items",
+    "item_id",
+    "item_error",
+    "item_success",
+    "item_success_values",
+    "item_code",
+    "item_message",
+)
 _CSV_KEYS = (
     "header",
     "delimiter",
@@ -1755,7 +1763,10 @@ def _result(table: _Table, status: StatusSpec) -> ResultSpec:
         headers=_static_headers(table),
         failures_only=_failures_only(table, fmt, items),
         empty_without_items=_empty_without_items(table, fmt, items),
+        item_code=table.path("item_code", BODY),
+        item_message=table.path("item_message", BODY),
     )
+    _check_item_error_parts(table, spec)
     spec = _base64(table, spec)
     spec = _follow(table, spec)
     if spec.headers and source in (ResultSource.INLINE, ResultSource.NONE):
@@ -1772,6 +1783,18 @@ def _result(table: _Table, status: StatusSpec) -> ResultSpec:
         raise table.error("follow_redirects", f"nothing is fetched with source = {source}")
     table.finish()
     return spec
+
+
+def _check_item_error_parts(table: _Table, spec: ResultSpec) -> None:
+    """`item_code` / `item_message` are read in failed items: refused where no item
+    can be one (neither item_error, item_success nor failures_only)."""
+    if spec.item_error or spec.item_success or spec.failures_only:
+        return
+    for key in ("item_code", "item_message"):
+        if getattr(spec, key) is not None:
+            raise table.error(
+                key, "read in failed items: needs item_error, item_success or failures_only"
+            )
 
 
 def _failures_only(table: _Table, fmt: ResultFormat, items: ValuePath | None) -> bool:

@@ -139,6 +139,10 @@ rules in ``shared/providers/paths.py``); *paths* = a path or a list of paths;
                output is read at its path too), format = json|jsonl|csv|text|binary,
                items, item_id,
                item_error, item_success + item_success_values (json/jsonl only),
+               item_code, item_message (paths in a failed item: its error's code and
+                 message where item_error cannot give both, e.g. Zendesk's "/error",
+                 "/details"; json/jsonl, with item_error, item_success or
+                 failures_only),
                failures_only (false; true: the result lists the job's failures alone,
                  every item (row, line) a failed item, e.g. HubSpot's import errors;
                  json with items, or jsonl; the successes are the status's counts
@@ -934,6 +938,11 @@ class ResultSpec:
     # A JSON document without its item list at `items` holds none (BigQuery's
     # query results leave `rows` out when there is no row); else it is refused.
     empty_without_items: bool = False
+    # Where a failed item names its error's code and message, when `item_error`
+    # alone cannot say both (Zendesk's {"index", "error": "UserCreateFailed",
+    # "details": "Email: ... is already being used"}): read in each failed item.
+    item_code: ValuePath | None = None
+    item_message: ValuePath | None = None
 
     @property
     def fetched_max_bytes(self) -> int:

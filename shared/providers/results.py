@@ -695,7 +695,17 @@ def _split(spec: ResultSpec, entries: list[Any]) -> _Items:
         if _is_failure(spec, entry):
             failed += 1
             if len(failures) < MAX_FAILED_ITEMS:
-                failures.append(item_failure(entry, position, None, spec.item_id, spec.item_error))
+                failures.append(
+                    item_failure(
+                        entry,
+                        position,
+                        None,
+                        spec.item_id,
+                        spec.item_error,
+                        spec.item_code,
+                        spec.item_message,
+                    )
+                )
     return _Items(
         total=len(entries),
         succeeded=len(entries) - failed,
@@ -709,7 +719,9 @@ def _failures(spec: ResultSpec, entries: list[Any]) -> _Items:
     """`result.failures_only`: every entry a failed item; the successes unknown here
     (None: the status's counts tell them, and no count check looks for them)."""
     failures = [
-        item_failure(entry, position, None, spec.item_id, spec.item_error)
+        item_failure(
+            entry, position, None, spec.item_id, spec.item_error, spec.item_code, spec.item_message
+        )
         for position, entry in enumerate(entries[:MAX_FAILED_ITEMS])
     ]
     return _Items(

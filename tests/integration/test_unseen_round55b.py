@@ -42,6 +42,7 @@ from tests.fixtures_providers.unseen_round55b import (
     MC_KEYS,
     ZD_BASIC,
     ZD_FAILURE,
+    ZD_REFUSED,
     BasetenFixture,
     DropboxFixture,
     GitHubActionsFixture,
@@ -349,9 +350,10 @@ async def test_zendesk_a_user_refused_is_kept_as_a_failed_item_naming_it(
     """Three users, one refused ({"index": 2, "error": "UserCreateFailed",
     "details"}): the job completed, its results counted against `total` (all
     three, the refused one too) and the refused user recorded as a failed item
-    with its error. Before, the count was held to the two made ("expected 3
-    items, got 2", result_validation_failed), and an inline result's failed items
-    were never recorded at all."""
+    with its error's code and details (result.item_code, item_message). Before,
+    the count was held to the two made ("expected 3 items, got 2",
+    result_validation_failed), an inline result's failed items were never
+    recorded at all, and no key read the details beside the error's name."""
     fx = ZendeskFixture()
     async with zendesk(pool, tmp_path, fx) as r:
         op_id = await r.submit(users(taken=True))
@@ -364,10 +366,7 @@ async def test_zendesk_a_user_refused_is_kept_as_a_failed_item_naming_it(
             "SELECT item_key, code, message FROM result_item_failures WHERE result_id = $1",
             op.result_id,
         )
-        # item_error reads one value: the error's name as its message; the
-        # `details` beside it has no key to be read by (result.item_* has no
-        # item_code / item_message, as [result.errors] has)
-        assert [tuple(f) for f in failed] == [("2", None, "UserCreateFailed")]
+        assert [tuple(f) for f in failed] == [("2", "UserCreateFailed", ZD_REFUSED)]
 
 
 async def test_zendesk_a_failed_job_is_failed_with_its_message(pool: Any, tmp_path: Path) -> None:

@@ -7,8 +7,11 @@ import hashlib
 import json
 from typing import Any
 
+import pytest
+
 from shared.ledger.states import RemoteState
 from shared.providers import (
+    ConfigError,
     Counts,
     HttpResponse,
     StatusFact,
@@ -363,3 +366,28 @@ def test_a_count_in_a_result_that_lists_its_failures_counts_them_too() -> None:
 def test_a_count_in_a_result_that_cannot_tell_failures_counts_its_items() -> None:
     check = validate_inline_result(_zendesk_like(), ZENDESK_STATUS, None)
     assert check.ok, check.reason
+
+
+def test_a_failed_items_code_and_message_are_read_where_the_description_says() -> None:
+    """Zendesk's refused user: {"index", "error": "UserCreateFailed", "details":
+    "Email ... is already in use"}. item_error reads one value (the name, taken as
+    the message); item_code and item_message read both. Before, no key could,
+    and the human read "UserCreateFailed" without why."""
+    desc = _zendesk_like(item_error="/error", item_code="/error", item_message="/details")
+    check = validate_inline_result(desc, ZENDESK_STATUS, None)
+    assert check.ok, check.reason
+    (failed,) = check.failed_items
+    assert (failed.index, failed.code, failed.message) == (
+        1,
+        "UserCreateFailed",
+        "Email is already in use",
+    )
+
+
+def test_item_code_without_a_way_to_fail_an_item_is_refused() -> None:
+    with pytest.raises(ConfigError) as caught:
+        _zendesk_like(item_message="/details")
+    assert str(caught.value) == (
+        "test.toml: providers.p.result.item_message: read in failed items: needs"
+        " item_error, item_success or failures_only"
+    )
