@@ -261,6 +261,8 @@ class GitHubActionsFixture(_Jobs):
         self.dispatches: list[dict[str, Any]] = []
         self.next_id = 9_876_543_210
         self.artifact_reads = 0
+        self.limited = 0  # how many calls to answer 403 "API rate limit exceeded"
+        self.limited_answers = 0
 
     def app(self) -> Starlette:
         base = f"{GH_REPO}/actions"
@@ -274,6 +276,22 @@ class GitHubActionsFixture(_Jobs):
         )
 
     def _refused(self, request: Request) -> Response | None:
+        if self.limited > 0:
+            self.limited -= 1
+            self.limited_answers += 1
+            body = {
+                "message": "API rate limit exceeded for installation ID 4242.",
+                "documentation_url": "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api",
+                "status": "403",
+            }
+            headers = {
+                "x-ratelimit-limit": "5000",
+                "x-ratelimit-remaining": "0",
+                "x-ratelimit-used": "5000",
+                "x-ratelimit-reset": str(int(time.time()) + 1),
+                "x-ratelimit-resource": "core",
+            }
+            return json_response(body, 403, headers=headers)
         if request.headers.get("authorization") != f"Bearer {GH_TOKEN}":
             body = {
                 "message": "Bad credentials",

@@ -239,6 +239,26 @@ async def test_github_a_dispatched_run_is_read_and_its_artifacts_kept(
         assert (await r.op(op_id)).result_summary["items_total"] == 2
 
 
+async def test_github_a_rate_limited_dispatch_and_reads_are_back_pressure(
+    pool: Any, tmp_path: Path
+) -> None:
+    """403 "API rate limit exceeded" with x-ratelimit-remaining: 0 (no
+    Retry-After): the dispatch made nothing and goes again
+    (create.not_created_codes on the header), and reads so answered are
+    throttled ones (status.throttle_codes), never a refusal for a human."""
+    fx = GitHubActionsFixture()
+    fx.limited = 1
+    async with github(pool, tmp_path, fx) as r:
+        op_id = await r.submit(dispatch("slow"))
+        await r.settle(op_id, {S.OBSERVING})
+        assert fx.creates == 1 and fx.limited_answers == 1
+        fx.limited = 3
+        fx.finish(str(fx.only()["id"]))
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert fx.limited == 0 and fx.limited_answers == 4
+        assert "create_unknown" not in await r.history(op_id)
+
+
 async def test_github_a_failed_run_is_failed(pool: Any, tmp_path: Path) -> None:
     fx = GitHubActionsFixture()
     async with github(pool, tmp_path, fx) as r:
