@@ -49,6 +49,7 @@ from shared.providers.description import (
     ResultPages,
     ResultSource,
 )
+from shared.providers.paths import extract
 from shared.providers.requests import build_followed, build_redirect, errors_list_url
 from shared.providers.responses import announced_pages, throttle_code
 from shared.providers.results import (
@@ -393,6 +394,8 @@ async def _fetch(
     if is_empty_result(desc, status):
         check = validate_empty_result(desc, status)
         return Collected(check, b"", "result", _counts(check, status))
+    if desc.result.source is ResultSource.WEBHOOK:
+        return await _delivered(step, conn, status, attempt)
     try:
         reqs = step.adapter.build_result_requests(step.op.remote_job_id, status)
     except RequestBuildError as exc:
@@ -446,6 +449,42 @@ async def _fetch(
     check = step.adapter.validate_result(responses if len(responses) > 1 else responses[0], status)
     content = _stored_content(step, check, responses)
     return Collected(check, content, "result", _counts(check, status), check.failed_items)
+
+
+async def _delivered(step: Step, conn: Any, status: StatusFact, attempt: int) -> Collected | Delay:
+    """`result.source = webhook`: the result in a delivery attached to the operation.
+
+    Baseten keeps no output: its status read says SUCCEEDED, and the output is
+    POSTed to our webhook alone. The newest delivery holding a value at
+    `result.inline` is the result (signed: the receiver stored only verified
+    deliveries), judged as an inline result is; our read has decided the state.
+    None yet (the read may come before the delivery): read again at the backoff,
+    a delivery waking the operation sooner, until `result_retry_seconds`. Before,
+    no description could take it: such an API succeeded without its result.
+    """
+    path = step.adapter.desc.result.inline
+    assert path is not None
+    for row in await conn.fetch(q("delivered_payloads"), step.op.operation_id):
+        payload = row["payload"]
+        value = extract(path, json.loads(payload) if isinstance(payload, str) else payload)
+        if value is not None:
+            check = step.adapter.validate_inline_result(value, status)
+            return Collected(
+                check,
+                _inline_content(step, check, value),
+                "result",
+                _counts(check, status),
+                check.failed_items,
+            )
+    if await _out_of_retries(step, conn, attempt):
+        return await _give_up(
+            step,
+            conn,
+            S.RESULT_UNAVAILABLE,
+            f"the result comes in a delivery alone (result.source = webhook), and none "
+            f"attached to this operation holds it at result.inline = {path.text}",
+        )
+    return step.until_allowed(step.retry(attempt))
 
 
 async def _followed(

@@ -703,6 +703,11 @@ def _provider(name: str, data: Mapping[str, Any], ctx: _Ctx) -> ProviderDescript
     _check_lookup_reads(top, status, lookup, plugin_class is not None)
     _check_plugin_hooks(top, plugin_spec, plugin_class, result, lookup)
     webhooks = _webhooks(top.sub("webhooks"), status)
+    if result.source is ResultSource.WEBHOOK and webhooks is None:
+        raise top.error(
+            "result.source",
+            "'webhook' needs [webhooks] (the deliveries the result comes in)",
+        )
     top.finish()
     return ProviderDescription(
         name=name,
@@ -1719,6 +1724,8 @@ def _result(table: _Table, status: StatusSpec) -> ResultSpec:
             raise table.error("file_ids", "required with source = files")
     if source is ResultSource.INLINE and inline is None:
         raise table.error("inline", "required with source = inline ('' = the whole body)")
+    if source is ResultSource.WEBHOOK:
+        _check_webhook_result(table, inline)
     fmt = _result_format(table, source, table.has("base64"))
     if fmt is ResultFormat.BINARY and len(file_ids) > 1:
         raise table.error(
@@ -1783,6 +1790,18 @@ def _result(table: _Table, status: StatusSpec) -> ResultSpec:
         raise table.error("follow_redirects", f"nothing is fetched with source = {source}")
     table.finish()
     return spec
+
+
+def _check_webhook_result(table: _Table, inline: ValuePath | None) -> None:
+    """`source = webhook`: the result is JSON at `inline` in a delivery; nothing is
+    fetched, so a key naming a fetch is refused, as is a result that is not JSON."""
+    if inline is None:
+        raise table.error("inline", "required with source = webhook (where in the delivery)")
+    for key in ("path", "file_ids", "method", "body", "pages", "headers", "follow"):
+        if table.has(key):
+            raise table.error(key, "nothing is fetched with source = webhook")
+    if table.choice("format", ResultFormat, ResultFormat.JSON) is not ResultFormat.JSON:
+        raise table.error("format", "only json with source = webhook (a delivery is JSON)")
 
 
 def _check_item_error_parts(table: _Table, spec: ResultSpec) -> None:

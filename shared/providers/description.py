@@ -124,7 +124,11 @@ rules in ``shared/providers/paths.py``); *paths* = a path or a list of paths;
                [refused_codes] (path = [codes]: what a 2xx cancel answer carries when
                  the cancel was not taken, a boolean read as JSON writes it, e.g.
                  Baseten's "/canceled" = ["false"]: a refusal, as a 4xx is)
-    [result]   source = inline|url|path|files|none (required), path (template:
+    [result]   source = inline|url|path|files|webhook|none (required; webhook: the
+                 result comes in a delivery alone, at `inline` of the newest delivery
+                 attached to the operation that holds a value there, e.g. Baseten's
+                 "/data"; needs [webhooks]; our read still decides the state),
+               path (template:
                {job_id}, {file_id}), inline (path; "" = whole body), file_ids (paths;
                  with source = files and no path, each id is a URL fetched as a
                  result_url is: Runway's `output` list; here alone a path may hold
@@ -356,6 +360,9 @@ class ResultSource(StrEnum):
     # one, file URLs (Runway's `output`), each fetched as a result URL is
     FILES = "files"
     NONE = "none"  # the job produces no result document
+    # in a signed delivery alone (Baseten's async output: no read holds it), at
+    # `inline` in the newest delivery attached to the operation that holds it
+    WEBHOOK = "webhook"
 
 
 class ResultFormat(StrEnum):

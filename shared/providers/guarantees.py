@@ -287,7 +287,13 @@ def _webhooks(desc: ProviderDescription) -> Guarantee:
     if spec is None:
         return name, False, "no webhooks configured (or no secret available): polling only"
     signed, line = _deliveries(spec)
-    return name, signed, line + _batch_note(spec) + _get_challenge_note(spec) + _origins_note(spec)
+    carries = (
+        "; the result is read from a delivery (result.source = webhook)"
+        if desc.result.source is ResultSource.WEBHOOK
+        else ""
+    )
+    notes = _batch_note(spec) + _get_challenge_note(spec) + _origins_note(spec)
+    return name, signed, line + carries + notes
 
 
 def _origins_note(spec: WebhookSpec) -> str:
@@ -422,6 +428,12 @@ def _result_integrity(desc: ProviderDescription) -> Guarantee:
     if spec.pages is not None:
         checks.append(f"every page ({_paging(spec.pages)}, at most {spec.pages.max_pages})")
     side = "; fetching it has side effects, so it is fetched once" if spec.side_effects else ""
+    if spec.source is ResultSource.WEBHOOK:
+        inline = spec.inline.text if spec.inline is not None else ""
+        side = (
+            f"; it comes in a signed delivery alone (result.source = webhook, at {inline!r}):"
+            " lost with a delivery that never arrives"
+        )
     listed = ", ".join(checks)
     if expect.checksum is Checksum.NONE:
         return name, False, f"no checksum from the provider; checked: {listed}{side}"

@@ -264,3 +264,11 @@ SELECT 1;
 SELECT EXISTS (
     SELECT 1 FROM observations WHERE operation_id = $1 AND source = 'webhook'
 );
+
+-- name: delivered_payloads
+-- The deliveries attached to operation $1, newest first (at most 20): where a
+-- result that comes in a delivery alone (result.source = webhook) is read.
+SELECT webhook_event_id, payload FROM webhook_events
+WHERE operation_id = $1
+ORDER BY received_at DESC, webhook_event_id DESC
+LIMIT 20;

@@ -473,7 +473,14 @@ def predict(script: str | None = None) -> dict[str, Any]:
     return {"model_input": model_input}
 
 
-def baseten(pool: Any, tmp_path: Path, fx: BasetenFixture, *, with_receiver: bool = True) -> Any:
+def baseten(
+    pool: Any,
+    tmp_path: Path,
+    fx: BasetenFixture,
+    *,
+    with_receiver: bool = True,
+    **over: dict[str, Any],
+) -> Any:
     return preset_rig(
         pool,
         tmp_path,
@@ -481,7 +488,7 @@ def baseten(pool: Any, tmp_path: Path, fx: BasetenFixture, *, with_receiver: boo
         preset=None,
         name="baseten_async",
         env=BT_ENV,
-        overrides=described("baseten_async"),
+        overrides=described("baseten_async", **over),
         with_receiver=with_receiver,
     )
 
@@ -491,12 +498,10 @@ async def test_baseten_a_request_succeeds_and_its_webhook_is_stored(
 ) -> None:
     """The create asks for our webhook (webhook_endpoint); a delivery signed with
     another secret is refused; the signed one (`X-BASETEN-SIGNATURE: v1=<hex>`) is
-    stored, matched by request_id, and wakes the read: SUCCEEDED.
-
-    Left as found (a known gap, README: an API that only calls back): Baseten
-    keeps no output, the status read holds none, and no description can take a
-    result from a delivery; the operation succeeds with `result.source = "none"`,
-    the model's output only in the stored event's payload."""
+    stored, matched by request_id, and wakes the read: SUCCEEDED, the model's
+    output kept from the delivery's `data` (result.source = webhook). Before,
+    Baseten's output (no read holds it) could not be described: the operation
+    succeeded without it, the output only in the stored event."""
     fx = BasetenFixture()
     async with baseten(pool, tmp_path, fx) as r:
         op_id = await r.submit(predict("slow"))
@@ -507,12 +512,39 @@ async def test_baseten_a_request_succeeds_and_its_webhook_is_stored(
         assert await fx.deliver(r.hook_url, rid, secret="another") == 401
         assert await fx.deliver(r.hook_url, rid) == 200
         assert await r.settle(op_id, ENDS, timeout=8) is S.SUCCEEDED, await r.history(op_id)
-        assert json.loads(await r.result_bytes(op_id)) == {"remote_state": "SUCCEEDED"}
-        payload = await r.pool.fetchval(
-            "SELECT payload FROM webhook_events WHERE operation_id = $1", op_id
-        )
-        payload = json.loads(payload) if isinstance(payload, str) else payload
-        assert payload["data"] == BT_OUTPUT
+        assert json.loads(await r.result_bytes(op_id)) == BT_OUTPUT
+
+
+async def test_baseten_a_success_read_before_its_delivery_waits_for_it(
+    pool: Any, tmp_path: Path
+) -> None:
+    """Our read says SUCCEEDED before the output's delivery came: the collection
+    waits (read again at the backoff), and the delivery, when it comes, is the
+    result."""
+    fx = BasetenFixture()
+    limits = {"webhook_backstop_poll_seconds": 0.2, "result_retry_seconds": 60}
+    async with baseten(pool, tmp_path, fx, limits=limits) as r:
+        op_id = await r.submit(predict())
+        await r.settle(op_id, {S.RESULT_COLLECTING})
+        rid = fx.only()["id"]
+        assert fx.jobs[rid]["state"] == "SUCCEEDED"
+        assert await fx.deliver(r.hook_url, rid) == 200
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert json.loads(await r.result_bytes(op_id)) == BT_OUTPUT
+
+
+async def test_baseten_a_success_whose_delivery_never_came_is_result_unavailable(
+    pool: Any, tmp_path: Path
+) -> None:
+    """No delivery holding the output by the end of the collection's retries: the
+    result is unavailable, saying where it was looked for; never a success
+    without it."""
+    fx = BasetenFixture()
+    async with baseten(pool, tmp_path, fx, limits={"webhook_backstop_poll_seconds": 0.2}) as r:
+        op_id = await r.submit(predict())
+        assert await r.settle(op_id, ENDS) is S.RESULT_UNAVAILABLE, await r.history(op_id)
+        said = await reason(r, op_id)
+        assert "none attached to this operation holds it at result.inline = /data" in said, said
 
 
 async def test_baseten_a_failed_request_is_failed_with_its_error(pool: Any, tmp_path: Path) -> None:
