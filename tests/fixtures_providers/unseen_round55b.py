@@ -9,8 +9,10 @@ open, the assumption is stated here.
   "userMetadata", "queue"} answers 201 {"job": {"id", "arn", "status":
   "SUBMITTED", "createdAt", "clientRequestToken", "userMetadata", "settings",
   ...}}; the same clientRequestToken "within one minute of a successful request"
-  answers the original job (the fake keeps it for ever: the window is not
-  modelled). `GET /2017-08-29/jobs/{id}` {"job": ...} status SUBMITTED |
+  answers the original job (the fake's `token_window`: for ever unless a test
+  shortens it; past it, a second job). `GET /2017-08-29/jobs?order=DESCENDING`
+  (ListJobs) {"jobs": [newest first, 20 a page], "nextToken"}.
+  `GET /2017-08-29/jobs/{id}` {"job": ...} status SUBMITTED |
   PROGRESSING (with jobPercentComplete) | COMPLETE (with outputGroupDetails
   [{"outputDetails": [{"outputFilePaths": ["s3://..."], "durationInMs",
   "videoDetails"}], "type": "FILE_GROUP_GROUP"}]) | CANCELED | ERROR (with
@@ -27,7 +29,9 @@ open, the assumption is stated here.
   .../runs/{id}/cancel` 202 {}, on a completed run 409 {"message": "Cannot cancel
   a workflow run that is completed."}. `GET .../runs/{id}/artifacts` {"total_count",
   "artifacts": [{"id", "name", "size_in_bytes", "archive_download_url", "expired",
-  ...}]}. Webhook workflow_run: {"action": requested | in_progress | completed,
+  ...}]}. The primary rate limit: 403 {"message": "API rate limit exceeded for
+  ..."} with `x-ratelimit-remaining: 0`, `x-ratelimit-reset` (no Retry-After).
+  Webhook workflow_run: {"action": requested | in_progress | completed,
   "workflow_run": the run, "repository", "sender"}, `X-GitHub-Event: workflow_run`,
   `X-GitHub-Delivery`, `X-Hub-Signature-256: sha256=<hex HMAC-SHA256 of the body>`.
 - Zendesk (Basic email/token): `POST /api/v2/users/create_many.json` {"users"}
