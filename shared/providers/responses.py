@@ -24,6 +24,8 @@ Classification rules for a create response, and why:
   (e.g. "idempotency_key_reused"); otherwise `ambiguous`, because providers
   (Stripe among them) answer 409 while a request with the same token is still
   in progress.
+- another 4xx carrying Retry-After: `not_created`, back-pressure: refused for
+  now (GitHub's secondary rate limit: 403 with Retry-After), sent again after it.
 - other 4xx: `rejected`, a definitive contract error: no job was created.
 - 1xx/3xx: `ambiguous`.
 """
@@ -212,6 +214,17 @@ def parse_create(
             "with this token may still be in progress",
             error=error,
             **common,
+        )
+    if 400 <= code < 500 and common["retry_after_seconds"] is not None:
+        # refused for now, not for good: GitHub's secondary rate limit answers 403
+        # with Retry-After ("you should not retry your request until after that
+        # many seconds"). A 4xx made nothing, as below; the create goes again
+        # after the wait asked for. Before, the operation ended failed.
+        return CreateFact(
+            "not_created",
+            reason=f"HTTP {code} with Retry-After: refused for now, nothing created",
+            error=error or _body_snippet(resp),
+            **{**common, "back_pressure": True},
         )
     if 400 <= code < 500:
         return CreateFact(

@@ -30,7 +30,9 @@ open, the assumption is stated here.
   a workflow run that is completed."}. `GET .../runs/{id}/artifacts` {"total_count",
   "artifacts": [{"id", "name", "size_in_bytes", "archive_download_url", "expired",
   ...}]}. The primary rate limit: 403 {"message": "API rate limit exceeded for
-  ..."} with `x-ratelimit-remaining: 0`, `x-ratelimit-reset` (no Retry-After).
+  ..."} with `x-ratelimit-remaining: 0`, `x-ratelimit-reset` (no Retry-After);
+  the secondary: 403 {"message": "You have exceeded a secondary rate limit...
+  include the request ID ..."} with `retry-after` (seconds).
   Webhook workflow_run: {"action": requested | in_progress | completed,
   "workflow_run": the run, "repository", "sender"}, `X-GitHub-Event: workflow_run`,
   `X-GitHub-Delivery`, `X-Hub-Signature-256: sha256=<hex HMAC-SHA256 of the body>`.
@@ -236,6 +238,12 @@ GH_TOKEN = "github_pat_11ABCDEFG0123456789_test"
 GH_WEBHOOK_SECRET = "gh-webhook-secret-0123"
 GH_REPO = "/repos/octo-org/etl"
 GH_INPUTS = frozenset({"date", "script", "jobwarden_operation"})
+GH_LIMITS_DOC = "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api"
+GH_SECONDARY = (
+    "You have exceeded a secondary rate limit. Please wait a few minutes before you try"
+    " again. If you reach out to GitHub Support for help, please include the request ID"
+    " C0DE:1234:5678."
+)
 
 
 def gh_artifacts(rid: int) -> list[dict[str, Any]]:
@@ -267,6 +275,7 @@ class GitHubActionsFixture(_Jobs):
         self.artifact_reads = 0
         self.limited = 0  # how many calls to answer 403 "API rate limit exceeded"
         self.limited_answers = 0
+        self.secondary = 0  # how many dispatches to answer 403 "secondary rate limit"
 
     def app(self) -> Starlette:
         base = f"{GH_REPO}/actions"
@@ -285,7 +294,7 @@ class GitHubActionsFixture(_Jobs):
             self.limited_answers += 1
             body = {
                 "message": "API rate limit exceeded for installation ID 4242.",
-                "documentation_url": "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api",
+                "documentation_url": GH_LIMITS_DOC,
                 "status": "403",
             }
             headers = {
@@ -327,6 +336,11 @@ class GitHubActionsFixture(_Jobs):
     async def dispatch(self, request: Request) -> Response:
         if (refused := self._refused(request)) is not None:
             return refused
+        if self.secondary > 0:
+            self.secondary -= 1
+            self.limited_answers += 1
+            body = {"message": GH_SECONDARY, "documentation_url": GH_LIMITS_DOC}
+            return json_response(body, 403, headers={"retry-after": "1"})
         body = await read_json(request)
         self.dispatches.append(body)
         inputs = body.get("inputs") or {}

@@ -259,6 +259,22 @@ async def test_github_a_rate_limited_dispatch_and_reads_are_back_pressure(
         assert "create_unknown" not in await r.history(op_id)
 
 
+async def test_github_a_dispatch_over_the_secondary_rate_limit_goes_again_after_it(
+    pool: Any, tmp_path: Path
+) -> None:
+    """403 "You have exceeded a secondary rate limit..." with retry-after (its
+    message carries a request id: no code to list): refused for now, nothing
+    dispatched; the same dispatch goes after the wait, one run. Before, the
+    operation ended failed, its workflow never run."""
+    fx = GitHubActionsFixture()
+    fx.secondary = 1
+    async with github(pool, tmp_path, fx) as r:
+        op_id = await r.submit(dispatch())
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert fx.limited_answers == 1 and fx.creates == 1 and len(fx.dispatches) == 1
+        assert "failed" not in await r.history(op_id)
+
+
 async def test_github_a_failed_run_is_failed(pool: Any, tmp_path: Path) -> None:
     fx = GitHubActionsFixture()
     async with github(pool, tmp_path, fx) as r:
