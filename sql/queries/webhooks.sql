@@ -268,7 +268,11 @@ SELECT EXISTS (
 -- name: delivered_payloads
 -- The deliveries attached to operation $1, newest first (at most 20): where a
 -- result that comes in a delivery alone (result.source = webhook) is read.
-SELECT webhook_event_id, payload FROM webhook_events
-WHERE operation_id = $1
-ORDER BY received_at DESC, webhook_event_id DESC
+-- Found through their observations (observations_by_operation): webhook_events
+-- has no index on operation_id, and one would cost every delivery's write.
+SELECT e.webhook_event_id, e.payload
+FROM observations o
+JOIN webhook_events e ON e.webhook_event_id = o.webhook_event_id
+WHERE o.operation_id = $1 AND o.source = 'webhook' AND e.operation_id = $1
+ORDER BY e.received_at DESC, e.webhook_event_id DESC
 LIMIT 20;
