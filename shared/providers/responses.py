@@ -660,8 +660,14 @@ def _state_of(
     done = extract(spec.done, body, headers)
     if done is not True:
         return RemoteState.RUNNING, "done=false"
-    # as_code: a code sent as 1.0 is 1, as map_state reads a state sent as 2.0
-    code = as_code(extract(spec.error_code, body, headers)) if spec.error_code else None
+    # as_code: a code sent as 1.0 is 1, as map_state reads a state sent as 2.0; read
+    # at the first of its paths holding one (a list), as the error shown is
+    at = (
+        _first_held(spec.error_code_paths, body, headers)
+        if spec.error_code_also
+        else spec.error_code
+    )
+    code = as_code(extract(at, body, headers)) if at else None
     if code is None or code == "0":  # google.rpc.Code 0 is OK
         # ...but an error that is there at all is the result "in case of failure or
         # cancellation" (google.longrunning.Operation): proto3 JSON leaves a code of 0 out.

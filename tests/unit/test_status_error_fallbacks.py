@@ -87,3 +87,32 @@ def test_a_single_path_reads_as_before() -> None:
 def test_a_list_that_is_not_of_paths_is_refused() -> None:
     with pytest.raises(ConfigError, match=r"status\.error_message: must be a path or a list"):
         load(error_message=["/error/reason", 3])
+
+
+def load_done() -> ProviderDescription:
+    table = {
+        "base_url": "https://ops.example.test",
+        "create": {"path": "/ops", "idempotency": "none", "job_id": "/name"},
+        "status": {
+            "path": "/{job_id}",
+            "done": "/done",
+            "error_code": ["/error/code", "/response/failure/code"],
+        },
+        "result": {"source": "none"},
+    }
+    return parse_providers({"providers": {"p": table}}, "test.toml", {})["p"]
+
+
+@pytest.mark.parametrize(
+    ("code", "state"), [(8, RemoteState.FAILED), (1, RemoteState.CANCELLED), (0, None)]
+)
+def test_with_done_a_later_code_path_decides_the_outcome(
+    code: int, state: RemoteState | None
+) -> None:
+    """With `done`, the code decides failed or cancelled: it is read at the first path
+    holding one, as the error it shows is; before, the first path alone was read, so
+    a done operation whose code sat at a later path was a success carrying an error."""
+    fact = read(load_done(), {"done": True, "response": {"failure": {"code": code}}})
+    assert fact.remote_state is (state or RemoteState.SUCCEEDED)
+    if state is not None:
+        assert fact.error is not None and fact.error.code == str(code)
