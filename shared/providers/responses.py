@@ -572,7 +572,7 @@ def _status_from_body(
         provider_updated_at=as_datetime(get(spec.updated_at)),
         poll_after_seconds=as_seconds(get(spec.poll_after_seconds)),
         estimated_end=_estimated_end(spec, body, headers, now),
-        error=_no_state_code(spec, _status_error(spec, body, headers))
+        error=_no_state_code(spec, said, _status_error(spec, body, headers))
         or _counted_failure(said, state, raw, counts),
         result_url=as_str(get(spec.result_url)),
         errors_url=as_str(get(spec.errors_url)),
@@ -589,15 +589,20 @@ def _status_from_body(
 _NOT_ERRORS = frozenset({RemoteState.PENDING, RemoteState.RUNNING, RemoteState.SUCCEEDED})
 
 
-def _no_state_code(spec: StatusSpec, error: ErrorInfo | None) -> ErrorInfo | None:
+def _no_state_code(
+    spec: StatusSpec, said: RemoteState | None, error: ErrorInfo | None
+) -> ErrorInfo | None:
     """The error a status read gave, unless its code is one `state_map` maps to a
-    state that is no failure: a provider whose every answer carries a code and a
-    message (Snowflake's SQL API) otherwise had "Statement executed successfully."
-    kept as the operation's last error, shown to whoever reads a result refused
-    after it as what went wrong."""
-    if error is not None and spec.state_map.get(error.code or "") in _NOT_ERRORS:
+    state that is no failure, the very state read (`said`): a provider whose every
+    answer carries a code and a message (Snowflake's SQL API) otherwise had
+    "Statement executed successfully." kept as the operation's last error, shown to
+    whoever reads a result refused after it as what went wrong. A code keyed to
+    another state than the one read is an error that equals a state's key by chance
+    (error 1 beside status 3): dropped, a failure lost its error or read as a success."""
+    if error is None:
         return None
-    return error
+    mapped = spec.state_map.get(error.code or "")
+    return None if mapped in _NOT_ERRORS and mapped is said else error
 
 
 def _percent_of_fraction(fraction: float | None) -> float | None:
