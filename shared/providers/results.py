@@ -268,8 +268,9 @@ def decompressed(
 ) -> HttpResponse | ResultCheck:
     """The followed file as its document says it is (`result.compression`): gzip
     decompressed, at most max_bytes + 1 bytes of it (validation says a larger one
-    is too large, as for any download); its digests as sent are the compressed
-    bytes', which a digest header covers. Not named: the file as it came. Another
+    is too large, as for any download); one larger than max_bytes as sent (the
+    download stopped there) is too large as it came; its digests as sent are the
+    compressed bytes', which a digest header covers. Not named: the file as it came. Another
     algorithm, or bytes that are no gzip: invalid, never the compressed bytes kept
     as the result. Before, an SP-API report document naming GZIP was judged as the
     gzip bytes, "not valid UTF-8" for a text report."""
@@ -287,6 +288,11 @@ def decompressed(
     if algorithm.lower() != "gzip":
         reason = f"the result document says the file is compressed with {algorithm} ({where})"
         return _document_refused(answer, f"{reason}, which is not undone here")
+    if len(answer.body) > desc.result.expect.max_bytes:
+        # the download stopped at max_bytes + 1 bytes as sent: a stream cut there
+        # ends short (or at a member's end, a prefix), so the file is judged as
+        # sent, too large, never "no gzip" nor its first members as the whole
+        return answer
     try:
         body = _gunzip(answer.body, desc.result.expect.max_bytes + 1)
     except (zlib.error, EOFError) as exc:

@@ -94,10 +94,10 @@ def test_another_algorithm_is_invalid_naming_it() -> None:
 
 
 def test_a_bomb_stops_past_max_bytes() -> None:
-    desc = load(expect={"max_bytes": 1000})
-    packed = gzip.compress(b"\0" * 10_000_000)
+    desc = load(expect={"max_bytes": 100_000})
+    packed = gzip.compress(b"\0" * 10_000_000)  # about 10 KB as sent
     opened = decompressed(desc, document(compressionAlgorithm="GZIP"), file(packed))
-    assert isinstance(opened, HttpResponse) and len(opened.body) == 1001
+    assert isinstance(opened, HttpResponse) and len(opened.body) == 100_001
 
 
 def test_compression_is_refused_without_follow() -> None:
@@ -127,3 +127,18 @@ def test_compression_is_refused_without_follow() -> None:
         )
     message = str(caught.value)
     assert message.startswith("config.toml: providers.sp.result.compression: only with"), message
+
+
+def test_a_file_cut_at_max_bytes_is_too_large_not_said_to_be_no_gzip() -> None:
+    """A download stops at max_bytes + 1 bytes as sent: a compressed file that size
+    (incompressible content, gzip adds a little) ends its stream short because it
+    was cut, not because it is no gzip. It is the file as sent, larger than
+    max_bytes; before, "says the file is gzip, but it is not"."""
+    desc = load(expect={"max_bytes": 1000})
+    content = b"".join(hashlib.sha256(bytes([i])).digest() for i in range(31))  # 992 bytes
+    packed = gzip.compress(content)  # larger than the content: no redundancy to pack
+    assert len(packed) > 1001
+    cut = packed[:1001]
+    opened = decompressed(desc, document(compressionAlgorithm="GZIP"), file(cut))
+    assert isinstance(opened, HttpResponse), opened
+    assert len(opened.body) > 1000
