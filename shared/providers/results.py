@@ -307,7 +307,8 @@ def decompressed(
 
 def _gunzip(data: bytes, limit: int) -> bytes:
     """The gzip members of `data` decompressed, up to `limit` bytes (a bomb stops
-    there); a stream cut short is an error, never a prefix passed as the file."""
+    there); a stream cut short is an error, never a prefix passed as the file.
+    Zero bytes after a member are padding, read past as gzip itself does."""
     out = bytearray()
     while data and len(out) < limit:
         inflater = zlib.decompressobj(zlib.MAX_WBITS | 16)
@@ -316,7 +317,7 @@ def _gunzip(data: bytes, limit: int) -> bytes:
             break  # the limit is reached: no need to read on
         if not inflater.eof:
             raise EOFError("the gzip stream ends before its end")
-        data = inflater.unused_data
+        data = inflater.unused_data.lstrip(b"\0")
     return bytes(out)
 
 
