@@ -86,9 +86,18 @@ def encode(
 
 def _bracketed(value: Any, name: str = "") -> Iterator[tuple[str, str]]:
     """(field, text) pairs of `value` named in brackets below `name`: an object's
-    members `name[key]`, a list's items `name[0]`, `name[1]`; null sends nothing."""
+    members `name[key]`, a list's items `name[0]`, `name[1]`; null sends nothing.
+
+    A member below the top level named with a bracket or nothing (`a[x]y]`,
+    `a[]`: a list's push to Rack) would be read as another field than the one
+    recorded: refused. A top-level name goes as it is, as a flat form's does."""
     if isinstance(value, Mapping):
         for key, member in value.items():
+            if name and (not key or "[" in key or "]" in key):
+                raise RequestBuildError(
+                    f"create body field '{name}[{key}]': a name below the top level "
+                    "cannot be empty or hold a bracket in a form in brackets"
+                )
             yield from _bracketed(member, f"{name}[{key}]" if name else str(key))
     elif isinstance(value, list):
         for index, item in enumerate(value):

@@ -351,3 +351,24 @@ def test_form_nesting_is_refused_beside_any_encoding_but_a_form() -> None:
 def test_a_flat_form_refusing_a_nested_reference_names_brackets() -> None:
     with pytest.raises(ConfigError, match='form_nesting = "brackets"'):
         provider({"encoding": "form", "client_reference_field": "/meta/ref"})
+
+
+@pytest.mark.parametrize("key", ["a]b", "x[y", "", "[0]"])
+def test_a_form_in_brackets_refuses_a_member_name_it_cannot_write(key: str) -> None:
+    """Below the top level a name is written between brackets: one holding a bracket
+    (`parameters[a]b]`) or empty (`parameters[]`, a list's push in Rack) is read as
+    another field than the one recorded, so it is refused unsent, naming it; before,
+    it went. A top-level name is written as it is (`"parameters[interval_start]"`,
+    the way before form_nesting), as a flat form writes it."""
+    desc = provider({"encoding": "form", "form_nesting": "brackets"})
+    with pytest.raises(RequestBuildError, match=r"create body field 'parameters\["):
+        build_create(
+            desc,
+            body={"parameters": {"ok": 1, key: "x"}},
+            idempotency_token="tok",
+            client_reference="op_1",
+        )
+    req = build_create(
+        desc, body={"parameters[a]": "x"}, idempotency_token="tok", client_reference="op_1"
+    )
+    assert req.content == b"parameters%5Ba%5D=x"
