@@ -292,6 +292,18 @@ def _env_settings(env: Mapping[str, str] | None) -> tuple[str, str]:
     url, token = env.get("JW_API_URL"), env.get("JW_API_TOKEN")
     if not url or not token:
         raise JobwardenError("set JW_API_URL and JW_API_TOKEN to reach the jobwarden API")
+    # what the HTTP client would fail on when built, said as what to mend (never
+    # quoting the token): `jobwarden mcp` builds one at start to warn, and its
+    # UnicodeEncodeError or InvalidURL was a traceback there
+    if not (token.isascii() and token.isprintable()):
+        raise JobwardenError(
+            "JW_API_TOKEN holds a character an HTTP header cannot carry (not printable "
+            "ASCII): set it to the token as issued"
+        )
+    try:
+        httpx.URL(url)
+    except httpx.InvalidURL as exc:
+        raise JobwardenError(f"JW_API_URL is not a usable URL: {exc}") from None
     return url, token
 
 

@@ -42,3 +42,24 @@ def test_a_configured_server_says_nothing_of_it() -> None:
     assert done.returncode == 0, done.stderr
     assert "JW_API_URL" not in done.stderr, done.stderr
     assert "jw_test_token" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    "given",
+    [
+        {"JW_API_URL": "http://127.0.0.1:9", "JW_API_TOKEN": "jw_tökén_secret"},
+        {"JW_API_URL": "http://[::1", "JW_API_TOKEN": "jw_test_secret"},
+    ],
+)
+def test_settings_no_client_can_be_built_from_are_said_at_start_not_a_crash(
+    given: dict[str, str],
+) -> None:
+    """A token an HTTP header cannot carry (a character past ASCII, pasted in) or a URL
+    httpx cannot parse: the server starts and says so, as for a missing one, without
+    the token. Before, the check at start built the client, and its UnicodeEncodeError
+    or InvalidURL was a traceback and exit 1 (at the first tool call, before that)."""
+    done = run_mcp(**given)
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    assert "every tool call will fail" in done.stderr, done.stderr
+    assert "secret" not in done.stderr, done.stderr
