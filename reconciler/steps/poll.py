@@ -501,7 +501,7 @@ async def _decide(
     if target is not None:
         cause = f"status read: remote {fact.raw_state or fact.remote_state}"
         if before_cancel:
-            cause += "; the job had already ended, so no cancel request was sent"
+            cause += _ended_before_cancel(step)
         elif target is S.CANCELLED and step.op.cancel_sent_at is not None:
             cause += _after_a_destructive_cancel(step)
         elif target is S.CANCELLED:
@@ -654,6 +654,20 @@ def _after_our_cancel(step: Step) -> str:
         )
     return (
         f"{said}: if that request deletes the job, it may have deleted it, with any result it had"
+    )
+
+
+def _ended_before_cancel(step: Step) -> str:
+    """The read before a cancel (`read_first`) found the job ended: none is sent now.
+    An earlier attempt may have left and been answered "not taken" (a 429 in
+    cancel.resend_statuses clears the send of a cancel unsafe to repeat): "no
+    cancel request was sent" then denied a call on record."""
+    if not step.op.cancel_attempts:
+        return "; the job had already ended, so no cancel request was sent"
+    return (
+        "; the job had already ended, so no further cancel request was sent (none of "
+        "ours was taken: each failed before it left or was answered that it was not "
+        "taken, cancel.resend_statuses)"
     )
 
 

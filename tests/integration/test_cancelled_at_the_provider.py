@@ -14,6 +14,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from starlette.responses import JSONResponse, Response
+
 from reconciler.steps.poll import _cancelled_without_ours
 from shared.ledger.states import LocalState
 from tests.fixtures_providers.cancel_fake import Fake, causes, fake_rig
@@ -66,3 +68,34 @@ def test_an_intent_not_sent_yet_is_named_as_such() -> None:
     assert "our cancel request had not been sent yet" in said, said
     never = SimpleNamespace(op=SimpleNamespace(cancel_requested_at=None))
     assert "none was sent" in _cancelled_without_ours(never)  # type: ignore[arg-type]
+
+
+async def test_a_job_ended_after_our_cancel_was_not_taken_does_not_deny_it_left(
+    pool: Any, tmp_path: Path, clock: Any
+) -> None:
+    """A cancel unsafe to repeat, answered 429 (cancel.resend_statuses: not taken, so
+    no longer "sent"), the job cancelled at the provider meanwhile: the read before
+    the next cancel finds it ended. The cause says ours was not taken; before, "no
+    cancel request was sent", beside the cancel call on record."""
+    fx = Fake()
+
+    async def not_taken(job: dict[str, Any]) -> Response:
+        job["state"] = "cancelled"  # by its owner, at the provider, as ours is refused
+        return JSONResponse({"error": "slow down"}, status_code=429, headers={"Retry-After": "1"})
+
+    fx.on_cancel = not_taken
+    cancel = {"idempotent": False, "resend_statuses": [429], "read_first": True}
+    async with fake_rig(pool, tmp_path, fx, clock=clock, cancel=cancel) as r:
+        op_id = await r.submit({"n": 1}, result_deadline_s=3600)
+        await r.settle(op_id, {S.OBSERVING})
+        await r.cancel(op_id, cancel_deadline_s=600)
+        for _ in range(20):
+            if await r.state(op_id) in ENDS:
+                break
+            await r.reconciler.run_once()
+            await clock.advance(2)
+        assert await r.settle(op_id, ENDS) is S.CANCELLED
+        assert len(fx.cancels) == 1
+        cause = dict(await causes(r, op_id))["cancelled"]
+        assert "no cancel request was sent" not in cause, cause
+        assert "none of ours was taken" in cause, cause
