@@ -308,7 +308,11 @@ def decompressed(
 def _gunzip(data: bytes, limit: int) -> bytes:
     """The gzip members of `data` decompressed, up to `limit` bytes (a bomb stops
     there); a stream cut short is an error, never a prefix passed as the file.
-    Zero bytes after a member are padding, read past as gzip itself does."""
+    Zero bytes after a member are padding, read past as gzip itself does; no
+    bytes at all are no stream (an empty file packed is 20 bytes), never an
+    empty file."""
+    if not data:
+        raise EOFError("the file is empty, no gzip stream")
     out = bytearray()
     while data and len(out) < limit:
         inflater = zlib.decompressobj(zlib.MAX_WBITS | 16)

@@ -157,3 +157,14 @@ def test_zero_padding_after_a_member_is_no_data(padding: bytes) -> None:
         load(), document(compressionAlgorithm="GZIP"), file(gzip.compress(TSV) + b"junk")
     )
     assert isinstance(check, ResultCheck) and not check.ok
+
+
+def test_an_empty_file_called_gzip_is_no_gzip_and_an_empty_stream_is_empty() -> None:
+    """No bytes at all are no gzip stream (gzip -d: "unexpected end of file"; even
+    an empty file packed is 20 bytes): an upload that never landed, never an empty
+    result passed as the report. Before, it was read as an empty file."""
+    check = decompressed(load(), document(compressionAlgorithm="GZIP"), file(b""))
+    assert isinstance(check, ResultCheck) and not check.ok
+    assert "says the file is gzip" in check.reason, check.reason
+    opened = decompressed(load(), document(compressionAlgorithm="GZIP"), file(gzip.compress(b"")))
+    assert isinstance(opened, HttpResponse) and opened.body == b""
