@@ -152,6 +152,11 @@ CANCEL_VALUES = frozenset({"job_id"})
 # A result bigger than this is refused unless the description says otherwise:
 # results are stored durably and small ones inline, so unbounded is not an option.
 DEFAULT_MAX_RESULT_BYTES = 50 * 1024 * 1024
+# The largest result.expect.max_bytes (1 EiB, no limit a result reaches): max_bytes
+# + 1, and its base64 size, is what a decompression is asked for at most (zlib's
+# max_length, a C size), and TOML's largest integer, written for "no limit",
+# raised OverflowError out of the collection at the first gzip file.
+MAX_RESULT_BYTES = 2**60
 # A query parameter name, not a credential.
 DEFAULT_PAGE_TOKEN_PARAM = "page_token"  # noqa: S105
 DEFAULT_LOOKUP_PAGES = 10  # scanning deeper than this rarely finds a job created minutes ago
@@ -2329,7 +2334,7 @@ def _expect(
     spec = ResultExpect(
         content_types=content_types,
         required_fields=required_fields,
-        max_bytes=table.int_or("max_bytes", DEFAULT_MAX_RESULT_BYTES),
+        max_bytes=table.int_or("max_bytes", DEFAULT_MAX_RESULT_BYTES, maximum=MAX_RESULT_BYTES),
         checksum=checksum,
         item_count_from_status=from_status,
         item_count=count_path,

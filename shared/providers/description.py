@@ -199,7 +199,7 @@ rules in ``shared/providers/paths.py``); *paths* = a path or a list of paths;
     [result.csv]  (format = csv only) header (true), delimiter (","), required_columns,
                id_column, failed_column + failed_values, error_column (columns: a header
                name, or a 0-based index)
-    [result.expect]  content_types, required_fields (json/jsonl), max_bytes (50 MiB),
+    [result.expect]  content_types, required_fields (json/jsonl), max_bytes (50 MiB; at most 2**60),
                checksum = content-digest|digest|none or a table { source =
                content-digest|digest|header|status, header (source = header), field
                (source = status: a path into the status response), algorithm =

@@ -168,3 +168,15 @@ def test_an_empty_file_called_gzip_is_no_gzip_and_an_empty_stream_is_empty() -> 
     assert "says the file is gzip" in check.reason, check.reason
     opened = decompressed(load(), document(compressionAlgorithm="GZIP"), file(gzip.compress(b"")))
     assert isinstance(opened, HttpResponse) and opened.body == b""
+
+
+def test_max_bytes_past_what_a_decompressor_can_be_told_is_refused_at_load() -> None:
+    """max_bytes + 1 is the most a decompression is asked for (zlib's max_length, a C
+    size): TOML's largest integer, written for "no limit", raised OverflowError out
+    of the collection at the first gzip file. Refused at load now; the bound (1 EiB)
+    is no limit any result reaches, and it decompresses."""
+    with pytest.raises(ConfigError, match=r"result\.expect\.max_bytes: must be at most"):
+        load(expect={"max_bytes": 2**63 - 1})
+    desc = load(expect={"max_bytes": 2**60})
+    opened = decompressed(desc, document(compressionAlgorithm="GZIP"), file(gzip.compress(TSV)))
+    assert isinstance(opened, HttpResponse) and opened.body == TSV
