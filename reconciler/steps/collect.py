@@ -530,7 +530,7 @@ async def _followed(
         if isinstance(opened, ResultCheck):
             return Collected(opened, answer.body, "result", _counts(opened, status))
         got.append(opened)
-        size += len(answer.body)
+        size += len(opened.body)  # as validation counts it: decompressed
     return got
 
 
