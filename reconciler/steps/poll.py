@@ -502,10 +502,8 @@ async def _decide(
         cause = f"status read: remote {fact.raw_state or fact.remote_state}"
         if before_cancel:
             cause += _ended_before_cancel(step)
-        elif target is S.CANCELLED and step.op.cancel_sent_at is not None:
-            cause += _after_a_destructive_cancel(step)
         elif target is S.CANCELLED:
-            cause += _cancelled_without_ours(step)
+            cause += await _cancelled_by_whom(step, conn)
         await step.move(conn, target, cause, (Evidence.OBSERVATION, observation_id))
         return NOW if target is S.RESULT_COLLECTING else None
     if deadline is not None:
@@ -669,6 +667,19 @@ def _ended_before_cancel(step: Step) -> str:
         "ours was taken: each failed before it left or was answered that it was not "
         "taken, cancel.resend_statuses)"
     )
+
+
+async def _cancelled_by_whom(step: Step, conn: Any) -> str:
+    """What a "cancelled" read says of who cancelled: after a cancel of ours that
+    left (its calls are the evidence: the step's own row may predate a cancel it
+    sent itself, the answer lost), what such a read cannot tell; else that no
+    cancel of ours reached the provider."""
+    left = [
+        c
+        for c in await conn.fetch(q("cancel_calls"), step.op.operation_id)
+        if c["error_category"] not in NEVER_LEFT
+    ]
+    return _after_a_destructive_cancel(step) if left else _cancelled_without_ours(step)
 
 
 def _cancelled_without_ours(step: Step) -> str:
