@@ -90,7 +90,8 @@ rules in ``shared/providers/paths.py``); *paths* = a path or a list of paths;
                  ["stopped"], Snowflake's 422 ["000604"]),
                error, error_code, error_message (paths: a list is tried in order, the
                  first holding a value read, e.g. Elasticsearch's ["/error/reason",
-                 "/response/failures/0/cause/reason"]), progress_completed, progress_total,
+                 "/response/failures/0/cause/reason"]; code and message lists of one
+                 length are read as pairs), progress_completed, progress_total,
                progress_percent | progress_fraction (a share of 1: Runway's 0.42 is
                42 %), updated_at, poll_after_seconds, estimated_end (a
                timestamp) | estimated_seconds_left (from the answer), result_url, errors_url,

@@ -512,15 +512,32 @@ def _first_held(
     return paths[-1] if paths else None
 
 
-def _status_error(spec: StatusSpec, body: Any, headers: Mapping[str, str]) -> ErrorInfo | None:
-    """A status read's error, its code and its message each read at the first of
-    their paths holding one (`error_code`, `error_message` written as lists); a
-    single path, the common case, builds nothing on the hot path."""
+def _error_paths(
+    spec: StatusSpec, body: Any, headers: Mapping[str, str]
+) -> tuple[ValuePath | None, ValuePath | None]:
+    """Where a status read's error code and message are read (`error_code`,
+    `error_message` written as lists); a single path, the common case, builds
+    nothing on the hot path.
+
+    Two lists of one length are pairs, one error each (Elasticsearch's `error`,
+    else a reindex's first failure): both are read at the first pair holding a
+    code or a message, so a code is never shown with another error's message.
+    Otherwise each at the first of its paths holding a value."""
     code, message = spec.error_code, spec.error_message
-    if spec.error_code_also:
-        code = _first_held(spec.error_code_paths, body, headers)
-    if spec.error_message_also:
-        message = _first_held(spec.error_message_paths, body, headers)
+    if not (spec.error_code_also or spec.error_message_also):
+        return code, message
+    codes, messages = spec.error_code_paths, spec.error_message_paths
+    if len(codes) == len(messages):
+        for pair in zip(codes[:-1], messages[:-1], strict=True):
+            if any(extract(p, body, headers) not in (None, "") for p in pair):
+                return pair
+        return codes[-1], messages[-1]
+    return _first_held(codes, body, headers), _first_held(messages, body, headers)
+
+
+def _status_error(spec: StatusSpec, body: Any, headers: Mapping[str, str]) -> ErrorInfo | None:
+    """A status read's error, read where `_error_paths` says."""
+    code, message = _error_paths(spec, body, headers)
     return error_info(body, spec.error, code, message, headers)
 
 
@@ -667,11 +684,7 @@ def _state_of(
         return RemoteState.RUNNING, "done=false"
     # as_code: a code sent as 1.0 is 1, as map_state reads a state sent as 2.0; read
     # at the first of its paths holding one (a list), as the error shown is
-    at = (
-        _first_held(spec.error_code_paths, body, headers)
-        if spec.error_code_also
-        else spec.error_code
-    )
+    at = _error_paths(spec, body, headers)[0]
     code = as_code(extract(at, body, headers)) if at else None
     if code is None or code == "0":  # google.rpc.Code 0 is OK
         # ...but an error that is there at all is the result "in case of failure or

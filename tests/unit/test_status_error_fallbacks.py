@@ -116,3 +116,19 @@ def test_with_done_a_later_code_path_decides_the_outcome(
     assert fact.remote_state is (state or RemoteState.SUCCEEDED)
     if state is not None:
         assert fact.error is not None and fact.error.code == str(code)
+
+
+def test_lists_of_one_length_are_pairs_never_one_errors_code_with_anothers_message() -> None:
+    """An `error` naming its type alone beside a failure naming both: the pair at
+    `error` holds a code, so its (absent) message is read there too. Before, each
+    list was read on its own: the thrown error's type shown with the failure's
+    reason, a message no error had."""
+    desc = load(error_code=CODES, error_message=MESSAGES)
+    body = {
+        "completed": True,
+        "error": {"type": "task_cancelled_exception"},
+        "response": {"failures": [{"cause": FAILURE}]},
+    }
+    fact = read(desc, body)
+    assert fact.error is not None
+    assert (fact.error.code, fact.error.message) == ("task_cancelled_exception", None)
