@@ -72,7 +72,7 @@ def encode(
     if not isinstance(body, Mapping):
         raise RequestBuildError(f"a {encoding} body must be a JSON object of fields")
     if encoding is BodyEncoding.FORM and nesting is FormNesting.BRACKETS:
-        return urlencode(list(_bracketed(body))).encode("ascii"), FORM_TYPE
+        return urlencode(_bracketed_once(body)).encode("ascii"), FORM_TYPE
     parts = list(_parts(body, encoding))
     if encoding is BodyEncoding.FORM:
         pairs = [(part.name, part.data.decode()) for part in parts]
@@ -84,13 +84,36 @@ def encode(
     return _multipart(parts, boundary), f"multipart/form-data; boundary={boundary}"
 
 
+def _bracketed_once(body: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The form's fields in brackets, each name once: a top-level member written
+    `"a[b]"` beside `{"a": {"b": ...}}` names one field twice, which the provider
+    reads as one value, not necessarily the one recorded first: refused."""
+    pairs = list(_bracketed(body))
+    seen: set[str] = set()
+    for name, _text in pairs:
+        if name in seen:
+            raise RequestBuildError(
+                f"create body field '{name}' is written twice (a member named with "
+                "brackets beside the object that names it too)"
+            )
+        seen.add(name)
+    return pairs
+
+
 def _bracketed(value: Any, name: str = "") -> Iterator[tuple[str, str]]:
     """(field, text) pairs of `value` named in brackets below `name`: an object's
     members `name[key]`, a list's items `name[0]`, `name[1]`; null sends nothing.
 
     A member below the top level named with a bracket or nothing (`a[x]y]`,
     `a[]`: a list's push to Rack) would be read as another field than the one
-    recorded: refused. A top-level name goes as it is, as a flat form's does."""
+    recorded: refused. A top-level name goes as it is, as a flat form's does. A
+    file (`is_file`) is refused too: a form carries text, and its fields would go
+    as `name[content_base64]=...`, the file never sent as one."""
+    if is_file(value):
+        raise RequestBuildError(
+            f"create body field '{name}' is a file: a form cannot carry one "
+            '(encoding = "multipart" sends it as a file part)'
+        )
     if isinstance(value, Mapping):
         for key, member in value.items():
             if name and (not key or "[" in key or "]" in key):

@@ -372,3 +372,30 @@ def test_a_form_in_brackets_refuses_a_member_name_it_cannot_write(key: str) -> N
         desc, body={"parameters[a]": "x"}, idempotency_token="tok", client_reference="op_1"
     )
     assert req.content == b"parameters%5Ba%5D=x"
+
+
+def test_a_form_in_brackets_refuses_a_field_written_twice() -> None:
+    """`"parameters[a]"` at the top level beside `{"parameters": {"a": ...}}` is one
+    field named twice: the provider reads one of the two values, not necessarily
+    the one recorded first. Refused unsent; before, both went."""
+    desc = provider({"encoding": "form", "form_nesting": "brackets"})
+    with pytest.raises(RequestBuildError, match=r"'parameters\[a\]' is written twice"):
+        build_create(
+            desc,
+            body={"parameters[a]": "1", "parameters": {"a": "2"}},
+            idempotency_token="tok",
+            client_reference="op_1",
+        )
+
+
+def test_a_form_in_brackets_refuses_a_file() -> None:
+    """A file field (`content_base64`) in a form in brackets went as text fields
+    `doc[content_base64]=...`: refused unsent, pointing at multipart."""
+    desc = provider({"encoding": "form", "form_nesting": "brackets"})
+    with pytest.raises(RequestBuildError, match=r"'doc' is a file: .*multipart"):
+        build_create(
+            desc,
+            body={"doc": {"content_base64": "aGk=", "filename": "a.txt"}},
+            idempotency_token="tok",
+            client_reference="op_1",
+        )
