@@ -1177,6 +1177,7 @@ def _status(table: _Table) -> StatusSpec:
         estimated_end=table.path("estimated_end", RESPONSE),
         estimated_seconds_left=table.path("estimated_seconds_left", RESPONSE),
         throttle_codes=_not_created_codes(table, "throttle_codes"),
+        not_found_codes=_not_created_codes(table, "not_found_codes"),
         error_means_failed=_error_means_failed(table, done, (error, error_code, error_message)),
     )
     if spec.progress_percent is not None and spec.progress_fraction is not None:
@@ -1434,9 +1435,9 @@ def _refusal_statuses(table: _Table, key: str, what: str) -> frozenset[int]:
 
 def _not_created_codes(table: _Table, key: str) -> tuple[tuple[ValuePath, frozenset[str]], ...]:
     """`[create.not_created_codes]` (`[status.throttle_codes]`,
-    `[cancel.refused_codes]`): a path of the answer, and the error codes found
-    there that the provider documents as creating nothing (as a throttle, as a
-    cancel not taken)."""
+    `[status.not_found_codes]`, `[cancel.refused_codes]`): a path of the answer,
+    and the error codes found there that the provider documents as creating
+    nothing (as a throttle, as a job gone, as a cancel not taken)."""
     found = []
     for text, codes in table.mapping(key).items():
         where = f"{key}.{text}"

@@ -101,6 +101,9 @@ rules in ``shared/providers/paths.py``); *paths* = a path or a list of paths;
                  AWS's "/__type" = ["ProvisionedThroughputExceededException"]: such a
                  read is back-pressure, read again at the backoff, never a refused read;
                  a result fetch answering one is retried as a 429 is),
+               [status.not_found_codes] (path = [codes]: error codes a non-2xx read
+                 carries when the job is gone, told by a code, not a 404: Dropbox's
+                 409 "/error/.tag" = ["invalid_async_job_id"], read as a 404 is),
                outcome_from_counts, outcome_from_counts_states, not_found_statuses,
                error_means_failed (false; true: a state mapped to succeeded or
                  partially_succeeded read with an error at error/error_code/
@@ -673,6 +676,10 @@ class StatusSpec:
     # `__type` ProvisionedThroughputExceededException): back-pressure, never a
     # refused read counting toward a human.
     throttle_codes: tuple[tuple[ValuePath, frozenset[str]], ...] = ()
+    # Error codes a refused status read carries when the job is gone, told by a
+    # code and not a 404 (Dropbox's 409 `invalid_async_job_id` for a job id
+    # expired or never issued): read as "job not found", as a 404 is.
+    not_found_codes: tuple[tuple[ValuePath, frozenset[str]], ...] = ()
     # Progress as a share of 1 (Runway's `progress`: 0.42 is 42 %), read in
     # place of `progress_percent`: one or the other.
     progress_fraction: ValuePath | None = None

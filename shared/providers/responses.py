@@ -416,6 +416,9 @@ def _read_status(desc: ProviderDescription, resp: HttpResponse, now: datetime | 
     if code in desc.status.not_found_statuses:
         return StatusFact(not_found=True, problem=f"HTTP {code}: job not found", **common)
     by_code = desc.status.state_from_http_status.get(code)
+    gone = _gone_by_code(desc, resp) if by_code is None and not 200 <= code < 300 else None
+    if gone is not None:
+        return StatusFact(not_found=True, problem=f"HTTP {code}, {gone}: job not found", **common)
     if not 200 <= code < 300 and by_code is None:
         throttled = throttle_code(desc, resp)
         return StatusFact(
@@ -484,6 +487,16 @@ def throttle_code(desc: ProviderDescription, resp: HttpResponse) -> str | None:
     """`path = code` when a refused read (a status read, a result page) carries a
     code `status.throttle_codes` lists."""
     return _listed_code_at(desc.status.throttle_codes, resp.json_body, resp)
+
+
+def _gone_by_code(desc: ProviderDescription, resp: HttpResponse) -> str | None:
+    """`path = code` when a refused read carries a code `status.not_found_codes`
+    lists (Dropbox's 409 invalid_async_job_id: the job id expired): the job is
+    gone, as a 404 says. Before, such a read was a refused read, repeated at the
+    backoff until enough of them sent the operation to a human as "unreadable"."""
+    if not desc.status.not_found_codes:
+        return None
+    return _listed_code_at(desc.status.not_found_codes, resp.json_body, resp)
 
 
 def _out_of_quota(resp: HttpResponse) -> bool:

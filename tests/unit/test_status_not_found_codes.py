@@ -1,0 +1,65 @@
+"""`[status.not_found_codes]`: a job gone, told by an error code and not a 404.
+Dropbox's `check_job_status` answers 409 `{"error": {".tag": "invalid_async_job_id"}}`
+for a job id expired or never issued; before, such a read was a refused read,
+repeated at the backoff until enough of them sent the operation to a human as
+unreadable, never "job not found"."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from shared.providers import ConfigError, HttpResponse, parse_providers
+from shared.providers.description import ProviderDescription
+from shared.providers.responses import parse_status
+
+GONE = {"error_summary": "invalid_async_job_id/", "error": {".tag": "invalid_async_job_id"}}
+
+
+def load(**status: Any) -> ProviderDescription:
+    table = {
+        "base_url": "https://api.dropboxapi.example",
+        "create": {"path": "/2/files/save_url", "idempotency": "none", "job_id": "/async_job_id"},
+        "status": {
+            "path": "/2/files/save_url/check_job_status",
+            "method": "POST",
+            "body": {"async_job_id": "{job_id}"},
+            "state": "/.tag",
+            "state_map": {"in_progress": "running", "complete": "succeeded", "failed": "failed"},
+        }
+        | status,
+        "result": {"source": "none"},
+    }
+    return parse_providers({"providers": {"p": table}}, "test.toml", {})["p"]
+
+
+def read(desc: ProviderDescription, code: int, body: Any) -> Any:
+    return parse_status(desc, HttpResponse(code, {}, json.dumps(body).encode()))
+
+
+def test_a_listed_code_is_job_not_found() -> None:
+    desc = load(not_found_codes={"/error/.tag": ["invalid_async_job_id"]})
+    fact = read(desc, 409, GONE)
+    assert fact.not_found, fact
+    assert fact.problem == "HTTP 409, /error/.tag = invalid_async_job_id: job not found"
+
+
+def test_another_code_or_no_key_is_a_refused_read_as_before() -> None:
+    desc = load(not_found_codes={"/error/.tag": ["invalid_async_job_id"]})
+    other = read(desc, 409, {"error": {".tag": "internal_error"}})
+    assert not other.not_found and other.problem == "HTTP 409", other
+    assert not read(load(), 409, GONE).not_found
+
+
+def test_a_2xx_carrying_the_code_is_read_as_a_status() -> None:
+    """Only a refused read is judged by it: a 2xx is the job's status."""
+    desc = load(not_found_codes={"/.tag": ["complete"]})
+    fact = read(desc, 200, {".tag": "complete"})
+    assert not fact.not_found and fact.remote_state is not None
+
+
+def test_an_empty_list_is_refused() -> None:
+    with pytest.raises(ConfigError, match="not_found_codes"):
+        load(not_found_codes={"/error/.tag": []})
