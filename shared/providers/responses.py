@@ -76,7 +76,7 @@ from shared.providers.messages import HttpResponse
 from shared.providers.paths import PathSource, ValuePath, extract, parse_path
 from shared.providers.result_formats import FormatError, column_index, parse_csv
 from shared.providers.results import in_its_words
-from shared.providers.timing import parse_retry_after
+from shared.providers.timing import parse_retry_after, quota_reset_seconds
 from shared.providers.tokens import create_token
 from shared.providers.values import (
     as_code,
@@ -421,11 +421,14 @@ def _read_status(desc: ProviderDescription, resp: HttpResponse, now: datetime | 
         return StatusFact(not_found=True, problem=f"HTTP {code}, {gone}: job not found", **common)
     if not 200 <= code < 300 and by_code is None:
         throttled = throttle_code(desc, resp)
+        spent = _out_of_quota(resp)
+        if spent and common["retry_after_seconds"] is None:
+            common["retry_after_seconds"] = quota_reset_seconds(resp, _now(now))
         return StatusFact(
             back_pressure=code in BACK_PRESSURE_STATUSES or throttled is not None,
             problem=f"HTTP {code}" + (f", {throttled}: a throttle" if throttled else ""),
             rate_limited=common["retry_after_seconds"] is not None
-            or _out_of_quota(resp)
+            or spent
             or throttled is not None,
             said=in_its_words(desc, resp),
             **common,

@@ -27,6 +27,7 @@ from email.utils import parsedate_to_datetime
 from typing import TypeGuard
 
 from shared.providers.description import Limits
+from shared.providers.messages import HttpResponse
 
 # A Retry-After or poll hint beyond a day is treated as a day: the deadlines,
 # not a provider's typo or a far-future HTTP-date, decide when we give up.
@@ -139,3 +140,31 @@ def _jittered(limits: Limits, attempt: int, rng: random.Random) -> float:
     narrow = earlier >= 0 and backoff_ceiling(limits, earlier) >= limits.backoff_cap
     spread = CAP_JITTER if narrow else 0.5
     return max(rng.uniform(ceiling * (1 - spread), ceiling), backoff_floor(limits))
+
+
+# Past this a rate limit's reset is a UTC epoch (GitHub's x-ratelimit-reset:
+# 1767225600), below it a delay in seconds (the IETF draft's RateLimit-Reset).
+_EPOCH_FLOOR = 1e9
+
+
+def quota_reset_seconds(resp: HttpResponse, now: datetime) -> float | None:
+    """Seconds until a spent quota comes back, per the rate-limit reset header an
+    answer carries (`x-ratelimit-reset`, `ratelimit-reset`, any spelling), or None.
+
+    GitHub answers a read past its primary rate limit 403 with
+    `x-ratelimit-remaining: 0` and `x-ratelimit-reset`, and no Retry-After: the
+    read was retried at the backoff, every try refused until the hour's reset,
+    each one spending the next hour's quota early."""
+    for name, value in resp.headers.items():
+        squeezed = name.lower().replace("-", "").replace("_", "")
+        if not (squeezed.endswith("reset") and "ratelimit" in squeezed):
+            continue
+        try:
+            number = float(value.strip())
+        except ValueError:
+            continue
+        if not math.isfinite(number) or number < 0:
+            continue
+        seconds = number - now.timestamp() if number >= _EPOCH_FLOOR else number
+        return min(max(seconds, 0.0), MAX_HONOURED_DELAY)
+    return None
