@@ -288,6 +288,8 @@ def decompressed(
     if algorithm.lower() != "gzip":
         reason = f"the result document says the file is compressed with {algorithm} ({where})"
         return _document_refused(answer, f"{reason}, which is not undone here")
+    if _undone_by_the_transport(answer):
+        return answer
     if len(answer.body) > desc.result.expect.max_bytes:
         # the download stopped at max_bytes + 1 bytes as sent: a stream cut there
         # ends short (or at a member's end, a prefix), so the file is judged as
@@ -303,6 +305,20 @@ def decompressed(
         for name in ("sha256", "sha512", "md5")
     }
     return dataclasses.replace(answer, body=body, sent_digests=digests)
+
+
+# The two bytes every gzip member starts with (RFC 1952).
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+def _undone_by_the_transport(answer: HttpResponse) -> bool:
+    """Was the file's gzip undone on the way already? A store that serves it with
+    `Content-Encoding: gzip` has the transport decode it (as it decodes any
+    answer): the bytes here are the file, no gzip left, and undoing it again
+    refused them as "not gzip". Bytes still starting as gzip were packed twice,
+    and are undone once more."""
+    coding = (answer.header("content-encoding") or "").lower()
+    return "gzip" in coding and not answer.body.startswith(_GZIP_MAGIC)
 
 
 def _gunzip(data: bytes, limit: int) -> bytes:

@@ -180,3 +180,21 @@ def test_max_bytes_past_what_a_decompressor_can_be_told_is_refused_at_load() -> 
     desc = load(expect={"max_bytes": 2**60})
     opened = decompressed(desc, document(compressionAlgorithm="GZIP"), file(gzip.compress(TSV)))
     assert isinstance(opened, HttpResponse) and opened.body == TSV
+
+
+def test_a_file_the_transport_decoded_already_is_as_it_came() -> None:
+    """Served with `Content-Encoding: gzip`, the file reaches us decoded by the
+    transport: its document's GZIP was undone once already. Before, undone again,
+    it was "the file is gzip, but it is not"; a file packed twice (still gzip after
+    the transport's decoding) is undone once more."""
+    decoded = HttpResponse(
+        200,
+        {"content-type": "text/plain", "content-encoding": "gzip"},
+        TSV,
+        url="https://s3.test/doc",
+    )
+    opened = decompressed(load(), document(compressionAlgorithm="GZIP"), decoded)
+    assert isinstance(opened, HttpResponse) and opened.body == TSV
+    twice = HttpResponse(200, {"content-encoding": "gzip"}, gzip.compress(TSV))
+    again = decompressed(load(), document(compressionAlgorithm="GZIP"), twice)
+    assert isinstance(again, HttpResponse) and again.body == TSV
