@@ -175,9 +175,17 @@ def _made_nothing(step: Step, last: Any) -> bool:
 
 def _refused_by_code(step: Step, call: Any) -> bool:
     """A create answered with an error code the provider documents as creating
-    nothing (`create.not_created_codes`), read again from its recorded answer
-    (an answer kept only in part proves nothing)."""
-    if not step.adapter.desc.create.not_created_codes or call["finished_at"] is None:
+    nothing (`create.not_created_codes`), or with a 4xx carrying Retry-After
+    (refused for now, whatever the description lists: parse_create), read again
+    from its recorded answer (an answer kept only in part proves nothing).
+
+    Before, a 4xx + Retry-After of a description naming no such code was, at the
+    next tick, an attempt without a definitive answer: create_unknown, and a
+    human for a create that cannot be looked up."""
+    if call["finished_at"] is None:
+        return False
+    client_refusal = call["status_code"] is not None and 400 <= call["status_code"] < 500
+    if not step.adapter.desc.create.not_created_codes and not client_refusal:
         return False
     fact = _recorded_fact(step, call)
     return fact is not None and fact.kind == "not_created"
@@ -188,12 +196,9 @@ async def _made_a_job_maybe(step: Step, conn: Any, before_call: int | None) -> b
     have made a job? Every attempt could, unless the description names refusals
     that create nothing and each one was such a refusal (or never left)."""
     spec = step.adapter.desc.create
-    if not spec.not_created_statuses and not spec.not_created_codes:
-        return True  # no query on the usual path: the attempt count says it
     args = (step.op.operation_id, before_call, list(NEVER_LEFT), list(spec.not_created_statuses))
-    if not spec.not_created_codes:
-        return bool(await conn.fetchval(q("create_may_have_made_a_job"), *args))
-    # a refusal by code is in the answer's body: each remaining call is read again
+    # a refusal by code, or a 4xx's Retry-After, is in the answer: each remaining
+    # call is read again (those neither can be are not parsed: `_refused_by_code`)
     calls = await conn.fetch(q("create_calls_not_refused"), *args)
     return not all(_refused_by_code(step, call) for call in calls)
 

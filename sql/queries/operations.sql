@@ -260,24 +260,13 @@ WHERE c.operation_id = $1 AND c.call_kind = 'create' AND c.status_code = 409
       SELECT max(s.call_id) FROM provider_calls s
       WHERE s.operation_id = $1 AND s.call_kind = 'create' AND s.status_code <> 409), 0);
 
--- name: create_may_have_made_a_job
--- Could a create call of operation $1 (before call $2; any when $2 is NULL)
--- have made a job? Not one that never reached the provider ($3: those error
--- categories), nor one it answered with a status it documents as creating
--- nothing ($4: create.not_created_statuses). A call with no answer may have.
-SELECT EXISTS (
-    SELECT 1 FROM provider_calls
-    WHERE operation_id = $1 AND call_kind = 'create'
-      AND ($2::bigint IS NULL OR call_id < $2)
-      AND NOT coalesce(error_category = ANY ($3::text[]), false)
-      AND NOT (finished_at IS NOT NULL AND coalesce(status_code = ANY ($4::integer[]), false))
-);
-
 -- name: create_calls_not_refused
--- Operation $1's create calls (before call $2; any when $2 is NULL) that
--- create_may_have_made_a_job cannot exclude by their error category ($3) or
--- status ($4): their recorded answers are read again for an error code the
--- provider documents as creating nothing (create.not_created_codes).
+-- Operation $1's create calls (before call $2; any when $2 is NULL) that could
+-- have made a job: not one that never reached the provider ($3: those error
+-- categories), nor one answered with a status it documents as creating nothing
+-- ($4: create.not_created_statuses). Their recorded answers are read again for
+-- an error code that creates nothing (create.not_created_codes) or a 4xx's
+-- Retry-After (refused for now).
 SELECT * FROM provider_calls
 WHERE operation_id = $1 AND call_kind = 'create'
   AND ($2::bigint IS NULL OR call_id < $2)

@@ -200,9 +200,16 @@ def dispatch(script: str | None = None) -> dict[str, Any]:
 
 @contextlib.asynccontextmanager
 async def github(
-    pool: Any, tmp_path: Path, fx: GitHubActionsFixture, *, with_receiver: bool = False
+    pool: Any,
+    tmp_path: Path,
+    fx: GitHubActionsFixture,
+    *,
+    with_receiver: bool = False,
+    codes: bool = True,
 ) -> AsyncIterator[PresetRig]:
     table = described("github_dispatch")
+    if not codes:
+        table["create"].pop("not_created_codes")
     if not with_receiver:
         table.pop("webhooks")
     async with preset_rig(
@@ -273,6 +280,22 @@ async def test_github_a_dispatch_over_the_secondary_rate_limit_goes_again_after_
         assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
         assert fx.limited_answers == 1 and fx.creates == 1 and len(fx.dispatches) == 1
         assert "failed" not in await r.history(op_id)
+
+
+async def test_github_secondary_limit_without_not_created_codes_is_no_doubt(
+    pool: Any, tmp_path: Path
+) -> None:
+    """A description naming no not_created_codes: the 403 + retry-after made
+    nothing all the same; the next tick must not read it as an attempt without a
+    definitive answer (create_unknown, a human for a create that cannot be
+    looked up). Before, it did."""
+    fx = GitHubActionsFixture()
+    fx.secondary = 1
+    async with github(pool, tmp_path, fx, codes=False) as r:
+        op_id = await r.submit(dispatch())
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert fx.limited_answers == 1 and len(fx.dispatches) == 1
+        assert "create_unknown" not in await r.history(op_id)
 
 
 async def test_github_a_failed_run_is_failed(pool: Any, tmp_path: Path) -> None:
