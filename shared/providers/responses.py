@@ -24,8 +24,9 @@ Classification rules for a create response, and why:
   (e.g. "idempotency_key_reused"); otherwise `ambiguous`, because providers
   (Stripe among them) answer 409 while a request with the same token is still
   in progress.
-- another 4xx carrying Retry-After: `not_created`, back-pressure: refused for
+- a 403 or 413 carrying Retry-After: `not_created`, back-pressure: refused for
   now (GitHub's secondary rate limit: 403 with Retry-After), sent again after it.
+  Another 4xx is a refusal with or without it (a 401 with Retry-After: a key).
 - other 4xx: `rejected`, a definitive contract error: no job was created.
 - 1xx/3xx: `ambiguous`.
 """
@@ -100,6 +101,13 @@ MAX_ESTIMATE_SECONDS = 30 * 86400.0
 
 AMBIGUOUS_CLIENT_STATUSES = frozenset({408, 425, 429})
 BACK_PRESSURE_STATUSES = frozenset({429, 503})
+# A create refused with one of these and a Retry-After is refused for now, not
+# for good: GitHub's secondary rate limit (403), a body too large "if the
+# condition is temporary" (413, RFC 9110 15.5.14). Not every 4xx: a 401, 404 or
+# 422 carrying Retry-After is still a refusal of this request (a revoked key, a
+# wrong path, a bad body), sent again until the create deadline it would have
+# hidden from the human who can fix it.
+REFUSED_FOR_NOW_STATUSES = frozenset({403, 413})
 
 # Where each webhook scheme carries a per-delivery id that stays the same
 # across retries (the dedupe key), when the description names none.
@@ -215,7 +223,7 @@ def parse_create(
             error=error,
             **common,
         )
-    if 400 <= code < 500 and common["retry_after_seconds"] is not None:
+    if code in REFUSED_FOR_NOW_STATUSES and common["retry_after_seconds"] is not None:
         # refused for now, not for good: GitHub's secondary rate limit answers 403
         # with Retry-After ("you should not retry your request until after that
         # many seconds"). A 4xx made nothing, as below; the create goes again

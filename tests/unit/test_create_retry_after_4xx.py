@@ -1,4 +1,4 @@
-"""A create refused with a 4xx that carries Retry-After is refused for now.
+"""A create refused with a 403 or 413 that carries Retry-After is refused for now.
 
 GitHub's secondary rate limit answers a dispatch 403 {"message": "You have
 exceeded a secondary rate limit..."} with `retry-after`: "you should not retry
@@ -42,3 +42,17 @@ def test_a_403_without_it_is_still_a_refusal() -> None:
     denied = {"message": "Resource not accessible by integration"}
     fact = parse_create(load(acme()), answer(403, denied))
     assert fact.kind == "rejected"
+
+
+def test_a_401_or_422_with_retry_after_is_still_a_refusal() -> None:
+    """A revoked key or a bad body says Retry-After too on some gateways: still
+    refused for good, told now; before, sent again until the create deadline,
+    which then said only that no job exists."""
+    for code in (400, 401, 404, 422):
+        fact = parse_create(load(acme()), answer(code, {"message": "no"}, **{"retry-after": "5"}))
+        assert fact.kind == "rejected", code
+
+
+def test_a_413_with_retry_after_is_refused_for_now() -> None:
+    fact = parse_create(load(acme()), answer(413, {"message": "busy"}, **{"retry-after": "5"}))
+    assert fact.kind == "not_created" and fact.back_pressure
