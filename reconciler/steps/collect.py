@@ -63,6 +63,7 @@ from shared.providers.results import (
     result_content,
     validate_empty_result,
 )
+from shared.redaction import REDACTED
 from shared.result_store import INLINE_MAX_BYTES, StoreFailed
 
 S = LocalState
@@ -467,6 +468,16 @@ async def _delivered(step: Step, conn: Any, status: StatusFact, attempt: int) ->
     for row in await conn.fetch(q("delivered_payloads"), step.op.operation_id):
         payload = row["payload"]
         value = extract(path, json.loads(payload) if isinstance(payload, str) else payload)
+        if value is not None and _redacted(value):
+            return await _give_up(
+                step,
+                conn,
+                S.RESULT_UNAVAILABLE,
+                f"the result comes in a delivery alone (result.source = webhook), and the "
+                f"delivery {row['webhook_event_id']} holding it at result.inline = {path.text} "
+                f"was stored with credential-looking link values {REDACTED} (a pre-signed "
+                "link is a bearer credential): the output as sent is kept nowhere",
+            )
         if value is not None:
             check = step.adapter.validate_inline_result(value, status)
             return Collected(
@@ -485,6 +496,15 @@ async def _delivered(step: Step, conn: Any, status: StatusFact, attempt: int) ->
             f"attached to this operation holds it at result.inline = {path.text}",
         )
     return step.until_allowed(step.retry(attempt))
+
+
+def _redacted(value: Any) -> bool:
+    """Does a value read from a stored delivery hold a link the receiver redacted?
+
+    The receiver stores every delivery with its links' credential-looking query
+    values replaced (`sanitize_text_urls`): a result read from there would keep
+    a pre-signed link broken, and pass as whole. Before, it was the result."""
+    return f"={REDACTED}" in json.dumps(value, ensure_ascii=False)
 
 
 async def _followed(

@@ -696,15 +696,18 @@ class BasetenFixture(_Jobs):
         message = f"Only QUEUED requests may be canceled; request is {job['state']}"
         return json_response({"request_id": job["id"], "canceled": False, "message": message})
 
-    async def deliver(self, url: str, rid: str, *, secret: str = BT_WEBHOOK_SECRET) -> int:
-        """The completion webhook for `rid`, its output in `data`, signed as Baseten signs it."""
+    async def deliver(
+        self, url: str, rid: str, *, secret: str = BT_WEBHOOK_SECRET, output: Any = None
+    ) -> int:
+        """The completion webhook for `rid`, its output in `data` (`output`, else
+        BT_OUTPUT), signed as Baseten signs it."""
         event = {
             "request_id": rid,
             "model_id": "abcd1234",
             "deployment_id": "qwerty12",
             "type": "async_request_completed",
             "time": "2026-12-06T10:01:00.000000Z",
-            "data": None if self.jobs[rid]["state"] == "FAILED" else BT_OUTPUT,
+            "data": None if self.jobs[rid]["state"] == "FAILED" else output or BT_OUTPUT,
             "errors": self.status(self.jobs[rid])["errors"],
         }
         body = json.dumps(event).encode()

@@ -572,6 +572,27 @@ async def test_baseten_a_success_read_before_its_delivery_waits_for_it(
         assert json.loads(await r.result_bytes(op_id)) == BT_OUTPUT
 
 
+async def test_baseten_an_output_whose_link_was_stored_redacted_is_no_success(
+    pool: Any, tmp_path: Path
+) -> None:
+    """An output holding a pre-signed link: the receiver stores the delivery with
+    its credential-looking query values redacted, so the output as sent is kept
+    nowhere. Never a success with a broken link: result_unavailable saying so.
+    Before, the redacted copy was kept as the result, SUCCEEDED."""
+    fx = BasetenFixture()
+    link = "https://out.s3.amazonaws.com/cat.png?X-Amz-Expires=600&X-Amz-Signature=0a1b2c3d"
+    async with baseten(pool, tmp_path, fx) as r:
+        op_id = await r.submit(predict("slow"))
+        await r.settle(op_id, {S.OBSERVING, S.ACCEPTED})
+        rid = fx.only()["id"]
+        fx.jobs[rid]["state"] = "SUCCEEDED"
+        assert await fx.deliver(r.hook_url, rid, output={"image": link}) == 200
+        assert await r.settle(op_id, ENDS, timeout=8) is S.RESULT_UNAVAILABLE, await r.history(
+            op_id
+        )
+        assert "redacted" in await reason(r, op_id)
+
+
 async def test_baseten_a_success_whose_delivery_never_came_is_result_unavailable(
     pool: Any, tmp_path: Path
 ) -> None:
