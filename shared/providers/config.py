@@ -1803,6 +1803,10 @@ def _check_webhook_result(table: _Table, inline: ValuePath | None) -> None:
     fetched, so a key naming a fetch is refused, as is a result that is not JSON."""
     if inline is None:
         raise table.error("inline", "required with source = webhook (where in the delivery)")
+    if inline.source is not PathSource.BODY:
+        # a delivery's headers and query are not stored: read there, the result
+        # was never found (the operation waited, then result_unavailable)
+        raise table.error("inline", "a path in the delivery's body with source = webhook")
     for key in ("path", "file_ids", "method", "body", "pages", "headers", "follow"):
         if table.has(key):
             raise table.error(key, "nothing is fetched with source = webhook")

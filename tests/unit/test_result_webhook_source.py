@@ -74,3 +74,11 @@ def test_a_fetch_or_a_result_that_is_not_json_is_refused() -> None:
         "config.toml: providers.acme.result.format: only json with source = webhook"
         " (a delivery is JSON)"
     )
+
+
+def test_a_header_or_query_path_is_refused() -> None:
+    """A delivery's headers and query are not stored: nothing read at such a path
+    could be a result (the operation waited, then result_unavailable)."""
+    for inline in ("header:x-output", "query:output"):
+        message = config_error(described(inline=inline), ENV)
+        assert message is not None and "result.inline" in message, inline
