@@ -465,7 +465,10 @@ async def _delivered(step: Step, conn: Any, status: StatusFact, attempt: int) ->
     """
     path = step.adapter.desc.result.inline
     assert path is not None
-    for row in await conn.fetch(q("delivered_payloads"), step.op.operation_id):
+    # a delivery naming another job (attached by our reference before the job id
+    # was known) is not read: before, its output was this job's result
+    rows = await conn.fetch(q("delivered_payloads"), step.op.operation_id, step.op.remote_job_id)
+    for row in rows:
         payload = row["payload"]
         value = extract(path, json.loads(payload) if isinstance(payload, str) else payload)
         if value is not None and _redacted(value):

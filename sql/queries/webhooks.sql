@@ -270,9 +270,13 @@ SELECT EXISTS (
 -- result that comes in a delivery alone (result.source = webhook) is read.
 -- Found through their observations (observations_by_operation): webhook_events
 -- has no index on operation_id, and one would cost every delivery's write.
+-- Not one naming another job than $2, the operation's: a delivery matched by
+-- our reference before the job id was recorded may be another job's (an
+-- earlier attempt's), its output never this job's.
 SELECT e.webhook_event_id, e.payload
 FROM observations o
 JOIN webhook_events e ON e.webhook_event_id = o.webhook_event_id
 WHERE o.operation_id = $1 AND o.source = 'webhook' AND e.operation_id = $1
+  AND (e.remote_job_id IS NULL OR e.remote_job_id = $2)
 ORDER BY e.received_at DESC, e.webhook_event_id DESC
 LIMIT 20;

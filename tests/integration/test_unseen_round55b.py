@@ -593,6 +593,41 @@ async def test_baseten_an_output_whose_link_was_stored_redacted_is_no_success(
         assert "redacted" in await reason(r, op_id)
 
 
+async def test_baseten_a_delivery_for_another_job_is_never_this_ones_result(
+    pool: Any, tmp_path: Path
+) -> None:
+    """A delivery attached while the operation had no job id yet (matched by our
+    operation reference, as a description reading one matches it) names another
+    job than the one recorded since: its output is that job's, never this one's
+    (waited for, then result_unavailable). Before, it was this job's result."""
+    fx = BasetenFixture()
+    limits = {"webhook_backstop_poll_seconds": 0.2, "result_retry_seconds": 1}
+    async with baseten(pool, tmp_path, fx, limits=limits) as r:
+        op_id = await r.submit(predict("slow"))
+        await r.settle(op_id, {S.OBSERVING, S.ACCEPTED})
+        rid = fx.only()["id"]
+        other = {"request_id": "b1a5e7e0-0000-4000-8000-999999999999", "data": {"x": 1}}
+        event_id = await pool.fetchval(
+            "INSERT INTO webhook_events (provider, event_id, signature_scheme, id_signed,"
+            " remote_job_id, operation_ref, payload, operation_id, attached_at)"
+            " VALUES ('baseten_async', 'early-other', 'hmac', false, $1, $2, $3::jsonb, $2,"
+            " now()) RETURNING webhook_event_id",
+            other["request_id"],
+            op_id,
+            json.dumps(other),
+        )
+        await pool.execute(
+            "INSERT INTO observations (operation_id, source, webhook_event_id)"
+            " VALUES ($1, 'webhook', $2)",
+            op_id,
+            event_id,
+        )
+        fx.jobs[rid]["state"] = "SUCCEEDED"
+        assert await r.settle(op_id, ENDS, timeout=8) is S.RESULT_UNAVAILABLE, await r.history(
+            op_id
+        )
+
+
 async def test_baseten_a_success_whose_delivery_never_came_is_result_unavailable(
     pool: Any, tmp_path: Path
 ) -> None:
