@@ -713,6 +713,8 @@ def _provider(name: str, data: Mapping[str, Any], ctx: _Ctx) -> ProviderDescript
             "result.source",
             "'webhook' needs [webhooks] (the deliveries the result comes in)",
         )
+    if result.source is ResultSource.WEBHOOK and webhooks is not None:
+        _check_result_signed(top, webhooks)
     top.finish()
     return ProviderDescription(
         name=name,
@@ -1796,6 +1798,20 @@ def _result(table: _Table, status: StatusSpec) -> ResultSpec:
         raise table.error("follow_redirects", f"nothing is fetched with source = {source}")
     table.finish()
     return spec
+
+
+def _check_result_signed(top: _Table, webhooks: WebhookSpec) -> None:
+    """`result.source = webhook` takes the output from the body as delivered, which
+    no read of ours confirms (a delivered state is read again; an output cannot
+    be): a scheme that authenticates the sender but not the body (a static token,
+    a JWT naming the endpoint alone) would let whoever holds the token, or
+    replays a delivery with another body, write the result."""
+    if not signatures.signs_body(webhooks.scheme.value, webhooks.options):
+        raise top.error(
+            "result.source",
+            f"'webhook' needs a scheme that signs the body ({webhooks.scheme.value}, as "
+            "configured, does not: whoever holds its token could write the result)",
+        )
 
 
 def _check_webhook_result(table: _Table, inline: ValuePath | None) -> None:

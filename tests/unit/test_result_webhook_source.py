@@ -82,3 +82,22 @@ def test_a_header_or_query_path_is_refused() -> None:
     for inline in ("header:x-output", "query:output"):
         message = config_error(described(inline=inline), ENV)
         assert message is not None and "result.inline" in message, inline
+
+
+def test_a_scheme_that_does_not_sign_the_body_is_refused() -> None:
+    """A static token (or a JWT naming the endpoint alone) authenticates the
+    sender, not the body: whoever holds the token, or replays a delivery with
+    another body, would write the result, which no read of ours confirms (a
+    state is; an output is not)."""
+    table = acme(
+        result=None,
+        webhooks={
+            "scheme": "static_header",
+            "options": {"header": "X-Token"},
+            "secrets_env": "HOOK_SECRET",
+            "job_id": "/id",
+        },
+    )
+    table["result"] = {"source": "webhook", "inline": "/data"}
+    message = config_error(table, ENV)
+    assert "result.source" in message and "signs the body" in message, message
