@@ -106,9 +106,10 @@ rules in ``shared/providers/paths.py``); *paths* = a path or a list of paths;
                  409 "/error/.tag" = ["invalid_async_job_id"], read as a 404 is),
                outcome_from_counts, outcome_from_counts_states, not_found_statuses,
                error_means_failed (false; true: a state mapped to succeeded or
-                 partially_succeeded read with an error at error/error_code/
-                 error_message (one required) is failed, that error its reason:
-                 fal.ai's {"status": "COMPLETED", "error", "error_type"}),
+                 partially_succeeded, or no state at all, read with an error at
+                 error/error_code/error_message (one required) is failed, that error
+                 its reason: fal.ai's {"status": "COMPLETED", "error", "error_type"},
+                 Transloadit's failed assembly, {"error", "message"} and no "ok"),
                [status.state_from_http_status] ({"202" = "running", "200" = "succeeded"}:
                  the state when the body names none, e.g. an ARM `Location` URL)
     [cancel]   supported (true if the table exists), method (POST), path, idempotent,

@@ -466,13 +466,17 @@ def _read_status(desc: ProviderDescription, resp: HttpResponse, now: datetime | 
 
 def _failed_by_error(spec: StatusSpec, fact: StatusFact) -> StatusFact:
     """A success state read with an error is a failure (`status.error_means_failed`:
-    fal.ai's `COMPLETED` beside `error`), its raw state and error kept as read. An
-    empty error (`"error": ""`) names none. A partial success whose counts say items
-    succeeded stays one: its error says which failed (a batch's "2 of 10 requests
-    failed"), and a failure would leave the succeeded items' results uncollected."""
+    fal.ai's `COMPLETED` beside `error`), its raw state and error kept as read. So is
+    a read naming no state at all beside an error: Transloadit's failed assembly
+    carries `error` (one code of dozens) and no `ok`, so no state map could list it.
+    An empty error (`"error": ""`) names none. A partial success whose counts say
+    items succeeded stays one: its error says which failed (a batch's "2 of 10
+    requests failed"), and a failure would leave the succeeded items' results
+    uncollected."""
     ended_well = fact.remote_state in (RemoteState.SUCCEEDED, RemoteState.PARTIALLY_SUCCEEDED)
+    unnamed = fact.remote_state is None and fact.raw_state is None
     said = fact.error is not None and bool(fact.error.code or fact.error.message)
-    if not (spec.error_means_failed and ended_well and said):
+    if not (spec.error_means_failed and (ended_well or unnamed) and said):
         return fact
     if fact.remote_state is RemoteState.PARTIALLY_SUCCEEDED and _some_succeeded(fact.counts):
         return fact
