@@ -278,7 +278,8 @@ def advisories(desc: ProviderDescription) -> list[str]:
     scanned = lookup.supported and lookup.kind is LookupKind.LIST and not lookup.filtered
     if scanned and not lookup.paged:
         found.append(
-            "lookup describes no paging (next_page_token, page_param or offset_param) "
+            "lookup describes no paging (next_page_token, next_page_url, page_param or "
+            "offset_param) "
             "and its request does not name our reference: only the first page is read, "
             "so a job beyond it is missed and its absence is weak (a lost create may be "
             "sent again)"
@@ -2523,7 +2524,9 @@ def _lookup(table: _Table | None, create: CreateSpec) -> LookupSpec:
         max_pages=table.int_or("max_pages", DEFAULT_LOOKUP_PAGES),
         not_found_means_absent=table.boolean("not_found_means_absent", False),
         status_url=table.path("status_url", BODY if listed else RESPONSE),
+        next_page_url=table.path("next_page_url", RESPONSE),
     )
+    _check_next_page_url(table, spec)
     spec = dataclasses.replace(spec, **_lookup_paging(table, spec))
     if supported and listed:
         for key in ("list", "match", "job_id"):
@@ -2535,6 +2538,24 @@ def _lookup(table: _Table | None, create: CreateSpec) -> LookupSpec:
         raise table.error("not_found_means_absent", "only meaningful with kind = get")
     table.finish()
     return spec
+
+
+def _check_next_page_url(table: _Table, spec: LookupSpec) -> None:
+    """`lookup.next_page_url`: the next page's whole URL is the cursor, so no token
+    and no parameter to send one in beside it."""
+    if spec.next_page_url is None:
+        return
+    if spec.kind is not LookupKind.LIST:
+        raise table.error("next_page_url", "only meaningful with kind = list")
+    if spec.next_page_token is not None:
+        raise table.error(
+            "next_page_url",
+            "contradicts next_page_token: the next page is named by a URL or by a token",
+        )
+    if table.has("page_token_param"):
+        raise table.error(
+            "page_token_param", "names a cursor's parameter; next_page_url is the whole URL"
+        )
 
 
 # Keys that only numbered paging (page_param or offset_param) reads.
@@ -2588,10 +2609,9 @@ def _refuse_mixed_paging(
         raise table.error(
             "offset_param", "contradicts page_param: a list pages by number or by offset"
         )
-    if spec.next_page_token is not None:
-        raise table.error(
-            numbered, "contradicts next_page_token: a list pages by cursor or by number"
-        )
+    if spec.next_page_token is not None or spec.next_page_url is not None:
+        cursor = "next_page_token" if spec.next_page_token is not None else "next_page_url"
+        raise table.error(numbered, f"contradicts {cursor}: a list pages by cursor or by number")
     if spec.has_more is not None:
         raise table.error(
             "has_more", f"only meaningful with next_page_token (with {numbered}, see last_page)"

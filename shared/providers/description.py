@@ -257,8 +257,12 @@ rules in ``shared/providers/paths.py``); *paths* = a path or a list of paths;
     [lookup]   supported (true if the table exists), reason, kind = list|get, method,
                path (template: {client_reference}, {idempotency_token}), query_param,
                list, match, job_id, next_page_token, has_more, page_token_param,
-               max_pages (10), not_found_means_absent (kind = get), status_url (a
-               path into the found item or the GET answer: the found job's status URL);
+               next_page_url (a path: the next page's whole URL, followed as given,
+                 instead of next_page_token: Twilio's "/meta/next_page_url", its
+                 PageToken inside; null or absent on the last page; the provider's
+                 origin only), max_pages (10), not_found_means_absent (kind = get),
+               status_url (a path into the found item or the GET answer: the found
+                 job's status URL);
                numbered paging instead of a cursor (kind = list): page_param (the page
                number's parameter) + first_page (required: 0 or 1), or offset_param
                (items already read, from 0); last_page = empty|short|total (how the
@@ -1022,6 +1026,10 @@ class LookupSpec:
     # for an API whose job is known only by a URL (Azure AI Speech's `self`),
     # status reads (`status.use_status_url`) go there once the job is found.
     status_url: ValuePath | None = None
+    # The next page's whole URL, its cursor inside (Twilio's meta.next_page_url,
+    # PageToken and all): followed as given, instead of a token sent in
+    # page_token_param. One of next_page_token, next_page_url at most.
+    next_page_url: ValuePath | None = None
 
     @property
     def numbered(self) -> bool:
@@ -1031,7 +1039,7 @@ class LookupSpec:
     @property
     def paged(self) -> bool:
         """Can a lookup read past its first page at all?"""
-        return self.numbered or self.next_page_token is not None
+        return self.numbered or self.next_page_token is not None or self.next_page_url is not None
 
     @property
     def filtered(self) -> bool:

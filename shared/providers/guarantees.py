@@ -188,6 +188,8 @@ def _pages(spec: LookupSpec) -> str:
             f"(following the cursor at {spec.next_page_token.text} in ?{spec.page_token_param}=, "
             f"{limit}; {unread})"
         )
+    if spec.next_page_url is not None:
+        return f"(following the next page's URL at {spec.next_page_url.text}, {limit}; {unread})"
     if spec.filtered:
         return "(one page: the provider filters the list by our reference)"
     return "(its first page only: no paging is described)"

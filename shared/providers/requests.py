@@ -594,6 +594,9 @@ def build_lookup(
     spec = desc.lookup
     if not spec.supported or spec.path is None:
         raise RequestBuildError(f"provider {desc.name}: lookup unsupported: {spec.reason}")
+    if spec.next_page_url is not None and page_token:
+        url = _lookup_page_url(desc, page_token)
+        return _request(desc, "lookup", spec.method, url, _base_headers(desc), None)
     values = {"client_reference": client_reference}
     if idempotency_token is not None:
         values["idempotency_token"] = create_token(desc.create, idempotency_token)
@@ -603,6 +606,21 @@ def build_lookup(
         params[spec.query_param] = client_reference
     params.update(_lookup_page(spec, page_token))
     return _request(desc, "lookup", spec.method, add_query(url, params), _base_headers(desc), None)
+
+
+def _lookup_page_url(desc: ProviderDescription, named: str) -> str:
+    """The next lookup page the page before named by its whole URL (Twilio's
+    `meta.next_page_url`), on the provider's own origin only: a page from elsewhere
+    could list any job as ours, and it would be adopted."""
+    what = "the lookup's next page URL"
+    url = _linked_url(desc, desc.base_url + "/", named, what)
+    extra = desc.auth.extra_hosts if desc.auth is not None else ()
+    if _origin_of(url) in _page_origins(desc.base_url, extra, ()):
+        return url
+    raise RequestBuildError(
+        f"{what} is on {_origin_text(url)}, not the provider's origin "
+        f"({_origin_text(desc.base_url)}): not followed"
+    )
 
 
 def _lookup_page(spec: LookupSpec, page_token: str | None) -> dict[str, str]:

@@ -1004,9 +1004,8 @@ def _next_cursor(spec: LookupSpec, resp: HttpResponse) -> tuple[str | None, bool
     body = resp.json_body
     # a page cursor may be a header (GitLab's X-Next-Page): read without the
     # headers it was always absent, and page 1 passed for the whole list
-    token = (
-        as_str(extract(spec.next_page_token, body, resp.headers)) if spec.next_page_token else None
-    )
+    cursor = spec.next_page_token or spec.next_page_url
+    token = as_str(extract(cursor, body, resp.headers)) if cursor is not None else None
     if spec.has_more is None:
         return token, False
     if extract(spec.has_more, body) is not True:

@@ -23,7 +23,9 @@ docs leave a behaviour open, the assumption is stated here.
   [{"status", "count", "days"}] grouping the days by status (SUBMITTED, RUNNING,
   COMPLETED, FAILED: the words assumed upper case); `DELETE` 204, then a 404
   {"code": 20404, "message", "more_info", "status": 404}. `GET
-  /v1/Exports/Calls/Days` {"days": [{"day", "size", "resource_type",
+  /v1/Exports/Calls/Jobs?PageSize=` {"jobs", "meta": {"next_page_url" (its PageToken
+  inside; null on the last page), "page", "page_size", "url", "key"}} (oldest first,
+  assumed); `GET /v1/Exports/Calls/Days` {"days": [{"day", "size", "resource_type",
   "create_date", "friendly_name"}], "meta"}. The webhook (assumed: a form of the
   job's fields, job_sid among them) is signed X-Twilio-Signature (HMAC-SHA1 of the
   URL and the sorted fields under the Auth Token, base64).
@@ -39,7 +41,8 @@ docs leave a behaviour open, the assumption is stated here.
   a failed assembly carries "error" (one of many codes) and "message" and no "ok"
   (assumed). `DELETE` it: {"ok": "ASSEMBLY_CANCELED", ...}.
 
-Scripts: Vertex's in `labels.script`, Twilio's in `FriendlyName` ("fail..."),
+Scripts: Vertex's in `labels.script`, Twilio's in the fixture's `script` (the
+next export's; its FriendlyName is our reference),
 Azure's in `metadata.script`, Transloadit's in `params.fields.script`: "fail",
 "partial", "slow" (runs until the test ends it), anything else completes after a
 few reads.
@@ -199,8 +202,9 @@ class TwilioExportsFixture(_Jobs):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("JS0123456789abcdef0123456789ab", **kwargs)
         self.forms: list[dict[str, str]] = []
-        self.deleted: list[str] = []
         self.day_reads = 0
+        self.script: str | None = None  # the next export's: "fail", "slow" or None
+        self.list_urls: list[str] = []
 
     def new_id(self) -> str:
         return f"{self.prefix}{len(self.jobs) + 1:02d}"
@@ -209,6 +213,7 @@ class TwilioExportsFixture(_Jobs):
         return Starlette(
             routes=[
                 Route("/v1/Exports/Calls/Jobs", self.create, methods=["POST"]),
+                Route("/v1/Exports/Calls/Jobs", self.list_jobs, methods=["GET"]),
                 Route("/v1/Exports/Jobs/{sid}", self.get, methods=["GET"]),
                 Route("/v1/Exports/Jobs/{sid}", self.delete, methods=["DELETE"]),
                 Route("/v1/Exports/Calls/Days", self.days, methods=["GET"]),
@@ -257,19 +262,49 @@ class TwilioExportsFixture(_Jobs):
             body = {"code": 20001, "message": "Missing required parameter", "status": 400}
             return json_response(body, 400)
         sid = self.new_id()
-        name = form["FriendlyName"]
-        script = (
-            "fail" if name.startswith("fail") else ("slow" if name.startswith("slow") else None)
-        )
         self.jobs[sid] = {
             "id": sid,
             "form": form,
             "state": "SUBMITTED",
             "reads": 0,
-            "script": script,
+            "script": self.script,
         }
         await _created(self)
         return json_response(self.resource(self.jobs[sid]), 201)
+
+    async def list_jobs(self, request: Request) -> Response:
+        """Oldest first, PageSize a page; the next page named by its whole URL, its
+        PageToken inside (the sid after which it starts), null on the last."""
+        if (refused := self._refused(request)) is not None:
+            return refused
+        self.list_urls.append(str(request.url))
+        size = int(request.query_params.get("PageSize") or 50)
+        sids = list(self.jobs)
+        after = request.query_params.get("PageToken")
+        start = sids.index(after[2:]) + 1 if after and after[2:] in sids else 0
+        shown = sids[start : start + size]
+        base = str(request.base_url).rstrip("/") + "/v1/Exports/Calls/Jobs"
+        page = int(request.query_params.get("Page") or 0)
+        more = start + size < len(sids)
+        meta = {
+            "page": page,
+            "page_size": size,
+            "first_page_url": f"{base}?PageSize={size}&Page=0",
+            "previous_page_url": None,
+            "url": str(request.url),
+            "next_page_url": f"{base}?PageSize={size}&Page={page + 1}&PageToken=PA{shown[-1]}"
+            if more
+            else None,
+            "key": "jobs",
+        }
+        return json_response({"jobs": [self.resource(self.jobs[s]) for s in shown], "meta": meta})
+
+    def seed(self, name: str) -> str:
+        """An export made elsewhere, listed before ours."""
+        sid = self.new_id()
+        form = {"StartDay": DAYS[0], "EndDay": DAYS[-1], "FriendlyName": name}
+        self.jobs[sid] = {"id": sid, "form": form, "state": "COMPLETED", "reads": 0, "script": None}
+        return sid
 
     async def get(self, request: Request) -> Response:
         if (refused := self._refused(request)) is not None:

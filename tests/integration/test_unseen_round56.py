@@ -173,8 +173,9 @@ async def test_vertex_a_cancel_of_a_finished_job_is_refused_and_its_output_kept(
 TW_ENV = {"TWILIO_BASIC": TW_BASIC, "TWILIO_AUTH_TOKEN": TW_TOKEN}
 
 
-def export(name: str = "december calls") -> dict[str, Any]:
-    return {"StartDay": DAYS[0], "EndDay": DAYS[-1], "FriendlyName": name}
+def export() -> dict[str, Any]:
+    """FriendlyName is written with our reference (create.client_reference_field)."""
+    return {"StartDay": DAYS[0], "EndDay": DAYS[-1], "FriendlyName": "december calls"}
 
 
 @contextlib.asynccontextmanager
@@ -205,7 +206,7 @@ async def test_twilio_an_export_is_read_from_its_details_and_its_days_kept(
         op_id = await r.submit(export())
         assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
         (form,) = fx.forms
-        assert form["FriendlyName"] == "december calls", form
+        assert form["FriendlyName"] == op_id, form
         assert (await r.op(op_id)).remote_job_id == fx.only()["id"]
         assert {"RUNNING", "COMPLETED"} <= await r.raw_states(op_id)
         kept = json.loads(await r.result_bytes(op_id))
@@ -215,8 +216,9 @@ async def test_twilio_an_export_is_read_from_its_details_and_its_days_kept(
 
 async def test_twilio_a_failed_export_is_failed(pool: Any, tmp_path: Path) -> None:
     fx = TwilioExportsFixture()
+    fx.script = "fail"
     async with twilio(pool, tmp_path, fx) as r:
-        op_id = await r.submit(export("fail please"))
+        op_id = await r.submit(export())
         assert await r.settle(op_id, ENDS) is S.FAILED, await r.history(op_id)
         assert "FAILED" in await r.raw_states(op_id)
         assert fx.day_reads == 0
@@ -224,8 +226,9 @@ async def test_twilio_a_failed_export_is_failed(pool: Any, tmp_path: Path) -> No
 
 async def test_twilio_a_deleted_export_is_cancelled(pool: Any, tmp_path: Path) -> None:
     fx = TwilioExportsFixture()
+    fx.script = "slow"
     async with twilio(pool, tmp_path, fx) as r:
-        op_id = await r.submit(export("slow one"))
+        op_id = await r.submit(export())
         await r.settle(op_id, {S.OBSERVING})
         sid = fx.only()["id"]
         await r.cancel(op_id)
@@ -233,18 +236,39 @@ async def test_twilio_a_deleted_export_is_cancelled(pool: Any, tmp_path: Path) -
         assert [c[0] for c in fx.cancels] == [sid]
 
 
-async def test_twilio_a_lost_create_goes_to_a_human(pool: Any, tmp_path: Path) -> None:
+async def test_twilio_a_lost_create_is_found_on_the_lists_second_page(
+    pool: Any, tmp_path: Path
+) -> None:
+    """The list names its next page by a whole URL (meta.next_page_url, PageToken
+    inside: lookup.next_page_url), followed as given: ours, on the second page,
+    adopted, never created twice. Before, no lookup key could follow such a
+    list: a lost create went to a human."""
     fx = TwilioExportsFixture(lose_first_create=True)
-    async with twilio(pool, tmp_path, fx) as r:
+    fx.seed("made elsewhere")
+    table = described("twilio_exports", lookup={"path": "/v1/Exports/Calls/Jobs?PageSize=1"})
+    table.pop("webhooks")
+    async with preset_rig(
+        pool,
+        tmp_path,
+        fx.app(),
+        preset=None,
+        name="twilio_exports",
+        env=TW_ENV,
+        overrides=table,
+    ) as r:
         op_id = await r.submit(export())
-        assert await r.settle(op_id, ENDS) is S.NEEDS_ATTENTION, await r.history(op_id)
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
         assert fx.creates == 1
+        assert len(fx.list_urls) >= 2 and "PageToken=PA" in fx.list_urls[1], fx.list_urls
+        ours = [sid for sid, j in fx.jobs.items() if j["form"]["FriendlyName"] == op_id]
+        assert (await r.op(op_id)).remote_job_id == ours[0]
 
 
 async def test_twilio_the_signed_webhook_wakes_the_export(pool: Any, tmp_path: Path) -> None:
     fx = TwilioExportsFixture()
+    fx.script = "slow"
     async with twilio(pool, tmp_path, fx, with_receiver=True) as r:
-        op_id = await r.submit(export("slow one"))
+        op_id = await r.submit(export())
         await r.settle(op_id, {S.OBSERVING, S.ACCEPTED})
         sid = fx.only()["id"]
         assert fx.forms[0]["WebhookUrl"] == r.hook_url
