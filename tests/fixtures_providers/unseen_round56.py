@@ -39,7 +39,10 @@ docs leave a behaviour open, the assumption is stated here.
   `GET assembly_ssl_url` the status, ok ASSEMBLY_UPLOADING | ASSEMBLY_EXECUTING |
   ASSEMBLY_COMPLETED | ASSEMBLY_CANCELED, "results" {"<step>": [{"ssl_url", ...}]};
   a failed assembly carries "error" (one of many codes) and "message" and no "ok"
-  (assumed). `DELETE` it: {"ok": "ASSEMBLY_CANCELED", ...}.
+  (assumed). `DELETE` it: {"ok": "ASSEMBLY_CANCELED", ...}. Not faked: the
+  notify_url delivery (a form: `transloadit`, the status as JSON text, and
+  `signature`, its HMAC-SHA384 under the auth secret), which no webhook scheme
+  can verify (see unseen/transloadit.toml).
 
 Scripts: Vertex's in `labels.script`, Twilio's in the fixture's `script` (the
 next export's; its FriendlyName is our reference),

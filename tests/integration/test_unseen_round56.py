@@ -347,7 +347,7 @@ async def test_azure_a_lost_create_is_found_in_the_list(pool: Any, tmp_path: Pat
 
 # --- Transloadit -------------------------------------------------------------------
 
-TL_ENV = {"TRANSLOADIT_UNUSED": "unused"}
+TL_ENV: dict[str, str] = {}
 
 
 def assembly(script: str | None = None) -> dict[str, Any]:
