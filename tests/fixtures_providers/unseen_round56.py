@@ -127,6 +127,10 @@ class VertexFixture(_Jobs):
             out["outputInfo"] = {"gcsOutputDirectory": VX_OUTPUT}
         if state == "JOB_STATE_FAILED":
             out["error"] = {"code": 5, "message": VX_FAILURE}
+        if state == "JOB_STATE_CANCELLED":
+            # "the job's error is set to a Status with a google.rpc.Status.code of 1,
+            # corresponding to Code.CANCELLED"
+            out["error"] = {"code": 1, "message": "CANCELED"}
         return out
 
     async def create(self, request: Request) -> Response:

@@ -236,6 +236,23 @@ async def test_twilio_a_deleted_export_is_cancelled(pool: Any, tmp_path: Path) -
         assert [c[0] for c in fx.cancels] == [sid]
 
 
+async def test_twilio_a_cancel_of_a_finished_export_deletes_nothing(
+    pool: Any, tmp_path: Path
+) -> None:
+    """DELETE removes a job whatever its state (cancel.deletes_job, read_first):
+    the export that completed before the cancel is read first, no DELETE sent, its
+    days collected."""
+    fx = TwilioExportsFixture()
+    fx.script = "slow"
+    async with twilio(pool, tmp_path, fx) as r:
+        op_id = await r.submit(export())
+        await r.settle(op_id, {S.OBSERVING})
+        fx.finish(fx.only()["id"])
+        await r.cancel(op_id)
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert fx.cancels == [] and fx.day_reads >= 1
+
+
 async def test_twilio_a_lost_create_is_found_on_the_lists_second_page(
     pool: Any, tmp_path: Path
 ) -> None:
