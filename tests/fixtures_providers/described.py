@@ -40,3 +40,12 @@ def described(name: str, **over: dict[str, Any]) -> dict[str, Any]:
     for key, value in over.items():
         table[key] = {**table.get(key, {}), **value}
     return dict(table)
+
+
+async def reason(r: Any, op_id: str) -> str:
+    """What the operation's record says went wrong (its last error, or escalation)."""
+    op = await r.op(op_id)
+    if op.last_error:
+        return str(op.last_error.get("message"))
+    esc = await r.escalation(op_id)
+    return str(esc["reason"]) if esc else ""

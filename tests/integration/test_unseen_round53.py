@@ -22,7 +22,7 @@ from typing import Any
 
 from shared.ledger.states import LocalState
 from shared.serve import serve_app
-from tests.fixtures_providers.described import ENDS, described
+from tests.fixtures_providers.described import ENDS, described, reason
 from tests.fixtures_providers.rig import preset_rig
 from tests.fixtures_providers.unseen_media import MP4
 from tests.fixtures_providers.unseen_round53 import (
@@ -64,15 +64,6 @@ def rig(pool: Any, tmp_path: Path, app: Any, name: str, env: dict[str, str], **k
         overrides=table,
         with_receiver=with_receiver,
     )
-
-
-async def reason(r: Any, op_id: str) -> str:
-    """What the operation's record says went wrong (its last error, or escalation)."""
-    op = await r.op(op_id)
-    if op.last_error:
-        return str(op.last_error.get("message"))
-    esc = await r.escalation(op_id)
-    return str(esc["reason"]) if esc else ""
 
 
 # --- MiniMax -----------------------------------------------------------------------

@@ -24,7 +24,7 @@ from typing import Any
 
 from shared.ledger.states import LocalState
 from shared.serve import serve_app
-from tests.fixtures_providers.described import ENDS, described
+from tests.fixtures_providers.described import ENDS, described, reason
 from tests.fixtures_providers.rig import preset_rig
 from tests.fixtures_providers.unseen_round53b import (
     HUBSPOT_ROWS,
@@ -57,15 +57,6 @@ def rig(pool: Any, tmp_path: Path, app: Any, name: str, env: dict[str, str], **k
     table = described(name, **kwargs)
     table.pop("webhooks", None)
     return preset_rig(pool, tmp_path, app, preset=None, name=name, env=env, overrides=table)
-
-
-async def reason(r: Any, op_id: str) -> str:
-    """What the operation's record says went wrong (its last error, or escalation)."""
-    op = await r.op(op_id)
-    if op.last_error:
-        return str(op.last_error.get("message"))
-    esc = await r.escalation(op_id)
-    return str(esc["reason"]) if esc else ""
 
 
 def file_part(data: bytes, filename: str, content_type: str) -> dict[str, str]:

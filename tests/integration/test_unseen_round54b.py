@@ -33,7 +33,7 @@ import pytest
 
 from shared.ledger.states import LocalState
 from shared.serve import serve_app
-from tests.fixtures_providers.described import ENDS, described
+from tests.fixtures_providers.described import ENDS, described, reason
 from tests.fixtures_providers.rig import PresetRig, preset_rig
 from tests.fixtures_providers.unseen_round54b import (
     BIGQUERY_FAILURE,
@@ -62,15 +62,6 @@ from tests.fixtures_providers.unseen_round54b import (
 )
 
 S = LocalState
-
-
-async def reason(r: Any, op_id: str) -> str:
-    """What the operation's record says went wrong (its last error, or escalation)."""
-    op = await r.op(op_id)
-    if op.last_error:
-        return str(op.last_error.get("message"))
-    esc = await r.escalation(op_id)
-    return str(esc["reason"]) if esc else ""
 
 
 # --- BigQuery ----------------------------------------------------------------------
