@@ -232,8 +232,9 @@ async def _deadline_passed(step: Step, conn: Any) -> Delay:
     elif refused_only:
         reason = (
             f"create deadline passed: all {step.op.create_attempts} create attempt(s) were "
-            "refused with a status or code the provider documents as creating nothing "
-            "(create.not_created_statuses, not_created_codes); no remote job exists"
+            "refused with an answer that creates nothing (a status or code the "
+            "description lists in create.not_created_statuses or not_created_codes, or a "
+            "403/413 with Retry-After: refused for now); no remote job exists"
         )
     else:
         last = await conn.fetchrow(q("latest_create_call"), step.op.operation_id)
