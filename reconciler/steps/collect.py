@@ -49,7 +49,7 @@ from shared.providers.description import (
     ResultPages,
     ResultSource,
 )
-from shared.providers.paths import extract
+from shared.providers.paths import ValuePath, extract
 from shared.providers.requests import build_followed, build_redirect, errors_list_url
 from shared.providers.responses import announced_pages, throttle_code
 from shared.providers.results import (
@@ -86,6 +86,9 @@ MAX_RESULT_REDIRECTS = 5
 # a 5xx or a 429 once it went stale): throttles come in bursts, so one or two
 # are no sign of it.
 MAX_STALLS = 3
+# Stored deliveries read at a time while looking for a webhook-sourced result
+# (`result.source = "webhook"`): each may be up to the receiver's body limit.
+DELIVERIES_A_FETCH = 20
 
 Purpose = Literal["result", "sync", "partial"]
 
@@ -465,31 +468,27 @@ async def _delivered(step: Step, conn: Any, status: StatusFact, attempt: int) ->
     """
     path = step.adapter.desc.result.inline
     assert path is not None
-    # a delivery naming another job (attached by our reference before the job id
-    # was known) is not read: before, its output was this job's result
-    rows = await conn.fetch(q("delivered_payloads"), step.op.operation_id, step.op.remote_job_id)
-    for row in rows:
-        payload = row["payload"]
-        value = extract(path, json.loads(payload) if isinstance(payload, str) else payload)
-        if value is not None and _redacted(value):
+    found = await _newest_delivered(step, conn, path)
+    if found is not None:
+        event_id, value = found
+        if _redacted(value):
             return await _give_up(
                 step,
                 conn,
                 S.RESULT_UNAVAILABLE,
                 f"the result comes in a delivery alone (result.source = webhook), and the "
-                f"delivery {row['webhook_event_id']} holding it at result.inline = {path.text} "
+                f"delivery {event_id} holding it at result.inline = {path.text} "
                 f"was stored with credential-looking link values {REDACTED} (a pre-signed "
                 "link is a bearer credential): the output as sent is kept nowhere",
             )
-        if value is not None:
-            check = step.adapter.validate_inline_result(value, status)
-            return Collected(
-                check,
-                _inline_content(step, check, value),
-                "result",
-                _counts(check, status),
-                check.failed_items,
-            )
+        check = step.adapter.validate_inline_result(value, status)
+        return Collected(
+            check,
+            _inline_content(step, check, value),
+            "result",
+            _counts(check, status),
+            check.failed_items,
+        )
     if await _out_of_retries(step, conn, attempt):
         return await _give_up(
             step,
@@ -499,6 +498,25 @@ async def _delivered(step: Step, conn: Any, status: StatusFact, attempt: int) ->
             f"attached to this operation holds it at result.inline = {path.text}",
         )
     return step.until_allowed(step.retry(attempt))
+
+
+async def _newest_delivered(step: Step, conn: Any, path: ValuePath) -> tuple[int, Any] | None:
+    """The newest delivery attached to the operation holding a value at `path`, and
+    that value; read a few at a time, newest first, however many came after it
+    (progress events: a fixed window of the newest missed an output behind them).
+    A delivery naming another job (attached by our reference before the job id
+    was known) is not read: before, its output was this job's result."""
+    op = step.op
+    async with conn.transaction():
+        cursor = conn.cursor(
+            q("delivered_payloads"), op.operation_id, op.remote_job_id, prefetch=DELIVERIES_A_FETCH
+        )
+        async for row in cursor:
+            payload = row["payload"]
+            value = extract(path, json.loads(payload) if isinstance(payload, str) else payload)
+            if value is not None:
+                return row["webhook_event_id"], value
+    return None
 
 
 def _redacted(value: Any) -> bool:

@@ -266,8 +266,9 @@ SELECT EXISTS (
 );
 
 -- name: delivered_payloads
--- The deliveries attached to operation $1, newest first (at most 20): where a
--- result that comes in a delivery alone (result.source = webhook) is read.
+-- The deliveries attached to operation $1, newest first (read by a cursor, a
+-- few at a time, until one holds the result): where a result that comes in a
+-- delivery alone (result.source = webhook) is read.
 -- Found through their observations (observations_by_operation): webhook_events
 -- has no index on operation_id, and one would cost every delivery's write.
 -- Not one naming another job than $2, the operation's: a delivery matched by
@@ -278,5 +279,4 @@ FROM observations o
 JOIN webhook_events e ON e.webhook_event_id = o.webhook_event_id
 WHERE o.operation_id = $1 AND o.source = 'webhook' AND e.operation_id = $1
   AND (e.remote_job_id IS NULL OR e.remote_job_id = $2)
-ORDER BY e.received_at DESC, e.webhook_event_id DESC
-LIMIT 20;
+ORDER BY e.received_at DESC, e.webhook_event_id DESC;

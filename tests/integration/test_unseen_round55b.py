@@ -563,6 +563,42 @@ async def test_baseten_a_success_read_before_its_delivery_waits_for_it(
         assert json.loads(await r.result_bytes(op_id)) == BT_OUTPUT
 
 
+async def test_baseten_an_output_behind_many_later_deliveries_is_still_found(
+    pool: Any, tmp_path: Path
+) -> None:
+    """The output's delivery, then 25 later ones holding none (progress events, as
+    another provider sends): the output is still the result. Before, only the 20
+    newest deliveries were read, and the operation ended result_unavailable."""
+    fx = BasetenFixture()
+    async with baseten(pool, tmp_path, fx) as r:
+        op_id = await r.submit(predict("slow"))
+        await r.settle(op_id, {S.OBSERVING, S.ACCEPTED})
+        rid = fx.only()["id"]
+        assert await fx.deliver(r.hook_url, rid) == 200  # stored and attached on commit
+        for n in range(25):
+            event_id = await pool.fetchval(
+                "INSERT INTO webhook_events (provider, event_id, signature_scheme, id_signed,"
+                " remote_job_id, payload, operation_id, attached_at, received_at)"
+                " SELECT 'baseten_async', $1, 'hmac', true, $2, $3::jsonb, $4, now(),"
+                " max(received_at) + make_interval(secs => $5)"
+                " FROM webhook_events WHERE operation_id = $4 RETURNING webhook_event_id",
+                f"progress-{n}",
+                rid,
+                json.dumps({"request_id": rid, "status": "IN_PROGRESS"}),
+                op_id,
+                n + 1,
+            )
+            await pool.execute(
+                "INSERT INTO observations (operation_id, source, webhook_event_id)"
+                " VALUES ($1, 'webhook', $2)",
+                op_id,
+                event_id,
+            )
+        fx.jobs[rid]["state"] = "SUCCEEDED"
+        assert await r.settle(op_id, ENDS, timeout=8) is S.SUCCEEDED, await r.history(op_id)
+        assert json.loads(await r.result_bytes(op_id)) == BT_OUTPUT
+
+
 async def test_baseten_an_output_whose_link_was_stored_redacted_is_no_success(
     pool: Any, tmp_path: Path
 ) -> None:
