@@ -40,15 +40,16 @@ import dataclasses
 import hashlib
 import json
 import zlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from shared.jsonread import NOT_JSON
 from shared.ledger.states import RemoteState
 from shared.providers.base64_field import Base64Error, decode_base64
-from shared.providers.checksums import ChecksumError, check_checksum
+from shared.providers.checksums import ChecksumError, check_checksum, digest_of
 from shared.providers.description import (
+    ChecksumAlgorithm,
     ProviderDescription,
     ResultFormat,
     ResultSpec,
@@ -300,11 +301,16 @@ def decompressed(
     except (zlib.error, EOFError) as exc:
         reason = f"the result document says the file is gzip ({where}), but it is not: {exc}"
         return _document_refused(answer, reason)
-    digests = dict(answer.sent_digests) or {
-        name: hashlib.new(name, answer.body, usedforsecurity=False).digest()
-        for name in ("sha256", "sha512", "md5")
-    }
-    return dataclasses.replace(answer, body=body, sent_digests=digests)
+    return dataclasses.replace(answer, body=body, sent_digests=_digests_as_sent(answer))
+
+
+def _digests_as_sent(answer: HttpResponse) -> Mapping[str, bytes]:
+    """The digests a checksum header is checked against once the body is opened:
+    of the compressed bytes, as sent, with every algorithm a checksum may name
+    (as the transport makes them for a content-coded answer, whose own it keeps)."""
+    if answer.sent_digests:
+        return answer.sent_digests
+    return {a.value: digest_of(a, answer.body) for a in ChecksumAlgorithm}
 
 
 # The two bytes every gzip member starts with (RFC 1952).
