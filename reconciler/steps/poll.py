@@ -674,12 +674,15 @@ async def _cancelled_by_whom(step: Step, conn: Any) -> str:
     left (its calls are the evidence: the step's own row may predate a cancel it
     sent itself, the answer lost), what such a read cannot tell; else that no
     cancel of ours reached the provider."""
-    left = [
-        c
-        for c in await conn.fetch(q("cancel_calls"), step.op.operation_id)
-        if c["error_category"] not in NEVER_LEFT
-    ]
+    left = await _cancels_that_left(conn, step.op.operation_id)
     return _after_a_destructive_cancel(step) if left else _cancelled_without_ours(step)
+
+
+async def _cancels_that_left(conn: Any, operation_id: str) -> list[Any]:
+    """The operation's cancel calls that may have reached the provider, newest
+    first: a call that never left (no connection) reached nothing."""
+    calls = await conn.fetch(q("cancel_calls"), operation_id)
+    return [c for c in calls if c["error_category"] not in NEVER_LEFT]
 
 
 def _cancelled_without_ours(step: Step) -> str:
@@ -749,30 +752,25 @@ async def _unanswered_cancel(step: Step, conn: Any, deadline: Deadline) -> str |
     # A call that never left (no connection) reached nothing: a cancel safe to
     # repeat stays "sent" after one, so the newest call may be such a one, and
     # "it may have reached the provider" was said of a request that reached nothing.
-    left = [
-        c
-        for c in await conn.fetch(q("cancel_calls"), op.operation_id)
-        if c["error_category"] not in NEVER_LEFT
-    ]
+    left = await _cancels_that_left(conn, op.operation_id)
     if not left:
         return (
             "cancel deadline passed and no cancel request reached the provider (each "
             "attempt failed before it left), so no cancel was sent"
         )
     last = left[0]
-    if last["status_code"] is None:
-        how = last["error_category"] or "interrupted before its answer was recorded"
+    # the newest unanswered one: the last, or an earlier one whose fate the answers
+    # to later requests say nothing of
+    unanswered = next((c for c in left if c["status_code"] is None), None)
+    if unanswered is None:
+        return None
+    how = unanswered["error_category"] or "interrupted before its answer was recorded"
+    if unanswered is last:
         reason = (
             f"cancel deadline passed and our cancel request got no answer ({how}): it may "
             "have reached the provider, so whether the provider took it is unknown"
         )
     else:
-        # answered, but an earlier one that left was not: the answer to a later
-        # request says nothing of what the earlier one did
-        earlier = next((c for c in left if c["status_code"] is None), None)
-        if earlier is None:
-            return None
-        how = earlier["error_category"] or "interrupted before its answer was recorded"
         reason = (
             f"cancel deadline passed; an earlier cancel request got no answer ({how}) and "
             "may have reached the provider, and the later ones' answers confirm nothing "
