@@ -424,10 +424,11 @@ def _read_status(desc: ProviderDescription, resp: HttpResponse, now: datetime | 
     if code in desc.status.not_found_statuses:
         return StatusFact(not_found=True, problem=f"HTTP {code}: job not found", **common)
     by_code = desc.status.state_from_http_status.get(code)
-    gone = _gone_by_code(desc, resp) if by_code is None and not 200 <= code < 300 else None
-    if gone is not None:
-        return StatusFact(not_found=True, problem=f"HTTP {code}, {gone}: job not found", **common)
     if not 200 <= code < 300 and by_code is None:
+        gone = _gone_by_code(desc, resp)
+        if gone is not None:
+            problem = f"HTTP {code}, {gone}: job not found"
+            return StatusFact(not_found=True, problem=problem, **common)
         throttled = throttle_code(desc, resp)
         spent = _out_of_quota(resp)
         if spent and common["retry_after_seconds"] is None:
@@ -642,8 +643,9 @@ def _no_state_code(
     answer carries a code and a message (Snowflake's SQL API) otherwise had
     "Statement executed successfully." kept as the operation's last error, shown to
     whoever reads a result refused after it as what went wrong. A code keyed to
-    another state than the one read is an error that equals a state's key by chance
-    (error 1 beside status 3): dropped, a failure lost its error or read as a success."""
+    another state than the one read is a real error that equals a state's key by
+    chance (error 1 beside status 3): kept (dropping it lost a failure's error, or
+    read the failure as a success)."""
     if error is None:
         return None
     mapped = spec.state_map.get(error.code or "")
