@@ -1179,8 +1179,8 @@ def _status(table: _Table) -> StatusSpec:
         body=body,
         estimated_end=table.path("estimated_end", RESPONSE),
         estimated_seconds_left=table.path("estimated_seconds_left", RESPONSE),
-        throttle_codes=_not_created_codes(table, "throttle_codes"),
-        not_found_codes=_not_created_codes(table, "not_found_codes"),
+        throttle_codes=_codes_at_paths(table, "throttle_codes"),
+        not_found_codes=_codes_at_paths(table, "not_found_codes"),
         error_means_failed=_error_means_failed(table, done, (error, error_code, error_message)),
     )
     if spec.progress_percent is not None and spec.progress_fraction is not None:
@@ -1305,7 +1305,7 @@ def _create(table: _Table, status: StatusSpec, has_plugin: bool) -> CreateSpec:
         idempotency_format=table.choice("idempotency_format", TokenFormat, TokenFormat.TOKEN),
         min_result_deadline_seconds=table.int_or("min_result_deadline_seconds", 1),
         not_created_statuses=_not_created_statuses(table),
-        not_created_codes=_not_created_codes(table, "not_created_codes"),
+        not_created_codes=_codes_at_paths(table, "not_created_codes"),
         encoding=table.choice("encoding", BodyEncoding, BodyEncoding.JSON),
         form_nesting=table.choice("form_nesting", FormNesting, FormNesting.NONE),
         poll_after_seconds=table.path("poll_after_seconds", RESPONSE),
@@ -1436,7 +1436,7 @@ def _refusal_statuses(table: _Table, key: str, what: str) -> frozenset[int]:
     return codes
 
 
-def _not_created_codes(table: _Table, key: str) -> tuple[tuple[ValuePath, frozenset[str]], ...]:
+def _codes_at_paths(table: _Table, key: str) -> tuple[tuple[ValuePath, frozenset[str]], ...]:
     """`[create.not_created_codes]` (`[status.throttle_codes]`,
     `[status.not_found_codes]`, `[cancel.refused_codes]`): a path of the answer,
     and the error codes found there that the provider documents as creating
@@ -1618,7 +1618,7 @@ def _cancel(table: _Table | None, create: CreateSpec) -> CancelSpec:
         deletes_job=table.boolean("deletes_job", False),
         resend_statuses=_resend_statuses(table),
         use_status_url=use_status_url,
-        refused_codes=_not_created_codes(table, "refused_codes"),
+        refused_codes=_codes_at_paths(table, "refused_codes"),
     )
     if spec.body is not None and spec.method == "GET":
         raise table.error("body", "a GET carries no body: set method (POST, PATCH...)")
