@@ -411,16 +411,7 @@ async def _fetch(
             value: Any = {"remote_state": status.raw_state}
         else:
             value = step.adapter.inline_result(status_resp)
-        check = step.adapter.validate_inline_result(value, status)
-        # its failed items too, as a fetched result's: Zendesk's job status lists
-        # each refused user in `results`; before, they were counted, never recorded
-        return Collected(
-            check,
-            _inline_content(step, check, value),
-            "result",
-            _counts(check, status),
-            check.failed_items,
-        )
+        return _inline_collected(step, value, status)
     too_many = _too_many_files(reqs)
     if too_many is not None:
         return await _give_up(step, conn, S.RESULT_VALIDATION_FAILED, too_many)
@@ -481,14 +472,7 @@ async def _delivered(step: Step, conn: Any, status: StatusFact, attempt: int) ->
                 f"was stored with credential-looking link values {REDACTED} (a pre-signed "
                 "link is a bearer credential): the output as sent is kept nowhere",
             )
-        check = step.adapter.validate_inline_result(value, status)
-        return Collected(
-            check,
-            _inline_content(step, check, value),
-            "result",
-            _counts(check, status),
-            check.failed_items,
-        )
+        return _inline_collected(step, value, status)
     if await _out_of_retries(step, conn, attempt):
         return await _give_up(
             step,
@@ -961,6 +945,16 @@ def _stored_content(step: Step, check: ResultCheck, responses: Sequence[HttpResp
     if check.decoded is not None:  # a base64 field the check has decoded already
         return check.decoded
     return result_content(step.adapter.desc.result, bodies)
+
+
+def _inline_collected(step: Step, value: Any, status: StatusFact) -> Collected:
+    """A result found in an answer (the status, a delivery), judged as an inline
+    result is, with its failed items too, as a fetched result's: Zendesk's job
+    status lists each refused user in `results`; before, they were counted,
+    never recorded."""
+    check = step.adapter.validate_inline_result(value, status)
+    content = _inline_content(step, check, value)
+    return Collected(check, content, "result", _counts(check, status), check.failed_items)
 
 
 def _inline_content(step: Step, check: ResultCheck, value: Any) -> bytes:
