@@ -22,6 +22,9 @@ log's own checks bind, it is compared with them here:
   stops retrying a create, and gives up on a job): as the submission logged
   them (its first history row, migration 040), the result deadline as the
   newest operator decision that extended it says;
+- the status URL every read of the job goes to (`status_url`): as the first
+  transition to carry the job id logged it, by digest (migration 041; the
+  URL is set with the job id and a trigger refuses any change after);
 - who asked to cancel and why (`cancel_requested_by`, `cancel_reason`): as
   the newest transition that recorded an intent says (a request's actor and
   cause, or the operator decision it cites).
@@ -41,9 +44,12 @@ so nothing here needs excusing.
 
 What no logged evidence determines is not judged (README, *The evidence
 log*): the deadlines of an operation submitted before migration 040 (until an
-operator extends one), the cancel deadline, the status read to send, an
-intent recorded with no transition (while stopped for a human, before any
-other), the forecast's progress anchor, and any other error.
+operator extends one), the status URL of a job first carried before 041 or
+rewritten while a job found in cancel_requested waits for its first
+transition, the copy of the status read kept to record a lost one
+(`status_request`), the cancel deadline, an intent recorded with no
+transition (while stopped for a human, before any other), the forecast's
+progress anchor, and any other error.
 """
 
 from __future__ import annotations
@@ -87,6 +93,8 @@ async def check_working_state(conn: Any, report: Reports) -> None:
     async for row in conn.cursor(q("audit_deadlines"), prefetch=PREFETCH):
         for differs in _deadline_problems(row):
             report.problem(f"operations {row['operation_id']}: {differs}")
+    async for row in conn.cursor(q("audit_status_urls"), prefetch=PREFETCH):
+        report.problem(f"operations {row['operation_id']}: {_status_url_problem(row)}")
     async for row in conn.cursor(q("audit_cancel_intents"), prefetch=PREFETCH):
         problem = _cancel_problem(row)
         if problem:
@@ -145,6 +153,20 @@ def _cancel_problem(row: Any) -> str | None:
         "who asked to cancel and why (cancel_requested_by, cancel_reason) differ from "
         f"the logged request (history seq {seq})"
     )
+
+
+def _status_url_problem(row: Any) -> str:
+    """Names the logged URL by its digest only: a presigned URL's query is a secret."""
+    first = f"the first transition to carry its job (history seq {row['seq']})"
+    logged = row["logged"]
+    if row["empty"]:
+        return f"status_url is empty, but {first} logged one ({logged})"
+    if logged == "none":
+        return (
+            f"status_url is set, but {first} logged none (its job is read at a path built "
+            "from its id)"
+        )
+    return f"status_url differs from the one {first} logged ({logged})"
 
 
 def _progress_text(completed: Any, total: Any, percent: Any) -> str:

@@ -196,6 +196,31 @@ WHERE (b.operation_id IS NOT NULL AND o.create_deadline IS DISTINCT FROM b.creat
        AND o.result_deadline IS DISTINCT FROM coalesce(e.result_deadline, b.result_deadline))
 ORDER BY o.operation_id COLLATE "C";
 
+-- name: audit_status_urls
+-- The status URL every read of the job (and a cancel sent there) goes to,
+-- against the digest the first transition to carry the job id logged at its
+-- cause's end (migration 041): set_remote_job writes the URL with the job id,
+-- in the transaction of that move (or before it, for a job found while
+-- cancel_requested), and a trigger refuses any change after. A first carrying
+-- row that logged none was written before 041: not judged. One grouped pass
+-- over the rows carrying a job (a hash aggregate), then a lookup by key each.
+WITH first AS (
+    SELECT operation_id, min(seq) AS seq
+    FROM history
+    WHERE remote_job_id IS NOT NULL AND from_state IS NOT NULL
+    GROUP BY operation_id
+), logged AS (
+    SELECT f.operation_id, f.seq,
+           substring(h.cause FROM '; status URL (none|sha256:[0-9a-f]{64})$') AS status_url
+    FROM first f
+    JOIN history h ON h.operation_id = f.operation_id AND h.seq = f.seq
+)
+SELECT o.operation_id, o.status_url IS NULL AS empty, l.status_url AS logged, l.seq
+FROM logged l
+JOIN operations o USING (operation_id)
+WHERE l.status_url IS NOT NULL AND l.status_url <> jw_status_url_logged(o.status_url)
+ORDER BY o.operation_id COLLATE "C";
+
 -- name: audit_failed_errors
 -- A failed operation's error (code and message agents are shown), when its
 -- failing transition cites a status read or a result verdict that is still

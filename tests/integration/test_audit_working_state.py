@@ -12,11 +12,13 @@ triggers off, fails the check naming it.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import pytest
 
 from bench.harness import FILL_SQL
@@ -27,7 +29,7 @@ from shared.db.queries import q
 from shared.ledger import decisions, log
 from shared.ledger.decisions import adopt_job, deadline_note, decide
 from shared.ledger.log_audit import LogReport, verify_log
-from shared.ledger.states import LocalState
+from shared.ledger.states import Evidence, LocalState
 from shared.ledger.working_state_audit import check_working_state
 from shared.tlog import Signer
 from tests.harness import rig
@@ -177,7 +179,14 @@ async def test_the_untouched_lifecycle_passes(
             lc.failed,
         )
         queued = await conn.fetchval("SELECT count(*) FROM log_queue")
+        urls = dict(
+            await conn.fetch(
+                "SELECT operation_id, status_url FROM operations WHERE operation_id = ANY ($1)",
+                [lc.succeeded, lc.adopted],
+            )
+        )
     # the lifecycle has what the checks judge
+    assert urls[lc.succeeded] is not None and urls[lc.adopted] is None
     assert states[lc.partial] == "partially_succeeded"
     assert states[lc.succeeded] == "succeeded"
     assert failed["state"] == "failed" and failed["evidence_kind"] == "observation"
@@ -418,6 +427,22 @@ ATTACKS: dict[str, Attack] = {
         "create_deadline = create_deadline + interval '1 day'",
         "create_deadline ",
     ),
+    "a status URL pointed at another server": (
+        # every later read, and the result it names, would come from there
+        lambda lc: lc.succeeded,
+        "status_url = 'http://127.0.0.1:9/forged'",
+        "status_url differs from the one the first transition to carry its job (history seq",
+    ),
+    "a status URL emptied": (
+        lambda lc: lc.succeeded,
+        "status_url = NULL",
+        "status_url is empty, but the first transition to carry its job (history seq",
+    ),
+    "a status URL given to a job read at its id's path": (
+        lambda lc: lc.adopted,
+        "status_url = 'http://127.0.0.1:9/forged'",
+        "status_url is set, but the first transition to carry its job (history seq",
+    ),
     "a failed operation's error cleared": (
         lambda lc: lc.failed,
         "last_error = NULL",
@@ -624,3 +649,100 @@ async def test_an_extension_recorded_by_a_version_before_040_is_reported(
     assert len(problems) == 1, problems
     assert problems[0].startswith(f"operations {op_id}: result_deadline ")
     assert "differs from the one its submission logged (history seq 1)" in problems[0]
+
+
+STATUS_URL = "https://api.example.test/v1/jobs/j-41?sig=not-for-agents"
+
+
+async def _accept(conn: Any, ref: str, job: str, status_url: str | None, cause: str) -> str:
+    """An operation whose create answer named `job` (and `status_url`), then read."""
+    op_id = await submit(conn, ref=ref)
+    call_id = await call(conn, op_id, "create", 202, job)
+    async with conn.transaction():
+        await ledger.record_remote_job(conn, op_id, job, status_url=status_url, create_mode="async")
+        await ledger.transition(
+            conn,
+            op_id,
+            S.CREATE_PENDING,
+            S.ACCEPTED,
+            actor="reconciler:test",
+            cause=cause,
+            evidence=(Evidence.CALL, call_id),
+        )
+    await drive(conn, op_id, S.OBSERVING)
+    return op_id
+
+
+async def _causes(conn: Any, op_id: str) -> list[str]:
+    rows = await conn.fetch("SELECT cause FROM history WHERE operation_id = $1 ORDER BY seq", op_id)
+    return [r["cause"] for r in rows]
+
+
+async def test_the_first_transition_to_carry_a_job_logs_its_status_url(pool: Any) -> None:
+    """By digest (the URL's query may be a signature agents must not read), or none;
+    only the first move carrying the job; a cause at its length limit cut to fit."""
+    digest = hashlib.sha256(STATUS_URL.encode()).hexdigest()
+    async with pool.acquire() as conn:
+        with_url = await _accept(conn, "url", "j-41", STATUS_URL, "create answered")
+        at_path = await _accept(conn, "path", "j-42", None, "create answered")
+        long = await _accept(conn, "long", "j-43", STATUS_URL, "x" * 2000)
+        causes = {op: await _causes(conn, op) for op in (with_url, at_path, long)}
+        assert await _working_state_problems(conn) == []
+    assert causes[with_url][1] == f"create answered; status URL sha256:{digest}"
+    assert causes[at_path][1] == "create answered; status URL none"
+    assert "status URL" not in causes[with_url][2]  # accepted -> observing: not the first
+    assert all("sig=" not in cause for cause in causes[with_url])
+    assert len(causes[long][1]) == 2000
+    assert causes[long][1].endswith(f"x; status URL sha256:{digest}")
+
+
+async def test_the_status_url_is_never_changed_after_the_job_id(pool: Any) -> None:
+    """What the history logged stays what is read: a second recording of the job may
+    repeat its URL or name none, not another one (as no superuser's hand would)."""
+    async with pool.acquire() as conn:
+        op_id = await _accept(conn, "fixed", "j-44", STATUS_URL, "create answered")
+        await ledger.record_remote_job(conn, op_id, "j-44", create_mode="async")
+        await ledger.record_remote_job(
+            conn, op_id, "j-44", status_url=STATUS_URL, create_mode="async"
+        )
+        with pytest.raises(ledger.ImmutableFact, match="never changed after"):
+            await ledger.record_remote_job(
+                conn, op_id, "j-44", status_url="http://127.0.0.1:9/forged", create_mode="async"
+            )
+        with pytest.raises(asyncpg.PostgresError, match="never changed after"):
+            await conn.execute(
+                "UPDATE operations SET status_url = NULL WHERE operation_id = $1", op_id
+            )
+        assert (
+            await conn.fetchval("SELECT status_url FROM operations WHERE operation_id = $1", op_id)
+            == STATUS_URL
+        )
+
+
+async def test_a_job_first_carried_before_041_has_its_status_url_unjudged(
+    pg_server: ResolvedDatabase,
+) -> None:
+    """A job recorded before migration 041 logged no status URL: its row is not judged
+    (no false alarm on an upgraded database); one accepted after it is."""
+    async with dropped_afterwards(pg_server.admin_url, "jw_audit_041") as name:
+        migrations = load_migrations()
+        assert migrations[40].name.startswith("041_")
+        url = await partly_migrated(pg_server.admin_url, name, 40)
+        conn = await connect(url)  # the server's superuser, as the attacker is
+        try:
+            before = await _accept(conn, "before-041", "j-45", STATUS_URL, "create answered")
+            await apply_migrations(conn)
+            after = await _accept(conn, "after-041", "j-46", STATUS_URL, "create answered")
+            assert (await _causes(conn, before))[1] == "create answered"
+            async with conn.transaction():
+                await conn.execute("SET LOCAL session_replication_role = replica")
+                await conn.execute(
+                    "UPDATE operations SET status_url = 'http://127.0.0.1:9/forged'"
+                    " WHERE operation_id = ANY ($1)",
+                    [before, after],
+                )
+            problems = await _working_state_problems(conn)
+        finally:
+            await conn.close()
+    assert len(problems) == 1, problems
+    assert problems[0].startswith(f"operations {after}: status_url differs from the one ")

@@ -582,12 +582,12 @@ WORKING_STATE = {
     # what agents are shown, or what the reconciler acts on next, written without
     # a history row and determined by no logged evidence: operations' columns
     # outside the submitted intent. (The job id, the remote state, progress, the
-    # create and result deadlines, a failed operation's error and a cancel intent
-    # a transition recorded are checked against their evidence:
+    # create and result deadlines, the status URL, a failed operation's error and a
+    # cancel intent a transition recorded are checked against their evidence:
     # test_audit_working_state.py.)
-    # (the create and result deadlines are logged since migration 040; a cancel's is not)
+    # (the create and result deadlines are logged since migration 040, the status
+    # URL since 041; a cancel's deadline is not)
     "the_cancel_deadline": "cancel_deadline = now() + interval '30 days'",
-    "the_status_url": "status_url = 'https://elsewhere.example/v1/jobs/x'",
     # an intent where no transition recorded one (as one recorded while stopped for
     # a human is): who asked and why, on an operation nobody asked to cancel
     "an_intent_no_transition_records": (
@@ -601,10 +601,10 @@ async def test_the_operations_working_state_is_not_covered(
     pool: Any, signed: tuple[list[str], str], case: str
 ) -> None:
     """The operation row's working state is outside the log (README: *Not covered*),
-    and some of it reaches agents or the reconciler: the cancel deadline, the
-    status URL, a cancel intent no transition recorded. Of it, the state (the
-    chain's last transition), the result (its own, the one its success cites),
-    the job id, the remote state, progress, the create and result deadlines, a
+    and some of it reaches agents or the reconciler: the cancel deadline, a
+    cancel intent no transition recorded. Of it, the state (the chain's last
+    transition), the result (its own, the one its success cites), the job id, the
+    remote state, progress, the create and result deadlines, the status URL, a
     failed operation's error and who asked to cancel and why (as the transition
     that recorded it says) are checked."""
     ops, note = signed
