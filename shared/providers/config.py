@@ -1182,6 +1182,7 @@ def _status(table: _Table) -> StatusSpec:
         throttle_codes=_codes_at_paths(table, "throttle_codes"),
         not_found_codes=_codes_at_paths(table, "not_found_codes"),
         error_means_failed=_error_means_failed(table, done, (error, error_code, error_message)),
+        error_only_when_failed=_error_only_when_failed(table, (error, error_code, error_message)),
     )
     if spec.progress_percent is not None and spec.progress_fraction is not None:
         raise table.error(
@@ -1233,6 +1234,29 @@ def _error_means_failed(
     if not any(paths):
         raise table.error(
             "error_means_failed", "needs error, error_code or error_message (where the error is)"
+        )
+    return True
+
+
+def _error_only_when_failed(table: _Table, paths: tuple[ValuePath | None, ...]) -> bool:
+    """`status.error_only_when_failed`: the error paths name the job's error only on
+    a read that says it failed or was cancelled (a status message every read
+    carries: Apify's `statusMessage`, "Crawling: 2 of 5 pages" while it runs).
+
+    It needs a path to read; `error_means_failed` reads an error beside a success,
+    which this says is none, so the two exclude each other.
+    """
+    if not table.boolean("error_only_when_failed", False):
+        return False
+    if not any(paths):
+        raise table.error(
+            "error_only_when_failed",
+            "needs error, error_code or error_message (where the error is)",
+        )
+    if table.boolean("error_means_failed", False):
+        raise table.error(
+            "error_only_when_failed",
+            "excludes error_means_failed (an error beside a success would be read as none)",
         )
     return True
 

@@ -397,11 +397,18 @@ def parse_status(
     A failed state read with no error of its own is given one, however the state
     was told (the body, a header, the HTTP status): `_unexplained_failure`."""
     fact = _read_status(desc, resp, now)
+    if desc.status.error_only_when_failed and fact.remote_state not in _ENDED_BADLY:
+        # a status message, not an error: the job's news on any other read
+        fact = replace(fact, error=None)
     if _cancelled_by_code(desc.status, fact):
         return replace(fact, remote_state=RemoteState.CANCELLED)
     if fact.error is None and fact.remote_state is RemoteState.FAILED:
         return replace(fact, error=_unexplained_failure(fact.raw_state))
     return fact
+
+
+# The states whose read carries the job's error under `status.error_only_when_failed`.
+_ENDED_BADLY = frozenset({RemoteState.FAILED, RemoteState.CANCELLED})
 
 
 def _cancelled_by_code(spec: StatusSpec, fact: StatusFact) -> bool:

@@ -99,6 +99,33 @@ async def test_apify_a_run_succeeds_and_its_dataset_is_read_page_by_page(
         assert {lim for _, lim in fx.item_reads} == {"2"}
 
 
+async def test_apify_a_status_message_is_no_error_while_the_run_goes_well(
+    pool: Any, tmp_path: Path
+) -> None:
+    """statusMessage is on every read ("Crawling: 2 of 5 pages", "Finished! Total 5
+    requests: ..."): read as the error only when the run failed or was aborted
+    (status.error_only_when_failed). Before, each was kept as the operation's last
+    error, an agent reading a running or succeeded run's progress as what went
+    wrong."""
+    fx = ApifyFixture()
+    async with apify(pool, tmp_path, fx) as r:
+        op_id = await r.submit(actor_input("slow"))
+        await r.settle(op_id, {S.OBSERVING})
+        fx.only()["state"] = "RUNNING"
+        before = fx.reads
+        while fx.reads == before:
+            await r.reconciler.run_once()
+        assert (await r.op(op_id)).last_error is None
+        fx.finish(fx.only()["id"])
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert (await r.op(op_id)).last_error is None
+        errors = await r.pool.fetch(
+            "SELECT error FROM observations WHERE operation_id = $1 AND error IS NOT NULL",
+            op_id,
+        )
+        assert errors == []
+
+
 async def test_apify_a_failed_run_is_failed_with_its_status_message(
     pool: Any, tmp_path: Path
 ) -> None:

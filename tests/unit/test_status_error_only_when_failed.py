@@ -1,0 +1,77 @@
+"""`status.error_only_when_failed`: a status message every read carries (Apify's
+`statusMessage`, Databricks' `state_message`) is the job's error only on a read
+that says it failed or was cancelled; on any other read it is the job's news, not
+an error kept as the operation's last one."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from shared.ledger.states import RemoteState
+from shared.providers import ConfigError, HttpResponse, StatusFact, parse_providers
+from shared.providers.description import ProviderDescription
+from shared.providers.responses import parse_status
+from tests.unit.result_fixtures import provider_table
+
+APIFY = {
+    "state": "/data/status",
+    "state_map": {
+        "RUNNING": "running",
+        "SUCCEEDED": "succeeded",
+        "FAILED": "failed",
+        "ABORTED": "cancelled",
+    },
+    "error_message": "/data/statusMessage",
+}
+
+
+def load(status: dict[str, Any]) -> ProviderDescription:
+    table = provider_table({"source": "url"}, status)
+    return parse_providers(table, "t.toml", {})["p"]
+
+
+def read(desc: ProviderDescription, state: str, message: str | None) -> StatusFact:
+    body = {"data": {"status": state, "statusMessage": message}}
+    return parse_status(desc, HttpResponse(200, {}, json.dumps(body).encode()))
+
+
+@pytest.mark.parametrize(
+    ("state", "message"),
+    [
+        ("RUNNING", "Crawling: 2 of 5 pages"),
+        ("SUCCEEDED", "Finished! Total 5 requests: 5 succeeded, 0 failed."),
+    ],
+)
+def test_a_message_beside_a_running_or_succeeded_state_is_no_error(
+    state: str, message: str
+) -> None:
+    desc = load({**APIFY, "error_only_when_failed": True})
+    fact = read(desc, state, message)
+    assert fact.remote_state is not RemoteState.FAILED
+    assert fact.error is None
+
+
+@pytest.mark.parametrize("state", ["FAILED", "ABORTED"])
+def test_a_message_beside_a_failed_or_cancelled_state_is_its_error(state: str) -> None:
+    desc = load({**APIFY, "error_only_when_failed": True})
+    fact = read(desc, state, "The Actor process failed")
+    assert fact.error is not None and fact.error.message == "The Actor process failed"
+
+
+def test_off_by_default_a_message_beside_a_success_is_kept() -> None:
+    """As before: an error beside a success is a warning at some providers."""
+    fact = read(load(APIFY), "SUCCEEDED", "a warning")
+    assert fact.error is not None and fact.error.message == "a warning"
+
+
+def test_it_needs_an_error_path_and_excludes_error_means_failed() -> None:
+    with pytest.raises(ConfigError) as caught:
+        unread = {k: v for k, v in APIFY.items() if k != "error_message"}
+        load({**unread, "error_only_when_failed": True})
+    assert "error_only_when_failed" in str(caught.value)
+    with pytest.raises(ConfigError) as caught:
+        load({**APIFY, "error_only_when_failed": True, "error_means_failed": True})
+    assert "error_means_failed" in str(caught.value)
