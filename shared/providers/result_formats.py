@@ -104,7 +104,9 @@ def merge_csv(tables: Sequence[CsvTable]) -> CsvTable:
     return CsvTable(first.columns, tuple(rows))
 
 
-def joined_parts(fmt: ResultFormat, options: CsvOptions | None, parts: Sequence[bytes]) -> bytes:
+def joined_parts(
+    fmt: ResultFormat, options: CsvOptions | None, parts: Sequence[bytes], *, lists: bool = False
+) -> bytes:
     """A multi-file result as ONE document of its format: what is stored, hashed and
     handed to agents.
 
@@ -114,11 +116,16 @@ def joined_parts(fmt: ResultFormat, options: CsvOptions | None, parts: Sequence[
     part's own bytes are kept: JSONL and header-less CSV parts are separated
     by a newline where one is missing, later CSV parts lose their header
     record (validation has checked they are the first's), and JSON documents
-    become the items of one array. Text and binary parts are concatenated.
-    A single part is returned as it is.
+    become the items of one array; JSON documents that are each the list of
+    items (`lists`: `result.items = ""`, Apify's dataset pages) become one list
+    of all their items, the shape one such part has. Text and binary parts are
+    concatenated. A single part is returned as it is.
     """
     if len(parts) == 1:
         return parts[0]
+    if fmt is ResultFormat.JSON and lists:
+        held = [inner for inner in map(_list_inside, parts) if inner]
+        return b"[" + b",".join(held) + b"]"
     if fmt is ResultFormat.JSON:
         return b"[" + b",".join(parts) + b"]"
     if fmt is ResultFormat.JSONL or (fmt is ResultFormat.CSV and options is not None):
@@ -127,6 +134,15 @@ def joined_parts(fmt: ResultFormat, options: CsvOptions | None, parts: Sequence[
             lines = [lines[0], *(_without_header(options, part) for part in lines[1:])]
         return b"".join(_ended(part) for part in lines[:-1]) + lines[-1]
     return b"".join(parts)
+
+
+def _list_inside(part: bytes) -> bytes:
+    """What a JSON list's brackets hold, as sent (validation has parsed it as a
+    list: a UTF-8 BOM and JSON's whitespace may stand around it)."""
+    text = part.removeprefix(b"\xef\xbb\xbf").strip(b" \t\r\n")
+    if not (text.startswith(b"[") and text.endswith(b"]")):
+        raise FormatError("a result page is not a JSON list")
+    return text[1:-1].strip(b" \t\r\n")
 
 
 def _ended(part: bytes) -> bytes:

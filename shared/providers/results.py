@@ -57,7 +57,7 @@ from shared.providers.description import (
 )
 from shared.providers.facts import ItemFailure, ResultCheck, StatusFact
 from shared.providers.messages import CODINGS_NOT_UNDONE, UNDONE_CODINGS, HttpResponse
-from shared.providers.paths import extract
+from shared.providers.paths import PathSource, extract
 from shared.providers.result_formats import (
     CsvTable,
     FormatError,
@@ -651,7 +651,14 @@ def result_content(spec: ResultSpec, bodies: Sequence[bytes]) -> bytes:
             return _base64_content(spec, b"".join(bodies))
         except _Invalid as exc:
             raise FormatError(exc.reason) from None
-    return joined_parts(spec.format, spec.csv, bodies)
+    return joined_parts(spec.format, spec.csv, bodies, lists=_pages_are_lists(spec))
+
+
+def _pages_are_lists(spec: ResultSpec) -> bool:
+    """Whether each JSON part is the list of items itself (`items = ""`)."""
+    return (
+        spec.items is not None and spec.items.source is PathSource.BODY and not spec.items.segments
+    )
 
 
 def inline_content(spec: ResultSpec, value: Any) -> bytes:
@@ -900,4 +907,6 @@ def _parsed(spec: ResultSpec, decoded: _Decoded) -> Any:
     documents = decoded.documents
     if spec.format is ResultFormat.JSONL:
         return documents
+    if len(documents) > 1 and _pages_are_lists(spec):  # as stored: one list of the items
+        return [item for document in documents for item in document]
     return documents[0] if len(documents) == 1 else documents

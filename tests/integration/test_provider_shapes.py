@@ -562,7 +562,7 @@ async def test_a_next_page_off_the_providers_origin_is_not_fetched(
 
 async def test_a_dataset_paged_by_offset_ends_on_its_short_page(pool: Any, tmp_path: Path) -> None:
     """Apify's dataset items, `?offset=&limit=10`, 25 items: pages at 0, 10 and 20,
-    the third holding 5 (`last_page = "short"`), joined into one array of pages."""
+    the third holding 5 (`last_page = "short"`), joined into one list of the items."""
     fx = DatasetFixture()
     described = apify_dataset(last_page="short")
     async with shaped(pool, tmp_path, fx.app(), "apify", described) as r:
@@ -575,7 +575,7 @@ async def test_a_dataset_paged_by_offset_ends_on_its_short_page(pool: Any, tmp_p
     assert len(calls) == 3
     assert calls[0]["url"].endswith("/dataset/items?format=json&clean=true&offset=0&limit=10")
     assert op.result_summary["items_total"] == 25
-    assert [item for page in json.loads(stored) for item in page] == DATASET_ITEMS
+    assert json.loads(stored) == DATASET_ITEMS
 
 
 @pytest.mark.parametrize(

@@ -91,11 +91,10 @@ async def test_apify_a_run_succeeds_and_its_dataset_is_read_page_by_page(
         assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
         assert (await r.op(op_id)).remote_job_id == fx.only()["id"]
         assert {"RUNNING", "SUCCEEDED"} <= await r.raw_states(op_id)
-        # the pages joined as one array of pages (README: JSON pages become one
-        # array's items)
-        pages_kept = json.loads(await r.result_bytes(op_id))
         assert [o for o, _ in fx.item_reads] == ["0", "2", "4"], fx.item_reads
-        assert [item for page in pages_kept for item in page] == AP_ITEMS
+        # the pages, each the list itself, kept as one list of the items (before,
+        # as a list of pages, [[...], [...], [...]], unlike a result of one page)
+        assert json.loads(await r.result_bytes(op_id)) == AP_ITEMS
         assert {lim for _, lim in fx.item_reads} == {"2"}
 
 
