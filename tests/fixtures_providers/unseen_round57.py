@@ -53,9 +53,11 @@ after a few reads.
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Any
 
+import httpx
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
@@ -72,6 +74,7 @@ AP_ACTOR = "apify~website-content-crawler"
 AP_ITEMS = [{"url": f"https://example.com/p{n}", "text": f"page {n}"} for n in range(5)]
 AP_FAILURE = "The Actor process failed: Error: Navigation timed out after 60 seconds."
 AP_TIMED_OUT = "The Actor run timed out after 300 seconds."
+AP_HOOK_TOKEN = "apify-hook-token-7f3a9c2e5b1d"
 
 
 class ApifyFixture(_Jobs):
@@ -231,6 +234,27 @@ class ApifyFixture(_Jobs):
     def finish(self, rid: str) -> None:
         self.jobs[rid]["state"] = "SUCCEEDED"
         self.jobs[rid]["items"] = list(AP_ITEMS)
+
+    async def deliver(self, url: str, rid: str, *, token: str = AP_HOOK_TOKEN) -> int:
+        """The actor's webhook for run `rid` (its default payload), the token in the
+        header its headers template names; the answer's code."""
+        run = self.run(self.jobs[rid])
+        event = {
+            "userId": run["userId"],
+            "createdAt": "2026-12-06T10:04:01.000Z",
+            "eventType": f"ACTOR.RUN.{run['status'].replace('-', '_')}",
+            "eventData": {"actorId": run["actId"], "actorRunId": rid},
+            "resource": run,
+        }
+        headers = {
+            "Content-Type": "application/json",
+            "X-Apify-Webhook": "Mop2mD6uC4qgL2aBc",
+            "X-Apify-Webhook-Dispatch-Id": f"dsp{rid}",
+            "X-Apify-Webhook-Token": token,
+        }
+        async with httpx.AsyncClient() as client:
+            answer = await client.post(url, content=json.dumps(event), headers=headers)
+            return answer.status_code
 
 
 # --- Black Forest Labs -------------------------------------------------------------

@@ -25,6 +25,7 @@ from tests.fixtures_providers.described import ENDS, described, reason
 from tests.fixtures_providers.rig import PresetRig, preset_rig
 from tests.fixtures_providers.unseen_round57 import (
     AP_FAILURE,
+    AP_HOOK_TOKEN,
     AP_ITEMS,
     AP_TIMED_OUT,
     AP_TOKEN,
@@ -47,8 +48,20 @@ S = LocalState
 
 
 def rig(
-    pool: Any, tmp_path: Path, fx: Any, name: str, env: dict[str, str], **over: Any
+    pool: Any,
+    tmp_path: Path,
+    fx: Any,
+    name: str,
+    env: dict[str, str],
+    *,
+    with_receiver: bool = False,
+    **over: Any,
 ) -> contextlib.AbstractAsyncContextManager[PresetRig]:
+    """The described provider; its webhooks only with the receiver (without one,
+    polling is the slow backstop a webhook-driven description sets)."""
+    table = described(name, **over)
+    if not with_receiver:
+        table.pop("webhooks", None)
     return preset_rig(
         pool,
         tmp_path,
@@ -56,13 +69,14 @@ def rig(
         preset=None,
         name=name,
         env=env,
-        overrides=described(name, **over),
+        overrides=table,
+        with_receiver=with_receiver,
     )
 
 
 # --- Apify -------------------------------------------------------------------------
 
-AP_ENV = {"APIFY_TOKEN": AP_TOKEN}
+AP_ENV = {"APIFY_TOKEN": AP_TOKEN, "APIFY_WEBHOOK_TOKEN": AP_HOOK_TOKEN}
 
 
 def actor_input(script: str | None = None) -> dict[str, Any]:
@@ -73,6 +87,26 @@ def actor_input(script: str | None = None) -> dict[str, Any]:
 
 def apify(pool: Any, tmp_path: Path, fx: ApifyFixture, **over: Any) -> Any:
     return rig(pool, tmp_path, fx, "apify", AP_ENV, **over)
+
+
+async def test_apify_the_actors_webhook_wakes_the_run_and_a_wrong_token_is_refused(
+    pool: Any, tmp_path: Path
+) -> None:
+    """The actor's webhook integration posts the run to the receiver, its token in
+    the header its headers template names; the run, named by eventData.actorRunId,
+    is read at once and its items collected."""
+    fx = ApifyFixture()
+    async with rig(pool, tmp_path, fx, "apify", AP_ENV, with_receiver=True) as r:
+        op_id = await r.submit(actor_input("slow"))
+        await r.settle(op_id, {S.OBSERVING, S.ACCEPTED})
+        rid = fx.only()["id"]
+        fx.finish(rid)
+        assert await fx.deliver(r.hook_url, rid, token="another") == 401
+        assert await fx.deliver(r.hook_url, rid) == 200
+        assert await r.settle(op_id, ENDS, timeout=8) is S.SUCCEEDED, await r.history(op_id)
+        events = await r.pool.fetch("SELECT operation_id, remote_job_id FROM webhook_events")
+        assert [tuple(e) for e in events] == [(op_id, rid)]
+        assert json.loads(await r.result_bytes(op_id)) == AP_ITEMS
 
 
 async def test_apify_a_run_succeeds_and_its_dataset_is_read_page_by_page(
