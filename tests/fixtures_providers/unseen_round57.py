@@ -53,9 +53,12 @@ after a few reads.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import ssl
 import uuid
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import httpx
 from starlette.applications import Starlette
@@ -275,9 +278,21 @@ class BflFixture(_Jobs, _Storage):
         self.expire_first = False
         self.expired: set[str] = set()
         self.signed = 0
+        # where the polling URLs point (another cluster's origin), when not here
+        self.cluster_url: str | None = None
+        self.cluster_keys: list[str | None] = []  # the x-key each cluster read carried
+        self.storage_keys: list[str | None] = []  # the x-key each CDN read carried
 
     def new_id(self) -> str:
         return str(uuid.UUID(int=0xBF1 << 96 | len(self.jobs) + 1))
+
+    def storage(self) -> Starlette:
+        """The delivery CDN: each read's x-key kept (a signed link wants none)."""
+        return Starlette(routes=[Route("/bucket/{key:path}", self.deliver, methods=["GET"])])
+
+    async def deliver(self, request: Request) -> Response:
+        self.storage_keys.append(request.headers.get("x-key"))
+        return await self.get(request)
 
     def app(self) -> Starlette:
         return Starlette(
@@ -300,7 +315,8 @@ class BflFixture(_Jobs, _Storage):
         self.jobs[rid]["script"] = body.get("script")
         await _created(self)
         # the polling URL names the request, on the cluster that took it
-        polling = str(request.base_url).rstrip("/") + f"/v1/get_result?id={rid}"
+        here = self.cluster_url or str(request.base_url).rstrip("/")
+        polling = f"{here}/v1/get_result?id={rid}"
         return json_response({"id": rid, "polling_url": polling, "cost": 4.0})
 
     def result(self, job: dict[str, Any]) -> dict[str, Any]:
@@ -335,16 +351,41 @@ class BflFixture(_Jobs, _Storage):
         return out
 
     async def poll(self, request: Request) -> Response:
-        if request.headers.get("x-key") != BFL_KEY:
-            return json_response({"detail": "Not authenticated"}, 403)
-        rid = request.query_params.get("id") or ""
+        key = request.headers.get("x-key")
+        status, body = self.read(request.query_params.get("id") or "", key)
+        return json_response(body, status)
+
+    def read(self, rid: str, key: str | None) -> tuple[int, dict[str, Any]]:
+        """A get_result read of `rid` carrying `key`: its HTTP status and body."""
+        if key != BFL_KEY:
+            return 403, {"detail": "Not authenticated"}
         job = self.jobs.get(rid)
         if job is None:
-            return json_response({"id": rid, "status": "Task not found", "result": None})
+            return 200, {"id": rid, "status": "Task not found", "result": None}
         self.reads += 1
         end = {"fail": "Error", "moderated": "Content Moderated"}.get(job["script"] or "", "Ready")
         _advance(job, ["Pending"], end)
-        return json_response(self.result(job))
+        return 200, self.result(job)
+
+    async def cluster(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Another cluster's get_result (an https server of its own), read as here."""
+        try:
+            head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
+        except (asyncio.IncompleteReadError, ConnectionError, ssl.SSLError):
+            writer.close()
+            return
+        fields = dict(line.split(": ", 1) for line in head[1:] if ": " in line)
+        key = next((v for k, v in fields.items() if k.lower() == "x-key"), None)
+        self.cluster_keys.append(key)
+        query = parse_qs(urlsplit(head[0].split(" ")[1]).query)
+        status, body = self.read(query.get("id", [""])[0], key)
+        text = json.dumps(body)
+        writer.write(
+            f"HTTP/1.1 {status} X\r\ncontent-type: application/json\r\nconnection: close\r\n"
+            f"content-length: {len(text)}\r\n\r\n{text}".encode()
+        )
+        await writer.drain()
+        writer.close()
 
 
 # --- Mindee ------------------------------------------------------------------------

@@ -12,6 +12,7 @@ failure told by error_message.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
 import json
@@ -43,6 +44,7 @@ from tests.fixtures_providers.unseen_round57 import (
     MindeeFixture,
     PerplexityFixture,
 )
+from tests.integration.test_page_origins import _self_signed
 
 S = LocalState
 
@@ -275,7 +277,49 @@ async def test_bfl_a_generation_is_read_at_its_polling_url_and_its_image_kept(
         reads = [c["url"] for c in await r.calls(op_id, "status")]
         assert reads and all(u.endswith(f"/v1/get_result?id={job['id']}") for u in reads), reads
         assert await r.result_bytes(op_id) == PNG
-        assert fx.auth == [None]  # the signed link fetched without our key
+        assert fx.auth == [None] and fx.storage_keys == [None]  # the link alone
+
+
+async def test_bfl_a_polling_url_on_another_cluster_is_read_there_with_the_key(
+    pool: Any, tmp_path: Path
+) -> None:
+    """The global endpoint answers a polling_url on the cluster that took the
+    request (api.us1.bfl.ai: here an https server of its own), named in
+    auth.extra_hosts: every read goes there, the key with it; the sample's signed
+    link (the delivery CDN) is fetched without it."""
+    context = _self_signed(tmp_path)
+    fx = BflFixture()
+    server = await asyncio.start_server(fx.cluster, "127.0.0.1", 0, ssl=context)
+    port = server.sockets[0].getsockname()[1]
+    fx.cluster_url = f"https://localhost:{port}"
+    try:
+        async with serve_app(fx.storage()) as storage_url:
+            fx.url = storage_url.replace("127.0.0.1", "localhost")
+            table = described(
+                "bfl",
+                auth={"extra_hosts": [f"localhost:{port}"]},
+                result={"allowed_hosts": ["localhost"]},
+            )
+            async with preset_rig(
+                pool,
+                tmp_path,
+                fx.app(),
+                preset=None,
+                name="bfl",
+                env=BFL_ENV,
+                overrides=table,
+                authorities=str(tmp_path / "cert.pem"),
+            ) as r:
+                op_id = await r.submit(generation())
+                assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+                reads = [c["url"] for c in await r.calls(op_id, "status")]
+                assert await r.result_bytes(op_id) == PNG
+    finally:
+        server.close()
+        await server.wait_closed()
+    assert reads and all(u.startswith(fx.cluster_url) for u in reads), reads
+    assert fx.cluster_keys and set(fx.cluster_keys) == {BFL_KEY}
+    assert fx.auth == [None] and fx.storage_keys == [None]
 
 
 async def test_bfl_a_moderated_generation_is_failed_with_its_reason(
