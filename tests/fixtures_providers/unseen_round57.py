@@ -19,8 +19,9 @@ Where the docs leave a behaviour open, the assumption is stated here.
   items as it goes, so an aborted or timed-out run's dataset holds what it wrote.
 - Black Forest Labs (`x-key`): `POST /v1/flux-pro-1.1` {"prompt", "width",
   "height", ...} answers 200 {"id", "polling_url"} (the polling URL per request,
-  on the cluster that took it); `GET polling_url` {"id", "status": Pending | Ready
-  | Error | Failed | Request Moderated | Content Moderated | Task not found,
+  on the cluster that took it: `cluster_url`, an https server, when set);
+  `GET polling_url` {"id", "status": Pending | Ready | Error | Failed | Request
+  Moderated | Content Moderated | Task not found,
   "result": {"sample": a signed URL valid 10 minutes, "prompt", "seed", ...} | null,
   "progress", "details"}; moderation names its reasons in details["Moderation
   Reasons"] (assumed for both words); an unknown id reads 200 "Task not found"
