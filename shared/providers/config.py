@@ -149,6 +149,8 @@ MAX_BACKOFF_FACTOR = 10.0
 MAX_NUMBER = 1e15
 # Values a cancel or status body may use: they know their job and nothing else.
 CANCEL_VALUES = frozenset({"job_id"})
+# What a lookup's body may name: what its path may.
+LOOKUP_VALUES = frozenset({"client_reference", "idempotency_token"})
 # A result bigger than this is refused unless the description says otherwise:
 # results are stored durably and small ones inline, so unbounded is not an option.
 DEFAULT_MAX_RESULT_BYTES = 50 * 1024 * 1024
@@ -2549,7 +2551,10 @@ def _lookup(table: _Table | None, create: CreateSpec) -> LookupSpec:
         not_found_means_absent=table.boolean("not_found_means_absent", False),
         status_url=table.path("status_url", BODY if listed else RESPONSE),
         next_page_url=table.path("next_page_url", RESPONSE),
+        body=_json_body(table, "body", LOOKUP_VALUES),
     )
+    if spec.body is not None and spec.method == "GET":
+        raise table.error("body", "a GET carries no body: set method (POST)")
     _check_next_page_url(table, spec)
     spec = dataclasses.replace(spec, **_lookup_paging(table, spec))
     if supported and listed:

@@ -261,6 +261,9 @@ rules in ``shared/providers/paths.py``); *paths* = a path or a list of paths;
                until 100 failed items, as a CSV result's), the counts staying the status's
     [lookup]   supported (true if the table exists), reason, kind = list|get, method,
                path (template: {client_reference}, {idempotency_token}), query_param,
+               body = {..} (the JSON object sent, its strings templates over the
+                 path's placeholders; a POST read: AWS Transcribe's Get naming the
+                 job we named, { TranscriptionJobName = "{idempotency_token}" }),
                list, match, job_id, next_page_token, has_more, page_token_param,
                next_page_url (a path: the next page's whole URL, followed as given,
                  instead of next_page_token: Twilio's "/meta/next_page_url", its
@@ -1040,6 +1043,10 @@ class LookupSpec:
     # PageToken and all): followed as given, instead of a token sent in
     # page_token_param. One of next_page_token, next_page_url at most.
     next_page_url: ValuePath | None = None
+    # The JSON object the lookup sends (with a method that carries one): an API
+    # whose every call is a POST naming the job in its body (AWS JSON 1.1's
+    # GetTranscriptionJob {TranscriptionJobName}); None: none.
+    body: TemplatedJson = None
 
     @property
     def numbered(self) -> bool:

@@ -605,7 +605,10 @@ def build_lookup(
     if spec.query_param:
         params[spec.query_param] = client_reference
     params.update(_lookup_page(spec, page_token))
-    return _request(desc, "lookup", spec.method, add_query(url, params), _base_headers(desc), None)
+    payload = _render_json(spec.body, values)
+    return _request(
+        desc, "lookup", spec.method, add_query(url, params), _base_headers(desc), payload
+    )
 
 
 def _lookup_page_url(desc: ProviderDescription, named: str) -> str:
