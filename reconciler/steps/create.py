@@ -413,7 +413,8 @@ async def _our_id_taken(step: Step, conn: Any) -> bool:
     batchInferenceJobId it holds): it is looked up (the lookup's read is what
     proves it ours) rather than sent again, since every resend would get the same
     409. Where `create.already_exists_codes` names the codes the provider documents
-    for it (BigQuery's "duplicate"), only a 409 carrying one counts. Before, the
+    for it (BigQuery's "duplicate"), only a 4xx carrying one counts, a 409 or not
+    (Transcribe's 400 ConflictException: before, a human was told of a job we ran). Before, the
     create was resent at the backoff until the create deadline's lookup, or ten
     minutes of 409s sent it to a human
     (`test_unseen_round54.py::test_fireworks_a_lost_create_is_the_job_of_the_id_we_chose`)."""
@@ -421,10 +422,14 @@ async def _our_id_taken(step: Step, conn: Any) -> bool:
     if desc.create.idempotency is not Idempotency.CLIENT_JOB_ID or not desc.lookup.supported:
         return False
     last = await conn.fetchrow(q("latest_create_call"), step.op.operation_id)
-    if last is None or last["finished_at"] is None or last["status_code"] != 409:
+    if last is None or last["finished_at"] is None:
         return False
     if not desc.create.already_exists_codes:
-        return True
+        return bool(last["status_code"] == 409)
+    # the codes named, any 4xx carrying one: AWS JSON 1.1 answers a name it holds
+    # 400 ConflictException (Transcribe's StartTranscriptionJob)
+    if not 400 <= (last["status_code"] or 0) < 500:
+        return False
     fact = _recorded_fact(step, last)
     return fact is not None and fact.exists
 

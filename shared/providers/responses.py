@@ -16,10 +16,11 @@ Classification rules for a create response, and why:
   its own API outranks our conservative reading of the code.
 - 408, 425, 429, 5xx: `ambiguous` — the provider may have started the work
   before failing to answer (429/503 are also flagged as back-pressure).
-- 409 whose error code is one of `already_exists_codes` (client_job_id only):
-  `ambiguous` with `exists`: the job with the id we chose exists, made by an
-  earlier attempt of ours (BigQuery's "duplicate"); the reconciler reads it by
-  that id (the lookup) rather than resending.
+- a 4xx (409 mostly; AWS JSON's 400 ConflictException) whose error code is one
+  of `already_exists_codes` (client_job_id only): `ambiguous` with `exists`: the
+  job with the id we chose exists, made by an earlier attempt of ours
+  (BigQuery's "duplicate"); the reconciler reads it by that id (the lookup)
+  rather than resending.
 - 409: `rejected` only when its error code is one of `conflict_reject_codes`
   (e.g. "idempotency_key_reused"); otherwise `ambiguous`, because providers
   (Stripe among them) answer 409 while a request with the same token is still
@@ -194,20 +195,23 @@ def parse_create(
     said = _not_created_code(spec, body, resp)
     if said is not None:
         return _not_created_by_code(code, said, error or _body_snippet(resp), common)
+    if 400 <= code < 500 and _ours_already(spec, error, idempotency_token):
+        # a 409 most often, but any 4xx carrying a documented code: AWS JSON 1.1
+        # answers every client error 400 (Transcribe's ConflictException to a job
+        # name it holds); before, such a 400 was a refusal of a job that ran
+        return CreateFact(
+            "ambiguous",
+            reason=f"HTTP {code} {error.code if error else ''}: the job with the id we chose "
+            "already exists (create.already_exists_codes): read it by that id",
+            error=error,
+            exists=True,
+            **common,
+        )
     if code in AMBIGUOUS_CLIENT_STATUSES or code >= 500:
         return CreateFact(
             "ambiguous", reason=f"HTTP {code}: the job may exist", error=error, **common
         )
     if code == 409:
-        if _ours_already(spec, error, idempotency_token):
-            return CreateFact(
-                "ambiguous",
-                reason=f"HTTP 409 {error.code if error else ''}: the job with the id we chose "
-                "already exists (create.already_exists_codes): read it by that id",
-                error=error,
-                exists=True,
-                **common,
-            )
         if error is not None and error.code in spec.conflict_reject_codes:
             return CreateFact(
                 "rejected",
@@ -245,7 +249,7 @@ def parse_create(
 
 
 def _ours_already(spec: CreateSpec, error: ErrorInfo | None, token: str | None) -> bool:
-    """Does a 409 say the job with the id we chose exists (`already_exists_codes`)?
+    """Does a 4xx say the job with the id we chose exists (`already_exists_codes`)?
     The id is our token, minted for this operation alone: the job is ours, made by
     an earlier attempt whose answer was lost (BigQuery's "Already Exists: Job ...")."""
     return (

@@ -69,6 +69,20 @@ def test_a_409_already_exists_says_the_job_with_our_id_exists() -> None:
     assert "already_exists_codes" in fact.reason
 
 
+def test_a_400_carrying_a_named_code_says_so_too_and_without_one_stays_a_refusal() -> None:
+    """AWS JSON 1.1 answers every client error 400: Transcribe's StartTranscriptionJob
+    resent with the job name it holds is 400 ConflictException. Before, only a 409
+    was read for the code, and the 400 was a refusal of a job that ran (after a lost
+    answer, a human told of it)."""
+    desc = load(already_exists_codes=["duplicate"])
+    fact = parse_create(desc, answer(400, DUPLICATE), TOKEN)
+    assert (fact.kind, fact.exists) == ("ambiguous", True), fact
+    assert fact.reason.startswith("HTTP 400 duplicate:"), fact.reason
+    other = {"error": {"code": 400, "errors": [{"reason": "invalid"}]}}
+    assert parse_create(desc, answer(400, other), TOKEN).kind == "rejected"
+    assert parse_create(load(), answer(400, DUPLICATE), TOKEN).kind == "rejected"
+
+
 def test_another_409_stays_ambiguous_and_without_the_key_so_does_this_one() -> None:
     desc = load(already_exists_codes=["duplicate"])
     other = {"error": {"code": 409, "errors": [{"reason": "jobInternalError"}]}}
