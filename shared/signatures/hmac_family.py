@@ -2,7 +2,12 @@
 
 Options: the envelope's (see `envelope`), plus
 - `algorithm`: sha256 (default), sha512, or sha1 for legacy senders;
-- `key_encoding`: raw (default), base64, hex or whsec (see `keys`).
+- `key_encoding`: raw (default), base64, hex or whsec (see `keys`);
+- `construction`: hmac (default), or secret_suffix: the plain digest of the
+  signed content followed by the key, no HMAC: Cloudinary's X-Cld-Signature,
+  hex SHA-1 (or SHA-256) of body + X-Cld-Timestamp + api_secret. Weaker than an
+  HMAC, and only what such a sender leaves us; the secret ends the digested
+  bytes, so a length extension (which needs it first) does not forge one.
 
 Examples: a Stripe-style sender under its own header name is
 `{signature_header = "X-Acme-Signature", format = "kv", timestamp_key = "t",
@@ -13,10 +18,11 @@ signed_content = "{timestamp}.{body}"}`; Svix under custom header names is
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+import hashlib
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
-from .digests import HMAC_ALGORITHMS, any_match, hmac_digest, keyed_hmac
+from .digests import HMAC_ALGORITHMS, any_match, keyed_hmac
 from .envelope import ENVELOPE_KEYS, parse_envelope
 from .keys import HMAC_KEY_ENCODINGS, hmac_key, hmac_key_problem
 from .options import choice, reject_unknown
@@ -24,8 +30,20 @@ from .spec import Matcher, Spec
 from .templates import PLACEHOLDERS
 
 SCHEME = "hmac"
-OPTION_KEYS: tuple[str, ...] = (*ENVELOPE_KEYS, "algorithm", "key_encoding")
+OPTION_KEYS: tuple[str, ...] = (*ENVELOPE_KEYS, "algorithm", "key_encoding", "construction")
 DEFAULT_KEY = "v1"
+CONSTRUCTIONS = frozenset({"hmac", "secret_suffix"})
+
+
+def suffixed_digest(algorithm: str, key: bytes) -> Callable[[bytes], bytes]:
+    """`content -> ` the digest of content then key (`construction = "secret_suffix"`)."""
+    if algorithm not in HMAC_ALGORITHMS:
+        raise ValueError(f"unsupported digest algorithm {algorithm!r}")
+
+    def digest(content: bytes) -> bytes:
+        return hashlib.new(algorithm, content + key).digest()
+
+    return digest
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,12 +53,18 @@ class HmacCheck:
     label: str
     algorithm: str
     key_encoding: str
+    construction: str = "hmac"
+
+    def _keyed(self, key: bytes) -> Callable[[bytes], bytes]:
+        if self.construction == "secret_suffix":
+            return suffixed_digest(self.algorithm, key)
+        return keyed_hmac(self.algorithm, key)
 
     def matcher(self, secrets: Sequence[str]) -> Matcher | None:
         keys = [key for key in (hmac_key(self.key_encoding, s) for s in secrets) if key]
         if not keys:
             return None
-        macs = [keyed_hmac(self.algorithm, key) for key in keys]
+        macs = [self._keyed(key) for key in keys]
 
         def matches(content: bytes, signatures: Sequence[bytes]) -> bool:
             if not signatures:  # nothing to compare: no MAC to compute
@@ -62,7 +86,7 @@ class HmacCheck:
         if key is None:
             problem = hmac_key_problem(self.key_encoding, secret)
             raise ValueError(f"signing needs a usable secret: {problem}")
-        return hmac_digest(self.algorithm, key, content)
+        return self._keyed(key)(content)
 
 
 def parse_options(
@@ -84,5 +108,6 @@ def parse_options(
         label=label,
         algorithm=choice(scheme, options, "algorithm", HMAC_ALGORITHMS, "sha256"),
         key_encoding=choice(scheme, options, "key_encoding", HMAC_KEY_ENCODINGS, "raw"),
+        construction=choice(scheme, options, "construction", CONSTRUCTIONS, "hmac"),
     )
     return Spec(scheme=scheme, envelope=envelope, checks=(check,))
