@@ -34,7 +34,8 @@ docs leave a behaviour open, the assumption is stated here.
   /v1_1/{cloud}/resources/image/upload/{public_id}` (public_id may hold slashes:
   folders) the asset, "derived" [{transformation, format, bytes, id, url,
   secure_url}] once the eager transformation is made (no state word: assumed from
-  the docs' examples). The notification (`notify`): a JSON POST signed
+  the docs' examples). The notification (`notify`) to eager_notification_url: a
+  JSON POST {notification_type: "eager", eager: [...], public_id, batch_id} signed
   X-Cld-Signature = hex SHA-1(body + X-Cld-Timestamp + api_secret),
   X-Cld-Timestamp unix seconds. No cancel.
 - Novita AI (Bearer): `POST /v3/async/txt2img` {extra: {webhook?: {url}}, request:
@@ -496,6 +497,11 @@ class CloudinaryFixture(_Store, _Jobs):
         if job["state"] == "done" and not job["url"]:
             job["url"] = self.put(f"{CLD_EAGER}/{pid}.jpg", CLD_IMAGE, "image/jpeg")
         return json_response(self.asset(job, eager=False))
+
+    def finish(self, pid: str) -> None:
+        job = self.jobs[pid]
+        job["state"] = "done"
+        job["url"] = self.put(f"{CLD_EAGER}/{pid}.jpg", CLD_IMAGE, "image/jpeg")
 
     async def notify(self, url: str, pid: str, *, secret: str = CLD_SECRET) -> int:
         """The eager notification as Cloudinary sends it, signed with the api_secret."""
