@@ -12,11 +12,13 @@ docs leave a behaviour open, the assumption is stated here.
   name already exists. Use a different job name."). GetTranscriptionJob
   {TranscriptionJobName}: TranscriptionJobStatus QUEUED | IN_PROGRESS | FAILED |
   COMPLETED, FailureReason when failed, Transcript.TranscriptFileUri (a pre-signed S3
-  link on another host) when completed; an unknown name: 400 BadRequestException
-  ("The requested job couldn't be found..."). DeleteTranscriptionJob: 200 and an
-  empty body for an ended job; a job IN_PROGRESS: 400 BadRequestException ("...it's
-  in a non-terminal state"): there is no cancel. Errors {"__type", "message"},
-  `x-amzn-ErrorType`.
+  link on another host, signed afresh by each Get; `expired_links`: the X-Amz-Date
+  values of links that have expired, answered 403 AccessDenied) when completed;
+  an unknown name: 400 BadRequestException ("The requested job couldn't be
+  found..."). DeleteTranscriptionJob: 200 and an empty body for an ended job; a
+  job IN_PROGRESS: 400 BadRequestException ("...it's in a non-terminal state"):
+  there is no cancel. Errors {"__type", "Message"}, `x-amzn-ErrorType`;
+  `limit_first`: the first Start answers 400 LimitExceededException, nothing made.
 - D-ID (`Authorization: Basic <API key>`): `POST /talks` {source_url, script,
   webhook?, user_data?} answers 201 {"id": "tlk_...", "created_at", "created_by",
   "status": "created", "object": "talk"}; `GET /talks/{id}` the talk: status created
@@ -77,10 +79,17 @@ class _Store(_Storage):
     """The object store, its reads served by `stored` (the providers' own `get`
     would shadow the store's)."""
 
+    # the links first handed out that have expired by the time they are fetched
+    expired_links: frozenset[str] = frozenset()
+
     def storage(self) -> Starlette:
         return Starlette(routes=[Route("/bucket/{key:path}", self.stored, methods=["GET"])])
 
     async def stored(self, request: Request) -> Response:
+        if request.query_params.get("X-Amz-Date") in self.expired_links:
+            self.auth.append(request.headers.get("authorization"))
+            body = b"<Error><Code>AccessDenied</Code><Message>Request has expired</Message></Error>"
+            return Response(body, 403, media_type="application/xml")
         return await _Storage.get(self, request)
 
 
@@ -117,6 +126,8 @@ class TranscribeFixture(_Store, _Jobs):
         self.targets: list[str] = []
         self.deletes: list[tuple[str, str]] = []
         self.signed_by: list[str] = []
+        self.limit_first = False
+        self.starts = 0
 
     def app(self) -> Starlette:
         return Starlette(routes=[Route("/", self.rpc, methods=["POST"])])
@@ -161,6 +172,12 @@ class TranscribeFixture(_Store, _Jobs):
         return {"TranscriptionJob": out}
 
     async def start(self, body: dict[str, Any]) -> Response:
+        self.starts += 1
+        if self.limit_first and self.starts == 1:
+            return _aws_error(
+                "LimitExceededException",
+                "You've either sent too many requests or your input file is too long.",
+            )
         name = body.get("TranscriptionJobName")
         if not isinstance(name, str) or not name or len(name) > 200:
             return _aws_error("BadRequestException", "TranscriptionJobName is required")
@@ -196,10 +213,12 @@ class TranscribeFixture(_Store, _Jobs):
         _advance(
             job, ["QUEUED", "IN_PROGRESS"], "FAILED" if job["script"] == "fail" else "COMPLETED"
         )
-        if job["state"] == "COMPLETED" and not job["uri"]:
-            job["uri"] = self.put(
+        if job["state"] == "COMPLETED":
+            # each Get signs the transcript's link afresh (it expires: 15 minutes)
+            signed = self.put(
                 f"{job['id']}/asrOutput.json", transcript(job["id"]), "application/json"
             )
+            job["uri"] = f"{signed}&X-Amz-Date=20261206T1000{self.reads:02d}Z"
         return _aws(self.job(job))
 
     def delete(self, body: dict[str, Any]) -> Response:

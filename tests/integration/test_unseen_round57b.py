@@ -132,6 +132,36 @@ async def test_transcribe_a_failed_job_is_failed_with_its_failure_reason(
         assert await reason(r, op_id) == TR_FAILURE
 
 
+async def test_transcribe_an_expired_transcript_link_is_fetched_again_from_a_fresh_get(
+    pool: Any, tmp_path: Path
+) -> None:
+    """The transcript's link is pre-signed and expires; the first one handed out
+    answers 403 AccessDenied "Request has expired": the job is read again for a
+    freshly signed link, and the transcript kept from it."""
+    fx = TranscribeFixture()
+    fx.expired_links = frozenset(f"20261206T1000{n:02d}Z" for n in range(1, 4))
+    async with transcribe(pool, tmp_path, fx) as r:
+        op_id = await r.submit(transcription())
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        kept = json.loads(await r.result_bytes(op_id))
+        assert kept["results"]["transcripts"][0]["transcript"] == TR_TEXT
+        assert len(fx.auth) >= 2 and fx.auth == [None] * len(fx.auth)
+
+
+async def test_transcribe_a_start_over_the_limit_is_sent_again_and_one_job_runs(
+    pool: Any, tmp_path: Path
+) -> None:
+    """400 LimitExceededException made nothing (create.not_created_codes): the same
+    Start, the same name, goes again; one job."""
+    fx = TranscribeFixture()
+    fx.limit_first = True
+    async with transcribe(pool, tmp_path, fx) as r:
+        op_id = await r.submit(transcription())
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert fx.starts == 2 and len(fx.jobs) == 1
+        assert (await r.op(op_id)).remote_job_id == fx.only()["id"]
+
+
 async def test_transcribe_a_cancel_sends_nothing_and_the_job_is_read_to_its_end(
     pool: Any, tmp_path: Path
 ) -> None:
