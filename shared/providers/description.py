@@ -82,6 +82,10 @@ rules in ``shared/providers/paths.py``); *paths* = a path or a list of paths;
                  created", read at that path of any answer without a job id, e.g.
                  "/errors/0/extensions/code" = ["THROTTLED"]; the same back-pressure)
     [status]   method (GET), path (template: {job_id} / {+job_id}), use_status_url,
+               body = {..} (with a method that carries one: the JSON object sent, its
+                 strings templates: {job_id}; AWS JSON 1.1's Get, every call POST /
+                 with X-Amz-Target in the top-level headers, Transcribe's
+                 { TranscriptionJobName = "{job_id}" }; a GraphQL query's variables),
                state (a path, or a list: the first holding a state is read, e.g.
                  Databricks' ["/state/result_state", "/state/life_cycle_state"]) +
                  [status.state_map] | done (AIP-151),
