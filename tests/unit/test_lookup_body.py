@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from shared.providers import build_lookup, parse_providers
-from shared.providers.config import ConfigError
+from shared.providers.config import ConfigError, advisories
 from shared.providers.description import ProviderDescription
 
 TOKEN = "idem_0123456789abcdef0123456789abcdef"
@@ -71,3 +71,20 @@ def test_without_it_the_lookup_sends_none() -> None:
 def test_a_body_that_cannot_be_sent_is_refused_at_load(lookup: dict[str, Any], said: str) -> None:
     with pytest.raises(ConfigError, match=said.replace(".", r"\.")):
         load(**lookup)
+
+
+def test_a_list_filtered_by_its_body_is_not_advised_as_unfiltered() -> None:
+    """A list whose body names our reference (ListTranscriptionJobs
+    {JobNameContains}) is filtered by the provider: one page is its answer, no
+    warning that only a first page of everything is read. Before, only the path
+    and query_param counted, and `providers check` said the lookup was weak."""
+    desc = load(
+        kind="list",
+        body={"JobNameContains": "{idempotency_token}"},
+        list="/TranscriptionJobSummaries",
+        match="/TranscriptionJobName",
+        job_id="/TranscriptionJobName",
+    )
+    assert desc.lookup.filtered
+    assert not [a for a in advisories(desc) if a.startswith("lookup")]
+    assert not load(kind="list", list="/L", match="/N", job_id="/N").lookup.filtered
