@@ -374,10 +374,16 @@ def _deliveries(spec: WebhookSpec) -> tuple[bool, str]:
         if spec.challenge is not None
         else ""
     )
+    kind = f"{spec.scheme.value} signatures"
+    if spec.options.get("construction") == "secret_suffix":
+        # not an HMAC: the operator is told what the sender's signature is worth
+        kind = (
+            f"{spec.scheme.value} signatures (secret_suffix: a plain digest of the content "
+            "then the secret, weaker than an HMAC)"
+        )
     return (
         True,
-        f"{spec.scheme.value} signatures, {rotation}, {replay}{challenge}; events only trigger "
-        "our own status read",
+        f"{kind}, {rotation}, {replay}{challenge}; events only trigger our own status read",
     )
 
 

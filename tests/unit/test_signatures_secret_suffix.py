@@ -16,6 +16,8 @@ import hmac
 
 import pytest
 
+from shared.providers import parse_providers
+from shared.providers.guarantees import describe_guarantees
 from shared.signatures import SignatureError, check_options, sign, verify
 
 SECRET = "cld-api-secret-0123456789abcdef"
@@ -98,3 +100,29 @@ def test_the_replay_window_holds() -> None:
 def test_an_unknown_construction_is_refused_at_load() -> None:
     with pytest.raises(ValueError, match="construction"):
         check_options("hmac", {**CLOUDINARY, "construction": "prefix"})
+
+
+def test_providers_check_says_the_signature_is_no_hmac() -> None:
+    """`providers check` tells the operator what such a signature is worth: a
+    plain digest with the secret appended, weaker than an HMAC; before, it read
+    "hmac signatures" as for any HMAC sender."""
+    table = {
+        "base_url": "https://api.cloudinary.example.test",
+        "create": {"path": "/explicit", "idempotency": "none", "job_id": "/public_id"},
+        "status": {
+            "path": "/resources/{+job_id}",
+            "state": "/type",
+            "state_map": {"upload": "running"},
+        },
+        "result": {"source": "none"},
+        "webhooks": {
+            "scheme": "hmac",
+            "options": CLOUDINARY,
+            "secrets_env": "CLD_SECRET",
+            "thin": True,
+            "job_id": "/public_id",
+        },
+    }
+    desc = parse_providers({"providers": {"c": table}}, "t.toml", {"CLD_SECRET": SECRET})["c"]
+    (_, signed, why) = describe_guarantees(desc)[-2]
+    assert signed and "secret_suffix: a plain digest of the content then the secret" in why, why
