@@ -1067,20 +1067,20 @@ class LookupSpec:
         """Does the request name our reference (the provider filters the list for us),
         in its path or its body (AWS JSON 1.1's List... {JobNameContains})?"""
         names = self.path.names if self.path is not None else frozenset()
-        names = names | _template_names(self.body)
+        names = names | template_names(self.body)
         return self.query_param is not None or bool(
             names & {"client_reference", "idempotency_token"}
         )
 
 
-def _template_names(value: TemplatedJson) -> frozenset[str]:
+def template_names(value: TemplatedJson) -> frozenset[str]:
     """The placeholders a templated JSON value (`config._json_body`) names."""
     if isinstance(value, Template):
         return frozenset(value.names)
     if isinstance(value, Mapping):
-        return frozenset().union(*(_template_names(v) for v in value.values()))
+        return frozenset().union(*(template_names(v) for v in value.values()))
     if isinstance(value, list):
-        return frozenset().union(*(_template_names(v) for v in value))
+        return frozenset().union(*(template_names(v) for v in value))
     return frozenset()
 
 

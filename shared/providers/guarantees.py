@@ -27,6 +27,7 @@ from shared.providers.description import (
     TokenFormat,
     WebhookScheme,
     WebhookSpec,
+    template_names,
 )
 from shared.providers.responses import body_event_id
 
@@ -132,12 +133,12 @@ def _lookup(desc: ProviderDescription) -> Guarantee:
     name = "lookup after lost response"
     if spec.supported and spec.path is not None:
         if spec.kind is LookupKind.GET:
-            how = f"a direct read of {spec.method} {spec.path.text}"
+            how = f"a direct read of {spec.method} {spec.path.text}{_body_note(spec)}"
         elif spec.query_param:
             how = f"{spec.method} {spec.path.text}?{spec.query_param}=<operation id> {_pages(spec)}"
         else:
             how = (
-                f"scanning {spec.method} {spec.path.text} {_pages(spec)} "
+                f"scanning {spec.method} {spec.path.text}{_body_note(spec)} {_pages(spec)} "
                 f"for our reference in {spec.match.text if spec.match else '?'}"
             )
         if spec.kind is LookupKind.LIST:
@@ -157,6 +158,12 @@ def _lookup(desc: ProviderDescription) -> Guarantee:
             "the operation escalates to an operator"
         ),
     )
+
+
+def _body_note(spec: LookupSpec) -> str:
+    """What the lookup's body (`lookup.body`) names, where the job is named in it."""
+    names = sorted(template_names(spec.body))
+    return f" (its body naming {', '.join('{' + n + '}' for n in names)})" if names else ""
 
 
 def _blind(spec: LookupSpec) -> str:

@@ -15,6 +15,7 @@ import pytest
 from shared.providers import build_lookup, parse_providers
 from shared.providers.config import ConfigError, advisories
 from shared.providers.description import ProviderDescription
+from shared.providers.guarantees import describe_guarantees
 
 TOKEN = "idem_0123456789abcdef0123456789abcdef"
 
@@ -88,3 +89,10 @@ def test_a_list_filtered_by_its_body_is_not_advised_as_unfiltered() -> None:
     assert desc.lookup.filtered
     assert not [a for a in advisories(desc) if a.startswith("lookup")]
     assert not load(kind="list", list="/L", match="/N", job_id="/N").lookup.filtered
+
+
+def test_providers_check_says_what_the_body_names() -> None:
+    (_, found, how) = describe_guarantees(
+        load(body={"TranscriptionJobName": "{idempotency_token}"})
+    )[1]
+    assert found and "a direct read of POST / (its body naming {idempotency_token})" in how, how
