@@ -101,8 +101,13 @@ SELECT array_agg(s::text ORDER BY s) FROM unnest(jw_state_set($1)) AS s;
 -- recovery point, in the same statement as the job id). $8: seconds the
 -- accepting answer said to wait before reading the job (an Azure-style 202's
 -- Retry-After), kept as the row's poll hint, so no status read comes sooner,
--- whatever wakes the operation (jw_due_at).
-UPDATE operations SET remote_job_id = $2, status_url = coalesce($3, status_url),
+-- whatever wakes the operation (jw_due_at). The first recording writes the
+-- status URL it is given, none included: a URL on the row before any job id
+-- is no writer's (a superuser's, which no trigger refuses while no job id is on
+-- record), and kept it would be read at and logged as the answer's (041).
+UPDATE operations SET remote_job_id = $2,
+                      status_url = CASE WHEN remote_job_id IS NULL THEN $3
+                                        ELSE coalesce($3, status_url) END,
                       create_mode = coalesce($4, create_mode),
                       status_request = coalesce($6::jsonb, status_request),
                       follow_up = coalesce($7, follow_up),

@@ -746,3 +746,67 @@ async def test_a_job_first_carried_before_041_has_its_status_url_unjudged(
             await conn.close()
     assert len(problems) == 1, problems
     assert problems[0].startswith(f"operations {after}: status_url differs from the one ")
+
+
+FORGED = "http://127.0.0.1:9/forged"
+
+
+async def _plant(pool: Any, op_id: str) -> None:
+    """A URL written while no job id is on record: by no writer of the ledger, and
+    refused by no trigger (there is no recorded URL to protect yet)."""
+    async with superuser(pool) as su:
+        await su.execute(
+            "UPDATE operations SET status_url = $2 WHERE operation_id = $1", op_id, FORGED
+        )
+
+
+async def _adopted_after_a_plant(pool: Any) -> str:
+    async with pool.acquire() as conn:
+        op_id = await submit(conn, ref="planted-adopted")
+        await drive(conn, op_id, S.NEEDS_ATTENTION)
+    await _plant(pool, op_id)
+    async with pool.acquire() as conn:
+        op = await ledger.load_operation(conn, op_id)
+        await adopt_job(
+            conn, op, "j-planted", status_request=None, actor="operator:alice", reason="found"
+        )
+    return op_id
+
+
+async def _accepted_after_a_plant(pool: Any) -> str:
+    """A create answer naming the job and no URL (a job read at its id's path)."""
+    async with pool.acquire() as conn:
+        op_id = await submit(conn, ref="planted-answer")
+        call_id = await call(conn, op_id, "create", 202, "j-planted-2")
+    await _plant(pool, op_id)
+    async with pool.acquire() as conn, conn.transaction():
+        await ledger.record_remote_job(conn, op_id, "j-planted-2", create_mode="async")
+        await ledger.transition(
+            conn,
+            op_id,
+            S.CREATE_PENDING,
+            S.ACCEPTED,
+            actor="reconciler:test",
+            cause="create answered",
+            evidence=(Evidence.CALL, call_id),
+        )
+    return op_id
+
+
+@pytest.mark.parametrize("recorded", [_adopted_after_a_plant, _accepted_after_a_plant])
+async def test_a_status_url_written_before_the_job_id_is_not_kept(
+    pool: Any, recorded: Callable[[Any], Any]
+) -> None:
+    """A URL planted before the job id was kept by a recording naming none (an
+    operator's adoption, an answer naming no URL: set_remote_job's coalesce), and the
+    first transition to carry the job logged its digest as the URL the job is read at:
+    every read went to the planted server, and verify passed. The first recording now
+    writes the URL it was given, none included."""
+    op_id = await recorded(pool)
+    async with pool.acquire() as conn:
+        url = await conn.fetchval(
+            "SELECT status_url FROM operations WHERE operation_id = $1", op_id
+        )
+        logged = [c for c in await _causes(conn, op_id) if "; status URL " in c]
+    assert url is None
+    assert len(logged) == 1 and logged[0].endswith("; status URL none")
