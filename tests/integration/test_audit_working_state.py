@@ -810,3 +810,24 @@ async def test_a_status_url_written_before_the_job_id_is_not_kept(
         logged = [c for c in await _causes(conn, op_id) if "; status URL " in c]
     assert url is None
     assert len(logged) == 1 and logged[0].endswith("; status URL none")
+
+
+async def test_the_check_computes_the_digest_with_no_function_of_the_database(
+    pool: Any,
+) -> None:
+    """jw_status_url_logged is the superuser's to replace (CREATE OR REPLACE, no trigger
+    to disable): the check compared by it, and one answering NULL hid a rewritten URL."""
+    async with pool.acquire() as conn:
+        op_id = await _accept(conn, "replaced", "j-47", STATUS_URL, "create answered")
+    async with superuser(pool) as su:
+        await su.execute(
+            "CREATE OR REPLACE FUNCTION jw_status_url_logged(p_url text) RETURNS text"
+            " LANGUAGE sql IMMUTABLE AS $$ SELECT NULL::text $$"
+        )
+        await su.execute(
+            "UPDATE operations SET status_url = $2 WHERE operation_id = $1", op_id, FORGED
+        )
+    async with pool.acquire() as conn:
+        problems = await _working_state_problems(conn)
+    assert len(problems) == 1, problems
+    assert problems[0].startswith(f"operations {op_id}: status_url differs from the one ")
