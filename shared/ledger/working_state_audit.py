@@ -44,9 +44,10 @@ so nothing here needs excusing.
 
 What no logged evidence determines is not judged (README, *The evidence
 log*): the deadlines of an operation submitted before migration 040 (until an
-operator extends one), the status URL of a job first carried before 041 or
-rewritten while a job found in cancel_requested waits for its first
-transition, the copy of the status read kept to record a lost one
+operator extends one), the status URL of a job first carried before 041 (or
+by a transition a replaced history trigger wrote) or rewritten while a job
+found in cancel_requested, or while an operator stopped the operation, waits
+for its first transition, the copy of the status read kept to record a lost one
 (`status_request`), the cancel deadline, an intent recorded with no
 transition (while stopped for a human, before any other), the forecast's
 progress anchor, and any other error.
