@@ -1242,7 +1242,7 @@ def _error_means_failed(
 
 def _error_only_when_failed(table: _Table, paths: tuple[ValuePath | None, ...]) -> bool:
     """`status.error_only_when_failed`: the error paths name the job's error only on
-    a read that says it failed or was cancelled (a status message every read
+    a read that says it failed, was cancelled or partly succeeded (a status message every read
     carries: Apify's `statusMessage`, "Crawling: 2 of 5 pages" while it runs).
 
     It needs a path to read; `error_means_failed` reads an error beside a success,

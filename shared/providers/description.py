@@ -115,8 +115,9 @@ rules in ``shared/providers/paths.py``); *paths* = a path or a list of paths;
                  its reason: fal.ai's {"status": "COMPLETED", "error", "error_type"},
                  Transloadit's failed assembly, {"error", "message"} and no "ok"),
                error_only_when_failed (false; true: the error paths are read only on a
-                 read whose state is failed or cancelled, a status message every read
-                 carries and the reason only once the job failed: Apify's
+                 read whose state is failed, cancelled or partially_succeeded, a
+                 status message every read carries and the reason only once the
+                 job failed: Apify's
                  "/data/statusMessage", "Crawling: 2 of 5 pages" while it runs, else
                  kept as the operation's last error; not with error_means_failed),
                [status.state_from_http_status] ({"202" = "running", "200" = "succeeded"}:
@@ -705,10 +706,11 @@ class StatusSpec:
     # `COMPLETED` with `error` and `error_type`); off by default, as an error
     # beside a success is a warning at other providers.
     error_means_failed: bool = False
-    # The error paths name an error only on a read whose state is failed or
-    # cancelled: a status message every read carries (Apify's `statusMessage`,
-    # "Crawling: 2 of 5 pages", "Finished! ..."), the reason only once the job
-    # failed; on other reads it was kept as the operation's last error.
+    # The error paths name an error only on a read whose state is failed,
+    # cancelled or partially succeeded (its message says which items failed): a
+    # status message every read carries (Apify's `statusMessage`, "Crawling: 2 of
+    # 5 pages", "Finished! ..."), the reason only once the job failed; on other
+    # reads it was kept as the operation's last error.
     error_only_when_failed: bool = False
     # `state` written as a list: the paths after the first, tried in order when
     # the ones before hold no state (absent, null or empty). Databricks names a

@@ -411,8 +411,12 @@ def parse_status(
     return fact
 
 
-# The states whose read carries the job's error under `status.error_only_when_failed`.
-_ENDED_BADLY = frozenset({RemoteState.FAILED, RemoteState.CANCELLED})
+# The states whose read carries the job's error under `status.error_only_when_failed`:
+# a partial success's message says which items failed (before, it was dropped as a
+# success's summary, and part of a result came with no word of why).
+_ENDED_BADLY = frozenset(
+    {RemoteState.FAILED, RemoteState.CANCELLED, RemoteState.PARTIALLY_SUCCEEDED}
+)
 
 
 def _cancelled_by_code(spec: StatusSpec, fact: StatusFact) -> bool:

@@ -75,3 +75,20 @@ def test_it_needs_an_error_path_and_excludes_error_means_failed() -> None:
     with pytest.raises(ConfigError) as caught:
         load({**APIFY, "error_only_when_failed": True, "error_means_failed": True})
     assert "error_means_failed" in str(caught.value)
+
+
+def test_a_partial_success_keeps_its_message_as_its_error() -> None:
+    """A read the provider says partly succeeded ended with failures: its message
+    says which (a "3 of 10 items failed"), as a partial success's error does
+    without the flag. Before, it was dropped as a success's summary, and the
+    agent got part of a result with no word of why."""
+    desc = load(
+        {
+            **APIFY,
+            "state_map": {**APIFY["state_map"], "COMPLETED_WITH_ERRORS": "partially_succeeded"},
+            "error_only_when_failed": True,
+        }
+    )
+    fact = read(desc, "COMPLETED_WITH_ERRORS", "3 of 10 items failed")
+    assert fact.remote_state is RemoteState.PARTIALLY_SUCCEEDED
+    assert fact.error is not None and fact.error.message == "3 of 10 items failed"
