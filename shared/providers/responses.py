@@ -623,6 +623,11 @@ def _status_from_body(
         if id_paths  # most descriptions name none: no generator on every read
         else ()
     )
+    own = _status_error(spec, body, headers)
+    if spec.error_only_when_failed and state is not said and said not in _ENDED_BADLY:
+        # the message of the state the provider said (a success's summary), not of
+        # the outcome its counts made: before, "Finished! ..." was a failure's reason
+        own = None
     checksum_field = desc.result.expect.checksum_options.status_field
     return StatusFact(
         remote_state=state,
@@ -633,8 +638,7 @@ def _status_from_body(
         provider_updated_at=as_datetime(get(spec.updated_at)),
         poll_after_seconds=as_seconds(get(spec.poll_after_seconds)),
         estimated_end=_estimated_end(spec, body, headers, now),
-        error=_no_state_code(spec, said, _status_error(spec, body, headers))
-        or _counted_failure(said, state, raw, counts),
+        error=_no_state_code(spec, said, own) or _counted_failure(said, state, raw, counts),
         result_url=as_str(get(spec.result_url)),
         errors_url=as_str(get(spec.errors_url)),
         result_file_ids=file_ids,

@@ -92,3 +92,31 @@ def test_a_partial_success_keeps_its_message_as_its_error() -> None:
     fact = read(desc, "COMPLETED_WITH_ERRORS", "3 of 10 items failed")
     assert fact.remote_state is RemoteState.PARTIALLY_SUCCEEDED
     assert fact.error is not None and fact.error.message == "3 of 10 items failed"
+
+
+def _counted(state: str, message: str, succeeded: int, total: int) -> StatusFact:
+    desc = load(
+        {
+            **APIFY,
+            "error_only_when_failed": True,
+            "outcome_from_counts": True,
+            "counts_succeeded": "/data/ok",
+            "counts_total": "/data/total",
+        }
+    )
+    body = {"data": {"status": state, "statusMessage": message, "ok": succeeded, "total": total}}
+    return parse_status(desc, HttpResponse(200, {}, json.dumps(body).encode()))
+
+
+def test_a_success_its_counts_made_a_failure_is_told_by_the_counts() -> None:
+    """The message beside a SUCCEEDED read is the success's summary: when the
+    counts say no item succeeded, the failure's reason is what the counts say, not
+    that summary. Before, "Finished! ..." was the failure's reason."""
+    fact = _counted("SUCCEEDED", "Finished! Total 5 requests", 0, 5)
+    assert fact.remote_state is RemoteState.FAILED
+    assert fact.error is not None and fact.error.code == "no_item_succeeded"
+    partial = _counted("SUCCEEDED", "Finished! Total 5 requests", 2, 5)
+    assert partial.remote_state is RemoteState.PARTIALLY_SUCCEEDED
+    assert partial.error is None
+    failed = _counted("FAILED", "The Actor process failed", 0, 5)
+    assert failed.error is not None and failed.error.message == "The Actor process failed"
