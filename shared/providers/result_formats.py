@@ -118,11 +118,16 @@ def joined_parts(
     record (validation has checked they are the first's), and JSON documents
     become the items of one array; JSON documents that are each the list of
     items (`lists`: `result.items = ""`, Apify's dataset pages) become one list
-    of all their items, the shape one such part has. Text and binary parts are
-    concatenated. A single part is returned as it is.
+    of all their items, the shape one such part has. A JSON, JSONL or CSV
+    part's leading UTF-8 BOM, which validation dropped, is dropped here too.
+    Text and binary parts are concatenated. A single part is returned as it is.
     """
     if len(parts) == 1:
         return parts[0]
+    if fmt in _PARSED_PER_PART:
+        # validation read each part with its BOM dropped: inside the joined
+        # document one is a U+FEFF mid-text (`[{..},\ufeff{..}]` is no JSON)
+        parts = [part.removeprefix(_BOM) for part in parts]
     if fmt is ResultFormat.JSON and lists:
         held = [inner for inner in map(_list_inside, parts) if inner]
         return b"[" + b",".join(held) + b"]"
@@ -136,10 +141,15 @@ def joined_parts(
     return b"".join(parts)
 
 
+_BOM = b"\xef\xbb\xbf"
+# The formats whose parts validation parses one by one, a leading BOM dropped.
+_PARSED_PER_PART = frozenset({ResultFormat.JSON, ResultFormat.JSONL, ResultFormat.CSV})
+
+
 def _list_inside(part: bytes) -> bytes:
     """What a JSON list's brackets hold, as sent (validation has parsed it as a
     list: a UTF-8 BOM and JSON's whitespace may stand around it)."""
-    text = part.removeprefix(b"\xef\xbb\xbf").strip(b" \t\r\n")
+    text = part.removeprefix(_BOM).strip(b" \t\r\n")
     if not (text.startswith(b"[") and text.endswith(b"]")):
         raise FormatError("a result page is not a JSON list")
     return text[1:-1].strip(b" \t\r\n")

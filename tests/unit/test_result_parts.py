@@ -53,6 +53,37 @@ def test_json_documents_become_the_items_of_one_array() -> None:
     assert b'{"a": 1.50}' in whole  # each part's own bytes
 
 
+BOM = b"\xef\xbb\xbf"
+
+
+def test_a_part_s_utf8_bom_is_not_kept_inside_the_joined_document() -> None:
+    """Validation reads each part as UTF-8 with its BOM dropped (`_strict_json`,
+    `decode_text`), so a part that starts with one passes; laid inside the joined
+    document, the BOM was a U+FEFF in the middle of it: two JSON pages stored as
+    `[{..},\ufeff{..}]` (not JSON at all, though judged valid), a JSONL line and a
+    header-less CSV row that a strict reader refuses or reads with U+FEFF in its
+    first field."""
+    whole = joined_parts(ResultFormat.JSON, None, [BOM + b'{"a": 1}', BOM + b'{"b": 2}'])
+    assert json.loads(whole.decode("utf-8")) == [{"a": 1}, {"b": 2}]
+    lines = joined_parts(ResultFormat.JSONL, None, [b'{"n":1}\n', BOM + b'{"n":2}\n'])
+    assert [json.loads(line) for line in lines.decode("utf-8").splitlines()] == [
+        {"n": 1},
+        {"n": 2},
+    ]
+    options = CsvOptions(header=False)
+    table = joined_parts(ResultFormat.CSV, options, [b"1,a\n", BOM + b"2,b\n"])
+    assert table.decode("utf-8").splitlines() == ["1,a", "2,b"]
+
+
+def test_a_paged_json_result_with_a_bom_is_stored_as_json_it_was_judged() -> None:
+    desc = provider(format="json")
+    parts = [HttpResponse(200, {"content-type": "application/json"}, BOM + b'{"a": 1}')] * 2
+    check = validate_result(desc, parts, None)
+    assert check.ok, check.reason
+    stored = result_content(desc.result, [p.body for p in parts])
+    assert json.loads(stored.decode("utf-8")) == check.parsed == [{"a": 1}, {"a": 1}]
+
+
 def test_a_single_part_and_opaque_formats_are_left_as_they_are() -> None:
     assert joined_parts(ResultFormat.JSONL, None, [b'{"n":1}']) == b'{"n":1}'
     assert joined_parts(ResultFormat.BINARY, None, [b"\x00\x01", b"\x02"]) == b"\x00\x01\x02"
