@@ -63,9 +63,9 @@ rules in ``shared/providers/paths.py``); *paths* = a path or a list of paths;
                  {".tag": "complete", ...} beside {".tag": "async_job_id", ...}),
                conflict_reject_codes ([]), error_code ("/error/code"),
                already_exists_codes ([]: with idempotency = client_job_id, the codes of a
-                 409 documented as "a job with this id already exists", e.g. BigQuery's
-                 "duplicate": the job is read by that id through the [lookup] it needs
-                 and adopted, not the create resent),
+                 4xx documented as "a job with this id already exists", e.g. BigQuery's
+                 409 "duplicate", AWS JSON's 400 ConflictException: the job is read by
+                 that id through the [lookup] it needs and adopted, not the create resent),
                error_message ("/error/message"),
                idempotency_window_seconds (none: how long after the first attempt the
                  provider honours our token, e.g. MediaConvert's 60; a lost create is
@@ -622,8 +622,9 @@ class CreateSpec:
     # (ElevenLabs' `expected_duration_sec`, which no status read repeats): the
     # first read waits that long, as for a status's poll_after_seconds.
     poll_after_seconds: ValuePath | None = None
-    # Error codes of a 409 the provider documents as "a job with this id already
-    # exists" (client_job_id only: BigQuery's reason "duplicate"). The id is ours,
+    # Error codes of a 4xx the provider documents as "a job with this id already
+    # exists" (client_job_id only: BigQuery's 409 reason "duplicate", Transcribe's
+    # 400 ConflictException). The id is ours,
     # so such an answer to a resend is our earlier create: the job is read by
     # that id (the lookup) and adopted, never resent or escalated as a conflict.
     already_exists_codes: frozenset[str] = frozenset()
