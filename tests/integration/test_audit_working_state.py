@@ -659,18 +659,25 @@ async def _accept(conn: Any, ref: str, job: str, status_url: str | None, cause: 
     op_id = await submit(conn, ref=ref)
     call_id = await call(conn, op_id, "create", 202, job)
     async with conn.transaction():
-        await ledger.record_remote_job(conn, op_id, job, status_url=status_url, create_mode="async")
-        await ledger.transition(
-            conn,
-            op_id,
-            S.CREATE_PENDING,
-            S.ACCEPTED,
-            actor="reconciler:test",
-            cause=cause,
-            evidence=(Evidence.CALL, call_id),
-        )
+        await _record_and_accept(conn, op_id, call_id, job, status_url, cause)
     await drive(conn, op_id, S.OBSERVING)
     return op_id
+
+
+async def _record_and_accept(
+    conn: Any, op_id: str, call_id: int, job: str, status_url: str | None, cause: str
+) -> None:
+    """The job id (and status URL) the create's answer named, and the move it decided."""
+    await ledger.record_remote_job(conn, op_id, job, status_url=status_url, create_mode="async")
+    await ledger.transition(
+        conn,
+        op_id,
+        S.CREATE_PENDING,
+        S.ACCEPTED,
+        actor="reconciler:test",
+        cause=cause,
+        evidence=(Evidence.CALL, call_id),
+    )
 
 
 async def _causes(conn: Any, op_id: str) -> list[str]:
@@ -780,16 +787,7 @@ async def _accepted_after_a_plant(pool: Any) -> str:
         call_id = await call(conn, op_id, "create", 202, "j-planted-2")
     await _plant(pool, op_id)
     async with pool.acquire() as conn, conn.transaction():
-        await ledger.record_remote_job(conn, op_id, "j-planted-2", create_mode="async")
-        await ledger.transition(
-            conn,
-            op_id,
-            S.CREATE_PENDING,
-            S.ACCEPTED,
-            actor="reconciler:test",
-            cause="create answered",
-            evidence=(Evidence.CALL, call_id),
-        )
+        await _record_and_accept(conn, op_id, call_id, "j-planted-2", None, "create answered")
     return op_id
 
 
