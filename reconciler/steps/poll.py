@@ -193,7 +193,7 @@ async def _read(step: Step, *, before_cancel: bool = False) -> Delay | StillRunn
         return await _refused(step, req, sent, call_id)
     if sent.response is None:
         return await _unanswered(step, req, sent, call_id, deadline)
-    fact = _gone_by_our_cancel(step, read_status(step, sent.response))
+    fact = _failed_by_our_cancel(step, _gone_by_our_cancel(step, read_status(step, sent.response)))
     read = status_read(step.op, step.fence, step.worker, req, sent, fact, call_id=call_id)
     step.note_wait(read.not_before_seconds)
     step.note_poll_hint(poll_hint(fact))
@@ -570,6 +570,19 @@ def _gone_by_our_cancel(step: Step, fact: StatusFact) -> StatusFact:
         raw_state=f"HTTP {fact.status_code}: gone after our accepted cancel (cancel.deletes_job)",
         problem=None,
     )
+
+
+def _failed_by_our_cancel(step: Step, fact: StatusFact) -> StatusFact:
+    """A failed read after our cancel was accepted, at a provider whose cancel ends
+    the job failed (`cancel.ends_failed`: Airflow's PATCH {"state": "failed"}): the
+    job was cancelled, by us; recorded so, the provider's word kept as read."""
+    if not (
+        fact.remote_state is RemoteState.FAILED
+        and step.op.state is S.CANCELLING
+        and step.adapter.desc.cancel.ends_failed
+    ):
+        return fact
+    return replace(fact, remote_state=RemoteState.CANCELLED, error=None)
 
 
 class _Suspect(enum.Enum):

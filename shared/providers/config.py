@@ -1642,6 +1642,7 @@ def _cancel(table: _Table | None, create: CreateSpec) -> CancelSpec:
         # first, unless the description says its cancel spares a finished job
         read_first=table.boolean("read_first", table.boolean("deletes_job", False)),
         deletes_job=table.boolean("deletes_job", False),
+        ends_failed=table.boolean("ends_failed", False),
         resend_statuses=_resend_statuses(table),
         use_status_url=use_status_url,
         refused_codes=_codes_at_paths(table, "refused_codes"),
@@ -1650,6 +1651,8 @@ def _cancel(table: _Table | None, create: CreateSpec) -> CancelSpec:
         raise table.error("body", "a GET carries no body: set method (POST, PATCH...)")
     if spec.deletes_job and not supported:
         raise table.error("deletes_job", "there is no cancel to delete the job")
+    if spec.ends_failed and not supported:
+        raise table.error("ends_failed", "there is no cancel to end the job")
     table.finish()
     return spec
 

@@ -130,6 +130,9 @@ rules in ``shared/providers/paths.py``); *paths* = a path or a list of paths;
                  lease right before
                  each cancel and send none once the job ended, for a cancel that deletes
                  a finished job and its result, e.g. Runway's DELETE /v1/tasks/{id}),
+               ends_failed (false; true: the cancel ends the job in the state its own
+                 failure reads, e.g. Airflow's PATCH {"state": "failed"} of a DAG run:
+                 a failed read once our cancel was accepted is the job cancelled, by us),
                body = {..} (the JSON object sent with the cancel, e.g. Salesforce's
                  {state = "Aborted"}; its strings are templates: {job_id}; none = no body)
                resend_statuses ([]: 4xx/5xx answers documented as a cancel not taken,
@@ -775,6 +778,11 @@ class CancelSpec:
     # accepted, a status read answering "no such job" is the job cancelled by
     # us, not a job lost. Without it, such a miss went to a human.
     deletes_job: bool = False
+    # The cancel ends the job failed, as its own failure reads (Airflow's PATCH
+    # {"state": "failed"}, the only way to stop a DAG run): once it was
+    # accepted, a failed read is the job cancelled by us. Without it, every
+    # confirmed cancel of such a job ended `failed`, a failure the job never had.
+    ends_failed: bool = False
     # Answers the provider documents as a cancel not taken (a 429 that served
     # nothing): the cancel is sent again after its Retry-After, idempotent or
     # not. Without them, a cancel unsafe to repeat is sent once whatever the

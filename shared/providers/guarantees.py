@@ -215,7 +215,7 @@ def _cancellable(desc: ProviderDescription) -> Guarantee:
     name = "cancellable"
     if not spec.supported or spec.path is None:
         return name, False, f"cancellation is unsupported: {spec.reason}"
-    if not _reads_cancelled(desc) and not spec.deletes_job:
+    if not _reads_cancelled(desc) and not spec.deletes_job and not spec.ends_failed:
         return (
             name,
             False,
@@ -231,6 +231,7 @@ def _cancellable(desc: ProviderDescription) -> Guarantee:
             f"{spec.method} {spec.path.text} ({_cancel_repeat(spec)}); success is declared only "
             f"when a status read shows the job cancelled"
             f"{' (deletes_job: or gone, after our accepted cancel)' if spec.deletes_job else ''}"
+            f"{' (ends_failed: or failed, after our accepted cancel)' if spec.ends_failed else ''}"
             f"{_read_first_note(spec)}"
         ),
     )

@@ -105,6 +105,25 @@ async def test_airflow_a_lost_create_is_read_back_by_the_id_we_chose(
         assert (await r.op(op_id)).remote_job_id == fx.only()["id"]
 
 
+async def test_airflow_a_cancel_sets_the_run_failed_and_is_recorded_cancelled(
+    pool: Any, tmp_path: Path
+) -> None:
+    """Airflow stops a run by PATCH {"state": "failed"}, after which it reads failed,
+    as one that failed on its own (cancel.ends_failed): once the PATCH was taken,
+    that read is the run cancelled by us. Before, every confirmed cancel of a
+    DAG run ended `failed`, a failure the run never had."""
+    fx = AirflowFixture()
+    async with airflow(pool, tmp_path, fx) as r:
+        op_id = await r.submit(dag_run("slow"))
+        await r.settle(op_id, {S.OBSERVING})
+        await r.cancel(op_id)
+        end = await r.settle(op_id, ENDS)
+        assert fx.patches == [{"state": "failed"}]
+        assert end is S.CANCELLED, (end, await r.history(op_id))
+        assert "failed" in await r.raw_states(op_id)
+        assert (await r.op(op_id)).last_error is None
+
+
 async def test_airflow_a_cancel_of_a_run_that_succeeded_meanwhile_is_not_sent(
     pool: Any, tmp_path: Path
 ) -> None:
