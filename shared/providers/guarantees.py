@@ -135,7 +135,12 @@ def _lookup(desc: ProviderDescription) -> Guarantee:
         if spec.kind is LookupKind.GET:
             how = f"a direct read of {spec.method} {spec.path.text}{_body_note(spec)}"
         elif spec.query_param:
-            how = f"{spec.method} {spec.path.text}?{spec.query_param}=<operation id> {_pages(spec)}"
+            # a path with a query of its own (GitLab's ?ref=main) gets ours after an &
+            sep = "&" if "?" in spec.path.text else "?"
+            how = (
+                f"{spec.method} {spec.path.text}{sep}{spec.query_param}=<operation id> "
+                f"{_pages(spec)}"
+            )
         else:
             how = (
                 f"scanning {spec.method} {spec.path.text}{_body_note(spec)} {_pages(spec)} "

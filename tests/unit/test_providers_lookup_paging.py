@@ -260,6 +260,15 @@ def lookup_line(desc: ProviderDescription) -> str:
     return next(why for name, _, why in describe_guarantees(desc) if name.startswith("lookup"))
 
 
+def test_check_writes_our_parameter_after_a_query_the_path_holds() -> None:
+    """GitLab's `?ref=main&…` path with query_param = "name": the check said
+    `…?ref=main?name=<operation id>`, a URL the lookup never sends."""
+    line = lookup_line(provider({**LIST, "path": "/v1/batch/jobs?ref=main", "query_param": "n"}))
+    assert "GET /v1/batch/jobs?ref=main&n=<operation id>" in line, line
+    plain = lookup_line(provider({**LIST, "query_param": "n"}))
+    assert "GET /v1/batch/jobs?n=<operation id>" in plain, plain
+
+
 def test_check_names_the_pages_it_will_read() -> None:
     line = lookup_line(provider({**PAGES, "total": "/total"}))
     assert "pages ?page=0 to 9, up to 10 pages of 100, until the items read reach /total" in line
