@@ -71,10 +71,15 @@ AF_VALUE = "{'rows': 3, 'table': 'sales_daily'}"
 
 
 class AirflowFixture(_Jobs):
-    def __init__(self, **kwargs: Any) -> None:
+    """`date_taken`: the DAG holds a run of the logical date every create names
+    (made elsewhere): each create is refused 409 Conflict, as a taken id is."""
+
+    def __init__(self, *, date_taken: bool = False, **kwargs: Any) -> None:
         super().__init__("", **kwargs)
+        self.date_taken = date_taken
         self.patches: list[dict[str, Any]] = []
         self.xcom_reads = 0
+        self.refused_creates = 0
 
     def app(self) -> Starlette:
         runs = "/api/v1/dags/{dag}/dagRuns"
@@ -141,6 +146,13 @@ class AirflowFixture(_Jobs):
             return self._error(400, "Bad Request", "dag_run_id is required here", "BadRequest")
         if rid in self.jobs:
             detail = f"DAGRun with DAG ID: '{AF_DAG}' and DAGRun ID: '{rid}' already exists"
+            return self._error(409, "Conflict", detail, "AlreadyExists")
+        if self.date_taken:
+            self.refused_creates += 1
+            date = body.get("logical_date")
+            detail = (
+                f"DAGRun with DAG ID: '{AF_DAG}' and DAGRun logical date: '{date}' already exists"
+            )
             return self._error(409, "Conflict", detail, "AlreadyExists")
         script = (body.get("conf") or {}).get("script")
         self.jobs[rid] = {"id": rid, "body": body, "state": "queued", "reads": 0, "script": script}

@@ -140,6 +140,25 @@ async def test_airflow_a_cancel_of_a_run_that_succeeded_meanwhile_is_not_sent(
         assert fx.only()["state"] == "success"
 
 
+async def test_airflow_a_conflict_over_the_logical_date_is_not_taken_for_our_run(
+    pool: Any, tmp_path: Path
+) -> None:
+    """Airflow answers 409 Conflict alike to a run id taken and to a logical date
+    taken by another run: the lookup by our id proves ours absent, so no other run
+    is adopted; the create sent again meets the same 409, and a human is told
+    Airflow's words, not a loop of creates."""
+    fx = AirflowFixture(date_taken=True)
+    async with airflow(pool, tmp_path, fx) as r:
+        body = dag_run() | {"logical_date": "2026-12-05T00:00:00+00:00"}
+        op_id = await r.submit(body, create_deadline_s=3)
+        end = await r.settle(op_id, ENDS)
+        assert end is S.NEEDS_ATTENTION, (end, await r.history(op_id))
+        assert fx.jobs == {}
+        assert (await r.op(op_id)).remote_job_id is None
+        assert fx.refused_creates <= 2, fx.refused_creates
+        assert "logical date" in await reason(r, op_id)
+
+
 # --- Kubernetes --------------------------------------------------------------------
 
 K8S_ENV = {"K8S_TOKEN": K8S_TOKEN}
@@ -245,6 +264,22 @@ async def test_k8s_a_cancel_of_a_completed_job_deletes_nothing(pool: Any, tmp_pa
         assert fx.cancels == []
 
 
+async def test_k8s_a_job_its_ttl_removed_before_a_read_saw_its_end_goes_to_a_human(
+    pool: Any, tmp_path: Path
+) -> None:
+    """A Job with ttlSecondsAfterFinished is deleted once it ended: one gone before
+    any read saw Complete reads 404 NotFound, no cancel of ours behind it. Nothing
+    tells a success from a failure then: a human is told, no state guessed."""
+    fx = KubernetesJobsFixture()
+    async with k8s(pool, tmp_path, fx) as r:
+        op_id = await r.submit(k8s_job("slow"))
+        await r.settle(op_id, {S.OBSERVING})
+        fx.jobs.clear()
+        assert await r.settle(op_id, ENDS) is S.NEEDS_ATTENTION, await r.history(op_id)
+        esc = await r.escalation(op_id)
+        assert esc is not None and "does not exist" in esc["reason"], esc
+
+
 async def test_k8s_a_lost_create_is_the_job_of_the_name_we_chose(pool: Any, tmp_path: Path) -> None:
     """409 AlreadyExists to the resend: the Job is read by its name and adopted."""
     fx = KubernetesJobsFixture(lose_first_create=True)
@@ -319,6 +354,22 @@ async def test_aws_batch_a_terminated_job_is_cancelled_by_its_reason(
         assert await r.settle(op_id, ENDS) is S.CANCELLED, await r.history(op_id)
         (sent,) = fx.terminates
         assert sent == {"jobId": fx.only()["id"], "reason": "Cancelled by jobwarden"}
+
+
+async def test_aws_batch_a_terminate_of_a_job_that_succeeded_meanwhile_keeps_its_success(
+    pool: Any, tmp_path: Path
+) -> None:
+    """TerminateJob of a job that ended changes nothing (200 {}): the next read shows
+    SUCCEEDED, collected, and no cancel claimed."""
+    fx = AwsBatchFixture()
+    async with aws_batch(pool, tmp_path, fx) as r:
+        op_id = await r.submit(batch_job("slow"))
+        await r.settle(op_id, {S.OBSERVING})
+        fx.finish(fx.only()["id"])
+        await r.cancel(op_id)
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert "cancelled" not in await r.history(op_id)
+        assert json.loads(await r.result_bytes(op_id))["status"] == "SUCCEEDED"
 
 
 async def test_aws_batch_a_lost_submit_is_found_by_its_job_name(pool: Any, tmp_path: Path) -> None:
@@ -407,6 +458,23 @@ async def test_gitlab_a_cancel_goes_through_canceling(pool: Any, tmp_path: Path)
         assert "canceled" in await r.raw_states(op_id)
 
 
+async def test_gitlab_a_cancel_of_a_finished_pipeline_keeps_its_report(
+    pool: Any, tmp_path: Path
+) -> None:
+    """The cancel of a pipeline that succeeded is answered with the pipeline as it
+    is (status success): collected, its report kept, no cancel claimed."""
+    fx = GitlabFixture()
+    fx.script = "slow"
+    async with gitlab(pool, tmp_path, fx) as r:
+        op_id = await r.submit({})
+        await r.settle(op_id, {S.OBSERVING})
+        fx.finish(fx.only()["id"])
+        await r.cancel(op_id)
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert "cancelled" not in await r.history(op_id)
+        assert json.loads(await r.result_bytes(op_id)) == gl_report()
+
+
 async def test_gitlab_a_lost_create_is_found_by_the_pipelines_name(
     pool: Any, tmp_path: Path
 ) -> None:
@@ -431,8 +499,10 @@ async def test_gitlab_the_pipeline_hook_wakes_the_operation_and_a_forged_one_is_
         fx.finish(pid)
         forged = await fx.deliver(r.hook_url, pid, token="not-the-secret-token-0123456789")
         assert forged.status_code == 401
-        answer = await fx.deliver(r.hook_url, pid)
+        answer = await fx.deliver(r.hook_url, pid, key="retry-of-one-event")
         assert answer.status_code == 200 and answer.json()["matched"] is True, answer.text
+        again = await fx.deliver(r.hook_url, pid, key="retry-of-one-event")
+        assert again.status_code == 200 and again.json()["status"] == "duplicate", again.text
         assert await r.settle(op_id, ENDS, timeout=8) is S.SUCCEEDED, await r.history(op_id)
         events = await r.pool.fetch("SELECT operation_id, remote_job_id FROM webhook_events")
         assert [tuple(e) for e in events] == [(op_id, pid)]
