@@ -388,6 +388,21 @@ async def test_aws_batch_a_lost_submit_is_found_by_its_job_name(pool: Any, tmp_p
         assert (await r.op(op_id)).remote_job_id == fx.only()["id"]
 
 
+async def test_aws_batch_a_lost_submit_to_another_queue_is_never_sent_twice(
+    pool: Any, tmp_path: Path
+) -> None:
+    """The lookup lists one queue (its body is the description's): a job the agent
+    sent to another queue would be missing from it, its absence "proven" and the
+    submit sent again, a second job. The description pins the queue
+    (create.set_body), so the job is where the lookup looks."""
+    fx = AwsBatchFixture(lose_first_create=True)
+    async with aws_batch(pool, tmp_path, fx) as r:
+        op_id = await r.submit(batch_job() | {"jobQueue": "other-queue"})
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert fx.creates == 1
+        assert fx.only()["body"]["jobQueue"] == "etl-queue"
+
+
 async def test_aws_batch_a_job_unknown_to_describejobs_goes_to_a_human(
     pool: Any, tmp_path: Path
 ) -> None:
