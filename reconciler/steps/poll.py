@@ -717,8 +717,17 @@ def _cancelled_without_ours(step: Step) -> str:
 def _after_a_destructive_cancel(step: Step) -> str:
     """What a "cancelled" read cannot tell for a provider whose cancel deletes a
     finished job (`read_first`): a job that ended between our last read and the
-    cancel's arrival reads the same. Nothing for other providers."""
-    if not step.adapter.desc.cancel.read_first:
+    cancel's arrival reads the same. Nothing for other providers. A cancel that
+    ends the job failed (`ends_failed`) says that the failed read was taken for
+    our cancel, which a job that failed on its own before it arrived reads too."""
+    cancel = step.adapter.desc.cancel
+    if cancel.ends_failed:
+        return (
+            " after our cancel request, which ends a job failed (cancel.ends_failed), "
+            "so this failed read is taken for it; a job that failed or ended on its "
+            "own before the cancel arrived would read the same"
+        )
+    if not cancel.read_first:
         return ""
     return (
         " after our cancel request; this provider's cancel also deletes a job that had "

@@ -122,6 +122,12 @@ async def test_airflow_a_cancel_sets_the_run_failed_and_is_recorded_cancelled(
         assert end is S.CANCELLED, (end, await r.history(op_id))
         assert "failed" in await r.raw_states(op_id)
         assert (await r.op(op_id)).last_error is None
+        cause = await pool.fetchval(
+            "SELECT cause FROM history WHERE operation_id = $1 AND to_state = 'cancelled'",
+            op_id,
+        )
+        assert "status read: remote failed after our cancel request" in cause, cause
+        assert "ends a job failed (cancel.ends_failed)" in cause, cause
 
 
 async def test_airflow_a_cancel_of_a_run_that_succeeded_meanwhile_is_not_sent(
