@@ -244,7 +244,7 @@ def _condition(kind: str, reason: str, message: str, status: str = "True") -> di
 
 
 class KubernetesJobsFixture(_Jobs):
-    """`suspended_first`: each Job starts suspended and is resumed by its first read
+    """`suspended_first`: each Job starts suspended, is read so once, then resumed
     (its Suspended condition kept, status "False", as the Job controller keeps it)."""
 
     def __init__(self, *, suspended_first: bool = False, **kwargs: Any) -> None:
@@ -357,6 +357,9 @@ class KubernetesJobsFixture(_Jobs):
         if job is None:
             return self._missing(name)
         self.reads += 1
+        if job["state"] == "suspended" and not job["reads"]:
+            job["reads"] += 1  # read once suspended, then resumed
+            return json_response(self.resource(job))
         if job["state"] == "suspended":
             job["state"] = "pending"
         failing = job["script"] == "fail"

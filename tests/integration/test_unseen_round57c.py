@@ -236,8 +236,9 @@ async def test_k8s_a_failed_job_is_failed_with_its_conditions_reason(
 async def test_k8s_a_resumed_job_whose_suspended_condition_stays_is_read_to_its_end(
     pool: Any, tmp_path: Path
 ) -> None:
-    """A Job created suspended keeps {type: Suspended, status: "False"} once resumed:
-    not read as any state, the job runs on to Complete."""
+    """A Job created suspended reads {type: Suspended, status: "True"}, pending, and
+    keeps the condition, status "False", once resumed: running, on to Complete
+    (its status read in the third state path, True and False mapped)."""
     fx = KubernetesJobsFixture(suspended_first=True)
     async with k8s(pool, tmp_path, fx) as r:
         op_id = await r.submit(k8s_job())
@@ -245,6 +246,7 @@ async def test_k8s_a_resumed_job_whose_suspended_condition_stays_is_read_to_its_
         kept = json.loads(await r.result_bytes(op_id))
         first = kept["conditions"][0]
         assert (first["type"], first["status"]) == ("Suspended", "False")
+        assert {"True", "False", "Complete"} <= await r.raw_states(op_id)
 
 
 async def test_k8s_a_deleted_job_is_cancelled(pool: Any, tmp_path: Path) -> None:
