@@ -555,6 +555,7 @@ class AwsBatchFixture(_Jobs):
 GL_TOKEN = "glpat-gitlab-test-token-0123"
 GL_HOOK_TOKEN = "gitlab-hook-secret-token-0123456789"
 GL_PROJECT = 42
+GL_REFS = ("main",)
 
 
 def gl_report(failed: int = 0) -> dict[str, Any]:
@@ -645,6 +646,8 @@ class GitlabFixture(_Jobs):
         ref = request.query_params.get("ref")
         if not ref:
             return json_response({"error": "ref is missing"}, 400)
+        if ref not in GL_REFS:
+            return json_response({"message": {"base": ["Reference not found"]}}, 400)
         body = await read_json(request) or {}
         variables = {v["key"]: v["value"] for v in body.get("variables") or []}
         pid = self.new_id()

@@ -469,6 +469,29 @@ async def test_gitlab_a_failed_pipeline_is_failed(pool: Any, tmp_path: Path) -> 
         assert "failed" in await reason(r, op_id)
 
 
+async def test_gitlab_a_pipeline_refused_for_its_ref_stops_with_gitlabs_words(
+    pool: Any, tmp_path: Path
+) -> None:
+    """400 {"message": {"base": ["Reference not found"]}}: GitLab's message is an
+    object; the refusal is recorded in its words, no pipeline made."""
+    fx = GitlabFixture()
+    table = described("gitlab_pipelines", create={"path": "/api/v4/projects/42/pipeline?ref=nope"})
+    table.pop("webhooks")
+    async with preset_rig(
+        pool,
+        tmp_path,
+        fx.app(),
+        preset=None,
+        name="gitlab_pipelines",
+        env=GL_ENV,
+        overrides=table,
+    ) as r:
+        op_id = await r.submit({})
+        assert await r.settle(op_id, ENDS) is S.FAILED, await r.history(op_id)
+        assert "Reference not found" in await reason(r, op_id)
+        assert fx.jobs == {}
+
+
 async def test_gitlab_a_cancel_goes_through_canceling(pool: Any, tmp_path: Path) -> None:
     fx = GitlabFixture()
     fx.script = "slow"
