@@ -193,8 +193,15 @@ def _matches(algorithm: ChecksumAlgorithm, claimed: bytes, part: HttpResponse) -
 def decode_digest(
     algorithm: ChecksumAlgorithm, encoding: ChecksumEncoding, text: str
 ) -> bytes | None:
-    """The digest bytes `text` encodes, or None when it is not one of this algorithm."""
-    text = text.strip()
+    """The digest bytes `text` encodes, or None when it is not one of this algorithm.
+
+    A digest written after its algorithm's name and a colon is that digest:
+    Marketo's bulk extracts give `"fileChecksum": "sha256:<hex>"`, the form OCI
+    digests take too. Before, the label made every such checksum malformed, and
+    every export was refused as result_validation_failed. A label naming another
+    algorithm is kept, so the value does not decode: a digest of something else
+    never passes for this one."""
+    text = _unlabelled(algorithm, text.strip())
     if encoding is ChecksumEncoding.HEX:
         try:
             raw = bytes.fromhex(text)
@@ -208,6 +215,15 @@ def decode_digest(
             return None
         raw = raw_or_none
     return raw if len(raw) == _HASHERS[algorithm]().digest_size else None
+
+
+def _unlabelled(algorithm: ChecksumAlgorithm, text: str) -> str:
+    """`text` without a leading `<algorithm>:` naming `algorithm` (`sha256:`,
+    `SHA-256:`, any case, a hyphen or none); hex and base64 never hold a colon."""
+    label, colon, rest = text.partition(":")
+    if colon and label.lower().replace("-", "") == algorithm.value:
+        return rest.strip()
+    return text
 
 
 def _shown(text: str) -> str:

@@ -99,6 +99,23 @@ def test_status_checksum_optional_still_fails_on_mismatch() -> None:
     assert not check.ok
 
 
+def test_status_checksum_labelled_with_its_algorithm_is_that_digest() -> None:
+    """Marketo's `"fileChecksum": "sha256:<hex>"`: the label names the digest.
+    Before, it was malformed, and every such result refused."""
+    for label in ("sha256:", "SHA256:", "sha-256:", "SHA-256: "):
+        check = validate_result(status_checksum(), ok(BODY), counts(1, 1, 0, label + SHA256_HEX))
+        assert check.ok, (label, check.reason)
+    other = "sha256:" + hashlib.sha256(b"other").hexdigest()
+    check = validate_result(status_checksum(), ok(BODY), counts(1, 1, 0, other))
+    assert check.reason == "status field /output_sha256 sha256 mismatch"
+    # another algorithm's label is no digest of this one
+    md5 = "md5:" + hashlib.md5(BODY).hexdigest()
+    check = validate_result(status_checksum(), ok(BODY), counts(1, 1, 0, md5))
+    assert check.reason.startswith("status field /output_sha256 is not a hex sha256 digest: ")
+    sha512 = "sha512:" + SHA256_HEX
+    assert not validate_result(status_checksum(), ok(BODY), counts(1, 1, 0, sha512)).ok
+
+
 def test_status_checksum_sha512_base64() -> None:
     desc = status_checksum(algorithm="sha512", encoding="base64")
     good = b64(hashlib.sha512(BODY).digest())
