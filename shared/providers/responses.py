@@ -462,6 +462,13 @@ def _read_status(desc: ProviderDescription, resp: HttpResponse, now: datetime | 
     # result, a 200 with an empty body and the state in a header.
     fact = _status_from_body(desc, body if isinstance(body, dict) else {}, resp, common, now)
     fact = _failed_by_error(desc.status, fact)
+    if fact.raw_state is None and fact.remote_state is None and 200 <= code < 300:
+        # a by-id read that answers 200 with null for a job it does not hold
+        # (Leonardo's {"generations_by_pk": null}, a deleted generation's too)
+        gone = _gone_by_code(desc, resp) if isinstance(body, dict) else None
+        if gone is not None:
+            problem = f"HTTP {code}, {gone}: job not found"
+            return StatusFact(not_found=True, problem=problem, **common)
     if not isinstance(body, dict) and _done_in_body(desc.status):
         # `done` absent means running only in an operation's JSON object: a
         # proxy's HTML page, or an empty body, names no state at all
@@ -524,10 +531,21 @@ def _gone_by_code(desc: ProviderDescription, resp: HttpResponse) -> str | None:
     """`path = code` when a refused read carries a code `status.not_found_codes`
     lists (Dropbox's 409 invalid_async_job_id: the job id expired): the job is
     gone, as a 404 says. Before, such a read was a refused read, repeated at the
-    backoff until enough of them sent the operation to a human as "unreadable"."""
+    backoff until enough of them sent the operation to a human as "unreadable".
+
+    So is a 2xx read naming no state whose JSON object holds a listed value, null
+    (or nothing) there read as "null": Leonardo answers a generation it does not
+    hold, a deleted one too, 200 {"generations_by_pk": null}. Before, that was a
+    read without a state, and the DELETE that cancels a generation (deletes_job)
+    left the operation cancelling until its cancel deadline."""
     if not desc.status.not_found_codes:
         return None
-    return _listed_code_at(desc.status.not_found_codes, resp.json_body, resp)
+    body = resp.json_body
+    if 200 <= resp.status_code < 300:
+        for path, codes in desc.status.not_found_codes:
+            if extract(path, body, resp.headers) is None and "null" in codes:
+                return f"{path.text} = null"
+    return _listed_code_at(desc.status.not_found_codes, body, resp)
 
 
 def _out_of_quota(resp: HttpResponse) -> bool:

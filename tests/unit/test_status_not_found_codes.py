@@ -60,6 +60,33 @@ def test_a_2xx_carrying_the_code_is_read_as_a_status() -> None:
     assert not fact.not_found and fact.remote_state is not None
 
 
+def test_a_2xx_naming_no_state_and_null_where_the_job_was_is_job_not_found() -> None:
+    """Leonardo answers a generation it does not hold (a deleted one too) 200
+    {"generations_by_pk": null}: listed as "null", that read is "job not found".
+    Before, it was a read without a state: the DELETE that cancels a generation
+    (cancel.deletes_job) left the operation cancelling until its deadline."""
+    desc = load(
+        state="/generations_by_pk/status",
+        state_map={"PENDING": "running", "COMPLETE": "succeeded"},
+        not_found_codes={"/generations_by_pk": ["null"]},
+    )
+    fact = read(desc, 200, {"generations_by_pk": None})
+    assert fact.not_found, fact
+    assert fact.problem == "HTTP 200, /generations_by_pk = null: job not found"
+    # the generation there: its status, whatever else
+    live = read(desc, 200, {"generations_by_pk": {"status": "PENDING"}})
+    assert not live.not_found and live.raw_state == "PENDING"
+    # unlisted, null is a read naming no state, as before
+    plain = load(
+        state="/generations_by_pk/status",
+        state_map={"PENDING": "running", "COMPLETE": "succeeded"},
+    )
+    assert not read(plain, 200, {"generations_by_pk": None}).not_found
+    # a body that is no JSON object (a proxy's page) is not the provider saying so
+    page = parse_status(desc, HttpResponse(200, {}, b"<html>maintenance</html>"))
+    assert not page.not_found
+
+
 def test_an_empty_list_is_refused() -> None:
     with pytest.raises(ConfigError, match="not_found_codes"):
         load(not_found_codes={"/error/.tag": []})
