@@ -104,7 +104,10 @@ rules in ``shared/providers/paths.py``); *paths* = a path or a list of paths;
                  carries when the provider throttles without 429 or Retry-After, e.g.
                  AWS's "/__type" = ["ProvisionedThroughputExceededException"]: such a
                  read is back-pressure, read again at the backoff, never a refused read;
-                 a result fetch answering one is retried as a 429 is),
+                 a result fetch answering one is retried as a 429 is; listed, a 2xx read
+                 carrying `errors` and no state whose code is none of them is an answer,
+                 counted toward a human: Marketo's 200 "/errors/0/code" = ["606", "615"]
+                 beside its 602, an expired token),
                [status.not_found_codes] (path = [codes]: error codes a non-2xx read
                  carries when the job is gone, told by a code, not a 404: Dropbox's
                  409 "/error/.tag" = ["invalid_async_job_id"], read as a 404 is; or

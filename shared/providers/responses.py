@@ -482,6 +482,14 @@ def _read_status(desc: ProviderDescription, resp: HttpResponse, now: datetime | 
     if not isinstance(body, dict) and fact.raw_state is None:
         return replace(fact, problem="status body is not a JSON object")
     if fact.raw_state is None and isinstance(body, dict) and body.get("errors"):
+        if desc.status.throttle_codes and throttle_code(desc, resp) is None:
+            # The description names its throttles (Marketo's 606, answered 200 as
+            # every error is): another error is an answer, a refusal of our reads
+            # (Marketo's 602, the hourly token expired), counted toward a human
+            # told what it said. Before, it was taken for a throttle, uncounted,
+            # until the result deadline.
+            said = in_its_words(desc, resp)
+            return replace(fact, problem=f"the answer carries errors, none a throttle{said}")
         # GraphQL's failed request (THROTTLED, a timeout) answers 200 with `errors`
         return replace(fact, request_failed=True, problem="the answer carries errors, no state")
     return fact
