@@ -345,6 +345,24 @@ async def test_leonardo_a_deleted_generation_reads_null_and_is_cancelled(
         assert fx.deleted == [gid]
 
 
+async def test_leonardo_a_cancel_of_a_finished_generation_deletes_nothing(
+    pool: Any, tmp_path: Path
+) -> None:
+    """DELETE would remove a finished generation's images too: read first
+    (deletes_job turns read_first on), it is complete, no DELETE is sent, its image
+    is collected."""
+    fx = LeonardoFixture()
+    fx.script = "slow"
+    async with leonardo(pool, tmp_path, fx) as r:
+        op_id = await r.submit(images())
+        await r.settle(op_id, {S.OBSERVING})
+        fx.finish(fx.only()["id"])
+        await r.cancel(op_id)
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert fx.deleted == [] and fx.cancels == []
+        assert await r.result_bytes(op_id) == _image("Leonardo_0.jpg")
+
+
 async def test_leonardo_a_lost_create_goes_to_a_human(pool: Any, tmp_path: Path) -> None:
     fx = LeonardoFixture(lose_first_create=True)
     async with leonardo(pool, tmp_path, fx) as r:
@@ -463,6 +481,25 @@ async def test_marketo_a_cancel_is_confirmed(pool: Any, tmp_path: Path) -> None:
         await r.cancel(op_id)
         assert await r.settle(op_id, ENDS) is S.CANCELLED, await r.history(op_id)
         assert [c[0] for c in fx.cancels] == [fx.only()["id"]]
+
+
+async def test_marketo_a_cancel_refused_in_a_200_is_a_refusal_and_the_file_kept(
+    pool: Any, tmp_path: Path
+) -> None:
+    """A cancel of an export that completed is answered 200 {"success": false,
+    "errors": [...]} (cancel.refused_codes: "/success" = ["false"]): not taken, no
+    cancel claimed; the export read Completed is collected."""
+    fx = MarketoFixture()
+    fx.script = "slow"
+    async with marketo(pool, tmp_path, fx) as r:
+        op_id = await r.submit(extract())
+        await r.settle(op_id, {S.OBSERVING})
+        fx.only()["state"] = "Completed"
+        await r.cancel(op_id)
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert [c[1] for c in fx.cancels] == ["Completed"]
+        assert "cancelled" not in await r.history(op_id)
+        assert await r.result_bytes(op_id) == MK_CSV
 
 
 async def test_marketo_rate_limits_in_200_answers_are_waited_out(pool: Any, tmp_path: Path) -> None:
