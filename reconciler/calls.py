@@ -371,13 +371,22 @@ def status_read(
 # a timeout): recorded as a failed call, as a 429 is, so that counts of answers
 # (evidence.stateless_reads_in_a_row) read past it.
 REQUEST_FAILED = "request_failed"
+# A read that says the job is gone by a code the description lists
+# (`status.not_found_codes`), whatever its HTTP status: counted as a miss by
+# evidence.status_misses_in_a_row, as a 404 is by its status. Before, only the
+# status was counted: such reads never added up to a human, the job read again
+# until its deadline.
+GONE_BY_CODE = "not_found"
 
 
 def _call_category(answer: CallAnswer, fact: StatusFact | None) -> CallAnswer:
     """The call's category as the answer's body or headers tell it: a failed request
-    in a 200, or a throttle in a 4xx other than 429 (GitHub's rate-limited 403)."""
+    in a 200, a throttle in a 4xx other than 429 (GitHub's rate-limited 403), or the
+    job gone, told by a code."""
     if fact is None:
         return answer
+    if fact.gone_by_code:
+        return replace(answer, error_category=GONE_BY_CODE)
     if fact.request_failed and answer.error_category is None:
         return replace(answer, error_category=REQUEST_FAILED)
     if fact.rate_limited and answer.error_category == "http_4xx":

@@ -98,6 +98,11 @@ class StatusFact:
     counts: Counts | None = None
     back_pressure: bool = False
     not_found: bool = False
+    # "Not found" told by a code the description lists (`status.not_found_codes`:
+    # Dropbox's 409 invalid_async_job_id, Leonardo's 200 null), not by a 404:
+    # recorded so, as misses are counted by the call's record
+    # (`evidence.status_misses_in_a_row`).
+    gone_by_code: bool = False
     # Why this read gave no usable state (HTTP 500, body not JSON...), in plain words.
     problem: str | None = None
     provider_request_id: str | None = None

@@ -443,7 +443,7 @@ def _read_status(desc: ProviderDescription, resp: HttpResponse, now: datetime | 
         gone = _gone_by_code(desc, resp)
         if gone is not None:
             problem = f"HTTP {code}, {gone}: job not found"
-            return StatusFact(not_found=True, problem=problem, **common)
+            return StatusFact(not_found=True, gone_by_code=True, problem=problem, **common)
         throttled = throttle_code(desc, resp)
         spent = _out_of_quota(resp)
         if spent and common["retry_after_seconds"] is None:
@@ -468,7 +468,7 @@ def _read_status(desc: ProviderDescription, resp: HttpResponse, now: datetime | 
         gone = _gone_by_code(desc, resp) if isinstance(body, dict) else None
         if gone is not None:
             problem = f"HTTP {code}, {gone}: job not found"
-            return StatusFact(not_found=True, problem=problem, **common)
+            return StatusFact(not_found=True, gone_by_code=True, problem=problem, **common)
     if not isinstance(body, dict) and _done_in_body(desc.status):
         # `done` absent means running only in an operation's JSON object: a
         # proxy's HTML page, or an empty body, names no state at all

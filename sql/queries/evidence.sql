@@ -306,12 +306,15 @@ WHERE c.operation_id = $1 AND c.call_kind = 'status' AND c.status_code BETWEEN 4
 
 -- name: status_misses_in_a_row
 -- How many of operation $1's status reads in a row, newest first, answered
--- "no such job" (a status code in $2): those since its newest read that saw
--- the job (a 2xx that is no failed request: a GraphQL throttle, error_category
--- 'request_failed', saw nothing). Reads with no answer, or held back, neither
--- prove nor disprove the job, and neither count nor break the run.
+-- "no such job" (a status code in $2, or a code status.not_found_codes lists:
+-- error_category 'not_found', Dropbox's 409, Leonardo's 200 null): those since
+-- its newest read that saw the job (a 2xx that is no failed request: a GraphQL
+-- throttle, error_category 'request_failed', saw nothing). Reads with no
+-- answer, or held back, neither prove nor disprove the job, and neither count
+-- nor break the run.
 SELECT count(*) FROM provider_calls c
-WHERE c.operation_id = $1 AND c.call_kind = 'status' AND c.status_code = ANY ($2::int[])
+WHERE c.operation_id = $1 AND c.call_kind = 'status'
+  AND (c.status_code = ANY ($2::int[]) OR c.error_category = 'not_found')
   AND c.call_id > coalesce((
       SELECT max(s.call_id) FROM provider_calls s
       WHERE s.operation_id = $1 AND s.call_kind = 'status'

@@ -26,6 +26,7 @@ from typing import Any
 from shared.ledger.states import LocalState
 from tests.fixtures_providers.described import ENDS, described, reason
 from tests.fixtures_providers.rig import PresetRig, preset_rig
+from tests.fixtures_providers.unseen_round55b import DBX_TOKEN, DropboxFixture
 from tests.fixtures_providers.unseen_round57d import (
     FF_CLIENT_ID,
     FF_ERROR,
@@ -361,6 +362,51 @@ async def test_leonardo_a_cancel_of_a_finished_generation_deletes_nothing(
         assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
         assert fx.deleted == [] and fx.cancels == []
         assert await r.result_bytes(op_id) == _image("Leonardo_0.jpg")
+
+
+async def test_leonardo_a_generation_deleted_elsewhere_goes_to_a_human(
+    pool: Any, tmp_path: Path
+) -> None:
+    """Deleted in Leonardo's app, not by us: its reads answer 200 null, "job not
+    found" (status.not_found_codes), and a human is told it does not exist; no
+    cancel is claimed."""
+    fx = LeonardoFixture()
+    fx.script = "slow"
+    async with leonardo(pool, tmp_path, fx) as r:
+        op_id = await r.submit(images())
+        await r.settle(op_id, {S.OBSERVING})
+        fx.jobs.clear()
+        assert await r.settle(op_id, ENDS) is S.NEEDS_ATTENTION, await r.history(op_id)
+        assert await reason(r, op_id) == "HTTP 200, /generations_by_pk = null: job not found"
+        said = (await r.escalation(op_id))["reason"]
+        assert "does not exist" in said, said
+        assert "cancelled" not in await r.history(op_id)
+
+
+async def test_a_job_gone_by_a_4xx_code_goes_to_a_human_too(pool: Any, tmp_path: Path) -> None:
+    """The same count for a code in a refused read: Dropbox's check_job_status
+    answers 409 invalid_async_job_id for a job id expired (status.not_found_codes).
+    Before, misses were counted by HTTP status alone (404, 410): such reads never
+    added up, and the save was read again until its deadline."""
+    fx = DropboxFixture()
+    table = described(
+        "dropbox_save_url", status={"not_found_codes": {"/error/.tag": ["invalid_async_job_id"]}}
+    )
+    async with preset_rig(
+        pool,
+        tmp_path,
+        fx.app(),
+        preset=None,
+        name="dropbox_save_url",
+        env={"DROPBOX_ACCESS_TOKEN": DBX_TOKEN},
+        overrides=table,
+    ) as r:
+        op_id = await r.submit({"path": "/Inbox/slow.pdf", "url": "https://files.example/a.pdf"})
+        await r.settle(op_id, {S.OBSERVING})
+        fx.jobs.clear()
+        assert await r.settle(op_id, ENDS) is S.NEEDS_ATTENTION, await r.history(op_id)
+        said = (await r.escalation(op_id))["reason"]
+        assert "does not exist" in said, said
 
 
 async def test_leonardo_a_lost_create_goes_to_a_human(pool: Any, tmp_path: Path) -> None:
