@@ -333,9 +333,14 @@ class VercelFixture(_Jobs):
         self.jobs[did]["state"] = "READY"
 
     def event(self, did: str, kind: str) -> bytes:
-        """A webhook's body as Vercel sends it (its id a new one each time)."""
+        """A webhook's body as Vercel sends it (its id a new one each time); a
+        deployment the fixture does not hold is another project's, made elsewhere."""
         self.events += 1
-        job = self.jobs[did]
+        job = self.jobs.get(did) or {
+            "id": did,
+            "body": {"name": "other-site", "target": "preview", "meta": {"team": "docs"}},
+            "state": "READY",
+        }
         event = {
             "id": f"evt_{self.events:04d}{did[-6:]}",
             "type": kind,
@@ -493,6 +498,7 @@ MK_ROWS = [
     ["318583", "Grace", "Hopper", "grace@example.com"],
 ]
 MK_CSV = "".join(",".join(row) + "\n" for row in MK_ROWS).encode()
+MK_QUOTA = {"code": "1029", "message": "Export daily quota 500MB exceeded"}
 MK_EXPIRED = {"code": "602", "message": "Access token expired"}
 MK_THROTTLE = {"code": "606", "message": "Max rate limit '100' exceeded with in '20' secs"}
 
@@ -503,6 +509,7 @@ class MarketoFixture(_Jobs):
         self.script: str | None = None
         self.throttle_reads = 0  # the next reads answered 606
         self.throttle_creates = 0  # the next creates answered 606
+        self.quota_spent = False  # creates answered 1029, the daily export quota spent
         self.checksum: str | None = None  # a checksum served instead of the file's
         self.expired = False  # every call answered 602, the token expired (hourly)
         self.files = 0
@@ -566,6 +573,9 @@ class MarketoFixture(_Jobs):
             self.throttle_creates -= 1
             self.throttled_creates += 1
             return self._answer(errors=[MK_THROTTLE])
+        if self.quota_spent:
+            self.creates += 1
+            return self._answer(errors=[MK_QUOTA])
         body = await read_json(request)
         if not isinstance(body, dict) or not body.get("fields"):
             return self._answer(errors=[{"code": "1003", "message": "fields is required"}])

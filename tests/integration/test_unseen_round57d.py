@@ -37,6 +37,7 @@ from tests.fixtures_providers.unseen_round57d import (
     MK_CSV,
     MK_EXPIRED,
     MK_FAILURE,
+    MK_QUOTA,
     MK_TOKEN,
     VC_ERROR,
     VC_FAILURE,
@@ -271,6 +272,31 @@ async def test_vercel_a_signed_webhook_wakes_the_deployment_and_forgeries_are_re
         assert await r.settle(op_id, ENDS, timeout=8) is S.SUCCEEDED, await r.history(op_id)
         events = await r.pool.fetch("SELECT operation_id, remote_job_id FROM webhook_events")
         assert [tuple(e) for e in events] == [(op_id, did)]
+
+
+async def test_vercel_an_account_webhook_for_another_deployment_moves_nothing(
+    pool: Any, tmp_path: Path
+) -> None:
+    """Vercel's webhooks are the account's: every project's deployments are sent.
+    One made elsewhere is stored unattached, our running deployment left as read;
+    ours failing, signed, wakes its read, which finds it ERROR."""
+    fx = VercelFixture()
+    fx.script = "slow"
+    async with vercel(pool, tmp_path, fx, with_receiver=True) as r:
+        op_id = await r.submit(deployment())
+        await r.settle(op_id, {S.OBSERVING, S.ACCEPTED})
+        other = fx.event("dpl_0therProject1", "deployment.succeeded")
+        assert await fx.post(r.hook_url, other, vercel_signature(VC_WEBHOOK_SECRET, other)) == 200
+        did = fx.only()["id"]
+        fx.only()["state"] = "ERROR"
+        mine = fx.event(did, "deployment.error")
+        assert await fx.post(r.hook_url, mine, vercel_signature(VC_WEBHOOK_SECRET, mine)) == 200
+        assert await r.settle(op_id, ENDS, timeout=8) is S.FAILED, await r.history(op_id)
+        assert await reason(r, op_id) == VC_FAILURE
+        rows = await r.pool.fetch(
+            "SELECT operation_id, remote_job_id FROM webhook_events ORDER BY webhook_event_id"
+        )
+        assert [tuple(e) for e in rows] == [(None, "dpl_0therProject1"), (op_id, did)]
 
 
 # --- Leonardo.ai -------------------------------------------------------------------
@@ -582,6 +608,23 @@ async def test_marketo_an_expired_token_in_200_answers_goes_to_a_human_saying_so
         assert await r.settle(op_id, ENDS) is S.NEEDS_ATTENTION, await r.history(op_id)
         said = (await r.escalation(op_id))["reason"]
         assert MK_EXPIRED["message"] in said and "602" in said, said
+
+
+async def test_marketo_a_create_refused_for_the_daily_quota_goes_to_a_human_saying_so(
+    pool: Any, tmp_path: Path
+) -> None:
+    """1029 "Export daily quota exceeded" comes as a 200 without an export: no job
+    id, an error beside it. Not listed as "nothing created", it is an ambiguous
+    create (no idempotency, no lookup): a human, told Marketo's words; never sent
+    again."""
+    fx = MarketoFixture()
+    fx.quota_spent = True
+    async with marketo(pool, tmp_path, fx) as r:
+        op_id = await r.submit(extract())
+        assert await r.settle(op_id, ENDS) is S.NEEDS_ATTENTION, await r.history(op_id)
+        assert fx.creates == 1 and fx.jobs == {}
+        said = await reason(r, op_id)
+        assert MK_QUOTA["message"] in said, said
 
 
 async def test_marketo_a_lost_create_goes_to_a_human(pool: Any, tmp_path: Path) -> None:
