@@ -637,6 +637,8 @@ def _stateless_cause(step: Step, fact: StatusFact, reads: int) -> str:
     return (
         f"the last {reads} status reads answered HTTP {fact.status_code} with {shown}: "
         "check the provider's description (the path, the state map, the Accept header), "
+        "the provider credential ([auth]: an API that answers every error 200, as "
+        "Marketo's expired token, says so only in its body), "
         "or whether the job is gone (a GraphQL node read as null)"
     )
 

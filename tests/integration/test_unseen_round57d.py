@@ -606,6 +606,7 @@ async def test_marketo_an_expired_token_in_200_answers_goes_to_a_human_saying_so
         assert await r.settle(op_id, ENDS) is S.NEEDS_ATTENTION, await r.history(op_id)
         said = (await r.escalation(op_id))["reason"]
         assert MK_EXPIRED["message"] in said and "602" in said, said
+        assert "the provider credential" in said, said
 
 
 async def test_marketo_a_create_refused_for_the_daily_quota_goes_to_a_human_saying_so(
