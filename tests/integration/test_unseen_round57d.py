@@ -435,6 +435,21 @@ async def test_a_job_gone_by_a_4xx_code_goes_to_a_human_too(pool: Any, tmp_path:
         assert "does not exist" in said, said
 
 
+async def test_leonardo_a_create_refused_is_failed_in_hasuras_words(
+    pool: Any, tmp_path: Path
+) -> None:
+    """A refused create answers Hasura's {"error", "path", "code"}: failed, with
+    that code and message (create.error_code, error_message), nothing made."""
+    fx = LeonardoFixture()
+    async with leonardo(pool, tmp_path, fx) as r:
+        op_id = await r.submit({**images(), "prompt": ""})
+        assert await r.settle(op_id, ENDS) is S.FAILED, await r.history(op_id)
+        assert fx.jobs == {}
+        op = await r.op(op_id)
+        assert op.last_error["code"] == "validation-failed", op.last_error
+        assert op.last_error["message"] == "prompt is required", op.last_error
+
+
 async def test_leonardo_a_lost_create_goes_to_a_human(pool: Any, tmp_path: Path) -> None:
     fx = LeonardoFixture(lose_first_create=True)
     async with leonardo(pool, tmp_path, fx) as r:
