@@ -13,6 +13,9 @@ each fault, in a fresh database and a fresh fixture:
   process makes and between which it keeps pages in memory): the process gone
   there, its later rounds and its memory with it, no statement after it sent.
 
+A scenario with a receiver (`Scenario.deliver`) has the step begin with a
+delivery to the real receiver, its statements faulted as the reconciler's are;
+one not acknowledged is delivered again after the fault, as a provider retries.
 The clock moves past the dead lease, a fresh reconciler runs the operation to
 its end, and every run must hold: the fault-free end; at most one valid
 result stored; no recovery point or marked read left over; every request the
@@ -42,7 +45,7 @@ from shared.ledger.log_audit import verify_log
 from shared.ledger.states import INBOX, TERMINAL, LocalState
 from shared.providers import ProviderDescription
 from shared.serve import serve_app
-from tests.fixtures_providers.rig import PresetRig, load
+from tests.fixtures_providers.rig import PresetRig, load, running_receiver
 from tests.harness import reconciler_context
 
 # Past any dead lease (10 s) and the error retries of the fast limits.
@@ -128,6 +131,10 @@ class Scenario:
     rounds: int = 1
     # the environment the description's secrets are read from
     env: Mapping[str, str] = field(default_factory=dict)
+    # with a receiver: the delivery that begins the step, to the receiver whose
+    # URL it is given; True if acknowledged (2xx). One not acknowledged is
+    # delivered again (to the receiver outside the fault) before the run to the end.
+    deliver: Callable[[World, str], Awaitable[bool]] | None = None
 
 
 @dataclass
@@ -164,11 +171,16 @@ class Sweep:
                 served = Counted(fixture.app())
                 base = await stack.enter_async_context(serve_app(served))
                 providers = load(scenario.provider, None, base, scenario.env, scenario.described)
+                hooks = None
+                if scenario.deliver is not None:
+                    hooks = await stack.enter_async_context(running_receiver(pool, providers))
                 ctx = await stack.enter_async_context(
-                    reconciler_context(pool, workdir, providers, lanes=8, clock=clock)
+                    reconciler_context(
+                        pool, workdir, providers, lanes=8, clock=clock, webhook_url=hooks
+                    )
                 )
                 desc = providers[scenario.provider]
-                rig = PresetRig(pool, base, scenario.provider, desc, Reconciler(ctx))
+                rig = PresetRig(pool, base, scenario.provider, desc, Reconciler(ctx), hooks)
                 world = World(db, clock, rig, fixture, served)
                 world.extra["providers"] = providers
                 world.extra["workdir"] = workdir
@@ -181,12 +193,14 @@ class Sweep:
             await scenario.prime(world)
             world.extra["fault"] = (action, at) if at is not None else None
             async with PgProxy.from_url(url) as proxy:
-                await self._step(world, proxy, url, action, at, scenario.rounds)
+                await self._step(world, proxy, url, action, at, scenario)
                 if at is not None and not proxy.fired.is_set():
                     raise AssertionError(f"{scenario.name}: statement {at} never came")
                 count = proxy.count
                 sql = [" ".join(s.sql.split()) for s in proxy.statements]
             await world.clock.advance(PAST_THE_FAULT)
+            if scenario.deliver is not None and not world.extra["acknowledged"]:
+                await scenario.deliver(world, world.rig.hook_url)  # the provider's retry
             end = await self._to_the_end(world)
             violations = await self._check(world, scenario, end)
             return Outcome(action, at, count, end, violations, sql)
@@ -198,19 +212,27 @@ class Sweep:
         url: str,
         action: str | None,
         at: int | None,
-        rounds: int = 1,
+        scenario: Scenario,
     ) -> None:
         pool = await create_reconciler_pool(proxy.url_for(url))
         try:
             providers: Mapping[str, ProviderDescription] = world.extra["providers"]
-            async with reconciler_context(
-                pool,
-                world.extra["workdir"],
-                providers,
-                lanes=8,
-                clock=world.clock,
-                worker_id="step",
-            ) as ctx:
+            async with contextlib.AsyncExitStack() as stack:
+                hooks = None
+                if scenario.deliver is not None:
+                    # the step's receiver: its statements through the proxy too
+                    hooks = await stack.enter_async_context(running_receiver(pool, providers))
+                ctx = await stack.enter_async_context(
+                    reconciler_context(
+                        pool,
+                        world.extra["workdir"],
+                        providers,
+                        lanes=8,
+                        clock=world.clock,
+                        worker_id="step",
+                        webhook_url=world.rig.webhook_url,
+                    )
+                )
                 reconciler = Reconciler(ctx)
                 killed = asyncio.Event()
                 proxy.reset()
@@ -218,7 +240,10 @@ class Sweep:
                     proxy.arm(Fault(action="kill", at=at, kill=lambda: _killed(proxy, killed)))
                 elif at is not None:
                     proxy.arm(Fault(action=action, at=at))  # type: ignore[arg-type]
-                for n in range(rounds):
+                if scenario.deliver is not None and hooks is not None:
+                    url = hooks.replace("{provider}", scenario.provider)
+                    world.extra["acknowledged"] = await scenario.deliver(world, url)
+                for n in range(scenario.rounds):
                     if killed.is_set():
                         break  # the process is gone: no later round, nothing it kept
                     if n:

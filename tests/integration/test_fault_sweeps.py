@@ -7,7 +7,15 @@ next URL (Firecrawl) or a token in the body (Textract), or, that token expired
 meanwhile, reads from page 1 again; a cancelled job's partial output, paged or
 at its result path; the tenth status read refused with a lasting 4xx; the
 create 409 that makes ten minutes of them; a synchronous create answer naming
-a job another operation holds.
+a job another operation holds. And, at the unseen rounds' fakes: a result
+delivered by the callback alone (Baseten: the signed delivery stored by the
+receiver, faulted in the same step, then the read deciding done and the output
+taken from the delivery); a cancel refused by its 200 body
+(cancel.refused_codes); a create refused for now, 403 with retry-after
+(GitHub's secondary rate limit), sent again after the wait; a lost create found
+by the id we chose, its resend answered 400 ConflictException
+(create.already_exists_codes, Transcribe), or on a list's second page
+(lookup.next_page_url, Twilio).
 """
 
 from __future__ import annotations
@@ -20,12 +28,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from starlette.applications import Starlette
 
 from reconciler.steps.create import CONFLICTS_MIN_SECONDS
 from reconciler.steps.poll import REFUSED_READS_TOLERANCE
 from shared import ledger
 from shared.ledger.states import LocalState as S
 from tests import conftest
+from tests.fixtures_providers import described as unseen
 from tests.fixtures_providers.shapes import (
     BULK_LOCATOR,
     BULK_ROWS,
@@ -43,11 +53,21 @@ from tests.fixtures_providers.shapes import (
 from tests.fixtures_providers.textract import READS_TO_FINISH as TEXTRACT_READS_TO_FINISH
 from tests.fixtures_providers.textract import TextractFixture
 from tests.fixtures_providers.textract import _error as _textract_error
-from tests.integration.fault_sweep import Scenario, Sweep, World
+from tests.fixtures_providers.unseen_round55b import (
+    BT_OUTPUT,
+    BasetenFixture,
+    GitHubActionsFixture,
+)
+from tests.fixtures_providers.unseen_round56 import TwilioExportsFixture
+from tests.fixtures_providers.unseen_round57b import TranscribeFixture
+from tests.integration.fault_sweep import PAST_THE_FAULT, Scenario, Sweep, World
 from tests.integration.test_create_conflicts import CrawlsFixture, firecrawl
 from tests.integration.test_job_shared import SAME, reusing_ids
 from tests.integration.test_reads_that_need_a_human import RunsFixture, apify_runs
 from tests.integration.test_unseen_cohere_textract import AWS_ENV, described, document
+from tests.integration.test_unseen_round55b import BT_ENV, GH_ENV, dispatch, predict
+from tests.integration.test_unseen_round56 import TW_ENV, export
+from tests.integration.test_unseen_round57b import ALLOWED, TR_ENV, transcription
 
 CSV = "Id,Name\n"
 
@@ -471,6 +491,236 @@ class _Reusing:
         return reusing_ids(sync_for=SYNC_IMAGE)
 
 
+# ------------------------------------------------------------------ a result from the webhook alone
+
+
+async def delivered_success(world: World) -> None:
+    """Observing; the request has succeeded, its output not yet delivered. The step
+    begins with the signed delivery to the receiver (its statements faulted too),
+    then reads the request done and collects the output from the delivery."""
+    world.operation_id = await world.rig.submit(predict("slow"), result_deadline_s=3600)
+    await world.run_until(lambda: _in(world, {S.OBSERVING}))
+    world.fixture.only()["state"] = "SUCCEEDED"
+
+
+async def deliver_output(world: World, url: str) -> bool:
+    status = await world.fixture.deliver(url, world.fixture.only()["id"])
+    return bool(200 <= status < 300)
+
+
+async def output_kept_once(world: World, end: S) -> list[str]:
+    failures = []
+    _, stored = await _stored(world)
+    if stored is None or json.loads(stored) != BT_OUTPUT:
+        failures.append(f"the delivered output is not the result: {stored!r}")
+    if world.fixture.creates != 1:
+        failures.append(f"{world.fixture.creates} requests created")
+    kept = await world.db.fetchval(
+        "SELECT count(*) FROM webhook_events WHERE operation_id = $1", world.operation_id
+    )
+    if kept != 1:
+        failures.append(f"{kept} deliveries attached, expected the one (redelivered or not)")
+    return failures
+
+
+WEBHOOK_RESULT = Scenario(
+    "webhook_result",
+    "baseten_async",
+    unseen.described("baseten_async"),
+    BasetenFixture,
+    delivered_success,
+    S.SUCCEEDED,
+    output_kept_once,
+    env=BT_ENV,
+    deliver=deliver_output,
+)
+
+
+# ------------------------------------------------------------------ a cancel refused by its body
+
+
+async def running_cancel_asked(world: World) -> None:
+    """Observing, the request running (only a queued one can be cancelled): a
+    cancel asked; the step sends it and reads its 200 {"canceled": false}."""
+    world.operation_id = await world.rig.submit(predict("slow"), result_deadline_s=3600)
+    await world.run_until(lambda: _in(world, {S.OBSERVING}))
+    world.fixture.only()["state"] = "IN_PROGRESS"
+    # past the fault's 31 s (the refusal is told on the next round), and within
+    # the run to the end's reads (each the 0.2 s backoff cap apart): a cancel
+    # whose answer is lost ends there
+    await world.rig.cancel(world.operation_id, cancel_deadline_s=PAST_THE_FAULT + 9)
+
+
+async def refusal_told(world: World, end: S) -> list[str]:
+    failures = []
+    reason = (await world.rig.escalation(world.operation_id) or {}).get("reason") or ""
+    refused = await world.db.fetchval(
+        "SELECT count(*) FROM provider_calls WHERE operation_id = $1"
+        " AND call_kind = 'cancel' AND status_code = 200",
+        world.operation_id,
+    )
+    # the refusal said when its answer is on record; a cancel recorded as (maybe)
+    # sent whose answer is not (not idempotent: never sent again) is unconfirmed
+    # at its deadline, the request read meanwhile
+    if refused and "HTTP 200 (/canceled = false)" not in reason:
+        failures.append(f"unconfirmed for another reason: {reason!r}")
+    if not refused and not reason:
+        failures.append("unconfirmed, no reason told")
+    if "cancelling" in await world.rig.history(world.operation_id):
+        failures.append("a refused cancel was taken (cancelling)")
+    if len(world.fixture.cancels) > 2:
+        failures.append(f"{len(world.fixture.cancels)} cancels sent")
+    return failures
+
+
+CANCEL_REFUSED = Scenario(
+    "cancel_refused",
+    "baseten_async",
+    unseen.described("baseten_async"),
+    BasetenFixture,
+    running_cancel_asked,
+    S.CANCELLATION_UNCONFIRMED,
+    refusal_told,
+    env=BT_ENV,
+)
+
+
+# ------------------------------------------------------------------ a create refused for now
+
+
+async def dispatch_over_the_secondary_limit(world: World) -> None:
+    """Submitted; the step's dispatch answers 403 with retry-after (GitHub's
+    secondary rate limit: nothing dispatched), and it goes again after the wait."""
+    world.fixture.secondary = 1
+    world.operation_id = await world.rig.submit(
+        dispatch(), result_deadline_s=3600, create_deadline_s=3600
+    )
+
+
+async def dispatched_once(world: World, end: S) -> list[str]:
+    failures = []
+    runs = len(world.fixture.dispatches)
+    if end is S.NEEDS_ATTENTION:
+        # No idempotency, no lookup: a dispatch recorded as (maybe) sent whose
+        # answer is not on record (the connection lost at the recovery point's
+        # COMMIT, or the process before the answer was written) is never sent
+        # again (test_github_a_lost_dispatch_goes_to_a_human). Justified only so.
+        unanswered = await world.db.fetchval(
+            "SELECT count(*) FROM provider_calls WHERE operation_id = $1"
+            " AND call_kind = 'create' AND status_code IS NULL",
+            world.operation_id,
+        )
+        if not unanswered:
+            failures.append("a human was told, yet every dispatch's answer is on record")
+        if runs > 1:
+            failures.append(f"{runs} runs dispatched")
+    elif runs != 1:
+        failures.append(f"{runs} runs dispatched")
+    if "failed" in await world.rig.history(world.operation_id):
+        failures.append("the refusal for now was read as a failure")
+    return failures
+
+
+SECONDARY_LIMIT = Scenario(
+    "create_retry_after",
+    "github_dispatch",
+    {k: v for k, v in unseen.described("github_dispatch").items() if k != "webhooks"},
+    GitHubActionsFixture,
+    dispatch_over_the_secondary_limit,
+    S.SUCCEEDED,
+    dispatched_once,
+    frozenset({S.NEEDS_ATTENTION}),
+    rounds=2,  # the 403 read, then the dispatch after the wait
+    env=GH_ENV,
+)
+
+
+# ------------------------------------------------------------------ a lost create found
+
+
+async def create_lost(world: World) -> None:
+    """The first create made the job, its answer lost: the step finds it (resent
+    and answered "already exists", or looked up)."""
+    world.operation_id = await world.rig.submit(
+        world.extra["body"], result_deadline_s=3600, create_deadline_s=3600
+    )
+    await world.run_until(lambda: _in(world, {S.CREATE_UNKNOWN}))
+    await world.due()
+
+
+async def found_once(world: World, end: S) -> list[str]:
+    failures = []
+    fx = world.fixture
+    if len(fx.jobs) != world.extra.get("jobs", 1):
+        failures.append(f"{len(fx.jobs)} jobs made")
+    ours = world.extra["ours"](fx, world.operation_id)
+    op = await ledger.load_operation(world.db, world.operation_id)
+    if op.remote_job_id != ours:
+        failures.append(f"adopted {op.remote_job_id}, ours is {ours}")
+    return failures
+
+
+class _TranscribeAndItsBucket(TranscribeFixture):
+    """The fake and its object store served as one app; the links name the host
+    `localhost` (the operator's allowed host) at the served port."""
+
+    def app(self) -> Any:
+        return Starlette(routes=[*self.storage().routes, *super().app().routes])
+
+
+async def transcription_lost(world: World) -> None:
+    world.fixture.url = world.rig.url.replace("127.0.0.1", "localhost")
+    world.extra["body"] = transcription()
+    world.extra["ours"] = lambda fx, _op: fx.only()["id"]
+    await create_lost(world)
+
+
+ALREADY_EXISTS = Scenario(
+    "create_already_exists",
+    "transcribe",
+    unseen.described("transcribe", result=ALLOWED),
+    lambda: _TranscribeAndItsBucket(lose_first_create=True),
+    transcription_lost,
+    S.SUCCEEDED,
+    found_once,
+    rounds=2,  # the resent Start answered 400 ConflictException, then the Get by name
+    env=TR_ENV,
+)
+
+
+def _twilio_seeded() -> TwilioExportsFixture:
+    fx = TwilioExportsFixture(lose_first_create=True)
+    fx.seed("made elsewhere")
+    return fx
+
+
+async def export_lost(world: World) -> None:
+    world.extra["body"] = export()
+    world.extra["jobs"] = 2
+    world.extra["ours"] = lambda fx, op: next(
+        sid for sid, j in fx.jobs.items() if j["form"]["FriendlyName"] == op
+    )
+    await create_lost(world)
+
+
+LOOKUP_NEXT_PAGE = Scenario(
+    "lookup_next_page",
+    "twilio_exports",
+    {
+        k: v
+        for k, v in unseen.described(
+            "twilio_exports", lookup={"path": "/v1/Exports/Calls/Jobs?PageSize=1"}
+        ).items()
+        if k != "webhooks"
+    },
+    _twilio_seeded,
+    export_lost,
+    S.SUCCEEDED,
+    found_once,
+    env=TW_ENV,
+)
+
+
 SCENARIOS = {
     s.name: s
     for s in (
@@ -486,6 +736,11 @@ SCENARIOS = {
         REFUSED_READS,
         CREATE_CONFLICTS,
         SYNC_HELD_JOB,
+        WEBHOOK_RESULT,
+        CANCEL_REFUSED,
+        SECONDARY_LIMIT,
+        ALREADY_EXISTS,
+        LOOKUP_NEXT_PAGE,
     )
 }
 
