@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from reconciler.calls import recorded_response
 from shared.providers import CancelFact, CreateFact, HttpResponse, LookupFact, StatusFact
 
 if TYPE_CHECKING:
@@ -53,6 +54,18 @@ def read_cancel(step: Step, resp: HttpResponse) -> CancelFact:
         lambda: step.adapter.parse_cancel(resp, step.now()),
         lambda why: CancelFact("ambiguous", resp.status_code, why),
     )
+
+
+def cancel_refusal(step: Step, call: Any) -> str | None:
+    """The provider's refusal of a recorded cancel call in words (its status, error
+    code and message), or None when the answer was no refusal."""
+    answer = recorded_response(call, step.adapter.headers_read)
+    fact = read_cancel(step, answer or HttpResponse(call["status_code"]))
+    if fact.kind != "rejected":
+        return None
+    said = [x for x in (fact.error.code, fact.error.message) if x] if fact.error else []
+    detail = f" ({': '.join(said)})" if said else ""
+    return f"the provider refused the cancel request: HTTP {fact.status_code}{detail}"
 
 
 def read_lookup(step: Step, resp: HttpResponse, page_token: str | None = None) -> LookupFact:

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from reconciler.calls import NEVER_LEFT, imposed_wait, recorded_response
-from reconciler.readings import read_cancel
+from reconciler.calls import NEVER_LEFT, imposed_wait
+from reconciler.readings import cancel_refusal, read_cancel
 from reconciler.step import NOW, Delay, Step
 from reconciler.steps.poll import (
     UNCONFIRMED_POLL_SECONDS,
@@ -30,7 +30,7 @@ from reconciler.steps.poll import (
 from shared import ledger
 from shared.db.queries import q
 from shared.ledger.states import Evidence, LocalState, RemoteState
-from shared.providers import HttpResponse, RequestBuildError, may_have_been_delivered
+from shared.providers import RequestBuildError, may_have_been_delivered
 
 S = LocalState
 # Answers that mean "not now": their Retry-After holds back every call.
@@ -91,7 +91,7 @@ async def _refused_while_running(step: Step, conn: Any, last: Any) -> Delay | No
     running = (RemoteState.PENDING.value, RemoteState.RUNNING.value)
     if call is None or call["state_read_after"] not in running:
         return None
-    refusal = _refusal(step, call)
+    refusal = cancel_refusal(step, call)
     if refusal is None:
         return None
     shown = step.op.remote_state_raw or call["state_read_after"]
@@ -118,19 +118,7 @@ async def _refused_in_its_body(step: Step, conn: Any, last: Any) -> bool:
     call = await conn.fetchrow(
         q("cancel_call_and_read_after"), step.op.operation_id, last["call_id"]
     )
-    return call is not None and _refusal(step, call) is not None
-
-
-def _refusal(step: Step, call: Any) -> str | None:
-    """The provider's refusal of a recorded cancel call in words (its status, error
-    code and message), or None when the answer was no refusal."""
-    answer = recorded_response(call, step.adapter.headers_read)
-    fact = read_cancel(step, answer or HttpResponse(call["status_code"]))
-    if fact.kind != "rejected":
-        return None
-    said = [x for x in (fact.error.code, fact.error.message) if x] if fact.error else []
-    detail = f" ({': '.join(said)})" if said else ""
-    return f"the provider refused the cancel request: HTTP {fact.status_code}{detail}"
+    return call is not None and cancel_refusal(step, call) is not None
 
 
 class _ReadStatus:

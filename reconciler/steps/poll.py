@@ -28,7 +28,7 @@ from typing import Any
 
 from reconciler import forecast
 from reconciler.calls import NEVER_LEFT, Sent, poll_hint, status_read
-from reconciler.readings import read_status
+from reconciler.readings import cancel_refusal, read_status
 from reconciler.step import NOW, Delay, Step, lease_lost
 from reconciler.steps.collect import Partial, collect_partial_output
 from shared.db import pgjson
@@ -83,6 +83,13 @@ class Deadline:
     reason: str
 
 
+# What a cancel deadline says of an answered cancel unsafe to repeat.
+NOT_SENT_AGAIN = (
+    "; it is not sent again (cancel.idempotent is false, and its answer is not one "
+    "cancel.resend_statuses names)"
+)
+
+
 def passed_deadline(step: Step) -> Deadline | None:
     op = step.op
     now = step.now()
@@ -124,10 +131,7 @@ def passed_deadline(step: Step) -> Deadline | None:
                 "answer is on record: an error, back-pressure or none)"
             )
             if not cancel.idempotent:
-                cause += (
-                    "; it is not sent again (cancel.idempotent is false, and its answer is "
-                    "not one cancel.resend_statuses names)"
-                )
+                cause += NOT_SENT_AGAIN
         elif not cancel.supported:
             cause = (
                 f"cancel deadline passed and the job has not ended: provider "
@@ -746,17 +750,18 @@ async def _escalate(step: Step, deadline: Deadline, why: str) -> Delay:
 
 async def _escalate_on(step: Step, conn: Any, deadline: Deadline, why: str) -> Delay:
     """The deadline's escalation, with what the owner saw when it looked."""
-    reason = await _unanswered_cancel(step, conn, deadline) or deadline.reason
+    reason = await _cancel_deadline_reason(step, conn, deadline) or deadline.reason
     await step.move(conn, deadline.escalate_to, f"{reason}: {why}")
     if deadline.escalate_to is S.CANCELLATION_UNCONFIRMED:
         return step.until_allowed(UNCONFIRMED_POLL_SECONDS, read=True)
     return None
 
 
-async def _unanswered_cancel(step: Step, conn: Any, deadline: Deadline) -> str | None:
+async def _cancel_deadline_reason(step: Step, conn: Any, deadline: Deadline) -> str | None:
     """The cancel deadline's reason when a cancel that left got no answer (the last,
-    or an earlier one the later answers say nothing of), or none left at all,
-    else None.
+    or an earlier one the later answers say nothing of), none left at all, or the
+    last was refused in words the answer gives (`_refused_at_the_deadline`), else
+    None.
 
     A cancel sent whose answer never came (a timeout, a reset, a process
     stopped before recording it) may have reached the provider and stopped
@@ -787,7 +792,7 @@ async def _unanswered_cancel(step: Step, conn: Any, deadline: Deadline) -> str |
     # to later requests say nothing of
     unanswered = next((c for c in left if c["status_code"] is None), None)
     if unanswered is None:
-        return None
+        return await _refused_at_the_deadline(step, conn, last)
     how = unanswered["error_category"] or "interrupted before its answer was recorded"
     if unanswered is last:
         reason = (
@@ -806,6 +811,23 @@ async def _unanswered_cancel(step: Step, conn: Any, deadline: Deadline) -> str |
             "; it is not sent again (cancel.idempotent is false): check with the provider "
             "before sending another"
         )
+    return reason
+
+
+async def _refused_at_the_deadline(step: Step, conn: Any, last: Any) -> str | None:
+    """The cancel deadline's reason when the last cancel's answer refused it in words
+    (a 4xx, Baseten's 200 {"canceled": false}): a refusal is told on the round after
+    it, and a deadline passed by then (a short one, a crash between the two) said
+    only "its answer is on record: an error, back-pressure or none"."""
+    call = await conn.fetchrow(
+        q("cancel_call_and_read_after"), step.op.operation_id, last["call_id"]
+    )
+    refusal = cancel_refusal(step, call) if call is not None else None
+    if refusal is None:
+        return None
+    reason = f"cancel deadline passed and our cancel request was not accepted: {refusal}"
+    if not step.adapter.desc.cancel.idempotent:
+        reason += NOT_SENT_AGAIN
     return reason
 
 

@@ -26,6 +26,8 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+from bench.harness import TestClock
+from shared.clock import SYSTEM_CLOCK, Clock
 from shared.ledger.states import LocalState
 from tests.fixtures_providers.described import ENDS, described, reason
 from tests.fixtures_providers.rig import PresetRig, preset_rig
@@ -51,6 +53,7 @@ from tests.fixtures_providers.unseen_round55b import (
     gh_artifacts,
     mc_outputs,
 )
+from tests.integration.test_unseen_round52b import until
 
 S = LocalState
 
@@ -509,6 +512,7 @@ def baseten(
     fx: BasetenFixture,
     *,
     with_receiver: bool = True,
+    clock: Clock = SYSTEM_CLOCK,
     **over: dict[str, Any],
 ) -> Any:
     return preset_rig(
@@ -520,6 +524,7 @@ def baseten(
         env=BT_ENV,
         overrides=described("baseten_async", **over),
         with_receiver=with_receiver,
+        clock=clock,
     )
 
 
@@ -712,6 +717,34 @@ async def test_baseten_a_running_request_refuses_the_cancel_and_ends(
         assert "cancelling" not in await r.history(op_id)
         esc = await r.escalation(op_id)
         assert "HTTP 200 (/canceled = false)" in esc["reason"], esc["reason"]
+
+
+async def test_baseten_a_refused_cancel_whose_deadline_passed_first_is_told_in_its_words(
+    pool: Any, tmp_path: Path, clock: TestClock
+) -> None:
+    """The refusal above is told on the round after the cancel; a cancel deadline
+    passed by then (a short one, or a crash between the two rounds) ends
+    unconfirmed at the deadline, naming the refusal all the same. Before, its
+    reason was "its answer is on record: an error, back-pressure or none", the
+    provider's own words lost (found by the fault sweep's cancel_refused)."""
+    fx = BasetenFixture()
+    async with baseten(pool, tmp_path, fx, with_receiver=False, clock=clock) as r:
+        op_id = await r.submit(predict("slow"))
+        await until(r, clock, lambda: fx.reads > 0)
+        job = fx.only()
+        job["state"] = "IN_PROGRESS"
+        await r.cancel(op_id, cancel_deadline_s=5)
+        await until(r, clock, lambda: len(fx.cancels) == 1)
+        assert await r.state(op_id) is S.CANCEL_REQUESTED, await r.history(op_id)
+        await clock.advance(10)  # past the cancel deadline before the next round
+        await r.reconciler.run_once()
+        assert await r.state(op_id) is S.CANCELLATION_UNCONFIRMED, await r.history(op_id)
+        esc = await r.escalation(op_id)
+    assert esc["reason"].startswith(
+        "cancel deadline passed and our cancel request was not accepted: the provider "
+        "refused the cancel request: HTTP 200 (/canceled = false"
+    ), esc["reason"]
+    assert fx.cancels == [(job["id"], "IN_PROGRESS")]
 
 
 async def test_baseten_a_lost_create_goes_to_a_human(pool: Any, tmp_path: Path) -> None:
