@@ -2558,6 +2558,7 @@ def _lookup(table: _Table | None, create: CreateSpec) -> LookupSpec:
     )
     if spec.body is not None and spec.method == "GET":
         raise table.error("body", "a GET carries no body: set method (POST)")
+    spec = dataclasses.replace(spec, page_token_body_field=_lookup_token_in_body(table, spec))
     _check_next_page_url(table, spec)
     spec = dataclasses.replace(spec, **_lookup_paging(table, spec))
     if supported and listed:
@@ -2570,6 +2571,23 @@ def _lookup(table: _Table | None, create: CreateSpec) -> LookupSpec:
         raise table.error("not_found_means_absent", "only meaningful with kind = get")
     table.finish()
     return spec
+
+
+def _lookup_token_in_body(table: _Table, spec: LookupSpec) -> ValuePath | None:
+    """`lookup.page_token_body_field`: the cursor written into the lookup's body
+    (a POST list whose token travels there), so a token, a body and no parameter."""
+    in_body = _written(table, "page_token_body_field")
+    if in_body is None:
+        return None
+    if spec.next_page_token is None:
+        raise table.error("page_token_body_field", "only with next_page_token (the token written)")
+    if spec.body is None:
+        raise table.error("page_token_body_field", "needs body (the object it is written in)")
+    if table.has("page_token_param"):
+        raise table.error(
+            "page_token_param", "contradicts page_token_body_field: the token goes in one place"
+        )
+    return in_body
 
 
 def _check_next_page_url(table: _Table, spec: LookupSpec) -> None:

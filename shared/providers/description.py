@@ -277,6 +277,9 @@ rules in ``shared/providers/paths.py``); *paths* = a path or a list of paths;
                body = {..} (the JSON object sent, its strings templates over the
                  path's placeholders; a POST read: AWS Transcribe's Get naming the
                  job we named, { TranscriptionJobName = "{idempotency_token}" }),
+               page_token_body_field (a body path the next page's token is written
+                 at, instead of page_token_param: with body and next_page_token;
+                 Azure Data Factory's queryPipelineRuns "/continuationToken"),
                list, match, job_id, next_page_token, has_more, page_token_param,
                next_page_url (a path: the next page's whole URL, followed as given,
                  instead of next_page_token: Twilio's "/meta/next_page_url", its
@@ -1067,6 +1070,11 @@ class LookupSpec:
     # whose every call is a POST naming the job in its body (AWS JSON 1.1's
     # GetTranscriptionJob {TranscriptionJobName}); None: none.
     body: TemplatedJson = None
+    # Where the next page's token is written in `body`, instead of sent in
+    # page_token_param: a list read by a POST whose cursor travels in the body
+    # (Azure Data Factory's queryPipelineRuns `continuationToken`). Sent as a query
+    # parameter, such an API ignores it and answers the first page again.
+    page_token_body_field: ValuePath | None = None
 
     @property
     def numbered(self) -> bool:

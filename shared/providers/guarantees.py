@@ -196,10 +196,12 @@ def _pages(spec: LookupSpec) -> str:
         offsets = f"by offset, ?{spec.offset_param}=<items read>, from 0"
         return f"({offsets}, {limit}, until {_end(spec)}; {unread})"
     if spec.next_page_token is not None:
-        return (
-            f"(following the cursor at {spec.next_page_token.text} in ?{spec.page_token_param}=, "
-            f"{limit}; {unread})"
+        sent = (
+            f"the body's {spec.page_token_body_field.text}"
+            if spec.page_token_body_field is not None
+            else f"?{spec.page_token_param}="
         )
+        return f"(following the cursor at {spec.next_page_token.text} in {sent}, {limit}; {unread})"
     if spec.next_page_url is not None:
         return f"(following the next page's URL at {spec.next_page_url.text}, {limit}; {unread})"
     if spec.filtered:

@@ -606,6 +606,8 @@ def build_lookup(
         params[spec.query_param] = client_reference
     params.update(_lookup_page(spec, page_token))
     payload = _render_json(spec.body, values)
+    if page_token and spec.page_token_body_field is not None:
+        set_value(payload, spec.page_token_body_field, page_token)
     return _request(
         desc, "lookup", spec.method, add_query(url, params), _base_headers(desc), payload
     )
@@ -642,7 +644,7 @@ def _lookup_page(spec: LookupSpec, page_token: str | None) -> dict[str, str]:
         )
     elif spec.offset_param is not None:
         params[spec.offset_param] = page_token or "0"
-    elif page_token:
+    elif page_token and spec.page_token_body_field is None:
         params[spec.page_token_param] = page_token
     return params
 
