@@ -37,7 +37,7 @@ from shared.ledger.operations import unstorable_job_id
 from shared.ledger.states import STATE_SETS, Evidence, LocalState
 from shared.providers import CreateFact, HttpRequest, LookupFact, RequestBuildError
 from shared.providers.delivery import may_have_been_delivered
-from shared.providers.description import Idempotency
+from shared.providers.description import CreateSpec, Idempotency
 from shared.providers.requests import RESEND
 from shared.providers.responses import unreferenced_listing
 from shared.text import holds_exactly
@@ -241,7 +241,7 @@ async def _deadline_passed(step: Step, conn: Any) -> Delay:
         reason = (
             "create deadline passed without proof that a remote job exists or not"
             + (f" ({unread})" if unread else "")
-            + _last_create_answer(last, step.op.last_error)
+            + _last_create_answer(last, step.op.last_error, step.adapter.desc.create)
             + _cancel_never_sent(step)
         )
     async with conn.transaction():
@@ -262,15 +262,16 @@ def _cancel_never_sent(step: Step) -> str:
     )
 
 
-def _last_create_answer(call: Any, last_error: Any = None) -> str:
+def _last_create_answer(call: Any, last_error: Any = None, create: CreateSpec | None = None) -> str:
     """What the uncertain create got, for the human it goes to (a 429 whose
     provider does not document it as creating nothing, a timeout...), with the
     provider's own code and words when that answer carried them (`last_error`,
-    recorded from it: `_interpret_create`)."""
+    recorded from it: `_interpret_create`), and, for a 2xx, why it was no job."""
     if call is None:
         return ""
     if call["status_code"] is not None:
         answer = f"HTTP {call['status_code']}" + _providers_words(call, last_error)
+        answer += _why_no_job(call["status_code"], create)
         if call["not_before"] is not None:
             answer += f", asking to wait until {call['not_before']:%Y-%m-%dT%H:%M:%SZ}"
         if call["status_code"] >= 400:
@@ -283,6 +284,20 @@ def _last_create_answer(call: Any, last_error: Any = None) -> str:
     else:
         answer = f"no answer ({call['error_category'] or 'unknown'})"
     return f"; the last create got {answer}"
+
+
+def _why_no_job(code: int, create: CreateSpec | None) -> str:
+    """Why a 2xx create answer left the job uncertain: it named no job id where the
+    description reads one, or its code is not listed. Fivetran's sync answers 200
+    {"code": "Success", "message": "Sync has been successfully triggered ..."} and
+    no id: the human was told only "the last create got HTTP 200 (Success: Sync has
+    been successfully triggered ...)", an uncertain create that read as a success."""
+    if create is None or not 200 <= code < 300:
+        return ""
+    if code not in create.accepted_statuses and code not in create.sync_result_statuses:
+        return ", a code create.accepted_statuses does not list"
+    where = create.job_id.text if create.job_id is not None else "the response"
+    return f", naming no job id (create.job_id: {where})"
 
 
 def _providers_words(call: Any, last_error: Any) -> str:
@@ -329,6 +344,7 @@ async def _resolve_uncertain(step: Step, conn: Any) -> tuple[bool, Delay]:
         said = _last_create_answer(
             await conn.fetchrow(q("latest_create_call"), step.op.operation_id),
             step.op.last_error,
+            desc.create,
         )
         async with conn.transaction():
             await step.move(
@@ -693,7 +709,7 @@ async def _held_past_deadline(step: Step, conn: Any, held: float) -> Delay:
         last = await conn.fetchrow(q("latest_create_call"), op.operation_id)
         known = (
             "whether a remote job exists is unknown"
-            + _last_create_answer(last, op.last_error)
+            + _last_create_answer(last, op.last_error, step.adapter.desc.create)
             + _cancel_never_sent(step)
         )
     else:

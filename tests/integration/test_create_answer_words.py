@@ -92,3 +92,27 @@ async def test_a_silent_last_create_is_not_told_in_an_earlier_answers_words(
         assert "rate limited" not in reason, reason
         error = (await r.op(op_id)).last_error
         assert error is None or error.get("message") != "rate limited", error
+
+
+async def test_a_2xx_naming_no_job_tells_the_human_it_named_none(pool: Any, tmp_path: Path) -> None:
+    """A provider without idempotency or lookup answers the create 200 with its
+    success words and no job id (Fivetran's sync: {"code": "Success", "message":
+    "Sync has been successfully triggered ..."}). The human is told the answer
+    named no job id where the description reads one; before, only "the last
+    create got HTTP 200 (Success: Sync has been successfully triggered ...)", an
+    uncertain create that read as a success."""
+    triggered = {"code": "Success", "message": "Sync has been successfully triggered"}
+    fx = ScriptedCreates([triggered])
+    described = DESCRIBED | {
+        "create": DESCRIBED["create"]
+        | {"idempotency": "none", "error_code": "/code", "error_message": "/message"}
+    }
+    async with preset_rig(
+        pool, tmp_path, fx.app(), preset=None, name="scripted", env={}, overrides=described
+    ) as r:
+        op_id = await r.submit({"prompt": "a cat"})
+        assert await r.settle(op_id, ENDS) is S.NEEDS_ATTENTION, await r.history(op_id)
+        reason = (await r.escalation(op_id))["reason"]
+        assert "HTTP 200 (Success: Sync has been successfully triggered)" in reason, reason
+        assert "naming no job id (create.job_id: /task_id)" in reason, reason
+        assert fx.creates == 1
