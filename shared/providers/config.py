@@ -2567,6 +2567,16 @@ def _lookup(table: _Table | None, create: CreateSpec) -> LookupSpec:
                 raise table.error(key, "required with kind = list")
     if supported and not listed and spec.job_id is None:
         raise table.error("job_id", "required with kind = get")
+    if supported and not listed and not spec.filtered:
+        # A direct read that names nothing of ours answers whatever is there (a
+        # fixed resource, the latest job): adopted as our job, it may be another's
+        # (Fivetran's connector, read at a fixed path after a sync named no job).
+        raise table.error(
+            "path",
+            "a kind = get lookup must name our reference ({client_reference} or "
+            "{idempotency_token} in its path or body, or query_param): a read naming "
+            "neither answers a job that may not be ours, and it would be adopted",
+        )
     if listed and spec.not_found_means_absent:
         raise table.error("not_found_means_absent", "only meaningful with kind = get")
     table.finish()

@@ -272,7 +272,9 @@ rules in ``shared/providers/paths.py``); *paths* = a path or a list of paths;
                ([]: token values meaning "last page", e.g. ["null"]), page_size,
                page_size_param ("page_size"); at most 50 pages are read (a csv list:
                until 100 failed items, as a CSV result's), the counts staying the status's
-    [lookup]   supported (true if the table exists), reason, kind = list|get, method,
+    [lookup]   supported (true if the table exists), reason, kind = list|get (get: a
+                 direct read, which must name {client_reference} or {idempotency_token}
+                 in its path or body, or use query_param), method,
                path (template: {client_reference}, {idempotency_token}), query_param,
                body = {..} (the JSON object sent, its strings templates over the
                  path's placeholders; a POST read: AWS Transcribe's Get naming the

@@ -18,9 +18,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from shared.ledger.states import LocalState
+from shared.providers.config import ConfigError
 from tests.fixtures_providers.described import ENDS, described, reason
-from tests.fixtures_providers.rig import PresetRig, preset_rig
+from tests.fixtures_providers.rig import PresetRig, load, preset_rig
 from tests.fixtures_providers.unseen_round57e import (
     ADF_FAILURE,
     ADF_TOKEN,
@@ -29,6 +32,7 @@ from tests.fixtures_providers.unseen_round57e import (
     DBT_RESULTS,
     DBT_TOKEN,
     FT_BASIC,
+    FT_CONNECTOR,
     FT_OLD_SUCCESS,
     TL_HOOK_SECRET,
     TL_INDEX,
@@ -222,6 +226,18 @@ async def test_fivetran_a_sync_names_no_job_so_a_human_is_told_and_nothing_claim
         assert fx.connector["succeeded_at"] == FT_OLD_SUCCESS
         history = await r.history(op_id)
         assert not {"succeeded", "failed", "cancelled"} & set(history), history
+
+
+def test_fivetran_the_connector_read_as_the_job_is_refused_at_load() -> None:
+    """A user who reads the connector itself as the sync's job (a direct lookup at
+    its fixed path, job_id its id) is refused at load: that read names nothing of
+    ours, so it would adopt the connector whatever the trigger did, and every
+    later sync would be that same "job" (one operation per job id: a second sync
+    went to a human, told the job was the first's). Before, it loaded."""
+    lookup = {"kind": "get", "path": f"/v1/connectors/{FT_CONNECTOR}", "job_id": "/data/id"}
+    table = described("fivetran", lookup=lookup)
+    with pytest.raises(ConfigError, match=r"lookup\.path: a kind = get lookup must name our"):
+        load("fivetran", None, "http://127.0.0.1:9", FT_ENV, table)
 
 
 async def test_fivetran_a_lost_trigger_goes_to_a_human_never_sent_twice(

@@ -58,7 +58,20 @@ def test_the_lookup_sends_its_body_with_our_token_in_it() -> None:
 
 
 def test_without_it_the_lookup_sends_none() -> None:
-    assert build_lookup(load(), "op_123", TOKEN).json is None
+    desc = load(path="/?name={idempotency_token}")
+    assert build_lookup(desc, "op_123", TOKEN).json is None
+
+
+def test_a_direct_read_naming_nothing_of_ours_is_refused_at_load() -> None:
+    """A kind = get lookup whose path, body and query name neither our reference
+    nor our token (POST / with no body; Fivetran's connector at a fixed path, read
+    after a sync named no job) answers whatever is there: it would be adopted as
+    our job, perhaps another's. Before, it loaded, and such a read was adopted."""
+    with pytest.raises(ConfigError, match=r"lookup\.path: a kind = get lookup must name our"):
+        load()
+    with pytest.raises(ConfigError, match="must name our reference"):
+        load(body={"TranscriptionJobName": "fixed-name"})
+    assert load(query_param="name").lookup.filtered
 
 
 @pytest.mark.parametrize(
