@@ -43,8 +43,9 @@ Where the docs leave a behaviour open, the assumption is stated here.
 - Twelve Labs v1.3 (`x-api-key`): `POST /v1.3/tasks` multipart (index_id,
   video_url or video_file) answers 201 {"_id", "video_id"}; `GET
   /v1.3/tasks/{id}` {"_id", "index_id", "video_id", "status": validating | pending
-  | queued | indexing | ready | failed, "system_metadata", "created_at",
-  "updated_at"} (a failed task names no reason: assumed, none is documented).
+  | queued | indexing | ready | failed, "estimated_time" (RFC 3339),
+  "system_metadata", "created_at", "updated_at"} (a failed task names no reason:
+  assumed, none is documented).
   Errors {"code", "message"}. Webhooks `TL-Signature: t=<unix>,v1=<hex
   HMAC-SHA256 of "{t}.{body}">`, {"id", "created_at", "type": "index.task.ready" |
   "index.task.failed", "data": {"id": the task, "status", ...}}. No cancel.
@@ -512,6 +513,7 @@ class TwelveLabsFixture(_Jobs):
 
     def task(self, job: dict[str, Any]) -> dict[str, Any]:
         ready = job["state"] == "ready"
+        soon = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 1))
         return {
             "_id": job["id"],
             "index_id": job["index_id"],
@@ -520,6 +522,7 @@ class TwelveLabsFixture(_Jobs):
             "system_metadata": {"filename": "keynote.mp4", "duration": 531.2},
             "created_at": "2026-12-06T10:00:00Z",
             "updated_at": "2026-12-06T10:04:00Z",
+            "estimated_time": None if job["state"] in ("ready", "failed") else soon,
         }
 
     async def create(self, request: Request) -> Response:
