@@ -46,7 +46,8 @@ Where the docs leave a behaviour open, the assumption is stated here.
   | queued | indexing | ready | failed, "estimated_time" (RFC 3339),
   "system_metadata", "created_at", "updated_at"} (a failed task names no reason:
   assumed, none is documented).
-  Errors {"code", "message"}. Webhooks `TL-Signature: t=<unix>,v1=<hex
+  Errors {"code", "message"}; the create is rate-limited, 429 {"code":
+  "too_many_requests"} with Retry-After, nothing made. Webhooks `TL-Signature: t=<unix>,v1=<hex
   HMAC-SHA256 of "{t}.{body}">`, {"id", "created_at", "type": "index.task.ready" |
   "index.task.failed", "data": {"id": the task, "status", ...}}. No cancel.
 
@@ -493,6 +494,7 @@ class TwelveLabsFixture(_Jobs):
         super().__init__("", **kwargs)
         self.script: str | None = None
         self.fields: list[dict[str, str]] = []  # each create's multipart fields
+        self.throttle_first = False  # the first create answered 429, nothing made
 
     def new_id(self) -> str:
         return f"6659784b2d2b4a7d{len(self.jobs) + 1:08x}"
@@ -531,6 +533,11 @@ class TwelveLabsFixture(_Jobs):
         async with request.form() as form:
             fields = {k: v for k, v in form.items() if isinstance(v, str)}
         self.fields.append(fields)
+        if self.throttle_first and self.throttled_creates == 0:
+            self.throttled_creates += 1
+            message = "You have exceeded the rate limit. Please try again later."
+            body = {"code": "too_many_requests", "message": message}
+            return json_response(body, 429, headers={"Retry-After": "1"})
         if not fields.get("index_id"):
             message = "The index_id parameter is required but was not provided."
             return json_response({"code": "parameter_not_provided", "message": message}, 400)

@@ -378,6 +378,20 @@ async def test_twelvelabs_a_cancel_sends_nothing_and_the_deadline_tells_a_human(
         assert await r.calls(op_id, "cancel") == []
 
 
+async def test_twelvelabs_a_rate_limited_create_is_sent_again_one_task(
+    pool: Any, tmp_path: Path
+) -> None:
+    """429 too_many_requests refuses the upload whole (create.not_created_statuses):
+    sent again after its Retry-After, no lookup, no human; one task."""
+    fx = TwelveLabsFixture()
+    fx.throttle_first = True
+    async with twelvelabs(pool, tmp_path, fx) as r:
+        op_id = await r.submit(dict(VIDEO))
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert fx.throttled_creates == 1 and len(fx.fields) == 2 and len(fx.jobs) == 1
+        assert "create_unknown" not in await r.history(op_id)
+
+
 async def test_twelvelabs_a_lost_create_goes_to_a_human(pool: Any, tmp_path: Path) -> None:
     fx = TwelveLabsFixture(lose_first_create=True)
     async with twelvelabs(pool, tmp_path, fx) as r:
