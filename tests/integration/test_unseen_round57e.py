@@ -198,6 +198,31 @@ async def test_dbt_the_webhook_signed_in_authorization_wakes_the_run_a_forged_on
         assert [tuple(e) for e in kept] == [(f"wev_{rid}", 1)]
 
 
+async def test_dbt_a_webhook_before_the_lost_trigger_is_found_waits_and_is_attached(
+    pool: Any, tmp_path: Path
+) -> None:
+    """The trigger's answer is lost and the run ends before jobwarden knows its id:
+    the signed job.run.completed arrives first, names a run no operation holds and
+    is kept; once the runs list shows our cause and the run is adopted, the event
+    is attached to it and no second run is started."""
+    fx = DbtCloudFixture(lose_first_create=True)
+    async with dbt(pool, tmp_path, fx, with_receiver=True) as r:
+        op_id = await r.submit(dict(BUILD))
+        while fx.creates == 0:
+            await r.reconciler.run_once()
+        rid = fx.only()["id"]
+        fx.only()["state"] = 10
+        body = fx.event(rid)
+        signed = {"Content-Type": "application/json"}
+        signed["Authorization"] = dbt_signature(DBT_HOOK_SECRET, body)
+        assert await post(r.hook_url, body, signed) == 200
+        assert await attached(r) == [(None, rid)]
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert fx.creates == 1
+        assert (await r.op(op_id)).remote_job_id == rid
+        assert await attached(r) == [(op_id, rid)]
+
+
 # --- Fivetran ----------------------------------------------------------------------
 
 FT_ENV = {"FIVETRAN_BASIC": FT_BASIC}
