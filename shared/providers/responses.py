@@ -464,8 +464,11 @@ def _read_status(desc: ProviderDescription, resp: HttpResponse, now: datetime | 
     fact = _failed_by_error(desc.status, fact)
     if fact.raw_state is None and fact.remote_state is None and 200 <= code < 300:
         # a by-id read that answers 200 with null for a job it does not hold
-        # (Leonardo's {"generations_by_pk": null}, a deleted generation's too)
-        gone = _gone_by_code(desc, resp) if isinstance(body, dict) else None
+        # (Leonardo's {"generations_by_pk": null}, a deleted generation's too);
+        # beside an error, the place is empty because nothing was answered
+        told = fact.error is not None and bool(fact.error.code or fact.error.message)
+        erred = told or (isinstance(body, dict) and bool(body.get("errors")))
+        gone = _gone_by_code(desc, resp, null_is_gone=not erred) if isinstance(body, dict) else None
         if gone is not None:
             problem = f"HTTP {code}, {gone}: job not found"
             return StatusFact(not_found=True, gone_by_code=True, problem=problem, **common)
@@ -535,7 +538,9 @@ def throttle_code(desc: ProviderDescription, resp: HttpResponse) -> str | None:
     return _listed_code_at(desc.status.throttle_codes, resp.json_body, resp)
 
 
-def _gone_by_code(desc: ProviderDescription, resp: HttpResponse) -> str | None:
+def _gone_by_code(
+    desc: ProviderDescription, resp: HttpResponse, *, null_is_gone: bool = True
+) -> str | None:
     """`path = code` when a refused read carries a code `status.not_found_codes`
     lists (Dropbox's 409 invalid_async_job_id: the job id expired): the job is
     gone, as a 404 says. Before, such a read was a refused read, repeated at the
@@ -545,11 +550,18 @@ def _gone_by_code(desc: ProviderDescription, resp: HttpResponse) -> str | None:
     (or nothing) there read as "null": Leonardo answers a generation it does not
     hold, a deleted one too, 200 {"generations_by_pk": null}. Before, that was a
     read without a state, and the DELETE that cancels a generation (deletes_job)
-    left the operation cancelling until its cancel deadline."""
+    left the operation cancelling until its cancel deadline.
+
+    Not when the read carries an error (`null_is_gone` false): GraphQL's
+    `errors` with no `data` (a throttle, an expired token) leaves the path empty
+    because nothing was answered. Before, such a read was the job gone: a
+    throttle counted toward "does not exist", and after an accepted DELETE
+    (deletes_job) the job was recorded cancelled. A code listed for the error
+    itself still says the job is gone."""
     if not desc.status.not_found_codes:
         return None
     body = resp.json_body
-    if 200 <= resp.status_code < 300:
+    if null_is_gone and 200 <= resp.status_code < 300:
         for path, codes in desc.status.not_found_codes:
             if extract(path, body, resp.headers) is None and "null" in codes:
                 return f"{path.text} = null"

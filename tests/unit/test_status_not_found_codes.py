@@ -90,3 +90,33 @@ def test_a_2xx_naming_no_state_and_null_where_the_job_was_is_job_not_found() -> 
 def test_an_empty_list_is_refused() -> None:
     with pytest.raises(ConfigError, match="not_found_codes"):
         load(not_found_codes={"/error/.tag": []})
+
+
+def test_null_beside_an_error_is_that_error_not_the_job_gone() -> None:
+    """A 2xx naming no state that carries an error (GraphQL's `errors` with no
+    `data`, a throttle or an expired token; an error the description's own paths
+    read) says what went wrong, not that the job is gone: the path is empty
+    because nothing was answered. Before, "null" listed made such a read "job not
+    found", a throttle counted toward "does not exist", and after an accepted
+    DELETE (cancel.deletes_job) the job recorded cancelled while it ran."""
+    desc = load(
+        state="/data/node/status",
+        state_map={"PENDING": "running", "COMPLETE": "succeeded"},
+        error_code="/code",
+        error_message="/error",
+        not_found_codes={"/data/node": ["null"]},
+    )
+    throttled = read(desc, 200, {"errors": [{"message": "Throttled"}]})
+    assert not throttled.not_found and throttled.request_failed, throttled
+    expired = read(desc, 200, {"error": "Could not verify JWT: JWTExpired", "code": "invalid-jwt"})
+    assert not expired.not_found, expired
+    # the same answer without a word of error is the job gone, as before
+    assert read(desc, 200, {"data": {"node": None}}).not_found
+    # a code listed for the error itself still says the job is gone
+    listed = load(
+        state="/data/node/status",
+        state_map={"PENDING": "running"},
+        not_found_codes={"/data/node": ["null"], "/errors/0/type": ["NOT_FOUND"]},
+    )
+    gone = read(listed, 200, {"data": {"node": None}, "errors": [{"type": "NOT_FOUND"}]})
+    assert gone.not_found and gone.problem == "HTTP 200, /errors/0/type = NOT_FOUND: job not found"
