@@ -462,10 +462,16 @@ def _read_status(desc: ProviderDescription, resp: HttpResponse, now: datetime | 
     # result, a 200 with an empty body and the state in a header.
     fact = _status_from_body(desc, body if isinstance(body, dict) else {}, resp, common, now)
     fact = _failed_by_error(desc.status, fact)
-    if fact.raw_state is None and fact.remote_state is None and 200 <= code < 300:
+    if (
+        fact.raw_state is None
+        and fact.remote_state is None
+        and 200 <= code < 300
+        and by_code is None
+    ):
         # a by-id read that answers 200 with null for a job it does not hold
         # (Leonardo's {"generations_by_pk": null}, a deleted generation's too);
-        # beside an error, the place is empty because nothing was answered
+        # beside an error, the place is empty because nothing was answered; a
+        # 2xx the description maps to a state (`by_code`, below) names that state
         told = fact.error is not None and bool(fact.error.code or fact.error.message)
         erred = told or (isinstance(body, dict) and bool(body.get("errors")))
         gone = _gone_by_code(desc, resp, null_is_gone=not erred) if isinstance(body, dict) else None

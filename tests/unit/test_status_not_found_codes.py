@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from shared.ledger.states import RemoteState
 from shared.providers import ConfigError, HttpResponse, parse_providers
 from shared.providers.description import ProviderDescription
 from shared.providers.responses import parse_status
@@ -120,3 +121,19 @@ def test_null_beside_an_error_is_that_error_not_the_job_gone() -> None:
     )
     gone = read(listed, 200, {"data": {"node": None}, "errors": [{"type": "NOT_FOUND"}]})
     assert gone.not_found and gone.problem == "HTTP 200, /errors/0/type = NOT_FOUND: job not found"
+
+
+def test_a_2xx_whose_status_code_is_mapped_to_a_state_is_that_state_not_gone() -> None:
+    """A 2xx the description maps to a state (`state_from_http_status`: 202 while
+    running, the job not yet in the body) names that state, so "null" where the job would be is
+    no miss: the code decides, as it does for a non-2xx the description maps.
+    Before, the "null" was read first, and every running read was the job gone."""
+    desc = load(
+        state="/job/status",
+        state_map={"done": "succeeded"},
+        state_from_http_status={"202": "running"},
+        not_found_codes={"/job": ["null"]},
+    )
+    running = read(desc, 202, {"id": "j1"})
+    assert not running.not_found and running.remote_state is RemoteState.RUNNING, running
+    assert read(desc, 200, {"job": None}).not_found
