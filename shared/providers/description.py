@@ -112,7 +112,8 @@ rules in ``shared/providers/paths.py``); *paths* = a path or a list of paths;
                  carries when the job is gone, told by a code, not a 404: Dropbox's
                  409 "/error/.tag" = ["invalid_async_job_id"], read as a 404 is; or
                  what a 2xx read naming no state holds there, null or nothing read
-                 as "null": Leonardo's 200 "/generations_by_pk" = ["null"]),
+                 as "null" unless the read carries an error (GraphQL's `errors`, the
+                 status's error paths): Leonardo's 200 "/generations_by_pk" = ["null"]),
                outcome_from_counts, outcome_from_counts_states, not_found_statuses,
                error_means_failed (false; true: a state mapped to succeeded or
                  partially_succeeded, or no state at all, read with an error at
