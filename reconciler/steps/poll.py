@@ -197,7 +197,11 @@ async def _read(step: Step, *, before_cancel: bool = False) -> Delay | StillRunn
         return await _refused(step, req, sent, call_id)
     if sent.response is None:
         return await _unanswered(step, req, sent, call_id, deadline)
-    fact = _failed_by_our_cancel(step, _gone_by_our_cancel(step, read_status(step, sent.response)))
+    read_as = _gone_by_our_cancel(step, read_status(step, sent.response))
+    fact = _failed_by_our_cancel(step, read_as, await _our_cancel_unanswered(step, read_as))
+    # a failed read taken for our cancel: no read "before" one, and said so
+    ours_failed = fact.remote_state is not read_as.remote_state
+    before_cancel = before_cancel and not ours_failed
     read = status_read(step.op, step.fence, step.worker, req, sent, fact, call_id=call_id)
     step.note_wait(read.not_before_seconds)
     step.note_poll_hint(poll_hint(fact))
@@ -228,7 +232,13 @@ async def _read(step: Step, *, before_cancel: bool = False) -> Delay | StillRunn
             try:
                 async with conn.transaction():  # a savepoint: a lost race spares the read
                     return await _decide(
-                        step, conn, fact, written.observation_id, deadline, before_cancel
+                        step,
+                        conn,
+                        fact,
+                        written.observation_id,
+                        deadline,
+                        before_cancel,
+                        ours_failed=ours_failed,
                     )
             except StaleTransition:
                 # Someone moved it meanwhile (an agent's cancel, an operator): the
@@ -497,6 +507,8 @@ async def _decide(
     observation_id: int | None,
     deadline: Deadline | None,
     before_cancel: bool = False,
+    *,
+    ours_failed: bool = False,
 ) -> Delay:
     assert observation_id is not None
     if _first_sight(step, fact):
@@ -507,7 +519,7 @@ async def _decide(
         if before_cancel:
             cause += _ended_before_cancel(step)
         elif target is S.CANCELLED:
-            cause += await _cancelled_by_whom(step, conn)
+            cause += await _cancelled_by_whom(step, conn, ours_failed)
         await step.move(conn, target, cause, (Evidence.OBSERVATION, observation_id))
         return NOW if target is S.RESULT_COLLECTING else None
     if deadline is not None:
@@ -576,17 +588,39 @@ def _gone_by_our_cancel(step: Step, fact: StatusFact) -> StatusFact:
     )
 
 
-def _failed_by_our_cancel(step: Step, fact: StatusFact) -> StatusFact:
-    """A failed read after our cancel was accepted, at a provider whose cancel ends
+def _failed_by_our_cancel(step: Step, fact: StatusFact, unanswered: bool = False) -> StatusFact:
+    """A failed read after our cancel was accepted, or left and got no answer
+    (`unanswered`: see `_our_cancel_unanswered`), at a provider whose cancel ends
     the job failed (`cancel.ends_failed`: Airflow's PATCH {"state": "failed"}): the
     job was cancelled, by us; recorded so, the provider's word kept as read."""
     if not (
         fact.remote_state is RemoteState.FAILED
-        and step.op.state is S.CANCELLING
+        and (step.op.state is S.CANCELLING or unanswered)
         and step.adapter.desc.cancel.ends_failed
     ):
         return fact
     return replace(fact, remote_state=RemoteState.CANCELLED, error=None)
+
+
+async def _our_cancel_unanswered(step: Step, fact: StatusFact) -> bool:
+    """Whether a failed read in `cancel_requested`, at a provider whose cancel ends the
+    job failed (`cancel.ends_failed`), follows a cancel of ours that left and got no
+    answer: it may have been taken, and its answer lost. Before, the read before
+    the resend (`read_first`) found the job failed by that very cancel and took it
+    for a job that had ended by itself: `failed`, "none of ours was taken"."""
+    if not (
+        fact.remote_state is RemoteState.FAILED
+        and step.op.state is S.CANCEL_REQUESTED
+        and step.adapter.desc.cancel.ends_failed
+    ):
+        return False
+    async with step.ctx.pool.acquire() as conn:
+        calls = await conn.fetch(q("cancel_calls"), step.op.operation_id)
+    return (
+        bool(calls)
+        and calls[0]["status_code"] is None
+        and (calls[0]["error_category"] not in NEVER_LEFT)
+    )
 
 
 class _Suspect(enum.Enum):
@@ -688,13 +722,13 @@ def _ended_before_cancel(step: Step) -> str:
     )
 
 
-async def _cancelled_by_whom(step: Step, conn: Any) -> str:
+async def _cancelled_by_whom(step: Step, conn: Any, ours_failed: bool = False) -> str:
     """What a "cancelled" read says of who cancelled: after a cancel of ours that
     left (its calls are the evidence: the step's own row may predate a cancel it
     sent itself, the answer lost), what such a read cannot tell; else that no
     cancel of ours reached the provider."""
     left = await _cancels_that_left(conn, step.op.operation_id)
-    return _after_a_destructive_cancel(step) if left else _cancelled_without_ours(step)
+    return _after_a_destructive_cancel(step, ours_failed) if left else _cancelled_without_ours(step)
 
 
 async def _cancels_that_left(conn: Any, operation_id: str) -> list[Any]:
@@ -720,20 +754,25 @@ def _cancelled_without_ours(step: Step) -> str:
     )
 
 
-def _after_a_destructive_cancel(step: Step) -> str:
+def _after_a_destructive_cancel(step: Step, ours_failed: bool = False) -> str:
     """What a "cancelled" read cannot tell for a provider whose cancel deletes a
     finished job (`read_first`): a job that ended between our last read and the
     cancel's arrival reads the same. Nothing for other providers. A cancel that
     ends the job failed (`ends_failed`) says that the failed read was taken for
-    our cancel, which a job that failed on its own before it arrived reads too."""
+    our cancel (`ours_failed`), which a job that failed on its own before it arrived
+    reads too; a cancel whose answer was lost is said to be one. Before, that was
+    said of any cancelled read there, one the provider named cancelled too."""
     cancel = step.adapter.desc.cancel
-    if cancel.ends_failed:
+    if ours_failed:
+        lost = ", whose answer was lost," if step.op.state is S.CANCEL_REQUESTED else ","
         return (
-            " after our cancel request, which ends a job failed (cancel.ends_failed), "
+            f" after our cancel request{lost} which ends a job failed (cancel.ends_failed), "
             "so this failed read is taken for it; a job that failed or ended on its "
             "own before the cancel arrived would read the same"
         )
-    if not cancel.read_first:
+    if not cancel.read_first or cancel.ends_failed:
+        # (under ends_failed, a job that ended before our cancel reads failed, not
+        # this: a cancelled read is the provider's own word)
         return ""
     return (
         " after our cancel request; this provider's cancel also deletes a job that had "

@@ -20,7 +20,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+from starlette.requests import Request
+from starlette.responses import Response
+
 from shared.ledger.states import LocalState
+from tests.fixtures_providers.common import hang
 from tests.fixtures_providers.described import ENDS, described, reason
 from tests.fixtures_providers.rig import preset_rig
 from tests.fixtures_providers.unseen_round57c import (
@@ -126,7 +130,43 @@ async def test_airflow_a_cancel_sets_the_run_failed_and_is_recorded_cancelled(
             "SELECT cause FROM history WHERE operation_id = $1 AND to_state = 'cancelled'",
             op_id,
         )
-        assert "status read: remote failed after our cancel request" in cause, cause
+        assert "status read: remote failed after our cancel request, which" in cause, cause
+        assert "ends a job failed (cancel.ends_failed)" in cause, cause
+
+
+class _PatchAnswerLost(AirflowFixture):
+    """The first PATCH sets the run failed, its answer never comes."""
+
+    async def patch(self, request: Request) -> Response:
+        answer = await super().patch(request)
+        if len(self.patches) == 1:
+            await hang()
+        return answer
+
+
+async def test_airflow_a_cancel_whose_answer_was_lost_is_recorded_cancelled(
+    pool: Any, tmp_path: Path
+) -> None:
+    """The PATCH set the run failed, its answer lost: the read before the resend
+    (read_first) finds the run failed, our cancel's doing as much as when its
+    answer came (cancel.ends_failed). Before, that read was taken for a run that
+    had ended by itself: `failed`, "none of ours was taken", a failure the run
+    never had, told by a cause that denied the PATCH on record."""
+    fx = _PatchAnswerLost()
+    async with airflow(pool, tmp_path, fx) as r:
+        op_id = await r.submit(dag_run("slow"))
+        await r.settle(op_id, {S.OBSERVING})
+        await r.cancel(op_id)
+        end = await r.settle(op_id, ENDS)
+        assert fx.patches == [{"state": "failed"}]
+        assert end is S.CANCELLED, (end, await r.history(op_id))
+        assert (await r.op(op_id)).last_error is None
+        cause = await pool.fetchval(
+            "SELECT cause FROM history WHERE operation_id = $1 AND to_state = 'cancelled'",
+            op_id,
+        )
+        assert "none of ours was taken" not in cause, cause
+        assert "whose answer was lost" in cause, cause
         assert "ends a job failed (cancel.ends_failed)" in cause, cause
 
 
