@@ -2597,6 +2597,19 @@ def _lookup_token_in_body(table: _Table, spec: LookupSpec) -> ValuePath | None:
         raise table.error(
             "page_token_param", "contradicts page_token_body_field: the token goes in one place"
         )
+    # Written through a value the body holds that is no object (a string, a list),
+    # the token raised at the second page's build, every time the operation was
+    # claimed: a lost create past the first page never found. Refused here.
+    node: Any = spec.body
+    for key in writable_keys(in_body)[:-1]:
+        node = node.get(key) if isinstance(node, Mapping) else None
+        if node is None:
+            break
+        if not isinstance(node, Mapping):
+            raise table.error(
+                "page_token_body_field",
+                f"'{in_body.text}': body's '{key}' holds no object to write the token in",
+            )
     return in_body
 
 

@@ -120,3 +120,21 @@ def load_without(dropped: list[str], **lookup: Any) -> ProviderDescription:
         "lookup": table,
     }
     return parse_providers({"providers": {"p": full}}, "test.toml", {})["p"]
+
+
+@pytest.mark.parametrize(
+    "field", ["/lastUpdatedAfter/continuationToken", "/filters/continuationToken"]
+)
+def test_a_token_written_through_a_value_that_is_no_object_is_refused_at_load(
+    field: str,
+) -> None:
+    """The body holds a string or a list on the way: the token could not be written,
+    and the second page's build raised on every claim (the lost create never found,
+    the step failing until its deadline). Refused at load, naming the member."""
+    with pytest.raises(ConfigError, match="holds no object to write the token in"):
+        load(page_token_body_field=field)
+
+
+def test_a_token_written_under_an_absent_member_creates_it() -> None:
+    nxt = build_lookup(load(page_token_body_field="/paging/token"), "op_1", None, "t2")
+    assert nxt.json == QUERY | {"paging": {"token": "t2"}}
