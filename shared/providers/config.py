@@ -701,7 +701,10 @@ def _provider(name: str, data: Mapping[str, Any], ctx: _Ctx) -> ProviderDescript
     _check_status_url(status_table, status, create)
     cancel = _cancel(top.sub("cancel"), create)
     result = _result(top.req_sub("result"), status)
-    lookup = _lookup(top.sub("lookup"), create)
+    own_lookup = plugin_class is not None and (
+        plugin_class.build_lookup is not ProviderAdapter.build_lookup
+    )
+    lookup = _lookup(top.sub("lookup"), create, own_lookup)
     if create.already_exists_codes and not lookup.supported:
         raise top.error(
             "create.already_exists_codes",
@@ -2512,7 +2515,9 @@ def _csv_errors(table: _Table, path: Template | None, paging: dict[str, Any]) ->
     )
 
 
-def _lookup(table: _Table | None, create: CreateSpec) -> LookupSpec:
+def _lookup(table: _Table | None, create: CreateSpec, own_build: bool = False) -> LookupSpec:
+    """`[lookup]`; `own_build`: a plugin builds its requests (it may name our
+    reference where no key can, a header), so a direct read naming none is its own."""
     unsupported = "the provider offers no way to find a job by our reference"
     if table is None:
         return LookupSpec(
@@ -2567,7 +2572,7 @@ def _lookup(table: _Table | None, create: CreateSpec) -> LookupSpec:
                 raise table.error(key, "required with kind = list")
     if supported and not listed and spec.job_id is None:
         raise table.error("job_id", "required with kind = get")
-    if supported and not listed and not spec.filtered:
+    if supported and not listed and not spec.filtered and not own_build:
         # A direct read that names nothing of ours answers whatever is there (a
         # fixed resource, the latest job): adopted as our job, it may be another's
         # (Fivetran's connector, read at a fixed path after a sync named no job).

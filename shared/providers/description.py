@@ -275,7 +275,8 @@ rules in ``shared/providers/paths.py``); *paths* = a path or a list of paths;
                until 100 failed items, as a CSV result's), the counts staying the status's
     [lookup]   supported (true if the table exists), reason, kind = list|get (get: a
                  direct read, which must name {client_reference} or {idempotency_token}
-                 in its path or body, or use query_param), method,
+                 in its path or body, or use query_param, unless a plugin builds
+                 it), method,
                path (template: {client_reference}, {idempotency_token}), query_param,
                body = {..} (the JSON object sent, its strings templates over the
                  path's placeholders; a POST read: AWS Transcribe's Get naming the

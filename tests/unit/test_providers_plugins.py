@@ -401,3 +401,32 @@ def test_a_plugins_hooks_of_old_load_where_no_mode_needs_more() -> None:
     result = {**PAGED_RESULT, "pages": pages}
     desc = provider({"status": LINKED, "result": result, "plugin": f"{__name__}:HooksOfOld"})
     assert desc.plugin_class is HooksOfOld
+
+
+class ReferenceInAHeader(ProviderAdapter):
+    """Names our reference in a header of its lookup (a read the description's
+    keys cannot write: no lookup header is templated)."""
+
+    def build_lookup(
+        self,
+        client_reference: str,
+        idempotency_token: str | None = None,
+        page_token: str | None = None,
+    ) -> HttpRequest:
+        req = super().build_lookup(client_reference, idempotency_token, page_token)
+        req.headers["X-Client-Reference"] = client_reference
+        return req
+
+
+def test_a_direct_read_a_plugins_builder_names_our_reference_in_loads() -> None:
+    """A kind = get lookup naming nothing of ours in its path, body or query is
+    refused (it would adopt whatever is there), unless a plugin builds the lookup:
+    its builder may name us where no key can (a header). Before, such a plugin's
+    description was refused as a read naming nothing of ours."""
+    lookup = {"kind": "get", "path": "/v1/exports/by-reference", "job_id": "/id"}
+    changes = {"create": {**BASE["create"], "job_id": "/id"}, "lookup": lookup}
+    with pytest.raises(ConfigError, match="must name our reference"):
+        provider(changes)
+    desc = provider({**changes, "plugin": f"{__name__}:ReferenceInAHeader"})
+    req = adapter_for(desc).build_lookup("op_1", None, None)
+    assert req.headers["X-Client-Reference"] == "op_1"
