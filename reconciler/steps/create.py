@@ -296,6 +296,10 @@ def _why_no_job(code: int, create: CreateSpec | None) -> str:
         return ""
     if code not in create.accepted_statuses and code not in create.sync_result_statuses:
         return ", a code create.accepted_statuses does not list"
+    if code not in create.accepted_statuses and create.sync_result is not None:
+        # a code that is the result inline: uncertain for the result it lacks, job
+        # id or none (such an answer naming its job was told "naming no job id")
+        return f", carrying no result at create.sync_result ({create.sync_result.text})"
     where = create.job_id.text if create.job_id is not None else "the response"
     return f", naming no job id (create.job_id: {where})"
 

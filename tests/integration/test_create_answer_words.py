@@ -116,3 +116,29 @@ async def test_a_2xx_naming_no_job_tells_the_human_it_named_none(pool: Any, tmp_
         assert "HTTP 200 (Success: Sync has been successfully triggered)" in reason, reason
         assert "naming no job id (create.job_id: /task_id)" in reason, reason
         assert fx.creates == 1
+
+
+async def test_a_2xx_owed_a_result_is_not_told_as_naming_no_job(pool: Any, tmp_path: Path) -> None:
+    """A 200 is the result inline (`create.sync_result_statuses`), a 202 a job: a
+    200 naming its job but carrying no result at `create.sync_result` is uncertain
+    for the missing result, and the human is told so. Before, "naming no job id
+    (create.job_id: /task_id)", false of an answer that named task t_1."""
+    fx = ScriptedCreates([{"task_id": "t_1"}])
+    described = DESCRIBED | {
+        "create": DESCRIBED["create"]
+        | {
+            "idempotency": "none",
+            "accepted_statuses": [202],
+            "sync_result_statuses": [200],
+            "sync_result": "/output",
+        }
+    }
+    async with preset_rig(
+        pool, tmp_path, fx.app(), preset=None, name="scripted", env={}, overrides=described
+    ) as r:
+        op_id = await r.submit({"prompt": "a cat"})
+        assert await r.settle(op_id, ENDS) is S.NEEDS_ATTENTION, await r.history(op_id)
+        reason = (await r.escalation(op_id))["reason"]
+        assert "naming no job id" not in reason, reason
+        assert "HTTP 200, carrying no result at create.sync_result (/output)" in reason, reason
+        assert fx.creates == 1
