@@ -1785,6 +1785,8 @@ def _result(table: _Table, status: StatusSpec) -> ResultSpec:
         raise table.error(
             "pages.page_token_body_field", "needs result.body (the object the token is written in)"
         )
+    if pages is not None and pages.page_token_body_field is not None:
+        _check_token_slot(table, "pages.page_token_body_field", body, pages.page_token_body_field)
     spec = ResultSpec(
         source=source,
         path=path,
@@ -2602,20 +2604,25 @@ def _lookup_token_in_body(table: _Table, spec: LookupSpec) -> ValuePath | None:
         raise table.error(
             "page_token_param", "contradicts page_token_body_field: the token goes in one place"
         )
-    # Written through a value the body holds that is no object (a string, a list),
-    # the token raised at the second page's build, every time the operation was
-    # claimed: a lost create past the first page never found. Refused here.
-    node: Any = spec.body
-    for key in writable_keys(in_body)[:-1]:
-        node = node.get(key) if isinstance(node, Mapping) else None
+    _check_token_slot(table, "page_token_body_field", spec.body, in_body)
+    return in_body
+
+
+def _check_token_slot(table: _Table, key: str, body: Any, path: ValuePath) -> None:
+    """A page token's body path (`page_token_body_field`) through members `body`
+    holds as objects, or absent (then made). Written through a value that is no
+    object (a string, a list), the token raised at the second page's build, each
+    time the operation was claimed: a lost create past the first page never found,
+    a paged result never collected. Refused here."""
+    node: Any = body
+    for name in writable_keys(path)[:-1]:
+        node = node.get(name) if isinstance(node, Mapping) else None
         if node is None:
-            break
+            return
         if not isinstance(node, Mapping):
             raise table.error(
-                "page_token_body_field",
-                f"'{in_body.text}': body's '{key}' holds no object to write the token in",
+                key, f"'{path.text}': body's '{name}' holds no object to write the token in"
             )
-    return in_body
 
 
 def _check_next_page_url(table: _Table, spec: LookupSpec) -> None:

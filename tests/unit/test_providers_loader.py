@@ -621,6 +621,12 @@ def test_a_result_read_by_post_with_its_page_token_in_the_body() -> None:
             },
             "only with next_page_token",
         ),
+        (
+            # the token cannot be written through a string: the second page's
+            # build raised on every claim, the result never collected
+            {**post, "format": "json", "pages": {**paged, "page_token_body_field": "/JobId/T"}},
+            "holds no object to write the token in",
+        ),
     ]
     for result, said in refusals:
         table = acme(result=result)
