@@ -11,6 +11,19 @@ Where the docs leave a behaviour open, the assumption is stated here.
   "template_id", "output_format", "metadata", ...}; `GET /v1/renders/{id}` the
   render. Errors 400 {"hint": ...} (assumed: the reference shows none). No cancel,
   no list (neither documented).
+- OpenAI fine-tuning (Bearer): `POST /v1/fine_tuning/jobs` {"model",
+  "training_file", "metadata" (16 string pairs), ...} answers 200 the job
+  {"object": "fine_tuning.job", "id": "ftjob-...", "status": validating_files |
+  queued | running | succeeded | failed | cancelled, "error": {"code", "message",
+  "param"} once failed (null otherwise), "fine_tuned_model", "result_files": [file
+  ids], "metadata", ...}; `GET .../{id}` the job; `POST .../{id}/cancel` the job,
+  cancelled (a job that ended: 400 invalid_request_error, assumed); `GET
+  /v1/fine_tuning/jobs?after=&limit=&metadata[k]=v` {"object": "list", "data": [jobs,
+  newest first], "has_more"} (no last_id: the cursor is the last job's id); `GET
+  /v1/files/{id}/content` the metrics CSV (step, train_loss, train_accuracy, ...;
+  plain CSV here, as the brief has it: some report it served base64-encoded).
+  Errors {"error": {"message", "type", "param", "code"}}. `filters_metadata` False:
+  a list that ignores the metadata filter (one that predates it).
 
 Scripts: the fixture's `script` for the next job ("fail", "slow": runs until the
 test ends it); anything else completes after a few reads.
@@ -124,3 +137,175 @@ class CreatomateFixture(_Jobs):
             self.cdn_misses += 1
             return Response(b"<Error><Code>NoSuchKey</Code></Error>", 404)
         return Response(CM_VIDEO, media_type="video/mp4")
+
+
+# --- OpenAI fine-tuning ------------------------------------------------------------
+
+OAI_KEY = "sk-proj-0123456789abcdefABCDEF0123456789"
+FT_TRAINING = "file-abc123trainingjsonl"
+FT_FAILURE = (
+    "invalid_training_file",
+    "The job failed due to an invalid training file. Expected file to have JSONL format,"
+    " where every line is a valid JSON dictionary. Line 1 is not a dictionary.",
+)
+FT_METRICS = (
+    b"step,train_loss,train_accuracy,valid_loss,valid_mean_token_accuracy\r\n"
+    b"1,1.52347,0.0,,\r\n"
+    b"2,0.57719,0.0,,\r\n"
+    b"3,3.63525,0.0,,\r\n"
+    b"4,1.72257,0.0,,\r\n"
+    b"5,1.52379,0.0,,\r\n"
+)
+
+
+class FineTuningFixture(_Jobs):
+    def __init__(self, *, filters_metadata: bool = True, **kwargs: Any) -> None:
+        super().__init__("", **kwargs)
+        self.script: str | None = None
+        self.filters_metadata = filters_metadata
+        self.others = 0  # jobs created elsewhere right after ours (newer)
+        self.list_reads: list[dict[str, str]] = []  # each list call's query
+        self.file_reads: list[str] = []
+
+    def new_id(self) -> str:
+        return f"ftjob-{len(self.jobs) + 1:04d}aBcDeFgHiJkLmN"
+
+    def app(self) -> Starlette:
+        jobs = "/v1/fine_tuning/jobs"
+        return Starlette(
+            routes=[
+                Route(jobs, self.create, methods=["POST"]),
+                Route(jobs, self.list_jobs, methods=["GET"]),
+                Route(f"{jobs}/{{jid}}", self.get, methods=["GET"]),
+                Route(f"{jobs}/{{jid}}/cancel", self.cancel, methods=["POST"]),
+                Route("/v1/files/{fid}/content", self.content, methods=["GET"]),
+            ]
+        )
+
+    @staticmethod
+    def _error(status: int, message: str, code: str | None, param: str | None = None) -> Response:
+        body = {"message": message, "type": "invalid_request_error", "param": param, "code": code}
+        return json_response({"error": body}, status)
+
+    def _refused(self, request: Request) -> Response | None:
+        if request.headers.get("authorization") != f"Bearer {OAI_KEY}":
+            return self._error(401, "Incorrect API key provided.", "invalid_api_key")
+        return None
+
+    def job(self, job: dict[str, Any]) -> dict[str, Any]:
+        state = job["state"]
+        done = state == "succeeded"
+        return {
+            "object": "fine_tuning.job",
+            "id": job["id"],
+            "model": "gpt-4o-mini-2024-07-18",
+            "created_at": 1733479200,
+            "finished_at": 1733482800 if state in ("succeeded", "failed", "cancelled") else None,
+            "fine_tuned_model": f"ft:gpt-4o-mini-2024-07-18:acme::{job['id'][6:14]}"
+            if done
+            else None,
+            "organization_id": "org-123",
+            "result_files": [job["result_file"]] if done else [],
+            "status": state,
+            "validation_file": None,
+            "training_file": job["training_file"],
+            "hyperparameters": {"n_epochs": 3, "batch_size": 1, "learning_rate_multiplier": 1.8},
+            "trained_tokens": 5768 if done else None,
+            "error": {"code": FT_FAILURE[0], "message": FT_FAILURE[1], "param": "training_file"}
+            if state == "failed"
+            else None,
+            "integrations": [],
+            "seed": 683058546,
+            "estimated_finish": None,
+            "metadata": job["metadata"],
+        }
+
+    async def create(self, request: Request) -> Response:
+        if (refused := self._refused(request)) is not None:
+            return refused
+        body = await read_json(request)
+        if not isinstance(body, dict) or not body.get("training_file"):
+            return self._error(400, "Missing required parameter: 'training_file'.", None)
+        jid = self.new_id()
+        self.jobs[jid] = {
+            "id": jid,
+            "state": "validating_files",
+            "reads": 0,
+            "script": self.script,
+            "training_file": body["training_file"],
+            "metadata": body.get("metadata"),
+            "result_file": f"file-metrics{len(self.jobs) + 1:04d}",
+        }
+        for n in range(self.others):  # others' jobs, newer than ours
+            other = f"ftjob-other{n:04d}"
+            self.jobs[other] = {
+                "id": other,
+                "state": "succeeded",
+                "reads": 0,
+                "training_file": FT_TRAINING,
+                "metadata": None,
+                "result_file": f"file-other{n:04d}",
+            }
+        self.others = 0
+        await _created(self)
+        return json_response(self.job(self.jobs[jid]))
+
+    async def list_jobs(self, request: Request) -> Response:
+        if (refused := self._refused(request)) is not None:
+            return refused
+        q = request.query_params
+        self.list_reads.append(dict(q))
+        jobs = list(reversed(self.jobs.values()))  # newest first
+        wanted = {k[9:-1]: v for k, v in q.items() if k.startswith("metadata[")}
+        if self.filters_metadata and wanted:
+            jobs = [
+                j for j in jobs if all((j["metadata"] or {}).get(k) == v for k, v in wanted.items())
+            ]
+        if after := q.get("after"):
+            ids = [j["id"] for j in jobs]
+            jobs = jobs[ids.index(after) + 1 :] if after in ids else []
+        limit = int(q.get("limit") or 20)
+        page = jobs[:limit]
+        body = {
+            "object": "list",
+            "data": [self.job(j) for j in page],
+            "has_more": len(jobs) > limit,
+        }
+        return json_response(body)
+
+    async def get(self, request: Request) -> Response:
+        if (refused := self._refused(request)) is not None:
+            return refused
+        job = self.jobs.get(request.path_params["jid"])
+        if job is None:
+            jid = request.path_params["jid"]
+            return self._error(404, f"Could not find fine-tune: {jid}", "fine_tune_not_found")
+        self.reads += 1
+        steps = ["validating_files", "queued", "running"]
+        _advance(job, steps, "failed" if job.get("script") == "fail" else "succeeded")
+        return json_response(self.job(job))
+
+    async def cancel(self, request: Request) -> Response:
+        if (refused := self._refused(request)) is not None:
+            return refused
+        job = self.jobs.get(request.path_params["jid"])
+        if job is None:
+            jid = request.path_params["jid"]
+            return self._error(404, f"Could not find fine-tune: {jid}", "fine_tune_not_found")
+        self.cancels.append((job["id"], job["state"]))
+        if job["state"] not in ("validating_files", "queued", "running"):
+            message = f"Job has already completed: {job['id']}"
+            return self._error(400, message, None)
+        job["state"] = "cancelled"
+        return json_response(self.job(job))
+
+    async def content(self, request: Request) -> Response:
+        if (refused := self._refused(request)) is not None:
+            return refused
+        fid = request.path_params["fid"]
+        self.file_reads.append(fid)
+        if not any(
+            j["result_file"] == fid and j["state"] == "succeeded" for j in self.jobs.values()
+        ):
+            return self._error(404, f"No such File object: {fid}", None, "id")
+        return Response(FT_METRICS, media_type="application/octet-stream")

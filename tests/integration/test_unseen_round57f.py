@@ -24,7 +24,12 @@ from tests.fixtures_providers.unseen_round57f import (
     CM_KEY,
     CM_TEMPLATE,
     CM_VIDEO,
+    FT_FAILURE,
+    FT_METRICS,
+    FT_TRAINING,
+    OAI_KEY,
     CreatomateFixture,
+    FineTuningFixture,
 )
 
 S = LocalState
@@ -123,3 +128,118 @@ async def test_creatomate_a_lost_create_goes_to_a_human_never_rendered_twice(
         assert await r.settle(op_id, ENDS) is S.NEEDS_ATTENTION, await r.history(op_id)
         assert fx.creates == 1 and len(fx.jobs) == 1
         assert (await r.op(op_id)).remote_job_id is None
+
+
+# --- OpenAI fine-tuning ------------------------------------------------------------
+
+OAI_ENV = {"OPENAI_API_KEY": OAI_KEY}
+TUNE = {"model": "gpt-4o-mini-2024-07-18", "training_file": FT_TRAINING}
+
+
+def fine_tuning(pool: Any, tmp_path: Path, fx: FineTuningFixture, **over: Any) -> Any:
+    return rig(pool, tmp_path, fx.app(), "openai_fine_tuning", OAI_ENV, **over)
+
+
+async def test_fine_tuning_a_job_succeeds_and_its_metrics_csv_is_kept(
+    pool: Any, tmp_path: Path
+) -> None:
+    fx = FineTuningFixture()
+    async with fine_tuning(pool, tmp_path, fx) as r:
+        op_id = await r.submit(dict(TUNE))
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        job = fx.only()
+        assert job["metadata"] == {"jobwarden_operation": op_id}
+        assert (await r.op(op_id)).remote_job_id == job["id"]
+        assert {"queued", "running", "succeeded"} <= await r.raw_states(op_id)
+        assert fx.file_reads == [job["result_file"]]
+        assert await r.result_bytes(op_id) == FT_METRICS
+        assert (await r.op(op_id)).last_error is None
+
+
+async def test_fine_tuning_a_failed_job_is_failed_with_its_error(pool: Any, tmp_path: Path) -> None:
+    fx = FineTuningFixture()
+    fx.script = "fail"
+    async with fine_tuning(pool, tmp_path, fx) as r:
+        op_id = await r.submit(dict(TUNE))
+        assert await r.settle(op_id, ENDS) is S.FAILED, await r.history(op_id)
+        op = await r.op(op_id)
+        assert op.last_error is not None
+        assert op.last_error.get("code") == FT_FAILURE[0], op.last_error
+        assert await reason(r, op_id) == FT_FAILURE[1]
+        assert op.result_id is None and fx.file_reads == []
+
+
+async def test_fine_tuning_a_refused_create_is_failed_with_its_message(
+    pool: Any, tmp_path: Path
+) -> None:
+    fx = FineTuningFixture()
+    async with fine_tuning(pool, tmp_path, fx) as r:
+        op_id = await r.submit({"model": "gpt-4o-mini-2024-07-18"})
+        assert await r.settle(op_id, ENDS) is S.FAILED, await r.history(op_id)
+        assert await reason(r, op_id) == "Missing required parameter: 'training_file'."
+        assert fx.jobs == {}
+
+
+async def test_fine_tuning_a_cancelled_job_is_cancelled(pool: Any, tmp_path: Path) -> None:
+    fx = FineTuningFixture()
+    fx.script = "slow"
+    async with fine_tuning(pool, tmp_path, fx) as r:
+        op_id = await r.submit(dict(TUNE))
+        await r.settle(op_id, {S.OBSERVING})
+        await r.cancel(op_id)
+        assert await r.settle(op_id, ENDS) is S.CANCELLED, await r.history(op_id)
+        assert [jid for jid, _ in fx.cancels] == [fx.only()["id"]]
+        assert fx.file_reads == []
+
+
+async def test_fine_tuning_a_cancel_of_a_job_that_succeeded_collects_its_result(
+    pool: Any, tmp_path: Path
+) -> None:
+    """The job succeeds as the cancel goes out: the cancel is refused (400, "already
+    completed"), the job is read succeeded and its metrics kept, no cancel claimed."""
+    fx = FineTuningFixture()
+    fx.script = "slow"
+    async with fine_tuning(pool, tmp_path, fx) as r:
+        op_id = await r.submit(dict(TUNE))
+        await r.settle(op_id, {S.OBSERVING})
+        fx.only()["state"] = "succeeded"
+        await r.cancel(op_id)
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert "cancelled" not in await r.history(op_id)
+        assert await r.result_bytes(op_id) == FT_METRICS
+
+
+async def test_fine_tuning_a_lost_create_is_found_by_its_metadata_never_made_twice(
+    pool: Any, tmp_path: Path
+) -> None:
+    """The create's answer is lost; the list, filtered by our metadata, shows our
+    job alone (beside newer ones made elsewhere): it is adopted, none made again."""
+    fx = FineTuningFixture(lose_first_create=True)
+    fx.others = 3
+    async with fine_tuning(pool, tmp_path, fx) as r:
+        op_id = await r.submit(dict(TUNE))
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert fx.creates == 1
+        (ours,) = [j for j in fx.jobs.values() if j["metadata"]]
+        assert (await r.op(op_id)).remote_job_id == ours["id"]
+        assert fx.list_reads[0]["metadata[jobwarden_operation]"] == op_id
+        assert await r.result_bytes(op_id) == FT_METRICS
+
+
+async def test_fine_tuning_a_lost_create_is_found_after_the_last_id_of_a_page(
+    pool: Any, tmp_path: Path
+) -> None:
+    """A list that ignores the metadata filter, two jobs a page: the list names no
+    last_id, so the next page is asked `after` the last job's id (`/data/-1/id`)
+    while has_more; ours, on the second page, is matched by its metadata."""
+    fx = FineTuningFixture(lose_first_create=True, filters_metadata=False)
+    fx.others = 3
+    path = "/v1/fine_tuning/jobs?limit=2&metadata[jobwarden_operation]={client_reference}"
+    async with fine_tuning(pool, tmp_path, fx, lookup={"path": path}) as r:
+        op_id = await r.submit(dict(TUNE))
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert fx.creates == 1
+        (ours,) = [j for j in fx.jobs.values() if j["metadata"]]
+        assert (await r.op(op_id)).remote_job_id == ours["id"]
+        afters = [q.get("after") for q in fx.list_reads]
+        assert afters[:2] == [None, "ftjob-other0001"], afters
