@@ -145,7 +145,11 @@ async def store(step: Step, conn: Any, collected: Collected) -> int:
         key = _item_key(item, n)
         seen.setdefault(key, (key, item.code, item.message))
     total, succeeded, failed = collected.counts
-    reason = "partial output of a cancelled job" if collected.purpose == "partial" else check.reason
+    reason = (
+        "partial output of a job that did not succeed"
+        if collected.purpose == "partial"
+        else check.reason
+    )
     result_id = await evidence.record_result(
         conn,
         evidence.ResultRecord(
@@ -1235,7 +1239,7 @@ async def store_sync_result(step: Step, conn: Any, fact: CreateFact, call_id: in
 
 
 class Partial(Enum):
-    """What became of a cancelled job's partial output."""
+    """What became of a cancelled job's partial output (or a failed job's failures)."""
 
     STORED = "stored"  # kept and attached
     NONE = "none"  # nothing to keep (none offered, not ours to fetch, invalid, gone, given up)
@@ -1243,9 +1247,10 @@ class Partial(Enum):
 
 
 async def collect_partial_output(step: Step, conn: Any, status: StatusFact) -> Partial:
-    """Keep what a cancelled job already produced (OpenAI keeps partial output).
+    """Keep what a cancelled job already produced (OpenAI keeps partial output), or
+    the list of a failed job's failures (`result.failures_only`).
 
-    Never a verdict: the operation still ends `cancelled`, but only once this
+    Never a verdict: the operation still ends `cancelled` (or `failed`), but only once this
     concluded, so a fetch that could not be made now is made later (up to
     MAX_RESULT_ATTEMPTS attempts) instead of being lost with the move.
     """

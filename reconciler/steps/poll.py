@@ -214,8 +214,8 @@ async def _read(step: Step, *, before_cancel: bool = False) -> Delay | StillRunn
         step.released = True
         return delay
     async with step.ctx.pool.acquire() as conn:
-        # The cancel settles once its output is kept (or given up), not before:
-        # a terminal `cancelled` would never be read again.
+        # The cancel (or a failure) settles once its output is kept (or given up),
+        # not before: a terminal `cancelled` or `failed` would never be read again.
         if _offers_partial_output(step, fact) and (
             await collect_partial_output(step, conn, fact) is Partial.RETRY
         ):
@@ -281,12 +281,33 @@ def _offers_partial_output(step: Step, fact: StatusFact) -> bool:
     """A cancelled job's output to keep: one its status names (a link, file ids),
     or, where the description says a cancelled job keeps it there
     (`result.partial_on_cancel`: an Apify run aborted keeps the dataset items it
-    wrote), whatever the job's own result path holds (a 404: nothing kept)."""
+    wrote), whatever the job's own result path holds (a 404: nothing kept).
+
+    And a failed job's failures, where the result is the list of them
+    (`result.failures_only`) and its counts say items failed: Klaviyo's import
+    `complete` with every profile failed is failed by its counts, and its
+    import-errors are the only account of why each failed; not read, the agent
+    heard "0 succeeded, 2 failed" and nothing more."""
+    result = step.adapter.desc.result
+    named = bool(fact.result_url or fact.result_file_ids)
+    if fact.remote_state is RemoteState.FAILED and result.failures_only:
+        return (named or result.source is ResultSource.PATH) and _items_failed(fact)
     if fact.remote_state is not RemoteState.CANCELLED:
         return False
-    result = step.adapter.desc.result
     on_path = result.source is ResultSource.PATH and result.partial_on_cancel
-    return bool(fact.result_url or fact.result_file_ids) or on_path
+    return named or on_path
+
+
+def _items_failed(fact: StatusFact) -> bool:
+    """Do the read's counts say some item failed (told, or total less successes)?"""
+    counts = fact.counts
+    if counts is None:
+        return False
+    if counts.failed is not None:
+        return counts.failed > 0
+    if counts.total is not None and counts.succeeded is not None:
+        return counts.total > counts.succeeded
+    return False
 
 
 def _can_wait(step: Step, deadline: Deadline, held: float) -> bool:

@@ -175,7 +175,8 @@ rules in ``shared/providers/paths.py``); *paths* = a path or a list of paths;
                  every item (row, line) a failed item, e.g. HubSpot's import errors;
                  json with items, or jsonl; the successes are the status's counts
                  alone, never looked for in it, and a result of failures is not the
-                 verdict "every item failed"),
+                 verdict "every item failed"; a job failed with failed items counted
+                 has its failures read and kept too, as a cancelled job's output is),
                empty_without_items (false; true: a json document, or page, without
                  its list at items holds none, e.g. BigQuery's `rows`, left out when
                  there is no row; else such a document is refused as a typo'd path),

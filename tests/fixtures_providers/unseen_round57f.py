@@ -24,6 +24,19 @@ Where the docs leave a behaviour open, the assumption is stated here.
   plain CSV here, as the brief has it: some report it served base64-encoded).
   Errors {"error": {"message", "type", "param", "code"}}. `filters_metadata` False:
   a list that ignores the metadata filter (one that predates it).
+- Klaviyo (`Authorization: Klaviyo-API-Key ...`, a `revision` header on every call,
+  JSON:API; a body sent as application/json is taken as application/vnd.api+json
+  is: assumed): `POST /api/profile-bulk-import-jobs` {"data": {"type":
+  "profile-bulk-import-job", "attributes": {"profiles": {"data": [profiles]}}}}
+  answers 202 {"data": {"type", "id", "attributes": {"status": queued |
+  processing | complete | cancelled (| failed, as the brief has it), "created_at",
+  "total_count", "completed_count", "failed_count", "completed_at", "expires_at",
+  "started_at"}, "links": {"self"}}}; `GET .../{id}` the same; `GET
+  .../{id}/import-errors` {"data": [{"type": "import-error", "id", "attributes":
+  {"code", "title", "detail", "source": {"pointer"}, "original_payload"}}],
+  "links": {"self", "next" (absolute, null on the last page), "prev"}} (a page
+  holds `page_size` errors). Errors {"errors": [{"id", "status", "code", "title",
+  "detail", "source"}]}. No cancel, and no reference of ours on a job.
 
 Scripts: the fixture's `script` for the next job ("fail", "slow": runs until the
 test ends it); anything else completes after a few reads.
@@ -309,3 +322,162 @@ class FineTuningFixture(_Jobs):
         ):
             return self._error(404, f"No such File object: {fid}", None, "id")
         return Response(FT_METRICS, media_type="application/octet-stream")
+
+
+# --- Klaviyo -----------------------------------------------------------------------
+
+KL_KEY = "pk_0123456789abcdef0123456789abcdef01"
+KL_REVISION = "2024-10-15"
+KL_BAD_EMAIL = "Invalid email address"
+
+
+def kl_profiles(n: int, bad: int = 0) -> dict[str, Any]:
+    """A bulk import body of `n` profiles, the first `bad` of them with no valid email."""
+    profiles = [
+        {
+            "type": "profile",
+            "attributes": {"email": f"m{i}@example" if i < bad else f"m{i}@example.com"},
+        }
+        for i in range(n)
+    ]
+    return {
+        "data": {
+            "type": "profile-bulk-import-job",
+            "attributes": {"profiles": {"data": profiles}},
+        }
+    }
+
+
+class KlaviyoFixture(_Jobs):
+    def __init__(self, *, page_size: int = 20, **kwargs: Any) -> None:
+        super().__init__("", **kwargs)
+        self.script: str | None = None
+        self.page_size = page_size
+        self.error_reads: list[str | None] = []  # each errors page's cursor
+        self.bad_calls: list[str] = []  # calls without the revision header
+
+    def new_id(self) -> str:
+        return f"ZXhhbXBsZV9qb2Jf{len(self.jobs) + 1:04d}"
+
+    def app(self) -> Starlette:
+        jobs = "/api/profile-bulk-import-jobs"
+        return Starlette(
+            routes=[
+                Route(jobs, self.create, methods=["POST"]),
+                Route(f"{jobs}/{{jid}}", self.get, methods=["GET"]),
+                Route(f"{jobs}/{{jid}}/import-errors", self.errors, methods=["GET"]),
+            ]
+        )
+
+    @staticmethod
+    def _error(status: int, code: str, title: str, detail: str, pointer: str = "") -> Response:
+        error = {"id": "7b4d1e0a-0000", "status": status, "code": code, "title": title}
+        error["detail"] = detail
+        if pointer:
+            error["source"] = {"pointer": pointer}
+        return json_response({"errors": [error]}, status)
+
+    def _refused(self, request: Request) -> Response | None:
+        if request.headers.get("authorization") != f"Klaviyo-API-Key {KL_KEY}":
+            detail = "Missing or invalid private key."
+            return self._error(401, "not_authenticated", "Authentication failed.", detail)
+        if request.headers.get("revision") != KL_REVISION:
+            self.bad_calls.append(request.url.path)
+            return self._error(400, "invalid", "Invalid input.", "Missing revision header.")
+        return None
+
+    def resource(self, request: Request, job: dict[str, Any]) -> dict[str, Any]:
+        state = job["state"]
+        done = state in ("complete", "cancelled", "failed")
+        total = len(job["profiles"])
+        failed = len(job["bad"]) if done else 0
+        return {
+            "data": {
+                "type": "profile-bulk-import-job",
+                "id": job["id"],
+                "attributes": {
+                    "status": state,
+                    "created_at": "2026-12-06T10:00:00+00:00",
+                    "total_count": total,
+                    "completed_count": total - failed if done else 0,
+                    "failed_count": failed,
+                    "completed_at": "2026-12-06T10:04:00+00:00" if done else None,
+                    "expires_at": "2026-12-13T10:00:00+00:00",
+                    "started_at": None if state == "queued" else "2026-12-06T10:00:05+00:00",
+                },
+                "relationships": {"lists": {"data": []}},
+                "links": {"self": f"{request.base_url}api/profile-bulk-import-jobs/{job['id']}"},
+            }
+        }
+
+    async def create(self, request: Request) -> Response:
+        if (refused := self._refused(request)) is not None:
+            return refused
+        body = await read_json(request)
+        try:
+            profiles = body["data"]["attributes"]["profiles"]["data"]
+            assert isinstance(profiles, list) and profiles
+        except (KeyError, TypeError, AssertionError):
+            pointer = "/data/attributes/profiles"
+            return self._error(400, "invalid", "Invalid input.", "Profiles are required.", pointer)
+        jid = self.new_id()
+        bad = [
+            n
+            for n, p in enumerate(profiles)
+            if not str(p.get("attributes", {}).get("email", "")).endswith(".com")
+        ]
+        self.jobs[jid] = {
+            "id": jid,
+            "state": "queued",
+            "reads": 0,
+            "script": self.script,
+            "profiles": profiles,
+            "bad": bad,
+        }
+        await _created(self)
+        return json_response(self.resource(request, self.jobs[jid]), 202)
+
+    async def get(self, request: Request) -> Response:
+        if (refused := self._refused(request)) is not None:
+            return refused
+        job = self.jobs.get(request.path_params["jid"])
+        if job is None:
+            return self._error(404, "not_found", "Not found.", "The job was not found.")
+        self.reads += 1
+        _advance(
+            job, ["queued", "processing"], "failed" if job.get("script") == "fail" else "complete"
+        )
+        return json_response(self.resource(request, job))
+
+    async def errors(self, request: Request) -> Response:
+        if (refused := self._refused(request)) is not None:
+            return refused
+        job = self.jobs.get(request.path_params["jid"])
+        if job is None:
+            return self._error(404, "not_found", "Not found.", "The job was not found.")
+        cursor = request.query_params.get("page[cursor]")
+        self.error_reads.append(cursor)
+        start = int(cursor or 0)
+        page = job["bad"][start : start + self.page_size]
+        data = [
+            {
+                "type": "import-error",
+                "id": f"err-{job['id']}-{n}",
+                "attributes": {
+                    "code": "invalid",
+                    "title": "Invalid input.",
+                    "detail": KL_BAD_EMAIL,
+                    "source": {"pointer": f"/data/attributes/profiles/data/{n}/attributes/email"},
+                    "original_payload": job["profiles"][n]["attributes"],
+                },
+            }
+            for n in page
+        ]
+        here = f"{request.base_url}api/profile-bulk-import-jobs/{job['id']}/import-errors"
+        more = start + self.page_size < len(job["bad"])
+        links = {
+            "self": here,
+            "next": f"{here}?page%5Bcursor%5D={start + self.page_size}" if more else None,
+            "prev": None,
+        }
+        return json_response({"data": data, "links": links})

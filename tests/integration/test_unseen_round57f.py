@@ -11,6 +11,7 @@ named before the file exists, on a CDN that gets no credential.
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -27,9 +28,13 @@ from tests.fixtures_providers.unseen_round57f import (
     FT_FAILURE,
     FT_METRICS,
     FT_TRAINING,
+    KL_BAD_EMAIL,
+    KL_KEY,
     OAI_KEY,
     CreatomateFixture,
     FineTuningFixture,
+    KlaviyoFixture,
+    kl_profiles,
 )
 
 S = LocalState
@@ -243,3 +248,118 @@ async def test_fine_tuning_a_lost_create_is_found_after_the_last_id_of_a_page(
         assert (await r.op(op_id)).remote_job_id == ours["id"]
         afters = [q.get("after") for q in fx.list_reads]
         assert afters[:2] == [None, "ftjob-other0001"], afters
+
+
+# --- Klaviyo -----------------------------------------------------------------------
+
+KL_ENV = {"KLAVIYO_PRIVATE_KEY": KL_KEY}
+
+
+def klaviyo(pool: Any, tmp_path: Path, fx: KlaviyoFixture) -> Any:
+    return rig(pool, tmp_path, fx.app(), "klaviyo_imports", KL_ENV)
+
+
+async def test_klaviyo_an_import_with_no_failure_succeeds_with_an_empty_error_list(
+    pool: Any, tmp_path: Path
+) -> None:
+    fx = KlaviyoFixture()
+    async with klaviyo(pool, tmp_path, fx) as r:
+        op_id = await r.submit(kl_profiles(3))
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert (await r.op(op_id)).remote_job_id == fx.only()["id"]
+        assert {"processing", "complete"} <= await r.raw_states(op_id)
+        assert json.loads(await r.result_bytes(op_id))["data"] == []
+        assert fx.bad_calls == []
+
+
+async def test_klaviyo_a_complete_import_with_failed_profiles_is_partial_every_error_kept(
+    pool: Any, tmp_path: Path
+) -> None:
+    """complete, failed_count 3 of 5: a partial import; its three import-errors,
+    one a page here, are read through links.next (absolute URLs) and kept, each a
+    failed item with its code and detail."""
+    fx = KlaviyoFixture(page_size=1)
+    async with klaviyo(pool, tmp_path, fx) as r:
+        op_id = await r.submit(kl_profiles(5, bad=3))
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert fx.error_reads == [None, "1", "2"]
+        op = await r.op(op_id)
+        assert op.remote_state == "partially_succeeded", op.remote_state
+        summary = op.result_summary
+        counted = (summary["items_total"], summary["items_succeeded"], summary["items_failed"])
+        assert counted == (5, 2, 3), summary
+        items = await r.pool.fetch(
+            "SELECT item_key, code, message FROM result_item_failures"
+            " WHERE result_id = $1 ORDER BY item_key",
+            op.result_id,
+        )
+        jid = fx.only()["id"]
+        assert [tuple(i) for i in items] == [
+            (f"err-{jid}-{n}", "invalid", KL_BAD_EMAIL) for n in range(3)
+        ]
+
+
+async def test_klaviyo_an_import_whose_every_profile_failed_is_failed_its_errors_kept(
+    pool: Any, tmp_path: Path
+) -> None:
+    """complete, failed_count 2 of 2: failed by its counts, and why each profile
+    failed is kept: the import-errors are read and attached, as a cancelled job's
+    partial output is. Before, the operation ended failed saying "0 succeeded, 2
+    failed", the errors (the only account of why) never read."""
+    fx = KlaviyoFixture()
+    async with klaviyo(pool, tmp_path, fx) as r:
+        op_id = await r.submit(kl_profiles(2, bad=2))
+        assert await r.settle(op_id, ENDS) is S.FAILED, await r.history(op_id)
+        said = await reason(r, op_id)
+        assert "0 succeeded" in said and "2 failed" in said, said
+        assert fx.error_reads == [None]
+        op = await r.op(op_id)
+        assert op.result_id is not None, await r.history(op_id)
+        summary = op.result_summary
+        counted = (summary["items_total"], summary["items_succeeded"], summary["items_failed"])
+        assert counted == (2, 0, 2), summary
+        assert summary["partial"] is True
+        failures = await r.pool.fetch(
+            "SELECT message FROM result_item_failures WHERE result_id = $1", op.result_id
+        )
+        assert [f["message"] for f in failures] == [KL_BAD_EMAIL] * 2
+        # the agent is pointed at them
+        row = await r.pool.fetchrow(
+            "SELECT errors_ref, items_failed, message FROM agent_operations"
+            " WHERE operation_id = $1",
+            op_id,
+        )
+        assert row["errors_ref"] == f"/v1/operations/{op_id}/failed-items", dict(row)
+        assert row["items_failed"] == 2 and row["message"].startswith("FAILED: "), dict(row)
+
+
+async def test_klaviyo_a_refused_create_is_failed_with_its_detail(
+    pool: Any, tmp_path: Path
+) -> None:
+    fx = KlaviyoFixture()
+    async with klaviyo(pool, tmp_path, fx) as r:
+        op_id = await r.submit({"data": {"type": "profile-bulk-import-job", "attributes": {}}})
+        assert await r.settle(op_id, ENDS) is S.FAILED, await r.history(op_id)
+        assert await reason(r, op_id) == "Profiles are required."
+        assert fx.jobs == {}
+
+
+async def test_klaviyo_a_cancel_sends_nothing_and_the_deadline_tells_a_human(
+    pool: Any, tmp_path: Path
+) -> None:
+    fx = KlaviyoFixture()
+    fx.script = "slow"
+    async with klaviyo(pool, tmp_path, fx) as r:
+        op_id = await r.submit(kl_profiles(2))
+        await r.settle(op_id, {S.OBSERVING})
+        await r.cancel(op_id, cancel_deadline_s=0.5)
+        assert await r.settle(op_id, ENDS) is S.CANCELLATION_UNCONFIRMED, await r.history(op_id)
+        assert await r.calls(op_id, "cancel") == []
+
+
+async def test_klaviyo_a_lost_create_goes_to_a_human(pool: Any, tmp_path: Path) -> None:
+    fx = KlaviyoFixture(lose_first_create=True)
+    async with klaviyo(pool, tmp_path, fx) as r:
+        op_id = await r.submit(kl_profiles(2))
+        assert await r.settle(op_id, ENDS) is S.NEEDS_ATTENTION, await r.history(op_id)
+        assert fx.creates == 1 and len(fx.jobs) == 1
