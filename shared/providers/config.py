@@ -1181,6 +1181,7 @@ def _status(table: _Table) -> StatusSpec:
         outcome_from_counts_states=frozenset(outcome_states) if outcome_states else None,
         not_found_statuses=_not_found_statuses(table, by_code),
         state_from_http_status=by_code,
+        state_in_error_statuses=_state_in_error_statuses(table, by_code),
         body=body,
         estimated_end=table.path("estimated_end", RESPONSE),
         estimated_seconds_left=table.path("estimated_seconds_left", RESPONSE),
@@ -1264,6 +1265,23 @@ def _error_only_when_failed(table: _Table, paths: tuple[ValuePath | None, ...]) 
             "excludes error_means_failed (an error beside a success would be read as none)",
         )
     return True
+
+
+def _state_in_error_statuses(table: _Table, by_code: Mapping[int, RemoteState]) -> frozenset[int]:
+    """`status.state_in_error_statuses`: error codes whose body is read for a state.
+    Not a 2xx (always read), not a code with a meaning of its own already (mapped
+    to a state, or "no such job"): one meaning per code."""
+    key = "state_in_error_statuses"
+    codes = table.statuses(key, ())
+    if any(code < 400 for code in codes):
+        raise table.error(key, "only 4xx/5xx codes: a 2xx body is always read")
+    mapped = sorted(codes & by_code.keys())
+    if mapped:
+        raise table.error(key, f"{mapped} mapped by state_from_http_status: one meaning per code")
+    missing = sorted(codes & _not_found_statuses(table, by_code))
+    if missing:
+        raise table.error(key, f"{missing} mean no such job (not_found_statuses)")
+    return codes
 
 
 def _http_state_map(table: _Table) -> dict[int, RemoteState]:

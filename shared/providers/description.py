@@ -127,7 +127,12 @@ rules in ``shared/providers/paths.py``); *paths* = a path or a list of paths;
                  "/data/statusMessage", "Crawling: 2 of 5 pages" while it runs, else
                  kept as the operation's last error; not with error_means_failed),
                [status.state_from_http_status] ({"202" = "running", "200" = "succeeded"}:
-                 the state when the body names none, e.g. an ARM `Location` URL)
+                 the state when the body names none, e.g. an ARM `Location` URL),
+               state_in_error_statuses ([]: 4xx/5xx codes whose body may still be the
+                 job, read for its state as a 2xx's is: Intercom's failed export,
+                 504 with {"status": "failed"}; a body naming no mapped state (a
+                 gateway's page) leaves the code the error it is; not a code
+                 state_from_http_status maps or not_found_statuses holds)
     [cancel]   supported (true if the table exists), method (POST), path, idempotent,
                reason, accepted_statuses, state,
                deletes_job (false; true: the cancel deletes the job, running or not, and a
@@ -699,6 +704,10 @@ class StatusSpec:
     # State read from the HTTP status code when the body carries none: polling an
     # ARM `Location` URL answers 202 until done, then 200/204 with no status field.
     state_from_http_status: Mapping[int, RemoteState] = field(default_factory=dict)
+    # Non-2xx codes whose answer may still be the job (Intercom's failed export,
+    # read 504 with the job in its body): the body's state, when it names one the
+    # state map knows, decides the read; else the code is the error it always was.
+    state_in_error_statuses: frozenset[int] = frozenset()
     # The JSON object a status read sends (with method = POST): a GraphQL
     # query naming the job in its variables (Shopify's `node(id:)`); None: none.
     body: TemplatedJson = None

@@ -440,6 +440,10 @@ def _read_status(desc: ProviderDescription, resp: HttpResponse, now: datetime | 
         return StatusFact(not_found=True, problem=f"HTTP {code}: job not found", **common)
     by_code = desc.status.state_from_http_status.get(code)
     if not 200 <= code < 300 and by_code is None:
+        if code in desc.status.state_in_error_statuses:
+            in_body = _state_in_error(desc, resp, common, now)
+            if in_body is not None:
+                return in_body
         gone = _gone_by_code(desc, resp)
         if gone is not None:
             problem = f"HTTP {code}, {gone}: job not found"
@@ -502,6 +506,20 @@ def _read_status(desc: ProviderDescription, resp: HttpResponse, now: datetime | 
         # GraphQL's failed request (THROTTLED, a timeout) answers 200 with `errors`
         return replace(fact, request_failed=True, problem="the answer carries errors, no state")
     return fact
+
+
+def _state_in_error(
+    desc: ProviderDescription, resp: HttpResponse, common: dict[str, Any], now: datetime | None
+) -> StatusFact | None:
+    """A listed error answer (`status.state_in_error_statuses`) read as the job, when
+    its body names a state the map knows: Intercom's failed export, 504 with the job,
+    status "failed". None when it names none (a gateway's own 504 page): the code is
+    then the error it is."""
+    body = resp.json_body
+    if not isinstance(body, dict):
+        return None
+    fact = _failed_by_error(desc.status, _status_from_body(desc, body, resp, common, now))
+    return fact if fact.remote_state is not None and fact.raw_state is not None else None
 
 
 def _failed_by_error(spec: StatusSpec, fact: StatusFact) -> StatusFact:

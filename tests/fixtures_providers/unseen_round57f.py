@@ -37,6 +37,19 @@ Where the docs leave a behaviour open, the assumption is stated here.
   "links": {"self", "next" (absolute, null on the last page), "prev"}} (a page
   holds `page_size` errors). Errors {"errors": [{"id", "status", "code", "title",
   "detail", "source"}]}. No cancel, and no reference of ours on a job.
+- Intercom (Bearer, `Intercom-Version`): `POST /export/content/data`
+  {"created_at_after", "created_at_before"} (unix seconds) answers 200
+  {"job_identifier", "status": "pending", "download_url": "", "download_expires_at":
+  ""}; one pending export at a time, another refused 429 (assumed from reports:
+  "Exceeded rate limit of 1 pending message data export jobs"); `GET
+  /export/content/data/{id}` the job, status pending | in_progress | completed |
+  no_data | failed | canceled; a failed job read answers HTTP 504 with the job in
+  its body (the 2.5 reference: "the HTTP Response Code will show as a 504"); `POST
+  /export/cancel/{id}` the job, canceled (one that ended unchanged); `GET
+  /download/content/data/{id}` with Accept: application/octet-stream the gzipped CSV
+  (406 without it: assumed), and for a no_data export 404 (assumed: its
+  download_url is empty). Errors {"type": "error.list", "request_id", "errors":
+  [{"code", "message"}]}.
 
 Scripts: the fixture's `script` for the next job ("fail", "slow": runs until the
 test ends it); anything else completes after a few reads.
@@ -44,6 +57,7 @@ test ends it); anything else completes after a few reads.
 
 from __future__ import annotations
 
+import gzip
 from typing import Any
 
 from starlette.applications import Starlette
@@ -481,3 +495,107 @@ class KlaviyoFixture(_Jobs):
             "prev": None,
         }
         return json_response({"data": data, "links": links})
+
+
+# --- Intercom ----------------------------------------------------------------------
+
+IC_TOKEN = "dG9rOmludGVyY29tX3Rlc3RfdG9rZW4="
+IC_CSV = (
+    b"user_id,user_external_id,content_id,content_title,content_type,receipt_id,"
+    b"received_at,sent_at,delivered_at,first_opened_at\n"
+    b"5f1a,cust-17,101,Winter sale,email,9001,1733479200,1733479200,1733479201,\n"
+    b"5f1b,cust-18,101,Winter sale,email,9002,1733479200,1733479200,1733479201,1733480000\n"
+)
+
+
+class IntercomFixture(_Jobs):
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__("", **kwargs)
+        self.script: str | None = None
+        self.downloads: list[str | None] = []  # each download's Accept header
+
+    def new_id(self) -> str:
+        return f"v5xsp8c19ji{len(self.jobs) + 1:04d}"
+
+    def app(self) -> Starlette:
+        return Starlette(
+            routes=[
+                Route("/export/content/data", self.create, methods=["POST"]),
+                Route("/export/content/data/{jid}", self.get, methods=["GET"]),
+                Route("/export/cancel/{jid}", self.cancel, methods=["POST"]),
+                Route("/download/content/data/{jid}", self.download, methods=["GET"]),
+            ]
+        )
+
+    @staticmethod
+    def _error(status: int, code: str, message: str) -> Response:
+        body = {
+            "type": "error.list",
+            "request_id": "req-7f3a",
+            "errors": [{"code": code, "message": message}],
+        }
+        return json_response(body, status)
+
+    def _refused(self, request: Request) -> Response | None:
+        if request.headers.get("authorization") != f"Bearer {IC_TOKEN}":
+            return self._error(401, "unauthorized", "Access Token Invalid")
+        return None
+
+    def job(self, request: Request, job: dict[str, Any]) -> dict[str, Any]:
+        done = job["state"] == "completed"
+        return {
+            "job_identifier": job["id"],
+            "status": job["state"],
+            "download_url": f"{request.base_url}download/content/data/{job['id']}" if done else "",
+            "download_expires_at": "1734084000" if done else "",
+        }
+
+    async def create(self, request: Request) -> Response:
+        if (refused := self._refused(request)) is not None:
+            return refused
+        body = await read_json(request)
+        after = body.get("created_at_after") if isinstance(body, dict) else None
+        before = body.get("created_at_before") if isinstance(body, dict) else None
+        if not isinstance(after, int) or not isinstance(before, int) or after >= before:
+            message = "created_at_after must be before created_at_before"
+            return self._error(400, "parameter_invalid", message)
+        if any(j["state"] in ("pending", "in_progress") for j in self.jobs.values()):
+            message = "Exceeded rate limit of 1 pending message data export jobs"
+            return self._error(429, "rate_limit_exceeded", message)
+        jid = self.new_id()
+        self.jobs[jid] = {"id": jid, "state": "pending", "reads": 0, "script": self.script}
+        await _created(self)
+        return json_response(self.job(request, self.jobs[jid]))
+
+    async def get(self, request: Request) -> Response:
+        if (refused := self._refused(request)) is not None:
+            return refused
+        job = self.jobs.get(request.path_params["jid"])
+        if job is None:
+            return self._error(404, "not_found", "Job not found")
+        self.reads += 1
+        final = {"fail": "failed", "empty": "no_data"}.get(job.get("script") or "", "completed")
+        _advance(job, ["pending", "in_progress"], final)
+        return json_response(self.job(request, job), 504 if job["state"] == "failed" else 200)
+
+    async def cancel(self, request: Request) -> Response:
+        if (refused := self._refused(request)) is not None:
+            return refused
+        job = self.jobs.get(request.path_params["jid"])
+        if job is None:
+            return self._error(404, "not_found", "Job not found")
+        self.cancels.append((job["id"], job["state"]))
+        if job["state"] in ("pending", "in_progress"):
+            job["state"] = "canceled"
+        return json_response(self.job(request, job))
+
+    async def download(self, request: Request) -> Response:
+        if (refused := self._refused(request)) is not None:
+            return refused
+        self.downloads.append(request.headers.get("accept"))
+        job = self.jobs.get(request.path_params["jid"])
+        if job is None or job["state"] != "completed":
+            return self._error(404, "not_found", "Export not found")
+        if request.headers.get("accept") != "application/octet-stream":
+            return self._error(406, "not_acceptable", "Accept: application/octet-stream required")
+        return Response(gzip.compress(IC_CSV), media_type="application/octet-stream")

@@ -11,6 +11,7 @@ named before the file exists, on a CDN that gets no credential.
 from __future__ import annotations
 
 import contextlib
+import gzip
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -28,11 +29,14 @@ from tests.fixtures_providers.unseen_round57f import (
     FT_FAILURE,
     FT_METRICS,
     FT_TRAINING,
+    IC_CSV,
+    IC_TOKEN,
     KL_BAD_EMAIL,
     KL_KEY,
     OAI_KEY,
     CreatomateFixture,
     FineTuningFixture,
+    IntercomFixture,
     KlaviyoFixture,
     kl_profiles,
 )
@@ -361,5 +365,75 @@ async def test_klaviyo_a_lost_create_goes_to_a_human(pool: Any, tmp_path: Path) 
     fx = KlaviyoFixture(lose_first_create=True)
     async with klaviyo(pool, tmp_path, fx) as r:
         op_id = await r.submit(kl_profiles(2))
+        assert await r.settle(op_id, ENDS) is S.NEEDS_ATTENTION, await r.history(op_id)
+        assert fx.creates == 1 and len(fx.jobs) == 1
+
+
+# --- Intercom ----------------------------------------------------------------------
+
+IC_ENV = {"INTERCOM_ACCESS_TOKEN": IC_TOKEN}
+WINDOW = {"created_at_after": 1733011200, "created_at_before": 1733616000}
+
+
+def intercom(pool: Any, tmp_path: Path, fx: IntercomFixture) -> Any:
+    return rig(pool, tmp_path, fx.app(), "intercom_exports", IC_ENV)
+
+
+async def test_intercom_an_export_completes_and_its_gzipped_csv_is_kept(
+    pool: Any, tmp_path: Path
+) -> None:
+    fx = IntercomFixture()
+    async with intercom(pool, tmp_path, fx) as r:
+        op_id = await r.submit(dict(WINDOW))
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert (await r.op(op_id)).remote_job_id == fx.only()["id"]
+        assert {"in_progress", "completed"} <= await r.raw_states(op_id)
+        assert fx.downloads == ["application/octet-stream"]
+        assert gzip.decompress(await r.result_bytes(op_id)) == IC_CSV
+
+
+async def test_intercom_a_failed_export_read_as_a_504_is_failed(pool: Any, tmp_path: Path) -> None:
+    """A failed job's read answers HTTP 504, the job (status failed) in its body."""
+    fx = IntercomFixture()
+    fx.script = "fail"
+    async with intercom(pool, tmp_path, fx) as r:
+        op_id = await r.submit(dict(WINDOW))
+        assert await r.settle(op_id, ENDS) is S.FAILED, await r.history(op_id)
+        assert "failed" in await r.raw_states(op_id)
+        said = await reason(r, op_id)
+        assert said == "the provider's status says 'failed' (a failed state) and gives no reason"
+        assert fx.downloads == []
+
+
+async def test_intercom_a_refused_create_is_failed_with_its_message(
+    pool: Any, tmp_path: Path
+) -> None:
+    fx = IntercomFixture()
+    async with intercom(pool, tmp_path, fx) as r:
+        op_id = await r.submit({"created_at_after": 1733616000, "created_at_before": 1733011200})
+        assert await r.settle(op_id, ENDS) is S.FAILED, await r.history(op_id)
+        assert await reason(r, op_id) == "created_at_after must be before created_at_before"
+        assert fx.jobs == {}
+
+
+async def test_intercom_a_cancelled_export_is_cancelled(pool: Any, tmp_path: Path) -> None:
+    fx = IntercomFixture()
+    fx.script = "slow"
+    async with intercom(pool, tmp_path, fx) as r:
+        op_id = await r.submit(dict(WINDOW))
+        await r.settle(op_id, {S.OBSERVING})
+        await r.cancel(op_id)
+        assert await r.settle(op_id, ENDS) is S.CANCELLED, await r.history(op_id)
+        assert [jid for jid, _ in fx.cancels] == [fx.only()["id"]]
+        assert "canceled" in await r.raw_states(op_id)
+        assert fx.downloads == []
+
+
+async def test_intercom_a_lost_create_goes_to_a_human_never_exported_twice(
+    pool: Any, tmp_path: Path
+) -> None:
+    fx = IntercomFixture(lose_first_create=True)
+    async with intercom(pool, tmp_path, fx) as r:
+        op_id = await r.submit(dict(WINDOW))
         assert await r.settle(op_id, ENDS) is S.NEEDS_ATTENTION, await r.history(op_id)
         assert fx.creates == 1 and len(fx.jobs) == 1

@@ -13,6 +13,7 @@ import pytest
 
 from shared.ledger.states import RemoteState
 from shared.providers import (
+    ConfigError,
     HttpResponse,
     WebhookParseError,
     classify_transport_error,
@@ -1009,6 +1010,41 @@ def test_a_failed_state_told_by_the_http_status_alone_names_it_as_its_reason() -
     )
     said = parse_status(desc, response(410, {"output": {"message": "expired after 24h"}}))
     assert said.error is not None and said.error.message == "expired after 24h"
+
+
+def test_an_error_status_listed_as_carrying_the_job_is_read_for_its_state() -> None:
+    """`status.state_in_error_statuses = [504]`: Intercom's failed export is read
+    HTTP 504, the job in its body (status "failed"): that read is the job failed.
+    A 504 whose body names no state (a gateway's own page) is the transient error
+    it always was, and an unlisted code's body is never read for a state. Before,
+    every non-2xx read's body went unread: the export stayed "running" until the
+    result deadline, a human then told it had timed out."""
+    status = {
+        "path": "/export/content/data/{job_id}",
+        "state": "/status",
+        "state_map": {"in_progress": "running", "failed": "failed"},
+    }
+    listed = provider({**RUNWAY, "status": {**status, "state_in_error_statuses": [504]}})
+    failed = {"job_identifier": "v5x", "status": "failed", "download_url": ""}
+    read = parse_status(listed, response(504, failed))
+    assert read.remote_state is RemoteState.FAILED and read.raw_state == "failed"
+    assert read.error is not None
+    gateway = parse_status(listed, response(504, {"message": "Gateway Timeout"}))
+    assert gateway.remote_state is None and gateway.problem == "HTTP 504"
+    unknown = parse_status(listed, response(504, {"status": "exploded"}))
+    assert unknown.remote_state is None and unknown.problem == "HTTP 504"
+    unlisted = parse_status(provider({**RUNWAY, "status": status}), response(504, failed))
+    assert unlisted.remote_state is None and unlisted.problem == "HTTP 504"
+    for bad in ([200], [404]):
+        with pytest.raises(ConfigError, match="state_in_error_statuses"):
+            provider({**RUNWAY, "status": {**status, "state_in_error_statuses": bad}})
+    mapped = {
+        **status,
+        "state_in_error_statuses": [504],
+        "state_from_http_status": {"504": "failed"},
+    }
+    with pytest.raises(ConfigError, match="state_in_error_statuses"):
+        provider({**RUNWAY, "status": mapped})
 
 
 CSV_ERRORS = parse_providers(
