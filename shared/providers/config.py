@@ -1825,6 +1825,7 @@ def _result(table: _Table, status: StatusSpec) -> ResultSpec:
         pages=pages,
         failed=_failed(table.sub("failed"), source),
         empty_without_url=_empty_without_url(table, status, source, fmt, expect),
+        empty_states=_empty_states(table, status, source, fmt, expect),
         partial_on_cancel=table.boolean("partial_on_cancel", False),
         method=method,
         body=body,
@@ -2226,19 +2227,42 @@ def _empty_without_url(
         raise table.error(
             "empty_without_url", "needs status.counts_total (the count that says it is empty)"
         )
+    _refuse_unemptiable(table, "empty_without_url", fmt, expect)
+    return True
+
+
+def _empty_states(
+    table: _Table, status: StatusSpec, source: ResultSource, fmt: ResultFormat, expect: ResultExpect
+) -> frozenset[str]:
+    """`result.empty_states`: raw states that end a job well with nothing to collect
+    (Intercom's export `no_data`): an empty result, never fetched. Each a state the
+    map reads as succeeded; only where an empty document is one and a fetch would be
+    made at all."""
+    key = "empty_states"
+    states = frozenset(table.strings(key))
+    if not states:
+        return states
+    if source not in _FETCHED_SOURCES:
+        raise table.error(key, f"only where the result is fetched (url, path, files), not {source}")
+    for raw in sorted(states):
+        if status.state_map.get(raw) is not RemoteState.SUCCEEDED:
+            raise table.error(key, f"'{raw}' is not a state status.state_map reads as succeeded")
+    _refuse_unemptiable(table, key, fmt, expect)
+    return states
+
+
+def _refuse_unemptiable(table: _Table, key: str, fmt: ResultFormat, expect: ResultExpect) -> None:
+    """An empty result is stored only where an empty document is one (not JSON, a
+    CSV without a header row) and nothing only a fetch carries is required (a
+    checksum)."""
     if fmt is ResultFormat.JSON:
-        raise table.error("empty_without_url", "an empty document is no JSON: jsonl, csv, text")
+        raise table.error(key, "an empty document is no JSON: jsonl, csv, text")
     csv_options = table.data.get("csv")
     header = csv_options.get("header", True) if isinstance(csv_options, Mapping) else True
     if fmt is ResultFormat.CSV and header is not False:
-        raise table.error(
-            "empty_without_url", "an empty CSV has no header row: set result.csv.header = false"
-        )
+        raise table.error(key, "an empty CSV has no header row: set result.csv.header = false")
     if expect.checksum is not Checksum.NONE and expect.checksum_options.required:
-        raise table.error(
-            "empty_without_url", "an empty result has no checksum (set checksum.required = false)"
-        )
-    return True
+        raise table.error(key, "an empty result has no checksum (set checksum.required = false)")
 
 
 # Sources whose result is fetched by a call of its own, whose answer can fail.

@@ -220,7 +220,11 @@ rules in ``shared/providers/paths.py``); *paths* = a path or a list of paths;
                empty_without_url (false; true: a final status naming no result URL
                  whose status.counts_total is 0 is an empty result, stored without a
                  fetch: Shopify's bulk operations; source = url only, not with format
-                 json, a csv with a header row, or a required checksum)
+                 json, a csv with a header row, or a required checksum),
+               empty_states ([]: raw states, each one status.state_map reads as
+                 succeeded, that end the job with nothing to collect: an empty
+                 result, stored without a fetch; Intercom's export "no_data"; source
+                 url, path or files, format and checksum as empty_without_url's)
     [result.failed]  (source url, path or files) statuses (required: 4xx/5xx codes,
                not 429/502/503/504, of the result's first fetch that are the
                provider's verdict that the job failed, e.g. fal.ai's 422), error,
@@ -967,6 +971,9 @@ class ResultSpec:
     # (Shopify's bulk operations: `url: null`, `objectCount: "0"`): a final
     # status without a URL whose item counts total 0 is an empty result.
     empty_without_url: bool = False
+    # Raw states that end the job well with nothing to collect (Intercom's export
+    # `no_data`, its download_url empty): an empty result, stored without a fetch.
+    empty_states: frozenset[str] = frozenset()
     # Headers of the result's fetches alone (every page, every file), over the
     # description's `headers`: Rev.ai's transcript is asked for as
     # `Accept: application/vnd.rev.transcript.v1.0+json`, its job calls as JSON.

@@ -466,9 +466,12 @@ def _valid(items: _Items, notes: tuple[str, ...], base: dict[str, Any], parsed: 
 
 
 def is_empty_result(desc: ProviderDescription, status: StatusFact) -> bool:
-    """A final status that says the job produced nothing: no result URL, and item
-    counts totalling 0, where the description says that is how the provider
+    """A final status that says the job produced nothing: a state the description
+    names for it (`result.empty_states`: Intercom's `no_data`), or no result URL and
+    item counts totalling 0, where the description says that is how the provider
     tells it (`result.empty_without_url`)."""
+    if status.raw_state is not None and status.raw_state in desc.result.empty_states:
+        return True
     counts = status.counts
     return (
         desc.result.empty_without_url
@@ -492,7 +495,10 @@ def validate_empty_result(desc: ProviderDescription, status: StatusFact) -> Resu
         items, notes = _check_content(desc.result, decoded, status)
     except _Invalid as exc:
         return ResultCheck(ok=False, reason=exc.reason, **base)
-    said = "empty: the status gave no result URL and counted 0 items"
+    if status.raw_state is not None and status.raw_state in desc.result.empty_states:
+        said = f"empty: the job ended {status.raw_state!r}, a state with nothing to collect"
+    else:
+        said = "empty: the status gave no result URL and counted 0 items"
     return _valid(items, (said, *notes), base, None)
 
 

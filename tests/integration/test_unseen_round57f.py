@@ -405,6 +405,24 @@ async def test_intercom_a_failed_export_read_as_a_504_is_failed(pool: Any, tmp_p
         assert fx.downloads == []
 
 
+async def test_intercom_a_no_data_export_is_finished_with_nothing_no_download(
+    pool: Any, tmp_path: Path
+) -> None:
+    """no_data: the export finished, with nothing in it (its download_url empty, the
+    download path 404). With `result.empty_states = ["no_data"]` it succeeds with an
+    empty result, no download tried. Before, the download was tried six times and
+    the export was result_unavailable, a human told its result was lost."""
+    fx = IntercomFixture()
+    fx.script = "empty"
+    async with intercom(pool, tmp_path, fx) as r:
+        op_id = await r.submit(dict(WINDOW))
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert "no_data" in await r.raw_states(op_id)
+        assert fx.downloads == []
+        assert await r.result_bytes(op_id) == b""
+        assert (await r.op(op_id)).result_summary["size_bytes"] == 0
+
+
 async def test_intercom_a_refused_create_is_failed_with_its_message(
     pool: Any, tmp_path: Path
 ) -> None:

@@ -723,6 +723,27 @@ def test_empty_without_url_needs_a_url_source_a_total_and_a_format_that_can_be_e
         assert "result.empty_without_url:" in message and said in message, message
 
 
+def test_empty_states_are_succeeded_states_of_a_fetched_result_that_can_be_empty() -> None:
+    """`result.empty_states`: Intercom's `no_data`, a finished export with nothing in
+    it. Only a state the map reads as succeeded, of a result that is fetched, in a
+    format an empty document is one of."""
+    status = {"state_map": {"running": "running", "done": "succeeded", "no_data": "succeeded"}}
+    path = {"source": "path", "path": "/r/{job_id}", "format": "binary"}
+    loaded = load(acme(status=status, result={**path, "empty_states": ["no_data"]}))
+    assert loaded.result.empty_states == frozenset({"no_data"})
+    assert load(acme(status=status, result=path)).result.empty_states == frozenset()
+    cases = {
+        "'running' is not a state status.state_map reads as succeeded": ({**path}, ["running"]),
+        "'gone' is not a state": ({**path}, ["gone"]),
+        "only where the result is fetched": ({"source": "inline", "inline": "/o"}, ["no_data"]),
+        "an empty document is no JSON": ({**path, "format": "json"}, ["no_data"]),
+        "an empty CSV has no header row": ({**path, "format": "csv"}, ["no_data"]),
+    }
+    for said, (result, states) in cases.items():
+        message = config_error(acme(status=status, result={**result, "empty_states": states}))
+        assert "result.empty_states:" in message and said in message, message
+
+
 def test_a_status_body_names_the_job_for_a_graphql_endpoint() -> None:
     """`status.body` (POST): its strings with no placeholder of ours are sent as written
     (a GraphQL query's braces); the path may then omit {job_id} if the body names it."""
