@@ -560,6 +560,7 @@ class IntercomFixture(_Jobs):
             message = "created_at_after must be before created_at_before"
             return self._error(400, "parameter_invalid", message)
         if any(j["state"] in ("pending", "in_progress") for j in self.jobs.values()):
+            self.throttled_creates += 1
             message = "Exceeded rate limit of 1 pending message data export jobs"
             return self._error(429, "rate_limit_exceeded", message)
         jid = self.new_id()

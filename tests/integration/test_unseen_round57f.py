@@ -455,3 +455,38 @@ async def test_intercom_a_lost_create_goes_to_a_human_never_exported_twice(
         op_id = await r.submit(dict(WINDOW))
         assert await r.settle(op_id, ENDS) is S.NEEDS_ATTENTION, await r.history(op_id)
         assert fx.creates == 1 and len(fx.jobs) == 1
+
+
+async def test_intercom_a_cancel_of_an_export_that_completed_collects_it(
+    pool: Any, tmp_path: Path
+) -> None:
+    """A job that reached a terminal state is returned unchanged by the cancel: the
+    export completed is read so, its CSV kept, no cancel claimed."""
+    fx = IntercomFixture()
+    fx.script = "slow"
+    async with intercom(pool, tmp_path, fx) as r:
+        op_id = await r.submit(dict(WINDOW))
+        await r.settle(op_id, {S.OBSERVING})
+        fx.only()["state"] = "completed"
+        await r.cancel(op_id)
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert "cancelled" not in await r.history(op_id)
+        assert gzip.decompress(await r.result_bytes(op_id)) == IC_CSV
+
+
+async def test_intercom_a_second_export_waits_for_the_pending_one_never_a_human(
+    pool: Any, tmp_path: Path
+) -> None:
+    """One pending export per workspace: the second create is refused 429 while the
+    first runs (create.not_created_statuses), sent again later, and made once the
+    first completed; both exports kept, no human told."""
+    fx = IntercomFixture()
+    async with intercom(pool, tmp_path, fx) as r:
+        first = await r.submit(dict(WINDOW))
+        while not fx.jobs:
+            await r.reconciler.run_once()
+        second = await r.submit({"created_at_after": 1733616000, "created_at_before": 1734220800})
+        assert await r.settle(second, ENDS) is S.SUCCEEDED, await r.history(second)
+        assert await r.settle(first, ENDS) is S.SUCCEEDED, await r.history(first)
+        assert fx.throttled_creates >= 1 and len(fx.jobs) == 2
+        assert "create_unknown" not in await r.history(second)
