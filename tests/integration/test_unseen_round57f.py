@@ -21,6 +21,7 @@ from shared.ledger.states import LocalState
 from shared.serve import serve_app
 from tests.fixtures_providers.described import ENDS, described, reason
 from tests.fixtures_providers.rig import PresetRig, preset_rig
+from tests.fixtures_providers.unseen_round54 import OPENAI_WEBHOOK_SECRET, deliver_standard
 from tests.fixtures_providers.unseen_round57f import (
     CM_FAILURE,
     CM_KEY,
@@ -45,12 +46,29 @@ S = LocalState
 
 
 def rig(
-    pool: Any, tmp_path: Path, app: Any, name: str, env: dict[str, str], **over: Any
+    pool: Any,
+    tmp_path: Path,
+    app: Any,
+    name: str,
+    env: dict[str, str],
+    *,
+    with_receiver: bool = False,
+    **over: Any,
 ) -> contextlib.AbstractAsyncContextManager[PresetRig]:
-    """The described provider (webhooks left out: polled)."""
+    """The described provider; its webhooks only with the receiver."""
     table = described(name, **over)
-    table.pop("webhooks", None)
-    return preset_rig(pool, tmp_path, app, preset=None, name=name, env=env, overrides=table)
+    if not with_receiver:
+        table.pop("webhooks", None)
+    return preset_rig(
+        pool,
+        tmp_path,
+        app,
+        preset=None,
+        name=name,
+        env=env,
+        overrides=table,
+        with_receiver=with_receiver,
+    )
 
 
 # --- Creatomate --------------------------------------------------------------------
@@ -147,6 +165,28 @@ TUNE = {"model": "gpt-4o-mini-2024-07-18", "training_file": FT_TRAINING}
 
 def fine_tuning(pool: Any, tmp_path: Path, fx: FineTuningFixture, **over: Any) -> Any:
     return rig(pool, tmp_path, fx.app(), "openai_fine_tuning", OAI_ENV, **over)
+
+
+async def test_fine_tuning_the_signed_webhook_wakes_the_job_a_forged_one_refused(
+    pool: Any, tmp_path: Path
+) -> None:
+    """fine_tuning.job.succeeded, Standard Webhooks under the project's whsec_
+    secret: under another secret refused; the true one wakes the read (polling is
+    30 s away), the metrics kept."""
+    fx = FineTuningFixture()
+    fx.script = "slow"
+    env = OAI_ENV | {"OPENAI_WEBHOOK_SECRET": OPENAI_WEBHOOK_SECRET}
+    async with rig(pool, tmp_path, fx.app(), "openai_fine_tuning", env, with_receiver=True) as r:
+        op_id = await r.submit(dict(TUNE))
+        await r.settle(op_id, {S.OBSERVING, S.ACCEPTED})
+        jid = fx.only()["id"]
+        fx.only()["state"] = "succeeded"
+        other = "whsec_" + "YW5vdGhlci1zZWNyZXQtYWx0b2dldGhlcg=="
+        event = "fine_tuning.job.succeeded"
+        assert await deliver_standard(r.hook_url, event, jid, secret=other) == 401
+        assert await deliver_standard(r.hook_url, event, jid) == 200
+        assert await r.settle(op_id, ENDS, timeout=8) is S.SUCCEEDED, await r.history(op_id)
+        assert await r.result_bytes(op_id) == FT_METRICS
 
 
 async def test_fine_tuning_a_job_succeeds_and_its_metrics_csv_is_kept(
