@@ -181,13 +181,14 @@ def _operation_schema() -> dict[str, Any]:
             "partial_output": {
                 "type": "object",
                 "description": (
-                    "A cancelled job's output, kept as it was when it stopped: NOT a "
-                    "complete result."
+                    "A cancelled job's output, kept as it was when it stopped, or a "
+                    "failed job's failed items (errors_ref): NOT a complete result."
                 ),
                 "properties": {
                     "result_ref": nullable_text,
                     "result": {},
                     "summary": summary,
+                    "errors_ref": nullable_text,
                 },
             },
             "links": {"type": "object", "additionalProperties": {"type": "string"}},

@@ -72,8 +72,11 @@ def operation_resource(row: Mapping[str, Any]) -> dict[str, Any]:
         }
     elif row["done"]:
         resource["error"] = row["error"]
-        if row["result_ref"] is not None:  # a cancelled job's output, kept (migration 036)
-            resource["partial_output"] = _stored_output(row)
+        # a cancelled job's output, kept (migration 036), or a failed job's list of
+        # its failures (`result.failures_only`): the view gives the latter no
+        # result_ref, only errors_ref, which the agent must see to read them
+        if row["result_ref"] is not None or row["errors_ref"] is not None:
+            resource["partial_output"] = {**_stored_output(row), "errors_ref": row["errors_ref"]}
     return resource
 
 

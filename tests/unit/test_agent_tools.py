@@ -475,3 +475,54 @@ def test_a_cancel_of_a_finished_operation_reads_as_its_end() -> None:
     )
     result = agent_tools.cancel(_CancelClient(answer), "op_1", "stop")  # type: ignore[arg-type]
     assert result.status == "succeeded" and result.message == "Succeeded."
+
+
+def test_a_failed_jobs_kept_failures_reach_the_tool_caller() -> None:
+    """A job failed item by item whose failures were read and kept
+    (`result.failures_only`: Klaviyo's import, every profile failed): the view's
+    errors_ref names them, but the operation resource showed `partial_output` only
+    for a cancelled job's result_ref, so GET /v1/operations/{id} and the tools
+    (MCP's failed_items_uri) pointed the agent at nothing but "2 failed"."""
+    from receiver.api.resources import operation_resource
+
+    op_id = "op_1"
+    row: dict[str, Any] = {
+        "operation_id": op_id,
+        "provider": "klaviyo_imports",
+        "kind": "default",
+        "client_reference": "ref-1",
+        "requested_by": "agent",
+        "state": "failed",
+        "remote_state": "failed",
+        "remote_job_id": "job_1",
+        "outcome": "failed",
+        "final": True,
+        "message": "FAILED: 0 succeeded, 2 failed",
+        "poll_after_seconds": None,
+        "progress_completed": None,
+        "progress_total": None,
+        "progress_percent": None,
+        "cancel_requested_at": None,
+        "result_deadline": None,
+        "created_at": None,
+        "updated_at": None,
+        "finished_at": None,
+        "done": True,
+        "result_ref": None,  # the view shows a result_ref for succeeded or cancelled alone
+        "result": None,
+        "items_total": 2,
+        "items_succeeded": 0,
+        "items_failed": 2,
+        "errors_ref": f"/v1/operations/{op_id}/failed-items",
+        "error": {"code": "failed", "message": "0 succeeded, 2 failed"},
+    }
+    answered = operation_resource(row)
+    assert "response" not in answered and answered["error"] is not None
+    assert answered["partial_output"]["errors_ref"] == row["errors_ref"], answered
+    result = from_resource(answered)
+    assert result.status == "failed" and result.errors_ref == row["errors_ref"]
+    assert result.counts == {"total": 2, "succeeded": 0, "failed": 2}
+    assert view.structured(result)["failed_items_uri"] == view.failed_items_uri(op_id)
+    # a failed job with nothing kept shows no partial output, as before
+    bare = operation_resource({**row, "errors_ref": None, "items_total": None})
+    assert "partial_output" not in bare
