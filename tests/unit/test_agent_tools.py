@@ -526,3 +526,36 @@ def test_a_failed_jobs_kept_failures_reach_the_tool_caller() -> None:
     # a failed job with nothing kept shows no partial output, as before
     bare = operation_resource({**row, "errors_ref": None, "items_total": None})
     assert "partial_output" not in bare
+
+
+def test_a_failed_jobs_failed_items_uri_is_readable() -> None:
+    """The failed_items_uri a failed job's kept failures are given (its
+    `partial_output.errors_ref`) reads them: the resource read looked for
+    errors_ref under `response` alone, a success's, and answered "has no failed
+    items" for the very URI the tool had just handed the agent."""
+    from typing import cast
+
+    from shared.agents.client import AsyncJobwardenClient
+    from shared.agents.mcp.resources import read_resource
+
+    op_id = "op_" + "0" * 26
+    errors_ref = f"/v1/operations/{op_id}/failed-items"
+    operation = resource(
+        done=True,
+        outcome="failed",
+        error={"code": "failed", "message": "0 succeeded, 2 failed"},
+        partial_output={"result_ref": None, "summary": {"failed": 2}, "errors_ref": errors_ref},
+    )
+    page = {"items_failed": 2, "items_total": 2, "items": [{"item_key": "a"}, {"item_key": "b"}]}
+
+    class _Client:
+        async def get(self, operation_id: str) -> dict[str, Any]:
+            return operation
+
+        async def failed_items(self, operation_id: str, **_: Any) -> dict[str, Any]:
+            return page
+
+    client = cast(AsyncJobwardenClient, _Client())
+    read = asyncio.run(read_resource(client, view.failed_items_uri(op_id)))
+    body = json.loads(read.contents[0].text)  # type: ignore[union-attr]
+    assert [i["item_key"] for i in body["items"]] == ["a", "b"], body

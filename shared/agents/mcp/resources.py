@@ -137,7 +137,9 @@ async def _read(
         if response is None:
             raise not_found(uri, f"{op_id} has no verified result: {operation.get('message')}")
         return _result_body(op_id, response)
-    if response is None or not response.get("errors_ref"):
+    # a success's failed items, or those a failed job kept (`partial_output`)
+    kept = response or operation.get("partial_output")
+    if not kept or not kept.get("errors_ref"):
         raise not_found(uri, f"{op_id} has no failed items")
     return await _failed_items(client, op_id)
 
