@@ -519,7 +519,18 @@ def _state_in_error(
     if not isinstance(body, dict):
         return None
     fact = _failed_by_error(desc.status, _status_from_body(desc, body, resp, common, now))
-    return fact if fact.remote_state is not None and fact.raw_state is not None else None
+    if fact.remote_state is None or fact.raw_state is None:
+        return None
+    throttled = throttle_code(desc, resp) is not None
+    if resp.status_code in BACK_PRESSURE_STATUSES or throttled:
+        # the job in the body, and still a 503's (a throttle's) wait: its Retry-After
+        # holds every call, as it does where the body names nothing
+        fact = replace(
+            fact,
+            back_pressure=True,
+            rate_limited=throttled or fact.retry_after_seconds is not None,
+        )
+    return fact
 
 
 def _failed_by_error(spec: StatusSpec, fact: StatusFact) -> StatusFact:

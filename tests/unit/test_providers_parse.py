@@ -1047,6 +1047,25 @@ def test_an_error_status_listed_as_carrying_the_job_is_read_for_its_state() -> N
         provider({**RUNWAY, "status": mapped})
 
 
+def test_a_listed_back_pressure_code_read_for_its_state_keeps_its_wait() -> None:
+    """`status.state_in_error_statuses = [503]`: a 503 whose body still names the
+    job (running) is read for its state, and is still the back-pressure it says it
+    is: its Retry-After is kept as a wait no call may break. Before, the body's
+    state made the read an ordinary one, back_pressure and rate_limited dropped,
+    and the next read went at the usual pace, inside the provider's window."""
+    status = {
+        "path": "/export/content/data/{job_id}",
+        "state": "/status",
+        "state_map": {"in_progress": "running", "failed": "failed"},
+        "state_in_error_statuses": [503],
+    }
+    listed = provider({**RUNWAY, "status": status})
+    read = parse_status(listed, response(503, {"status": "in_progress"}, {"Retry-After": "120"}))
+    assert read.remote_state is RemoteState.RUNNING and read.raw_state == "in_progress"
+    assert read.back_pressure and read.rate_limited, read
+    assert read.retry_after_seconds == 120
+
+
 CSV_ERRORS = parse_providers(
     {
         "providers": {
