@@ -337,7 +337,9 @@ async def _final_status(step: Step, conn: Any, attempt: int, *, fresh: bool) -> 
         None
         if fresh
         else await conn.fetchrow(
-            q("latest_poll_call"), step.op.operation_id, list(status.state_from_http_status)
+            q("latest_poll_call"),
+            step.op.operation_id,
+            [*status.state_from_http_status, *status.state_in_error_statuses],
         )
     )
     recorded = recorded_response(row, step.adapter.headers_read) if row is not None else None

@@ -771,9 +771,15 @@ class StatusSpec:
         return (first, *self.error_message_also) if first is not None else ()
 
     def answers(self, status_code: int) -> bool:
-        """Whether a status read with this code says where the job is (a 2xx, or a
-        code mapped to a state, such as a 303 See Other at completion)."""
-        return 200 <= status_code < 300 or status_code in self.state_from_http_status
+        """Whether a status read with this code may say where the job is (a 2xx, a
+        code mapped to a state, such as a 303 See Other at completion, or one whose
+        body is read for it: `state_in_error_statuses`, a body naming none is then
+        a read naming no state)."""
+        return (
+            200 <= status_code < 300
+            or status_code in self.state_from_http_status
+            or status_code in self.state_in_error_statuses
+        )
 
 
 # A JSON value whose strings are templates (`CancelSpec.body`): a Template where

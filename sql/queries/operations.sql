@@ -281,7 +281,8 @@ ORDER BY call_id;
 
 -- name: latest_poll_call
 -- The newest status read that said where the job is: a 2xx, or one of the
--- codes $2 the provider's description maps to a state (a 303 at completion).
+-- codes $2 the provider's description maps to a state (a 303 at completion)
+-- or reads the body of for one (status.state_in_error_statuses).
 SELECT c.status_code, c.response_headers, c.response_body, c.response_sha256, c.url
 FROM provider_calls c
 WHERE c.operation_id = $1 AND c.call_kind = 'status'

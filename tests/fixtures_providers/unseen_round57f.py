@@ -513,6 +513,7 @@ class IntercomFixture(_Jobs):
         super().__init__("", **kwargs)
         self.script: str | None = None
         self.downloads: list[str | None] = []  # each download's Accept header
+        self.completed_code = 200  # the code a completed export's read answers
 
     def new_id(self) -> str:
         return f"v5xsp8c19ji{len(self.jobs) + 1:04d}"
@@ -577,7 +578,8 @@ class IntercomFixture(_Jobs):
         self.reads += 1
         final = {"fail": "failed", "empty": "no_data"}.get(job.get("script") or "", "completed")
         _advance(job, ["pending", "in_progress"], final)
-        return json_response(self.job(request, job), 504 if job["state"] == "failed" else 200)
+        code = {"failed": 504, "completed": self.completed_code}.get(job["state"], 200)
+        return json_response(self.job(request, job), code)
 
     async def cancel(self, request: Request) -> Response:
         if (refused := self._refused(request)) is not None:

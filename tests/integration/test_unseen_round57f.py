@@ -445,6 +445,21 @@ async def test_intercom_a_failed_export_read_as_a_504_is_failed(pool: Any, tmp_p
         assert fx.downloads == []
 
 
+async def test_intercom_a_completed_export_read_as_a_504_is_collected(
+    pool: Any, tmp_path: Path
+) -> None:
+    """A listed error code (`state_in_error_statuses = [504]`) whose body names the
+    job completed: the read that decided is the collection's final read too. Before,
+    the final read took the newest 2xx on record (the job "in_progress") or, read
+    again, refused the 504 as no answer: the export was given up, never collected."""
+    fx = IntercomFixture()
+    fx.completed_code = 504
+    async with intercom(pool, tmp_path, fx) as r:
+        op_id = await r.submit(dict(WINDOW))
+        assert await r.settle(op_id, ENDS) is S.SUCCEEDED, await r.history(op_id)
+        assert gzip.decompress(await r.result_bytes(op_id)) == IC_CSV
+
+
 async def test_intercom_a_no_data_export_is_finished_with_nothing_no_download(
     pool: Any, tmp_path: Path
 ) -> None:
