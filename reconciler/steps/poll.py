@@ -671,9 +671,15 @@ def _suspect(step: Step, fact: StatusFact) -> _Suspect | None:
 
 def _passing_codes(step: Step) -> frozenset[int]:
     """4xx codes that do not count as a refused read: a timeout, too early, a
-    throttle, and the codes the description reads as "not found" or as a state."""
+    throttle, and the codes the description reads as "not found" or as a state
+    (mapped, or read in the body: `status.state_in_error_statuses`)."""
     status = step.adapter.desc.status
-    return PASSING_CLIENT_STATUSES | status.not_found_statuses | set(status.state_from_http_status)
+    return (
+        PASSING_CLIENT_STATUSES
+        | status.not_found_statuses
+        | set(status.state_from_http_status)
+        | status.state_in_error_statuses
+    )
 
 
 def _refused_cause(fact: StatusFact, reads: int) -> str:
