@@ -49,3 +49,13 @@ async def reason(r: Any, op_id: str) -> str:
         return str(op.last_error.get("message"))
     esc = await r.escalation(op_id)
     return str(esc["reason"]) if esc else ""
+
+
+async def cancelled_with_no_endpoint(r: Any, op_id: str) -> None:
+    """A cancel asked at a provider with no cancel endpoint: nothing is sent, and at
+    its (short) deadline a human is told so, the job unconfirmed, never "cancelled"."""
+    await r.cancel(op_id, cancel_deadline_s=0.5)
+    assert await r.settle(op_id, ENDS) is S.CANCELLATION_UNCONFIRMED, await r.history(op_id)
+    said = (await r.escalation(op_id))["reason"]
+    assert "no cancel endpoint" in said and "no cancel was sent" in said, said
+    assert await r.calls(op_id, "cancel") == []

@@ -22,7 +22,7 @@ from typing import Any
 
 from shared.ledger.states import LocalState
 from shared.serve import serve_app
-from tests.fixtures_providers.described import ENDS, described, reason
+from tests.fixtures_providers.described import ENDS, cancelled_with_no_endpoint, described, reason
 from tests.fixtures_providers.rig import PresetRig, preset_rig
 from tests.fixtures_providers.unseen_round57 import (
     AP_FAILURE,
@@ -444,10 +444,7 @@ async def test_mindee_a_cancel_sends_nothing_and_the_deadline_tells_a_human(
     async with mindee(pool, tmp_path, fx) as r:
         op_id = await r.submit(invoice())
         await r.settle(op_id, {S.OBSERVING})
-        await r.cancel(op_id, cancel_deadline_s=0.5)
-        assert await r.settle(op_id, ENDS) is S.CANCELLATION_UNCONFIRMED, await r.history(op_id)
-        said = (await r.escalation(op_id))["reason"]
-        assert "no cancel endpoint" in said and "no cancel was sent" in said, said
+        await cancelled_with_no_endpoint(r, op_id)
 
 
 async def test_mindee_a_lost_create_goes_to_a_human(pool: Any, tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ import pytest
 
 from shared.ledger.states import LocalState
 from shared.providers.config import ConfigError
-from tests.fixtures_providers.described import ENDS, described, reason
+from tests.fixtures_providers.described import ENDS, cancelled_with_no_endpoint, described, reason
 from tests.fixtures_providers.rig import PresetRig, load, preset_rig
 from tests.fixtures_providers.unseen_round57e import (
     ADF_FAILURE,
@@ -396,11 +396,7 @@ async def test_twelvelabs_a_cancel_sends_nothing_and_the_deadline_tells_a_human(
     async with twelvelabs(pool, tmp_path, fx) as r:
         op_id = await r.submit(dict(VIDEO))
         await r.settle(op_id, {S.OBSERVING})
-        await r.cancel(op_id, cancel_deadline_s=0.5)
-        assert await r.settle(op_id, ENDS) is S.CANCELLATION_UNCONFIRMED, await r.history(op_id)
-        said = (await r.escalation(op_id))["reason"]
-        assert "no cancel endpoint" in said and "no cancel was sent" in said, said
-        assert await r.calls(op_id, "cancel") == []
+        await cancelled_with_no_endpoint(r, op_id)
 
 
 async def test_twelvelabs_a_rate_limited_create_is_sent_again_one_task(
