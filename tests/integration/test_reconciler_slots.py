@@ -35,19 +35,27 @@ from shared.settings import check_reconciler_settings, load_settings
 from tests.harness import Rig, rig
 
 ONE_SLOT = {"limits": {"max_concurrency": 1}}
-# Event-loop turns a test waits for a coroutine to reach an expected wait
-# (a slot, a connection): each turn lets every ready task run one step, so
-# this bounds a wait on a signal, not a time.
+# Event-loop turns a test first waits for a coroutine to reach an expected wait
+# (a slot, a connection), each turn letting every ready task run one step...
 LOOP_TURNS = 10_000
+# ...then how long it goes on waiting, a turn a millisecond: a step that gives
+# its slot back renews its lease (a database round trip) before it queues again,
+# and under a full suite's load that outlasted the turns (the wait ended, the
+# step not yet queued). A bound on a wait that would never end, not a timing:
+# the condition is met the moment it holds.
+GIVE_UP_AFTER_S = 30.0
 
 
 async def until(condition: Callable[[], bool], what: str) -> None:
-    """Yield to the event loop until `condition()` holds (no sleeping, no timing)."""
-    for _ in range(LOOP_TURNS):
-        if condition():
-            return
-        await asyncio.sleep(0)
-    raise AssertionError(f"never reached: {what}")
+    """Yield to the event loop until `condition()` holds."""
+    loop = asyncio.get_running_loop()
+    give_up = loop.time() + GIVE_UP_AFTER_S
+    turns = 0
+    while not condition():
+        if loop.time() > give_up:
+            raise AssertionError(f"never reached: {what}")
+        turns += 1
+        await asyncio.sleep(0 if turns < LOOP_TURNS else 0.001)
 
 
 def waiting_for(slot: asyncio.Semaphore) -> int:
