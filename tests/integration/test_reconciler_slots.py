@@ -35,27 +35,51 @@ from shared.settings import check_reconciler_settings, load_settings
 from tests.harness import Rig, rig
 
 ONE_SLOT = {"limits": {"max_concurrency": 1}}
-# Event-loop turns a test first waits for a coroutine to reach an expected wait
-# (a slot, a connection), each turn letting every ready task run one step...
+# Event-loop turns a test waits for a coroutine to reach an expected wait
+# (a slot, a connection): each turn lets every ready task run one step, so
+# this bounds a wait on a signal, not a time.
 LOOP_TURNS = 10_000
-# ...then how long it goes on waiting, a turn a millisecond: a step that gives
-# its slot back renews its lease (a database round trip) before it queues again,
-# and under a full suite's load that outlasted the turns (the wait ended, the
-# step not yet queued). A bound on a wait that would never end, not a timing:
-# the condition is met the moment it holds.
+# The bound on a wait for an explicit signal (`Asked`): one that never comes.
 GIVE_UP_AFTER_S = 30.0
 
 
 async def until(condition: Callable[[], bool], what: str) -> None:
-    """Yield to the event loop until `condition()` holds."""
-    loop = asyncio.get_running_loop()
-    give_up = loop.time() + GIVE_UP_AFTER_S
-    turns = 0
-    while not condition():
-        if loop.time() > give_up:
-            raise AssertionError(f"never reached: {what}")
-        turns += 1
-        await asyncio.sleep(0 if turns < LOOP_TURNS else 0.001)
+    """Yield to the event loop until `condition()` holds (no sleeping, no timing)."""
+    for _ in range(LOOP_TURNS):
+        if condition():
+            return
+        await asyncio.sleep(0)
+    raise AssertionError(f"never reached: {what}")
+
+
+class Asked:
+    """Set when a task other than the test asks `sem` for a turn: the explicit
+    signal a test waits on before it moves the clock. A step that gave its slot
+    back renews its lease (a database round trip) before it queues again; under
+    a full suite's load that outlasted any count of loop turns."""
+
+    def __init__(self, sem: asyncio.Semaphore) -> None:
+        self.sem = sem
+        self.event = asyncio.Event()
+        test = asyncio.current_task()
+        original = sem.acquire
+
+        async def acquire() -> bool:
+            if asyncio.current_task() is not test:
+                self.event.set()
+            return await original()
+
+        sem.acquire = acquire  # type: ignore[method-assign]
+
+    async def queued(self, what: str) -> None:
+        """Wait until the step asked for a turn and is queued for it (the asking
+        queues it before its first await)."""
+        try:
+            await asyncio.wait_for(self.event.wait(), GIVE_UP_AFTER_S)
+        except TimeoutError:
+            raise AssertionError(f"never reached: {what}") from None
+        self.event.clear()
+        await until(lambda: waiting_for(self.sem) == 1, what)
 
 
 def waiting_for(slot: asyncio.Semaphore) -> int:
@@ -232,9 +256,10 @@ async def test_a_step_that_never_gets_a_slot_in_time_records_a_call_never_sent(
         reads_before = sum((await r.stats())["status_calls_per_job"].values())
         slot = r.ctx.semaphore("sim")
         await slot.acquire()
+        asked = Asked(slot)
         sending = asyncio.ensure_future(step.send(status_request(step)))
         for round_ in range(MAX_SLOT_ROUNDS):
-            await until(lambda: waiting_for(slot) == 1, f"the step queues (round {round_})")
+            await asked.queued(f"the step queues (round {round_})")
             await clock.advance(0.6)  # 1.4 s of lease left: less than 1 s + 0.5 s margin
             slot.release()
             await slot.acquire()  # the step took it, found its lease short, gave it back
