@@ -148,8 +148,8 @@ _PARSED_PER_PART = frozenset({ResultFormat.JSON, ResultFormat.JSONL, ResultForma
 
 def _list_inside(part: bytes) -> bytes:
     """What a JSON list's brackets hold, as sent (validation has parsed it as a
-    list: a UTF-8 BOM and JSON's whitespace may stand around it)."""
-    text = part.removeprefix(_BOM).strip(b" \t\r\n")
+    list: JSON's whitespace may stand around it; `joined_parts` dropped a BOM)."""
+    text = part.strip(b" \t\r\n")
     if not (text.startswith(b"[") and text.endswith(b"]")):
         raise FormatError("a result page is not a JSON list")
     return text[1:-1].strip(b" \t\r\n")
